@@ -1,0 +1,60 @@
+"""jaxacct: a JAX-accelerated numerical privacy accountant.
+
+Float64 throughout, without touching the user's global JAX config: eager
+entry points run under ``jax.enable_x64(True)``; jittable kernels called from
+a user's own ``jit`` require x64 and say so (see ``jaxacct._core.dtype``).
+
+Layout (one module per scheme over a small numerical core):
+
+* ``jaxacct.mechanisms`` -- RDP of base mechanisms (Gaussian, Laplace, eps0-DP).
+* ``jaxacct.poisson``    -- Poisson-subsampled Gaussian (RDP; PLD via ``pld``).
+* ``jaxacct.allocation`` -- random allocation / balls-in-bins (Feldman-Shenfeld).
+* ``jaxacct.shuffle``    -- shuffle model (clones, variation ratio, multinomial,
+  Girgis et al., shuffled check-in, exact randomized response).
+* ``jaxacct.pld``        -- discretised privacy loss distributions, FFT composition.
+* ``jaxacct.tracking``   -- optax ``GradientTransformation`` that tracks epsilon.
+"""
+
+__version__ = "0.1.0"
+
+from jaxacct._core.calibrate import bisect
+from jaxacct._core.conversion import rdp_to_delta, rdp_to_epsilon
+from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
+from jaxacct._core.orders import DEFAULT_INTEGER_ORDERS, DEFAULT_ORDERS, integer_orders
+from jaxacct._core.results import DeltaResult, EpsilonResult
+from jaxacct.mechanisms import gaussian_rdp, laplace_rdp, pure_dp_rdp, randomized_response_rdp
+from jaxacct import poisson
+from jaxacct.poisson import poisson_gaussian_rdp
+
+
+def compose_rdp(*events):
+  """Composes heterogeneous RDP events over a shared order grid.
+
+  Args:
+    *events: ``(rdp_curve, count)`` pairs (or bare curves, count 1); every
+      curve is evaluated on the same orders, shape ``(..., A)``.
+
+  Returns:
+    The summed curve ``sum(count * rdp)`` (RDP composes additively:
+    Mironov, arXiv:1702.07476v3, Prop. 1).
+  """
+  import jax.numpy as jnp
+  from jaxacct._core import checks
+  total = None
+  for ev in events:
+    curve, count = (ev if isinstance(ev, tuple) else (ev, 1))
+    checks.check_range("count", count, 0, float("inf"))
+    term = jnp.asarray(curve) * count
+    total = term if total is None else total + term
+  if total is None:
+    raise ValueError("compose_rdp needs at least one event; got none.")
+  return total
+
+
+__all__ = [
+    "__version__", "DEFAULT_ORDERS", "DEFAULT_INTEGER_ORDERS", "integer_orders",
+    "EpsilonResult", "DeltaResult", "bisect", "rdp_to_epsilon", "rdp_to_delta",
+    "gaussian_delta", "gaussian_epsilon", "gaussian_rdp", "laplace_rdp",
+    "pure_dp_rdp", "randomized_response_rdp", "poisson", "poisson_gaussian_rdp",
+    "compose_rdp",
+]

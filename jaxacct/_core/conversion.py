@@ -1,0 +1,166 @@
+r"""RDP -> (epsilon, delta) conversion.
+
+Two methods:
+
+* ``"tight"`` (default): Canonne, Kamath & Steinke, "The discrete Gaussian for
+  differential privacy", arXiv:2004.00010v5, Prop. 12 (also Asoodeh et al.
+  arXiv:2001.05990v1 eq. 20; Balle et al. arXiv:1905.09982v2 Thm 21):
+
+  .. math:: \varepsilon = \rho_\alpha + \log(1-1/\alpha)
+            - \frac{\log\delta + \log\alpha}{\alpha-1},
+  .. math:: \log\delta = (\alpha-1)(\rho_\alpha-\varepsilon+\log(1-1/\alpha))
+            - \log\alpha,
+
+  combined with the KL/total-variation bound
+  :math:`\delta(0) \le \sqrt{1-e^{-\rho_\alpha}}` (Bretagnolle-Huber, valid
+  because :math:`R_\alpha \ge \mathrm{KL}`). As in dp-accounting 0.6.0, orders
+  ``alpha <= 1.01`` are skipped by this formula (it is unstable there and
+  never optimal).
+* ``"classic"``: Mironov, "Renyi differential privacy", arXiv:1702.07476v3,
+  Prop. 3: :math:`\varepsilon = \rho_\alpha + \log(1/\delta)/(\alpha-1)`.
+
+Both minimise over the order grid and return the minimising order. The
+functions are jittable; ``rdp`` has shape ``(..., len(orders))`` and
+``delta``/``epsilon`` broadcast against ``rdp.shape[:-1]``.
+
+Bound: upper (given an upper bound on the RDP curve). NaN for invalid traced
+inputs (delta outside (0,1), negative RDP).
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxacct._core import checks
+from jaxacct._core.dtype import require_x64, x64_boundary
+
+_METHODS = ("tight", "classic")
+
+
+def _check(orders, rdp, method):
+  checks.check_choice("method", method, _METHODS)
+  checks.check_orders(orders)
+  checks.check_range("rdp", rdp, 0.0, jnp.inf, allow_inf=True)
+
+
+def _eps_per_order(orders, rdp, delta, method):
+  a = orders
+  log_delta = jnp.log(delta)[..., None]
+  if method == "classic":
+    eps = rdp - log_delta / (a - 1.0)
+    return jnp.where(a > 1.0, eps, jnp.inf)
+  eps = rdp + jnp.log1p(-1.0 / a) - (log_delta + jnp.log(a)) / (a - 1.0)
+  eps = jnp.where(a > 1.01, eps, jnp.inf)
+  # KL / TV route: delta^2 > 1 - exp(-rdp) => epsilon = 0 is achievable.
+  kl_ok = delta[..., None] ** 2 + jnp.expm1(-rdp) > 0
+  return jnp.where(kl_ok, 0.0, eps)
+
+
+def rdp_to_epsilon(orders, rdp, delta, *, method: str = "tight"
+                   ) -> Tuple[jax.Array, jax.Array]:
+  """Smallest epsilon at ``delta`` implied by an RDP curve.
+
+  Args:
+    orders: 1-D array of Renyi orders, all > 1.
+    rdp: RDP values, shape ``(..., len(orders))``, >= 0 (``inf`` allowed).
+    delta: target delta in (0, 1); broadcasts against ``rdp.shape[:-1]``.
+    method: ``"tight"`` (default) or ``"classic"``.
+
+  Returns:
+    ``(epsilon, order)``: float64 arrays of shape
+    ``broadcast(rdp.shape[:-1], delta.shape)``; ``epsilon >= 0``.
+
+  Bound: upper. NaN lanes for invalid traced delta.
+  """
+  if checks.is_concrete((orders, rdp, delta)):
+    _check(orders, rdp, method)
+    checks.check_delta(delta)
+    return _rdp_to_epsilon_eager(orders, rdp, delta, method)
+  return _rdp_to_epsilon(orders, rdp, delta, method)
+
+
+@x64_boundary
+def _rdp_to_epsilon_eager(orders, rdp, delta, method):
+  return _rdp_to_epsilon(orders, rdp, delta, method)
+
+
+def _rdp_to_epsilon(orders, rdp, delta, method):
+  require_x64("rdp_to_epsilon")
+  orders = jnp.asarray(orders, jnp.float64)
+  rdp = jnp.asarray(rdp, jnp.float64)
+  delta = jnp.asarray(delta, jnp.float64)
+  batch = jnp.broadcast_shapes(rdp.shape[:-1], delta.shape)
+  rdp = jnp.broadcast_to(rdp, batch + rdp.shape[-1:])
+  delta = jnp.broadcast_to(delta, batch)
+  eps = _eps_per_order(orders, rdp, delta, method)
+  eps = jnp.where(jnp.isnan(rdp), jnp.nan, eps)
+  idx = jnp.argmin(jnp.where(jnp.isnan(eps), jnp.inf, eps), axis=-1)
+  best = jnp.take_along_axis(eps, idx[..., None], axis=-1)[..., 0]
+  best = jnp.maximum(best, 0.0)
+  bad = (delta <= 0) | (delta >= 1) | jnp.isnan(delta) | jnp.any(
+      rdp < 0, axis=-1) | jnp.any(jnp.isnan(rdp), axis=-1)
+  best = jnp.where(bad, jnp.nan, best)
+  return best, orders[idx]
+
+
+def _log_delta_per_order(orders, rdp, epsilon, method):
+  a = orders
+  eps = epsilon[..., None]
+  if method == "classic":
+    ld = (a - 1.0) * (rdp - eps)
+    return jnp.where(a > 1.0, ld, jnp.inf)
+  ld = (a - 1.0) * (rdp - eps + jnp.log1p(-1.0 / a)) - jnp.log(a)
+  ld = jnp.where(a > 1.01, ld, jnp.inf)
+  # KL / TV route, valid for epsilon >= 0.
+  safe_r = jnp.where(rdp > 0, rdp, 1.0)
+  kl = jnp.where(rdp > 0, 0.5 * jnp.log1p(-jnp.exp(-safe_r)), -jnp.inf)
+  kl = jnp.where(eps >= 0, kl, jnp.inf)
+  return jnp.minimum(ld, kl)
+
+
+def rdp_to_delta(orders, rdp, epsilon, *, method: str = "tight"
+                 ) -> Tuple[jax.Array, jax.Array]:
+  """Smallest delta at ``epsilon`` implied by an RDP curve.
+
+  Args:
+    orders: 1-D array of Renyi orders, all > 1.
+    rdp: shape ``(..., len(orders))``, >= 0.
+    epsilon: real; broadcasts against ``rdp.shape[:-1]``.
+    method: ``"tight"`` or ``"classic"``.
+
+  Returns:
+    ``(delta, order)``, delta in [0, 1].
+
+  Bound: upper.
+  """
+  if checks.is_concrete((orders, rdp, epsilon)):
+    _check(orders, rdp, method)
+    checks.check_range("epsilon", epsilon, -jnp.inf, jnp.inf)
+    return _rdp_to_delta_eager(orders, rdp, epsilon, method)
+  return _rdp_to_delta(orders, rdp, epsilon, method)
+
+
+@x64_boundary
+def _rdp_to_delta_eager(orders, rdp, epsilon, method):
+  return _rdp_to_delta(orders, rdp, epsilon, method)
+
+
+def _rdp_to_delta(orders, rdp, epsilon, method):
+  require_x64("rdp_to_delta")
+  orders = jnp.asarray(orders, jnp.float64)
+  rdp = jnp.asarray(rdp, jnp.float64)
+  epsilon = jnp.asarray(epsilon, jnp.float64)
+  batch = jnp.broadcast_shapes(rdp.shape[:-1], epsilon.shape)
+  rdp = jnp.broadcast_to(rdp, batch + rdp.shape[-1:])
+  epsilon = jnp.broadcast_to(epsilon, batch)
+  ld = _log_delta_per_order(orders, rdp, epsilon, method)
+  ld = jnp.where(jnp.isnan(rdp), jnp.nan, ld)
+  idx = jnp.argmin(jnp.where(jnp.isnan(ld), jnp.inf, ld), axis=-1)
+  best = jnp.take_along_axis(ld, idx[..., None], axis=-1)[..., 0]
+  delta = jnp.minimum(jnp.exp(best), 1.0)
+  bad = jnp.isnan(epsilon) | jnp.any(rdp < 0, axis=-1) | jnp.any(
+      jnp.isnan(rdp), axis=-1)
+  return jnp.where(bad, jnp.nan, delta), orders[idx]
