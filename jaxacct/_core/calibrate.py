@@ -37,18 +37,22 @@ def bisect(fn: Callable, lo, hi, *, increasing: bool, num_iters: int = 64,
   tf = jnp.log if log_scale else (lambda v: v)
   itf = jnp.exp if log_scale else (lambda v: v)
   a, b = tf(lo), tf(hi)
+  # Feasibility of the conservative end is carried through the loop (not
+  # re-evaluated afterwards: a second compiled evaluation may round
+  # differently and flip a boundary case).
+  end0 = lo if increasing else hi
+  ok0 = fn(end0) <= 0
 
-  def body(_, ab):
-    a, b = ab
+  def body(_, carry):
+    a, b, ok = carry
     m = 0.5 * (a + b)
     feas = fn(itf(m)) <= 0
     if increasing:   # feasible below the root: move a up when m feasible
       a, b = jnp.where(feas, m, a), jnp.where(feas, b, m)
     else:            # feasible above the root: move b down when m feasible
       a, b = jnp.where(feas, a, m), jnp.where(feas, m, b)
-    return a, b
+    return a, b, ok | feas
 
-  a, b = jax.lax.fori_loop(0, num_iters, body, (a, b))
+  a, b, ok = jax.lax.fori_loop(0, num_iters, body, (a, b, ok0))
   x = itf(a) if increasing else itf(b)
-  ok = fn(x) <= 0
   return BisectResult(x=x, ok=ok, width=itf(b) - itf(a))
