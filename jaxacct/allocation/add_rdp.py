@@ -1,0 +1,170 @@
+r"""Exact add-direction RDP of 1-out-of-t random allocation, Gaussian noise.
+
+Feldman & Shenfeld, "Privacy amplification by random allocation",
+arXiv:2502.08202v3, Sec. 3 (dominating pair, Thm 3.1) and Lemma F.1 (add
+analogue). The paper gives no composable add-direction bound: Thm 4.9 /
+Cor. 4.10 carry a loss shift that adds up linearly over the m = kE rounds
+(digest pitfall 2). This module computes the add-direction RDP itself,
+which composes additively, by an exact integral representation.
+
+With :math:`S = \frac1t\sum_{i=1}^t L_i`, :math:`L_i = e^{X_i}` i.i.d.,
+:math:`X_i\sim\mathcal N(-\tau^2/2, \tau^2)`, :math:`\tau = 1/\sigma` (the
+likelihood ratio of :math:`(\mathcal N(1,\sigma^2), \mathcal N(0,\sigma^2))`
+under the null), and :math:`s = \alpha - 1 > 0`,
+
+.. math::
+   e^{(\alpha-1) R^{\leftarrow}_\alpha}
+   = E_{\bar P}\big[(Q^{\otimes t}/\bar P)^{\alpha}\big] = E_Q[S^{-s}]
+   = \frac{1}{\Gamma(s)}\int_{-\infty}^{\infty} e^{s w}\,
+     \varphi(e^{w}/t)^t\,dw,\qquad \varphi(v) = E[e^{-vL}],
+
+from :math:`y^{-s} = \Gamma(s)^{-1}\int_0^\infty u^{s-1}e^{-uy}du` and
+independence. Both integrals are trapezoidal rules (exponentially convergent
+for these smooth, rapidly decaying integrands): the inner one over
+:math:`\xi = (X+\tau^2/2)/\tau\in[-38, 38]`, the outer one over
+:math:`w` on a grid shared by all orders. The integrand of the
+``L == 1`` case (which integrates to exactly 1) is subtracted so that
+``A - 1 >= 0`` is summed directly (tiny RDP at large t keeps its relative
+accuracy).
+
+Bound: exact up to quadrature error (validated in ``tests/test_allocation.py``
+against t = 1 closed form alpha/(2 sigma^2), 2-D scipy quadrature at t = 2,
+a finer grid, and Monte Carlo). Accurate for sigma >= 0.2 with the default
+grid sizes; for smaller sigma raise ``num_inner``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import gammaln
+
+from jaxacct._core import checks
+from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.logmath import logsumexp
+
+_XI_MAX = 38.0
+
+
+def _neg_expm1_minus(y):
+  """-expm1(-y) - y = -(e^{-y} - 1 + y) <= 0, accurate for small y >= 0."""
+  series = -y * y * (0.5 - y * (1.0 / 6 - y * (1.0 / 24 - y * (1.0 / 120 - y / 720))))
+  return jnp.where(y < 1e-2, series, -jnp.expm1(-y) - y)
+
+
+def _log1p_neg_plus(x):
+  """log1p(-x) + x for x in [0, 1), accurate for small x."""
+  series = -x * x * (0.5 + x * (1.0 / 3 + x * (0.25 + x * (0.2 + x / 6))))
+  return jnp.where(x < 1e-3, series, jnp.log1p(-x) + x)
+
+
+def _log_expm1(y):
+  """log(expm1(y)) for y >= 0 (-inf at 0)."""
+  big = y > 1.0
+  return jnp.where(big, y + jnp.log(-jnp.expm1(-jnp.where(big, y, 1.0))),
+                   jnp.log(jnp.expm1(jnp.where(big, 1.0, y))))
+
+
+def _t_log_phi_plus(w, tau, t, num_inner):
+  """(small, t (log phi(v) + v), t log phi(v)), v = e^w / t, vector w.
+
+  log phi(v) + v >= 0 (Jensen; E[L] = 1). For 1 - phi < 1/2 it is formed
+  as -G + (log1p(-x) + x) with x = 1 - phi = v + G, G = E[-expm1(-vL) - vL]
+  (no cancellation for small v); ``small`` marks that regime. The third
+  output (log-sum-exp form) is for the other one.
+  """
+  xi = jnp.linspace(-_XI_MAX, _XI_MAX, num_inner)
+  h = xi[1] - xi[0]
+  logwt = -0.5 * xi**2 - 0.5 * jnp.log(2 * jnp.pi) + jnp.log(h)
+  x = tau * xi - 0.5 * tau**2                      # log L
+  logv = w - jnp.log(t)                            # (n_w,)
+  v = jnp.exp(logv)
+  vl = jnp.exp(jnp.minimum(logv[:, None] + x[None, :], 700.0))
+  G = jnp.sum(_neg_expm1_minus(vl) * jnp.exp(logwt)[None, :], axis=-1)
+  one_m_phi = v + G
+  small = one_m_phi < 0.5
+  d_small = -G + _log1p_neg_plus(jnp.where(small, one_m_phi, 0.0))
+  t_log_phi_big = t * logsumexp(-vl + logwt[None, :], axis=-1)
+  return small, t * jnp.maximum(d_small, 0.0), t_log_phi_big
+
+
+def _add_rdp_one(sigma, t, max_order, num_outer, num_inner):
+  tau = 1.0 / sigma
+  t = jnp.asarray(t, jnp.float64)
+  s_max = max_order - 1.0
+  w_lo = -40.0
+  w_hi = jnp.maximum(jnp.log(s_max + 60.0) + 2.0,
+                     jnp.log(t) + s_max * tau**2 / t + 12.0 * tau + 5.0)
+  w = jnp.linspace(w_lo, w_hi, num_outer)
+  hw = w[1] - w[0]
+  small, tD, tlp = _t_log_phi_plus(w, tau, t, num_inner)   # (n_w,) each
+  s = jnp.arange(1, max_order, dtype=jnp.float64)    # alpha - 1 = 1..A-1
+  # A - 1 = Gamma(s)^-1 int e^{s w} (phi(e^w/t)^t - e^{-e^w}) dw  (>= 0): the
+  # L == 1 integrand (which integrates to exactly 1) is subtracted. Where
+  # phi >= 1/2: e^{-e^w} expm1(t (log phi + v)); elsewhere
+  # phi^t (1 - e^{-t (log phi + v)}) with log phi from a log-sum-exp.
+  ew = jnp.exp(w)
+  tD_big = jnp.maximum(tlp + ew, 0.0)
+  log_diff = jnp.where(small, -ew + _log_expm1(tD),
+                       tlp + jnp.log(-jnp.expm1(-jnp.where(small, 1.0, tD_big))))
+  terms = s[:, None] * w[None, :] + log_diff[None, :]
+  log_am1 = logsumexp(terms, axis=-1) + jnp.log(hw) - gammaln(s)
+  return jnp.logaddexp(0.0, log_am1) / s
+
+
+def _allocation_add_rdp_kernel(sigma, t, max_order, num_outer=4096, num_inner=2048):
+  require_x64("allocation_add_rdp")
+  sigma = jnp.asarray(sigma, jnp.float64)
+  t = jnp.asarray(t, jnp.float64)
+  sigma, t = jnp.broadcast_arrays(sigma, t)
+  shape = sigma.shape
+
+  def one(st):
+    s, tt = st
+    ok = (s > 0) & (tt >= 1)
+    out = _add_rdp_one(jnp.where(ok, s, 1.0), jnp.where(ok, tt, 1.0), max_order,
+                       num_outer, num_inner)
+    return jnp.where(ok, out, jnp.nan)
+
+  out = jax.lax.map(one, (sigma.reshape(-1), t.reshape(-1)))
+  return out.reshape(shape + (max_order - 1,))
+
+
+@functools.partial(jax.jit, static_argnames=("max_order", "num_outer", "num_inner"))
+def _add_rdp_jit(sigma, t, *, max_order, num_outer, num_inner):
+  return _allocation_add_rdp_kernel(sigma, t, max_order, num_outer, num_inner)
+
+
+def allocation_add_rdp(*, sigma, num_steps, max_order: int = 64,
+                       num_outer: int = 4096, num_inner: int = 2048):
+  r"""Add-direction RDP of 1-out-of-``num_steps`` allocation, Gaussian (exact).
+
+  Feldman & Shenfeld, arXiv:2502.08202v3, dominating pair of Thm 3.1 in the
+  add direction, :math:`R_\alpha(Q^{\otimes t}\,\|\,\bar P)`, computed by the
+  Laplace-transform integral in the module docstring (not in the paper).
+
+  Args:
+    sigma: noise multiplier > 0; any shape, broadcast with ``num_steps``.
+    num_steps: t, integer >= 1.
+    max_order: largest integer order A (static); orders ``2..A``.
+    num_outer, num_inner: trapezoid grid sizes (static).
+
+  Returns:
+    float64 array ``broadcast(sigma, num_steps).shape + (A-1,)``: RDP of one
+    round at orders ``2..A`` (add direction). Composes additively.
+
+  Bound: exact (to quadrature accuracy, ~1e-9 relative in the tested range
+  sigma in [0.2, 100], t in [1, 1e7]). NaN lanes for invalid traced input.
+  Cost O(num_outer * num_inner) per (sigma, t), all orders at once.
+  """
+  checks.check_int("max_order", max_order, min_value=2, max_value=4096)
+  if checks.is_concrete((sigma, num_steps)):
+    checks.check_positive("sigma", sigma)
+    checks.check_int("num_steps", num_steps, min_value=1, max_value=2**31 - 1)
+    return x64_boundary(_add_rdp_jit)(
+        np.asarray(sigma, np.float64), np.asarray(num_steps, np.float64),
+        max_order=int(max_order), num_outer=int(num_outer), num_inner=int(num_inner))
+  return _allocation_add_rdp_kernel(sigma, num_steps, int(max_order), num_outer, num_inner)
