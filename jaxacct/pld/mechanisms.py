@@ -1,0 +1,330 @@
+r"""PLD constructors for standard mechanisms (dominating discretisations).
+
+Continuous mechanisms whose privacy loss is monotone in the output are
+discretised interval by interval: for the loss interval
+``I_k = [loss_k, loss_{k+1})`` the exact P-mass ``P_k`` and Q-mass ``Q_k``
+are computed in log space, and split as in "connect the dots" (Doroshenko,
+Ghazi, Kamath, Kumar, Manurangsi, arXiv:2207.04380v1, Sec. 3):
+
+.. math:: b_k = \frac{P_k - e^{\text{loss}_k} Q_k}{1 - e^{-h}} \text{ to }
+          \text{loss}_{k+1},\qquad a_k = P_k - b_k \text{ to loss}_k,
+
+which keeps both masses, so the discrete pair dominates the true one (its
+hockey-stick curve is the chord of the true convex curve in ``e^eps``).
+Mass below the grid moves up to the first point; mass above it goes to
+``inf_mass`` (pessimistic).  Optimistic PLDs put ``P_k`` at ``loss_k``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import log_ndtr
+
+from jaxacct._core import checks
+from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.logmath import log_sub_exp
+from jaxacct.pld._core import PLD, PairPLD, from_losses
+
+__all__ = ["gaussian", "laplace", "poisson_gaussian", "randomized_response",
+           "poisson_gaussian_pair", "DEFAULT_STEP"]
+
+DEFAULT_STEP = 1e-4
+_DEFAULT_TAIL = 1e-20
+
+
+def _log_ndtr_diff(a, b):
+  """log(Phi(b) - Phi(a)), a <= b (+-inf allowed), accurate in both tails."""
+  flip = a > 0
+  lo = jnp.where(flip, -b, a)
+  hi = jnp.where(flip, -a, b)
+  return log_sub_exp(log_ndtr(hi), log_ndtr(lo))
+
+
+def _tail_z(tail_mass):
+  """z with Phi(-z) <= tail_mass (slightly conservative)."""
+  from scipy.special import ndtri
+  return float(-ndtri(tail_mass)) + 0.05
+
+
+def _assemble(log_mass, lo_idx, size, step, pessimistic):
+  """Grid PLD from an interval mass function (see module docstring)."""
+  h = jnp.asarray(step, jnp.float64)
+  e = (lo_idx + jnp.arange(size, dtype=jnp.float64)) * h
+  lp, lq = log_mass(e[:-1], e[1:])
+  lp_below, _ = log_mass(jnp.asarray(-jnp.inf), e[0])
+  lp_above, _ = log_mass(e[-1], jnp.asarray(jnp.inf))
+  pk = jnp.exp(lp)
+  if pessimistic:
+    ok = lp > -jnp.inf
+    ratio = jnp.where(ok, e[:-1] + lq - jnp.where(ok, lp, 0.0), 0.0)
+    ratio = jnp.minimum(ratio, 0.0)
+    frac = jnp.clip(-jnp.expm1(ratio) / (-jnp.expm1(-h)), 0.0, 1.0)
+    b = jnp.where(ok, pk * frac, 0.0)
+    a = pk - b
+    probs = jnp.pad(a, (0, 1)) + jnp.pad(b, (1, 0))
+    probs = probs.at[0].add(jnp.exp(lp_below))
+    inf = jnp.exp(lp_above)
+  else:
+    probs = jnp.pad(pk, (0, 1)).at[-1].add(jnp.exp(lp_above))
+    inf = jnp.zeros((), jnp.float64)
+  return probs, inf
+
+
+# ---------------------------------------------------------------- Gaussian
+
+
+@functools.partial(jax.jit, static_argnames=("size", "pessimistic"))
+def _gaussian_kernel(sigma, lo_idx, step, *, size, pessimistic):
+  require_x64("jaxacct.pld.gaussian")
+  mu = 0.5 / sigma**2
+  s = 1.0 / sigma
+
+  def log_mass(lo, hi):
+    return (_log_ndtr_diff((lo - mu) / s, (hi - mu) / s),
+            _log_ndtr_diff((lo + mu) / s, (hi + mu) / s))
+
+  return _assemble(log_mass, lo_idx, size, step, pessimistic)
+
+
+@x64_boundary
+def gaussian(sigma, *, step=DEFAULT_STEP, pessimistic: bool = True,
+             tail_mass: float = _DEFAULT_TAIL, sensitivity=1.0) -> PLD:
+  r"""PLD of the Gaussian mechanism (both directions are the same).
+
+  P = N(0, sigma^2), Q = N(sensitivity, sigma^2): the loss is
+  ``N(mu, s^2)`` under P and ``N(-mu, s^2)`` under Q, ``s = sens/sigma``,
+  ``mu = s^2/2`` (Balle & Wang, "Improving the Gaussian mechanism",
+  arXiv:1805.06530v2, Thm 8).
+
+  Args:
+    sigma: noise standard deviation > 0 (concrete).
+    step: grid spacing > 0.
+    pessimistic: dominating (True) or optimistic (False).
+    tail_mass: grid covers the loss up to tails of this P-mass.
+    sensitivity: > 0.
+
+  Returns:
+    :class:`PLD`.
+
+  Bound: upper (pessimistic) / lower (optimistic).
+  """
+  checks.check_positive("sigma", sigma)
+  checks.check_positive("step", step)
+  checks.check_positive("sensitivity", sensitivity)
+  sig = float(sigma) / float(sensitivity)
+  mu, s = 0.5 / sig**2, 1.0 / sig
+  z = _tail_z(tail_mass)
+  lo_idx = int(math.floor((mu - z * s) / step))
+  hi_idx = int(math.ceil((mu + z * s) / step))
+  size = hi_idx - lo_idx + 1
+  probs, inf = _gaussian_kernel(jnp.asarray(sig, jnp.float64), lo_idx,
+                                float(step), size=size,
+                                pessimistic=bool(pessimistic))
+  return PLD(probs, lo_idx, float(step), inf, bool(pessimistic))
+
+
+# ----------------------------------------------------------------- Laplace
+
+
+@functools.partial(jax.jit, static_argnames=("size", "pessimistic"))
+def _laplace_kernel(b, lo_idx, step, *, size, pessimistic):
+  require_x64("jaxacct.pld.laplace")
+  top = 1.0 / b
+  lhalf = math.log(0.5)
+
+  def log_mass(lo, hi):
+    # continuous part: loss (1-2x)/b for x in (0,1); L in [lo,hi) <->
+    # x in ((1-b hi)/2, (1-b lo)/2].
+    x1 = jnp.clip((1.0 - b * hi) / 2.0, 0.0, 1.0)
+    x2 = jnp.clip((1.0 - b * lo) / 2.0, 0.0, 1.0)
+    w = jnp.maximum(x2 - x1, 0.0) / b
+    lw = jnp.where(w > 0, jnp.log(-jnp.expm1(-jnp.maximum(w, 1e-300))),
+                   -jnp.inf)
+    lp = lhalf - x1 / b + lw
+    lq = lhalf - (1.0 - x2) / b + lw
+    in_top = (lo <= top) & (top < hi)
+    in_bot = (lo <= -top) & (-top < hi)
+    lp = jnp.where(in_top, jnp.logaddexp(lp, lhalf), lp)
+    lq = jnp.where(in_top, jnp.logaddexp(lq, lhalf - top), lq)
+    lp = jnp.where(in_bot, jnp.logaddexp(lp, lhalf - top), lp)
+    lq = jnp.where(in_bot, jnp.logaddexp(lq, lhalf), lq)
+    return lp, lq
+
+  return _assemble(log_mass, lo_idx, size, step, pessimistic)
+
+
+@x64_boundary
+def laplace(scale, *, step=DEFAULT_STEP, pessimistic: bool = True,
+            sensitivity=1.0) -> PLD:
+  r"""PLD of the Laplace mechanism (both directions are the same).
+
+  P = Lap(0, b), Q = Lap(sensitivity, b): loss ``(|x-s| - |x|)/b``, atoms at
+  ``+-s/b`` (P-masses 1/2 and e^{-s/b}/2) and a continuous part between.
+
+  Args:
+    scale: Laplace scale b > 0.
+    step: grid spacing > 0.
+    pessimistic: dominating (True) or optimistic (False).
+    sensitivity: > 0.
+
+  Returns:
+    :class:`PLD`.
+
+  Bound: upper (pessimistic) / lower (optimistic).
+  """
+  checks.check_positive("scale", scale)
+  checks.check_positive("step", step)
+  checks.check_positive("sensitivity", sensitivity)
+  b = float(scale) / float(sensitivity)
+  lo_idx = int(math.floor(-1.0 / b / step))
+  hi_idx = int(math.floor(1.0 / b / step)) + 1
+  size = hi_idx - lo_idx + 1
+  probs, inf = _laplace_kernel(jnp.asarray(b, jnp.float64), lo_idx,
+                               float(step), size=size,
+                               pessimistic=bool(pessimistic))
+  return PLD(probs, lo_idx, float(step), inf, bool(pessimistic))
+
+
+# ------------------------------------------------- Poisson-subsampled Gauss
+
+
+def _x_of_loss(ell, sigma, log_q, log_1mq):
+  """x with log(1-q + q e^{(2x-1)/(2 sigma^2)}) = ell (monotone inverse)."""
+  u = ell - log_1mq
+  ok = u > 0
+  us = jnp.where(ok, u, 1.0)
+  us = jnp.where(jnp.isinf(us), 1.0, us)
+  x = sigma**2 * (log_1mq + us + jnp.log(-jnp.expm1(-us)) - log_q) + 0.5
+  x = jnp.where(ok, x, -jnp.inf)
+  return jnp.where(ell == jnp.inf, jnp.inf, x)
+
+
+@functools.partial(jax.jit, static_argnames=("size", "pessimistic", "add"))
+def _poisson_kernel(sigma, q, lo_idx, step, *, size, pessimistic, add):
+  require_x64("jaxacct.pld.poisson_gaussian")
+  log_q = jnp.log(q)
+  log_1mq = jnp.log1p(-q)
+
+  def mix_masses(x1, x2):
+    l0 = _log_ndtr_diff(x1 / sigma, x2 / sigma)
+    l1 = _log_ndtr_diff((x1 - 1.0) / sigma, (x2 - 1.0) / sigma)
+    return jnp.logaddexp(log_1mq + l0, log_q + l1), l0
+
+  def log_mass(lo, hi):
+    if not add:  # P = mixture, Q = N(0): loss increasing in x
+      x1 = _x_of_loss(lo, sigma, log_q, log_1mq)
+      x2 = _x_of_loss(hi, sigma, log_q, log_1mq)
+      return mix_masses(x1, x2)
+    # add: P = N(0), Q = mixture, loss = -ell(x) decreasing in x.
+    x1 = _x_of_loss(-hi, sigma, log_q, log_1mq)
+    x2 = _x_of_loss(-lo, sigma, log_q, log_1mq)
+    lmix, l0 = mix_masses(x1, x2)
+    return l0, lmix
+
+  return _assemble(log_mass, lo_idx, size, step, pessimistic)
+
+
+def _loss_remove(x, sigma, q):
+  return float(np.logaddexp(np.log1p(-q), np.log(q) + (2 * x - 1) /
+                            (2 * sigma**2)))
+
+
+@x64_boundary
+def poisson_gaussian(sigma, q, *, direction: str = "remove",
+                     step=DEFAULT_STEP, pessimistic: bool = True,
+                     tail_mass: float = _DEFAULT_TAIL) -> PLD:
+  r"""PLD of one Poisson-subsampled Gaussian step, one direction.
+
+  remove: P = (1-q) N(0, sigma^2) + q N(1, sigma^2), Q = N(0, sigma^2);
+  add: P = N(0, sigma^2), Q = the mixture.  Loss
+  ``ell(x) = log(1 - q + q e^{(2x-1)/(2 sigma^2)})`` (negated for add), monotone
+  in x, inverted in closed form; interval masses are Gaussian CDF differences
+  in log space (Zhu, Dong, Wang, "Optimal accounting of differential privacy
+  via characteristic function", arXiv:2106.08567v2, Sec. 5 / dp-accounting's
+  dominating pairs).
+
+  Args:
+    sigma: noise multiplier > 0.
+    q: sampling probability in [0, 1].
+    direction: ``"remove"`` or ``"add"``.
+    step: grid spacing > 0.
+    pessimistic: dominating (True) or optimistic (False).
+    tail_mass: the grid covers ``x`` within ``z(tail_mass)`` sigmas.
+
+  Returns:
+    :class:`PLD`.
+
+  Bound: upper (pessimistic) / lower (optimistic).
+  """
+  checks.check_positive("sigma", sigma)
+  checks.check_probability("q", q)
+  checks.check_positive("step", step)
+  checks.check_choice("direction", direction, ("remove", "add"))
+  sigma, q, step = float(sigma), float(q), float(step)
+  if q == 0.0:
+    return PLD(jnp.ones(1, jnp.float64), 0, step,
+               jnp.zeros((), jnp.float64), bool(pessimistic))
+  if q == 1.0:
+    return gaussian(sigma, step=step, pessimistic=pessimistic,
+                    tail_mass=tail_mass)
+  z = _tail_z(tail_mass)
+  l_top = _loss_remove(1.0 + z * sigma, sigma, q)
+  l_bot = float(np.log1p(-q))
+  if direction == "remove":
+    lo_idx = int(math.floor(l_bot / step))
+    hi_idx = int(math.ceil(l_top / step))
+  else:
+    lo_idx = int(math.floor(-l_top / step))
+    hi_idx = int(math.floor(-l_bot / step)) + 1
+  size = max(hi_idx - lo_idx + 1, 2)
+  probs, inf = _poisson_kernel(jnp.asarray(sigma, jnp.float64),
+                               jnp.asarray(q, jnp.float64), lo_idx, step,
+                               size=size, pessimistic=bool(pessimistic),
+                               add=direction == "add")
+  return PLD(probs, lo_idx, step, inf, bool(pessimistic))
+
+
+def poisson_gaussian_pair(sigma, q, **kwargs) -> PairPLD:
+  """Both directions of :func:`poisson_gaussian` as a :class:`PairPLD`."""
+  return PairPLD(poisson_gaussian(sigma, q, direction="remove", **kwargs),
+                 poisson_gaussian(sigma, q, direction="add", **kwargs))
+
+
+# ------------------------------------------------------ randomized response
+
+
+@x64_boundary
+def randomized_response(eps0, *, delta0=0.0, step=None,
+                        pessimistic: bool = True) -> PLD:
+  r"""PLD of the dominating pair of (eps0, delta0)-DP (randomized response).
+
+  Kairouz, Oh, Viswanath, "The composition theorem for differential
+  privacy", arXiv:1311.0776v4, Thm 3.4: P = (delta0, (1-delta0) e^eps0/(1+e^eps0),
+  (1-delta0)/(1+e^eps0), 0), Q reversed; losses +inf, eps0, -eps0.
+
+  Args:
+    eps0: > 0.
+    delta0: in [0, 1).
+    step: grid spacing; default ``eps0`` (exact: the composition then is
+      the exact binomial sum).
+    pessimistic: dominating (True) or optimistic (False).
+
+  Returns:
+    :class:`PLD`.
+
+  Bound: exact when ``eps0/step`` is an integer; else upper/lower.
+  """
+  checks.check_positive("eps0", eps0)
+  checks.check_range("delta0", delta0, 0.0, 1.0, hi_open=True)
+  eps0 = float(eps0)
+  step = eps0 if step is None else float(step)
+  checks.check_positive("step", step)
+  p_hi = (1.0 - delta0) / (1.0 + math.exp(-eps0))
+  p_lo = (1.0 - delta0) / (1.0 + math.exp(eps0))
+  return from_losses(np.array([eps0, -eps0]), np.array([p_hi, p_lo]),
+                     step=step, pessimistic=pessimistic, inf_mass=delta0)
