@@ -1,0 +1,448 @@
+"""Convex-order upper and lower laws of S = L(Y_1)+...+L(Y_t), Y ~ Q^t (private).
+
+Kernels behind :mod:`jaxacct.allocation.pld`; the mathematics and the
+validity argument are in that module's docstring. Everything here is
+jittable and vmappable in ``sigma`` and ``t``; the grid size ``n`` is static.
+
+Representation of a law on a geometric lattice (all arrays length n or m):
+
+* lattice: knots ``x_j = exp(u_ref + j * D)`` for integer ``j``; an array
+  carries an integer ``off`` so that its element ``i`` sits at knot
+  ``off + i``.
+* upper law: masses ``p`` *at the knots*, an atom ``q0`` at ``x = 0`` and a
+  moment defect ``minf`` (first moment carried "at infinity": it adds
+  ``minf / t`` to the remove profile and nothing to the add profile).
+* lower law: per cell ``[x_j, x_{j+1})`` a mass ``a`` and a moment ``g``
+  measured in units of ``x_j`` (so the atom sits at ``x_j * g / a``), plus an
+  atom ``q0`` at 0. Mass outside the window is dropped (sub-probability).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.scipy.special import log_ndtr, ndtri
+
+_EPS = float(np.finfo(np.float64).eps)
+
+# 8-point Gauss-Legendre nodes/weights on [0, 1].
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
+_GL_X = (_GL_X + 1.0) / 2.0
+_GL_W = _GL_W / 2.0
+
+
+class UpperLaw(NamedTuple):
+  p: jax.Array      # masses at knots
+  q0: jax.Array     # mass at x = 0
+  minf: jax.Array   # first-moment defect at infinity (absolute x units)
+
+
+class LowerLaw(NamedTuple):
+  a: jax.Array      # cell masses
+  g: jax.Array      # cell moments in units of the cell's left knot
+  q0: jax.Array
+
+
+class Lattice(NamedTuple):
+  u_ref: jax.Array  # log of knot 0
+  step: jax.Array   # D
+  off: jax.Array    # int: knot index of array element 0
+
+
+# ----------------------------------------------------------------------------
+# one-step law (Gaussian)
+# ----------------------------------------------------------------------------
+
+def gaussian_one_step(sigma, n: int, tail):
+  """Upper and lower laws of X = L(Y), Y ~ Q, on an n-knot log lattice.
+
+  Loss ell = ln X ~ N(-mu, 2 mu) under Q and N(mu, 2 mu) under P, mu =
+  1/(2 sigma^2). Window [-mu - z s, mu + z s], s = 1/sigma, z = -ndtri(tail).
+  Cell integrals by 8-point Gauss-Legendre (cells are <= 20 s / n wide in
+  z-units, where the rule is exact to rounding).
+  """
+  sigma = jnp.asarray(sigma, jnp.float64)
+  mu = 0.5 / sigma**2
+  s = 1.0 / sigma
+  z = -ndtri(jnp.asarray(tail, jnp.float64))
+  lo = -mu - z * s
+  hi = mu + z * s
+  D = (hi - lo) / (n - 1)
+  j = jnp.arange(n - 1, dtype=jnp.float64)
+  # nodes: (n-1, 8)
+  xi = jnp.asarray(_GL_X)
+  w = jnp.asarray(_GL_W)
+  rel = xi[None, :] * D                                  # ell - u_c
+  ell = lo + j[:, None] * D + rel
+  zq = (ell + mu) / s
+  logphi = -0.5 * zq**2                                  # up to constants
+  # cell-wise stabilisation
+  cmax = jnp.max(logphi, axis=1, keepdims=True)
+  wt = w[None, :] * jnp.exp(logphi - cmax)
+  sw = jnp.sum(wt, axis=1)
+  logM = jnp.log(sw) + cmax[:, 0] + jnp.log(D / s) - 0.5 * jnp.log(2 * jnp.pi)
+  M = jnp.exp(logM)                                      # Q-mass of cell
+  gfrac = jnp.sum(wt * jnp.expm1(rel), axis=1) / sw      # E[X/x_c - 1 | cell]
+  om = jnp.clip(gfrac / jnp.expm1(D), 0.0, 1.0)
+  p = jnp.zeros(n).at[:-1].add(M * (1.0 - om)).at[1:].add(M * om)
+  # tails
+  ML = jnp.exp(log_ndtr((lo + mu) / s))                  # Q(ell < lo)
+  FL = jnp.exp(log_ndtr((lo - mu) / s))                  # P(ell < lo) = E_Q[X; .]
+  to0 = FL * jnp.exp(-lo)
+  p = p.at[0].add(to0)
+  q0 = jnp.maximum(ML - to0, 0.0)
+  MR = jnp.exp(log_ndtr(-(hi + mu) / s))
+  FR = jnp.exp(log_ndtr(-(hi - mu) / s))
+  p = p.at[-1].add(MR)
+  minf = jnp.maximum(FR - MR * jnp.exp(hi), 0.0) + 4 * _EPS * FR
+  up = UpperLaw(p, q0, minf)
+  a = jnp.concatenate([M, jnp.zeros(1)])
+  g = jnp.concatenate([M * (1.0 + gfrac), jnp.zeros(1)])
+  lw = LowerLaw(a, g, jnp.zeros(()))
+  lat = Lattice(lo, D, jnp.zeros((), jnp.int32))
+  return up, lw, lat
+
+
+def laplace_one_step(scale, n: int, tail):
+  """Upper and lower laws of X = L(Y), Y ~ Q for the Laplace mechanism.
+
+  Q = Lap(0, b), P = Lap(1, b): ell(y) = (|y| - |y - 1|)/b in [-1/b, 1/b],
+  with atoms e^{-1/b} (y <= 0, Q-mass 1/2) and e^{1/b} (y >= 1, Q-mass
+  e^{-1/b}/2), and a continuous part on (0, 1): ell = (2y - 1)/b, Q-density
+  e^{-y/b}/(2b).
+  """
+  b = jnp.asarray(scale, jnp.float64)
+  e = 1.0 / b
+  lo, hi = -e, e
+  D = (hi - lo) / (n - 1)
+  j = jnp.arange(n - 1, dtype=jnp.float64)
+  xi = jnp.asarray(_GL_X)
+  w = jnp.asarray(_GL_W)
+  rel = xi[None, :] * D
+  ell = lo + j[:, None] * D + rel
+  # y = (b ell + 1)/2, dy = b/2 dell; Q density in ell: e^{-y/b}/(2b) * b/2
+  logf = -((b * ell + 1.0) / 2.0) / b
+  cmax = jnp.max(logf, axis=1, keepdims=True)
+  wt = w[None, :] * jnp.exp(logf - cmax)
+  sw = jnp.sum(wt, axis=1)
+  M = sw * jnp.exp(cmax[:, 0]) * D * 0.25
+  gfrac = jnp.sum(wt * jnp.expm1(rel), axis=1) / sw
+  om = jnp.clip(gfrac / jnp.expm1(D), 0.0, 1.0)
+  p = jnp.zeros(n).at[:-1].add(M * (1.0 - om)).at[1:].add(M * om)
+  p = p.at[0].add(0.5).at[-1].add(0.5 * jnp.exp(-e))
+  up = UpperLaw(p, jnp.zeros(()), jnp.zeros(()))
+  a = jnp.concatenate([M, jnp.zeros(1)]).at[0].add(0.5).at[-1].add(0.5 * jnp.exp(-e))
+  g = jnp.concatenate([M * (1.0 + gfrac), jnp.zeros(1)]).at[0].add(0.5).at[-1].add(
+      0.5 * jnp.exp(-e))
+  lw = LowerLaw(a, g, jnp.zeros(()))
+  return up, lw, Lattice(jnp.asarray(lo), D, jnp.zeros((), jnp.int32))
+
+
+# ----------------------------------------------------------------------------
+# pairwise sums on a shared lattice (diagonal kernels)
+# ----------------------------------------------------------------------------
+
+def _tables(D, n):
+  d = jnp.arange(n, dtype=jnp.float64)
+  l1p = jnp.log1p(jnp.exp(-d * D))                       # log(1 + r^-d)
+  kap = jnp.floor(l1p / D)
+  om = jnp.clip(jnp.expm1(l1p - kap * D) / jnp.expm1(D), 0.0, 1.0)
+  return kap.astype(jnp.int32), om
+
+
+def out_size(n: int) -> int:
+  """Static length of a pairwise-sum output (see conv_upper)."""
+  return (3 * n) // 2 + 4
+
+
+def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool):
+  """Mean-preserving-split sum of two upper laws on the same n-knot window.
+
+  A pair (i, i+d) sums to x_{i+d} (1 + r^-d) in [x_{h+k}, x_{h+k+1}],
+  k = kappa(d); it is split linearly between those knots (a mean-preserving
+  spread). Output element j sits at knot (window offset) + o + j with
+  o = kappa(n-1); the output length out_size(n) bounds n + kappa(0) - o + 1.
+  """
+  m = out_size(n)
+  kap, om = _tables(D, n)
+  o = kap[n - 1]
+  buf = 3 * n + 4
+  pa = jnp.concatenate([A.p, jnp.zeros(n)])
+  pb = jnp.concatenate([B.p, jnp.zeros(n)])
+
+  def body(d, out):
+    k = kap[d]
+    w = om[d]
+    bd = lax.dynamic_slice(pb, (d,), (n,))
+    if symmetric:
+      v = A.p * bd * jnp.where(d > 0, 2.0, 1.0)
+    else:
+      ad = lax.dynamic_slice(pa, (d,), (n,))
+      v = A.p * bd + jnp.where(d > 0, ad * B.p, 0.0)
+    start = d + k - o
+    seg = lax.dynamic_slice(out, (start,), (n + 1,))
+    seg = seg.at[:n].add(v * (1.0 - w)).at[1:].add(v * w)
+    return lax.dynamic_update_slice(out, seg, (start,))
+
+  out = lax.fori_loop(0, n, body, jnp.zeros(buf))
+  out = out[:m]
+  # zero atoms shift the other summand exactly; sits at knot off + i -> out index i - o
+  zero_part = A.q0 * B.p + B.q0 * A.p
+  out = _add_shifted(out, zero_part, -o, m)
+  q0 = A.q0 * B.q0
+  minf = A.minf + B.minf
+  return UpperLaw(out, q0, minf), o
+
+
+def _add_shifted(out, v, shift, m):
+  """out[i + shift] += v[i]; shift in [-(m-1), 0] (indices below 0 can't occur)."""
+  n = v.shape[0]
+  idx = jnp.arange(n) + shift
+  return out.at[idx].add(v, mode="drop")
+
+
+def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool):
+  """Barycentric sum of two lower laws on the same n-cell window.
+
+  Atoms mu_i = x_i f_i, f = g / a in [1, r). A pair (i, i+d) with sum s is
+  accumulated (mass and exact moment) in cell h + kappa(d) + [s >= x_{h+k+1}];
+  any grouping with exact moments is a mean-preserving contraction.
+  """
+  m = out_size(n)
+  kap, _ = _tables(D, n)
+  o = kap[n - 1]
+  buf = 3 * n + 4
+  fa = jnp.where(A.a > 0, A.g / jnp.where(A.a > 0, A.a, 1.0), 1.0)
+  fb = jnp.where(B.a > 0, B.g / jnp.where(B.a > 0, B.a, 1.0), 1.0)
+  aa = jnp.concatenate([A.a, jnp.zeros(n)])
+  ab = jnp.concatenate([B.a, jnp.zeros(n)])
+  faa = jnp.concatenate([fa, jnp.ones(n)])
+  fbb = jnp.concatenate([fb, jnp.ones(n)])
+  eD = jnp.exp(D)
+
+  def split(mass, s_rel, k):
+    # s_rel: sum / x_h; target cell offset k or k+1
+    rk = jnp.exp(k * D)
+    up = s_rel >= rk * eD
+    f = s_rel / rk
+    m0 = jnp.where(up, 0.0, mass)
+    m1 = jnp.where(up, mass, 0.0)
+    g0 = m0 * f
+    g1 = m1 * f / eD
+    return m0, g0, m1, g1
+
+  def body(d, carry):
+    outa, outg = carry
+    k = kap[d]
+    rd = jnp.exp(-d * D)
+    bd = lax.dynamic_slice(ab, (d,), (n,))
+    fbd = lax.dynamic_slice(fbb, (d,), (n,))
+    # orientation 1: low from A (index i), high from B (index i+d)
+    m0, g0, m1, g1 = split(A.a * bd, fbd + fa * rd, k)
+    if symmetric:
+      fac = jnp.where(d > 0, 2.0, 1.0)
+      m0, g0, m1, g1 = m0 * fac, g0 * fac, m1 * fac, g1 * fac
+    else:
+      ad = lax.dynamic_slice(aa, (d,), (n,))
+      fad = lax.dynamic_slice(faa, (d,), (n,))
+      n0, h0, n1, h1 = split(ad * B.a, fad + fb * rd, k)
+      use = jnp.where(d > 0, 1.0, 0.0)
+      m0, g0, m1, g1 = m0 + use * n0, g0 + use * h0, m1 + use * n1, g1 + use * h1
+    start = d + k - o
+    sa = lax.dynamic_slice(outa, (start,), (n + 1,))
+    sg = lax.dynamic_slice(outg, (start,), (n + 1,))
+    sa = sa.at[:n].add(m0).at[1:].add(m1)
+    sg = sg.at[:n].add(g0).at[1:].add(g1)
+    return (lax.dynamic_update_slice(outa, sa, (start,)),
+            lax.dynamic_update_slice(outg, sg, (start,)))
+
+  outa, outg = lax.fori_loop(0, n, body, (jnp.zeros(buf), jnp.zeros(buf)))
+  outa, outg = outa[:m], outg[:m]
+  za = A.q0 * B.a + B.q0 * A.a
+  zg = A.q0 * B.g + B.q0 * A.g
+  outa = _add_shifted(outa, za, -o, m)
+  outg = _add_shifted(outg, zg, -o, m)
+  return LowerLaw(outa, outg, A.q0 * B.q0), o
+
+
+# ----------------------------------------------------------------------------
+# re-gridding onto a fresh n-knot window
+# ----------------------------------------------------------------------------
+
+def _window(mass, mom, tail):
+  """Indices [jl, jr] keeping all but `tail` mass on the left and `tail` of
+  the (normalised) first moment on the right."""
+  tot = jnp.sum(mass)
+  cm = jnp.cumsum(mass)
+  jl = jnp.sum(cm <= tail * tot)                         # first index with cum > tail
+  totm = jnp.sum(mom)
+  tm = jnp.cumsum(mom[::-1])[::-1]                       # tm[j] = sum_{k >= j}
+  # last index jr with sum_{k > jr} mom <= tail * totm  <=> tm[jr+1] <= ..
+  above = tm > tail * totm
+  jr = jnp.sum(above) - 1
+  jr = jnp.maximum(jr, jl + 1)
+  return jl, jr
+
+
+def window_upper(law: UpperLaw, lat: Lattice, tail):
+  """Knot indices (absolute) of the window of an upper law."""
+  idx = lat.off + jnp.arange(law.p.shape[0])
+  ux = idx * lat.step                                    # relative log position
+  mom = law.p * jnp.exp(ux - jnp.max(jnp.where(law.p > 0, ux, -jnp.inf)))
+  jl, jr = _window(law.p, mom, tail)
+  return lat.off + jl, lat.off + jr
+
+
+def window_lower(law: LowerLaw, lat: Lattice, tail):
+  idx = lat.off + jnp.arange(law.a.shape[0])
+  ux = idx * lat.step
+  mom = law.g * jnp.exp(ux - jnp.max(jnp.where(law.a > 0, ux, -jnp.inf)))
+  jl, jr = _window(law.a, mom, tail)
+  return lat.off + jl, lat.off + jr
+
+
+def regrid_upper(law: UpperLaw, lat: Lattice, jl, D2, n: int):
+  """Mean-preserving split of every knot of `law` onto the new lattice
+  x'_c = x_{jl} r'^c, c = 0..n-1. Below x'_0: spread onto {0, x'_0}.
+  Above x'_{n-1}: Q-mass kept at x'_{n-1}, excess moment to minf."""
+  m = law.p.shape[0]
+  rel = (lat.off + jnp.arange(m) - jl).astype(jnp.float64) * lat.step   # ln(x / x'_0)
+  pos = rel / D2
+  c = jnp.clip(jnp.floor(pos), 0, n - 2).astype(jnp.int32)
+  e = rel - c * D2
+  om = jnp.clip(jnp.expm1(e) / jnp.expm1(D2), 0.0, 1.0)
+  below = rel < 0
+  above = rel > (n - 1) * D2
+  inside = ~(below | above)
+  p = law.p
+  out = jnp.zeros(n)
+  out = out.at[c].add(jnp.where(inside, p * (1.0 - om), 0.0))
+  out = out.at[c + 1].add(jnp.where(inside, p * om, 0.0))
+  wl = jnp.exp(jnp.minimum(rel, 0.0))                    # x / x'_0 for below
+  out = out.at[0].add(jnp.sum(jnp.where(below, p * wl, 0.0)))
+  q0 = law.q0 + jnp.sum(jnp.where(below, p * (1.0 - wl), 0.0))
+  out = out.at[n - 1].add(jnp.sum(jnp.where(above, p, 0.0)))
+  u_new0 = lat.u_ref + jl * lat.step
+  xl = jnp.exp(u_new0 + (n - 1) * D2)
+  ex = jnp.where(above, p * jnp.expm1(jnp.maximum(rel - (n - 1) * D2, 0.0)), 0.0)
+  minf = law.minf + xl * jnp.sum(ex) * (1.0 + 4 * _EPS)
+  new_lat = Lattice(u_new0, D2, jnp.zeros((), jnp.int32))
+  return UpperLaw(out, q0, minf), new_lat
+
+
+def regrid_lower(law: LowerLaw, lat: Lattice, jl, D2, n: int):
+  """Barycentric re-grid: every atom is accumulated (mass, exact moment) in
+  the new cell that contains it; atoms outside the window are dropped."""
+  m = law.a.shape[0]
+  a = law.a
+  f = jnp.where(a > 0, law.g / jnp.where(a > 0, a, 1.0), 1.0)
+  rel = (lat.off + jnp.arange(m) - jl).astype(jnp.float64) * lat.step + jnp.log(f)
+  pos = rel / D2
+  c = jnp.floor(pos)
+  keep = (c >= 0) & (c <= n - 1) & (a > 0)
+  ci = jnp.clip(c, 0, n - 1).astype(jnp.int32)
+  frel = jnp.exp(rel - ci * D2)
+  outa = jnp.zeros(n).at[ci].add(jnp.where(keep, a, 0.0))
+  outg = jnp.zeros(n).at[ci].add(jnp.where(keep, a * frel, 0.0))
+  new_lat = Lattice(lat.u_ref + jl * lat.step, D2, jnp.zeros((), jnp.int32))
+  return LowerLaw(outa, outg, law.q0), new_lat
+
+
+# ----------------------------------------------------------------------------
+# t-fold sums
+# ----------------------------------------------------------------------------
+
+def _new_step(jl, jr, D, n, min_step):
+  return jnp.maximum((jr - jl).astype(jnp.float64) * D / (n - 1), min_step)
+
+
+def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step):
+  """Upper (convex-order dominating) law of the t-fold sum, t >= 1 traced.
+
+  Levels follow the binary digits of t from the top, carrying (S_a, S_{a+1}):
+  bit 0 -> (S_a + S_a, S_a + S_{a+1}); bit 1 -> (S_a + S_{a+1}, S_{a+1} + S_{a+1}).
+  Returns (law, lattice, float ledger of step sizes used).
+  """
+  t = jnp.asarray(t, jnp.int32)
+  nbits = jnp.floor(jnp.log2(jnp.maximum(t, 1).astype(jnp.float64))).astype(jnp.int32) + 1
+  # correct possible log2 rounding
+  nbits = jnp.where((t >> jnp.minimum(nbits, 30)) > 0, nbits + 1, nbits)
+  nbits = jnp.where((t >> jnp.maximum(nbits - 1, 0)) == 0, nbits - 1, nbits)
+  m_out = out_size(n)
+  # S_1 on its n-lattice, S_2 by self-sum; embed S_1 into the output lattice
+  B, o = conv_upper(up, up, lat.step, n, True)
+  Bl = Lattice(lat.u_ref, lat.step, lat.off + o)
+  A = UpperLaw(jnp.concatenate([up.p, jnp.zeros(m_out - n)]), up.q0, up.minf)
+  Al = lat._replace(off=lat.off)
+
+  def level(carry):
+    j, A, Al, B, Bl, ledger = carry
+    # common window (both arrays on the same lattice, offsets may differ)
+    al, ar = window_upper(A, Al, tail)
+    bl, br = window_upper(B, Bl, tail)
+    jl = jnp.minimum(al, bl)
+    jr = jnp.maximum(ar, br)
+    D2 = _new_step(jl, jr, Al.step, n, min_step)
+    A2, L2 = regrid_upper(A, Al, jl, D2, n)
+    B2, _ = regrid_upper(B, Bl, jl, D2, n)
+    pos = nbits - 2 - j
+    bit = (t >> jnp.maximum(pos, 0)) & 1
+    C1, o = conv_upper(A2, B2, D2, n, False)
+    X = jax.tree.map(lambda x, y: jnp.where(bit == 1, y, x), A2, B2)
+    C0, _ = conv_upper(X, X, D2, n, True)
+    An = jax.tree.map(lambda x, y: jnp.where(bit == 1, y, x), C0, C1)
+    Bn = jax.tree.map(lambda x, y: jnp.where(bit == 1, x, y), C0, C1)
+    Ln = Lattice(L2.u_ref, D2, L2.off + o)
+    ledger = ledger + 4 * _EPS * (1.0 + jnp.abs(L2.u_ref) + n * Al.step)
+    return j + 1, An, Ln, Bn, Ln, ledger
+
+  def cond(carry):
+    return carry[0] < nbits - 1
+
+  carry = (jnp.zeros((), jnp.int32), A, Al, B, Bl, jnp.zeros(()))
+  _, A, Al, B, Bl, ledger = lax.while_loop(cond, level, carry)
+  return A, Al, ledger
+
+
+def sum_law_lower(lw: LowerLaw, lat: Lattice, t, n: int, tail, min_step):
+  """Lower (convex-order dominated, sub-probability) law of the t-fold sum."""
+  t = jnp.asarray(t, jnp.int32)
+  nbits = jnp.floor(jnp.log2(jnp.maximum(t, 1).astype(jnp.float64))).astype(jnp.int32) + 1
+  nbits = jnp.where((t >> jnp.minimum(nbits, 30)) > 0, nbits + 1, nbits)
+  nbits = jnp.where((t >> jnp.maximum(nbits - 1, 0)) == 0, nbits - 1, nbits)
+  m_out = out_size(n)
+  B, o = conv_lower(lw, lw, lat.step, n, True)
+  Bl = Lattice(lat.u_ref, lat.step, lat.off + o)
+  pad = jnp.zeros(m_out - n)
+  A = LowerLaw(jnp.concatenate([lw.a, pad]), jnp.concatenate([lw.g, pad]), lw.q0)
+  Al = lat
+
+  def level(carry):
+    j, A, Al, B, Bl = carry
+    al, ar = window_lower(A, Al, tail)
+    bl, br = window_lower(B, Bl, tail)
+    jl = jnp.minimum(al, bl)
+    jr = jnp.maximum(ar, br)
+    D2 = _new_step(jl, jr, Al.step, n, min_step)
+    A2, L2 = regrid_lower(A, Al, jl, D2, n)
+    B2, _ = regrid_lower(B, Bl, jl, D2, n)
+    pos = nbits - 2 - j
+    bit = (t >> jnp.maximum(pos, 0)) & 1
+    C1, o = conv_lower(A2, B2, D2, n, False)
+    X = jax.tree.map(lambda x, y: jnp.where(bit == 1, y, x), A2, B2)
+    C0, _ = conv_lower(X, X, D2, n, True)
+    An = jax.tree.map(lambda x, y: jnp.where(bit == 1, y, x), C0, C1)
+    Bn = jax.tree.map(lambda x, y: jnp.where(bit == 1, x, y), C0, C1)
+    Ln = Lattice(L2.u_ref, D2, L2.off + o)
+    return j + 1, An, Ln, Bn, Ln
+
+  def cond(carry):
+    return carry[0] < nbits - 1
+
+  carry = (jnp.zeros((), jnp.int32), A, Al, B, Bl)
+  _, A, Al, B, Bl = lax.while_loop(cond, level, carry)
+  return A, Al
