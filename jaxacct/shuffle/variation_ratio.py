@@ -1,0 +1,304 @@
+r"""Variation-ratio / stronger-clone shuffling bounds, with their validity rules.
+
+Source: S. Wang et al., "Privacy Amplification via Shuffling: Unified,
+Simplified, and Tightened", arXiv:2304.05007v5 (appendix: Lemma 4.4-4.6,
+Thm 5.1, Prop. I.1); V. Feldman, A. McMillan, K. Talwar, "Stronger Privacy
+Amplification by Shuffling for Renyi and Approximate Differential Privacy",
+arXiv:2208.04591 (SODA 2023; its current version carries an erratum restricting
+the general bound). jaxacct digest ``wang-variation-ratio-shuffle.md`` §7.
+
+What is offered here, and why (digest §7.4):
+
+* ``stronger_clone_delta`` / ``stronger_clone_epsilon``: the generic row
+  ``p = q = e^eps0``, ``beta = (e^eps0-1)/(e^eps0+1)`` (= FMT22's stronger
+  clone, clone probability ``2/(e^eps0+1)``). An UPPER bound only for
+  randomizers that satisfy the pointwise blanket condition
+
+  .. math:: \mathcal R(x)[y]\ \ge\ \frac{\mathcal R(x^0)[y]+\mathcal R(x^1)[y]}{e^{\varepsilon_0}+1}
+     \qquad\forall\,y,x,x^0,x^1,
+
+  which holds for binary and k-ary randomized response and every randomizer
+  whose likelihood ratio is extremal (``e^{\pm eps0}`` or 1) at every output.
+  Then the leftover weight is zero and the label reduction is exact. For an
+  arbitrary eps0-LDP randomizer this is NOT proven; use FMT'21's clone bound
+  (``jaxacct.shuffle.clones``). ``check_blanket_condition`` tests a
+  randomizer given as a matrix.
+* ``variation_ratio_lower_delta`` / ``variation_ratio_lower_epsilon``: the pair
+  with general ``(p, beta, q0, q1)``, a LOWER bound for "extremal" randomizers
+  (Thm 5.1: the pair is a post-processing of a real dataset), e.g.
+  ``krr_lower_epsilon`` for k-RR with the others holding a third value.
+* The per-randomizer parameter rows of the paper (leftover weight > 0) are
+  NOT upper bounds (counterexample: 4-RR, n = 3, e^eps0 = 3, e^eps = 2, true
+  delta 5/108 > 7/216); they live in ``jaxacct.experimental.variation_ratio``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxacct._core import checks
+from jaxacct._core.calibrate import bisect
+from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct.shuffle import _pairs
+
+__all__ = ["stronger_clone_delta", "stronger_clone_epsilon",
+           "stronger_clone_rdp", "variation_ratio_lower_delta",
+           "variation_ratio_lower_epsilon", "krr_lower_epsilon",
+           "krr_lower_delta", "check_blanket_condition"]
+
+
+def stronger_pair_params(eps0):
+  p = jnp.exp(eps0)
+  return p, (p - 1.0) / (p + 1.0), p
+
+
+def _width(n, eps0, max_n):
+  if max_n is None and checks.is_concrete((n, eps0)):
+    return _pairs.window_size(n, 2.0 / (np.exp(np.asarray(eps0, np.float64)) + 1.0))
+  return _pairs.resolve_width(n, 0.5, max_n)
+
+
+@functools.partial(jax.jit, static_argnames=("width",))
+def _sc_delta_jit(eps, n, eps0, *, width):
+  p, beta, q = stronger_pair_params(eps0)
+  return _pairs.pair_delta(eps, n=n, p=p, beta=beta, q0=q, q1=q, width=width,
+                           symmetric=True)
+
+
+@functools.partial(jax.jit, static_argnames=("width",))
+def _sc_epsilon_jit(delta, n, eps0, *, width):
+  p, beta, q = stronger_pair_params(eps0)
+  return _pairs.pair_epsilon(delta, n=n, p=p, beta=beta, q0=q, q1=q,
+                             width=width, symmetric=True)
+
+
+def _check(n, eps0):
+  checks.check_int("n", n, min_value=1)
+  checks.check_positive("eps0", eps0)
+
+
+def stronger_clone_delta(eps, *, n, eps0, max_n=None):
+  r"""Replacement delta(eps) of shuffling, stronger-clone pair (blanket randomizers only).
+
+  Wang et al., arXiv:2304.05007v5, App. H + Prop. I.1 with the generic row
+  (= Feldman, McMillan, Talwar, arXiv:2208.04591, stronger clone):
+  ``C ~ Bin(n-1, 2/(e^eps0+1))``, ``A ~ Bin(C, 1/2)``, user 1 adds
+  ``(1,0)`` w.p. ``e^eps0/(e^eps0+1)`` else ``(0,1)``.
+
+  Args:
+    eps: >= 0. n: integer >= 1. eps0: > 0. max_n: static bound on a traced n.
+
+  Returns:
+    float64 array (broadcast shape).
+
+  Bound: upper ONLY for randomizers meeting the blanket condition of the
+  module docstring (binary RR, k-RR, extremal-ratio randomizers); exact pair
+  profile plus a computed tail < 1e-20. NaN for invalid traced lanes.
+  """
+  if checks.is_concrete((eps, n, eps0)):
+    _check(n, eps0)
+    checks.check_range("eps", eps, 0.0)
+    return x64_boundary(_sc_delta_jit)(eps, n, eps0, width=_width(n, eps0, max_n))
+  require_x64("stronger_clone_delta")
+  return _sc_delta_jit(eps, n, eps0, width=_width(n, eps0, max_n))
+
+
+def stronger_clone_epsilon(delta, *, n, eps0, max_n=None):
+  r"""Replacement eps(delta) of shuffling, stronger-clone pair (blanket randomizers only).
+
+  See ``stronger_clone_delta``. Issue-11 table (independent evaluation, Wang
+  digest §6 Table A): (1e4, 1, 1e-6) -> 0.0432061581, (1e5, 1) ->
+  0.0124298975, (1e5, 4) -> 0.1181530665.
+
+  Returns:
+    float64 array (broadcast shape), upper end of the final bracket.
+
+  Bound: upper under the blanket condition only (see module docstring).
+  """
+  if checks.is_concrete((delta, n, eps0)):
+    _check(n, eps0)
+    checks.check_delta(delta)
+    return x64_boundary(_sc_epsilon_jit)(delta, n, eps0,
+                                         width=_width(n, eps0, max_n))
+  require_x64("stronger_clone_epsilon")
+  return _sc_epsilon_jit(delta, n, eps0, width=_width(n, eps0, max_n))
+
+
+@x64_boundary
+def stronger_clone_rdp(orders, *, n, eps0):
+  """RDP of the stronger-clone pair (blanket randomizers only), real orders > 1.
+
+  Same pair as ``stronger_clone_delta``; Renyi divergence summed over a
+  (c, a) window with the omitted mass times ``e^{alpha eps0}`` added.
+
+  Returns: float64 ``(len(orders),)``. Bound: upper under the blanket condition.
+  """
+  orders_np = checks.check_orders(orders)
+  _check(n, eps0)
+  p = float(np.exp(eps0))
+  wc, wa = _pairs.rdp_widths(n, 2.0 / (p + 1.0), 0.5, orders_np.max(), eps0)
+  f = jax.jit(functools.partial(_pairs.pair_rdp, wc=wc, wa=wa, symmetric=True))
+  return f(orders_np, n=float(n), p=p, beta=(p - 1.0) / (p + 1.0), q0=p, q1=p)
+
+
+# ---------------------------------------------------------------------------
+# general pair as a LOWER bound (Thm 5.1)
+# ---------------------------------------------------------------------------
+
+def _lower_delta_scalar(eps, n, p, beta, q0, q1, width):
+  alpha, r0, r1, lam, s = _pairs.pair_params(p, beta, q0, q1)
+  h1, _ = _pairs._one_direction(eps, n, p, alpha, r0, r1, lam, s, width)
+  h2, _ = _pairs._one_direction(eps, n, p, alpha, r1, r0, lam, s, width)
+  d = jnp.where(eps >= jnp.log(p), 0.0, jnp.maximum(h1, h2))
+  bad = ((p <= 1.0) | (beta <= 0) | (beta > (p - 1.0) / (p + 1.0) * (1 + 1e-12))
+         | (q0 < 1.0) | (q1 < 1.0) | (q0 > p * q1 * (1 + 1e-12))
+         | (q1 > p * q0 * (1 + 1e-12)) | (s < -1e-12) | (n < 1))
+  return jnp.where(bad, jnp.nan, d)
+
+
+@functools.partial(jax.jit, static_argnames=("width",))
+def _lower_delta_jit(eps, n, p, beta, q0, q1, *, width):
+  args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64)
+                                for x in (eps, n, p, beta, q0, q1)])
+  shp = args[0].shape
+  f = jax.vmap(lambda *a: _lower_delta_scalar(*a, width))
+  return f(*[a.reshape(-1) for a in args]).reshape(shp)
+
+
+@functools.partial(jax.jit, static_argnames=("width",))
+def _lower_eps_jit(delta, n, p, beta, q0, q1, *, width):
+  args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64)
+                                for x in (delta, n, p, beta, q0, q1)])
+  shp = args[0].shape
+
+  def one(dl, n_, p_, b_, q0_, q1_):
+    fn = lambda e: _lower_delta_scalar(e, n_, p_, b_, q0_, q1_, width) - dl
+    res = bisect(fn, 0.0, jnp.log(p_), increasing=False, num_iters=64)
+    lo = res.x - res.width  # infeasible end: <= the true eps (BinSLower)
+    return jnp.where(jnp.isnan(fn(0.0)), jnp.nan, jnp.maximum(lo, 0.0))
+
+  return jax.vmap(one)(*[a.reshape(-1) for a in args]).reshape(shp)
+
+
+def _check_vr(n, p, beta, q0, q1):
+  checks.check_int("n", n, min_value=1)
+  checks.check_range("p", p, 1.0, np.inf, lo_open=True)
+  pv = np.asarray(p, np.float64)
+  checks.check_range("beta", np.asarray(beta) / ((pv - 1) / (pv + 1)), 0.0,
+                     1.0 + 1e-12, lo_open=True)
+  checks.check_range("q0", q0, 1.0)
+  checks.check_range("q1", q1, 1.0)
+  r = np.asarray(q0, np.float64) / np.asarray(q1, np.float64)
+  if np.any(r * pv < 1 - 1e-12) or np.any(r > pv * (1 + 1e-12)):
+    raise ValueError(f"q0/q1 must be in [1/p, p]; got q0/q1 = {r}.")
+  a = np.asarray(beta) / (pv - 1)
+  tot = a * pv / np.asarray(q0) + a * pv / np.asarray(q1)
+  if np.any(tot > 1 + 1e-12):
+    raise ValueError(f"r0 + r1 = beta p/((p-1)) (1/q0 + 1/q1) must be <= 1; got {tot}.")
+  return float(np.max(tot))
+
+
+def variation_ratio_lower_delta(eps, *, n, p, beta, q0, q1):
+  r"""Lower bound on shuffled delta(eps) for extremal randomizers (variation-ratio pair).
+
+  Wang et al., arXiv:2304.05007v5, Thm 5.1 (App. B) + Prop. I.1. For a
+  randomizer whose ratio ``R(x^0)/R(x^1)`` takes only the values
+  ``p, 1, 1/p`` and another input ``x*`` putting mass ``r0``/``r1`` on
+  ``{R0 > R1}``/``{R1 > R0}``, the pair is a post-processing of the shuffled
+  output on a real dataset, so its delta is <= the true delta. The window
+  omits mass (< 1e-20), which only lowers it.
+
+  Args:
+    eps: >= 0. n: integer >= 1. p > 1; beta in (0, (p-1)/(p+1)];
+    q0, q1 >= 1 with q0/q1 in [1/p, p] and r0 + r1 <= 1.
+
+  Returns: float64 array. Bound: lower (extremal randomizers only).
+  """
+  tot = _check_vr(n, p, beta, q0, q1)
+  checks.check_range("eps", eps, 0.0)
+  w = _pairs.window_size(n, tot)
+  return x64_boundary(_lower_delta_jit)(eps, n, p, beta, q0, q1, width=w)
+
+
+def variation_ratio_lower_epsilon(delta, *, n, p, beta, q0, q1):
+  """Lower bound on shuffled eps(delta) for extremal randomizers.
+
+  See ``variation_ratio_lower_delta``; returns the infeasible (lower) end of
+  the final bisection bracket. Bound: lower.
+  """
+  tot = _check_vr(n, p, beta, q0, q1)
+  checks.check_delta(delta)
+  w = _pairs.window_size(n, tot)
+  return x64_boundary(_lower_eps_jit)(delta, n, p, beta, q0, q1, width=w)
+
+
+def _krr_row(eps0, k):
+  p = np.exp(np.asarray(eps0, np.float64))
+  beta = (p - 1.0) / (p + np.asarray(k, np.float64) - 1.0)
+  return p, beta, p
+
+
+def krr_lower_delta(eps, *, n, eps0, k):
+  """Lower bound on shuffled k-RR delta(eps), k >= 3 (Wang et al. Thm 5.1, k-RR row).
+
+  Dataset: user 1 holds 1 vs 2, all others a third value; the pair with
+  ``(p, beta, q) = (e^eps0, (e^eps0-1)/(e^eps0+k-1), e^eps0)`` is the law of
+  the counts of outputs 1 and 2 (digest §7.2), exact for k = 3.
+
+  Bound: lower (k-RR).
+  """
+  checks.check_int("k", k, min_value=3)
+  p, beta, q = _krr_row(eps0, k)
+  return variation_ratio_lower_delta(eps, n=n, p=p, beta=beta, q0=q, q1=q)
+
+
+def krr_lower_epsilon(delta, *, n, eps0, k):
+  """Lower bound on shuffled k-RR eps(delta), k >= 3 (see ``krr_lower_delta``).
+
+  Regression (Wang digest §6 Table C, "pair, exact"): (1e4, 1, 1e-6, k=10) ->
+  0.0232516778. Bound: lower (k-RR).
+  """
+  checks.check_int("k", k, min_value=3)
+  p, beta, q = _krr_row(eps0, k)
+  return variation_ratio_lower_epsilon(delta, n=n, p=p, beta=beta, q0=q, q1=q)
+
+
+def check_blanket_condition(matrix, eps0=None, *, rtol: float = 1e-12):
+  r"""Does a randomizer (rows = inputs, columns = outputs) meet the blanket condition?
+
+  Checks (numpy, eager) that ``matrix`` is row-stochastic, eps0-LDP
+  (``eps0`` defaults to the smallest valid value, the max log-ratio), and
+
+  .. math:: R(x)[y]\ \ge\ \frac{R(x^0)[y]+R(x^1)[y]}{e^{\varepsilon_0}+1}
+     \quad\forall\,x,x^0,x^1,y
+
+  (Wang digest §7.4(2)), under which ``stronger_clone_*`` is a valid upper
+  bound.
+
+  Returns:
+    ``(ok, eps0)``: bool and the eps0 used (float).
+  """
+  r = np.asarray(matrix, np.float64)
+  if r.ndim != 2 or r.shape[0] < 2 or np.any(r < 0) or not np.all(np.isfinite(r)):
+    raise ValueError("matrix must be a finite, non-negative 2-D array with >= 2 rows.")
+  if not np.allclose(r.sum(axis=1), 1.0, rtol=0, atol=1e-9):
+    raise ValueError("each row of matrix must sum to 1.")
+  col_max = r.max(axis=0)
+  col_min = r.min(axis=0)
+  if np.any((col_min == 0) & (col_max > 0)):
+    return False, float("inf")
+  used = col_max > 0
+  ldp = float(np.max(np.log(col_max[used]) - np.log(col_min[used])))
+  if eps0 is None:
+    eps0 = ldp
+  elif ldp > eps0 * (1 + rtol) + 1e-15:
+    return False, float(eps0)
+  e0 = np.exp(eps0)
+  # worst case over x0, x1 is the sum of the two largest entries per column
+  top2 = np.sort(r, axis=0)[-2:].sum(axis=0)
+  ok = bool(np.all(col_min * (e0 + 1.0) >= top2 * (1 - rtol) - 1e-300))
+  return ok, float(eps0)
