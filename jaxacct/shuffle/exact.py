@@ -1,0 +1,293 @@
+r"""Exact shuffled privacy profiles for specific randomizers, and discrete
+dominating pairs (probability vectors) for tight composition with ``jaxacct.pld``.
+
+* Binary randomized response (``binary_rr_delta`` / ``binary_rr_epsilon``):
+  neighbours differ in user 1 (0 vs 1), and ``m`` of the other ``n-1`` users
+  hold a 1. The shuffled output is equivalent to the count of ones,
+
+  .. math:: Y_b = \mathrm{Bern}(b\text{-dependent}) * \mathrm{Bin}(m, 1-\pi) * \mathrm{Bin}(n-1-m, \pi),
+     \qquad \pi = 1/(e^{\varepsilon_0}+1),
+
+  and the exact replacement profile is ``max_m max(H(Y0||Y1), H(Y1||Y0))``
+  (Feldman, McMillan, Talwar, arXiv:2012.12803, App. G gives the ``m = 0``
+  case; the max over ``m`` is the jaxacct clones digest §3.5). The flip
+  symmetry ``m <-> n-1-m`` (reversing the direction) halves the work. The
+  per-``m`` pmfs are built once (O(n^2) total, numpy, positive terms only);
+  the delta/eps evaluation over that table is a jitted kernel. Exact up to
+  float64 rounding (relative ~1e-15 per term, no cancellation).
+* ``enumerate_delta`` / ``worst_case_delta``: brute force for any randomizer
+  matrix by dynamic programming over shuffled histograms (``Fraction``
+  arithmetic available) -- the test oracle, small n only.
+* ``pair_pmfs``: the variation-ratio / clone pair as probability vectors plus
+  an atom carrying the (rigorously bounded) cut mass, for ``jaxacct.pld``.
+* ``binary_rr_pmfs``: the exact shuffled binary-RR pair for one ``m``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from fractions import Fraction
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy import special as sps
+from scipy import stats
+
+from jaxacct._core import checks
+from jaxacct._core.calibrate import bisect
+from jaxacct._core.dtype import x64_boundary
+
+__all__ = ["binary_rr_pmfs", "binary_rr_table", "binary_rr_delta",
+           "binary_rr_epsilon", "enumerate_delta", "worst_case_delta",
+           "pair_pmfs", "MAX_EXACT_BINARY_N"]
+
+MAX_EXACT_BINARY_N = 2000
+
+
+def _binom_pmf(m: int, prob: float) -> np.ndarray:
+  k = np.arange(m + 1)
+  return stats.binom.pmf(k, m, prob)
+
+
+def binary_rr_pmfs(n: int, eps0: float, m: int):
+  """(Y0, Y1): pmfs of the count of ones, user 1 holding 0 resp. 1, ``m`` of
+  the other ``n-1`` users holding 1 (binary RR with parameter eps0).
+
+  Returns two float64 numpy arrays of length ``n + 1``.
+  """
+  pi = 1.0 / (math.exp(eps0) + 1.0)
+  z = np.convolve(_binom_pmf(m, 1.0 - pi), _binom_pmf(n - 1 - m, pi))
+  zs = np.concatenate([[0.0], z])
+  z = np.concatenate([z, [0.0]])
+  y0 = (1.0 - pi) * z + pi * zs
+  y1 = pi * z + (1.0 - pi) * zs
+  return y0, y1
+
+
+def binary_rr_table(n: int, eps0: float, ms: Sequence[int] | None = None):
+  """Stacked pmfs, both directions, for ``m`` in ``ms`` (default: all, using
+  the flip symmetry m <-> n-1-m). Returns ``(P, Q)`` of shape ``(2 len(ms), n+1)``."""
+  if ms is None:
+    ms = range(0, (n - 1) // 2 + 1)
+  ps, qs = [], []
+  for m in ms:
+    y0, y1 = binary_rr_pmfs(n, eps0, int(m))
+    ps += [y0, y1]
+    qs += [y1, y0]
+  return np.stack(ps), np.stack(qs)
+
+
+@jax.jit
+def _table_delta(p, q, eps):
+  e = jnp.exp(jnp.asarray(eps, jnp.float64))[..., None, None]
+  h = jnp.sum(jnp.maximum(p - e * q, 0.0), axis=-1)
+  return jnp.max(h, axis=-1)
+
+
+@functools.partial(jax.jit, static_argnames=("lower",))
+def _table_epsilon(p, q, delta, eps0, *, lower=False):
+  def one(dl):
+    fn = lambda e: _table_delta(p, q, e) - dl
+    res = bisect(fn, 0.0, eps0, increasing=False, num_iters=64)
+    return jnp.maximum(res.x - res.width, 0.0) if lower else res.x
+  d = jnp.asarray(delta, jnp.float64)
+  return jax.vmap(one)(d.reshape(-1)).reshape(d.shape)
+
+
+def _check_binary(n, eps0, max_n=MAX_EXACT_BINARY_N):
+  checks.check_int("n", n, min_value=1, max_value=max_n)
+  checks.check_positive("eps0", eps0)
+
+
+@x64_boundary
+def binary_rr_delta(eps, *, n: int, eps0: float, ms=None):
+  r"""Exact replacement delta(eps) of shuffled binary randomized response.
+
+  ``max`` over every dataset (``m`` = number of other users holding 1) and
+  both directions of the hockey-stick divergence of the count of ones (module
+  docstring). With ``ms`` given, the max runs over those ``m`` only, which is
+  a LOWER bound (exact profiles of those datasets).
+
+  Args:
+    eps: float array >= 0. n: integer in [1, MAX_EXACT_BINARY_N]. eps0: > 0.
+    ms: optional iterable of ``m`` values.
+
+  Returns:
+    float64 array of ``eps``'s shape.
+
+  Bound: exact (``ms=None``), lower otherwise.
+  """
+  _check_binary(n, eps0, MAX_EXACT_BINARY_N if ms is None else np.inf)
+  checks.check_range("eps", eps, 0.0)
+  p, q = binary_rr_table(int(n), float(eps0), ms)
+  return _table_delta(jnp.asarray(p), jnp.asarray(q), eps)
+
+
+@x64_boundary
+def binary_rr_epsilon(delta, *, n: int, eps0: float, ms=None,
+                      lower: bool = False):
+  r"""Exact replacement eps(delta) of shuffled binary randomized response.
+
+  Bisection on the exact profile of ``binary_rr_delta`` (64 halvings of
+  ``[0, eps0]``); returns the feasible (upper) end, or the infeasible (lower)
+  end with ``lower=True``.
+
+  Returns: float64 array of ``delta``'s shape.
+  Bound: exact to the bracket width ``eps0 2^-64`` (``ms=None``); lower when
+  ``ms`` is given and ``lower=True``.
+  """
+  _check_binary(n, eps0, MAX_EXACT_BINARY_N if ms is None else np.inf)
+  checks.check_delta(delta)
+  p, q = binary_rr_table(int(n), float(eps0), ms)
+  return _table_epsilon(jnp.asarray(p), jnp.asarray(q), delta, float(eps0),
+                        lower=lower)
+
+
+# ---------------------------------------------------------------------------
+# brute force (test oracle)
+# ---------------------------------------------------------------------------
+
+def _histogram_dist(rows, exact: bool):
+  """Distribution over output histograms of independent users with output
+  distributions ``rows`` (list of sequences), as a dict."""
+  k = len(rows[0])
+  dist = {tuple([0] * k): Fraction(1) if exact else 1.0}
+  for row in rows:
+    new = {}
+    for h, pr in dist.items():
+      for y, ry in enumerate(row):
+        if ry == 0:
+          continue
+        h2 = list(h)
+        h2[y] += 1
+        h2 = tuple(h2)
+        new[h2] = new.get(h2, 0) + pr * ry
+    dist = new
+  return dist
+
+
+def enumerate_delta(matrix, x0: int, x1: int, others: Sequence[int], eps,
+                    *, exact: bool = False):
+  r"""Brute-force replacement delta of the shuffled outputs on one dataset pair.
+
+  Users ``(x0, others...)`` vs ``(x1, others...)``, each reporting through
+  ``matrix[x]``; the shuffler reveals the histogram. ``max`` of both
+  directions of ``sum_h [P(h) - e^eps Q(h)]_+``.
+
+  Args:
+    matrix: rows = inputs, columns = output probabilities (floats or
+      ``Fraction`` for exact arithmetic with ``exact=True``).
+    eps: a float (or, with exact=True, ``e^eps`` given as a Fraction through
+      ``eps=("exp", Fraction)``).
+
+  Returns: float (or Fraction). Bound: exact (the test oracle).
+  """
+  rows0 = [matrix[x0]] + [matrix[x] for x in others]
+  rows1 = [matrix[x1]] + [matrix[x] for x in others]
+  d0 = _histogram_dist(rows0, exact)
+  d1 = _histogram_dist(rows1, exact)
+  if isinstance(eps, tuple) and eps[0] == "exp":
+    e = eps[1]
+  else:
+    e = math.exp(eps)
+  keys = set(d0) | set(d1)
+  h01 = sum(max(d0.get(h, 0) - e * d1.get(h, 0), 0) for h in keys)
+  h10 = sum(max(d1.get(h, 0) - e * d0.get(h, 0), 0) for h in keys)
+  return max(h01, h10)
+
+
+def worst_case_delta(matrix, n: int, eps, *, exact: bool = False,
+                     pairs=None):
+  """Brute-force replacement delta over ALL datasets of ``n`` users.
+
+  Max over ordered input pairs ``(x0, x1)`` (or the given ``pairs``) and all
+  multisets of the other ``n-1`` inputs of ``enumerate_delta``.
+  Returns ``(delta, (x0, x1, others))``. Bound: exact (test oracle).
+  """
+  k_in = len(matrix)
+  if pairs is None:
+    pairs = [(a, b) for a in range(k_in) for b in range(k_in) if a != b]
+  best, arg = -1, None
+  for x0, x1 in pairs:
+    for others in itertools.combinations_with_replacement(range(k_in), n - 1):
+      d = enumerate_delta(matrix, x0, x1, others, eps, exact=exact)
+      if d > best:
+        best, arg = d, (x0, x1, others)
+  return best, arg
+
+
+# ---------------------------------------------------------------------------
+# dominating pairs as probability vectors (for jaxacct.pld)
+# ---------------------------------------------------------------------------
+
+def pair_pmfs(n: int, p: float, beta: float, q0: float, q1: float,
+              *, z: float = 10.0):
+  r"""The variation-ratio pair as probability vectors over a (c, a) window.
+
+  Same pair as ``jaxacct.shuffle._pairs`` (Wang et al. arXiv:2304.05007v5
+  App. H; the FMT'21 clone pair and the stronger clone are members). Returns
+  ``(P, Q)`` numpy float64 vectors whose last two entries are atoms carrying
+  an upper bound on the cut mass: ``(tail, 0)`` and ``(0, tail)``, i.e. +inf
+  loss in each direction -- so a pessimistic PLD built from them dominates the
+  pair in both directions.
+
+  Args:
+    n: integer >= 1. p, beta, q0, q1: as in ``pair_delta``.
+    z: window half-width in standard deviations (+ z^2 for skew).
+
+  Returns:
+    ``(P, Q)``: 1-D float64 numpy arrays of equal length.
+  """
+  n = int(n)
+  alpha = beta / (p - 1.0)
+  r0, r1 = alpha * p / q0, alpha * p / q1
+  lam = max(1.0 - alpha - p * alpha, 0.0)
+  s = 1.0 - r0 - r1
+  total = r0 + r1
+  rho = r0 / total
+  sd = math.sqrt(n * total * (1 - total))
+  half = z * sd + z * z
+  clo = max(0, int(math.floor(n * total - half)))
+  chi = min(n, int(math.ceil(n * total + half)))
+  c = np.arange(clo, chi + 1, dtype=np.float64)
+  asd = math.sqrt(max(chi, 1) * rho * (1 - rho))
+  ah = int(math.ceil(z * asd + z * z)) + 1
+  offs = np.arange(-ah, ah + 1, dtype=np.float64)
+  a = np.floor(c * rho)[:, None] + offs[None, :]
+  cc = np.broadcast_to(c[:, None], a.shape)
+  ok = (a >= 0) & (a <= cc)
+  a = np.where(ok, a, 0.0)
+  b = cc - a
+  lw = stats.binom.logpmf(cc, n, total)
+  la = stats.binom.logpmf(a, cc, rho)
+  lamterm = lam * (n - cc) / s if lam > 0 else 0.0
+  gp = p * alpha * a / r0 + alpha * b / r1 + lamterm
+  gq = alpha * a / r0 + p * alpha * b / r1 + lamterm
+  with np.errstate(divide="ignore"):
+    lp = lw + la - math.log(n) + np.log(gp)
+    lq = lw + la - math.log(n) + np.log(gq)
+  pv = np.where(ok, np.exp(lp), 0.0).ravel()
+  qv = np.where(ok, np.exp(lq), 0.0).ravel()
+  # cut mass: totals c outside [clo, chi] need C = c - (0 or 1) outside
+  # [clo, chi - 1]; within a kept c, a outside the window needs
+  # Bin(C, rho) (C in {c-1, c}) outside [alo, ahi - 1].
+  m = n - 1
+  ctail = (stats.binom.cdf(clo - 1, m, total) if clo >= 1 else 0.0) + \
+      stats.binom.sf(chi - 1, m, total)
+  alo = np.floor(c * rho) - ah
+  ahi = np.floor(c * rho) + ah
+  atail = 0.0
+  for cm in (c, np.maximum(c - 1, 0)):
+    t = np.where(alo >= 1, stats.binom.cdf(alo - 1, cm, rho), 0.0) + \
+        stats.binom.sf(ahi - 1, cm, rho)
+    atail = max(atail, float(np.max(t)))
+  tail = float(min(1.0, ctail + atail))
+  keep = (pv > 0) | (qv > 0)
+  pv, qv = pv[keep], qv[keep]
+  pv = np.concatenate([pv, [tail, 0.0]])
+  qv = np.concatenate([qv, [0.0, tail]])
+  return pv, qv
