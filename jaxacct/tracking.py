@@ -127,7 +127,10 @@ class _Accountant:
     """float64 array (num_blocks + 1,): eps after b = 0..num_blocks blocks."""
     checks.check_int("num_blocks", num_blocks, min_value=1)
     checks.check_delta(delta)
-    with jax.enable_x64(True):
+    # ensure_compile_time_eval: the hook may be built inside a user's jit/vmap
+    # trace (e.g. a train function that makes its optimizer); the table is
+    # still computed eagerly, once, on concrete numbers.
+    with jax.enable_x64(True), jax.ensure_compile_time_eval():
       tab = np.asarray(self._block_table(int(num_blocks), float(delta)), np.float64)
     tab = np.concatenate([[0.0], tab[1:]])
     if tab.shape != (num_blocks + 1,) or np.any(np.isnan(tab)) or np.any(tab < 0):
@@ -139,12 +142,15 @@ class _Accountant:
     return np.maximum.accumulate(tab)
 
 
+_rdp_to_epsilon_jit = jax.jit(_rdp_to_epsilon, static_argnums=3)
+
+
 def _rdp_table(orders, rdp_step, counts, delta, conversion="tight"):
   """eps(counts * rdp_step) at delta, float64 (must run under x64)."""
   orders = jnp.asarray(orders, jnp.float64)
   rdp = jnp.asarray(rdp_step, jnp.float64)
   c = jnp.asarray(counts, jnp.float64)[:, None]
-  eps, _ = jax.jit(_rdp_to_epsilon, static_argnums=3)(
+  eps, _ = _rdp_to_epsilon_jit(
       orders, c * rdp[None, :], jnp.asarray(delta, jnp.float64), conversion)
   return np.asarray(eps)
 
@@ -183,6 +189,11 @@ class PoissonAccountant(_Accountant):
                       delta)
 
 
+def _gaussian_epsilon_jit(sigma, delta):
+  from jaxacct._core.gaussian import gaussian_epsilon_kernel
+  return jax.jit(gaussian_epsilon_kernel)(sigma, delta)
+
+
 class GaussianAccountant(_Accountant):
   r"""Full-batch Gaussian steps (every example in every step), exact.
 
@@ -205,9 +216,8 @@ class GaussianAccountant(_Accountant):
     self.sigma = float(sigma)
 
   def _block_table(self, num_blocks, delta):
-    from jaxacct._core.gaussian import gaussian_epsilon_kernel
     s = np.arange(1, num_blocks + 1, dtype=np.float64)
-    eps = jax.jit(gaussian_epsilon_kernel)(jnp.asarray(self.sigma / np.sqrt(s)),
+    eps = _gaussian_epsilon_jit(jnp.asarray(self.sigma / np.sqrt(s)),
                                            jnp.asarray(delta, jnp.float64))
     return np.concatenate([[0.0], np.asarray(eps)])
 
@@ -297,8 +307,8 @@ class AllocationAccountant(_Accountant):
     num_selected: k in [1, t] (steps each example joins per epoch).
     max_order: largest integer Renyi order for ``rdp_direct`` (default 128).
     methods: subset of the front door's methods (default
-      ``allocation.DEFAULT_METHODS``); with ``"pld"`` every epoch calls the
-      front door (slow).
+      ``allocation.DEFAULT_METHODS``); with any other method (e.g.
+      ``"pld"``) every epoch calls the front door (slow).
 
   Bound: upper.
   """
@@ -328,7 +338,8 @@ class AllocationAccountant(_Accountant):
     out[1] = self.epoch_epsilon(1, delta)
     if num_blocks == 1:
       return out
-    if "pld" in self.methods:
+    if set(self.methods) - {"rdp_direct", "direct_add", "decomposition", "local"}:
+      # Methods this module does not vectorise (e.g. "pld"): the front door per epoch.
       for e in range(2, num_blocks + 1):
         out[e] = self.epoch_epsilon(e, delta)
       return out

@@ -1,0 +1,382 @@
+"""Tests for jaxacct.tracking (the optax hook).
+
+Oracles: the package's offline functional API (``poisson.epsilon``,
+``allocation.epsilon``, ``gaussian_epsilon``, ``rdp_to_epsilon``) for the same
+events, to 1e-9 relative; the Gaussian profile evaluated independently with
+mpmath (Balle & Wang, arXiv:1805.06530v2, Thm 8); optax's own MultiSteps and
+differentially_private_aggregate for the chain behaviour.
+"""
+
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import mpmath
+import numpy as np
+import optax
+import pytest
+
+import jaxacct
+from jaxacct import poisson, tracking
+
+DELTA = 1e-5
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+
+
+def _run(tx, num_updates, params=None, jit=True):
+  params = jnp.zeros(3) if params is None else params
+  st = tx.init(params)
+  upd = jax.jit(tx.update) if jit else tx.update
+  outs = []
+  for _ in range(num_updates):
+    u, st = upd(jax.tree.map(jnp.ones_like, params), st)
+    outs.append(u)
+  return outs, st
+
+
+# ---------------------------------------------------------------- equality
+
+@pytest.mark.parametrize("steps", [1, 7, 40])
+def test_poisson_eps_equals_functional_api(x64, steps):
+  acc = tracking.PoissonAccountant(q=0.02, sigma=0.9)
+  tx = tracking.track_privacy(acc, num_steps=40, delta=DELTA)
+  _, st = _run(tx, steps)
+  ref = float(poisson.epsilon(q=0.02, sigma=0.9, num_steps=steps, delta=DELTA).epsilon)
+  assert st.eps.dtype == jnp.float64
+  assert int(st.count) == steps
+  np.testing.assert_allclose(float(st.eps), ref, rtol=1e-9)
+  eps, d = tracking.privacy_spent(st)
+  assert float(d) == DELTA and float(eps) == float(st.eps)
+
+
+def test_gaussian_exact_profile_mpmath(x64):
+  # Full batch, s steps = one Gaussian with sigma/sqrt(s); check
+  # delta(eps) = Phi(1/(2s') - eps s') - e^eps Phi(-1/(2s') - eps s') at 50 digits.
+  sigma, n = 3.0, 25
+  tab = tracking.epsilon_table(tracking.GaussianAccountant(sigma=sigma), num_steps=n,
+                               delta=DELTA)
+  mpmath.mp.dps = 50
+  for s in (1, 4, 25):
+    sp = mpmath.mpf(sigma) / mpmath.sqrt(s)
+    e = mpmath.mpf(tab[s])
+    d = mpmath.ncdf(1 / (2 * sp) - e * sp) - mpmath.exp(e) * mpmath.ncdf(-1 / (2 * sp) - e * sp)
+    # tab[s] is the smallest eps with delta(eps) <= DELTA (bisection, 1e-9 rel).
+    assert float(d) <= DELTA * (1 + 1e-9)
+    assert float(d) >= DELTA * (1 - 1e-6)
+    np.testing.assert_allclose(tab[s], float(jaxacct.gaussian_epsilon(sigma / np.sqrt(s), DELTA)),
+                               rtol=1e-9)
+  # The exact Gaussian table never exceeds the RDP route for the same events.
+  rdp_acc = tracking.RDPAccountant(orders=jaxacct.DEFAULT_ORDERS,
+                                   rdp=jaxacct.gaussian_rdp(jaxacct.DEFAULT_ORDERS, sigma))
+  rtab = tracking.epsilon_table(rdp_acc, num_steps=n, delta=DELTA)
+  assert np.all(tab[1:] <= rtab[1:]) and np.all(rtab[1:] <= 1.3 * tab[1:])
+
+
+def test_rdp_accountant_equals_rdp_to_epsilon(x64):
+  orders = np.array([1.5, 2.0, 4.0, 8.0, 16.0, 32.0])
+  rdp = np.asarray(jaxacct.gaussian_rdp(orders, 5.0))
+  tab = tracking.epsilon_table(tracking.RDPAccountant(orders=orders, rdp=rdp, block_size=3),
+                               num_steps=9, delta=DELTA)
+  for s, blocks in [(1, 1), (3, 1), (4, 2), (9, 3)]:   # partial block charged whole
+    ref = float(jaxacct.rdp_to_epsilon(orders, blocks * rdp, DELTA)[0])
+    np.testing.assert_allclose(tab[s], ref, rtol=1e-9)
+  assert tab[0] == 0.0
+
+
+def _check_allocation(t, epochs, methods):
+  from jaxacct import allocation
+  acc = tracking.AllocationAccountant(sigma=1.2, num_steps=t, methods=methods)
+  tab = tracking.epsilon_table(acc, num_steps=epochs * t, delta=DELTA)
+  for e in range(1, epochs + 1):
+    ref = allocation.epsilon(sigma=1.2, num_steps=t, delta=DELTA, num_epochs=e,
+                             methods=methods).epsilon
+    np.testing.assert_allclose(tab[e * t], ref, rtol=1e-9)
+    # Every step of epoch e is charged the whole epoch (upper bound).
+    assert np.all(tab[(e - 1) * t + 1: e * t + 1] == tab[e * t])
+  return acc, tab
+
+
+def test_allocation_equals_front_door(x64):
+  # Without "decomposition" (k = E = 1 only; slow to compile): see the slow test.
+  t = 20
+  acc, tab = _check_allocation(t, 2, ("rdp_direct", "direct_add", "local"))
+  # Through the hook: after 1 epoch + 1 step, epoch 2 is charged.
+  tx = tracking.track_privacy(acc, num_steps=2 * t, delta=DELTA)
+  _, st = _run(tx, t + 1)
+  np.testing.assert_allclose(float(st.eps), tab[2 * t], rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_allocation_default_methods_equal_front_door(x64):
+  from jaxacct import allocation
+  _check_allocation(20, 3, allocation.DEFAULT_METHODS)
+
+
+def test_epsilon_table_accountant_and_beyond_plan(x64):
+  acc = tracking.EpsilonTableAccountant(epsilons=[0.0, 0.5, 0.7, 0.9], delta=DELTA)
+  tx = tracking.track_privacy(acc, num_steps=3, delta=DELTA)
+  _, st = _run(tx, 3)
+  assert float(st.eps) == 0.9
+  _, st = _run(tx, 4)   # past the planned steps: no guarantee
+  assert float(st.eps) == np.inf and int(st.count) == 4
+
+
+# ---------------------------------------------------------- transformation
+
+def test_passthrough_pytree_and_jit_roundtrip(x64):
+  params = {"dense": {"w": jnp.zeros((3, 2)), "b": jnp.zeros(2, jnp.float32)},
+            "scale": jnp.zeros((), jnp.float64)}
+  acc = tracking.PoissonAccountant(q=0.05, sigma=1.0)
+  tx = tracking.track_privacy(acc, num_steps=10, delta=DELTA)
+  grads = jax.tree.map(lambda p: jnp.arange(p.size, dtype=p.dtype).reshape(p.shape) + 1, params)
+  st_e = tx.init(params)
+  st_j = jax.jit(tx.init)(params)
+  chex_eq = jax.tree.map(lambda a, b: bool(jnp.all(a == b)) and a.dtype == b.dtype, st_e, st_j)
+  assert all(jax.tree.leaves(chex_eq))
+  for _ in range(3):
+    u_e, st_e = tx.update(grads, st_e)
+    u_j, st_j = jax.jit(tx.update)(grads, st_j)
+  for a, b, g in zip(jax.tree.leaves(u_e), jax.tree.leaves(u_j), jax.tree.leaves(grads)):
+    assert a.dtype == g.dtype and bool(jnp.all(a == g)) and bool(jnp.all(b == g))
+  assert isinstance(st_j, tracking.PrivacyTrackerState)
+  assert int(st_j.count) == 3 and float(st_j.eps) == float(st_e.eps)
+  # optax.tree.get reads eps inside jit, through a chain.
+  chain = optax.chain(tx, optax.sgd(0.1))
+  cst = chain.init(params)
+
+  @jax.jit
+  def step(cst):
+    _, cst = chain.update(grads, cst, params)
+    return cst, optax.tree.get(cst, "eps")
+  cst, eps = step(cst)
+  np.testing.assert_allclose(float(eps), float(poisson.epsilon(
+      q=0.05, sigma=1.0, num_steps=1, delta=DELTA).epsilon), rtol=1e-9)
+
+
+def test_vmap_over_seeds_with_dp_aggregate(x64):
+  sigma, steps = 1.1, 5
+  acc = tracking.PoissonAccountant(q=0.1, sigma=sigma)
+
+  tracker = tracking.track_privacy(acc, num_steps=steps, delta=DELTA)
+
+  def make(key):
+    return optax.chain(
+        optax.contrib.differentially_private_aggregate(1.0, sigma, key=key),
+        tracker, optax.sgd(0.1))
+
+  params = jnp.zeros(4)
+  per_ex = jnp.ones((8, 4))
+
+  def train(key):
+    tx = make(key)
+    st = tx.init(params)
+    p = params
+    for _ in range(steps):
+      u, st = tx.update(per_ex, st, p)
+      p = optax.apply_updates(p, u)
+    return p, tracking.privacy_spent(st)[0]
+
+  keys = jax.random.split(jax.random.key(0), 3)
+  ps, eps = jax.jit(jax.vmap(train))(keys)
+  assert eps.shape == (3,)
+  ref = float(poisson.epsilon(q=0.1, sigma=sigma, num_steps=steps, delta=DELTA).epsilon)
+  np.testing.assert_allclose(np.asarray(eps), ref, rtol=1e-9)
+  assert not np.allclose(ps[0], ps[1])   # different noise per seed
+
+
+def test_float32_user_gets_rounded_up_eps():
+  assert not jaxacct._core.dtype.x64_enabled()
+  acc = tracking.PoissonAccountant(q=0.02, sigma=0.9)
+  tx = tracking.track_privacy(acc, num_steps=10, delta=DELTA)
+  _, st = _run(tx, 10)
+  assert st.eps.dtype == jnp.float32
+  ref = float(poisson.epsilon(q=0.02, sigma=0.9, num_steps=10, delta=DELTA).epsilon)
+  assert float(st.eps) >= ref                    # never under-reports
+  assert float(st.eps) <= ref * (1 + 1.2e-7)     # within one float32 ulp
+
+
+# ------------------------------------------------------------------ budget
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_budget_stop_masks_at_right_step(x64, jit):
+  acc = tracking.GaussianAccountant(sigma=4.0)
+  tab = tracking.epsilon_table(acc, num_steps=10, delta=DELTA)
+  tx = tracking.track_privacy(acc, num_steps=10, delta=DELTA, max_epsilon=float(tab[4]))
+  outs, st = _run(tx, 7, jit=jit)
+  assert [bool(jnp.all(u == 1.0)) for u in outs] == [True] * 4 + [False] * 3
+  assert all(bool(jnp.all(u == 0.0)) for u in outs[4:])
+  assert int(st.count) == 4 and bool(st.budget_exhausted)
+  assert float(st.eps) == tab[4] <= float(tab[4])
+  # Budget between entries: the step that would cross it is masked.
+  tx = tracking.track_privacy(acc, num_steps=10, delta=DELTA,
+                              max_epsilon=0.5 * float(tab[4] + tab[5]))
+  _, st = _run(tx, 7, jit=jit)
+  assert int(st.count) == 4 and float(st.eps) < 0.5 * float(tab[4] + tab[5])
+
+
+def test_budget_beyond_planned_steps_is_masked(x64):
+  tx = tracking.track_privacy(tracking.GaussianAccountant(sigma=4.0), num_steps=3,
+                              delta=DELTA, max_epsilon=100.0)
+  _, st = _run(tx, 5)
+  assert int(st.count) == 3 and bool(st.budget_exhausted) and np.isfinite(float(st.eps))
+
+
+def test_budget_raise_eager_and_jit(x64):
+  acc = tracking.GaussianAccountant(sigma=4.0)
+  tab = tracking.epsilon_table(acc, num_steps=10, delta=DELTA)
+  tx = tracking.track_privacy(acc, num_steps=10, delta=DELTA, max_epsilon=float(tab[2]),
+                              on_budget="raise")
+  st = tx.init(jnp.zeros(2))
+  for _ in range(2):
+    _, st = tx.update(jnp.ones(2), st)
+  with pytest.raises(tracking.PrivacyBudgetExceeded, match="update 3 would spend"):
+    tx.update(jnp.ones(2), st)
+  upd = jax.jit(tx.update)
+  st = tx.init(jnp.zeros(2))
+  for _ in range(2):
+    _, st = upd(jnp.ones(2), st)
+  with pytest.raises(Exception, match="PrivacyBudgetExceeded"):
+    jax.block_until_ready(upd(jnp.ones(2), st))
+
+
+# --------------------------------------------------------------- MultiSteps
+
+def test_multisteps_counts_applied_updates_only(x64):
+  acc = tracking.PoissonAccountant(q=0.05, sigma=1.0)
+  k, micro = 4, 12
+  ms = optax.MultiSteps(optax.chain(
+      tracking.track_privacy(acc, num_steps=10, delta=DELTA), optax.sgd(0.1)),
+      every_k_schedule=k)
+  params = jnp.zeros(3)
+  st = ms.init(params)
+  upd = jax.jit(ms.update)
+  counts = []
+  for _ in range(micro):
+    _, st = upd(jnp.ones(3), st, params)
+    counts.append(int(optax.tree.get(st, "count")))
+  assert counts == [0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3]
+  np.testing.assert_allclose(float(tracking.privacy_spent(st)[0]), float(poisson.epsilon(
+      q=0.05, sigma=1.0, num_steps=micro // k, delta=DELTA).epsilon), rtol=1e-9)
+
+
+def test_clip_and_sum_then_noise_inside_multisteps(x64):
+  # Noise is added once per applied update with std sigma*C/K on the mean of
+  # K clipped sums (sensitivity C/K): the emitted update has std sigma*C/K.
+  C, sigma, K, B = 1.0, 2.0, 4, 8
+  tx = optax.chain(
+      tracking.clip_and_sum(C),
+      optax.MultiSteps(optax.chain(tracking.gaussian_noise(sigma * C / K, 0),
+                                   tracking.track_privacy(
+                                       tracking.PoissonAccountant(q=0.1, sigma=sigma),
+                                       num_steps=50, delta=DELTA)),
+                       every_k_schedule=K))
+  params = jnp.zeros(2000)
+  st = tx.init(params)
+  upd = jax.jit(tx.update)
+  g = jnp.zeros((B, 2000)).at[:, 0].set(10.0)   # each example clipped to norm 1
+  emitted = []
+  for _ in range(K):
+    u, st = upd(g, st, params)
+    emitted.append(u)
+  assert all(bool(jnp.all(u == 0)) for u in emitted[:-1])
+  u = emitted[-1]
+  np.testing.assert_allclose(float(u[0]), B * C, atol=6 * sigma * C / K)  # mean of sums
+  np.testing.assert_allclose(float(jnp.std(u[1:])), sigma * C / K, rtol=0.1)
+  assert int(optax.tree.get(st, "count")) == 1
+
+
+# ------------------------------------------------------------------ errors
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: tracking.PoissonAccountant(q=1.5, sigma=1.0), "q must be"),
+    (lambda: tracking.PoissonAccountant(q=0.0, sigma=1.0), "q must be"),
+    (lambda: tracking.PoissonAccountant(q=0.1, sigma=0.0), "sigma must be"),
+    (lambda: tracking.GaussianAccountant(sigma=-1.0), "sigma must be"),
+    (lambda: tracking.AllocationAccountant(sigma=1.0, num_steps=4, num_selected=5),
+     "num_selected"),
+    (lambda: tracking.RDPAccountant(orders=[2.0, 3.0], rdp=[np.inf, np.inf]), "no noise"),
+    (lambda: tracking.RDPAccountant(orders=[2.0, 3.0], rdp=[0.1]), "shape"),
+    (lambda: tracking.EpsilonTableAccountant(epsilons=[0, 1.0, 0.5], delta=DELTA),
+     "non-decreasing"),
+    (lambda: tracking.track_privacy(tracking.GaussianAccountant(sigma=1.0), num_steps=0,
+                                    delta=DELTA), "num_steps"),
+    (lambda: tracking.track_privacy(tracking.GaussianAccountant(sigma=1.0), num_steps=5,
+                                    delta=1.0), "delta"),
+    (lambda: tracking.track_privacy(tracking.GaussianAccountant(sigma=1.0), num_steps=5,
+                                    delta=DELTA, on_budget="warn"), "on_budget"),
+    (lambda: tracking.track_privacy(tracking.GaussianAccountant(sigma=1.0), num_steps=5,
+                                    delta=DELTA, max_epsilon=0.0), "max_epsilon"),
+    (lambda: tracking.track_privacy(object(), num_steps=5, delta=DELTA), "accountant"),
+    (lambda: tracking.track_privacy(
+        tracking.EpsilonTableAccountant(epsilons=[0, 1.0], delta=1e-6), num_steps=1,
+        delta=DELTA), "delta"),
+    (lambda: tracking.calibrate_noise("poisson", dataset_size=100, num_epochs=1,
+                                      epsilon=1.0, delta=DELTA), "batch_size"),
+    (lambda: tracking.calibrate_noise("poisson", dataset_size=100, batch_size=200,
+                                      num_epochs=1, epsilon=1.0, delta=DELTA), "batch_size"),
+    (lambda: tracking.calibrate_noise("shuffle", dataset_size=100, num_epochs=1,
+                                      epsilon=1.0, delta=DELTA), "scheme"),
+])
+def test_bad_configuration_raises(make, match):
+  with pytest.raises(ValueError, match=match):
+    make()
+
+
+def test_privacy_spent_without_tracker():
+  with pytest.raises(ValueError, match="no PrivacyTrackerState"):
+    tracking.privacy_spent(optax.sgd(0.1).init(jnp.zeros(2)))
+
+
+# ------------------------------------------------------------- calibration
+
+@pytest.mark.parametrize("scheme", ["poisson", "gaussian"])
+def test_calibrate_noise_meets_target_tightly(scheme):
+  cal = tracking.calibrate_noise(scheme, dataset_size=1000, batch_size=50, num_epochs=2,
+                                 epsilon=2.0, delta=DELTA)
+  assert cal.epsilon <= 2.0 * (1 + 1e-9)
+  assert cal.num_steps == (40 if scheme == "poisson" else 2)
+  s = cal.noise_multiplier * (1 - 1e-4)   # slightly less noise misses the target
+  acc = (tracking.PoissonAccountant(q=0.05, sigma=s) if scheme == "poisson"
+         else tracking.GaussianAccountant(sigma=s))
+  assert tracking.epsilon_table(acc, num_steps=cal.num_steps, delta=DELTA)[-1] > 2.0
+  if scheme == "gaussian":
+    # One step at sigma/sqrt(E): the exact profile (independent formula).
+    np.testing.assert_allclose(
+        float(jaxacct.gaussian_epsilon(cal.noise_multiplier / np.sqrt(2), DELTA)), 2.0,
+        rtol=1e-8)
+
+
+# --------------------------------------------------------------- shuffle
+
+def test_shuffle_accountant_if_available(x64):
+  shuffle = pytest.importorskip("jaxacct.shuffle")
+  if not hasattr(shuffle, "shuffle_rdp"):
+    with pytest.raises(ValueError, match="shuffle_rdp"):
+      tracking.ShuffleAccountant(eps0=1.0, n=1000)
+    return
+  acc = tracking.ShuffleAccountant(eps0=1.0, n=1000)
+  tab = tracking.epsilon_table(acc, num_steps=5, delta=DELTA)
+  ref = float(jaxacct.rdp_to_epsilon(acc.orders, 5 * acc.rdp, DELTA)[0])
+  np.testing.assert_allclose(tab[5], ref, rtol=1e-9)
+  assert tab[1] <= 1.0 + 1e-12 or tab[1] <= 2.0   # amplified (loose sanity)
+
+
+# --------------------------------------------------------------- example
+
+def test_flax_example_runs():
+  pytest.importorskip("flax")
+  sys.path.insert(0, os.path.join(ROOT, "examples"))
+  try:
+    import train_flax
+  finally:
+    sys.path.pop(0)
+  hist = train_flax.main("poisson", num_epochs=2, n=256, batch_size=32, epsilon=3.0,
+                         verbose=False)
+  assert [h["step"] for h in hist] == [8, 16]
+  assert hist[-1]["eps"] <= 3.0 * (1 + 1.2e-7) and hist[-1]["eps"] > hist[0]["eps"] > 0
+  assert hist[-1]["loss"] < 0.69   # it learns (log 2 = chance)
+  # With a budget below the planned total, training stops (masked) and is flagged.
+  hist = train_flax.main("poisson", num_epochs=2, n=256, batch_size=32, epsilon=3.0,
+                         max_epsilon=2.0, verbose=False)
+  assert hist[-1]["exhausted"] and hist[-1]["eps"] <= 2.0 and hist[-1]["step"] < 16
