@@ -1,0 +1,81 @@
+r"""Per-randomizer variation-ratio rows (Wang et al.) -- NOT upper bounds.
+
+Source: S. Wang et al., "Privacy Amplification via Shuffling: Unified,
+Simplified, and Tightened", arXiv:2304.05007v5, Table 6 / repository README
+(``wangsw/PrivacyAmplification``), parameter rows ``(p, beta, q)`` per
+randomizer; jaxacct digest ``wang-variation-ratio-shuffle.md`` §2 and §7.
+
+Every row with leftover weight ``1 - alpha - p alpha > 0`` (i.e.
+``beta < (p-1)/(p+1)``) rests on App. C's Lemma 4.5, whose post-processing
+step is not exact (digest §7.1). The pair's delta is then BELOW the true
+shuffled delta on some datasets:
+
+* 4-RR, n = 3, e^eps0 = 3, e^eps = 2: the k-RR row certifies 7/216; exact
+  enumeration of the shuffled histograms gives 11/216 (worst dataset; 5/108
+  with both others on a third value). Regression test:
+  ``tests/test_shuffle_exact.py::test_vr_krr_k4_n3_exceeds_pair``.
+* 3-RR, n = 16, eps0 = ln 3, delta = 1e-6, others holding x^0: true eps >=
+  1.0951 vs the row's 0.9756 (digest §7.2).
+
+For k-RR (and every extremal randomizer) the row's pair IS a valid LOWER
+bound (Thm 5.1): use ``jaxacct.shuffle.krr_lower_epsilon``. The valid upper
+bound for k-RR is the stronger clone (``jaxacct.shuffle.stronger_clone_*``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from jaxacct.shuffle import _pairs
+
+__all__ = ["row_parameters", "row_delta_unsafe", "row_epsilon_unsafe"]
+
+
+def row_parameters(mechanism: str, eps0: float, **options):
+  """``(p, beta, q)`` of a README / Table 6 row (digest §2). Not a bound.
+
+  Supported: ``"k_rr"`` (option ``k``), ``"laplace"`` (on [0, 1]),
+  ``"rappor"``, ``"local_hash"`` (option ``l``), ``"generic"``.
+  """
+  e = math.exp(eps0)
+  if mechanism == "generic":
+    beta = (e - 1) / (e + 1)
+  elif mechanism == "k_rr":
+    beta = (e - 1) / (e + options["k"] - 1)
+  elif mechanism == "laplace":
+    beta = 1 - math.exp(-eps0 / 2)
+  elif mechanism == "rappor":
+    beta = (math.exp(eps0 / 2) - 1) / (math.exp(eps0 / 2) + 1)
+  elif mechanism == "local_hash":
+    beta = (e - 1) / (e + options["l"] - 1)
+  else:
+    raise ValueError(f"unknown mechanism {mechanism!r}.")
+  return e, beta, e
+
+
+def row_delta_unsafe(eps, *, n, mechanism: str, eps0: float, **options):
+  """Delta of a per-randomizer row's pair. NOT an upper bound (module doc).
+
+  Bound: none (below the truth on known counterexamples; a lower bound for
+  extremal randomizers such as k-RR).
+  """
+  p, beta, q = row_parameters(mechanism, eps0, **options)
+  alpha = beta / (p - 1)
+  w = _pairs.window_size(n, 2 * alpha * p / q)
+  import jax
+  with jax.enable_x64(True):
+    return np.asarray(_pairs.pair_delta(eps, n=n, p=p, beta=beta, q0=q, q1=q,
+                                        width=w, symmetric=True))
+
+
+def row_epsilon_unsafe(delta, *, n, mechanism: str, eps0: float, **options):
+  """Epsilon of a per-randomizer row's pair. NOT an upper bound (module doc)."""
+  p, beta, q = row_parameters(mechanism, eps0, **options)
+  alpha = beta / (p - 1)
+  w = _pairs.window_size(n, 2 * alpha * p / q)
+  import jax
+  with jax.enable_x64(True):
+    return np.asarray(_pairs.pair_epsilon(delta, n=n, p=p, beta=beta, q0=q,
+                                          q1=q, width=w, symmetric=True))
