@@ -28,6 +28,8 @@ from jax import lax
 from jax.scipy.special import log_ndtr, ndtri
 
 _EPS = float(np.finfo(np.float64).eps)
+UNROLL = 1
+_TINY = 1e-250   # masses below this are dropped (lower) / flushed (upper, ledgered)
 
 # 8-point Gauss-Legendre nodes/weights on [0, 1].
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
@@ -188,7 +190,7 @@ def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool):
     seg = seg.at[:n].add(v * (1.0 - w)).at[1:].add(v * w)
     return lax.dynamic_update_slice(out, seg, (start,))
 
-  out = lax.fori_loop(0, n, body, jnp.zeros(buf))
+  out = lax.fori_loop(0, n, body, jnp.zeros(buf), unroll=UNROLL)
   out = out[:m]
   # zero atoms shift the other summand exactly; sits at knot off + i -> out index i - o
   zero_part = A.q0 * B.p + B.q0 * A.p
@@ -235,8 +237,7 @@ def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool):
     g1 = m1 * f / eD
     return m0, g0, m1, g1
 
-  def body(d, carry):
-    outa, outg = carry
+  def body(d, out):
     k = kap[d]
     rd = jnp.exp(-d * D)
     bd = lax.dynamic_slice(ab, (d,), (n,))
@@ -253,15 +254,15 @@ def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool):
       use = jnp.where(d > 0, 1.0, 0.0)
       m0, g0, m1, g1 = m0 + use * n0, g0 + use * h0, m1 + use * n1, g1 + use * h1
     start = d + k - o
-    sa = lax.dynamic_slice(outa, (start,), (n + 1,))
-    sg = lax.dynamic_slice(outg, (start,), (n + 1,))
+    sa = lax.dynamic_slice(out, (start,), (n + 1,))
     sa = sa.at[:n].add(m0).at[1:].add(m1)
+    out = lax.dynamic_update_slice(out, sa, (start,))
+    sg = lax.dynamic_slice(out, (start + buf,), (n + 1,))
     sg = sg.at[:n].add(g0).at[1:].add(g1)
-    return (lax.dynamic_update_slice(outa, sa, (start,)),
-            lax.dynamic_update_slice(outg, sg, (start,)))
+    return lax.dynamic_update_slice(out, sg, (start + buf,))
 
-  outa, outg = lax.fori_loop(0, n, body, (jnp.zeros(buf), jnp.zeros(buf)))
-  outa, outg = outa[:m], outg[:m]
+  out = lax.fori_loop(0, n, body, jnp.zeros(2 * buf), unroll=UNROLL)
+  outa, outg = out[:m], out[buf:buf + m]
   za = A.q0 * B.a + B.q0 * A.a
   zg = A.q0 * B.g + B.q0 * A.g
   outa = _add_shifted(outa, za, -o, m)
@@ -346,6 +347,7 @@ def regrid_lower(law: LowerLaw, lat: Lattice, jl, D2, n: int):
   keep = (c >= 0) & (c <= n - 1) & (a > 0)
   ci = jnp.clip(c, 0, n - 1).astype(jnp.int32)
   frel = jnp.exp(rel - ci * D2)
+  keep = keep & (a > _TINY)
   outa = jnp.zeros(n).at[ci].add(jnp.where(keep, a, 0.0))
   outg = jnp.zeros(n).at[ci].add(jnp.where(keep, a * frel, 0.0))
   new_lat = Lattice(lat.u_ref + jl * lat.step, D2, jnp.zeros((), jnp.int32))

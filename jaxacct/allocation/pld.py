@@ -96,7 +96,8 @@ __all__ = [
 ]
 
 DEFAULT_GRID_SIZE = 1024
-DEFAULT_TAIL = 1e-20
+DEFAULT_TAIL = 1e-20   # per-stage tail cut for delta(eps) queries
+TAIL_FACTOR = 1e-5     # epsilon(delta) queries cut tails at TAIL_FACTOR * delta
 _EPS = float(np.finfo(np.float64).eps)
 
 
@@ -139,7 +140,7 @@ def _one_step(mechanism, param, n, tail):
   raise ValueError(f"mechanism must be 'gaussian' or 'laplace'; got {mechanism!r}.")
 
 
-def _final_laws(param, t, *, n: int, tail: float, mechanism: str = "gaussian") -> FinalLaws:
+def _final_laws(param, t, *, n: int, tail, mechanism: str = "gaussian") -> FinalLaws:
   """Upper and lower laws of S/t for 1-of-t allocation (jittable, scalar)."""
   require_x64("allocation.pld")
   up, lw, lat = _one_step(mechanism, param, n, tail)
@@ -159,21 +160,27 @@ def _final_laws(param, t, *, n: int, tail: float, mechanism: str = "gaussian") -
   return FinalLaws(U.p, up_loss, U.q0, U.minf / tf, Lw.a, lo_loss, Lw.q0, rel, absl)
 
 
+def _delta_one(F: FinalLaws, eps, which: int):
+  """One of (rem_up, add_up, rem_lo, add_lo) at eps (broadcast over eps)."""
+  e = jnp.asarray(eps, jnp.float64)[..., None]
+  if which == 0:    # remove, upper: e^eps sum p expm1(l - eps)_+ + minf/t
+    v = jnp.exp(e[..., 0]) * jnp.sum(F.up_p * jnp.maximum(jnp.expm1(F.up_loss - e), 0.0),
+                                     axis=-1) + F.up_minf_t
+  elif which == 1:  # add, upper: sum p (1 - e^{eps + l})_+ + q0
+    v = jnp.sum(F.up_p * jnp.maximum(-jnp.expm1(F.up_loss + e), 0.0), axis=-1) + F.up_q0
+  elif which == 2:
+    v = jnp.exp(e[..., 0]) * jnp.sum(F.lo_a * jnp.maximum(jnp.expm1(F.lo_loss - e), 0.0),
+                                     axis=-1)
+  else:
+    v = jnp.sum(F.lo_a * jnp.maximum(-jnp.expm1(F.lo_loss + e), 0.0), axis=-1) + F.lo_q0
+  if which < 2:
+    return v * (1.0 + F.rel) + F.abs
+  return jnp.maximum(v * (1.0 - F.rel) - F.abs, 0.0)
+
+
 def _deltas(F: FinalLaws, eps):
   """(rem_up, add_up, rem_lo, add_lo) at eps (broadcast over eps's shape)."""
-  e = jnp.asarray(eps, jnp.float64)[..., None]
-  # remove: sum p (e^l - e^eps)_+ = e^eps sum p expm1(l - eps)_+
-  rem_u = jnp.exp(e[..., 0]) * jnp.sum(F.up_p * jnp.maximum(jnp.expm1(F.up_loss - e), 0.0),
-                                       axis=-1) + F.up_minf_t
-  add_u = jnp.sum(F.up_p * jnp.maximum(-jnp.expm1(F.up_loss + e), 0.0), axis=-1) + F.up_q0
-  rem_l = jnp.exp(e[..., 0]) * jnp.sum(F.lo_a * jnp.maximum(jnp.expm1(F.lo_loss - e), 0.0),
-                                       axis=-1)
-  add_l = jnp.sum(F.lo_a * jnp.maximum(-jnp.expm1(F.lo_loss + e), 0.0), axis=-1) + F.lo_q0
-  rem_u = rem_u * (1.0 + F.rel) + F.abs
-  add_u = add_u * (1.0 + F.rel) + F.abs
-  rem_l = jnp.maximum(rem_l * (1.0 - F.rel) - F.abs, 0.0)
-  add_l = jnp.maximum(add_l * (1.0 - F.rel) - F.abs, 0.0)
-  return rem_u, add_u, rem_l, add_l
+  return tuple(_delta_one(F, eps, w) for w in range(4))
 
 
 def _eps_bisect(fn, delta, hi, *, upper: bool, iters: int = 80):
@@ -199,21 +206,27 @@ def _epsilons(F: FinalLaws, delta):
   d = jnp.asarray(delta, jnp.float64)
   hi_u = jnp.maximum(jnp.max(jnp.where(F.up_p > 0, jnp.abs(F.up_loss), 0.0)), 1.0) + 1.0
   hi_l = jnp.maximum(jnp.max(jnp.where(F.lo_a > 0, jnp.abs(F.lo_loss), 0.0)), 1.0) + 1.0
-  er_u = _eps_bisect(lambda e: _deltas(F, e)[0], d, hi_u, upper=True)
-  ea_u = _eps_bisect(lambda e: _deltas(F, e)[1], d, hi_u, upper=True)
-  er_l = _eps_bisect(lambda e: _deltas(F, e)[2], d, hi_l, upper=False)
-  ea_l = _eps_bisect(lambda e: _deltas(F, e)[3], d, hi_l, upper=False)
+  er_u = _eps_bisect(lambda e: _delta_one(F, e, 0), d, hi_u, upper=True)
+  ea_u = _eps_bisect(lambda e: _delta_one(F, e, 1), d, hi_u, upper=True)
+  er_l = _eps_bisect(lambda e: _delta_one(F, e, 2), d, hi_l, upper=False)
+  ea_l = _eps_bisect(lambda e: _delta_one(F, e, 3), d, hi_l, upper=False)
   return er_u, ea_u, er_l, ea_l
 
 
-@functools.partial(jax.jit, static_argnames=("n", "tail", "mechanism"))
-def _eps_kernel(param, t, delta, *, n, tail, mechanism):
+def _auto_tail(delta):
+  """Per-stage tail cut for an epsilon query: far below delta (tightness only)."""
+  return jnp.clip(TAIL_FACTOR * jnp.asarray(delta, jnp.float64), 1e-30, 1e-12)
+
+
+@functools.partial(jax.jit, static_argnames=("n", "mechanism"))
+def _eps_kernel(param, t, delta, tail, *, n, mechanism):
+  tail = jnp.where(tail > 0, tail, _auto_tail(delta))
   F = _final_laws(param, t, n=n, tail=tail, mechanism=mechanism)
   return _epsilons(F, delta)
 
 
-@functools.partial(jax.jit, static_argnames=("n", "tail", "mechanism"))
-def _delta_kernel(param, t, eps, *, n, tail, mechanism):
+@functools.partial(jax.jit, static_argnames=("n", "mechanism"))
+def _delta_kernel(param, t, eps, tail, *, n, mechanism):
   F = _final_laws(param, t, n=n, tail=tail, mechanism=mechanism)
   return _deltas(F, eps)
 
@@ -250,7 +263,7 @@ def _not_implemented(k, E):
 @x64_boundary
 def allocation_pld_epsilon(*, sigma, delta, num_steps, num_selected=1, num_epochs=1,
                            direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
-                           tail: float = DEFAULT_TAIL,
+                           tail=None,
                            mechanism: str = "gaussian") -> AllocationPLDBounds:
   r"""Epsilon of k-of-t random allocation from its tight PLD: certified upper and lower.
 
@@ -270,7 +283,8 @@ def allocation_pld_epsilon(*, sigma, delta, num_steps, num_selected=1, num_epoch
     num_epochs: E (only 1 for now).
     direction: "remove", "add" or "both" (max).
     grid_size: static number of lattice knots n (cost O(n^2 log t)).
-    tail: mass / moment cut per stage (tightness only, not validity).
+    tail: mass / moment cut per stage (tightness only, never validity);
+      None: ``TAIL_FACTOR * delta`` clipped to [1e-30, 1e-12].
     mechanism: "gaussian" or "laplace".
 
   Returns:
@@ -286,8 +300,9 @@ def allocation_pld_epsilon(*, sigma, delta, num_steps, num_selected=1, num_epoch
   s, t, d = np.broadcast_arrays(np.asarray(sigma, np.float64), np.asarray(num_steps),
                                 np.asarray(delta, np.float64))
   shape = s.shape
-  fn = jax.vmap(lambda a, b, c: _eps_kernel(a, b, c, n=int(grid_size), tail=float(tail),
-                                             mechanism=mechanism))
+  fn = jax.vmap(lambda a, b, c: _eps_kernel(a, b, c, jnp.asarray(-1.0 if tail is None
+                                                                  else float(tail)),
+                                             n=int(grid_size), mechanism=mechanism))
   parts = fn(jnp.asarray(s.ravel()), jnp.asarray(t.ravel().astype(np.int32)),
              jnp.asarray(d.ravel()))
   parts = tuple(p.reshape(shape) for p in parts)
@@ -297,7 +312,7 @@ def allocation_pld_epsilon(*, sigma, delta, num_steps, num_selected=1, num_epoch
 @x64_boundary
 def allocation_pld_delta(*, sigma, epsilon, num_steps, num_selected=1, num_epochs=1,
                          direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
-                         tail: float = DEFAULT_TAIL,
+                         tail=None,
                          mechanism: str = "gaussian") -> AllocationPLDBounds:
   r"""Delta of k-of-t random allocation from its tight PLD: certified upper and lower.
 
@@ -322,8 +337,8 @@ def allocation_pld_delta(*, sigma, epsilon, num_steps, num_selected=1, num_epoch
   s, t, e = np.broadcast_arrays(np.asarray(sigma, np.float64), np.asarray(num_steps),
                                 np.asarray(epsilon, np.float64))
   shape = s.shape
-  fn = jax.vmap(lambda a, b, c: _delta_kernel(a, b, c, n=int(grid_size), tail=float(tail),
-                                               mechanism=mechanism))
+  fn = jax.vmap(lambda a, b, c: _delta_kernel(a, b, c, jnp.asarray(
+      DEFAULT_TAIL if tail is None else float(tail)), n=int(grid_size), mechanism=mechanism))
   parts = fn(jnp.asarray(s.ravel()), jnp.asarray(t.ravel().astype(np.int32)),
              jnp.asarray(e.ravel()))
   parts = tuple(p.reshape(shape) for p in parts)
