@@ -534,7 +534,10 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
             _raise_if_exceeded, table64=table64, max_epsilon=max_epsilon,
             delta=delta), ok, state.count)
     new_count = jnp.where(ok, optax.safe_increment(state.count), state.count)
-    new_updates = jax.tree.map(lambda u: jnp.where(ok, u, jnp.zeros_like(u)), updates)
+    if max_epsilon is None:   # track only: ok is always True, pass through
+      new_updates = updates
+    else:
+      new_updates = jax.tree.map(lambda u: jnp.where(ok, u, jnp.zeros_like(u)), updates)
     new_state = PrivacyTrackerState(
         count=new_count, eps=tab[jnp.minimum(new_count, n + 1)],
         delta=state.delta, budget_exhausted=state.budget_exhausted | ~ok)
