@@ -21,7 +21,8 @@ under the null), and :math:`s = \alpha - 1 > 0`,
 from :math:`y^{-s} = \Gamma(s)^{-1}\int_0^\infty u^{s-1}e^{-uy}du` and
 independence. Both integrals are trapezoidal rules (exponentially convergent
 for these smooth, rapidly decaying integrands): the inner one over
-:math:`\xi = (X+\tau^2/2)/\tau\in[-38, 38]`, the outer one over
+:math:`\xi = (X+\tau^2/2)/\tau` in a window of half-width 38 that follows
+the cut-off of :math:`e^{-vL}` into the left tail, the outer one over
 :math:`w` on a grid shared by all orders. The integrand of the
 ``L == 1`` case (which integrates to exactly 1) is subtracted so that
 ``A - 1 >= 0`` is summed directly (tiny RDP at large t keeps its relative
@@ -73,22 +74,54 @@ def _t_log_phi_plus(w, tau, t, num_inner):
 
   log phi(v) + v >= 0 (Jensen; E[L] = 1). For 1 - phi < 1/2 it is formed
   as -G + (log1p(-x) + x) with x = 1 - phi = v + G, G = E[-expm1(-vL) - vL]
-  (no cancellation for small v); ``small`` marks that regime. The third
+  (no cancellation for small v; for v >= 1 simply v + log1p(-x)); ``small``
+  marks that regime. The third
   output (log-sum-exp form) is for the other one.
   """
-  xi = jnp.linspace(-_XI_MAX, _XI_MAX, num_inner)
-  h = xi[1] - xi[0]
-  logwt = -0.5 * xi**2 - 0.5 * jnp.log(2 * jnp.pi) + jnp.log(h)
-  x = tau * xi - 0.5 * tau**2                      # log L
   logv = w - jnp.log(t)                            # (n_w,)
   v = jnp.exp(logv)
-  vl = jnp.exp(jnp.minimum(logv[:, None] + x[None, :], 700.0))
-  G = jnp.sum(_neg_expm1_minus(vl) * jnp.exp(logwt)[None, :], axis=-1)
-  one_m_phi = v + G
+  base = jnp.linspace(-1.0, 1.0, num_inner)
+  lognorm = -0.5 * jnp.log(2 * jnp.pi)
+
+  # (1) Standard window xi in [-38, 38]: 1 - phi and G (used where 1-phi < 1/2).
+  xi = _XI_MAX * base
+  logwt = -0.5 * xi**2 + lognorm + jnp.log(xi[1] - xi[0])
+  vl = jnp.exp(jnp.minimum(logv[:, None] + (tau * xi - 0.5 * tau**2)[None, :], 700.0))
+  wt = jnp.exp(logwt)[None, :]
+  one_m_phi = jnp.sum(-jnp.expm1(-vl) * wt, axis=-1)          # all terms >= 0
+  G = jnp.sum(_neg_expm1_minus(vl) * wt, axis=-1)              # = 1 - phi - v
   small = one_m_phi < 0.5
-  d_small = -G + _log1p_neg_plus(jnp.where(small, one_m_phi, 0.0))
-  t_log_phi_big = t * logsumexp(-vl + logwt[None, :], axis=-1)
+  xs = jnp.where(small, v + G, 0.0)
+  d_lt1 = -G + _log1p_neg_plus(jnp.clip(xs, 0.0, 0.5))          # v < 1
+  d_ge1 = v + jnp.log1p(-jnp.where(small, one_m_phi, 0.0))       # v >= 1
+  d_small = jnp.where(v < 1.0, d_lt1, d_ge1)
+
+  # (2) log phi by a log-sum-exp on a window around the mode of the
+  # log-concave integrand f(xi) = -xi^2/2 - v e^{tau xi - tau^2/2}:
+  # xi_m = -W(tau^2 v e^{-tau^2/2}) / tau (Lambert W), curvature -(1 + W).
+  # Right half-width 38/sqrt(1+W); left min(38, 38/sqrt(1+W) + 800 tau/W)
+  # (f drops by > 120 beyond both ends).
+  W = _lambert_w_exp(2.0 * jnp.log(tau) + logv - 0.5 * tau**2)
+  xi_m = -W / tau
+  right = _XI_MAX / jnp.sqrt(1.0 + W)
+  left = jnp.minimum(_XI_MAX, right + 800.0 * tau / jnp.maximum(W, 1e-300))
+  ctr = xi_m + 0.5 * (right - left)
+  half = 0.5 * (right + left)
+  xi2 = ctr[:, None] + half[:, None] * base[None, :]
+  logwt2 = -0.5 * xi2**2 + lognorm + jnp.log(half * (base[1] - base[0]))[:, None]
+  vl2 = jnp.exp(jnp.minimum(logv[:, None] + tau * xi2 - 0.5 * tau**2, 700.0))
+  t_log_phi_big = t * logsumexp(-vl2 + logwt2, axis=-1)
   return small, t * jnp.maximum(d_small, 0.0), t_log_phi_big
+
+
+def _lambert_w_exp(z):
+  """W(e^z) (principal branch) for real z, by Newton on u + log u = z."""
+  u = jnp.where(z > 1.0, z - jnp.log(jnp.maximum(z, 1.0)), jnp.exp(jnp.minimum(z, 1.0)))
+  u = jnp.maximum(u, 1e-300)
+  for _ in range(30):
+    u = u - (u + jnp.log(u) - z) / (1.0 + 1.0 / u)
+    u = jnp.maximum(u, 1e-300)
+  return u
 
 
 def _add_rdp_one(sigma, t, max_order, num_outer, num_inner):
