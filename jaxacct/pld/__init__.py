@@ -73,8 +73,9 @@ def poisson_gaussian_composed(*, sigma, q, num_steps, step=None,
   if step is None:
     step = default_step(sigma=sigma, q=q, num_steps=num_steps)
   pair = poisson_gaussian_pair(sigma, q, step=step, pessimistic=pessimistic)
-  return PairPLD(compose(truncate(pair.remove), int(num_steps)),
-                 compose(truncate(pair.add), int(num_steps)))
+  tail = min(DEFAULT_TAIL_MASS, 1e-16 / int(num_steps))
+  return PairPLD(compose(truncate(pair.remove, tail), int(num_steps)),
+                 compose(truncate(pair.add, tail), int(num_steps)))
 
 
 def _broadcast_loop(fn, **kw):

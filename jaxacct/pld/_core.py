@@ -57,7 +57,7 @@ __all__ = ["PLD", "PairPLD", "from_losses", "from_pair", "compose",
 
 DEFAULT_TAIL_MASS = 1e-18
 # Chernoff orders (per unit of loss) used to size the FFT windows.
-_LAMBDAS = np.geomspace(1e-3, 1e9, 241)
+_LAMBDAS = np.geomspace(1e-3, 1e9, 97)
 
 
 class PLD(NamedTuple):
@@ -76,6 +76,28 @@ class PLD(NamedTuple):
   step: Any
   inf_mass: Any
   pessimistic: Any
+
+
+def _pld_flatten(p):
+  step = p.step
+  if isinstance(step, (int, float, np.floating, np.integer)):
+    return (p.probs, p.offset, p.inf_mass), (float(step), p.pessimistic, True)
+  return (p.probs, p.offset, p.inf_mass, step), (None, p.pessimistic, False)
+
+
+def _pld_unflatten(aux, children):
+  step, pess, static_step = aux
+  if static_step:
+    probs, offset, inf = children
+  else:
+    probs, offset, inf, step = children
+  return PLD(probs, offset, step, inf, pess)
+
+
+# ``step`` (a Python float) and ``pessimistic`` (a bool) are static pytree
+# data: under jit they stay concrete, so grids can be checked and the
+# rounding kind is known at trace time.
+jax.tree_util.register_pytree_node(PLD, _pld_flatten, _pld_unflatten)
 
 
 class PairPLD(NamedTuple):
@@ -103,10 +125,9 @@ def _fast_len(n: int) -> int:
   return p
 
 
-@functools.partial(jax.jit, static_argnames=("size", "pessimistic",
-                                              "rounding"))
-def _from_losses_kernel(losses, probs, step, offset, inf_mass, *, size,
-                        pessimistic, rounding):
+@functools.partial(jax.jit, static_argnames=("size", "rounding"))
+def _from_losses_kernel(losses, probs, step, offset, inf_mass, pessimistic, *,
+                        size, rounding):
   require_x64("jaxacct.pld.from_losses")
   losses = jnp.ravel(losses).astype(jnp.float64)
   probs = jnp.ravel(probs).astype(jnp.float64)
@@ -117,9 +138,9 @@ def _from_losses_kernel(losses, probs, step, offset, inf_mass, *, size,
   safe_l = jnp.where(finite, losses, 0.0)
   t = safe_l / step - offset  # position in grid units
   pw = jnp.where(finite, probs, 0.0)
-  out = jnp.zeros(size + 1, jnp.float64)  # last slot: above the grid
   extra_inf = jnp.sum(jnp.where(at_inf, probs, 0.0))
-  if pessimistic and rounding == "connect_dots":
+  pess = jnp.zeros(size + 1, jnp.float64)  # last slot: above the grid
+  if rounding == "connect_dots":
     i = jnp.floor(t)
     below = i < 0
     i = jnp.clip(i, 0, size)  # size -> above the grid
@@ -128,19 +149,19 @@ def _from_losses_kernel(losses, probs, step, offset, inf_mass, *, size,
     # b = p (1 - e^{-frac}) / (1 - e^{-step}),  a = p - b.
     b = pw * (-jnp.expm1(-frac)) / (-jnp.expm1(-step))
     b = jnp.clip(b, 0.0, pw)
-    a = pw - b
     ii = i.astype(jnp.int32)
-    out = out.at[ii].add(a)
-    out = out.at[jnp.minimum(ii + 1, size)].add(b)
-  else:
-    k = jnp.ceil(t) if pessimistic else jnp.floor(t)
-    if pessimistic:
-      k = jnp.clip(k, 0, size)  # below -> 0 (rounded up), above -> inf
-      out = out.at[k.astype(jnp.int32)].add(pw)
-    else:
-      keep = k >= 0  # below the grid: dropped (lower estimate)
-      k = jnp.clip(k, 0, size - 1)  # above: rounded down to the top
-      out = out.at[k.astype(jnp.int32)].add(jnp.where(keep, pw, 0.0))
+    pess = pess.at[ii].add(pw - b)
+    pess = pess.at[jnp.minimum(ii + 1, size)].add(b)
+  else:  # ceil: below -> 0 (rounded up), above -> inf
+    k = jnp.clip(jnp.ceil(t), 0, size)
+    pess = pess.at[k.astype(jnp.int32)].add(pw)
+  # optimistic: floor; below the grid dropped, above rounded down to the top
+  k = jnp.floor(t)
+  keep = k >= 0
+  k = jnp.clip(k, 0, size - 1)
+  opt = jnp.zeros(size + 1, jnp.float64).at[k.astype(jnp.int32)].add(
+      jnp.where(keep, pw, 0.0))
+  out = jnp.where(pessimistic, pess, opt)
   inf_total = jnp.asarray(inf_mass, jnp.float64) + extra_inf + out[size]
   return out[:size], inf_total
 
@@ -193,7 +214,7 @@ def from_losses(losses, probs, *, step, pessimistic: bool = True,
       lo_i = int(math.floor(lv[fin].min() / h))
       hi_i = int(math.floor(lv[fin].max() / h)) + 1
     offset = lo_i if offset is None else int(offset)
-    size = (hi_i - offset + 1) if size is None else int(size)
+    size = _fast_len(hi_i - offset + 1) if size is None else int(size)
     losses, probs = lv, pv
   size = int(size)
   if size < 1:
@@ -201,7 +222,7 @@ def from_losses(losses, probs, *, step, pessimistic: bool = True,
   probs_b = jnp.broadcast_to(jnp.asarray(probs, jnp.float64),
                              jnp.shape(losses))
   p, inf = _from_losses_kernel(losses, probs_b, step, offset, inf_mass,
-                               size=size, pessimistic=pessimistic,
+                               jnp.asarray(pessimistic), size=size,
                                rounding=rounding)
   off = int(offset) if checks.is_concrete(offset) else offset
   st = float(step) if checks.is_concrete(step) else step
@@ -273,15 +294,20 @@ def _window(probs_list, counts, step, tail_mass):
   return x_lo / step, x_hi / step, up, lam
 
 
+@functools.partial(jax.jit, static_argnames=("counts", "tail_mass"))
+def _window_range(probs_list, step, *, counts, tail_mass):
+  lo, hi, _, _ = _window(probs_list, counts, step, tail_mass)
+  return lo, hi
+
+
 def _upper_tail_bound(up, lam, x):
   """Chernoff bound on P(relative composed loss >= x) (x in loss units)."""
   return jnp.minimum(jnp.exp(jnp.min(up - lam * x)), 1.0)
 
 
-@functools.partial(jax.jit, static_argnames=("counts", "size", "pessimistic",
-                                              "tail_mass"))
-def _compose_kernel(probs_list, offsets, infs, step, *, counts, size,
-                    pessimistic, tail_mass):
+@functools.partial(jax.jit, static_argnames=("counts", "size", "tail_mass"))
+def _compose_kernel(probs_list, offsets, infs, step, pessimistic, *, counts,
+                    size, tail_mass):
   require_x64("jaxacct.pld.compose")
   step = jnp.asarray(step, jnp.float64)
   max_idx = sum(c * (p.shape[0] - 1) for p, c in zip(probs_list, counts))
@@ -301,8 +327,7 @@ def _compose_kernel(probs_list, offsets, infs, step, *, counts, size,
                    _upper_tail_bound(up, lam, top))
   log_keep = sum(c * jnp.log1p(-i) for i, c in zip(infs, counts))
   inf = -jnp.expm1(log_keep)
-  if pessimistic:
-    inf = jnp.minimum(inf + tail, 1.0)
+  inf = jnp.where(pessimistic, jnp.minimum(inf + tail, 1.0), inf)
   offset = sum(c * o for o, c in zip(offsets, counts)) + m
   return y, offset, inf
 
@@ -366,8 +391,8 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
   if size is None:
     if not checks.is_concrete((probs_list, step)):
       raise ValueError("compose under jit needs a static `size`.")
-    lo, hi, _, _ = _window(probs_list, counts, jnp.asarray(step, jnp.float64),
-                           float(tail_mass))
+    lo, hi = _window_range(probs_list, jnp.asarray(step, jnp.float64),
+                           counts=counts, tail_mass=float(tail_mass))
     lo = max(0, int(math.floor(float(lo))))
     hi = min(max_idx, int(math.ceil(float(hi))))
     size = _fast_len(max(hi - lo + 1, 2))
@@ -382,8 +407,8 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
   # Padding zeros changed max_idx; the kernel only uses it as a bound.
   offsets = tuple(jnp.asarray(p.offset, jnp.int64) for p in plds)
   infs = tuple(jnp.asarray(p.inf_mass, jnp.float64) for p in plds)
-  y, off, inf = _compose_kernel(probs_list, offsets, infs, step, counts=counts,
-                                size=size, pessimistic=pess,
+  y, off, inf = _compose_kernel(probs_list, offsets, infs, step,
+                                jnp.asarray(pess), counts=counts, size=size,
                                 tail_mass=float(tail_mass))
   if checks.is_concrete(off):
     off = int(off)
@@ -433,25 +458,43 @@ def truncate(pld: PLD, tail_mass: float = DEFAULT_TAIL_MASS) -> PLD:
 # queries
 
 
+_BLOCK = 256
+
+
 def _tables(probs, step):
-  """T_k = sum_{i>k} p_i e^{-(i-k)h};  D_k = sum_{i>k} p_i (1 - e^{-(i-k)h})."""
-  r = jnp.exp(-step)
-  nxt = jnp.concatenate([probs[1:], jnp.zeros(1, probs.dtype)])  # p_{k+1}
-  # T_k = r (p_{k+1} + T_{k+1}): affine maps applied from the top down.
-  a = jnp.full_like(probs, r)
-  b = r * nxt
+  """T_k = sum_{i>k} p_i e^{-(i-k)h};  D_k = sum_{i>k} p_i (1 - e^{-(i-k)h}).
 
-  def op(x, y):  # apply x then y (reversed order)
-    a1, b1 = x
-    a2, b2 = y
-    return a1 * a2, a2 * b1 + b2
+  Both are sums of nonnegative terms (no cancellation).  T satisfies
+  ``T_k = e^{-h}(p_{k+1} + T_{k+1})``, hence ``D_k = D_{k+1} + (e^h - 1) T_k``.
+  Computed blockwise (blocks of 256: a triangular matrix product inside a
+  block, a short scan over blocks for the carries), which compiles fast.
+  """
+  n = probs.shape[0]
+  bsz = _BLOCK
+  nb = -(-n // bsz)
+  p = jnp.pad(probs, (0, nb * bsz - n)).reshape(nb, bsz)
+  idx = jnp.arange(bsz, dtype=jnp.float64)
+  diff = idx[None, :] - idx[:, None]  # i - k (row k, column i)
+  geo = jnp.where(diff > 0, jnp.exp(-jnp.maximum(diff, 0.0) * step), 0.0)
+  t_loc = p @ geo.T
+  v = p @ jnp.exp(-idx * step)  # sum_i p_i e^{-(i - bB) h} per block
+  rb = jnp.exp(-bsz * step)
 
-  _, t_rev = jax.lax.associative_scan(op, (a[::-1], b[::-1]))
-  t = t_rev[::-1]
-  t_next = jnp.concatenate([t[1:], jnp.zeros(1, t.dtype)])
-  inc = (-jnp.expm1(-step)) * (t_next + nxt)
-  d = jnp.cumsum(inc[::-1])[::-1]
-  return t, d
+  def carry_fn(u_next, v_b):  # u_b = v_b + e^{-Bh} u_{b+1}
+    return v_b + rb * u_next, u_next
+
+  _, u_next = jax.lax.scan(carry_fn, jnp.zeros((), p.dtype), v, reverse=True)
+  t = t_loc + jnp.exp(-(bsz - idx) * step)[None, :] * u_next[:, None]
+  upper = (diff >= 0).astype(p.dtype)  # sum over i >= k inside the block
+  s_loc = t @ upper.T
+  tot = jnp.sum(t, axis=1)
+
+  def sum_fn(c, tb):
+    return c + tb, c
+
+  _, s_next = jax.lax.scan(sum_fn, jnp.zeros((), p.dtype), tot, reverse=True)
+  d = jnp.expm1(step) * (s_loc + s_next[:, None])
+  return t.reshape(-1)[:n], d.reshape(-1)[:n]
 
 
 @jax.jit

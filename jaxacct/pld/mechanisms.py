@@ -28,7 +28,7 @@ from jax.scipy.special import log_ndtr
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_sub_exp
-from jaxacct.pld._core import PLD, PairPLD, from_losses
+from jaxacct.pld._core import PLD, PairPLD, _fast_len, from_losses
 
 __all__ = ["gaussian", "laplace", "poisson_gaussian", "randomized_response",
            "poisson_gaussian_pair", "DEFAULT_STEP"]
@@ -55,31 +55,32 @@ def _assemble(log_mass, lo_idx, size, step, pessimistic):
   """Grid PLD from an interval mass function (see module docstring)."""
   h = jnp.asarray(step, jnp.float64)
   e = (lo_idx + jnp.arange(size, dtype=jnp.float64)) * h
-  lp, lq = log_mass(e[:-1], e[1:])
-  lp_below, _ = log_mass(jnp.asarray(-jnp.inf), e[0])
-  lp_above, _ = log_mass(e[-1], jnp.asarray(jnp.inf))
+  inf1 = jnp.full((1,), jnp.inf)
+  # one call: (-inf, e_0), [e_0, e_1), ..., [e_{n-1}, +inf)
+  lp_all, lq_all = log_mass(jnp.concatenate([-inf1, e]),
+                            jnp.concatenate([e, inf1]))
+  lp, lq = lp_all[1:-1], lq_all[1:-1]
+  lp_below, lp_above = lp_all[0], lp_all[-1]
   pk = jnp.exp(lp)
-  if pessimistic:
-    ok = lp > -jnp.inf
-    ratio = jnp.where(ok, e[:-1] + lq - jnp.where(ok, lp, 0.0), 0.0)
-    ratio = jnp.minimum(ratio, 0.0)
-    frac = jnp.clip(-jnp.expm1(ratio) / (-jnp.expm1(-h)), 0.0, 1.0)
-    b = jnp.where(ok, pk * frac, 0.0)
-    a = pk - b
-    probs = jnp.pad(a, (0, 1)) + jnp.pad(b, (1, 0))
-    probs = probs.at[0].add(jnp.exp(lp_below))
-    inf = jnp.exp(lp_above)
-  else:
-    probs = jnp.pad(pk, (0, 1)).at[-1].add(jnp.exp(lp_above))
-    inf = jnp.zeros((), jnp.float64)
+  ok = lp > -jnp.inf
+  ratio = jnp.where(ok, e[:-1] + lq - jnp.where(ok, lp, 0.0), 0.0)
+  ratio = jnp.minimum(ratio, 0.0)
+  frac = jnp.clip(-jnp.expm1(ratio) / (-jnp.expm1(-h)), 0.0, 1.0)
+  b = jnp.where(ok, pk * frac, 0.0)
+  a = pk - b
+  pess = jnp.pad(a, (0, 1)) + jnp.pad(b, (1, 0))
+  pess = pess.at[0].add(jnp.exp(lp_below))
+  opt = jnp.pad(pk, (0, 1)).at[-1].add(jnp.exp(lp_above))
+  probs = jnp.where(pessimistic, pess, opt)
+  inf = jnp.where(pessimistic, jnp.exp(lp_above), 0.0)
   return probs, inf
 
 
 # ---------------------------------------------------------------- Gaussian
 
 
-@functools.partial(jax.jit, static_argnames=("size", "pessimistic"))
-def _gaussian_kernel(sigma, lo_idx, step, *, size, pessimistic):
+@functools.partial(jax.jit, static_argnames=("size",))
+def _gaussian_kernel(sigma, lo_idx, step, pessimistic, *, size):
   require_x64("jaxacct.pld.gaussian")
   mu = 0.5 / sigma**2
   s = 1.0 / sigma
@@ -121,18 +122,18 @@ def gaussian(sigma, *, step=DEFAULT_STEP, pessimistic: bool = True,
   z = _tail_z(tail_mass)
   lo_idx = int(math.floor((mu - z * s) / step))
   hi_idx = int(math.ceil((mu + z * s) / step))
-  size = hi_idx - lo_idx + 1
+  size = _fast_len(hi_idx - lo_idx + 1)  # bucketed: fewer compiles
   probs, inf = _gaussian_kernel(jnp.asarray(sig, jnp.float64), lo_idx,
-                                float(step), size=size,
-                                pessimistic=bool(pessimistic))
+                                float(step), jnp.asarray(bool(pessimistic)),
+                                size=size)
   return PLD(probs, lo_idx, float(step), inf, bool(pessimistic))
 
 
 # ----------------------------------------------------------------- Laplace
 
 
-@functools.partial(jax.jit, static_argnames=("size", "pessimistic"))
-def _laplace_kernel(b, lo_idx, step, *, size, pessimistic):
+@functools.partial(jax.jit, static_argnames=("size",))
+def _laplace_kernel(b, lo_idx, step, pessimistic, *, size):
   require_x64("jaxacct.pld.laplace")
   top = 1.0 / b
   lhalf = math.log(0.5)
@@ -185,8 +186,8 @@ def laplace(scale, *, step=DEFAULT_STEP, pessimistic: bool = True,
   hi_idx = int(math.floor(1.0 / b / step)) + 1
   size = hi_idx - lo_idx + 1
   probs, inf = _laplace_kernel(jnp.asarray(b, jnp.float64), lo_idx,
-                               float(step), size=size,
-                               pessimistic=bool(pessimistic))
+                               float(step), jnp.asarray(bool(pessimistic)),
+                               size=size)
   return PLD(probs, lo_idx, float(step), inf, bool(pessimistic))
 
 
@@ -204,8 +205,8 @@ def _x_of_loss(ell, sigma, log_q, log_1mq):
   return jnp.where(ell == jnp.inf, jnp.inf, x)
 
 
-@functools.partial(jax.jit, static_argnames=("size", "pessimistic", "add"))
-def _poisson_kernel(sigma, q, lo_idx, step, *, size, pessimistic, add):
+@functools.partial(jax.jit, static_argnames=("size", "add"))
+def _poisson_kernel(sigma, q, lo_idx, step, pessimistic, *, size, add):
   require_x64("jaxacct.pld.poisson_gaussian")
   log_q = jnp.log(q)
   log_1mq = jnp.log1p(-q)
@@ -281,10 +282,10 @@ def poisson_gaussian(sigma, q, *, direction: str = "remove",
   else:
     lo_idx = int(math.floor(-l_top / step))
     hi_idx = int(math.floor(-l_bot / step)) + 1
-  size = max(hi_idx - lo_idx + 1, 2)
+  size = _fast_len(max(hi_idx - lo_idx + 1, 2))  # bucketed: fewer compiles
   probs, inf = _poisson_kernel(jnp.asarray(sigma, jnp.float64),
                                jnp.asarray(q, jnp.float64), lo_idx, step,
-                               size=size, pessimistic=bool(pessimistic),
+                               jnp.asarray(bool(pessimistic)), size=size,
                                add=direction == "add")
   return PLD(probs, lo_idx, step, inf, bool(pessimistic))
 
