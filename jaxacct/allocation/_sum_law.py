@@ -362,89 +362,104 @@ def _new_step(jl, jr, D, n, min_step):
   return jnp.maximum((jr - jl).astype(jnp.float64) * D / (n - 1), min_step)
 
 
+def _nbits(t):
+  """Bit length of t >= 1 (exact integer arithmetic)."""
+  bits = jnp.arange(31, dtype=jnp.int32)
+  return jnp.sum(((t[..., None] >> bits) > 0).astype(jnp.int32), axis=-1)
+
+
+def _pick(bit, x, y):
+  return jax.tree.map(lambda u, v: jnp.where(bit == 1, v, u), x, y)
+
+
+def _stack(x, y):
+  return jax.tree.map(lambda u, v: jnp.stack([u, v]), x, y)
+
+
+def _unstack(z):
+  return jax.tree.map(lambda u: u[0], z), jax.tree.map(lambda u: u[1], z)
+
+
 def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step):
   """Upper (convex-order dominating) law of the t-fold sum, t >= 1 traced.
 
-  Levels follow the binary digits of t from the top, carrying (S_a, S_{a+1}):
-  bit 0 -> (S_a + S_a, S_a + S_{a+1}); bit 1 -> (S_a + S_{a+1}, S_{a+1} + S_{a+1}).
-  Returns (law, lattice, float ledger of step sizes used).
+  Carries (S_a, S_{a+1}) from (S_0, S_1) along the binary digits of t from the
+  top: bit b maps a -> 2a + b with (S_{2a}, S_{2a+1}) = (S_a + S_a, S_a + S_{a+1})
+  and (S_{2a+1}, S_{2a+2}) = (S_a + S_{a+1}, S_{a+1} + S_{a+1}). S_0 is the
+  atom at 0. Both sums of a level run as one batched kernel.
+  Returns (law, lattice, absolute float ledger).
   """
   t = jnp.asarray(t, jnp.int32)
-  nbits = jnp.floor(jnp.log2(jnp.maximum(t, 1).astype(jnp.float64))).astype(jnp.int32) + 1
-  # correct possible log2 rounding
-  nbits = jnp.where((t >> jnp.minimum(nbits, 30)) > 0, nbits + 1, nbits)
-  nbits = jnp.where((t >> jnp.maximum(nbits - 1, 0)) == 0, nbits - 1, nbits)
-  m_out = out_size(n)
-  # S_1 on its n-lattice, S_2 by self-sum; embed S_1 into the output lattice
-  B, o = conv_upper(up, up, lat.step, n, True)
-  Bl = Lattice(lat.u_ref, lat.step, lat.off + o)
-  A = UpperLaw(jnp.concatenate([up.p, jnp.zeros(m_out - n)]), up.q0, up.minf)
-  Al = lat._replace(off=lat.off)
+  nb = _nbits(t)
+  m = out_size(n)
+  pad = jnp.zeros(m - n)
+  B = UpperLaw(jnp.concatenate([up.p, pad]), up.q0, up.minf)
+  A = UpperLaw(jnp.zeros(m), jnp.ones(()), jnp.zeros(()))
 
   def level(carry):
-    j, A, Al, B, Bl, ledger = carry
-    # common window (both arrays on the same lattice, offsets may differ)
-    al, ar = window_upper(A, Al, tail)
-    bl, br = window_upper(B, Bl, tail)
-    jl = jnp.minimum(al, bl)
-    jr = jnp.maximum(ar, br)
-    D2 = _new_step(jl, jr, Al.step, n, min_step)
-    A2, L2 = regrid_upper(A, Al, jl, D2, n)
-    B2, _ = regrid_upper(B, Bl, jl, D2, n)
-    pos = nbits - 2 - j
-    bit = (t >> jnp.maximum(pos, 0)) & 1
-    C1, o = conv_upper(A2, B2, D2, n, False)
-    X = jax.tree.map(lambda x, y: jnp.where(bit == 1, y, x), A2, B2)
-    C0, _ = conv_upper(X, X, D2, n, True)
-    An = jax.tree.map(lambda x, y: jnp.where(bit == 1, y, x), C0, C1)
-    Bn = jax.tree.map(lambda x, y: jnp.where(bit == 1, x, y), C0, C1)
-    Ln = Lattice(L2.u_ref, D2, L2.off + o)
-    ledger = ledger + 4 * _EPS * (1.0 + jnp.abs(L2.u_ref) + n * Al.step)
-    return j + 1, An, Ln, Bn, Ln, ledger
+    j, A, B, L, ledger = carry
+    idx = L.off + jnp.arange(m)
+    ux = idx * L.step
+    ptot = A.p + B.p
+    mom = ptot * jnp.exp(ux - jnp.max(jnp.where(ptot > 0, ux, -jnp.inf)))
+    jl, jr = _window(ptot, mom, tail)
+    jl, jr = L.off + jl, L.off + jr
+    D2 = _new_step(jl, jr, L.step, n, min_step)
+    S2 = jax.vmap(lambda X: regrid_upper(X, L, jl, D2, n)[0])(_stack(A, B))
+    A2, B2 = _unstack(S2)
+    L2 = Lattice(L.u_ref + jl * L.step, D2, jnp.zeros((), jnp.int32))
+    bit = (t >> jnp.maximum(nb - 1 - j, 0)) & 1
+    X = _pick(bit, A2, B2)
+    C, o = jax.vmap(lambda P, R: conv_upper(P, R, D2, n, False), out_axes=(0, None))(
+        _stack(A2, X), _stack(B2, X))
+    C1, C0 = _unstack(C)
+    An = _pick(bit, C0, C1)
+    Bn = _pick(bit, C1, C0)
+    Ln = Lattice(L2.u_ref, D2, o)
+    ledger = ledger + 4 * _EPS * (1.0 + jnp.abs(L2.u_ref) + n * L.step)
+    return j + 1, An, Bn, Ln, ledger
 
   def cond(carry):
-    return carry[0] < nbits - 1
+    return carry[0] < nb
 
-  carry = (jnp.zeros((), jnp.int32), A, Al, B, Bl, jnp.zeros(()))
-  _, A, Al, B, Bl, ledger = lax.while_loop(cond, level, carry)
-  return A, Al, ledger
+  carry = (jnp.zeros((), jnp.int32), A, B, lat, jnp.zeros(()))
+  _, A, B, L, ledger = lax.while_loop(cond, level, carry)
+  return A, L, ledger
 
 
 def sum_law_lower(lw: LowerLaw, lat: Lattice, t, n: int, tail, min_step):
   """Lower (convex-order dominated, sub-probability) law of the t-fold sum."""
   t = jnp.asarray(t, jnp.int32)
-  nbits = jnp.floor(jnp.log2(jnp.maximum(t, 1).astype(jnp.float64))).astype(jnp.int32) + 1
-  nbits = jnp.where((t >> jnp.minimum(nbits, 30)) > 0, nbits + 1, nbits)
-  nbits = jnp.where((t >> jnp.maximum(nbits - 1, 0)) == 0, nbits - 1, nbits)
-  m_out = out_size(n)
-  B, o = conv_lower(lw, lw, lat.step, n, True)
-  Bl = Lattice(lat.u_ref, lat.step, lat.off + o)
-  pad = jnp.zeros(m_out - n)
-  A = LowerLaw(jnp.concatenate([lw.a, pad]), jnp.concatenate([lw.g, pad]), lw.q0)
-  Al = lat
+  nb = _nbits(t)
+  m = out_size(n)
+  pad = jnp.zeros(m - n)
+  B = LowerLaw(jnp.concatenate([lw.a, pad]), jnp.concatenate([lw.g, pad]), lw.q0)
+  A = LowerLaw(jnp.zeros(m), jnp.zeros(m), jnp.ones(()))
 
   def level(carry):
-    j, A, Al, B, Bl = carry
-    al, ar = window_lower(A, Al, tail)
-    bl, br = window_lower(B, Bl, tail)
-    jl = jnp.minimum(al, bl)
-    jr = jnp.maximum(ar, br)
-    D2 = _new_step(jl, jr, Al.step, n, min_step)
-    A2, L2 = regrid_lower(A, Al, jl, D2, n)
-    B2, _ = regrid_lower(B, Bl, jl, D2, n)
-    pos = nbits - 2 - j
-    bit = (t >> jnp.maximum(pos, 0)) & 1
-    C1, o = conv_lower(A2, B2, D2, n, False)
-    X = jax.tree.map(lambda x, y: jnp.where(bit == 1, y, x), A2, B2)
-    C0, _ = conv_lower(X, X, D2, n, True)
-    An = jax.tree.map(lambda x, y: jnp.where(bit == 1, y, x), C0, C1)
-    Bn = jax.tree.map(lambda x, y: jnp.where(bit == 1, x, y), C0, C1)
-    Ln = Lattice(L2.u_ref, D2, L2.off + o)
-    return j + 1, An, Ln, Bn, Ln
+    j, A, B, L = carry
+    idx = L.off + jnp.arange(m)
+    ux = idx * L.step
+    atot = A.a + B.a
+    mom = (A.g + B.g) * jnp.exp(ux - jnp.max(jnp.where(atot > 0, ux, -jnp.inf)))
+    jl, jr = _window(atot, mom, tail)
+    jl, jr = L.off + jl, L.off + jr
+    D2 = _new_step(jl, jr, L.step, n, min_step)
+    S2 = jax.vmap(lambda X: regrid_lower(X, L, jl, D2, n)[0])(_stack(A, B))
+    A2, B2 = _unstack(S2)
+    L2 = Lattice(L.u_ref + jl * L.step, D2, jnp.zeros((), jnp.int32))
+    bit = (t >> jnp.maximum(nb - 1 - j, 0)) & 1
+    X = _pick(bit, A2, B2)
+    C, o = jax.vmap(lambda P, R: conv_lower(P, R, D2, n, False), out_axes=(0, None))(
+        _stack(A2, X), _stack(B2, X))
+    C1, C0 = _unstack(C)
+    An = _pick(bit, C0, C1)
+    Bn = _pick(bit, C1, C0)
+    return j + 1, An, Bn, Lattice(L2.u_ref, D2, o)
 
   def cond(carry):
-    return carry[0] < nbits - 1
+    return carry[0] < nb
 
-  carry = (jnp.zeros((), jnp.int32), A, Al, B, Bl)
-  _, A, Al, B, Bl = lax.while_loop(cond, level, carry)
-  return A, Al
+  carry = (jnp.zeros((), jnp.int32), A, B, lat)
+  _, A, B, L = lax.while_loop(cond, level, carry)
+  return A, L

@@ -219,16 +219,46 @@ def _auto_tail(delta):
 
 
 @functools.partial(jax.jit, static_argnames=("n", "mechanism"))
-def _eps_kernel(param, t, delta, tail, *, n, mechanism):
-  tail = jnp.where(tail > 0, tail, _auto_tail(delta))
-  F = _final_laws(param, t, n=n, tail=tail, mechanism=mechanism)
-  return _epsilons(F, delta)
+def _laws_batch(param, t, tail, *, n, mechanism):
+  return jax.vmap(lambda a, b, c: _final_laws(a, b, n=n, tail=c, mechanism=mechanism))(
+      param, t, tail)
 
 
-@functools.partial(jax.jit, static_argnames=("n", "mechanism"))
-def _delta_kernel(param, t, eps, tail, *, n, mechanism):
-  F = _final_laws(param, t, n=n, tail=tail, mechanism=mechanism)
-  return _deltas(F, eps)
+@jax.jit
+def _eps_batch(F, delta):
+  return jax.vmap(_epsilons)(F, delta)
+
+
+@jax.jit
+def _delta_batch(F, eps):
+  return jax.vmap(_deltas)(F, eps)
+
+
+def _padded(*arrays):
+  """Flattens broadcast arrays and pads the batch to a power of two (fewer compiles)."""
+  size = arrays[0].size
+  b = 1 << max(size - 1, 0).bit_length()
+  out = []
+  for a in arrays:
+    f = a.ravel()
+    out.append(np.concatenate([f, np.repeat(f[-1:], b - size)]))
+  return size, out
+
+
+def _run(sigma, num_steps, query, *, grid_size, tail, mechanism, mode):
+  s, t, q = np.broadcast_arrays(np.asarray(sigma, np.float64), np.asarray(num_steps),
+                                np.asarray(query, np.float64))
+  shape = s.shape
+  size, (sp, tp, qp) = _padded(s, t, q)
+  if tail is None:
+    tl = np.clip(TAIL_FACTOR * qp, 1e-30, 1e-12) if mode == "eps" else np.full_like(
+        qp, DEFAULT_TAIL)
+  else:
+    tl = np.full_like(qp, float(tail))
+  F = _laws_batch(jnp.asarray(sp), jnp.asarray(tp.astype(np.int32)), jnp.asarray(tl),
+                  n=int(grid_size), mechanism=mechanism)
+  parts = (_eps_batch if mode == "eps" else _delta_batch)(F, jnp.asarray(qp))
+  return tuple(p[:size].reshape(shape) for p in parts)
 
 
 def _combine(parts, direction, k_like=None):
@@ -297,15 +327,8 @@ def allocation_pld_epsilon(*, sigma, delta, num_steps, num_selected=1, num_epoch
   _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_size, mechanism)
   checks.check_delta(delta)
   _not_implemented(int(num_selected), int(num_epochs))
-  s, t, d = np.broadcast_arrays(np.asarray(sigma, np.float64), np.asarray(num_steps),
-                                np.asarray(delta, np.float64))
-  shape = s.shape
-  fn = jax.vmap(lambda a, b, c: _eps_kernel(a, b, c, jnp.asarray(-1.0 if tail is None
-                                                                  else float(tail)),
-                                             n=int(grid_size), mechanism=mechanism))
-  parts = fn(jnp.asarray(s.ravel()), jnp.asarray(t.ravel().astype(np.int32)),
-             jnp.asarray(d.ravel()))
-  parts = tuple(p.reshape(shape) for p in parts)
+  parts = _run(sigma, num_steps, delta, grid_size=grid_size, tail=tail,
+               mechanism=mechanism, mode="eps")
   return _combine(parts, direction)
 
 
@@ -334,14 +357,8 @@ def allocation_pld_delta(*, sigma, epsilon, num_steps, num_selected=1, num_epoch
   _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_size, mechanism)
   checks.check_range("epsilon", epsilon, 0.0, np.inf)
   _not_implemented(int(num_selected), int(num_epochs))
-  s, t, e = np.broadcast_arrays(np.asarray(sigma, np.float64), np.asarray(num_steps),
-                                np.asarray(epsilon, np.float64))
-  shape = s.shape
-  fn = jax.vmap(lambda a, b, c: _delta_kernel(a, b, c, jnp.asarray(
-      DEFAULT_TAIL if tail is None else float(tail)), n=int(grid_size), mechanism=mechanism))
-  parts = fn(jnp.asarray(s.ravel()), jnp.asarray(t.ravel().astype(np.int32)),
-             jnp.asarray(e.ravel()))
-  parts = tuple(p.reshape(shape) for p in parts)
+  parts = _run(sigma, num_steps, epsilon, grid_size=grid_size, tail=tail,
+               mechanism=mechanism, mode="delta")
   return _combine(parts, direction)
 
 
