@@ -37,6 +37,7 @@ pair's exact delta. With the default ``z = 10`` the added mass is < 1e-20.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -182,12 +183,63 @@ def _pair_delta_scalar(eps, n, p, beta, q0, q1, width, symmetric=False):
   d = jnp.maximum(h_pq, h_qp) + tail
   d = jnp.where(eps >= jnp.log(p), 0.0, d)  # likelihood ratio in [1/p, p]
   d = jnp.clip(d, 0.0, 1.0)
-  bad = ((p <= 1.0) | (beta < 0) | (beta > (p - 1.0) / (p + 1.0) * (1 + 1e-12))
+  bad = _params_bad(n, p, beta, q0, q1, symmetric) | jnp.isnan(eps) | (eps < 0)
+  return jnp.where(bad, jnp.nan, d)
+
+
+def _params_bad(n, p, beta, q0, q1, symmetric=False):
+  """Invalid-lane mask for the pair parameters (jittable)."""
+  alpha = beta / (p - 1.0)
+  s = 1.0 - alpha * p / q0 - alpha * p / q1
+  bad = ((p <= 1.0) | (beta <= 0) | (beta > (p - 1.0) / (p + 1.0) * (1 + 1e-12))
          | (q0 < 1.0) | (q1 < 1.0) | (q0 > p * q1 * (1 + 1e-12))
          | (q1 > p * q0 * (1 + 1e-12)) | (s < -1e-12) | (n < 1)
-         | (n != jnp.floor(n)) | jnp.isnan(eps) | (beta <= 0)
-         | (symmetric & (q0 != q1)))
-  return jnp.where(bad, jnp.nan, d)
+         | (n != jnp.floor(n)) | jnp.isnan(p + beta + q0 + q1 + n))
+  if symmetric:
+    bad = bad | (q0 != q1)
+  return bad
+
+
+def bracket_decreasing(fn, lo, hi, f_lo, f_hi, *, num_iters: int,
+                       illinois: bool = True):
+  """Root bracket of a non-increasing ``fn`` with ``fn(hi) <= 0`` known.
+
+  Like ``jaxacct._core.calibrate.bisect`` (Illinois steps, every third a
+  halving) but ``fn`` is evaluated only inside the loop (the end values are
+  supplied: ``f_lo`` any value >= fn(lo) is fine, it only steers the secant),
+  so the compiled graph holds one copy of ``fn``. Returns ``(b, a)``: ``b``
+  is feasible (``fn(b) <= 0``; ``hi`` if nothing better was found) and ``a``
+  is the last point known infeasible (or ``lo``).
+  """
+  a = jnp.asarray(lo, jnp.float64)
+  b = jnp.asarray(hi, jnp.float64)
+  fa = jnp.asarray(f_lo, jnp.float64)
+  fb = jnp.asarray(f_hi, jnp.float64)
+
+  def body(i, carry):
+    a, b, fa, fb, last = carry
+    mid = 0.5 * (a + b)
+    if illinois:
+      sec = (a * fb - b * fa) / (fb - fa)
+      good = (jnp.isfinite(sec) & (sec > a) & (sec < b) & (i % 3 != 2))
+      m = jnp.where(good, sec, mid)
+    else:
+      m = mid
+    fm = fn(m)
+    feas = fm <= 0
+    a2 = jnp.where(feas, a, m)
+    b2 = jnp.where(feas, m, b)
+    fa2 = jnp.where(feas, fa, fm)
+    fb2 = jnp.where(feas, fm, fb)
+    if illinois:
+      fa2 = jnp.where(feas & (last == 1), 0.5 * fa2, fa2)
+      fb2 = jnp.where(~feas & (last == -1), 0.5 * fb2, fb2)
+    last2 = jnp.where(feas, 1, -1).astype(jnp.int32)
+    return a2, b2, fa2, fb2, last2
+
+  a, b, _, _, _ = jax.lax.fori_loop(
+      0, num_iters, body, (a, b, fa, fb, jnp.zeros((), jnp.int32)))
+  return b, a
 
 
 def pair_delta(eps, *, n, p, beta, q0, q1, width: int,
@@ -246,10 +298,12 @@ def pair_epsilon(delta, *, n, p, beta, q0, q1, width: int,
   def one(dl, n_, p_, b_, q0_, q1_):
     fn = lambda e: _pair_delta_scalar(e, n_, p_, b_, q0_, q1_, width,
                                       symmetric) - dl
-    res = bisect(fn, 0.0, jnp.log(p_), increasing=False, num_iters=num_iters,
-                 method=method)
-    bad = jnp.isnan(fn(0.0)) | (dl <= 0) | (dl >= 1) | jnp.isnan(dl)
-    return jnp.where(bad, jnp.nan, res.x)
+    hi, _ = bracket_decreasing(fn, 0.0, jnp.log(p_), 1.0 - dl, -dl,
+                               num_iters=num_iters,
+                               illinois=(method == "illinois"))
+    bad = (_params_bad(n_, p_, b_, q0_, q1_, symmetric) | (dl <= 0)
+           | (dl >= 1) | jnp.isnan(dl))
+    return jnp.where(bad, jnp.nan, hi)
 
   return jax.vmap(one)(*flat).reshape(shape)
 
@@ -361,3 +415,17 @@ def pair_rdp(orders, *, n, p, beta, q0, q1, wc: int, wa: int,
 
   out = jax.lax.map(per, orders)
   return jnp.clip(out, 0.0, jnp.log(p))
+
+
+@functools.partial(jax.jit, static_argnames=("width",))
+def sym_delta(eps, n, p, beta, q, *, width: int):
+  """``pair_delta`` with ``q0 = q1 = q`` (one shared compiled kernel)."""
+  return pair_delta(eps, n=n, p=p, beta=beta, q0=q, q1=q, width=width,
+                    symmetric=True)
+
+
+@functools.partial(jax.jit, static_argnames=("width",))
+def sym_epsilon(delta, n, p, beta, q, *, width: int):
+  """``pair_epsilon`` with ``q0 = q1 = q`` (one shared compiled kernel)."""
+  return pair_epsilon(delta, n=n, p=p, beta=beta, q0=q, q1=q, width=width,
+                      symmetric=True)

@@ -61,18 +61,14 @@ def _clone_width(n, eps0, max_n):
   return _pairs.resolve_width(n, 0.5, max_n)
 
 
-@functools.partial(jax.jit, static_argnames=("width",))
 def _clone_delta_jit(eps, n, eps0, *, width):
-  p, beta, q = clone_pair_params(eps0)
-  return _pairs.pair_delta(eps, n=n, p=p, beta=beta, q0=q, q1=q, width=width,
-                           symmetric=True)
+  p, beta, q = clone_pair_params(jnp.asarray(eps0, jnp.float64))
+  return _pairs.sym_delta(eps, n, p, beta, q, width=width)
 
 
-@functools.partial(jax.jit, static_argnames=("width",))
 def _clone_epsilon_jit(delta, n, eps0, *, width):
-  p, beta, q = clone_pair_params(eps0)
-  return _pairs.pair_epsilon(delta, n=n, p=p, beta=beta, q0=q, q1=q,
-                             width=width, symmetric=True)
+  p, beta, q = clone_pair_params(jnp.asarray(eps0, jnp.float64))
+  return _pairs.sym_epsilon(delta, n, p, beta, q, width=width)
 
 
 def clone_delta(eps, *, n, eps0, max_n=None):
@@ -280,9 +276,10 @@ def _rr2_epsilon_jit(delta, n, eps0, *, width, num_iters=64):
     # lower bound: the windowed sum (without the tail) is <= the true delta,
     # so the smallest eps with windowed delta <= target is <= the true eps.
     fn = lambda e: _rr2_delta_scalar(e, n_, e0, width)[0] - dl
-    res = bisect(fn, 0.0, e0, increasing=False, num_iters=num_iters)
-    # return the LOWER end of the bracket (BinSLower, Alg. 7)
-    return res.x - res.width
+    _, lo = _pairs.bracket_decreasing(fn, 0.0, e0, 1.0 - dl, -dl,
+                                      num_iters=num_iters, illinois=False)
+    # the LOWER (infeasible) end of the bracket (BinSLower, Alg. 7)
+    return lo
 
   out = jax.vmap(one)(*[x.reshape(-1) for x in args])
   return jnp.maximum(out, 0.0).reshape(shp)

@@ -62,18 +62,14 @@ def _width(n, eps0, max_n):
   return _pairs.resolve_width(n, 0.5, max_n)
 
 
-@functools.partial(jax.jit, static_argnames=("width",))
 def _sc_delta_jit(eps, n, eps0, *, width):
-  p, beta, q = stronger_pair_params(eps0)
-  return _pairs.pair_delta(eps, n=n, p=p, beta=beta, q0=q, q1=q, width=width,
-                           symmetric=True)
+  p, beta, q = stronger_pair_params(jnp.asarray(eps0, jnp.float64))
+  return _pairs.sym_delta(eps, n, p, beta, q, width=width)
 
 
-@functools.partial(jax.jit, static_argnames=("width",))
 def _sc_epsilon_jit(delta, n, eps0, *, width):
-  p, beta, q = stronger_pair_params(eps0)
-  return _pairs.pair_epsilon(delta, n=n, p=p, beta=beta, q0=q, q1=q,
-                             width=width, symmetric=True)
+  p, beta, q = stronger_pair_params(jnp.asarray(eps0, jnp.float64))
+  return _pairs.sym_epsilon(delta, n, p, beta, q, width=width)
 
 
 def _check(n, eps0):
@@ -177,9 +173,11 @@ def _lower_eps_jit(delta, n, p, beta, q0, q1, *, width):
 
   def one(dl, n_, p_, b_, q0_, q1_):
     fn = lambda e: _lower_delta_scalar(e, n_, p_, b_, q0_, q1_, width) - dl
-    res = bisect(fn, 0.0, jnp.log(p_), increasing=False, num_iters=64)
-    lo = res.x - res.width  # infeasible end: <= the true eps (BinSLower)
-    return jnp.where(jnp.isnan(fn(0.0)), jnp.nan, jnp.maximum(lo, 0.0))
+    _, lo = _pairs.bracket_decreasing(fn, 0.0, jnp.log(p_), 1.0 - dl, -dl,
+                                      num_iters=64, illinois=False)
+    # lo: infeasible end, <= the true eps (BinSLower)
+    bad = _pairs._params_bad(n_, p_, b_, q0_, q1_) | (dl <= 0) | (dl >= 1)
+    return jnp.where(bad, jnp.nan, jnp.maximum(lo, 0.0))
 
   return jax.vmap(one)(*[a.reshape(-1) for a in args]).reshape(shp)
 
