@@ -6,54 +6,80 @@ Front doors: :func:`epsilon` and :func:`delta` return the best valid bound
 (max over the add/remove directions of the min over methods) and name the
 method that won; :func:`calibrate_sigma` solves for the noise.
 
+k-out-of-t over E epochs is accounted as m = kE compositions of 1-out-of-t'
+allocation, t' = floor(t/k) (Lemma 3.2; valid, loose for large k).
+
 Methods (``methods=`` keyword), per direction:
 
-=================  ============  =====================================  =======
-name               directions    source                                 bound
-=================  ============  =====================================  =======
-``rdp_direct``     remove        Thm 4.8 / Cor 4.10 (power series) +    upper
-                                 Lemma 3.2 for k, E; tight conversion
-``direct_add``     add           Thm 4.9 / Cor 4.10 (shift x rounds)    upper
-``decomposition``  both          Thm 4.6 over Poisson RDP (k=E=1)       upper
-``local``          both          no amplification, Gaussian sigma/sqrt(kE)  upper
-``pld``            both          tight allocation PLD (``allocation.pld``) upper
-=================  ============  =====================================  =======
+=================  ==========  ===========================================  =====
+name               directions  source                                       bound
+=================  ==========  ===========================================  =====
+``rdp_direct``     remove      Thm 4.8 / Cor 4.10 (power series), x m,      upper
+                               Canonne et al. conversion (exact RDP)
+``rdp_add``        add         exact add-direction RDP (``add_rdp``,        upper
+                               quadrature; not in the paper), x m
+``direct_add``     add         Thm 4.9 / Cor 4.10, Gaussian sigma sqrt(t'/m)  upper
+                               with the loss shift m(1-1/t')/(2 sigma^2)
+``decomposition``  both        Thm 4.6 on the Poisson(1/t) profile from     upper
+                               its RDP (``jaxacct.poisson``); k = E = 1
+``local``          both        no amplification: Gaussian sigma/sqrt(kE)    upper
+``pld``            both        tight allocation PLD (``allocation.pld``)    upper
+=================  ==========  ===========================================  =====
+
+Diagnostics (not accountants): :mod:`jaxacct.allocation.monte_carlo`
+(``delta_monte_carlo`` estimate with confidence interval,
+``delta_lower_bound`` provable lower bound).
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.conversion import _rdp_to_epsilon, _rdp_to_delta
 from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.allocation import bounds
+from jaxacct.allocation.add_rdp import allocation_add_rdp
 from jaxacct.allocation.rdp import (allocation_add_rdp_upper, allocation_remove_rdp,
                                     allocation_remove_rdp_from_moments)
 
 __all__ = ["epsilon", "delta", "allocation_rdp", "allocation_remove_rdp",
-           "allocation_remove_rdp_from_moments", "allocation_add_rdp_upper",
-           "calibrate_sigma", "bounds", "DEFAULT_METHODS"]
+           "allocation_add_rdp", "allocation_remove_rdp_from_moments",
+           "allocation_add_rdp_upper", "calibrate_sigma", "bounds", "DEFAULT_METHODS"]
 
-DEFAULT_METHODS = ("rdp_direct", "direct_add", "decomposition", "local")
+DEFAULT_METHODS = ("rdp_direct", "rdp_add", "direct_add", "decomposition", "local")
 _ALL_METHODS = DEFAULT_METHODS + ("pld",)
+_DEFAULT_MAX_ORDER = 256
 
 
 def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
-                   direction: str = "remove", max_order: int = 128):
+                   direction: str = "both", max_order: int = _DEFAULT_MAX_ORDER):
   r"""RDP curve at integer orders 2..max_order of k-of-t allocation over E epochs.
 
-  ``remove``: m = kE times the exact 1-of-floor(t/k) remove RDP (Thm 4.8 +
-  Lemma 3.2). ``add``: m times the upper bound of
-  :func:`allocation_add_rdp_upper` (loose: it carries the constant shift
-  (1-1/t)/(2 sigma^2) per round). ``both``: the max.
+  Feldman & Shenfeld, arXiv:2502.08202v3: ``remove`` is m = kE times the
+  exact 1-of-floor(t/k) remove RDP (Thm 4.8 + Lemma 3.2); ``add`` is m times
+  the exact add-direction RDP of :func:`allocation_add_rdp` (quadrature);
+  ``both`` is the elementwise max (an RDP curve valid for both directions).
 
-  Returns: (orders, rdp) with orders ``2..max_order`` (float64) and rdp of
-  shape ``broadcast(sigma).shape + (max_order-1,)``. Bound: upper.
+  Args:
+    sigma: > 0, any shape (broadcast with num_steps).
+    num_steps: t >= 1 (scalar or array). num_selected: k in [1, t] (scalar).
+    num_epochs: E >= 1 (scalar). direction: "remove", "add" or "both".
+    max_order: largest integer order (static).
+
+  Returns:
+    (orders, rdp): orders ``2..max_order`` (float64 numpy) and rdp of shape
+    ``broadcast(sigma, num_steps).shape + (max_order-1,)``.
+
+  Bound: exact (remove; add to quadrature accuracy) given Lemma 3.2 for k > 1,
+  i.e. an upper bound on the scheme.
   """
   bounds.check_scheme(sigma, num_steps, num_selected, num_epochs)
   checks.check_direction(direction)
@@ -64,12 +90,25 @@ def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
     out = allocation_remove_rdp(sigma=sigma, num_steps=t.astype(np.int64),
                                 max_order=max_order) * jnp.asarray(m)[..., None]
   if direction in ("add", "both"):
-    add = allocation_add_rdp_upper(orders, sigma=sigma, num_steps=t) * jnp.asarray(m)[..., None]
+    add = allocation_add_rdp(orders, sigma=sigma, num_steps=t.astype(np.int64)
+                             ) * jnp.asarray(m)[..., None]
     out = add if out is None else jnp.maximum(out, add)
   return orders, out
 
 
-def _check_methods(methods, k, E):
+def _direction_rdp(sigma, t, k, E, d, max_order):
+  """(orders, m * RDP) for one direction: remove on 2..max_order (integer
+  orders only), add on ``DEFAULT_ORDERS`` (fractional orders and up to 1024;
+  the add optimum sits at large alpha when t is large)."""
+  if d == "remove":
+    return allocation_rdp(sigma=sigma, num_steps=t, num_selected=k, num_epochs=E,
+                          direction="remove", max_order=max_order)
+  tr, m = bounds._rounds(t, k, E)
+  return DEFAULT_ORDERS, allocation_add_rdp(DEFAULT_ORDERS, sigma=sigma,
+                                            num_steps=int(tr)) * float(m)
+
+
+def _check_methods(methods):
   methods = tuple(methods)
   for mth in methods:
     checks.check_choice("methods", mth, _ALL_METHODS)
@@ -78,48 +117,82 @@ def _check_methods(methods, k, E):
   return methods
 
 
+def _has_pld():
+  try:
+    from jaxacct.allocation import pld  # noqa: F401
+    return hasattr(pld, "allocation_pld_epsilon")
+  except ImportError:
+    return False
+
+
+def _check_scalar(**kw):
+  for name, v in kw.items():
+    if np.ndim(v):
+      raise ValueError(f"allocation front doors take a scalar {name}; got shape "
+                       f"{np.shape(v)} (use allocation_rdp / calibrate_sigma for grids).")
+
+
+def _pick(vals, dirs, methods):
+  best = {}
+  for d in dirs:
+    if not vals[d]:
+      raise ValueError(f"no method in {methods} bounds the {d} direction; "
+                       "add 'local' (always valid).")
+    name = min(vals[d], key=vals[d].get)
+    best[d] = (name, vals[d][name])
+  worst = max(best, key=lambda d: best[d][1])
+  return best, worst
+
+
 @x64_boundary
 def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
-            direction: str = "both", methods=None, max_order: int = 128) -> EpsilonResult:
-  """Epsilon at ``delta`` of k-out-of-t random allocation with Gaussian noise.
+            direction: str = "both", methods=None,
+            max_order: int = _DEFAULT_MAX_ORDER) -> EpsilonResult:
+  """Epsilon upper bound at ``delta`` of k-out-of-t random allocation, Gaussian.
+
+  Feldman & Shenfeld, arXiv:2502.08202v3 (methods in the module table): per
+  direction the minimum over the methods, then the maximum over directions.
 
   Args:
     sigma: noise multiplier > 0 (scalar).
     num_steps: steps per epoch t >= 1. num_selected: k in [1, t].
     num_epochs: E >= 1. delta: in (0, 1).
     direction: "both" (default; the max), "remove" or "add".
-    methods: subset of ("rdp_direct", "direct_add", "decomposition",
-      "local", "pld"); default all but "pld" plus "pld" when available.
-    max_order: largest integer Renyi order for ``rdp_direct``.
+    methods: subset of ("rdp_direct", "rdp_add", "direct_add",
+      "decomposition", "local", "pld"); default: all but "pld", plus "pld"
+      when ``jaxacct.allocation.pld`` is available.
+    max_order: largest integer Renyi order for the RDP methods.
 
   Returns:
     EpsilonResult(epsilon, delta, method, bound="upper", order, details):
-    ``method`` is "<remove winner>/<add winner>" (the direction that binds
-    first), ``order`` the Renyi order when RDP won, ``details`` every
-    method's value per direction.
+    ``method`` is "remove:<winner>/add:<winner>", ``order`` the Renyi order
+    when an RDP method won in the binding direction, ``details`` every
+    method's epsilon per direction.
+
+  Bound: upper (every method is a valid upper bound for the dominating pair
+  of the Gaussian mechanism with sensitivity 1).
   """
   bounds.check_scheme(sigma, num_steps, num_selected, num_epochs)
   checks.check_delta(delta)
   checks.check_direction(direction)
-  if np.ndim(sigma) or np.ndim(num_steps) or np.ndim(delta):
-    raise ValueError("allocation.epsilon takes scalar sigma, num_steps and delta; "
-                     "use allocation.rdp / calibrate_sigma for grids.")
+  _check_scalar(sigma=sigma, num_steps=num_steps, delta=delta)
   k, E, t = int(num_selected), int(num_epochs), int(num_steps)
   if methods is None:
     methods = DEFAULT_METHODS + (("pld",) if _has_pld() else ())
-  methods = _check_methods(methods, k, E)
-  vals = {"remove": {}, "add": {}}
-  order = None
+  methods = _check_methods(methods)
   dirs = ("remove", "add") if direction == "both" else (direction,)
-  if "rdp_direct" in methods and "remove" in dirs:
-    orders, rdp = allocation_rdp(sigma=sigma, num_steps=t, num_selected=k, num_epochs=E,
-                                 direction="remove", max_order=max_order)
-    e, order = _rdp_to_epsilon(jnp.asarray(orders), rdp, jnp.asarray(delta), "tight")
-    vals["remove"]["rdp_direct"] = float(e)
-    order = float(order)
-    if order >= max_order:
-      warnings.warn(f"optimal Renyi order is the largest one tried ({max_order}); "
-                    "increase max_order for a tighter bound.", stacklevel=2)
+  vals = {d: {} for d in dirs}
+  orders_won = {}
+  d_arr = jnp.asarray(delta, jnp.float64)
+  for mth, d in (("rdp_direct", "remove"), ("rdp_add", "add")):
+    if mth in methods and d in dirs:
+      orders, rdp = _direction_rdp(sigma, t, k, E, d, max_order)
+      e, o = _rdp_to_epsilon(jnp.asarray(orders), rdp, d_arr, "tight")
+      vals[d][mth] = float(e)
+      orders_won[mth] = float(o)
+      if float(o) >= orders[-1]:
+        warnings.warn(f"{mth}: optimal Renyi order is the largest one tried ({max_order}); "
+                      "increase max_order for a tighter bound.", stacklevel=3)
   if "direct_add" in methods and "add" in dirs:
     vals["add"]["direct_add"] = float(bounds.direct_add_epsilon(
         sigma=sigma, num_steps=t, delta=delta, num_selected=k, num_epochs=E))
@@ -133,97 +206,136 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
       vals[d]["local"] = le
   if "pld" in methods and _has_pld():
     from jaxacct.allocation import pld as _pld
-    r = _pld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=t,
-                                    num_selected=k, num_epochs=E, direction="both"
-                                    if direction == "both" else direction)
     for d in dirs:
+      try:
+        r = _pld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=t,
+                                        num_selected=k, num_epochs=E, direction=d)
+      except Exception as err:  # noqa: BLE001 -- peer engine unsupported case / failure:
+        # skipping a method never invalidates the others (each is an upper bound).
+        warnings.warn(f"allocation.pld skipped ({type(err).__name__}: {err})", stacklevel=3)
+        continue
       vals[d]["pld"] = float(r.upper)
-  best = {}
-  for d in dirs:
-    if not vals[d]:
-      raise ValueError(f"no method in {methods} bounds the {d} direction for "
-                       f"k={k}, epochs={E}; add 'local' or 'direct_add'/'rdp_direct'.")
-    name = min(vals[d], key=vals[d].get)
-    best[d] = (name, vals[d][name])
-  worst_dir = max(best, key=lambda d: best[d][1])
-  eps = best[worst_dir][1]
-  method = "/".join(f"{d}:{best[d][0]}" for d in dirs)
-  won_rdp = best.get("remove", ("",))[0] == "rdp_direct" and worst_dir == "remove"
-  return EpsilonResult(epsilon=eps, delta=delta, method=method, bound="upper",
-                       order=order if won_rdp else None, details=vals)
-
-
-def _has_pld():
-  try:
-    from jaxacct.allocation import pld  # noqa: F401
-    return hasattr(pld, "allocation_pld_epsilon")
-  except ImportError:
-    return False
+  best, worst = _pick(vals, dirs, methods)
+  name = best[worst][0]
+  return EpsilonResult(epsilon=best[worst][1], delta=delta,
+                       method="/".join(f"{d}:{best[d][0]}" for d in dirs), bound="upper",
+                       order=orders_won.get(name) if name in ("rdp_direct", "rdp_add") else None,
+                       details=vals)
 
 
 @x64_boundary
 def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
-          direction: str = "both", max_order: int = 128) -> DeltaResult:
-  """Delta at ``epsilon`` (methods rdp_direct, direct_add, local). Bound: upper."""
+          direction: str = "both", methods=None,
+          max_order: int = _DEFAULT_MAX_ORDER) -> DeltaResult:
+  """Delta upper bound at ``epsilon`` of k-out-of-t random allocation, Gaussian.
+
+  Same methods and rules as :func:`epsilon` ("pld" excluded: its contract
+  is epsilon-only). Args as there, with ``epsilon`` a real scalar.
+
+  Returns:
+    DeltaResult(delta, epsilon, method, bound="upper", order, details).
+
+  Bound: upper.
+  """
   bounds.check_scheme(sigma, num_steps, num_selected, num_epochs)
   checks.check_range("epsilon", epsilon)
   checks.check_direction(direction)
+  _check_scalar(sigma=sigma, num_steps=num_steps, epsilon=epsilon)
   k, E, t = int(num_selected), int(num_epochs), int(num_steps)
+  methods = _check_methods(DEFAULT_METHODS if methods is None else methods)
   dirs = ("remove", "add") if direction == "both" else (direction,)
   vals = {d: {} for d in dirs}
-  from jaxacct._core.gaussian import gaussian_delta_kernel
-  local = float(gaussian_delta_kernel(sigma / np.sqrt(k * E), epsilon))
-  if "remove" in dirs:
-    orders, rdp = allocation_rdp(sigma=sigma, num_steps=t, num_selected=k, num_epochs=E,
-                                 direction="remove", max_order=max_order)
-    d, _ = _rdp_to_delta(jnp.asarray(orders), rdp, jnp.asarray(epsilon, jnp.float64), "tight")
-    vals["remove"]["rdp_direct"] = float(d)
-    vals["remove"]["local"] = local
-  if "add" in dirs:
+  orders_won = {}
+  e_arr = jnp.asarray(epsilon, jnp.float64)
+  for mth, d in (("rdp_direct", "remove"), ("rdp_add", "add")):
+    if mth in methods and d in dirs:
+      orders, rdp = _direction_rdp(sigma, t, k, E, d, max_order)
+      dl, o = _rdp_to_delta(jnp.asarray(orders), rdp, e_arr, "tight")
+      vals[d][mth] = float(dl)
+      orders_won[mth] = float(o)
+  if "direct_add" in methods and "add" in dirs:
     vals["add"]["direct_add"] = float(bounds.direct_add_delta(
         sigma=sigma, num_steps=t, epsilon=epsilon, num_selected=k, num_epochs=E))
-    vals["add"]["local"] = local
-  best = {d: min(vals[d].items(), key=lambda kv: kv[1]) for d in dirs}
-  worst = max(best, key=lambda d: best[d][1])
-  return DeltaResult(delta=best[worst][1], epsilon=epsilon,
-                     method="/".join(f"{d}:{best[d][0]}" for d in dirs),
-                     bound="upper", details=vals)
+  if "decomposition" in methods and k == 1 and E == 1 and t >= 2:
+    for d in dirs:
+      vals[d]["decomposition"] = float(bounds.decomposition_delta(
+          sigma=sigma, num_steps=t, epsilon=epsilon, direction=d))
+  if "local" in methods:
+    from jaxacct._core.gaussian import gaussian_delta_kernel
+    ld = float(gaussian_delta_kernel(sigma / np.sqrt(k * E), epsilon))
+    for d in dirs:
+      vals[d]["local"] = ld
+  best, worst = _pick(vals, dirs, methods)
+  name = best[worst][0]
+  return DeltaResult(delta=min(best[worst][1], 1.0), epsilon=epsilon,
+                     method="/".join(f"{d}:{best[d][0]}" for d in dirs), bound="upper",
+                     order=orders_won.get(name) if name in ("rdp_direct", "rdp_add") else None,
+                     details=vals)
+
+
+@functools.partial(jax.jit, static_argnames=("t", "m", "max_order", "num_iters", "use_add_rdp"))
+def _calibrate_jit(eps_t, d_t, lo, hi, *, t, m, max_order, num_iters, use_add_rdp):
+  from jaxacct._core.calibrate import bisect
+  from jaxacct._core.gaussian import gaussian_epsilon_kernel
+  from jaxacct.allocation.add_rdp import _allocation_add_rdp_kernel
+  from jaxacct.allocation.rdp import _allocation_gaussian_rdp_kernel
+  orders = jnp.arange(2, max_order + 1, dtype=jnp.float64)
+  add_orders = jnp.asarray(DEFAULT_ORDERS)
+
+  def eps_of(s):
+    rdp = _allocation_gaussian_rdp_kernel(s, jnp.full(s.shape, t, jnp.int64), max_order) * m
+    e_rem, _ = _rdp_to_epsilon(orders, rdp, d_t, "tight")
+    e_add = gaussian_epsilon_kernel(s * jnp.sqrt(t / m), d_t) + m * (1 - 1 / t) / (2 * s**2)
+    if use_add_rdp:
+      rdp_a = _allocation_add_rdp_kernel(s, jnp.full(s.shape, float(t)), add_orders,
+                                         2048, 1024) * m
+      e_add = jnp.minimum(e_add, _rdp_to_epsilon(add_orders, rdp_a, d_t, "tight")[0])
+    e_loc = gaussian_epsilon_kernel(s / jnp.sqrt(m), d_t)
+    return jnp.maximum(jnp.minimum(e_rem, e_loc), jnp.minimum(e_add, e_loc))
+
+  res = bisect(lambda s: eps_of(s) - eps_t, lo, hi, increasing=False,
+               num_iters=num_iters, log_scale=True, method="illinois")
+  return res.x, res.ok
 
 
 @x64_boundary
 def calibrate_sigma(*, epsilon, delta, num_steps, num_selected=1, num_epochs=1,
-                    max_order: int = 128, sigma_range=(0.2, 200.0), num_iters: int = 40):
-  """Smallest sigma meeting (epsilon, delta) with rdp_direct (remove) and
-  direct_add (add), vectorised over targets in one compiled search.
+                    max_order: int = 128, sigma_range=(0.2, 200.0), num_iters: int = 40,
+                    use_add_rdp: bool = True):
+  """Smallest sigma meeting (epsilon, delta) for k-of-t allocation (upper-bound side).
 
-  Returns float64 sigmas (conservative: each meets its target). Raises
-  ValueError if some target is infeasible in ``sigma_range``.
+  Bisection (Illinois, log scale) on sigma of the front-door rule restricted
+  to ``rdp_direct`` (remove), ``direct_add`` and ``rdp_add`` (add) and
+  ``local``, vectorised over (epsilon, delta) targets in one compiled
+  search. The returned sigma is the feasible end of the final bracket, so
+  each target is met (conservative). ``rdp_add`` runs here on a coarser
+  quadrature grid (2048 x 1024; relative error < 1e-9 in the tested range).
+
+  Args:
+    epsilon: > 0, any shape. delta: in (0, 1), broadcast with epsilon.
+    num_steps, num_selected, num_epochs: scalars t, k, E.
+    max_order: largest Renyi order. sigma_range: bracket (lo, hi).
+    num_iters: bisection steps. use_add_rdp: include ``rdp_add`` (slower,
+      tighter for many rounds).
+
+  Returns:
+    float64 array of sigmas, shape ``broadcast(epsilon, delta).shape``.
+
+  Raises:
+    ValueError if a target is infeasible in ``sigma_range``.
   """
   checks.check_positive("epsilon", epsilon)
   checks.check_delta(delta)
   bounds.check_scheme(1.0, num_steps, num_selected, num_epochs)
-  from jaxacct._core.calibrate import bisect
-  from jaxacct._core.gaussian import gaussian_epsilon_kernel
-  from jaxacct.allocation.rdp import _allocation_gaussian_rdp_kernel
+  _check_scalar(num_steps=num_steps, num_selected=num_selected, num_epochs=num_epochs)
   t, m = bounds._rounds(num_steps, num_selected, num_epochs)
-  eps_t = jnp.asarray(epsilon, jnp.float64)
-  d_t = jnp.asarray(delta, jnp.float64)
-  eps_t, d_t = jnp.broadcast_arrays(eps_t, d_t)
-  orders = jnp.arange(2, max_order + 1, dtype=jnp.float64)
-
-  def eps_of(s):
-    rdp = _allocation_gaussian_rdp_kernel(s, jnp.full(s.shape, int(t), jnp.int64), max_order) * m
-    e_rem, _ = _rdp_to_epsilon(orders, rdp, d_t, "tight")
-    e_add = gaussian_epsilon_kernel(s * jnp.sqrt(t / m), d_t) + m * (1 - 1 / t) / (2 * s**2)
-    e_loc = gaussian_epsilon_kernel(s / jnp.sqrt(m), d_t)
-    return jnp.maximum(jnp.minimum(e_rem, e_loc), jnp.minimum(e_add, e_loc))
-
-  import jax
+  eps_t, d_t = jnp.broadcast_arrays(jnp.asarray(epsilon, jnp.float64),
+                                    jnp.asarray(delta, jnp.float64))
   lo, hi = sigma_range
-  res = jax.jit(lambda: bisect(lambda s: eps_of(s) - eps_t * (1 - 1e-12),
-                               jnp.full(eps_t.shape, lo), jnp.full(eps_t.shape, hi),
-                               increasing=False, num_iters=num_iters, log_scale=True,
-                               method="illinois"))()
-  if not bool(jnp.all(res.ok)):
+  x, ok = _calibrate_jit(eps_t, d_t, jnp.full(eps_t.shape, float(lo)),
+                         jnp.full(eps_t.shape, float(hi)), t=int(t), m=float(m),
+                         max_order=int(max_order), num_iters=int(num_iters),
+                         use_add_rdp=bool(use_add_rdp))
+  if not bool(jnp.all(ok)):
     raise ValueError(f"no sigma in [{lo:g}, {hi:g}] meets the target; widen sigma_range.")
-  return res.x
+  return x

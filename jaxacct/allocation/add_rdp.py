@@ -118,23 +118,24 @@ def _lambert_w_exp(z):
   """W(e^z) (principal branch) for real z, by Newton on u + log u = z."""
   u = jnp.where(z > 1.0, z - jnp.log(jnp.maximum(z, 1.0)), jnp.exp(jnp.minimum(z, 1.0)))
   u = jnp.maximum(u, 1e-300)
-  for _ in range(30):
-    u = u - (u + jnp.log(u) - z) / (1.0 + 1.0 / u)
-    u = jnp.maximum(u, 1e-300)
-  return u
+
+  def body(_, u):
+    return jnp.maximum(u - (u + jnp.log(u) - z) / (1.0 + 1.0 / u), 1e-300)
+  return jax.lax.fori_loop(0, 30, body, u)
 
 
-def _add_rdp_one(sigma, t, max_order, num_outer, num_inner):
+def _add_rdp_one(sigma, t, orders, num_outer, num_inner):
   tau = 1.0 / sigma
   t = jnp.asarray(t, jnp.float64)
-  s_max = max_order - 1.0
+  s = orders - 1.0                                   # s = alpha - 1 > 0
+  s_max = jnp.max(s)
+  # Below w = -40 the integrand is O(e^{(s+2) w}) (after the subtraction).
   w_lo = -40.0
   w_hi = jnp.maximum(jnp.log(s_max + 60.0) + 2.0,
                      jnp.log(t) + s_max * tau**2 / t + 12.0 * tau + 5.0)
   w = jnp.linspace(w_lo, w_hi, num_outer)
   hw = w[1] - w[0]
   small, tD, tlp = _t_log_phi_plus(w, tau, t, num_inner)   # (n_w,) each
-  s = jnp.arange(1, max_order, dtype=jnp.float64)    # alpha - 1 = 1..A-1
   # A - 1 = Gamma(s)^-1 int e^{s w} (phi(e^w/t)^t - e^{-e^w}) dw  (>= 0): the
   # L == 1 integrand (which integrates to exactly 1) is subtracted. Where
   # phi >= 1/2: e^{-e^w} expm1(t (log phi + v)); elsewhere
@@ -148,56 +149,74 @@ def _add_rdp_one(sigma, t, max_order, num_outer, num_inner):
   return jnp.logaddexp(0.0, log_am1) / s
 
 
-def _allocation_add_rdp_kernel(sigma, t, max_order, num_outer=4096, num_inner=2048):
+def _allocation_add_rdp_kernel(sigma, t, orders, num_outer=4096, num_inner=2048):
+  """Jittable kernel: add RDP at ``orders`` (1-D, > 1), shape batch + (n,)."""
   require_x64("allocation_add_rdp")
   sigma = jnp.asarray(sigma, jnp.float64)
   t = jnp.asarray(t, jnp.float64)
+  orders = jnp.asarray(orders, jnp.float64)
   sigma, t = jnp.broadcast_arrays(sigma, t)
   shape = sigma.shape
+  safe_orders = jnp.where(orders > 1.0, orders, 2.0)
 
   def one(st):
     s, tt = st
     ok = (s > 0) & (tt >= 1)
-    out = _add_rdp_one(jnp.where(ok, s, 1.0), jnp.where(ok, tt, 1.0), max_order,
+    out = _add_rdp_one(jnp.where(ok, s, 1.0), jnp.where(ok, tt, 1.0), safe_orders,
                        num_outer, num_inner)
-    return jnp.where(ok, out, jnp.nan)
+    return jnp.where(ok & (orders > 1.0), out, jnp.nan)
 
   out = jax.lax.map(one, (sigma.reshape(-1), t.reshape(-1)))
-  return out.reshape(shape + (max_order - 1,))
+  return out.reshape(shape + orders.shape)
 
 
-@functools.partial(jax.jit, static_argnames=("max_order", "num_outer", "num_inner"))
-def _add_rdp_jit(sigma, t, *, max_order, num_outer, num_inner):
-  return _allocation_add_rdp_kernel(sigma, t, max_order, num_outer, num_inner)
+@functools.partial(jax.jit, static_argnames=("num_outer", "num_inner"))
+def _add_rdp_jit(sigma, t, orders, *, num_outer, num_inner):
+  return _allocation_add_rdp_kernel(sigma, t, orders, num_outer, num_inner)
 
 
-def allocation_add_rdp(*, sigma, num_steps, max_order: int = 64,
+def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
                        num_outer: int = 4096, num_inner: int = 2048):
   r"""Add-direction RDP of 1-out-of-``num_steps`` allocation, Gaussian (exact).
 
   Feldman & Shenfeld, arXiv:2502.08202v3, dominating pair of Thm 3.1 in the
   add direction, :math:`R_\alpha(Q^{\otimes t}\,\|\,\bar P)`, computed by the
   Laplace-transform integral in the module docstring (not in the paper).
+  Any real order alpha > 1 (not only integers).
 
   Args:
+    orders: 1-D Renyi orders > 1; default ``2..max_order``.
     sigma: noise multiplier > 0; any shape, broadcast with ``num_steps``.
     num_steps: t, integer >= 1.
-    max_order: largest integer order A (static); orders ``2..A``.
+    max_order: used when ``orders`` is None.
     num_outer, num_inner: trapezoid grid sizes (static).
 
   Returns:
-    float64 array ``broadcast(sigma, num_steps).shape + (A-1,)``: RDP of one
-    round at orders ``2..A`` (add direction). Composes additively.
+    float64 array ``broadcast(sigma, num_steps).shape + (len(orders),)``: RDP
+    of one round (add direction). Composes additively over rounds.
 
-  Bound: exact (to quadrature accuracy, ~1e-9 relative in the tested range
-  sigma in [0.2, 100], t in [1, 1e7]). NaN lanes for invalid traced input.
-  Cost O(num_outer * num_inner) per (sigma, t), all orders at once.
+  Bound: exact (to quadrature accuracy: < 1e-11 relative against a 4x finer
+  grid for sigma in [0.2, 100], t in [1, 1e7], alpha <= 256). NaN lanes for
+  invalid traced input. Cost O(num_outer * num_inner) per (sigma, t), all
+  orders at once (~1 s per sigma on one CPU core at the default grid).
+
+  Example:
+    >>> import numpy as np
+    >>> from jaxacct.allocation.add_rdp import allocation_add_rdp
+    >>> r = allocation_add_rdp([2.0, 3.0], sigma=1.0, num_steps=1)  # t = 1: Gaussian
+    >>> bool(np.allclose(r, [1.0, 1.5], rtol=1e-10))
+    True
   """
-  checks.check_int("max_order", max_order, min_value=2, max_value=4096)
-  if checks.is_concrete((sigma, num_steps)):
+  if orders is None:
+    checks.check_int("max_order", max_order, min_value=2, max_value=4096)
+    orders = np.arange(2, int(max_order) + 1, dtype=np.float64)
+  if checks.is_concrete((sigma, num_steps, orders)):
+    checks.check_orders(orders)
+    if np.any(np.asarray(orders) <= 1.0):
+      raise ValueError(f"orders must be > 1; got {np.min(orders)}.")
     checks.check_positive("sigma", sigma)
     checks.check_int("num_steps", num_steps, min_value=1, max_value=2**31 - 1)
     return x64_boundary(_add_rdp_jit)(
         np.asarray(sigma, np.float64), np.asarray(num_steps, np.float64),
-        max_order=int(max_order), num_outer=int(num_outer), num_inner=int(num_inner))
-  return _allocation_add_rdp_kernel(sigma, num_steps, int(max_order), num_outer, num_inner)
+        np.asarray(orders, np.float64), num_outer=int(num_outer), num_inner=int(num_inner))
+  return _allocation_add_rdp_kernel(sigma, num_steps, orders, num_outer, num_inner)
