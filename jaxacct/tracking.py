@@ -131,7 +131,7 @@ class _Accountant:
     # trace (e.g. a train function that makes its optimizer); the table is
     # still computed eagerly, once, on concrete numbers.
     with jax.enable_x64(True), jax.ensure_compile_time_eval():
-      tab = np.asarray(self._block_table(int(num_blocks), float(delta)), np.float64)
+      tab = np.array(self._block_table(int(num_blocks), float(delta)), np.float64)
     tab = np.concatenate([[0.0], tab[1:]])
     if tab.shape != (num_blocks + 1,) or np.any(np.isnan(tab)) or np.any(tab < 0):
       raise ValueError(f"{type(self).__name__} produced an invalid epsilon table "
@@ -152,7 +152,7 @@ def _rdp_table(orders, rdp_step, counts, delta, conversion="tight"):
   c = jnp.asarray(counts, jnp.float64)[:, None]
   eps, _ = _rdp_to_epsilon_jit(
       orders, c * rdp[None, :], jnp.asarray(delta, jnp.float64), conversion)
-  return np.asarray(eps)
+  return np.array(eps)
 
 
 class PoissonAccountant(_Accountant):
@@ -161,23 +161,33 @@ class PoissonAccountant(_Accountant):
   Upper bound on epsilon at ``delta`` after ``s`` steps, by RDP composition
   (Mironov, Talwar & Zhang, arXiv:1908.10530v1, Sec. 3) and the tight
   conversion (Canonne, Kamath & Steinke, arXiv:2004.00010v5, Prop. 12):
-  :math:`\varepsilon(s)=\min_\alpha[sR_\alpha+\log(1-1/\alpha)-(\log\delta+\log\alpha)/(\alpha-1)]`.
-  Equals ``jaxacct.poisson.epsilon(q=q, sigma=sigma, num_steps=s, delta=delta)``.
+  :math:`\varepsilon(s)=\min_\alpha[sR_\alpha+\log(1-1/\alpha)-(\log\delta+\log\alpha)/(\alpha-1)]`,
+  which equals ``jaxacct.poisson.epsilon(q=q, sigma=sigma, num_steps=s, delta=delta)``.
+
+  With ``pld_every=B`` the table also evaluates the tight PLD bound
+  (``jaxacct.poisson.epsilon(..., method="pld")``, FFT composition, both
+  directions) at s = B, 2B, ... (and at the last step) and uses, for each step
+  s, ``min(rdp(s), pld(end of s's block))`` -- both are upper bounds and
+  epsilon is non-decreasing in s. One PLD composition per block: seconds each.
 
   Args:
     q: sampling rate in (0, 1] (q = 0 samples nothing and is refused).
     sigma: noise multiplier > 0 (noise std / clipping norm).
     orders: Renyi orders (default ``DEFAULT_ORDERS``).
+    pld_every: None (RDP only) or an int >= 1, e.g. the steps per epoch.
 
   Bound: upper.
   """
 
-  def __init__(self, *, q, sigma, orders=None):
+  def __init__(self, *, q, sigma, orders=None, pld_every: Optional[int] = None):
     checks.check_probability("q", q, open_lo=True)
     checks.check_positive("sigma", sigma)
     if np.ndim(q) or np.ndim(sigma):
       raise ValueError("PoissonAccountant takes scalar q and sigma.")
+    if pld_every is not None:
+      checks.check_int("pld_every", pld_every, min_value=1)
     self.q, self.sigma = float(q), float(sigma)
+    self.pld_every = None if pld_every is None else int(pld_every)
     self.orders = checks.check_orders(DEFAULT_ORDERS if orders is None else orders)
 
   def rdp_per_step(self):
@@ -185,8 +195,16 @@ class PoissonAccountant(_Accountant):
     return np.asarray(poisson_gaussian_rdp(self.orders, q=self.q, sigma=self.sigma))
 
   def _block_table(self, num_blocks, delta):
-    return _rdp_table(self.orders, self.rdp_per_step(), np.arange(num_blocks + 1),
-                      delta)
+    tab = _rdp_table(self.orders, self.rdp_per_step(), np.arange(num_blocks + 1), delta)
+    if self.pld_every is not None:
+      from jaxacct import poisson
+      b = self.pld_every
+      for start in range(0, num_blocks, b):
+        end = min(start + b, num_blocks)
+        e = float(poisson.epsilon(q=self.q, sigma=self.sigma, num_steps=end,
+                                  delta=delta, method="pld").epsilon)
+        tab[start + 1:end + 1] = np.minimum(tab[start + 1:end + 1], e)
+    return tab
 
 
 def _gaussian_epsilon_jit(sigma, delta):
@@ -292,134 +310,126 @@ class AllocationAccountant(_Accountant):
   r"""Random allocation (balls-in-bins): each example in ``k`` of ``t`` steps per epoch.
 
   Feldman & Shenfeld, "Privacy amplification by random allocation",
-  arXiv:2502.08202v3 (Thm 4.8/4.9, Cor 4.10, Lemma 3.2, Thm 4.6), as in
-  :func:`jaxacct.allocation.epsilon`: eps after ``e`` epochs is the max over
-  directions of the min over ``methods``. One block = one epoch (``t``
-  applied updates); a partial epoch is charged a whole one. For ``e >= 2``
-  the same methods are evaluated vectorised over ``e``
-  (``rdp_direct``: ``k e`` times the 1-of-floor(t/k) remove RDP;
-  ``direct_add`` and ``local`` in closed form; ``decomposition`` applies to
-  k = e = 1 only); the tests check equality with the front door.
+  arXiv:2502.08202v3, through the front door :func:`jaxacct.allocation.epsilon`
+  (per direction the min over ``methods``, then the max over directions):
+  ``eps[e]`` = ``allocation.epsilon(sigma=sigma, num_steps=t, num_selected=k,
+  num_epochs=e, delta=delta, methods=methods).epsilon``. One block = one
+  epoch (``t`` applied updates); a step inside epoch ``e`` is charged the
+  whole epoch (its outputs so far are a post-processing of the epoch's).
+
+  Cost: one front-door call per epoch at build time (about a second each on
+  a CPU once compiled; the first includes compilation). For many epochs,
+  restrict ``methods`` or tabulate a coarser grid yourself and pass it to
+  :class:`EpsilonTableAccountant`.
 
   Args:
     sigma: noise multiplier > 0.
     num_steps: steps per epoch t >= 1 (updates per epoch).
     num_selected: k in [1, t] (steps each example joins per epoch).
-    max_order: largest integer Renyi order for ``rdp_direct`` (default 128).
-    methods: subset of the front door's methods (default
-      ``allocation.DEFAULT_METHODS``); with any other method (e.g.
-      ``"pld"``) every epoch calls the front door (slow).
+    methods: as in :func:`jaxacct.allocation.epsilon` (default: its default).
+    max_order: as in :func:`jaxacct.allocation.epsilon` (default: its default).
 
   Bound: upper.
   """
 
-  def __init__(self, *, sigma, num_steps, num_selected=1, max_order: int = 128,
-               methods=None):
+  def __init__(self, *, sigma, num_steps, num_selected=1, methods=None,
+               max_order: Optional[int] = None):
     from jaxacct import allocation
     allocation.bounds.check_scheme(sigma, num_steps, num_selected, 1)
     if np.ndim(sigma):
       raise ValueError("AllocationAccountant takes a scalar sigma.")
+    if methods is not None:
+      methods = tuple(methods)
+      if not methods or not all(isinstance(m, str) for m in methods):
+        raise ValueError(f"methods must be a non-empty sequence of names; got {methods!r}.")
+    if max_order is not None:
+      checks.check_int("max_order", max_order, min_value=2)
     self.sigma, self.t, self.k = float(sigma), int(num_steps), int(num_selected)
-    self.max_order = int(max_order)
-    self.methods = tuple(allocation.DEFAULT_METHODS if methods is None else methods)
-    allocation._check_methods(self.methods, self.k, 1)
+    self.methods, self.max_order = methods, max_order
     self.block_size = self.t
 
   def epoch_epsilon(self, num_epochs: int, delta: float) -> float:
-    """The front door, ``jaxacct.allocation.epsilon``, for ``num_epochs`` epochs."""
+    """``jaxacct.allocation.epsilon`` for ``num_epochs`` epochs (float)."""
     from jaxacct import allocation
+    kw = {} if self.max_order is None else {"max_order": self.max_order}
     return float(allocation.epsilon(
         sigma=self.sigma, num_steps=self.t, delta=delta, num_selected=self.k,
-        num_epochs=num_epochs, methods=self.methods, max_order=self.max_order).epsilon)
+        num_epochs=num_epochs, methods=self.methods, **kw).epsilon)
 
   def _block_table(self, num_blocks, delta):
-    from jaxacct.allocation import bounds, rdp as arpd
-    out = np.zeros(num_blocks + 1)
-    out[1] = self.epoch_epsilon(1, delta)
-    if num_blocks == 1:
-      return out
-    if set(self.methods) - {"rdp_direct", "direct_add", "decomposition", "local"}:
-      # Methods this module does not vectorise (e.g. "pld"): the front door per epoch.
-      for e in range(2, num_blocks + 1):
-        out[e] = self.epoch_epsilon(e, delta)
-      return out
-    e = np.arange(2, num_blocks + 1, dtype=np.float64)
-    t_round = int(np.floor(self.t / self.k))
-    rem, add = [], []
-    if "rdp_direct" in self.methods:
-      orders = np.arange(2, self.max_order + 1, dtype=np.float64)
-      curve = np.asarray(arpd.allocation_remove_rdp(
-          sigma=self.sigma, num_steps=t_round, max_order=self.max_order))
-      m = self.k * e
-      rem.append(_rdp_table(orders, curve, m, delta))
-    if "direct_add" in self.methods:
-      add.append(np.asarray(bounds.direct_add_epsilon(
-          sigma=self.sigma, num_steps=self.t, delta=delta, num_selected=self.k,
-          num_epochs=e.astype(np.int64))))
-    if "local" in self.methods:
-      loc = np.asarray(bounds.local_epsilon(sigma=self.sigma, delta=delta,
-                                            num_selected=self.k,
-                                            num_epochs=e.astype(np.int64)))
-      rem.append(loc)
-      add.append(loc)
-    if not rem or not add:
-      raise ValueError(f"methods {self.methods} do not bound both directions for "
-                       "more than one epoch; add 'local'.")
-    out[2:] = np.maximum(np.min(rem, axis=0), np.min(add, axis=0))
-    return out
+    return np.array([0.0] + [self.epoch_epsilon(e, delta)
+                             for e in range(1, num_blocks + 1)])
 
 
-class ShuffleAccountant(RDPAccountant):
+class ShuffleAccountant(_Accountant):
   r"""Shuffling of ``n`` eps0-LDP client reports per federated round.
 
-  Per-round RDP of the shuffled eps0-LDP mechanism from
-  ``jaxacct.shuffle`` (whatever bound that module implements; see its
-  docstring for the source), composed over rounds. One block = one round =
-  ``block_size`` applied updates.
+  Replacement neighbours. Per round, the Renyi curve of the dominating pair
+  of :mod:`jaxacct.shuffle`: ``"generic"`` (any eps0-LDP randomizer): the
+  clone pair, Feldman, McMillan & Talwar, "Hiding among the clones",
+  arXiv:2012.12803, Thm 3.2 + Sec. 6.1 (``shuffle.clones.clone_rdp``);
+  ``"blanket"``/``"binary_rr"``/``("k_rr", k)``: the stronger-clone pair
+  (Wang et al., arXiv:2304.05007v5; ``shuffle.variation_ratio.stronger_clone_rdp``).
+  After ``b`` rounds
+
+  .. math:: arepsilon(b)=\minig(\mathrm{conv}_\delta(b\,R),\ b\,arepsilon_0ig)
+
+  (RDP composition + tight conversion; :math:`barepsilon_0` is basic
+  composition of the local guarantee) = ``shuffle.epsilon(rounds=b,
+  method=<rdp name>)`` for b >= 2; for b = 1 the table also takes the
+  single-round front door ``shuffle.epsilon(rounds=1)`` when its bound is
+  upper/exact. One block = one round = ``block_size`` applied updates. (The
+  front door's PLD route for many rounds is not tabulated: it is one FFT
+  composition per round count; pass its values through
+  :class:`EpsilonTableAccountant` if needed.)
 
   Args:
-    eps0: local privacy of each client report, > 0.
-    n: number of clients shuffled per round, >= 2.
-    orders: Renyi orders (default: those of the shuffle module).
+    eps0: local privacy of each report, > 0.
+    n: clients shuffled per round, >= 2.
+    randomizer: as in :func:`jaxacct.shuffle.epsilon`.
+    orders: Renyi orders (default: the shuffle module's grid).
     block_size: applied updates per round (default 1).
-    **kwargs: forwarded to the shuffle module's RDP function.
-
-  Raises:
-    ValueError: if ``jaxacct.shuffle`` provides no RDP function (use
-      :class:`RDPAccountant` with your own curve instead).
 
   Bound: upper.
   """
 
-  def __init__(self, *, eps0, n, orders=None, block_size: int = 1, **kwargs):
+  def __init__(self, *, eps0, n, randomizer="generic", orders=None, block_size: int = 1):
     checks.check_positive("eps0", eps0)
     checks.check_int("n", n, min_value=2)
-    orders, rdp = _shuffle_rdp(float(eps0), int(n), orders, kwargs)
-    super().__init__(orders=orders, rdp=rdp, block_size=block_size)
-    self.eps0, self.n = float(eps0), int(n)
+    checks.check_int("block_size", block_size, min_value=1)
+    try:
+      from jaxacct import shuffle
+      kind, _ = shuffle._parse_randomizer(randomizer)
+    except ImportError as e:  # pragma: no cover - depends on the package state
+      raise ValueError("jaxacct.shuffle is not available; pass the per-round RDP "
+                       "curve to RDPAccountant instead.") from e
+    self.eps0, self.n, self.randomizer = float(eps0), int(n), randomizer
+    self.kind, self.block_size = kind, int(block_size)
+    self.orders = checks.check_orders(
+        getattr(shuffle, "_RDP_ORDERS", DEFAULT_ORDERS) if orders is None else orders)
+    self.rdp_method = "clone_rdp" if kind == "generic" else "stronger_clone_rdp"
 
-
-def _shuffle_rdp(eps0, n, orders, kwargs):
-  try:
-    from jaxacct import shuffle
-  except ImportError as e:  # pragma: no cover - depends on the package state
-    raise ValueError("jaxacct.shuffle is not available; pass the per-round RDP "
-                     "curve to RDPAccountant instead.") from e
-  fn = getattr(shuffle, "shuffle_rdp", None)
-  if fn is None:
-    raise ValueError("jaxacct.shuffle has no shuffle_rdp function; pass the "
-                     "per-round RDP curve to RDPAccountant instead.")
-  with jax.enable_x64(True):
-    res = fn(**({} if orders is None else {"orders": orders}), eps0=eps0, n=n, **kwargs)
-    if isinstance(res, tuple):
-      orders, rdp = res
+  def rdp_per_round(self):
+    if self.kind == "generic":
+      from jaxacct.shuffle.clones import clone_rdp as fn
     else:
-      rdp = res
-    return np.asarray(orders, np.float64), np.asarray(rdp, np.float64)
+      from jaxacct.shuffle.variation_ratio import stronger_clone_rdp as fn
+    return np.asarray(fn(self.orders, n=self.n, eps0=self.eps0), np.float64)
+
+  def _block_table(self, num_blocks, delta):
+    from jaxacct import shuffle
+    b = np.arange(num_blocks + 1)
+    tab = np.minimum(_rdp_table(self.orders, self.rdp_per_round(), b, delta),
+                     b * self.eps0)
+    one = shuffle.epsilon(n=self.n, eps0=self.eps0, delta=delta, rounds=1,
+                          randomizer=self.randomizer)
+    if one.bound in ("upper", "exact"):
+      tab[1] = min(tab[1], float(one.epsilon))
+    return tab
 
 
 _ACCOUNTANTS = (PoissonAccountant, AllocationAccountant, GaussianAccountant,
-                RDPAccountant, EpsilonTableAccountant)
+                ShuffleAccountant, RDPAccountant, EpsilonTableAccountant)
 
 
 def epsilon_table(accountant, *, num_steps: int, delta: float) -> np.ndarray:

@@ -50,6 +50,20 @@ def test_poisson_eps_equals_functional_api(x64, steps):
   assert float(d) == DELTA and float(eps) == float(st.eps)
 
 
+@pytest.mark.slow
+def test_poisson_pld_blocks_equal_functional_api(x64):
+  pytest.importorskip("jaxacct.pld")
+  acc = tracking.PoissonAccountant(q=0.01, sigma=1.0, pld_every=50)
+  tab = tracking.epsilon_table(acc, num_steps=120, delta=DELTA)
+  for s, end in [(50, 50), (51, 100), (100, 100), (120, 120)]:
+    rdp = float(poisson.epsilon(q=0.01, sigma=1.0, num_steps=s, delta=DELTA).epsilon)
+    pld = float(poisson.epsilon(q=0.01, sigma=1.0, num_steps=end, delta=DELTA,
+                                method="pld").epsilon)
+    np.testing.assert_allclose(tab[s], min(rdp, pld), rtol=1e-9)
+  assert tab[100] < float(poisson.epsilon(q=0.01, sigma=1.0, num_steps=100,
+                                          delta=DELTA).epsilon)   # PLD is tighter here
+
+
 def test_gaussian_exact_profile_mpmath(x64):
   # Full batch, s steps = one Gaussian with sigma/sqrt(s); check
   # delta(eps) = Phi(1/(2s') - eps s') - e^eps Phi(-1/(2s') - eps s') at 50 digits.
@@ -349,17 +363,20 @@ def test_calibrate_noise_meets_target_tightly(scheme):
 
 # --------------------------------------------------------------- shuffle
 
-def test_shuffle_accountant_if_available(x64):
+@pytest.mark.slow
+def test_shuffle_accountant_equals_front_door(x64):
   shuffle = pytest.importorskip("jaxacct.shuffle")
-  if not hasattr(shuffle, "shuffle_rdp"):
-    with pytest.raises(ValueError, match="shuffle_rdp"):
-      tracking.ShuffleAccountant(eps0=1.0, n=1000)
-    return
-  acc = tracking.ShuffleAccountant(eps0=1.0, n=1000)
-  tab = tracking.epsilon_table(acc, num_steps=5, delta=DELTA)
-  ref = float(jaxacct.rdp_to_epsilon(acc.orders, 5 * acc.rdp, DELTA)[0])
-  np.testing.assert_allclose(tab[5], ref, rtol=1e-9)
-  assert tab[1] <= 1.0 + 1e-12 or tab[1] <= 2.0   # amplified (loose sanity)
+  n, eps0 = 500, 1.0
+  acc = tracking.ShuffleAccountant(eps0=eps0, n=n, block_size=2)
+  tab = tracking.epsilon_table(acc, num_steps=6, delta=DELTA)
+  for rounds in (2, 3):
+    ref = shuffle.epsilon(n=n, eps0=eps0, delta=DELTA, rounds=rounds, method="clone_rdp")
+    np.testing.assert_allclose(tab[2 * rounds], ref.epsilon, rtol=1e-9)
+    assert tab[2 * rounds - 1] == tab[2 * rounds]   # partial round charged whole
+  one = shuffle.epsilon(n=n, eps0=eps0, delta=DELTA, rounds=1)
+  assert one.bound == "upper" and tab[1] <= one.epsilon * (1 + 1e-12)
+  assert 0 < tab[1] < eps0          # amplified below the local eps0
+  assert np.all(np.diff(tab) >= 0) and tab[6] <= 3 * eps0
 
 
 # --------------------------------------------------------------- example
