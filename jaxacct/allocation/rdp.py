@@ -14,9 +14,12 @@ For 1-out-of-t allocation with one-step dominating pair (P, Q),
           f(x) = \sum_{j\ge0}\frac{m_j}{j!}x^j
 
 (the sum over integer partitions of alpha in Thm 4.8 is exactly this
-coefficient). We compute :math:`f^t` truncated at degree A by repeated
-squaring of log-coefficient vectors (every term positive, so log-sum-exp is
-exact to rounding): O(A^2 log t) per (sigma, t), all integer orders 2..A at
+coefficient). We compute the excess :math:`f^t - e^{tx}` (the ``L == 1``
+baseline, whose coefficient gives exactly 1) truncated at degree A by binary
+powering of log-coefficient vectors, :math:`f = e^x + h`, ``h`` with the
+non-negative coefficients :math:`(m_j-1)/j!`: every term positive, so each
+log-sum-exp is exact to rounding and tiny RDP (huge t, large sigma) keeps its
+relative accuracy: O(A^2 log t) per (sigma, t), all integer orders 2..A at
 once, jittable and vmappable over sigma and t. The literal partition sum is
 kept in the tests as the oracle.
 
@@ -52,33 +55,68 @@ def _log_poly_mul(a, b):
   return logsumexp(a[..., None, :] + bk, axis=-1)
 
 
-def _log_power(logf, t):
-  """log-coefficients of f(x)^t (t >= 1 integer, traced ok), degree < len."""
-  n = logf.shape[-1]
-  one = jnp.full(logf.shape, -jnp.inf).at[..., 0].set(0.0)
+def _log_exp_series(p, n):
+  """Log-coefficients of e^{p x} (p >= 0), degree < n: n log p - log n!."""
+  j = jnp.arange(n, dtype=jnp.float64)
+  p = jnp.asarray(p, jnp.float64)[..., None]
+  safe = jnp.where(p > 0, p, 1.0)
+  val = jnp.where(p > 0, j * jnp.log(safe), jnp.where(j == 0, 0.0, -jnp.inf)) - gammaln(j + 1.0)
+  return jnp.where(j == 0, 0.0, val)
+
+
+def _log_power_excess(logh, t):
+  r"""Log-coefficients of :math:`(e^x + h(x))^t - e^{tx}` (t >= 1, traced ok).
+
+  Binary powering on pairs :math:`(p, G_p)`, :math:`G_p = f^p - e^{px}`,
+  :math:`f = e^x + h`: :math:`G_{p+q} = e^{px}G_q + e^{qx}G_p + G_pG_q`, all
+  series with non-negative coefficients (``h >= 0``), so every log-sum-exp
+  adds positive terms: the excess over the ``L == 1`` case keeps full
+  relative accuracy even when the RDP is ~1e-12.
+  """
+  n = logh.shape[-1]
+  zero = jnp.full(logh.shape, -jnp.inf)
   t = jnp.asarray(t).astype(jnp.int64)
+  f64 = jnp.float64
+
+  def combine(p, gp, q, gq):
+    return jnp.logaddexp(jnp.logaddexp(_log_poly_mul(_log_exp_series(p, n), gq),
+                                       _log_poly_mul(_log_exp_series(q, n), gp)),
+                         _log_poly_mul(gp, gq))
 
   def body(k, carry):
-    res, base = carry
+    r, gr, b, gb = carry
     bit = (t >> k) & 1
-    res = jnp.where(bit == 1, _log_poly_mul(res, base), res)
-    base = _log_poly_mul(base, base)
-    return res, base
+    new_gr = combine(r, gr, b, gb)
+    gr = jnp.where((bit == 1)[..., None], new_gr, gr)
+    r = jnp.where(bit == 1, r + b, r)
+    gb = jnp.logaddexp(jnp.log(2.0) + _log_poly_mul(_log_exp_series(b, n), gb),
+                       _log_poly_mul(gb, gb))
+    return r, gr, 2.0 * b, gb
 
-  nbits = _NBITS
-  res, _ = jax.lax.fori_loop(0, nbits, body, (one, logf))
-  return res
+  init = (jnp.zeros(t.shape, f64), zero, jnp.ones(t.shape, f64), logh)
+  _, gr, _, _ = jax.lax.fori_loop(0, _NBITS, body, init)
+  return gr
 
 
 def _rdp_from_log_moments(log_moments, t):
-  """RDP at orders 2..A of 1-of-t allocation given log m_j, j = 0..A."""
+  r"""RDP at orders 2..A of 1-of-t allocation given log m_j, j = 0..A.
+
+  :math:`E[S^\alpha] - 1 = \alpha!\,t^{-\alpha}[x^\alpha]((e^x+h)^t - e^{tx})`
+  with :math:`h = \sum_{j\ge2}(m_j-1)x^j/j!` (``m_j >= 1`` by Jensen), then
+  :math:`R_\alpha = \log1p(E[S^\alpha]-1)/(\alpha-1)`.
+  """
   A = log_moments.shape[-1] - 1
   j = jnp.arange(A + 1, dtype=jnp.float64)
-  logf = log_moments - gammaln(j + 1.0)
-  g = _log_power(logf, t)
+  lm = jnp.maximum(log_moments, 0.0)
+  big = lm > 1.0
+  log_d = jnp.where(big, lm + jnp.log1p(-jnp.exp(-jnp.where(big, lm, 1.0))),
+                    jnp.log(jnp.expm1(jnp.where(big, 1.0, lm))))   # log(m_j - 1)
+  logh = jnp.where(j >= 2, log_d - gammaln(j + 1.0), -jnp.inf)
+  g = _log_power_excess(logh, t)
   alpha = j[2:]
-  t = jnp.asarray(t, jnp.float64)
-  return (gammaln(alpha + 1.0) + g[..., 2:] - alpha * jnp.log(t)) / (alpha - 1.0)
+  t = jnp.asarray(t, jnp.float64)[..., None]
+  log_am1 = gammaln(alpha + 1.0) + g[..., 2:] - alpha * jnp.log(t)
+  return jnp.logaddexp(0.0, log_am1) / (alpha - 1.0)
 
 
 def _gaussian_log_moments(sigma, A):
