@@ -397,3 +397,29 @@ def test_flax_example_runs():
   hist = train_flax.main("poisson", num_epochs=2, n=256, batch_size=32, epsilon=3.0,
                          max_epsilon=2.0, verbose=False)
   assert hist[-1]["exhausted"] and hist[-1]["eps"] <= 2.0 and hist[-1]["step"] < 16
+
+
+def test_hook_built_inside_jit(x64):
+  # The float64 table is computed eagerly even when the optimizer is made
+  # inside a traced function (ensure_compile_time_eval).
+  @jax.jit
+  def f(x):
+    tx = tracking.track_privacy(tracking.GaussianAccountant(sigma=4.0), num_steps=5,
+                                delta=DELTA)
+    st = tx.init(x)
+    for _ in range(2):
+      _, st = tx.update(x, st)
+    return st.eps
+  np.testing.assert_allclose(float(f(jnp.zeros(3))),
+                             float(jaxacct.gaussian_epsilon(4.0 / np.sqrt(2), DELTA)),
+                             rtol=1e-9)
+
+
+@pytest.mark.slow
+def test_calibrate_noise_allocation_meets_target():
+  cal = tracking.calibrate_noise("allocation", dataset_size=1000, batch_size=50,
+                                 num_epochs=2, epsilon=2.0, delta=DELTA)
+  assert cal.num_steps == 40 and cal.epsilon <= 2.0
+  # 1 % less noise: the front door (default methods) exceeds the target.
+  acc = tracking.AllocationAccountant(sigma=0.99 * cal.noise_multiplier, num_steps=20)
+  assert acc.epoch_epsilon(2, DELTA) > 2.0
