@@ -21,8 +21,13 @@ directions). The caller declares the local randomizer:
   value).
 
 ``rounds = T > 1`` composes the per-round dominating pair: PLD of the discrete
-pair (``jaxacct.pld``, pessimistic) and RDP of the pair (summed, converted);
-``method="best"`` returns the smaller (both are upper bounds).
+pair (``jaxacct.pld``, pessimistic; while the pair has <= 4e6 atoms) and RDP
+of the pair (summed, converted; n <= 2e4), plus the generic RDP bounds of the
+sibling modules (Chen et al. ``multinomial.chen_epsilon`` -- the clone pair's
+RDP with certified binning, any n -- and Girgis et al. ``girgis.girgis_epsilon``
+Thm 1); ``method="best"`` returns the smallest (all are upper bounds).
+Shuffled check-in (``jaxacct.shuffle.check_in``) is a different mechanism
+(needs the check-in probability) and is not routed here.
 
 Returns :class:`jaxacct._core.results.EpsilonResult` / ``DeltaResult`` with
 ``method`` (which bound won), ``bound`` (``"exact"``, ``"upper"``,
@@ -74,6 +79,7 @@ _RDP_ORDERS = np.concatenate([np.linspace(1.25, 3.0, 8), np.arange(4.0, 33.0),
 _LOWER_M = 32          # datasets tried for the binary-RR lower bound at large n
 _MAX_PLD_ATOMS = 4_000_000
 _MAX_EXACT_PLD_BINARY_N = 60
+_MAX_OWN_RDP_N = 20_000
 
 
 def _parse_randomizer(randomizer):
@@ -123,11 +129,22 @@ def dominating_pairs(*, n: int, eps0: float, randomizer="generic"):
   return [(pv, qv)]
 
 
+def _pair_atoms_estimate(n, total, z=10.0):
+  sd = math.sqrt(n * total * (1 - total))
+  wc = 2 * (z * sd + z * z) + 1
+  c = min(n, n * total + z * sd + z * z)
+  wa = 2 * (z * math.sqrt(max(c, 1) / 4) + z * z) + 3
+  return wc * wa
+
+
 def _pld_plds(n, eps0, randomizer, rounds, step):
   from jaxacct import pld as pldlib
+  if not (randomizer == "binary_rr" and n <= _MAX_EXACT_PLD_BINARY_N):
+    total = (math.exp(-eps0) if randomizer == "generic"
+             else 2.0 / (math.exp(eps0) + 1.0))
+    if _pair_atoms_estimate(n, total) > _MAX_PLD_ATOMS:
+      raise ValueError("pair too large for the PLD route")
   pairs = dominating_pairs(n=n, eps0=eps0, randomizer=randomizer)
-  if sum(len(a) for a, _ in pairs) > _MAX_PLD_ATOMS:
-    raise ValueError("pair too large for PLD")
   out = []
   for a, b in pairs:
     one = pldlib.from_pair(a, b, step=step, pessimistic=True)
@@ -167,6 +184,19 @@ def _composed(kind, k, n, eps0, delta_, rounds, step, want_pld, want_rdp):
   res = {}
   rdp_kind = "clone_rdp" if kind == "generic" else "stronger_clone_rdp"
   if want_rdp:
+    # generic-valid RDP bounds of the sibling modules (valid for every kind)
+    for name, mod, fname, kw in (
+        ("chen_exact", "multinomial", "chen_epsilon", {"bound": "exact"}),
+        ("girgis_thm1", "girgis", "girgis_epsilon", {"bound": "thm1"})):
+      try:
+        import importlib
+        m = importlib.import_module("jaxacct.shuffle." + mod)
+        r = getattr(m, fname)(n=n, eps0=eps0, delta=delta_, rounds=rounds, **kw)
+        if r.bound == "upper":
+          res[name] = (min(_scalar(r.epsilon), rounds * eps0), "upper")
+      except (ImportError, AttributeError, ValueError, TypeError):
+        pass
+  if want_rdp and n <= _MAX_OWN_RDP_N:
     try:
       fn = clone_rdp if kind == "generic" else stronger_clone_rdp
       rdp = np.asarray(fn(_RDP_ORDERS, n=n, eps0=eps0)) * rounds
@@ -280,6 +310,8 @@ def delta(*, n, eps0, epsilon, rounds: int = 1, randomizer="generic",
   else:
     fn = clone_rdp if kind == "generic" else stronger_clone_rdp
     try:
+      if n > _MAX_OWN_RDP_N:
+        raise ValueError("n too large for the windowed RDP sum")
       rdp = np.asarray(fn(_RDP_ORDERS, n=n, eps0=eps0)) * rounds
       d, _ = rdp_to_delta(_RDP_ORDERS, rdp, eps)
       res["clone_rdp" if kind == "generic" else "stronger_clone_rdp"] = (

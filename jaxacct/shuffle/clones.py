@@ -253,7 +253,9 @@ def _rr2_delta_scalar(eps, n, eps0, width):
   return jnp.where(eps >= eps0, 0.0, d), tail
 
 
-def _rr2_width(n, eps0):
+def _rr2_width(n, eps0, max_n=None):
+  if max_n is not None:
+    return _pairs.window_size(max_n, 0.5)
   if checks.is_concrete((n, eps0)):
     return _pairs.window_size(n, 1.0 / (np.exp(np.asarray(eps0, np.float64)) + 1))
   raise ValueError("rr2 lower bound needs concrete n and eps0 (window size).")
@@ -285,7 +287,7 @@ def _rr2_epsilon_jit(delta, n, eps0, *, width, num_iters=64):
   return jnp.maximum(out, 0.0).reshape(shp)
 
 
-def rr2_lower_delta(eps, *, n, eps0):
+def rr2_lower_delta(eps, *, n, eps0, max_n=None):
   r"""Binary-RR lower bound on shuffling delta(eps) (FMT'21 App. G, Eq. (27)).
 
   Feldman, McMillan, Talwar, arXiv:2012.12803, App. G: shuffled binary RR on
@@ -299,10 +301,11 @@ def rr2_lower_delta(eps, *, n, eps0):
   """
   _check_common(n, eps0)
   checks.check_range("eps", eps, 0.0)
-  return x64_boundary(_rr2_delta_jit)(eps, n, eps0, width=_rr2_width(n, eps0))
+  return x64_boundary(_rr2_delta_jit)(eps, n, eps0,
+                                      width=_rr2_width(n, eps0, max_n))
 
 
-def rr2_lower_epsilon(delta, *, n, eps0):
+def rr2_lower_epsilon(delta, *, n, eps0, max_n=None):
   r"""Binary-RR lower bound on shuffling eps(delta) (FMT'21 App. G, BinSLower).
 
   See ``rr2_lower_delta``. Returns the lower end of the final bracket.
@@ -313,7 +316,8 @@ def rr2_lower_epsilon(delta, *, n, eps0):
   """
   _check_common(n, eps0)
   checks.check_delta(delta)
-  return x64_boundary(_rr2_epsilon_jit)(delta, n, eps0, width=_rr2_width(n, eps0))
+  return x64_boundary(_rr2_epsilon_jit)(delta, n, eps0,
+                                        width=_rr2_width(n, eps0, max_n))
 
 
 # ---------------------------------------------------------------------------

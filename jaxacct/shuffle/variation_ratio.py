@@ -200,7 +200,7 @@ def _check_vr(n, p, beta, q0, q1):
   return float(np.max(tot))
 
 
-def variation_ratio_lower_delta(eps, *, n, p, beta, q0, q1):
+def variation_ratio_lower_delta(eps, *, n, p, beta, q0, q1, max_n=None):
   r"""Lower bound on shuffled delta(eps) for extremal randomizers (variation-ratio pair).
 
   Wang et al., arXiv:2304.05007v5, Thm 5.1 (App. B) + Prop. I.1. For a
@@ -214,15 +214,19 @@ def variation_ratio_lower_delta(eps, *, n, p, beta, q0, q1):
     eps: >= 0. n: integer >= 1. p > 1; beta in (0, (p-1)/(p+1)];
     q0, q1 >= 1 with q0/q1 in [1/p, p] and r0 + r1 <= 1.
 
+    max_n: optional static bound on n (sizes the window; lets many small n
+      share one compiled kernel).
+
   Returns: float64 array. Bound: lower (extremal randomizers only).
   """
   tot = _check_vr(n, p, beta, q0, q1)
   checks.check_range("eps", eps, 0.0)
-  w = _pairs.window_size(n, tot)
+  w = _pairs.window_size(n if max_n is None else max_n,
+                         tot if max_n is None else 0.5)
   return x64_boundary(_lower_delta_jit)(eps, n, p, beta, q0, q1, width=w)
 
 
-def variation_ratio_lower_epsilon(delta, *, n, p, beta, q0, q1):
+def variation_ratio_lower_epsilon(delta, *, n, p, beta, q0, q1, max_n=None):
   """Lower bound on shuffled eps(delta) for extremal randomizers.
 
   See ``variation_ratio_lower_delta``; returns the infeasible (lower) end of
@@ -230,7 +234,8 @@ def variation_ratio_lower_epsilon(delta, *, n, p, beta, q0, q1):
   """
   tot = _check_vr(n, p, beta, q0, q1)
   checks.check_delta(delta)
-  w = _pairs.window_size(n, tot)
+  w = _pairs.window_size(n if max_n is None else max_n,
+                         tot if max_n is None else 0.5)
   return x64_boundary(_lower_eps_jit)(delta, n, p, beta, q0, q1, width=w)
 
 
@@ -240,7 +245,7 @@ def _krr_row(eps0, k):
   return p, beta, p
 
 
-def krr_lower_delta(eps, *, n, eps0, k):
+def krr_lower_delta(eps, *, n, eps0, k, max_n=None):
   """Lower bound on shuffled k-RR delta(eps), k >= 3 (Wang et al. Thm 5.1, k-RR row).
 
   Dataset: user 1 holds 1 vs 2, all others a third value; the pair with
@@ -251,10 +256,11 @@ def krr_lower_delta(eps, *, n, eps0, k):
   """
   checks.check_int("k", k, min_value=3)
   p, beta, q = _krr_row(eps0, k)
-  return variation_ratio_lower_delta(eps, n=n, p=p, beta=beta, q0=q, q1=q)
+  return variation_ratio_lower_delta(eps, n=n, p=p, beta=beta, q0=q, q1=q,
+                                     max_n=max_n)
 
 
-def krr_lower_epsilon(delta, *, n, eps0, k):
+def krr_lower_epsilon(delta, *, n, eps0, k, max_n=None):
   """Lower bound on shuffled k-RR eps(delta), k >= 3 (see ``krr_lower_delta``).
 
   Regression (Wang digest §6 Table C, "pair, exact"): (1e4, 1, 1e-6, k=10) ->
@@ -262,7 +268,8 @@ def krr_lower_epsilon(delta, *, n, eps0, k):
   """
   checks.check_int("k", k, min_value=3)
   p, beta, q = _krr_row(eps0, k)
-  return variation_ratio_lower_epsilon(delta, n=n, p=p, beta=beta, q0=q, q1=q)
+  return variation_ratio_lower_epsilon(delta, n=n, p=p, beta=beta, q0=q, q1=q,
+                                       max_n=max_n)
 
 
 def check_blanket_condition(matrix, eps0=None, *, rtol: float = 1e-12):
