@@ -701,8 +701,22 @@ def clip_and_sum(l2_norm_clip: float) -> optax.GradientTransformation:
   MultiSteps then averages K clipped sums, whose sensitivity is C / K, so the
   inner chain adds noise once per applied update with
   ``gaussian_noise(stddev=sigma * C / K, ...)`` and scales by
-  ``1 / (K * micro_batch_size)``; ``track_privacy`` inside counts one step
-  per applied update with noise multiplier sigma.
+  ``1 / micro_batch_size`` (mean over the K * micro_batch_size examples);
+  ``track_privacy`` inside counts one step per applied update with noise
+  multiplier sigma. The sampling scheme the
+  accountant assumes applies to the *logical* batch (the union of the K
+  micro-batches), e.g. Poisson at rate q over the dataset, then split into K
+  fixed-size chunks padded with all-zero rows (which clip to zero).
+
+  Example (the test suite runs this pattern)::
+
+    tx = optax.chain(
+        clip_and_sum(C),
+        optax.MultiSteps(optax.chain(
+            gaussian_noise(sigma * C / K, key),
+            track_privacy(PoissonAccountant(q=q, sigma=sigma), num_steps=T, delta=d),
+            optax.scale(1 / micro_batch_size), optax.sgd(lr)),
+          every_k_schedule=K))
 
   Args:
     l2_norm_clip: > 0.
