@@ -192,19 +192,19 @@ def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool):
 
   out = lax.fori_loop(0, n, body, jnp.zeros(buf), unroll=UNROLL)
   out = out[:m]
-  # zero atoms shift the other summand exactly; sits at knot off + i -> out index i - o
+  # zero atoms shift the other summand exactly: input knot i -> output index
+  # i - o. Those below the output window (i < o; only tiny left-tail atoms)
+  # are spread onto {0, first output knot} (mean preserving).
   zero_part = A.q0 * B.p + B.q0 * A.p
-  out = _add_shifted(out, zero_part, -o, m)
-  q0 = A.q0 * B.q0
+  i = jnp.arange(n)
+  inside = i >= o
+  out = out.at[jnp.where(inside, i - o, m)].add(jnp.where(inside, zero_part, 0.0),
+                                               mode="drop")
+  w0 = jnp.exp(jnp.minimum(i - o, 0) * D)
+  out = out.at[0].add(jnp.sum(jnp.where(inside, 0.0, zero_part * w0)))
+  q0 = A.q0 * B.q0 + jnp.sum(jnp.where(inside, 0.0, zero_part * (1.0 - w0)))
   minf = A.minf + B.minf
   return UpperLaw(out, q0, minf), o
-
-
-def _add_shifted(out, v, shift, m):
-  """out[i + shift] += v[i]; shift in [-(m-1), 0] (indices below 0 can't occur)."""
-  n = v.shape[0]
-  idx = jnp.arange(n) + shift
-  return out.at[idx].add(v, mode="drop")
 
 
 def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool):
@@ -263,10 +263,13 @@ def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool):
 
   out = lax.fori_loop(0, n, body, jnp.zeros(2 * buf), unroll=UNROLL)
   outa, outg = out[:m], out[buf:buf + m]
+  # zero-atom cross terms below the output window are dropped (lower law)
   za = A.q0 * B.a + B.q0 * A.a
   zg = A.q0 * B.g + B.q0 * A.g
-  outa = _add_shifted(outa, za, -o, m)
-  outg = _add_shifted(outg, zg, -o, m)
+  i = jnp.arange(n)
+  idx = jnp.where(i >= o, i - o, m)
+  outa = outa.at[idx].add(za, mode="drop")
+  outg = outg.at[idx].add(zg, mode="drop")
   return LowerLaw(outa, outg, A.q0 * B.q0), o
 
 
@@ -380,51 +383,57 @@ def _unstack(z):
   return jax.tree.map(lambda u: u[0], z), jax.tree.map(lambda u: u[1], z)
 
 
+def _joint_window(win, A, LA, B, LB, tail):
+  al, ar = win(A, LA, tail)
+  bl, br = win(B, LB, tail)
+  return jnp.minimum(al, bl), jnp.maximum(ar, br)
+
+
 def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step):
   """Upper (convex-order dominating) law of the t-fold sum, t >= 1 traced.
 
-  Carries (S_a, S_{a+1}) from (S_0, S_1) along the binary digits of t from the
-  top: bit b maps a -> 2a + b with (S_{2a}, S_{2a+1}) = (S_a + S_a, S_a + S_{a+1})
-  and (S_{2a+1}, S_{2a+2}) = (S_a + S_{a+1}, S_{a+1} + S_{a+1}). S_0 is the
-  atom at 0. Both sums of a level run as one batched kernel.
-  Returns (law, lattice, absolute float ledger).
+  Carries (S_a, S_{a+1}) along the binary digits of t from the top: level 0
+  makes (S_1, S_2); then bit b maps a -> 2a + b with (S_{2a}, S_{2a+1}) =
+  (S_a + S_a, S_a + S_{a+1}) and (S_{2a+1}, S_{2a+2}) = (S_a + S_{a+1},
+  S_{a+1} + S_{a+1}). Both sums of a level run as one batched kernel.
+  Returns (law, lattice, eta): eta bounds the accumulated log-position
+  rounding error of the atoms (see pld module docstring).
   """
   t = jnp.asarray(t, jnp.int32)
   nb = _nbits(t)
   m = out_size(n)
   pad = jnp.zeros(m - n)
-  B = UpperLaw(jnp.concatenate([up.p, pad]), up.q0, up.minf)
-  A = UpperLaw(jnp.zeros(m), jnp.ones(()), jnp.zeros(()))
+  A = UpperLaw(jnp.concatenate([up.p, pad]), up.q0, up.minf)
+  zero = jnp.zeros((), jnp.int32)
 
   def level(carry):
-    j, A, B, L, ledger = carry
-    idx = L.off + jnp.arange(m)
-    ux = idx * L.step
-    ptot = A.p + B.p
-    mom = ptot * jnp.exp(ux - jnp.max(jnp.where(ptot > 0, ux, -jnp.inf)))
-    jl, jr = _window(ptot, mom, tail)
-    jl, jr = L.off + jl, L.off + jr
-    D2 = _new_step(jl, jr, L.step, n, min_step)
-    S2 = jax.vmap(lambda X: regrid_upper(X, L, jl, D2, n)[0])(_stack(A, B))
-    A2, B2 = _unstack(S2)
-    L2 = Lattice(L.u_ref + jl * L.step, D2, jnp.zeros((), jnp.int32))
+    j, A, LA, B, LB, ledger = carry
+    jl, jr = _joint_window(window_upper, A, LA, B, LB, tail)
+    D2 = _new_step(jl, jr, LA.step, n, min_step)
+    A2 = regrid_upper(A, LA, jl, D2, n)[0]
+    B2 = regrid_upper(B, LB, jl, D2, n)[0]
+    L2 = Lattice(LA.u_ref + jl * LA.step, D2, zero)
     bit = (t >> jnp.maximum(nb - 1 - j, 0)) & 1
     X = _pick(bit, A2, B2)
     C, o = jax.vmap(lambda P, R: conv_upper(P, R, D2, n, False), out_axes=(0, None))(
         _stack(A2, X), _stack(B2, X))
     C1, C0 = _unstack(C)
-    An = _pick(bit, C0, C1)
+    first = j == 0
+    A2m = UpperLaw(jnp.concatenate([A2.p, pad]), A2.q0, A2.minf)
+    An = _pick(first.astype(jnp.int32), _pick(bit, C0, C1), A2m)
     Bn = _pick(bit, C1, C0)
-    Ln = Lattice(L2.u_ref, D2, o)
-    ledger = ledger + 4 * _EPS * (1.0 + jnp.abs(L2.u_ref) + n * L.step)
-    return j + 1, An, Bn, Ln, ledger
+    LAn = Lattice(L2.u_ref, D2, jnp.where(first, zero, o))
+    LBn = Lattice(L2.u_ref, D2, o)
+    # log-position rounding of this level (regrid offsets, lattice origin, kernel)
+    ledger = ledger + 4 * _EPS * (4.0 + jnp.abs(L2.u_ref) + 2.5 * n * (LA.step + D2))
+    return j + 1, An, LAn, Bn, LBn, ledger
 
   def cond(carry):
     return carry[0] < nb
 
-  carry = (jnp.zeros((), jnp.int32), A, B, lat, jnp.zeros(()))
-  _, A, B, L, ledger = lax.while_loop(cond, level, carry)
-  return A, L, ledger
+  carry = (zero, A, lat, A, lat, jnp.zeros(()))
+  _, A, LA, B, LB, ledger = lax.while_loop(cond, level, carry)
+  return A, LA, ledger
 
 
 def sum_law_lower(lw: LowerLaw, lat: Lattice, t, n: int, tail, min_step):
@@ -433,33 +442,32 @@ def sum_law_lower(lw: LowerLaw, lat: Lattice, t, n: int, tail, min_step):
   nb = _nbits(t)
   m = out_size(n)
   pad = jnp.zeros(m - n)
-  B = LowerLaw(jnp.concatenate([lw.a, pad]), jnp.concatenate([lw.g, pad]), lw.q0)
-  A = LowerLaw(jnp.zeros(m), jnp.zeros(m), jnp.ones(()))
+  A = LowerLaw(jnp.concatenate([lw.a, pad]), jnp.concatenate([lw.g, pad]), lw.q0)
+  zero = jnp.zeros((), jnp.int32)
 
   def level(carry):
-    j, A, B, L = carry
-    idx = L.off + jnp.arange(m)
-    ux = idx * L.step
-    atot = A.a + B.a
-    mom = (A.g + B.g) * jnp.exp(ux - jnp.max(jnp.where(atot > 0, ux, -jnp.inf)))
-    jl, jr = _window(atot, mom, tail)
-    jl, jr = L.off + jl, L.off + jr
-    D2 = _new_step(jl, jr, L.step, n, min_step)
-    S2 = jax.vmap(lambda X: regrid_lower(X, L, jl, D2, n)[0])(_stack(A, B))
-    A2, B2 = _unstack(S2)
-    L2 = Lattice(L.u_ref + jl * L.step, D2, jnp.zeros((), jnp.int32))
+    j, A, LA, B, LB = carry
+    jl, jr = _joint_window(window_lower, A, LA, B, LB, tail)
+    D2 = _new_step(jl, jr, LA.step, n, min_step)
+    A2 = regrid_lower(A, LA, jl, D2, n)[0]
+    B2 = regrid_lower(B, LB, jl, D2, n)[0]
+    L2 = Lattice(LA.u_ref + jl * LA.step, D2, zero)
     bit = (t >> jnp.maximum(nb - 1 - j, 0)) & 1
     X = _pick(bit, A2, B2)
     C, o = jax.vmap(lambda P, R: conv_lower(P, R, D2, n, False), out_axes=(0, None))(
         _stack(A2, X), _stack(B2, X))
     C1, C0 = _unstack(C)
-    An = _pick(bit, C0, C1)
+    first = j == 0
+    A2m = LowerLaw(jnp.concatenate([A2.a, pad]), jnp.concatenate([A2.g, pad]), A2.q0)
+    An = _pick(first.astype(jnp.int32), _pick(bit, C0, C1), A2m)
     Bn = _pick(bit, C1, C0)
-    return j + 1, An, Bn, Lattice(L2.u_ref, D2, o)
+    LAn = Lattice(L2.u_ref, D2, jnp.where(first, zero, o))
+    LBn = Lattice(L2.u_ref, D2, o)
+    return j + 1, An, LAn, Bn, LBn
 
   def cond(carry):
     return carry[0] < nb
 
-  carry = (jnp.zeros((), jnp.int32), A, B, lat)
-  _, A, B, L = lax.while_loop(cond, level, carry)
-  return A, L
+  carry = (zero, A, lat, A, lat)
+  _, A, LA, B, LB = lax.while_loop(cond, level, carry)
+  return A, LA

@@ -69,11 +69,19 @@ Algorithm and grid choices
   ``tail`` of the first moment on the right. As S/t concentrates the window
   shrinks and D refines automatically ("evolving resolution").
 * Floating point: all masses are sums of non-negative products, so rounding
-  is a relative perturbation: the final delta is multiplied by
-  (1 + rel) (upper) or (1 - rel) (lower), with rel = eps_mach (16 t +
-  8 n levels), and an absolute ledger 4 eps_mach (1 + |u_ref| + n D) per level
-  covers the mean-preservation error of the knot-position arithmetic. This is
-  an argued ledger, not a machine-checked one.
+  is a relative perturbation of the measure: delta is multiplied by
+  (1 + rel) (upper) or (1 - rel) (lower), rel = eps_mach (16 t + 8 n levels)
+  (t enters through the relative error of the one-step cell masses raised to
+  the t-th power). Rounding in the knot positions and split weights moves an
+  atom by a factor e^{+-h} with h <= a few ulp times (|u_ref| + n D) per level;
+  a split computed for a moved atom is an exact spread of the moved atom.
+  Sums and spreads preserve the increasing-convex (remove) and
+  decreasing-convex (add) orders, and a factor e^{+-h} on every summand is a
+  factor on S, so with eta = sum of these h:
+  delta_rem(eps) <= (1 + rel) e^eta delta_rem^up(eps - eta) and
+  delta_add(eps) <= (1 + rel) delta_add^up(eps - eta) (mirrored for the
+  lower). eta is ~1e-13 at most, i.e. an epsilon shift, never an absolute
+  delta floor. This ledger is argued, not machine-checked.
 """
 
 from __future__ import annotations
@@ -125,7 +133,7 @@ class FinalLaws(NamedTuple):
   lo_loss: jax.Array    # ln(mu/t) of the lower atoms
   lo_q0: jax.Array
   rel: jax.Array        # relative float slack
-  abs: jax.Array        # absolute float slack
+  eta: jax.Array        # log-position float slack (an epsilon shift)
 
 
 # ----------------------------------------------------------------------------
@@ -156,26 +164,39 @@ def _final_laws(param, t, *, n: int, tail, mechanism: str = "gaussian") -> Final
   lo_loss = Ll.u_ref + (Ll.off + jnp.arange(m_lo)) * Ll.step + jnp.log(f) - lnt
   levels = jnp.log2(tf) + 2.0
   rel = _EPS * (16.0 * tf + 8.0 * n * levels)
-  absl = ledger + 4 * _EPS * (1.0 + jnp.abs(Ul.u_ref) + jnp.abs(lnt))
-  return FinalLaws(U.p, up_loss, U.q0, U.minf / tf, Lw.a, lo_loss, Lw.q0, rel, absl)
+  bad = ~(jnp.asarray(param) > 0) | ~(t_i >= 1) | ~jnp.isfinite(jnp.asarray(param))
+  rel = jnp.where(bad, jnp.nan, rel)   # invalid traced lanes -> NaN results
+  eta = ledger + 8 * _EPS * (4.0 + jnp.abs(Ul.u_ref) + jnp.abs(Ll.u_ref) + 2.0 * jnp.abs(lnt)
+                             + 2.0 * m_up * (Ul.step + Ll.step))
+  return FinalLaws(U.p, up_loss, U.q0, U.minf / tf, Lw.a, lo_loss, Lw.q0, rel, eta)
 
 
 def _delta_one(F: FinalLaws, eps, which: int):
-  """One of (rem_up, add_up, rem_lo, add_lo) at eps (broadcast over eps)."""
-  e = jnp.asarray(eps, jnp.float64)[..., None]
+  """One of (rem_up, add_up, rem_lo, add_lo) at eps (broadcast over eps).
+
+  Floating-point ledger: masses carry a relative error <= rel and atom
+  positions a log error <= eta, so the certified values are
+  up: (1 + rel) e^eta delta(eps - eta) (remove), (1 + rel) delta(eps - eta) (add);
+  lo: (1 - rel) e^-eta delta(eps + eta), (1 - rel) delta(eps + eta).
+  """
+  e0 = jnp.asarray(eps, jnp.float64)
+  e = (e0 - F.eta if which < 2 else e0 + F.eta)[..., None]
   if which == 0:    # remove, upper: e^eps sum p expm1(l - eps)_+ + minf/t
     v = jnp.exp(e[..., 0]) * jnp.sum(F.up_p * jnp.maximum(jnp.expm1(F.up_loss - e), 0.0),
                                      axis=-1) + F.up_minf_t
+    v = v * jnp.exp(F.eta)
   elif which == 1:  # add, upper: sum p (1 - e^{eps + l})_+ + q0
     v = jnp.sum(F.up_p * jnp.maximum(-jnp.expm1(F.up_loss + e), 0.0), axis=-1) + F.up_q0
   elif which == 2:
     v = jnp.exp(e[..., 0]) * jnp.sum(F.lo_a * jnp.maximum(jnp.expm1(F.lo_loss - e), 0.0),
-                                     axis=-1)
+                                     axis=-1) * jnp.exp(-F.eta)
   else:
     v = jnp.sum(F.lo_a * jnp.maximum(-jnp.expm1(F.lo_loss + e), 0.0), axis=-1) + F.lo_q0
   if which < 2:
-    return v * (1.0 + F.rel) + F.abs
-  return jnp.maximum(v * (1.0 - F.rel) - F.abs, 0.0)
+    v = v * (1.0 + F.rel)
+  else:
+    v = v * (1.0 - F.rel)
+  return jnp.where(jnp.isnan(F.rel) | jnp.isnan(e0), jnp.nan, v)
 
 
 def _deltas(F: FinalLaws, eps):
@@ -210,7 +231,8 @@ def _epsilons(F: FinalLaws, delta):
   ea_u = _eps_bisect(lambda e: _delta_one(F, e, 1), d, hi_u, upper=True)
   er_l = _eps_bisect(lambda e: _delta_one(F, e, 2), d, hi_l, upper=False)
   ea_l = _eps_bisect(lambda e: _delta_one(F, e, 3), d, hi_l, upper=False)
-  return er_u, ea_u, er_l, ea_l
+  bad = jnp.isnan(F.rel) | ~(d > 0) | ~(d < 1)
+  return tuple(jnp.where(bad, jnp.nan, v) for v in (er_u, ea_u, er_l, ea_l))
 
 
 def _auto_tail(delta):
