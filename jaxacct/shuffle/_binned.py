@@ -21,6 +21,7 @@ edges, so no bin straddles the mode.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
@@ -86,6 +87,9 @@ def make_grid(top, centre, sd, num, *, focus=None):
     pts.append(jnp.round(focus[..., None] + w[..., None] * v2))
     pts.append(jnp.round(focus[..., None]) + v3)      # unit spacing at the peak
   allp = jnp.concatenate(pts, axis=-1)
+  # Small supports: every integer is an edge (the binned sum is then exact).
+  every = jnp.asarray(np.arange(allp.shape[-1], dtype=np.float64))
+  allp = jnp.where((top + 1.0 <= allp.shape[-1])[..., None], every, allp)
   allp = jnp.clip(allp, 0.0, top[..., None])
   return jnp.sort(allp, axis=-1)
 
@@ -254,3 +258,18 @@ def log_convex_gap(lam, x, *, kind):
   big_neg = jnp.logaddexp(ell, jnp.log(jnp.where(pos, 1.0, -1.0 - y)))
   big = jnp.where(pos, big_pos, big_neg)
   return jnp.where(small, small_out, big)
+
+
+def monotone_upper(rdp, orders):
+  """Reverse cumulative minimum over the (static) orders.
+
+  The true RDP curve is non-decreasing in the order, so an upper bound at
+  any larger order on the grid is also one at a smaller order: taking
+  ``min_{a' >= a} bound(a')`` keeps validity and makes the curve monotone.
+  """
+  orders = np.asarray(orders, np.float64)
+  perm = np.argsort(orders, kind="stable")
+  inv = np.argsort(perm)
+  srt = rdp[..., perm]
+  srt = jax.lax.cummin(srt, axis=srt.ndim - 1, reverse=True)
+  return srt[..., inv]

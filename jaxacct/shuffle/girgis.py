@@ -23,7 +23,10 @@ Public API (all jittable and vmappable over n, eps0; orders are static):
 * :func:`girgis_epsilon` -- composition over rounds and (eps, delta).
 
 Every upper bound is clipped at eps0 (digest §2.8: the shuffled mechanism is
-eps0-DP, so :math:`\epsilon(\lambda)\le\epsilon_0`). Sums are in log space
+eps0-DP, so :math:`\epsilon(\lambda)\le\epsilon_0`) and replaced by its
+reverse cumulative minimum over the order grid (the true curve is
+non-decreasing in the order, so a bound at a larger order on the grid is one
+at every smaller order). Sums are in log space
 (``logsumexp``, ``softplus`` for ``log(1 + tiny)``); binomial sums are
 evaluated as :math:`1+\sum \mathrm{pmf}\cdot\phi` with the convex gap
 :math:`\phi\ge 0` (no cancellation) on certified bins (``_binned``).
@@ -124,7 +127,8 @@ def _k_thm1(lam_np, n, eps0, gamma_c):
   else:  # min over a fixed set of slacks (each valid, Remark 3)
     out = jnp.min(jnp.stack([_thm1(lam, n, e, gi, imax) for gi in gamma_c]), 0)
   intok = jnp.floor(lam) == lam
-  return jnp.where(intok, _finish(out, ok, e), jnp.nan)
+  out = _binned.monotone_upper(_finish(out, ok, e), lam_np)
+  return jnp.where(intok, out, jnp.nan)
 
 
 def girgis_thm1_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0, gamma_c=0.5):
@@ -168,7 +172,8 @@ def _k_cor1(lam_np, n, eps0):
                       - jnp.log(n)) / (lam - 1.0)
   valid = 4.0 * jnp.log(lam) + 5.0 * e < jnp.log(n / 9.0)
   val = jnp.where(valid, val, jnp.inf)
-  return jnp.where(jnp.floor(lam) == lam, _finish(val, ok, e), jnp.nan)
+  val = _binned.monotone_upper(_finish(val, ok, e), lam_np)
+  return jnp.where(jnp.floor(lam) == lam, val, jnp.nan)
 
 
 def girgis_cor1_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0):
@@ -196,7 +201,7 @@ def _thm2(lam, n, e):
 def _k_thm2(lam_np, n, eps0):
   n, e, ok = _prep(n, eps0)
   lam = jnp.asarray(lam_np, jnp.float64)
-  return _finish(_thm2(lam, n, e), ok, e)
+  return _binned.monotone_upper(_finish(_thm2(lam, n, e), ok, e), lam_np)
 
 
 def girgis_thm2_rdp(orders=DEFAULT_ORDERS, *, n, eps0):
@@ -256,8 +261,7 @@ def girgis_cor2_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0):
 def _lower_lane(lam, n, e, num):
   p = 1.0 / (jnp.exp(e) + 1.0)
   mode = _binned.binom_mode(n, p)
-  edges = _binned.make_grid(n, mode, jnp.sqrt(n * p * (1 - p)), num,
-                            extra=())
+  edges = _binned.make_grid(n, mode, jnp.sqrt(n * p * (1 - p)), num)
   x, y, ln = _binned.bins(edges, n)
   lpmf = functools.partial(_binned.log_binom_pmf, n=n, p=p)
   lmass = _binned.log_mass_lower(lpmf, x, y, ln)
@@ -343,7 +347,7 @@ def _k_mixture(lam_np, n, eps0, num, paper_caps, batch_size):
                     (nf, ef), batch_size=max(1, min(batch_size, nf.shape[0])))
   out = out.reshape(shape + lam.shape)
   out = jnp.where(jnp.floor(lam) == lam, out, jnp.nan)
-  return _finish(out, ok, e)
+  return _binned.monotone_upper(_finish(out, ok, e), lam_np)
 
 
 def girgis_mixture_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0, num: int = 256,

@@ -154,26 +154,28 @@ def _lane(n, eps0, orders, num_c, num_a, lower, passes=3):
   lpmf_c = functools.partial(_binned.log_binom_pmf, n=big_n, p=p)
 
   def outer(focus):
-    shape = lam.shape if focus is not None else (1, 1)
-    edges = _binned.make_grid(jnp.full(shape[:1], big_n), jnp.full(shape[:1], mode_c),
-                              jnp.full(shape[:1], sd_c), num_c, focus=focus)
-    x, y, ln = _binned.bins(edges, jnp.full(shape[:1], big_n))
+    top = jnp.full(lam.shape[:1], big_n)
+    edges = _binned.make_grid(top, jnp.full(lam.shape[:1], mode_c),
+                              jnp.full(lam.shape[:1], sd_c), num_c, focus=focus)
+    x, y, ln = _binned.bins(edges, top)
     if lower:
       lmass = _binned.log_mass_lower(lpmf_c, x, y, ln)
       cs = y                                 # G_c >= G_y on the bin
     else:
       lmass = _binned.log_mass_upper(lpmf_c, x, y, ln, mode_c)
       cs = x                                 # G_c <= G_x on the bin
-    cs = jnp.broadcast_to(cs, (lam.shape[0], cs.shape[-1]))
     lg = _log_gm1(lam, cs, th, num_a, lower)
     # Next focus: the best grid *point* (pmf times G at that c), which wide
     # bins cannot inflate.
     point = jnp.where(ln >= 1, lpmf_c(cs), -jnp.inf) + lg
     return lmass + lg, _peak(point, cs)
 
-  terms, focus = outer(None)
-  for _ in range(passes - 1):
-    terms, focus = outer(focus)
+  # Pass 1 focuses on the pmf mode; later passes on the tilted peak.
+  focus0 = jnp.full(lam.shape[:1], mode_c)
+  terms, focus = outer(focus0)
+  if passes > 1:
+    terms, focus = jax.lax.fori_loop(0, passes - 1, lambda _, tf: outer(tf[1]),
+                                     (terms, focus))
   log_em1 = logsumexp(terms, axis=-1)
   rdp = jnp.logaddexp(0.0, log_em1) / (lam[:, 0] - 1.0)
   return jnp.minimum(rdp, eps0)
@@ -198,6 +200,8 @@ def _exact_impl(n, eps0, orders, num_c, num_a, lower, batch_size):
   es = jnp.maximum(es, 1e-300)
   fn = lambda ne: _lane(ne[0], ne[1], orders, num_c, num_a, lower)
   out = jax.lax.map(fn, (ns, es), batch_size=min(batch_size, max(ns.shape[0], 1)))
+  if not lower:
+    out = _binned.monotone_upper(out, np.asarray(orders))
   out = jnp.where((ef == 0)[:, None], 0.0, out)
   out = jnp.where((nf == 1)[:, None], ef[:, None], out)
   out = jnp.where(ok[:, None], out, jnp.nan)
@@ -293,6 +297,7 @@ def chen_asymptotic_rdp(orders=DEFAULT_ORDERS, *, n, eps0):
   return _closed(_asym, "chen_asymptotic_rdp", orders, n, eps0)
 
 
+@x64_boundary
 def chen_gdp_mu(*, n, eps0):
   r"""Approximate GDP parameter of shuffling (Chen et al. Thm 2).
 
