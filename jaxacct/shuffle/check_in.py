@@ -101,7 +101,7 @@ UNSOUND = "unsound (paper as printed)"
 _LOG2 = math.log(2.0)
 _LOG4 = math.log(4.0)
 _MAX_TERMS = 8192
-_CHUNK = 64
+_CHUNK = 32
 
 
 # --------------------------------------------------------------------------
@@ -498,14 +498,15 @@ def _log_a(sigma, L):
 def _log_power_coeffs(log_a, m, L):
   """log of the coefficients b_0..b_L of A(t)^m, A = sum a_i t^i, a_0 = 1.
 
-  log_a: S + (L+1,), m: S (integer-valued float >= 0). Miller's recurrence
+  log_a: S_a + (L+1,); m: S_m (integer-valued float >= 0), S_a broadcasting
+  against S_m (sigma may carry fewer batch dims than m). Miller's recurrence
   b_i = (1/i) sum_{j=1}^i ((m+1) j - i) a_j b_{i-j} has non-negative
   coefficients for i <= m + 1 (all terms positive, no cancellation); lanes
-  with m + 1 < L are recomputed by repeated multiplication (at most L - 2
-  steps, loop length = the largest such m in the batch).
+  with m + 1 < L read A^m from a table of powers 0..L-2 built by repeated
+  multiplication over S_a only (O(L^3) per sigma, independent of S_m).
   """
   shape = jnp.broadcast_shapes(log_a.shape[:-1], m.shape)
-  log_a = jnp.broadcast_to(log_a, shape + (L + 1,))
+  log_a_b = jnp.broadcast_to(log_a, shape + (L + 1,))
   m = jnp.broadcast_to(m, shape)
   jv = jnp.arange(1, L + 1, dtype=jnp.float64)
   init = jnp.full(shape + (L + 1,), -jnp.inf).at[..., 0].set(0.0)
@@ -516,32 +517,40 @@ def _log_power_coeffs(log_a, m, L):
     idx = jnp.clip(i - jnp.arange(1, L + 1), 0, L)
     prev = jnp.take(logb, idx, axis=-1)
     t = jnp.where((jv <= fi) & (coef > 0),
-                  jnp.log(jnp.maximum(coef, 1.0)) + log_a[..., 1:] + prev, -jnp.inf)
+                  jnp.log(jnp.maximum(coef, 1.0)) + log_a_b[..., 1:] + prev, -jnp.inf)
     val = logsumexp(t, axis=-1) - jnp.log(fi)
     return lax.dynamic_update_index_in_dim(logb, val, i, axis=-1)
 
   miller = lax.fori_loop(1, L + 1, body, init)
+  if L <= 2:
+    return jnp.where((m == 0)[..., None], init, miller)
 
-  small = (m + 1.0 < L)
-  n_loop = jnp.max(jnp.where(small, m, 0.0)).astype(jnp.int32)
+  # Table of A^0 .. A^{L-2} over log_a's own batch shape (skipped at run
+  # time when no lane needs it; under vmap both branches run).
+  def with_table(miller):
+    return jnp.where((m + 1.0 < L)[..., None], _small_powers(log_a, m, L, shape), miller)
+
+  return lax.cond(jnp.any(m + 1.0 < L), with_table, lambda x: x, miller)
+
+
+def _small_powers(log_a, m, L, shape):
   ii = jnp.arange(L + 1)
   conv_idx = ii[:, None] - ii[None, :]                       # (L+1, L+1): i - j
   conv_ok = conv_idx >= 0
+  a_mat = jnp.where(conv_ok, jnp.take(log_a, jnp.clip(conv_idx, 0, L), axis=-1), -jnp.inf)
 
-  def mult(cur):
-    prod = jnp.where(conv_ok, cur[..., None, :] + jnp.take(
-        log_a, jnp.clip(conv_idx, 0, L), axis=-1), -jnp.inf)
-    return logsumexp(prod, axis=-1)
+  def mult(cur, _):
+    nxt = logsumexp(cur[..., None, :] + a_mat, axis=-1)
+    return nxt, nxt
 
-  def body2(s, carry):
-    cur, out = carry
-    cur = mult(cur)
-    out = jnp.where((small & (m == s.astype(jnp.float64)))[..., None], cur, out)
-    return cur, out
-
-  out0 = jnp.where((m == 0)[..., None], init, miller)
-  _, out = lax.fori_loop(1, n_loop + 1, body2, (init, out0))
-  return out
+  one = jnp.full(log_a.shape, -jnp.inf).at[..., 0].set(0.0)
+  _, pows = lax.scan(mult, one, None, length=L - 2)           # A^1 .. A^{L-2}
+  table = jnp.concatenate([one[None], pows], axis=0)           # (L-1,) + S_a + (L+1,)
+  table = jnp.moveaxis(table, 0, -2)                           # S_a + (L-1, L+1)
+  nd = len(shape) - (log_a.ndim - 1)
+  table = table.reshape((1,) * nd + table.shape)
+  idx = jnp.clip(m, 0, L - 2).astype(jnp.int32)[..., None, None]
+  return jnp.take_along_axis(table, idx, axis=-2)[..., 0, :]
 
 
 def _log_moments(sigma, k, L):
@@ -554,12 +563,14 @@ def _log_moments(sigma, k, L):
 
 def _shuffle_lower_impl(lam_np, n, sigma):
   require_x64("shuffle_gaussian_rdp_lower")
-  n, sigma = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float64) for x in (n, sigma)))
-  lam = jnp.asarray(lam_np, jnp.float64)
+  n = jnp.asarray(n, jnp.float64)
+  sigma = jnp.asarray(sigma, jnp.float64)                 # not broadcast: the
+  lam = jnp.asarray(lam_np, jnp.float64)                  # small-n table is per sigma
   L = int(np.max(lam_np))
   s = jnp.where(sigma > 0, sigma, 1.0)
   nn = jnp.where(n >= 1, jnp.round(n), 1.0)
   logm = _log_moments(s, nn, L)                           # S + (L+1,)
+  n, sigma = jnp.broadcast_arrays(n, sigma)
   li = lam_np.astype(np.int64)
   out = jnp.maximum(jnp.take(logm, li, axis=-1) / (lam - 1.0), 0.0)
   bad = ~((n >= 1) & (sigma > 0))
