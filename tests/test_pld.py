@@ -114,11 +114,11 @@ def test_from_pair_dominates_brute_force_enumeration():
     assert np.all(np.asarray(pld.delta(pp, eps)) >= exact - 1e-14), rounding
   po = pld.compose(pld.from_pair(p, q, step=0.05, pessimistic=False), 3)
   assert np.all(np.asarray(pld.delta(po, eps)) <= exact + 1e-14)
-  fine = pld.compose(pld.from_pair(p, q, step=1e-4), 3)
+  fine = pld.compose(pld.from_pair(p, q, step=1e-3), 3)
   np.testing.assert_allclose(np.asarray(pld.delta(fine, eps)), exact,
                              rtol=1e-5, atol=1e-9)
   # one step, single query: delta = sum (p - e^eps q)_+ exactly at grid eps
-  one = pld.from_pair(p, q, step=1e-4)
+  one = pld.from_pair(p, q, step=1e-3)
   assert float(pld.delta(one, 0.0)) == pytest.approx(
       np.maximum(p - q, 0).sum(), rel=1e-6)
 
@@ -191,7 +191,6 @@ def _dpa_eps(sigma, q, steps, delta, step, pessimistic=True):
 
 
 FAST_SETTINGS = [  # (sigma, q, steps, delta)
-    (1.0, 0.01, 1000, 1e-5),
     (2.0, 0.1, 100, 1e-8),
 ]
 
@@ -205,6 +204,7 @@ SLOW_SETTINGS = [
     (5.0, 0.5, 1000, 1e-12), (10.0, 0.01, 100000, 1e-3),
     (10.0, 0.1, 100000, 1e-5), (10.0, 0.5, 10000, 1e-10),
     (10.0, 1e-4, 1000, 1e-6), (0.7, 0.05, 3000, 1e-9),
+    (1.0, 0.01, 1000, 1e-5),
 ]
 
 
@@ -249,6 +249,7 @@ def test_tiny_delta_many_steps_stable_where_plain_fft_is_not():
   assert e2 == pytest.approx(0.2688, rel=2e-3)  # our own value, h = 2e-5
 
 
+@pytest.mark.slow
 def test_gaussian_matches_dp_accounting_and_exact():
   for sigma, steps, delta in [(1.0, 1, 1e-5), (5.0, 1000, 1e-10)]:
     step = 1e-3 if steps == 1 else 1e-4
@@ -264,8 +265,7 @@ def test_gaussian_matches_dp_accounting_and_exact():
 
 
 def test_pld_epsilon_not_above_rdp_epsilon():
-  for sigma, q, steps, delta in [(1.0, 0.01, 1000, 1e-5),
-                                 (2.0, 0.1, 100, 1e-8)]:
+  for sigma, q, steps, delta in [(2.0, 0.1, 100, 1e-8)]:
     ours = pld.poisson_gaussian_epsilon(sigma=sigma, q=q, num_steps=steps,
                                         delta=delta)
     rdp = float(poisson.epsilon(q=q, sigma=sigma, num_steps=steps,
@@ -275,10 +275,10 @@ def test_pld_epsilon_not_above_rdp_epsilon():
 
 
 def test_poisson_front_door_pld_method():
-  r = poisson.epsilon(q=0.01, sigma=1.0, num_steps=1000, delta=1e-5,
+  r = poisson.epsilon(q=0.1, sigma=2.0, num_steps=100, delta=1e-5,
                       method="pld")
   assert r.method == "pld" and r.bound == "upper"
-  d = poisson.delta(q=0.01, sigma=1.0, num_steps=1000, epsilon=float(r.epsilon),
+  d = poisson.delta(q=0.1, sigma=2.0, num_steps=100, epsilon=float(r.epsilon),
                     method="pld")
   assert float(d.delta) == pytest.approx(1e-5, rel=1e-6)
 

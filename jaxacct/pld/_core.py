@@ -346,8 +346,13 @@ def _compose_kernel(probs_list, offsets, infs, step, pessimistic, counts, *,
                  jnp.maximum(jnp.sum(p), 1e-300)
                  for p, c in zip(probs_list, counts))
   top_idx = (m + size - 1).astype(jnp.float64)
+  total_count = sum(counts)
+  log_fft_err = jnp.log(2.2e-16 * jnp.maximum(total_count, 1.0))
+  top_loss = (m + size).astype(jnp.float64) * step
+  bot_loss = (m - 1).astype(jnp.float64) * step
+  mu = lam[::4]
   best_y = None
-  best_err = None
+  best_crit = None
   for frac in _TILT_FRACTIONS:
     if frac == 0.0:
       lam_t = jnp.zeros((), jnp.float64)
@@ -356,23 +361,34 @@ def _compose_kernel(probs_list, offsets, infs, step, pessimistic, counts, *,
       lam_t = lam[jnp.argmin(up - lam * target)]
     spec = None
     log_m_tot = jnp.zeros((), jnp.float64)
+    up_t = jnp.zeros_like(mu)
+    dn_t = jnp.zeros_like(mu)
     for p, c in zip(probs_list, counts):
       log_m = _log_mgf(p, step, lam_t[None])[0]
       log_m_tot = log_m_tot + c * log_m
+      up_t = up_t + c * _log_mgf(p, step, lam_t + mu)
+      dn_t = dn_t + c * _log_mgf(p, step, lam_t - mu)
       j = jnp.arange(p.shape[0], dtype=jnp.float64) * step
       pt = p * jnp.exp(jnp.minimum(lam_t * j - log_m, 700.0))
       f = jnp.fft.rfft(_wrap(pt, size))
       f = _cpow(f, c)
       spec = f if spec is None else spec * f
     yt = jnp.roll(jnp.fft.irfft(spec, size), -m)
-    log_err = log_m_tot - lam_t * s_loss
+    # Chernoff bounds on the tilted mass outside the window (it aliases in).
+    log_a_hi = jnp.min(up_t - log_m_tot - mu * top_loss)
+    log_a_hi = jnp.where(m + size - 1 >= max_idx, -jnp.inf, log_a_hi)
+    log_a_lo = jnp.min(dn_t - log_m_tot + mu * bot_loss)
+    log_a_lo = jnp.where(m <= 0, -jnp.inf, log_a_lo)
+    log_alias = jnp.minimum(jnp.logaddexp(log_a_hi, log_a_lo), 0.0)
+    log_err = log_m_tot - lam_t * s_loss  # untilting factor
+    crit = log_err + jnp.logaddexp(log_fft_err, log_alias)
+    val = yt * jnp.exp(jnp.minimum(log_err, 50.0))
     if best_y is None:
-      best_y, best_err = yt, jnp.zeros_like(log_err)
+      best_y, best_crit = val, crit
     else:
-      better = log_err < best_err
-      val = yt * jnp.exp(jnp.minimum(log_err, 0.0))
+      better = crit < best_crit
       best_y = jnp.where(better, val, best_y)
-      best_err = jnp.where(better, log_err, best_err)
+      best_crit = jnp.where(better, crit, best_crit)
   y = jnp.maximum(best_y, 0.0)
   top = (m + size).astype(jnp.float64) * step
   tail = jnp.where(m + size - 1 >= max_idx, 0.0,
@@ -404,13 +420,22 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
                  tail_mass: float = DEFAULT_TAIL_MASS) -> PLD:
   r"""Composition of heterogeneous PLDs: ``plds[k]`` composed ``counts[k]`` times.
 
-  One FFT of length ``size``: every input is wrapped (aliased) to ``size``,
-  the spectra are raised to their counts (repeated squaring) and multiplied,
+  FFTs of length ``size``: every input is wrapped (aliased) to ``size``,
+  the spectra are raised to their counts (polar form) and multiplied,
   and the window of the circular result starts at a Chernoff lower tail point
   (mass below it <= ``tail_mass``, it aliases onto higher losses, which only
   increases delta).  The mass above the window is bounded by the Chernoff
   bound ``min_lam exp(sum_k c_k log M_k(lam) - lam x)`` and, for pessimistic
   PLDs, charged to ``inf_mass``; ``inf_mass = 1 - prod (1 - inf_k)^{c_k}``.
+
+  Round-off: a plain float64 FFT has ~``count * 1e-16`` absolute error at
+  every point, which swamps tail masses (delta ~ 1e-12 after 1e5 steps).
+  The composition is therefore also run on exponentially tilted inputs
+  ``p_j e^{lam L_j} / M(lam)`` (three tilts, putting the tilted mean at 30%,
+  55%, 80% of the way from the mean to the window top) and untilted by
+  ``M(lam)^count e^{-lam L}``; each grid point takes the version whose error
+  factor ``M(lam)^count e^{-lam L}`` is smallest (<= 1).  This is the
+  Esscher-transform trick (cf. saddlepoint methods); 4 FFT passes.
 
   Args:
     plds: sequence of :class:`PLD` on the same ``step`` (else ValueError) and
@@ -640,11 +665,13 @@ def epsilon(pld: PLD, delta):
                          pld.step, jnp.asarray(pld.inf_mass, jnp.float64), dl)
 
 
+@x64_boundary
 def delta_both(pair: PairPLD, epsilon):
   """max(delta_remove, delta_add) at ``epsilon``. Bound: as the inputs."""
   return jnp.maximum(delta(pair.remove, epsilon), delta(pair.add, epsilon))
 
 
+@x64_boundary
 def epsilon_both(pair: PairPLD, delta):
   """max(eps_remove, eps_add) at ``delta``. Bound: as the inputs."""
   return jnp.maximum(epsilon(pair.remove, delta), epsilon(pair.add, delta))
