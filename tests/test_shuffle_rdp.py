@@ -443,3 +443,40 @@ def test_girgis_jit_nan_and_bad_input(x64):
   with pytest.raises(ValueError, match="sampling_rate"):
     G.girgis_subsampled_rdp([2.0], n=10, eps0=1.0, sampling_rate=1.5)
   assert float(G.girgis_thm1_rdp([2.0], n=100, eps0=0.0)[0]) == 0.0
+
+
+def _kov15(eps, k, dtilde):
+  """Kairouz-Oh-Viswanath strong composition (Thm 3.4 as quoted in
+  [girgis-digest] §5.3): epsilon part."""
+  a = (math.expm1(eps)) * eps * k / (math.exp(eps) + 1)
+  return min(k * eps, a + eps * math.sqrt(2 * k * math.log(math.e + math.sqrt(k * eps * eps) / dtilde)),
+             a + eps * math.sqrt(2 * k * math.log(1 / dtilde)))
+
+
+@pytest.mark.slow
+def test_girgis_8x_and_10x_claims():
+  """Girgis et al. claim 8x (Fig. 4(a): eps0=0.5, n=1e6, T=1e5, delta=1e-6) and
+  >= 10x with subsampling (Fig. 5(a): eps0=3, n=1e6, gamma=1e-3, T=1e4,
+  delta=1e-8) over FMT20 numerical + (LQS12) + KOV15. The baseline's delta split
+  is not stated; with delta~ = delta/2 and per-round delta/(2T) (or
+  delta/(2 T gamma)) the [girgis-digest] §4.3/§4.4 reproduction gets ~4.7x and
+  ~7x (baseline 6.42 and 7.21). We reproduce the first (4.7x); for the second
+  our baseline is 4.04 (4.0x). Neither reaches the paper's 8x / 10x."""
+  from jaxacct.shuffle import clones
+  o = np.arange(2, 2001, dtype=np.float64)
+  ours = float(G.girgis_epsilon(n=10**6, eps0=0.5, delta=1e-6, rounds=10**5, orders=o).epsilon)
+  per = float(clones.clone_epsilon(1e-6 / (2 * 10**5), n=10**6, eps0=0.5))
+  base = _kov15(per, 10**5, 1e-6 / 2)
+  assert base == pytest.approx(6.42, rel=0.03)      # [girgis-digest] §4.3 table
+  assert 4.0 < base / ours < 6.0
+  g, T, d = 1e-3, 10**4, 1e-8
+  ours = float(G.girgis_epsilon(n=1000, eps0=3.0, delta=d, rounds=T, sampling_rate=g).epsilon)
+  per = float(clones.clone_epsilon(d / (2 * T * g), n=1000, eps0=3.0))
+  per = math.log1p(g * math.expm1(per))              # LQS12 amplification
+  base = _kov15(per, T, d / 2)
+  # [girgis-digest] §4.4 reports 7.21 for this baseline; with the reading above
+  # (LQS12 then KOV15 over T rounds, delta~ = delta/2) we get 4.04 (unexplained;
+  # the paper states neither the split nor the KOV15 variant). Either way the
+  # RDP route wins by > 3x, not the paper's >= 10x.
+  assert 3.5 < base < 7.6
+  assert 3.0 < base / ours < 8.0
