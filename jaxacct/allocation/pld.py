@@ -87,6 +87,7 @@ Algorithm and grid choices
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -100,7 +101,8 @@ from jaxacct.allocation import _sum_law as sl
 
 __all__ = [
     "AllocationPLDBounds", "allocation_pld_epsilon", "allocation_pld_delta",
-    "allocation_pld_laws", "DEFAULT_GRID_SIZE", "DEFAULT_TAIL",
+    "allocation_pld_laws", "allocation_plds", "allocation_pld_calibrate_sigma", "AllocationPLDs", "DEFAULT_GRID_SIZE",
+    "DEFAULT_TAIL",
 ]
 
 DEFAULT_GRID_SIZE = 1024
@@ -305,18 +307,123 @@ def _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_si
     raise ValueError(f"num_steps must be <= 2**30; got {num_steps}.")
 
 
-def _not_implemented(k, E):
-  if k != 1 or E != 1:
-    raise NotImplementedError(
-        "allocation.pld currently supports num_selected=1 and num_epochs=1; "
-        f"got num_selected={k}, num_epochs={E}.")
+def _components(t, k):
+  """Lemma 3.2 blocks: [(t', count)] with (k - rho) x 1-of-floor(t/k) and
+  rho x 1-of-(floor(t/k) + 1), rho = t mod k."""
+  f, rho = divmod(int(t), int(k))
+  if f < 1:
+    raise ValueError(f"num_selected must be <= num_steps; got {k} > {t}.")
+  comps = [(f, k - rho)]
+  if rho:
+    comps.append((f + 1, rho))
+  return comps
+
+
+class AllocationPLDs(NamedTuple):
+  """PLDs (``jaxacct.pld.PLD``) of one round / the composition.
+
+  Attributes:
+    remove_upper, add_upper: pessimistic (dominating) PLDs.
+    remove_lower, add_lower: optimistic (dominated; for k > 1 of the reduced
+      object) PLDs.
+    tail_mass: aliasing allowance of the FFT composition (lower side).
+  """
+  remove_upper: Any
+  add_upper: Any
+  remove_lower: Any
+  add_lower: Any
+  tail_mass: float = 0.0
+
+
+def _laws_to_plds(F, step):
+  """Four engine PLDs of one 1-of-t' round from its final laws (numpy side).
+
+  Remove: losses ln(x/t), P-mass q x/t (+ minf/t at +inf). Add: losses
+  -ln(x/t), P-mass (= Q^t-mass) q (+ q0 at +inf). The float ledger is folded
+  in: upper losses + eta, masses (1 + rel) e^eta; lower mirrored.
+  """
+  from jaxacct import pld as E
+  F = jax.tree.map(lambda a: np.asarray(a, np.float64), F)
+  rel, eta = float(F.rel), float(F.eta)
+  ku, kl = F.up_p > 0, F.lo_a > 0
+  lu, pu = F.up_loss[ku], F.up_p[ku]
+  ll, pl = F.lo_loss[kl], F.lo_a[kl]
+  fu = (1.0 + rel) * math.exp(eta)
+  fl = (1.0 - rel) * math.exp(-eta)
+  ru = E.from_losses(lu + eta, pu * np.exp(lu) * fu, step=step, pessimistic=True,
+                     inf_mass=min(1.0, float(F.up_minf_t) * fu))
+  au = E.from_losses(-lu + eta, pu * fu, step=step, pessimistic=True,
+                     inf_mass=min(1.0, float(F.up_q0) * fu))
+  rl = E.from_losses(ll - eta, pl * np.exp(ll) * fl, step=step, pessimistic=False)
+  al = E.from_losses(-ll - eta, pl * fl, step=step, pessimistic=False,
+                     inf_mass=min(1.0, float(F.lo_q0) * fl))
+  return ru, au, rl, al
+
+
+def _composed_plds(param, t, k, E_, *, grid_size, tail, step, mechanism, tail_mass):
+  from jaxacct import pld as E
+  comps = _components(t, k)
+  per = []
+  for tt, c in comps:
+    F = _laws_batch(jnp.asarray([float(param)]), jnp.asarray([tt], jnp.int32),
+                    jnp.asarray([tail]), n=int(grid_size), mechanism=mechanism)
+    F = jax.tree.map(lambda a: a[0], F)
+    per.append((_laws_to_plds(F, step), c * E_))
+  out = []
+  for which in range(4):
+    plds = [p[which] for p, _ in per]
+    counts = [c for _, c in per]
+    if len(plds) == 1 and counts[0] == 1:
+      out.append(plds[0])
+    else:
+      out.append(E.compose_many(plds, counts, tail_mass=tail_mass))
+  return AllocationPLDs(*out, tail_mass=tail_mass)
+
+
+def _composed_query(param, t, k, E_, query, *, mode, grid_size, tail, step, mechanism):
+  from jaxacct import pld as E
+  tm = 1e-30
+  if tail is None:
+    tail = float(np.clip(TAIL_FACTOR * query, 1e-30, 1e-12)) if mode == "eps" else DEFAULT_TAIL
+    tail = tail / (k * E_)
+  P = _composed_plds(param, t, k, E_, grid_size=grid_size, tail=float(tail), step=step,
+                     mechanism=mechanism, tail_mass=tm)
+  if mode == "eps":
+    ru = float(E.epsilon(P.remove_upper, query))  # noqa: E501
+    au = float(E.epsilon(P.add_upper, query))
+    q2 = min(query + tm, 0.999999)
+    # engine nudges eps up by 1e-13 relative; undo it (and more) on the lower side
+    rl = float(E.epsilon(P.remove_lower, q2)) * (1 - 4e-13)
+    al = float(E.epsilon(P.add_lower, q2)) * (1 - 4e-13)
+  else:
+    ru = float(E.delta(P.remove_upper, query))
+    au = float(E.delta(P.add_upper, query))
+    rl = max(float(E.delta(P.remove_lower, query)) - tm, 0.0)
+    al = max(float(E.delta(P.add_lower, query)) - tm, 0.0)
+  if rl > ru * (1 + 1e-9) + 1e-15 or al > au * (1 + 1e-9) + 1e-15:
+    import warnings
+    warnings.warn("allocation.pld: composed lower bound exceeds the upper bound "
+                  f"(remove {rl} > {ru} or add {al} > {au}); lower set to NaN.",
+                  RuntimeWarning, stacklevel=3)
+    rl = al = float("nan")
+  return ru, au, rl, al
+
+
+def _composed_run(sigma, num_steps, query, k, E_, *, mode, grid_size, tail, step, mechanism):
+  if np.ndim(sigma) or np.ndim(num_steps) or np.ndim(query):
+    raise ValueError("num_selected > 1 or num_epochs > 1 takes scalar sigma, num_steps "
+                     "and delta/epsilon (the composition runs through jaxacct.pld).")
+  parts = _composed_query(float(sigma), int(num_steps), int(k), int(E_), float(query),
+                          mode=mode, grid_size=grid_size, tail=tail, step=step,
+                          mechanism=mechanism)
+  return tuple(jnp.asarray(v) for v in parts)
 
 
 @x64_boundary
 def allocation_pld_epsilon(*, sigma, delta, num_steps, num_selected=1, num_epochs=1,
                            direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
-                           tail=None,
-                           mechanism: str = "gaussian") -> AllocationPLDBounds:
+                           tail=None, mechanism: str = "gaussian",
+                           composition_step: float = 1e-4) -> AllocationPLDBounds:
   r"""Epsilon of k-of-t random allocation from its tight PLD: certified upper and lower.
 
   Feldman & Shenfeld, "Efficient privacy loss accounting for subsampling and
@@ -331,13 +438,17 @@ def allocation_pld_epsilon(*, sigma, delta, num_steps, num_selected=1, num_epoch
       ``mechanism="laplace"``; scalar or array (broadcast with num_steps, delta).
     delta: in (0, 1); broadcasts.
     num_steps: t >= 1 (int, <= 2**30); broadcasts.
-    num_selected: k (only 1 for now).
-    num_epochs: E (only 1 for now).
+    num_selected: k >= 1, <= num_steps. k > 1 uses Lemma 3.2 (blocks of
+      1-of-floor(t/k) and 1-of-ceil(t/k)); ``lower`` then bounds the reduced
+      object only.
+    num_epochs: E >= 1 (composition).
     direction: "remove", "add" or "both" (max).
     grid_size: static number of lattice knots n (cost O(n^2 log t)).
     tail: mass / moment cut per stage (tightness only, never validity);
       None: ``TAIL_FACTOR * delta`` clipped to [1e-30, 1e-12].
     mechanism: "gaussian" or "laplace".
+    composition_step: loss-grid step of the jaxacct.pld composition used
+      when k > 1 or E > 1 (then sigma, num_steps, delta must be scalars).
 
   Returns:
     AllocationPLDBounds(upper, lower, remove, add); float64 arrays of the
@@ -348,17 +459,21 @@ def allocation_pld_epsilon(*, sigma, delta, num_steps, num_selected=1, num_epoch
   """
   _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_size, mechanism)
   checks.check_delta(delta)
-  _not_implemented(int(num_selected), int(num_epochs))
-  parts = _run(sigma, num_steps, delta, grid_size=grid_size, tail=tail,
-               mechanism=mechanism, mode="eps")
+  k, E_ = int(num_selected), int(num_epochs)
+  if k == 1 and E_ == 1:
+    parts = _run(sigma, num_steps, delta, grid_size=grid_size, tail=tail,
+                 mechanism=mechanism, mode="eps")
+  else:
+    parts = _composed_run(sigma, num_steps, delta, k, E_, mode="eps", grid_size=grid_size,
+                          tail=tail, step=composition_step, mechanism=mechanism)
   return _combine(parts, direction)
 
 
 @x64_boundary
 def allocation_pld_delta(*, sigma, epsilon, num_steps, num_selected=1, num_epochs=1,
                          direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
-                         tail=None,
-                         mechanism: str = "gaussian") -> AllocationPLDBounds:
+                         tail=None, mechanism: str = "gaussian",
+                         composition_step: float = 1e-4) -> AllocationPLDBounds:
   r"""Delta of k-of-t random allocation from its tight PLD: certified upper and lower.
 
   Feldman & Shenfeld, arXiv:2602.17284v1; see :func:`allocation_pld_epsilon`.
@@ -378,10 +493,122 @@ def allocation_pld_delta(*, sigma, epsilon, num_steps, num_selected=1, num_epoch
   """
   _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_size, mechanism)
   checks.check_range("epsilon", epsilon, 0.0, np.inf)
-  _not_implemented(int(num_selected), int(num_epochs))
-  parts = _run(sigma, num_steps, epsilon, grid_size=grid_size, tail=tail,
-               mechanism=mechanism, mode="delta")
+  k, E_ = int(num_selected), int(num_epochs)
+  if k == 1 and E_ == 1:
+    parts = _run(sigma, num_steps, epsilon, grid_size=grid_size, tail=tail,
+                 mechanism=mechanism, mode="delta")
+  else:
+    parts = _composed_run(sigma, num_steps, epsilon, k, E_, mode="delta",
+                          grid_size=grid_size, tail=tail, step=composition_step,
+                          mechanism=mechanism)
   return _combine(parts, direction)
+
+
+@x64_boundary
+def allocation_plds(*, sigma, num_steps, num_selected=1, num_epochs=1,
+                    grid_size: int = DEFAULT_GRID_SIZE, tail=None,
+                    mechanism: str = "gaussian", composition_step: float = 1e-4,
+                    tail_mass: float = 1e-30) -> AllocationPLDs:
+  """PLDs of k-of-t random allocation over E epochs, upper and lower (export).
+
+  Feldman & Shenfeld, arXiv:2602.17284v1; composition by jaxacct.pld (FFT).
+  Convert with ``jaxacct.pld.to_dp_accounting(r.remove_upper, r.add_upper)``
+  to compose with dp_accounting events.
+
+  Args:
+    sigma: scalar > 0; num_steps, num_selected, num_epochs: ints >= 1.
+    grid_size, tail, mechanism: as in :func:`allocation_pld_epsilon`
+      (tail default 1e-20 / (k E)).
+    composition_step: loss-grid step of the returned PLDs.
+    tail_mass: FFT window tail (aliasing allowance; lower side).
+
+  Returns:
+    AllocationPLDs(remove_upper, add_upper, remove_lower, add_lower).
+
+  Bound: the ``*_upper`` PLDs dominate (pessimistic); the ``*_lower`` PLDs
+  are dominated (optimistic, on the reduced object when k > 1).
+  """
+  _check_common(sigma, num_steps, num_selected, num_epochs, "both", grid_size, mechanism)
+  k, E_ = int(num_selected), int(num_epochs)
+  tl = DEFAULT_TAIL / (k * E_) if tail is None else float(tail)
+  return _composed_plds(float(sigma), int(num_steps), k, E_, grid_size=grid_size, tail=tl,
+                        step=float(composition_step), mechanism=mechanism,
+                        tail_mass=float(tail_mass))
+
+
+@functools.partial(jax.jit, static_argnames=("n", "num_grid", "num_refine"))
+def _calibrate_kernel(eps, delta, t, lo, hi, *, n, num_grid, num_refine):
+  tail = jnp.clip(TAIL_FACTOR * jnp.min(delta), 1e-30, 1e-12)
+  grid = jnp.exp(jnp.linspace(jnp.log(lo), jnp.log(hi), num_grid))
+  tg = jnp.full((num_grid,), t, jnp.int32)
+  F = jax.vmap(lambda sg, tt: _final_laws(sg, tt, n=n, tail=tail))(grid, tg)
+
+  def dup(Fi, e):   # upper delta, both directions, at eps vector e
+    return jnp.maximum(_delta_one(Fi, e, 0), _delta_one(Fi, e, 1))
+
+  D = jax.vmap(lambda Fi: dup(Fi, eps))(F)              # (G, J)
+  feas = D <= delta[None, :]
+  # delta_up decreases in sigma: first feasible grid index
+  g = jnp.argmax(feas, axis=0)
+  any_f = jnp.any(feas, axis=0)
+  sig = jnp.where(any_f, grid[g], jnp.inf)
+  if num_refine:
+    # bisection in log sigma inside [last infeasible, first feasible] grid cell;
+    # every accepted sigma has been evaluated feasible.
+    a = jnp.log(grid[jnp.maximum(g - 1, 0)])
+    b = jnp.log(jnp.where(any_f, grid[g], hi))
+
+    def body(_, c):
+      a, b = c
+      mid = 0.5 * (a + b)
+      Fc = jax.vmap(lambda sg: _final_laws(sg, t, n=n, tail=tail))(jnp.exp(mid))
+      ok = jax.vmap(lambda Fi, e, d: dup(Fi, e) <= d)(Fc, eps, delta)
+      return jnp.where(ok, a, mid), jnp.where(ok, mid, b)
+
+    a, b = lax.fori_loop(0, num_refine, body, (a, b))
+    sig = jnp.where(any_f & (g > 0), jnp.exp(b), sig)
+  return sig
+
+
+@x64_boundary
+def allocation_pld_calibrate_sigma(*, epsilon, delta, num_steps, sigma_lo: float = 0.3,
+                                   sigma_hi: float = 50.0, num_grid: int = 64,
+                                   num_refine: int = 4, grid_size: int = 512):
+  """Smallest certified sigma (1-of-t allocation) meeting (epsilon, delta) targets.
+
+  Feldman & Shenfeld, arXiv:2602.17284v1; upper PLD of this module. One
+  jitted call for a whole vector of targets: the upper laws on a geometric
+  sigma grid (``num_grid`` points in [sigma_lo, sigma_hi]) give delta_up at
+  every target epsilon; each target takes the first feasible grid sigma, then
+  ``num_refine`` bisection steps in log sigma inside its grid cell (vmapped
+  over targets; only evaluated-feasible sigmas are kept).
+  Cost: num_grid + num_refine * len(targets) law evaluations.
+
+  Args:
+    epsilon: targets >= 0 (array); delta: in (0, 1), broadcasts.
+    num_steps: t (scalar int >= 1).
+    sigma_lo, sigma_hi: search bracket (> 0).
+    num_grid: static grid size; num_refine: static number of bisection steps.
+    grid_size: lattice knots per law (static).
+
+  Returns:
+    float64 array of the targets' shape: a sigma whose *upper* bound meets the
+    target (both directions); +inf when even sigma_hi does not.
+
+  Bound: upper (the returned sigma is certified sufficient, conservative).
+  """
+  checks.check_range("epsilon", epsilon, 0.0, np.inf)
+  checks.check_delta(delta)
+  checks.check_int("num_steps", num_steps, min_value=1)
+  checks.check_positive("sigma_lo", sigma_lo)
+  checks.check_positive("sigma_hi", sigma_hi)
+  e, d = np.broadcast_arrays(np.asarray(epsilon, np.float64), np.asarray(delta, np.float64))
+  shape = e.shape
+  out = _calibrate_kernel(jnp.asarray(e.ravel()), jnp.asarray(d.ravel()),
+                          jnp.asarray(int(num_steps), jnp.int32), float(sigma_lo),
+                          float(sigma_hi), n=int(grid_size), num_grid=int(num_grid),
+                          num_refine=int(num_refine))
+  return out.reshape(shape)
 
 
 def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
