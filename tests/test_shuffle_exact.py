@@ -225,3 +225,37 @@ def test_clone_pld_single_round_vs_dp_accounting():
   # FMT digest: exact 0.1824123, dp_accounting 0.1824631
   assert abs(e_ours - 0.1824123) < 1e-6
   assert e_ours <= e_dpa + 1e-9 and e_dpa - e_ours < 1e-3
+
+
+def test_krr_thm41_numerical_pair():
+  # FMT digest §5.3 (brute-force line under Table E): (n, k, eps0, eps) =
+  # (10, 3, 1, 0.3): exact shuffled k-RR 0.045446782 <= Thm 4.1 0.072118252
+  # <= clone 0.091708122
+  from jaxacct.shuffle import clones
+  grid = np.array([0.0, 0.3, 0.6])
+  d = np.asarray(clones.krr_thm41_delta(grid, n=10, eps0=1.0, k=3))
+  assert abs(d[1] - 0.072118252) < 1e-9
+  truth = _worst(_krr(3, 1.0), 10, grid, [(0, 1)])
+  assert abs(truth[1] - 0.045446782) < 1e-9
+  assert np.all(d >= truth - 1e-15)
+  cl = np.asarray(sh.clone_delta(grid, n=10, eps0=1.0, max_n=MAXN))
+  assert np.all(d <= cl + 1e-15)
+
+
+@pytest.mark.slow
+def test_krr_thm41_table_e():
+  # FMT digest §5.3 Table E: n=1e4, delta=1e-6, eps0=1, k=10 -> 0.02461579492
+  from jaxacct.shuffle import clones
+  e = float(clones.krr_thm41_epsilon(1e-6, n=10_000, eps0=1.0, k=10))
+  assert abs(e - 0.02461579492) < 1e-8
+
+
+@pytest.mark.slow
+def test_fmt_authors_code_brackets_our_exact_clone():
+  # FMT'21 authors' code (vendored in random-allocation 1.0.5), example
+  # settings: returns the upper end of its bisection bracket
+  fmt = pytest.importorskip("random_allocation.external_sources.shuffle_external")
+  theirs = fmt.numericalanalysis(100_000, 4.0, 1e-6, 10, 100, True)
+  assert abs(theirs - 0.172790550755978) < 1e-12  # README value (digest §3.4)
+  ours = float(sh.clone_epsilon(1e-6, n=100_000, eps0=4.0))
+  assert ours <= theirs and theirs - ours < 4.0 * 2 ** -10 + 1e-12

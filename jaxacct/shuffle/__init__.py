@@ -15,7 +15,9 @@ directions). The caller declares the local randomizer:
   over all datasets) for ``n <= MAX_EXACT_BINARY_N``; beyond, the stronger
   clone upper bound (binary RR meets the blanket condition) and a lower bound.
 * ``("k_rr", k)``: k-ary randomized response. Upper: min of the stronger clone
-  (k-RR meets the blanket condition), the clone pair and Cor 4.2's closed form;
+  (k-RR meets the blanket condition), the clone pair, FMT'21 Thm 4.1's
+  numerical k-RR pair (while its (m, z) window has <= 3e5 cells) and Cor 4.2's
+  closed form;
   no exact low-dimensional reduction is implemented (said in ``details``);
   lower: the variation-ratio k-RR pair (Thm 5.1, exact for others at a third
   value).
@@ -44,10 +46,11 @@ from jaxacct._core import checks
 from jaxacct._core.conversion import rdp_to_delta, rdp_to_epsilon
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct.shuffle.clones import (clone_delta, clone_epsilon,
-                                    clone_epsilon_approx_ldp,
+from jaxacct.shuffle.clones import (_krr41_widths, clone_delta,
+                                    clone_epsilon, clone_epsilon_approx_ldp,
                                     clone_epsilon_closed_form, clone_rdp,
-                                    krr_epsilon_closed_form, rr2_lower_delta,
+                                    krr_epsilon_closed_form, krr_thm41_delta,
+                                    krr_thm41_epsilon, rr2_lower_delta,
                                     rr2_lower_epsilon)
 from jaxacct.shuffle.exact import (MAX_EXACT_BINARY_N, binary_rr_delta,
                                    binary_rr_epsilon, binary_rr_pmfs,
@@ -65,7 +68,8 @@ from jaxacct.shuffle.variation_ratio import (check_blanket_condition,
 __all__ = [
     "epsilon", "delta", "clone_delta", "clone_epsilon",
     "clone_epsilon_closed_form", "clone_epsilon_approx_ldp", "clone_rdp",
-    "krr_epsilon_closed_form", "rr2_lower_delta", "rr2_lower_epsilon",
+    "krr_epsilon_closed_form", "krr_thm41_delta", "krr_thm41_epsilon",
+    "rr2_lower_delta", "rr2_lower_epsilon",
     "stronger_clone_delta", "stronger_clone_epsilon", "stronger_clone_rdp",
     "variation_ratio_lower_delta", "variation_ratio_lower_epsilon",
     "krr_lower_delta", "krr_lower_epsilon", "check_blanket_condition",
@@ -80,6 +84,7 @@ _LOWER_M = 32          # datasets tried for the binary-RR lower bound at large n
 _MAX_PLD_ATOMS = 4_000_000
 _MAX_EXACT_PLD_BINARY_N = 60
 _MAX_OWN_RDP_N = 20_000
+_MAX_THM41_CELLS = 300_000  # (m, z) window cells for the Thm 4.1 k-RR sum
 
 
 def _parse_randomizer(randomizer):
@@ -169,6 +174,12 @@ def _single_round(kind, k, n, eps0, delta_):
     res["krr_lower"] = (
         _scalar(krr_lower_epsilon(delta_, n=n, eps0=eps0, k=k)), "lower")
     del res["rr2_lower"]
+    wm, wz = _krr41_widths(n, eps0, k)
+    if wm * wz <= _MAX_THM41_CELLS:
+      res["krr_thm41"] = (
+          _scalar(krr_thm41_epsilon(delta_, n=n, eps0=eps0, k=k)), "upper")
+    else:
+      res["krr_thm41"] = (float("nan"), "skipped: window too large (cost)")
   if kind == "binary_rr":
     if n <= MAX_EXACT_BINARY_N:
       res["exact"] = (_scalar(binary_rr_epsilon(delta_, n=n, eps0=eps0)),
@@ -305,6 +316,10 @@ def delta(*, n, eps0, epsilon, rounds: int = 1, randomizer="generic",
       res["krr_lower"] = (_scalar(krr_lower_delta(eps, n=n, eps0=eps0, k=k)),
                           "lower")
       del res["rr2_lower"]
+      wm, wz = _krr41_widths(n, eps0, k)
+      if wm * wz <= _MAX_THM41_CELLS:
+        res["krr_thm41"] = (_scalar(krr_thm41_delta(eps, n=n, eps0=eps0, k=k)),
+                            "upper")
     if kind == "binary_rr" and n <= MAX_EXACT_BINARY_N:
       res["exact"] = (_scalar(binary_rr_delta(eps, n=n, eps0=eps0)), "exact")
   else:

@@ -41,7 +41,7 @@ from jaxacct.shuffle import _pairs
 __all__ = ["clone_delta", "clone_epsilon", "clone_epsilon_closed_form",
            "clone_epsilon_approx_ldp", "krr_epsilon_closed_form",
            "rr2_lower_delta", "rr2_lower_epsilon", "clone_rdp",
-           "clone_pair_params"]
+           "clone_pair_params", "krr_thm41_delta", "krr_thm41_epsilon"]
 
 
 def clone_pair_params(eps0):
@@ -354,3 +354,127 @@ def clone_rdp(orders, *, n, eps0):
   wc, wa = _pairs.rdp_widths(n, np.exp(-eps0), 0.5, orders_np.max(), eps0)
   f = jax.jit(functools.partial(_pairs.pair_rdp, wc=wc, wa=wa, symmetric=True))
   return f(orders_np, n=float(n), p=p, beta=beta, q0=q, q1=q)
+
+
+# ---------------------------------------------------------------------------
+# Thm 4.1 / Cor 4.2 numerical pair for k-ary randomized response
+# ---------------------------------------------------------------------------
+
+def _krr41_params(eps0, k):
+  e0 = jnp.exp(eps0)
+  q4 = (e0 - 1.0) / (e0 + k - 1.0)
+  p4 = k / ((k + 1.0) * (e0 + k - 1.0))
+  return p4, q4
+
+
+def _krr41_delta_scalar(eps, n, eps0, k, wm, wz, lower):
+  """Digest §3.8 double sum, windowed in m (Bin(n-1, 3 p4)) and z (Bin(s, 1/3))."""
+  p4, q4 = _krr41_params(eps0, k)
+  tm = 3.0 * p4
+  e = jnp.exp(eps)
+  al = q4 * (1.0 + e)
+  mlo = _pairs._window(n - 1.0, tm, wm)
+  m = mlo + jnp.arange(wm, dtype=jnp.float64)  # (wm,)
+  s = m + 1.0
+  lwm = _pairs.binom_logpmf(m, n - 1.0, jnp.log(tm), jnp.log1p(-tm))
+  zlo = jnp.clip(jnp.floor(s / 3.0 - 0.5 * (wz - 1)), 0.0,
+                 jnp.maximum(s + 1.0 - wz, 0.0))
+  z = zlo[:, None] + jnp.arange(wz, dtype=jnp.float64)[None, :]  # (wm, wz)
+  ss = s[:, None]
+  okz = z <= ss
+  lwz = _pairs.binom_logpmf(z, ss, -jnp.log(3.0), jnp.log(2.0 / 3.0))
+  big_n = jnp.maximum(ss - z, 0.0)
+  be = q4 * e * big_n + (e - 1.0) * (1.0 - q4) * z
+  kk = jnp.floor(be / al) + 1.0
+  # E[(al x - be)_+], x ~ Bin(N, 1/2):
+  #   al N/2 Pr[Bin(N-1,1/2) >= k-1] - be Pr[Bin(N,1/2) >= k]
+  # with X = Pr[Bin(N-1,1/2) >= k], f = Bin(k-1; N-1, 1/2):
+  #   Pr[Bin(N-1) >= k-1] = X + f,  Pr[Bin(N) >= k] = X + f/2.
+  nm1 = jnp.maximum(big_n - 1.0, 0.0)
+  x = _pairs.binom_sf(kk, nm1, 0.5)
+  f = jnp.exp(_pairs.binom_logpmf(kk - 1.0, nm1, jnp.log(0.5), jnp.log(0.5)))
+  has = big_n >= 1
+  x = jnp.where(has, x, 0.0)
+  f = jnp.where(has, f, 0.0)
+  inner = jnp.maximum(al * big_n / 2.0 * (x + f) - be * (x + 0.5 * f), 0.0)
+  term = jnp.where(okz & (m[:, None] <= n - 1.0),
+                   jnp.exp(lwm[:, None] + lwz) * (3.0 / ss) * inner, 0.0)
+  d = jnp.sum(term)
+  if not lower:
+    # cut m: P-mass; cut z within a kept m: (3/s) Bin(z) E[..] <= 1.5 al Bin(z)
+    mhi = mlo + wm - 1.0
+    mtail = (jnp.where(mlo >= 1, _pairs.binom_cdf(mlo - 1.0, n - 1.0, tm), 0.0)
+             + _pairs.binom_sf(mhi + 1.0, n - 1.0, tm))
+    zhi = zlo + wz - 1.0
+    zt = (jnp.where(zlo >= 1, _pairs.binom_cdf(zlo - 1.0, s, 1.0 / 3.0), 0.0)
+          + _pairs.binom_sf(zhi + 1.0, s, 1.0 / 3.0))
+    d = d + mtail + 1.5 * al * jnp.max(jnp.where(m <= n - 1.0, zt, 0.0))
+  d = jnp.where(eps >= eps0, 0.0, jnp.clip(d, 0.0, 1.0))
+  bad = (eps0 <= 0) | (k < 2) | (n < 1) | jnp.isnan(eps) | (eps < 0)
+  return jnp.where(bad, jnp.nan, d)
+
+
+@functools.partial(jax.jit, static_argnames=("wm", "wz", "lower"))
+def _krr41_delta_jit(eps, n, eps0, k, *, wm, wz, lower=False):
+  args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64) for x in (eps, n, eps0, k)])
+  shp = args[0].shape
+  f = jax.vmap(lambda *a: _krr41_delta_scalar(*a, wm, wz, lower))
+  return f(*[a.reshape(-1) for a in args]).reshape(shp)
+
+
+@functools.partial(jax.jit, static_argnames=("wm", "wz"))
+def _krr41_eps_jit(delta, n, eps0, k, *, wm, wz):
+  args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64) for x in (delta, n, eps0, k)])
+  shp = args[0].shape
+
+  def one(dl, n_, e0, k_):
+    fn = lambda e: _krr41_delta_scalar(e, n_, e0, k_, wm, wz, False) - dl
+    hi, _ = _pairs.bracket_decreasing(fn, 0.0, e0, 1.0 - dl, -dl, num_iters=40)
+    return jnp.where((dl <= 0) | (dl >= 1) | (e0 <= 0), jnp.nan, hi)
+
+  return jax.vmap(one)(*[a.reshape(-1) for a in args]).reshape(shp)
+
+
+def _krr41_widths(n, eps0, k):
+  e0 = np.exp(np.asarray(eps0, np.float64))
+  k = np.asarray(k, np.float64)
+  tm = 3.0 * k / ((k + 1.0) * (e0 + k - 1.0))
+  wm = _pairs.window_size(np.asarray(n, np.float64) - 1.0, tm)
+  smax = float(np.max(np.minimum(np.asarray(n, np.float64),
+                                 (np.asarray(n) - 1.0) * tm + wm)))
+  wz = _pairs.window_size(smax, 1.0 / 3.0)
+  return wm, wz
+
+
+def krr_thm41_delta(eps, *, n, eps0, k):
+  r"""Replacement delta(eps) of shuffled k-ary RR via FMT'21 Thm 4.1 (numerical pair).
+
+  Feldman, McMillan, Talwar, arXiv:2012.12803, Thm 4.1 with Cor 4.2's
+  parameters ``p4 = k/((k+1)(e^eps0+k-1))``, ``q4 = (e^eps0-1)/(e^eps0+k-1)``:
+  the pair ``(A+G, B, C+1-G)`` vs ``(A, B+G, C+1-G)``,
+  ``(A,B,C,.) ~ Mult(n-1; p4,p4,p4,1-3p4)``, ``G ~ Bern(q4)``; delta by the
+  digest §3.8 double sum (closed-form inner expectation), windowed in both
+  sums with the cut mass added. Valid for k-RR composed with any (adaptive)
+  pre-processing; needs no condition on n (unlike Eq. (11)).
+
+  Returns: float64 array. Bound: upper (k-RR only).
+  Regression (digest §5.3 Table E, n=1e4, delta=1e-6): eps0=1, k=10 ->
+  eps 0.02461579492.
+  """
+  _check_common(n, eps0)
+  checks.check_int("k", k, min_value=2)
+  checks.check_range("eps", eps, 0.0)
+  wm, wz = _krr41_widths(n, eps0, k)
+  return x64_boundary(_krr41_delta_jit)(eps, n, eps0, k, wm=wm, wz=wz)
+
+
+def krr_thm41_epsilon(delta, *, n, eps0, k):
+  """Replacement eps(delta) of shuffled k-RR via FMT'21 Thm 4.1 (see ``krr_thm41_delta``).
+
+  Returns: float64 array (upper end of the bracket). Bound: upper (k-RR only).
+  """
+  _check_common(n, eps0)
+  checks.check_int("k", k, min_value=2)
+  checks.check_delta(delta)
+  wm, wz = _krr41_widths(n, eps0, k)
+  return x64_boundary(_krr41_eps_jit)(delta, n, eps0, k, wm=wm, wz=wz)
