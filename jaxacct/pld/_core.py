@@ -351,44 +351,42 @@ def _compose_kernel(probs_list, offsets, infs, step, pessimistic, counts, *,
   top_loss = (m + size).astype(jnp.float64) * step
   bot_loss = (m - 1).astype(jnp.float64) * step
   mu = lam[::4]
-  best_y = None
-  best_crit = None
-  for frac in _TILT_FRACTIONS:
-    if frac == 0.0:
-      lam_t = jnp.zeros((), jnp.float64)
-    else:
-      target = (mean_idx + frac * jnp.maximum(top_idx - mean_idx, 0.0)) * step
-      lam_t = lam[jnp.argmin(up - lam * target)]
-    spec = None
-    log_m_tot = jnp.zeros((), jnp.float64)
-    up_t = jnp.zeros_like(mu)
-    dn_t = jnp.zeros_like(mu)
-    for p, c in zip(probs_list, counts):
-      log_m = _log_mgf(p, step, lam_t[None])[0]
-      log_m_tot = log_m_tot + c * log_m
-      up_t = up_t + c * _log_mgf(p, step, lam_t + mu)
-      dn_t = dn_t + c * _log_mgf(p, step, lam_t - mu)
-      j = jnp.arange(p.shape[0], dtype=jnp.float64) * step
-      pt = p * jnp.exp(jnp.minimum(lam_t * j - log_m, 700.0))
-      f = jnp.fft.rfft(_wrap(pt, size))
-      f = _cpow(f, c)
-      spec = f if spec is None else spec * f
-    yt = jnp.roll(jnp.fft.irfft(spec, size), -m)
-    # Chernoff bounds on the tilted mass outside the window (it aliases in).
-    log_a_hi = jnp.min(up_t - log_m_tot - mu * top_loss)
-    log_a_hi = jnp.where(m + size - 1 >= max_idx, -jnp.inf, log_a_hi)
-    log_a_lo = jnp.min(dn_t - log_m_tot + mu * bot_loss)
-    log_a_lo = jnp.where(m <= 0, -jnp.inf, log_a_lo)
-    log_alias = jnp.minimum(jnp.logaddexp(log_a_hi, log_a_lo), 0.0)
-    log_err = log_m_tot - lam_t * s_loss  # untilting factor
-    crit = log_err + jnp.logaddexp(log_fft_err, log_alias)
-    val = yt * jnp.exp(jnp.minimum(log_err, 50.0))
-    if best_y is None:
-      best_y, best_crit = val, crit
-    else:
-      better = crit < best_crit
-      best_y = jnp.where(better, val, best_y)
-      best_crit = jnp.where(better, crit, best_crit)
+  fr = jnp.asarray(_TILT_FRACTIONS, jnp.float64)
+  targets = (mean_idx + fr * jnp.maximum(top_idx - mean_idx, 0.0)) * step
+  lam_t = lam[jnp.argmin(up[None, :] - lam[None, :] * targets[:, None], axis=1)]
+  lam_t = jnp.where(fr == 0.0, 0.0, lam_t)  # (T,) tilts, first = plain
+  nt = lam_t.shape[0]
+  spec = None
+  log_m_tot = jnp.zeros(nt, jnp.float64)
+  up_t = jnp.zeros((nt, mu.shape[0]), jnp.float64)
+  dn_t = jnp.zeros((nt, mu.shape[0]), jnp.float64)
+  for p, c in zip(probs_list, counts):
+    log_m = _log_mgf(p, step, lam_t)
+    log_m_tot = log_m_tot + c * log_m
+    up_t = up_t + c * _log_mgf(p, step, (lam_t[:, None] + mu).ravel()
+                               ).reshape(nt, -1)
+    dn_t = dn_t + c * _log_mgf(p, step, (lam_t[:, None] - mu).ravel()
+                               ).reshape(nt, -1)
+    j = jnp.arange(p.shape[0], dtype=jnp.float64) * step
+    pt = p[None, :] * jnp.exp(jnp.minimum(
+        lam_t[:, None] * j[None, :] - log_m[:, None], 700.0))
+    f = jnp.fft.rfft(jax.vmap(lambda x: _wrap(x, size))(pt), axis=-1)
+    f = _cpow(f, c)
+    spec = f if spec is None else spec * f
+  yt = jnp.roll(jnp.fft.irfft(spec, size, axis=-1), -m, axis=-1)
+  # Chernoff bounds on the tilted mass outside the window (it aliases in).
+  log_a_hi = jnp.min(up_t - log_m_tot[:, None] - mu[None, :] * top_loss,
+                     axis=1)
+  log_a_hi = jnp.where(m + size - 1 >= max_idx, -jnp.inf, log_a_hi)
+  log_a_lo = jnp.min(dn_t - log_m_tot[:, None] + mu[None, :] * bot_loss,
+                     axis=1)
+  log_a_lo = jnp.where(m <= 0, -jnp.inf, log_a_lo)
+  log_alias = jnp.minimum(jnp.logaddexp(log_a_hi, log_a_lo), 0.0)
+  log_err = log_m_tot[:, None] - lam_t[:, None] * s_loss[None, :]
+  crit = log_err + jnp.logaddexp(log_fft_err, log_alias)[:, None]
+  val = yt * jnp.exp(jnp.minimum(log_err, 50.0))
+  pick = jnp.argmin(crit, axis=0)
+  best_y = jnp.take_along_axis(val, pick[None, :], axis=0)[0]
   y = jnp.maximum(best_y, 0.0)
   top = (m + size).astype(jnp.float64) * step
   tail = jnp.where(m + size - 1 >= max_idx, 0.0,
