@@ -13,6 +13,8 @@ Layout (one module per scheme over a small numerical core):
   Girgis et al., shuffled check-in, exact randomized response).
 * ``jaxacct.pld``        -- discretised privacy loss distributions, FFT composition.
 * ``jaxacct.tracking``   -- optax ``GradientTransformation`` that tracks epsilon.
+* ``jaxacct.experimental`` -- bounds that are not valid upper bounds in general
+  (kept for reproduction, with their counterexamples as tests).
 """
 
 __version__ = "0.1.0"
@@ -25,6 +27,10 @@ from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.mechanisms import gaussian_rdp, laplace_rdp, pure_dp_rdp, randomized_response_rdp
 from jaxacct import poisson
 from jaxacct.poisson import poisson_gaussian_rdp
+from jaxacct import pld
+from jaxacct import allocation
+from jaxacct import shuffle
+from jaxacct import tracking
 
 
 def compose_rdp(*events):
@@ -56,5 +62,5 @@ __all__ = [
     "EpsilonResult", "DeltaResult", "bisect", "rdp_to_epsilon", "rdp_to_delta",
     "gaussian_delta", "gaussian_epsilon", "gaussian_rdp", "laplace_rdp",
     "pure_dp_rdp", "randomized_response_rdp", "poisson", "poisson_gaussian_rdp",
-    "compose_rdp",
+    "compose_rdp", "pld", "allocation", "shuffle", "tracking",
 ]

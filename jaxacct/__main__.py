@@ -16,53 +16,45 @@ from typing import Callable, List, Tuple
 
 def _rows(args) -> List[Tuple[str, str, Callable[[], float]]]:
   import jaxacct
-  from jaxacct import poisson
+  from jaxacct import allocation, poisson, shuffle
+  from jaxacct.allocation import pld as alloc_pld
   q = args.num_selected / args.num_steps
   T = args.num_steps * args.num_epochs
-  rows = [
+  tight = {}
+
+  def _tight(kind):
+    if not tight:
+      r = alloc_pld.allocation_pld_epsilon(
+          sigma=args.sigma, delta=args.delta, num_steps=args.num_steps,
+          num_selected=args.num_selected, num_epochs=args.num_epochs)
+      tight.update(upper=r.upper, lower=r.lower)
+    return tight[kind]
+
+  alloc = "Random allocation, k of t"
+  shuf = f"Shuffling n={args.num_steps}, eps0={args.eps0:g}-LDP"
+  return [
       ("Poisson subsampling, rate k/t", "RDP (upper)",
        lambda: poisson.epsilon(q=q, sigma=args.sigma, num_steps=T, delta=args.delta).epsilon),
+      ("Poisson subsampling, rate k/t", "PLD (upper)",
+       lambda: poisson.epsilon(q=q, sigma=args.sigma, num_steps=T, delta=args.delta,
+                               method="pld").epsilon),
+      (alloc, "tight PLD (upper)", lambda: _tight("upper")),
+      (alloc, "tight PLD (lower)", lambda: _tight("lower")),
+      (alloc, "best RDP / analytic bound (upper)",
+       lambda: allocation.epsilon(
+           sigma=args.sigma, num_steps=args.num_steps, delta=args.delta,
+           num_selected=args.num_selected, num_epochs=args.num_epochs,
+           methods=("rdp_direct", "direct_add", "decomposition", "local")).epsilon),
+      (shuf, "any eps0-LDP randomizer (upper)",
+       lambda: shuffle.epsilon(n=args.num_steps, eps0=args.eps0, delta=args.delta,
+                               rounds=args.num_epochs).epsilon),
+      (shuf, "binary randomized response (best)",
+       lambda: shuffle.epsilon(n=args.num_steps, eps0=args.eps0, delta=args.delta,
+                               rounds=args.num_epochs, randomizer="binary_rr").epsilon),
+      ("No amplification (each step sees the example)", "exact Gaussian",
+       lambda: jaxacct.gaussian_epsilon(
+           args.sigma / (args.num_selected * args.num_epochs) ** 0.5, args.delta)),
   ]
-  try:
-    from jaxacct import pld  # noqa: F401
-    rows.append(("Poisson subsampling, rate k/t", "PLD (upper)",
-                 lambda: poisson.epsilon(q=q, sigma=args.sigma, num_steps=T,
-                                         delta=args.delta, method="pld").epsilon))
-  except ImportError:
-    pass
-  try:
-    from jaxacct import allocation
-    rows.append(("Random allocation, k of t", "best RDP / analytic bound (upper)",
-                 lambda: allocation.epsilon(
-                     sigma=args.sigma, num_steps=args.num_steps, delta=args.delta,
-                     num_selected=args.num_selected, num_epochs=args.num_epochs,
-                     methods=("rdp_direct", "direct_add", "decomposition", "local")).epsilon))
-    from jaxacct.allocation import pld as apld
-    res = {}
-
-    def _pld(kind):
-      if not res:
-        r = apld.allocation_pld_epsilon(
-            sigma=args.sigma, delta=args.delta, num_steps=args.num_steps,
-            num_selected=args.num_selected, num_epochs=args.num_epochs)
-        res.update(upper=r.upper, lower=r.lower)
-      return res[kind]
-    rows.append(("Random allocation, k of t", "tight PLD (upper)", lambda: _pld("upper")))
-    rows.append(("Random allocation, k of t", "tight PLD (lower)", lambda: _pld("lower")))
-  except (ImportError, AttributeError):
-    pass
-  try:
-    from jaxacct import shuffle
-    rows.append((f"Shuffling {args.num_steps} users, eps0={args.eps0}-LDP",
-                 "best valid (upper)",
-                 lambda: shuffle.epsilon(n=args.num_steps, eps0=args.eps0,
-                                         delta=args.delta).epsilon))
-  except (ImportError, AttributeError):
-    pass
-  rows.append(("No amplification (each step sees the example)", "exact Gaussian",
-               lambda: jaxacct.gaussian_epsilon(
-                   args.sigma / (args.num_selected * args.num_epochs) ** 0.5, args.delta)))
-  return rows
 
 
 def main(argv=None) -> int:
@@ -77,6 +69,7 @@ def main(argv=None) -> int:
   args = p.parse_args(argv)
   print(f"jaxacct: epsilon at delta={args.delta:g}, sigma={args.sigma:g}, "
         f"t={args.num_steps}, k={args.num_selected}, epochs={args.num_epochs}")
+  print("(times include the one-off JIT compilation of each kernel)")
   print(f"{'scheme':<48} {'method':<36} {'epsilon':>12} {'time':>9}")
   print("-" * 108)
   status = 0
