@@ -64,7 +64,7 @@ def _log_exp_series(p, n):
   return jnp.where(j == 0, 0.0, val)
 
 
-def _log_power_excess(logh, t):
+def _log_power_excess(logh, t, nbits=_NBITS):
   r"""Log-coefficients of :math:`(e^x + h(x))^t - e^{tx}` (t >= 1, traced ok).
 
   Binary powering on pairs :math:`(p, G_p)`, :math:`G_p = f^p - e^{px}`,
@@ -94,11 +94,11 @@ def _log_power_excess(logh, t):
     return r, gr, 2.0 * b, gb
 
   init = (jnp.zeros(t.shape, f64), zero, jnp.ones(t.shape, f64), logh)
-  _, gr, _, _ = jax.lax.fori_loop(0, _NBITS, body, init)
+  _, gr, _, _ = jax.lax.fori_loop(0, nbits, body, init)
   return gr
 
 
-def _rdp_from_log_moments(log_moments, t):
+def _rdp_from_log_moments(log_moments, t, nbits=_NBITS):
   r"""RDP at orders 2..A of 1-of-t allocation given log m_j, j = 0..A.
 
   :math:`E[S^\alpha] - 1 = \alpha!\,t^{-\alpha}[x^\alpha]((e^x+h)^t - e^{tx})`
@@ -112,7 +112,7 @@ def _rdp_from_log_moments(log_moments, t):
   log_d = jnp.where(big, lm + jnp.log1p(-jnp.exp(-jnp.where(big, lm, 1.0))),
                     jnp.log(jnp.expm1(jnp.where(big, 1.0, lm))))   # log(m_j - 1)
   logh = jnp.where(j >= 2, log_d - gammaln(j + 1.0), -jnp.inf)
-  g = _log_power_excess(logh, t)
+  g = _log_power_excess(logh, t, nbits)
   alpha = j[2:]
   t = jnp.asarray(t, jnp.float64)[..., None]
   log_am1 = gammaln(alpha + 1.0) + g[..., 2:] - alpha * jnp.log(t)
@@ -124,12 +124,13 @@ def _gaussian_log_moments(sigma, A):
   return j * (j - 1.0) / (2.0 * sigma**2)
 
 
-@functools.partial(jax.jit, static_argnames=("max_order",))
-def _allocation_gaussian_rdp_jit(sigma, t, *, max_order):
-  return _allocation_gaussian_rdp_kernel(sigma, t, max_order)
+@functools.partial(jax.jit, static_argnames=("max_order", "nbits"))
+def _allocation_gaussian_rdp_jit(sigma, t, *, max_order, nbits):
+  return _allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits)
 
 
-def _allocation_gaussian_rdp_kernel(sigma, t, max_order):
+def _allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits=_NBITS):
+  """Jittable kernel; ``nbits`` (static) must satisfy t < 2**nbits."""
   require_x64("allocation_rdp")
   sigma = jnp.asarray(sigma, jnp.float64)
   t = jnp.asarray(t)
@@ -140,7 +141,7 @@ def _allocation_gaussian_rdp_kernel(sigma, t, max_order):
   def one(st):
     s, tt = st
     lm = _gaussian_log_moments(jnp.where(s > 0, s, 1.0), max_order)
-    out = _rdp_from_log_moments(lm, jnp.maximum(tt, 1))
+    out = _rdp_from_log_moments(lm, jnp.maximum(tt, 1), nbits)
     return jnp.where((s > 0) & (tt >= 1), out, jnp.nan)
 
   out = jax.lax.map(one, (flat_s, flat_t), batch_size=64)
@@ -176,7 +177,7 @@ def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64):
     checks.check_int("num_steps", num_steps, min_value=1, max_value=2**31 - 1)
     return x64_boundary(_allocation_gaussian_rdp_jit)(
         sigma, jnp.asarray(num_steps, dtype=jnp.int64) if False else np.asarray(num_steps, np.int64),
-        max_order=int(max_order))
+        max_order=int(max_order), nbits=int(np.max(num_steps)).bit_length())
   return _allocation_gaussian_rdp_kernel(sigma, num_steps, int(max_order))
 
 
