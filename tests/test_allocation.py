@@ -469,3 +469,15 @@ def test_bad_input_kernels_raise():
     monte_carlo.delta_monte_carlo(sigma=1.0, num_steps=3, epsilon=1.0, confidence=1.0)
   with pytest.raises(ValueError, match="epsilon"):
     al.delta(sigma=1.0, num_steps=10, epsilon=np.nan)
+
+
+@pytest.mark.slow
+def test_decomposition_pld_matches_digest_fig2():
+  # digest Sec. 5.3, Fig 2 (authors' code v1.0.4 + dp_accounting PLD, disc.
+  # 1e-4): decomposition "both" 0.8007 (t=1000, sigma=1), 1.601 (t=100, sigma=1.2)
+  if not bounds._pld_available():
+    pytest.skip("jaxacct.pld not available")
+  for t, s, v in [(1000, 1.0, 0.8007), (100, 1.2, 1.601)]:
+    e = bounds.decomposition_pld_epsilon(sigma=s, num_steps=t, delta=1e-10)
+    assert abs(e - v) < 2e-3, (t, s, e)
+    assert e <= bounds.decomposition_epsilon(sigma=s, num_steps=t, delta=1e-10)

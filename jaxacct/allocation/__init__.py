@@ -22,6 +22,8 @@ name               directions  source                                       boun
                                with the loss shift m(1-1/t')/(2 sigma^2)
 ``decomposition``  both        Thm 4.6 on the Poisson(1/t) profile from     upper
                                its RDP (``jaxacct.poisson``); k = E = 1
+``decomposition_pld``  both    Thm 4.6 on the Poisson(1/t) PLD           upper
+                               (``jaxacct.pld``, tighter, slower; opt-in)
 ``local``          both        no amplification: Gaussian sigma/sqrt(kE)    upper
 ``pld``            both        tight allocation PLD (``allocation.pld``)    upper
 =================  ==========  ===========================================  =====
@@ -55,7 +57,7 @@ __all__ = ["epsilon", "delta", "allocation_rdp", "allocation_remove_rdp",
            "allocation_add_rdp_upper", "calibrate_sigma", "bounds", "DEFAULT_METHODS"]
 
 DEFAULT_METHODS = ("rdp_direct", "rdp_add", "direct_add", "decomposition", "local")
-_ALL_METHODS = DEFAULT_METHODS + ("pld",)
+_ALL_METHODS = DEFAULT_METHODS + ("pld", "decomposition_pld")
 _DEFAULT_MAX_ORDER = 256
 
 
@@ -160,8 +162,9 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
     num_epochs: E >= 1. delta: in (0, 1).
     direction: "both" (default; the max), "remove" or "add".
     methods: subset of ("rdp_direct", "rdp_add", "direct_add",
-      "decomposition", "local", "pld"); default: all but "pld", plus "pld"
-      when ``jaxacct.allocation.pld`` is available.
+      "decomposition", "local", "pld", "decomposition_pld"); default: all
+      but the last two, plus "pld" when ``jaxacct.allocation.pld`` is
+      available ("decomposition_pld" is opt-in: the Poisson PLD costs seconds).
     max_order: largest integer Renyi order for the RDP methods.
 
   Returns:
@@ -201,6 +204,11 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
     for d in dirs:
       vals[d]["decomposition"] = float(bounds.decomposition_epsilon(
           sigma=sigma, num_steps=t, delta=delta, direction=d))
+  if ("decomposition_pld" in methods and k == 1 and E == 1 and t >= 2
+      and bounds._pld_available()):
+    for d in dirs:
+      vals[d]["decomposition_pld"] = float(bounds.decomposition_pld_epsilon(
+          sigma=sigma, num_steps=t, delta=delta, direction=d))
   if "local" in methods:
     le = float(bounds.local_epsilon(sigma=sigma, delta=delta, num_selected=k, num_epochs=E))
     for d in dirs:
@@ -230,8 +238,8 @@ def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
           max_order: int = _DEFAULT_MAX_ORDER) -> DeltaResult:
   """Delta upper bound at ``epsilon`` of k-out-of-t random allocation, Gaussian.
 
-  Same methods and rules as :func:`epsilon` ("pld" excluded: its contract
-  is epsilon-only). Args as there, with ``epsilon`` a real scalar.
+  Same methods and rules as :func:`epsilon` ("pld" and
+  "decomposition_pld" are ignored here: epsilon-only). Args as there, with ``epsilon`` a real scalar.
 
   Returns:
     DeltaResult(delta, epsilon, method, bound="upper", order, details).
