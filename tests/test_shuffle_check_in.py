@@ -496,3 +496,37 @@ def test_table2_other_cells_do_not_reproduce():
            for m in ("baseline", "approach1", "approach2")]
     assert all(0.5 < g < 4.5 for g in got)
     assert all(g < t for g, t in zip(got, table))
+
+
+def _mp_rr_check_in_lower(n, p, lam, eps0):
+  """Exact Renyi moment of shuffled check-in of binary RR on 0^n vs (1, 0^{n-1})
+  (the output is k and the count of ones): a lower bound for every eps0-LDP bound."""
+  e = mp.e ** mp.mpf(eps0)
+  t = 1 / (e + 1)                      # P(report 1 | x = 0)
+  s = e / (e + 1)                      # P(report 1 | x = 1)
+  p = mp.mpf(p)
+  tot = mp.mpf(0)
+  for k in range(n + 1):
+    w = mp.binomial(n, k) * p ** k * (1 - p) ** (n - k)
+    r = mp.mpf(k) / n
+    for c in range(k + 1):
+      q0 = mp.binomial(k, c) * t ** c * (1 - t) ** (k - c)
+      q1 = 0
+      if k >= 1:
+        q1 = s * (mp.binomial(k - 1, c - 1) * t ** (c - 1) * (1 - t) ** (k - c) if c >= 1 else 0) + \
+            (1 - s) * mp.binomial(k - 1, c) * t ** c * (1 - t) ** (k - 1 - c)
+      p1 = (1 - r) * q0 + r * q1
+      tot += w * p1 ** lam * q0 ** (1 - lam)
+  return mp.log(tot) / (lam - 1)
+
+
+def test_ldp_upper_bounds_vs_exact_rr_lower():
+  o = np.arange(2, 9, dtype=np.float64)
+  n, p, eps0 = 40, 0.5, 1.0
+  up = np.asarray(C.check_in_ldp_rdp(o, n=float(n), p=p, eps0=eps0))
+  cl = np.asarray(C.check_in_ldp_rdp_clones(o, n=float(n), p=p, eps0=eps0, num_terms=32))
+  for b, lam in enumerate(o):
+    lo = float(_mp_rr_check_in_lower(n, p, int(lam), eps0))
+    assert cl[b] >= lo and up[b] >= lo
+  assert np.all(cl <= up * (1 + 1e-12))
+  assert cl[0] < 0.9 * up[0]     # the clone pair's shuffle gain shows at low orders
