@@ -117,21 +117,42 @@ def _log_geom(lr, length):
 def log_mass_upper(logpmf, x, y, length, mode):
   """Upper bound on ``log sum_{j=x}^{y} f(j)``; -inf for empty bins.
 
-  ``logpmf`` is a callable (vectorised). Bins must not straddle ``mode``.
+  ``logpmf`` is a callable (vectorised), f log-concave. Tent bound: log f
+  lies below both end secants extended across the bin (concavity), so each
+  term is at most the smaller of the two geometric envelopes; the two pieces
+  are summed in closed form. ``mode`` is unused (kept for the call sites;
+  the tent needs no side information).
   """
-  left = y <= mode
-  end = jnp.where(left, y, x)
-  nb = jnp.where(left, y - 1.0, x + 1.0)
-  lf_end = logpmf(end)
-  lf_nb = logpmf(nb)
-  lr = jnp.where(jnp.isfinite(lf_end), lf_nb - lf_end, 0.0)
-  lr = jnp.where(jnp.isnan(lr), 0.0, lr)
-  out = lf_end + _log_geom(lr, length)
-  out = jnp.where(length >= 2, out, lf_end)
+  del mode
+  lfx, lfx1, lfy, lfym1 = pmf_ends(logpmf, x, y)
+  a = jnp.where(jnp.isfinite(lfx) & jnp.isfinite(lfx1), lfx1 - lfx, jnp.inf)
+  b = jnp.where(jnp.isfinite(lfy) & jnp.isfinite(lfym1), lfym1 - lfy, jnp.inf)
+  # lines: A + a i (from x) and B + b (L-1-i) (from y), i = 0..L-1
+  fin = jnp.isfinite(a) & jnp.isfinite(b) & jnp.isfinite(lfx) & jnp.isfinite(lfy)
+  a_s = jnp.where(fin, a, 0.0)
+  b_s = jnp.where(fin, b, 0.0)
+  den = a_s + b_s
+  istar = jnp.where(den > 0, (lfy + b_s * (length - 1.0) - lfx) / jnp.where(den > 0, den, 1.0),
+                    jnp.where(lfx <= lfy, length - 1.0, -1.0))
+  k = jnp.clip(jnp.floor(istar), -1.0, length - 1.0)      # terms 0..k use the x line
+  n1 = k + 1.0
+  n2 = length - n1
+  p1 = jnp.where(n1 >= 1, lfx + _log_geom_any(a_s, jnp.maximum(n1, 1.0)), -jnp.inf)
+  p2 = jnp.where(n2 >= 1, lfy + _log_geom_any(b_s, jnp.maximum(n2, 1.0)), -jnp.inf)
+  tent = jnp.logaddexp(p1, p2)
+  # fallback (an end pmf is 0 or a neighbour outside the support): length * max
+  fallback = jnp.maximum(lfx, lfy) + jnp.log(jnp.maximum(length, 1.0))
+  out = jnp.where(fin, jnp.minimum(tent, fallback), fallback)
+  out = jnp.where(length >= 2, out, lfx)
   return jnp.where(length >= 1, out, -jnp.inf)
 
 
-def log_sum_upper(logpmf, x, y, length, mode, lv_x, lv_y):
+def pmf_ends(logpmf, x, y):
+  """``(f(x), f(x+1), f(y), f(y-1))`` in log space, computed once per bin."""
+  return logpmf(x), logpmf(x + 1.0), logpmf(y), logpmf(y - 1.0)
+
+
+def log_sum_upper(logpmf, x, y, length, mode, lv_x, lv_y, lf=None):
   r"""Upper bound on ``log sum_{j=x}^{y} f(j) v(j)``, v >= 0 convex on the bin.
 
   ``v`` must be non-decreasing away from ``mode`` on the bin (so the far end
@@ -144,10 +165,9 @@ ho^i \ge f` (log-concavity) and the
   the truncated geometric law (<= (L-1)/2).
   """
   left = y <= mode
-  end = jnp.where(left, y, x)
-  nb = jnp.where(left, y - 1.0, x + 1.0)
-  lf_end = logpmf(end)
-  lf_nb = logpmf(nb)
+  lfx, lfx1, lfy, lfym1 = pmf_ends(logpmf, x, y) if lf is None else lf
+  lf_end = jnp.where(left, lfy, lfx)
+  lf_nb = jnp.where(left, lfym1, lfx1)
   lr = jnp.where(jnp.isfinite(lf_end), lf_nb - lf_end, 0.0)
   lr = jnp.minimum(jnp.where(jnp.isnan(lr), 0.0, lr), 0.0)
   lmass = lf_end + _log_geom(lr, length)
@@ -175,20 +195,19 @@ def _log_geom_any(z, length):
                    (length - 1.0) * z + _log_geom(-jnp.abs(z), length))
 
 
-def log_sum_upper_right_loglinear(logpmf, x, y, length, lv_x, lv_y):
+def log_sum_upper_right_loglinear(logpmf, x, y, length, lv_x, lv_y, lf=None):
   r"""Upper bound on ``log sum_{j=x}^{y} f(j) v(j)`` for a bin right of the mode
   on which ``log v`` is convex (so below its chord): geometric envelope of f
   from x times the log-chord of v, summed in closed form.
   """
-  lf_x = logpmf(x)
-  lr = jnp.minimum(jnp.where(jnp.isfinite(lf_x), logpmf(x + 1.0) - lf_x, 0.0), 0.0)
+  lf_x, lf_x1, lf_y, lf_ym1 = pmf_ends(logpmf, x, y) if lf is None else lf
+  lr = jnp.minimum(jnp.where(jnp.isfinite(lf_x), lf_x1 - lf_x, 0.0), 0.0)
   lr = jnp.where(jnp.isnan(lr), 0.0, lr)
   s = (lv_y - lv_x) / jnp.maximum(length - 1.0, 1.0)
   out = lf_x + lv_x + _log_geom_any(lr + s, length)
   # Same with the secant of log f at the y end (extended towards x): the
   # smaller of two valid bounds.
-  lf_y = logpmf(y)
-  lq = jnp.where(jnp.isfinite(lf_y), logpmf(y - 1.0) - lf_y, jnp.inf)
+  lq = jnp.where(jnp.isfinite(lf_y), lf_ym1 - lf_y, jnp.inf)
   lq = jnp.maximum(jnp.where(jnp.isnan(lq), jnp.inf, lq), 0.0)
   out_y = lf_y + lv_y + _log_geom_any(lq - s, length)
   out = jnp.minimum(out, jnp.where(jnp.isfinite(out_y), out_y, jnp.inf))

@@ -9,7 +9,8 @@ Public API (all jittable and vmappable over n, eps0; orders are static):
 * :func:`girgis_thm1_rdp` -- Thm 1, eq. (6) (+ Remark 3 Chernoff slack);
   upper, integer orders.
 * :func:`girgis_cor1_rdp` -- Cor. 1, eq. (7); upper, integer orders, only
-  where :math:`\lambda^4 e^{5\epsilon_0} < n/9` (+inf elsewhere).
+  where :math:`\lambda^4 e^{5\epsilon_0} < n/9` (elsewhere: eps0, the
+  universal clip).
 * :func:`girgis_thm2_rdp` -- Thm 2, eq. (9); upper, real orders.
 * :func:`efm19_rdp` -- the Erlingsson et al. baseline, eq. (10).
 * :func:`girgis_mixture_rdp` -- the exact binomial mixture behind Thm 1
@@ -19,7 +20,8 @@ Public API (all jittable and vmappable over n, eps0; orders are static):
   paper); lower, real orders. :func:`girgis_cor2_rdp` -- Cor. 2 eq. (12).
 * :func:`girgis_subsampled_rdp` -- Poisson subsampling of clients (paper
   Sec. 4 / Fig. 5 recipe) with Zhu & Wang, "Poisson subsampled Renyi
-  differential privacy", ICML 2019, Thm 9 (general upper bound, factor 3).
+  differential privacy", ICML 2019 (general upper bound, the factor-3 form
+  quoted in the Girgis digest §1.6; it reproduces the digest's Fig. 5 vector).
 * :func:`girgis_epsilon` -- composition over rounds and (eps, delta).
 
 Every upper bound is clipped at eps0 (digest §2.8: the shuffled mechanism is
@@ -177,13 +179,13 @@ def _k_cor1(lam_np, n, eps0):
 
 
 def girgis_cor1_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0):
-  r"""Simplified upper RDP bound (Girgis Cor. 1, eq. (7)); +inf outside its domain.
+  r"""Simplified upper RDP bound (Girgis Cor. 1, eq. (7)); eps0 outside its domain.
 
   :math:`\epsilon(\lambda)\le\frac1{\lambda-1}\log(1+\binom\lambda2
   \frac{4(e^{\epsilon_0}-1)^2}{n})` for integer :math:`\lambda\ge2` with
   :math:`\lambda^4e^{5\epsilon_0}<n/9` (arXiv:2105.05180v1). Outside that
-  domain the formula can fall below the true RDP (digest §2.2), so +inf
-  (no guarantee) is returned there.
+  domain the formula can fall below the true RDP (digest §2.2), so it is not
+  used there (+inf, then the universal clip at eps0).
 
   Returns: float64, ``broadcast(n, eps0).shape + (len(orders),)``.
   Bound: upper (clipped at eps0).
@@ -389,7 +391,7 @@ def _base_rdp(base, orders, n, eps0):
 
 
 def zw19_poisson_rdp(orders, base_rdp_all, sampling_rate):
-  r"""Zhu & Wang (ICML'19, arXiv:1807.01647v2) Thm 9: general Poisson-subsampled RDP.
+  r"""Zhu & Wang (ICML'19) general upper bound for Poisson-subsampled RDP.
 
   For integer :math:`\alpha\ge2` and rate :math:`\gamma`:
   :math:`\frac1{\alpha-1}\log\{(1-\gamma)^{\alpha-1}(\alpha\gamma-\gamma+1)
@@ -428,7 +430,7 @@ def girgis_subsampled_rdp(orders=None, *, n, eps0, sampling_rate, base="thm1"):
   Per-round shuffle RDP of ``n`` *sampled* clients (the paper's Fig. 5 uses
   ``n = gamma * N``; digest §4.4) from ``base`` ("thm1", "thm2", "mixture"
   upper; "lower" gives what the lower curve would give), fed to Zhu & Wang
-  Thm 9 (factor-3 general bound) at every integer order 2..max(orders).
+  general factor-3 bound at every integer order 2..max(orders).
 
   Caveats (digest §2.9, §7.13): ZW19 is for add/remove neighbours while the
   shuffle RDP is replace-one, and the number of sampled clients is random;

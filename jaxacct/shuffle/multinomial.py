@@ -1,6 +1,6 @@
 r"""RDP of shuffled eps0-LDP reports: Chen et al.'s multinomial bound.
 
-Chen, Yuan, Zhang, Sakuma, et al. (author list not in our copy), "Renyi
+Chen et al. (the author list is missing from our text copy), "Renyi
 Differential Privacy in the Shuffle Model: Enhanced Amplification Bounds",
 arXiv:2401.04306v1.
 
@@ -43,12 +43,20 @@ ends) and log-concave upper bounds on each bin's pmf mass (``_binned``),
 
 every term positive, summed by log-sum-exp: no cancellation, no truncation
 (the grids span the whole supports, which matters at large
-:math:`\lambda\epsilon_0` where small c dominate). Cost per (n, eps0) is
-``num_c * num_a * len(orders)``, independent of n; when n and c are small
-enough that every integer is an edge the sum is exact. The relative slack of
-the default grid is below 1e-3 (tested against the literal sum and the
-``bound="lower"`` bracket). The result is also clipped at eps0 (the shuffled
-mechanism is eps0-DP).
+:math:`\lambda\epsilon_0` where small c dominate). Inside an a-bin the sum
+of pmf times phi is bounded by the pmf's geometric envelope times the chord
+of phi, or (right of the centre, where log h is convex) times the log-chord
+of :math:`h\ge\phi`. The grids put most points at the pmf mode and at the
+tilted peak of the summand (analytic in a; in c, the best grid point of the
+previous pass, 3 passes). Cost per (n, eps0) is about
+``3 * num_c * num_a * len(orders)``, independent of n; when n (or c) is
+below the grid size every integer is an edge and the sum is exact. Measured
+slack of the default grid (num_c = num_a = 160) at n = 1e4 against the
+digest's full sum: 0.1-0.7 % for lambda <= 64, 1.7 % at (eps0, lambda) =
+(3, 128), 11-36 % at lambda = 1000 (the c-bins' left-end rule on a steep
+summand); larger ``num_c`` tightens it. The result is clipped at eps0 (the
+shuffled mechanism is eps0-DP) and replaced by its reverse cumulative
+minimum over the orders (the true curve is non-decreasing in the order).
 """
 
 from __future__ import annotations
@@ -93,18 +101,19 @@ def _inner(lam, cs, th, num_a, lower, focus=None):
   else:
     # Chord of the convex phi times the geometric envelope of the pmf
     # (``_binned.log_sum_upper``); phi grows away from the centre.
-    lx = _binned.log_convex_gap(lam3, th * (2.0 * xa / tt - 1.0), kind="chen")
-    ly = _binned.log_convex_gap(lam3, th * (2.0 * ya / tt - 1.0), kind="chen")
-    b1 = _binned.log_sum_upper(lpmf_a, xa, ya, la, mode_a, lx, ly)
+    xx = th * (2.0 * xa / tt - 1.0)
+    xy = th * (2.0 * ya / tt - 1.0)
+    lx = _binned.log_convex_gap(lam3, xx, kind="chen")
+    ly = _binned.log_convex_gap(lam3, xy, kind="chen")
+    lf = _binned.pmf_ends(lpmf_a, xa, ya)
+    b1 = _binned.log_sum_upper(lpmf_a, xa, ya, la, mode_a, lx, ly, lf=lf)
     # Right of the centre, phi <= h = (1+x)^lam (1-x)^(1-lam), and log h is
     # convex for x >= (1-s)/(1+s), s = sqrt(1-1/lam): log-chord envelope,
     # much tighter where the summand is steep (large lam * eps0).
-    xx = th * (2.0 * xa / tt - 1.0)
-    xy = th * (2.0 * ya / tt - 1.0)
     lh = lambda v: lam3 * jnp.log1p(v) + (1.0 - lam3) * jnp.log1p(-v)
     sq = jnp.sqrt(1.0 - 1.0 / lam3)
     conv = (xx >= (1.0 - sq) / (1.0 + sq)) & (xa >= mode_a)
-    b2 = _binned.log_sum_upper_right_loglinear(lpmf_a, xa, ya, la, lh(xx), lh(xy))
+    b2 = _binned.log_sum_upper_right_loglinear(lpmf_a, xa, ya, la, lh(xx), lh(xy), lf=lf)
     return jnp.where(conv, jnp.minimum(b1, b2), b1), xa
   return lmass_a + lphi, xa
 
@@ -239,7 +248,8 @@ def chen_exact_rdp(orders=DEFAULT_ORDERS, *, n, eps0, num_c: int = 160,
   Returns:
     float64 array, shape ``broadcast(n, eps0).shape + (len(orders),)``.
 
-  Bound: upper (``bound="upper"``). Exact (to rounding) when n <= ~num_c/2.
+  Bound: upper (``bound="upper"``). Exact (to rounding) when n <= num_c + 3
+  (every integer an edge in c and in a).
   Clipped at eps0. eps0 = 0 gives 0; n = 1 gives eps0. Under jit, invalid
   lanes (n < 1 or non-integer, eps0 < 0 or non-finite) are NaN.
   Regimes: no NaN/inf for n up to 1e9, eps0 up to ~30, orders up to 1e4.
