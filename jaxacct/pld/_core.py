@@ -373,7 +373,9 @@ def _compose_kernel(probs_list, offsets, infs, step, pessimistic, counts, *,
     f = jnp.fft.rfft(jax.vmap(lambda x: _wrap(x, size))(pt), axis=-1)
     f = _cpow(f, c)
     spec = f if spec is None else spec * f
-  yt = jnp.roll(jnp.fft.irfft(spec, size, axis=-1), -m, axis=-1)
+  # (jnp.roll under jit mishandles int64 shifts beyond int32: reduce first)
+  shift = jnp.mod(-m, size).astype(jnp.int32)
+  yt = jnp.roll(jnp.fft.irfft(spec, size, axis=-1), shift, axis=-1)
   # Chernoff bounds on the tilted mass outside the window (it aliases in).
   log_a_hi = jnp.min(up_t - log_m_tot[:, None] - mu[None, :] * top_loss,
                      axis=1)
@@ -600,8 +602,9 @@ def _epsilon_kernel(probs, offset, step, inf_mass, dlt):
   target = dlt - inf_mass
   k = jnp.searchsorted(-d, -target, side="left")
   k = jnp.clip(k, 0, probs.shape[0] - 1)
-  frac = (target - d[k]) / (probs[k] + t[k])
-  frac = jnp.clip(frac, 0.0, 1.0)
+  denom = probs[k] + t[k]
+  frac = (target - d[k]) / jnp.where(denom > 0, denom, 1.0)
+  frac = jnp.where(denom > 0, jnp.clip(frac, 0.0, 1.0), 0.0)
   loss_k = (offset + k).astype(jnp.float64) * step
   eps = loss_k + jnp.log1p(-frac)
   eps = eps + 1e-13 * (1.0 + jnp.abs(eps))  # round to the safe side
