@@ -234,3 +234,49 @@ def test_against_pld_accounting_live():
   assert float(r.upper) >= lo_pa and float(r.lower) <= up_pa
   assert float(r.upper) <= up_pa
   assert float(r.upper) >= float(r.lower)
+
+
+@pytest.mark.slow
+def test_epochs_composition_digest():
+  # Digest Sec. 5.1/5.2, sigma=1, t=100, E=5: package 2.0 [1.416294, 1.452106],
+  # prototype [1.434896, 1.435337] at delta=1e-6.
+  r = pld.allocation_pld_epsilon(sigma=1.0, num_steps=100, num_epochs=5, delta=1e-6)
+  u, lo = float(r.upper), float(r.lower)
+  assert lo <= u
+  assert 1.416294 <= lo and u <= 1.452106
+  assert u >= 1.434896 - 1e-6 and lo <= 1.435337 + 1e-6
+  assert u / lo < 1.005
+
+
+@pytest.mark.slow
+def test_k_of_t_reduction_matches_epochs():
+  # Lemma 3.2 with t = k f: k-of-(k f) reduces to k compositions of 1-of-f,
+  # i.e. exactly num_epochs = k of 1-of-f.
+  a = pld.allocation_pld_epsilon(sigma=1.0, num_steps=200, num_selected=2, delta=1e-6)
+  b = pld.allocation_pld_epsilon(sigma=1.0, num_steps=100, num_epochs=2, delta=1e-6)
+  np.testing.assert_allclose([float(a.upper), float(a.lower)],
+                             [float(b.upper), float(b.lower)], rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_calibration_feasible_and_tight():
+  eps = np.array([0.5, 1.0, 2.0])
+  s = np.asarray(pld.allocation_pld_calibrate_sigma(epsilon=eps, delta=1e-6, num_steps=100,
+                                                    num_grid=16, num_refine=6))
+  r = pld.allocation_pld_epsilon(sigma=s, num_steps=100, delta=1e-6, grid_size=512)
+  assert np.all(np.asarray(r.upper) <= eps)
+  r2 = pld.allocation_pld_epsilon(sigma=s * 0.98, num_steps=100, delta=1e-6, grid_size=512)
+  assert np.all(np.asarray(r2.lower) > eps)
+
+
+@pytest.mark.slow
+def test_laplace_t1_vs_dp_accounting():
+  dpl = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
+  b = 1.0
+  hi = dpl.from_laplace_mechanism(b, value_discretization_interval=1e-4, pessimistic_estimate=True)
+  lo = dpl.from_laplace_mechanism(b, value_discretization_interval=1e-4, pessimistic_estimate=False)
+  r = pld.allocation_pld_delta(sigma=b, num_steps=1, epsilon=np.array([0.2, 0.5, 0.8]),
+                               mechanism="laplace")
+  for i, e in enumerate([0.2, 0.5, 0.8]):
+    assert float(r.lower[i]) <= hi.get_delta_for_epsilon(e) + 1e-12
+    assert float(r.upper[i]) >= lo.get_delta_for_epsilon(e) - 1e-12

@@ -242,10 +242,20 @@ def _auto_tail(delta):
   return jnp.clip(TAIL_FACTOR * jnp.asarray(delta, jnp.float64), 1e-30, 1e-12)
 
 
+_CHUNK = 8  # lanes per vmapped block; larger batches run block after block
+
+
 @functools.partial(jax.jit, static_argnames=("n", "mechanism"))
 def _laws_batch(param, t, tail, *, n, mechanism):
-  return jax.vmap(lambda a, b, c: _final_laws(a, b, n=n, tail=c, mechanism=mechanism))(
-      param, t, tail)
+  f = jax.vmap(lambda a, b, c: _final_laws(a, b, n=n, tail=c, mechanism=mechanism))
+  size = param.shape[0]
+  if size <= _CHUNK or size % _CHUNK:
+    return f(param, t, tail)
+  # batched dynamic slices turn into gathers/scatters over the whole batch;
+  # blocks of _CHUNK lanes keep the working set in cache (sequential lax.map).
+  r = lambda x: x.reshape((size // _CHUNK, _CHUNK) + x.shape[1:])
+  out = lax.map(lambda xs: f(*xs), (r(param), r(t), r(tail)))
+  return jax.tree.map(lambda x: x.reshape((size,) + x.shape[2:]), out)
 
 
 @jax.jit
