@@ -355,6 +355,7 @@ def test_allocation_rdp_within_10_percent_of_poisson_rdp():
 
 def test_epsilon_decreases_in_sigma():
   prev = np.inf
+  warnings.simplefilter("ignore")   # the top order warning at sigma = 5
   for s in (0.5, 0.7, 1.0, 1.5, 2.5, 5.0):
     e = al.epsilon(sigma=s, num_steps=1000, delta=1e-8, num_epochs=2, methods=FAST).epsilon
     assert e < prev
@@ -375,9 +376,11 @@ def _upper_deltas(s, t, E, eps, direction):
   return d
 
 
-def test_upper_bounds_above_monte_carlo_and_lower_bound():
+@pytest.mark.parametrize("t,s,E", [(10, 1.0, 1),
+                                   pytest.param(20, 0.8, 3, marks=pytest.mark.slow)])
+def test_upper_bounds_above_monte_carlo_and_lower_bound(t, s, E):
   eps = np.array([0.25, 0.5, 1.0, 1.5])
-  for t, s, E in [(10, 1.0, 1), (20, 0.8, 3)]:
+  if True:
     for d in ("remove", "add"):
       mc = monte_carlo.delta_monte_carlo(sigma=s, num_steps=t, epsilon=eps, num_epochs=E,
                                          direction=d, num_samples=100_000, seed=3)
