@@ -217,8 +217,9 @@ def test_clone_pld_single_round_vs_dp_accounting():
   pv, qv = exact.pair_pmfs(1000, p, (p - 1) / (p + 1), 2 * p * p / (p + 1),
                            2 * p * p / (p + 1))
   keep = (pv > 0) & (qv > 0)
+  # dp_accounting 0.6.0 takes LOG probability mass functions
   pl = pldm.from_two_probability_mass_functions(
-      dict(enumerate(pv[keep])), dict(enumerate(qv[keep])),
+      dict(enumerate(np.log(pv[keep]))), dict(enumerate(np.log(qv[keep]))),
       value_discretization_interval=1e-4, pessimistic_estimate=True)
   e_dpa = pl.get_epsilon_for_delta(1e-6)
   e_ours = float(sh.clone_epsilon(1e-6, n=1000, eps0=1.0))

@@ -194,8 +194,10 @@ def _single_round(kind, k, n, eps0, delta_):
 def _composed(kind, k, n, eps0, delta_, rounds, step, want_pld, want_rdp):
   res = {}
   rdp_kind = "clone_rdp" if kind == "generic" else "stronger_clone_rdp"
-  if want_rdp:
-    # generic-valid RDP bounds of the sibling modules (valid for every kind)
+  exact_pairs = kind == "binary_rr" and n <= _MAX_EXACT_PLD_BINARY_N
+  if want_rdp and not exact_pairs:
+    # generic-valid RDP bounds of the sibling modules (valid for every kind;
+    # skipped where the PLD of the exact per-dataset pairs is available)
     for name, mod, fname, kw in (
         ("chen_exact", "multinomial", "chen_epsilon", {"bound": "exact"}),
         ("girgis_thm1", "girgis", "girgis_epsilon", {"bound": "thm1"})):
