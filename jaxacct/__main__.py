@@ -44,7 +44,7 @@ def _rows(args) -> List[Tuple[str, str, Callable[[], float]]]:
        lambda: allocation.epsilon(
            sigma=args.sigma, num_steps=args.num_steps, delta=args.delta,
            num_selected=args.num_selected, num_epochs=args.num_epochs,
-           methods=("rdp_direct", "direct_add", "decomposition", "local")).epsilon),
+           methods=("rdp_direct", "rdp_add", "direct_add", "decomposition", "local")).epsilon),
       (shuf, "any eps0-LDP randomizer (upper)",
        lambda: shuffle.epsilon(n=args.num_steps, eps0=args.eps0, delta=args.delta,
                                rounds=args.num_epochs).epsilon),
