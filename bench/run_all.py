@@ -53,6 +53,27 @@ def main(argv=None):
     names = [n for n in names if n in args.only]
   meta = _meta()
   results = {"meta": meta, "rows": [], "errors": {}}
+  def _write(final):
+    os.makedirs(args.out, exist_ok=True)
+    tag = "gpu" if any("cuda" in d.lower() or "gpu" in d.lower() for d in meta["devices"]) else "cpu"
+    with open(os.path.join(args.out, f"results_{tag}.json"), "w") as f:
+      json.dump(results, f, indent=1, default=float)
+    lines = [f"# jaxacct benchmarks ({tag})", "",
+             f"{meta['date']}, jax {meta['jax']}, devices {meta['devices']}, "
+             f"{meta['cpu_count']} CPUs, commit {meta['commit']}", "",
+             "| suite | benchmark | ours (s) | ours compile+run (s) | peer | peer (s) | speed-up | ours value | peer value | notes |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results["rows"]:
+      lines.append("| " + " | ".join(_fmt(r.get(k)) for k in (
+          "suite", "benchmark", "ours_s", "ours_compile_plus_run_s", "peer", "peer_s",
+          "speedup", "ours_value", "peer_value", "notes")) + " |")
+    if results["errors"]:
+      lines += ["", "Errors: " + ", ".join(results["errors"])]
+    with open(os.path.join(args.out, f"results_{tag}.md"), "w") as f:
+      f.write("\n".join(lines) + "\n")
+    if final:
+      print("\n".join(lines))
+
   for name in names:
     print(f"== bench_{name}", flush=True)
     try:
@@ -64,24 +85,8 @@ def main(argv=None):
     except Exception:
       results["errors"][name] = traceback.format_exc()
       print(results["errors"][name], flush=True)
-  os.makedirs(args.out, exist_ok=True)
-  tag = "gpu" if any("cuda" in d.lower() or "gpu" in d.lower() for d in meta["devices"]) else "cpu"
-  with open(os.path.join(args.out, f"results_{tag}.json"), "w") as f:
-    json.dump(results, f, indent=1, default=float)
-  lines = [f"# jaxacct benchmarks ({tag})", "",
-           f"{meta['date']}, jax {meta['jax']}, devices {meta['devices']}, "
-           f"{meta['cpu_count']} CPUs, commit {meta['commit']}", "",
-           "| suite | benchmark | ours (s) | ours compile+run (s) | peer | peer (s) | speed-up | ours value | peer value | notes |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
-  for r in results["rows"]:
-    lines.append("| " + " | ".join(_fmt(r.get(k)) for k in (
-        "suite", "benchmark", "ours_s", "ours_compile_plus_run_s", "peer", "peer_s",
-        "speedup", "ours_value", "peer_value", "notes")) + " |")
-  if results["errors"]:
-    lines += ["", "Errors: " + ", ".join(results["errors"])]
-  with open(os.path.join(args.out, f"results_{tag}.md"), "w") as f:
-    f.write("\n".join(lines) + "\n")
-  print("\n".join(lines))
+    _write(False)   # partial results survive an interrupted run
+  _write(True)
   return 1 if results["errors"] else 0
 
 
