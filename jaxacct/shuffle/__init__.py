@@ -364,3 +364,39 @@ def delta(*, n, eps0, epsilon, rounds: int = 1, randomizer="generic",
     name, bound = method, ("lower" if b.startswith("lower") else b)
   return DeltaResult(delta=val, epsilon=eps, method=name, bound=bound,
                      details=res)
+
+
+# RDP bounds of the sibling modules (imported last: they import this
+# package's kernels). Chen et al. and Girgis et al. are wired into the front
+# door for rounds > 1; shuffled check-in is a different mechanism (the
+# check-in rate p is public) and keeps its own entry points.
+from jaxacct.shuffle.multinomial import (chen_asymptotic_rdp, chen_epsilon,  # noqa: E402
+                                         chen_exact_rdp, chen_gdp_mu,
+                                         chen_table1_rdp)
+from jaxacct.shuffle.girgis import (efm19_rdp, girgis_cor1_rdp,  # noqa: E402
+                                    girgis_cor2_rdp, girgis_epsilon,
+                                    girgis_lower_rdp, girgis_mixture_rdp,
+                                    girgis_subsampled_rdp, girgis_thm1_rdp,
+                                    girgis_thm2_rdp)
+from jaxacct.shuffle.check_in import (check_in_epsilon,  # noqa: E402
+                                      check_in_first_cut_epsilon,
+                                      check_in_gaussian_epsilon,
+                                      check_in_gaussian_rdp,
+                                      check_in_gaussian_rdp_lower,
+                                      check_in_ldp_rdp,
+                                      check_in_secagg_gaussian_epsilon,
+                                      check_in_secagg_gaussian_rdp,
+                                      shuffle_gaussian_epsilon_lower,
+                                      shuffle_gaussian_rdp_lower)
+
+__all__ += [
+    "chen_exact_rdp", "chen_asymptotic_rdp", "chen_gdp_mu", "chen_table1_rdp",
+    "chen_epsilon", "girgis_thm1_rdp", "girgis_cor1_rdp", "girgis_thm2_rdp",
+    "efm19_rdp", "girgis_mixture_rdp", "girgis_lower_rdp", "girgis_cor2_rdp",
+    "girgis_subsampled_rdp", "girgis_epsilon", "check_in_ldp_rdp",
+    "check_in_gaussian_rdp", "check_in_gaussian_rdp_lower",
+    "check_in_secagg_gaussian_rdp", "shuffle_gaussian_rdp_lower",
+    "check_in_epsilon", "check_in_gaussian_epsilon",
+    "check_in_secagg_gaussian_epsilon", "check_in_first_cut_epsilon",
+    "shuffle_gaussian_epsilon_lower",
+]
