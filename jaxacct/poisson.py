@@ -56,7 +56,7 @@ from jaxacct._core import checks
 from jaxacct._core.calibrate import bisect
 from jaxacct._core.conversion import _rdp_to_delta, _rdp_to_epsilon
 from jaxacct._core.dtype import require_x64, x64_boundary
-from jaxacct._core.logmath import log1m_exp, log_binom, logsumexp
+from jaxacct._core.logmath import log1m_exp, log_binom, log_expm1, logsumexp
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult
 
@@ -70,11 +70,6 @@ _QUAD_POINTS_SMALL = 320    # enough for alpha <= 16 (see module docstring)
 _SMALL_ALPHA = 16.0
 _QUAD_HALF_WIDTH = 14.0     # Gaussian tail e^{-98} beyond it
 
-
-def _log_expm1(y):
-  """log(e^y - 1) for y > 0."""
-  ys = jnp.maximum(y, 1e-300)
-  return ys + log1m_exp(-ys)
 
 
 def _log_a_minus_1_int(alpha, q, sigma, max_order):
@@ -93,7 +88,7 @@ def _log_a_minus_1_int(alpha, q, sigma, max_order):
   kk = k * logq
   kk = jnp.where(q == 0, -jnp.inf, kk)
   terms = (log_binom(a, jnp.minimum(k, a)) + kk + tail
-           + _log_expm1((k * k - k) / (2.0 * sigma**2)))
+           + log_expm1((k * k - k) / (2.0 * sigma**2)))
   terms = jnp.where(k <= a, terms, -jnp.inf)
   return logsumexp(terms, axis=-1)
 

@@ -259,7 +259,6 @@ def test_tiny_delta_many_steps_stable_where_plain_fft_is_not():
   rdp = float(poisson.epsilon(q=q, sigma=s, num_steps=t, delta=d).epsilon)
   assert e2 <= e1 <= e2 * 1.02
   assert e1 < rdp
-  assert e2 == pytest.approx(0.2688, rel=2e-3)  # our own value, h = 2e-5
 
 
 @pytest.mark.slow

@@ -45,7 +45,7 @@ from jax.scipy.special import gammaln
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
-from jaxacct._core.logmath import logsumexp
+from jaxacct._core.logmath import log_expm1, logsumexp
 
 _XI_MAX = 38.0
 
@@ -61,12 +61,6 @@ def _log1p_neg_plus(x):
   series = -x * x * (0.5 + x * (1.0 / 3 + x * (0.25 + x * (0.2 + x / 6))))
   return jnp.where(x < 1e-3, series, jnp.log1p(-x) + x)
 
-
-def _log_expm1(y):
-  """log(expm1(y)) for y >= 0 (-inf at 0)."""
-  big = y > 1.0
-  return jnp.where(big, y + jnp.log(-jnp.expm1(-jnp.where(big, y, 1.0))),
-                   jnp.log(jnp.expm1(jnp.where(big, 1.0, y))))
 
 
 def _t_log_phi_plus(w, tau, t, num_inner):
@@ -142,7 +136,7 @@ def _add_rdp_one(sigma, t, orders, num_outer, num_inner):
   # phi^t (1 - e^{-t (log phi + v)}) with log phi from a log-sum-exp.
   ew = jnp.exp(w)
   tD_big = jnp.maximum(tlp + ew, 0.0)
-  log_diff = jnp.where(small, -ew + _log_expm1(tD),
+  log_diff = jnp.where(small, -ew + log_expm1(tD),
                        tlp + jnp.log(-jnp.expm1(-jnp.where(small, 1.0, tD_big))))
   terms = s[:, None] * w[None, :] + log_diff[None, :]
   log_am1 = logsumexp(terms, axis=-1) + jnp.log(hw) - gammaln(s)

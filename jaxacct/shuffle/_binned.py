@@ -24,22 +24,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import gammaln
 
-from jaxacct._core.logmath import log1m_exp, log_binom
+from jaxacct._core.logmath import log1m_exp
 
-
-def log_binom_pmf(k, n, p):
-  """``log Bin(k; n, p)``; -inf outside ``[0, n]``; ``p`` in [0, 1]."""
-  k = jnp.asarray(k, jnp.float64)
-  ok = (k >= 0) & (k <= n)
-  ks = jnp.clip(k, 0.0, jnp.maximum(n, 0.0))
-  lp = jnp.where(ks > 0, ks * jnp.log(jnp.where(p > 0, p, 1.0)), 0.0)
-  lp = jnp.where((ks > 0) & (p <= 0), -jnp.inf, lp)
-  lq = jnp.where(n - ks > 0, (n - ks) * jnp.log1p(-jnp.where(p < 1, p, 0.0)), 0.0)
-  lq = jnp.where((n - ks > 0) & (p >= 1), -jnp.inf, lq)
-  out = log_binom(n, ks) + lp + lq
-  return jnp.where(ok, out, -jnp.inf)
 
 
 def binom_mode(n, p):

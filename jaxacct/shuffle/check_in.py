@@ -81,7 +81,8 @@ from jax.scipy.special import gammaln, xlog1py, xlogy
 from jaxacct._core import checks
 from jaxacct._core.conversion import _rdp_to_epsilon
 from jaxacct._core.dtype import require_x64, x64_boundary
-from jaxacct._core.logmath import log1m_exp, logsumexp
+from jaxacct._core.logmath import (log_binom, log_binom_pmf,
+                                   log_expm1, logsumexp)
 from jaxacct._core.results import EpsilonResult
 
 __all__ = [
@@ -112,22 +113,7 @@ _CHUNK = 32
 # small log-space helpers
 # --------------------------------------------------------------------------
 
-def _log_expm1(y):
-  """log(exp(y) - 1) for y >= 0; -inf at y <= 0; +inf at y = +inf."""
-  y = jnp.asarray(y)
-  pos = y > 0
-  ys = jnp.where(pos & jnp.isfinite(y), y, 1.0)
-  out = ys + log1m_exp(-ys)
-  out = jnp.where(y == jnp.inf, jnp.inf, out)
-  return jnp.where(pos, out, -jnp.inf)
 
-
-def _log_binom(n, k):
-  return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
-
-
-def _log_binom_pmf(k, n, p):
-  return _log_binom(n, k) + xlogy(k, p) + xlog1py(n - k, -p)
 
 
 def _log_kl_tail(x, p, n):
@@ -181,12 +167,12 @@ def _wbk_log_excess_moments(lam, log_qj, eps_j, log_expm1_inf):
          + jnp.minimum(_LOG2, jnp.where(jnp.isneginf(li), -jnp.inf, j * li)))
   e2 = eps_j[..., 0]
   two = log_qj[..., 0] + jnp.minimum(
-      _LOG4 + _log_expm1(e2),
+      _LOG4 + log_expm1(e2),
       e2 + jnp.minimum(_LOG2, jnp.where(jnp.isneginf(log_expm1_inf), -jnp.inf,
                                         2.0 * log_expm1_inf)))
   gen = jnp.concatenate([two[..., None], gen[..., 1:]], axis=-1)
   mask = j[None, :] <= lam[:, None]
-  log_c = _log_binom(lam[:, None], jnp.minimum(j[None, :], lam[:, None]))
+  log_c = log_binom(lam[:, None], jnp.minimum(j[None, :], lam[:, None]))
   terms = jnp.where(mask, gen[..., None, :] + log_c, -jnp.inf)
   return logsumexp(terms, axis=-1)
 
@@ -256,7 +242,7 @@ def _mixture_log_excess(n, p, num_terms, per_k, log_cap=None):
   def chunk(ks):
     valid = ks <= n[..., None]
     ks_safe = jnp.minimum(ks, n[..., None])
-    logw = _log_binom_pmf(ks_safe, n[..., None], p[..., None])
+    logw = log_binom_pmf(ks_safe, n[..., None], p[..., None])
     logx = per_k(ks_safe)
     terms = jnp.where(valid[..., None], logw[..., None] + logx, -jnp.inf)
     return logsumexp(terms, axis=-2)
@@ -319,7 +305,7 @@ def _check_in_ldp_impl(lam_np, n, p, eps0):
   jmax = int(np.max(lam_np))
   j = jnp.arange(2, jmax + 1, dtype=jnp.float64)
   eps_j = _rr_rdp_times(j, eps0[..., None]) / (j - 1.0)          # S + (J,)
-  li = _log_expm1(eps0)
+  li = log_expm1(eps0)
   nn = jnp.where(n >= 1, n, 1.0)
   log_qj = _log_rate_moments(nn, jnp.clip(p, 0.0, 1.0), jmax)
   out = _finish(_wbk_log_excess_moments(lam, log_qj, eps_j, li), lam)
@@ -438,17 +424,17 @@ def _clones_mixture(n, p, eps0, base, *, orders, num_terms):
   j = jnp.arange(2, J + 1, dtype=jnp.float64)
   rr = _rr_rdp_times(j, eps0) / (j - 1.0)
   base = jnp.minimum(base, rr)                                  # (K, J-1)
-  li = _log_expm1(eps0)
+  li = log_expm1(eps0)
 
   def per_k(ks):
     lq = jnp.log(ks / n)
     return _wbk_log_excess(lam, lq, base, jnp.broadcast_to(li, ks.shape))
 
-  log_cap = _log_expm1(_rr_rdp_times(lam, eps0))
+  log_cap = log_expm1(_rr_rdp_times(lam, eps0))
   k_lo, ks = _window(n, p, num_terms)
   valid = ks <= n
   ks_safe = jnp.minimum(ks, n)
-  logw = _log_binom_pmf(ks_safe, n, p)
+  logw = log_binom_pmf(ks_safe, n, p)
   terms = jnp.where(valid[:, None], logw[:, None] + per_k(ks_safe), -jnp.inf)
   total = logsumexp(terms, axis=0)
   tail = _log_tail_mass(n, p, k_lo, num_terms)
@@ -528,7 +514,7 @@ def _secagg_impl(lam_np, n, p, sigma, num_terms):
     lq = jnp.log(ks / n[..., None])
     return _wbk_log_excess(lam, lq, eps_j, jnp.full(ks.shape, jnp.inf))
 
-  log_cap = _log_expm1((lam - 1.0) * 2.0 * lam / s[..., None] ** 2)
+  log_cap = log_expm1((lam - 1.0) * 2.0 * lam / s[..., None] ** 2)
   out = _finish(_mixture_log_excess(n, p, num_terms, per_k, log_cap), lam)
   out = jnp.minimum(out, 2.0 * lam / s[..., None] ** 2)     # k = 1 Gaussian, no sampling
   out = _envelope(out, lam_np)
@@ -713,12 +699,12 @@ def _check_in_lower_impl(lam_np, n, p, sigma, num_terms):
 
   def per_k(ks):
     logm = _log_moments(s[..., None], ks, L)[..., 2:]         # S + (K, J)
-    lx = _log_expm1(jnp.maximum(logm, 0.0))
+    lx = log_expm1(jnp.maximum(logm, 0.0))
     r = ks / n[..., None]
     rr = r[..., None, None]
     jj = j[None, :]
     ll = lam[:, None]
-    t = (_log_binom(ll, jnp.minimum(jj, ll)) + xlog1py(jnp.maximum(ll - jj, 0.0), -rr)
+    t = (log_binom(ll, jnp.minimum(jj, ll)) + xlog1py(jnp.maximum(ll - jj, 0.0), -rr)
          + xlogy(jj, rr) + lx[..., None, :])
     t = jnp.where(jj <= ll, t, -jnp.inf)
     return logsumexp(t, axis=-1)                               # S + (K, L)
@@ -1108,11 +1094,11 @@ def _approach_jit(n, p, eps0, delta0, delta1, *, orders, approach, num_terms):
     r = ks / n
     if approach == 1:
       eps_j = _lemma1_impl(j[None, :], eS[:, None], dS[:, None])  # (K, J)
-      return _wbk_log_excess(lam, jnp.log(r), eps_j, _log_expm1(eS))
+      return _wbk_log_excess(lam, jnp.log(r), eps_j, log_expm1(eS))
     ek = jnp.log1p(r * jnp.expm1(eS))
     dk = r * dS
     e_l = _lemma1_impl(lam[None, :], ek[:, None], dk[:, None])    # (K, L)
-    return _log_expm1((lam - 1.0) * e_l)
+    return log_expm1((lam - 1.0) * e_l)
 
   n_ = jnp.asarray(n, jnp.float64)
   p_ = jnp.asarray(p, jnp.float64)

@@ -46,7 +46,7 @@ from jax.scipy.special import gammaln
 from jaxacct._core import checks
 from jaxacct._core.conversion import _rdp_to_epsilon
 from jaxacct._core.dtype import require_x64, x64_boundary
-from jaxacct._core.logmath import logsumexp
+from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.orders import DEFAULT_INTEGER_ORDERS, DEFAULT_ORDERS
 from jaxacct._core.results import EpsilonResult
 from jaxacct.shuffle import _binned
@@ -55,12 +55,6 @@ __all__ = ["girgis_thm1_rdp", "girgis_cor1_rdp", "girgis_thm2_rdp",
            "efm19_rdp", "girgis_mixture_rdp", "girgis_lower_rdp",
            "girgis_cor2_rdp", "girgis_subsampled_rdp", "girgis_epsilon"]
 
-
-def _log_expm1(x):
-  """``log(expm1(x))`` for x > 0, stable for tiny and huge x."""
-  xs = jnp.maximum(x, 1e-300)
-  return jnp.where(xs > 30.0, xs + jnp.log1p(-jnp.exp(-xs)),
-                   jnp.log(jnp.expm1(jnp.minimum(xs, 30.0))))
 
 
 def _prep(n, eps0):
@@ -82,9 +76,9 @@ def _log_u1_minus_1(lam, m, e, imax):
   lam = lam[..., None]
   m = m[..., None]
   e = e[..., None]
-  l2 = (jnp.log(lam * (lam - 1.0) / 2.0) + 2.0 * _log_expm1(e) - jnp.log(m) - e)
+  l2 = (jnp.log(lam * (lam - 1.0) / 2.0) + 2.0 * log_expm1(e) - jnp.log(m) - e)
   i = jnp.asarray(np.arange(3, max(imax, 3) + 1, dtype=np.float64))
-  logx = 2.0 * _log_expm1(2.0 * e) - jnp.log(2.0) - jnp.log(m) - 2.0 * e
+  logx = 2.0 * log_expm1(2.0 * e) - jnp.log(2.0) - jnp.log(m) - 2.0 * e
   li = (gammaln(lam + 1.0) - gammaln(i + 1.0) - gammaln(jnp.maximum(lam - i, 0.0) + 1.0)
         + jnp.log(i) + gammaln(i / 2.0) + 0.5 * i * logx)
   li = jnp.where(i <= lam, li, -jnp.inf)
@@ -170,7 +164,7 @@ def girgis_thm1_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0, gamma_c=0.5):
 def _k_cor1(lam_np, n, eps0):
   n, e, ok = _prep(n, eps0)
   lam = jnp.asarray(lam_np, jnp.float64)
-  val = jnp.logaddexp(0.0, jnp.log(lam * (lam - 1.0) / 2.0 * 4.0) + 2.0 * _log_expm1(e)
+  val = jnp.logaddexp(0.0, jnp.log(lam * (lam - 1.0) / 2.0 * 4.0) + 2.0 * log_expm1(e)
                       - jnp.log(n)) / (lam - 1.0)
   valid = 4.0 * jnp.log(lam) + 5.0 * e < jnp.log(n / 9.0)
   val = jnp.where(valid, val, jnp.inf)
@@ -195,7 +189,7 @@ def girgis_cor1_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0):
 
 def _thm2(lam, n, e):
   nbar = jnp.floor((n - 1.0) / (2.0 * jnp.exp(e))) + 1.0
-  a = lam ** 2 * jnp.exp(2.0 * _log_expm1(e)) / nbar
+  a = lam ** 2 * jnp.exp(2.0 * log_expm1(e)) / nbar
   b = e * lam - (n - 1.0) / (8.0 * jnp.exp(e))
   return jnp.logaddexp(a, b) / (lam - 1.0)
 
@@ -224,7 +218,7 @@ def girgis_thm2_rdp(orders=DEFAULT_ORDERS, *, n, eps0):
 def _k_efm(lam_np, n, eps0):
   n, e, ok = _prep(n, eps0)
   lam = jnp.asarray(lam_np, jnp.float64)
-  val = lam * 2.0 * jnp.exp(4.0 * e + 2.0 * _log_expm1(e)) / n
+  val = lam * 2.0 * jnp.exp(4.0 * e + 2.0 * log_expm1(e)) / n
   return _finish(val, ok, e, clip=False)
 
 
@@ -243,7 +237,7 @@ def efm19_rdp(orders=DEFAULT_ORDERS, *, n, eps0):
 def _k_cor2(lam_np, n, eps0):
   n, e, ok = _prep(n, eps0)
   lam = jnp.asarray(lam_np, jnp.float64)
-  val = jnp.logaddexp(0.0, jnp.log(lam * (lam - 1.0) / 2.0) + 2.0 * _log_expm1(e)
+  val = jnp.logaddexp(0.0, jnp.log(lam * (lam - 1.0) / 2.0) + 2.0 * log_expm1(e)
                       - jnp.log(n) - e) / (lam - 1.0)
   val = jnp.where(e <= 1e-300, 0.0, val)
   return jnp.where(ok & (jnp.floor(lam) == lam), val, jnp.nan)
@@ -265,7 +259,7 @@ def _lower_lane(lam, n, e, num):
   mode = _binned.binom_mode(n, p)
   edges = _binned.make_grid(n, mode, jnp.sqrt(n * p * (1 - p)), num)
   x, y, ln = _binned.bins(edges, n)
-  lpmf = functools.partial(_binned.log_binom_pmf, n=n, p=p)
+  lpmf = functools.partial(log_binom_pmf, n=n, p=p)
   lmass = _binned.log_mass_lower(lpmf, x, y, ln)
   centre = n * p
   near = jnp.where(y < centre, y, jnp.where(x > centre, x, centre))
@@ -323,16 +317,16 @@ def _mixture_lane(lam, n, e, num, imax, paper_caps):
   mode = _binned.binom_mode(big_n, q)
   edges = _binned.make_grid(big_n, mode, jnp.sqrt(big_n * q * (1 - q)), num)
   x, y, ln = _binned.bins(edges, big_n)
-  lpmf = functools.partial(_binned.log_binom_pmf, n=big_n, p=q)
+  lpmf = functools.partial(log_binom_pmf, n=big_n, p=q)
   lmass = _binned.log_mass_upper(lpmf, x, y, ln, mode)
   m1 = x + 1.0                                 # E_m <= U1(m + 1), left end
   lu = _log_u1_minus_1(lam[:, None], m1[None], e, imax)   # (orders, bins)
   if paper_caps:                               # min(U1, e^{lam eps0})
-    lcap = _log_expm1(lam * e)[:, None]
+    lcap = log_expm1(lam * e)[:, None]
   else:
-    l2 = lam[:, None] ** 2 * jnp.exp(2.0 * _log_expm1(e)) / m1[None]   # Thm 6
-    lu = jnp.minimum(lu, _log_expm1(jnp.maximum(l2, 1e-300)))
-    lcap = _log_expm1((lam - 1.0) * e)[:, None]  # E_0 <= e^{(lam-1) eps0}
+    l2 = lam[:, None] ** 2 * jnp.exp(2.0 * log_expm1(e)) / m1[None]   # Thm 6
+    lu = jnp.minimum(lu, log_expm1(jnp.maximum(l2, 1e-300)))
+    lcap = log_expm1((lam - 1.0) * e)[:, None]  # E_0 <= e^{(lam-1) eps0}
   lval = jnp.minimum(lu, lcap)
   lem1 = logsumexp(lmass[None] + lval, axis=-1)
   return jnp.logaddexp(0.0, lem1) / (lam - 1.0)

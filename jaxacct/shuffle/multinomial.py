@@ -71,7 +71,7 @@ import numpy as np
 from jaxacct._core import checks
 from jaxacct._core.conversion import _rdp_to_epsilon
 from jaxacct._core.dtype import require_x64, x64_boundary
-from jaxacct._core.logmath import logsumexp
+from jaxacct._core.logmath import log_binom_pmf, logsumexp
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import EpsilonResult
 from jaxacct.shuffle import _binned
@@ -90,7 +90,7 @@ def _inner(lam, cs, th, num_a, lower, focus=None):
   ea = _binned.make_grid(top, half, jnp.sqrt(top) / 2.0, num_a, focus=focus)
   xa, ya, la = _binned.bins(ea, top)
   tt = top[..., None]
-  lpmf_a = lambda k: _binned.log_binom_pmf(k, tt, 0.5)
+  lpmf_a = lambda k: log_binom_pmf(k, tt, 0.5)
   mode_a = jnp.floor((tt + 1.0) / 2.0)
   left = (xa + ya) < tt                      # bin below the centre (c+1)/2
   lam3 = lam[..., None]
@@ -160,7 +160,7 @@ def _lane(n, eps0, orders, num_c, num_a, lower, passes=3):
   th = jnp.tanh(eps0 / 2.0)
   mode_c = _binned.binom_mode(big_n, p)
   sd_c = jnp.sqrt(big_n * p * (1.0 - p))
-  lpmf_c = functools.partial(_binned.log_binom_pmf, n=big_n, p=p)
+  lpmf_c = functools.partial(log_binom_pmf, n=big_n, p=p)
 
   def outer(focus):
     top = jnp.full(lam.shape[:1], big_n)
