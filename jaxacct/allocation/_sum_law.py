@@ -448,7 +448,10 @@ def sum_law_lower(lw: LowerLaw, lat: Lattice, t, n: int, tail, min_step):
   def level(carry):
     j, A, LA, B, LB = carry
     jl, jr = _joint_window(window_lower, A, LA, B, LB, tail)
-    D2 = _new_step(jl, jr, LA.step, n, min_step)
+    # n new cells cover the whole of old cells jl..jr, [x_jl, x_{jr+1}): atoms
+    # sit anywhere inside their cell, and a refined window (D2 < D) would
+    # otherwise cut the top cell (harmless for dense laws, not for discrete ones).
+    D2 = _new_step(jl, jr + 1, LA.step, n + 1, min_step)
     A2 = regrid_lower(A, LA, jl, D2, n)[0]
     B2 = regrid_lower(B, LB, jl, D2, n)[0]
     L2 = Lattice(LA.u_ref + jl * LA.step, D2, zero)

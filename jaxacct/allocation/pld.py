@@ -157,6 +157,7 @@ class FinalLaws(NamedTuple):
   lo_q0: jax.Array
   rel: jax.Array        # relative float slack
   eta: jax.Array        # log-position float slack (an epsilon shift)
+  lo_inf: jax.Array     # lower law's P-mass at +inf (remove profile; 0 for Gaussian)
 
 
 # ----------------------------------------------------------------------------
@@ -176,9 +177,15 @@ def _final_laws(param, t, *, n: int, tail, mechanism: str = "gaussian") -> Final
   require_x64("allocation.pld")
   up, lw, lat = _one_step(mechanism, param, n, tail)
   t_i = jnp.asarray(t, jnp.int32)
-  tf = t_i.astype(jnp.float64)
   U, Ul, ledger = sl.sum_law_upper(up, lat, t_i, n, tail, 0.0)
   Lw, Ll = sl.sum_law_lower(lw, lat, t_i, n, tail, 0.0)
+  bad = ~(jnp.asarray(param) > 0) | ~jnp.isfinite(jnp.asarray(param))
+  return _assemble_final(U, Ul, ledger, Lw, Ll, t_i, n, bad, jnp.zeros(()))
+
+
+def _assemble_final(U, Ul, ledger, Lw, Ll, t_i, n, bad, lo_inf) -> FinalLaws:
+  """FinalLaws from the t-fold upper/lower sum laws and the float ledger."""
+  tf = t_i.astype(jnp.float64)
   lnt = jnp.log(tf)
   m_up = U.p.shape[0]
   up_loss = Ul.u_ref + (Ul.off + jnp.arange(m_up)) * Ul.step - lnt
@@ -187,11 +194,12 @@ def _final_laws(param, t, *, n: int, tail, mechanism: str = "gaussian") -> Final
   lo_loss = Ll.u_ref + (Ll.off + jnp.arange(m_lo)) * Ll.step + jnp.log(f) - lnt
   levels = jnp.log2(tf) + 2.0
   rel = _EPS * (16.0 * tf + 8.0 * n * levels)
-  bad = ~(jnp.asarray(param) > 0) | ~(t_i >= 1) | ~jnp.isfinite(jnp.asarray(param))
+  bad = bad | ~(t_i >= 1)
   rel = jnp.where(bad, jnp.nan, rel)   # invalid traced lanes -> NaN results
   eta = ledger + 8 * _EPS * (4.0 + jnp.abs(Ul.u_ref) + jnp.abs(Ll.u_ref) + 2.0 * jnp.abs(lnt)
                              + 2.0 * m_up * (Ul.step + Ll.step))
-  return FinalLaws(U.p, up_loss, U.q0, U.minf / tf, Lw.a, lo_loss, Lw.q0, rel, eta)
+  return FinalLaws(U.p, up_loss, U.q0, U.minf / tf, Lw.a, lo_loss, Lw.q0, rel, eta,
+                   jnp.asarray(lo_inf, jnp.float64))
 
 
 def _delta_one(F: FinalLaws, eps, which: int):
@@ -212,7 +220,7 @@ def _delta_one(F: FinalLaws, eps, which: int):
     v = jnp.sum(F.up_p * jnp.maximum(-jnp.expm1(F.up_loss + e), 0.0), axis=-1) + F.up_q0
   elif which == 2:
     v = jnp.exp(e[..., 0]) * jnp.sum(F.lo_a * jnp.maximum(jnp.expm1(F.lo_loss - e), 0.0),
-                                     axis=-1) * jnp.exp(-F.eta)
+                                     axis=-1) * jnp.exp(-F.eta) + F.lo_inf
   else:
     v = jnp.sum(F.lo_a * jnp.maximum(-jnp.expm1(F.lo_loss + e), 0.0), axis=-1) + F.lo_q0
   if which < 2:
@@ -222,9 +230,14 @@ def _delta_one(F: FinalLaws, eps, which: int):
   return jnp.where(jnp.isnan(F.rel) | jnp.isnan(e0), jnp.nan, v)
 
 
-def _deltas(F: FinalLaws, eps):
-  """(rem_up, add_up, rem_lo, add_lo) at eps (broadcast over eps's shape)."""
-  return tuple(_delta_one(F, eps, w) for w in range(4))
+def _deltas(F: FinalLaws, eps, Fa: FinalLaws | None = None):
+  """(rem_up, add_up, rem_lo, add_lo) at eps (broadcast over eps's shape).
+
+  ``Fa`` (default ``F``): laws for the add direction when they differ (a
+  mechanism given as discrete PLDs with direction-specific laws).
+  """
+  Fa = F if Fa is None else Fa
+  return tuple(_delta_one(G, eps, w) for w, G in zip(range(4), (F, Fa, F, Fa)))
 
 
 def _eps_bisect(fn, delta, hi, *, upper: bool, iters: int = 80):
@@ -246,15 +259,18 @@ def _eps_bisect(fn, delta, hi, *, upper: bool, iters: int = 80):
   return jnp.where(fn(lo) <= delta, 0.0, a)
 
 
-def _epsilons(F: FinalLaws, delta):
+def _epsilons(F: FinalLaws, delta, Fa: FinalLaws | None = None):
+  Fa = F if Fa is None else Fa
   d = jnp.asarray(delta, jnp.float64)
-  hi_u = jnp.maximum(jnp.max(jnp.where(F.up_p > 0, jnp.abs(F.up_loss), 0.0)), 1.0) + 1.0
-  hi_l = jnp.maximum(jnp.max(jnp.where(F.lo_a > 0, jnp.abs(F.lo_loss), 0.0)), 1.0) + 1.0
-  er_u = _eps_bisect(lambda e: _delta_one(F, e, 0), d, hi_u, upper=True)
-  ea_u = _eps_bisect(lambda e: _delta_one(F, e, 1), d, hi_u, upper=True)
-  er_l = _eps_bisect(lambda e: _delta_one(F, e, 2), d, hi_l, upper=False)
-  ea_l = _eps_bisect(lambda e: _delta_one(F, e, 3), d, hi_l, upper=False)
-  bad = jnp.isnan(F.rel) | ~(d > 0) | ~(d < 1)
+
+  def hi(p, loss):
+    return jnp.maximum(jnp.max(jnp.where(p > 0, jnp.abs(loss), 0.0)), 1.0) + 1.0
+
+  er_u = _eps_bisect(lambda e: _delta_one(F, e, 0), d, hi(F.up_p, F.up_loss), upper=True)
+  ea_u = _eps_bisect(lambda e: _delta_one(Fa, e, 1), d, hi(Fa.up_p, Fa.up_loss), upper=True)
+  er_l = _eps_bisect(lambda e: _delta_one(F, e, 2), d, hi(F.lo_a, F.lo_loss), upper=False)
+  ea_l = _eps_bisect(lambda e: _delta_one(Fa, e, 3), d, hi(Fa.lo_a, Fa.lo_loss), upper=False)
+  bad = jnp.isnan(F.rel) | jnp.isnan(Fa.rel) | ~(d > 0) | ~(d < 1)
   return tuple(jnp.where(bad, jnp.nan, v) for v in (er_u, ea_u, er_l, ea_l))
 
 
@@ -325,17 +341,315 @@ def _combine(parts, direction, k_like=None):
   return AllocationPLDBounds(jnp.maximum(ru, au), jnp.maximum(rl, al), (ru, rl), (au, al))
 
 
+# ----------------------------------------------------------------------------
+# mechanisms given as discrete PLDs (jaxacct.pld.PLD / PairPLD)
+# ----------------------------------------------------------------------------
+
+_PAIR_TOL = 1e-6      # E_P[e^-L] - 1 up to this is float noise, repaired pessimistically
+_MASS_TOL = 1e-9      # total P-mass (probs + inf_mass) may exceed 1 by this (rounding)
+_DEFICIT_TOL = 1e-12  # P-mass deficit below this counts as rounding (lower 0-atom kept)
+_MAX_LOSS = 700.0     # |loss| of any atom (e^{+-loss} must stay finite)
+
+
+class OneStep(NamedTuple):
+  """One-step Q-law of X = L(Y) on the PLD's own lattice (numpy, eager).
+
+  Atom i sits in the lattice cell [x_j, x_{j+1}), x_j = exp((idx0 + i) * step),
+  with Q-mass ``qm[i]`` and first moment ``gm[i] * x_j`` (upper laws: atoms at
+  the knots, gm = qm); ``q0`` is the Q-mass at x = 0; ``minf``: upper law -
+  first moment carried at +inf (P-mass where Q = 0); lower law - P-mass at
+  +inf kept in the remove profile.
+  """
+  qm: np.ndarray
+  gm: np.ndarray
+  idx0: int
+  step: float
+  q0: float
+  minf: float
+
+
+def _pld_numpy(obj, name):
+  from jaxacct import pld as E
+  if not isinstance(obj, E.PLD):
+    raise ValueError(f"{name} must be a jaxacct.pld.PLD; got {type(obj).__name__}.")
+  p = np.asarray(obj.probs, np.float64).ravel()
+  step = float(np.asarray(obj.step))
+  off = int(np.asarray(obj.offset))
+  inf = float(np.asarray(obj.inf_mass))
+  if not (math.isfinite(step) and step > 0):
+    raise ValueError(f"{name}.step must be finite and > 0; got {step!r}.")
+  if not np.all(np.isfinite(p)) or np.any(p < -1e-12):
+    raise ValueError(f"{name}.probs must be finite and >= 0 (up to -1e-12 rounding); "
+                     f"got min {float(np.min(p)) if p.size else 0.0!r}.")
+  if not (0.0 <= inf <= 1.0):
+    raise ValueError(f"{name}.inf_mass must be in [0, 1]; got {inf!r}.")
+  p = np.maximum(p, 0.0)
+  total = math.fsum(p) + inf
+  if total > 1.0 + _MASS_TOL:
+    raise ValueError(f"{name}: P-masses (sum of probs + inf_mass) must sum to <= 1; "
+                     f"got {total!r}.")
+  loss = (off + np.arange(p.size)) * step
+  if p.size and np.any(np.abs(loss[p > 0]) > _MAX_LOSS):
+    raise ValueError(f"{name}: finite losses must lie in [-{_MAX_LOSS}, {_MAX_LOSS}] "
+                     "(put larger ones in inf_mass).")
+  return p, off, step, inf, bool(obj.pessimistic), loss
+
+
+def _oriented(p, off, step, q0, minf, orientation, w):
+  """Q-law atoms (at knots) in the remove orientation (x = e^l, Q-mass
+  p e^-l) or the add orientation (the reversed pair of an add-direction PLD:
+  x = e^-l, Q-mass p)."""
+  if orientation == "remove":
+    qm = p * w
+    return OneStep(qm, qm, off, step, q0, minf)
+  qm = p[::-1].copy()
+  return OneStep(qm, qm, -(off + p.size - 1), step, q0, minf)
+
+
+def upper_one_step(obj, orientation: str = "remove", name: str = "mechanism") -> OneStep:
+  """Dominating one-step Q-law from a pessimistic (dominating) PLD.
+
+  The PLD's canonical pair (P = probs, Q = e^-loss probs + the rest where
+  P = 0) Blackwell-dominates the true pair whenever the PLD comes from a
+  mean-preserving spread of the true Q-law of L (see the module docstring:
+  connect-the-dots, ceil rounding, tail moves and FFT composition all are).
+  A missing P-mass is put at loss +inf (pessimistic); a float excess of
+  E_P[e^-L] over 1 (<= 1e-6) is removed by moving the lowest-loss P-mass to
+  +inf (a spread); a larger excess raises (not a valid pair: e.g. an
+  optimistic PLD, whose implied Q-mass exceeds 1).
+  """
+  p, off, step, inf, pess, loss = _pld_numpy(obj, name)
+  if not pess:
+    raise ValueError(f"{name}: the upper bound needs a pessimistic (dominating) PLD; "
+                     "pass an optimistic one as the lower element of (upper, lower).")
+  p = p.copy()
+  inf = min(1.0, inf + max(0.0, 1.0 - math.fsum(p) - inf))
+  w = np.exp(-loss)
+  W = math.fsum(p * w)
+  if W > 1.0:
+    if W > 1.0 + _PAIR_TOL:
+      raise ValueError(f"{name}: not a valid pair, E_P[e^-L] = {W!r} > 1 (an optimistic "
+                       "PLD? pass it as the lower element of (upper, lower)).")
+    excess = (W - 1.0) * (1.0 + 1e-6)
+    for i in np.nonzero(p > 0)[0]:       # ascending loss: largest e^-l first
+      take = min(p[i], excess / w[i])
+      p[i] -= take
+      inf += take
+      excess -= take * w[i]
+      if excess <= 0.0:
+        break
+    W = math.fsum(p * w)
+  inf = min(inf, 1.0)
+  if orientation == "remove":
+    return _oriented(p, off, step, max(0.0, 1.0 - math.fsum(p * w)), inf, "remove", w)
+  return _oriented(p, off, step, inf, max(0.0, 1.0 - W) + 4 * _EPS, "add", w)
+
+
+def lower_one_step(obj, orientation: str = "remove", name: str = "mechanism") -> OneStep:
+  """Dominated one-step Q-law (both directions) from a PLD.
+
+  Input contract: every atom of the true PLD lies in [loss, loss + step) of
+  its PLD atom (exact pairs: at loss; jaxacct.pld's optimistic PLDs: rounded
+  down), some P-mass may be missing (dropped tails), ``inf_mass`` is exact.
+
+  Remove orientation. Candidate atoms x_i = e^{l_i} with Q-mass w_i = p_i e^{-l_i}
+  (the most Q-mass a true cell can have). With C(a) = E(X - a)_+ and
+  P(a) = E(a - X)_+ of the true Q-law nu, Jensen per cell gives
+  C(a) >= sum_i w_i (x_i - a)_+ and P(a) >= g(a) := a - sum_i w_i min(x_i, a) - d
+  (d = missing P-mass), and g is convex. The lower law nu' is the measure whose
+  P-function is max(g, 0): the atoms x_i >= a* kept, and all lower atoms
+  collapsed into one atom at a* = root of g, with mass 1 - sum_{x_i >= a*} w_i
+  (<= their mass) and their moment (+ d). Then nu'(R) = 1, P' <= P and
+  C' <= C, i.e. E f(X') <= E f(X) for every non-negative monotone convex f:
+  exactly what the sum kernels need for both directions. If sum_i w_i <= 1
+  and d = 0 this is the PLD's own Q-law with 0-atom 1 - sum w_i.
+  Add orientation (the add PLD of a PairPLD: x = e^{-l} in (e^{-l-h}, e^{-l}],
+  exact Q-mass p): atoms at the top e^{-l}, 0-atom inf_mass; serves the add
+  direction (decreasing profiles) only, which is all it is used for.
+  """
+  p, off, step, inf, _, loss = _pld_numpy(obj, name)
+  w = np.exp(-loss)
+  if orientation == "add":
+    return _oriented(p, off, step, inf, 0.0, "add", w)
+  d = max(0.0, 1.0 - math.fsum(p) - inf)
+  wm = p * w                                   # Q-masses
+  x = np.exp(loss)
+  mom = p                                      # w_i x_i
+  S_gt = np.concatenate([np.cumsum(wm[::-1])[::-1], [0.0]])   # sum_{i >= k} w_i
+  M_lt = np.concatenate([[0.0], np.cumsum(mom)]) + d           # sum_{i < k} w_i x_i + d
+  rest = 1.0 - S_gt
+  xk = np.concatenate([x, [np.inf]])
+  with np.errstate(divide="ignore", invalid="ignore"):
+    a_k = np.where(rest > 0, M_lt / np.where(rest > 0, rest, 1.0), np.inf)
+  ok = (rest > 0) & (a_k <= xk)
+  k = int(np.argmax(ok))                       # ok[N] is always true
+  qm = wm.copy()
+  qm[:k] = 0.0
+  gm = qm.copy()
+  mass, a_star = float(rest[k]), float(a_k[k])
+  q0 = 0.0
+  idx0 = off
+  if M_lt[k] <= 0.0:
+    q0 = mass                                  # the collapsed atom sits at 0
+  elif mass > 0.0:
+    j = int(math.floor(math.log(a_star) / step))   # its lattice cell
+    f = a_star / math.exp(j * step)
+    if j < off:                                # extend the array downwards
+      qm = np.concatenate([np.zeros(off - j), qm])
+      gm = np.concatenate([np.zeros(off - j), gm])
+      idx0 = j
+    qm[j - idx0] += mass
+    gm[j - idx0] += mass * f
+  return OneStep(qm, gm, idx0, step, q0, inf)
+
+
+def _bucket(qm):
+  size = max(16, 1 << max(qm.size - 1, 0).bit_length())
+  return np.concatenate([qm, np.zeros(size - qm.size)])
+
+
+def _pld_upper(qm, idx0, step, q0, minf, t, tail, n):
+  up = sl.UpperLaw(qm, q0, minf)
+  lat = sl.Lattice(jnp.zeros(()), step, idx0)
+  jl, jr = sl.window_upper(up, lat, tail)
+  D2 = sl._new_step(jl, jr, step, n, 0.0)
+  U1, L1 = sl.regrid_upper(up, lat, jl, D2, n)
+  U, Ul, ledger = sl.sum_law_upper(U1, L1, t, n, tail, 0.0)
+  ledger = ledger + 8 * _EPS * (4.0 + jnp.abs(jl * step) + qm.shape[0] * step + 2.5 * n * D2)
+  return U, Ul, ledger
+
+
+def _pld_lower(qm, gm, idx0, step, q0, t, tail, n):
+  lw = sl.LowerLaw(qm, gm, q0)
+  lat = sl.Lattice(jnp.zeros(()), step, idx0)
+  jl, jr = sl.window_lower(lw, lat, tail)
+  D2 = sl._new_step(jl, jr + 1, step, n + 1, 0.0)   # n cells cover [x_jl, x_{jr+1})
+  L1, LL1 = sl.regrid_lower(lw, lat, jl, D2, n)
+  return sl.sum_law_lower(L1, LL1, t, n, tail, 0.0)
+
+
+@functools.partial(jax.jit, static_argnames=("n",))
+def _pld_laws_batch(up, lo, t, tail, *, n):
+  """FinalLaws for lanes (t, tail) from one-step laws ``up``, ``lo``
+  (tuples (qm, gm, idx0, step, q0, minf) of arrays, see _jnp_step)."""
+  require_x64("allocation.pld")
+
+  def one(tt, tl):
+    U, Ul, led = _pld_upper(up[0], up[2], up[3], up[4], up[5], tt, tl, n)
+    Lw, Ll = _pld_lower(lo[0], lo[1], lo[2], lo[3], lo[4], tt, tl, n)
+    return _assemble_final(U, Ul, led, Lw, Ll, tt, n, jnp.zeros((), bool), lo[5])
+
+  return jax.vmap(one)(t, tail)
+
+
+def _jnp_step(o: OneStep):
+  return (jnp.asarray(_bucket(o.qm)), jnp.asarray(_bucket(o.gm)), jnp.asarray(o.idx0, jnp.int32),
+          jnp.asarray(o.step, jnp.float64), jnp.asarray(o.q0, jnp.float64),
+          jnp.asarray(o.minf, jnp.float64))
+
+
+def _same(a: OneStep, b: OneStep):
+  return (a.idx0 == b.idx0 and a.step == b.step and a.q0 == b.q0 and a.minf == b.minf
+          and np.array_equal(a.qm, b.qm) and np.array_equal(a.gm, b.gm))
+
+
+def pld_mechanism_laws(mechanism):
+  """{direction: (upper OneStep, lower OneStep)} for a mechanism given as PLDs.
+
+  ``mechanism``: a ``PLD`` (one valid pair: upper and lower from it, both
+  directions), a ``PairPLD(remove, add)`` (remove allocation from the remove
+  PLD, add allocation from the add PLD in the reversed orientation), or a
+  tuple ``(upper, lower)`` of PLDs / PairPLDs (upper pessimistic; lower a
+  valid pair or an optimistic PLD).
+  """
+  from jaxacct import pld as E
+  if isinstance(mechanism, (E.PLD, E.PairPLD)):
+    up = lo = mechanism
+  elif isinstance(mechanism, (tuple, list)) and len(mechanism) == 2:
+    up, lo = mechanism
+  else:
+    raise ValueError("mechanism must be 'gaussian', 'laplace', a jaxacct.pld.PLD, a "
+                     f"PairPLD or a tuple (upper, lower) of them; got {type(mechanism).__name__}.")
+
+  def pick(x, d, name):
+    if isinstance(x, E.PairPLD):
+      return (x.remove, "remove") if d == "remove" else (x.add, "add")
+    if isinstance(x, E.PLD):
+      return x, "remove"
+    raise ValueError(f"{name} must be a jaxacct.pld.PLD or PairPLD; got {type(x).__name__}.")
+
+  out = {}
+  for d in ("remove", "add"):
+    upld, uo = pick(up, d, "mechanism (upper)")
+    lpld, lo_o = pick(lo, d, "mechanism (lower)")
+    out[d] = (upper_one_step(upld, uo, "mechanism (upper)"),
+              lower_one_step(lpld, lo_o, "mechanism (lower)"))
+  return out
+
+
+def _pld_final_laws(laws, t, tail, n):
+  """(F_remove, F_add) batched over lanes t, tail (arrays); F_add is F_remove
+  when both directions share their one-step laws."""
+  tj = jnp.asarray(np.asarray(t).astype(np.int32))
+  tl = jnp.asarray(tail, jnp.float64)
+  (ur, lr), (ua, la) = laws["remove"], laws["add"]
+  Fr = _pld_laws_batch(_jnp_step(ur), _jnp_step(lr), tj, tl, n=int(n))
+  if _same(ur, ua) and _same(lr, la):
+    return Fr, Fr
+  Fa = _pld_laws_batch(_jnp_step(ua), _jnp_step(la), tj, tl, n=int(n))
+  return Fr, Fa
+
+
+@jax.jit
+def _eps_batch2(Fr, Fa, delta):
+  return jax.vmap(lambda a, b, d: _epsilons(a, d, b))(Fr, Fa, delta)
+
+
+@jax.jit
+def _delta_batch2(Fr, Fa, eps):
+  return jax.vmap(lambda a, b, e: _deltas(a, e, b))(Fr, Fa, eps)
+
+
+def _run_pld(laws, num_steps, query, *, grid_size, tail, mode):
+  t, q = np.broadcast_arrays(np.asarray(num_steps), np.asarray(query, np.float64))
+  shape = t.shape
+  size, (tp, qp) = _padded(t, q)
+  if tail is None:
+    tl = np.clip(TAIL_FACTOR * qp, 1e-30, 1e-12) if mode == "eps" else np.full_like(
+        qp, DEFAULT_TAIL)
+  else:
+    tl = np.full_like(qp, float(tail))
+  Fr, Fa = _pld_final_laws(laws, tp, tl, grid_size)
+  parts = (_eps_batch2 if mode == "eps" else _delta_batch2)(Fr, Fa, jnp.asarray(qp))
+  return tuple(p[:size].reshape(shape) for p in parts)
+
+
+def _is_string_mechanism(mechanism):
+  return isinstance(mechanism, str)
+
+
 def _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_size, mechanism):
-  checks.check_positive("sigma", sigma)
+  """Validates the shared arguments; returns the PLD mechanism's one-step laws
+  (None for "gaussian"/"laplace")."""
+  laws = None
+  if _is_string_mechanism(mechanism):
+    checks.check_choice("mechanism", mechanism, ("gaussian", "laplace"))
+    if sigma is None:
+      raise ValueError(f"sigma is required for mechanism={mechanism!r}.")
+    checks.check_positive("sigma", sigma)
+  else:
+    if sigma is not None:
+      raise ValueError("sigma must be None when the mechanism is given as a PLD.")
+    laws = pld_mechanism_laws(mechanism)
   checks.check_int("num_steps", num_steps, min_value=1)
   checks.check_int("num_selected", num_selected, min_value=1)
   checks.check_int("num_epochs", num_epochs, min_value=1)
   checks.check_direction(direction)
-  checks.check_choice("mechanism", mechanism, ("gaussian", "laplace"))
   if int(grid_size) < 16:
     raise ValueError(f"grid_size must be an int >= 16; got {grid_size}.")
   if np.any(np.asarray(num_steps) > 2**30):
     raise ValueError(f"num_steps must be <= 2**30; got {num_steps}.")
+  return laws
 
 
 def _components(t, k):
@@ -385,7 +699,8 @@ def _laws_to_plds(F, step):
                      inf_mass=min(1.0, float(F.up_minf_t) * fu))
   au = E.from_losses(-lu + eta, pu * fu, step=step, pessimistic=True,
                      inf_mass=min(1.0, float(F.up_q0) * fu))
-  rl = E.from_losses(ll - eta, pl * np.exp(ll) * fl, step=step, pessimistic=False)
+  rl = E.from_losses(ll - eta, pl * np.exp(ll) * fl, step=step, pessimistic=False,
+                     inf_mass=min(1.0, float(F.lo_inf) * fl))
   al = E.from_losses(-ll - eta, pl * fl, step=step, pessimistic=False,
                      inf_mass=min(1.0, float(F.lo_q0) * fl))
   return ru, au, rl, al
@@ -396,10 +711,16 @@ def _composed_plds(param, t, k, E_, *, grid_size, tail, step, mechanism, tail_ma
   comps = _components(t, k)
   per = []
   for tt, c in comps:
-    F = _laws_batch(jnp.asarray([float(param)]), jnp.asarray([tt], jnp.int32),
-                    jnp.asarray([tail]), n=int(grid_size), mechanism=mechanism)
-    F = jax.tree.map(lambda a: a[0], F)
-    per.append((_laws_to_plds(F, step), c * E_))
+    if _is_string_mechanism(mechanism):
+      F = _laws_batch(jnp.asarray([float(param)]), jnp.asarray([tt], jnp.int32),
+                      jnp.asarray([tail]), n=int(grid_size), mechanism=mechanism)
+      F = jax.tree.map(lambda a: a[0], F)
+      per.append((_laws_to_plds(F, step), c * E_))
+    else:   # mechanism: the one-step laws of a PLD mechanism (pld_mechanism_laws)
+      Fr, Fa = _pld_final_laws(mechanism, np.asarray([tt]), np.asarray([tail]), grid_size)
+      pr = _laws_to_plds(jax.tree.map(lambda a: a[0], Fr), step)
+      pa = pr if Fa is Fr else _laws_to_plds(jax.tree.map(lambda a: a[0], Fa), step)
+      per.append(((pr[0], pa[1], pr[2], pa[3]), c * E_))
   out = []
   for which in range(4):
     plds = [p[which] for p, _ in per]
@@ -444,14 +765,15 @@ def _composed_run(sigma, num_steps, query, k, E_, *, mode, grid_size, tail, step
   if np.ndim(sigma) or np.ndim(num_steps) or np.ndim(query):
     raise ValueError("num_selected > 1 or num_epochs > 1 takes scalar sigma, num_steps "
                      "and delta/epsilon (the composition runs through jaxacct.pld).")
-  parts = _composed_query(float(sigma), int(num_steps), int(k), int(E_), float(query),
+  parts = _composed_query(None if sigma is None else float(sigma), int(num_steps), int(k),
+                          int(E_), float(query),
                           mode=mode, grid_size=grid_size, tail=tail, step=step,
                           mechanism=mechanism)
   return tuple(jnp.asarray(v) for v in parts)
 
 
 @x64_boundary
-def allocation_pld_epsilon(*, sigma, delta, num_steps, num_selected=1, num_epochs=1,
+def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_epochs=1,
                            direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
                            tail=None, mechanism: str = "gaussian",
                            composition_step: float = 1e-4) -> AllocationPLDBounds:
@@ -488,20 +810,25 @@ def allocation_pld_epsilon(*, sigma, delta, num_steps, num_selected=1, num_epoch
   Bound: upper (``upper``) and lower (``lower``). ``upper`` may be +inf if
   delta is below the tail floor; sigma in [0.3, 50], t <= 1e7 tested.
   """
-  _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_size, mechanism)
+  laws = _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_size,
+                       mechanism)
   checks.check_delta(delta)
   k, E_ = int(num_selected), int(num_epochs)
   if k == 1 and E_ == 1:
-    parts = _run(sigma, num_steps, delta, grid_size=grid_size, tail=tail,
-                 mechanism=mechanism, mode="eps")
+    if laws is None:
+      parts = _run(sigma, num_steps, delta, grid_size=grid_size, tail=tail,
+                   mechanism=mechanism, mode="eps")
+    else:
+      parts = _run_pld(laws, num_steps, delta, grid_size=grid_size, tail=tail, mode="eps")
   else:
     parts = _composed_run(sigma, num_steps, delta, k, E_, mode="eps", grid_size=grid_size,
-                          tail=tail, step=composition_step, mechanism=mechanism)
+                          tail=tail, step=composition_step,
+                          mechanism=mechanism if laws is None else laws)
   return _combine(parts, direction)
 
 
 @x64_boundary
-def allocation_pld_delta(*, sigma, epsilon, num_steps, num_selected=1, num_epochs=1,
+def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_epochs=1,
                          direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
                          tail=None, mechanism: str = "gaussian",
                          composition_step: float = 1e-4) -> AllocationPLDBounds:
@@ -522,21 +849,26 @@ def allocation_pld_delta(*, sigma, epsilon, num_steps, num_selected=1, num_epoch
 
   Bound: upper and lower.
   """
-  _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_size, mechanism)
+  laws = _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_size,
+                       mechanism)
   checks.check_range("epsilon", epsilon, 0.0, np.inf)
   k, E_ = int(num_selected), int(num_epochs)
   if k == 1 and E_ == 1:
-    parts = _run(sigma, num_steps, epsilon, grid_size=grid_size, tail=tail,
-                 mechanism=mechanism, mode="delta")
+    if laws is None:
+      parts = _run(sigma, num_steps, epsilon, grid_size=grid_size, tail=tail,
+                   mechanism=mechanism, mode="delta")
+    else:
+      parts = _run_pld(laws, num_steps, epsilon, grid_size=grid_size, tail=tail,
+                       mode="delta")
   else:
     parts = _composed_run(sigma, num_steps, epsilon, k, E_, mode="delta",
                           grid_size=grid_size, tail=tail, step=composition_step,
-                          mechanism=mechanism)
+                          mechanism=mechanism if laws is None else laws)
   return _combine(parts, direction)
 
 
 @x64_boundary
-def allocation_plds(*, sigma, num_steps, num_selected=1, num_epochs=1,
+def allocation_plds(*, sigma=None, num_steps, num_selected=1, num_epochs=1,
                     grid_size: int = DEFAULT_GRID_SIZE, tail=None,
                     mechanism: str = "gaussian", composition_step: float = 1e-4,
                     tail_mass: float = 1e-30) -> AllocationPLDs:
@@ -559,11 +891,13 @@ def allocation_plds(*, sigma, num_steps, num_selected=1, num_epochs=1,
   Bound: the ``*_upper`` PLDs dominate (pessimistic); the ``*_lower`` PLDs
   are dominated (optimistic, on the reduced object when k > 1).
   """
-  _check_common(sigma, num_steps, num_selected, num_epochs, "both", grid_size, mechanism)
+  laws = _check_common(sigma, num_steps, num_selected, num_epochs, "both", grid_size,
+                       mechanism)
   k, E_ = int(num_selected), int(num_epochs)
   tl = DEFAULT_TAIL / (k * E_) if tail is None else float(tail)
-  return _composed_plds(float(sigma), int(num_steps), k, E_, grid_size=grid_size, tail=tl,
-                        step=float(composition_step), mechanism=mechanism,
+  return _composed_plds(None if laws is not None else float(sigma), int(num_steps), k, E_,
+                        grid_size=grid_size, tail=tl, step=float(composition_step),
+                        mechanism=mechanism if laws is None else laws,
                         tail_mass=float(tail_mass))
 
 
