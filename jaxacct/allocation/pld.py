@@ -472,6 +472,8 @@ def lower_one_step(obj, orientation: str = "remove", name: str = "mechanism") ->
   if orientation == "add":
     return _oriented(p, off, step, inf, 0.0, "add", w)
   d = max(0.0, 1.0 - math.fsum(p) - inf)
+  if d <= _DEFICIT_TOL:   # summation rounding of a complete PLD (admits an add-lower
+    d = 0.0               # error <= e^eps * 1e-12; it would else park an atom at ~1e-13)
   wm = p * w                                   # Q-masses
   x = np.exp(loss)
   mom = p                                      # w_i x_i
