@@ -4,7 +4,10 @@ Rows: the three settings of the issue 10 table (PLD_accounting's time and
 (upper, lower) reused from "issue 10 table, PLD_accounting 2.0, this machine",
 because each takes 4 to 69 minutes), one small setting where PLD_accounting
 is run live in the same process, a 1,000-sigma sweep and a 1,000-target sigma
-calibration (no peer equivalent: PLD_accounting answers one query per call).
+calibration (no peer equivalent: PLD_accounting answers one query per call),
+and two mechanisms given as discrete PLDs at t = 1e4 (randomized response,
+against its exact epsilon by binomial enumeration; Laplace as a PLD, against
+the built-in Laplace laws).
 Values are reported as "upper / lower (upper/lower ratio)".
 """
 
@@ -30,6 +33,24 @@ def _fmt(u, lo):
 def _recorded_peer(key):
   u, lo, s = _RECORDED[key]
   return {"steady_s": s, "value": (u, lo)}
+
+
+def _rr_exact_epsilon(eps0, t, delta):
+  """Exact epsilon (max of both directions) of 1-of-t allocation of RR(eps0):
+  S/t = (j e^eps0 + (t - j) e^-eps0)/t, j ~ Bin(t, 1/(1 + e^eps0)) under Q^t."""
+  from scipy.special import gammaln
+  from scipy.optimize import brentq
+  j = np.arange(t + 1)
+  qa = 1.0 / (1.0 + np.exp(eps0))
+  w = np.exp(gammaln(t + 1) - gammaln(j + 1) - gammaln(t - j + 1) + j * np.log(qa)
+             + (t - j) * np.log1p(-qa))
+  s = (j * np.exp(eps0) + (t - j) * np.exp(-eps0)) / t
+
+  def dl(e):
+    g = np.exp(e)
+    return max(np.sum(w * np.maximum(s - g, 0)), np.sum(w * np.maximum(1 - g * s, 0))) - delta
+
+  return brentq(dl, 0.0, eps0 + 1.0, xtol=1e-12)
 
 
 def run():
@@ -72,6 +93,29 @@ def run():
   rows.append(row("allocation PLD eps: 1,000-sigma sweep (t=1000, delta=1e-8, n=256)", ours,
                   ours_value=f"max upper/lower {float(np.max(u / lo)):.5f}",
                   notes="one vmapped call; no peer equivalent"))
+
+  # mechanisms given as discrete PLDs (jaxacct.pld), t = 1e4
+  from jaxacct import pld as jpld
+  rr = jpld.randomized_response(1.0)
+  ours = timed(lambda: tuple(pld.allocation_pld_epsilon(mechanism=rr, num_steps=10_000,
+                                                         delta=1e-8)[:2]))
+  u, lo = ours["value"]
+  ex = _rr_exact_epsilon(1.0, 10_000, 1e-8)
+  rows.append(row("allocation PLD eps: randomized response eps0=1 as a PLD, t=1e4, "
+                  "delta=1e-8", ours, ours_value=_fmt(u, lo),
+                  notes=f"exact (binomial enumeration) eps = {ex:.6g}; inside: "
+                  f"{float(lo) <= ex <= float(u)}"))
+  lap_up = jpld.laplace(1.0, step=1e-4)
+  lap_lo = jpld.laplace(1.0, step=1e-4, pessimistic=False)
+  ours = timed(lambda: tuple(pld.allocation_pld_epsilon(mechanism=(lap_up, lap_lo),
+                                                         num_steps=10_000, delta=1e-8)[:2]))
+  u, lo = ours["value"]
+  ref = pld.allocation_pld_epsilon(sigma=1.0, mechanism="laplace", num_steps=10_000,
+                                   delta=1e-8)
+  rows.append(row("allocation PLD eps: Laplace b=1 as a PLD (step 1e-4, CtD + optimistic), "
+                  "t=1e4, delta=1e-8", ours, ours_value=_fmt(u, lo),
+                  notes="built-in analytic Laplace laws: "
+                  f"{_fmt(ref.upper, ref.lower)}"))
 
   # calibration for 1,000 targets
   targets = np.linspace(0.2, 2.0, 1000)

@@ -80,8 +80,65 @@ Algorithm and grid choices
   This path is eager (scalar sigma, t, delta); k = E = 1 is fully jittable
   and vmappable (``allocation_pld_laws``, and the front doors accept arrays).
 
+Mechanisms given as discrete PLDs (``mechanism=`` a ``jaxacct.pld.PLD``)
+-----------------------------------------------------------------------
+A PLD (P-masses p_i at losses l_i, ``inf_mass`` at +inf) is the pair
+(P = p, Q = e^{-l} p + the rest where P = 0). The Q-law of X = L(Y) has atoms
+x_i = e^{l_i} with Q-mass e^{-l_i} p_i, an atom at x = 0 with the remaining
+Q-mass 1 - sum e^{-l_i} p_i, and ``inf_mass`` as a first moment at +inf (the
+upper law's ``minf``: H_rem of the allocation gets exactly inf_mass, one
+coordinate being P-distributed; E_Q X = 1 - inf_mass).
+
+* Upper: from a pessimistic PLD. Claim (checked): jaxacct.pld's pessimistic
+  PLDs are convex-order increases of the true Q-law of L, so their canonical
+  pair Blackwell-dominates the true pair (both directions at once), and by
+  Feldman & Shenfeld, "Privacy amplification by random allocation",
+  arXiv:2502.08202v3, Thm 3.1 (allocation of a mechanism dominated by a
+  randomizer R is dominated by the allocation of R; with Lemma 2.10,
+  Kairouz-Oh-Viswanath, the allocation pair is Blackwell-monotone in the
+  one-step pair) the allocation built from it dominates the true allocation
+  in both directions. Per rounding: connect-the-dots (Doroshenko
+  et al., arXiv:2207.04380v1 Sec. 3) keeps P- and Q-mass of every cell, i.e.
+  in x-space a mean-preserving split onto the two knots around the atom.
+  "ceil" rounding and the moves of tail mass to the first grid point keep the
+  P-mass (= the first moment of X) but lose Q-mass: the atom moves up from x
+  to x' > x with Q-mass p/x' and the lost Q-mass p/x - p/x' lands at x = 0,
+  i.e. a mean-preserving split onto {0, x'}, again a convex-order increase
+  provided the 0-atom is taken as the *residual* 1 - sum e^{-l} p (it is).
+  Mass moved to +inf: a split onto {0, +inf} (the ``minf`` slot).
+  A P-mass deficit is put at +inf; a float excess E_P[e^-L] - 1 <= 1e-6 is
+  repaired by moving the lowest-loss P-mass to +inf; larger excess raises.
+* Finding: jaxacct.pld's *optimistic* PLDs are not pairs (losses rounded
+  down with the P-mass kept: E_P[e^-L] > 1 by about step/2), and no single
+  law below the truth exists from rounded-down atoms alone when the 0-atom is
+  short: a true cell barycentre can be anywhere in [x, x e^h). The lower law
+  is therefore built from the bounds they do give (``lower_one_step``): with
+  w_i = p_i e^{-l_i} (the most Q-mass a true cell can have), Jensen per cell
+  gives C(a) = E(X - a)_+ >= sum w_i (x_i - a)_+ and P(a) = E(a - X)_+ >=
+  a - sum w_i min(x_i, a) - (missing P-mass) =: g(a), g convex. The law with
+  P-function max(g, 0) keeps the atoms above the root a* of g and collapses
+  all lower ones into one atom at a* with mass 1 - (kept mass) and their
+  moment: it is below the truth for every non-negative monotone convex
+  function (increasing: remove; decreasing: add), which is what sums need.
+  For an exact pair (e.g. ``randomized_response(eps0)`` at step eps0, or
+  ``from_pair`` on grid losses) it is the exact Q-law. A single pessimistic
+  PLD given alone is used for both bounds: the lower then bounds the
+  allocation of that discrete pair (the true one when it is exact).
+* ``PairPLD(remove, add)``: the remove allocation uses the remove PLD, the
+  add allocation the add PLD read as the reversed pair (x = e^{-l}, Q-mass p,
+  0-atom inf_mass; its lower atoms sit at the top of their cells, valid for
+  the decreasing add profiles): two S-laws. ``(upper, lower)`` tuples take
+  PLDs or PairPLDs.
+* Checked against exact enumeration (randomized response, a 3-outcome pair:
+  multinomial sums), the built-in Gaussian/Laplace laws, and exact
+  composition (tests/test_allocation_pld_mechanism.py). A 0-atom (e.g.
+  randomized response with delta0 > 0) is exact in the upper law; in the
+  lower law its cross terms that fall below a sum's window are dropped
+  (valid, looser). The one-step PLD is first re-gridded (split / collapse)
+  onto the n-knot lattice, so its own size only costs an O(size) pass.
+
 Public API: :func:`allocation_pld_epsilon`, :func:`allocation_pld_delta`
-(AllocationPLDBounds(upper, lower, remove, add)),
+(AllocationPLDBounds(upper, lower, remove, add); ``mechanism`` may be a PLD),
 :func:`allocation_pld_calibrate_sigma` (vector of targets, one jitted call),
 :func:`allocation_plds` (PLD export; ``jaxacct.pld.to_dp_accounting``),
 :func:`allocation_pld_laws` (jittable laws of S/t).
@@ -506,7 +563,7 @@ def lower_one_step(obj, orientation: str = "remove", name: str = "mechanism") ->
 
 
 def _bucket(qm):
-  size = max(16, 1 << max(qm.size - 1, 0).bit_length())
+  size = max(256, 1 << max(qm.size - 1, 0).bit_length())   # few compiles
   return np.concatenate([qm, np.zeros(size - qm.size)])
 
 
@@ -801,7 +858,12 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
     grid_size: static number of lattice knots n (cost O(n^2 log t)).
     tail: mass / moment cut per stage (tightness only, never validity);
       None: ``TAIL_FACTOR * delta`` clipped to [1e-30, 1e-12].
-    mechanism: "gaussian" or "laplace".
+    mechanism: "gaussian" or "laplace" (then ``sigma`` is required), or the
+      mechanism as discrete PLDs (then ``sigma=None``; num_steps and delta
+      broadcast): a pessimistic ``jaxacct.pld.PLD`` (upper and lower from it;
+      the lower bounds that discrete pair), a ``PairPLD(remove, add)``, or a
+      tuple ``(upper, lower)`` of PLDs/PairPLDs with ``upper`` pessimistic and
+      ``lower`` optimistic or exact (see the module docstring).
     composition_step: loss-grid step of the jaxacct.pld composition used
       when k > 1 or E > 1 (then sigma, num_steps, delta must be scalars).
 
@@ -811,6 +873,12 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
 
   Bound: upper (``upper``) and lower (``lower``). ``upper`` may be +inf if
   delta is below the tail floor; sigma in [0.3, 50], t <= 1e7 tested.
+
+  Example (randomized response, exact pair)::
+
+    >>> from jaxacct import pld as jpld
+    >>> r = allocation_pld_epsilon(mechanism=jpld.randomized_response(1.0),
+    ...                            num_steps=10_000, delta=1e-8)
   """
   laws = _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_size,
                        mechanism)
@@ -843,7 +911,7 @@ def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_
 
   Args:
     sigma, num_steps, num_selected, num_epochs, direction, grid_size, tail,
-    mechanism: as in :func:`allocation_pld_epsilon`.
+    mechanism: as in :func:`allocation_pld_epsilon` (PLD mechanisms included).
     epsilon: >= 0; broadcasts.
 
   Returns:
@@ -881,7 +949,8 @@ def allocation_plds(*, sigma=None, num_steps, num_selected=1, num_epochs=1,
   to compose with dp_accounting events.
 
   Args:
-    sigma: scalar > 0; num_steps, num_selected, num_epochs: ints >= 1.
+    sigma: scalar > 0 (None for a PLD mechanism); num_steps, num_selected,
+      num_epochs: ints >= 1.
     grid_size, tail, mechanism: as in :func:`allocation_pld_epsilon`
       (tail default 1e-20 / (k E)).
     composition_step: loss-grid step of the returned PLDs.
