@@ -19,6 +19,10 @@ t' = floor(t/k) (Lemma 3.2; potentially loose, always valid).
   taken from its RDP (``jaxacct.poisson``, tight conversion): a valid but
   not tight profile (the paper uses a PLD). k = E = 1 only, as in the paper.
   Bound: upper.
+* :func:`decomposition_pld_epsilon` -- Thm 4.6 on the Poisson PLD; for
+  k > 1 or E > 1 the per-round dominating pair (P+, Q) of Thm 4.6 as a PLD
+  (:func:`decomposition_round_plds`) composed m times (not in the paper,
+  whose code supports k = E = 1 only). Bound: upper.
 """
 
 from __future__ import annotations
@@ -205,7 +209,8 @@ def _pld_available():
 
 
 @x64_boundary
-def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both"):
+def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both", num_selected=1,
+                              num_epochs=1, step=None):
   r"""Epsilon of 1-of-t allocation by Poisson decomposition (Thm 4.6), PLD profile.
 
   Feldman & Shenfeld, arXiv:2502.08202v3, Thm 4.6 (rate 1/t), as
@@ -220,15 +225,42 @@ def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both"):
   (1 + e^eps (gamma-1)) delta_P^add(eps~) <= delta (each grid point is a
   valid bound, so the result is conservative within 1e-6 relative).
 
-  Args: sigma > 0, num_steps t >= 2, delta in (0, 1) (scalars); direction.
+  k > 1 or E > 1 (m = kE rounds of 1-of-t', t' = floor(t/k), Lemma 3.2):
+  Thm 4.6 comes from domination of one round by the pair (P+, Q), P+ the
+  t'-step Poisson(1/t') scheme conditioned on >= 1 participation
+  (Lemma D.1/D.2; P_pois = (1 - 1/g) Q + (1/g) P+). Its likelihood ratio is
+  x+ = g x - (g - 1), x = dP_pois/dQ, so its PLD is the Poisson PLD with
+  losses mapped to l+ = log(g e^l - (g-1)) (P+-mass p (g - (g-1) e^{-l});
+  atoms with x+ <= 0 carry no P+-mass); add: losses
+  -log(g e^{-l'} - (g-1)) of the add Poisson PLD (atoms with x+ <= 0 go to
+  +inf). The mapped atoms are re-gridded pessimistically and composed m
+  times (``jaxacct.pld.compose``). Validity: the pessimistic Poisson PLD
+  (Ptilde, Qtilde) maps to the true pair by a kernel K with K Ptilde = P_pois
+  and K Qtilde <= Q, hence K(g Ptilde - (g-1) Qtilde) >= P+ and the remove
+  hockey sticks of all compositions are bounded (add: the mirror argument,
+  plus e^eps m nu (1+nu)^(m-1) for the clipped negative mass nu, which is 0
+  in every tested case). That (P+, Q) dominates the round for every
+  kappa >= 0 (needed for composition; Lemma D.1 in both directions) is
+  checked in the tests as a convex order of the likelihood ratios by
+  Gauss-Hermite quadrature (t = 2, 3). At m = 1 the mapped PLD reproduces
+  the Thm 4.6 formula to 1e-6 relative.
+
+  Args: sigma > 0, num_steps t >= 2, delta in (0, 1) (scalars); direction;
+    num_selected k, num_epochs E (floor(t/k) >= 2); step: PLD grid step
+    for k/E > 1 (default ``jaxacct.pld.default_step`` at rate 1/t').
 
   Returns: float. Bound: upper (as the PLD is).
   """
   from jaxacct import pld as _pld
-  checks.check_positive("sigma", sigma)
-  checks.check_int("num_steps", num_steps, min_value=2)
+  check_scheme(sigma, num_steps, num_selected, num_epochs)
   checks.check_delta(delta)
   checks.check_direction(direction)
+  tr, m = _rounds(num_steps, num_selected, num_epochs)
+  if int(tr) < 2:
+    raise ValueError(f"decomposition needs floor(num_steps/num_selected) >= 2; got {int(tr)}.")
+  if int(m) > 1:
+    dirs = ("remove", "add") if direction == "both" else (direction,)
+    return _composed_decomp_eps(float(sigma), int(tr), int(m), float(delta), dirs, step)
   t = int(num_steps)
   g = _gamma(t)
   pair = _pld.poisson_gaussian_composed(sigma=float(sigma), q=1.0 / t, num_steps=t)
@@ -254,4 +286,78 @@ def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both"):
         fine = np.linspace(grid[i - 1], grid[i], 4000)
         ok2 = np.nonzero(bound(fine) <= delta)[0]
         out.append(float(fine[ok2[0]]))
+  return max(out)
+
+
+# ------------------------------------------- Thm 4.6 composed over m rounds
+
+def _conditioned_pld(pld, g, direction):
+  """PLD of the pair dominating one allocation round, from a t-step Poisson PLD.
+
+  remove: (P+, Q) from (P_pois, Q); add: (Q, P+) from (Q, P_pois), where
+  P_pois = (1 - 1/g) Q + (1/g) P+ (Poisson conditioned on >= 1 participation,
+  Lemma D.2). Returns (PLD atoms: losses, probs, inf_mass, nu) with nu the
+  total negative P+-mass clipped in the add direction (see
+  :func:`decomposition_pld_epsilon`)."""
+  p = np.asarray(pld.probs, np.float64)
+  loss = (int(pld.offset) + np.arange(p.size)) * float(pld.step)
+  keep = p > 0
+  p, loss = p[keep], loss[keep]
+  inf = float(pld.inf_mass)
+  if direction == "remove":
+    # x+ = g e^l - (g-1); P+-mass = Q-mass * x+ = p (g - (g-1) e^{-l})
+    w = g - (g - 1.0) * np.exp(-loss)
+    pos = w > 0
+    new_loss = loss[pos] + np.log(w[pos])
+    return new_loss, p[pos] * w[pos], min(1.0, g * inf), 0.0
+  # add: atoms (l' = log Q/P_pois, Q-mass p); P+-mass = p (g e^{-l'} - (g-1))
+  w = g * np.exp(-loss) - (g - 1.0)
+  pos = w > 0
+  new_loss = -np.log(w[pos])
+  nu = float(np.sum(p[~pos] * -w[~pos]))
+  return new_loss, p[pos], min(1.0, inf + float(np.sum(p[~pos]))), nu
+
+
+def decomposition_round_plds(*, sigma, num_steps, step=None):
+  """(remove PLD, add PLD, nu) dominating one 1-of-t allocation round (Thm 4.6 pair).
+
+  Built from the pessimistic t-step Poisson(1/t) PLD of ``jaxacct.pld`` by
+  the loss map of :func:`decomposition_pld_epsilon`; pessimistic
+  (connect-the-dots) re-gridding. ``nu``: clipped negative mass (add).
+  """
+  from jaxacct import pld as _pld
+  checks.check_positive("sigma", sigma)
+  checks.check_int("num_steps", num_steps, min_value=2)
+  t = int(num_steps)
+  g = _gamma(t)
+  if step is None:
+    step = _pld.default_step(sigma=float(sigma), q=1.0 / t, num_steps=t)
+  pair = _pld.poisson_gaussian_composed(sigma=float(sigma), q=1.0 / t, num_steps=t, step=step)
+  out = []
+  nu = 0.0
+  for d, src in (("remove", pair.remove), ("add", pair.add)):
+    ls, ps, inf, n_ = _conditioned_pld(src, g, d)
+    out.append(_pld.from_losses(ls, ps, step=float(step), pessimistic=True, inf_mass=inf))
+    nu = max(nu, n_)
+  return out[0], out[1], nu
+
+
+def _composed_decomp_eps(sigma, t, m, delta, dirs, step=None):
+  from jaxacct import pld as _pld
+  rem, add, nu = decomposition_round_plds(sigma=sigma, num_steps=t, step=step)
+  out = []
+  for d in dirs:
+    c = _pld.compose(rem if d == "remove" else add, int(m))
+    if d == "remove":
+      out.append(float(_pld.epsilon(c, delta)))
+      continue
+    # add: delta_true(eps) <= delta_pld(eps) + e^eps m nu (1+nu)^(m-1)
+    slack = m * nu * (1.0 + nu) ** (m - 1)
+    e = float(_pld.epsilon(c, delta * (1.0 - 1e-6))) if slack < delta else np.inf
+    for _ in range(50):
+      if not np.isfinite(e) or float(_pld.delta(c, e)) + np.exp(e) * slack <= delta:
+        break
+      e = e * 1.001 + 1e-9
+    out.append(e if (np.isfinite(e) and float(_pld.delta(c, e)) + np.exp(e) * slack <= delta)
+               else np.inf)
   return max(out)
