@@ -252,9 +252,9 @@ def test_invalid_pld_raises(bad):
   rr = E.randomized_response(1.0)
   kw = dict(num_steps=10, delta=1e-6, grid_size=N)
   if bad == "mass":       # masses sum to 1.5
-    mech = rr._replace(probs=rr.probs * 1.5)
+    mech = rr._replace(probs=np.asarray(rr.probs) * 1.5)
   elif bad == "negative":
-    mech = rr._replace(probs=rr.probs.at[0].set(-0.1))
+    mech = rr._replace(probs=np.asarray(rr.probs) - np.array([0.1, 0, 0, 0]))
   elif bad == "optimistic_upper":
     mech = E.gaussian(1.0, step=1e-2, pessimistic=False)
   elif bad == "sigma":
