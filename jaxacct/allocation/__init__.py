@@ -26,7 +26,16 @@ name               directions  source                                       boun
                                (``jaxacct.pld``, tighter, slower; opt-in)
 ``local``          both        no amplification: Gaussian sigma/sqrt(kE)    upper
 ``pld``            both        tight allocation PLD (``allocation.pld``)    upper
+``truncated_poisson``  both    Thm 4.1 (Lemma 4.3, sinh Azuma range,      upper
+                               optimised delta split; opt-in, seconds)
+``recursive``      both        Thm 4.2, add profile bootstrapped by the     upper
+                               allocation PLD / Thm 4.9 (opt-in, seconds)
 =================  ==========  ===========================================  =====
+
+``decomposition_pld`` also covers k > 1 / E > 1 (the Thm 4.6 pair as a PLD,
+composed over the m rounds; :func:`bounds.decomposition_pld_epsilon`);
+``truncated_poisson`` and ``recursive`` live in
+:mod:`jaxacct.allocation.recursive` (m rounds by a union bound).
 
 Diagnostics (not accountants): :mod:`jaxacct.allocation.monte_carlo`
 (``delta_monte_carlo`` estimate with confidence interval,
@@ -47,17 +56,18 @@ from jaxacct._core.conversion import _rdp_to_epsilon, _rdp_to_delta
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct.allocation import bounds
+from jaxacct.allocation import bounds, recursive
 from jaxacct.allocation.add_rdp import allocation_add_rdp
 from jaxacct.allocation.rdp import (allocation_add_rdp_upper, allocation_remove_rdp,
                                     allocation_remove_rdp_from_moments)
 
 __all__ = ["epsilon", "delta", "allocation_rdp", "allocation_remove_rdp",
            "allocation_add_rdp", "allocation_remove_rdp_from_moments",
-           "allocation_add_rdp_upper", "calibrate_sigma", "bounds", "DEFAULT_METHODS"]
+           "allocation_add_rdp_upper", "calibrate_sigma", "bounds", "recursive",
+           "DEFAULT_METHODS"]
 
 DEFAULT_METHODS = ("rdp_direct", "rdp_add", "direct_add", "decomposition", "local")
-_ALL_METHODS = DEFAULT_METHODS + ("pld", "decomposition_pld")
+_ALL_METHODS = DEFAULT_METHODS + ("pld", "decomposition_pld", "truncated_poisson", "recursive")
 _DEFAULT_MAX_ORDER = 256
 
 
@@ -162,9 +172,10 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
     num_epochs: E >= 1. delta: in (0, 1).
     direction: "both" (default; the max), "remove" or "add".
     methods: subset of ("rdp_direct", "rdp_add", "direct_add",
-      "decomposition", "local", "pld", "decomposition_pld"); default: all
-      but the last two, plus "pld" when ``jaxacct.allocation.pld`` is
-      available ("decomposition_pld" is opt-in: the Poisson PLD costs seconds).
+      "decomposition", "local", "pld", "decomposition_pld",
+      "truncated_poisson", "recursive"); default: the first five, plus
+      "pld" when ``jaxacct.allocation.pld`` is available (the last three are
+      opt-in: each builds FFT-composed Poisson PLDs, seconds per call).
     max_order: largest integer Renyi order for the RDP methods.
 
   Returns:
@@ -204,11 +215,20 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
     for d in dirs:
       vals[d]["decomposition"] = float(bounds.decomposition_epsilon(
           sigma=sigma, num_steps=t, delta=delta, direction=d))
-  if ("decomposition_pld" in methods and k == 1 and E == 1 and t >= 2
-      and bounds._pld_available()):
+  if "decomposition_pld" in methods and t // k >= 2 and bounds._pld_available():
     for d in dirs:
       vals[d]["decomposition_pld"] = float(bounds.decomposition_pld_epsilon(
-          sigma=sigma, num_steps=t, delta=delta, direction=d))
+          sigma=sigma, num_steps=t, delta=delta, direction=d, num_selected=k,
+          num_epochs=E))
+  if "truncated_poisson" in methods and bounds._pld_available():
+    for d in dirs:
+      vals[d]["truncated_poisson"] = recursive.truncated_poisson_epsilon(
+          sigma=sigma, num_steps=t, delta=delta, num_selected=k, num_epochs=E, direction=d)
+  if "recursive" in methods and t // k >= 2 and bounds._pld_available():
+    for d in dirs:
+      vals[d]["recursive"] = recursive.recursive_epsilon(
+          sigma=sigma, num_steps=t, delta=delta, num_selected=k, num_epochs=E, direction=d,
+          bootstrap=("pld", "direct") if _has_pld() else ("direct",))
   if "local" in methods:
     le = float(bounds.local_epsilon(sigma=sigma, delta=delta, num_selected=k, num_epochs=E))
     for d in dirs:
@@ -239,7 +259,8 @@ def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
   """Delta upper bound at ``epsilon`` of k-out-of-t random allocation, Gaussian.
 
   Same methods and rules as :func:`epsilon` ("pld" and
-  "decomposition_pld" are ignored here: epsilon-only). Args as there, with ``epsilon`` a real scalar.
+  "decomposition_pld" are ignored here: epsilon-only; "truncated_poisson"
+  and "recursive" are opt-in). Args as there, with ``epsilon`` a real scalar.
 
   Returns:
     DeltaResult(delta, epsilon, method, bound="upper", order, details).
@@ -269,6 +290,16 @@ def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
     for d in dirs:
       vals[d]["decomposition"] = float(bounds.decomposition_delta(
           sigma=sigma, num_steps=t, epsilon=epsilon, direction=d))
+  if "truncated_poisson" in methods and bounds._pld_available():
+    for d in dirs:
+      vals[d]["truncated_poisson"] = recursive.truncated_poisson_delta(
+          sigma=sigma, num_steps=t, epsilon=epsilon, num_selected=k, num_epochs=E,
+          direction=d)
+  if "recursive" in methods and t // k >= 2 and epsilon > 0 and bounds._pld_available():
+    for d in dirs:
+      vals[d]["recursive"] = recursive.recursive_delta(
+          sigma=sigma, num_steps=t, epsilon=epsilon, num_selected=k, num_epochs=E,
+          direction=d, bootstrap=("pld", "direct") if _has_pld() else ("direct",))
   if "local" in methods:
     from jaxacct._core.gaussian import gaussian_delta_kernel
     ld = float(gaussian_delta_kernel(sigma / np.sqrt(k * E), epsilon))
