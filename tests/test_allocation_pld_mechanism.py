@@ -120,6 +120,23 @@ def test_randomized_response_with_delta0():
   assert np.all(np.asarray(r.remove[1]) >= 1e-3 * (1 - 1e-9))
 
 
+def test_large_zero_atom_valid():
+  # P = point mass (loss 0.3), Q = (e^-0.3 there, the rest where P = 0): a
+  # 26 % 0-atom of X. The bracket stays valid; it is loose because sums 0 + x
+  # below a pairwise sum's window are dropped (lower) / spread onto {0, x_0}
+  # (upper) -- a documented limitation.
+  import jax.numpy as jnp
+  mech = E.PLD(jnp.asarray([1.0]), 3, 0.1, jnp.asarray(0.0), True)
+  P, Q = np.array([1.0, 0.0]), np.array([math.exp(-0.3), 1 - math.exp(-0.3)])
+  ts = np.array([1, 2, 3, 5] * 2)
+  es = np.array([0.0] * 4 + [0.1] * 4)
+  r = pld.allocation_pld_delta(mechanism=mech, num_steps=ts, epsilon=es, grid_size=N)
+  for i, (t, e) in enumerate(zip(ts, es)):
+    rem, add = _exact_profiles(P, Q, int(t), float(e))
+    assert float(r.remove[1][i]) <= rem + 1e-15 and rem <= float(r.remove[0][i]), (t, e)
+    assert float(r.add[1][i]) <= add + 1e-15 and add <= float(r.add[0][i]), (t, e)
+
+
 def test_asymmetric_pair_and_pairpld_enumeration():
   # A 3-outcome pair whose losses are off the grid: connect-the-dots upper,
   # optimistic lower (from_pair); also PairPLD(remove, add) with the add PLD
@@ -254,7 +271,7 @@ def test_invalid_pld_raises(bad):
   if bad == "mass":       # masses sum to 1.5
     mech = rr._replace(probs=np.asarray(rr.probs) * 1.5)
   elif bad == "negative":
-    mech = rr._replace(probs=np.asarray(rr.probs) - np.array([0.1, 0, 0, 0]))
+    mech = rr._replace(probs=np.array([-0.1, 0.0, 0.731, 0.0]))
   elif bad == "optimistic_upper":
     mech = E.gaussian(1.0, step=1e-2, pessimistic=False)
   elif bad == "sigma":
