@@ -1058,7 +1058,8 @@ def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
   Returns FinalLaws: upper masses ``up_p`` at losses ``up_loss`` = ln(x/t)
   (Q-masses; the remove PLD puts P-mass up_p e^{loss} at loss, plus
   ``up_minf_t`` at +inf; the add PLD puts Q-mass up_p at -loss, plus
-  ``up_q0`` at +inf), and the lower atoms ``lo_a`` at ``lo_loss``.
+  ``up_q0`` at +inf), and the lower atoms ``lo_a`` at ``lo_loss`` (plus
+  ``lo_inf``, P-mass at +inf of the lower remove PLD; 0 for these mechanisms).
   Bound: upper (convex-order dominating) and lower (dominated) laws.
   """
   return _final_laws(sigma, num_steps, n=int(grid_size), tail=float(tail),
