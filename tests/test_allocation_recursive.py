@@ -1,0 +1,310 @@
+"""Truncated-Poisson (Thm 4.1), recursive (Thm 4.2) and composed decomposition (Thm 4.6) bounds.
+
+Feldman & Shenfeld, "Privacy amplification by random allocation",
+arXiv:2502.08202v3. Oracles: closed forms (Gaussian hockey stick and tail),
+Monte Carlo of the first-passage event of Lemma 4.3, Gauss-Hermite
+quadrature (convex order of the Thm 4.6 pair), the digest's regression
+values (digests/feldman-shenfeld-random-allocation.md Sec. 5.3, the authors'
+code v1.0.4 + dp_accounting, PLD grid 1e-4), the authors' package
+``random-allocation`` 1.0.5 called live, and the lower bounds
+(``allocation.pld`` lower, Chua et al. max test).
+"""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from numpy.polynomial.hermite_e import hermegauss
+from scipy.stats import norm
+
+from jaxacct import allocation as al
+from jaxacct.allocation import bounds, monte_carlo, recursive as rc
+from jaxacct.allocation import pld as apld
+
+warnings.filterwarnings("ignore", message=".*optimal Renyi order.*")
+
+
+# ------------------------------------------------------------ ingredients
+
+@pytest.mark.parametrize("sigma", [0.5, 1.0, 3.0])
+def test_one_sided_tail_bound_gaussian(sigma):
+  """P_P(loss > 2e) <= H_{e^e}(P||Q)/(1 - e^{-e}) (factor-1 tau of Thm 4.2).
+
+  Gaussian pair N(1, s^2) vs N(0, s^2): loss = (2x - 1)/(2 s^2), closed forms.
+  """
+  for e in np.geomspace(1e-3, 5.0, 60):
+    x_thr = (2 * e * 2 * sigma**2 + 1) / 2            # loss > 2e <=> x > x_thr
+    tail = norm.sf((x_thr - 1) / sigma)
+    h = norm.cdf(1 / (2 * sigma) - e * sigma) - math.exp(e) * norm.cdf(-1 / (2 * sigma) - e * sigma)
+    assert tail <= h / -math.expm1(-e) * (1 + 1e-12) + 1e-300
+    # and the printed Claim B.10 bound (factor 2) is looser, never needed
+    assert tail <= 2 * h / -math.expm1(-e) + 1e-300
+
+
+def _walk_max(L, t):
+  """max_{i <= t-1} sum_{j <= i} (1 - L_j) per row."""
+  s = np.cumsum(1.0 - L[:, : t - 1], axis=1)
+  return s.max(axis=1)
+
+
+@pytest.mark.parametrize("eps0", [0.3, 1.0])
+def test_azuma_sinh_range_monte_carlo(eps0):
+  """Lemma 4.3 / Thm 4.1 tail with the 2 sinh(eps0) range, pure eps0-DP R.
+
+  R = randomized response: L in {e^-eps0, e^eps0}; under Q^t (add beta) and
+  under A_t(*) (remove beta, one uniformly placed P step). Monte Carlo
+  (2e5 walks, 99.9% binomial upper confidence) of P(max S_i > t gamma)
+  against exp(-t^2 gamma^2 / (2 (t-1) sinh^2 eps0)).
+  """
+  rng = np.random.default_rng(0)
+  t, n = 40, 200_000
+  pq = 1 / (1 + math.exp(eps0))           # Q(L = e^eps0)
+  pp = math.exp(eps0) / (1 + math.exp(eps0))
+  hi, lo = math.exp(eps0), math.exp(-eps0)
+  LQ = np.where(rng.random((n, t)) < pq, hi, lo)
+  LA = LQ.copy()
+  pos = rng.integers(0, t, n)
+  LA[np.arange(n), pos] = np.where(rng.random(n) < pp, hi, lo)
+  for gamma in (0.25, 0.4, 0.6):
+    x = t * gamma
+    bound_sinh = math.exp(-x * x / (2 * (t - 1) * math.sinh(eps0) ** 2))
+    bound_cosh = math.exp(-x * x / (2 * (t - 1) * math.cosh(eps0) ** 2))
+    assert bound_sinh < bound_cosh
+    for L in (LQ, LA):
+      k = int(np.sum(_walk_max(L, t) > x))
+      p_hat = k / n
+      upper = p_hat + 3.3 * math.sqrt(max(p_hat, 1 / n) * (1 - p_hat) / n)
+      assert p_hat <= bound_sinh, (eps0, gamma, p_hat, bound_sinh)
+      assert upper <= bound_sinh * 1.5 + 1e-4
+
+
+def test_azuma_gaussian_with_delta0_monte_carlo():
+  """Gaussian R, beta <= exp(-t gamma^2 ...) + t delta0 (Claim B.8 coupling)."""
+  rng = np.random.default_rng(1)
+  t, n, sigma = 30, 200_000, 2.0
+  delta0 = 1e-3
+  eps0 = float(bounds.local_epsilon(sigma=sigma, delta=delta0))
+  z = rng.standard_normal((n, t)) * sigma
+  LQ = np.exp((2 * z - 1) / (2 * sigma**2))
+  LA = LQ.copy()
+  pos = rng.integers(0, t, n)
+  LA[np.arange(n), pos] = np.exp((2 * (z[np.arange(n), pos] + 1) - 1) / (2 * sigma**2))
+  eta = rc.truncated_poisson_rate(sigma=sigma, num_steps=t, delta0=delta0,
+                                  delta_tail=0.05)
+  gamma = 1 - 1 / (t * float(eta))
+  for L in (LQ, LA):
+    p_hat = np.mean(_walk_max(L, t) > t * gamma)
+    assert p_hat <= 0.05 + t * delta0, p_hat
+  assert eps0 > 0
+
+
+def test_convex_order_of_decomposition_pair():
+  """(P+, Q) dominates one allocation round for every kappa >= 0 (Lemma D.1/D.2).
+
+  E_Q[(S/t - k)_+] <= E_Q[(X+ - k)_+] for k in [0.01, 50] with equal means,
+  X+ = g prod(1 - 1/t + L_i/t) - (g - 1): convex order of the likelihood
+  ratios (both directions, composable). Gauss-Hermite (120 nodes per axis).
+  """
+  x, w = hermegauss(120)
+  w = w / w.sum()
+  for s in (0.5, 1.0, 2.0):
+    for t in (2, 3):
+      L = np.exp((2 * s * x - 1) / (2 * s * s))
+      lam = 1 / t
+      g = 1 / (1 - (1 - lam) ** t)
+      grids = np.meshgrid(*([L] * t), indexing="ij")
+      W = np.ones([len(L)] * t)
+      for i in range(t):
+        sh = [1] * t
+        sh[i] = -1
+        W = W * w.reshape(sh)
+      xa = sum(grids) / t
+      xp = g * np.prod([1 - lam + lam * G for G in grids], axis=0) - (g - 1)
+      assert abs(np.sum(W * xa) - 1) < 1e-12 and abs(np.sum(W * xp) - 1) < 1e-12
+      for k in np.geomspace(0.01, 50, 120):
+        assert np.sum(W * np.maximum(xa - k, 0)) <= np.sum(W * np.maximum(xp - k, 0)) + 1e-13
+
+
+# ------------------------------------------------------- truncated Poisson
+
+def test_truncated_rate_matches_authors_and_digest():
+  """Authors' split + cosh: eta equal to random-allocation 1.0.5 (live) and to
+  the digest anchor t eta = 1.280 (sigma=2, t=1e6, delta=1e-10, Sec. 5.3)."""
+  eta, _, _ = rc._best_rate(2.0, 10**6, 1, 0.995e-10, "cosh", "authors")
+  assert eta * 1e6 == pytest.approx(1.280, abs=1e-3)
+  ra = pytest.importorskip("random_allocation.random_allocation_scheme.analytic")
+  from random_allocation.other_schemes.local import Direction
+  for s, t, d in ((2.0, 10**6, 1e-10), (4.0, 10**5, 1e-10), (1.5, 10**6, 1e-8)):
+    ours, _, _ = rc._best_rate(s, t, 1, 0.995 * d, "cosh", "authors")
+    theirs = ra.sampling_prob_from_sigma(sigma=s, delta=0.005 * d, num_steps=t, num_selected=1,
+                                         local_delta=0.99 * d / t, direction=Direction.BOTH)
+    # their eps0 comes from a root finder with tolerance ~1e-3 (relative in cosh)
+    assert ours == pytest.approx(theirs, rel=2e-2)
+    sinh_opt, _, _ = rc._best_rate(s, t, 1, 0.995 * d, "sinh", "optimized")
+    assert sinh_opt <= ours
+
+
+def test_truncated_vacuous_and_rate():
+  # digest Sec 5.3: sigma=1, t=1e6, delta=1e-10 -> gamma = 1 (vacuous): +inf
+  assert rc.truncated_poisson_epsilon(sigma=1.0, num_steps=10**6, delta=1e-10) == math.inf
+  assert rc.truncated_poisson_epsilon(sigma=1.0, num_steps=10**6, delta=1e-10,
+                                      azuma="cosh", split="authors") == math.inf
+  e = rc.truncated_poisson_rate(sigma=1.0, num_steps=100, delta0=[1e-12, 0.3],
+                                delta_tail=0.3)
+  assert e[0] == np.inf and 1 / 100 < e[1] < 1
+  # eta decreases with sigma and is never below 1/t
+  etas = [float(rc.truncated_poisson_rate(sigma=s, num_steps=10**6, delta0=1e-16,
+                                          delta_tail=1e-12)) for s in (2.0, 4.0, 8.0)]
+  assert etas[0] > etas[1] > etas[2] >= 1e-6
+
+
+@pytest.mark.slow
+def test_truncated_poisson_fig1_sigma2():
+  """Fig 1 (t=1e6, delta=1e-10, sigma=2): authors' analytic 0.044 (digest 5.3,
+  dp_accounting grid 1e-4: discretisation-limited). Ours (finer pessimistic
+  PLD) with their split and cosh is <= theirs; our optimised split is <= that;
+  both >= the tight allocation PLD lower bound and the Chua lower bound."""
+  kw = dict(sigma=2.0, num_steps=10**6, delta=1e-10)
+  auth = rc.truncated_poisson_epsilon(**kw, azuma="cosh", split="authors")
+  opt = rc.truncated_poisson_epsilon(**kw)
+  assert auth <= 0.044 * 1.001
+  assert opt <= auth
+  lower = float(apld.allocation_pld_epsilon(**kw).lower)
+  assert opt >= lower
+  assert float(monte_carlo.delta_lower_bound(sigma=2.0, num_steps=10**6, epsilon=opt)) <= 1e-10
+
+
+# ------------------------------------------------------------- recursive
+
+def test_recursive_fig2_t100():
+  """Fig 2 (t=100, sigma=2.5, delta=1e-10): authors' recursive 0.5738 (digest
+  5.3). Ours (allocation-PLD bootstrap, optimised eps') <= it, >= the tight
+  allocation PLD lower bound and consistent with the Chua lower bound."""
+  e = rc.recursive_epsilon(sigma=2.5, num_steps=100, delta=1e-10, tail_fractions=(0.1,))
+  assert e <= 0.5738
+  b = apld.allocation_pld_epsilon(sigma=2.5, num_steps=100, delta=1e-10)
+  assert float(b.lower) <= e
+  assert float(monte_carlo.delta_lower_bound(sigma=2.5, num_steps=100, epsilon=e)) <= 1e-10
+  # delta at that epsilon is consistent (one eps' candidate; <= ~delta)
+  d = rc.recursive_delta(sigma=2.5, num_steps=100, epsilon=e * 1.05, direction="remove",
+                         eps_prime=[0.3])
+  assert d <= 1e-8
+
+
+def test_recursive_tail_and_bootstrap():
+  ep = np.array([0.05, 0.2, 1.0])
+  t_pld = rc.recursive_tail(sigma=1.0, num_steps=100, eps_prime=ep, bootstrap=("pld",))
+  t_dir = rc.recursive_tail(sigma=1.0, num_steps=100, eps_prime=ep, bootstrap=("direct",))
+  t_both = rc.recursive_tail(sigma=1.0, num_steps=100, eps_prime=ep)
+  assert np.all(t_both <= np.minimum(t_pld, t_dir) * (1 + 1e-12))
+  assert np.all(t_pld <= t_dir)     # the tight PLD beats Thm 4.9 here
+  # add factor = tau e^{2 eps'} = remove factor * e^{2 eps'}
+  t_add = rc.recursive_tail(sigma=1.0, num_steps=100, eps_prime=ep, direction="add")
+  np.testing.assert_allclose(t_add, t_both * np.exp(2 * ep), rtol=1e-12)
+  # m rounds: linear in m
+  t2 = rc.recursive_tail(sigma=1.0, num_steps=200, eps_prime=ep, num_selected=2, num_epochs=3)
+  np.testing.assert_allclose(t2, 6 * t_both, rtol=1e-12)
+
+
+# ------------------------------------------------- decomposition over rounds
+
+def test_decomposition_mapped_pld_equals_formula_m1():
+  """At m = 1 the mapped (P+, Q) PLD reproduces Thm 4.6 (formula on the same
+  Poisson PLD) to grid accuracy, both directions (digest Fig 2 t=100,
+  sigma=0.8: decomposition 4.5313)."""
+  for d in ("remove", "add"):
+    ref = bounds.decomposition_pld_epsilon(sigma=0.8, num_steps=100, delta=1e-10, direction=d)
+    mine = bounds._composed_decomp_eps(0.8, 100, 1, 1e-10, (d,))
+    assert mine == pytest.approx(ref, rel=1e-5)
+    if d == "remove":
+      assert ref == pytest.approx(4.5313, abs=2e-3)
+  rem, add, nu = bounds.decomposition_round_plds(sigma=0.8, num_steps=100)
+  assert nu == 0.0
+
+
+@pytest.mark.slow
+def test_decomposition_composed_epochs():
+  """k = 2, E = 2 (m = 4 rounds of 1-of-50): composed decomposition is
+  >= the allocation PLD lower bound of the same reduced object and <= the
+  local (no amplification) bound."""
+  kw = dict(sigma=1.0, num_steps=100, delta=1e-8, num_selected=2, num_epochs=2)
+  e = bounds.decomposition_pld_epsilon(**kw)
+  b = apld.allocation_pld_epsilon(**kw)
+  assert float(b.lower) <= e
+  assert e < float(bounds.local_epsilon(sigma=1.0, delta=1e-8, num_selected=2, num_epochs=2))
+  assert e <= 1.6 * float(b.upper) + 0.05
+
+
+# ------------------------------------------------------------- input checks
+
+def test_bad_input():
+  with pytest.raises(ValueError, match="sigma"):
+    rc.truncated_poisson_epsilon(sigma=-1.0, num_steps=100, delta=1e-5)
+  with pytest.raises(ValueError, match="delta"):
+    rc.recursive_epsilon(sigma=1.0, num_steps=100, delta=1.5)
+  with pytest.raises(ValueError, match="num_selected"):
+    rc.recursive_epsilon(sigma=1.0, num_steps=10, delta=1e-5, num_selected=11)
+  with pytest.raises(ValueError, match="azuma"):
+    rc.truncated_poisson_epsilon(sigma=1.0, num_steps=100, delta=1e-5, azuma="tanh")
+  with pytest.raises(ValueError, match="bootstrap"):
+    rc.recursive_tail(sigma=1.0, num_steps=100, eps_prime=0.1, bootstrap=("magic",))
+  with pytest.raises(ValueError, match="direction"):
+    rc.recursive_epsilon(sigma=1.0, num_steps=100, delta=1e-5, direction="up")
+  with pytest.raises(ValueError, match="sigma"):
+    rc.recursive_epsilon(sigma=np.ones(2), num_steps=100, delta=1e-5)
+  with pytest.raises(ValueError, match="num_steps"):
+    bounds.decomposition_pld_epsilon(sigma=1.0, num_steps=3, delta=1e-5, num_selected=2)
+  with pytest.raises(ValueError, match="methods"):
+    al.epsilon(sigma=1.0, num_steps=100, delta=1e-5, methods=("recursivee",))
+
+
+# -------------------------------------------------------------- slow: peers
+
+@pytest.mark.slow
+@pytest.mark.parametrize("t,sigma,theirs", [(1000, 2.0, 0.1351), (10000, 0.9, 0.2333),
+                                            (1000, 1.0, 1.0673)])
+def test_recursive_fig2_digest(t, sigma, theirs):
+  """Digest 5.3 Fig 2 recursive column (authors' code): ours <= theirs, >= PLD lower."""
+  e = rc.recursive_epsilon(sigma=sigma, num_steps=t, delta=1e-10)
+  assert e <= theirs
+  assert e >= float(apld.allocation_pld_epsilon(sigma=sigma, num_steps=t, delta=1e-10).lower)
+  assert float(monte_carlo.delta_lower_bound(sigma=sigma, num_steps=t, epsilon=e)) <= 1e-10
+
+
+@pytest.mark.slow
+def test_recursive_vs_authors_live():
+  """random-allocation 1.0.5 recursive (decomposition bootstrap, dp_accounting
+  grid 1e-4) at t=1000, sigma=2: ours <= theirs."""
+  pytest.importorskip("random_allocation")
+  from random_allocation.comparisons.definitions import PrivacyParams, SchemeConfig, Direction
+  from random_allocation.random_allocation_scheme.recursive import allocation_epsilon_recursive
+  theirs = allocation_epsilon_recursive(PrivacyParams(sigma=2.0, num_steps=1000, num_selected=1,
+                                                      num_epochs=1, delta=1e-10),
+                                        SchemeConfig(), Direction.BOTH)
+  ours = rc.recursive_epsilon(sigma=2.0, num_steps=1000, delta=1e-10)
+  assert ours <= theirs
+
+
+@pytest.mark.slow
+def test_fig5_k10_and_front_door():
+  """Fig 5 (k=10, t=1e6, delta=1e-10): authors' analytic 0.2535 (sigma=2) and
+  0.1717 (sigma=4) (digest 5.3); ours <= theirs. Front door names the winner."""
+  for s, theirs in ((2.0, 0.2535), (4.0, 0.1717)):
+    e = rc.truncated_poisson_epsilon(sigma=s, num_steps=10**6, delta=1e-10, num_selected=10)
+    assert e <= theirs
+  r = al.epsilon(sigma=2.0, num_steps=1000, delta=1e-10,
+                 methods=("rdp_direct", "direct_add", "local", "recursive", "truncated_poisson"))
+  assert "recursive" in r.method
+  assert r.details["remove"]["truncated_poisson"] == math.inf
+
+
+@pytest.mark.slow
+def test_decomposition_fig7_epochs():
+  """Fig 7 (sigma=1, delta=1e-8, t=1e4, E=10): composed decomposition beats the
+  direct RDP (digest 5.3: 0.8878) and stays above the PLD lower bound."""
+  e = bounds.decomposition_pld_epsilon(sigma=1.0, num_steps=10**4, delta=1e-8, num_epochs=10)
+  assert e < 0.8878
+  lo = float(apld.allocation_pld_epsilon(sigma=1.0, num_steps=10**4, delta=1e-8,
+                                         num_epochs=10).lower)
+  assert lo <= e
