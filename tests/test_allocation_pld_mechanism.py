@@ -297,3 +297,52 @@ def test_optimistic_gaussian_is_not_a_pair():
       loss = (p.offset + np.arange(p.probs.shape[0])) * p.step
       W = float(np.sum(np.asarray(p.probs) * np.exp(-loss)))
       assert (W <= 1 + 1e-12) if pess else (W > 1 + 1e-4), (s, pess, W)
+
+
+def _law_functions(o, a):
+  """C(a) = E(X - a)_+ and P(a) = E(a - X)_+ of a OneStep law (upper: minf is a
+  first moment at +inf, adding minf to C; lower: atoms at their barycentres)."""
+  x = np.exp((o.idx0 + np.arange(o.qm.size)) * o.step)
+  pos = np.where(o.qm > 0, x * o.gm / np.where(o.qm > 0, o.qm, 1.0), x)
+  C = np.sum(o.qm[None, :] * np.maximum(pos[None, :] - a[:, None], 0.0), axis=1)
+  P = np.sum(o.qm[None, :] * np.maximum(a[:, None] - pos[None, :], 0.0), axis=1) + o.q0 * a
+  return C, P
+
+
+@pytest.mark.parametrize("sigma", [0.7, 2.0])
+def test_convex_order_of_one_step_laws(sigma):
+  # The key claim, checked directly: the Q-law of X = L(Y) (log-normal,
+  # ln X ~ N(-mu, 2 mu), E X = 1) is dominated by the law built from the
+  # pessimistic (connect-the-dots) PLD and dominates the law built from the
+  # optimistic PLD, for every call C(a) = E(X - a)_+ and put P(a) = E(a - X)_+
+  # (closed-form Black-Scholes values), i.e. for all non-negative monotone
+  # convex functions. Also for "ceil" rounding (from_losses on a fine sample).
+  from scipy.stats import norm
+  s = 1.0 / sigma                               # sd of ln X (= sqrt(2 mu))
+  a = np.exp(np.linspace(-6.0 / sigma, 6.0 / sigma, 401))
+  d1 = (-np.log(a) + s**2 / 2) / s
+  C_true = norm.cdf(d1) - a * norm.cdf(d1 - s)
+  P_true = a * norm.cdf(-(d1 - s)) - norm.cdf(-d1)
+  up = pld.upper_one_step(E.gaussian(sigma, step=2e-2))
+  lo = pld.lower_one_step(E.gaussian(sigma, step=2e-2, pessimistic=False))
+  Cu, Pu = _law_functions(up, a)
+  Cu = Cu + up.minf
+  Cl, Pl = _law_functions(lo, a)
+  tol = 1e-12
+  assert np.all(Cu >= C_true - tol) and np.all(Pu >= P_true - tol)
+  assert np.all(Cl <= C_true + tol) and np.all(Pl <= P_true + tol)
+  # second order (upper) / first order (lower) in the step
+  assert np.max(Cu - C_true) < 1e-3 and np.max(C_true - Cl) < 2e-2
+  # ceil rounding: losses rounded up with the P-mass kept (Q-mass drops to 0)
+  z = np.linspace(-9, 9, 20001)
+  w = norm.pdf(z)
+  w /= w.sum()
+  mu = 0.5 / sigma**2
+  loss_q = -mu + z / sigma                      # ln X under Q at quantile nodes
+  ceil = E.from_losses(loss_q, w * np.exp(loss_q), step=2e-2, rounding="ceil")
+  Cs = np.sum(w[None, :] * np.maximum(np.exp(loss_q)[None, :] - a[:, None], 0), axis=1)
+  Ps = np.sum(w[None, :] * np.maximum(a[:, None] - np.exp(loss_q)[None, :], 0), axis=1)
+  uc = pld.upper_one_step(ceil)
+  Cc, Pc = _law_functions(uc, a)
+  Cc = Cc + uc.minf
+  assert np.all(Cc >= Cs - tol) and np.all(Pc >= Ps - tol)
