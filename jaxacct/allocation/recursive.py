@@ -72,6 +72,7 @@ from __future__ import annotations
 import functools
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -130,9 +131,14 @@ def _check(sigma, num_steps, num_selected, num_epochs):
 
 # ------------------------------------------------------- Thm 4.1 (analytic)
 
+@jax.jit
+def _eps0_jit(sigma, delta0):
+  return gaussian_epsilon_kernel(sigma, delta0)
+
+
+@x64_boundary
 def _eps0(sigma, delta0):
-  return np.asarray(gaussian_epsilon_kernel(jnp.asarray(sigma, jnp.float64),
-                                            jnp.asarray(delta0, jnp.float64)))
+  return np.asarray(_eps0_jit(jnp.asarray(sigma, jnp.float64), jnp.asarray(delta0, jnp.float64)))
 
 
 def _gamma(sigma, t, delta0, delta_b, azuma):
