@@ -132,13 +132,20 @@ coordinate being P-distributed; E_Q X = 1 - inf_mass).
 * Checked against exact enumeration (randomized response, a 3-outcome pair:
   multinomial sums), the built-in Gaussian/Laplace laws, and exact
   composition (tests/test_allocation_pld_mechanism.py).
-* Limitation: a large 0-atom of X (Q-mass where P = 0, e.g. randomized
-  response with delta0 > 0, or a PLD with E_P[e^-L] well below 1) keeps the
-  bracket valid but loose: a sum 0 + x lies at x, below the pairwise sum's
-  window when the law is concentrated, and is dropped (lower) or split onto
-  {0, x_0} (upper). Measured: q0 = 1e-3 costs ~1 % on delta at t <= 1000;
-  q0 = 0.26 gives [0.067, 0.195] around 0.165 at t = 2. A separate low array
-  per law, merged at the next re-grid, would fix it (not done). The one-step PLD is first re-gridded (split / collapse)
+* A 0-atom q0 of X (Q-mass where P = 0, e.g. randomized response with
+  delta0 > 0, or a PLD with E_P[e^-L] < 1): inside the sum kernels a sum
+  0 + x lies at x, below the pairwise sum's window when the law is
+  concentrated, and would be dropped (lower) or split onto {0, x_0} (upper):
+  valid but loose (q0 = 0.26, t = 2: [0.067, 0.195] around 0.165). So when
+  1e-12 < q0 < 0.5 the laws are split exactly: S_t = S~_K with S~ the sum of
+  the law given X > 0 and t - K ~ Bin(t, q0); the components K = t - z,
+  z < zc (zc <= 64, P(Z >= zc) <= 1e-3 tail) are computed as extra lanes,
+  weighted and concatenated (profiles are linear in the law), K = 0 adds
+  q0^t at S = 0 and the remaining binomial tail is charged to the upper and
+  dropped from the lower (``_pld_laws_batch``). Then q0 = 0.26, t = 2 gives
+  [0.1647482, 0.1647482] and randomized response with delta0 = 1e-3 brackets
+  the exact enumeration to ~1e-9 relative at t <= 3. If zc would exceed 64
+  the 0-atom stays in the kernels (valid, looser). The one-step PLD is first re-gridded (split / collapse)
   onto the n-knot lattice, so its own size only costs an O(size) pass.
 
 Public API: :func:`allocation_pld_epsilon`, :func:`allocation_pld_delta`
@@ -591,16 +598,59 @@ def _pld_lower(qm, gm, idx0, step, q0, t, tail, n):
   return sl.sum_law_lower(L1, LL1, t, n, tail, 0.0)
 
 
-@functools.partial(jax.jit, static_argnames=("n",))
-def _pld_laws_batch(up, lo, t, tail, *, n):
+def _log_binom_pmf(z, t, q):
+  """log P(Bin(t, q) = z), q in [0, 1) (q = 0: point mass at 0)."""
+  from jax.scipy.special import gammaln
+  zf, tf = z.astype(jnp.float64), t.astype(jnp.float64)
+  lq = jnp.where(zf > 0, zf * jnp.log(jnp.where(q > 0, q, 1.0)), 0.0)
+  lq = jnp.where((zf > 0) & ~(q > 0), -jnp.inf, lq)
+  return (gammaln(tf + 1) - gammaln(zf + 1) - gammaln(tf - zf + 1) + lq
+          + (tf - zf) * jnp.log1p(-q))
+
+
+@functools.partial(jax.jit, static_argnames=("n", "zc"))
+def _pld_laws_batch(up, lo, t, tail, qu, ql, *, n, zc=1):
   """FinalLaws for lanes (t, tail) from one-step laws ``up``, ``lo``
-  (tuples (qm, gm, idx0, step, q0, minf) of arrays, see _jnp_step)."""
+  (tuples (qm, gm, idx0, step, q0, minf) of arrays, see _jnp_step).
+
+  Zero-atom mixture (``zc`` > 1, or qu/ql > 0): ``up``/``lo`` are then the laws
+  of X given X > 0 and qu/ql their 0-atoms, and S_t = S~_K exactly with
+  Z = t - K ~ Bin(t, q0). The components z = 0..zc-1 (S~_{t-z}, losses
+  shifted by ln((t-z)/t)) are weighted and concatenated: every profile is
+  linear in the law. Z = t adds q0^t at S = 0; the rest P(zc <= Z < t) is
+  charged to the upper (as S = 0 for add, as first moment / (1 - q0) for
+  remove) and dropped from the lower.
+  """
   require_x64("allocation.pld")
 
+  def comp(kk, tl):
+    U, Ul, led = _pld_upper(up[0], up[2], up[3], up[4], up[5], kk, tl, n)
+    Lw, Ll = _pld_lower(lo[0], lo[1], lo[2], lo[3], lo[4], kk, tl, n)
+    return _assemble_final(U, Ul, led, Lw, Ll, kk, n, jnp.zeros((), bool), lo[5])
+
   def one(tt, tl):
-    U, Ul, led = _pld_upper(up[0], up[2], up[3], up[4], up[5], tt, tl, n)
-    Lw, Ll = _pld_lower(lo[0], lo[1], lo[2], lo[3], lo[4], tt, tl, n)
-    return _assemble_final(U, Ul, led, Lw, Ll, tt, n, jnp.zeros((), bool), lo[5])
+    z = jnp.arange(zc, dtype=jnp.int32)
+    valid = z < tt
+    k = jnp.maximum(tt - z, 1)
+    F = jax.vmap(lambda kk: comp(kk, tl))(k)
+    sh = jnp.log(k.astype(jnp.float64)) - jnp.log(tt.astype(jnp.float64))
+    wu = jnp.where(valid, jnp.exp(_log_binom_pmf(z, tt, qu)), 0.0)
+    wl = jnp.where(valid, jnp.exp(_log_binom_pmf(z, tt, ql)), 0.0)
+    kt = k.astype(jnp.float64) / tt.astype(jnp.float64)
+    tf = tt.astype(jnp.float64)
+    all0_u = jnp.exp(tf * jnp.log(jnp.where(qu > 0, qu, 1.0))) * (qu > 0)
+    all0_l = jnp.exp(tf * jnp.log(jnp.where(ql > 0, ql, 1.0))) * (ql > 0)
+    rest = jnp.maximum(1.0 - jnp.sum(wu) - all0_u, 0.0) + 4 * _EPS * zc
+    rest = jnp.where(jnp.asarray(zc == 1) & ~(qu > 0), 0.0, rest)
+    flat = lambda a: a.reshape(-1)
+    return FinalLaws(
+        flat(F.up_p * wu[:, None]), flat(F.up_loss + sh[:, None]),
+        jnp.sum(F.up_q0 * wu) + all0_u + rest,
+        jnp.sum(F.up_minf_t * kt * wu) + rest / (1.0 - qu),
+        flat(F.lo_a * wl[:, None]), flat(F.lo_loss + sh[:, None]),
+        jnp.sum(F.lo_q0 * wl) + all0_l,
+        jnp.where(tt >= 1, jnp.max(F.rel), jnp.nan), jnp.max(F.eta),
+        lo[5] * (1.0 - jnp.max(F.rel)))   # H_rem = P_s + E(...): P_s whatever Z is
 
   return jax.vmap(one)(t, tail)
 
@@ -655,12 +705,51 @@ def _pld_final_laws(laws, t, tail, n):
   when both directions share their one-step laws."""
   tj = jnp.asarray(np.asarray(t).astype(np.int32))
   tl = jnp.asarray(tail, jnp.float64)
+  tmax = int(np.max(t))
+  tmin_tail = float(np.min(tail))
   (ur, lr), (ua, la) = laws["remove"], laws["add"]
-  Fr = _pld_laws_batch(_jnp_step(ur), _jnp_step(lr), tj, tl, n=int(n))
+
+  def run(u, l):
+    (u, qu), (l, ql), zc = _mixture_split(u, l, tmax, tmin_tail)
+    return _pld_laws_batch(_jnp_step(u), _jnp_step(l), tj, tl, jnp.asarray(qu),
+                           jnp.asarray(ql), n=int(n), zc=zc)
+
+  Fr = run(ur, lr)
   if _same(ur, ua) and _same(lr, la):
     return Fr, Fr
-  Fa = _pld_laws_batch(_jnp_step(ua), _jnp_step(la), tj, tl, n=int(n))
-  return Fr, Fa
+  return Fr, run(ua, la)
+
+
+_MAX_MIX = 64          # most zero-atom mixture components (static, powers of 2)
+_MIX_Q0 = 1e-12        # 0-atoms above this are handled by the exact mixture
+
+
+def _mixture_split(u: OneStep, l: OneStep, t: int, tail: float):
+  """((u~, qu), (l~, ql), zc): laws given X > 0 and the 0-atoms, when a
+  0-atom is material and the binomial count of zeros fits in zc <= 64
+  components (P(Z >= zc) <= 1e-3 tail, both laws); else the laws unchanged,
+  0, 0, 1 (the 0-atom stays inside the sum kernels: valid, looser)."""
+  from scipy.stats import binom
+  q = max(u.q0, l.q0)
+  if q <= _MIX_Q0 or q >= 0.5:
+    return (u, 0.0), (l, 0.0), 1
+  target = 1e-3 * tail
+  zc = 1
+  while zc <= _MAX_MIX:
+    if all(binom.sf(zc - 1, t, qq) <= target for qq in (u.q0, l.q0)) or zc > t:
+      break
+    zc *= 2
+  if zc > _MAX_MIX:
+    return (u, 0.0), (l, 0.0), 1
+
+  def strip(o: OneStep):
+    c = 1.0 / (1.0 - o.q0)
+    return o._replace(qm=o.qm * c, gm=o.gm * c, q0=0.0, minf=o.minf * c), o.q0
+
+  uu, qu = strip(u)
+  ll, ql = strip(l)
+  ll = ll._replace(minf=l.minf)          # lower: P-mass at +inf (not a law moment)
+  return (uu, qu), (ll, ql), zc
 
 
 @jax.jit
