@@ -313,3 +313,20 @@ def test_decomposition_fig7_epochs():
   lo = float(apld.allocation_pld_epsilon(sigma=1.0, num_steps=10**4, delta=1e-8,
                                          num_epochs=10).lower)
   assert lo <= e
+
+
+@pytest.mark.slow
+def test_front_door_delta_new_methods():
+  """Front-door delta with the opt-in methods: each value >= the Chua lower
+  bound at that epsilon (remove), the winner named; truncated Poisson at
+  sigma=2, t=1e6 finite and below the authors' (digest Fig 1 analytic 0.044 at
+  delta=1e-10 means delta(0.044) <= 1e-10 for theirs, so ours too)."""
+  r = al.delta(sigma=2.0, num_steps=1000, epsilon=0.15,
+               methods=("rdp_direct", "direct_add", "local", "recursive", "truncated_poisson"))
+  lb = float(monte_carlo.delta_lower_bound(sigma=2.0, num_steps=1000, epsilon=0.15))
+  for d in ("remove",):
+    for v in r.details[d].values():
+      assert v >= lb
+  assert "recursive" in r.method
+  d = rc.truncated_poisson_delta(sigma=2.0, num_steps=10**6, epsilon=0.044)
+  assert d <= 1e-10
