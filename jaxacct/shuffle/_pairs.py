@@ -50,7 +50,9 @@ from jaxacct._core.dtype import require_x64
 
 __all__ = ["pair_params", "window_size", "pair_delta", "pair_epsilon",
            "pair_rdp", "rdp_widths", "resolve_width",
-           "binom_sf", "binom_cdf", "binom_logpmf", "clone_q", "stronger_q"]
+           "binom_sf", "binom_cdf", "binom_logpmf", "clone_q", "stronger_q",
+           "fast_width", "sym_delta_fast", "sym_epsilon_fast",
+           "sym_epsilon_grouped", "sym_delta", "sym_epsilon"]
 
 _Z = 10.0
 
@@ -429,3 +431,343 @@ def sym_epsilon(delta, n, p, beta, q, *, width: int):
   """``pair_epsilon`` with ``q0 = q1 = q`` (one shared compiled kernel)."""
   return pair_epsilon(delta, n=n, p=p, beta=beta, q0=q, q1=q, width=width,
                       symmetric=True)
+
+
+# ---------------------------------------------------------------------------
+# Fast path: symmetric members with zero leftover weight (lam = 0, q0 = q1)
+# ---------------------------------------------------------------------------
+#
+# For lam = 0 and q0 = q1 (FMT'21 clone pair, stronger clone) rho = 1/2 and the
+# threshold of the inner sum is linear in c: a >= t_c = floor(c theta) + 1,
+# theta = (p e - 1)/((p - 1)(1 + e)) in [1/2, 1) for e in [1, p). Along the
+# c-window the pair (m, t) = (c - 1, t_c) moves by (1, d), d in {0, 1}, and
+#
+#   G(m+1, t+d) = G(m, t) + b(t-1; m) (1/2 if d == 0 else (t - m - 1)/(2 t)),
+#   b(t+d-1; m+1) = b(t-1; m) (m+1)/(2(m-t+2)) if d == 0 else (m+1)/(2 t),
+#
+# with G(m, t) = Pr[Bin(m, 1/2) >= t] and b(j; m) = Bin(j; m, 1/2). The window
+# is cut into blocks of ``block`` cells; each block is anchored by one
+# incomplete-beta call (as the reference kernel makes for EVERY cell) and the
+# other cells follow by the exact recurrences (cumulative sums/products). A
+# running bound on the rounding error of the recurrences is propagated to the
+# hockey-stick sum and ADDED to delta, together with the rounding of the
+# cancelling two-term inner sum and of the final summation.
+
+_EPS64 = float(np.finfo(np.float64).eps)
+BLOCK = 64
+
+
+def _raw_widths(n, total, delta=None, z=None):
+  """Per-lane unrounded window lengths ``2 (z sd + z^2) + 3`` (numpy)."""
+  n = np.asarray(n, np.float64)
+  t = np.clip(np.asarray(total, np.float64), 0.0, 1.0)
+  if z is None:
+    if delta is None:
+      z = np.float64(_Z)
+    else:
+      dl = np.clip(np.asarray(delta, np.float64), 1e-300, 1.0)
+      z = np.minimum(np.sqrt(2.0 * np.log(2.0 / (1e-10 * dl))), 40.0)
+  n, t, z = np.broadcast_arrays(n, t, np.asarray(z, np.float64))
+  sd = np.sqrt(n * t * (1.0 - t))
+  return np.maximum(np.ceil(2.0 * (z * sd + z * z)) + 3.0, 2.0), n
+
+
+def _bucket(w, n, block, coarse):
+  """Round window lengths up to buckets (3 significant bits, or powers of 2
+  when ``coarse``), to a multiple of ``block``, at most the support."""
+  w = np.asarray(w, np.float64)
+  k = 2.0 ** np.floor(np.log2(w))
+  if coarse:
+    w = np.where(w <= k, k, 2.0 * k)
+  else:
+    step = np.maximum(k / 8.0, 1.0)
+    w = np.ceil(w / step) * step
+  w = np.minimum(w, np.asarray(n, np.float64) + 1.0)
+  return (np.maximum(np.ceil(w / block), 1.0) * block).astype(np.int64)
+
+
+def fast_width(n, total, delta=None, *, block: int = BLOCK, z=None,
+               coarse: bool = False) -> int:
+  """Static c-window length of the fast symmetric kernel (eager numpy).
+
+  ``2 (z sd + z^2) + 3`` cells (Bernstein: the cut mass is at most
+  ``2 exp(-z^2/2)``; it is computed and added to delta anyway), with ``z``
+  from ``delta`` (cut mass <= 1e-10 delta) or 10 when ``delta`` is None;
+  rounded up to 3 significant bits (buckets 12.5% apart, so nearby settings
+  share one compiled kernel; powers of 2 with ``coarse``), to a multiple of
+  ``block``, and to at most the whole support. The max over a batch.
+  """
+  if delta is not None:
+    delta = np.min(np.asarray(delta, np.float64))
+  w, nn = _raw_widths(n, total, delta, z)
+  i = int(np.argmax(w))
+  wmax = float(w.reshape(-1)[i])
+  return int(_bucket(wmax, float(np.max(nn)), block, coarse))
+
+
+def _sym_setup(n, p, beta, q, width):
+  """e-independent parts of the fast kernel for one lane (scalars)."""
+  alpha = beta / (p - 1.0)
+  r = alpha * p / q
+  total = 2.0 * r
+  lo = _window(n, total, width)
+  c = lo + jnp.arange(width, dtype=jnp.float64)
+  valid = c <= n
+  w = jnp.where(valid, jnp.exp(binom_logpmf(c, n, jnp.log(total),
+                                            jnp.log1p(-total))), 0.0)
+  tail = _tail_mass(n, total, lo, width)
+  return alpha, r, lo, c, w, tail
+
+
+def _sym_eval(e, n, p, alpha, r, lo, c, w, tail, block):
+  """(delta, Q-mass, ok) at e = exp(eps) for one lane of the fast kernel.
+
+  delta includes the cut mass ``tail`` and the rounding allowance; Q-mass is
+  ``-d delta / d e`` (the Q-probability of the set {P > e Q}), >= 0.
+  ``ok`` is False where a threshold step was not in {0, 1} (then delta = 1,
+  the trivial bound).
+  """
+  width = c.shape[0]
+  nb = width // block
+  rho = 0.5
+  sig = alpha * (p - 1.0) * (1.0 + e) / r
+  v = (1.0 - p * e) * alpha / r
+  theta = (p * e - 1.0) / ((p - 1.0) * (1.0 + e))
+  theta = jnp.clip(theta, 0.0, 1.0)
+  cb = c.reshape(nb, block)
+  tb = jnp.floor(cb * theta) + 1.0
+  mb = cb - 1.0
+  # block 0 starts at c = 0 when lo == 0: anchor it at c = 1 (the c = 0 cell
+  # contributes exactly 0: t_0 = 1 > 0 = c)
+  s = jnp.where((jnp.arange(nb) == 0) & (lo == 0), 1, 0)
+  ca = cb[:, 0] + s
+  ta = jnp.where(s == 1, tb[:, 1], tb[:, 0])
+  ma = ca - 1.0
+  xa = binom_sf(ta, ma, rho)
+  lfa = binom_logpmf(ta - 1.0, ma, jnp.log(rho), jnp.log(rho))
+  # steps i -> i+1 inside a block
+  ti, mi = tb[:, :-1], mb[:, :-1]
+  d = tb[:, 1:] - ti
+  ok = jnp.all((d == 0) | (d == 1))
+  active = jnp.arange(block - 1)[None, :] >= s[:, None]
+  d0 = d == 0
+  ratio = jnp.where(d0, (mi + 1.0) / (2.0 * jnp.maximum(mi - ti + 2.0, 1.0)),
+                    (mi + 1.0) / (2.0 * jnp.maximum(ti, 1.0)))
+  g = jnp.where(d0, 0.5, (ti - mi - 1.0) / (2.0 * jnp.maximum(ti, 1.0)))
+  logr = jnp.where(active, jnp.log(ratio), 0.0)
+  zero = jnp.zeros((nb, 1))
+  cums = jnp.concatenate([zero, jnp.cumsum(logr, axis=1)], axis=1)
+  logb = lfa[:, None] + cums
+  b = jnp.exp(logb)
+  incr = jnp.where(active, b[:, :-1] * g, 0.0)
+  gsum = jnp.concatenate([zero, jnp.cumsum(incr, axis=1)], axis=1)
+  gval = xa[:, None] + gsum
+  # rounding allowance of the recurrences (relative to the anchor values)
+  kk = jnp.maximum(jnp.arange(block)[None, :] - s[:, None], 0).astype(jnp.float64)
+  big_l = jnp.max(jnp.abs(logr), axis=1, keepdims=True)
+  fin_logb = jnp.where(jnp.isfinite(logb), jnp.abs(logb), 0.0)
+  rel_b = 1.01 * _EPS64 * (kk * (3.0 + big_l) + kk * kk * big_l + fin_logb + 2.0)
+  err_inc = jnp.where(active, jnp.abs(incr) * (rel_b[:, :-1] + 2.0 * _EPS64), 0.0)
+  abs_inc = jnp.concatenate([zero, jnp.cumsum(jnp.abs(incr), axis=1)], axis=1)
+  err_g = 1.01 * (jnp.concatenate([zero, jnp.cumsum(err_inc, axis=1)], axis=1)
+                  + (kk + 1.0) * _EPS64 * (jnp.abs(xa)[:, None] + abs_inc))
+  x = jnp.clip(gval, 0.0, 1.0).reshape(-1)
+  f = b.reshape(-1)
+  err_g = err_g.reshape(-1)
+  rel_b = rel_b.reshape(-1)
+  live = (kk >= 0).reshape(-1) & ~((jnp.arange(block)[None, :] < s[:, None])
+                                   .reshape(-1))
+  kap = v * c
+  a1 = sig * c * rho
+  term1 = a1 * (x + f)
+  term2 = kap * (x + rho * f)
+  inner = jnp.where(live, jnp.maximum(term1 + term2, 0.0), 0.0)
+  allow = jnp.where(live, jnp.abs(a1 + kap) * err_g
+                    + jnp.abs(a1 + kap * rho) * f * rel_b
+                    + 4.0 * _EPS64 * (jnp.abs(term1) + jnp.abs(term2)), 0.0)
+  h = jnp.sum(w * inner) / n
+  allowance = 1.01 * (jnp.sum(w * allow) / n + 2.0 * width * _EPS64 * h)
+  qm = (alpha / r) * ((1.0 - p) * c * rho * (x + f) + p * c * (x + rho * f))
+  qmass = jnp.maximum(jnp.sum(jnp.where(live, w * qm, 0.0)) / n, 0.0)
+  dl = h + allowance + tail
+  dl = jnp.where(ok, dl, 1.0)
+  dl = jnp.where(e >= p, 0.0, jnp.clip(dl, 0.0, 1.0))
+  return dl, qmass, ok
+
+
+def _sym_bad(n, p, beta, q):
+  return (_params_bad(n, p, beta, q, q, True)
+          | (jnp.abs(beta * (p + 1.0) / (p - 1.0) - 1.0) > 1e-12))
+
+
+def _sym_fast_delta_scalar(eps, n, p, beta, q, width, block):
+  alpha, r, lo, c, w, tail = _sym_setup(n, p, beta, q, width)
+  d, _, _ = _sym_eval(jnp.exp(eps), n, p, alpha, r, lo, c, w, tail, block)
+  bad = _sym_bad(n, p, beta, q) | jnp.isnan(eps) | (eps < 0)
+  return jnp.where(bad, jnp.nan, d)
+
+
+def _sym_fast_eps_scalar(delta, n, p, beta, q, width, block, max_iter, rtol):
+  """Safeguarded Newton for eps(delta) of one lane; returns (eps, width)."""
+  alpha, r, lo, c, w, tail = _sym_setup(n, p, beta, q, width)
+  lp = jnp.log(p)
+
+  def ev(x):
+    d, qm, _ = _sym_eval(jnp.exp(x), n, p, alpha, r, lo, c, w, tail, block)
+    return d, qm
+
+  d0, q0 = ev(jnp.zeros(()))
+  tgt = delta
+
+  def propose(x, d, qm, a, b):
+    e = jnp.exp(x)
+    feas = d <= tgt
+    # far above the target: Newton on log delta (fast, may overshoot);
+    # close: Newton on delta in e, which stays left of the root (delta is
+    # convex in e), pushed right by 1e-3 of the step (+ a few ulps) so that
+    # the end of the convergence lands on the feasible side.
+    safe_q = jnp.where(qm > 0, qm, 1.0)
+    ratio = jnp.where(d > 0, d / tgt, 1.0)
+    # Newton on phi = sqrt(-2 log delta), nearly linear in eps for
+    # Gaussian-like profiles (falls back to log delta where delta >= 1/2)
+    ld = jnp.log(jnp.where(d > 0, d, 1.0))
+    lt = jnp.log(tgt)
+    phi = jnp.sqrt(jnp.maximum(-2.0 * ld, 0.0))
+    phi_t = jnp.sqrt(-2.0 * lt)
+    dphi = e * safe_q / jnp.where(d > 0, d, 1.0) / jnp.where(phi > 0, phi, 1.0)
+    x_phi = x + (phi_t - phi) / dphi
+    x_log = jnp.where((d < 0.5) & (tgt < 0.5), x_phi,
+                      x + jnp.log(ratio) * d / (e * safe_q))
+    step_e = (d - tgt) / safe_q
+    x_lin = jnp.log(e + step_e * 1.001) + 8.0 * _EPS64 * (1.0 + x)
+    # from the feasible side log-Newton converges from the right (log delta
+    # is concave there in practice); undershoot it by 1e-3 of the step so
+    # that near the root a point on the infeasible side certifies the bracket
+    x_logf = x_log - 1e-3 * (x - x_log) - 8.0 * _EPS64 * (1.0 + x)
+    x_new = jnp.where(feas, x_logf, jnp.where(d > 20.0 * tgt, x_log, x_lin))
+    good = (qm > 0) & (d > 0) & jnp.isfinite(x_new) & (x_new > a) & (x_new < b)
+    return jnp.where(good, x_new, 0.5 * (a + b))
+
+  a0 = jnp.zeros(())
+  b0 = lp
+  done0 = d0 <= tgt
+  x1 = propose(a0, d0, q0, a0, b0)
+
+  def cond(st):
+    a, b, xn, it, wlast, done = st
+    return (~done) & (it < max_iter)
+
+  def body(st):
+    a, b, xn, it, wlast, done = st
+    d, qm = ev(xn)
+    feas = d <= tgt
+    a2 = jnp.where(feas, a, xn)
+    b2 = jnp.where(feas, xn, b)
+    # guard: every 4th step the bracket must have halved, else bisect
+    chk = (it % 4) == 3
+    slow = chk & ((b2 - a2) > 0.5 * wlast)
+    wl2 = jnp.where(chk, b2 - a2, wlast)
+    xp = propose(xn, d, qm, a2, b2)
+    xp = jnp.where(slow, 0.5 * (a2 + b2), xp)
+    conv = (b2 - a2) <= rtol * b2
+    return a2, b2, xp, it + 1, wl2, conv
+
+  st = (a0, b0, x1, jnp.zeros((), jnp.int32), b0 - a0, done0)
+  a, b, _, _, _, _ = jax.lax.while_loop(cond, body, st)
+  eps = jnp.where(done0, 0.0, b)
+  wid = jnp.where(done0, 0.0, b - a)
+  return eps, wid
+
+
+def _flat(*xs):
+  args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64) for x in xs])
+  return args[0].shape, [a.reshape(-1) for a in args]
+
+
+@functools.partial(jax.jit, static_argnames=("width", "block"))
+def sym_delta_fast(eps, n, p, beta, q, *, width: int, block: int = BLOCK):
+  r"""delta(eps) of a symmetric zero-leftover pair (fast block-recurrence kernel).
+
+  Same quantity as ``pair_delta(..., q0=q, q1=q, symmetric=True)`` for
+  ``beta = (p-1)/(p+1)`` (FMT'21 clone pair, stronger clone): the pair's
+  exact delta plus the computed cut mass plus a rounding allowance of the
+  recurrences (see the section comment). One incomplete-beta call per
+  ``block`` cells instead of one per cell.
+
+  Args:
+    eps: >= 0. n: integer-valued >= 1. p > 1. beta: (p-1)/(p+1) (other values
+      give NaN). q: blanket ratio >= 1 with ``2 p/((p+1) q) <= 1``.
+    width: static window length, a multiple of ``block`` (``fast_width``).
+
+  Returns:
+    float64 array of the broadcast shape. Bound: upper bound of the pair's
+    exact delta (NaN for invalid lanes).
+  """
+  require_x64("shuffle sym_delta_fast")
+  shape, flat = _flat(eps, n, p, beta, q)
+  f = jax.vmap(lambda *a: _sym_fast_delta_scalar(*a, width, block))
+  return f(*flat).reshape(shape)
+
+
+@functools.partial(jax.jit, static_argnames=("width", "block", "max_iter",
+                                             "with_width"))
+def sym_epsilon_fast(delta, n, p, beta, q, *, width: int, block: int = BLOCK,
+                     max_iter: int = 40, rtol: float = 1e-13,
+                     with_width: bool = False):
+  r"""eps(delta) of a symmetric zero-leftover pair: safeguarded Newton.
+
+  delta(e) of the pair is a sum of ``(P - e Q)_+``: convex, decreasing and
+  piecewise linear in ``e = exp(eps)``, with derivative ``-Q{P > e Q}`` from
+  the same binomial tails. Far above the target a Newton step on
+  ``log delta`` is taken; close to it a Newton step on ``delta`` in ``e``
+  (which stays left of the root by convexity), pushed right by 1e-3 of the
+  step so that it lands feasible; steps outside the bracket, or brackets
+  that do not halve in 4 steps, are replaced by bisection. Every evaluated
+  point is classified by the (upper-bounding) delta, so the returned right
+  end ``b`` of the bracket is feasible: ``delta_upper(b) <= delta``. Stops
+  when ``b - a <= rtol b`` (typically 4-8 evaluations) or after
+  ``max_iter``.
+
+  Returns:
+    float64 array (broadcast shape), or ``(eps, bracket_width)`` with
+    ``with_width``. Bound: upper bound of the pair's exact eps(delta).
+    NaN for invalid lanes (delta outside (0, 1), bad pair parameters).
+  """
+  require_x64("shuffle sym_epsilon_fast")
+  shape, flat = _flat(delta, n, p, beta, q)
+
+  def one(dl, n_, p_, b_, q_):
+    e, wd = _sym_fast_eps_scalar(dl, n_, p_, b_, q_, width, block, max_iter,
+                                 rtol)
+    bad = _sym_bad(n_, p_, b_, q_) | (dl <= 0) | (dl >= 1) | jnp.isnan(dl)
+    return jnp.where(bad, jnp.nan, e), jnp.where(bad, jnp.nan, wd)
+
+  e, wd = jax.vmap(one)(*flat)
+  if with_width:
+    return e.reshape(shape), wd.reshape(shape)
+  return e.reshape(shape)
+
+
+def sym_epsilon_grouped(delta, n, p, beta, q, *, coarse: bool = False,
+                        block: int = BLOCK):
+  """Eager ``sym_epsilon_fast`` over concrete arrays, lanes grouped by window.
+
+  Each lane gets its own window length (``fast_width`` bucket); lanes that
+  share a bucket run in one vmapped call (one compilation per bucket; use
+  ``coarse=True`` -- power-of-2 buckets -- for wide grids). Returns a float64
+  numpy array of the broadcast shape, in the input order. Bound: upper.
+  """
+  args = np.broadcast_arrays(*[np.asarray(x, np.float64)
+                               for x in (delta, n, p, beta, q)])
+  shape = args[0].shape
+  dl, nn, pp, bb, qq = [a.reshape(-1) for a in args]
+  total = 2.0 * (bb / (pp - 1.0)) * pp / qq
+  raw, _ = _raw_widths(nn, total, dl)
+  widths = _bucket(raw, nn, block, coarse)
+  out = np.full(dl.shape, np.nan)
+  for wd in np.unique(widths):
+    idx = np.nonzero(widths == wd)[0]
+    out[idx] = np.asarray(sym_epsilon_fast(dl[idx], nn[idx], pp[idx], bb[idx],
+                                           qq[idx], width=int(wd),
+                                           block=block))
+  return out.reshape(shape)

@@ -55,20 +55,29 @@ def _check_common(n, eps0):
   checks.check_positive("eps0", eps0)
 
 
-def _clone_width(n, eps0, max_n):
+def _clone_width(n, eps0, max_n, delta=None):
   if max_n is None and checks.is_concrete((n, eps0)):
-    return _pairs.window_size(n, np.exp(-np.asarray(eps0, np.float64)))
-  return _pairs.resolve_width(n, 0.5, max_n)
+    return _pairs.fast_width(n, np.exp(-np.asarray(eps0, np.float64)), delta)
+  if max_n is None:
+    return _pairs.resolve_width(n, 0.5, max_n)  # raises: max_n needed
+  return _pairs.fast_width(max_n, 0.5, None)
 
 
 def _clone_delta_jit(eps, n, eps0, *, width):
   p, beta, q = clone_pair_params(jnp.asarray(eps0, jnp.float64))
-  return _pairs.sym_delta(eps, n, p, beta, q, width=width)
+  return _pairs.sym_delta_fast(eps, n, p, beta, q, width=width)
 
 
 def _clone_epsilon_jit(delta, n, eps0, *, width):
   p, beta, q = clone_pair_params(jnp.asarray(eps0, jnp.float64))
-  return _pairs.sym_epsilon(delta, n, p, beta, q, width=width)
+  return _pairs.sym_epsilon_fast(delta, n, p, beta, q, width=width)
+
+
+def _clone_epsilon_eager(delta, n, eps0, coarse=False):
+  e0 = np.asarray(eps0, np.float64)
+  p = np.exp(e0)
+  return _pairs.sym_epsilon_grouped(delta, n, p, (p - 1.0) / (p + 1.0),
+                                    2.0 * p * p / (p + 1.0), coarse=coarse)
 
 
 def clone_delta(eps, *, n, eps0, max_n=None):
@@ -121,8 +130,10 @@ def clone_epsilon(delta, *, n, eps0, max_n=None):
   if checks.is_concrete((delta, n, eps0)):
     _check_common(n, eps0)
     checks.check_delta(delta)
-    return x64_boundary(_clone_epsilon_jit)(delta, n, eps0,
-                                            width=_clone_width(n, eps0, max_n))
+    if max_n is not None:
+      return x64_boundary(_clone_epsilon_jit)(
+          delta, n, eps0, width=_clone_width(n, eps0, max_n))
+    return x64_boundary(_clone_epsilon_eager)(delta, n, eps0)
   require_x64("clone_epsilon")
   return _clone_epsilon_jit(delta, n, eps0, width=_clone_width(n, eps0, max_n))
 

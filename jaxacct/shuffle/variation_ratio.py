@@ -56,20 +56,29 @@ def stronger_pair_params(eps0):
   return p, (p - 1.0) / (p + 1.0), p
 
 
-def _width(n, eps0, max_n):
+def _width(n, eps0, max_n, delta=None):
   if max_n is None and checks.is_concrete((n, eps0)):
-    return _pairs.window_size(n, 2.0 / (np.exp(np.asarray(eps0, np.float64)) + 1.0))
-  return _pairs.resolve_width(n, 0.5, max_n)
+    return _pairs.fast_width(
+        n, 2.0 / (np.exp(np.asarray(eps0, np.float64)) + 1.0), delta)
+  if max_n is None:
+    return _pairs.resolve_width(n, 0.5, max_n)  # raises: max_n needed
+  return _pairs.fast_width(max_n, 0.5, None)
 
 
 def _sc_delta_jit(eps, n, eps0, *, width):
   p, beta, q = stronger_pair_params(jnp.asarray(eps0, jnp.float64))
-  return _pairs.sym_delta(eps, n, p, beta, q, width=width)
+  return _pairs.sym_delta_fast(eps, n, p, beta, q, width=width)
 
 
 def _sc_epsilon_jit(delta, n, eps0, *, width):
   p, beta, q = stronger_pair_params(jnp.asarray(eps0, jnp.float64))
-  return _pairs.sym_epsilon(delta, n, p, beta, q, width=width)
+  return _pairs.sym_epsilon_fast(delta, n, p, beta, q, width=width)
+
+
+def _sc_epsilon_eager(delta, n, eps0, coarse=False):
+  p = np.exp(np.asarray(eps0, np.float64))
+  return _pairs.sym_epsilon_grouped(delta, n, p, (p - 1.0) / (p + 1.0), p,
+                                    coarse=coarse)
 
 
 def _check(n, eps0):
@@ -118,8 +127,10 @@ def stronger_clone_epsilon(delta, *, n, eps0, max_n=None):
   if checks.is_concrete((delta, n, eps0)):
     _check(n, eps0)
     checks.check_delta(delta)
-    return x64_boundary(_sc_epsilon_jit)(delta, n, eps0,
-                                         width=_width(n, eps0, max_n))
+    if max_n is not None:
+      return x64_boundary(_sc_epsilon_jit)(delta, n, eps0,
+                                           width=_width(n, eps0, max_n))
+    return x64_boundary(_sc_epsilon_eager)(delta, n, eps0)
   require_x64("stronger_clone_epsilon")
   return _sc_epsilon_jit(delta, n, eps0, width=_width(n, eps0, max_n))
 
