@@ -33,7 +33,9 @@ Shuffled check-in (``jaxacct.shuffle.check_in``) is a different mechanism
 
 Returns :class:`jaxacct._core.results.EpsilonResult` / ``DeltaResult`` with
 ``method`` (which bound won), ``bound`` (``"exact"``, ``"upper"``,
-``"lower"``) and ``details`` (every value computed, with its bound type).
+``"lower"``) and ``details`` (every value computed, with its bound type; a
+bound that could not be computed is listed as ``(nan, "failed: <error>")`` --
+never dropped silently -- and is never picked).
 """
 
 from __future__ import annotations
@@ -207,16 +209,19 @@ def _composed(kind, k, n, eps0, delta_, rounds, step, want_pld, want_rdp):
         r = getattr(m, fname)(n=n, eps0=eps0, delta=delta_, rounds=rounds, **kw)
         if r.bound == "upper":
           res[name] = (min(_scalar(r.epsilon), rounds * eps0), "upper")
-      except (ImportError, AttributeError, ValueError, TypeError):
-        pass
+        else:
+          res[name] = (_scalar(r.epsilon), f"not used: bound={r.bound}")
+      except (ImportError, AttributeError, ValueError, TypeError) as err:
+        # never drop a bound silently: record why it is missing
+        res[name] = (float("nan"), f"failed: {type(err).__name__}: {err}")
   if want_rdp and n <= _MAX_OWN_RDP_N:
     try:
       fn = clone_rdp if kind == "generic" else stronger_clone_rdp
       rdp = np.asarray(fn(_RDP_ORDERS, n=n, eps0=eps0)) * rounds
       e, _ = rdp_to_epsilon(_RDP_ORDERS, rdp, delta_)
       res[rdp_kind] = (min(_scalar(e), rounds * eps0), "upper")
-    except (MemoryError, ValueError):
-      pass
+    except (MemoryError, ValueError) as err:
+      res[rdp_kind] = (float("nan"), f"failed: {type(err).__name__}: {err}")
   if want_pld:
     try:
       from jaxacct import pld as pldlib
@@ -227,8 +232,8 @@ def _composed(kind, k, n, eps0, delta_, rounds, step, want_pld, want_rdp):
               and n <= _MAX_EXACT_PLD_BINARY_N else
               "pld_clone" if kind == "generic" else "pld_stronger_clone")
       res[name] = (min(e, rounds * eps0), "upper")
-    except (ImportError, ValueError, MemoryError):
-      pass
+    except (ImportError, ValueError, MemoryError) as err:
+      res["pld"] = (float("nan"), f"failed: {type(err).__name__}: {err}")
   return res
 
 
@@ -245,6 +250,8 @@ def _pick(res, method):
     raise ValueError(f"method must be 'best' or one of {tuple(res)} for this "
                      f"randomizer/rounds; got {method!r}.")
   v = res[method]
+  if v[1].startswith(("failed", "skipped", "not used")):
+    raise ValueError(f"method {method!r} is unavailable here: {v[1]}")
   return method, v[0], "lower" if v[1].startswith("lower") else v[1]
 
 
@@ -333,8 +340,9 @@ def delta(*, n, eps0, epsilon, rounds: int = 1, randomizer="generic",
       d, _ = rdp_to_delta(_RDP_ORDERS, rdp, eps)
       res["clone_rdp" if kind == "generic" else "stronger_clone_rdp"] = (
           _scalar(d), "upper")
-    except (MemoryError, ValueError):
-      pass
+    except (MemoryError, ValueError) as err:
+      res["clone_rdp" if kind == "generic" else "stronger_clone_rdp"] = (
+          float("nan"), f"failed: {type(err).__name__}: {err}")
     try:
       from jaxacct import pld as pldlib
       plds = _pld_plds(n, eps0, kind if kind != "k_rr" else "blanket", rounds,
@@ -344,8 +352,8 @@ def delta(*, n, eps0, epsilon, rounds: int = 1, randomizer="generic",
               and n <= _MAX_EXACT_PLD_BINARY_N else
               "pld_clone" if kind == "generic" else "pld_stronger_clone")
       res[name] = (d, "upper")
-    except (ImportError, ValueError, MemoryError):
-      pass
+    except (ImportError, ValueError, MemoryError) as err:
+      res["pld"] = (float("nan"), f"failed: {type(err).__name__}: {err}")
     res["trivial"] = (1.0 if eps < rounds * eps0 else 0.0, "upper")
   if method == "best":
     ex = {m: v for m, v in res.items() if v[1] == "exact"}
@@ -361,6 +369,8 @@ def delta(*, n, eps0, epsilon, rounds: int = 1, randomizer="generic",
       raise ValueError(f"method must be 'best' or one of {tuple(res)}; got "
                        f"{method!r}.")
     val, b = res[method]
+    if b.startswith(("failed", "skipped", "not used")):
+      raise ValueError(f"method {method!r} is unavailable here: {b}")
     name, bound = method, ("lower" if b.startswith("lower") else b)
   return DeltaResult(delta=val, epsilon=eps, method=name, bound=bound,
                      details=res)
