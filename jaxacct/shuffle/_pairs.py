@@ -749,7 +749,7 @@ def sym_epsilon_fast(delta, n, p, beta, q, *, width: int, block: int = BLOCK,
 
 
 def sym_epsilon_grouped(delta, n, p, beta, q, *, coarse: bool = False,
-                        block: int = BLOCK):
+                        block: int = BLOCK, max_iter: int = 40):
   """Eager ``sym_epsilon_fast`` over concrete arrays, lanes grouped by window.
 
   Each lane gets its own window length (``fast_width`` bucket); lanes that
@@ -769,5 +769,5 @@ def sym_epsilon_grouped(delta, n, p, beta, q, *, coarse: bool = False,
     idx = np.nonzero(widths == wd)[0]
     out[idx] = np.asarray(sym_epsilon_fast(dl[idx], nn[idx], pp[idx], bb[idx],
                                            qq[idx], width=int(wd),
-                                           block=block))
+                                           block=block, max_iter=max_iter))
   return out.reshape(shape)
