@@ -120,7 +120,9 @@ def stronger_clone_epsilon(delta, *, n, eps0, max_n=None):
   0.0124298975, (1e5, 4) -> 0.1181530665.
 
   Returns:
-    float64 array (broadcast shape), upper end of the final bracket.
+    float64 array (broadcast shape), upper (feasible) end of the final
+    bracket of the fast kernel ``_pairs.sym_epsilon_fast`` (safeguarded
+    Newton, block recurrences; see ``clones.clone_epsilon``).
 
   Bound: upper under the blanket condition only (see module docstring).
   """
