@@ -71,7 +71,10 @@ def test_fast_epsilon_matches_reference(x64, n):
   # eps larger by 5e-6 relative, still an upper bound
   loose = (np.log(pp) > 7.9) & (dd < 1e-11) & (n >= 1e5)
   tight = ~zero & ~loose
-  np.testing.assert_allclose(new[tight], old[tight], rtol=1e-9)
+  # 5e-8: the fast kernel also adds an allowance for jax's betainc error at
+  # its anchors (16 M eps, M = log-Gamma magnitude; ~7e-9 relative in eps at
+  # n = 1e5), which the reference ignores
+  np.testing.assert_allclose(new[tight], old[tight], rtol=1e-9 if n <= 1000 else 5e-8)
   np.testing.assert_allclose(new[loose], old[loose], rtol=1e-5)
   # one-sided: never below the reference beyond the library (jax betainc /
   # gammaln) error both share: 1e-11 (n <= 1e3; measured -4.8e-12 at n = 1e3), 1e-10 (n = 1e5; at eps0 =
@@ -112,7 +115,8 @@ def test_fast_epsilon_vs_reference_1e7(x64):
 
 def test_fast_delta_matches_reference(x64):
   # delta(eps) on a grid of eps, n = 1e3 and 1e5: the allowance added by the
-  # fast kernel (recurrence rounding) is below 1e-10 relative
+  # fast kernel (recurrence rounding, betainc anchor allowance) is below
+  # 1e-8 relative at n = 1e3 and below 1e-7 at n = 1e5
   for n in (1000.0, 1e5):
     p, beta, qs = _pairs_for(1.0)
     for q in qs.values():
@@ -123,8 +127,10 @@ def test_fast_delta_matches_reference(x64):
       new = np.asarray(_pairs.sym_delta_fast(eps, n, p, beta, q,
                                              width=_pairs.fast_width(n, tot)))
       big = old > 1e-15  # below, the cancellation allowance dominates
-      np.testing.assert_allclose(new[big], old[big], rtol=1e-10)
-      assert np.all(new >= old * (1 - 2e-11))
+      np.testing.assert_allclose(new[big], old[big], rtol=1e-8 if n <= 1e3 else 1e-7)
+      # the reference's gammaln weights are off by ~1e-10 at n = 1e5 (the
+      # fast kernel's Loader weights are not); scipy decides in the next test
+      assert np.all(new >= old * (1 - (2e-11 if n <= 1e3 else 1e-9)))
       assert np.all(new <= old * 1.01 + 1e-20)  # cut mass (z = 10) < 1e-20
 
 
@@ -160,7 +166,7 @@ def test_fast_delta_vs_scipy(x64):
     got = float(_pairs.sym_delta_fast(eps, 1e5, p, beta, q,
                                       width=_pairs.fast_width(1e5, 2 * p / ((p + 1) * q))))
     assert got >= ref * (1 - 1e-10)
-    assert got <= ref * (1 + 1e-9)
+    assert got <= ref * (1 + 1e-7)  # the betainc anchor allowance: 3.6e-8
 
 
 def _pair_bruteforce(n, p, q, eps):

@@ -28,7 +28,10 @@ of the pair (summed, converted; n <= 2e4), plus the generic RDP bounds of the
 sibling modules (Chen et al. ``multinomial.chen_epsilon`` -- the clone pair's
 RDP with certified binning, any n -- and Girgis et al. ``girgis.girgis_epsilon``
 Thm 1); ``method="best"`` returns the smallest (all are upper bounds).
-Shuffled check-in (``jaxacct.shuffle.check_in``) is a different mechanism
+Users sampled m of n without replacement, then shuffled:
+:func:`subsampled_epsilon` / :func:`subsampled_delta`
+(``jaxacct.shuffle.subsampling``). Shuffled check-in
+(``jaxacct.shuffle.check_in``) is a different mechanism
 (needs the check-in probability) and is not routed here.
 
 Returns :class:`jaxacct._core.results.EpsilonResult` / ``DeltaResult`` with
@@ -58,6 +61,8 @@ from jaxacct.shuffle.exact import (MAX_EXACT_BINARY_N, binary_rr_delta,
                                    binary_rr_epsilon, binary_rr_pmfs,
                                    enumerate_delta, pair_pmfs,
                                    worst_case_delta)
+from jaxacct.shuffle.subsampling import (amplify_epsilon_delta,
+                                         subsampled_delta, subsampled_epsilon)
 from jaxacct.shuffle.variation_ratio import (check_blanket_condition,
                                              krr_lower_delta,
                                              krr_lower_epsilon,
@@ -77,7 +82,8 @@ __all__ = [
     "krr_lower_delta", "krr_lower_epsilon", "check_blanket_condition",
     "binary_rr_delta", "binary_rr_epsilon", "binary_rr_pmfs",
     "enumerate_delta", "worst_case_delta", "pair_pmfs", "MAX_EXACT_BINARY_N",
-    "dominating_pairs",
+    "dominating_pairs", "subsampled_epsilon", "subsampled_delta",
+    "amplify_epsilon_delta",
 ]
 
 _RDP_ORDERS = np.concatenate([np.linspace(1.25, 3.0, 8), np.arange(4.0, 33.0),
