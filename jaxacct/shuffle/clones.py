@@ -73,7 +73,7 @@ def _clone_epsilon_jit(delta, n, eps0, *, width):
   return _pairs.sym_epsilon_fast(delta, n, p, beta, q, width=width)
 
 
-def _clone_epsilon_eager(delta, n, eps0, coarse=False):
+def _clone_epsilon_eager(delta, n, eps0, coarse=True):
   e0 = np.asarray(eps0, np.float64)
   p = np.exp(e0)
   return _pairs.sym_epsilon_grouped(delta, n, p, (p - 1.0) / (p + 1.0),

@@ -75,7 +75,7 @@ def _sc_epsilon_jit(delta, n, eps0, *, width):
   return _pairs.sym_epsilon_fast(delta, n, p, beta, q, width=width)
 
 
-def _sc_epsilon_eager(delta, n, eps0, coarse=False):
+def _sc_epsilon_eager(delta, n, eps0, coarse=True):
   p = np.exp(np.asarray(eps0, np.float64))
   return _pairs.sym_epsilon_grouped(delta, n, p, (p - 1.0) / (p + 1.0), p,
                                     coarse=coarse)
