@@ -98,15 +98,16 @@ def test_fast_epsilon_matches_reference(x64, n):
 def test_fast_epsilon_vs_reference_1e7(x64):
   # At n = 1e7 the reference's 40 Illinois steps do not always converge
   # (delta = 1e-12, eps0 = 1: reference eps 2.68782e-3 has delta 9.94e-13,
-  # the fast kernel's 2.68734e-3 has delta 1e-12 by the reference kernel, to
-  # 2.5e-9, and by scipy, to 3.2e-8: jax betainc/gammaln error at c ~ 4e6,
-  # shared by both kernels, not covered). So: never looser than the
-  # reference beyond the rounding allowance the fast kernel adds (measured up
-  # to 1.2e-7 relative in eps at n = 1e7), and feasible for the reference's
-  # delta up to that library error.
+  # the fast kernel's 2.68734e-3 has delta 1e-12). The fast kernel uses
+  # Loader's pmf (the reference's gammaln weights are off by ~1e-8 here) and
+  # adds an allowance for jax's betainc error at its anchors (16 M eps, see
+  # _pairs._sym_eval), which costs up to ~1.1e-6 relative in eps at
+  # n = 1e7 (measured). So: never looser than the reference beyond 1e-5,
+  # and feasible for the reference's delta up to the reference's own
+  # library error (measured 4e-8 against scipy).
   n = 10_000_000
   new, wd, old, (dd, pp, bb, qq, wf) = _new_and_old(n)
-  assert np.all(new <= old * (1 + 1e-6) + 1e-15)
+  assert np.all(new <= old * (1 + 1e-5) + 1e-15)
   tot = 2.0 * pp / ((pp + 1.0) * qq)
   d_ref = np.asarray(_pairs.sym_delta(new, float(n), pp, bb, qq,
                                       width=_pairs.window_size(n, tot)))
