@@ -4,25 +4,35 @@ Synthetic data (no downloads), CPU, seconds::
 
     python examples/train_flax.py --scheme allocation --epochs 5   # first run compiles ~1 min
     python examples/train_flax.py --scheme poisson --epochs 5
+    python examples/train_flax.py --scheme fixed_bins --epochs 5
+    python examples/train_flax.py --scheme allocation --max-epsilon 2   # stops early
 
-Batches are formed exactly as the accountant assumes:
+Batches come from :mod:`jaxacct.sampling`, formed exactly as the accountant
+assumes, and the accountant comes from the sampler (``sampler.accountant``),
+so the two cannot disagree:
 
-* ``allocation`` (balls-in-bins): every epoch each example picks one of the
-  ``t`` steps uniformly at random, independently;
-* ``poisson``: every step each example joins with probability ``q``.
+* ``allocation`` (balls-in-bins, fresh): every epoch each example joins one of
+  the ``t`` steps, drawn uniformly and anew each epoch
+  (``BallsInBinsSampler``; accounted by ``jaxacct.allocation.epsilon``);
+* ``fixed_bins``: the step is drawn once and kept every epoch (jax_privacy's
+  ``BallsInBinsSampling``; accounted with ``fresh_each_epoch=False``, i.e. one
+  epoch at sigma / sqrt(E): more noise for the same epsilon);
+* ``poisson``: every step each example joins with probability ``q``
+  (``PoissonSampler``; ``jaxacct.poisson``).
 
-Each step computes per-example gradients for the whole (small) dataset and
-multiplies them by the 0/1 batch mask, so the compiled step has one shape
-and no example outside the batch influences it. The optimizer chain is
-``differentially_private_aggregate`` (clip, sum, add N(0, (sigma C)^2)),
-then the jaxacct tracker (right after the noise, so a budget stop keeps new
-data out of everything downstream), then SGD. The noise multiplier comes
-from ``jaxacct.tracking.calibrate_noise``.
+Each batch is a fixed-length index array plus a 0/1 mask (pad size from the
+sampler: an exact binomial quantile), so the jitted step compiles once; a
+padded row's gradient is multiplied by 0 and a clipped zero stays zero. The
+optimizer chain is ``differentially_private_aggregate`` (clip, sum, add
+N(0, (sigma C)^2)), then the jaxacct tracker (right after the noise, so a
+budget stop keeps new data out of everything downstream), then SGD. The loop
+stops as soon as the tracker reports the budget (``max_epsilon``) spent.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 
 import jax
 import jax.numpy as jnp
@@ -31,7 +41,7 @@ import optax
 from flax import linen as nn
 from flax.training import train_state
 
-from jaxacct import tracking
+from jaxacct import allocation, sampling, tracking
 
 
 class MLP(nn.Module):
@@ -51,23 +61,60 @@ def make_data(n: int, dim: int, seed: int = 0):
   return jnp.asarray(x), jnp.asarray(y)
 
 
+def make_sampler(scheme: str, *, n: int, batch_size: int, num_epochs: int, seed: int = 0):
+  """The sampler of ``scheme``: t = n // batch_size steps per epoch (balls-in-bins),
+  or q = batch_size / n and ceil(num_epochs / q) steps (Poisson)."""
+  if scheme in ("allocation", "fixed_bins"):
+    return sampling.BallsInBinsSampler(dataset_size=n, steps_per_epoch=n // batch_size,
+                                       num_epochs=num_epochs, seed=seed,
+                                       fresh_each_epoch=(scheme == "allocation"))
+  q = batch_size / n
+  steps = int(math.ceil(num_epochs / q - 1e-9))
+  return sampling.PoissonSampler(dataset_size=n, sampling_prob=q, num_steps=steps, seed=seed,
+                                 steps_per_epoch=max(1, steps // num_epochs))
+
+
+def calibrate(scheme: str, *, n: int, batch_size: int, num_epochs: int, epsilon: float,
+              delta: float) -> float:
+  """Noise multiplier meeting (epsilon, delta) for the run (conservative)."""
+  if scheme == "fixed_bins":     # fixed bins: one epoch at sigma / sqrt(E)
+    return float(allocation.calibrate_sigma(epsilon=epsilon, delta=delta,
+                                            num_steps=n // batch_size, num_epochs=num_epochs,
+                                            fresh_each_epoch=False))
+  return tracking.calibrate_noise(scheme, dataset_size=n, batch_size=batch_size,
+                                  num_epochs=num_epochs, epsilon=epsilon,
+                                  delta=delta).noise_multiplier
+
+
 def main(scheme: str = "poisson", *, num_epochs: int = 5, n: int = 512,
          batch_size: int = 64, epsilon: float = 4.0, delta: float = 1e-5,
          max_epsilon=None, l2_norm_clip: float = 1.0, lr: float = 0.5,
-         seed: int = 0, verbose: bool = True):
-  """Trains; returns a list of dicts (epoch, step, eps, loss, exhausted)."""
+         seed: int = 0, verbose: bool = True, noise_multiplier=None,
+         accountant_methods=None):
+  """Trains; returns a list of dicts (epoch, step, eps, loss, exhausted), one per
+  epoch (the last one possibly cut short by the budget).
+
+  ``noise_multiplier``: use this sigma instead of calibrating to ``epsilon``.
+  ``accountant_methods``: ``methods`` of the allocation accountant (default:
+  the front door's).
+  """
   x, y = make_data(n, 16, seed)
-  cal = tracking.calibrate_noise(scheme, dataset_size=n, batch_size=batch_size,
-                                 num_epochs=num_epochs, epsilon=epsilon, delta=delta)
-  sigma = cal.noise_multiplier
-  steps_per_epoch = cal.num_steps // num_epochs
+  sampler = make_sampler(scheme, n=n, batch_size=batch_size, num_epochs=num_epochs,
+                         seed=seed + 1)
+  sigma = (float(noise_multiplier) if noise_multiplier is not None else
+           calibrate(scheme, n=n, batch_size=batch_size, num_epochs=num_epochs,
+                     epsilon=epsilon, delta=delta))
+  kw = {} if accountant_methods is None or scheme == "poisson" else {
+      "methods": tuple(accountant_methods)}
+  accountant = sampler.accountant(sigma=sigma, delta=delta, **kw)
+  pad = sampler.pad_size
   tx = optax.chain(
       optax.contrib.differentially_private_aggregate(
           l2_norm_clip=l2_norm_clip, noise_multiplier=sigma,
           key=jax.random.key(seed)),
-      tracking.track_privacy(cal.accountant, num_steps=cal.num_steps, delta=delta,
+      tracking.track_privacy(accountant, num_steps=sampler.num_steps, delta=delta,
                              max_epsilon=max_epsilon),
-      optax.scale(n / batch_size),   # dp_aggregate divides by n (mask width)
+      optax.scale(pad / batch_size),   # dp_aggregate divides by the pad width
       optax.sgd(lr))
   model = MLP()
   params = model.init(jax.random.key(seed), x[:1])
@@ -77,38 +124,45 @@ def main(scheme: str = "poisson", *, num_epochs: int = 5, n: int = 512,
     return optax.sigmoid_binary_cross_entropy(model.apply(p, xi[None]), yi[None]).mean()
 
   @jax.jit
-  def step(state, mask):
-    grads = jax.vmap(jax.grad(loss_fn), in_axes=(None, 0, 0))(state.params, x, y)
+  def step(state, idx, mask):     # one shape (pad,) for the whole run: one compile
+    xb, yb = x[idx], y[idx]
+    grads = jax.vmap(jax.grad(loss_fn), in_axes=(None, 0, 0))(state.params, xb, yb)
     grads = jax.tree.map(lambda g: g * mask.reshape((-1,) + (1,) * (g.ndim - 1)), grads)
     state = state.apply_gradients(grads=grads)
-    loss = jax.vmap(loss_fn, in_axes=(None, 0, 0))(state.params, x, y).mean()
-    return state, loss, tracking.privacy_spent(state.opt_state)[0]
-
-  rng = np.random.default_rng(seed + 1)
-  history = []
-  for epoch in range(1, num_epochs + 1):
-    if scheme == "allocation":
-      slot = rng.integers(0, steps_per_epoch, size=n)   # balls-in-bins
-      masks = [(slot == s).astype(np.float32) for s in range(steps_per_epoch)]
-    else:
-      q = batch_size / n
-      masks = [(rng.random(n) < q).astype(np.float32) for _ in range(steps_per_epoch)]
-    for m in masks:
-      state, loss, eps = step(state, jnp.asarray(m))
     pts = optax.tree.get(state.opt_state, "PrivacyTrackerState")
-    rec = dict(epoch=epoch, step=int(pts.count), eps=float(eps), loss=float(loss),
-               exhausted=bool(pts.budget_exhausted))
+    return state, pts.eps, pts.count, pts.budget_exhausted
+
+  @jax.jit
+  def full_loss(params):
+    return jax.vmap(loss_fn, in_axes=(None, 0, 0))(params, x, y).mean()
+
+  history = []
+  epoch, eps, count, exhausted = 0, 0.0, 0, False
+
+  def record(ep):
+    rec = dict(epoch=ep + 1, step=int(count), eps=float(eps),
+               loss=float(full_loss(state.params)), exhausted=bool(exhausted))
     history.append(rec)
     if verbose:
-      print(f"epoch {epoch}: steps {rec['step']}, loss {rec['loss']:.4f}, "
+      print(f"epoch {rec['epoch']}: steps {rec['step']}, loss {rec['loss']:.4f}, "
             f"epsilon {rec['eps']:.4f} at delta {delta:g} (sigma {sigma:.4f}, "
-            f"{scheme}){' [budget exhausted]' if rec['exhausted'] else ''}")
+            f"{scheme}){' [budget exhausted: stopped]' if rec['exhausted'] else ''}")
+
+  for batch in sampler:
+    if batch.epoch != epoch:
+      record(epoch)
+      epoch = batch.epoch
+    state, eps, count, exhausted = step(state, jnp.asarray(batch.indices),
+                                        jnp.asarray(batch.mask))
+    if bool(exhausted):             # the tracker masked this update: budget spent
+      break
+  record(epoch)
   return history
 
 
 if __name__ == "__main__":
-  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--scheme", default="poisson", choices=["allocation", "poisson"])
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+  ap.add_argument("--scheme", default="poisson", choices=["allocation", "fixed_bins", "poisson"])
   ap.add_argument("--epochs", type=int, default=5)
   ap.add_argument("--epsilon", type=float, default=4.0)
   ap.add_argument("--max-epsilon", type=float, default=None)

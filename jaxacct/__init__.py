@@ -13,13 +13,17 @@ Layout (one module per scheme over a small numerical core):
   Girgis et al., shuffled check-in, exact randomized response).
 * ``jaxacct.pld``        -- discretised privacy loss distributions, FFT composition.
 * ``jaxacct.tracking``   -- optax ``GradientTransformation`` that tracks epsilon.
+* ``jaxacct.accounting`` -- dp_accounting-compatible accountant over whole runs.
+* ``jaxacct.dpsgd``      -- DP-SGD recipe: (N, B, epochs, sigma, delta, sampling)
+  to a certified epsilon, and calibration (``dpsgd_epsilon``,
+  ``dpsgd_calibrate_noise_multiplier``).
 * ``jaxacct.experimental`` -- bounds that are not valid upper bounds in general
   (kept for reproduction, with their counterexamples as tests).
 """
 
 __version__ = "0.1.0"
 
-from jaxacct._core.calibrate import bisect
+from jaxacct._core.solve import bisect
 from jaxacct._core.conversion import rdp_to_delta, rdp_to_epsilon
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 from jaxacct._core.orders import DEFAULT_INTEGER_ORDERS, DEFAULT_ORDERS, integer_orders
@@ -31,6 +35,13 @@ from jaxacct import pld
 from jaxacct import allocation
 from jaxacct import shuffle
 from jaxacct import tracking
+from jaxacct import accounting
+from jaxacct import dpsgd
+from jaxacct.dpsgd import calibrate_noise_multiplier as dpsgd_calibrate_noise_multiplier
+from jaxacct.dpsgd import epsilon as dpsgd_epsilon
+from jaxacct._core.cache import enable_compilation_cache
+from jaxacct._core.progress import progress_disabled, set_progress
+from jaxacct._core.units import StepsUnitWarning
 
 
 def compose_rdp(*events):
@@ -62,5 +73,7 @@ __all__ = [
     "EpsilonResult", "DeltaResult", "bisect", "rdp_to_epsilon", "rdp_to_delta",
     "gaussian_delta", "gaussian_epsilon", "gaussian_rdp", "laplace_rdp",
     "pure_dp_rdp", "randomized_response_rdp", "poisson", "poisson_gaussian_rdp",
-    "compose_rdp", "pld", "allocation", "shuffle", "tracking",
+    "compose_rdp", "pld", "allocation", "shuffle", "tracking", "accounting",
+    "dpsgd", "dpsgd_epsilon", "dpsgd_calibrate_noise_multiplier",
+    "enable_compilation_cache", "set_progress", "progress_disabled", "StepsUnitWarning",
 ]

@@ -426,24 +426,24 @@ def test_jit_vmap_agree_with_eager(x64):
   ts = jnp.array([10, 1000, 10**6])
   eager = np.stack([np.asarray(al.allocation_remove_rdp(sigma=float(s), num_steps=int(t),
                                                         max_order=16)) for s, t in zip(sig, ts)])
-  jitted = jax.jit(lambda s, t: rdp._allocation_gaussian_rdp_kernel(s, t, 16))(sig, ts)
-  vm = jax.vmap(lambda s, t: rdp._allocation_gaussian_rdp_kernel(s, t, 16))(sig, ts)
+  jitted = jax.jit(lambda s, t: rdp.allocation_gaussian_rdp_kernel(s, t, 16))(sig, ts)
+  vm = jax.vmap(lambda s, t: rdp.allocation_gaussian_rdp_kernel(s, t, 16))(sig, ts)
   np.testing.assert_allclose(jitted, eager, rtol=1e-13)
   np.testing.assert_allclose(vm, eager, rtol=1e-13)
   a = jnp.array([2.0, 5.0])
   ea = np.stack([np.asarray(add_rdp.allocation_add_rdp(a, sigma=float(s), num_steps=int(t),
                                                        num_outer=256, num_inner=256))
                  for s, t in zip(sig, ts)])
-  va = jax.jit(jax.vmap(lambda s, t: add_rdp._allocation_add_rdp_kernel(s, t, a, 256, 256)))(
+  va = jax.jit(jax.vmap(lambda s, t: add_rdp.allocation_add_rdp_kernel(s, t, a, 256, 256)))(
       sig, ts.astype(jnp.float64))
   np.testing.assert_allclose(va, ea, rtol=1e-12)
 
 
 def test_nan_policy_under_jit(x64):
-  out = jax.jit(lambda s, t: rdp._allocation_gaussian_rdp_kernel(s, t, 4))(
+  out = jax.jit(lambda s, t: rdp.allocation_gaussian_rdp_kernel(s, t, 4))(
       jnp.array([1.0, -1.0, 1.0]), jnp.array([10, 10, 0]))
   assert np.all(np.isfinite(out[0])) and np.all(np.isnan(out[1])) and np.all(np.isnan(out[2]))
-  out = jax.jit(lambda s: add_rdp._allocation_add_rdp_kernel(s, 10.0, jnp.array([0.5, 2.0]),
+  out = jax.jit(lambda s: add_rdp.allocation_add_rdp_kernel(s, 10.0, jnp.array([0.5, 2.0]),
                                                              256, 256))(jnp.array([1.0, -1.0]))
   assert np.isnan(out[0, 0]) and np.isfinite(out[0, 1]) and np.all(np.isnan(out[1]))
 
@@ -478,8 +478,6 @@ def test_bad_input_kernels_raise():
 def test_decomposition_pld_matches_digest_fig2():
   # digest Sec. 5.3, Fig 2 (authors' code v1.0.4 + dp_accounting PLD, disc.
   # 1e-4): decomposition "both" 0.8007 (t=1000, sigma=1), 1.601 (t=100, sigma=1.2)
-  if not bounds._pld_available():
-    pytest.skip("jaxacct.pld not available")
   for t, s, v in [(1000, 1.0, 0.8007), (100, 1.2, 1.601)]:
     e = bounds.decomposition_pld_epsilon(sigma=s, num_steps=t, delta=1e-10)
     assert abs(e - v) < 2e-3, (t, s, e)

@@ -86,8 +86,8 @@ def test_randomized_response_exact_enumeration(rr_batch):
   P, Q = _rr_pair(1.0)
   for i, (t, e) in enumerate(zip(ts, es)):
     rem, add = _exact_profiles(P, Q, int(t), float(e))
-    ru, rl = float(r.remove[0][i]), float(r.remove[1][i])
-    au, al = float(r.add[0][i]), float(r.add[1][i])
+    ru, rl = float(r.by_direction["remove"][0][i]), float(r.by_direction["remove"][1][i])
+    au, al = float(r.by_direction["add"][0][i]), float(r.by_direction["add"][1][i])
     assert rl <= rem <= ru, (t, e, rl, rem, ru)
     assert al <= add <= au, (t, e, al, add, au)
     if t <= 3:
@@ -100,7 +100,7 @@ def test_randomized_response_exact_enumeration(rr_batch):
   hand = qa**2 * (math.e - math.exp(0.3)) + 2 * qa * qb * max(
       (math.e + 1 / math.e) / 2 - math.exp(0.3), 0.0)
   assert abs(_exact_profiles(P, Q, 2, 0.3)[0] - hand) < 1e-15
-  assert float(r.remove[1][5]) <= hand <= float(r.remove[0][5])
+  assert float(r.by_direction["remove"][1][5]) <= hand <= float(r.by_direction["remove"][0][5])
 
 
 def test_randomized_response_with_delta0():
@@ -113,11 +113,11 @@ def test_randomized_response_with_delta0():
   P, Q = _rr_pair(0.5, 1e-3)
   for i, (t, e) in enumerate(zip(ts, es)):
     rem, add = _exact_profiles(P, Q, int(t), float(e))
-    assert float(r.remove[1][i]) <= rem <= float(r.remove[0][i]), (t, e)
-    assert float(r.add[1][i]) <= add <= float(r.add[0][i]), (t, e)
-    assert float(r.remove[0][i]) - float(r.remove[1][i]) <= 1e-4 * rem   # exact mixture
+    assert float(r.by_direction["remove"][1][i]) <= rem <= float(r.by_direction["remove"][0][i]), (t, e)
+    assert float(r.by_direction["add"][1][i]) <= add <= float(r.by_direction["add"][0][i]), (t, e)
+    assert float(r.by_direction["remove"][0][i]) - float(r.by_direction["remove"][1][i]) <= 1e-4 * rem   # exact mixture
   # delta_rem >= delta0 always (one coordinate is P-distributed)
-  assert np.all(np.asarray(r.remove[1]) >= 1e-3 * (1 - 1e-9))
+  assert np.all(np.asarray(r.by_direction["remove"][1]) >= 1e-3 * (1 - 1e-9))
 
 
 def test_large_zero_atom_valid():
@@ -133,14 +133,14 @@ def test_large_zero_atom_valid():
   r = pld.allocation_pld_delta(mechanism=mech, num_steps=ts, epsilon=es, grid_size=N)
   for i, (t, e) in enumerate(zip(ts, es)):
     rem, add = _exact_profiles(P, Q, int(t), float(e))
-    assert float(r.remove[1][i]) <= rem + 1e-15 and rem <= float(r.remove[0][i]), (t, e)
-    assert float(r.add[1][i]) <= add + 1e-15 and add <= float(r.add[0][i]), (t, e)
-    assert float(r.add[0][i]) - float(r.add[1][i]) <= 1e-2 * add + 1e-12, (t, e)
-    assert float(r.remove[0][i]) - float(r.remove[1][i]) <= 1e-2 * rem + 1e-12, (t, e)
+    assert float(r.by_direction["remove"][1][i]) <= rem + 1e-15 and rem <= float(r.by_direction["remove"][0][i]), (t, e)
+    assert float(r.by_direction["add"][1][i]) <= add + 1e-15 and add <= float(r.by_direction["add"][0][i]), (t, e)
+    assert float(r.by_direction["add"][0][i]) - float(r.by_direction["add"][1][i]) <= 1e-2 * add + 1e-12, (t, e)
+    assert float(r.by_direction["remove"][0][i]) - float(r.by_direction["remove"][1][i]) <= 1e-2 * rem + 1e-12, (t, e)
   q0 = 1 - math.exp(-0.3)
   hand = q0**2 + 2 * q0 * (1 - q0) * (1 - math.exp(0.1) * math.exp(0.3) / 2)
-  assert float(r.add[1][5]) <= hand <= float(r.add[0][5])
-  assert float(r.add[0][5]) - float(r.add[1][5]) < 1e-9
+  assert float(r.by_direction["add"][1][5]) <= hand <= float(r.by_direction["add"][0][5])
+  assert float(r.by_direction["add"][0][5]) - float(r.by_direction["add"][1][5]) < 1e-9
 
 
 def test_asymmetric_pair_and_pairpld_enumeration():
@@ -160,14 +160,14 @@ def test_asymmetric_pair_and_pairpld_enumeration():
   for i, (t, e) in enumerate(zip(ts, es)):
     rem, add = _exact_profiles(P3, Q3, int(t), float(e))
     for r in (r1, r2):
-      ru, rl = float(r.remove[0][i]), float(r.remove[1][i])
-      au, al = float(r.add[0][i]), float(r.add[1][i])
+      ru, rl = float(r.by_direction["remove"][0][i]), float(r.by_direction["remove"][1][i])
+      au, al = float(r.by_direction["add"][0][i]), float(r.by_direction["add"][1][i])
       assert rl <= rem <= ru, (t, e, rl, rem, ru)
       assert al <= add <= au, (t, e, al, add, au)
       # first order (optimistic lower) in the step 0.01: a few percent at most
       assert ru - rl <= 0.06 * rem + 1e-12 and au - al <= 0.06 * add + 1e-12
   # the remove direction does not depend on how the add PLD is given
-  np.testing.assert_allclose(np.asarray(r1.remove[0]), np.asarray(r2.remove[0]), rtol=1e-12)
+  np.testing.assert_allclose(np.asarray(r1.by_direction["remove"][0]), np.asarray(r2.by_direction["remove"][0]), rtol=1e-12)
 
 
 @pytest.fixture(scope="module")
@@ -276,14 +276,14 @@ def _composed_rr_exact(t, E_, eps):
 def test_epochs_and_export_composition():
   rr = E.randomized_response(1.0)
   r = pld.allocation_pld_delta(mechanism=rr, num_steps=10, num_epochs=2, epsilon=0.2,
-                               grid_size=N, composition_step=1e-3)
+                               grid_size=N)
   ex = _composed_rr_exact(10, 2, 0.2)
-  ru, rl = float(r.remove[0]), float(r.remove[1])
+  ru, rl = float(r.by_direction["remove"][0]), float(r.by_direction["remove"][1])
   assert rl <= ex <= ru, (rl, ex, ru)
   assert ru - rl < 1e-2 * ex
   # k = 2 of t = 20 reduces to 2 x (1-of-10): same as 2 epochs (Lemma 3.2)
   r2 = pld.allocation_pld_delta(mechanism=rr, num_steps=20, num_selected=2, epsilon=0.2,
-                                grid_size=N, composition_step=1e-3)
+                                grid_size=N)
   np.testing.assert_allclose([float(r2.upper), float(r2.lower)],
                              [float(r.upper), float(r.lower)], rtol=1e-12)
   P = pld.allocation_plds(mechanism=rr, num_steps=10, num_epochs=2, grid_size=N,

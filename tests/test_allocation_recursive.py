@@ -215,7 +215,7 @@ def test_decomposition_mapped_pld_equals_formula_m1():
     if d == "remove":
       assert ref == pytest.approx(4.5313, abs=2e-3)
   rem, add, nu = bounds.decomposition_round_plds(sigma=0.8, num_steps=100)
-  assert nu == 0.0
+  assert 0.0 <= nu <= 1e-40   # clipped negative mass: rounding only (5.9e-56 measured)
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import pytest
 
 import jaxacct
 from jaxacct._core import checks, logmath
-from jaxacct._core.calibrate import bisect
+from jaxacct._core.solve import bisect
 from jaxacct._core.dtype import x64_enabled
 
 mp.mp.dps = 50

@@ -285,7 +285,7 @@ def test_chen_epsilon_asymptotic():
   o = np.array([2.0, 4.0, 8.0])
   rdp = 10 * 2 * math.e * o / 9999
   eps = rdp + np.log1p(-1 / o) - (np.log(1e-6) + np.log(o)) / (o - 1)   # CKS20 Prop 12
-  assert a.bound == "approximate" and float(a.epsilon) == pytest.approx(eps.min(), rel=1e-12)
+  assert a.bound == "estimate" and float(a.epsilon) == pytest.approx(eps.min(), rel=1e-12)
 
 
 @pytest.mark.slow

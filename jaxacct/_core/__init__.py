@@ -7,7 +7,7 @@ Modules:
   orders      -- Renyi order grids.
   conversion  -- RDP -> (epsilon, delta), tight and classical.
   gaussian    -- the exact Gaussian privacy profile.
-  calibrate   -- jittable, vmappable bisection.
+  solve       -- the one solver module (bracketed roots keeping the feasible side).
   results     -- result NamedTuples.
 
 Nothing in this package imports a scheme module.

@@ -14,6 +14,8 @@ import jax
 import numpy as np
 
 _DIRECTIONS = ("add", "remove", "both")
+# RDP -> (eps, delta) conversions (``jaxacct._core.conversion``).
+CONVERSIONS = ("tight", "classic")
 
 
 def is_concrete(x: Any) -> bool:
@@ -22,8 +24,37 @@ def is_concrete(x: Any) -> bool:
   return not any(isinstance(leaf, jax.core.Tracer) for leaf in leaves)
 
 
-def _values(x) -> np.ndarray:
-  return np.asarray(x, dtype=np.float64)
+def _values(x, name: str = "value") -> np.ndarray:
+  """float64 view of a numeric input; strings (and non-numbers) are refused.
+
+  ``np.asarray("1e-5", float64)`` would silently parse the string, so text
+  (str, bytes, or arrays/lists holding text) is rejected before conversion.
+  """
+  check_not_text(name, x)
+  if x is None:
+    raise ValueError(f"{name} must be a number; got None.")
+  try:
+    return np.asarray(x, dtype=np.float64)
+  except (TypeError, ValueError) as err:
+    raise ValueError(f"{name} must be numeric; got {x!r}.") from err
+
+
+def _has_text(x) -> bool:
+  if isinstance(x, (str, bytes, np.str_, np.bytes_)):
+    return True
+  if isinstance(x, np.ndarray):
+    if x.dtype.kind in "USa":
+      return True
+    return x.dtype.kind == "O" and any(_has_text(v) for v in x.flat)
+  if isinstance(x, (list, tuple)):
+    return any(_has_text(v) for v in x)
+  return False
+
+
+def check_not_text(name: str, x) -> None:
+  """Raises ``ValueError`` when ``x`` is (or holds) a string: strings are not numbers."""
+  if _has_text(x):
+    raise ValueError(f"{name} must be a number, not a string; got {x!r}.")
 
 
 def _first_bad(arr: np.ndarray, bad: np.ndarray):
@@ -33,7 +64,7 @@ def _first_bad(arr: np.ndarray, bad: np.ndarray):
 def check_finite(name: str, x) -> None:
   if not is_concrete(x):
     return
-  arr = _values(x)
+  arr = _values(x, name)
   bad = ~np.isfinite(arr)
   if np.any(bad):
     raise ValueError(f"{name} must be finite; got {_first_bad(arr, bad)}.")
@@ -45,7 +76,7 @@ def check_range(name: str, x, lo: float = -np.inf, hi: float = np.inf, *,
   """Checks ``lo <= x <= hi`` (open ends as requested), elementwise."""
   if not is_concrete(x):
     return
-  arr = _values(x)
+  arr = _values(x, name)
   bad = np.isnan(arr)
   if not allow_inf:
     bad |= np.isinf(arr)
@@ -77,7 +108,7 @@ def check_int(name: str, x, *, min_value: int = 1,
   """Checks that ``x`` holds integers in ``[min_value, max_value]``."""
   if not is_concrete(x):
     return
-  arr = _values(x)
+  arr = _values(x, name)
   bad = ~np.isfinite(arr) | (arr != np.round(arr)) | (arr < min_value) | (
       arr > max_value)
   if np.any(bad):
@@ -87,10 +118,22 @@ def check_int(name: str, x, *, min_value: int = 1,
         f"{_first_bad(arr, bad)}.")
 
 
+def check_bracket(name: str, pair, *, lo: float = 0.0, lo_open: bool = True) -> None:
+  """Checks a search bracket ``(a, b)`` of numbers with ``lo < a < b < inf``."""
+  if not is_concrete(pair):
+    return
+  arr = _values(pair, name)
+  if arr.shape != (2,):
+    raise ValueError(f"{name} must be a pair (lo, hi); got {pair!r}.")
+  check_range(name, arr, lo, np.inf, lo_open=lo_open)
+  if not arr[0] < arr[1]:
+    raise ValueError(f"{name} must have lo < hi; got {pair!r}.")
+
+
 def check_orders(orders, *, integer: bool = False, min_order: float = 1.0,
                  open_min: bool = True) -> np.ndarray:
   """Validates a 1-D array of Renyi orders; returns it as float64 numpy."""
-  arr = np.atleast_1d(_values(orders))
+  arr = np.atleast_1d(_values(orders, "orders"))
   if arr.ndim != 1 or arr.size == 0:
     raise ValueError(f"orders must be a non-empty 1-D array; got shape {arr.shape}.")
   if integer:
@@ -100,13 +143,63 @@ def check_orders(orders, *, integer: bool = False, min_order: float = 1.0,
   return arr
 
 
-def check_direction(direction: str) -> str:
-  if direction not in _DIRECTIONS:
+def check_direction(direction, allowed=_DIRECTIONS, name: str = "direction") -> str:
+  """Checks a neighbouring-relation keyword ("add", "remove", "both")."""
+  return check_choice(name, direction, allowed)
+
+
+def check_choice(name: str, value, choices):
+  """Checks that ``value`` is one of ``choices``; returns it.
+
+  String choices accept only ``str`` values (so ``1``, ``None`` or an array
+  never match by accident); other choices match by type and equality.
+  Raises ``ValueError`` naming the parameter, the allowed values and the value.
+  """
+  choices = tuple(choices)
+  if all(isinstance(c, str) for c in choices):
+    ok = isinstance(value, str) and value in choices
+  else:
+    ok = False
+    for c in choices:
+      try:
+        if value is c or (type(value) is type(c) and bool(value == c)):
+          ok = True
+          break
+      except (TypeError, ValueError):
+        continue
+  if not ok:
+    raise ValueError(f"{name} must be one of {choices}; got {value!r}.")
+  return value
+
+
+def check_choices(name: str, values, choices, *, allow_empty: bool = False) -> tuple:
+  """Checks a sequence of choices (e.g. ``methods``); returns it as a tuple.
+
+  A bare string is refused (``"rdp"`` is not ``("rdp",)``), as are unknown
+  entries and, unless ``allow_empty``, an empty sequence.
+  """
+  choices = tuple(choices)
+  if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)):
     raise ValueError(
-        f"direction must be one of {_DIRECTIONS}; got {direction!r}.")
-  return direction
+        f"{name} must be a tuple of values from {choices}; got {values!r}.")
+  for v in values:
+    if not (isinstance(v, str) and v in choices):
+      raise ValueError(f"{name} entries must be in {choices}; got {v!r}.")
+  if not values and not allow_empty:
+    raise ValueError(f"{name} must not be empty; allowed values: {choices}.")
+  return tuple(values)
 
 
-def check_choice(name: str, value, choices) -> None:
-  if value not in choices:
-    raise ValueError(f"{name} must be one of {tuple(choices)}; got {value!r}.")
+def check_bool(name: str, x) -> bool:
+  """Checks a flag: a Python/NumPy bool (or a concrete 0-d bool array); returns bool.
+
+  Strings, numbers and None are refused (``"False"`` would be truthy).
+  Tracers pass unchanged.
+  """
+  if not is_concrete(x):
+    return x
+  if isinstance(x, (bool, np.bool_)):
+    return bool(x)
+  if hasattr(x, "dtype") and np.shape(x) == () and np.asarray(x).dtype == np.bool_:
+    return bool(np.asarray(x))
+  raise ValueError(f"{name} must be True or False; got {x!r}.")

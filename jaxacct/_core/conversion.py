@@ -37,7 +37,7 @@ import jax.numpy as jnp
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 
-_METHODS = ("tight", "classic")
+_METHODS = checks.CONVERSIONS
 
 
 def _check(orders, rdp, method):
@@ -59,6 +59,44 @@ def _eps_per_order(orders, rdp, delta, method):
   return jnp.where(kl_ok, 0.0, eps)
 
 
+def _min_over_orders(orders, rdp, value, method, mode):
+  """Kernel of both conversions: minimum over the orders, with the NaN policy."""
+  require_x64("rdp_to_" + mode)
+  orders = jnp.asarray(orders, jnp.float64)
+  rdp = jnp.asarray(rdp, jnp.float64)
+  value = jnp.asarray(value, jnp.float64)
+  batch = jnp.broadcast_shapes(rdp.shape[:-1], value.shape)
+  rdp = jnp.broadcast_to(rdp, batch + rdp.shape[-1:])
+  value = jnp.broadcast_to(value, batch)
+  per = (_eps_per_order if mode == "epsilon" else _log_delta_per_order)(
+      orders, rdp, value, method)
+  per = jnp.where(jnp.isnan(rdp), jnp.nan, per)
+  idx = jnp.argmin(jnp.where(jnp.isnan(per), jnp.inf, per), axis=-1)
+  best = jnp.take_along_axis(per, idx[..., None], axis=-1)[..., 0]
+  bad = jnp.any(rdp < 0, axis=-1) | jnp.any(jnp.isnan(rdp), axis=-1) | jnp.isnan(value)
+  if mode == "epsilon":
+    best = jnp.maximum(best, 0.0)
+    bad = bad | (value <= 0) | (value >= 1)
+  else:
+    best = jnp.minimum(jnp.exp(best), 1.0)
+  return jnp.where(bad, jnp.nan, best), orders[idx]
+
+
+def rdp_to_epsilon_kernel(orders, rdp, delta, method: str = "tight"):
+  """Jittable :func:`rdp_to_epsilon` without the eager checks (needs x64)."""
+  return _min_over_orders(orders, rdp, delta, method, "epsilon")
+
+
+def rdp_to_delta_kernel(orders, rdp, epsilon, method: str = "tight"):
+  """Jittable :func:`rdp_to_delta` without the eager checks (needs x64)."""
+  return _min_over_orders(orders, rdp, epsilon, method, "delta")
+
+
+@x64_boundary
+def _eager(kernel, orders, rdp, value, method):
+  return kernel(orders, rdp, value, method)
+
+
 def rdp_to_epsilon(orders, rdp, delta, *, method: str = "tight"
                    ) -> Tuple[jax.Array, jax.Array]:
   """Smallest epsilon at ``delta`` implied by an RDP curve.
@@ -78,32 +116,8 @@ def rdp_to_epsilon(orders, rdp, delta, *, method: str = "tight"
   if checks.is_concrete((orders, rdp, delta)):
     _check(orders, rdp, method)
     checks.check_delta(delta)
-    return _rdp_to_epsilon_eager(orders, rdp, delta, method)
-  return _rdp_to_epsilon(orders, rdp, delta, method)
-
-
-@x64_boundary
-def _rdp_to_epsilon_eager(orders, rdp, delta, method):
-  return _rdp_to_epsilon(orders, rdp, delta, method)
-
-
-def _rdp_to_epsilon(orders, rdp, delta, method):
-  require_x64("rdp_to_epsilon")
-  orders = jnp.asarray(orders, jnp.float64)
-  rdp = jnp.asarray(rdp, jnp.float64)
-  delta = jnp.asarray(delta, jnp.float64)
-  batch = jnp.broadcast_shapes(rdp.shape[:-1], delta.shape)
-  rdp = jnp.broadcast_to(rdp, batch + rdp.shape[-1:])
-  delta = jnp.broadcast_to(delta, batch)
-  eps = _eps_per_order(orders, rdp, delta, method)
-  eps = jnp.where(jnp.isnan(rdp), jnp.nan, eps)
-  idx = jnp.argmin(jnp.where(jnp.isnan(eps), jnp.inf, eps), axis=-1)
-  best = jnp.take_along_axis(eps, idx[..., None], axis=-1)[..., 0]
-  best = jnp.maximum(best, 0.0)
-  bad = (delta <= 0) | (delta >= 1) | jnp.isnan(delta) | jnp.any(
-      rdp < 0, axis=-1) | jnp.any(jnp.isnan(rdp), axis=-1)
-  best = jnp.where(bad, jnp.nan, best)
-  return best, orders[idx]
+    return _eager(rdp_to_epsilon_kernel, orders, rdp, delta, method)
+  return rdp_to_epsilon_kernel(orders, rdp, delta, method)
 
 
 def _log_delta_per_order(orders, rdp, epsilon, method):
@@ -139,28 +153,10 @@ def rdp_to_delta(orders, rdp, epsilon, *, method: str = "tight"
   if checks.is_concrete((orders, rdp, epsilon)):
     _check(orders, rdp, method)
     checks.check_range("epsilon", epsilon, -jnp.inf, jnp.inf)
-    return _rdp_to_delta_eager(orders, rdp, epsilon, method)
-  return _rdp_to_delta(orders, rdp, epsilon, method)
+    return _eager(rdp_to_delta_kernel, orders, rdp, epsilon, method)
+  return rdp_to_delta_kernel(orders, rdp, epsilon, method)
 
 
-@x64_boundary
-def _rdp_to_delta_eager(orders, rdp, epsilon, method):
-  return _rdp_to_delta(orders, rdp, epsilon, method)
-
-
-def _rdp_to_delta(orders, rdp, epsilon, method):
-  require_x64("rdp_to_delta")
-  orders = jnp.asarray(orders, jnp.float64)
-  rdp = jnp.asarray(rdp, jnp.float64)
-  epsilon = jnp.asarray(epsilon, jnp.float64)
-  batch = jnp.broadcast_shapes(rdp.shape[:-1], epsilon.shape)
-  rdp = jnp.broadcast_to(rdp, batch + rdp.shape[-1:])
-  epsilon = jnp.broadcast_to(epsilon, batch)
-  ld = _log_delta_per_order(orders, rdp, epsilon, method)
-  ld = jnp.where(jnp.isnan(rdp), jnp.nan, ld)
-  idx = jnp.argmin(jnp.where(jnp.isnan(ld), jnp.inf, ld), axis=-1)
-  best = jnp.take_along_axis(ld, idx[..., None], axis=-1)[..., 0]
-  delta = jnp.minimum(jnp.exp(best), 1.0)
-  bad = jnp.isnan(epsilon) | jnp.any(rdp < 0, axis=-1) | jnp.any(
-      jnp.isnan(rdp), axis=-1)
-  return jnp.where(bad, jnp.nan, delta), orders[idx]
+# Deprecated private aliases (kept while call sites migrate to the public kernels).
+_rdp_to_epsilon = rdp_to_epsilon_kernel
+_rdp_to_delta = rdp_to_delta_kernel

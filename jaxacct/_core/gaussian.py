@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxacct._core import checks
-from jaxacct._core.calibrate import bisect
+from jaxacct._core.solve import bisect
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_ndtr, log_sub_exp
 

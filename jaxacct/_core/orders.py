@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from jaxacct._core import checks
+
 
 def _default_orders() -> np.ndarray:
   frac = np.round(1.0 + np.geomspace(0.01, 11.0, 74), 4)
@@ -31,6 +33,8 @@ DEFAULT_ORDERS.setflags(write=False)
 
 def integer_orders(max_order: int = 256, min_order: int = 2) -> np.ndarray:
   """Integer orders ``min_order..max_order`` as float64."""
+  checks.check_int("min_order", min_order, min_value=2)
+  checks.check_int("max_order", max_order, min_value=2)
   if int(max_order) < int(min_order):
     raise ValueError(
         f"max_order must be >= {min_order}; got {max_order}.")

@@ -9,6 +9,13 @@ method that won; :func:`calibrate_sigma` solves for the noise.
 k-out-of-t over E epochs is accounted as m = kE compositions of 1-out-of-t'
 allocation, t' = floor(t/k) (Lemma 3.2; valid, loose for large k).
 
+Epochs: ``fresh_each_epoch=True`` (default) accounts a *new* k-of-t draw per
+example every epoch (``jaxacct.sampling.BallsInBinsSampler``);
+``fresh_each_epoch=False`` accounts *fixed* bins reused every epoch (jax_privacy
+2.0 ``BallsInBinsSampling(iterations=t*E, cycle_length=t)``), which is exactly
+one epoch at sigma / sqrt(E) (:mod:`jaxacct.allocation.fixed_bins`). Accounting
+a fixed-bin sampler as fresh draws under-reports epsilon.
+
 Methods (``methods=`` keyword), per direction:
 
 =================  ==========  ===========================================  =====
@@ -52,10 +59,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.conversion import _rdp_to_epsilon, _rdp_to_delta
+from jaxacct._core.conversion import rdp_to_epsilon_kernel, rdp_to_delta_kernel
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult
+from jaxacct._core.solve import bisect, require_feasible
+from jaxacct._core.units import per_epoch_steps
 from jaxacct.allocation import bounds, recursive
 from jaxacct.allocation.add_rdp import allocation_add_rdp
 from jaxacct.allocation.rdp import (allocation_add_rdp_upper, allocation_remove_rdp,
@@ -64,10 +73,12 @@ from jaxacct.allocation.rdp import (allocation_add_rdp_upper, allocation_remove_
 __all__ = ["epsilon", "delta", "allocation_rdp", "allocation_remove_rdp",
            "allocation_add_rdp", "allocation_remove_rdp_from_moments",
            "allocation_add_rdp_upper", "calibrate_sigma", "bounds", "recursive",
-           "DEFAULT_METHODS"]
+           "DEFAULT_METHODS", "METHODS"]
 
 DEFAULT_METHODS = ("rdp_direct", "rdp_add", "direct_add", "decomposition", "local")
-_ALL_METHODS = DEFAULT_METHODS + ("pld", "decomposition_pld", "truncated_poisson", "recursive")
+# Every name ``methods`` accepts (the last four are opt-in).
+METHODS = DEFAULT_METHODS + ("pld", "decomposition_pld", "truncated_poisson", "recursive")
+_ALL_METHODS = METHODS
 _DEFAULT_MAX_ORDER = 256
 
 
@@ -96,7 +107,8 @@ def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
   """
   bounds.check_scheme(sigma, num_steps, num_selected, num_epochs)
   checks.check_direction(direction)
-  t, m = bounds._rounds(num_steps, num_selected, num_epochs)
+  checks.check_int("max_order", max_order, min_value=2, max_value=4096)
+  t, m = bounds.split_rounds(num_steps, num_selected, num_epochs)
   orders = np.arange(2, int(max_order) + 1, dtype=np.float64)
   out = None
   if direction in ("remove", "both"):
@@ -116,18 +128,13 @@ def _direction_rdp(sigma, t, k, E, d, max_order):
   if d == "remove":
     return allocation_rdp(sigma=sigma, num_steps=t, num_selected=k, num_epochs=E,
                           direction="remove", max_order=max_order)
-  tr, m = bounds._rounds(t, k, E)
+  tr, m = bounds.split_rounds(t, k, E)
   return DEFAULT_ORDERS, allocation_add_rdp(DEFAULT_ORDERS, sigma=sigma,
                                             num_steps=int(tr)) * float(m)
 
 
 def _check_methods(methods):
-  methods = tuple(methods)
-  for mth in methods:
-    checks.check_choice("methods", mth, _ALL_METHODS)
-  if not methods:
-    raise ValueError("methods must name at least one method; got ().")
-  return methods
+  return checks.check_choices("methods", methods, _ALL_METHODS)
 
 
 def _has_pld():
@@ -145,6 +152,18 @@ def _check_scalar(**kw):
                        f"{np.shape(v)} (use allocation_rdp / calibrate_sigma for grids).")
 
 
+def _fresh(fresh_each_epoch):
+  if not isinstance(fresh_each_epoch, (bool, np.bool_)):
+    raise ValueError("fresh_each_epoch must be a bool (True: a new k-of-t draw every epoch; "
+                     f"False: fixed bins); got {fresh_each_epoch!r}.")
+  return bool(fresh_each_epoch)
+
+
+def _fixed_sigma(sigma, num_epochs):
+  from jaxacct.allocation.fixed_bins import equivalent_sigma
+  return float(equivalent_sigma(sigma, num_epochs))
+
+
 def _pick(vals, dirs, methods):
   best = {}
   for d in dirs:
@@ -157,10 +176,12 @@ def _pick(vals, dirs, methods):
   return best, worst
 
 
+@per_epoch_steps
 @x64_boundary
 def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
             direction: str = "both", methods=None,
-            max_order: int = _DEFAULT_MAX_ORDER) -> EpsilonResult:
+            max_order: int = _DEFAULT_MAX_ORDER,
+            fresh_each_epoch: bool = True) -> EpsilonResult:
   """Epsilon upper bound at ``delta`` of k-out-of-t random allocation, Gaussian.
 
   Feldman & Shenfeld, arXiv:2502.08202v3 (methods in the module table): per
@@ -177,6 +198,13 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
       "pld" when ``jaxacct.allocation.pld`` is available (the last three are
       opt-in: each builds FFT-composed Poisson PLDs, seconds per call).
     max_order: largest integer Renyi order for the RDP methods.
+    fresh_each_epoch: True (default): a new k-of-t set per example every
+      epoch (``jaxacct.sampling.BallsInBinsSampler``). False: fixed bins,
+      the set drawn once and reused every epoch (jax_privacy 2.0
+      ``BallsInBinsSampling(iterations=t*E, cycle_length=t)``); accounted
+      exactly as one epoch at sigma / sqrt(E)
+      (:mod:`jaxacct.allocation.fixed_bins`), ``method`` then starts with
+      ``"fixed_bins:"``.
 
   Returns:
     EpsilonResult(epsilon, delta, method, bound="upper", order, details):
@@ -190,7 +218,13 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
   bounds.check_scheme(sigma, num_steps, num_selected, num_epochs)
   checks.check_delta(delta)
   checks.check_direction(direction)
+  checks.check_int("max_order", max_order, min_value=2, max_value=4096)
   _check_scalar(sigma=sigma, num_steps=num_steps, delta=delta)
+  if not _fresh(fresh_each_epoch):
+    r = epsilon(sigma=_fixed_sigma(sigma, num_epochs), num_steps=num_steps, delta=delta,
+                num_selected=num_selected, num_epochs=1, direction=direction,
+                methods=methods, max_order=max_order)
+    return r._replace(method="fixed_bins:" + r.method)
   k, E, t = int(num_selected), int(num_epochs), int(num_steps)
   if methods is None:
     methods = DEFAULT_METHODS + (("pld",) if _has_pld() else ())
@@ -202,7 +236,7 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
   for mth, d in (("rdp_direct", "remove"), ("rdp_add", "add")):
     if mth in methods and d in dirs:
       orders, rdp = _direction_rdp(sigma, t, k, E, d, max_order)
-      e, o = _rdp_to_epsilon(jnp.asarray(orders), rdp, d_arr, "tight")
+      e, o = rdp_to_epsilon_kernel(jnp.asarray(orders), rdp, d_arr, "tight")
       vals[d][mth] = float(e)
       orders_won[mth] = float(o)
       if float(o) >= orders[-1]:
@@ -215,16 +249,16 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
     for d in dirs:
       vals[d]["decomposition"] = float(bounds.decomposition_epsilon(
           sigma=sigma, num_steps=t, delta=delta, direction=d))
-  if "decomposition_pld" in methods and t // k >= 2 and bounds._pld_available():
+  if "decomposition_pld" in methods and t // k >= 2:
     for d in dirs:
       vals[d]["decomposition_pld"] = float(bounds.decomposition_pld_epsilon(
           sigma=sigma, num_steps=t, delta=delta, direction=d, num_selected=k,
           num_epochs=E))
-  if "truncated_poisson" in methods and bounds._pld_available():
+  if "truncated_poisson" in methods:
     for d in dirs:
       vals[d]["truncated_poisson"] = recursive.truncated_poisson_epsilon(
           sigma=sigma, num_steps=t, delta=delta, num_selected=k, num_epochs=E, direction=d)
-  if "recursive" in methods and t // k >= 2 and bounds._pld_available():
+  if "recursive" in methods and t // k >= 2:
     for d in dirs:
       vals[d]["recursive"] = recursive.recursive_epsilon(
           sigma=sigma, num_steps=t, delta=delta, num_selected=k, num_epochs=E, direction=d,
@@ -252,15 +286,18 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
                        details=vals)
 
 
+@per_epoch_steps
 @x64_boundary
 def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
           direction: str = "both", methods=None,
-          max_order: int = _DEFAULT_MAX_ORDER) -> DeltaResult:
+          max_order: int = _DEFAULT_MAX_ORDER,
+          fresh_each_epoch: bool = True) -> DeltaResult:
   """Delta upper bound at ``epsilon`` of k-out-of-t random allocation, Gaussian.
 
   Same methods and rules as :func:`epsilon` ("pld" and
   "decomposition_pld" are ignored here: epsilon-only; "truncated_poisson"
-  and "recursive" are opt-in). Args as there, with ``epsilon`` a real scalar.
+  and "recursive" are opt-in). Args as there (``fresh_each_epoch`` too),
+  with ``epsilon`` a real scalar.
 
   Returns:
     DeltaResult(delta, epsilon, method, bound="upper", order, details).
@@ -270,7 +307,13 @@ def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
   bounds.check_scheme(sigma, num_steps, num_selected, num_epochs)
   checks.check_range("epsilon", epsilon)
   checks.check_direction(direction)
+  checks.check_int("max_order", max_order, min_value=2, max_value=4096)
   _check_scalar(sigma=sigma, num_steps=num_steps, epsilon=epsilon)
+  if not _fresh(fresh_each_epoch):
+    r = delta(sigma=_fixed_sigma(sigma, num_epochs), num_steps=num_steps, epsilon=epsilon,
+              num_selected=num_selected, num_epochs=1, direction=direction,
+              methods=methods, max_order=max_order)
+    return r._replace(method="fixed_bins:" + r.method)
   k, E, t = int(num_selected), int(num_epochs), int(num_steps)
   methods = _check_methods(DEFAULT_METHODS if methods is None else methods)
   dirs = ("remove", "add") if direction == "both" else (direction,)
@@ -280,7 +323,7 @@ def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
   for mth, d in (("rdp_direct", "remove"), ("rdp_add", "add")):
     if mth in methods and d in dirs:
       orders, rdp = _direction_rdp(sigma, t, k, E, d, max_order)
-      dl, o = _rdp_to_delta(jnp.asarray(orders), rdp, e_arr, "tight")
+      dl, o = rdp_to_delta_kernel(jnp.asarray(orders), rdp, e_arr, "tight")
       vals[d][mth] = float(dl)
       orders_won[mth] = float(o)
   if "direct_add" in methods and "add" in dirs:
@@ -290,12 +333,12 @@ def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
     for d in dirs:
       vals[d]["decomposition"] = float(bounds.decomposition_delta(
           sigma=sigma, num_steps=t, epsilon=epsilon, direction=d))
-  if "truncated_poisson" in methods and bounds._pld_available():
+  if "truncated_poisson" in methods:
     for d in dirs:
       vals[d]["truncated_poisson"] = recursive.truncated_poisson_delta(
           sigma=sigma, num_steps=t, epsilon=epsilon, num_selected=k, num_epochs=E,
           direction=d)
-  if "recursive" in methods and t // k >= 2 and epsilon > 0 and bounds._pld_available():
+  if "recursive" in methods and t // k >= 2 and epsilon > 0:
     for d in dirs:
       vals[d]["recursive"] = recursive.recursive_delta(
           sigma=sigma, num_steps=t, epsilon=epsilon, num_selected=k, num_epochs=E,
@@ -315,34 +358,33 @@ def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
 
 @functools.partial(jax.jit, static_argnames=("t", "m", "max_order", "num_iters", "use_add_rdp"))
 def _calibrate_jit(eps_t, d_t, lo, hi, *, t, m, max_order, num_iters, use_add_rdp):
-  from jaxacct._core.calibrate import bisect
   from jaxacct._core.gaussian import gaussian_epsilon_kernel
-  from jaxacct.allocation.add_rdp import _allocation_add_rdp_kernel
-  from jaxacct.allocation.rdp import _allocation_gaussian_rdp_kernel
+  from jaxacct.allocation.add_rdp import allocation_add_rdp_kernel
+  from jaxacct.allocation.rdp import allocation_gaussian_rdp_kernel
   orders = jnp.arange(2, max_order + 1, dtype=jnp.float64)
   add_orders = jnp.asarray(DEFAULT_ORDERS)
 
   def eps_of(s):
-    rdp = _allocation_gaussian_rdp_kernel(s, jnp.full(s.shape, t, jnp.int64), max_order) * m
-    e_rem, _ = _rdp_to_epsilon(orders, rdp, d_t, "tight")
+    rdp = allocation_gaussian_rdp_kernel(s, jnp.full(s.shape, t, jnp.int64), max_order) * m
+    e_rem, _ = rdp_to_epsilon_kernel(orders, rdp, d_t, "tight")
     e_add = gaussian_epsilon_kernel(s * jnp.sqrt(t / m), d_t) + m * (1 - 1 / t) / (2 * s**2)
     if use_add_rdp:
-      rdp_a = _allocation_add_rdp_kernel(s, jnp.full(s.shape, float(t)), add_orders,
+      rdp_a = allocation_add_rdp_kernel(s, jnp.full(s.shape, float(t)), add_orders,
                                          2048, 1024) * m
-      e_add = jnp.minimum(e_add, _rdp_to_epsilon(add_orders, rdp_a, d_t, "tight")[0])
+      e_add = jnp.minimum(e_add, rdp_to_epsilon_kernel(add_orders, rdp_a, d_t, "tight")[0])
     e_loc = gaussian_epsilon_kernel(s / jnp.sqrt(m), d_t)
     return jnp.maximum(jnp.minimum(e_rem, e_loc), jnp.minimum(e_add, e_loc))
 
   # 1e-9 relative margin: the eager front door may round differently.
-  res = bisect(lambda s: eps_of(s) - eps_t * (1.0 - 1e-9), lo, hi, increasing=False,
-               num_iters=num_iters, log_scale=True, method="illinois")
-  return res.x, res.ok
+  return bisect(lambda s: eps_of(s) - eps_t * (1.0 - 1e-9), lo, hi, increasing=False,
+                num_iters=num_iters, log_scale=True, method="illinois")
 
 
+@per_epoch_steps
 @x64_boundary
 def calibrate_sigma(*, epsilon, delta, num_steps, num_selected=1, num_epochs=1,
                     max_order: int = 128, sigma_range=(0.2, 200.0), num_iters: int = 40,
-                    use_add_rdp: bool = True):
+                    use_add_rdp: bool = True, fresh_each_epoch: bool = True):
   """Smallest sigma meeting (epsilon, delta) for k-of-t allocation (upper-bound side).
 
   Bisection (Illinois, log scale) on sigma of the front-door rule restricted
@@ -358,6 +400,9 @@ def calibrate_sigma(*, epsilon, delta, num_steps, num_selected=1, num_epochs=1,
     max_order: largest Renyi order. sigma_range: bracket (lo, hi).
     num_iters: bisection steps. use_add_rdp: include ``rdp_add`` (slower,
       tighter for many rounds).
+    fresh_each_epoch: as in :func:`epsilon`; False (fixed bins) calibrates
+      one epoch and returns sqrt(E) times its sigma (``sigma_range`` applies
+      to that one-epoch sigma).
 
   Returns:
     float64 array of sigmas, shape ``broadcast(epsilon, delta).shape``.
@@ -369,14 +414,22 @@ def calibrate_sigma(*, epsilon, delta, num_steps, num_selected=1, num_epochs=1,
   checks.check_delta(delta)
   bounds.check_scheme(1.0, num_steps, num_selected, num_epochs)
   _check_scalar(num_steps=num_steps, num_selected=num_selected, num_epochs=num_epochs)
-  t, m = bounds._rounds(num_steps, num_selected, num_epochs)
+  checks.check_int("max_order", max_order, min_value=2, max_value=4096)
+  checks.check_int("num_iters", num_iters, min_value=1, max_value=10_000)
+  checks.check_bool("use_add_rdp", use_add_rdp)
+  checks.check_bracket("sigma_range", sigma_range)
+  if not _fresh(fresh_each_epoch):
+    s1 = calibrate_sigma(epsilon=epsilon, delta=delta, num_steps=num_steps,
+                         num_selected=num_selected, num_epochs=1, max_order=max_order,
+                         sigma_range=sigma_range, num_iters=num_iters,
+                         use_add_rdp=use_add_rdp)
+    return s1 * float(np.sqrt(int(num_epochs)))
+  t, m = bounds.split_rounds(num_steps, num_selected, num_epochs)
   eps_t, d_t = jnp.broadcast_arrays(jnp.asarray(epsilon, jnp.float64),
                                     jnp.asarray(delta, jnp.float64))
   lo, hi = sigma_range
-  x, ok = _calibrate_jit(eps_t, d_t, jnp.full(eps_t.shape, float(lo)),
-                         jnp.full(eps_t.shape, float(hi)), t=int(t), m=float(m),
-                         max_order=int(max_order), num_iters=int(num_iters),
-                         use_add_rdp=bool(use_add_rdp))
-  if not bool(jnp.all(ok)):
-    raise ValueError(f"no sigma in [{lo:g}, {hi:g}] meets the target; widen sigma_range.")
-  return x
+  res = _calibrate_jit(eps_t, d_t, jnp.full(eps_t.shape, float(lo)),
+                       jnp.full(eps_t.shape, float(hi)), t=int(t), m=float(m),
+                       max_order=int(max_order), num_iters=int(num_iters),
+                       use_add_rdp=bool(use_add_rdp))
+  return require_feasible(res, "sigma", lo, hi, target="the (epsilon, delta) target")

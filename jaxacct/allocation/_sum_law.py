@@ -365,6 +365,9 @@ def _new_step(jl, jr, D, n, min_step):
   return jnp.maximum((jr - jl).astype(jnp.float64) * D / (n - 1), min_step)
 
 
+new_step = _new_step   # public name for the PLD-mechanism ingestion module
+
+
 def _nbits(t):
   """Bit length of t >= 1 (exact integer arithmetic)."""
   bits = jnp.arange(31, dtype=jnp.int32)

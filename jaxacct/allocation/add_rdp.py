@@ -46,6 +46,7 @@ from jax.scipy.special import gammaln
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_expm1, logsumexp
+from jaxacct._core.solve import newton
 
 _XI_MAX = 38.0
 
@@ -112,10 +113,8 @@ def _lambert_w_exp(z):
   """W(e^z) (principal branch) for real z, by Newton on u + log u = z."""
   u = jnp.where(z > 1.0, z - jnp.log(jnp.maximum(z, 1.0)), jnp.exp(jnp.minimum(z, 1.0)))
   u = jnp.maximum(u, 1e-300)
-
-  def body(_, u):
-    return jnp.maximum(u - (u + jnp.log(u) - z) / (1.0 + 1.0 / u), 1e-300)
-  return jax.lax.fori_loop(0, 30, body, u)
+  return newton(lambda u: u + jnp.log(u) - z, lambda u: 1.0 + 1.0 / u, u, num_iters=30,
+                lower=1e-300)
 
 
 def _add_rdp_one(sigma, t, orders, num_outer, num_inner):
@@ -143,7 +142,7 @@ def _add_rdp_one(sigma, t, orders, num_outer, num_inner):
   return jnp.logaddexp(0.0, log_am1) / s
 
 
-def _allocation_add_rdp_kernel(sigma, t, orders, num_outer=4096, num_inner=2048):
+def allocation_add_rdp_kernel(sigma, t, orders, num_outer=4096, num_inner=2048):
   """Jittable kernel: add RDP at ``orders`` (1-D, > 1), shape batch + (n,)."""
   require_x64("allocation_add_rdp")
   sigma = jnp.asarray(sigma, jnp.float64)
@@ -166,7 +165,7 @@ def _allocation_add_rdp_kernel(sigma, t, orders, num_outer=4096, num_inner=2048)
 
 @functools.partial(jax.jit, static_argnames=("num_outer", "num_inner"))
 def _add_rdp_jit(sigma, t, orders, *, num_outer, num_inner):
-  return _allocation_add_rdp_kernel(sigma, t, orders, num_outer, num_inner)
+  return allocation_add_rdp_kernel(sigma, t, orders, num_outer, num_inner)
 
 
 def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
@@ -201,8 +200,10 @@ def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
     >>> bool(np.allclose(r, [1.0, 1.5], rtol=1e-10))
     True
   """
+  checks.check_int("max_order", max_order, min_value=2, max_value=4096)
+  checks.check_int("num_outer", num_outer, min_value=2, max_value=2**24)
+  checks.check_int("num_inner", num_inner, min_value=2, max_value=2**24)
   if orders is None:
-    checks.check_int("max_order", max_order, min_value=2, max_value=4096)
     orders = np.arange(2, int(max_order) + 1, dtype=np.float64)
   if checks.is_concrete((sigma, num_steps, orders)):
     checks.check_orders(orders)
@@ -213,4 +214,4 @@ def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
     return x64_boundary(_add_rdp_jit)(
         np.asarray(sigma, np.float64), np.asarray(num_steps, np.float64),
         np.asarray(orders, np.float64), num_outer=int(num_outer), num_inner=int(num_inner))
-  return _allocation_add_rdp_kernel(sigma, num_steps, orders, num_outer, num_inner)
+  return allocation_add_rdp_kernel(sigma, num_steps, orders, num_outer, num_inner)

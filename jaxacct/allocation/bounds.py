@@ -32,14 +32,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.conversion import _rdp_to_delta, _rdp_to_epsilon
+from jaxacct._core.conversion import rdp_to_delta_kernel, rdp_to_epsilon_kernel
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_epsilon_kernel, gaussian_log_delta
 from jaxacct._core.orders import DEFAULT_ORDERS
-from jaxacct._core.calibrate import bisect
+from jaxacct._core.solve import bisect
+from jaxacct._core.subsampled_gaussian import poisson_gaussian_rdp
 
 
-def _rounds(num_steps, num_selected, num_epochs):
+def split_rounds(num_steps, num_selected, num_epochs):
+  """(t', m) of k-of-t allocation over E epochs: t' = floor(t/k) steps per round, m = kE rounds.
+
+  Feldman & Shenfeld, arXiv:2502.08202v3, Lemma 3.2 (k-of-t as kE rounds of 1-of-t').
+  Returns float64 numpy arrays (broadcast of the inputs).
+  """
   t_round = np.floor(np.asarray(num_steps, np.float64) / np.asarray(num_selected, np.float64))
   m = np.asarray(num_selected, np.float64) * np.asarray(num_epochs, np.float64)
   return t_round, m
@@ -64,7 +70,7 @@ def direct_add_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1)
   """
   check_scheme(sigma, num_steps, num_selected, num_epochs)
   checks.check_delta(delta)
-  t, m = _rounds(num_steps, num_selected, num_epochs)
+  t, m = split_rounds(num_steps, num_selected, num_epochs)
   return _direct_add_eps_jit(jnp.asarray(sigma, jnp.float64), jnp.asarray(t),
                              jnp.asarray(m), jnp.asarray(delta, jnp.float64))
 
@@ -85,7 +91,7 @@ def direct_add_delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1)
   """Add-direction delta at ``epsilon`` (Thm 4.9 / Cor 4.10). Bound: upper."""
   check_scheme(sigma, num_steps, num_selected, num_epochs)
   checks.check_range("epsilon", epsilon)
-  t, m = _rounds(num_steps, num_selected, num_epochs)
+  t, m = split_rounds(num_steps, num_selected, num_epochs)
   s = jnp.asarray(sigma, jnp.float64)
   shift = m * (1.0 - 1.0 / t) / (2.0 * s**2)
   return jnp.exp(gaussian_log_delta(s * jnp.sqrt(t / m), jnp.asarray(epsilon) - shift))
@@ -96,6 +102,8 @@ def local_epsilon(*, sigma, delta, num_selected=1, num_epochs=1):
   """Epsilon without amplification: Gaussian with noise sigma/sqrt(kE). Bound: upper."""
   checks.check_positive("sigma", sigma)
   checks.check_delta(delta)
+  checks.check_int("num_selected", num_selected, min_value=1)
+  checks.check_int("num_epochs", num_epochs, min_value=1)
   m = np.asarray(num_selected, np.float64) * np.asarray(num_epochs, np.float64)
   return _gauss_eps_jit(jnp.asarray(sigma, jnp.float64) / jnp.sqrt(m),
                         jnp.asarray(delta, jnp.float64))
@@ -105,7 +113,7 @@ def local_epsilon(*, sigma, delta, num_selected=1, num_epochs=1):
 def _decomp_add_eps_jit(a, rdp, g, delta):
   def log_delta_add(eps):
     e_tilde = -jnp.log1p(-(-jnp.expm1(-eps)) / g)
-    d, _ = _rdp_to_delta(a, rdp, e_tilde, "tight")
+    d, _ = rdp_to_delta_kernel(a, rdp, e_tilde, "tight")
     return jnp.log(jnp.minimum(1.0, (1.0 + jnp.exp(eps) * (g - 1.0)) * d))
 
   res = bisect(lambda e: log_delta_add(e) - jnp.log(delta), 0.0, 50.0,
@@ -115,7 +123,6 @@ def _decomp_add_eps_jit(a, rdp, g, delta):
 
 
 def _poisson_dir(sigma, t, direction, orders):
-  from jaxacct.poisson import poisson_gaussian_rdp
   rdp = poisson_gaussian_rdp(orders, q=1.0 / t, sigma=sigma, direction=direction)
   return rdp * t
 
@@ -149,14 +156,14 @@ def decomposition_epsilon(*, sigma, num_steps, delta, direction="both", orders=N
   checks.check_int("num_steps", num_steps, min_value=2)
   checks.check_delta(delta)
   checks.check_direction(direction)
-  orders = DEFAULT_ORDERS if orders is None else np.asarray(orders, np.float64)
+  orders = DEFAULT_ORDERS if orders is None else checks.check_orders(orders)
   t = int(num_steps)
   g = _gamma(t)
   a = jnp.asarray(orders)
   out = []
   if direction in ("remove", "both"):
     rdp = _poisson_dir(sigma, t, "remove", orders)
-    eps_p, _ = _rdp_to_epsilon(a, rdp, jnp.asarray(delta / g), "tight")
+    eps_p, _ = rdp_to_epsilon_kernel(a, rdp, jnp.asarray(delta / g), "tight")
     out.append(jnp.log1p(g * jnp.expm1(eps_p)))
   if direction in ("add", "both"):
     rdp = _poisson_dir(sigma, t, "add", orders)
@@ -181,7 +188,7 @@ def decomposition_delta(*, sigma, num_steps, epsilon, direction="both", orders=N
   checks.check_int("num_steps", num_steps, min_value=2)
   checks.check_range("epsilon", epsilon, 0.0, np.inf)
   checks.check_direction(direction)
-  orders = DEFAULT_ORDERS if orders is None else np.asarray(orders, np.float64)
+  orders = DEFAULT_ORDERS if orders is None else checks.check_orders(orders)
   t = int(num_steps)
   g = _gamma(t)
   a = jnp.asarray(orders)
@@ -190,22 +197,14 @@ def decomposition_delta(*, sigma, num_steps, epsilon, direction="both", orders=N
   if direction in ("remove", "both"):
     rdp = _poisson_dir(sigma, t, "remove", orders)
     e_tilde = jnp.log1p(jnp.expm1(eps) / g)
-    d, _ = _rdp_to_delta(a, rdp, e_tilde, "tight")
+    d, _ = rdp_to_delta_kernel(a, rdp, e_tilde, "tight")
     out.append(jnp.minimum(1.0, g * d))
   if direction in ("add", "both"):
     rdp = _poisson_dir(sigma, t, "add", orders)
     e_tilde = -jnp.log1p(-(-jnp.expm1(-eps)) / g)
-    d, _ = _rdp_to_delta(a, rdp, e_tilde, "tight")
+    d, _ = rdp_to_delta_kernel(a, rdp, e_tilde, "tight")
     out.append(jnp.minimum(1.0, (1.0 + jnp.exp(eps) * (g - 1.0)) * d))
   return jnp.max(jnp.stack(out), axis=0)
-
-
-def _pld_available():
-  try:
-    from jaxacct import pld  # noqa: F401
-    return hasattr(pld, "poisson_gaussian_composed") and hasattr(pld, "delta")
-  except ImportError:
-    return False
 
 
 @x64_boundary
@@ -255,7 +254,9 @@ def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both", num_
   check_scheme(sigma, num_steps, num_selected, num_epochs)
   checks.check_delta(delta)
   checks.check_direction(direction)
-  tr, m = _rounds(num_steps, num_selected, num_epochs)
+  if step is not None:
+    checks.check_positive("step", step)
+  tr, m = split_rounds(num_steps, num_selected, num_epochs)
   if int(tr) < 2:
     raise ValueError(f"decomposition needs floor(num_steps/num_selected) >= 2; got {int(tr)}.")
   if int(m) > 1:
@@ -318,6 +319,7 @@ def _conditioned_pld(pld, g, direction):
   return new_loss, p[pos], min(1.0, inf + float(np.sum(p[~pos]))), nu
 
 
+@x64_boundary
 def decomposition_round_plds(*, sigma, num_steps, step=None):
   """(remove PLD, add PLD, nu) dominating one 1-of-t allocation round (Thm 4.6 pair).
 
@@ -328,6 +330,8 @@ def decomposition_round_plds(*, sigma, num_steps, step=None):
   from jaxacct import pld as _pld
   checks.check_positive("sigma", sigma)
   checks.check_int("num_steps", num_steps, min_value=2)
+  if step is not None:
+    checks.check_positive("step", step)
   t = int(num_steps)
   g = _gamma(t)
   if step is None:

@@ -126,10 +126,10 @@ def _gaussian_log_moments(sigma, A):
 
 @functools.partial(jax.jit, static_argnames=("max_order", "nbits"))
 def _allocation_gaussian_rdp_jit(sigma, t, *, max_order, nbits):
-  return _allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits)
+  return allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits)
 
 
-def _allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits=_NBITS):
+def allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits=_NBITS):
   """Jittable kernel; ``nbits`` (static) must satisfy t < 2**nbits."""
   require_x64("allocation_rdp")
   sigma = jnp.asarray(sigma, jnp.float64)
@@ -178,7 +178,7 @@ def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64):
     return x64_boundary(_allocation_gaussian_rdp_jit)(
         sigma, jnp.asarray(num_steps, dtype=jnp.int64) if False else np.asarray(num_steps, np.int64),
         max_order=int(max_order), nbits=int(np.max(num_steps)).bit_length())
-  return _allocation_gaussian_rdp_kernel(sigma, num_steps, int(max_order))
+  return allocation_gaussian_rdp_kernel(sigma, num_steps, int(max_order))
 
 
 def allocation_remove_rdp_from_moments(log_moments, *, num_steps):
@@ -198,6 +198,8 @@ def allocation_remove_rdp_from_moments(log_moments, *, num_steps):
   Bound: exact given exact moments (upper bound given upper bounds on them,
   since the coefficients are increasing in every m_j).
   """
+  if checks.is_concrete(log_moments):
+    checks.check_not_text("log_moments", log_moments)
   lm = np.asarray(log_moments, dtype=np.float64) if checks.is_concrete(log_moments) else log_moments
   if checks.is_concrete((log_moments, num_steps)):
     checks.check_int("num_steps", num_steps, min_value=1, max_value=2**31 - 1)

@@ -115,6 +115,19 @@ def _poisson_delta(sigma, q, n, eps, direction, step=None):
                           float(eps)))
 
 
+_BOOTSTRAPS = ("pld", "direct", "decomposition")
+
+
+def _check_fractions(name, values):
+  if values is not None:
+    checks.check_range(name, values, 0.0, 1.0, lo_open=True, hi_open=True)
+
+
+def _check_step(step):
+  if step is not None:
+    checks.check_positive("step", step)
+
+
 def _dirs(direction):
   checks.check_direction(direction)
   return ("remove", "add") if direction == "both" else (direction,)
@@ -125,7 +138,7 @@ def _check(sigma, num_steps, num_selected, num_epochs):
   for name, v in (("sigma", sigma), ("num_steps", num_steps)):
     if np.ndim(v):
       raise ValueError(f"{name} must be a scalar here; got shape {np.shape(v)}.")
-  t, m = bounds._rounds(num_steps, num_selected, num_epochs)
+  t, m = bounds.split_rounds(num_steps, num_selected, num_epochs)
   return float(sigma), int(t), int(m)
 
 
@@ -232,8 +245,11 @@ def truncated_poisson_epsilon(*, sigma, num_steps, delta, num_selected=1, num_ep
   """
   sigma, t, m = _check(sigma, num_steps, num_selected, num_epochs)
   checks.check_delta(delta)
+  checks.check_direction(direction)
   checks.check_choice("azuma", azuma, ("sinh", "cosh"))
   checks.check_choice("split", split, ("optimized", "authors"))
+  _check_fractions("tail_fractions", tail_fractions)
+  _check_step(step)
   fr = (0.995,) if split == "authors" else tuple(tail_fractions or DEFAULT_TAIL_FRACTIONS)
   out = []
   for d in _dirs(direction):
@@ -264,7 +280,10 @@ def truncated_poisson_delta(*, sigma, num_steps, epsilon, num_selected=1, num_ep
   """
   sigma, t, m = _check(sigma, num_steps, num_selected, num_epochs)
   checks.check_range("epsilon", epsilon, 0.0, np.inf)
+  checks.check_direction(direction)
   checks.check_choice("azuma", azuma, ("sinh", "cosh"))
+  _check_fractions("tail_budgets", tail_budgets)
+  _check_step(step)
   budgets = tuple(tail_budgets or (1e-4, 1e-6, 1e-8, 1e-10, 1e-12, 1e-14, 1e-16))
   out = []
   for d in _dirs(direction):
@@ -294,7 +313,7 @@ def _pld_add_upper(sigma, t, eps_grid):
   (``allocation.pld`` laws computed once, evaluated on the whole grid)."""
   from jaxacct.allocation import pld as _apld
   F = _pld_laws(float(sigma), int(t))
-  return np.asarray(_apld._delta_one(F, jnp.asarray(eps_grid, jnp.float64), 1), np.float64)
+  return np.asarray(_apld.delta_one(F, jnp.asarray(eps_grid, jnp.float64), 1), np.float64)
 
 
 @x64_boundary
@@ -344,8 +363,7 @@ def recursive_tail(*, sigma, num_steps, eps_prime, num_selected=1, num_epochs=1,
   sigma, t, m = _check(sigma, num_steps, num_selected, num_epochs)
   checks.check_positive("eps_prime", eps_prime)
   checks.check_choice("direction", direction, ("remove", "add"))
-  for b in bootstrap:
-    checks.check_choice("bootstrap", b, ("pld", "direct", "decomposition"))
+  checks.check_choices("bootstrap", bootstrap, _BOOTSTRAPS)
   e = np.asarray(eps_prime, np.float64)
   return m * _tau_factor(e, direction) * _add_profile(sigma, t, e, tuple(bootstrap))
 
@@ -391,8 +409,10 @@ def recursive_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
   """
   sigma, t, m = _check(sigma, num_steps, num_selected, num_epochs)
   checks.check_delta(delta)
-  for b in bootstrap:
-    checks.check_choice("bootstrap", b, ("pld", "direct", "decomposition"))
+  checks.check_direction(direction)
+  checks.check_choices("bootstrap", bootstrap, _BOOTSTRAPS)
+  _check_fractions("tail_fractions", tail_fractions)
+  _check_step(step)
   fr = tuple(tail_fractions or _REC_FRACTIONS)
   grid = _eps_grid(t)
   if grid.size == 0:
@@ -431,6 +451,11 @@ def recursive_delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
   """
   sigma, t, m = _check(sigma, num_steps, num_selected, num_epochs)
   checks.check_positive("epsilon", epsilon)
+  checks.check_direction(direction)
+  checks.check_choices("bootstrap", bootstrap, _BOOTSTRAPS)
+  if eps_prime is not None:
+    checks.check_positive("eps_prime", eps_prime)
+  _check_step(step)
   if t < 2:
     return 1.0
   hi = 0.5 * math.log(t)

@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from jaxacct._core import checks
 from jaxacct.shuffle import _pairs
 
 __all__ = ["row_parameters", "row_delta_unsafe", "row_epsilon_unsafe"]
@@ -39,6 +40,12 @@ def row_parameters(mechanism: str, eps0: float, **options):
   Supported: ``"k_rr"`` (option ``k``), ``"laplace"`` (on [0, 1]),
   ``"rappor"``, ``"local_hash"`` (option ``l``), ``"generic"``.
   """
+  checks.check_choice("mechanism", mechanism,
+                      ("generic", "k_rr", "laplace", "rappor", "local_hash"))
+  checks.check_positive("eps0", eps0)
+  for name in ("k", "l"):
+    if name in options:
+      checks.check_int(name, options[name], min_value=2)
   e = math.exp(eps0)
   if mechanism == "generic":
     beta = (e - 1) / (e + 1)
@@ -61,21 +68,23 @@ def row_delta_unsafe(eps, *, n, mechanism: str, eps0: float, **options):
   Bound: none (below the truth on known counterexamples; a lower bound for
   extremal randomizers such as k-RR).
   """
+  checks.check_int("n", n, min_value=1)
+  checks.check_range("eps", eps, 0.0)
   p, beta, q = row_parameters(mechanism, eps0, **options)
   alpha = beta / (p - 1)
   w = _pairs.window_size(n, 2 * alpha * p / q)
   import jax
   with jax.enable_x64(True):
-    return np.asarray(_pairs.pair_delta(eps, n=n, p=p, beta=beta, q0=q, q1=q,
-                                        width=w, symmetric=True))
+    return np.asarray(_pairs.sym_delta(eps, n, p, beta, q, width=w))
 
 
 def row_epsilon_unsafe(delta, *, n, mechanism: str, eps0: float, **options):
   """Epsilon of a per-randomizer row's pair. NOT an upper bound (module doc)."""
+  checks.check_int("n", n, min_value=1)
+  checks.check_delta(delta)
   p, beta, q = row_parameters(mechanism, eps0, **options)
   alpha = beta / (p - 1)
   w = _pairs.window_size(n, 2 * alpha * p / q)
   import jax
   with jax.enable_x64(True):
-    return np.asarray(_pairs.pair_epsilon(delta, n=n, p=p, beta=beta, q0=q,
-                                          q1=q, width=w, symmetric=True))
+    return np.asarray(_pairs.sym_epsilon(delta, n, p, beta, q, width=w))

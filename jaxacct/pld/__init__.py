@@ -28,7 +28,7 @@ from jaxacct._core.dtype import x64_boundary
 from jaxacct.pld._core import (DEFAULT_TAIL_MASS, PLD, PairPLD, compose,
                                compose_many, delta, delta_both, epsilon,
                                epsilon_both, from_losses, from_pair, truncate)
-from jaxacct.pld.mechanisms import (DEFAULT_STEP, gaussian, laplace,
+from jaxacct.pld.mechanisms import (DEFAULT_STEP, gaussian, laplace, truncate_to_bucket,
                                     poisson_gaussian, poisson_gaussian_pair,
                                     randomized_response)
 
@@ -52,6 +52,9 @@ def default_step(*, sigma, q, num_steps) -> float:
   small-q / large-sigma settings still have ~1000 grid points per standard
   deviation; coarsened if one step would need more than 4e6 points.
   """
+  checks.check_positive("sigma", sigma)
+  checks.check_probability("q", q)
+  checks.check_int("num_steps", num_steps, min_value=1)
   sigma, q, num_steps = float(sigma), float(q), float(num_steps)
   var1 = q * q * math.expm1(min(1.0 / sigma**2, 700.0))
   s = math.sqrt(num_steps * var1)
@@ -70,12 +73,17 @@ def poisson_gaussian_composed(*, sigma, q, num_steps, step=None,
 
   Bound: upper (pessimistic) / lower (optimistic) for each direction.
   """
+  checks.check_int("num_steps", num_steps, min_value=1)
+  checks.check_bool("pessimistic", pessimistic)
+  if step is not None:
+    checks.check_positive("step", step)
   if step is None:
     step = default_step(sigma=sigma, q=q, num_steps=num_steps)
   pair = poisson_gaussian_pair(sigma, q, step=step, pessimistic=pessimistic)
   tail = min(DEFAULT_TAIL_MASS, 1e-16 / int(num_steps))
-  return PairPLD(compose(truncate(pair.remove, tail), int(num_steps)),
-                 compose(truncate(pair.add, tail), int(num_steps)))
+  # power-of-two lengths: a new sigma (new truncated length) compiles nothing new
+  return PairPLD(compose(truncate_to_bucket(pair.remove, tail), int(num_steps)),
+                 compose(truncate_to_bucket(pair.add, tail), int(num_steps)))
 
 
 def _broadcast_loop(fn, **kw):
@@ -110,6 +118,8 @@ def poisson_gaussian_epsilon(*, sigma, q, num_steps, delta, step=None):
   checks.check_probability("q", q)
   checks.check_int("num_steps", num_steps, min_value=1)
   checks.check_delta(delta)
+  if step is not None:
+    checks.check_positive("step", step)
 
   def one(sigma, q, num_steps, delta):
     pair = poisson_gaussian_composed(sigma=sigma, q=q, num_steps=int(num_steps),
@@ -133,6 +143,8 @@ def poisson_gaussian_delta(*, sigma, q, num_steps, epsilon, step=None):
   checks.check_probability("q", q)
   checks.check_int("num_steps", num_steps, min_value=1)
   checks.check_range("epsilon", epsilon)
+  if step is not None:
+    checks.check_positive("step", step)
 
   def one(sigma, q, num_steps, epsilon):
     pair = poisson_gaussian_composed(sigma=sigma, q=q, num_steps=int(num_steps),

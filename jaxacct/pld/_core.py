@@ -110,7 +110,7 @@ class PairPLD(NamedTuple):
 
 def _concrete_bool(x, name):
   if checks.is_concrete(x):
-    return bool(np.asarray(x))
+    return checks.check_bool(name, x)
   raise ValueError(f"{name} must be a concrete bool (not traced).")
 
 
@@ -118,7 +118,7 @@ def _concrete_bool(x, name):
 # construction from atoms
 
 
-def _fast_len(n: int) -> int:
+def fast_len(n: int) -> int:
   """Smallest 2^a or 3*2^a >= n (few distinct shapes -> few compiles)."""
   n = max(int(n), 1)
   p = 1 << (n - 1).bit_length()
@@ -197,6 +197,12 @@ def from_losses(losses, probs, *, step, pessimistic: bool = True,
   checks.check_positive("step", step)
   checks.check_choice("rounding", rounding, ("connect_dots", "ceil"))
   checks.check_probability("inf_mass", inf_mass)
+  checks.check_not_text("losses", losses)
+  checks.check_not_text("probs", probs)
+  if offset is not None:
+    checks.check_int("offset", offset, min_value=-2**62)
+  if size is not None:
+    checks.check_int("size", size, min_value=1)
   pessimistic = _concrete_bool(pessimistic, "pessimistic")
   if offset is None or size is None:
     if not checks.is_concrete((losses, probs, step)):
@@ -216,7 +222,7 @@ def from_losses(losses, probs, *, step, pessimistic: bool = True,
       lo_i = int(math.floor(lv[fin].min() / h))
       hi_i = int(math.floor(lv[fin].max() / h)) + 1
     offset = lo_i if offset is None else int(offset)
-    size = _fast_len(hi_i - offset + 1) if size is None else int(size)
+    size = fast_len(hi_i - offset + 1) if size is None else int(size)
     losses, probs = lv, pv
   size = int(size)
   if size < 1:
@@ -250,6 +256,10 @@ def from_pair(p, q, *, step, pessimistic: bool = True,
 
   Bound: upper (pessimistic) / lower estimate (optimistic).
   """
+  checks.check_not_text("p", p)
+  checks.check_not_text("q", q)
+  checks.check_bool("pessimistic", pessimistic)
+  checks.check_choice("rounding", rounding, ("connect_dots", "ceil"))
   pv = np.asarray(p, np.float64)
   qv = np.asarray(q, np.float64)
   if pv.shape != qv.shape:
@@ -303,9 +313,35 @@ def _window_range(probs_list, step, counts, *, tail_mass):
   return lo, hi
 
 
-def _upper_tail_bound(up, lam, x):
-  """Chernoff bound on P(relative composed loss >= x) (x in loss units)."""
-  return jnp.minimum(jnp.exp(jnp.min(up - lam * x)), 1.0)
+def _log_mgf_rel(probs, step, lams, ref):
+  """log sum_j p_j exp(lam (j - ref) step): the log-MGF shifted by ``lam ref step``.
+
+  ``log M(lam) = lam * ref * step + _log_mgf_rel(...)`` exactly.  With ``ref``
+  the top atom the shifted exponents are <= log p_j for lam >= 0, so the
+  result keeps relative accuracy at large lam, where ``log M(lam)`` itself is
+  ~``lam * ref * step`` (1e9 and more) and its ulp (1e-7) would swamp
+  ``log p_ref`` (issue 20).
+  """
+  j = (jnp.arange(probs.shape[0]) - ref).astype(jnp.float64) * step
+  lp = jnp.where(probs > 0, jnp.log(jnp.where(probs > 0, probs, 1.0)),
+                 -jnp.inf)
+  return jax.vmap(lambda lam: jax.scipy.special.logsumexp(lp + lam * j))(lams)
+
+
+def _top_index(probs):
+  """Index of the last positive entry (0 if none), int64."""
+  idx = jnp.arange(probs.shape[0], dtype=jnp.int64)
+  return jnp.max(jnp.where(probs > 0, idx, 0))
+
+
+def _upper_tail_bound(up_rel, lam, gap):
+  """Chernoff bound on P(relative composed loss >= x).
+
+  ``up_rel`` is the composed log-MGF relative to the top atom index ``J``
+  (see :func:`_log_mgf_rel`) and ``gap = (J - x / step) * step`` (exact
+  from integers), so ``up - lam x = up_rel + lam * gap`` without cancellation.
+  """
+  return jnp.minimum(jnp.exp(jnp.min(up_rel + lam * gap)), 1.0)
 
 
 def _cpow(z, c):
@@ -329,7 +365,7 @@ def _compose_kernel(probs_list, offsets, infs, step, pessimistic, counts, *,
   counts_i = counts
   counts = tuple(jnp.asarray(c, jnp.float64) for c in counts)
   max_idx = sum(c * (p.shape[0] - 1) for p, c in zip(probs_list, counts))
-  lo, _, up, lam = _window(probs_list, counts, step, tail_mass)
+  lo, _, _, lam = _window(probs_list, counts, step, tail_mass)
   lo = jnp.clip(jnp.floor(lo), 0, max_idx)
   m = jnp.clip(jnp.minimum(lo, max_idx + 1 - size), 0, max_idx)
   m = m.astype(jnp.int64)
@@ -340,59 +376,85 @@ def _compose_kernel(probs_list, offsets, infs, step, pessimistic, counts, *,
   # p(s) = tilted(s) * exp(count log M(lam) - lam s h) then has relative
   # accuracy; per grid point we keep the version with the smallest error
   # factor exp(count log M(lam) - lam s h) (1 for the plain FFT).
+  # All log-MGFs are taken relative to each input's top atom index (integer
+  # bookkeeping), so the untilting exponent is
+  #   sum_k c_k R_k(lam) + lam h (J - s),  J = sum_k c_k top_k,
+  # with no cancellation of the large terms lam * L (issue 20: at lam = 1e9
+  # the absolute form lost 2e-7 per factor on discrete PLDs).
   s_idx = m + jnp.arange(size)
-  s_loss = s_idx.astype(jnp.float64) * step
   mean_idx = sum(c * jnp.sum(jnp.arange(p.shape[0]) * p) /
                  jnp.maximum(jnp.sum(p), 1e-300)
                  for p, c in zip(probs_list, counts))
+  tops = tuple(_top_index(p) for p in probs_list)
+  top_j = sum(c * t for t, c in zip(tops, counts_i))  # int64
   top_idx = (m + size - 1).astype(jnp.float64)
   total_count = sum(counts)
   log_fft_err = jnp.log(2.2e-16 * jnp.maximum(total_count, 1.0))
-  top_loss = (m + size).astype(jnp.float64) * step
-  bot_loss = (m - 1).astype(jnp.float64) * step
   mu = lam[::4]
   fr = jnp.asarray(_TILT_FRACTIONS, jnp.float64)
   targets = (mean_idx + fr * jnp.maximum(top_idx - mean_idx, 0.0)) * step
-  lam_t = lam[jnp.argmin(up[None, :] - lam[None, :] * targets[:, None], axis=1)]
+  up_rel = sum(c * _log_mgf_rel(p, step, lam, t)
+               for p, t, c in zip(probs_list, tops, counts))
+  up_abs = up_rel + lam * (top_j.astype(jnp.float64) * step)
+  lam_t = lam[jnp.argmin(up_abs[None, :] - lam[None, :] * targets[:, None],
+                         axis=1)]
   lam_t = jnp.where(fr == 0.0, 0.0, lam_t)  # (T,) tilts, first = plain
   nt = lam_t.shape[0]
   spec = None
-  log_m_tot = jnp.zeros(nt, jnp.float64)
+  log_r_tot = jnp.zeros(nt, jnp.float64)
   up_t = jnp.zeros((nt, mu.shape[0]), jnp.float64)
   dn_t = jnp.zeros((nt, mu.shape[0]), jnp.float64)
-  for p, c in zip(probs_list, counts):
-    log_m = _log_mgf(p, step, lam_t)
-    log_m_tot = log_m_tot + c * log_m
-    up_t = up_t + c * _log_mgf(p, step, (lam_t[:, None] + mu).ravel()
-                               ).reshape(nt, -1)
-    dn_t = dn_t + c * _log_mgf(p, step, (lam_t[:, None] - mu).ravel()
-                               ).reshape(nt, -1)
-    j = jnp.arange(p.shape[0], dtype=jnp.float64) * step
+  for p, t, c in zip(probs_list, tops, counts):
+    log_r = _log_mgf_rel(p, step, lam_t, t)
+    log_r_tot = log_r_tot + c * log_r
+    up_t = up_t + c * _log_mgf_rel(p, step, (lam_t[:, None] + mu).ravel(), t
+                                   ).reshape(nt, -1)
+    dn_t = dn_t + c * _log_mgf_rel(p, step, (lam_t[:, None] - mu).ravel(), t
+                                   ).reshape(nt, -1)
+    j = (jnp.arange(p.shape[0]) - t).astype(jnp.float64) * step
     pt = p[None, :] * jnp.exp(jnp.minimum(
-        lam_t[:, None] * j[None, :] - log_m[:, None], 700.0))
+        lam_t[:, None] * j[None, :] - log_r[:, None], 700.0))
     f = jnp.fft.rfft(jax.vmap(lambda x: _wrap(x, size))(pt), axis=-1)
     f = _cpow(f, c)
     spec = f if spec is None else spec * f
   # (jnp.roll under jit mishandles int64 shifts beyond int32: reduce first)
   shift = jnp.mod(-m, size).astype(jnp.int32)
   yt = jnp.roll(jnp.fft.irfft(spec, size, axis=-1), shift, axis=-1)
-  # Chernoff bounds on the tilted mass outside the window (it aliases in).
-  log_a_hi = jnp.min(up_t - log_m_tot[:, None] - mu[None, :] * top_loss,
-                     axis=1)
+  # Chernoff bounds on the tilted mass outside the window, per grid point:
+  # mass above the window lands (circularly) on point i from s >= m+size+i,
+  # mass below it on point i from s <= m+i-size.  A per-point bound (not one
+  # number per tilt) keeps a steep tilt selectable near the window top when
+  # its own top tail aliases onto the bottom (issue 20: composed RR at the
+  # support edge kept a flatter tilt, 1e-8..1e-5 relative error in the top
+  # atoms).  Integer gaps to the edges, in loss units.
+  gap_hi = (top_j - (m + size)).astype(jnp.float64) * step
+  gap_lo = ((m - size) - top_j).astype(jnp.float64) * step
+  pos = jnp.arange(size, dtype=jnp.float64) * step
+  base_hi = up_t - log_r_tot[:, None]  # (T, M)
+  base_lo = dn_t - log_r_tot[:, None]
+
+  def alias_min(carry, xs):
+    a_hi, a_lo = carry
+    mu_k, bh, bl = xs
+    a_hi = jnp.minimum(a_hi, bh[:, None] + mu_k * (gap_hi - pos)[None, :])
+    a_lo = jnp.minimum(a_lo, bl[:, None] + mu_k * (gap_lo + pos)[None, :])
+    return (a_hi, a_lo), None
+
+  init = jnp.full((nt, size), jnp.inf)
+  (log_a_hi, log_a_lo), _ = jax.lax.scan(
+      alias_min, (init, init), (mu, base_hi.T, base_lo.T))
   log_a_hi = jnp.where(m + size - 1 >= max_idx, -jnp.inf, log_a_hi)
-  log_a_lo = jnp.min(dn_t - log_m_tot[:, None] + mu[None, :] * bot_loss,
-                     axis=1)
   log_a_lo = jnp.where(m <= 0, -jnp.inf, log_a_lo)
   log_alias = jnp.minimum(jnp.logaddexp(log_a_hi, log_a_lo), 0.0)
-  log_err = log_m_tot[:, None] - lam_t[:, None] * s_loss[None, :]
-  crit = log_err + jnp.logaddexp(log_fft_err, log_alias)[:, None]
+  s_gap = (top_j - s_idx).astype(jnp.float64) * step  # exact: integers
+  log_err = log_r_tot[:, None] + lam_t[:, None] * s_gap[None, :]
+  crit = log_err + jnp.logaddexp(log_fft_err, log_alias)
   val = yt * jnp.exp(jnp.minimum(log_err, 50.0))
   pick = jnp.argmin(crit, axis=0)
   best_y = jnp.take_along_axis(val, pick[None, :], axis=0)[0]
   y = jnp.maximum(best_y, 0.0)
-  top = (m + size).astype(jnp.float64) * step
   tail = jnp.where(m + size - 1 >= max_idx, 0.0,
-                   _upper_tail_bound(up, lam, top))
+                   _upper_tail_bound(up_rel, lam, gap_hi))
   log_keep = sum(c * jnp.log1p(-i) for i, c in zip(infs, counts))
   inf = -jnp.expm1(log_keep)
   inf = jnp.where(pessimistic, jnp.minimum(inf + tail, 1.0), inf)
@@ -433,8 +495,12 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
   The composition is therefore also run on exponentially tilted inputs
   ``p_j e^{lam L_j} / M(lam)`` (three tilts, putting the tilted mean at 30%,
   55%, 80% of the way from the mean to the window top) and untilted by
-  ``M(lam)^count e^{-lam L}``; each grid point takes the version whose error
-  factor ``M(lam)^count e^{-lam L}`` is smallest (<= 1).  This is the
+  ``M(lam)^count e^{-lam L}``; each grid point takes the version with the
+  smallest estimated absolute error: the untilting factor times (FFT
+  round-off ``count * 2.2e-16`` + a Chernoff bound on the tilted mass that
+  aliases onto that point from outside the window).  All log-MGFs are kept
+  relative to each input's top atom (integer offsets), so the untilting
+  exponent has no cancellation even at lam ~ 1e9 (issue 20).  This is the
   Esscher-transform trick (cf. saddlepoint methods); 4 FFT passes.
 
   Args:
@@ -461,6 +527,8 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
     checks.check_int("counts", c, min_value=1)
   counts = tuple(int(c) for c in counts)
   checks.check_range("tail_mass", tail_mass, 0.0, 1e-3, lo_open=True)
+  if size is not None:
+    checks.check_int("size", size, min_value=1)
   pess = _check_same_grid(plds)
   step = plds[0].step
   probs_list = tuple(jnp.asarray(p.probs, jnp.float64) for p in plds)
@@ -473,13 +541,13 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
                            tail_mass=float(tail_mass))
     lo = max(0, int(math.floor(float(lo))))
     hi = min(max_idx, int(math.ceil(float(hi))))
-    size = _fast_len(max(hi - lo + 1, 2))
+    size = fast_len(max(hi - lo + 1, 2))
     if size > max_idx + 1:
-      size = _fast_len(max_idx + 1)
+      size = fast_len(max_idx + 1)
   size = int(size)
   # Pad inputs to few distinct lengths (fewer compiles).
   probs_list = tuple(
-      jnp.pad(p, (0, min(_fast_len(p.shape[0]), max(size, p.shape[0]))
+      jnp.pad(p, (0, min(fast_len(p.shape[0]), max(size, p.shape[0]))
                   - p.shape[0])) if p.shape[0] < size else p
       for p in probs_list)
   # Padding zeros changed max_idx; the kernel only uses it as a bound.
@@ -513,6 +581,8 @@ def truncate(pld: PLD, tail_mass: float = DEFAULT_TAIL_MASS) -> PLD:
 
   Bound: as the input.
   """
+  checks.check_range("tail_mass", tail_mass, 0.0, 1.0, lo_open=True,
+                     hi_open=True)
   p = np.asarray(pld.probs, np.float64)
   c = np.cumsum(p)
   r = np.cumsum(p[::-1])[::-1]
@@ -634,8 +704,7 @@ def delta(pld: PLD, epsilon):
   Bound: upper for pessimistic PLDs, lower estimate for optimistic ones.
   """
   if checks.is_concrete(epsilon):
-    if np.any(np.isnan(np.asarray(epsilon, np.float64))):
-      raise ValueError("epsilon must not be NaN.")
+    checks.check_range("epsilon", epsilon, allow_inf=True)
   eps = jnp.asarray(epsilon, jnp.float64)
   return _delta_kernel(jnp.asarray(pld.probs, jnp.float64), pld.offset,
                        pld.step, jnp.asarray(pld.inf_mass, jnp.float64), eps)

@@ -28,10 +28,10 @@ from jax.scipy.special import log_ndtr
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_sub_exp
-from jaxacct.pld._core import PLD, PairPLD, _fast_len, from_losses
+from jaxacct.pld._core import PLD, PairPLD, fast_len, from_losses
 
 __all__ = ["gaussian", "laplace", "poisson_gaussian", "randomized_response",
-           "poisson_gaussian_pair", "DEFAULT_STEP"]
+           "poisson_gaussian_pair", "truncate_to_bucket", "DEFAULT_STEP"]
 
 DEFAULT_STEP = 1e-4
 _DEFAULT_TAIL = 1e-20
@@ -48,6 +48,7 @@ def _log_ndtr_diff(a, b):
 def _tail_z(tail_mass):
   """z with Phi(-z) <= tail_mass (slightly conservative)."""
   from scipy.special import ndtri
+  checks.check_range("tail_mass", tail_mass, 0.0, 0.5, lo_open=True)
   return float(-ndtri(tail_mass)) + 0.05
 
 
@@ -117,12 +118,13 @@ def gaussian(sigma, *, step=DEFAULT_STEP, pessimistic: bool = True,
   checks.check_positive("sigma", sigma)
   checks.check_positive("step", step)
   checks.check_positive("sensitivity", sensitivity)
+  checks.check_bool("pessimistic", pessimistic)
   sig = float(sigma) / float(sensitivity)
   mu, s = 0.5 / sig**2, 1.0 / sig
   z = _tail_z(tail_mass)
   lo_idx = int(math.floor((mu - z * s) / step))
   hi_idx = int(math.ceil((mu + z * s) / step))
-  size = _fast_len(hi_idx - lo_idx + 1)  # bucketed: fewer compiles
+  size = fast_len(hi_idx - lo_idx + 1)  # bucketed: fewer compiles
   probs, inf = _gaussian_kernel(jnp.asarray(sig, jnp.float64), lo_idx,
                                 float(step), jnp.asarray(bool(pessimistic)),
                                 size=size)
@@ -181,6 +183,7 @@ def laplace(scale, *, step=DEFAULT_STEP, pessimistic: bool = True,
   checks.check_positive("scale", scale)
   checks.check_positive("step", step)
   checks.check_positive("sensitivity", sensitivity)
+  checks.check_bool("pessimistic", pessimistic)
   b = float(scale) / float(sensitivity)
   lo_idx = int(math.floor(-1.0 / b / step))
   hi_idx = int(math.floor(1.0 / b / step)) + 1
@@ -266,6 +269,8 @@ def poisson_gaussian(sigma, q, *, direction: str = "remove",
   checks.check_probability("q", q)
   checks.check_positive("step", step)
   checks.check_choice("direction", direction, ("remove", "add"))
+  checks.check_bool("pessimistic", pessimistic)
+  _tail_z(tail_mass)
   sigma, q, step = float(sigma), float(q), float(step)
   if q == 0.0:
     return PLD(jnp.ones(1, jnp.float64), 0, step,
@@ -282,7 +287,7 @@ def poisson_gaussian(sigma, q, *, direction: str = "remove",
   else:
     lo_idx = int(math.floor(-l_top / step))
     hi_idx = int(math.floor(-l_bot / step)) + 1
-  size = _fast_len(max(hi_idx - lo_idx + 1, 2))  # bucketed: fewer compiles
+  size = fast_len(max(hi_idx - lo_idx + 1, 2))  # bucketed: fewer compiles
   probs, inf = _poisson_kernel(jnp.asarray(sigma, jnp.float64),
                                jnp.asarray(q, jnp.float64), lo_idx, step,
                                jnp.asarray(bool(pessimistic)), size=size,
@@ -322,10 +327,49 @@ def randomized_response(eps0, *, delta0=0.0, step=None,
   """
   checks.check_positive("eps0", eps0)
   checks.check_range("delta0", delta0, 0.0, 1.0, hi_open=True)
+  checks.check_bool("pessimistic", pessimistic)
+  if step is not None:
+    checks.check_positive("step", step)
   eps0 = float(eps0)
   step = eps0 if step is None else float(step)
-  checks.check_positive("step", step)
   p_hi = (1.0 - delta0) / (1.0 + math.exp(-eps0))
   p_lo = (1.0 - delta0) / (1.0 + math.exp(eps0))
   return from_losses(np.array([eps0, -eps0]), np.array([p_hi, p_lo]),
                      step=step, pessimistic=pessimistic, inf_mass=delta0)
+
+
+@x64_boundary
+def truncate_to_bucket(pld: PLD, tail_mass: float) -> PLD:
+  """:func:`jaxacct.pld.truncate` done on the host, padded to a power of two.
+
+  Same rule as ``truncate`` (pessimistic: mass below the kept range moves up
+  to its first point, mass above goes to ``inf_mass``; optimistic: the lower
+  tail is dropped, the upper one moved down to the last point), then the
+  kept P-masses are zero-padded (no mass) to a power-of-two length before
+  they go to the device once. The compiled kernels that take the PLD
+  (window, composition, queries) then see one of few shapes, and a new sigma
+  (a new grid length) compiles nothing new.
+
+  Bound: as the input.
+  """
+  checks.check_range("tail_mass", tail_mass, 0.0, 1.0, lo_open=True, hi_open=True)
+  p = np.asarray(pld.probs, np.float64)
+  c = np.cumsum(p)
+  r = np.cumsum(p[::-1])[::-1]
+  lo = int(np.searchsorted(c, tail_mass, side="right"))
+  hi_candidates = np.nonzero(r > tail_mass)[0]
+  hi = int(hi_candidates[-1]) if hi_candidates.size else len(p) - 1
+  lo = min(lo, hi)
+  below = float(c[lo - 1]) if lo > 0 else 0.0
+  above = float(r[hi + 1]) if hi + 1 < len(p) else 0.0
+  kept = p[lo:hi + 1].copy()
+  inf = float(np.asarray(pld.inf_mass))
+  if pld.pessimistic:
+    kept[0] += below
+    inf += above
+  else:
+    kept[-1] += above
+  size = 1 << max(kept.size - 1, 0).bit_length()
+  kept = np.concatenate([kept, np.zeros(size - kept.size)])
+  return PLD(jnp.asarray(kept), int(pld.offset) + lo, pld.step,
+             jnp.asarray(inf, jnp.float64), pld.pessimistic)

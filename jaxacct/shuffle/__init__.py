@@ -38,7 +38,9 @@ Returns :class:`jaxacct._core.results.EpsilonResult` / ``DeltaResult`` with
 ``method`` (which bound won), ``bound`` (``"exact"``, ``"upper"``,
 ``"lower"``) and ``details`` (every value computed, with its bound type; a
 bound that could not be computed is listed as ``(nan, "failed: <error>")`` --
-never dropped silently -- and is never picked).
+never dropped silently -- and is never picked).  ``bound="lower_generic"``
+(key ``generic_worst_case_lower``) is a lower bound on generic theorems for
+the declared class, not on the user's randomizer (see :func:`epsilon`).
 """
 
 from __future__ import annotations
@@ -111,6 +113,38 @@ def _parse_randomizer(randomizer):
                    f"('k_rr', k); got {randomizer!r}.")
 
 
+def _rr2_key(kind):
+  """details key of the FMT'21 App. G binary-RR value (issue 20.4).
+
+  For ``binary_rr`` it is a lower bound on the declared mechanism
+  (``"rr2_lower"``, bound ``"lower"``).  For ``generic``/``blanket`` it is
+  only a lower bound on what any theorem valid for the whole class can
+  certify (binary RR belongs to both classes), NOT on the user's randomizer,
+  whose true delta can be smaller (3-RR at n = 4, e^eps0 = 2: 0.1260 < 0.1338):
+  ``"generic_worst_case_lower"``, bound ``"lower_generic"``.  For ``k_rr``
+  it is left out (``krr_lower`` is the lower bound there).
+  """
+  return "rr2_lower" if kind == "binary_rr" else "generic_worst_case_lower"
+
+
+# Every name ``method`` may take (``details`` keys; which ones exist depends on
+# the randomizer and rounds, checked again when picking).
+_METHOD_NAMES = (
+    "best", "clone", "clone_closed_form", "rr2_lower",
+    "generic_worst_case_lower", "stronger_clone", "krr_closed_form",
+    "krr_lower", "krr_thm41", "exact", "binary_rr_lower", "chen_exact",
+    "girgis_thm1", "clone_rdp", "stronger_clone_rdp", "pld_exact_pairs",
+    "pld_clone", "pld_stronger_clone", "pld", "trivial")
+
+
+def _check_front(n, eps0, rounds, method, step):
+  checks.check_int("n", n, min_value=1)
+  checks.check_positive("eps0", eps0)
+  checks.check_int("rounds", rounds, min_value=1)
+  checks.check_choice("method", method, _METHOD_NAMES)
+  checks.check_positive("step", step)
+
+
 def _scalar(x):
   return float(np.asarray(x))
 
@@ -125,6 +159,8 @@ def dominating_pairs(*, n: int, eps0: float, randomizer="generic"):
   every dataset (both directions), else the stronger-clone pair.
   Cut mass is carried by +inf-loss atoms (see ``exact.pair_pmfs``).
   """
+  checks.check_int("n", n, min_value=1)
+  checks.check_positive("eps0", eps0)
   kind, _ = _parse_randomizer(randomizer)
   p = math.exp(eps0)
   beta = (p - 1.0) / (p + 1.0)
@@ -171,8 +207,8 @@ def _single_round(kind, k, n, eps0, delta_):
   res["clone"] = (_scalar(clone_epsilon(delta_, n=n, eps0=eps0)), "upper")
   res["clone_closed_form"] = (
       _scalar(clone_epsilon_closed_form(delta_, n=n, eps0=eps0)), "upper")
-  res["rr2_lower"] = (_scalar(rr2_lower_epsilon(delta_, n=n, eps0=eps0)),
-                      "lower" if kind == "binary_rr" else "lower_generic")
+  res[_rr2_key(kind)] = (_scalar(rr2_lower_epsilon(delta_, n=n, eps0=eps0)),
+                         "lower" if kind == "binary_rr" else "lower_generic")
   if kind in ("blanket", "binary_rr", "k_rr"):
     res["stronger_clone"] = (
         _scalar(stronger_clone_epsilon(delta_, n=n, eps0=eps0)), "upper")
@@ -181,7 +217,7 @@ def _single_round(kind, k, n, eps0, delta_):
         _scalar(krr_epsilon_closed_form(delta_, n=n, eps0=eps0, k=k)), "upper")
     res["krr_lower"] = (
         _scalar(krr_lower_epsilon(delta_, n=n, eps0=eps0, k=k)), "lower")
-    del res["rr2_lower"]
+    del res[_rr2_key(kind)]
     wm, wz = _krr41_widths(n, eps0, k)
     if wm * wz <= _MAX_THM41_CELLS:
       res["krr_thm41"] = (
@@ -282,15 +318,19 @@ def epsilon(*, n, eps0, delta, rounds: int = 1, randomizer="generic",
 
   Returns:
     ``EpsilonResult(epsilon, delta, method, bound, details={name: (eps,
-    bound)})``. ``bound="lower_generic"`` in details marks the App. G value:
-    a lower bound on any generic theorem, not on the declared randomizer.
+    bound)})``. ``details["generic_worst_case_lower"]`` (bound
+    ``"lower_generic"``; randomizer ``"generic"`` or ``"blanket"``) is the
+    FMT'21 App. G binary-RR value: a lower bound on what ANY theorem valid
+    for the whole declared class can certify, NOT a lower bound on the
+    user's randomizer (whose true value can be smaller).  For
+    ``"binary_rr"`` the same value is ``details["rr2_lower"]`` (bound
+    ``"lower"``: a lower bound on binary RR itself); for ``("k_rr", k)`` it
+    is left out (``krr_lower`` is the k-RR lower bound).
 
   Bound: as ``bound`` says (exact/upper/lower).
   """
-  checks.check_int("n", n, min_value=1)
-  checks.check_positive("eps0", eps0)
+  _check_front(n, eps0, rounds, method, step)
   checks.check_delta(delta)
-  checks.check_int("rounds", rounds, min_value=1)
   kind, k = _parse_randomizer(randomizer)
   n, eps0, delta_, rounds = int(n), float(eps0), float(delta), int(rounds)
   if rounds == 1:
@@ -308,29 +348,28 @@ def delta(*, n, eps0, epsilon, rounds: int = 1, randomizer="generic",
           method: str = "best", step: float = 1e-4) -> DeltaResult:
   r"""Central replacement delta(eps) of shuffling n eps0-LDP reports, T rounds.
 
-  Counterpart of :func:`epsilon` (same declared-randomizer rules).
+  Counterpart of :func:`epsilon` (same declared-randomizer rules and the
+  same ``details`` keys, e.g. ``generic_worst_case_lower``).
 
   Returns:
     ``DeltaResult(delta, epsilon, method, bound, details)``.
   """
-  checks.check_int("n", n, min_value=1)
-  checks.check_positive("eps0", eps0)
+  _check_front(n, eps0, rounds, method, step)
   checks.check_range("epsilon", epsilon, 0.0)
-  checks.check_int("rounds", rounds, min_value=1)
   kind, k = _parse_randomizer(randomizer)
   n, eps0, eps, rounds = int(n), float(eps0), float(epsilon), int(rounds)
   res = {}
   if rounds == 1:
     res["clone"] = (_scalar(clone_delta(eps, n=n, eps0=eps0)), "upper")
-    res["rr2_lower"] = (_scalar(rr2_lower_delta(eps, n=n, eps0=eps0)),
-                        "lower" if kind == "binary_rr" else "lower_generic")
+    res[_rr2_key(kind)] = (_scalar(rr2_lower_delta(eps, n=n, eps0=eps0)),
+                           "lower" if kind == "binary_rr" else "lower_generic")
     if kind in ("blanket", "binary_rr", "k_rr"):
       res["stronger_clone"] = (_scalar(stronger_clone_delta(eps, n=n, eps0=eps0)),
                                "upper")
     if kind == "k_rr":
       res["krr_lower"] = (_scalar(krr_lower_delta(eps, n=n, eps0=eps0, k=k)),
                           "lower")
-      del res["rr2_lower"]
+      del res[_rr2_key(kind)]
       wm, wz = _krr41_widths(n, eps0, k)
       if wm * wz <= _MAX_THM41_CELLS:
         res["krr_thm41"] = (_scalar(krr_thm41_delta(eps, n=n, eps0=eps0, k=k)),

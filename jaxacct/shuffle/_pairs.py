@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import betainc, gammaln
 
-from jaxacct._core.calibrate import bisect
+from jaxacct._core.solve import bisect
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.logmath import log_binom_pmf
 
@@ -207,7 +207,7 @@ def bracket_decreasing(fn, lo, hi, f_lo, f_hi, *, num_iters: int,
                        illinois: bool = True):
   """Root bracket of a non-increasing ``fn`` with ``fn(hi) <= 0`` known.
 
-  Like ``jaxacct._core.calibrate.bisect`` (Illinois steps, every third a
+  Like ``jaxacct._core.solve.bisect`` (Illinois steps, every third a
   halving) but ``fn`` is evaluated only inside the loop (the end values are
   supplied: ``f_lo`` any value >= fn(lo) is fine, it only steers the secant),
   so the compiled graph holds one copy of ``fn``. Returns ``(b, a)``: ``b``
@@ -282,7 +282,7 @@ def pair_epsilon(delta, *, n, p, beta, q0, q1, width: int,
                  method: str = "illinois"):
   """Upper end of the bisection bracket of eps(delta) for the pair.
 
-  Illinois bracketing (``jaxacct._core.calibrate.bisect``, every third step a
+  Illinois bracketing (``jaxacct._core.solve.bisect``, every third step a
   halving) on ``[0, ln p]`` (``delta(ln p) = 0``), keeping the feasible
   (upper) end; 40 steps guarantee at least 13 halvings and in practice reach
   the float64 resolution (checked against 60 plain halvings).
@@ -338,8 +338,13 @@ def rdp_widths(n, total, rho, max_order, log_p, z: float = _Z):
   cmax = min(n, float(np.max(np.asarray(n) * np.asarray(total))) + wc)
   lp = float(np.max(log_p))
   h = math.sqrt(max(cmax, 1.0) * (float(max_order) * lp + 60.0) / 2.0) + 2.0
-  wa = int(min(cmax + 1.0, 2.0 * h + 4.0))
-  return wc, max(wa, 2)
+  wa = max(int(min(cmax + 1.0, 2.0 * h + 4.0)), 2)
+  # same buckets as ``window_size`` (one compiled kernel serves nearby
+  # settings; a longer a-window only moves mass from the added tail bound
+  # into the exact sum)
+  k = 2.0 ** math.floor(math.log2(wa))
+  wa = int(k if wa <= k else (1.5 * k if wa <= 1.5 * k else 2.0 * k))
+  return wc, wa
 
 
 def _pair_rdp_one(order, n, p, alpha, r0, r1, lam, s, wc, wa):
@@ -382,6 +387,7 @@ def _pair_rdp_one(order, n, p, alpha, r0, r1, lam, s, wc, wa):
   return jnp.logaddexp(kept, ltail) / (order - 1.0)
 
 
+@functools.partial(jax.jit, static_argnames=("wc", "wa", "symmetric"))
 def pair_rdp(orders, *, n, p, beta, q0, q1, wc: int, wa: int,
              symmetric: bool = False):
   r"""Renyi divergence of the pair, max of both directions, real orders > 1.

@@ -63,7 +63,7 @@ is unsound: at delta = 0 it returns ~0 for every eps; digest Sec. 1.3):
 
 * :func:`paper_lemma1_rdp`, :func:`paper_approach_rdp` (Approaches 1 and 2 of
   Table 1), :func:`paper_table2_epsilon` (Table 2 pipeline incl. the Thm 1
-  baseline). Their results carry ``bound="unsound (paper as printed)"``.
+  baseline). Their results carry ``bound="estimate"`` (not a valid bound).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ from jax import lax
 from jax.scipy.special import gammaln, xlog1py, xlogy
 
 from jaxacct._core import checks
-from jaxacct._core.conversion import _rdp_to_epsilon
+from jaxacct._core.conversion import rdp_to_epsilon_kernel as _rdp_to_epsilon
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import (log_binom, log_binom_pmf,
                                    log_expm1, logsumexp)
@@ -101,7 +101,7 @@ __all__ = [
 DEFAULT_CHECK_IN_ORDERS = np.arange(2, 257, dtype=np.float64)
 DEFAULT_CHECK_IN_ORDERS.setflags(write=False)
 
-UNSOUND = "unsound (paper as printed)"
+UNSOUND = "estimate"  # not a valid bound: the paper as printed (method says so)
 
 _LOG2 = math.log(2.0)
 _LOG4 = math.log(4.0)
@@ -891,10 +891,15 @@ def check_in_first_cut_dp(*, n, p, eps0, delta0, delta, l, variant: str = "deriv
 # eager front doors (certified)
 # --------------------------------------------------------------------------
 
-def _compose_convert(orders, rdp, rounds, delta, conversion, name, bound):
+def _check_front(rounds, delta, conversion):
+  """Front-door checks, before any RDP is computed."""
   checks.check_int("rounds", rounds, min_value=1)
   checks.check_delta(delta)
-  checks.check_choice("conversion", conversion, ("tight", "classic"))
+  checks.check_choice("conversion", conversion, checks.CONVERSIONS)
+
+
+def _compose_convert(orders, rdp, rounds, delta, conversion, name, bound):
+  _check_front(rounds, delta, conversion)
   r = jnp.asarray(rounds, jnp.float64)[..., None]
   eps, order = _rdp_to_epsilon(jnp.asarray(orders, jnp.float64), rdp * r,
                                jnp.asarray(delta, jnp.float64), conversion)
@@ -916,6 +921,7 @@ def check_in_epsilon(*, n, p, eps0, delta, rounds=1, orders=None,
 
   Returns: ``EpsilonResult(method="check_in_ldp_rdp", bound="upper", order=...)``.
   """
+  _check_front(rounds, delta, conversion)
   orders = DEFAULT_CHECK_IN_ORDERS if orders is None else orders
   rdp = check_in_ldp_rdp(orders, n=n, p=p, eps0=eps0)
   return _compose_convert(orders, rdp, rounds, delta, conversion, "check_in_ldp_rdp", "upper")
@@ -934,6 +940,9 @@ def check_in_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=None,
   (no RDP accountant can certify a smaller epsilon with this conversion).
   """
   checks.check_choice("bound", bound, ("upper", "lower"))
+  _check_front(rounds, delta, conversion)
+  if num_terms is not None:
+    checks.check_int("num_terms", num_terms, min_value=1, max_value=2**20)
   orders = DEFAULT_CHECK_IN_ORDERS if orders is None else orders
   if bound == "upper":
     rdp = check_in_gaussian_rdp(orders, n=n, p=p, sigma=sigma)
@@ -941,7 +950,7 @@ def check_in_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=None,
                             "check_in_gaussian_rdp", "upper")
   rdp = check_in_gaussian_rdp_lower(orders, n=n, p=p, sigma=sigma, num_terms=num_terms)
   return _compose_convert(orders, rdp, rounds, delta, conversion,
-                          "check_in_gaussian_rdp_lower", "rdp-lower")
+                          "check_in_gaussian_rdp_lower", "estimate")
 
 
 @x64_boundary
@@ -949,6 +958,7 @@ def check_in_secagg_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=Non
                                      conversion: str = "tight",
                                      num_terms=None) -> EpsilonResult:
   """Epsilon at ``delta`` of distributed check-in with secure aggregation (Thm 4, upper)."""
+  _check_front(rounds, delta, conversion)
   orders = DEFAULT_CHECK_IN_ORDERS if orders is None else orders
   rdp = check_in_secagg_gaussian_rdp(orders, n=n, p=p, sigma=sigma, num_terms=num_terms)
   return _compose_convert(orders, rdp, rounds, delta, conversion,
@@ -958,12 +968,13 @@ def check_in_secagg_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=Non
 @x64_boundary
 def shuffle_gaussian_epsilon_lower(*, n, sigma, delta, rounds=1, orders=None,
                                    conversion: str = "tight") -> EpsilonResult:
-  """Conversion of the Eq. 8 lower RDP curve (``bound="rdp-lower"``, see
+  """Conversion of the Eq. 8 lower RDP curve (``bound="estimate"``: a converted lower RDP curve is no bound on epsilon, see
   :func:`check_in_gaussian_epsilon`); reproduces ``shuffgauss.ShuffGaussRDPtoDP``."""
+  _check_front(rounds, delta, conversion)
   orders = DEFAULT_CHECK_IN_ORDERS if orders is None else orders
   rdp = shuffle_gaussian_rdp_lower(orders, n=n, sigma=sigma)
   return _compose_convert(orders, rdp, rounds, delta, conversion,
-                          "shuffle_gaussian_rdp_lower", "rdp-lower")
+                          "shuffle_gaussian_rdp_lower", "estimate")
 
 
 @x64_boundary
@@ -1061,6 +1072,9 @@ def _lemma1_impl(lam, eps, delta):
   return jnp.maximum(eps + best / (lam - 1.0), 0.0)
 
 
+_lemma1_jit = jax.jit(_lemma1_impl)
+
+
 def paper_lemma1_rdp(orders, *, eps, delta):
   r"""Liew et al.'s Lemma 1 (Eq. 2) DP->RDP map AS PRINTED -- UNSOUND, reproduction only.
 
@@ -1080,7 +1094,7 @@ def paper_lemma1_rdp(orders, *, eps, delta):
   with jax.enable_x64(True):
     e = jnp.asarray(eps, jnp.float64)[..., None]
     d = jnp.asarray(delta, jnp.float64)[..., None]
-    return jax.jit(_lemma1_impl)(jnp.asarray(arr), e, d)
+    return _lemma1_jit(jnp.asarray(arr), e, d)
 
 
 @functools.partial(jax.jit, static_argnames=("orders", "approach", "num_terms"))
@@ -1148,7 +1162,7 @@ def paper_table2_epsilon(*, method: str, n, p, eps0, delta0, delta, rounds=100,
   epsilon subject to delta_tot <= delta (Remark 1; the paper's rule is not
   stated). Scalars only.
 
-  Returns: ``EpsilonResult(bound="unsound (paper as printed)")``.
+  Returns: ``EpsilonResult(bound="estimate")`` (the paper as printed; not a valid bound).
   """
   checks.check_choice("method", method, ("baseline", "approach1", "approach2"))
   checks.check_int("rounds", rounds, min_value=1)

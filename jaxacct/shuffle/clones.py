@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.calibrate import bisect
+from jaxacct._core.solve import bisect
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct.shuffle import _pairs
 
@@ -55,7 +55,13 @@ def _check_common(n, eps0):
   checks.check_positive("eps0", eps0)
 
 
+def _check_max_n(max_n):
+  if max_n is not None:
+    checks.check_int("max_n", max_n, min_value=1)
+
+
 def _clone_width(n, eps0, max_n, delta=None):
+  _check_max_n(max_n)
   if max_n is None and checks.is_concrete((n, eps0)):
     return _pairs.fast_width(n, np.exp(-np.asarray(eps0, np.float64)), delta)
   if max_n is None:
@@ -63,11 +69,13 @@ def _clone_width(n, eps0, max_n, delta=None):
   return _pairs.fast_width(max_n, 0.5, None)
 
 
+@functools.partial(jax.jit, static_argnames=("width",))
 def _clone_delta_jit(eps, n, eps0, *, width):
   p, beta, q = clone_pair_params(jnp.asarray(eps0, jnp.float64))
   return _pairs.sym_delta_fast(eps, n, p, beta, q, width=width)
 
 
+@functools.partial(jax.jit, static_argnames=("width",))
 def _clone_epsilon_jit(delta, n, eps0, *, width):
   p, beta, q = clone_pair_params(jnp.asarray(eps0, jnp.float64))
   return _pairs.sym_epsilon_fast(delta, n, p, beta, q, width=width)
@@ -156,6 +164,9 @@ def _closed_form(delta, n, eps0):
   return jnp.where(valid, jnp.minimum(eps, eps0), eps0)
 
 
+_closed_form_jit = jax.jit(_closed_form)
+
+
 def clone_epsilon_closed_form(delta, *, n, eps0):
   r"""Closed-form replacement epsilon of shuffling (FMT'21 Thm 3.1, Eq. (1)).
 
@@ -174,7 +185,7 @@ def clone_epsilon_closed_form(delta, *, n, eps0):
   if checks.is_concrete((delta, n, eps0)):
     _check_common(n, eps0)
     checks.check_delta(delta)
-    return x64_boundary(jax.jit(_closed_form))(delta, n, eps0)
+    return x64_boundary(_closed_form_jit)(delta, n, eps0)
   require_x64("clone_epsilon_closed_form")
   return _closed_form(delta, n, eps0)
 
@@ -198,6 +209,7 @@ def clone_epsilon_approx_ldp(delta, *, n, eps0, delta0, num_refine: int = 3):
   _check_common(n, eps0)
   checks.check_delta(delta)
   checks.check_range("delta0", delta0, 0.0, 1.0)
+  checks.check_int("num_refine", num_refine, min_value=0)
   kk = (1.0 + np.exp(-eps0) / 2.0) * n * delta0
   d = delta - (np.exp(eps0) + 1.0) * kk
   if d <= 0:
@@ -223,6 +235,9 @@ def _krr_cf(delta, n, eps0, k):
   return jnp.where(valid, jnp.minimum(eps, eps0), eps0)
 
 
+_krr_cf_jit = jax.jit(_krr_cf)
+
+
 def krr_epsilon_closed_form(delta, *, n, eps0, k):
   r"""Closed-form replacement epsilon of shuffled k-ary RR (FMT'21 Cor 4.2, Eq. (11)).
 
@@ -242,7 +257,7 @@ def krr_epsilon_closed_form(delta, *, n, eps0, k):
     _check_common(n, eps0)
     checks.check_delta(delta)
     checks.check_int("k", k, min_value=2)
-    return x64_boundary(jax.jit(_krr_cf))(delta, n, eps0, k)
+    return x64_boundary(_krr_cf_jit)(delta, n, eps0, k)
   require_x64("krr_epsilon_closed_form")
   return _krr_cf(delta, n, eps0, k)
 
@@ -274,6 +289,7 @@ def _rr2_delta_scalar(eps, n, eps0, width):
 
 
 def _rr2_width(n, eps0, max_n=None):
+  _check_max_n(max_n)
   if max_n is not None:
     return _pairs.window_size(max_n, 0.5)
   if checks.is_concrete((n, eps0)):
@@ -372,8 +388,8 @@ def clone_rdp(orders, *, n, eps0):
   beta = (p - 1.0) / (p + 1.0)
   q = 2.0 * p * p / (p + 1.0)
   wc, wa = _pairs.rdp_widths(n, np.exp(-eps0), 0.5, orders_np.max(), eps0)
-  f = jax.jit(functools.partial(_pairs.pair_rdp, wc=wc, wa=wa, symmetric=True))
-  return f(orders_np, n=float(n), p=p, beta=beta, q0=q, q1=q)
+  return _pairs.pair_rdp(orders_np, n=float(n), p=p, beta=beta, q0=q, q1=q,
+                         wc=wc, wa=wa, symmetric=True)
 
 
 # ---------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from scipy import special as sps
 from scipy import stats
 
 from jaxacct._core import checks
-from jaxacct._core.calibrate import bisect
+from jaxacct._core.solve import bisect
 from jaxacct._core.dtype import x64_boundary
 
 __all__ = ["binary_rr_pmfs", "binary_rr_table", "binary_rr_delta",
@@ -59,6 +59,9 @@ def binary_rr_pmfs(n: int, eps0: float, m: int):
 
   Returns two float64 numpy arrays of length ``n + 1``.
   """
+  checks.check_int("n", n, min_value=1)
+  checks.check_positive("eps0", eps0)
+  checks.check_int("m", m, min_value=0, max_value=int(n) - 1)
   pi = 1.0 / (math.exp(eps0) + 1.0)
   z = np.convolve(_binom_pmf(m, 1.0 - pi), _binom_pmf(n - 1 - m, pi))
   zs = np.concatenate([[0.0], z])
@@ -98,9 +101,11 @@ def _table_epsilon(p, q, delta, eps0, *, lower=False):
   return jax.vmap(one)(d.reshape(-1)).reshape(d.shape)
 
 
-def _check_binary(n, eps0, max_n=MAX_EXACT_BINARY_N):
+def _check_binary(n, eps0, max_n=MAX_EXACT_BINARY_N, ms=None):
   checks.check_int("n", n, min_value=1, max_value=max_n)
   checks.check_positive("eps0", eps0)
+  if ms is not None:
+    checks.check_int("ms", list(ms), min_value=0, max_value=int(n) - 1)
 
 
 @x64_boundary
@@ -121,7 +126,7 @@ def binary_rr_delta(eps, *, n: int, eps0: float, ms=None):
 
   Bound: exact (``ms=None``), lower otherwise.
   """
-  _check_binary(n, eps0, MAX_EXACT_BINARY_N if ms is None else np.inf)
+  _check_binary(n, eps0, MAX_EXACT_BINARY_N if ms is None else np.inf, ms)
   checks.check_range("eps", eps, 0.0)
   p, q = binary_rr_table(int(n), float(eps0), ms)
   return _table_delta(jnp.asarray(p), jnp.asarray(q), eps)
@@ -140,8 +145,9 @@ def binary_rr_epsilon(delta, *, n: int, eps0: float, ms=None,
   Bound: exact to the bracket width ``eps0 2^-64`` (``ms=None``); lower when
   ``ms`` is given and ``lower=True``.
   """
-  _check_binary(n, eps0, MAX_EXACT_BINARY_N if ms is None else np.inf)
+  _check_binary(n, eps0, MAX_EXACT_BINARY_N if ms is None else np.inf, ms)
   checks.check_delta(delta)
+  checks.check_bool("lower", lower)
   p, q = binary_rr_table(int(n), float(eps0), ms)
   return _table_epsilon(jnp.asarray(p), jnp.asarray(q), delta, float(eps0),
                         lower=lower)
@@ -170,6 +176,13 @@ def _histogram_dist(rows, exact: bool):
   return dist
 
 
+def _check_enum_args(matrix, eps, exact):
+  checks.check_not_text("matrix", matrix)
+  checks.check_bool("exact", exact)
+  if not (isinstance(eps, tuple) and len(eps) == 2 and eps[0] == "exp"):
+    checks.check_range("eps", eps)
+
+
 def enumerate_delta(matrix, x0: int, x1: int, others: Sequence[int], eps,
                     *, exact: bool = False):
   r"""Brute-force replacement delta of the shuffled outputs on one dataset pair.
@@ -186,6 +199,10 @@ def enumerate_delta(matrix, x0: int, x1: int, others: Sequence[int], eps,
 
   Returns: float (or Fraction). Bound: exact (the test oracle).
   """
+  _check_enum_args(matrix, eps, exact)
+  checks.check_int("x0", x0, min_value=0, max_value=len(matrix) - 1)
+  checks.check_int("x1", x1, min_value=0, max_value=len(matrix) - 1)
+  checks.check_int("others", list(others), min_value=0, max_value=len(matrix) - 1)
   rows0 = [matrix[x0]] + [matrix[x] for x in others]
   rows1 = [matrix[x1]] + [matrix[x] for x in others]
   d0 = _histogram_dist(rows0, exact)
@@ -208,6 +225,11 @@ def worst_case_delta(matrix, n: int, eps, *, exact: bool = False,
   multisets of the other ``n-1`` inputs of ``enumerate_delta``.
   Returns ``(delta, (x0, x1, others))``. Bound: exact (test oracle).
   """
+  _check_enum_args(matrix, eps, exact)
+  checks.check_int("n", n, min_value=1)
+  if pairs is not None:
+    checks.check_int("pairs", [list(pr) for pr in pairs], min_value=0,
+                     max_value=len(matrix) - 1)
   k_in = len(matrix)
   if pairs is None:
     pairs = [(a, b) for a in range(k_in) for b in range(k_in) if a != b]
@@ -242,6 +264,12 @@ def pair_pmfs(n: int, p: float, beta: float, q0: float, q1: float,
   Returns:
     ``(P, Q)``: 1-D float64 numpy arrays of equal length.
   """
+  checks.check_int("n", n, min_value=1)
+  checks.check_range("p", p, 1.0, np.inf, lo_open=True)
+  checks.check_positive("beta", beta)
+  checks.check_range("q0", q0, 1.0)
+  checks.check_range("q1", q1, 1.0)
+  checks.check_positive("z", z)
   n = int(n)
   alpha = beta / (p - 1.0)
   r0, r1 = alpha * p / q0, alpha * p / q1

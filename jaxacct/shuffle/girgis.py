@@ -44,7 +44,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from jaxacct._core import checks
-from jaxacct._core.conversion import _rdp_to_epsilon
+from jaxacct._core.conversion import rdp_to_epsilon_kernel as _rdp_to_epsilon
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.orders import DEFAULT_INTEGER_ORDERS, DEFAULT_ORDERS
@@ -154,6 +154,7 @@ def girgis_thm1_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0, gamma_c=0.5):
   NaN for invalid traced lanes.
   """
   o = _int_orders(orders)
+  checks.check_not_text("gamma_c", gamma_c)
   gc = tuple(float(g) for g in np.atleast_1d(gamma_c))
   for g in gc:
     checks.check_range("gamma_c", g, 0.0, 1.0, lo_open=True, hi_open=True)
@@ -307,6 +308,7 @@ def girgis_lower_rdp(orders=DEFAULT_ORDERS, *, n, eps0, num: int = 256,
   """
   o = checks.check_orders(orders)
   checks.check_int("num", num, min_value=16)
+  checks.check_int("batch_size", batch_size, min_value=1)
   return _dispatch(_k_lower, "girgis_lower_rdp", o, n, eps0, num=int(num),
                    batch_size=int(batch_size))
 
@@ -367,6 +369,8 @@ def girgis_mixture_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0, num: int = 256
   """
   o = _int_orders(orders)
   checks.check_int("num", num, min_value=16)
+  checks.check_int("batch_size", batch_size, min_value=1)
+  checks.check_bool("paper_caps", paper_caps)
   return _dispatch(_k_mixture, "girgis_mixture_rdp", o, n, eps0, num=int(num),
                    paper_caps=bool(paper_caps), batch_size=int(batch_size))
 
@@ -461,11 +465,12 @@ def girgis_epsilon(*, n, eps0, delta, rounds=1, bound: str = "thm1",
 
   Returns:
     EpsilonResult(epsilon, delta, method="girgis_<bound>", bound=
-    "upper"|"lower-curve", order=best order).
+    "upper"|"estimate" (converted lower curve), order=best order).
   """
   checks.check_choice("bound", bound, _BASES)
   checks.check_delta(delta)
   checks.check_int("rounds", rounds, min_value=1)
+  checks.check_choice("method", method, checks.CONVERSIONS)
   if sampling_rate is None:
     if orders is None:
       orders = np.unique(np.concatenate([np.arange(2, 257.0),
@@ -480,5 +485,5 @@ def girgis_epsilon(*, n, eps0, delta, rounds=1, bound: str = "thm1",
   eps, order = _rdp_to_epsilon(jnp.asarray(orders, jnp.float64), rdp,
                                jnp.asarray(delta, jnp.float64), method)
   return EpsilonResult(epsilon=eps, delta=delta, method="girgis_" + bound,
-                       bound="lower-curve" if bound == "lower" else "upper",
+                       bound="estimate" if bound == "lower" else "upper",
                        order=order)

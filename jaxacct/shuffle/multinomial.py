@@ -69,7 +69,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.conversion import _rdp_to_epsilon
+from jaxacct._core.conversion import rdp_to_epsilon_kernel as _rdp_to_epsilon
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf, logsumexp
 from jaxacct._core.orders import DEFAULT_ORDERS
@@ -258,6 +258,7 @@ def chen_exact_rdp(orders=DEFAULT_ORDERS, *, n, eps0, num_c: int = 160,
   checks.check_choice("bound", bound, ("upper", "lower"))
   checks.check_int("num_c", num_c, min_value=16)
   checks.check_int("num_a", num_a, min_value=16)
+  checks.check_int("batch_size", batch_size, min_value=1)
   kw = dict(orders=tuple(orders_np.tolist()), num_c=int(num_c),
             num_a=int(num_a), lower=bound == "lower", batch_size=int(batch_size))
   if checks.is_concrete((n, eps0)):
@@ -273,9 +274,14 @@ def _closed(fn, name, orders, n, eps0):
   if checks.is_concrete((n, eps0)):
     checks.check_int("n", n, min_value=2)
     checks.check_range("eps0", eps0, 0.0, np.inf)
-    return x64_boundary(lambda: fn(jnp.asarray(orders_np), n, eps0))()
+    return x64_boundary(_closed_jit)(fn, tuple(orders_np.tolist()), n, eps0)
   require_x64(name)
   return fn(jnp.asarray(orders_np), n, eps0)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _closed_jit(fn, orders, n, eps0):
+  return fn(jnp.asarray(orders, jnp.float64), n, eps0)
 
 
 def _asym(lam, n, eps0):
@@ -361,12 +367,12 @@ def chen_epsilon(*, n, eps0, delta, rounds=1, bound: str = "exact",
     n: users per round, integer >= 1 (>= 2 for ``"asymptotic"``).
     eps0: >= 0. delta: in (0, 1). rounds: integer >= 1.
     bound: ``"exact"`` (certified, default) or ``"asymptotic"`` (Cor. 2,
-      approximate; the result says ``bound="approximate"``).
+      approximate; the result says ``bound="estimate"``).
     orders: Renyi orders (default DEFAULT_ORDERS).
 
   Returns:
     EpsilonResult(epsilon, delta, method="chen_exact"|"chen_asymptotic",
-    bound="upper"|"approximate", order=best order).
+    bound="upper"|"estimate", order=best order).
   """
   checks.check_choice("bound", bound, ("exact", "asymptotic"))
   checks.check_choice("method", method, ("tight", "classic"))
@@ -381,5 +387,5 @@ def chen_epsilon(*, n, eps0, delta, rounds=1, bound: str = "exact",
   eps, order = _rdp_to_epsilon(jnp.asarray(orders, jnp.float64), rdp,
                                jnp.asarray(delta, jnp.float64), method)
   return EpsilonResult(epsilon=eps, delta=delta, method="chen_" + bound,
-                       bound="upper" if bound == "exact" else "approximate",
+                       bound="upper" if bound == "exact" else "estimate",
                        order=order)

@@ -62,6 +62,8 @@ def amplify_epsilon_delta(epsilon, delta, rate):
   Returns: ``(eps', delta')`` as numpy float64. Bound: upper.
   """
   checks.check_range("rate", rate, 0.0, 1.0, lo_open=True)
+  checks.check_range("epsilon", epsilon, 0.0, allow_inf=True)
+  checks.check_probability("delta", delta)
   eps = np.asarray(epsilon, np.float64)
   if np.any(np.isnan(eps)) or np.any(eps < 0):
     raise ValueError(f"epsilon must be >= 0; got {epsilon!r}.")

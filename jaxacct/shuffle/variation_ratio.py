@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.calibrate import bisect
+from jaxacct._core.solve import bisect
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct.shuffle import _pairs
 
@@ -57,6 +57,8 @@ def stronger_pair_params(eps0):
 
 
 def _width(n, eps0, max_n, delta=None):
+  if max_n is not None:
+    checks.check_int("max_n", max_n, min_value=1)
   if max_n is None and checks.is_concrete((n, eps0)):
     return _pairs.fast_width(
         n, 2.0 / (np.exp(np.asarray(eps0, np.float64)) + 1.0), delta)
@@ -65,11 +67,13 @@ def _width(n, eps0, max_n, delta=None):
   return _pairs.fast_width(max_n, 0.5, None)
 
 
+@functools.partial(jax.jit, static_argnames=("width",))
 def _sc_delta_jit(eps, n, eps0, *, width):
   p, beta, q = stronger_pair_params(jnp.asarray(eps0, jnp.float64))
   return _pairs.sym_delta_fast(eps, n, p, beta, q, width=width)
 
 
+@functools.partial(jax.jit, static_argnames=("width",))
 def _sc_epsilon_jit(delta, n, eps0, *, width):
   p, beta, q = stronger_pair_params(jnp.asarray(eps0, jnp.float64))
   return _pairs.sym_epsilon_fast(delta, n, p, beta, q, width=width)
@@ -150,8 +154,8 @@ def stronger_clone_rdp(orders, *, n, eps0):
   _check(n, eps0)
   p = float(np.exp(eps0))
   wc, wa = _pairs.rdp_widths(n, 2.0 / (p + 1.0), 0.5, orders_np.max(), eps0)
-  f = jax.jit(functools.partial(_pairs.pair_rdp, wc=wc, wa=wa, symmetric=True))
-  return f(orders_np, n=float(n), p=p, beta=(p - 1.0) / (p + 1.0), q0=p, q1=p)
+  return _pairs.pair_rdp(orders_np, n=float(n), p=p, beta=(p - 1.0) / (p + 1.0), q0=p, q1=p,
+                         wc=wc, wa=wa, symmetric=True)
 
 
 # ---------------------------------------------------------------------------
@@ -195,9 +199,12 @@ def _lower_eps_jit(delta, n, p, beta, q0, q1, *, width):
   return jax.vmap(one)(*[a.reshape(-1) for a in args]).reshape(shp)
 
 
-def _check_vr(n, p, beta, q0, q1):
+def _check_vr(n, p, beta, q0, q1, max_n=None):
   checks.check_int("n", n, min_value=1)
   checks.check_range("p", p, 1.0, np.inf, lo_open=True)
+  checks.check_positive("beta", beta)
+  if max_n is not None:
+    checks.check_int("max_n", max_n, min_value=1)
   pv = np.asarray(p, np.float64)
   checks.check_range("beta", np.asarray(beta) / ((pv - 1) / (pv + 1)), 0.0,
                      1.0 + 1e-12, lo_open=True)
@@ -232,7 +239,7 @@ def variation_ratio_lower_delta(eps, *, n, p, beta, q0, q1, max_n=None):
 
   Returns: float64 array. Bound: lower (extremal randomizers only).
   """
-  tot = _check_vr(n, p, beta, q0, q1)
+  tot = _check_vr(n, p, beta, q0, q1, max_n)
   checks.check_range("eps", eps, 0.0)
   w = _pairs.window_size(n if max_n is None else max_n,
                          tot if max_n is None else 0.5)
@@ -245,7 +252,7 @@ def variation_ratio_lower_epsilon(delta, *, n, p, beta, q0, q1, max_n=None):
   See ``variation_ratio_lower_delta``; returns the infeasible (lower) end of
   the final bisection bracket. Bound: lower.
   """
-  tot = _check_vr(n, p, beta, q0, q1)
+  tot = _check_vr(n, p, beta, q0, q1, max_n)
   checks.check_delta(delta)
   w = _pairs.window_size(n if max_n is None else max_n,
                          tot if max_n is None else 0.5)
@@ -267,6 +274,7 @@ def krr_lower_delta(eps, *, n, eps0, k, max_n=None):
 
   Bound: lower (k-RR).
   """
+  _check(n, eps0)
   checks.check_int("k", k, min_value=3)
   p, beta, q = _krr_row(eps0, k)
   return variation_ratio_lower_delta(eps, n=n, p=p, beta=beta, q0=q, q1=q,
@@ -279,6 +287,7 @@ def krr_lower_epsilon(delta, *, n, eps0, k, max_n=None):
   Regression (Wang digest §6 Table C, "pair, exact"): (1e4, 1, 1e-6, k=10) ->
   0.0232516778. Bound: lower (k-RR).
   """
+  _check(n, eps0)
   checks.check_int("k", k, min_value=3)
   p, beta, q = _krr_row(eps0, k)
   return variation_ratio_lower_epsilon(delta, n=n, p=p, beta=beta, q0=q, q1=q,
@@ -300,6 +309,10 @@ def check_blanket_condition(matrix, eps0=None, *, rtol: float = 1e-12):
   Returns:
     ``(ok, eps0)``: bool and the eps0 used (float).
   """
+  checks.check_not_text("matrix", matrix)
+  if eps0 is not None:
+    checks.check_range("eps0", eps0, 0.0)
+  checks.check_range("rtol", rtol, 0.0, 1.0)
   r = np.asarray(matrix, np.float64)
   if r.ndim != 2 or r.shape[0] < 2 or np.any(r < 0) or not np.all(np.isfinite(r)):
     raise ValueError("matrix must be a finite, non-negative 2-D array with >= 2 rows.")

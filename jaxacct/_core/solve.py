@@ -1,0 +1,368 @@
+"""The one solver module: bracketed roots that keep the feasible side.
+
+Every calibrator and every epsilon(delta) inversion in jaxacct goes through
+these functions, with one failure semantics: the jittable kernels return a
+status (``ok``) and the eager API turns a target that cannot be met into a
+``ValueError`` naming the bracket (:func:`require_feasible`).
+
+* :func:`bisect` -- monotone ``fn`` on a real bracket (halving or Illinois).
+* :func:`bisect_int` -- the largest feasible integer of a monotone predicate.
+* :func:`invert_decreasing` -- epsilon(delta) from a decreasing delta(epsilon),
+  upper (smallest feasible) or lower (largest infeasible) end.
+* :func:`refine_bracket` -- bisection on a (costly) feasibility predicate until
+  every live bracket is narrower than ``tol`` (while loop, early stop).
+* :func:`newton` -- fixed-iteration Newton steps with a lower safeguard.
+* :func:`search_decreasing_host` -- host-side (eager, numpy) bracketing and
+  Illinois on log x for costly non-jittable functions (DP-SGD calibration).
+* :func:`require_feasible` -- eager check of a ``BisectResult``.
+
+``bisect(fn, lo, hi, increasing=...)`` looks for the boundary of the feasible
+set ``{x : fn(x) <= 0}`` of a monotone ``fn``:
+
+* ``increasing=True``: feasible set is ``[lo, root]``; returns the largest
+  point known to be feasible (the lower bracket end).
+* ``increasing=False``: feasible set is ``[root, hi]``; returns the smallest
+  point known to be feasible (the upper bracket end).
+
+The returned point is therefore always feasible when ``ok`` is True, as
+dp_accounting's ``calibrate_dp_mechanism`` keeps the conservative side. With
+``log_scale=True`` the bracket is bisected geometrically (for positive
+parameters such as sigma that span decades). ``num_iters`` is static, so a
+whole vector of targets runs in one compiled call (``fn`` acts elementwise).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxacct._core import checks
+
+
+class BisectResult(NamedTuple):
+  x: jax.Array      # conservative end of the final bracket
+  ok: jax.Array     # bool: that end is feasible
+  width: jax.Array  # final bracket width (in x units)
+
+
+def bisect(fn: Callable, lo, hi, *, increasing: bool, num_iters: int = 64,
+           log_scale: bool = False, method: str = "bisect") -> BisectResult:
+  """Bracketing root search on a monotone ``fn`` keeping the feasible side.
+
+  Args:
+    fn: elementwise, monotone; feasible where ``fn(x) <= 0``.
+    lo, hi: bracket ends (broadcast together).
+    increasing: whether ``fn`` increases (feasible set ``[lo, root]``) or
+      decreases (feasible set ``[root, hi]``).
+    num_iters: static number of iterations (one ``fn`` evaluation each).
+    log_scale: search in ``log x`` (positive parameters spanning decades).
+    method: ``"bisect"`` (halving) or ``"illinois"`` (regula falsi with the
+      Illinois modification, falling back to halving whenever the secant
+      point is not strictly inside the bracket or not finite, and on every
+      third step, so that the feasible end converges too).
+
+  Returns:
+    ``BisectResult(x, ok, width)``: ``x`` the feasible end of the final
+    bracket, ``ok`` whether it is known feasible.
+  """
+  checks.check_bool("increasing", increasing)
+  checks.check_bool("log_scale", log_scale)
+  checks.check_int("num_iters", num_iters, min_value=1, max_value=100_000)
+  checks.check_choice("method", method, ("bisect", "illinois"))
+  lo = jnp.asarray(lo, jnp.float64)
+  hi = jnp.asarray(hi, jnp.float64)
+  lo, hi = jnp.broadcast_arrays(lo, hi)
+  tf = jnp.log if log_scale else (lambda v: v)
+  itf = jnp.exp if log_scale else (lambda v: v)
+  a, b = tf(lo), tf(hi)
+  # Feasibility of the conservative end is carried through the loop (not
+  # re-evaluated afterwards: a second compiled evaluation may round
+  # differently and flip a boundary case).
+  fa, fb = fn(lo), fn(hi)
+  ok0 = (fa <= 0) if increasing else (fb <= 0)
+  illinois = method == "illinois"
+  if method not in ("bisect", "illinois"):
+    raise ValueError(f"method must be one of ('bisect', 'illinois'); got {method!r}.")
+
+  def body(i, carry):
+    a, b, fa, fb, ok, last = carry
+    mid = 0.5 * (a + b)
+    if illinois:
+      sec = (a * fb - b * fa) / (fb - fa)
+      good = jnp.isfinite(sec) & (sec > a) & (sec < b) & jnp.isfinite(fa) & jnp.isfinite(fb)
+      # every third step is a plain halving, so both ends keep moving
+      good = good & (i % 3 != 2)
+      m = jnp.where(good, sec, mid)
+    else:
+      m = mid
+    fm = fn(itf(m))
+    feas = fm <= 0
+    # move the end on the same side of the root as m
+    move_a = feas if increasing else ~feas
+    a2 = jnp.where(move_a, m, a)
+    b2 = jnp.where(move_a, b, m)
+    fa2 = jnp.where(move_a, fm, fa)
+    fb2 = jnp.where(move_a, fb, fm)
+    if illinois:  # halve the stale end's value when the same end moves twice
+      fb2 = jnp.where(move_a & (last == 1), 0.5 * fb2, fb2)
+      fa2 = jnp.where(~move_a & (last == -1), 0.5 * fa2, fa2)
+    last2 = jnp.where(move_a, 1, -1).astype(jnp.int32)
+    return a2, b2, fa2, fb2, ok | feas, last2
+
+  last0 = jnp.zeros(a.shape, jnp.int32)
+  a, b, _, _, ok, _ = jax.lax.fori_loop(0, num_iters, body, (a, b, fa, fb, ok0, last0))
+  x = itf(a) if increasing else itf(b)
+  return BisectResult(x=x, ok=ok, width=itf(b) - itf(a))
+
+
+def require_feasible(res: BisectResult, name: str, lo, hi, *, target: str = "the target"):
+  """Returns ``res.x`` if every lane is feasible, else raises ``ValueError``.
+
+  The one failure semantics of jaxacct's calibrators: never an infeasible
+  value, never a silent 0 or +inf, but an error naming the bracket searched.
+  """
+  ok = jnp.asarray(res.ok)
+  if not bool(jnp.all(ok)):
+    bad = int(jnp.size(ok) - jnp.sum(ok))
+    raise ValueError(
+        f"no {name} in [{float(jnp.min(jnp.asarray(lo))):g}, "
+        f"{float(jnp.max(jnp.asarray(hi))):g}] meets {target} ({bad} of "
+        f"{int(jnp.size(ok))} targets); widen the {name} bracket or relax the target.")
+  return res.x
+
+
+def bisect_int(feasible: Callable, lo, hi, *, num_iters: int = 64) -> BisectResult:
+  """Largest integer ``n`` in ``[lo, hi]`` with ``feasible(n)`` (monotone: feasible
+  for small n). Jittable, elementwise over broadcast ``lo, hi``.
+
+  Returns:
+    ``BisectResult(x, ok, width)``: ``x`` the largest integer known feasible
+    (``lo`` when none is, then ``ok`` False), ``width`` the final bracket
+    width (1 when converged).
+  """
+  lo = jnp.asarray(lo, jnp.float64)
+  hi = jnp.asarray(hi, jnp.float64)
+  lo, hi = jnp.broadcast_arrays(lo, hi)
+  ok0 = feasible(lo)
+
+  def body(_, ab):
+    a, b = ab                        # a feasible (or lo), b infeasible
+    mid = jnp.floor(0.5 * (a + b))
+    feas = feasible(mid)
+    return jnp.where(feas, mid, a), jnp.where(feas, b, mid)
+
+  a, b = jax.lax.fori_loop(0, num_iters, body, (lo, hi + 1.0))
+  return BisectResult(x=a, ok=ok0, width=b - a)
+
+
+def invert_decreasing(fn: Callable, target, hi, *, upper: bool,
+                      num_iters: int = 80):
+  """epsilon(delta) inversion of a non-increasing ``fn`` (e.g. delta(epsilon)).
+
+  Upper (``upper=True``): the smallest ``x >= 0`` known to satisfy
+  ``fn(x) <= target`` (0 if ``fn(0) <= target``; +inf if even ``hi`` fails).
+  Lower: the largest ``x`` known to satisfy ``fn(x) >= target`` (0 if none).
+  Jittable; ``target`` and ``hi`` broadcast.
+  """
+  target = jnp.asarray(target, jnp.float64)
+  lo = jnp.zeros_like(target)
+  hi = jnp.broadcast_to(jnp.asarray(hi, jnp.float64), target.shape)
+
+  def body(_, c):
+    a, b = c
+    mid = 0.5 * (a + b)
+    ok = fn(mid) <= target
+    return jnp.where(ok, a, mid), jnp.where(ok, mid, b)
+
+  a, b = jax.lax.fori_loop(0, num_iters, body, (lo, hi))
+  if upper:
+    res = jnp.where(fn(lo) <= target, 0.0, b)
+    return jnp.where(fn(hi) <= target, res, jnp.inf)
+  return jnp.where(fn(lo) <= target, 0.0, a)
+
+
+def refine_bracket(feasible: Callable, a, b, *, tol, max_iters: int, active=None):
+  """Bisect brackets ``[a, b]`` (``a`` infeasible, ``b`` feasible) of a decreasing problem.
+
+  Each round evaluates ``feasible`` once at every midpoint (all lanes
+  together, the predicate is elementwise) and moves the end on the same side;
+  lanes whose width is already ``<= tol`` do not move. The loop stops when
+  no ``active`` lane (default: all) is wider than ``tol``, or after
+  ``max_iters`` rounds. Jittable (``lax.while_loop``).
+
+  Returns:
+    ``(a, b)``: ``b`` the feasible end, ``a`` the infeasible end.
+  """
+  checks.check_int("max_iters", max_iters, min_value=0, max_value=100_000)
+  a = jnp.asarray(a, jnp.float64)
+  b = jnp.asarray(b, jnp.float64)
+  act = jnp.ones(a.shape, bool) if active is None else active
+
+  def cond(c):
+    a_, b_, r = c
+    return (r < max_iters) & jnp.any((b_ - a_ > tol) & act)
+
+  def body(c):
+    a_, b_, r = c
+    mid = 0.5 * (a_ + b_)
+    ok = feasible(mid)
+    live = b_ - a_ > tol
+    return (jnp.where(live & ~ok, mid, a_), jnp.where(live & ok, mid, b_), r + 1)
+
+  a, b, _ = jax.lax.while_loop(cond, body, (a, b, jnp.zeros((), jnp.int32)))
+  return a, b
+
+
+def newton(fn: Callable, fprime: Callable, x0, *, num_iters: int, lower=None):
+  """``num_iters`` Newton steps ``x - fn(x) / fprime(x)``, kept ``>= lower``.
+
+  For roots where the starting point is already close (e.g. Lambert W from
+  its asymptotic start): no bracket, a fixed number of steps (jittable,
+  static ``num_iters``), the safeguard ``lower`` keeps a positive unknown
+  positive.
+  """
+  checks.check_int("num_iters", num_iters, min_value=1, max_value=100_000)
+
+  def body(_, x):
+    x = x - fn(x) / fprime(x)
+    return x if lower is None else jnp.maximum(x, lower)
+  return jax.lax.fori_loop(0, num_iters, body, x0)
+
+
+def search_decreasing_host(upper_fn: Callable, eps, hint, *, tight_hint: bool, rtol: float,
+                           bounds, name: str, bar=None):
+  """Smallest x > 0 with upper_fn(x) <= eps (decreasing), to relative width rtol (host).
+
+  Host-side bracketing on log sigma (upper_fn is an eager, possibly
+  per-element computation): establish a feasible ``hi`` and an infeasible
+  ``lo`` around the hint (geometric expansion), then Illinois regula falsi
+  on (log sigma, log eps_upper - log eps_target) with every third step a
+  halving, until hi / lo <= 1 + rtol. Returns ``hi`` (evaluated feasible),
+  so every returned sigma is certified by the same function that
+  :func:`jaxacct.dpsgd.epsilon` reports. Relies on epsilon decreasing in sigma.
+
+  Args:
+    upper_fn: ``upper_fn(x, idx)`` -> upper epsilons of targets ``idx`` at ``x``
+      (numpy arrays, eager).
+    eps: targets, 1-D > 0. hint: 1-D starting points.
+    tight_hint: the hint is expected within ``rtol`` of the answer.
+    rtol: relative bracket width at the end.
+    bounds: ``(x_min, x_max)``: the search range; ``x_min`` is returned where
+      it is feasible.
+    name: the parameter's name, for the error message.
+    bar: optional progress bar (``update(0, postfix=...)``).
+
+  Raises:
+    ValueError: a target is not met at ``x_max`` (naming the bracket).
+  """
+  x_min, x_max = bounds
+  m = eps.size
+  leps = np.log(eps)
+
+  def g(s, idx):   # < = 0 feasible; +inf where the upper is infinite
+    up = upper_fn(s, idx)
+    with np.errstate(divide="ignore"):
+      return np.where(np.isfinite(up), np.log(np.maximum(up, 1e-300)), np.inf) - leps[idx]
+
+  # a tight hint is expected within rtol: the first bracket is [hint/(1+rtol), hint]
+  step0 = math.log1p(rtol) if tight_hint else math.log(1.1)
+  hint = np.clip(hint, x_min, x_max)
+  hi, lo = hint * math.exp(step0 if not tight_hint else 0.0), hint * math.exp(-step0)
+  ghi, glo = np.full(m, np.nan), np.full(m, np.nan)
+  # 1. a feasible hi
+  need = np.arange(m)
+  w = step0
+  while need.size:
+    gv = g(hi[need], need)
+    ghi[need] = gv
+    bad = need[gv > 0]
+    if bad.size:
+      lo[bad], glo[bad] = hi[bad], ghi[bad]   # infeasible: a valid lo
+      hi[bad] = hi[bad] * math.exp(2 * w)
+      if np.any(hi[bad] > x_max):
+        i = bad[hi[bad] > x_max][0]
+        raise ValueError(f"no {name} in [{x_min:g}, {x_max:g}] meets epsilon={eps[i]:g} "
+                         "(target too small for this configuration).")
+    w *= 2
+    need = bad
+  # 2. an infeasible lo (skip those that already have one from step 1)
+  need = np.flatnonzero(np.isnan(glo))
+  w = step0
+  while need.size:
+    gv = g(lo[need], need)
+    glo[need] = gv
+    good = need[gv <= 0]           # feasible lo: it becomes hi; go further down
+    hi[good], ghi[good] = lo[good], glo[good]
+    floor = good[lo[good] <= x_min * (1 + 1e-12)]
+    lo[floor] = hi[floor]          # feasible at the search floor: answer = floor
+    good = np.setdiff1d(good, floor)
+    lo[good] = np.maximum(lo[good] * math.exp(-2 * w), x_min)
+    w *= 2
+    need = good
+  # 3. Illinois on log sigma
+  a, b = np.log(lo), np.log(hi)
+  last = np.zeros(m, np.int8)
+  it = 0
+  while True:
+    act = np.flatnonzero(b - a > math.log1p(rtol))
+    if bar is not None:
+      width = float(np.max(np.exp(b - a) - 1)) if m else 0.0
+      bar.update(0, postfix=f"bracket width {width:.2e}")
+    if not act.size:
+      break
+    it += 1
+    fa, fb = glo[act], ghi[act]
+    sec = (a[act] * fb - b[act] * fa) / (fb - fa)
+    ok = (np.isfinite(sec) & (sec > a[act]) & (sec < b[act]) & np.isfinite(fa)
+          & np.isfinite(fb) & (it % 3 != 0))
+    # a secant estimate is usually far closer to the root than the bracket is
+    # wide; shift it by rtol/2 toward the end that did not move last, so that
+    # the next probe lands on the other side and the bracket closes
+    shift = 0.5 * math.log1p(rtol) * np.where(last[act] == 1, -1.0,
+                                              np.where(last[act] == -1, 1.0, 0.0))
+    mid = np.where(ok, sec + shift, 0.5 * (a[act] + b[act]))
+    # keep the probe at least rtol/4 inside the bracket, so both ends move
+    pad = 0.25 * math.log1p(rtol)
+    mid = np.clip(mid, a[act] + pad, b[act] - pad)
+    gm = g(np.exp(mid), act)
+    feas = gm <= 0
+    f_i, n_i = act[feas], act[~feas]
+    b[f_i], ghi[f_i] = mid[feas], gm[feas]
+    a[n_i], glo[n_i] = mid[~feas], gm[~feas]
+    # Illinois: halve the stale end's value when the same end moves twice
+    glo[f_i] = np.where(last[f_i] == 1, 0.5 * glo[f_i], glo[f_i])
+    ghi[n_i] = np.where(last[n_i] == -1, 0.5 * ghi[n_i], ghi[n_i])
+    last[f_i], last[n_i] = 1, -1
+  return np.exp(b)
+
+
+def largest_feasible_int_host(feasible: Callable, lo: int, hi: int, *, name: str,
+                              target: str = "the target") -> int:
+  """Largest integer ``n`` in ``[lo, hi]`` with ``feasible(n)`` (host, eager).
+
+  For an eager, monotone predicate (feasible for small ``n``, e.g. "the
+  certified epsilon after n epochs meets the budget"): bisection on integers,
+  about ``log2(hi - lo)`` evaluations. Same failure semantics as
+  :func:`require_feasible`.
+
+  Raises:
+    ValueError: ``feasible(lo)`` is False (naming ``name`` and the range).
+  """
+  lo, hi = int(lo), int(hi)
+  if not feasible(lo):
+    raise ValueError(f"no {name} in [{lo}, {hi}] meets {target}: even {name}={lo} "
+                     "exceeds it.")
+  if feasible(hi):
+    return hi
+  a, b = lo, hi          # a feasible, b infeasible
+  while b - a > 1:
+    mid = (a + b) // 2
+    if feasible(mid):
+      a = mid
+    else:
+      b = mid
+  return a

@@ -1,0 +1,34 @@
+r"""Accounting for whole runs, in the dp_accounting ecosystem.
+
+:class:`PLDAccountant` implements dp_accounting's ``PrivacyAccountant``
+interface (it subclasses ``dp_accounting.PrivacyAccountant`` when
+dp_accounting is installed; dp_accounting stays optional) over jaxacct's
+PLD engine, with jaxacct's events for what dp_accounting cannot express
+(random allocation, shuffling, shuffled check-in, (eps, delta), any PLD)::
+
+    from jaxacct.accounting import PLDAccountant, NeighboringRelation, events as ev
+
+    acc = PLDAccountant(NeighboringRelation.REPLACE_SPECIAL)
+    acc.compose(ev.RandomAllocationDpEvent(sigma=1.1, num_steps=100, num_epochs=3))
+    acc.compose(ev.GaussianDpEvent(20.0), 50)
+    acc.compose(ev.ShuffleDpEvent(n=1000, eps0=1.0), 10)
+    r = acc.get_epsilon_bounds(1e-6)      # r.epsilon (upper), r.lower
+
+Modules: :mod:`~jaxacct.accounting.events` (event types),
+:mod:`~jaxacct.accounting.accountant` (the accountant),
+:mod:`~jaxacct.accounting.composition` (events -> PLD pairs, composition),
+:mod:`~jaxacct.accounting.pairs` (pair constructors: regrid, profile ->
+pair, cell masses), :mod:`~jaxacct.accounting.views` (TPR at FPR, mu-GDP),
+:mod:`~jaxacct.accounting.state` (JSON state).
+"""
+
+from jaxacct.accounting import events
+from jaxacct.accounting._optional import HAS_DP_ACCOUNTING
+from jaxacct.accounting.accountant import (NeighboringRelation, PLDAccountant,
+                                           UnsupportedEventError)
+from jaxacct.accounting.pairs import from_profile, regrid
+from jaxacct.accounting.views import GDPResult, TradeOff, gaussian_tpr
+
+__all__ = ["PLDAccountant", "NeighboringRelation", "UnsupportedEventError",
+           "events", "HAS_DP_ACCOUNTING", "regrid", "from_profile",
+           "TradeOff", "GDPResult", "gaussian_tpr"]

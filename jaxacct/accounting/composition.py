@@ -1,0 +1,595 @@
+r"""From events to composed PLDs: per-event dominating pairs, then one FFT.
+
+Every leaf event becomes a :class:`Component`: an *upper* pair of
+pessimistic PLDs (remove, add) that dominates the mechanism, an optional
+*lower* pair of optimistic PLDs that the mechanism dominates, or, where no
+PLD exists, an upper RDP curve. A run is composed per direction:
+
+* upper: ``jaxacct.pld.compose_many`` of all upper PLDs with their counts
+  (pessimistic in, pessimistic out: the composition of dominating pairs
+  dominates the composition); the RDP-only components are summed (RDP
+  composes additively, Mironov, arXiv:1702.07476v3, Prop. 1), converted to
+  a privacy profile on an epsilon grid and turned into one dominating pair
+  (:func:`jaxacct.accounting.pairs.from_profile`), which then joins the FFT;
+* lower: ``compose_many`` of the optimistic PLDs of the components that have
+  one. A component without a lower PLD is left out, which keeps the result a
+  lower bound (dropping a mechanism from a product only lowers every
+  hockey-stick divergence: marginalisation is post-processing).
+
+All PLDs live on the accountant's grid step; PLDs supplied on another step
+are moved by :func:`jaxacct.accounting.pairs.regrid` (validity kept).
+
+Neighbouring relations (dp_accounting's ``NeighboringRelation``):
+``ADD_OR_REMOVE_ONE`` (default), ``REPLACE_SPECIAL`` (replace a record by a
+fixed "zero" record: for additive-noise sums and random allocation this is
+the add/remove pair; for shuffling and check-in it is a replacement), and
+``REPLACE_ONE`` (sensitivity doubles for additive noise). A pair is
+returned only where it is valid for the relation; otherwise the event is
+unsupported and the error names it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from jaxacct.accounting import _optional
+from jaxacct.accounting import events as ev
+from jaxacct.accounting import mechanisms as mech
+from jaxacct.accounting import pairs
+
+__all__ = ["Component", "Lazy", "resolve", "check_event", "leaves",
+           "build_component", "relation_name", "RDP_ORDERS", "rdp_pair"]
+
+rdp_pair = mech.rdp_pair
+
+AOR, REPLACE, SPECIAL = "ADD_OR_REMOVE_ONE", "REPLACE_ONE", "REPLACE_SPECIAL"
+RDP_ORDERS = mech.RDP_ORDERS
+
+
+def relation_name(relation) -> str:
+  """``"ADD_OR_REMOVE_ONE"``, ``"REPLACE_ONE"`` or ``"REPLACE_SPECIAL"``."""
+  name = getattr(relation, "name", relation)
+  if name not in (AOR, REPLACE, SPECIAL):
+    raise ValueError("neighboring_relation must be a NeighboringRelation "
+                     f"(ADD_OR_REMOVE_ONE, REPLACE_ONE, REPLACE_SPECIAL); got "
+                     f"{relation!r}.")
+  return name
+
+
+class Lazy:
+  """A value computed on first use (lower PLDs: only bracket queries need them)."""
+
+  def __init__(self, fn):
+    self._fn, self._value, self._done = fn, None, False
+
+  def get(self):
+    if not self._done:
+      self._value, self._done = self._fn(), True
+    return self._value
+
+
+def resolve(x):
+  """``x.get()`` for a :class:`Lazy`, else ``x``."""
+  return x.get() if isinstance(x, Lazy) else x
+
+
+class Component(NamedTuple):
+  """One leaf event, ready to compose.
+
+  Attributes:
+    label: short description (for reports).
+    upper: ``PairPLD`` of pessimistic PLDs (dominating), or None.
+    lower: ``PairPLD`` of optimistic PLDs (dominated), a :class:`Lazy` one,
+      or None.
+    rdp: upper RDP curve on :data:`RDP_ORDERS` (both directions) where no
+      PLD exists, else None.
+    lower_scope: ``"mechanism"`` (a lower bound for the worst mechanism the
+      event describes), ``"reduction"`` (only for the reduced object the
+      upper bound is computed on: k-of-t allocation through Lemma 3.2) or
+      ``"none"``.
+    gaussian_mu: ``1/sigma_eff`` when the event is exactly a Gaussian
+      mechanism (closed form composition), else None.
+    nonprivate: True for events without any guarantee.
+    noop: True for events that release nothing.
+  """
+  label: str
+  upper: Any = None
+  lower: Any = None
+  rdp: Any = None
+  lower_scope: str = "none"
+  gaussian_mu: Optional[float] = None
+  nonprivate: bool = False
+  noop: bool = False
+
+
+def _cls(name):
+  return _optional.standard_event(name)
+
+
+def _isinstance(event, name):
+  c = _cls(name)
+  return c is not None and isinstance(event, c)
+
+
+def _dp_random_allocation_class():
+  """dp_accounting's own RandomAllocationDpEvent, when the installed version has it."""
+  if not _optional.HAS_DP_ACCOUNTING:
+    return None
+  from dp_accounting import dp_event
+  return getattr(dp_event, "RandomAllocationDpEvent", None)
+
+
+def _from_dp_random_allocation(event):
+  """Our RandomAllocationDpEvent from dp_accounting's (fields read by name)."""
+  def get(*names, default=None):
+    for n in names:
+      if hasattr(event, n):
+        return getattr(event, n)
+    return default
+  sigma = get("noise_multiplier", "sigma")
+  t = get("num_steps")
+  if sigma is None or t is None:
+    raise ValueError("dp_accounting's RandomAllocationDpEvent has no "
+                     "noise_multiplier/num_steps field this version reads.")
+  return ev.RandomAllocationDpEvent(
+      sigma=float(sigma), num_steps=int(t),
+      num_selected=int(get("num_selected", default=1)),
+      num_epochs=int(get("num_epochs", default=1)))
+
+
+# --------------------------------------------------------------------------
+# support check and flattening
+
+
+def _err(event, msg):
+  return _optional.CompositionErrorDetails(invalid_event=event,
+                                           error_message=msg)
+
+
+def check_event(event, relation) -> Optional[Any]:
+  """None if ``event`` can be accounted under ``relation``, else the
+  ``CompositionErrorDetails`` naming the offending sub-event."""
+  rel = relation_name(relation)
+  if _isinstance(event, "NoOpDpEvent") or _isinstance(event, "NonPrivateDpEvent"):
+    return None
+  if _isinstance(event, "SelfComposedDpEvent"):
+    if not isinstance(event.count, (int, np.integer)) or event.count < 0:
+      return _err(event, f"count must be an int >= 0; got {event.count!r}.")
+    return check_event(event.event, relation)
+  if _isinstance(event, "ComposedDpEvent"):
+    for e in event.events:
+      r = check_event(e, relation)
+      if r is not None:
+        return r
+    return None
+  try:
+    _leaf_kind(event, rel)
+  except _Unsupported as u:
+    return _err(u.event if u.event is not None else event, str(u))
+  return None
+
+
+class _Unsupported(Exception):
+  def __init__(self, msg, event=None):
+    super().__init__(msg)
+    self.event = event
+
+
+def _replacement_only(event, rel, what):
+  if rel == AOR:
+    raise _Unsupported(
+        f"{what} is accounted for replacement neighbours (one user's input "
+        "changes), so the accountant's neighboring_relation must be "
+        "REPLACE_ONE or REPLACE_SPECIAL; found ADD_OR_REMOVE_ONE.", event)
+
+
+def _leaf_kind(event, rel) -> str:
+  """Validates a leaf and names its kind (raises _Unsupported)."""
+  if _isinstance(event, "GaussianDpEvent"):
+    _nonneg(event, "noise_multiplier", event.noise_multiplier)
+    return "gaussian"
+  if _isinstance(event, "LaplaceDpEvent"):
+    _nonneg(event, "noise_multiplier", event.noise_multiplier)
+    return "laplace"
+  if _isinstance(event, "RandomizedResponseDpEvent"):
+    if rel == AOR:
+      raise _Unsupported("neighboring_relation must be REPLACE_ONE or "
+                         "REPLACE_SPECIAL for RandomizedResponseDpEvent; found "
+                         "ADD_OR_REMOVE_ONE.", event)
+    p, k = event.noise_parameter, event.num_buckets
+    if not (0 <= float(p) <= 1) or int(k) < 1:
+      raise _Unsupported(f"noise_parameter must be in [0, 1] and num_buckets "
+                         f">= 1; got {p!r}, {k!r}.", event)
+    return "randomized_response"
+  if _isinstance(event, "PoissonSampledDpEvent"):
+    q = float(event.sampling_probability)
+    if not 0 <= q <= 1:
+      raise _Unsupported(f"sampling_probability must be in [0, 1]; got {q}.",
+                         event)
+    inner = event.event
+    if _isinstance(inner, "GaussianDpEvent"):
+      _nonneg(inner, "noise_multiplier", inner.noise_multiplier)
+      return "poisson_gaussian"
+    if _isinstance(inner, "LaplaceDpEvent"):
+      if rel == REPLACE:
+        raise _Unsupported("PoissonSampledDpEvent of a LaplaceDpEvent needs "
+                           "ADD_OR_REMOVE_ONE or REPLACE_SPECIAL (no valid "
+                           "replacement pair is known to this accountant); "
+                           "found REPLACE_ONE.", event)
+      _nonneg(inner, "noise_multiplier", inner.noise_multiplier)
+      return "poisson_laplace"
+    raise _Unsupported("the sub-event of PoissonSampledDpEvent must be a "
+                       f"GaussianDpEvent or LaplaceDpEvent; found {inner}.",
+                       inner)
+  if _isinstance(event, "SampledWithoutReplacementDpEvent"):
+    if rel != REPLACE:
+      raise _Unsupported(
+          "SampledWithoutReplacementDpEvent is accounted for REPLACE_ONE "
+          "neighbours only (fixed-size sampling changes size under add/remove; "
+          "the amplification bound used is for substitution); found "
+          f"{rel}.", event)
+    n, m = int(event.source_dataset_size), int(event.sample_size)
+    if not (n >= 1 and 0 <= m <= n):
+      raise _Unsupported(f"need 0 <= sample_size <= source_dataset_size; got "
+                         f"{m} and {n}.", event)
+    inner = event.event
+    if _isinstance(inner, "GaussianDpEvent") or _isinstance(inner, "LaplaceDpEvent"):
+      _nonneg(inner, "noise_multiplier", inner.noise_multiplier)
+      return "wor"
+    raise _Unsupported("the sub-event of SampledWithoutReplacementDpEvent must "
+                       f"be a GaussianDpEvent or LaplaceDpEvent; found {inner}.",
+                       inner)
+  if _isinstance(event, "ZCDpEvent"):
+    rho, xi = float(event.rho), float(getattr(event, "xi", 0.0))
+    if not (rho >= 0 and xi >= 0):
+      raise _Unsupported(f"rho and xi must be >= 0; got {rho}, {xi}.", event)
+    return "zcdp"
+  if isinstance(event, ev.EpsilonDeltaDpEvent):
+    return "epsilon_delta"
+  if isinstance(event, ev.PLDDpEvent):
+    return "pld"
+  if isinstance(event, ev.RandomAllocationDpEvent):
+    if rel == REPLACE:
+      raise _Unsupported(
+          "RandomAllocationDpEvent is accounted for ADD_OR_REMOVE_ONE or "
+          "REPLACE_SPECIAL neighbours (no replacement analysis of random "
+          "allocation is implemented); found REPLACE_ONE.", event)
+    return "allocation"
+  dra = _dp_random_allocation_class()
+  if dra is not None and isinstance(event, dra):
+    try:
+      _from_dp_random_allocation(event)
+    except (ValueError, TypeError) as e:
+      raise _Unsupported(str(e), event) from None
+    if rel == REPLACE:
+      raise _Unsupported("random allocation needs ADD_OR_REMOVE_ONE or "
+                         "REPLACE_SPECIAL; found REPLACE_ONE.", event)
+    return "dp_allocation"
+  if isinstance(event, ev.ShuffleDpEvent):
+    _replacement_only(event, rel, "ShuffleDpEvent")
+    return "shuffle"
+  if isinstance(event, ev.ShuffledCheckInDpEvent):
+    _replacement_only(event, rel, "ShuffledCheckInDpEvent")
+    return "check_in"
+  raise _Unsupported("Unsupported event.", event)
+
+
+def _nonneg(event, name, value):
+  try:
+    v = float(value)
+  except (TypeError, ValueError):
+    raise _Unsupported(f"{name} must be a real number >= 0; got {value!r}.",
+                       event) from None
+  if not v >= 0:
+    raise _Unsupported(f"{name} must be >= 0; got {value!r}.", event)
+
+
+def leaves(event, count: int) -> List[Tuple[Any, int]]:
+  """Flattens ``event`` composed ``count`` times into ``[(leaf, count)]``
+  (NoOp and count-0 leaves dropped; equal leaves merged, order kept)."""
+  out: List[List[Any]] = []
+
+  def add(leaf, c):
+    if c <= 0:
+      return
+    for item in out:
+      if item[0] == leaf:
+        item[1] += c
+        return
+    out.append([leaf, c])
+
+  def walk(e, c):
+    if _isinstance(e, "NoOpDpEvent"):
+      return
+    if _isinstance(e, "SelfComposedDpEvent"):
+      walk(e.event, c * int(e.count))
+    elif _isinstance(e, "ComposedDpEvent"):
+      for x in e.events:
+        walk(x, c)
+    else:
+      add(e, c)
+
+  walk(event, int(count))
+  return [(e, c) for e, c in out]
+
+
+# --------------------------------------------------------------------------
+# per-leaf components
+
+
+def build_component(event, relation, *, step: float) -> Component:
+  """The :class:`Component` of a supported leaf event (see module docstring)."""
+  rel = relation_name(relation)
+  kind = _leaf_kind(event, rel)
+  return _BUILDERS[kind](event, rel, float(step))
+
+
+def _pld():
+  from jaxacct import pld
+  return pld
+
+
+def _pair(p):
+  E = _pld()
+  return p if isinstance(p, E.PairPLD) else E.PairPLD(p, p)
+
+
+def _regrid_pair(pair, step):
+  E = _pld()
+  return E.PairPLD(pairs.regrid(pair.remove, step), pairs.regrid(pair.add, step))
+
+
+def _nonprivate(label):
+  return Component(label, nonprivate=True)
+
+
+def _noop(label):
+  return Component(label, noop=True)
+
+
+def _gaussian(event, rel, step):
+  E = _pld()
+  s = float(event.noise_multiplier)
+  if s == 0:
+    return _nonprivate("gaussian(0)")
+  sens = 2.0 if rel == REPLACE else 1.0
+  up = E.gaussian(s, step=step, pessimistic=True, sensitivity=sens)
+  lo = Lazy(lambda: _pair(mech.gaussian_lower(s, step=step, sensitivity=sens)))
+  return Component(f"gaussian({s:g})", _pair(up), lo,
+                   lower_scope="mechanism", gaussian_mu=sens / s)
+
+
+def _laplace(event, rel, step):
+  E = _pld()
+  b = float(event.noise_multiplier)
+  if b == 0:
+    return _nonprivate("laplace(0)")
+  sens = 2.0 if rel == REPLACE else 1.0
+  up = E.laplace(b, step=step, pessimistic=True, sensitivity=sens)
+  lo = Lazy(lambda: _pair(mech.laplace_lower(b, step=step, sensitivity=sens)))
+  return Component(f"laplace({b:g})", _pair(up), lo,
+                   lower_scope="mechanism")
+
+
+def _randomized_response(event, rel, step):
+  E = _pld()
+  p, k = float(event.noise_parameter), int(event.num_buckets)
+  if k == 1:
+    return _noop("randomized_response(k=1)")
+  if p == 0:
+    return _nonprivate("randomized_response(p=0)")
+  hit, miss = 1.0 - p + p / k, p / k
+  if rel == REPLACE:   # R(x) vs R(x'): outputs x, x', other
+    a = np.array([hit, miss, 1.0 - hit - miss])
+    b = np.array([miss, hit, 1.0 - hit - miss])
+  else:                # REPLACE_SPECIAL: R(x) vs uniform
+    a = np.array([hit, 1.0 - hit])
+    b = np.array([1.0 / k, 1.0 - 1.0 / k])
+
+  up = E.PairPLD(E.from_pair(a, b, step=step), E.from_pair(b, a, step=step))
+  lo = Lazy(lambda: E.PairPLD(pairs.dominated_on_grid(a, b, step=step),
+                              pairs.dominated_on_grid(b, a, step=step)))
+  return Component(f"randomized_response(p={p:g}, k={k})", up, lo,
+                   lower_scope="mechanism")
+
+
+def _poisson_gaussian(event, rel, step):
+  E = _pld()
+  q, s = float(event.sampling_probability), float(event.event.noise_multiplier)
+  if q == 0:
+    return _noop("poisson_gaussian(q=0)")
+  if s == 0:
+    return _nonprivate("poisson_gaussian(sigma=0)")
+  label = f"poisson_gaussian(q={q:g}, sigma={s:g})"
+  if rel == REPLACE:
+    if q == 1:
+      return _gaussian(event.event, rel, step)._replace(label=label)
+    up = mech.poisson_gaussian_replace(s, q, step=step, pessimistic=True)
+    lo = Lazy(lambda: mech.poisson_gaussian_replace(s, q, step=step, pessimistic=False))
+    return Component(label, up, lo, lower_scope="mechanism")
+  up = E.poisson_gaussian_pair(s, q, step=step, pessimistic=True)
+  lo = Lazy(lambda: mech.poisson_gaussian_lower(s, q, step=step) if q < 1 else
+           _pair(mech.gaussian_lower(s, step=step)))
+  return Component(label, up, lo, lower_scope="mechanism",
+                   gaussian_mu=1.0 / s if q == 1 else None)
+
+
+def _poisson_laplace(event, rel, step):
+  q, b = float(event.sampling_probability), float(event.event.noise_multiplier)
+  if q == 0:
+    return _noop("poisson_laplace(q=0)")
+  if b == 0:
+    return _nonprivate("poisson_laplace(b=0)")
+  if q == 1:
+    return _laplace(event.event, rel, step)
+  up = mech.poisson_laplace(b, q, step=step, pessimistic=True)
+  lo = Lazy(lambda: mech.poisson_laplace(b, q, step=step, pessimistic=False))
+  return Component(f"poisson_laplace(q={q:g}, b={b:g})", up, lo,
+                   lower_scope="mechanism")
+
+
+def _wor(event, rel, step):
+  """Sampling m of n without replacement, then a Gaussian/Laplace sum
+  (:func:`mechanisms.sampled_without_replacement_upper`; lower for Gaussian:
+  the +-1 instance, :func:`mechanisms.poisson_gaussian_replace` at g = m/n)."""
+  n, m = int(event.source_dataset_size), int(event.sample_size)
+  inner = event.event
+  s = float(inner.noise_multiplier)
+  if m == 0:
+    return _noop("sampled_without_replacement(m=0)")
+  if s == 0:
+    return _nonprivate("sampled_without_replacement(noise 0)")
+  g = m / n
+  is_gauss = _isinstance(inner, "GaussianDpEvent")
+  label = (f"sampled_without_replacement({m}/{n}, "
+           f"{'gaussian' if is_gauss else 'laplace'}({s:g}))")
+  if g == 1:
+    return (_gaussian if is_gauss else _laplace)(inner, rel, step)._replace(label=label)
+  up = mech.sampled_without_replacement_upper(
+      "gaussian" if is_gauss else "laplace", s, g, step=step)
+  lo = (Lazy(lambda: mech.poisson_gaussian_replace(s, g, step=step, pessimistic=False))
+        if is_gauss else None)
+  return Component(label, up, lo, lower_scope="mechanism" if is_gauss else "none")
+
+
+def _zcdp(event, rel, step):
+  rho, xi = float(event.rho), float(getattr(event, "xi", 0.0))
+  if rho == 0 and xi == 0:
+    return _noop("zcdp(0)")
+  return Component(f"zcdp(rho={rho:g}, xi={xi:g})", rdp=xi + rho * RDP_ORDERS)
+
+
+def _epsilon_delta(event, rel, step):
+  if event.delta >= 1:
+    return _nonprivate("epsilon_delta(delta=1)")
+  up = pairs.epsilon_delta_pair(event.epsilon, event.delta, step=step,
+                                pessimistic=True)
+  lo = Lazy(lambda: pairs.epsilon_delta_pair(event.epsilon, event.delta, step=step,
+                                             pessimistic=False))
+  return Component(f"epsilon_delta({event.epsilon:g}, {event.delta:g})", up, lo,
+                   lower_scope="mechanism")
+
+
+def _pld_event(event, rel, step):
+  E = _pld()
+  up = _regrid_pair(_pair(event.upper), step)
+  lo = None
+  if event.lower is not None:
+    lo = _pair(event.lower)
+    lo = E.PairPLD(*[pairs.regrid(p, step) if not p.pessimistic else
+                     _as_optimistic(p, step) for p in lo])
+  return Component(event.name, up, lo,
+                   lower_scope="mechanism" if lo is not None else "none")
+
+
+def _as_optimistic(p, step):
+  """An exact pair given as a (pessimistic-flagged) PLD, merged onto the grid."""
+  probs = np.asarray(p.probs, np.float64)
+  keep = probs > 0
+  losses = (int(p.offset) + np.arange(probs.size)) * float(p.step)
+  pm = probs[keep]
+  return pairs.dominated_on_grid(pm, pm * np.exp(-losses[keep]), step=step,
+                                 inf_mass=min(1.0, float(p.inf_mass)))
+
+
+def _allocation(event, rel, step):
+  from jaxacct.allocation.pld import allocation_plds
+  E = _pld()
+  mech = event.mechanism
+  r = allocation_plds(sigma=event.sigma if isinstance(mech, str) else None,
+                      num_steps=int(event.num_steps),
+                      num_selected=int(event.num_selected),
+                      num_epochs=int(event.num_epochs), mechanism=mech,
+                      composition_step=step)
+  up = E.PairPLD(r.remove_upper, r.add_upper)
+  lo = E.PairPLD(r.remove_lower, r.add_lower)
+  name = mech if isinstance(mech, str) else "pld"
+  label = (f"random_allocation({name}, sigma={event.sigma}, t={event.num_steps}, "
+           f"k={event.num_selected}, E={event.num_epochs})")
+  return Component(label, up, lo,
+                   lower_scope="mechanism" if int(event.num_selected) == 1
+                   else "reduction")
+
+
+def _dp_allocation(event, rel, step):
+  return _allocation(_from_dp_random_allocation(event), rel, step)
+
+
+_SHUFFLE_MAX_ATOMS = 4_000_000
+_SHUFFLE_LOWER_M = 32
+
+
+def _shuffle(event, rel, step):
+  r"""Upper: the declared randomizer's per-round dominating pair
+  (``jaxacct.shuffle.dominating_pairs``: clone pair for "generic", stronger
+  clone otherwise) as PLDs of both orientations; when that pair is too large
+  (> 4e6 atoms), Chen et al.'s RDP of the clone pair (``chen_exact_rdp``,
+  certified) through the RDP fallback. Lower: the exact pair of binary
+  randomized response on a fixed dataset (``binary_rr_pmfs``, the dataset
+  among m = 0..31 other ones with the largest one-round delta): binary RR is
+  an eps0-LDP randomizer meeting the blanket condition, so it is a mechanism
+  the "generic", "blanket" and "binary_rr" declarations all cover (not
+  ("k_rr", k): no lower there).
+  """
+  from jaxacct import shuffle as sh
+  E = _pld()
+  n, eps0, rnd = int(event.n), float(event.eps0), event.randomizer
+  kind = rnd if isinstance(rnd, str) else "k_rr"
+  label = f"shuffle(n={n}, eps0={eps0:g}, {rnd})"
+  p = math.exp(eps0)
+  total = math.exp(-eps0) if kind == "generic" else 2.0 / (p + 1.0)
+  sd = math.sqrt(n * total * (1 - total))
+  atoms = (2 * (10 * sd + 100) + 1) * (2 * (10 * math.sqrt(
+      max(min(n, n * total + 10 * sd + 100), 1) / 4) + 100) + 3)
+  up = rdp = None
+  if atoms <= _SHUFFLE_MAX_ATOMS:
+    rr = "generic" if kind == "generic" else "blanket"
+    (a, b), = sh.dominating_pairs(n=n, eps0=eps0, randomizer=rr)
+    up = E.PairPLD(E.from_pair(a, b, step=step, pessimistic=True),
+                   E.from_pair(b, a, step=step, pessimistic=True))
+  else:
+    rdp = np.asarray(sh.chen_exact_rdp(RDP_ORDERS, n=n, eps0=eps0), np.float64)
+    rdp = np.minimum(rdp, eps0)   # and never above the local guarantee
+  lo = None
+  if kind != "k_rr":
+    def build():
+      best, best_d = None, -1.0
+      for mm in range(0, min(_SHUFFLE_LOWER_M, n)):
+        y0, y1 = sh.binary_rr_pmfs(n, eps0, mm)
+        d = float(np.sum(np.maximum(y0 - p ** 0.5 * y1, 0.0))) + float(
+            np.sum(np.maximum(y1 - p ** 0.5 * y0, 0.0)))
+        if d > best_d:
+          best, best_d = (y0, y1), d
+      y0, y1 = best
+      return E.PairPLD(pairs.dominated_on_grid(y0, y1, step=step),
+                       pairs.dominated_on_grid(y1, y0, step=step))
+    lo = Lazy(build)
+  return Component(label, up, lo, rdp=rdp,
+                   lower_scope="mechanism" if lo is not None else "none")
+
+
+def _check_in(event, rel, step):
+  from jaxacct.shuffle import check_in
+  n, p = int(event.n), float(event.p)
+  if event.eps0 is not None:
+    rdp = check_in.check_in_ldp_rdp(RDP_ORDERS, n=n, p=p, eps0=float(event.eps0))
+    label = f"check_in(n={n}, p={p:g}, eps0={event.eps0:g})"
+  else:
+    rdp = check_in.check_in_gaussian_rdp(RDP_ORDERS, n=n, p=p,
+                                         sigma=float(event.sigma))
+    label = f"check_in(n={n}, p={p:g}, sigma={event.sigma:g})"
+  return Component(label, rdp=np.asarray(rdp, np.float64))
+
+
+_BUILDERS = {
+    "gaussian": _gaussian, "laplace": _laplace,
+    "randomized_response": _randomized_response,
+    "poisson_gaussian": _poisson_gaussian, "poisson_laplace": _poisson_laplace,
+    "wor": _wor, "zcdp": _zcdp, "epsilon_delta": _epsilon_delta,
+    "pld": _pld_event, "allocation": _allocation,
+    "dp_allocation": _dp_allocation, "shuffle": _shuffle,
+    "check_in": _check_in,
+}

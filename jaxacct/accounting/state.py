@@ -1,0 +1,161 @@
+"""JSON state of an accountant: its settings and the events it composed.
+
+``state_dict(acc)`` returns plain JSON types (dicts, lists, str, float, int,
+bool, None); ``decode_state(acc, sd)`` gives back the events, which
+``PLDAccountant.load_state_dict`` composes again (the numbers are
+recomputed, never stored).
+
+Event encoding: ``{"event": "<module>.<class>", "fields": {...}}``.
+jaxacct's events are dataclasses, dp_accounting's are attrs classes; both
+are encoded field by field (nested events recursively). Tuples become
+``{"tuple": [...]}``; a ``jaxacct.pld`` PLD ``{"pld": {...}}`` with its
+probabilities as a list; a ``PairPLD`` ``{"pair_pld": [remove, add]}``.
+Only event classes from ``jaxacct.`` or ``dp_accounting.`` modules that are
+``DpEvent`` subclasses are rebuilt (loading never imports anything else).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+
+
+import numpy as np
+
+from jaxacct.accounting import _optional
+from jaxacct.accounting import composition as comp
+
+__all__ = ["state_dict", "decode_state", "encode_event", "decode_event",
+           "FORMAT"]
+
+FORMAT = "jaxacct.accounting.state/1"
+_ALLOWED_PREFIXES = ("jaxacct.", "dp_accounting.")
+
+
+def _fields(event):
+  if dataclasses.is_dataclass(event):
+    return {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+  try:
+    import attr
+    if attr.has(type(event)):
+      return {a.name: getattr(event, a.name) for a in attr.fields(type(event))}
+  except ImportError:  # pragma: no cover
+    pass
+  raise ValueError(f"cannot serialise event of type {type(event).__name__} "
+                   "(neither a dataclass nor an attrs class).")
+
+
+def _encode(v):
+  from jaxacct import pld as E
+  if isinstance(v, _optional.DpEvent):
+    return encode_event(v)
+  if isinstance(v, E.PairPLD):
+    return {"pair_pld": [_encode(v.remove), _encode(v.add)]}
+  if isinstance(v, E.PLD):
+    return {"pld": {"probs": np.asarray(v.probs, np.float64).tolist(),
+                    "offset": int(v.offset), "step": float(v.step),
+                    "inf_mass": float(v.inf_mass),
+                    "pessimistic": bool(v.pessimistic)}}
+  if isinstance(v, tuple):
+    return {"tuple": [_encode(x) for x in v]}
+  if isinstance(v, list):
+    return [_encode(x) for x in v]
+  if isinstance(v, (bool, np.bool_)):
+    return bool(v)
+  if isinstance(v, (int, np.integer)):
+    return int(v)
+  if isinstance(v, (float, np.floating)):
+    f = float(v)
+    return f if math.isfinite(f) else {"float": repr(f)}
+  if v is None or isinstance(v, str):
+    return v
+  raise ValueError(f"cannot serialise a field value of type {type(v).__name__}.")
+
+
+def encode_event(event) -> dict:
+  """JSON form of an event (jaxacct's or dp_accounting's)."""
+  cls = type(event)
+  return {"event": f"{cls.__module__}.{cls.__qualname__}",
+          "fields": {k: _encode(v) for k, v in _fields(event).items()}}
+
+
+def _decode(v):
+  if isinstance(v, list):
+    return [_decode(x) for x in v]
+  if isinstance(v, dict):
+    if "event" in v:
+      return decode_event(v)
+    if "tuple" in v:
+      return tuple(_decode(x) for x in v["tuple"])
+    if "float" in v:
+      return float(v["float"])
+    if "pld" in v:
+      import jax.numpy as jnp
+      from jaxacct import pld as E
+      from jaxacct._core.dtype import x64_boundary
+      d = v["pld"]
+
+      @x64_boundary
+      def build():
+        return E.PLD(jnp.asarray(np.asarray(d["probs"], np.float64)),
+                     int(d["offset"]), float(d["step"]),
+                     jnp.asarray(float(d["inf_mass"]), jnp.float64),
+                     bool(d["pessimistic"]))
+      return build()
+    if "pair_pld" in v:
+      from jaxacct import pld as E
+      r, a = v["pair_pld"]
+      return E.PairPLD(_decode(r), _decode(a))
+    raise ValueError(f"unknown encoded value with keys {sorted(v)}.")
+  return v
+
+
+def decode_event(d: dict):
+  """Rebuilds an event from :func:`encode_event`'s output."""
+  name = d.get("event")
+  if not isinstance(name, str) or "." not in name:
+    raise ValueError(f"bad event entry: {d!r}.")
+  mod, _, cls_name = name.rpartition(".")
+  if not mod.startswith(_ALLOWED_PREFIXES):
+    raise ValueError(f"refusing to load event class {name!r}: only jaxacct "
+                     "and dp_accounting events are rebuilt.")
+  cls = getattr(importlib.import_module(mod), cls_name, None)
+  if not (isinstance(cls, type) and issubclass(cls, _optional.DpEvent)):
+    raise ValueError(f"{name!r} is not a DpEvent class.")
+  fields = {k: _decode(v) for k, v in d.get("fields", {}).items()}
+  return cls(**fields)
+
+
+def state_dict(acc) -> dict:
+  """Settings and the composed (event, count) list of ``acc``, as JSON types."""
+  return {
+      "format": FORMAT,
+      "accountant": type(acc).__name__,
+      "neighboring_relation": comp.relation_name(acc.neighboring_relation),
+      "value_discretization_interval": acc.value_discretization_interval,
+      "tail_mass": acc.tail_mass,
+      "events": [{"event": encode_event(e), "count": int(n)}
+                 for e, n in acc.events],
+  }
+
+
+def decode_state(acc, sd: dict):
+  """The ``[(event, count)]`` of a state dict, checked against ``acc``'s settings.
+
+  The settings (relation, grid step, tail mass) must equal ``acc``'s: a
+  state is a ledger for one accountant configuration.
+  """
+  if not isinstance(sd, dict) or sd.get("format") != FORMAT:
+    raise ValueError(f"not a {FORMAT} state dict.")
+  rel = comp.relation_name(acc.neighboring_relation)
+  mine = (rel, float(acc.value_discretization_interval), float(acc.tail_mass))
+  theirs = (sd.get("neighboring_relation"),
+            float(sd.get("value_discretization_interval", float("nan"))),
+            float(sd.get("tail_mass", float("nan"))))
+  if mine != theirs:
+    raise ValueError(f"state dict settings {theirs} differ from this "
+                     f"accountant's {mine} (neighboring_relation, "
+                     "value_discretization_interval, tail_mass).")
+  return [(decode_event(item["event"]), int(item["count"]))
+          for item in sd.get("events", [])]

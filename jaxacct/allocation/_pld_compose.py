@@ -1,0 +1,506 @@
+r"""Fixed-grid FFT composition of allocation laws inside ``jit`` (private).
+
+k-of-t allocation over E epochs is, by Lemma 3.2 of Feldman & Shenfeld
+("Privacy amplification by random allocation", arXiv:2502.08202v3), dominated
+by the composition of c1 = (k - rho) E rounds of 1-of-f and c2 = rho E rounds
+of 1-of-(f + 1) (f = floor(t/k), rho = t mod k). This module composes the
+upper and lower laws of S/t of those rounds (:mod:`._pld_laws`) on a loss
+lattice of static size N whose step h is chosen in-jit from the laws, with
+traced counts c1, c2 (the spectra are raised to the counts), so that sigma,
+t, k, E and delta can all be arrays in one compiled call.
+
+Mathematics (one Q-law per round serves both directions)
+---------------------------------------------------------
+A round is the pair (P_b, Q_b) with likelihood ratio X = S/t; the composed
+pair has ratio X_1 X_2 ... (independent under Q), and
+
+.. math:: \delta_{rem}(\varepsilon) = E_Q[(\textstyle\prod X_i - e^\varepsilon)_+]
+          + P_{sing}, \qquad
+          \delta_{add}(\varepsilon) = E_Q[(1 - e^\varepsilon \textstyle\prod X_i)_+].
+
+Both integrands are convex in each X_i (the others fixed, all >= 0), and
+non-negative; hence (i) replacing every factor by a law that dominates it in
+convex order (mean-preserving spreads; a first moment "at infinity", the
+defect) gives upper bounds in both directions, and (ii) replacing factors by
+non-negative sub-probability laws below them for every non-negative monotone
+convex function (the lower laws of :mod:`._pld_laws`) gives lower bounds, and
+merging atoms of a product law into their Q-barycentre (a mean-preserving
+contraction, Jensen) keeps lower bounds. On the lattice x_s = e^{s h}:
+
+* upper: every atom (x, Q-mass w) of a round's upper law is split linearly in
+  x between the two knots around it (mean preserving in x: this is
+  connect-the-dots in loss space, both P- and Q-mass kept). Products of knots
+  are knots, so the composed upper law is the plain convolution of the Q-mass
+  arrays (second-order rounding error in h).
+* lower: every atom goes to the knot below it *with its exact first moment*:
+  two arrays, Q-mass W and P-mass P (= Q-mass times x), both of which
+  convolve as plain arrays under products (P-mass of a product atom is the
+  product of P-masses). The composed index s then holds the barycentric merge
+  of all products whose floor indices add to s, at x = P_s / W_s (exact, not
+  rounded to the knot): a contraction, so second order in h as well.
+  delta_rem^lo = sum_s (P_s - gamma W_s)_+, delta_add^lo = sum_s (W_s - gamma P_s)_+.
+* zero atoms, defects and singular parts compose in closed form:
+  q0 = prod (tot_i + q0_i)^{c_i} - prod tot_i^{c_i} (tot = finite Q-mass),
+  defect = prod (mean_i + minf_i)^{c_i} - prod mean_i^{c_i},
+  lower singular P-mass 1 - prod (1 - P_sing_i)^{c_i}.
+
+Window, aliasing, FFT round-off (every charge is explicit)
+----------------------------------------------------------
+The lattice window [m h, (m + N - 1) h] is chosen from Chernoff bounds of the
+composed upper law at tail ``tau`` (Q-mass below, P-mass above); the step
+is h = width / (N - 16). Round atoms are scattered onto a ring of N cells
+(index mod N) so the circular convolution of the rings is the composed law
+folded mod N; mass outside the window folds in. Upper: all folded mass is
+positive extra mass, which is valid except that Q-mass below the window
+moved up (charged to q0: it adds at most its Q-mass to delta_add), and
+Q-/P-mass above the window moved down (Q-mass charged to q0, P-mass to the
+defect); the three are bounded by Chernoff bounds of the discretised laws.
+Lower: folded mass is treated as error (below).
+
+A float64 FFT has absolute error ~ c * 1e-16 at every point, which swamps
+tail masses. As in :mod:`jaxacct.pld._core`, the composition is also run on
+exponentially tilted inputs w x^mu / M(mu) (one tilt per target position,
+spread over the window, plus the plain one) and untilted by
+exp(K(mu) - mu s h); each point keeps the tilt with the smallest error bound
+err = exp(K(mu) - mu s h) (eps_fft + A(mu)) + |value| r(mu, s), where
+
+* eps_fft = 32 u (c + 1)(log2 N + 1) bounds the per-point absolute error of
+  the normalised (total mass 1) tilted convolution: forward FFT and inverse
+  FFT each err by <= log2(N) * ~7u in 2-norm (Higham, "Accuracy and
+  Stability of Numerical Algorithms", 2nd ed., Thm 24.2), the polar power
+  z^c by <= (c pi + 2) u per coefficient (|z| <= 1), and an error dz of a
+  coefficient becomes <= c |dz| after the power; a factor 4 of margin is
+  included. This bound is argued, not machine-checked;
+* A(mu) bounds the tilted mass outside the window (Chernoff), which folds in
+  and is amplified by up to e^{mu N h} when untilted;
+* r(mu, s) = 4u (c (2 + |mu| max|loss| + max|log M|) + |K| + |mu s h| + 4)
+  bounds the relative rounding of the tilt/untilt exponentials.
+
+Upper arrays get + err (FFT part); lower arrays use value - err for the
+masses that count positively and value + err for those that count
+negatively, so every term stays on its side.
+
+The laws' own float ledger (``rel``, ``eta`` of each round) composes as
+F = prod (1 +- rel_i)^{c_i} and H = sum c_i (eta_i + eta_disc_i) + eta_eval:
+delta_rem <= F e^H delta_rem^up(eps - H), delta_add <= F delta_add^up(eps - H)
+(lower: F_lo e^-H delta_rem^lo(eps + H), F_lo delta_add^lo(eps + H)), with
+eta_disc = 8u (max|loss| + 2) for the lattice split and 8u (|m h| + N h + 2)
+for evaluating the knots; cumulative sums of N non-negative terms err by
+<= N u relative (folded into F).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxacct._core.dtype import require_x64
+from jaxacct.allocation._pld_laws import EPS64, FinalLaws
+
+DEFAULT_SIZE = 1 << 15      # lattice points N (static)
+DEFAULT_TILTS = 4           # tilts per direction (plus mu = 0 and mu = 1)
+_U = EPS64
+# Chernoff exponents: 0 and 1 exactly, and +-sinh-spaced up to 1e4 (about 5 %
+# apart above |mu| = 1: the fold bounds need the minimising exponent closely).
+_MU = np.unique(np.concatenate([np.sinh(np.linspace(-math.asinh(1e4), math.asinh(1e4), 383)),
+                                [0.0, 1.0]]))
+_G0 = int(np.argmin(np.abs(_MU)))
+_G1 = int(np.argmin(np.abs(_MU - 1.0)))
+_NFOLD = 64                 # coarse positions of the fold (aliasing) bounds
+CUT_EPS = 1e-5              # round tail cuts, eps queries (x delta / (k E))
+CUT_DELTA = 1e-9            # round tail cuts, delta queries (x Chernoff bound / (k E))
+
+
+class Composed(NamedTuple):
+  """Composed upper/lower laws on the window [m h, (m + N - 1) h] (one lane)."""
+  h: jax.Array
+  m: jax.Array          # int64 index of the first window point
+  wu: jax.Array         # upper Q-masses at the knots (N,)
+  q0u: jax.Array        # upper Q-mass at x = 0 (+ charged window tails)
+  defu: jax.Array       # upper first-moment defect (remove P-mass at +inf)
+  wl_lo: Optional[jax.Array]   # lower merged atoms: Q-mass, lower/upper ends
+  wl_hi: Optional[jax.Array]
+  pl_lo: Optional[jax.Array]   # ... P-mass (= Q-mass x barycentre), lower/upper ends
+  pl_hi: Optional[jax.Array]
+  q0l: jax.Array        # lower Q-mass at x = 0
+  singl: jax.Array      # lower singular P-mass (remove)
+  fup: jax.Array        # relative float factor of the upper values (>= 1)
+  flo: jax.Array        # relative float factor of the lower values (<= 1)
+  H: jax.Array          # log-position slack (an epsilon shift)
+
+
+# ----------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------
+
+def _safe_log(x):
+  return jnp.where(x > 0, jnp.log(jnp.where(x > 0, x, 1.0)), -jnp.inf)
+
+
+def _lmgf(logw, pos, mu):
+  """log sum_i exp(logw_i + mu_g pos_i) for every mu_g (-inf if empty)."""
+  z = logw[None, :] + mu[:, None] * pos[None, :]
+  mx = jnp.max(z, axis=1)
+  mxs = jnp.where(jnp.isfinite(mx), mx, 0.0)
+  return jnp.log(jnp.sum(jnp.exp(z - mxs[:, None]), axis=1)) + mxs
+
+
+def _cmul(c, v):
+  """c * v with 0 * (+-inf) = 0 (a block that is absent)."""
+  return jnp.where(c > 0, c * jnp.where(jnp.isfinite(v), v, 0.0) + jnp.where(
+      jnp.isfinite(v), 0.0, v), 0.0)
+
+
+def _expdiff(a, b):
+  """exp(a) - exp(b) for a >= b (log inputs; -inf allowed), >= 0."""
+  a = jnp.maximum(a, b)
+  return jnp.where(a > -jnp.inf, jnp.exp(a) * -jnp.expm1(jnp.minimum(b - a, 0.0)), 0.0)
+
+
+def _cpow(z, c):
+  """z**c (|z| <= 1, c >= 0 traced) in polar form; z**0 = 1."""
+  mag = jnp.abs(z)
+  lm = jnp.where(mag > 0, c * jnp.log(jnp.where(mag > 0, mag, 1.0)), -jnp.inf)
+  ph = c * jnp.angle(z)
+  r = jnp.where(c > 0, jnp.exp(lm), 1.0)
+  ph = jnp.where(c > 0, ph, 0.0)
+  return r * jnp.cos(ph) + 1j * (r * jnp.sin(ph))
+
+
+def truncate_round(F: FinalLaws, tau_hi, tau_lo) -> FinalLaws:
+  """Cuts a round's far tails before composition (valid in both directions).
+
+  Upper: the atoms above the last position whose P-mass tail exceeds tau_hi
+  are split onto {0, +inf} (Q-mass to q0, P-mass = first moment to the
+  defect: delta_rem grows by at most tau_hi per round); the atoms below the
+  first position whose Q-mass head exceeds tau_lo are split onto {0, x_b}
+  (x_b the first kept knot; mean preserving: delta_add grows by at most
+  tau_lo per round).
+  Both are mean-preserving spreads. Lower: atoms outside [x_b, x_c] are
+  dropped (a sub-probability law below the truth). Far atoms of tiny mass
+  would otherwise dominate the tilted FFTs' moment generating functions.
+  """
+  w, loss = F.up_p, F.up_loss
+  x = jnp.exp(loss)
+  pm = w * x
+  tail_p = jnp.cumsum(pm[::-1])[::-1]                   # P-mass at or above i
+  head_q = jnp.cumsum(w)                                # Q-mass at or below i
+  n = w.shape[0]
+  i = jnp.arange(n)
+  hi = jnp.sum(tail_p > tau_hi) - 1                     # last index kept (-1: none)
+  lo = jnp.sum(head_q <= tau_lo)                        # first index kept
+  lo = jnp.minimum(lo, jnp.maximum(hi, 0))
+  above = i > hi
+  below = i < lo
+  xb = x[jnp.clip(lo, 0, n - 1)]
+  fb = jnp.where(below, x / xb, 0.0)                    # share of each atom put at x_b
+  up_p = jnp.where(above | below, 0.0, w)
+  up_p = up_p.at[jnp.clip(lo, 0, n - 1)].add(jnp.sum(w * fb))
+  up_q0 = F.up_q0 + jnp.sum(jnp.where(above, w, 0.0)) + jnp.sum(w * jnp.where(below, 1.0 - fb,
+                                                                                0.0))
+  up_minf_t = F.up_minf_t + jnp.sum(jnp.where(above, pm, 0.0)) * (1.0 + 4 * _U)
+  lo_keep = (F.lo_loss <= loss[jnp.clip(hi, 0, n - 1)]) & (F.lo_loss >= loss[jnp.clip(lo, 0,
+                                                                                         n - 1)])
+  lo_a = jnp.where(lo_keep, F.lo_a, 0.0)
+  return F._replace(up_p=up_p, up_q0=up_q0, up_minf_t=up_minf_t, lo_a=lo_a)
+
+
+def _upper_atoms(F: FinalLaws, h):
+  """Upper round law split (mean preserving in x) onto the h-lattice."""
+  loss, w = F.up_loss, F.up_p
+  ok = w > 0
+  i = jnp.floor(loss / h)
+  e = jnp.clip(loss - i * h, 0.0, h)
+  th = jnp.clip(jnp.expm1(e) / jnp.expm1(h), 0.0, 1.0)
+  idx = jnp.concatenate([i, i + 1.0]).astype(jnp.int64)
+  lw = jnp.concatenate([_safe_log(jnp.where(ok, w * (1.0 - th), 0.0)),
+                        _safe_log(jnp.where(ok, w * th, 0.0))])
+  mx = jnp.max(jnp.where(ok, jnp.abs(loss), 0.0))
+  return idx, lw, mx
+
+
+def _lower_atoms(F: FinalLaws, h):
+  """Lower round law binned at the knot below each atom, exact moments kept."""
+  loss, a = F.lo_loss, F.lo_a
+  ok = a > 0
+  idx = jnp.floor(loss / h).astype(jnp.int64)
+  lw = _safe_log(jnp.where(ok, a, 0.0))
+  lp = jnp.where(ok, lw + loss, -jnp.inf)
+  mx = jnp.max(jnp.where(ok, jnp.abs(loss), 0.0))
+  return idx, lw, lp, mx
+
+
+def _compose_law(blocks, counts, h, m, N, muk, c_tot, mu):
+  """Composed values and error bounds of one lattice law.
+
+  blocks: [(idx, logmass)] per round type; counts: matching traced counts;
+  muk: tilt exponents (mu = 0 is the plain FFT); mu: the Chernoff grid.
+  Returns (value, err_total, err_fft, K) on the window (N,) and K on the mu grid.
+  """
+  pos = [b[0].astype(jnp.float64) * h for b in blocks]
+  L = [_lmgf(b[1], p, mu) for b, p in zip(blocks, pos)]            # (G,) each
+  K = sum(_cmul(c, l) for c, l in zip(counts, L))                    # composed
+  Kf = jnp.where(jnp.isfinite(K), K, jnp.inf)
+  Lk = [_lmgf(b[1], p, muk) for b, p in zip(blocks, pos)]          # (T,) each, exact
+  Kk = sum(_cmul(c, l) for c, l in zip(counts, Lk))
+  spec = None
+  maxpos = sum(jnp.max(jnp.where(jnp.isfinite(b[1]), jnp.abs(p), 0.0)) for b, p in
+               zip(blocks, pos))
+  maxlm = 0.0
+  for (idx, lw), p, l, c in zip(blocks, pos, Lk, counts):
+    lk = jnp.where(jnp.isfinite(l), l, 0.0)
+    maxlm = jnp.maximum(maxlm, jnp.max(jnp.abs(lk)))
+    v = jnp.exp(jnp.minimum(lw[None, :] + muk[:, None] * p[None, :] - lk[:, None], 0.0))
+    r = jnp.mod(idx, N)
+    ring = jax.vmap(lambda vv: jnp.zeros(N).at[r].add(vv))(v)        # (T+1, N)
+    f = _cpow(jnp.fft.rfft(ring, axis=-1), c)
+    spec = f if spec is None else spec * f
+  y = jnp.fft.irfft(spec, N, axis=-1)                                # (T+1, N)
+  s = m + jnp.arange(N, dtype=jnp.int64)
+  y = y[:, jnp.mod(s, N)]
+  sh = s.astype(jnp.float64) * h
+  logf = jnp.where(jnp.isfinite(Kk), Kk, -jnp.inf)[:, None] - muk[:, None] * sh[None, :]
+  val = y * jnp.exp(jnp.minimum(logf, 700.0))
+  # Tilted mass folded into point s: from above, P_tilt(L >= (s + N) h); from
+  # below, P_tilt(L <= (s - N) h) (all folds j >= 1 included). Chernoff bounds
+  # of the tilted law, evaluated on _NFOLD coarse positions and read at the
+  # nearest position on the safe side (the tails are monotone).
+  span = N * h
+  q = jnp.arange(_NFOLD + 1, dtype=jnp.float64) * (span / _NFOLD)
+  y_hi = (m + N).astype(jnp.float64) * h + q            # >= top of the window
+  y_lo = (m - N).astype(jnp.float64) * h + q            # <= (m - 1) h
+  dK = Kf[None, :] - Kk[:, None]                        # (T+1, G)
+  dmu = mu[None, :] - muk[:, None]
+  c_hi = jnp.min(jnp.where((dmu > 0)[:, :, None], dK[:, :, None] - dmu[:, :, None]
+                           * y_hi[None, None, :], jnp.inf), axis=1)          # (T+1, Q+1)
+  c_lo = jnp.min(jnp.where((dmu < 0)[:, :, None], dK[:, :, None] - dmu[:, :, None]
+                           * y_lo[None, None, :], jnp.inf), axis=1)
+  jj = jnp.arange(N)
+  i_hi = jnp.clip(jnp.floor(jj * (_NFOLD / N)).astype(jnp.int32), 0, _NFOLD)      # y_i <= y
+  i_lo = jnp.clip(jnp.ceil(jj * (_NFOLD / N)).astype(jnp.int32), 0, _NFOLD)       # y_i >= y
+  log_alias = jnp.minimum(jnp.logaddexp(c_hi[:, i_hi], c_lo[:, i_lo]), 0.0)       # (T+1, N)
+  log_fft = math.log(32 * _U) + jnp.log((c_tot + 1.0) * (math.log2(N) + 1.0))
+  rr = 4 * _U * (c_tot * (2.0 + jnp.abs(muk) * maxpos + maxlm)
+                 + jnp.abs(jnp.where(jnp.isfinite(Kk), Kk, 0.0)) + 4.0)
+  rel = rr[:, None] + 4 * _U * jnp.abs(muk[:, None] * sh[None, :])
+  e_fft = jnp.exp(jnp.minimum(logf + log_fft, 700.0)) + jnp.abs(val) * rel
+  e_tot = jnp.exp(jnp.minimum(logf + jnp.logaddexp(log_fft, log_alias), 700.0)) \
+      + jnp.abs(val) * rel
+  pick = jnp.argmin(e_tot, axis=0)
+  take = lambda a: jnp.take_along_axis(a, pick[None, :], axis=0)[0]
+  return take(val), take(e_tot), take(e_fft), K
+
+
+def _moments(logw, pos, mu):
+  """log M(mu), tilted mean and variance of the positions, for every mu_g."""
+  z = logw[None, :] + mu[:, None] * pos[None, :]
+  mx = jnp.max(z, axis=1)
+  mxs = jnp.where(jnp.isfinite(mx), mx, 0.0)
+  e = jnp.exp(z - mxs[:, None])
+  tot = jnp.sum(e, axis=1)
+  p = e / jnp.where(tot > 0, tot, 1.0)[:, None]
+  mean = jnp.sum(p * pos[None, :], axis=1)
+  var = jnp.sum(p * (pos[None, :] - mean[:, None]) ** 2, axis=1)
+  return jnp.log(tot) + mxs, mean, var
+
+
+def _window(F1, F2, c1, c2, two, log_tau, N):
+  """(h, m, bot, top, K, K1, K2) from Chernoff bounds of the composed
+  continuous upper law; K, K1, K2: its log-MGF, tilted mean and variance on
+  the mu grid."""
+  mu = jnp.asarray(_MU)
+  K, K1, K2 = (_cmul(c1, v) for v in _moments(_safe_log(F1.up_p), F1.up_loss, mu))
+  if two:
+    K_, K1_, K2_ = (_cmul(c2, v) for v in _moments(_safe_log(F2.up_p), F2.up_loss, mu))
+    K, K1, K2 = K + K_, K1 + K1_, K2 + K2_
+  Kf = jnp.where(jnp.isfinite(K), K, jnp.inf)
+  top = jnp.min(jnp.where(mu > 1.0, (Kf - log_tau) / (mu - 1.0), jnp.inf))
+  bot = jnp.max(jnp.where(mu < 0.0, (log_tau - Kf) / (-mu), -jnp.inf))
+  ok = jnp.isfinite(top) & jnp.isfinite(bot) & (top > bot)
+  top = jnp.where(ok, top, 1.0)
+  bot = jnp.where(ok, bot, -1.0)
+  h = jnp.maximum((top - bot) / (N - 16), 1e-12)
+  m = jnp.floor(bot / h).astype(jnp.int64) - 8
+  return h, m, bot, top, Kf, K1, K2
+
+
+def _exact(blocks, counts, x):
+  """Composed log-MGF, tilted mean and variance at the exponents x (exact)."""
+  out = [_moments(lw, pos, x) for lw, pos in blocks]
+  return tuple(sum(_cmul(c, o[i]) for c, o in zip(counts, out)) for i in range(3))
+
+
+def _bisect(f, a, b, iters=30):
+  """Root of f (f(a) > 0 >= f(b), any order of a, b) by bisection; returns b-side."""
+  def body(_, ab):
+    a_, b_ = ab
+    mid = 0.5 * (a_ + b_)
+    ok = f(mid) <= 0
+    return jnp.where(ok, a_, mid), jnp.where(ok, mid, b_)
+  return lax.fori_loop(0, iters, body, (a, b))[1]
+
+
+def _tilts(blocks, counts, K, K1, K2, mu, mode, q, per_side):
+  """Tilt exponents of the W-law: 0, 1, and per_side around each direction's
+  relevant position.
+
+  remove: W-positions just above eps (P-mass above eps); add: just below
+  -eps. For an eps query, eps is located by the saddlepoint approximations
+  delta_rem ~ e^{K(1+l) - l x} / (sqrt(2 pi K'') l (1 + l)) at the saddle
+  x = K'(1 + l), l > 0, and delta_add ~ e^{K(m) - m x} / (sqrt(2 pi K'')
+  |m| (1 + |m|)), m < 0 (grid bracket, then bisection in the exponent with
+  exact moments); for a delta query the saddles of x = eps and x = -eps.
+  The tilts form a ladder 1 -> saddle (remove) and 0 -> saddle (add) of
+  ``per_side - 1`` steps, plus one 1.5 / sqrt(K'') beyond each saddle.
+  Tightness only: any tilt is valid, its error bound is explicit.
+  """
+  q = jnp.asarray(q, jnp.float64)
+  G = mu.shape[0]
+  sd = lambda v: jnp.sqrt(jnp.maximum(v, 1e-16))
+  if mode == "eps":
+    ld = jnp.log(q)
+
+    def est(x, rem):
+      k, k1, k2 = _exact(blocks, counts, x)
+      lam = jnp.where(rem, x - 1.0, -x)
+      v = k - (x - jnp.where(rem, 1.0, 0.0)) * k1 - jnp.log(sd(k2) * jnp.sqrt(2 * jnp.pi)) \
+          - jnp.log(lam * (1.0 + lam))
+      return jnp.where(jnp.isfinite(v), v, jnp.where(lam > 0, -jnp.inf, jnp.inf)) - ld
+
+    lam_g = jnp.where(mu > 1.0, mu - 1.0, -mu)
+    e_g = (K - (mu - jnp.where(mu > 1.0, 1.0, 0.0)) * K1 - jnp.log(sd(K2) * jnp.sqrt(2 * jnp.pi))
+           - jnp.log(lam_g * (1.0 + lam_g)))
+    below = jnp.isfinite(e_g) & (e_g <= ld)
+    pos_r = (mu > 1.0) & below
+    g = jnp.where(jnp.any(pos_r), jnp.argmax(pos_r), G - 1)
+    mu_r = _bisect(lambda x: est(jnp.atleast_1d(x), True)[0], jnp.maximum(mu[g - 1], 1.0),
+                   mu[g])
+    neg = (mu < 0.0) & below
+    g = jnp.where(jnp.any(neg), G - 1 - jnp.argmax(neg[::-1]), 0)
+    mu_a = _bisect(lambda x: est(jnp.atleast_1d(x), False)[0],
+                   jnp.minimum(mu[jnp.minimum(g + 1, G - 1)], 0.0), mu[g])
+  else:
+    def pos_f(x, target):
+      return target - _exact(blocks, counts, jnp.atleast_1d(x))[1][0]
+
+    g = jnp.clip(jnp.sum(K1 < q), 1, G - 1)
+    mu_r = _bisect(lambda x: pos_f(x, q), mu[g - 1], mu[g])
+    g = jnp.clip(jnp.sum(K1 < -q), 1, G - 1)
+    mu_a = _bisect(lambda x: pos_f(x, -q), mu[g - 1], mu[g])
+  fin = lambda x: jnp.where(jnp.isfinite(x), x, 0.0)
+  mu_r, mu_a = fin(mu_r), fin(mu_a)
+  s_r = sd(_exact(blocks, counts, jnp.atleast_1d(mu_r))[2][0])
+  s_a = sd(_exact(blocks, counts, jnp.atleast_1d(mu_a))[2][0])
+  # a ladder from the plain FFTs to the saddle (heavy-tailed rounds fold far
+  # mass into the window at large tilts: the point-wise pick then prefers an
+  # intermediate tilt), and one tilt 1.5 standard deviations beyond it
+  f = jnp.arange(1, per_side) / max(per_side - 1, 1)
+  lad_r = 1.0 + (mu_r - 1.0) * f
+  lad_a = mu_a * f
+  return jnp.concatenate([jnp.asarray([0.0, 1.0]), lad_r, jnp.atleast_1d(mu_r + 1.5 / s_r),
+                          lad_a, jnp.atleast_1d(mu_a - 1.5 / s_a)])
+
+
+def _cut_levels(F1, F2, c1, c2, two, mode, query, mu):
+  """Per-round tail cuts (P-mass above, Q-mass below) for the composition.
+
+  eps queries: CUT_EPS * delta / (k E) (the upper delta grows by at most
+  CUT_EPS * delta). delta queries: CUT_DELTA times the Chernoff bounds of
+  the two deltas at eps (bounds of the truth, so the growth is at most
+  CUT_DELTA * Chernoff / delta relative), divided by k E. Tightness only.
+  """
+  c_tot = jnp.maximum(c1 + c2, 1.0)
+  q = jnp.asarray(query, jnp.float64)
+  if mode == "eps":
+    lv = CUT_EPS * q / c_tot
+    return lv, lv
+  K = _cmul(c1, _lmgf(_safe_log(F1.up_p), F1.up_loss, mu))
+  if two:
+    K = K + _cmul(c2, _lmgf(_safe_log(F2.up_p), F2.up_loss, mu))
+  K = jnp.where(jnp.isfinite(K), K, jnp.inf)
+  c_r = jnp.min(jnp.where(mu > 1.0, K - (mu - 1.0) * q, jnp.inf))   # P(L >= eps)
+  c_a = jnp.min(jnp.where(mu < 0.0, K + mu * q, jnp.inf))           # Q(L <= -eps)
+  f = lambda c: CUT_DELTA * jnp.exp(jnp.clip(c, -700.0, 0.0)) / c_tot
+  return f(c_r), f(c_a)
+
+
+def compose_laws(F1: FinalLaws, F2: Optional[FinalLaws], c1, c2, tau, query, *, mode: str,
+                 size: int, tilts: int, two: bool, want_lower: bool) -> Composed:
+  """Composition of c1 rounds with laws F1 and c2 rounds with laws F2 (one lane).
+
+  Jittable; ``mode`` ("eps": ``query`` is a delta; "delta": an epsilon; it
+  only places the tilts), ``size`` (N), ``tilts`` (per direction), ``two``
+  (F2 present) and ``want_lower`` are static; c1, c2 (>= 0, float), ``tau``
+  (window tail, > 0) and ``query`` traced.
+  Bound: see the module docstring (upper and lower, float ledger included).
+  """
+  require_x64("allocation.pld composition")
+  N = int(size)
+  c1 = jnp.asarray(c1, jnp.float64)
+  c2 = jnp.asarray(c2, jnp.float64) if two else jnp.zeros(())
+  c_tot = c1 + c2
+  mu = jnp.asarray(_MU)
+  tau = jnp.asarray(tau, jnp.float64)
+  log_tau = jnp.log(tau)
+  t_hi, t_lo = _cut_levels(F1, F2, c1, c2, two, mode, query, mu)
+  F1 = truncate_round(F1, t_hi, t_lo)
+  F2 = truncate_round(F2, t_hi, t_lo) if two else None
+  h, m, bot, top, Kc, K1, K2 = _window(F1, F2, c1, c2, two, log_tau, N)
+  Fs = [F1, F2] if two else [F1]
+  cs = [c1, c2] if two else [c1]
+  tw = _tilts([(_safe_log(F.up_p), F.up_loss) for F in Fs], cs, Kc, K1, K2, mu, mode, query,
+              tilts)
+
+  # ---- upper
+  ua = [_upper_atoms(F, h) for F in Fs]
+  wu, _, efu, Ku = _compose_law([(a[0], a[1]) for a in ua], cs, h, m, N, tw, c_tot, mu)
+  wu = jnp.maximum(wu, 0.0) + efu
+  tot = [jnp.sum(F.up_p) for F in Fs]
+  mean = [jnp.exp(l) for l in
+          (_lmgf(a[1], a[0].astype(jnp.float64) * h, mu[_G1:_G1 + 1])[0] for a in ua)]
+  q0c = _expdiff(sum(_cmul(c, _safe_log(t + F.up_q0)) for c, t, F in zip(cs, tot, Fs)),
+                 sum(_cmul(c, _safe_log(t)) for c, t in zip(cs, tot)))
+  defc = _expdiff(sum(_cmul(c, _safe_log(a + F.up_minf_t)) for c, a, F in zip(cs, mean, Fs)),
+                  sum(_cmul(c, _safe_log(a)) for c, a in zip(cs, mean)))
+  Kuf = jnp.where(jnp.isfinite(Ku), Ku, jnp.inf)
+  topw = (m + N).astype(jnp.float64) * h
+  botw = (m - 1).astype(jnp.float64) * h
+  q_hi = jnp.min(jnp.where(mu > 0, Kuf - mu * topw, jnp.inf))
+  q_lo = jnp.min(jnp.where(mu < 0, Kuf - mu * botw, jnp.inf))
+  p_hi = jnp.min(jnp.where(mu > 1, Kuf - (mu - 1.0) * topw, jnp.inf))
+  q0u = q0c + jnp.minimum(jnp.exp(jnp.minimum(q_hi, 0.0)) + jnp.exp(jnp.minimum(q_lo, 0.0)), 1.0)
+  defu = defc + jnp.exp(jnp.minimum(p_hi, 0.0))
+
+  # ---- lower
+  if want_lower:
+    la = [_lower_atoms(F, h) for F in Fs]
+    wl, ewl, _, _ = _compose_law([(a[0], a[1]) for a in la], cs, h, m, N, tw, c_tot, mu)
+    pl, epl, _, _ = _compose_law([(a[0], a[2]) for a in la], cs, h, m, N, tw - 1.0, c_tot,
+                                 mu)
+    wl_lo, wl_hi = jnp.maximum(wl - ewl, 0.0), jnp.maximum(wl, 0.0) + ewl
+    pl_lo, pl_hi = jnp.maximum(pl - epl, 0.0), jnp.maximum(pl, 0.0) + epl
+    totl = [jnp.sum(F.lo_a) for F in Fs]
+    q0l = _expdiff(sum(_cmul(c, _safe_log(t + F.lo_q0)) for c, t, F in zip(cs, totl, Fs)),
+                   sum(_cmul(c, _safe_log(t)) for c, t in zip(cs, totl)))
+    singl = -jnp.expm1(sum(c * jnp.log1p(-jnp.minimum(F.lo_inf, 1.0)) for c, F in zip(cs, Fs)))
+    mx_lo = [a[3] for a in la]
+  else:
+    wl_lo = wl_hi = pl_lo = pl_hi = None
+    q0l = singl = jnp.zeros(())
+    mx_lo = [jnp.zeros(()) for _ in Fs]
+
+  # ---- float ledger
+  slack = 64 * _U * (c_tot + 8.0) + 8 * _U * N
+  fup = jnp.exp(sum(c * jnp.log1p(F.rel) for c, F in zip(cs, Fs))) * (1.0 + slack)
+  flo = jnp.exp(sum(c * jnp.log1p(-F.rel) for c, F in zip(cs, Fs))) * (1.0 - slack)
+  eta_disc = [8 * _U * (jnp.maximum(a[2], b) + 2.0) for a, b in zip(ua, mx_lo)]
+  H = (sum(c * (F.eta + e) for c, F, e in zip(cs, Fs, eta_disc))
+       + 8 * _U * (jnp.abs(m.astype(jnp.float64) * h) + N * h + 2.0))
+  fup = jnp.where(jnp.isnan(h), jnp.nan, fup)
+  return Composed(h, m, wu, q0u * (1.0 + slack), defu * (1.0 + slack), wl_lo, wl_hi, pl_lo,
+                  pl_hi, q0l * (1.0 - slack), singl * (1.0 - slack), fup, flo, H)

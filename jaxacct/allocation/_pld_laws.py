@@ -1,0 +1,198 @@
+"""Upper and lower laws of S/t for 1-of-t random allocation: jitted kernels (private).
+
+The mathematics, validity argument and floating-point ledger are in
+:mod:`jaxacct.allocation.pld`. This module holds the laws of one 1-of-t round
+(``final_laws``), their hockey-stick profiles (``delta_one``, ``deltas``,
+``epsilons``) and the batched jitted entry points (``laws_batch``,
+``eps_batch``, ``delta_batch``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxacct._core.dtype import require_x64
+from jaxacct.allocation import _sum_law as sl
+
+DEFAULT_GRID_SIZE = 1024
+DEFAULT_TAIL = 1e-20   # per-stage tail cut for delta(eps) queries
+TAIL_FACTOR = 1e-5     # epsilon(delta) queries cut tails at TAIL_FACTOR * delta
+EPS64 = float(np.finfo(np.float64).eps)
+_EPS = EPS64
+
+
+class FinalLaws(NamedTuple):
+  """Upper and lower laws of S/t of one 1-of-t round (Q-masses; see pld module)."""
+  up_p: jax.Array
+  up_loss: jax.Array    # ln(x/t) at the upper knots
+  up_q0: jax.Array
+  up_minf_t: jax.Array  # minf / t
+  lo_a: jax.Array
+  lo_loss: jax.Array    # ln(mu/t) of the lower atoms
+  lo_q0: jax.Array
+  rel: jax.Array        # relative float slack
+  eta: jax.Array        # log-position float slack (an epsilon shift)
+  lo_inf: jax.Array     # lower law's P-mass at +inf (remove profile; 0 for Gaussian)
+
+
+# ----------------------------------------------------------------------------
+# kernels (jittable)
+# ----------------------------------------------------------------------------
+
+def one_step(mechanism, param, n, tail):
+  if mechanism == "gaussian":
+    return sl.gaussian_one_step(param, n, tail)
+  if mechanism == "laplace":
+    return sl.laplace_one_step(param, n, tail)
+  raise ValueError(f"mechanism must be 'gaussian' or 'laplace'; got {mechanism!r}.")
+
+
+def final_laws(param, t, *, n: int, tail, mechanism: str = "gaussian",
+               lower: bool = True) -> FinalLaws:
+  """Upper and lower laws of S/t for 1-of-t allocation (jittable, scalar).
+
+  ``lower=False`` (static) skips the lower law (its masses are then 0).
+  """
+  require_x64("allocation.pld")
+  up, lw, lat = one_step(mechanism, param, n, tail)
+  t_i = jnp.asarray(t, jnp.int32)
+  U, Ul, ledger = sl.sum_law_upper(up, lat, t_i, n, tail, 0.0)
+  if lower:
+    Lw, Ll = sl.sum_law_lower(lw, lat, t_i, n, tail, 0.0)
+  else:
+    m = sl.out_size(n)
+    Lw = sl.LowerLaw(jnp.zeros(m), jnp.zeros(m), jnp.zeros(()))
+    Ll = sl.Lattice(jnp.zeros(()), jnp.ones(()), jnp.zeros((), jnp.int32))
+  bad = ~(jnp.asarray(param) > 0) | ~jnp.isfinite(jnp.asarray(param))
+  return assemble_final(U, Ul, ledger, Lw, Ll, t_i, n, bad, jnp.zeros(()))
+
+
+def assemble_final(U, Ul, ledger, Lw, Ll, t_i, n, bad, lo_inf) -> FinalLaws:
+  """FinalLaws from the t-fold upper/lower sum laws and the float ledger."""
+  tf = t_i.astype(jnp.float64)
+  lnt = jnp.log(tf)
+  m_up = U.p.shape[0]
+  up_loss = Ul.u_ref + (Ul.off + jnp.arange(m_up)) * Ul.step - lnt
+  m_lo = Lw.a.shape[0]
+  f = jnp.where(Lw.a > 0, Lw.g / jnp.where(Lw.a > 0, Lw.a, 1.0), 1.0)
+  lo_loss = Ll.u_ref + (Ll.off + jnp.arange(m_lo)) * Ll.step + jnp.log(f) - lnt
+  levels = jnp.log2(tf) + 2.0
+  rel = _EPS * (16.0 * tf + 8.0 * n * levels)
+  bad = bad | ~(t_i >= 1)
+  rel = jnp.where(bad, jnp.nan, rel)   # invalid traced lanes -> NaN results
+  eta = ledger + 8 * _EPS * (4.0 + jnp.abs(Ul.u_ref) + jnp.abs(Ll.u_ref) + 2.0 * jnp.abs(lnt)
+                             + 2.0 * m_up * (Ul.step + Ll.step))
+  return FinalLaws(U.p, up_loss, U.q0, U.minf / tf, Lw.a, lo_loss, Lw.q0, rel, eta,
+                   jnp.asarray(lo_inf, jnp.float64))
+
+
+def delta_one(F: FinalLaws, eps, which: int):
+  """One of (rem_up, add_up, rem_lo, add_lo) at eps (broadcast over eps).
+
+  Floating-point ledger: masses carry a relative error <= rel and atom
+  positions a log error <= eta, so the certified values are
+  up: (1 + rel) e^eta delta(eps - eta) (remove), (1 + rel) delta(eps - eta) (add);
+  lo: (1 - rel) e^-eta delta(eps + eta), (1 - rel) delta(eps + eta).
+  """
+  e0 = jnp.asarray(eps, jnp.float64)
+  e = (e0 - F.eta if which < 2 else e0 + F.eta)[..., None]
+  if which == 0:    # remove, upper: e^eps sum p expm1(l - eps)_+ + minf/t
+    v = jnp.exp(e[..., 0]) * jnp.sum(F.up_p * jnp.maximum(jnp.expm1(F.up_loss - e), 0.0),
+                                     axis=-1) + F.up_minf_t
+    v = v * jnp.exp(F.eta)
+  elif which == 1:  # add, upper: sum p (1 - e^{eps + l})_+ + q0
+    v = jnp.sum(F.up_p * jnp.maximum(-jnp.expm1(F.up_loss + e), 0.0), axis=-1) + F.up_q0
+  elif which == 2:
+    v = jnp.exp(e[..., 0]) * jnp.sum(F.lo_a * jnp.maximum(jnp.expm1(F.lo_loss - e), 0.0),
+                                     axis=-1) * jnp.exp(-F.eta) + F.lo_inf
+  else:
+    v = jnp.sum(F.lo_a * jnp.maximum(-jnp.expm1(F.lo_loss + e), 0.0), axis=-1) + F.lo_q0
+  if which < 2:
+    v = v * (1.0 + F.rel)
+  else:
+    v = v * (1.0 - F.rel)
+  return jnp.where(jnp.isnan(F.rel) | jnp.isnan(e0), jnp.nan, v)
+
+
+def deltas(F: FinalLaws, eps, Fa: FinalLaws | None = None):
+  """(rem_up, add_up, rem_lo, add_lo) at eps (broadcast over eps's shape).
+
+  ``Fa`` (default ``F``): laws for the add direction when they differ (a
+  mechanism given as discrete PLDs with direction-specific laws).
+  """
+  Fa = F if Fa is None else Fa
+  return tuple(delta_one(G, eps, w) for w, G in zip(range(4), (F, Fa, F, Fa)))
+
+
+def eps_bisect(fn, delta, hi, *, upper: bool, iters: int = 80):
+  """Upper: smallest eps >= 0 with fn(eps) <= delta; lower: largest eps with
+  fn(eps) >= delta (0 if none). fn decreasing in eps."""
+  lo = jnp.zeros_like(delta)
+  hi = jnp.broadcast_to(hi, delta.shape)
+
+  def body(_, c):
+    a, b = c
+    mid = 0.5 * (a + b)
+    ok = fn(mid) <= delta
+    return jnp.where(ok, a, mid), jnp.where(ok, mid, b)
+
+  a, b = lax.fori_loop(0, iters, body, (lo, hi))
+  if upper:
+    res = jnp.where(fn(lo) <= delta, 0.0, b)
+    return jnp.where(fn(hi) <= delta, res, jnp.inf)
+  return jnp.where(fn(lo) <= delta, 0.0, a)
+
+
+def epsilons(F: FinalLaws, delta, Fa: FinalLaws | None = None):
+  Fa = F if Fa is None else Fa
+  d = jnp.asarray(delta, jnp.float64)
+
+  def hi(p, loss):
+    return jnp.maximum(jnp.max(jnp.where(p > 0, jnp.abs(loss), 0.0)), 1.0) + 1.0
+
+  er_u = eps_bisect(lambda e: delta_one(F, e, 0), d, hi(F.up_p, F.up_loss), upper=True)
+  ea_u = eps_bisect(lambda e: delta_one(Fa, e, 1), d, hi(Fa.up_p, Fa.up_loss), upper=True)
+  er_l = eps_bisect(lambda e: delta_one(F, e, 2), d, hi(F.lo_a, F.lo_loss), upper=False)
+  ea_l = eps_bisect(lambda e: delta_one(Fa, e, 3), d, hi(Fa.lo_a, Fa.lo_loss), upper=False)
+  bad = jnp.isnan(F.rel) | jnp.isnan(Fa.rel) | ~(d > 0) | ~(d < 1)
+  return tuple(jnp.where(bad, jnp.nan, v) for v in (er_u, ea_u, er_l, ea_l))
+
+
+def auto_tail(delta):
+  """Per-stage tail cut for an epsilon query: far below delta (tightness only)."""
+  return jnp.clip(TAIL_FACTOR * jnp.asarray(delta, jnp.float64), 1e-30, 1e-12)
+
+
+_CHUNK = 8  # lanes per vmapped block; larger batches run block after block
+
+
+@functools.partial(jax.jit, static_argnames=("n", "mechanism", "lower"))
+def laws_batch(param, t, tail, *, n, mechanism, lower=True):
+  """FinalLaws for lanes (param, t, tail) (1-D arrays); n, mechanism static."""
+  f = jax.vmap(lambda a, b, c: final_laws(a, b, n=n, tail=c, mechanism=mechanism,
+                                          lower=lower))
+  size = param.shape[0]
+  if size <= _CHUNK or size % _CHUNK:
+    return f(param, t, tail)
+  # batched dynamic slices turn into gathers/scatters over the whole batch;
+  # blocks of _CHUNK lanes keep the working set in cache (sequential lax.map).
+  r = lambda x: x.reshape((size // _CHUNK, _CHUNK) + x.shape[1:])
+  out = lax.map(lambda xs: f(*xs), (r(param), r(t), r(tail)))
+  return jax.tree.map(lambda x: x.reshape((size,) + x.shape[2:]), out)
+
+
+@jax.jit
+def eps_batch(F, delta):
+  return jax.vmap(epsilons)(F, delta)
+
+
+@jax.jit
+def delta_batch(F, eps):
+  return jax.vmap(deltas)(F, eps)
+

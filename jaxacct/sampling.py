@@ -1,0 +1,343 @@
+r"""Batch samplers that form batches exactly as jaxacct's accountants assume.
+
+Each sampler yields :class:`Batch` objects: example indices padded to a fixed
+length with a 0/1 mask, so that a ``jit``-compiled training step sees one
+shape and compiles once. Padded slots hold index 0 (a valid row) and mask 0:
+multiply per-example gradients by the mask (a clipped zero gradient stays
+zero) and nothing outside the batch influences the step.
+
+Samplers and the accounting that matches them:
+
+=============================================  ==========================================
+sampler                                        accounting (Bound: upper)
+=============================================  ==========================================
+``BallsInBinsSampler()`` (fresh, default):     ``allocation.epsilon(num_steps=t,
+every epoch each example joins a uniformly     num_selected=k, num_epochs=E)``,
+random k-subset of the t steps, drawn anew     ``tracking.AllocationAccountant``
+and independently of earlier epochs
+``BallsInBinsSampler(fresh_each_epoch=False)``  ``allocation.epsilon(...,
+(fixed bins: the k-subset is drawn once and    fresh_each_epoch=False)`` = one epoch at
+reused every epoch; jax_privacy 2.0's          sigma / sqrt(E)
+``BallsInBinsSampling(iterations=t*E,          (:mod:`jaxacct.allocation.fixed_bins`)
+cycle_length=t)``)
+``PoissonSampler``: every step each example    ``poisson.epsilon(q=q, num_steps=T)``,
+joins independently with probability q         ``tracking.PoissonAccountant``
+=============================================  ==========================================
+
+:meth:`BallsInBinsSampler.accountant` / :meth:`PoissonSampler.accountant`
+return the ``jaxacct.tracking`` accountant that matches the sampler (never the
+fresh-draw one for fixed bins), and ``.epsilon(sigma=, delta=)`` the front
+door's value for the whole run.
+
+Batch sizes and the pad size
+----------------------------
+In both schemes the number of examples in one given step is exactly
+Binomial(n, p) with p = k/t (balls-in-bins: an example's k-subset contains a
+given step with probability k/t, independently across examples) or p = q
+(Poisson). The default pad size is the smallest multiple of ``multiple``
+(default 8) B with ``num_steps * P(Bin(n, p) > B) <= overflow_prob`` (union
+bound over the run; exact binomial tail, ``scipy.stats.binom``), so that with
+probability at least 1 - overflow_prob (default 1e-6) no batch of the whole
+run exceeds B. ``pad_size="max"`` gives B = n (never overflows); an int
+fixes B.
+
+Overflow (a batch larger than B, probability <= overflow_prob per run): the
+batch is *not* split and no example is dropped; it is padded to the next
+multiple of B (one more compile of the step for that shape) and a
+``RuntimeWarning`` says so. Splitting an oversized batch into an extra noisy
+step would change the mechanism (a data-independent but extra release the
+allocation analysis does not cover), and dropping examples would change the
+sampling distribution; padding keeps every step one noisy sum over exactly
+the sampled batch, so the accounting stays exact.
+
+Randomness: numpy ``Generator`` seeded from ``(seed, epoch)`` (balls-in-bins)
+or ``(seed, step)`` (Poisson), so any epoch or step can be regenerated on its
+own; the same seed gives the same batches.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Iterator, List, NamedTuple, Optional, Union
+
+import numpy as np
+
+from jaxacct._core import checks
+
+__all__ = ["Batch", "BallsInBinsSampler", "PoissonSampler", "pad_size_for"]
+
+
+class Batch(NamedTuple):
+  """One training step's batch.
+
+  Attributes:
+    indices: int32 array of shape (pad,) (pad = the sampler's ``pad_size``,
+      or a multiple of it on overflow): the example indices, then 0-padding.
+    mask: float32 array of shape (pad,): 1.0 for real examples, 0.0 for pads.
+    step: global step index (0-based, over all epochs).
+    epoch: epoch index (0-based; Poisson: ``step // steps_per_epoch``).
+    size: number of real examples (``int(mask.sum())``).
+  """
+  indices: np.ndarray
+  mask: np.ndarray
+  step: int
+  epoch: int
+  size: int
+
+
+def pad_size_for(*, dataset_size: int, inclusion_prob: float, num_steps: int,
+                 overflow_prob: float = 1e-6, multiple: int = 8) -> int:
+  """Smallest multiple of ``multiple`` B with num_steps * P(Bin(n, p) > B) <= overflow_prob.
+
+  Args:
+    dataset_size: n >= 1. inclusion_prob: p in (0, 1], the probability that
+      an example is in a given step (k/t for balls-in-bins, q for Poisson).
+    num_steps: number of steps in the run (>= 1); the union bound is over them.
+    overflow_prob: in (0, 1).
+    multiple: B is rounded up to a multiple of this (>= 1).
+
+  Returns:
+    int B in [1, n rounded up to ``multiple``].
+
+  Bound: exact binomial tail (scipy), union bound over steps.
+  """
+  from scipy.stats import binom
+  checks.check_int("dataset_size", dataset_size, min_value=1)
+  checks.check_range("inclusion_prob", inclusion_prob, 0.0, 1.0, lo_open=True)
+  checks.check_int("num_steps", num_steps, min_value=1)
+  checks.check_range("overflow_prob", overflow_prob, 0.0, 1.0, lo_open=True, hi_open=True)
+  checks.check_int("multiple", multiple, min_value=1)
+  n, p = int(dataset_size), float(inclusion_prob)
+  target = float(overflow_prob) / int(num_steps)
+  # binom.isf gives the smallest b with sf(b) <= target (up to float rounding: re-check)
+  b = int(binom.isf(target, n, p)) if p < 1.0 else n
+  b = max(0, min(b, n))
+  while b < n and binom.sf(b, n, p) > target:
+    b += 1
+  while b > 0 and binom.sf(b - 1, n, p) <= target:
+    b -= 1
+  m = int(multiple)
+  return max(m, -(-max(b, 1) // m) * m)
+
+
+def _resolve_pad(pad_size, n, p, num_steps, overflow_prob, multiple):
+  if pad_size is None:
+    return pad_size_for(dataset_size=n, inclusion_prob=p, num_steps=num_steps,
+                        overflow_prob=overflow_prob, multiple=multiple)
+  if isinstance(pad_size, str):
+    checks.check_choice("pad_size", pad_size, ("max",))
+    return -(-n // int(multiple)) * int(multiple)
+  checks.check_int("pad_size", pad_size, min_value=1)
+  return int(pad_size)
+
+
+def _make_batch(members: np.ndarray, pad: int, step: int, epoch: int) -> Batch:
+  size = int(members.size)
+  width = pad if size <= pad else -(-size // pad) * pad
+  if size > pad:
+    warnings.warn(
+        f"jaxacct.sampling: step {step} has {size} examples > pad_size {pad}; padded to "
+        f"{width} (no example dropped, accounting unchanged; the jitted step compiles "
+        "once more for this shape).", RuntimeWarning, stacklevel=3)
+  idx = np.zeros(width, np.int32)
+  idx[:size] = members
+  mask = np.zeros(width, np.float32)
+  mask[:size] = 1.0
+  return Batch(idx, mask, int(step), int(epoch), size)
+
+
+def _random_subsets(rng: np.random.Generator, n: int, t: int, k: int) -> np.ndarray:
+  """(n, k) int array: row i is a uniformly random k-subset of range(t) (ascending),
+  rows independent. Sequential selection: the j-th pick is uniform over the t - j
+  values not yet taken (mapped to the r-th free value), which makes every ordered
+  k-tuple of distinct values equally likely; O(n k^2)."""
+  chosen = np.empty((n, k), np.int64)
+  for j in range(k):
+    r = rng.integers(0, t - j, size=n)
+    prev = np.sort(chosen[:, :j], axis=1)
+    for c in range(j):                 # r-th free value: skip taken values <= it
+      r = r + (prev[:, c] <= r)
+    chosen[:, j] = r
+  return np.sort(chosen, axis=1)
+
+
+class BallsInBinsSampler:
+  r"""Balls-in-bins (random allocation) batches: each example in exactly k of the t
+  steps of every epoch, the k-subset uniformly random.
+
+  ``fresh_each_epoch=True`` (default) draws a new subset every epoch,
+  independently: the scheme accounted by ``jaxacct.allocation.epsilon(...,
+  num_epochs=E)`` (Feldman & Shenfeld, arXiv:2502.08202v3). ``False`` keeps
+  epoch 0's subsets for every epoch (fixed bins, as jax_privacy 2.0's
+  ``BallsInBinsSampling``), accounted by ``fresh_each_epoch=False``.
+
+  Args:
+    dataset_size: n >= 1.
+    steps_per_epoch: t >= 1 (steps per epoch, not total).
+    num_epochs: E >= 1.
+    num_selected: k in [1, t] (steps each example joins per epoch).
+    fresh_each_epoch: see above.
+    seed: int seed (numpy ``default_rng((seed, epoch))``).
+    pad_size: None (exact binomial quantile, module docstring), ``"max"`` (n)
+      or an int.
+    overflow_prob: probability bound for any overflow in the run (pad_size=None).
+    multiple: pad sizes are multiples of this.
+
+  Attributes:
+    pad_size: the fixed batch length B. num_steps: t * E (total steps).
+
+  Example::
+
+    >>> s = BallsInBinsSampler(dataset_size=1000, steps_per_epoch=10, num_epochs=2, seed=0)
+    >>> b = next(iter(s)); b.indices.shape == (s.pad_size,), b.step, b.epoch
+    (True, 0, 0)
+  """
+
+  def __init__(self, *, dataset_size: int, steps_per_epoch: int, num_epochs: int,
+               num_selected: int = 1, fresh_each_epoch: bool = True, seed: int = 0,
+               pad_size: Union[None, int, str] = None, overflow_prob: float = 1e-6,
+               multiple: int = 8):
+    checks.check_int("dataset_size", dataset_size, min_value=1)
+    checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1)
+    checks.check_int("num_epochs", num_epochs, min_value=1)
+    checks.check_int("num_selected", num_selected, min_value=1, max_value=int(steps_per_epoch))
+    if not isinstance(fresh_each_epoch, (bool, np.bool_)):
+      raise ValueError(f"fresh_each_epoch must be a bool; got {fresh_each_epoch!r}.")
+    checks.check_int("seed", seed, min_value=0)
+    self.n, self.t, self.E = int(dataset_size), int(steps_per_epoch), int(num_epochs)
+    self.k, self.fresh_each_epoch, self.seed = int(num_selected), bool(fresh_each_epoch), int(seed)
+    self.num_steps = self.t * self.E
+    self.pad_size = _resolve_pad(pad_size, self.n, self.k / self.t, self.num_steps,
+                                 overflow_prob, multiple)
+
+  def assignment(self, epoch: int) -> np.ndarray:
+    """(n, k) int array: the steps (within the epoch, 0..t-1) of each example."""
+    checks.check_int("epoch", epoch, min_value=0, max_value=self.E - 1)
+    e = int(epoch) if self.fresh_each_epoch else 0
+    rng = np.random.default_rng((self.seed, e))
+    if self.k == 1:
+      return rng.integers(0, self.t, size=(self.n, 1))
+    return _random_subsets(rng, self.n, self.t, self.k)
+
+  def epoch_batches(self, epoch: int) -> List[Batch]:
+    """The t batches of ``epoch`` (0-based), in step order."""
+    a = self.assignment(epoch)
+    flat = a.ravel()
+    ex = np.repeat(np.arange(self.n, dtype=np.int32), self.k)
+    order = np.argsort(flat, kind="stable")          # examples ascending within a step
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(flat, minlength=self.t))])
+    members = ex[order]
+    return [_make_batch(members[bounds[s]:bounds[s + 1]], self.pad_size,
+                        int(epoch) * self.t + s, epoch) for s in range(self.t)]
+
+  def __iter__(self) -> Iterator[Batch]:
+    for e in range(self.E):
+      yield from self.epoch_batches(e)
+
+  def __len__(self) -> int:
+    return self.num_steps
+
+  def accounting_kwargs(self) -> dict:
+    """Keyword arguments of ``jaxacct.allocation.epsilon``/``delta`` for this sampler."""
+    return dict(num_steps=self.t, num_selected=self.k, num_epochs=self.E,
+                fresh_each_epoch=self.fresh_each_epoch)
+
+  def epsilon(self, *, sigma, delta, **kwargs):
+    """``jaxacct.allocation.epsilon`` of the whole run (EpsilonResult; Bound: upper)."""
+    from jaxacct import allocation
+    return allocation.epsilon(sigma=sigma, delta=delta, **self.accounting_kwargs(), **kwargs)
+
+  def accountant(self, *, sigma, delta: Optional[float] = None, methods=None):
+    """The ``jaxacct.tracking`` accountant that matches this sampler.
+
+    Fresh: ``tracking.AllocationAccountant(sigma, num_steps=t, num_selected=k)``.
+    Fixed bins: an ``EpsilonTableAccountant`` (block = one epoch) holding
+    ``allocation.epsilon(..., num_epochs=e, fresh_each_epoch=False)`` for
+    e = 0..E, which needs ``delta``.
+    """
+    from jaxacct import allocation, tracking
+    if self.fresh_each_epoch:
+      return tracking.AllocationAccountant(sigma=sigma, num_steps=self.t,
+                                           num_selected=self.k, methods=methods)
+    if delta is None:
+      raise ValueError("delta is required for the fixed-bin accountant (an epsilon table).")
+    eps = np.array([0.0] + [float(allocation.epsilon(
+        sigma=sigma, num_steps=self.t, delta=delta, num_selected=self.k, num_epochs=e,
+        fresh_each_epoch=False, methods=methods).epsilon) for e in range(1, self.E + 1)])
+    # the first e epochs are a post-processing of the first e' >= e: a bound for e'
+    # also holds for e (keeps the table non-decreasing if methods switch)
+    eps = np.minimum.accumulate(eps[::-1])[::-1]
+    return tracking.EpsilonTableAccountant(epsilons=eps, delta=delta, block_size=self.t)
+
+
+class PoissonSampler:
+  r"""Poisson-subsampled batches: every step each example joins with probability q.
+
+  Accounted by ``jaxacct.poisson.epsilon(q=q, sigma=sigma, num_steps=T)``
+  (Mironov, Talwar & Zhang, arXiv:1908.10530v1; PLD with ``method="pld"``).
+
+  Args:
+    dataset_size: n >= 1.
+    sampling_prob: q in (0, 1].
+    num_steps: T >= 1 (total steps).
+    seed: int seed (numpy ``default_rng((seed, step))``).
+    pad_size, overflow_prob, multiple: as :class:`BallsInBinsSampler`.
+    steps_per_epoch: only labels ``Batch.epoch`` (default ``round(1/q)``).
+
+  Attributes:
+    pad_size, num_steps, q.
+  """
+
+  def __init__(self, *, dataset_size: int, sampling_prob: float, num_steps: int,
+               seed: int = 0, pad_size: Union[None, int, str] = None,
+               overflow_prob: float = 1e-6, multiple: int = 8,
+               steps_per_epoch: Optional[int] = None):
+    checks.check_int("dataset_size", dataset_size, min_value=1)
+    checks.check_probability("sampling_prob", sampling_prob, open_lo=True)
+    checks.check_int("num_steps", num_steps, min_value=1)
+    checks.check_int("seed", seed, min_value=0)
+    self.n, self.q, self.num_steps, self.seed = (int(dataset_size), float(sampling_prob),
+                                                 int(num_steps), int(seed))
+    self.steps_per_epoch = (max(1, int(round(1.0 / self.q))) if steps_per_epoch is None
+                            else int(steps_per_epoch))
+    self.pad_size = _resolve_pad(pad_size, self.n, self.q, self.num_steps, overflow_prob,
+                                 multiple)
+
+  def batch(self, step: int) -> Batch:
+    """The batch of global step ``step`` (0-based)."""
+    checks.check_int("step", step, min_value=0, max_value=self.num_steps - 1)
+    rng = np.random.default_rng((self.seed, int(step)))
+    members = np.nonzero(rng.random(self.n) < self.q)[0].astype(np.int32)
+    return _make_batch(members, self.pad_size, step, int(step) // self.steps_per_epoch)
+
+  def __iter__(self) -> Iterator[Batch]:
+    for s in range(self.num_steps):
+      yield self.batch(s)
+
+  def __len__(self) -> int:
+    return self.num_steps
+
+  def accounting_kwargs(self) -> dict:
+    """Keyword arguments of ``jaxacct.poisson.epsilon`` for this sampler."""
+    return dict(q=self.q, num_steps=self.num_steps)
+
+  def epsilon(self, *, sigma, delta, **kwargs):
+    """``jaxacct.poisson.epsilon`` of the whole run (EpsilonResult; Bound: upper)."""
+    from jaxacct import poisson
+    return poisson.epsilon(sigma=sigma, delta=delta, **self.accounting_kwargs(), **kwargs)
+
+  def accountant(self, *, sigma, delta: Optional[float] = None, **kwargs):
+    """``tracking.PoissonAccountant(q=q, sigma=sigma, pld_every=steps_per_epoch)``.
+
+    The tight Poisson PLD at every epoch end (RDP in between), the bound that
+    ``tracking.calibrate_noise("poisson", ...)`` and
+    ``dpsgd.calibrate_noise_multiplier(sampling="poisson")`` calibrate on: an
+    RDP-only accountant (``pld_every=None``) would report a larger epsilon
+    than the calibration target for the same sigma. ``kwargs`` go to
+    :class:`jaxacct.tracking.PoissonAccountant` (``delta`` is unused).
+    """
+    from jaxacct import tracking
+    del delta
+    kwargs.setdefault("pld_every", self.steps_per_epoch)
+    return tracking.PoissonAccountant(q=self.q, sigma=sigma, **kwargs)

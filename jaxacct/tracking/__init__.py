@@ -1,0 +1,86 @@
+r"""Optax hook: track (and enforce) the privacy spent while training.
+
+:func:`track_privacy` returns an :class:`optax.GradientTransformation` that
+passes updates through unchanged (as ``optax.snapshot`` does), counts the
+*applied* updates and keeps the epsilon spent so far in its state::
+
+    tx = optax.chain(
+        optax.contrib.differentially_private_aggregate(
+            l2_norm_clip=1.0, noise_multiplier=sigma, key=jax.random.key(0)),
+        jaxacct.tracking.track_privacy(
+            jaxacct.tracking.PoissonAccountant(q=q, sigma=sigma),
+            num_steps=num_steps, delta=1e-5, max_epsilon=8.0),
+        optax.sgd(0.1))
+    ...
+    eps = optax.tree.get(opt_state, "eps")      # inside or outside jit
+
+Design (the accounting is float64 and happens once, when the hook is built):
+
+* An *accountant* (:class:`PoissonAccountant`, :class:`AllocationAccountant`,
+  :class:`GaussianAccountant`, :class:`ShuffleAccountant`,
+  :class:`RDPAccountant`, :class:`EpsilonTableAccountant`; or
+  :class:`EventAccountant`, any dp_accounting/jaxacct event per step or
+  epoch through ``jaxacct.accounting.PLDAccountant``) turns the sampling
+  scheme into an epsilon table: ``eps[b]`` is an upper bound on epsilon at
+  ``delta`` after ``b`` blocks of ``block_size`` applied updates (block = one
+  step for Poisson/full-batch/RDP schemes, one epoch for random allocation,
+  one round for shuffling). It is computed under ``jax.enable_x64(True)`` with
+  the package's functional API, so the table equals the offline numbers.
+* Under ``jit`` the hook only does an integer lookup: ``count -> eps``. No
+  float64 is needed in the user's program.
+* A step inside a block is charged the whole block (the outputs so far are a
+  post-processing of the whole block's output), so the reported epsilon is an
+  upper bound at every step, exact at block ends.
+* Past the table (``count > num_steps``) epsilon is ``+inf`` (no guarantee).
+
+Float64 policy: with x64 enabled the state's ``eps`` is float64 and equals the
+functional API. In a float32 program it is float32, rounded *up* (never below
+the float64 value; relative excess < 1.2e-7). :func:`epsilon_table` gives the
+float64 table for host-side reporting.
+
+Gradient accumulation (``optax.MultiSteps``): put the hook *inside* the
+wrapped optimizer. ``MultiSteps`` calls the inner update at every micro-step
+but keeps the inner state only when it emits, so ``count`` counts applied
+(logical-batch) updates, never micro-batches. (Note that
+``differentially_private_aggregate`` itself must see whole per-example
+gradients; optax warns it does not combine with ``MultiSteps``: use
+:func:`clip_and_sum` per micro-batch *outside* ``MultiSteps`` and
+:func:`gaussian_noise` inside it, see its docstring.)
+
+Budget (``max_epsilon``): before applying the update that moves ``count`` to
+``c + 1`` the hook checks, on the precomputed table, that
+``eps[c + 1] <= max_epsilon``. If not, the update is replaced by zeros (as
+``optax.transforms.conditionally_mask`` does), ``count`` stays, and the flag
+``budget_exhausted`` is set: the spent epsilon never exceeds ``max_epsilon``.
+Place the hook right after the noise, so that nothing downstream (momentum,
+Adam moments) sees new data once the budget is spent. With
+``on_budget="raise"`` the update is masked as well and, in addition, an error
+is raised: directly (:class:`PrivacyBudgetExceeded`) when ``update`` runs
+eagerly, and through ``jax.debug.callback`` under ``jit``/``vmap`` (JAX then
+reports it as a runtime error whose message contains
+``PrivacyBudgetExceeded``, when the step's result is materialised). Users who
+prefer functional errors can instead wrap their step in
+``jax.experimental.checkify.checkify`` and ``checkify.check`` on
+``budget_exhausted`` themselves (the kernels stay free of ``checkify.check``,
+which raises when staged without ``checkify``).
+
+Bound: upper (each table entry is an upper bound of its accountant).
+"""
+
+from jaxacct.tracking.accountants import (AllocationAccountant, EpsilonTableAccountant,
+                                          EventAccountant, GaussianAccountant,
+                                          PoissonAccountant, RDPAccountant,
+                                          ShuffleAccountant, epsilon_table)
+from jaxacct.tracking.calibration import Calibration, calibrate_noise
+from jaxacct.tracking.hook import (PrivacyBudgetExceeded, PrivacyTrackerState,
+                                   clip_and_sum, gaussian_noise, privacy_spent,
+                                   track_privacy)
+
+__all__ = [
+    "PrivacyTrackerState", "PrivacyBudgetExceeded", "track_privacy",
+    "PoissonAccountant", "AllocationAccountant", "GaussianAccountant",
+    "ShuffleAccountant", "RDPAccountant", "EpsilonTableAccountant",
+    "EventAccountant",
+    "epsilon_table", "privacy_spent", "calibrate_noise", "Calibration",
+    "clip_and_sum", "gaussian_noise",
+]

@@ -1,0 +1,211 @@
+"""jaxacct.sampling: batches formed as the accountants assume.
+
+Checks (fixed seeds, so every statistic below is deterministic; the chi-square
+thresholds p > 1e-3 are what a correct sampler passes with probability 0.999
+per test at a random seed):
+* balls-in-bins: every example in exactly k distinct steps of every epoch;
+  step (k = 1) and subset (k = 2) frequencies uniform (chi-square); fresh
+  epochs independent (chi-square on the (epoch 0, epoch 1) contingency
+  table), fixed bins identical across epochs;
+* fixed shapes: every batch has length pad_size and the mask marks exactly
+  the sampled examples; pad_size is the exact binomial quantile (scipy);
+  overflow pads to a multiple (warning), never drops an example;
+* Poisson: inclusion counts per step Binomial(n, q) (chi-square on per-example
+  totals);
+* the accountant from the sampler is the matching one (fixed bins never get
+  the fresh-draw accountant), and the training example's epsilon equals it.
+"""
+
+import math
+import os
+import sys
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from jaxacct import allocation, sampling, tracking
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+def _epoch_counts(s, epoch):
+  """(n,) inclusion counts and the per-example step lists of one epoch."""
+  cnt = np.zeros(s.n, int)
+  steps = [[] for _ in range(s.n)]
+  for b in s.epoch_batches(epoch):
+    real = b.indices[b.mask > 0]
+    assert real.size == b.size and np.all(b.indices[b.mask == 0] == 0)
+    assert len(np.unique(real)) == real.size        # no example twice in a step
+    cnt[real] += 1
+    for i in real:
+      steps[i].append(b.step - epoch * s.t)
+  return cnt, steps
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_balls_in_bins_exactly_k_per_epoch(k):
+  s = sampling.BallsInBinsSampler(dataset_size=500, steps_per_epoch=10, num_epochs=3,
+                                  num_selected=k, seed=4)
+  for e in range(3):
+    cnt, steps = _epoch_counts(s, e)
+    assert np.all(cnt == k)
+    assert all(len(set(st)) == k for st in steps)
+    np.testing.assert_array_equal(np.sort(s.assignment(e), axis=1),
+                                  np.sort(np.array(steps), axis=1))
+
+
+def test_step_frequencies_uniform_k1():
+  s = sampling.BallsInBinsSampler(dataset_size=20_000, steps_per_epoch=10, num_epochs=2, seed=0)
+  for e in range(2):
+    sizes = np.array([b.size for b in s.epoch_batches(e)])
+    assert sizes.sum() == 20_000
+    p = stats.chisquare(sizes).pvalue      # H0: multinomial(n, 1/t)
+    assert p > 1e-3, p
+
+
+def test_subset_frequencies_uniform_k2():
+  t, k, n = 5, 2, 20_000
+  s = sampling.BallsInBinsSampler(dataset_size=n, steps_per_epoch=t, num_epochs=1,
+                                  num_selected=k, seed=1)
+  a = s.assignment(0)
+  codes = a[:, 0] * t + a[:, 1]
+  subsets = [i * t + j for i in range(t) for j in range(i + 1, t)]
+  freq = np.array([np.sum(codes == c) for c in subsets])
+  assert freq.sum() == n                    # every row a valid ascending pair
+  p = stats.chisquare(freq).pvalue          # H0: uniform over the C(5, 2) = 10 subsets
+  assert p > 1e-3, p
+
+
+def test_fresh_epochs_independent_fixed_identical():
+  t, n = 4, 20_000
+  fresh = sampling.BallsInBinsSampler(dataset_size=n, steps_per_epoch=t, num_epochs=2, seed=2)
+  a0, a1 = fresh.assignment(0)[:, 0], fresh.assignment(1)[:, 0]
+  table = np.zeros((t, t))
+  np.add.at(table, (a0, a1), 1)
+  p = stats.chisquare(table.ravel()).pvalue  # H0: uniform over t^2 (epoch draws independent)
+  assert p > 1e-3, p
+  fixed = sampling.BallsInBinsSampler(dataset_size=n, steps_per_epoch=t, num_epochs=3,
+                                      seed=2, fresh_each_epoch=False)
+  b0 = fixed.epoch_batches(0)
+  b2 = fixed.epoch_batches(2)
+  for x, y in zip(b0, b2):
+    np.testing.assert_array_equal(x.indices, y.indices)
+    assert y.step == x.step + 2 * t and y.epoch == 2
+
+
+def test_shapes_fixed_and_pad_size_exact():
+  n, t, E = 5000, 50, 4
+  s = sampling.BallsInBinsSampler(dataset_size=n, steps_per_epoch=t, num_epochs=E, seed=3)
+  shapes = {(b.indices.shape, b.mask.shape, b.indices.dtype, b.mask.dtype) for b in s}
+  assert shapes == {((s.pad_size,), (s.pad_size,), np.dtype(np.int32), np.dtype(np.float32))}
+  assert len(s) == t * E == sum(1 for _ in s)
+  # pad size: smallest multiple of 8 with (t E) P(Bin(n, 1/t) > B) <= 1e-6
+  target = 1e-6 / (t * E)
+  B = s.pad_size
+  assert B % 8 == 0 and stats.binom.sf(B, n, 1 / t) <= target
+  assert stats.binom.sf(B - 8, n, 1 / t) > target
+  # with multiple=1 it is the exact quantile
+  B1 = sampling.pad_size_for(dataset_size=n, inclusion_prob=1 / t, num_steps=t * E, multiple=1)
+  assert stats.binom.sf(B1, n, 1 / t) <= target < stats.binom.sf(B1 - 1, n, 1 / t)
+  assert sampling.BallsInBinsSampler(dataset_size=n, steps_per_epoch=t, num_epochs=1,
+                                     pad_size="max").pad_size == n
+
+
+def test_overflow_pads_never_drops():
+  s = sampling.BallsInBinsSampler(dataset_size=400, steps_per_epoch=4, num_epochs=1,
+                                  seed=0, pad_size=64)
+  with pytest.warns(RuntimeWarning, match="no example dropped"):
+    batches = s.epoch_batches(0)
+  assert all(b.indices.shape[0] % 64 == 0 and b.indices.shape[0] >= b.size for b in batches)
+  seen = np.concatenate([b.indices[b.mask > 0] for b in batches])
+  np.testing.assert_array_equal(np.sort(seen), np.arange(400))
+
+
+def test_poisson_sampler():
+  n, q, T = 2000, 0.05, 400
+  s = sampling.PoissonSampler(dataset_size=n, sampling_prob=q, num_steps=T, seed=5)
+  tot = np.zeros(n, int)
+  sizes = []
+  for b in s:
+    assert b.indices.shape == (s.pad_size,)
+    tot[b.indices[b.mask > 0]] += 1
+    sizes.append(b.size)
+  # each example's count over T steps is Binomial(T, q): chi-square on binned counts
+  edges = np.array([0, 14, 17, 20, 23, 26, 1000])
+  obs = np.histogram(tot, bins=edges)[0]
+  exp = n * np.diff(stats.binom.cdf(edges - 1, T, q))
+  p = stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue
+  assert p > 1e-3, p
+  # batch sizes: mean n q within 5 standard errors
+  assert abs(np.mean(sizes) - n * q) < 5 * math.sqrt(n * q * (1 - q) / T)
+  # regenerable: the same seed and step give the same batch
+  np.testing.assert_array_equal(s.batch(7).indices, s.batch(7).indices)
+
+
+def test_accountant_matches_sampler():
+  meth = ("rdp_direct", "direct_add", "local")
+  kw = dict(dataset_size=100, steps_per_epoch=10, num_epochs=3)
+  fresh = sampling.BallsInBinsSampler(**kw)
+  acc = fresh.accountant(sigma=1.0, methods=meth)
+  assert isinstance(acc, tracking.AllocationAccountant)
+  fixed = sampling.BallsInBinsSampler(fresh_each_epoch=False, **kw)
+  acc_f = fixed.accountant(sigma=1.0, delta=1e-5, methods=meth)
+  tab = tracking.epsilon_table(acc_f, num_steps=30, delta=1e-5)
+  ref = allocation.epsilon(sigma=1.0 / math.sqrt(3), steps_per_epoch=10, delta=1e-5, methods=meth)
+  assert tab[-1] == fixed.epsilon(sigma=1.0, delta=1e-5, methods=meth).epsilon == ref.epsilon
+  tab_fresh = tracking.epsilon_table(acc, num_steps=30, delta=1e-5)
+  assert tab_fresh[-1] < tab[-1]       # the fresh table would under-report fixed bins
+  assert tab[10] == tab[1] and tab[11] == tab[20]   # a partial epoch is charged whole
+  assert fixed.accounting_kwargs()["fresh_each_epoch"] is False
+
+
+def test_bad_arguments():
+  with pytest.raises(ValueError, match="num_selected"):
+    sampling.BallsInBinsSampler(dataset_size=10, steps_per_epoch=3, num_epochs=1, num_selected=4)
+  with pytest.raises(ValueError, match="fresh_each_epoch"):
+    sampling.BallsInBinsSampler(dataset_size=10, steps_per_epoch=3, num_epochs=1,
+                                fresh_each_epoch="yes")
+  with pytest.raises(ValueError, match="pad_size"):
+    sampling.BallsInBinsSampler(dataset_size=10, steps_per_epoch=3, num_epochs=1, pad_size="big")
+  with pytest.raises(ValueError, match="sampling_prob"):
+    sampling.PoissonSampler(dataset_size=10, sampling_prob=0.0, num_steps=3)
+  with pytest.raises(ValueError, match="delta"):
+    sampling.BallsInBinsSampler(dataset_size=10, steps_per_epoch=3, num_epochs=2,
+                                fresh_each_epoch=False).accountant(sigma=1.0)
+
+
+def _train_flax():
+  pytest.importorskip("flax")
+  sys.path.insert(0, os.path.join(ROOT, "examples"))
+  try:
+    import train_flax
+  finally:
+    sys.path.pop(0)
+  return train_flax
+
+
+def _f32_up(x):
+  y = np.float32(x)
+  return float(np.nextafter(y, np.float32(np.inf)) if float(y) < x else y)
+
+
+@pytest.mark.parametrize("scheme", ["allocation", "fixed_bins"])
+def test_training_example_epsilon_equals_accountant(scheme):
+  """The example's tracked epsilon is the front door's for the sampler's scheme
+  (float32 rounded up), and the budget stops the loop."""
+  train_flax = _train_flax()
+  meth = ("rdp_direct", "direct_add", "local")
+  kw = dict(num_epochs=2, n=256, batch_size=32, noise_multiplier=1.2,
+            accountant_methods=meth, verbose=False)
+  hist = train_flax.main(scheme, **kw)
+  assert [h["step"] for h in hist] == [8, 16]
+  ref = allocation.epsilon(sigma=1.2, num_steps=8, delta=1e-5, num_epochs=2, methods=meth,
+                           fresh_each_epoch=(scheme == "allocation")).epsilon
+  assert hist[-1]["eps"] == _f32_up(ref)
+  assert hist[-1]["loss"] < 0.69                      # it learns (log 2 = chance)
+  # a budget between the epoch-1 and epoch-2 values stops training after epoch 1
+  budget = 0.5 * (hist[0]["eps"] + hist[1]["eps"])
+  stopped = train_flax.main(scheme, max_epsilon=budget, **kw)
+  assert stopped[-1]["exhausted"] and stopped[-1]["step"] == 8
+  assert stopped[-1]["eps"] == hist[0]["eps"] <= budget
