@@ -324,6 +324,26 @@ def _out(a, shape):
   return float(a) if a.ndim == 0 else a
 
 
+def _front_door(progress, name, value, delta, **sched_kw):
+  """Shared checks of :func:`epsilon` and :func:`calibrate_noise_multiplier`.
+
+  Checks ``progress``, builds the :class:`Schedule` from ``sched_kw``, then
+  checks ``value`` (a positive number called ``name``) and ``delta``.
+  """
+  check_progress_arg(progress)
+  sched = schedule(**sched_kw)
+  _check_number(name, value)
+  checks.check_positive(name, value)
+  checks.check_delta(delta)
+  return sched
+
+
+def _flat_pair(a, b):
+  """``(shape, a, b)``: float64 ``a, b`` broadcast together, flattened (copies)."""
+  a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+  return a.shape, a.ravel().copy(), b.ravel().copy()
+
+
 @x64_boundary
 def epsilon(*, noise_multiplier, num_examples, batch_size, delta, num_epochs=None,
             sampling: str = "balls_in_bins", num_selected: int = 1, total_steps=None,
@@ -352,16 +372,11 @@ def epsilon(*, noise_multiplier, num_examples, batch_size, delta, num_epochs=Non
 
   Bound: upper (``epsilon``) and lower (``lower``).
   """
-  check_progress_arg(progress)
-  sched = schedule(num_examples=num_examples, batch_size=batch_size, num_epochs=num_epochs,
-                   sampling=sampling, num_selected=num_selected, total_steps=total_steps)
-  _check_number("noise_multiplier", noise_multiplier)
-  checks.check_positive("noise_multiplier", noise_multiplier)
-  checks.check_delta(delta)
-  sig, dl = np.broadcast_arrays(np.asarray(noise_multiplier, np.float64),
-                                np.asarray(delta, np.float64))
-  shape = sig.shape
-  sig, dl = sig.ravel().copy(), dl.ravel().copy()
+  sched = _front_door(progress, "noise_multiplier", noise_multiplier, delta,
+                      num_examples=num_examples, batch_size=batch_size,
+                      num_epochs=num_epochs, sampling=sampling, num_selected=num_selected,
+                      total_steps=total_steps)
+  shape, sig, dl = _flat_pair(noise_multiplier, delta)
   with _progress_bar(sched, sig.size, "epsilon", progress) as bar:
     up, lo, method, details = _upper_lower(sched, sig, dl, want_lower=True, bar=bar)
   details = {k: (_out(v, shape) if isinstance(v, np.ndarray) else v)
@@ -456,17 +471,12 @@ def calibrate_noise_multiplier(*, epsilon, delta, num_examples, batch_size, num_
 
   Bound: upper (each returned sigma is certified sufficient; conservative).
   """
-  check_progress_arg(progress)
-  sched = schedule(num_examples=num_examples, batch_size=batch_size, num_epochs=num_epochs,
-                   sampling=sampling, num_selected=num_selected, total_steps=total_steps)
-  _check_number("epsilon", epsilon)
-  checks.check_positive("epsilon", epsilon)
-  checks.check_delta(delta)
+  sched = _front_door(progress, "epsilon", epsilon, delta, num_examples=num_examples,
+                      batch_size=batch_size, num_epochs=num_epochs, sampling=sampling,
+                      num_selected=num_selected, total_steps=total_steps)
   _check_number("rtol", rtol)
   checks.check_range("rtol", rtol, 0.0, 0.1, lo_open=True)
-  e, d = np.broadcast_arrays(np.asarray(epsilon, np.float64), np.asarray(delta, np.float64))
-  shape = e.shape
-  e, d = e.ravel().copy(), d.ravel().copy()
+  shape, e, d = _flat_pair(epsilon, delta)
   desc = (f"jaxacct.dpsgd calibrating noise_multiplier ({sched.sampling}, "
           f"E={sched.num_epochs:g}, {e.size} target{'s' if e.size > 1 else ''})")
   with _progress.progress(total=None, desc=desc, enabled=progress) as bar:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.gaussian import gaussian_rdp
 
 __all__ = ["gaussian_rdp", "laplace_rdp", "pure_dp_rdp",
@@ -35,11 +35,8 @@ def laplace_rdp(orders, scale):
 
   Bound: exact. Evaluated with ``logaddexp``; no overflow for b >= 1e-3.
   """
-  if checks.is_concrete((orders, scale)):
-    checks.check_orders(orders)
-    checks.check_positive("scale", scale)
-    return x64_boundary(_laplace_rdp)(orders, scale)
-  return _laplace_rdp(orders, scale)
+  return dispatch(_laplace_rdp, (orders, scale),
+                  lambda: (checks.check_orders(orders), checks.check_positive("scale", scale)))
 
 
 def _laplace_rdp(orders, scale):
@@ -74,11 +71,8 @@ def pure_dp_rdp(orders, eps0):
 
   Bound: exact (tight for the class of eps0-DP mechanisms).
   """
-  if checks.is_concrete((orders, eps0)):
-    checks.check_orders(orders)
-    checks.check_range("eps0", eps0, 0.0, jnp.inf)
-    return x64_boundary(_pure_dp_rdp)(orders, eps0)
-  return _pure_dp_rdp(orders, eps0)
+  return dispatch(_pure_dp_rdp, (orders, eps0),
+                  lambda: (checks.check_orders(orders), checks.check_range("eps0", eps0, 0.0, jnp.inf)))
 
 
 randomized_response_rdp = pure_dp_rdp

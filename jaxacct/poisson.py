@@ -23,7 +23,7 @@ from jaxacct._core.conversion import rdp_to_delta_kernel, rdp_to_epsilon_kernel
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct._core.solve import bisect, bisect_int, require_feasible
+from jaxacct._core.solve import bisect, bisect_int, require_feasible, search_from_hint_host
 from jaxacct._core.subsampled_gaussian import (poisson_gaussian_rdp,
                                                poisson_gaussian_rdp_kernel)
 
@@ -35,6 +35,43 @@ def _validate_common(q, sigma, num_steps):
   checks.check_probability("q", q)
   checks.check_positive("sigma", sigma)
   checks.check_int("num_steps", num_steps, min_value=1)
+
+
+def _check_target(epsilon, delta, orders):
+  """Checks a calibration target (epsilon > 0, delta in (0, 1)); returns the orders."""
+  checks.check_positive("epsilon", epsilon)
+  checks.check_delta(delta)
+  return checks.check_orders(DEFAULT_ORDERS if orders is None else orders)
+
+
+def _query(quantity, value, *, q, sigma, num_steps, orders, method, conversion):
+  """The one query behind :func:`epsilon` and :func:`delta`.
+
+  ``quantity`` is ``"epsilon"`` (``value`` is a delta) or ``"delta"``
+  (``value`` is an epsilon); returns the matching result type.
+  """
+  is_eps = quantity == "epsilon"
+  _validate_common(q, sigma, num_steps)
+  if is_eps:
+    checks.check_delta(value)
+  else:
+    checks.check_range("epsilon", value)
+  checks.check_choice("method", method, ("rdp", "pld"))
+  checks.check_choice("conversion", conversion, checks.CONVERSIONS)
+  given = "delta" if is_eps else "epsilon"
+  cls = EpsilonResult if is_eps else DeltaResult
+  if method == "pld":
+    from jaxacct import pld as _pld
+    front = _pld.poisson_gaussian_epsilon if is_eps else _pld.poisson_gaussian_delta
+    v = front(sigma=sigma, q=q, num_steps=num_steps, **{given: value})
+    return cls(**{quantity: v, given: value}, method="pld", bound="upper")
+  orders = DEFAULT_ORDERS if orders is None else orders
+  rdp = poisson_gaussian_rdp(orders, q=q, sigma=sigma)
+  steps = jnp.asarray(num_steps, jnp.float64)[..., None]
+  kernel = rdp_to_epsilon_kernel if is_eps else rdp_to_delta_kernel
+  v, order = kernel(jnp.asarray(orders, jnp.float64), rdp * steps,
+                    jnp.asarray(value, jnp.float64), conversion)
+  return cls(**{quantity: v, given: value}, method="rdp", bound="upper", order=order)
 
 
 @x64_boundary
@@ -57,22 +94,8 @@ def epsilon(*, q, sigma, num_steps, delta, orders=None,
 
   Bound: upper. Inputs broadcast; arrays give arrays.
   """
-  _validate_common(q, sigma, num_steps)
-  checks.check_delta(delta)
-  checks.check_choice("method", method, ("rdp", "pld"))
-  checks.check_choice("conversion", conversion, checks.CONVERSIONS)
-  if method == "pld":
-    from jaxacct import pld as _pld
-    eps = _pld.poisson_gaussian_epsilon(sigma=sigma, q=q, num_steps=num_steps,
-                                        delta=delta)
-    return EpsilonResult(epsilon=eps, delta=delta, method="pld", bound="upper")
-  orders = DEFAULT_ORDERS if orders is None else orders
-  rdp = poisson_gaussian_rdp(orders, q=q, sigma=sigma)
-  steps = jnp.asarray(num_steps, jnp.float64)[..., None]
-  eps, order = rdp_to_epsilon_kernel(jnp.asarray(orders, jnp.float64), rdp * steps,
-                               jnp.asarray(delta, jnp.float64), conversion)
-  return EpsilonResult(epsilon=eps, delta=delta, method="rdp", bound="upper",
-                       order=order)
+  return _query("epsilon", delta, q=q, sigma=sigma, num_steps=num_steps, orders=orders,
+                method=method, conversion=conversion)
 
 
 @x64_boundary
@@ -84,22 +107,8 @@ def delta(*, q, sigma, num_steps, epsilon, orders=None,
 
   Bound: upper.
   """
-  _validate_common(q, sigma, num_steps)
-  checks.check_range("epsilon", epsilon)
-  checks.check_choice("method", method, ("rdp", "pld"))
-  checks.check_choice("conversion", conversion, checks.CONVERSIONS)
-  if method == "pld":
-    from jaxacct import pld as _pld
-    d = _pld.poisson_gaussian_delta(sigma=sigma, q=q, num_steps=num_steps,
-                                    epsilon=epsilon)
-    return DeltaResult(delta=d, epsilon=epsilon, method="pld", bound="upper")
-  orders = DEFAULT_ORDERS if orders is None else orders
-  rdp = poisson_gaussian_rdp(orders, q=q, sigma=sigma)
-  steps = jnp.asarray(num_steps, jnp.float64)[..., None]
-  d, order = rdp_to_delta_kernel(jnp.asarray(orders, jnp.float64), rdp * steps,
-                           jnp.asarray(epsilon, jnp.float64), conversion)
-  return DeltaResult(delta=d, epsilon=epsilon, method="rdp", bound="upper",
-                     order=order)
+  return _query("delta", epsilon, q=q, sigma=sigma, num_steps=num_steps, orders=orders,
+                method=method, conversion=conversion)
 
 
 def _eps_fn(orders_np, conversion):
@@ -153,9 +162,7 @@ def calibrate_sigma(*, q, num_steps, epsilon, delta, orders=None,
   """
   checks.check_probability("q", q)
   checks.check_int("num_steps", num_steps, min_value=1)
-  checks.check_positive("epsilon", epsilon)
-  checks.check_delta(delta)
-  orders_np = checks.check_orders(DEFAULT_ORDERS if orders is None else orders)
+  orders_np = _check_target(epsilon, delta, orders)
   checks.check_int("num_iters", num_iters, min_value=1, max_value=10_000)
   checks.check_bracket("sigma_range", sigma_range)
   checks.check_choice("method", method, ("rdp", "pld"))
@@ -195,39 +202,11 @@ def _calibrate_sigma_pld(q, num_steps, epsilon, delta, lo, hi, rtol, orders_np, 
                                      num_iters=num_iters).x)
     except Exception:  # noqa: BLE001 -- the RDP start is only a hint
       b = hi
-    b = min(max(b, lo), hi)
-    fb = f(b)
-    while fb > 0:                      # RDP sigma not PLD-feasible (rare): go up
-      if b >= hi:
-        raise ValueError(f"no sigma in [{lo:g}, {hi:g}] meets epsilon={ee:g} at delta="
-                         f"{dd:g} (q={qq:g}, num_steps={tt}) with method='pld'; widen "
-                         "sigma_range or relax the target.")
-      b = min(b * 1.25, hi)
-      fb = f(b)
-    a = b / 1.25
-    fa = f(a) if a >= lo else 0.0
-    while fa <= 0 and a > lo:          # bracket below
-      b, fb = a, fa
-      a = max(b / 1.25, lo)
-      fa = f(a)
-    if fa <= 0:                        # feasible at lo: lo is the answer
-      out[idx] = lo
-      continue
-    la, lb, last, it = math.log(a), math.log(b), 0, 0
-    while lb - la > math.log1p(rtol):   # Illinois; a infeasible, b feasible (evaluated)
-      it += 1
-      m = 0.5 * (la + lb)
-      if it % 3 and math.isfinite(fa) and fa != fb:
-        sec = (la * fb - lb * fa) / (fb - fa)
-        m = sec if la < sec < lb else m
-      fm = f(math.exp(m))
-      if fm <= 0:
-        lb, fb = m, fm
-        fa, last = (0.5 * fa if last == 1 else fa), 1
-      else:
-        la, fa = m, fm
-        fb, last = (0.5 * fb if last == -1 else fb), -1
-    out[idx] = math.exp(lb)
+    out[idx] = search_from_hint_host(
+        f, b, lo, hi, rtol=rtol,
+        error=(f"no sigma in [{lo:g}, {hi:g}] meets epsilon={ee:g} at delta={dd:g} "
+               f"(q={qq:g}, num_steps={tt}) with method='pld'; widen sigma_range or "
+               "relax the target."))
   return out if out.ndim else float(out)
 
 
@@ -257,9 +236,7 @@ def calibrate_num_steps(*, q, sigma, epsilon, delta, orders=None,
   """
   checks.check_probability("q", q)
   checks.check_positive("sigma", sigma)
-  checks.check_positive("epsilon", epsilon)
-  checks.check_delta(delta)
-  orders_np = checks.check_orders(DEFAULT_ORDERS if orders is None else orders)
+  orders_np = _check_target(epsilon, delta, orders)
   checks.check_int("max_steps", max_steps, min_value=1, max_value=2**52)
   res = _calibrate_steps_jit(jnp.asarray(q, jnp.float64),
                              jnp.asarray(sigma, jnp.float64),
@@ -300,9 +277,7 @@ def calibrate_q(*, sigma, num_steps, epsilon, delta, orders=None,
   """
   checks.check_positive("sigma", sigma)
   checks.check_int("num_steps", num_steps, min_value=1)
-  checks.check_positive("epsilon", epsilon)
-  checks.check_delta(delta)
-  orders_np = checks.check_orders(DEFAULT_ORDERS if orders is None else orders)
+  orders_np = _check_target(epsilon, delta, orders)
   checks.check_int("num_iters", num_iters, min_value=1, max_value=10_000)
   res = _calibrate_q_jit(jnp.asarray(sigma, jnp.float64),
                          jnp.asarray(num_steps, jnp.float64),

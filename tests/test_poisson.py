@@ -207,3 +207,14 @@ def test_calibration_infeasible_raises():
   # q > 0 at epsilon = 1e-3 (30 steps give q = 1.49e-8): ValueError, not 0
   with pytest.raises(ValueError, match=r"no q in \[0, 1\]"):
     poisson.calibrate_q(sigma=1.0, num_steps=5000, epsilon=1e-3, delta=1e-6, num_iters=1)
+
+
+def test_pld_calibration_keeps_feasible_side_near_bracket_floor():
+  # Regression (issue 16, solver unification): when the RDP hint lands within
+  # 1.25x of sigma_range[0], the old bracketing loop returned the floor
+  # without evaluating it (sigma 0.98 here, epsilon 1.0202 > 1).
+  s = float(poisson.calibrate_sigma(q=0.01, num_steps=100, epsilon=1.0, delta=1e-6,
+                                    method="pld", sigma_range=(0.98, 1000.0)))
+  e = float(poisson.epsilon(q=0.01, sigma=s, num_steps=100, delta=1e-6, method="pld").epsilon)
+  assert e <= 1.0
+  np.testing.assert_allclose(s, 0.98591552, rtol=2e-3)

@@ -46,6 +46,20 @@ def x64_boundary(fn: F) -> F:
   return wrapper  # type: ignore[return-value]
 
 
+def dispatch(kernel: Callable, args: tuple, validate: Callable[[], None]):
+  """The one eager/traced dispatch of a jittable kernel.
+
+  Concrete input is validated (``validate()`` raises ValueError naming the
+  parameter) and run under :func:`x64_boundary`; traced input (inside the
+  user's ``jit``) goes straight to ``kernel``, which calls
+  :func:`require_x64` and maps invalid lanes to NaN.
+  """
+  if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(args)):
+    validate()
+    return x64_boundary(kernel)(*args)
+  return kernel(*args)
+
+
 def require_x64(where: str = "this jaxacct kernel") -> None:
   """Raises ``RuntimeError`` if float64 is not active (call at trace time)."""
   if not x64_enabled():

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from jaxacct._core import checks
 from jaxacct._core.solve import bisect
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64, x64_boundary
 from jaxacct._core.logmath import log_ndtr, log_sub_exp
 
 
@@ -115,11 +115,8 @@ def gaussian_rdp(orders, sigma):
 
   Bound: exact. NaN for sigma <= 0 under jit.
   """
-  if checks.is_concrete((orders, sigma)):
-    checks.check_orders(orders, open_min=False)
-    checks.check_positive("sigma", sigma)
-    return x64_boundary(_gaussian_rdp)(orders, sigma)
-  return _gaussian_rdp(orders, sigma)
+  return dispatch(_gaussian_rdp, (orders, sigma),
+                  lambda: (checks.check_orders(orders, open_min=False), checks.check_positive("sigma", sigma)))
 
 
 def _gaussian_rdp(orders, sigma):

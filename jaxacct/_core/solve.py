@@ -14,6 +14,13 @@ status (``ok``) and the eager API turns a target that cannot be met into a
 * :func:`newton` -- fixed-iteration Newton steps with a lower safeguard.
 * :func:`search_decreasing_host` -- host-side (eager, numpy) bracketing and
   Illinois on log x for costly non-jittable functions (DP-SGD calibration).
+* :func:`search_from_hint_host` -- host-side: a bracket grown from a hint by
+  a constant factor, then Illinois on ``log x`` (one costly scalar target).
+* :func:`invert_decreasing_host` -- host-side twin of
+  :func:`invert_decreasing` (upper end) for a costly eager scalar function
+  (doubling bracket, then halving).
+* :func:`first_feasible_on_ladder_host` -- the first feasible point of a
+  geometric ladder ``x -> x * factor + shift`` (host; +inf if none).
 * :func:`require_feasible` -- eager check of a ``BisectResult``.
 
 ``bisect(fn, lo, hi, increasing=...)`` looks for the boundary of the feasible
@@ -366,3 +373,109 @@ def largest_feasible_int_host(feasible: Callable, lo: int, hi: int, *, name: str
     else:
       b = mid
   return a
+
+
+def invert_decreasing_host(fn: Callable, target: float, hi: float, *, num_iters: int = 80,
+                           hi_max: float = 1e4) -> float:
+  """Smallest ``x >= 0`` known to satisfy ``fn(x) <= target`` (host, eager).
+
+  The host-side twin of :func:`invert_decreasing` (``upper=True``) for a
+  non-increasing scalar ``fn`` that is evaluated eagerly (e.g. a Monte Carlo
+  mean): 0 if ``fn(0) <= target``; else ``hi`` (at least 1e-6) is doubled
+  until it is feasible or passes ``hi_max``, then ``num_iters`` halvings keep
+  the feasible end.
+
+  Returns:
+    float: the feasible end of the final bracket, or +inf when even the
+    last ``hi`` fails (never the infeasible side).
+  """
+  checks.check_int("num_iters", num_iters, min_value=0, max_value=100_000)
+  if fn(0.0) <= target:
+    return 0.0
+  lo, hi = 0.0, max(float(hi), 1e-6)
+  f_hi = fn(hi)
+  while f_hi > target and hi < hi_max:
+    hi *= 2.0
+    f_hi = fn(hi)
+  if f_hi > target:
+    return math.inf
+  for _ in range(num_iters):
+    mid = 0.5 * (lo + hi)
+    if fn(mid) > target:
+      lo = mid
+    else:
+      hi = mid
+  return hi
+
+
+def first_feasible_on_ladder_host(feasible: Callable, x0: float, *, factor: float,
+                                  shift: float, max_steps: int) -> float:
+  """First ``x`` of ``x0, x0 * factor + shift, ...`` (``max_steps`` steps) with ``feasible(x)``.
+
+  For a feasibility predicate that is monotone but only known near a
+  starting estimate ``x0`` (e.g. an epsilon certified by an extra slack
+  term): a short upward march keeps the feasible side without a bracket.
+
+  Returns:
+    float: the first feasible point, or +inf if ``x0`` is not finite or no
+    point of the ladder is feasible (never an infeasible value).
+  """
+  checks.check_int("max_steps", max_steps, min_value=0, max_value=100_000)
+  x = float(x0)
+  for i in range(max_steps + 1):
+    if not math.isfinite(x):
+      return math.inf
+    if feasible(x):
+      return x
+    if i < max_steps:
+      x = x * factor + shift
+  return math.inf
+
+
+def search_from_hint_host(f: Callable, hint: float, lo: float, hi: float, *, rtol: float,
+                          error: str, factor: float = 1.25) -> float:
+  """Smallest ``x`` in ``[lo, hi]`` with ``f(x) <= 0``, ``f`` non-increasing (host, scalar).
+
+  For one costly eager target with a good starting point (e.g. the PLD
+  sigma from the RDP sigma): ``hint`` (clipped to the range) moves up by
+  ``factor`` until it is feasible, then down by ``factor`` until an
+  infeasible end is found (or ``lo`` is feasible: ``lo`` is returned), then
+  Illinois regula falsi on ``log x`` (every third step a halving) until the
+  bracket's ratio is ``<= 1 + rtol``.
+
+  Returns:
+    float: the feasible end of the final bracket (evaluated feasible).
+
+  Raises:
+    ValueError: ``error``, when even ``hi`` is infeasible.
+  """
+  b = min(max(float(hint), lo), hi)
+  fb = f(b)
+  while fb > 0:                      # hint not feasible: go up
+    if b >= hi:
+      raise ValueError(error)
+    b = min(b * factor, hi)
+    fb = f(b)
+  a = max(b / factor, lo)
+  fa = f(a)
+  while fa <= 0 and a > lo:          # bracket below
+    b, fb = a, fa
+    a = max(b / factor, lo)
+    fa = f(a)
+  if fa <= 0:                        # feasible at lo: lo is the answer
+    return lo
+  la, lb, last, it = math.log(a), math.log(b), 0, 0
+  while lb - la > math.log1p(rtol):   # Illinois; a infeasible, b feasible (evaluated)
+    it += 1
+    m = 0.5 * (la + lb)
+    if it % 3 and math.isfinite(fa) and fa != fb:
+      sec = (la * fb - lb * fa) / (fb - fa)
+      m = sec if la < sec < lb else m
+    fm = f(math.exp(m))
+    if fm <= 0:
+      lb, fb = m, fm
+      fa, last = (0.5 * fa if last == 1 else fa), 1
+    else:
+      la, fa = m, fm
+      fb, last = (0.5 * fb if last == -1 else fb), -1
+  return math.exp(lb)

@@ -220,48 +220,62 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     return self._epsilon(delta, with_lower=True)
 
   @x64_boundary
-  def _epsilon(self, delta, *, with_lower: bool) -> EpsilonResult:
-    checks.check_delta(delta)
-    delta = float(delta)
+  def _query(self, quantity: str, value, *, with_lower: bool):
+    """The one query behind epsilon and delta.
+
+    ``quantity`` is ``"epsilon"`` (``value`` is a delta; an
+    :class:`EpsilonResult`) or ``"delta"`` (``value`` is an epsilon; a
+    :class:`DeltaResult`).
+    """
+    is_eps = quantity == "epsilon"
+    if is_eps:
+      checks.check_delta(value)
+    else:
+      checks.check_range("epsilon", value, 0.0, np.inf)
+    value = float(value)
+    given = "delta" if is_eps else "epsilon"
+    cls = EpsilonResult if is_eps else DeltaResult
+
+    def result(v, **kw):
+      return _make_result(cls, **{quantity: v, given: value}, **kw)
+
     c = self._compose_all()
     if c.nonprivate:
-      return _make_result(EpsilonResult, epsilon=math.inf, delta=delta,
-                          method="non_private", bound="upper", lower=math.inf,
-                          details=dict(c.details))
+      worst = math.inf if is_eps else 1.0
+      return result(worst, method="non_private", bound="upper", lower=worst,
+                    details=dict(c.details))
     if c.empty:
-      return _make_result(EpsilonResult, epsilon=0.0, delta=delta,
-                          method="none", bound="exact", lower=0.0,
-                          details=dict(c.details))
+      return result(0.0, method="none", bound="exact", lower=0.0, details=dict(c.details))
     if c.exact_mu is not None:
-      from jaxacct._core.gaussian import gaussian_epsilon
-      e = float(gaussian_epsilon(1.0 / c.exact_mu, delta))
-      return _make_result(EpsilonResult, epsilon=e, delta=delta,
-                          method="gaussian_exact", bound="exact", lower=e,
-                          by_direction={"remove": (e, e), "add": (e, e)},
-                          details=dict(c.details, mu=c.exact_mu))
+      from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
+      v = float((gaussian_epsilon if is_eps else gaussian_delta)(1.0 / c.exact_mu, value))
+      return result(v, method="gaussian_exact", bound="exact", lower=v,
+                    by_direction={"remove": (v, v), "add": (v, v)},
+                    details=dict(c.details, mu=c.exact_mu))
     if c.allocation is not None:
-      from jaxacct.allocation.pld import allocation_pld_epsilon
-      r = allocation_pld_epsilon(delta=delta, **c.allocation)
+      from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
+      fn = allocation_pld_epsilon if is_eps else allocation_pld_delta
+      r = fn(**{given: value}, **c.allocation)
       bd = {d: tuple(float(x) for x in v) for d, v in r.by_direction.items()}
-      return _make_result(EpsilonResult, epsilon=float(r.epsilon), delta=delta,
-                          method="allocation_pld", bound="upper",
-                          lower=float(r.lower), by_direction=bd,
-                          details=dict(c.details))
+      return result(float(getattr(r, quantity)), method="allocation_pld", bound="upper",
+                    lower=float(r.lower), by_direction=bd, details=dict(c.details))
     from jaxacct import pld as E
-    ups = {d: float(E.epsilon(getattr(c.upper, d), delta))
-           for d in ("remove", "add")}
+    query = E.epsilon if is_eps else E.delta
+    ups = {d: float(query(getattr(c.upper, d), value)) for d in ("remove", "add")}
     if not with_lower:
-      return _make_result(EpsilonResult, epsilon=max(ups.values()), delta=delta,
-                          method=c.method, bound="upper", details=dict(c.details))
+      return result(max(ups.values()), method=c.method, bound="upper",
+                    details=dict(c.details))
     lower = c.lower
-    los = {d: self._lower_eps(getattr(lower, d), delta) if lower is not None
+    los = {d: self._lower_value(quantity, getattr(lower, d), value) if lower is not None
            else 0.0 for d in ("remove", "add")}
     for d in ups:
       los[d] = min(los[d], ups[d])
-    return _make_result(
-        EpsilonResult, epsilon=max(ups.values()), delta=delta, method=c.method,
-        bound="upper", lower=max(los.values()),
-        by_direction={d: (ups[d], los[d]) for d in ups}, details=c.full_details())
+    return result(max(ups.values()), method=c.method, bound="upper",
+                  lower=max(los.values()), by_direction={d: (ups[d], los[d]) for d in ups},
+                  details=c.full_details())
+
+  def _epsilon(self, delta, *, with_lower: bool) -> EpsilonResult:
+    return self._query("epsilon", delta, with_lower=with_lower)
 
   @x64_boundary
   def get_delta_bounds(self, epsilon: float) -> DeltaResult:
@@ -271,55 +285,19 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     """
     return self._delta(epsilon, with_lower=True)
 
-  @x64_boundary
   def _delta(self, epsilon, *, with_lower: bool) -> DeltaResult:
-    checks.check_range("epsilon", epsilon, 0.0, np.inf)
-    eps = float(epsilon)
-    c = self._compose_all()
-    if c.nonprivate:
-      return _make_result(DeltaResult, delta=1.0, epsilon=eps,
-                          method="non_private", bound="upper", lower=1.0,
-                          details=dict(c.details))
-    if c.empty:
-      return _make_result(DeltaResult, delta=0.0, epsilon=eps, method="none",
-                          bound="exact", lower=0.0, details=dict(c.details))
-    if c.exact_mu is not None:
-      from jaxacct._core.gaussian import gaussian_delta
-      d = float(gaussian_delta(1.0 / c.exact_mu, eps))
-      return _make_result(DeltaResult, delta=d, epsilon=eps,
-                          method="gaussian_exact", bound="exact", lower=d,
-                          by_direction={"remove": (d, d), "add": (d, d)},
-                          details=dict(c.details, mu=c.exact_mu))
-    if c.allocation is not None:
-      from jaxacct.allocation.pld import allocation_pld_delta
-      r = allocation_pld_delta(epsilon=eps, **c.allocation)
-      bd = {d: tuple(float(x) for x in v) for d, v in r.by_direction.items()}
-      return _make_result(DeltaResult, delta=float(r.delta), epsilon=eps,
-                          method="allocation_pld", bound="upper",
-                          lower=float(r.lower), by_direction=bd,
-                          details=dict(c.details))
-    from jaxacct import pld as E
-    ups = {d: float(E.delta(getattr(c.upper, d), eps)) for d in ("remove", "add")}
-    if not with_lower:
-      return _make_result(DeltaResult, delta=max(ups.values()), epsilon=eps,
-                          method=c.method, bound="upper", details=dict(c.details))
-    lower = c.lower
-    los = {d: (max(float(E.delta(getattr(lower, d), eps)) - self._lower_allowance(), 0.0)
-               if lower is not None else 0.0) for d in ("remove", "add")}
-    for d in ups:
-      los[d] = min(los[d], ups[d])
-    return _make_result(
-        DeltaResult, delta=max(ups.values()), epsilon=eps, method=c.method,
-        bound="upper", lower=max(los.values()),
-        by_direction={d: (ups[d], los[d]) for d in ups}, details=c.full_details())
+    return self._query("delta", epsilon, with_lower=with_lower)
 
   def _lower_allowance(self) -> float:
     """Mass the lower-side FFT may have aliased upward (per composition)."""
     return 2.0 * self._tail
 
-  def _lower_eps(self, pld, delta):
+  def _lower_value(self, quantity, pld, value):
+    """Certified lower epsilon (at delta ``value``) or delta (at epsilon ``value``)."""
     from jaxacct import pld as E
-    d2 = min(delta + self._lower_allowance(), 1.0 - 1e-15)
+    if quantity == "delta":
+      return max(float(E.delta(pld, value)) - self._lower_allowance(), 0.0)
+    d2 = min(value + self._lower_allowance(), 1.0 - 1e-15)
     e = float(E.epsilon(pld, d2))
     if not math.isfinite(e):
       return e
@@ -354,6 +332,22 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     return {"components": [(c.label, int(n)) for c, n in items],
             "neighboring_relation": comp.relation_name(self.neighboring_relation)}
 
+  def _screen(self, live):
+    """``(items, details, answer)`` of the live leaves.
+
+    ``items`` are the (component, count) pairs that are not no-ops; ``answer``
+    is the whole composition when it is trivial (non-private, or nothing
+    left), else None.
+    """
+    items = [(self._component(leaf), n) for leaf, n in live]
+    det = self._describe(items)
+    if any(c.nonprivate for c, _ in items):
+      return items, det, _Composed(method="non_private", nonprivate=True, details=det)
+    items = [(c, n) for c, n in items if not c.noop]
+    if not items:
+      return items, det, _Composed(method="none", empty=True, details=det)
+    return items, det, None
+
   @x64_boundary
   def _compose_all(self) -> _Composed:
     if self._composed is not None:
@@ -376,16 +370,10 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
         self._composed = _Composed(method="allocation_pld", allocation=kw,
                                    details=det)
         return self._composed
-    items = [(self._component(leaf), n) for leaf, n in live]
-    det = self._describe(items)
-    if any(c.nonprivate for c, _ in items):
-      self._composed = _Composed(method="non_private", nonprivate=True,
-                                 details=det)
-      return self._composed
-    items = [(c, n) for c, n in items if not c.noop]
-    if not items:
-      self._composed = _Composed(method="none", empty=True, details=det)
-      return self._composed
+    items, det, done = self._screen(live)
+    if done is not None:
+      self._composed = done
+      return done
     if self._shortcuts and all(c.gaussian_mu is not None for c, _ in items):
       mu = math.sqrt(sum(n * c.gaussian_mu ** 2 for c, n in items))
       self._composed = _Composed(method="gaussian_exact", exact_mu=mu,
@@ -400,16 +388,10 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
       return self._composed_pld
     from jaxacct import pld as E
     live = [(leaf, n) for leaf, n in self._leaves if n > 0]
-    items = [(self._component(leaf), n) for leaf, n in live]
-    det = self._describe(items)
-    if any(c.nonprivate for c, _ in items):
-      self._composed_pld = _Composed(method="non_private", nonprivate=True,
-                                     details=det)
-      return self._composed_pld
-    items = [(c, n) for c, n in items if not c.noop]
-    if not items:
-      self._composed_pld = _Composed(method="none", empty=True, details=det)
-      return self._composed_pld
+    items, det, done = self._screen(live)
+    if done is not None:
+      self._composed_pld = done
+      return done
     ups, counts = [], []
     rdp_total = None
     for c, n in items:

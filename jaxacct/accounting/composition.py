@@ -186,14 +186,20 @@ def _replacement_only(event, rel, what):
         "REPLACE_ONE or REPLACE_SPECIAL; found ADD_OR_REMOVE_ONE.", event)
 
 
+def _additive_kind(event):
+  """``"gaussian"`` / ``"laplace"`` for those events (noise checked >= 0), else None."""
+  for kind, cls in (("gaussian", "GaussianDpEvent"), ("laplace", "LaplaceDpEvent")):
+    if _isinstance(event, cls):
+      _nonneg(event, "noise_multiplier", event.noise_multiplier)
+      return kind
+  return None
+
+
 def _leaf_kind(event, rel) -> str:
   """Validates a leaf and names its kind (raises _Unsupported)."""
-  if _isinstance(event, "GaussianDpEvent"):
-    _nonneg(event, "noise_multiplier", event.noise_multiplier)
-    return "gaussian"
-  if _isinstance(event, "LaplaceDpEvent"):
-    _nonneg(event, "noise_multiplier", event.noise_multiplier)
-    return "laplace"
+  kind = _additive_kind(event)
+  if kind is not None:
+    return kind
   if _isinstance(event, "RandomizedResponseDpEvent"):
     if rel == AOR:
       raise _Unsupported("neighboring_relation must be REPLACE_ONE or "
@@ -210,17 +216,14 @@ def _leaf_kind(event, rel) -> str:
       raise _Unsupported(f"sampling_probability must be in [0, 1]; got {q}.",
                          event)
     inner = event.event
-    if _isinstance(inner, "GaussianDpEvent"):
-      _nonneg(inner, "noise_multiplier", inner.noise_multiplier)
-      return "poisson_gaussian"
-    if _isinstance(inner, "LaplaceDpEvent"):
-      if rel == REPLACE:
-        raise _Unsupported("PoissonSampledDpEvent of a LaplaceDpEvent needs "
-                           "ADD_OR_REMOVE_ONE or REPLACE_SPECIAL (no valid "
-                           "replacement pair is known to this accountant); "
-                           "found REPLACE_ONE.", event)
-      _nonneg(inner, "noise_multiplier", inner.noise_multiplier)
-      return "poisson_laplace"
+    if _isinstance(inner, "LaplaceDpEvent") and rel == REPLACE:
+      raise _Unsupported("PoissonSampledDpEvent of a LaplaceDpEvent needs "
+                         "ADD_OR_REMOVE_ONE or REPLACE_SPECIAL (no valid "
+                         "replacement pair is known to this accountant); "
+                         "found REPLACE_ONE.", event)
+    kind = _additive_kind(inner)
+    if kind is not None:
+      return "poisson_" + kind
     raise _Unsupported("the sub-event of PoissonSampledDpEvent must be a "
                        f"GaussianDpEvent or LaplaceDpEvent; found {inner}.",
                        inner)
@@ -236,8 +239,7 @@ def _leaf_kind(event, rel) -> str:
       raise _Unsupported(f"need 0 <= sample_size <= source_dataset_size; got "
                          f"{m} and {n}.", event)
     inner = event.event
-    if _isinstance(inner, "GaussianDpEvent") or _isinstance(inner, "LaplaceDpEvent"):
-      _nonneg(inner, "noise_multiplier", inner.noise_multiplier)
+    if _additive_kind(inner) is not None:
       return "wor"
     raise _Unsupported("the sub-event of SampledWithoutReplacementDpEvent must "
                        f"be a GaussianDpEvent or LaplaceDpEvent; found {inner}.",
@@ -350,28 +352,27 @@ def _noop(label):
   return Component(label, noop=True)
 
 
-def _gaussian(event, rel, step):
+def _additive(name, event, rel, step):
+  """Gaussian or Laplace noise of scale ``event.noise_multiplier`` (``name`` picks)."""
   E = _pld()
   s = float(event.noise_multiplier)
   if s == 0:
-    return _nonprivate("gaussian(0)")
+    return _nonprivate(f"{name}(0)")
   sens = 2.0 if rel == REPLACE else 1.0
-  up = E.gaussian(s, step=step, pessimistic=True, sensitivity=sens)
-  lo = Lazy(lambda: _pair(mech.gaussian_lower(s, step=step, sensitivity=sens)))
-  return Component(f"gaussian({s:g})", _pair(up), lo,
-                   lower_scope="mechanism", gaussian_mu=sens / s)
+  upper, lower = ((E.gaussian, mech.gaussian_lower) if name == "gaussian"
+                  else (E.laplace, mech.laplace_lower))
+  up = upper(s, step=step, pessimistic=True, sensitivity=sens)
+  lo = Lazy(lambda: _pair(lower(s, step=step, sensitivity=sens)))
+  mu = dict(gaussian_mu=sens / s) if name == "gaussian" else {}
+  return Component(f"{name}({s:g})", _pair(up), lo, lower_scope="mechanism", **mu)
+
+
+def _gaussian(event, rel, step):
+  return _additive("gaussian", event, rel, step)
 
 
 def _laplace(event, rel, step):
-  E = _pld()
-  b = float(event.noise_multiplier)
-  if b == 0:
-    return _nonprivate("laplace(0)")
-  sens = 2.0 if rel == REPLACE else 1.0
-  up = E.laplace(b, step=step, pessimistic=True, sensitivity=sens)
-  lo = Lazy(lambda: _pair(mech.laplace_lower(b, step=step, sensitivity=sens)))
-  return Component(f"laplace({b:g})", _pair(up), lo,
-                   lower_scope="mechanism")
+  return _additive("laplace", event, rel, step)
 
 
 def _randomized_response(event, rel, step):

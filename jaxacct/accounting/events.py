@@ -49,19 +49,15 @@ __all__ = [
     "ZCDpEvent", "JAXACCT_EVENTS",
 ]
 
-_std = _optional.standard_event
-GaussianDpEvent = _std("GaussianDpEvent")
-LaplaceDpEvent = _std("LaplaceDpEvent")
-PoissonSampledDpEvent = _std("PoissonSampledDpEvent")
-SampledWithoutReplacementDpEvent = _std("SampledWithoutReplacementDpEvent")
-SampledWithReplacementDpEvent = _std("SampledWithReplacementDpEvent")
-SelfComposedDpEvent = _std("SelfComposedDpEvent")
-ComposedDpEvent = _std("ComposedDpEvent")
-NoOpDpEvent = _std("NoOpDpEvent")
-NonPrivateDpEvent = _std("NonPrivateDpEvent")
-UnsupportedDpEvent = _std("UnsupportedDpEvent")
-RandomizedResponseDpEvent = _std("RandomizedResponseDpEvent")
-ZCDpEvent = _std("ZCDpEvent")
+# dp_accounting's own event classes (or stand-ins when it is not installed).
+(GaussianDpEvent, LaplaceDpEvent, PoissonSampledDpEvent, SampledWithoutReplacementDpEvent,
+ SampledWithReplacementDpEvent, SelfComposedDpEvent, ComposedDpEvent, NoOpDpEvent,
+ NonPrivateDpEvent, UnsupportedDpEvent, RandomizedResponseDpEvent, ZCDpEvent) = (
+     _optional.standard_event(name) for name in (
+         "GaussianDpEvent", "LaplaceDpEvent", "PoissonSampledDpEvent",
+         "SampledWithoutReplacementDpEvent", "SampledWithReplacementDpEvent",
+         "SelfComposedDpEvent", "ComposedDpEvent", "NoOpDpEvent", "NonPrivateDpEvent",
+         "UnsupportedDpEvent", "RandomizedResponseDpEvent", "ZCDpEvent"))
 
 
 class _JaxacctEvent(DpEvent):

@@ -20,9 +20,10 @@ import dataclasses
 import importlib
 import math
 
-
+import jax.numpy as jnp
 import numpy as np
 
+from jaxacct._core.dtype import x64_boundary
 from jaxacct.accounting import _optional
 from jaxacct.accounting import composition as comp
 
@@ -80,6 +81,16 @@ def encode_event(event) -> dict:
           "fields": {k: _encode(v) for k, v in _fields(event).items()}}
 
 
+@x64_boundary
+def _decode_pld(d):
+  """A :class:`jaxacct.pld.PLD` from its encoded dict (float64 arrays)."""
+  from jaxacct import pld as E
+  return E.PLD(jnp.asarray(np.asarray(d["probs"], np.float64)),
+               int(d["offset"]), float(d["step"]),
+               jnp.asarray(float(d["inf_mass"]), jnp.float64),
+               bool(d["pessimistic"]))
+
+
 def _decode(v):
   if isinstance(v, list):
     return [_decode(x) for x in v]
@@ -91,18 +102,7 @@ def _decode(v):
     if "float" in v:
       return float(v["float"])
     if "pld" in v:
-      import jax.numpy as jnp
-      from jaxacct import pld as E
-      from jaxacct._core.dtype import x64_boundary
-      d = v["pld"]
-
-      @x64_boundary
-      def build():
-        return E.PLD(jnp.asarray(np.asarray(d["probs"], np.float64)),
-                     int(d["offset"]), float(d["step"]),
-                     jnp.asarray(float(d["inf_mass"]), jnp.float64),
-                     bool(d["pessimistic"]))
-      return build()
+      return _decode_pld(v["pld"])
     if "pair_pld" in v:
       from jaxacct import pld as E
       r, a = v["pair_pld"]

@@ -35,6 +35,7 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.solve import refine_bracket
 
 __all__ = ["TradeOff", "GDPResult", "tpr_at_fpr", "gdp_mu", "gaussian_tpr"]
 
@@ -166,14 +167,10 @@ def _mu_of(delta_target, eps, lo, hi):
   lt = jnp.log(delta_target)
   a = jnp.full_like(eps, jnp.log(lo))
   b = jnp.full_like(eps, jnp.log(hi))
-
-  def body(_, ab):
-    a, b = ab
-    m = 0.5 * (a + b)
-    ok = gaussian_log_delta(jnp.exp(-m), eps) >= lt   # delta_mu increasing in mu
-    return jnp.where(ok, a, m), jnp.where(ok, m, b)
-
-  a, b = jax.lax.fori_loop(0, 90, body, (a, b))
+  # in m = log mu (delta_mu increasing in mu); tol=0: the same 90 halvings as
+  # a plain loop (a lane whose two ends have met no longer moves).
+  a, b = refine_bracket(lambda m: gaussian_log_delta(jnp.exp(-m), eps) >= lt, a, b,
+                        tol=0.0, max_iters=90)
   return jnp.exp(a), jnp.exp(b)
 
 

@@ -176,6 +176,99 @@ def _pick(vals, dirs, methods):
   return best, worst
 
 
+def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direction,
+           methods, max_order, fresh_each_epoch):
+  """The one query behind :func:`epsilon` and :func:`delta`.
+
+  ``quantity`` is ``"epsilon"`` (``value`` is a delta) or ``"delta"``
+  (``value`` is an epsilon). Per direction the minimum over the methods that
+  apply, then the maximum over the directions.
+  """
+  is_eps = quantity == "epsilon"
+  given = "delta" if is_eps else "epsilon"
+  bounds.check_scheme(sigma, num_steps, num_selected, num_epochs)
+  if is_eps:
+    checks.check_delta(value)
+  else:
+    checks.check_range("epsilon", value)
+  checks.check_direction(direction)
+  checks.check_int("max_order", max_order, min_value=2, max_value=4096)
+  _check_scalar(sigma=sigma, num_steps=num_steps, **{given: value})
+  if not _fresh(fresh_each_epoch):
+    front = epsilon if is_eps else delta
+    r = front(sigma=_fixed_sigma(sigma, num_epochs), num_steps=num_steps, **{given: value},
+              num_selected=num_selected, num_epochs=1, direction=direction,
+              methods=methods, max_order=max_order)
+    return r._replace(method="fixed_bins:" + r.method)
+  k, E, t = int(num_selected), int(num_epochs), int(num_steps)
+  if methods is None:
+    methods = DEFAULT_METHODS + (("pld",) if is_eps and _has_pld() else ())
+  methods = _check_methods(methods)
+  dirs = ("remove", "add") if direction == "both" else (direction,)
+  vals = {d: {} for d in dirs}
+  orders_won = {}
+  arg = {given: value}                       # the given quantity, by name
+  scheme = dict(num_selected=k, num_epochs=E)
+  v_arr = jnp.asarray(value, jnp.float64)
+  convert = rdp_to_epsilon_kernel if is_eps else rdp_to_delta_kernel
+  for mth, d in (("rdp_direct", "remove"), ("rdp_add", "add")):
+    if mth in methods and d in dirs:
+      orders, rdp = _direction_rdp(sigma, t, k, E, d, max_order)
+      v, o = convert(jnp.asarray(orders), rdp, v_arr, "tight")
+      vals[d][mth] = float(v)
+      orders_won[mth] = float(o)
+      if is_eps and float(o) >= orders[-1]:
+        warnings.warn(f"{mth}: optimal Renyi order is the largest one tried ({max_order}); "
+                      "increase max_order for a tighter bound.", stacklevel=4)
+  if "direct_add" in methods and "add" in dirs:
+    fn = bounds.direct_add_epsilon if is_eps else bounds.direct_add_delta
+    vals["add"]["direct_add"] = float(fn(sigma=sigma, num_steps=t, **arg, **scheme))
+  if "decomposition" in methods and k == 1 and E == 1 and t >= 2:
+    fn = bounds.decomposition_epsilon if is_eps else bounds.decomposition_delta
+    for d in dirs:
+      vals[d]["decomposition"] = float(fn(sigma=sigma, num_steps=t, **arg, direction=d))
+  if is_eps and "decomposition_pld" in methods and t // k >= 2:
+    for d in dirs:
+      vals[d]["decomposition_pld"] = float(bounds.decomposition_pld_epsilon(
+          sigma=sigma, num_steps=t, delta=value, direction=d, **scheme))
+  if "truncated_poisson" in methods:
+    fn = recursive.truncated_poisson_epsilon if is_eps else recursive.truncated_poisson_delta
+    for d in dirs:
+      vals[d]["truncated_poisson"] = fn(sigma=sigma, num_steps=t, **arg, **scheme, direction=d)
+  if "recursive" in methods and t // k >= 2 and (is_eps or value > 0):
+    fn = recursive.recursive_epsilon if is_eps else recursive.recursive_delta
+    for d in dirs:
+      vals[d]["recursive"] = fn(sigma=sigma, num_steps=t, **arg, **scheme, direction=d,
+                                bootstrap=("pld", "direct") if _has_pld() else ("direct",))
+  if "local" in methods:
+    if is_eps:
+      loc = float(bounds.local_epsilon(sigma=sigma, delta=value, **scheme))
+    else:
+      from jaxacct._core.gaussian import gaussian_delta_kernel
+      loc = float(gaussian_delta_kernel(sigma / np.sqrt(k * E), value))
+    for d in dirs:
+      vals[d]["local"] = loc
+  if is_eps and "pld" in methods and _has_pld():
+    from jaxacct.allocation import pld as _pld
+    for d in dirs:
+      try:
+        r = _pld.allocation_pld_epsilon(sigma=sigma, delta=value, num_steps=t,
+                                        num_selected=k, num_epochs=E, direction=d)
+      except Exception as err:  # noqa: BLE001 -- peer engine unsupported case / failure:
+        # skipping a method never invalidates the others (each is an upper bound).
+        warnings.warn(f"allocation.pld skipped ({type(err).__name__}: {err})", stacklevel=4)
+        continue
+      vals[d]["pld"] = float(r.upper)
+  best, worst = _pick(vals, dirs, methods)
+  name = best[worst][0]
+  answer = best[worst][1] if is_eps else min(best[worst][1], 1.0)
+  cls = EpsilonResult if is_eps else DeltaResult
+  return cls(**{quantity: answer, given: value},
+             method="/".join(f"{d}:{best[d][0]}" for d in dirs), bound="upper",
+             order=orders_won.get(name) if name in ("rdp_direct", "rdp_add") else None,
+             details=vals)
+
+
 @per_epoch_steps
 @x64_boundary
 def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
@@ -215,75 +308,9 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
   Bound: upper (every method is a valid upper bound for the dominating pair
   of the Gaussian mechanism with sensitivity 1).
   """
-  bounds.check_scheme(sigma, num_steps, num_selected, num_epochs)
-  checks.check_delta(delta)
-  checks.check_direction(direction)
-  checks.check_int("max_order", max_order, min_value=2, max_value=4096)
-  _check_scalar(sigma=sigma, num_steps=num_steps, delta=delta)
-  if not _fresh(fresh_each_epoch):
-    r = epsilon(sigma=_fixed_sigma(sigma, num_epochs), num_steps=num_steps, delta=delta,
-                num_selected=num_selected, num_epochs=1, direction=direction,
-                methods=methods, max_order=max_order)
-    return r._replace(method="fixed_bins:" + r.method)
-  k, E, t = int(num_selected), int(num_epochs), int(num_steps)
-  if methods is None:
-    methods = DEFAULT_METHODS + (("pld",) if _has_pld() else ())
-  methods = _check_methods(methods)
-  dirs = ("remove", "add") if direction == "both" else (direction,)
-  vals = {d: {} for d in dirs}
-  orders_won = {}
-  d_arr = jnp.asarray(delta, jnp.float64)
-  for mth, d in (("rdp_direct", "remove"), ("rdp_add", "add")):
-    if mth in methods and d in dirs:
-      orders, rdp = _direction_rdp(sigma, t, k, E, d, max_order)
-      e, o = rdp_to_epsilon_kernel(jnp.asarray(orders), rdp, d_arr, "tight")
-      vals[d][mth] = float(e)
-      orders_won[mth] = float(o)
-      if float(o) >= orders[-1]:
-        warnings.warn(f"{mth}: optimal Renyi order is the largest one tried ({max_order}); "
-                      "increase max_order for a tighter bound.", stacklevel=3)
-  if "direct_add" in methods and "add" in dirs:
-    vals["add"]["direct_add"] = float(bounds.direct_add_epsilon(
-        sigma=sigma, num_steps=t, delta=delta, num_selected=k, num_epochs=E))
-  if "decomposition" in methods and k == 1 and E == 1 and t >= 2:
-    for d in dirs:
-      vals[d]["decomposition"] = float(bounds.decomposition_epsilon(
-          sigma=sigma, num_steps=t, delta=delta, direction=d))
-  if "decomposition_pld" in methods and t // k >= 2:
-    for d in dirs:
-      vals[d]["decomposition_pld"] = float(bounds.decomposition_pld_epsilon(
-          sigma=sigma, num_steps=t, delta=delta, direction=d, num_selected=k,
-          num_epochs=E))
-  if "truncated_poisson" in methods:
-    for d in dirs:
-      vals[d]["truncated_poisson"] = recursive.truncated_poisson_epsilon(
-          sigma=sigma, num_steps=t, delta=delta, num_selected=k, num_epochs=E, direction=d)
-  if "recursive" in methods and t // k >= 2:
-    for d in dirs:
-      vals[d]["recursive"] = recursive.recursive_epsilon(
-          sigma=sigma, num_steps=t, delta=delta, num_selected=k, num_epochs=E, direction=d,
-          bootstrap=("pld", "direct") if _has_pld() else ("direct",))
-  if "local" in methods:
-    le = float(bounds.local_epsilon(sigma=sigma, delta=delta, num_selected=k, num_epochs=E))
-    for d in dirs:
-      vals[d]["local"] = le
-  if "pld" in methods and _has_pld():
-    from jaxacct.allocation import pld as _pld
-    for d in dirs:
-      try:
-        r = _pld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=t,
-                                        num_selected=k, num_epochs=E, direction=d)
-      except Exception as err:  # noqa: BLE001 -- peer engine unsupported case / failure:
-        # skipping a method never invalidates the others (each is an upper bound).
-        warnings.warn(f"allocation.pld skipped ({type(err).__name__}: {err})", stacklevel=3)
-        continue
-      vals[d]["pld"] = float(r.upper)
-  best, worst = _pick(vals, dirs, methods)
-  name = best[worst][0]
-  return EpsilonResult(epsilon=best[worst][1], delta=delta,
-                       method="/".join(f"{d}:{best[d][0]}" for d in dirs), bound="upper",
-                       order=orders_won.get(name) if name in ("rdp_direct", "rdp_add") else None,
-                       details=vals)
+  return _query("epsilon", delta, sigma=sigma, num_steps=num_steps, num_selected=num_selected,
+                num_epochs=num_epochs, direction=direction, methods=methods,
+                max_order=max_order, fresh_each_epoch=fresh_each_epoch)
 
 
 @per_epoch_steps
@@ -304,56 +331,9 @@ def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
 
   Bound: upper.
   """
-  bounds.check_scheme(sigma, num_steps, num_selected, num_epochs)
-  checks.check_range("epsilon", epsilon)
-  checks.check_direction(direction)
-  checks.check_int("max_order", max_order, min_value=2, max_value=4096)
-  _check_scalar(sigma=sigma, num_steps=num_steps, epsilon=epsilon)
-  if not _fresh(fresh_each_epoch):
-    r = delta(sigma=_fixed_sigma(sigma, num_epochs), num_steps=num_steps, epsilon=epsilon,
-              num_selected=num_selected, num_epochs=1, direction=direction,
-              methods=methods, max_order=max_order)
-    return r._replace(method="fixed_bins:" + r.method)
-  k, E, t = int(num_selected), int(num_epochs), int(num_steps)
-  methods = _check_methods(DEFAULT_METHODS if methods is None else methods)
-  dirs = ("remove", "add") if direction == "both" else (direction,)
-  vals = {d: {} for d in dirs}
-  orders_won = {}
-  e_arr = jnp.asarray(epsilon, jnp.float64)
-  for mth, d in (("rdp_direct", "remove"), ("rdp_add", "add")):
-    if mth in methods and d in dirs:
-      orders, rdp = _direction_rdp(sigma, t, k, E, d, max_order)
-      dl, o = rdp_to_delta_kernel(jnp.asarray(orders), rdp, e_arr, "tight")
-      vals[d][mth] = float(dl)
-      orders_won[mth] = float(o)
-  if "direct_add" in methods and "add" in dirs:
-    vals["add"]["direct_add"] = float(bounds.direct_add_delta(
-        sigma=sigma, num_steps=t, epsilon=epsilon, num_selected=k, num_epochs=E))
-  if "decomposition" in methods and k == 1 and E == 1 and t >= 2:
-    for d in dirs:
-      vals[d]["decomposition"] = float(bounds.decomposition_delta(
-          sigma=sigma, num_steps=t, epsilon=epsilon, direction=d))
-  if "truncated_poisson" in methods:
-    for d in dirs:
-      vals[d]["truncated_poisson"] = recursive.truncated_poisson_delta(
-          sigma=sigma, num_steps=t, epsilon=epsilon, num_selected=k, num_epochs=E,
-          direction=d)
-  if "recursive" in methods and t // k >= 2 and epsilon > 0:
-    for d in dirs:
-      vals[d]["recursive"] = recursive.recursive_delta(
-          sigma=sigma, num_steps=t, epsilon=epsilon, num_selected=k, num_epochs=E,
-          direction=d, bootstrap=("pld", "direct") if _has_pld() else ("direct",))
-  if "local" in methods:
-    from jaxacct._core.gaussian import gaussian_delta_kernel
-    ld = float(gaussian_delta_kernel(sigma / np.sqrt(k * E), epsilon))
-    for d in dirs:
-      vals[d]["local"] = ld
-  best, worst = _pick(vals, dirs, methods)
-  name = best[worst][0]
-  return DeltaResult(delta=min(best[worst][1], 1.0), epsilon=epsilon,
-                     method="/".join(f"{d}:{best[d][0]}" for d in dirs), bound="upper",
-                     order=orders_won.get(name) if name in ("rdp_direct", "rdp_add") else None,
-                     details=vals)
+  return _query("delta", epsilon, sigma=sigma, num_steps=num_steps, num_selected=num_selected,
+                num_epochs=num_epochs, direction=direction, methods=methods,
+                max_order=max_order, fresh_each_epoch=fresh_each_epoch)
 
 
 @functools.partial(jax.jit, static_argnames=("t", "m", "max_order", "num_iters", "use_add_rdp"))

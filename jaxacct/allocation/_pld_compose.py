@@ -58,7 +58,7 @@ defect); the three are bounded by Chernoff bounds of the discretised laws.
 Lower: folded mass is treated as error (below).
 
 A float64 FFT has absolute error ~ c * 1e-16 at every point, which swamps
-tail masses. As in :mod:`jaxacct.pld._core`, the composition is also run on
+tail masses. As in :mod:`jaxacct.pld._compose`, the composition is also run on
 exponentially tilted inputs w x^mu / M(mu) (one tilt per target position,
 spread over the window, plus the plain one) and untilted by
 exp(K(mu) - mu s h); each point keeps the tilt with the smallest error bound
@@ -97,9 +97,9 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from jaxacct._core.dtype import require_x64
+from jaxacct._core.solve import bisect
 from jaxacct.allocation._pld_laws import EPS64, FinalLaws
 
 DEFAULT_SIZE = 1 << 15      # lattice points N (static)
@@ -335,14 +335,14 @@ def _exact(blocks, counts, x):
   return tuple(sum(_cmul(c, o[i]) for c, o in zip(counts, out)) for i in range(3))
 
 
-def _bisect(f, a, b, iters=30):
-  """Root of f (f(a) > 0 >= f(b), any order of a, b) by bisection; returns b-side."""
-  def body(_, ab):
-    a_, b_ = ab
-    mid = 0.5 * (a_ + b_)
-    ok = f(mid) <= 0
-    return jnp.where(ok, a_, mid), jnp.where(ok, mid, b_)
-  return lax.fori_loop(0, iters, body, (a, b))[1]
+def _root(f, infeasible, feasible, *, increasing):
+  """Root of ``f`` between ``infeasible`` (f > 0) and ``feasible`` (f <= 0); the feasible end.
+
+  ``increasing``: the feasible end is the lower one (``f`` increasing). 30
+  halvings of :func:`jaxacct._core.solve.bisect`.
+  """
+  lo, hi = (feasible, infeasible) if increasing else (infeasible, feasible)
+  return bisect(f, lo, hi, increasing=increasing, num_iters=30).x
 
 
 def _tilts(blocks, counts, K, K1, K2, mu, mode, q, per_side):
@@ -378,20 +378,20 @@ def _tilts(blocks, counts, K, K1, K2, mu, mode, q, per_side):
     below = jnp.isfinite(e_g) & (e_g <= ld)
     pos_r = (mu > 1.0) & below
     g = jnp.where(jnp.any(pos_r), jnp.argmax(pos_r), G - 1)
-    mu_r = _bisect(lambda x: est(jnp.atleast_1d(x), True)[0], jnp.maximum(mu[g - 1], 1.0),
-                   mu[g])
+    mu_r = _root(lambda x: est(jnp.atleast_1d(x), True)[0], jnp.maximum(mu[g - 1], 1.0),
+                 mu[g], increasing=False)
     neg = (mu < 0.0) & below
     g = jnp.where(jnp.any(neg), G - 1 - jnp.argmax(neg[::-1]), 0)
-    mu_a = _bisect(lambda x: est(jnp.atleast_1d(x), False)[0],
-                   jnp.minimum(mu[jnp.minimum(g + 1, G - 1)], 0.0), mu[g])
+    mu_a = _root(lambda x: est(jnp.atleast_1d(x), False)[0],
+                 jnp.minimum(mu[jnp.minimum(g + 1, G - 1)], 0.0), mu[g], increasing=True)
   else:
     def pos_f(x, target):
       return target - _exact(blocks, counts, jnp.atleast_1d(x))[1][0]
 
     g = jnp.clip(jnp.sum(K1 < q), 1, G - 1)
-    mu_r = _bisect(lambda x: pos_f(x, q), mu[g - 1], mu[g])
+    mu_r = _root(lambda x: pos_f(x, q), mu[g - 1], mu[g], increasing=False)
     g = jnp.clip(jnp.sum(K1 < -q), 1, G - 1)
-    mu_a = _bisect(lambda x: pos_f(x, -q), mu[g - 1], mu[g])
+    mu_a = _root(lambda x: pos_f(x, -q), mu[g - 1], mu[g], increasing=False)
   fin = lambda x: jnp.where(jnp.isfinite(x), x, 0.0)
   mu_r, mu_a = fin(mu_r), fin(mu_a)
   s_r = sd(_exact(blocks, counts, jnp.atleast_1d(mu_r))[2][0])

@@ -18,6 +18,7 @@ import numpy as np
 from jax import lax
 
 from jaxacct._core.dtype import require_x64
+from jaxacct._core.solve import invert_decreasing
 from jaxacct.allocation import _sum_law as sl
 
 DEFAULT_GRID_SIZE = 1024
@@ -130,25 +131,6 @@ def deltas(F: FinalLaws, eps, Fa: FinalLaws | None = None):
   return tuple(delta_one(G, eps, w) for w, G in zip(range(4), (F, Fa, F, Fa)))
 
 
-def eps_bisect(fn, delta, hi, *, upper: bool, iters: int = 80):
-  """Upper: smallest eps >= 0 with fn(eps) <= delta; lower: largest eps with
-  fn(eps) >= delta (0 if none). fn decreasing in eps."""
-  lo = jnp.zeros_like(delta)
-  hi = jnp.broadcast_to(hi, delta.shape)
-
-  def body(_, c):
-    a, b = c
-    mid = 0.5 * (a + b)
-    ok = fn(mid) <= delta
-    return jnp.where(ok, a, mid), jnp.where(ok, mid, b)
-
-  a, b = lax.fori_loop(0, iters, body, (lo, hi))
-  if upper:
-    res = jnp.where(fn(lo) <= delta, 0.0, b)
-    return jnp.where(fn(hi) <= delta, res, jnp.inf)
-  return jnp.where(fn(lo) <= delta, 0.0, a)
-
-
 def epsilons(F: FinalLaws, delta, Fa: FinalLaws | None = None):
   Fa = F if Fa is None else Fa
   d = jnp.asarray(delta, jnp.float64)
@@ -156,10 +138,10 @@ def epsilons(F: FinalLaws, delta, Fa: FinalLaws | None = None):
   def hi(p, loss):
     return jnp.maximum(jnp.max(jnp.where(p > 0, jnp.abs(loss), 0.0)), 1.0) + 1.0
 
-  er_u = eps_bisect(lambda e: delta_one(F, e, 0), d, hi(F.up_p, F.up_loss), upper=True)
-  ea_u = eps_bisect(lambda e: delta_one(Fa, e, 1), d, hi(Fa.up_p, Fa.up_loss), upper=True)
-  er_l = eps_bisect(lambda e: delta_one(F, e, 2), d, hi(F.lo_a, F.lo_loss), upper=False)
-  ea_l = eps_bisect(lambda e: delta_one(Fa, e, 3), d, hi(Fa.lo_a, Fa.lo_loss), upper=False)
+  er_u = invert_decreasing(lambda e: delta_one(F, e, 0), d, hi(F.up_p, F.up_loss), upper=True)
+  ea_u = invert_decreasing(lambda e: delta_one(Fa, e, 1), d, hi(Fa.up_p, Fa.up_loss), upper=True)
+  er_l = invert_decreasing(lambda e: delta_one(F, e, 2), d, hi(F.lo_a, F.lo_loss), upper=False)
+  ea_l = invert_decreasing(lambda e: delta_one(Fa, e, 3), d, hi(Fa.lo_a, Fa.lo_loss), upper=False)
   bad = jnp.isnan(F.rel) | jnp.isnan(Fa.rel) | ~(d > 0) | ~(d < 1)
   return tuple(jnp.where(bad, jnp.nan, v) for v in (er_u, ea_u, er_l, ea_l))
 

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from jaxacct._core.dtype import require_x64
+from jaxacct._core.solve import bisect
 from jaxacct.allocation._pld_compose import Composed, compose_laws
 from jaxacct.allocation._pld_laws import deltas, epsilons
 
@@ -87,16 +88,10 @@ def _lower_eps(A, B, target, g_hi, *, iters_bis=24, iters_newton=8):
   gamma with f(gamma) >= target evaluated, or 0 if f(1) < target.
   """
   f = lambda g: jnp.sum(jnp.maximum(A - g * B, 0.0))
-  a, b = jnp.zeros(()), jnp.log(jnp.maximum(g_hi, 1.0)) + 1e-9
   ok0 = f(1.0) >= target
-
-  def bis(_, c):
-    a, b = c
-    mid = 0.5 * (a + b)
-    ok = f(jnp.exp(mid)) >= target
-    return jnp.where(ok, mid, a), jnp.where(ok, b, mid)
-
-  a, b = lax.fori_loop(0, iters_bis, bis, (a, b))
+  # log gamma: feasible (f >= target) on [0, root]
+  a = bisect(lambda x: target - f(jnp.exp(x)), jnp.zeros(()),
+             jnp.log(jnp.maximum(g_hi, 1.0)) + 1e-9, increasing=True, num_iters=iters_bis).x
 
   def newton(_, g):
     v = f(g)

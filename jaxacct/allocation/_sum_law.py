@@ -392,6 +392,22 @@ def _joint_window(win, A, LA, B, LB, tail):
   return jnp.minimum(al, bl), jnp.maximum(ar, br)
 
 
+def _combine_level(conv, A2, B2, A2m, D2, n, bit, first):
+  """One level of the binary powering: (A, B) -> (A + X, B + X) on the new lattice.
+
+  ``X`` is ``A2`` or ``B2`` by the current bit of ``t``; both sums run in
+  one vmapped ``conv`` call; the first level keeps ``A2m`` (``A2`` padded).
+  Returns ``(A_next, B_next, offset)``.
+  """
+  X = _pick(bit, A2, B2)
+  C, o = jax.vmap(lambda P, R: conv(P, R, D2, n, False), out_axes=(0, None))(
+      _stack(A2, X), _stack(B2, X))
+  C1, C0 = _unstack(C)
+  An = _pick(first.astype(jnp.int32), _pick(bit, C0, C1), A2m)
+  Bn = _pick(bit, C1, C0)
+  return An, Bn, o
+
+
 def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step):
   """Upper (convex-order dominating) law of the t-fold sum, t >= 1 traced.
 
@@ -417,14 +433,9 @@ def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step):
     B2 = regrid_upper(B, LB, jl, D2, n)[0]
     L2 = Lattice(LA.u_ref + jl * LA.step, D2, zero)
     bit = (t >> jnp.maximum(nb - 1 - j, 0)) & 1
-    X = _pick(bit, A2, B2)
-    C, o = jax.vmap(lambda P, R: conv_upper(P, R, D2, n, False), out_axes=(0, None))(
-        _stack(A2, X), _stack(B2, X))
-    C1, C0 = _unstack(C)
     first = j == 0
     A2m = UpperLaw(jnp.concatenate([A2.p, pad]), A2.q0, A2.minf)
-    An = _pick(first.astype(jnp.int32), _pick(bit, C0, C1), A2m)
-    Bn = _pick(bit, C1, C0)
+    An, Bn, o = _combine_level(conv_upper, A2, B2, A2m, D2, n, bit, first)
     LAn = Lattice(L2.u_ref, D2, jnp.where(first, zero, o))
     LBn = Lattice(L2.u_ref, D2, o)
     # log-position rounding of this level (regrid offsets, lattice origin, kernel)
@@ -459,14 +470,9 @@ def sum_law_lower(lw: LowerLaw, lat: Lattice, t, n: int, tail, min_step):
     B2 = regrid_lower(B, LB, jl, D2, n)[0]
     L2 = Lattice(LA.u_ref + jl * LA.step, D2, zero)
     bit = (t >> jnp.maximum(nb - 1 - j, 0)) & 1
-    X = _pick(bit, A2, B2)
-    C, o = jax.vmap(lambda P, R: conv_lower(P, R, D2, n, False), out_axes=(0, None))(
-        _stack(A2, X), _stack(B2, X))
-    C1, C0 = _unstack(C)
     first = j == 0
     A2m = LowerLaw(jnp.concatenate([A2.a, pad]), jnp.concatenate([A2.g, pad]), A2.q0)
-    An = _pick(first.astype(jnp.int32), _pick(bit, C0, C1), A2m)
-    Bn = _pick(bit, C1, C0)
+    An, Bn, o = _combine_level(conv_lower, A2, B2, A2m, D2, n, bit, first)
     LAn = Lattice(L2.u_ref, D2, jnp.where(first, zero, o))
     LBn = Lattice(L2.u_ref, D2, o)
     return j + 1, An, LAn, Bn, LBn

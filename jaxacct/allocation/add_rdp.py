@@ -163,6 +163,7 @@ def allocation_add_rdp_kernel(sigma, t, orders, num_outer=4096, num_inner=2048):
   return out.reshape(shape + orders.shape)
 
 
+@x64_boundary
 @functools.partial(jax.jit, static_argnames=("num_outer", "num_inner"))
 def _add_rdp_jit(sigma, t, orders, *, num_outer, num_inner):
   return allocation_add_rdp_kernel(sigma, t, orders, num_outer, num_inner)
@@ -211,7 +212,7 @@ def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
       raise ValueError(f"orders must be > 1; got {np.min(orders)}.")
     checks.check_positive("sigma", sigma)
     checks.check_int("num_steps", num_steps, min_value=1, max_value=2**31 - 1)
-    return x64_boundary(_add_rdp_jit)(
+    return _add_rdp_jit(
         np.asarray(sigma, np.float64), np.asarray(num_steps, np.float64),
         np.asarray(orders, np.float64), num_outer=int(num_outer), num_inner=int(num_inner))
   return allocation_add_rdp_kernel(sigma, num_steps, orders, num_outer, num_inner)

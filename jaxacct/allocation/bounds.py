@@ -36,7 +36,7 @@ from jaxacct._core.conversion import rdp_to_delta_kernel, rdp_to_epsilon_kernel
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_epsilon_kernel, gaussian_log_delta
 from jaxacct._core.orders import DEFAULT_ORDERS
-from jaxacct._core.solve import bisect
+from jaxacct._core.solve import bisect, first_feasible_on_ladder_host
 from jaxacct._core.subsampled_gaussian import poisson_gaussian_rdp
 
 
@@ -358,10 +358,7 @@ def _composed_decomp_eps(sigma, t, m, delta, dirs, step=None):
     # add: delta_true(eps) <= delta_pld(eps) + e^eps m nu (1+nu)^(m-1)
     slack = m * nu * (1.0 + nu) ** (m - 1)
     e = float(_pld.epsilon(c, delta * (1.0 - 1e-6))) if slack < delta else np.inf
-    for _ in range(50):
-      if not np.isfinite(e) or float(_pld.delta(c, e)) + np.exp(e) * slack <= delta:
-        break
-      e = e * 1.001 + 1e-9
-    out.append(e if (np.isfinite(e) and float(_pld.delta(c, e)) + np.exp(e) * slack <= delta)
-               else np.inf)
+    out.append(first_feasible_on_ladder_host(
+        lambda x, c=c, slack=slack: float(_pld.delta(c, x)) + np.exp(x) * slack <= delta,
+        e, factor=1.001, shift=1e-9, max_steps=50))
   return max(out)

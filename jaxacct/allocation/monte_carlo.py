@@ -58,6 +58,7 @@ from jax import lax
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.logmath import log_ndtr, log1m_exp, log_sub_exp
+from jaxacct._core.solve import invert_decreasing_host
 from jaxacct.allocation.bounds import split_rounds, check_scheme
 
 
@@ -360,22 +361,6 @@ def _x(S, eps, remove):
   return np.exp(S.logw) * _h(S.ell, eps, remove)
 
 
-def _solve_eps(fn, delta, hi):
-  """Smallest eps >= 0 with fn(eps) <= delta, fn non-increasing (bisection)."""
-  if fn(0.0) <= delta:
-    return 0.0
-  lo, hi = 0.0, max(hi, 1e-6)
-  while fn(hi) > delta and hi < 1e4:
-    hi *= 2.0
-  for _ in range(80):
-    mid = 0.5 * (lo + hi)
-    if fn(mid) > delta:
-      lo = mid
-    else:
-      hi = mid
-  return hi
-
-
 def _grid(sigma, t, k, E, remove, eps):
   """Mixture components [(a, nu)] for a loss level ``eps``; Q = (0, 0) first."""
   eps = max(float(eps), 1e-3)
@@ -398,7 +383,7 @@ def _design(seed, sigma, t, k, E, remove, target, *, n, batch, rounds=3, floor=0
     S, resp = _draw_mixture(seed, 1000 + r, sigma, comps, _counts(shares, n, batch),
                             t, k, E, batch)
     if target[0] == "delta":
-      new = _solve_eps(lambda e: float(np.mean(_x(S, e, remove))), float(target[1]),
+      new = invert_decreasing_host(lambda e: float(np.mean(_x(S, e, remove))), float(target[1]),
                        float(np.max(np.abs(S.ell))) + 1.0)
       if abs(new - eps) > 0.05 * eps:      # level moved: rebuild the grid around it
         eps = new
@@ -572,7 +557,7 @@ def true_allocation_epsilon_monte_carlo(*, sigma, num_steps, delta, num_selected
   d = float(delta)
   comps, shares, pilot = _design(seed, s, t, k, E, remove, ("delta", d), n=pilot_samples,
                                  batch=batch_size)
-  e_pilot = _solve_eps(lambda e: float(np.mean(_x(pilot, e, remove))), d,
+  e_pilot = invert_decreasing_host(lambda e: float(np.mean(_x(pilot, e, remove))), d,
                        float(np.max(np.abs(pilot.ell))) + 1.0)
   grid = e_pilot * np.linspace(1.0 - grid_width, 1.0 + grid_width / 5.0, int(grid_points))
   S, _ = _draw_mixture(seed, 0, s, comps, _counts(shares, num_samples, batch_size), t, k, E,
@@ -584,8 +569,8 @@ def true_allocation_epsilon_monte_carlo(*, sigma, num_steps, delta, num_selected
     x = _x(S, e, remove)
     return float(x.mean() + sign * z * x.std(ddof=1) / math.sqrt(n))
 
-  est = _solve_eps(lambda e: float(np.mean(_x(S, e, remove))), d, hi)
-  ci = (_solve_eps(lambda e: band(e, -1.0), d, hi), _solve_eps(lambda e: band(e, 1.0), d, hi))
+  est = invert_decreasing_host(lambda e: float(np.mean(_x(S, e, remove))), d, hi)
+  ci = tuple(invert_decreasing_host(lambda e, sg=sg: band(e, sg), d, hi) for sg in (-1.0, 1.0))
   lower = 0.0
   for e in grid:
     if _rigorous_delta_lower(S, pilot, e, n, beta / grid.size, remove) > d:

@@ -309,6 +309,26 @@ def _result(parts, direction, query, mode):
 # front doors
 # ----------------------------------------------------------------------------
 
+def _query(mode, value, *, sigma, num_steps, num_selected, num_epochs, direction, grid_size,
+           tail, mechanism, composition_size):
+  """The one query behind the two front doors.
+
+  ``mode`` is ``"eps"`` (``value`` is a delta; an ``EpsilonResult``) or
+  ``"delta"`` (``value`` is an epsilon; a ``DeltaResult``).
+  """
+  laws = _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_size,
+                       mechanism, composition_size)
+  if mode == "eps":
+    checks.check_delta(value)
+  else:
+    checks.check_range("epsilon", value, 0.0, np.inf)
+  _check_tail(tail)
+  parts = _run(sigma, num_steps, num_selected, num_epochs, value, mode=mode,
+               grid_size=grid_size, tail=tail, mechanism=mechanism, laws=laws,
+               composition_size=composition_size)
+  return _result(parts, direction, value, mode)
+
+
 @per_epoch_steps
 @x64_boundary
 def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_epochs=1,
@@ -366,14 +386,9 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
     >>> r = allocation_pld_epsilon(mechanism=jpld.randomized_response(1.0),
     ...                            num_steps=10_000, delta=1e-8)
   """
-  laws = _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_size,
-                       mechanism, composition_size)
-  checks.check_delta(delta)
-  _check_tail(tail)
-  parts = _run(sigma, num_steps, num_selected, num_epochs, delta, mode="eps",
-               grid_size=grid_size, tail=tail, mechanism=mechanism, laws=laws,
-               composition_size=composition_size)
-  return _result(parts, direction, delta, "eps")
+  return _query("eps", delta, sigma=sigma, num_steps=num_steps, num_selected=num_selected,
+                num_epochs=num_epochs, direction=direction, grid_size=grid_size, tail=tail,
+                mechanism=mechanism, composition_size=composition_size)
 
 
 @per_epoch_steps
@@ -402,14 +417,10 @@ def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_
 
   Bound: upper (``delta``) and lower (``lower``).
   """
-  laws = _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_size,
-                       mechanism, composition_size)
-  checks.check_range("epsilon", epsilon, 0.0, np.inf)
-  _check_tail(tail)
-  parts = _run(sigma, num_steps, num_selected, num_epochs, epsilon, mode="delta",
-               grid_size=grid_size, tail=tail, mechanism=mechanism, laws=laws,
-               composition_size=composition_size)
-  return _result(parts, direction, epsilon, "delta")
+  return _query("delta", epsilon, sigma=sigma, num_steps=num_steps,
+                num_selected=num_selected, num_epochs=num_epochs, direction=direction,
+                grid_size=grid_size, tail=tail, mechanism=mechanism,
+                composition_size=composition_size)
 
 
 @per_epoch_steps

@@ -124,6 +124,7 @@ def _gaussian_log_moments(sigma, A):
   return j * (j - 1.0) / (2.0 * sigma**2)
 
 
+@x64_boundary
 @functools.partial(jax.jit, static_argnames=("max_order", "nbits"))
 def _allocation_gaussian_rdp_jit(sigma, t, *, max_order, nbits):
   return allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits)
@@ -175,10 +176,18 @@ def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64):
   if checks.is_concrete((sigma, num_steps)):
     checks.check_positive("sigma", sigma)
     checks.check_int("num_steps", num_steps, min_value=1, max_value=2**31 - 1)
-    return x64_boundary(_allocation_gaussian_rdp_jit)(
-        sigma, jnp.asarray(num_steps, dtype=jnp.int64) if False else np.asarray(num_steps, np.int64),
+    return _allocation_gaussian_rdp_jit(
+        sigma, np.asarray(num_steps, np.int64),
         max_order=int(max_order), nbits=int(np.max(num_steps)).bit_length())
   return allocation_gaussian_rdp_kernel(sigma, num_steps, int(max_order))
+
+
+@x64_boundary
+@jax.jit
+def _rdp_from_log_moments_eager(log_moments, num_steps):
+  """Eager (concrete-input) entry of :func:`_rdp_from_log_moments`: one module-level jit."""
+  return _rdp_from_log_moments(jnp.asarray(log_moments),
+                               jnp.asarray(num_steps, jnp.int64))
 
 
 def allocation_remove_rdp_from_moments(log_moments, *, num_steps):
@@ -207,11 +216,7 @@ def allocation_remove_rdp_from_moments(log_moments, *, num_steps):
       raise ValueError(f"log_moments must have length >= 3 (orders 0..A, A >= 2); got {lm.shape[-1]}.")
     if not np.allclose(lm[..., :2], 0.0):
       raise ValueError("log_moments[..., 0] and [..., 1] must be 0 (m_0 = m_1 = 1).")
-
-    @x64_boundary
-    def run():
-      return jax.jit(_rdp_from_log_moments)(jnp.asarray(lm), jnp.asarray(num_steps, jnp.int64))
-    return run()
+    return _rdp_from_log_moments_eager(lm, num_steps)
   require_x64("allocation_remove_rdp_from_moments")
   return _rdp_from_log_moments(log_moments, num_steps)
 
@@ -234,11 +239,7 @@ def allocation_add_rdp_upper(orders, *, sigma, num_steps):
     checks.check_orders(orders)
     checks.check_positive("sigma", sigma)
     checks.check_int("num_steps", num_steps, min_value=1)
-
-    @x64_boundary
-    def run():
-      return _add_rdp(orders, sigma, num_steps)
-    return run()
+    return _add_rdp_eager(orders, sigma, num_steps)
   return _add_rdp(orders, sigma, num_steps)
 
 
@@ -248,3 +249,6 @@ def _add_rdp(orders, sigma, t):
   s = jnp.asarray(sigma, jnp.float64)[..., None]
   t = jnp.asarray(t, jnp.float64)[..., None]
   return a / (2 * t * s**2) + (1 - 1 / t) / (2 * s**2)
+
+
+_add_rdp_eager = x64_boundary(_add_rdp)   # concrete input: float64 on, eagerly

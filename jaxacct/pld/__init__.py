@@ -14,7 +14,9 @@ Public interface (a contract used by other jaxacct modules):
   :func:`epsilon_both`.
 * front doors: :func:`poisson_gaussian_epsilon`, :func:`poisson_gaussian_delta`.
 
-See :mod:`jaxacct.pld._core` for the discretisation and its guarantees.
+See :mod:`jaxacct.pld._core` for the discretisation and its guarantees,
+:mod:`jaxacct.pld._compose` for the FFT composition and :mod:`jaxacct.pld._query`
+for the queries.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
-from jaxacct.pld._core import (DEFAULT_TAIL_MASS, PLD, PairPLD, compose,
-                               compose_many, delta, delta_both, epsilon,
-                               epsilon_both, from_losses, from_pair, truncate)
+from jaxacct.pld._compose import compose, compose_many
+from jaxacct.pld._core import (DEFAULT_TAIL_MASS, PLD, PairPLD, from_losses, from_pair,
+                               truncate)
+from jaxacct.pld._query import delta, delta_both, epsilon, epsilon_both
 from jaxacct.pld.mechanisms import (DEFAULT_STEP, gaussian, laplace, truncate_to_bucket,
                                     poisson_gaussian, poisson_gaussian_pair,
                                     randomized_response)
@@ -94,6 +97,33 @@ def _broadcast_loop(fn, **kw):
   return out if out.ndim else float(out)
 
 
+def _poisson_gaussian_query(quantity, *, sigma, q, num_steps, value, step):
+  """The one query behind the two front doors: ``quantity`` is "epsilon" or "delta".
+
+  ``value`` is the delta (for epsilon) or the epsilon (for delta); inputs are
+  validated here and broadcast, one composition per broadcast element.
+  """
+  checks.check_positive("sigma", sigma)
+  checks.check_probability("q", q)
+  checks.check_int("num_steps", num_steps, min_value=1)
+  if quantity == "epsilon":
+    checks.check_delta(value)
+    query, arg = epsilon_both, "delta"
+  else:
+    checks.check_range("epsilon", value)
+    query, arg = delta_both, "epsilon"
+  if step is not None:
+    checks.check_positive("step", step)
+
+  def one(sigma, q, num_steps, **kw):
+    pair = poisson_gaussian_composed(sigma=sigma, q=q, num_steps=int(num_steps),
+                                     step=step)
+    return float(query(pair, kw[arg]))
+
+  return _broadcast_loop(one, sigma=sigma, q=q, num_steps=num_steps,
+                         **{arg: value})
+
+
 @x64_boundary
 def poisson_gaussian_epsilon(*, sigma, q, num_steps, delta, step=None):
   r"""Epsilon at ``delta`` of ``num_steps`` Poisson-subsampled Gaussian steps (PLD).
@@ -114,20 +144,8 @@ def poisson_gaussian_epsilon(*, sigma, q, num_steps, delta, step=None):
 
   Bound: upper (valid for both neighbouring relations add/remove).
   """
-  checks.check_positive("sigma", sigma)
-  checks.check_probability("q", q)
-  checks.check_int("num_steps", num_steps, min_value=1)
-  checks.check_delta(delta)
-  if step is not None:
-    checks.check_positive("step", step)
-
-  def one(sigma, q, num_steps, delta):
-    pair = poisson_gaussian_composed(sigma=sigma, q=q, num_steps=int(num_steps),
-                                     step=step)
-    return float(epsilon_both(pair, delta))
-
-  return _broadcast_loop(one, sigma=sigma, q=q, num_steps=num_steps,
-                         delta=delta)
+  return _poisson_gaussian_query("epsilon", sigma=sigma, q=q, num_steps=num_steps,
+                                 value=delta, step=step)
 
 
 @x64_boundary
@@ -139,20 +157,8 @@ def poisson_gaussian_delta(*, sigma, q, num_steps, epsilon, step=None):
 
   Bound: upper.
   """
-  checks.check_positive("sigma", sigma)
-  checks.check_probability("q", q)
-  checks.check_int("num_steps", num_steps, min_value=1)
-  checks.check_range("epsilon", epsilon)
-  if step is not None:
-    checks.check_positive("step", step)
-
-  def one(sigma, q, num_steps, epsilon):
-    pair = poisson_gaussian_composed(sigma=sigma, q=q, num_steps=int(num_steps),
-                                     step=step)
-    return float(delta_both(pair, epsilon))
-
-  return _broadcast_loop(one, sigma=sigma, q=q, num_steps=num_steps,
-                         epsilon=epsilon)
+  return _poisson_gaussian_query("delta", sigma=sigma, q=q, num_steps=num_steps,
+                                 value=epsilon, step=step)
 
 
 def to_dp_accounting(pld: PLD, add: PLD | None = None):

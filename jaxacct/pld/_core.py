@@ -1,4 +1,8 @@
-r"""Discretised privacy loss distributions (PLDs): representation, composition, queries.
+r"""Discretised privacy loss distributions (PLDs): representation and discretisation.
+
+Composition (FFT, exponential tilts) lives in :mod:`jaxacct.pld._compose`,
+the delta/epsilon queries in :mod:`jaxacct.pld._query`; all are re-exported
+by :mod:`jaxacct.pld`.
 
 A :class:`PLD` stores the P-mass of the privacy loss ``L = log(P(o)/Q(o))``,
 ``o ~ P``, on the uniform grid ``loss_i = (offset + i) * step``, plus
@@ -38,11 +42,12 @@ tails, bounded by a Chernoff bound) to ``inf_mass``.  Optimistic PLDs round
 the upper tail down to the last point and drop the lower one.
 """
 
+
 from __future__ import annotations
 
 import functools
 import math
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -51,15 +56,10 @@ import numpy as np
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 
-__all__ = ["PLD", "PairPLD", "from_losses", "from_pair", "compose",
-           "compose_many", "delta", "epsilon", "delta_both", "epsilon_both",
-           "truncate", "DEFAULT_TAIL_MASS"]
+__all__ = ["PLD", "PairPLD", "from_losses", "from_pair", "truncate",
+           "truncate_host", "concrete_bool", "fast_len", "DEFAULT_TAIL_MASS"]
 
 DEFAULT_TAIL_MASS = 1e-18
-# Chernoff orders (per unit of loss) used to size the FFT windows.
-_LAMBDAS = np.geomspace(1e-3, 1e9, 97)
-# Tilts: plain FFT plus tilted means at these fractions mean -> window top.
-_TILT_FRACTIONS = (0.0, 0.3, 0.55, 0.8)
 
 
 class PLD(NamedTuple):
@@ -108,7 +108,8 @@ class PairPLD(NamedTuple):
   add: PLD
 
 
-def _concrete_bool(x, name):
+def concrete_bool(x, name):
+  """``x`` checked as a bool; ValueError when it is traced (a static choice)."""
   if checks.is_concrete(x):
     return checks.check_bool(name, x)
   raise ValueError(f"{name} must be a concrete bool (not traced).")
@@ -203,7 +204,7 @@ def from_losses(losses, probs, *, step, pessimistic: bool = True,
     checks.check_int("offset", offset, min_value=-2**62)
   if size is not None:
     checks.check_int("size", size, min_value=1)
-  pessimistic = _concrete_bool(pessimistic, "pessimistic")
+  pessimistic = concrete_bool(pessimistic, "pessimistic")
   if offset is None or size is None:
     if not checks.is_concrete((losses, probs, step)):
       raise ValueError("from_losses under jit needs static `offset` and "
@@ -274,312 +275,16 @@ def from_pair(p, q, *, step, pessimistic: bool = True,
   return from_losses(losses, pv, step=step, pessimistic=pessimistic,
                      rounding=rounding)
 
-
-# --------------------------------------------------------------------------
-# composition
-
-
-def _log_mgf(probs, step, lams):
-  """log sum_j p_j exp(lam * j * step) for each lam (relative losses)."""
-  j = jnp.arange(probs.shape[0], dtype=jnp.float64) * step
-  lp = jnp.where(probs > 0, jnp.log(jnp.where(probs > 0, probs, 1.0)),
-                 -jnp.inf)
-  return jax.vmap(lambda lam: jax.scipy.special.logsumexp(lp + lam * j))(lams)
-
-
-def _wrap(x, n_out):
-  n = x.shape[0]
-  if n <= n_out:
-    return jnp.pad(x, (0, n_out - n))
-  reps = -(-n // n_out)
-  return jnp.pad(x, (0, reps * n_out - n)).reshape(reps, n_out).sum(0)
-
-
-def _window(probs_list, counts, step, tail_mass):
-  """Chernoff-bounded index range [lo, hi] of the composed relative sum."""
-  lam = jnp.asarray(_LAMBDAS, jnp.float64)
-  up = sum(c * _log_mgf(p, step, lam) for p, c in zip(probs_list, counts))
-  dn = sum(c * _log_mgf(p, step, -lam) for p, c in zip(probs_list, counts))
-  lt = math.log(tail_mass)
-  x_hi = jnp.min((up - lt) / lam)
-  x_lo = jnp.max((lt - dn) / lam)
-  return x_lo / step, x_hi / step, up, lam
-
-
-@functools.partial(jax.jit, static_argnames=("tail_mass",))
-def _window_range(probs_list, step, counts, *, tail_mass):
-  counts = tuple(jnp.asarray(c, jnp.float64) for c in counts)
-  lo, hi, _, _ = _window(probs_list, counts, step, tail_mass)
-  return lo, hi
-
-
-def _log_mgf_rel(probs, step, lams, ref):
-  """log sum_j p_j exp(lam (j - ref) step): the log-MGF shifted by ``lam ref step``.
-
-  ``log M(lam) = lam * ref * step + _log_mgf_rel(...)`` exactly.  With ``ref``
-  the top atom the shifted exponents are <= log p_j for lam >= 0, so the
-  result keeps relative accuracy at large lam, where ``log M(lam)`` itself is
-  ~``lam * ref * step`` (1e9 and more) and its ulp (1e-7) would swamp
-  ``log p_ref`` (issue 20).
-  """
-  j = (jnp.arange(probs.shape[0]) - ref).astype(jnp.float64) * step
-  lp = jnp.where(probs > 0, jnp.log(jnp.where(probs > 0, probs, 1.0)),
-                 -jnp.inf)
-  return jax.vmap(lambda lam: jax.scipy.special.logsumexp(lp + lam * j))(lams)
-
-
-def _top_index(probs):
-  """Index of the last positive entry (0 if none), int64."""
-  idx = jnp.arange(probs.shape[0], dtype=jnp.int64)
-  return jnp.max(jnp.where(probs > 0, idx, 0))
-
-
-def _upper_tail_bound(up_rel, lam, gap):
-  """Chernoff bound on P(relative composed loss >= x).
-
-  ``up_rel`` is the composed log-MGF relative to the top atom index ``J``
-  (see :func:`_log_mgf_rel`) and ``gap = (J - x / step) * step`` (exact
-  from integers), so ``up - lam x = up_rel + lam * gap`` without cancellation.
-  """
-  return jnp.minimum(jnp.exp(jnp.min(up_rel + lam * gap)), 1.0)
-
-
-def _cpow(z, c):
-  """z**c for complex z and a (traced) integer count c >= 1, via polar form.
-
-  Relative error ~ c * 1e-16 (as repeated squaring); exact 0 at z = 0.
-  """
-  mag = jnp.abs(z)
-  safe = jnp.where(mag > 0, mag, 1.0)
-  lmag = jnp.where(mag > 0, c * jnp.log(safe), -jnp.inf)
-  ph = c * jnp.angle(z)
-  r = jnp.exp(lmag)
-  return r * jnp.cos(ph) + 1j * (r * jnp.sin(ph))
-
-
-@functools.partial(jax.jit, static_argnames=("size", "tail_mass"))
-def _compose_kernel(probs_list, offsets, infs, step, pessimistic, counts, *,
-                    size, tail_mass):
-  require_x64("jaxacct.pld.compose")
-  step = jnp.asarray(step, jnp.float64)
-  counts_i = counts
-  counts = tuple(jnp.asarray(c, jnp.float64) for c in counts)
-  max_idx = sum(c * (p.shape[0] - 1) for p, c in zip(probs_list, counts))
-  lo, _, _, lam = _window(probs_list, counts, step, tail_mass)
-  lo = jnp.clip(jnp.floor(lo), 0, max_idx)
-  m = jnp.clip(jnp.minimum(lo, max_idx + 1 - size), 0, max_idx)
-  m = m.astype(jnp.int64)
-  # Exponential tilting (Esscher transform) against FFT round-off: the plain
-  # FFT has ~count * 1e-16 absolute error on every point, which swamps
-  # upper-tail masses (delta ~ 1e-12 at 1e5 steps).  Tilting the inputs by
-  # e^{lam L} / M(lam) moves the composed mass to the tail, where the result
-  # p(s) = tilted(s) * exp(count log M(lam) - lam s h) then has relative
-  # accuracy; per grid point we keep the version with the smallest error
-  # factor exp(count log M(lam) - lam s h) (1 for the plain FFT).
-  # All log-MGFs are taken relative to each input's top atom index (integer
-  # bookkeeping), so the untilting exponent is
-  #   sum_k c_k R_k(lam) + lam h (J - s),  J = sum_k c_k top_k,
-  # with no cancellation of the large terms lam * L (issue 20: at lam = 1e9
-  # the absolute form lost 2e-7 per factor on discrete PLDs).
-  s_idx = m + jnp.arange(size)
-  mean_idx = sum(c * jnp.sum(jnp.arange(p.shape[0]) * p) /
-                 jnp.maximum(jnp.sum(p), 1e-300)
-                 for p, c in zip(probs_list, counts))
-  tops = tuple(_top_index(p) for p in probs_list)
-  top_j = sum(c * t for t, c in zip(tops, counts_i))  # int64
-  top_idx = (m + size - 1).astype(jnp.float64)
-  total_count = sum(counts)
-  log_fft_err = jnp.log(2.2e-16 * jnp.maximum(total_count, 1.0))
-  mu = lam[::4]
-  fr = jnp.asarray(_TILT_FRACTIONS, jnp.float64)
-  targets = (mean_idx + fr * jnp.maximum(top_idx - mean_idx, 0.0)) * step
-  up_rel = sum(c * _log_mgf_rel(p, step, lam, t)
-               for p, t, c in zip(probs_list, tops, counts))
-  up_abs = up_rel + lam * (top_j.astype(jnp.float64) * step)
-  lam_t = lam[jnp.argmin(up_abs[None, :] - lam[None, :] * targets[:, None],
-                         axis=1)]
-  lam_t = jnp.where(fr == 0.0, 0.0, lam_t)  # (T,) tilts, first = plain
-  nt = lam_t.shape[0]
-  spec = None
-  log_r_tot = jnp.zeros(nt, jnp.float64)
-  up_t = jnp.zeros((nt, mu.shape[0]), jnp.float64)
-  dn_t = jnp.zeros((nt, mu.shape[0]), jnp.float64)
-  for p, t, c in zip(probs_list, tops, counts):
-    log_r = _log_mgf_rel(p, step, lam_t, t)
-    log_r_tot = log_r_tot + c * log_r
-    up_t = up_t + c * _log_mgf_rel(p, step, (lam_t[:, None] + mu).ravel(), t
-                                   ).reshape(nt, -1)
-    dn_t = dn_t + c * _log_mgf_rel(p, step, (lam_t[:, None] - mu).ravel(), t
-                                   ).reshape(nt, -1)
-    j = (jnp.arange(p.shape[0]) - t).astype(jnp.float64) * step
-    pt = p[None, :] * jnp.exp(jnp.minimum(
-        lam_t[:, None] * j[None, :] - log_r[:, None], 700.0))
-    f = jnp.fft.rfft(jax.vmap(lambda x: _wrap(x, size))(pt), axis=-1)
-    f = _cpow(f, c)
-    spec = f if spec is None else spec * f
-  # (jnp.roll under jit mishandles int64 shifts beyond int32: reduce first)
-  shift = jnp.mod(-m, size).astype(jnp.int32)
-  yt = jnp.roll(jnp.fft.irfft(spec, size, axis=-1), shift, axis=-1)
-  # Chernoff bounds on the tilted mass outside the window, per grid point:
-  # mass above the window lands (circularly) on point i from s >= m+size+i,
-  # mass below it on point i from s <= m+i-size.  A per-point bound (not one
-  # number per tilt) keeps a steep tilt selectable near the window top when
-  # its own top tail aliases onto the bottom (issue 20: composed RR at the
-  # support edge kept a flatter tilt, 1e-8..1e-5 relative error in the top
-  # atoms).  Integer gaps to the edges, in loss units.
-  gap_hi = (top_j - (m + size)).astype(jnp.float64) * step
-  gap_lo = ((m - size) - top_j).astype(jnp.float64) * step
-  pos = jnp.arange(size, dtype=jnp.float64) * step
-  base_hi = up_t - log_r_tot[:, None]  # (T, M)
-  base_lo = dn_t - log_r_tot[:, None]
-
-  def alias_min(carry, xs):
-    a_hi, a_lo = carry
-    mu_k, bh, bl = xs
-    a_hi = jnp.minimum(a_hi, bh[:, None] + mu_k * (gap_hi - pos)[None, :])
-    a_lo = jnp.minimum(a_lo, bl[:, None] + mu_k * (gap_lo + pos)[None, :])
-    return (a_hi, a_lo), None
-
-  init = jnp.full((nt, size), jnp.inf)
-  (log_a_hi, log_a_lo), _ = jax.lax.scan(
-      alias_min, (init, init), (mu, base_hi.T, base_lo.T))
-  log_a_hi = jnp.where(m + size - 1 >= max_idx, -jnp.inf, log_a_hi)
-  log_a_lo = jnp.where(m <= 0, -jnp.inf, log_a_lo)
-  log_alias = jnp.minimum(jnp.logaddexp(log_a_hi, log_a_lo), 0.0)
-  s_gap = (top_j - s_idx).astype(jnp.float64) * step  # exact: integers
-  log_err = log_r_tot[:, None] + lam_t[:, None] * s_gap[None, :]
-  crit = log_err + jnp.logaddexp(log_fft_err, log_alias)
-  val = yt * jnp.exp(jnp.minimum(log_err, 50.0))
-  pick = jnp.argmin(crit, axis=0)
-  best_y = jnp.take_along_axis(val, pick[None, :], axis=0)[0]
-  y = jnp.maximum(best_y, 0.0)
-  tail = jnp.where(m + size - 1 >= max_idx, 0.0,
-                   _upper_tail_bound(up_rel, lam, gap_hi))
-  log_keep = sum(c * jnp.log1p(-i) for i, c in zip(infs, counts))
-  inf = -jnp.expm1(log_keep)
-  inf = jnp.where(pessimistic, jnp.minimum(inf + tail, 1.0), inf)
-  offset = sum(c * o for o, c in zip(offsets, counts_i)) + m
-  return y, offset, inf
-
-
-def _check_same_grid(plds):
-  steps = [p.step for p in plds]
-  if all(checks.is_concrete(s) for s in steps):
-    s0 = float(steps[0])
-    for s in steps[1:]:
-      if abs(float(s) - s0) > 1e-12 * s0:
-        raise ValueError(
-            f"PLDs on different grids (step {s0} vs {float(s)}); rebuild them "
-            "with one step (jaxacct.pld does not re-grid).")
-  pess = [_concrete_bool(p.pessimistic, "pessimistic") for p in plds]
-  if len(set(pess)) > 1:
-    raise ValueError("cannot compose pessimistic with optimistic PLDs.")
-  return pess[0]
-
-
-@x64_boundary
-def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
-                 tail_mass: float = DEFAULT_TAIL_MASS) -> PLD:
-  r"""Composition of heterogeneous PLDs: ``plds[k]`` composed ``counts[k]`` times.
-
-  FFTs of length ``size``: every input is wrapped (aliased) to ``size``,
-  the spectra are raised to their counts (polar form) and multiplied,
-  and the window of the circular result starts at a Chernoff lower tail point
-  (mass below it <= ``tail_mass``, it aliases onto higher losses, which only
-  increases delta).  The mass above the window is bounded by the Chernoff
-  bound ``min_lam exp(sum_k c_k log M_k(lam) - lam x)`` and, for pessimistic
-  PLDs, charged to ``inf_mass``; ``inf_mass = 1 - prod (1 - inf_k)^{c_k}``.
-
-  Round-off: a plain float64 FFT has ~``count * 1e-16`` absolute error at
-  every point, which swamps tail masses (delta ~ 1e-12 after 1e5 steps).
-  The composition is therefore also run on exponentially tilted inputs
-  ``p_j e^{lam L_j} / M(lam)`` (three tilts, putting the tilted mean at 30%,
-  55%, 80% of the way from the mean to the window top) and untilted by
-  ``M(lam)^count e^{-lam L}``; each grid point takes the version with the
-  smallest estimated absolute error: the untilting factor times (FFT
-  round-off ``count * 2.2e-16`` + a Chernoff bound on the tilted mass that
-  aliases onto that point from outside the window).  All log-MGFs are kept
-  relative to each input's top atom (integer offsets), so the untilting
-  exponent has no cancellation even at lam ~ 1e9 (issue 20).  This is the
-  Esscher-transform trick (cf. saddlepoint methods); 4 FFT passes.
-
-  Args:
-    plds: sequence of :class:`PLD` on the same ``step`` (else ValueError) and
-      of the same kind (pessimistic or not).
-    counts: sequence of Python ints >= 1 (default all 1); static.
-    size: FFT length (static).  Default: the Chernoff window at
-      ``tail_mass`` on each side (needs concrete PLDs).
-    tail_mass: truncation mass per side, in (0, 1e-3].
-
-  Returns:
-    :class:`PLD` with ``probs`` of length ``size``.
-
-  Bound: pessimistic inputs -> upper bound on every delta of the composition;
-  optimistic -> lower estimate (up to ``tail_mass`` aliasing).
-  """
-  plds = list(plds)
-  if not plds:
-    raise ValueError("compose_many needs at least one PLD.")
-  counts = [1] * len(plds) if counts is None else list(counts)
-  if len(counts) != len(plds):
-    raise ValueError("counts must have one entry per PLD.")
-  for c in counts:
-    checks.check_int("counts", c, min_value=1)
-  counts = tuple(int(c) for c in counts)
-  checks.check_range("tail_mass", tail_mass, 0.0, 1e-3, lo_open=True)
-  if size is not None:
-    checks.check_int("size", size, min_value=1)
-  pess = _check_same_grid(plds)
-  step = plds[0].step
-  probs_list = tuple(jnp.asarray(p.probs, jnp.float64) for p in plds)
-  max_idx = sum(c * (p.shape[0] - 1) for p, c in zip(probs_list, counts))
-  if size is None:
-    if not checks.is_concrete((probs_list, step)):
-      raise ValueError("compose under jit needs a static `size`.")
-    lo, hi = _window_range(probs_list, jnp.asarray(step, jnp.float64),
-                           tuple(float(c) for c in counts),
-                           tail_mass=float(tail_mass))
-    lo = max(0, int(math.floor(float(lo))))
-    hi = min(max_idx, int(math.ceil(float(hi))))
-    size = fast_len(max(hi - lo + 1, 2))
-    if size > max_idx + 1:
-      size = fast_len(max_idx + 1)
-  size = int(size)
-  # Pad inputs to few distinct lengths (fewer compiles).
-  probs_list = tuple(
-      jnp.pad(p, (0, min(fast_len(p.shape[0]), max(size, p.shape[0]))
-                  - p.shape[0])) if p.shape[0] < size else p
-      for p in probs_list)
-  # Padding zeros changed max_idx; the kernel only uses it as a bound.
-  offsets = tuple(jnp.asarray(p.offset, jnp.int64) for p in plds)
-  infs = tuple(jnp.asarray(p.inf_mass, jnp.float64) for p in plds)
-  y, off, inf = _compose_kernel(probs_list, offsets, infs, step,
-                                jnp.asarray(pess),
-                                tuple(jnp.asarray(c, jnp.int64) for c in counts),
-                                size=size, tail_mass=float(tail_mass))
-  if checks.is_concrete(off):
-    off = int(off)
-  return PLD(y, off, step, inf, pess)
-
-
-def compose(pld: PLD, count: int = 1, *, size=None,
-            tail_mass: float = DEFAULT_TAIL_MASS) -> PLD:
-  """Self-composition of ``pld`` ``count`` times (see :func:`compose_many`).
-
-  Bound: as the input (upper for pessimistic PLDs).
-  """
-  return compose_many([pld], [count], size=size, tail_mass=tail_mass)
-
-
-@x64_boundary
-def truncate(pld: PLD, tail_mass: float = DEFAULT_TAIL_MASS) -> PLD:
-  """Drops negligible tails (eager): smaller grids for later compositions.
+def truncate_host(pld: PLD, tail_mass: float):
+  """Host-side (numpy) tail cut shared by :func:`truncate` and its bucketed twin.
 
   Pessimistic: mass below the kept range (<= tail_mass) moves up to its first
   point; mass above (<= tail_mass) goes to ``inf_mass``.  Optimistic: the
   lower tail is dropped, the upper one moved down to the last point.
 
-  Bound: as the input.
+  Returns:
+    ``(kept, lo, inf)``: the kept P-masses (float64 numpy array), the index
+    of the first kept point in ``pld.probs`` and the new ``inf_mass`` (float).
   """
   checks.check_range("tail_mass", tail_mass, 0.0, 1.0, lo_open=True,
                      hi_open=True)
@@ -593,155 +298,25 @@ def truncate(pld: PLD, tail_mass: float = DEFAULT_TAIL_MASS) -> PLD:
   below = float(c[lo - 1]) if lo > 0 else 0.0
   above = float(r[hi + 1]) if hi + 1 < len(p) else 0.0
   kept = p[lo:hi + 1].copy()
-  inf = float(pld.inf_mass)
+  inf = float(np.asarray(pld.inf_mass))
   if pld.pessimistic:
     kept[0] += below
     inf += above
   else:
     kept[-1] += above
+  return kept, lo, inf
+
+
+@x64_boundary
+def truncate(pld: PLD, tail_mass: float = DEFAULT_TAIL_MASS) -> PLD:
+  """Drops negligible tails (eager): smaller grids for later compositions.
+
+  Pessimistic: mass below the kept range (<= tail_mass) moves up to its first
+  point; mass above (<= tail_mass) goes to ``inf_mass``.  Optimistic: the
+  lower tail is dropped, the upper one moved down to the last point.
+
+  Bound: as the input.
+  """
+  kept, lo, inf = truncate_host(pld, tail_mass)
   return PLD(jnp.asarray(kept), int(pld.offset) + lo, pld.step,
              jnp.asarray(inf, jnp.float64), pld.pessimistic)
-
-
-# --------------------------------------------------------------------------
-# queries
-
-
-_BLOCK = 256
-
-
-def _tables(probs, step):
-  """T_k = sum_{i>k} p_i e^{-(i-k)h};  D_k = sum_{i>k} p_i (1 - e^{-(i-k)h}).
-
-  Both are sums of nonnegative terms (no cancellation).  T satisfies
-  ``T_k = e^{-h}(p_{k+1} + T_{k+1})``, hence ``D_k = D_{k+1} + (e^h - 1) T_k``.
-  Computed blockwise (blocks of 256: a triangular matrix product inside a
-  block, a short scan over blocks for the carries), which compiles fast.
-  """
-  n = probs.shape[0]
-  bsz = _BLOCK
-  nb = -(-n // bsz)
-  p = jnp.pad(probs, (0, nb * bsz - n)).reshape(nb, bsz)
-  idx = jnp.arange(bsz, dtype=jnp.float64)
-  diff = idx[None, :] - idx[:, None]  # i - k (row k, column i)
-  geo = jnp.where(diff > 0, jnp.exp(-jnp.maximum(diff, 0.0) * step), 0.0)
-  t_loc = p @ geo.T
-  v = p @ jnp.exp(-idx * step)  # sum_i p_i e^{-(i - bB) h} per block
-  rb = jnp.exp(-bsz * step)
-
-  def carry_fn(u_next, v_b):  # u_b = v_b + e^{-Bh} u_{b+1}
-    return v_b + rb * u_next, u_next
-
-  _, u_next = jax.lax.scan(carry_fn, jnp.zeros((), p.dtype), v, reverse=True)
-  t = t_loc + jnp.exp(-(bsz - idx) * step)[None, :] * u_next[:, None]
-  upper = (diff >= 0).astype(p.dtype)  # sum over i >= k inside the block
-  s_loc = t @ upper.T
-  tot = jnp.sum(t, axis=1)
-
-  def sum_fn(c, tb):
-    return c + tb, c
-
-  _, s_next = jax.lax.scan(sum_fn, jnp.zeros((), p.dtype), tot, reverse=True)
-  d = jnp.expm1(step) * (s_loc + s_next[:, None])
-  return t.reshape(-1)[:n], d.reshape(-1)[:n]
-
-
-@jax.jit
-def _delta_kernel(probs, offset, step, inf_mass, eps):
-  require_x64("jaxacct.pld.delta")
-  step = jnp.asarray(step, jnp.float64)
-  n = probs.shape[0]
-  t, d = _tables(probs, step)
-  pos = eps / step - offset
-  k = jnp.ceil(pos)
-  beyond = k > n - 1
-  kc = jnp.clip(k, 0, n - 1)
-  ki = kc.astype(jnp.int32)
-  gap = jnp.minimum((pos - kc) * step, 0.0)  # eps - loss_k <= 0
-  val = d[ki] + (-jnp.expm1(gap)) * (probs[ki] + t[ki])
-  val = jnp.where(beyond, 0.0, val)
-  out = jnp.minimum(val + inf_mass, 1.0)
-  return jnp.where(jnp.isnan(eps), jnp.nan, out)
-
-
-@jax.jit
-def _epsilon_kernel(probs, offset, step, inf_mass, dlt):
-  require_x64("jaxacct.pld.epsilon")
-  step = jnp.asarray(step, jnp.float64)
-  t, d = _tables(probs, step)
-  target = dlt - inf_mass
-  k = jnp.searchsorted(-d, -target, side="left")
-  k = jnp.clip(k, 0, probs.shape[0] - 1)
-  denom = probs[k] + t[k]
-  frac = (target - d[k]) / jnp.where(denom > 0, denom, 1.0)
-  frac = jnp.where(denom > 0, jnp.clip(frac, 0.0, 1.0), 0.0)
-  loss_k = (offset + k).astype(jnp.float64) * step
-  eps = loss_k + jnp.log1p(-frac)
-  eps = eps + 1e-13 * (1.0 + jnp.abs(eps))  # round to the safe side
-  eps = jnp.maximum(eps, 0.0)
-  eps = jnp.where(target <= 0, jnp.inf, eps)
-  bad = jnp.isnan(dlt) | (dlt <= 0) | (dlt >= 1)
-  return jnp.where(bad, jnp.nan, eps)
-
-
-@x64_boundary
-def delta(pld: PLD, epsilon):
-  r"""Hockey-stick divergence ``delta(eps)`` of a PLD, vectorised over eps.
-
-  .. math:: \delta(\varepsilon) = \text{inf\_mass} + \sum_i p_i
-            (1 - e^{\varepsilon - \text{loss}_i})_+
-
-  computed exactly for the discrete PLD by stable positive recurrences
-  (no cancellation), O(N) + O(1) per query.
-
-  Args:
-    pld: :class:`PLD`.
-    epsilon: float array (any real; broadcast shape kept).
-
-  Returns:
-    float64 array of ``epsilon``'s shape, in [0, 1].
-
-  Bound: upper for pessimistic PLDs, lower estimate for optimistic ones.
-  """
-  if checks.is_concrete(epsilon):
-    checks.check_range("epsilon", epsilon, allow_inf=True)
-  eps = jnp.asarray(epsilon, jnp.float64)
-  return _delta_kernel(jnp.asarray(pld.probs, jnp.float64), pld.offset,
-                       pld.step, jnp.asarray(pld.inf_mass, jnp.float64), eps)
-
-
-@x64_boundary
-def epsilon(pld: PLD, delta):
-  r"""Smallest ``eps >= 0`` with ``delta(eps) <= delta`` for a PLD, vectorised.
-
-  Solved exactly on the segment where the discrete profile crosses the
-  target (it is ``D_k + (1 - e^{eps - loss_k})(p_k + T_k)`` there), then
-  nudged up by 1e-13 relative (safe side).  ``+inf`` when
-  ``inf_mass >= delta``.
-
-  Args:
-    pld: :class:`PLD`.
-    delta: float array in (0, 1).
-
-  Returns:
-    float64 array of ``delta``'s shape.
-
-  Bound: upper for pessimistic PLDs, lower estimate for optimistic ones.
-  NaN under jit for delta outside (0, 1).
-  """
-  checks.check_delta(delta)
-  dl = jnp.asarray(delta, jnp.float64)
-  return _epsilon_kernel(jnp.asarray(pld.probs, jnp.float64), pld.offset,
-                         pld.step, jnp.asarray(pld.inf_mass, jnp.float64), dl)
-
-
-@x64_boundary
-def delta_both(pair: PairPLD, epsilon):
-  """max(delta_remove, delta_add) at ``epsilon``. Bound: as the inputs."""
-  return jnp.maximum(delta(pair.remove, epsilon), delta(pair.add, epsilon))
-
-
-@x64_boundary
-def epsilon_both(pair: PairPLD, delta):
-  """max(eps_remove, eps_add) at ``delta``. Bound: as the inputs."""
-  return jnp.maximum(epsilon(pair.remove, delta), epsilon(pair.add, delta))

@@ -28,7 +28,7 @@ from jax.scipy.special import log_ndtr
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_sub_exp
-from jaxacct.pld._core import PLD, PairPLD, fast_len, from_losses
+from jaxacct.pld._core import PLD, PairPLD, fast_len, from_losses, truncate_host
 
 __all__ = ["gaussian", "laplace", "poisson_gaussian", "randomized_response",
            "poisson_gaussian_pair", "truncate_to_bucket", "DEFAULT_STEP"]
@@ -77,6 +77,23 @@ def _assemble(log_mass, lo_idx, size, step, pessimistic):
   return probs, inf
 
 
+def _scaled_param(name, value, step, sensitivity, pessimistic):
+  """Checks a mechanism's arguments; returns ``value / sensitivity`` (float)."""
+  checks.check_positive(name, value)
+  checks.check_positive("step", step)
+  checks.check_positive("sensitivity", sensitivity)
+  checks.check_bool("pessimistic", pessimistic)
+  return float(value) / float(sensitivity)
+
+
+def _kernel_pld(kernel, params, lo_idx, step, pessimistic, size, **static) -> PLD:
+  """Runs a mechanism kernel on float64 ``params`` and wraps its output in a PLD."""
+  probs, inf = kernel(*(jnp.asarray(v, jnp.float64) for v in params), lo_idx,
+                      float(step), jnp.asarray(bool(pessimistic)), size=size,
+                      **static)
+  return PLD(probs, lo_idx, float(step), inf, bool(pessimistic))
+
+
 # ---------------------------------------------------------------- Gaussian
 
 
@@ -115,20 +132,13 @@ def gaussian(sigma, *, step=DEFAULT_STEP, pessimistic: bool = True,
 
   Bound: upper (pessimistic) / lower (optimistic).
   """
-  checks.check_positive("sigma", sigma)
-  checks.check_positive("step", step)
-  checks.check_positive("sensitivity", sensitivity)
-  checks.check_bool("pessimistic", pessimistic)
-  sig = float(sigma) / float(sensitivity)
+  sig = _scaled_param("sigma", sigma, step, sensitivity, pessimistic)
   mu, s = 0.5 / sig**2, 1.0 / sig
   z = _tail_z(tail_mass)
   lo_idx = int(math.floor((mu - z * s) / step))
   hi_idx = int(math.ceil((mu + z * s) / step))
   size = fast_len(hi_idx - lo_idx + 1)  # bucketed: fewer compiles
-  probs, inf = _gaussian_kernel(jnp.asarray(sig, jnp.float64), lo_idx,
-                                float(step), jnp.asarray(bool(pessimistic)),
-                                size=size)
-  return PLD(probs, lo_idx, float(step), inf, bool(pessimistic))
+  return _kernel_pld(_gaussian_kernel, (sig,), lo_idx, step, pessimistic, size)
 
 
 # ----------------------------------------------------------------- Laplace
@@ -180,18 +190,11 @@ def laplace(scale, *, step=DEFAULT_STEP, pessimistic: bool = True,
 
   Bound: upper (pessimistic) / lower (optimistic).
   """
-  checks.check_positive("scale", scale)
-  checks.check_positive("step", step)
-  checks.check_positive("sensitivity", sensitivity)
-  checks.check_bool("pessimistic", pessimistic)
-  b = float(scale) / float(sensitivity)
+  b = _scaled_param("scale", scale, step, sensitivity, pessimistic)
   lo_idx = int(math.floor(-1.0 / b / step))
   hi_idx = int(math.floor(1.0 / b / step)) + 1
   size = hi_idx - lo_idx + 1
-  probs, inf = _laplace_kernel(jnp.asarray(b, jnp.float64), lo_idx,
-                               float(step), jnp.asarray(bool(pessimistic)),
-                               size=size)
-  return PLD(probs, lo_idx, float(step), inf, bool(pessimistic))
+  return _kernel_pld(_laplace_kernel, (b,), lo_idx, step, pessimistic, size)
 
 
 # ------------------------------------------------- Poisson-subsampled Gauss
@@ -288,11 +291,8 @@ def poisson_gaussian(sigma, q, *, direction: str = "remove",
     lo_idx = int(math.floor(-l_top / step))
     hi_idx = int(math.floor(-l_bot / step)) + 1
   size = fast_len(max(hi_idx - lo_idx + 1, 2))  # bucketed: fewer compiles
-  probs, inf = _poisson_kernel(jnp.asarray(sigma, jnp.float64),
-                               jnp.asarray(q, jnp.float64), lo_idx, step,
-                               jnp.asarray(bool(pessimistic)), size=size,
-                               add=direction == "add")
-  return PLD(probs, lo_idx, step, inf, bool(pessimistic))
+  return _kernel_pld(_poisson_kernel, (sigma, q), lo_idx, step, pessimistic, size,
+                     add=direction == "add")
 
 
 def poisson_gaussian_pair(sigma, q, **kwargs) -> PairPLD:
@@ -352,23 +352,7 @@ def truncate_to_bucket(pld: PLD, tail_mass: float) -> PLD:
 
   Bound: as the input.
   """
-  checks.check_range("tail_mass", tail_mass, 0.0, 1.0, lo_open=True, hi_open=True)
-  p = np.asarray(pld.probs, np.float64)
-  c = np.cumsum(p)
-  r = np.cumsum(p[::-1])[::-1]
-  lo = int(np.searchsorted(c, tail_mass, side="right"))
-  hi_candidates = np.nonzero(r > tail_mass)[0]
-  hi = int(hi_candidates[-1]) if hi_candidates.size else len(p) - 1
-  lo = min(lo, hi)
-  below = float(c[lo - 1]) if lo > 0 else 0.0
-  above = float(r[hi + 1]) if hi + 1 < len(p) else 0.0
-  kept = p[lo:hi + 1].copy()
-  inf = float(np.asarray(pld.inf_mass))
-  if pld.pessimistic:
-    kept[0] += below
-    inf += above
-  else:
-    kept[-1] += above
+  kept, lo, inf = truncate_host(pld, tail_mass)
   size = 1 << max(kept.size - 1, 0).bit_length()
   kept = np.concatenate([kept, np.zeros(size - kept.size)])
   return PLD(jnp.asarray(kept), int(pld.offset) + lo, pld.step,
