@@ -10,7 +10,7 @@ Peers:
   its times are the recorded ones of the issue-11 table / Wang digest §6
   Table A (T=30, shared 2-core VM) -- named as such in the rows, not
   re-measured.
-* Our previous kernel (``_pairs.sym_epsilon``: one incomplete-beta call per
+* Our previous kernel (``pair_reference.sym_epsilon``: one incomplete-beta call per
   c-cell, 40 Illinois steps), measured live in the same run.
 """
 
@@ -26,7 +26,7 @@ ROWS = [(1e4, 1.0, 1e-6, 2.5), (1e5, 1.0, 1e-6, 6.7), (1e5, 4.0, 1e-6, 2.7)]
 def run():
   import time
   from jaxacct import shuffle as sh
-  from jaxacct.shuffle import _pairs, clones, variation_ratio as vr
+  from jaxacct.shuffle import clones, pair_fast, pair_reference, variation_ratio as vr, windows
 
   rows = []
   try:
@@ -43,8 +43,8 @@ def run():
                     {"steady_s": wang_s}, float(ours["value"]), None,
                     "fast kernel (block recurrences + safeguarded Newton); "
                     "peer time recorded, not re-measured"))
-    wo = _pairs.window_size(n, 2.0 / (p + 1.0))
-    ref = timed(lambda: _pairs.sym_epsilon(d, n, p, beta, p, width=wo), repeats=1)
+    wo = windows.window_size(n, 2.0 / (p + 1.0))
+    ref = timed(lambda: pair_reference.sym_epsilon(d, n, p, beta, p, width=wo), repeats=1)
     rows.append(row(f"shuffle stronger-clone eps, fast vs previous kernel "
                     f"(n={n:g}, eps0={e0})", ours,
                     "previous jaxacct kernel (betainc per cell, 40 Illinois)",
@@ -72,7 +72,7 @@ def run():
   # lanes (windows of 8k-32k cells).
   ng, eg = np.meshgrid(np.round(np.logspace(3, 6, 100)), np.linspace(0.1, 8.0, 100))
   pg = np.exp(eg)
-  fn = lambda: block(_pairs.sym_epsilon_grouped(
+  fn = lambda: block(pair_fast.sym_epsilon_grouped(
       1e-6, ng, pg, (pg - 1.0) / (pg + 1.0), pg, coarse=True))
   t0 = time.perf_counter()
   v = fn()

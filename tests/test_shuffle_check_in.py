@@ -36,6 +36,8 @@ def _load():
 
 
 C = _load()
+from jaxacct.experimental import check_in_paper as XP  # noqa: E402  (paper as printed)
+from jaxacct.shuffle import check_in_mixture as CM  # noqa: E402
 
 O16 = np.arange(2, 17, dtype=np.float64)
 O32 = np.arange(2, 33, dtype=np.float64)
@@ -199,7 +201,7 @@ def test_shuffgauss_reference_outputs(T, want_ss, order_ss, want_sub, order_sub)
   assert float(r.epsilon) == pytest.approx(want_ss, abs=2e-6)
   assert float(r.order) == order_ss
   from jaxacct._core.conversion import rdp_to_epsilon
-  rdp = np.asarray(C.subsampled_shuffle_gaussian_rdp_estimate(o, n=6e5, m=6e4, sigma=1.0))
+  rdp = np.asarray(XP.subsampled_shuffle_gaussian_rdp_estimate(o, n=6e5, m=6e4, sigma=1.0))
   eps, order = rdp_to_epsilon(o, rdp * T, 1 / 6e5)
   assert float(eps) == pytest.approx(want_sub, abs=2e-6)
   assert float(order) == order_sub
@@ -254,7 +256,7 @@ def test_secagg_window_size_only_loosens():
 def test_binomial_rate_moments_vs_scipy():
   from scipy import stats
   with jax.enable_x64(True):
-    f = jax.jit(C._log_rate_moments, static_argnums=2)
+    f = jax.jit(CM.log_rate_moments, static_argnums=2)
     lm = np.asarray(f(jnp.asarray([30.0, 1000.0]), jnp.asarray([0.2, 0.01]), 12))
   for a, (n, p) in enumerate([(30, 0.2), (1000, 0.01)]):
     k = np.arange(n + 1)
@@ -378,12 +380,12 @@ def test_kernels_need_x64_under_user_jit():
     lambda: C.check_in_gaussian_rdp_lower(O16, n=10, p=0.1, sigma=1.0, num_terms=0),
     lambda: C.check_in_secagg_gaussian_rdp(O16, n=10, p=-0.1, sigma=1.0),
     lambda: C.shuffle_gaussian_rdp_lower(O16, n=0, sigma=1.0),
-    lambda: C.subsampled_shuffle_gaussian_rdp_estimate(O16, n=10, m=11, sigma=1.0),
+    lambda: XP.subsampled_shuffle_gaussian_rdp_estimate(O16, n=10, m=11, sigma=1.0),
     lambda: C.check_in_epsilon(n=10, p=0.1, eps0=1.0, delta=0.0),
     lambda: C.check_in_epsilon(n=10, p=0.1, eps0=1.0, delta=1e-5, rounds=0),
     lambda: C.check_in_gaussian_epsilon(n=10, p=0.1, sigma=1.0, delta=1e-5, bound="exact"),
     lambda: C.check_in_first_cut_dp(n=10, p=0.1, eps0=1.0, delta0=0.0, delta=1e-5, l=5, variant="x"),
-    lambda: C.paper_approach_rdp(O16, approach=3, n=10, p=0.1, eps0=1.0, delta0=0.0, delta1=1e-5),
+    lambda: XP.paper_approach_rdp(O16, approach=3, n=10, p=0.1, eps0=1.0, delta0=0.0, delta1=1e-5),
 ])
 def test_bad_input_raises(call):
   with pytest.raises(ValueError):
@@ -453,7 +455,7 @@ def test_printed_lemma1_is_unsound():
   # digest Sec. 1.3: eps=1, delta=0, lambda=2 gives ~1e-14 although randomized
   # response with eps=1 has RDP 0.7353 at order 2; eps=2, delta=1e-8,
   # lambda=4 gives 1.3e-5 instead of ~1.96.
-  r = np.asarray(C.paper_lemma1_rdp([2, 4], eps=np.array([1.0, 2.0]), delta=np.array([0.0, 1e-8])))
+  r = np.asarray(XP.paper_lemma1_rdp([2, 4], eps=np.array([1.0, 2.0]), delta=np.array([0.0, 1e-8])))
   assert r[0, 0] < 1e-10
   rr2 = math.log((math.e ** 2 + math.e ** -1) / (1 + math.e))
   assert rr2 == pytest.approx(0.7353, abs=1e-4)
@@ -466,9 +468,9 @@ def test_table2_approach1_reproduced_and_sound_value_differs():
   # delta=1/n: Approach 1 = 0.17. Digest Sec. 4.1 reproduces it as 0.1725 at
   # lambda*=42 with delta0=1e-8, orders 2..64 (the only Table-2 cell that
   # reproduces besides Approach 2 below). It relies on the unsound Lemma 1.
-  r = C.paper_table2_epsilon(method="approach1", n=1e4, p=1e-2, eps0=2.0, delta0=1e-8,
+  r = XP.paper_table2_epsilon(method="approach1", n=1e4, p=1e-2, eps0=2.0, delta0=1e-8,
                              delta=1e-4, rounds=100, num_terms=128)
-  assert r.bound == C.UNSOUND
+  assert r.bound == XP.UNSOUND
   assert r.epsilon == pytest.approx(0.1725, abs=5e-5) and r.order == 42
   assert round(r.epsilon, 2) == 0.17
   # The certified accountant for the same setting is far larger (no shuffle
@@ -481,7 +483,7 @@ def test_table2_approach1_reproduced_and_sound_value_differs():
 def test_table2_approach2_reproduced():
   # Digest Sec. 4.1: Approach 2 with delta0=1e-5 gives 0.0498 (Table 2: 0.049)
   # once the order grid reaches past 64 (at 2..64 the optimum sits at 64).
-  r = C.paper_table2_epsilon(method="approach2", n=1e4, p=1e-2, eps0=2.0, delta0=1e-5,
+  r = XP.paper_table2_epsilon(method="approach2", n=1e4, p=1e-2, eps0=2.0, delta0=1e-5,
                              delta=1e-4, rounds=100, orders=np.arange(2, 129.0), num_terms=128)
   assert r.epsilon == pytest.approx(0.0498, abs=1e-4)
 
@@ -491,7 +493,7 @@ def test_table2_other_cells_do_not_reproduce():
   # Digest Sec. 4.1: the eps0 = 8 cells come out at 0.6-4.3 instead of
   # 1.58-9.52 for every delta0 tried; we document that we see the same.
   for p, table in ((1e-2, (9.52, 8.57, 8.18)), (1e-3, (3.86, 1.78, 1.58))):
-    got = [C.paper_table2_epsilon(method=m, n=1e4, p=p, eps0=8.0, delta0=1e-8, delta=1e-4,
+    got = [XP.paper_table2_epsilon(method=m, n=1e4, p=p, eps0=8.0, delta0=1e-8, delta=1e-4,
                                   rounds=100, num_terms=128).epsilon
            for m in ("baseline", "approach1", "approach2")]
     assert all(0.5 < g < 4.5 for g in got)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxacct.shuffle import _pairs, clones, variation_ratio as vr
+from jaxacct.shuffle import clones, pair_reference, variation_ratio as vr
 
 ROWS_N = np.array([1e4, 1e5, 1e5])
 ROWS_E0 = np.array([1.0, 1.0, 4.0])
@@ -105,7 +105,7 @@ def _pair_bruteforce(n, p, beta, q0, q1, eps):
     (7, math.e, (math.e - 1) / (math.e + 1), math.e, math.e, 0.05),
 ])
 def test_pair_delta_matches_definition(x64, n, p, beta, q0, q1, eps):
-  got = float(_pairs.pair_delta(eps, n=n, p=p, beta=beta, q0=q0, q1=q1, width=13))
+  got = float(pair_reference.pair_delta(eps, n=n, p=p, beta=beta, q0=q0, q1=q1, width=13))
   want = _pair_bruteforce(n, p, beta, q0, q1, eps)
   assert abs(got - want) <= 1e-13 + 1e-11 * want
 

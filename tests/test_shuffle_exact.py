@@ -16,7 +16,7 @@ import pytest
 
 import jaxacct.shuffle as sh
 from jaxacct.shuffle import exact
-from jaxacct.shuffle._pairs import window_size
+from jaxacct.shuffle.windows import window_size
 from jaxacct.experimental import variation_ratio as xvr
 
 MAXN = 16  # shared static window for all small-n kernel calls (one compile)

@@ -1,7 +1,7 @@
-"""Fast symmetric pair kernel (``_pairs.sym_*_fast``) vs the reference kernel.
+"""Fast symmetric pair kernel (``pair_fast.sym_*_fast``) vs the reference kernel.
 
 Oracles and their sources:
-* the reference kernel ``_pairs.sym_delta`` / ``_pairs.sym_epsilon`` (one
+* the reference kernel ``pair_reference.sym_delta`` / ``pair_reference.sym_epsilon`` (one
   incomplete-beta call per c, 40 Illinois steps), kept as the test oracle;
 * scipy (boost ``betainc`` and ``binom.pmf``, float64) evaluating the same
   closed-form inner sum cell by cell, here;
@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxacct.shuffle import _pairs, clones, variation_ratio as vr
+from jaxacct.shuffle import clones, pair_fast, pair_reference, variation_ratio as vr, windows
 
 E0 = np.array([0.05, 1.0, 4.0, 8.0])
 DL = np.array([1e-3, 1e-6, 1e-12])
@@ -49,10 +49,10 @@ def _grid(n):
 
 def _new_and_old(n):
   dd, pp, bb, qq, tot = _grid(n)
-  wo = _pairs.window_size(n, tot)
-  wf = _pairs.fast_width(n, tot, dd)
-  old = np.asarray(_pairs.sym_epsilon(dd, float(n), pp, bb, qq, width=wo))
-  new, wd = _pairs.sym_epsilon_fast(dd, float(n), pp, bb, qq, width=wf,
+  wo = windows.window_size(n, tot)
+  wf = windows.fast_width(n, tot, dd)
+  old = np.asarray(pair_reference.sym_epsilon(dd, float(n), pp, bb, qq, width=wo))
+  new, wd = pair_fast.sym_epsilon_fast(dd, float(n), pp, bb, qq, width=wf,
                                     with_width=True)
   return np.asarray(new), np.asarray(wd), old, (dd, pp, bb, qq, wf)
 
@@ -88,7 +88,7 @@ def test_fast_epsilon_matches_reference(x64, n):
   # eps ~ eps0 (delta(e) steep, few atoms) may stop at max_iter
   # (a re-evaluation compiles differently; near eps0 the cancelling inner
   # sum rounds differently, by at most the rounding allowance each adds)
-  d_at = np.asarray(_pairs.sym_delta_fast(new, float(n), pp, bb, qq, width=wf))
+  d_at = np.asarray(pair_fast.sym_delta_fast(new, float(n), pp, bb, qq, width=wf))
   edge = new > np.log(pp) - 1e-3  # eps ~ eps0: allowance-dominated corner
   assert np.all(d_at[~edge] <= dd[~edge] * (1 + 1e-7))
   assert np.all(d_at[edge] <= dd[edge] * (1 + 1e-3))
@@ -101,7 +101,7 @@ def test_fast_epsilon_vs_reference_1e7(x64):
   # the fast kernel's 2.68734e-3 has delta 1e-12). The fast kernel uses
   # Loader's pmf (the reference's gammaln weights are off by ~1e-8 here) and
   # adds an allowance for jax's betainc error at its anchors (16 M eps, see
-  # _pairs._sym_eval), which costs up to ~1.1e-6 relative in eps at
+  # pair_fast._sym_eval), which costs up to ~1.1e-6 relative in eps at
   # n = 1e7 (measured). So: never looser than the reference beyond 1e-5,
   # and feasible for the reference's delta up to the reference's own
   # library error (measured 4e-8 against scipy).
@@ -109,8 +109,8 @@ def test_fast_epsilon_vs_reference_1e7(x64):
   new, wd, old, (dd, pp, bb, qq, wf) = _new_and_old(n)
   assert np.all(new <= old * (1 + 1e-5) + 1e-15)
   tot = 2.0 * pp / ((pp + 1.0) * qq)
-  d_ref = np.asarray(_pairs.sym_delta(new, float(n), pp, bb, qq,
-                                      width=_pairs.window_size(n, tot)))
+  d_ref = np.asarray(pair_reference.sym_delta(new, float(n), pp, bb, qq,
+                                      width=windows.window_size(n, tot)))
   assert np.all(d_ref <= dd * (1 + 1e-7))  # measured 4e-8 (library error)
 
 
@@ -123,10 +123,10 @@ def test_fast_delta_matches_reference(x64):
     for q in qs.values():
       tot = 2 * p / ((p + 1) * q)
       eps = np.linspace(0.0, 0.9, 10)
-      old = np.asarray(_pairs.sym_delta(eps, n, p, beta, q,
-                                        width=_pairs.window_size(n, tot)))
-      new = np.asarray(_pairs.sym_delta_fast(eps, n, p, beta, q,
-                                             width=_pairs.fast_width(n, tot)))
+      old = np.asarray(pair_reference.sym_delta(eps, n, p, beta, q,
+                                        width=windows.window_size(n, tot)))
+      new = np.asarray(pair_fast.sym_delta_fast(eps, n, p, beta, q,
+                                             width=windows.fast_width(n, tot)))
       big = old > 1e-15  # below, the cancellation allowance dominates
       np.testing.assert_allclose(new[big], old[big], rtol=1e-8 if n <= 1e3 else 1e-7)
       # the reference's gammaln weights are off by ~1e-10 at n = 1e5 (the
@@ -164,8 +164,8 @@ def test_fast_delta_vs_scipy(x64):
   beta = (p - 1) / (p + 1)
   for q, eps in ((p, 0.0124298975), (2 * p * p / (p + 1), 0.015282)):
     ref = _scipy_delta(eps, 100000, p, q)
-    got = float(_pairs.sym_delta_fast(eps, 1e5, p, beta, q,
-                                      width=_pairs.fast_width(1e5, 2 * p / ((p + 1) * q))))
+    got = float(pair_fast.sym_delta_fast(eps, 1e5, p, beta, q,
+                                      width=windows.fast_width(1e5, 2 * p / ((p + 1) * q))))
     assert got >= ref * (1 - 1e-10)
     assert got <= ref * (1 + 1e-7)  # the betainc anchor allowance: 3.6e-8
 
@@ -193,7 +193,7 @@ def test_fast_delta_bruteforce(x64, n):
     p, beta, qs = _pairs_for(e0)
     for q in qs.values():
       eps = np.array([0.0, 0.1, 0.3, 0.45])
-      got = np.asarray(_pairs.sym_delta_fast(eps, float(n), p, beta, q, width=64))
+      got = np.asarray(pair_fast.sym_delta_fast(eps, float(n), p, beta, q, width=64))
       want = np.array([_pair_bruteforce(n, p, q, x) for x in eps])
       np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-15)
 
@@ -226,7 +226,7 @@ def test_fast_nan_policy_under_jit(x64):
                      jnp.array([1.0, 1.0, 1.0, -1.0])))
   assert np.isfinite(out[0]) and np.all(np.isnan(out[1:]))
   # beta off the zero-leftover member is rejected by the fast kernel
-  bad = _pairs.sym_delta_fast(0.1, 100.0, 3.0, 0.3, 3.0, width=64)
+  bad = pair_fast.sym_delta_fast(0.1, 100.0, 3.0, 0.3, 3.0, width=64)
   assert np.isnan(float(bad))
 
 

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import math
 
+import jax
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct.shuffle import _pairs
+from jaxacct.shuffle import pair_reference, windows
 
 __all__ = ["row_parameters", "row_delta_unsafe", "row_epsilon_unsafe"]
 
@@ -72,10 +73,9 @@ def row_delta_unsafe(eps, *, n, mechanism: str, eps0: float, **options):
   checks.check_range("eps", eps, 0.0)
   p, beta, q = row_parameters(mechanism, eps0, **options)
   alpha = beta / (p - 1)
-  w = _pairs.window_size(n, 2 * alpha * p / q)
-  import jax
+  w = windows.window_size(n, 2 * alpha * p / q)
   with jax.enable_x64(True):
-    return np.asarray(_pairs.sym_delta(eps, n, p, beta, q, width=w))
+    return np.asarray(pair_reference.sym_delta(eps, n, p, beta, q, width=w))
 
 
 def row_epsilon_unsafe(delta, *, n, mechanism: str, eps0: float, **options):
@@ -84,7 +84,6 @@ def row_epsilon_unsafe(delta, *, n, mechanism: str, eps0: float, **options):
   checks.check_delta(delta)
   p, beta, q = row_parameters(mechanism, eps0, **options)
   alpha = beta / (p - 1)
-  w = _pairs.window_size(n, 2 * alpha * p / q)
-  import jax
+  w = windows.window_size(n, 2 * alpha * p / q)
   with jax.enable_x64(True):
-    return np.asarray(_pairs.sym_epsilon(delta, n, p, beta, q, width=w))
+    return np.asarray(pair_reference.sym_epsilon(delta, n, p, beta, q, width=w))

@@ -53,16 +53,35 @@ from jaxacct._core import checks
 from jaxacct._core.conversion import rdp_to_delta, rdp_to_epsilon
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct.shuffle.clones import (_krr41_widths, clone_delta,
-                                    clone_epsilon, clone_epsilon_approx_ldp,
+from jaxacct import pld as pldlib
+from jaxacct.shuffle.check_in import (check_in_epsilon,
+                                      check_in_first_cut_epsilon,
+                                      check_in_gaussian_epsilon,
+                                      check_in_gaussian_rdp,
+                                      check_in_gaussian_rdp_lower,
+                                      check_in_ldp_rdp,
+                                      check_in_secagg_gaussian_epsilon,
+                                      check_in_secagg_gaussian_rdp,
+                                      shuffle_gaussian_epsilon_lower,
+                                      shuffle_gaussian_rdp_lower)
+from jaxacct.shuffle.clones import (clone_delta, clone_epsilon,
+                                    clone_epsilon_approx_ldp,
                                     clone_epsilon_closed_form, clone_rdp,
                                     krr_epsilon_closed_form, krr_thm41_delta,
-                                    krr_thm41_epsilon, rr2_lower_delta,
-                                    rr2_lower_epsilon)
+                                    krr_thm41_epsilon, krr_thm41_widths,
+                                    rr2_lower_delta, rr2_lower_epsilon)
 from jaxacct.shuffle.exact import (MAX_EXACT_BINARY_N, binary_rr_delta,
                                    binary_rr_epsilon, binary_rr_pmfs,
                                    enumerate_delta, pair_pmfs,
                                    worst_case_delta)
+from jaxacct.shuffle.girgis import (efm19_rdp, girgis_cor1_rdp,
+                                    girgis_cor2_rdp, girgis_epsilon,
+                                    girgis_lower_rdp, girgis_mixture_rdp,
+                                    girgis_subsampled_rdp, girgis_thm1_rdp,
+                                    girgis_thm2_rdp)
+from jaxacct.shuffle.multinomial import (chen_asymptotic_rdp, chen_epsilon,
+                                         chen_exact_rdp, chen_gdp_mu,
+                                         chen_table1_rdp)
 from jaxacct.shuffle.subsampling import (amplify_epsilon_delta,
                                          subsampled_delta, subsampled_epsilon)
 from jaxacct.shuffle.variation_ratio import (check_blanket_condition,
@@ -97,7 +116,13 @@ _MAX_OWN_RDP_N = 20_000
 _MAX_THM41_CELLS = 300_000  # (m, z) window cells for the Thm 4.1 k-RR sum
 
 
-def _parse_randomizer(randomizer):
+def parse_randomizer(randomizer):
+  """``(kind, k)`` of a declared randomizer (see :func:`epsilon`).
+
+  ``kind`` is ``"generic"``, ``"blanket"``, ``"binary_rr"`` (also for
+  ``("k_rr", 2)``) or ``"k_rr"`` with ``k >= 3``; ``k`` is None except for
+  ``"k_rr"``. Raises ``ValueError`` for anything else.
+  """
   if isinstance(randomizer, str):
     checks.check_choice("randomizer", randomizer,
                         ("generic", "blanket", "binary_rr"))
@@ -161,7 +186,7 @@ def dominating_pairs(*, n: int, eps0: float, randomizer="generic"):
   """
   checks.check_int("n", n, min_value=1)
   checks.check_positive("eps0", eps0)
-  kind, _ = _parse_randomizer(randomizer)
+  kind, _ = parse_randomizer(randomizer)
   p = math.exp(eps0)
   beta = (p - 1.0) / (p + 1.0)
   if kind == "binary_rr" and n <= _MAX_EXACT_PLD_BINARY_N:
@@ -187,7 +212,6 @@ def _pair_atoms_estimate(n, total, z=10.0):
 
 
 def _pld_plds(n, eps0, randomizer, rounds, step):
-  from jaxacct import pld as pldlib
   if not (randomizer == "binary_rr" and n <= _MAX_EXACT_PLD_BINARY_N):
     total = (math.exp(-eps0) if randomizer == "generic"
              else 2.0 / (math.exp(eps0) + 1.0))
@@ -218,7 +242,7 @@ def _single_round(kind, k, n, eps0, delta_):
     res["krr_lower"] = (
         _scalar(krr_lower_epsilon(delta_, n=n, eps0=eps0, k=k)), "lower")
     del res[_rr2_key(kind)]
-    wm, wz = _krr41_widths(n, eps0, k)
+    wm, wz = krr_thm41_widths(n, eps0, k)
     if wm * wz <= _MAX_THM41_CELLS:
       res["krr_thm41"] = (
           _scalar(krr_thm41_epsilon(delta_, n=n, eps0=eps0, k=k)), "upper")
@@ -235,6 +259,23 @@ def _single_round(kind, k, n, eps0, delta_):
   return res
 
 
+def _pld_route(res, kind, n, eps0, rounds, step, query):
+  """PLD of the per-round dominating pair(s), composed ``rounds`` times:
+  ``query(pld)`` (an epsilon or a delta, upper) maxed over the pairs, recorded
+  in ``res`` under its method name (or ``"pld"`` with the failure)."""
+  try:
+    plds = _pld_plds(n, eps0, kind if kind != "k_rr" else "blanket", rounds,
+                     step)
+    val = max(_scalar(query(pl)) for pl in plds)
+    name = ("pld_exact_pairs" if kind == "binary_rr"
+            and n <= _MAX_EXACT_PLD_BINARY_N else
+            "pld_clone" if kind == "generic" else "pld_stronger_clone")
+    res[name] = (val, "upper")
+  except (ImportError, ValueError, MemoryError) as err:
+    res["pld"] = (float("nan"), f"failed: {type(err).__name__}: {err}")
+  return res
+
+
 def _composed(kind, k, n, eps0, delta_, rounds, step, want_pld, want_rdp):
   res = {}
   rdp_kind = "clone_rdp" if kind == "generic" else "stronger_clone_rdp"
@@ -242,18 +283,15 @@ def _composed(kind, k, n, eps0, delta_, rounds, step, want_pld, want_rdp):
   if want_rdp and not exact_pairs:
     # generic-valid RDP bounds of the sibling modules (valid for every kind;
     # skipped where the PLD of the exact per-dataset pairs is available)
-    for name, mod, fname, kw in (
-        ("chen_exact", "multinomial", "chen_epsilon", {"bound": "exact"}),
-        ("girgis_thm1", "girgis", "girgis_epsilon", {"bound": "thm1"})):
+    for name, fn, kw in (("chen_exact", chen_epsilon, {"bound": "exact"}),
+                         ("girgis_thm1", girgis_epsilon, {"bound": "thm1"})):
       try:
-        import importlib
-        m = importlib.import_module("jaxacct.shuffle." + mod)
-        r = getattr(m, fname)(n=n, eps0=eps0, delta=delta_, rounds=rounds, **kw)
+        r = fn(n=n, eps0=eps0, delta=delta_, rounds=rounds, **kw)
         if r.bound == "upper":
           res[name] = (min(_scalar(r.epsilon), rounds * eps0), "upper")
         else:
           res[name] = (_scalar(r.epsilon), f"not used: bound={r.bound}")
-      except (ImportError, AttributeError, ValueError, TypeError) as err:
+      except (AttributeError, ValueError, TypeError) as err:
         # never drop a bound silently: record why it is missing
         res[name] = (float("nan"), f"failed: {type(err).__name__}: {err}")
   if want_rdp and n <= _MAX_OWN_RDP_N:
@@ -265,17 +303,11 @@ def _composed(kind, k, n, eps0, delta_, rounds, step, want_pld, want_rdp):
     except (MemoryError, ValueError) as err:
       res[rdp_kind] = (float("nan"), f"failed: {type(err).__name__}: {err}")
   if want_pld:
-    try:
-      from jaxacct import pld as pldlib
-      plds = _pld_plds(n, eps0, kind if kind != "k_rr" else "blanket", rounds,
-                       step)
-      e = max(_scalar(pldlib.epsilon(pl, delta_)) for pl in plds)
-      name = ("pld_exact_pairs" if kind == "binary_rr"
-              and n <= _MAX_EXACT_PLD_BINARY_N else
-              "pld_clone" if kind == "generic" else "pld_stronger_clone")
-      res[name] = (min(e, rounds * eps0), "upper")
-    except (ImportError, ValueError, MemoryError) as err:
-      res["pld"] = (float("nan"), f"failed: {type(err).__name__}: {err}")
+    _pld_route(res, kind, n, eps0, rounds, step,
+               lambda pl: pldlib.epsilon(pl, delta_))
+    for key in ("pld_exact_pairs", "pld_clone", "pld_stronger_clone"):
+      if key in res:
+        res[key] = (min(res[key][0], rounds * eps0), "upper")
   return res
 
 
@@ -331,7 +363,7 @@ def epsilon(*, n, eps0, delta, rounds: int = 1, randomizer="generic",
   """
   _check_front(n, eps0, rounds, method, step)
   checks.check_delta(delta)
-  kind, k = _parse_randomizer(randomizer)
+  kind, k = parse_randomizer(randomizer)
   n, eps0, delta_, rounds = int(n), float(eps0), float(delta), int(rounds)
   if rounds == 1:
     res = _single_round(kind, k, n, eps0, delta_)
@@ -356,7 +388,7 @@ def delta(*, n, eps0, epsilon, rounds: int = 1, randomizer="generic",
   """
   _check_front(n, eps0, rounds, method, step)
   checks.check_range("epsilon", epsilon, 0.0)
-  kind, k = _parse_randomizer(randomizer)
+  kind, k = parse_randomizer(randomizer)
   n, eps0, eps, rounds = int(n), float(eps0), float(epsilon), int(rounds)
   res = {}
   if rounds == 1:
@@ -370,7 +402,7 @@ def delta(*, n, eps0, epsilon, rounds: int = 1, randomizer="generic",
       res["krr_lower"] = (_scalar(krr_lower_delta(eps, n=n, eps0=eps0, k=k)),
                           "lower")
       del res[_rr2_key(kind)]
-      wm, wz = _krr41_widths(n, eps0, k)
+      wm, wz = krr_thm41_widths(n, eps0, k)
       if wm * wz <= _MAX_THM41_CELLS:
         res["krr_thm41"] = (_scalar(krr_thm41_delta(eps, n=n, eps0=eps0, k=k)),
                             "upper")
@@ -388,61 +420,13 @@ def delta(*, n, eps0, epsilon, rounds: int = 1, randomizer="generic",
     except (MemoryError, ValueError) as err:
       res["clone_rdp" if kind == "generic" else "stronger_clone_rdp"] = (
           float("nan"), f"failed: {type(err).__name__}: {err}")
-    try:
-      from jaxacct import pld as pldlib
-      plds = _pld_plds(n, eps0, kind if kind != "k_rr" else "blanket", rounds,
-                       step)
-      d = max(_scalar(pldlib.delta(pl, eps)) for pl in plds)
-      name = ("pld_exact_pairs" if kind == "binary_rr"
-              and n <= _MAX_EXACT_PLD_BINARY_N else
-              "pld_clone" if kind == "generic" else "pld_stronger_clone")
-      res[name] = (d, "upper")
-    except (ImportError, ValueError, MemoryError) as err:
-      res["pld"] = (float("nan"), f"failed: {type(err).__name__}: {err}")
+    _pld_route(res, kind, n, eps0, rounds, step,
+               lambda pl: pldlib.delta(pl, eps))
     res["trivial"] = (1.0 if eps < rounds * eps0 else 0.0, "upper")
-  if method == "best":
-    ex = {m: v for m, v in res.items() if v[1] == "exact"}
-    if ex:
-      name = next(iter(ex))
-      val, bound = ex[name][0], "exact"
-    else:
-      ups = {m: v for m, v in res.items() if v[1] == "upper"}
-      name = min(ups, key=lambda kk: ups[kk][0])
-      val, bound = ups[name][0], "upper"
-  else:
-    if method not in res:
-      raise ValueError(f"method must be 'best' or one of {tuple(res)}; got "
-                       f"{method!r}.")
-    val, b = res[method]
-    if b.startswith(("failed", "skipped", "not used")):
-      raise ValueError(f"method {method!r} is unavailable here: {b}")
-    name, bound = method, ("lower" if b.startswith("lower") else b)
+  name, val, bound = _pick(res, method)
   return DeltaResult(delta=val, epsilon=eps, method=name, bound=bound,
                      details=res)
 
-
-# RDP bounds of the sibling modules (imported last: they import this
-# package's kernels). Chen et al. and Girgis et al. are wired into the front
-# door for rounds > 1; shuffled check-in is a different mechanism (the
-# check-in rate p is public) and keeps its own entry points.
-from jaxacct.shuffle.multinomial import (chen_asymptotic_rdp, chen_epsilon,  # noqa: E402
-                                         chen_exact_rdp, chen_gdp_mu,
-                                         chen_table1_rdp)
-from jaxacct.shuffle.girgis import (efm19_rdp, girgis_cor1_rdp,  # noqa: E402
-                                    girgis_cor2_rdp, girgis_epsilon,
-                                    girgis_lower_rdp, girgis_mixture_rdp,
-                                    girgis_subsampled_rdp, girgis_thm1_rdp,
-                                    girgis_thm2_rdp)
-from jaxacct.shuffle.check_in import (check_in_epsilon,  # noqa: E402
-                                      check_in_first_cut_epsilon,
-                                      check_in_gaussian_epsilon,
-                                      check_in_gaussian_rdp,
-                                      check_in_gaussian_rdp_lower,
-                                      check_in_ldp_rdp,
-                                      check_in_secagg_gaussian_epsilon,
-                                      check_in_secagg_gaussian_rdp,
-                                      shuffle_gaussian_epsilon_lower,
-                                      shuffle_gaussian_rdp_lower)
 
 __all__ += [
     "chen_exact_rdp", "chen_asymptotic_rdp", "chen_gdp_mu", "chen_table1_rdp",

@@ -42,28 +42,20 @@ Certified (upper bounds):
 * eager: :func:`check_in_epsilon`, :func:`check_in_gaussian_epsilon`,
   :func:`check_in_secagg_gaussian_epsilon`, :func:`check_in_first_cut_epsilon`.
 
-Lower bounds (Sec. 4):
+Lower bounds (Sec. 4; ``jaxacct.shuffle.check_in_lower``, re-exported here):
 
-* :func:`shuffle_gaussian_rdp_lower` -- Eq. 8 / Thm 3 (all n report), by an
-  exact O(lambda^2) power recurrence (Algorithm 2's partition sum is the test oracle).
-* :func:`check_in_gaussian_rdp_lower` -- the exact Renyi divergence of the same
-  pair (0^n vs (1, 0^{n-1})) under shuffled check-in (derived here: Eq. 5 with
-  the pair's per-k moments :math:`\sum_j\binom\lambda j(1-r)^{\lambda-j}r^j
-  \mathbb E[M_k^j]`, r = k/n).
-* eager: :func:`shuffle_gaussian_epsilon_lower` (an epsilon no valid accountant
-  can beat at that delta is *not* implied; it is the conversion of a lower RDP
-  curve and is reported for comparison only).
+* :func:`shuffle_gaussian_rdp_lower` -- Eq. 8 / Thm 3 (all n report).
+* :func:`check_in_gaussian_rdp_lower` -- the same pair under shuffled check-in.
+* eager: :func:`shuffle_gaussian_epsilon_lower` (the conversion of a lower RDP
+  curve, ``bound="estimate"``: reported for comparison only).
 
-Optimistic estimates (NOT bounds; Eq. 8 is a lower bound, Sec. 5 of the paper):
+Not here (``jaxacct.experimental.check_in_paper``, issue 16): the Thm 5
+subsampled-shuffle "estimate" and the paper-as-printed reproductions
+(``paper_lemma1_rdp``, ``paper_approach_rdp``, ``paper_table2_epsilon``),
+which are not valid bounds; the counterexamples are listed there.
 
-* :func:`subsampled_shuffle_gaussian_rdp_estimate` -- Thm 5.
-
-Paper reproduction only (use the printed Lemma 1, a DP->RDP "conversion" that
-is unsound: at delta = 0 it returns ~0 for every eps; digest Sec. 1.3):
-
-* :func:`paper_lemma1_rdp`, :func:`paper_approach_rdp` (Approaches 1 and 2 of
-  Table 1), :func:`paper_table2_epsilon` (Table 2 pipeline incl. the Thm 1
-  baseline). Their results carry ``bound="estimate"`` (not a valid bound).
+The shared kernels (WBK Thm 9, the Eq. 5 mixture, window sizes) live in
+``jaxacct.shuffle.check_in_mixture``.
 """
 
 from __future__ import annotations
@@ -76,222 +68,38 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.scipy.special import gammaln, xlog1py, xlogy
+from jax.scipy.special import betainc
+from scipy import stats
 
 from jaxacct._core import checks
-from jaxacct._core.conversion import rdp_to_epsilon_kernel as _rdp_to_epsilon
-from jaxacct._core.dtype import require_x64, x64_boundary
-from jaxacct._core.logmath import (log_binom, log_binom_pmf,
-                                   log_expm1, logsumexp)
+from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.results import EpsilonResult
+from jaxacct.shuffle import pair_reference, windows
+from jaxacct.shuffle.check_in_lower import (check_in_gaussian_rdp_lower,
+                                            shuffle_gaussian_rdp_lower)
+from jaxacct.shuffle.check_in_mixture import (DEFAULT_CHECK_IN_ORDERS,
+                                              check_rate_inputs, finish_rdp,
+                                              integer_orders, lanes_f64,
+                                              log_rate_moments,
+                                              log_tail_mass,
+                                              mixture_log_excess,
+                                              mixture_window,
+                                              nan_where_invalid,
+                                              order_envelope, orders_jit,
+                                              resolve_num_terms, rr_rdp_times,
+                                              wbk_log_excess,
+                                              wbk_log_excess_moments)
+from jaxacct.shuffle.rdp_rounds import compose_rdp_epsilon
 
 __all__ = [
     "DEFAULT_CHECK_IN_ORDERS", "check_in_ldp_rdp", "check_in_ldp_rdp_clones",
     "check_in_gaussian_rdp",
     "check_in_gaussian_rdp_lower", "check_in_secagg_gaussian_rdp",
-    "shuffle_gaussian_rdp_lower", "subsampled_shuffle_gaussian_rdp_estimate",
-    "check_in_first_cut_dp", "check_in_epsilon", "check_in_gaussian_epsilon",
-    "check_in_secagg_gaussian_epsilon", "check_in_first_cut_epsilon",
-    "shuffle_gaussian_epsilon_lower", "paper_lemma1_rdp", "paper_approach_rdp",
-    "paper_table2_epsilon", "UNSOUND",
+    "shuffle_gaussian_rdp_lower", "check_in_first_cut_dp", "check_in_epsilon",
+    "check_in_gaussian_epsilon", "check_in_secagg_gaussian_epsilon",
+    "check_in_first_cut_epsilon", "shuffle_gaussian_epsilon_lower",
 ]
-
-#: Integer orders 2..256: every kernel here needs integer orders (binomial
-#: expansions); the conversion warns when the optimum sits at the top order.
-DEFAULT_CHECK_IN_ORDERS = np.arange(2, 257, dtype=np.float64)
-DEFAULT_CHECK_IN_ORDERS.setflags(write=False)
-
-UNSOUND = "estimate"  # not a valid bound: the paper as printed (method says so)
-
-_LOG2 = math.log(2.0)
-_LOG4 = math.log(4.0)
-_MAX_TERMS = 8192
-_CHUNK = 32
-
-
-# --------------------------------------------------------------------------
-# small log-space helpers
-# --------------------------------------------------------------------------
-
-
-
-
-def _log_kl_tail(x, p, n):
-  """-n KL(x || p) (log of the Chernoff bound), x, p in [0, 1]."""
-  kl = (xlogy(x, x) - xlogy(x, p) + xlogy(1.0 - x, 1.0 - x)
-        - xlog1py(1.0 - x, -p))
-  return -n * jnp.maximum(kl, 0.0)
-
-
-def _orders_info(orders):
-  arr = checks.check_orders(orders, integer=True, min_order=2)
-  return arr, tuple(float(a) for a in arr)
-
-
-def _rr_rdp_times(lam, eps0):
-  """(lam - 1) * RDP of binary randomized response with eps0 (worst eps0-DP pair)."""
-  return (jnp.logaddexp(lam * eps0, (1.0 - lam) * eps0)
-          - jnp.logaddexp(0.0, eps0))
-
-
-# --------------------------------------------------------------------------
-# Wang-Balle-Kasiviswanathan Thm 9 (subsampling without replacement, RDP)
-# --------------------------------------------------------------------------
-
-def _wbk_log_excess(lam, log_q, eps_j, log_expm1_inf):
-  """WBK at a fixed rate q (see :func:`_wbk_log_excess_moments`)."""
-  j = jnp.arange(2, eps_j.shape[-1] + 2, dtype=jnp.float64)
-  return _wbk_log_excess_moments(lam, j * log_q[..., None], eps_j, log_expm1_inf)
-
-
-def _wbk_log_excess_moments(lam, log_qj, eps_j, log_expm1_inf):
-  r"""log(E - 1) of WBK Thm 9 (arXiv:1808.00087v2).
-
-  E = 1 + q^2 C(l,2) min{4(e^{eps(2)}-1), e^{eps(2)} min{2,(e^{eps_inf}-1)^2}}
-        + sum_{j=3}^l q^j C(l,j) e^{(j-1)eps(j)} min{2, (e^{eps_inf}-1)^j}.
-
-  The rate enters only through q^j, so a random rate (Eq. 5 with a base
-  curve independent of k) is handled exactly by passing log E[q^j].
-
-  Args:
-    lam: (L,) integer orders (float).
-    log_qj: S + (J,), log q^j (or log E[q^j]) for j = 2..J+1.
-    eps_j: S + (J,), base RDP at j = 2..J+1.
-    log_expm1_inf: shape S, log(e^{eps(inf)} - 1) (+inf allowed).
-  Returns: S + (L,).
-  """
-  num_j = eps_j.shape[-1]
-  j = jnp.arange(2, num_j + 2, dtype=jnp.float64)
-  li = log_expm1_inf[..., None]
-  gen = (log_qj + (j - 1.0) * eps_j
-         + jnp.minimum(_LOG2, jnp.where(jnp.isneginf(li), -jnp.inf, j * li)))
-  e2 = eps_j[..., 0]
-  two = log_qj[..., 0] + jnp.minimum(
-      _LOG4 + log_expm1(e2),
-      e2 + jnp.minimum(_LOG2, jnp.where(jnp.isneginf(log_expm1_inf), -jnp.inf,
-                                        2.0 * log_expm1_inf)))
-  gen = jnp.concatenate([two[..., None], gen[..., 1:]], axis=-1)
-  mask = j[None, :] <= lam[:, None]
-  log_c = log_binom(lam[:, None], jnp.minimum(j[None, :], lam[:, None]))
-  terms = jnp.where(mask, gen[..., None, :] + log_c, -jnp.inf)
-  return logsumexp(terms, axis=-1)
-
-
-# --------------------------------------------------------------------------
-# Eq. 5 binomial mixture
-# --------------------------------------------------------------------------
-
-@functools.lru_cache(maxsize=8)
-def _log_stirling2(J: int) -> np.ndarray:
-  """log S(j, i) (Stirling numbers of the 2nd kind), 0 <= i, j <= J (numpy)."""
-  out = np.full((J + 1, J + 1), -np.inf)
-  out[0, 0] = 0.0
-  for j in range(1, J + 1):
-    i = np.arange(1, j + 1)
-    out[j, 1:j + 1] = np.logaddexp(np.log(i) + out[j - 1, 1:j + 1], out[j - 1, 0:j])
-  return out
-
-
-def _log_rate_moments(n, p, J):
-  r"""log E[(k/n)^j], k ~ Bin(n, p), j = 2..J; shape S + (J-1,).
-
-  :math:`\mathbb E[k^j]=\sum_{i\le j}S(j,i)\,n^{\underline i}p^i` (all terms
-  positive: no cancellation, exact for every n -- no truncation in k).
-  """
-  ls = jnp.asarray(_log_stirling2(J)[2:, :])                 # (J-1, J+1)
-  t = jnp.arange(J, dtype=jnp.float64)
-  lf = jnp.log(jnp.maximum(n[..., None] - t, 0.0))           # log(n - t), t < J
-  logfall = jnp.concatenate([jnp.zeros(n.shape + (1,)), jnp.cumsum(lf, axis=-1)], axis=-1)
-  i = jnp.arange(J + 1, dtype=jnp.float64)
-  ip = xlogy(i, p[..., None])                                # i log p (0 at i = 0)
-  terms = ls + (logfall + ip)[..., None, :]
-  j = jnp.arange(2, J + 1, dtype=jnp.float64)
-  return logsumexp(terms, axis=-1) - j * jnp.log(n[..., None])
-
-
-def _window(n, p, num_terms):
-  mean = jnp.floor(n * p)
-  k_lo = jnp.clip(mean - num_terms // 2, 0.0, jnp.maximum(n - num_terms + 1, 0.0))
-  ks = k_lo[..., None] + jnp.arange(num_terms, dtype=jnp.float64)
-  return k_lo, ks
-
-
-def _log_tail_mass(n, p, k_lo, num_terms):
-  """Chernoff upper bound on log P(k < k_lo or k > k_lo + num_terms - 1)."""
-  nn = jnp.maximum(n, 1.0)
-  a = k_lo - 1.0
-  xa = jnp.clip(a / nn, 0.0, 1.0)
-  lower = jnp.where(xa < p, _log_kl_tail(xa, p, n), 0.0)
-  lower = jnp.where(a < 0, -jnp.inf, lower)
-  b = k_lo + num_terms
-  xb = jnp.clip(b / nn, 0.0, 1.0)
-  upper = jnp.where(xb > p, _log_kl_tail(xb, p, n), 0.0)
-  upper = jnp.where(b > n, -jnp.inf, upper)
-  return jnp.minimum(jnp.logaddexp(lower, upper), 0.0)
-
-
-def _mixture_log_excess(n, p, num_terms, per_k, log_cap=None):
-  """log(sum_k w_k (E_k - 1) [+ tail * cap]) for the Eq. 5 mixture.
-
-  per_k(ks) -> S + (K, L) log(E_k - 1) for k in ks (S + (K,), k <= n).
-  log_cap: S + (L,) log of a bound on E_k - 1 valid for all k (None: drop the
-  tail, which gives a lower bound).
-  """
-  k_lo, ks = _window(n, p, num_terms)
-
-  def chunk(ks):
-    valid = ks <= n[..., None]
-    ks_safe = jnp.minimum(ks, n[..., None])
-    logw = log_binom_pmf(ks_safe, n[..., None], p[..., None])
-    logx = per_k(ks_safe)
-    terms = jnp.where(valid[..., None], logw[..., None] + logx, -jnp.inf)
-    return logsumexp(terms, axis=-2)
-
-  if num_terms <= _CHUNK:
-    total = chunk(ks)
-  else:  # bound memory: map over chunks of k
-    nc = -(-num_terms // _CHUNK)
-    pad = nc * _CHUNK - num_terms
-    ks = jnp.concatenate([ks, jnp.full(ks.shape[:-1] + (pad,), jnp.inf)], axis=-1)
-    ks = jnp.moveaxis(ks.reshape(ks.shape[:-1] + (nc, _CHUNK)), -2, 0)
-    total = logsumexp(lax.map(chunk, ks), axis=0)
-  if log_cap is not None:
-    tail = _log_tail_mass(n, p, k_lo, num_terms)
-    total = jnp.logaddexp(total, tail[..., None] + log_cap)
-  return total
-
-
-def _auto_num_terms(n, p, width=13.0, cap=_MAX_TERMS) -> int:
-  """Static window size: covers np +- (width sd + 10), capped at n + 1 and cap."""
-  n = np.asarray(n, np.float64)
-  p = np.asarray(p, np.float64)
-  sd = np.sqrt(np.maximum(n * p * (1 - p), 0.0))
-  need = int(np.max(2 * np.ceil(width * sd + 10) + 1))
-  need = min(need, int(np.max(n)) + 1, cap)
-  return int(2 ** math.ceil(math.log2(max(need, 16))))
-
-
-def _num_terms(num_terms, n, p, **kw):
-  if num_terms is not None:
-    checks.check_int("num_terms", num_terms, min_value=1, max_value=2**20)
-    return int(num_terms)
-  if checks.is_concrete((n, p)):
-    return _auto_num_terms(n, p, **kw)
-  return 256
-
-
-def _finish(log_excess, lam):
-  rdp = jnp.logaddexp(0.0, log_excess) / (lam - 1.0)
-  return jnp.maximum(rdp, 0.0)
-
-
-def _envelope(rdp, lam_np):
-  """min over orders >= alpha of an upper RDP curve (valid: RDP is
-  non-decreasing in the order); makes WBK's curve monotone."""
-  idx = np.argsort(lam_np, kind="stable")
-  inv = np.argsort(idx, kind="stable")
-  env = lax.cummin(jnp.take(rdp, idx, axis=-1), axis=rdp.ndim - 1, reverse=True)
-  return jnp.take(env, inv, axis=-1)
 
 
 # --------------------------------------------------------------------------
@@ -299,25 +107,20 @@ def _envelope(rdp, lam_np):
 # --------------------------------------------------------------------------
 
 def _check_in_ldp_impl(lam_np, n, p, eps0):
-  require_x64("check_in_ldp_rdp")
-  n, p, eps0 = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float64) for x in (n, p, eps0)))
-  lam = jnp.asarray(lam_np, jnp.float64)
-  jmax = int(np.max(lam_np))
+  n, p, eps0, lam, jmax = lanes_f64("check_in_ldp_rdp", lam_np, n, p, eps0)
   j = jnp.arange(2, jmax + 1, dtype=jnp.float64)
-  eps_j = _rr_rdp_times(j, eps0[..., None]) / (j - 1.0)          # S + (J,)
+  eps_j = rr_rdp_times(j, eps0[..., None]) / (j - 1.0)          # S + (J,)
   li = log_expm1(eps0)
   nn = jnp.where(n >= 1, n, 1.0)
-  log_qj = _log_rate_moments(nn, jnp.clip(p, 0.0, 1.0), jmax)
-  out = _finish(_wbk_log_excess_moments(lam, log_qj, eps_j, li), lam)
+  log_qj = log_rate_moments(nn, jnp.clip(p, 0.0, 1.0), jmax)
+  out = finish_rdp(wbk_log_excess_moments(lam, log_qj, eps_j, li), lam)
   # Every per-k moment is also <= the local randomizer's (post-processing).
-  out = _envelope(jnp.minimum(out, _rr_rdp_times(lam, eps0[..., None]) / (lam - 1.0)), lam_np)
+  out = order_envelope(jnp.minimum(out, rr_rdp_times(lam, eps0[..., None]) / (lam - 1.0)), lam_np)
   bad = ~((n >= 1) & (p >= 0) & (p <= 1) & (eps0 >= 0) & jnp.isfinite(eps0))
   return jnp.where(bad[..., None], jnp.nan, out)
 
 
-@functools.partial(jax.jit, static_argnames=("orders",))
-def _check_in_ldp_jit(n, p, eps0, *, orders):
-  return _check_in_ldp_impl(np.asarray(orders, np.float64), n, p, eps0)
+_check_in_ldp_jit = orders_jit(_check_in_ldp_impl)
 
 
 def check_in_ldp_rdp(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, eps0):
@@ -351,7 +154,7 @@ def check_in_ldp_rdp(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, eps0):
 
   Bound: upper. Under jit, invalid lanes are NaN. Cost O(J^2).
   """
-  arr, otuple = _orders_info(orders)
+  arr, otuple = integer_orders(orders)
   if checks.is_concrete((n, p, eps0)):
     checks.check_range("n", n, 1.0)
     checks.check_probability("p", p)
@@ -382,24 +185,23 @@ def check_in_ldp_rdp_clones(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, eps0, num_t
 
   Returns: float64 ``(len(orders),)``. Bound: upper.
   """
-  from jaxacct.shuffle import _pairs  # pylint: disable=import-outside-toplevel
-  arr, otuple = _orders_info(orders)
+  arr, otuple = integer_orders(orders)
   for name, v in (("n", n), ("p", p), ("eps0", eps0)):
     if np.ndim(v):
       raise ValueError(f"{name} must be a scalar here; got shape {np.shape(v)}.")
   checks.check_range("n", n, 1.0)
   checks.check_probability("p", p)
   checks.check_range("eps0", eps0, 0.0, lo_open=True)
-  nt = _num_terms(num_terms, n, p, width=6.0, cap=1024)
+  nt = resolve_num_terms(num_terms, n, p, width=6.0, cap=1024)
   J = int(arr.max())
   jgrid = np.arange(2, J + 1, dtype=np.float64)
   with jax.enable_x64(True):
-    k_lo, ks = _window(jnp.asarray(float(n)), jnp.asarray(float(p)), nt)
+    k_lo, ks = mixture_window(jnp.asarray(float(n)), jnp.asarray(float(p)), nt)
     ks_np = np.minimum(np.asarray(ks), float(n))
     pe = math.exp(eps0)
     beta = (pe - 1.0) / (pe + 1.0)
     q = 2.0 * pe * pe / (pe + 1.0)
-    wc, wa = _pairs.rdp_widths(float(ks_np.max()), math.exp(-eps0), 0.5, J, eps0)
+    wc, wa = windows.rdp_widths(float(ks_np.max()), math.exp(-eps0), 0.5, J, eps0)
     base = _clones_curves(jnp.asarray(np.maximum(ks_np, 1.0)), pe, beta, q,
                           orders=tuple(jgrid.tolist()), wc=wc, wa=wa)
     out = _clones_mixture(jnp.asarray(float(n)), jnp.asarray(float(p)), jnp.asarray(float(eps0)),
@@ -410,10 +212,9 @@ def check_in_ldp_rdp_clones(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, eps0, num_t
 
 @functools.partial(jax.jit, static_argnames=("orders", "wc", "wa"))
 def _clones_curves(ks, pe, beta, q, *, orders, wc, wa):
-  from jaxacct.shuffle import _pairs  # pylint: disable=import-outside-toplevel
   jg = np.asarray(orders, np.float64)
-  return lax.map(lambda kk: _pairs.pair_rdp(jg, n=kk, p=pe, beta=beta, q0=q, q1=q,
-                                             wc=wc, wa=wa, symmetric=True), ks)
+  return lax.map(lambda kk: pair_reference.pair_rdp(
+      jg, n=kk, p=pe, beta=beta, q0=q, q1=q, wc=wc, wa=wa, symmetric=True), ks)
 
 
 @functools.partial(jax.jit, static_argnames=("orders", "num_terms"))
@@ -422,47 +223,41 @@ def _clones_mixture(n, p, eps0, base, *, orders, num_terms):
   lam = jnp.asarray(lam_np)
   J = base.shape[-1] + 1
   j = jnp.arange(2, J + 1, dtype=jnp.float64)
-  rr = _rr_rdp_times(j, eps0) / (j - 1.0)
+  rr = rr_rdp_times(j, eps0) / (j - 1.0)
   base = jnp.minimum(base, rr)                                  # (K, J-1)
   li = log_expm1(eps0)
 
   def per_k(ks):
     lq = jnp.log(ks / n)
-    return _wbk_log_excess(lam, lq, base, jnp.broadcast_to(li, ks.shape))
+    return wbk_log_excess(lam, lq, base, jnp.broadcast_to(li, ks.shape))
 
-  log_cap = log_expm1(_rr_rdp_times(lam, eps0))
-  k_lo, ks = _window(n, p, num_terms)
+  log_cap = log_expm1(rr_rdp_times(lam, eps0))
+  k_lo, ks = mixture_window(n, p, num_terms)
   valid = ks <= n
   ks_safe = jnp.minimum(ks, n)
   logw = log_binom_pmf(ks_safe, n, p)
   terms = jnp.where(valid[:, None], logw[:, None] + per_k(ks_safe), -jnp.inf)
   total = logsumexp(terms, axis=0)
-  tail = _log_tail_mass(n, p, k_lo, num_terms)
+  tail = log_tail_mass(n, p, k_lo, num_terms)
   total = jnp.logaddexp(total, tail + log_cap)
-  out = jnp.minimum(_finish(total, lam), _rr_rdp_times(lam, eps0) / (lam - 1.0))
-  return _envelope(out, lam_np)
+  out = jnp.minimum(finish_rdp(total, lam), rr_rdp_times(lam, eps0) / (lam - 1.0))
+  return order_envelope(out, lam_np)
 
 
 def _check_in_gauss_impl(lam_np, n, p, sigma):
-  require_x64("check_in_gaussian_rdp")
-  n, p, sigma = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float64) for x in (n, p, sigma)))
-  lam = jnp.asarray(lam_np, jnp.float64)
-  jmax = int(np.max(lam_np))
+  n, p, sigma, lam, jmax = lanes_f64("check_in_gaussian_rdp", lam_np, n, p, sigma)
   j = jnp.arange(2, jmax + 1, dtype=jnp.float64)
   s = jnp.where(sigma > 0, sigma, 1.0)
   eps_j = j / (2.0 * s[..., None] ** 2)
   nn = jnp.where(n >= 1, n, 1.0)
-  log_qj = _log_rate_moments(nn, jnp.clip(p, 0.0, 1.0), jmax)
-  out = _finish(_wbk_log_excess_moments(lam, log_qj, eps_j, jnp.full(n.shape, jnp.inf)), lam)
+  log_qj = log_rate_moments(nn, jnp.clip(p, 0.0, 1.0), jmax)
+  out = finish_rdp(wbk_log_excess_moments(lam, log_qj, eps_j, jnp.full(n.shape, jnp.inf)), lam)
   out = jnp.minimum(out, lam / (2.0 * s[..., None] ** 2))   # local Gaussian (post-processing)
-  out = _envelope(out, lam_np)
-  bad = ~((n >= 1) & (p >= 0) & (p <= 1) & (sigma > 0))
-  return jnp.where(bad[..., None], jnp.nan, out)
+  out = order_envelope(out, lam_np)
+  return nan_where_invalid(out, n, p, sigma)
 
 
-@functools.partial(jax.jit, static_argnames=("orders",))
-def _check_in_gauss_jit(n, p, sigma, *, orders):
-  return _check_in_gauss_impl(np.asarray(orders, np.float64), n, p, sigma)
+_check_in_gauss_jit = orders_jit(_check_in_gauss_impl)
 
 
 def check_in_gaussian_rdp(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, sigma):
@@ -487,11 +282,9 @@ def check_in_gaussian_rdp(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, sigma):
 
   Bound: upper. Invalid traced lanes NaN. Always >= :func:`check_in_gaussian_rdp_lower`.
   """
-  arr, otuple = _orders_info(orders)
+  arr, otuple = integer_orders(orders)
   if checks.is_concrete((n, p, sigma)):
-    checks.check_range("n", n, 1.0)
-    checks.check_probability("p", p)
-    checks.check_positive("sigma", sigma)
+    check_rate_inputs(n, p, "sigma", sigma)
     return x64_boundary(_check_in_gauss_jit)(n, p, sigma, orders=otuple)
   return _check_in_gauss_impl(arr, n, p, sigma)
 
@@ -501,10 +294,8 @@ def check_in_gaussian_rdp(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, sigma):
 # --------------------------------------------------------------------------
 
 def _secagg_impl(lam_np, n, p, sigma, num_terms):
-  require_x64("check_in_secagg_gaussian_rdp")
-  n, p, sigma = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float64) for x in (n, p, sigma)))
-  lam = jnp.asarray(lam_np, jnp.float64)
-  jmax = int(np.max(lam_np))
+  n, p, sigma, lam, jmax = lanes_f64("check_in_secagg_gaussian_rdp", lam_np, n, p,
+                                     sigma)
   j = jnp.arange(2, jmax + 1, dtype=jnp.float64)
   s = jnp.where(sigma > 0, sigma, 1.0)
 
@@ -512,19 +303,16 @@ def _secagg_impl(lam_np, n, p, sigma, num_terms):
     kk = jnp.maximum(ks, 1.0)
     eps_j = 2.0 * j / (kk[..., None] * s[..., None, None] ** 2)
     lq = jnp.log(ks / n[..., None])
-    return _wbk_log_excess(lam, lq, eps_j, jnp.full(ks.shape, jnp.inf))
+    return wbk_log_excess(lam, lq, eps_j, jnp.full(ks.shape, jnp.inf))
 
   log_cap = log_expm1((lam - 1.0) * 2.0 * lam / s[..., None] ** 2)
-  out = _finish(_mixture_log_excess(n, p, num_terms, per_k, log_cap), lam)
+  out = finish_rdp(mixture_log_excess(n, p, num_terms, per_k, log_cap), lam)
   out = jnp.minimum(out, 2.0 * lam / s[..., None] ** 2)     # k = 1 Gaussian, no sampling
-  out = _envelope(out, lam_np)
-  bad = ~((n >= 1) & (p >= 0) & (p <= 1) & (sigma > 0))
-  return jnp.where(bad[..., None], jnp.nan, out)
+  out = order_envelope(out, lam_np)
+  return nan_where_invalid(out, n, p, sigma)
 
 
-@functools.partial(jax.jit, static_argnames=("orders", "num_terms"))
-def _secagg_jit(n, p, sigma, *, orders, num_terms):
-  return _secagg_impl(np.asarray(orders, np.float64), n, p, sigma, num_terms)
+_secagg_jit = orders_jit(_secagg_impl, "num_terms")
 
 
 def check_in_secagg_gaussian_rdp(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, sigma,
@@ -548,287 +336,19 @@ def check_in_secagg_gaussian_rdp(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, sigma,
 
   Bound: upper.
   """
-  arr, otuple = _orders_info(orders)
-  nt = _num_terms(num_terms, n, p)
+  arr, otuple = integer_orders(orders)
+  nt = resolve_num_terms(num_terms, n, p)
   if checks.is_concrete((n, p, sigma)):
-    checks.check_range("n", n, 1.0)
-    checks.check_probability("p", p)
-    checks.check_positive("sigma", sigma)
+    check_rate_inputs(n, p, "sigma", sigma)
     return x64_boundary(_secagg_jit)(n, p, sigma, orders=otuple, num_terms=nt)
   return _secagg_impl(arr, n, p, sigma, nt)
 
 
 # --------------------------------------------------------------------------
-# Eq. 8 (shuffle-Gaussian lower bound) by the power recurrence
+# Thm 1 (first cut)
 # --------------------------------------------------------------------------
-
-def _log_a(sigma, L):
-  """log a_i = i(i-1)/(2 sigma^2) - log i!, i = 0..L; shape S + (L+1,)."""
-  i = jnp.arange(L + 1, dtype=jnp.float64)
-  return i * (i - 1.0) / (2.0 * sigma[..., None] ** 2) - gammaln(i + 1.0)
-
-
-def _log_power_coeffs(log_a, m, L):
-  """log of the coefficients b_0..b_L of A(t)^m, A = sum a_i t^i, a_0 = 1.
-
-  log_a: S_a + (L+1,); m: S_m (integer-valued float >= 0), S_a broadcasting
-  against S_m (sigma may carry fewer batch dims than m). Miller's recurrence
-  b_i = (1/i) sum_{j=1}^i ((m+1) j - i) a_j b_{i-j} has non-negative
-  coefficients for i <= m + 1 (all terms positive, no cancellation); lanes
-  with m + 1 < L read A^m from a table of powers 0..L-2 built by repeated
-  multiplication over S_a only (O(L^3) per sigma, independent of S_m).
-  """
-  shape = jnp.broadcast_shapes(log_a.shape[:-1], m.shape)
-  log_a_b = jnp.broadcast_to(log_a, shape + (L + 1,))
-  m = jnp.broadcast_to(m, shape)
-  jv = jnp.arange(1, L + 1, dtype=jnp.float64)
-  init = jnp.full(shape + (L + 1,), -jnp.inf).at[..., 0].set(0.0)
-
-  def body(i, logb):
-    fi = i.astype(jnp.float64)
-    coef = (m[..., None] + 1.0) * jv - fi
-    idx = jnp.clip(i - jnp.arange(1, L + 1), 0, L)
-    prev = jnp.take(logb, idx, axis=-1)
-    t = jnp.where((jv <= fi) & (coef > 0),
-                  jnp.log(jnp.maximum(coef, 1.0)) + log_a_b[..., 1:] + prev, -jnp.inf)
-    val = logsumexp(t, axis=-1) - jnp.log(fi)
-    return lax.dynamic_update_index_in_dim(logb, val, i, axis=-1)
-
-  miller = lax.fori_loop(1, L + 1, body, init)
-  if L <= 2:
-    return jnp.where((m == 0)[..., None], init, miller)
-
-  # Table of A^0 .. A^{L-2} over log_a's own batch shape (skipped at run
-  # time when no lane needs it; under vmap both branches run).
-  def with_table(miller):
-    return jnp.where((m + 1.0 < L)[..., None], _small_powers(log_a, m, L, shape), miller)
-
-  return lax.cond(jnp.any(m + 1.0 < L), with_table, lambda x: x, miller)
-
-
-def _small_powers(log_a, m, L, shape):
-  ii = jnp.arange(L + 1)
-  conv_idx = ii[:, None] - ii[None, :]                       # (L+1, L+1): i - j
-  conv_ok = conv_idx >= 0
-  a_mat = jnp.where(conv_ok, jnp.take(log_a, jnp.clip(conv_idx, 0, L), axis=-1), -jnp.inf)
-
-  def mult(cur, _):
-    nxt = logsumexp(cur[..., None, :] + a_mat, axis=-1)
-    return nxt, nxt
-
-  one = jnp.full(log_a.shape, -jnp.inf).at[..., 0].set(0.0)
-  _, pows = lax.scan(mult, one, None, length=L - 2)           # A^1 .. A^{L-2}
-  table = jnp.concatenate([one[None], pows], axis=0)           # (L-1,) + S_a + (L+1,)
-  table = jnp.moveaxis(table, 0, -2)                           # S_a + (L-1, L+1)
-  nd = len(shape) - (log_a.ndim - 1)
-  table = table.reshape((1,) * nd + table.shape)
-  idx = jnp.clip(m, 0, L - 2).astype(jnp.int32)[..., None, None]
-  return jnp.take_along_axis(table, idx, axis=-2)[..., 0, :]
-
-
-def _log_moments(sigma, k, L):
-  """log E[M_k^j], j = 0..L, M_k = mean of k iid lognormals (Eq. 8 bracket)."""
-  logb = _log_power_coeffs(_log_a(sigma, L), k, L)
-  j = jnp.arange(L + 1, dtype=jnp.float64)
-  kk = jnp.maximum(k, 1.0)[..., None]
-  return gammaln(j + 1.0) + logb - j * jnp.log(kk)
-
-
-def _shuffle_lower_impl(lam_np, n, sigma):
-  require_x64("shuffle_gaussian_rdp_lower")
-  n = jnp.asarray(n, jnp.float64)
-  sigma = jnp.asarray(sigma, jnp.float64)                 # not broadcast: the
-  lam = jnp.asarray(lam_np, jnp.float64)                  # small-n table is per sigma
-  L = int(np.max(lam_np))
-  s = jnp.where(sigma > 0, sigma, 1.0)
-  nn = jnp.where(n >= 1, jnp.round(n), 1.0)
-  logm = _log_moments(s, nn, L)                           # S + (L+1,)
-  n, sigma = jnp.broadcast_arrays(n, sigma)
-  li = lam_np.astype(np.int64)
-  out = jnp.maximum(jnp.take(logm, li, axis=-1) / (lam - 1.0), 0.0)
-  bad = ~((n >= 1) & (sigma > 0))
-  return jnp.where(bad[..., None], jnp.nan, out)
-
-
-@functools.partial(jax.jit, static_argnames=("orders",))
-def _shuffle_lower_jit(n, sigma, *, orders):
-  return _shuffle_lower_impl(np.asarray(orders, np.float64), n, sigma)
-
-
-def shuffle_gaussian_rdp_lower(orders=DEFAULT_CHECK_IN_ORDERS, *, n, sigma):
-  r"""Lower bound on the RDP of the shuffled Gaussian mechanism (n reports).
-
-  Liew et al., arXiv:2206.03151v2, Thm 3 (Eq. 8 = Eq. 19): the Renyi
-  divergence, in Def. 4's direction D_lambda(M(D') || M(D)), of the pair
-  D = 0^n, D' = (1, 0^{n-1}) with N(0, sigma^2) noise per report:
-
-  .. math:: \varepsilon(\lambda)=\frac1{\lambda-1}\log\Big(\frac{e^{-\lambda/2\sigma^2}}{n^\lambda}
-            \sum_{k_1+\dots+k_n=\lambda}\binom{\lambda}{k_1,\dots,k_n}e^{\sum k_i^2/2\sigma^2}\Big)
-            =\frac{\log\lambda!+\log b_\lambda-\lambda\log n}{\lambda-1},
-
-  with b the coefficients of :math:`(\sum_i e^{i(i-1)/2\sigma^2}t^i/i!)^n`,
-  computed by J.C.P. Miller's power recurrence in log space (O(lambda^2), no
-  cancellation for lambda <= n + 1; repeated multiplication otherwise)
-  instead of Algorithm 2's partition sum (used as test oracle).
-
-  Args:
-    orders: concrete integer orders >= 2. n: reports >= 1 (rounded). sigma: > 0.
-
-  Returns:
-    float64, shape ``broadcast(n, sigma).shape + (len(orders),)``.
-
-  Bound: lower (the worst-case pair is open, Sec. 6 of the paper). It is
-  <= lambda/(2 sigma^2) (Cor. 1). Exact value of this pair's divergence.
-  """
-  arr, otuple = _orders_info(orders)
-  if checks.is_concrete((n, sigma)):
-    checks.check_range("n", n, 1.0)
-    checks.check_positive("sigma", sigma)
-    return x64_boundary(_shuffle_lower_jit)(n, sigma, orders=otuple)
-  return _shuffle_lower_impl(arr, n, sigma)
-
-
-def _check_in_lower_impl(lam_np, n, p, sigma, num_terms):
-  require_x64("check_in_gaussian_rdp_lower")
-  n, p, sigma = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float64) for x in (n, p, sigma)))
-  lam = jnp.asarray(lam_np, jnp.float64)
-  L = int(np.max(lam_np))
-  s = jnp.where(sigma > 0, sigma, 1.0)
-  n = jnp.where(n >= 1, jnp.round(n), 1.0)
-  j = jnp.arange(2, L + 1, dtype=jnp.float64)
-
-  def per_k(ks):
-    logm = _log_moments(s[..., None], ks, L)[..., 2:]         # S + (K, J)
-    lx = log_expm1(jnp.maximum(logm, 0.0))
-    r = ks / n[..., None]
-    rr = r[..., None, None]
-    jj = j[None, :]
-    ll = lam[:, None]
-    t = (log_binom(ll, jnp.minimum(jj, ll)) + xlog1py(jnp.maximum(ll - jj, 0.0), -rr)
-         + xlogy(jj, rr) + lx[..., None, :])
-    t = jnp.where(jj <= ll, t, -jnp.inf)
-    return logsumexp(t, axis=-1)                               # S + (K, L)
-
-  out = _finish(_mixture_log_excess(n, p, num_terms, per_k, None), lam)
-  bad = ~((n >= 1) & (p >= 0) & (p <= 1) & (sigma > 0))
-  return jnp.where(bad[..., None], jnp.nan, out)
-
-
-@functools.partial(jax.jit, static_argnames=("orders", "num_terms"))
-def _check_in_lower_jit(n, p, sigma, *, orders, num_terms):
-  return _check_in_lower_impl(np.asarray(orders, np.float64), n, p, sigma, num_terms)
-
-
-def check_in_gaussian_rdp_lower(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, sigma,
-                                num_terms=None):
-  r"""Lower bound on the RDP of shuffled check-in of Gaussian reports.
-
-  Section 4 of Liew et al. (arXiv:2206.03151v2, Thm 3) carried to check-in
-  (derived here): for D = 0^n, D' = (1, 0^{n-1}), given k check-ins the
-  likelihood ratio is :math:`1-r+rM_k`, r = k/n, M_k the mean of k iid
-  lognormals :math:`e^{(2x-1)/2\sigma^2}`, so by Eq. 5
-
-  .. math:: e^{(\lambda-1)\varepsilon(\lambda)}=\sum_k\mathrm{Bin}(k;n,p)
-            \sum_{j=0}^\lambda\binom\lambda j(1-r)^{\lambda-j}r^j\,\mathbb E[M_k^j],
-
-  with :math:`\mathbb E[M_k^j]` the Eq. 8 brackets. Terms outside the
-  k-window are dropped (this keeps it a lower bound).
-
-  Args / Returns: as :func:`check_in_gaussian_rdp`.
-
-  ``num_terms`` (static) defaults to covering np +- (7 sd + 10), capped at 2048.
-
-  Bound: lower (exact divergence of one neighbouring pair, up to the window).
-  """
-  arr, otuple = _orders_info(orders)
-  nt = _num_terms(num_terms, n, p, width=7.0, cap=2048)
-  if checks.is_concrete((n, p, sigma)):
-    checks.check_range("n", n, 1.0)
-    checks.check_probability("p", p)
-    checks.check_positive("sigma", sigma)
-    return x64_boundary(_check_in_lower_jit)(n, p, sigma, orders=otuple, num_terms=nt)
-  return _check_in_lower_impl(arr, n, p, sigma, nt)
-
-
-# --------------------------------------------------------------------------
-# Thm 5: subsampled shuffle Gaussian (optimistic estimate)
-# --------------------------------------------------------------------------
-
-def _ssg_impl(lam_np, n, m, sigma):
-  require_x64("subsampled_shuffle_gaussian_rdp_estimate")
-  n, m, sigma = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float64) for x in (n, m, sigma)))
-  lam = jnp.asarray(lam_np, jnp.float64)
-  L = int(np.max(lam_np))
-  s = jnp.where(sigma > 0, sigma, 1.0)
-  mm = jnp.where(m >= 1, jnp.round(m), 1.0)
-  logm = _log_moments(s, mm, L)                                # S + (L+1,)
-  j = jnp.arange(2, L + 1, dtype=jnp.float64)
-  eps_j = jnp.maximum(logm[..., 2:], 0.0) / (j - 1.0)
-  lq = jnp.log(mm / n)
-  out = _finish(_wbk_log_excess(lam, lq, eps_j, jnp.full(n.shape, jnp.inf)), lam)
-  bad = ~((n >= 1) & (m >= 1) & (m <= n) & (sigma > 0))
-  return jnp.where(bad[..., None], jnp.nan, out)
-
-
-@functools.partial(jax.jit, static_argnames=("orders",))
-def _ssg_jit(n, m, sigma, *, orders):
-  return _ssg_impl(np.asarray(orders, np.float64), n, m, sigma)
-
-
-def subsampled_shuffle_gaussian_rdp_estimate(orders=DEFAULT_CHECK_IN_ORDERS, *, n, m, sigma):
-  r"""Thm 5 RDP of sample-m-of-n-then-shuffle Gaussian: an optimistic ESTIMATE.
-
-  Liew et al., arXiv:2206.03151v2, Thm 5: WBK Thm 9 at rate m/n with the
-  Eq. 8 curve of m shuffled reports as base curve. Because Eq. 8 is a lower
-  bound on the shuffle-Gaussian RDP, this is neither an upper nor a lower
-  bound (the paper uses it "to estimate optimistically", Sec. 5). Matches the
-  authors' ``shuffgauss.SubShuffGaussRDPtoDP``.
-
-  Args:
-    orders: concrete integer orders >= 2. n >= 1; m in [1, n]; sigma > 0.
-  Returns:
-    float64, shape ``broadcast(n, m, sigma).shape + (len(orders),)``.
-
-  Bound: estimate (not certified).
-  """
-  arr, otuple = _orders_info(orders)
-  if checks.is_concrete((n, m, sigma)):
-    checks.check_range("n", n, 1.0)
-    checks.check_range("m", m, 1.0)
-    if np.any(np.asarray(m) > np.asarray(n)):
-      raise ValueError(f"m must be in [1, n]; got m={m}, n={n}.")
-    checks.check_positive("sigma", sigma)
-    return x64_boundary(_ssg_jit)(n, m, sigma, orders=otuple)
-  return _ssg_impl(arr, n, m, sigma)
-
-
-# --------------------------------------------------------------------------
-# Thm 1 (first cut) and FMT shuffle DP (Eqs. 10-11)
-# --------------------------------------------------------------------------
-
-def _fmt_shuffle_dp(k, eps0, delta0, delta1):
-  """FMT 'Hiding among the clones' Thm 3.8 as printed in Liew et al. Eqs. 10-11.
-
-  Falls back to (eps0, delta0) (no amplification) when the FMT condition
-  eps0 <= log(k / (16 log(2/delta1))) fails (the paper does not say; digest 3.3).
-  TODO: switch to jaxacct.shuffle.clones' closed form when it exposes one.
-  """
-  kk = jnp.maximum(k, 1.0)
-  e0 = jnp.exp(eps0)
-  cond = eps0 <= jnp.log(kk / (16.0 * jnp.log(2.0 / delta1)))
-  a = 8.0 * jnp.sqrt(e0 * jnp.log(4.0 / delta1) / kk)
-  c = 8.0 * e0 / kk
-  eps = jnp.log1p(jnp.tanh(eps0 / 2.0) * (a + c))
-  dlt = delta1 + (e0 + 1.0) * (1.0 + jnp.exp(-eps0) / 2.0) * kk * delta0
-  eps = jnp.where(cond, eps, eps0)
-  dlt = jnp.where(cond, dlt, delta0)
-  eps = jnp.where(k < 1, 0.0, eps)
-  dlt = jnp.where(k < 1, 0.0, dlt)
-  return eps, dlt
-
 
 def _first_cut_impl(n, p, eps0, delta0, delta, l, variant):
-  from jax.scipy.special import betainc
   n, p, eps0, delta0, delta, l = jnp.broadcast_arrays(
       *(jnp.asarray(x, jnp.float64) for x in (n, p, eps0, delta0, delta, l)))
   e0 = jnp.exp(eps0)
@@ -900,9 +420,7 @@ def _check_front(rounds, delta, conversion):
 
 def _compose_convert(orders, rdp, rounds, delta, conversion, name, bound):
   _check_front(rounds, delta, conversion)
-  r = jnp.asarray(rounds, jnp.float64)[..., None]
-  eps, order = _rdp_to_epsilon(jnp.asarray(orders, jnp.float64), rdp * r,
-                               jnp.asarray(delta, jnp.float64), conversion)
+  eps, order = compose_rdp_epsilon(orders, rdp, rounds, delta, conversion)
   top = float(np.max(orders))
   if np.any(np.asarray(order) == top):
     warnings.warn(f"{name}: the optimal Renyi order is the largest one given "
@@ -989,7 +507,6 @@ def check_in_first_cut_epsilon(*, n, p, eps0, delta0, delta, rounds=1) -> Epsilo
   Scalars only. Returns ``EpsilonResult(bound="upper")``; epsilon is ``inf``
   when the delta0 term alone exceeds the per-round budget.
   """
-  from scipy import stats
   for name, v in (("n", n), ("p", p), ("eps0", eps0), ("delta0", delta0)):
     if np.ndim(v):
       raise ValueError(f"{name} must be a scalar here; got shape {np.shape(v)}.")
@@ -1013,180 +530,3 @@ def check_in_first_cut_epsilon(*, n, p, eps0, delta0, delta, rounds=1) -> Epsilo
   return EpsilonResult(epsilon=min(T * eps, adv), delta=delta, method="first_cut",
                        bound="upper", details={"l": l, "eps_round": eps,
                                                "delta_round": d_tot})
-
-
-# --------------------------------------------------------------------------
-# paper reproduction (unsound Lemma 1)
-# --------------------------------------------------------------------------
-
-def _eq9(orders, rdp, delta):
-  """Liew et al. Eq. 9 (CKS20 conversion) minimised over the grid, without the
-  KL/TV shortcut of jaxacct's "tight" conversion (so tiny RDP curves give the
-  paper's conversion overhead, not 0). Returns (eps, order)."""
-  a = jnp.asarray(orders, jnp.float64)
-  e = rdp + (jnp.log(1.0 / delta) + (a - 1.0) * jnp.log1p(-1.0 / a) - jnp.log(a)) / (a - 1.0)
-  i = jnp.argmin(e, axis=-1)
-  return jnp.take_along_axis(e, i[..., None], axis=-1)[..., 0], a[i]
-
-
-_G_GRID = 256
-_G_ITERS = 60
-
-
-def _lemma1_impl(lam, eps, delta):
-  """Printed Lemma 1 (Eq. 2): eps + log(min_r ...)/(lam - 1); broadcast."""
-  lam, eps, delta = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float64) for x in (lam, eps, delta)))
-  ee = jnp.exp(eps)
-  u_hi = jnp.log1p(-delta) - 1e-12
-  u_lo = jnp.minimum(jnp.log(jnp.maximum(delta, 1e-300)) - 30.0, u_hi - 1.0)
-  u_lo = jnp.maximum(u_lo, -700.0)
-
-  def g(u):
-    r = delta + jnp.exp(u)
-    a = lam * jnp.log(r) + (1.0 - lam) * u
-    b = xlog1py(lam, -jnp.minimum(r, 1.0)) + (1.0 - lam) * jnp.log(jnp.maximum(ee - r + delta, 1e-300))
-    return jnp.logaddexp(a, b)
-
-  t = jnp.linspace(0.0, 1.0, _G_GRID)
-  grid = u_lo[..., None] + (u_hi - u_lo)[..., None] * t
-  r = delta[..., None] + jnp.exp(grid)
-  a = lam[..., None] * jnp.log(r) + (1.0 - lam[..., None]) * grid
-  b = (xlog1py(lam[..., None], -jnp.minimum(r, 1.0))
-       + (1.0 - lam[..., None]) * jnp.log(jnp.maximum(ee[..., None] - r + delta[..., None], 1e-300)))
-  vals = jnp.logaddexp(a, b)
-  i = jnp.argmin(vals, axis=-1)
-  step = (u_hi - u_lo) / (_G_GRID - 1)
-  lo = u_lo + jnp.maximum(i - 1, 0) * step
-  hi = u_lo + jnp.minimum(i + 1, _G_GRID - 1) * step
-  phi = (math.sqrt(5.0) - 1.0) / 2.0
-
-  def body(_, ab):
-    lo, hi = ab
-    x1 = hi - phi * (hi - lo)
-    x2 = lo + phi * (hi - lo)
-    left = g(x1) < g(x2)
-    return jnp.where(left, lo, x1), jnp.where(left, x2, hi)
-
-  lo, hi = lax.fori_loop(0, _G_ITERS, body, (lo, hi))
-  best = jnp.minimum(jnp.min(vals, axis=-1), g(0.5 * (lo + hi)))
-  return jnp.maximum(eps + best / (lam - 1.0), 0.0)
-
-
-_lemma1_jit = jax.jit(_lemma1_impl)
-
-
-def paper_lemma1_rdp(orders, *, eps, delta):
-  r"""Liew et al.'s Lemma 1 (Eq. 2) DP->RDP map AS PRINTED -- UNSOUND, reproduction only.
-
-  arXiv:2206.03151v2, Lemma 1 (attributed to Asoodeh et al. 2021):
-  :math:`\epsilon(\lambda)=\epsilon+\frac1{\lambda-1}\log\min_{r\in(\delta,1)}
-  \big(r^\lambda(r-\delta)^{1-\lambda}+(1-r)^\lambda(e^\epsilon-r+\delta)^{1-\lambda}\big)`.
-  The minimum over r returns the *least* divergence compatible with the
-  (eps, delta) boundary, so this is not an upper bound (at delta = 0 it is
-  ~0 for every eps; no finite DP->RDP bound exists for delta > 0). Digest Sec. 1.3.
-
-  Returns: float64, shape ``broadcast(eps, delta).shape + (len(orders),)``.
-  Bound: none (unsound).
-  """
-  arr, _ = _orders_info(orders)
-  checks.check_range("eps", eps, 0.0)
-  checks.check_range("delta", delta, 0.0, 1.0, hi_open=True)
-  with jax.enable_x64(True):
-    e = jnp.asarray(eps, jnp.float64)[..., None]
-    d = jnp.asarray(delta, jnp.float64)[..., None]
-    return _lemma1_jit(jnp.asarray(arr), e, d)
-
-
-@functools.partial(jax.jit, static_argnames=("orders", "approach", "num_terms"))
-def _approach_jit(n, p, eps0, delta0, delta1, *, orders, approach, num_terms):
-  lam = jnp.asarray(orders)
-  L = int(max(orders))
-  j = jnp.arange(2, L + 1, dtype=jnp.float64)
-
-  def per_k(ks):
-    eS, dS = _fmt_shuffle_dp(ks, eps0, delta0, delta1)           # (K,)
-    r = ks / n
-    if approach == 1:
-      eps_j = _lemma1_impl(j[None, :], eS[:, None], dS[:, None])  # (K, J)
-      return _wbk_log_excess(lam, jnp.log(r), eps_j, log_expm1(eS))
-    ek = jnp.log1p(r * jnp.expm1(eS))
-    dk = r * dS
-    e_l = _lemma1_impl(lam[None, :], ek[:, None], dk[:, None])    # (K, L)
-    return log_expm1((lam - 1.0) * e_l)
-
-  n_ = jnp.asarray(n, jnp.float64)
-  p_ = jnp.asarray(p, jnp.float64)
-  return _finish(_mixture_log_excess(n_, p_, num_terms, per_k, None), lam)
-
-
-def paper_approach_rdp(orders=np.arange(2, 65, dtype=np.float64), *, approach: int,
-                       n, p, eps0, delta0, delta1, num_terms=None):
-  r"""Approach 1 or 2 of Liew et al.'s Table 1, AS PRINTED -- UNSOUND, reproduction only.
-
-  arXiv:2206.03151v2, Sec. 3.3 / Table 1, with the Eq. 5 mixture over the
-  binomial bulk (c = 13 sd; the far tail is dropped as in a finite sum):
-
-  * Approach 1: per k, FMT shuffle DP of k reports (Eqs. 10-11, falling back
-    to (eps0, delta0) when FMT's condition fails) -> printed Lemma 1 at each
-    j -> WBK Thm 9 at rate k/n with eps(inf) = eps^S_k.
-  * Approach 2: per k, FMT -> Balle et al. subsampling at rate k/n (Eq. 12)
-    -> printed Lemma 1 at lambda.
-
-  Both go through the printed Lemma 1 (see :func:`paper_lemma1_rdp`), so the
-  result is not a privacy guarantee. Scalars only.
-
-  Returns: float64 ``(len(orders),)``. Bound: none (unsound).
-  """
-  arr, otuple = _orders_info(orders)
-  checks.check_choice("approach", approach, (1, 2))
-  checks.check_range("n", n, 1.0)
-  checks.check_probability("p", p)
-  checks.check_range("eps0", eps0, 0.0)
-  checks.check_probability("delta0", delta0)
-  checks.check_delta(delta1, "delta1")
-  nt = _num_terms(num_terms, n, p)
-  with jax.enable_x64(True):
-    return _approach_jit(float(n), float(p), float(eps0), float(delta0), float(delta1),
-                         orders=otuple, approach=int(approach), num_terms=nt)
-
-
-def paper_table2_epsilon(*, method: str, n, p, eps0, delta0, delta, rounds=100,
-                         orders=np.arange(2, 65, dtype=np.float64),
-                         num_terms=None) -> EpsilonResult:
-  r"""Liew et al. Table 2 pipeline (reproduction; UNSOUND printed Lemma 1 inside).
-
-  arXiv:2206.03151v2, Table 2 / Sec. 3.3: per-round RDP from ``method`` in
-  ``("baseline", "approach1", "approach2")``, times ``rounds`` (Lemma 2),
-  then Eq. 9 (the tight conversion without its KL shortcut) at ``delta``; FMT's delta1 = delta.
-  Baseline = Thm 1 (printed Eq. 4) -> Lemma 1, with l minimising the final
-  epsilon subject to delta_tot <= delta (Remark 1; the paper's rule is not
-  stated). Scalars only.
-
-  Returns: ``EpsilonResult(bound="estimate")`` (the paper as printed; not a valid bound).
-  """
-  checks.check_choice("method", method, ("baseline", "approach1", "approach2"))
-  checks.check_int("rounds", rounds, min_value=1)
-  arr, _ = _orders_info(orders)
-  with jax.enable_x64(True):
-    if method == "baseline":
-      mean = n * p
-      ls = np.unique(np.round(np.linspace(max(1.0, mean), n, 400)))
-      eps_l, dtot = check_in_first_cut_dp(n=n, p=p, eps0=eps0, delta0=delta0,
-                                          delta=delta, l=ls, variant="printed")
-      eps_l = np.asarray(eps_l)
-      dtot = np.asarray(dtot)
-      ok = dtot <= delta
-      if not np.any(ok):
-        return EpsilonResult(epsilon=math.inf, delta=delta, method="paper_baseline",
-                             bound=UNSOUND)
-      rdp = np.asarray(paper_lemma1_rdp(arr, eps=eps_l[ok], delta=dtot[ok]))
-      eps, order = _eq9(arr, jnp.asarray(rdp * rounds), delta)
-      i = int(np.argmin(np.asarray(eps)))
-      return EpsilonResult(epsilon=float(eps[i]), delta=delta, method="paper_baseline",
-                           bound=UNSOUND, order=float(order[i]),
-                           details={"l": float(ls[ok][i])})
-    rdp = paper_approach_rdp(arr, approach=1 if method == "approach1" else 2, n=n, p=p,
-                             eps0=eps0, delta0=delta0, delta1=delta, num_terms=num_terms)
-    eps, order = _eq9(arr, rdp * rounds, delta)
-    return EpsilonResult(epsilon=float(eps), delta=delta, method="paper_" + method,
-                         bound=UNSOUND, order=float(order))

@@ -10,7 +10,7 @@ All bounds are for **replacement** neighbours, both directions, for any
 
 * ``clone_delta`` / ``clone_epsilon``: the exact privacy profile of the clone
   pair (Thm 3.2; App. F computes it), evaluated in O(window) log-space terms
-  by the shared pair kernel ``jaxacct.shuffle._pairs`` (the clone pair is the
+  by the shared pair kernel ``jaxacct.shuffle.pair_fast`` (the clone pair is the
   member ``p = e^eps0``, ``beta = (p-1)/(p+1)``, ``q = 2 e^{2 eps0}/(e^eps0+1)``
   of the Wang et al. family). Upper bound, valid for every eps0-LDP randomizer.
 * ``clone_epsilon_closed_form``: Thm 3.1 Eq. (1), upper, with its validity
@@ -34,9 +34,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.solve import bisect
 from jaxacct._core.dtype import require_x64, x64_boundary
-from jaxacct.shuffle import _pairs
+from jaxacct._core.logmath import log_binom_pmf
+from jaxacct.shuffle import pair_fast, pair_reference, windows
 
 __all__ = ["clone_delta", "clone_epsilon", "clone_epsilon_closed_form",
            "clone_epsilon_approx_ldp", "krr_epsilon_closed_form",
@@ -46,8 +46,7 @@ __all__ = ["clone_delta", "clone_epsilon", "clone_epsilon_closed_form",
 
 def clone_pair_params(eps0):
   """(p, beta, q) of the pair family that give FMT'21's clone pair."""
-  p = jnp.exp(eps0)
-  return p, (p - 1.0) / (p + 1.0), 2.0 * p * p / (p + 1.0)
+  return pair_fast.member_params(jnp.asarray(eps0), "clone")
 
 
 def _check_common(n, eps0):
@@ -58,34 +57,6 @@ def _check_common(n, eps0):
 def _check_max_n(max_n):
   if max_n is not None:
     checks.check_int("max_n", max_n, min_value=1)
-
-
-def _clone_width(n, eps0, max_n, delta=None):
-  _check_max_n(max_n)
-  if max_n is None and checks.is_concrete((n, eps0)):
-    return _pairs.fast_width(n, np.exp(-np.asarray(eps0, np.float64)), delta)
-  if max_n is None:
-    return _pairs.resolve_width(n, 0.5, max_n)  # raises: max_n needed
-  return _pairs.fast_width(max_n, 0.5, None)
-
-
-@functools.partial(jax.jit, static_argnames=("width",))
-def _clone_delta_jit(eps, n, eps0, *, width):
-  p, beta, q = clone_pair_params(jnp.asarray(eps0, jnp.float64))
-  return _pairs.sym_delta_fast(eps, n, p, beta, q, width=width)
-
-
-@functools.partial(jax.jit, static_argnames=("width",))
-def _clone_epsilon_jit(delta, n, eps0, *, width):
-  p, beta, q = clone_pair_params(jnp.asarray(eps0, jnp.float64))
-  return _pairs.sym_epsilon_fast(delta, n, p, beta, q, width=width)
-
-
-def _clone_epsilon_eager(delta, n, eps0, coarse=True):
-  e0 = np.asarray(eps0, np.float64)
-  p = np.exp(e0)
-  return _pairs.sym_epsilon_grouped(delta, n, p, (p - 1.0) / (p + 1.0),
-                                    2.0 * p * p / (p + 1.0), coarse=coarse)
 
 
 def clone_delta(eps, *, n, eps0, max_n=None):
@@ -110,13 +81,8 @@ def clone_delta(eps, *, n, eps0, max_n=None):
   Bound: upper (valid for every, also adaptive, eps0-LDP randomizer); it is the
   pair's exact profile plus a computed tail mass < 1e-20. NaN for invalid lanes.
   """
-  if checks.is_concrete((eps, n, eps0)):
-    _check_common(n, eps0)
-    checks.check_range("eps", eps, 0.0)
-    return x64_boundary(_clone_delta_jit)(eps, n, eps0,
-                                          width=_clone_width(n, eps0, max_n))
-  require_x64("clone_delta")
-  return _clone_delta_jit(eps, n, eps0, width=_clone_width(n, eps0, max_n))
+  return pair_fast.member_delta_checked(eps, n=n, eps0=eps0, max_n=max_n,
+                                        member="clone", where="clone_delta")
 
 
 def clone_epsilon(delta, *, n, eps0, max_n=None):
@@ -132,7 +98,7 @@ def clone_epsilon(delta, *, n, eps0, max_n=None):
   Returns:
     float64 array of the broadcast shape, in ``[0, eps0]``.
 
-  Computed by ``jaxacct.shuffle._pairs.sym_epsilon_fast``: the pair's delta
+  Computed by ``jaxacct.shuffle.pair_fast.sym_epsilon_fast``: the pair's delta
   by block recurrences anchored by one incomplete-beta call per 64 c-cells
   (rounding allowance and cut mass added) and a safeguarded Newton solve that
   returns the feasible end of a bracket of relative width ~1e-13 (4-10
@@ -144,15 +110,9 @@ def clone_epsilon(delta, *, n, eps0, max_n=None):
   the allowance: the float64 error of jax's ``betainc``/``gammaln`` at the
   anchors and weights (~1e-11 relative at c ~ 1e5, ~1e-8 at c ~ 1e7).
   """
-  if checks.is_concrete((delta, n, eps0)):
-    _check_common(n, eps0)
-    checks.check_delta(delta)
-    if max_n is not None:
-      return x64_boundary(_clone_epsilon_jit)(
-          delta, n, eps0, width=_clone_width(n, eps0, max_n))
-    return x64_boundary(_clone_epsilon_eager)(delta, n, eps0)
-  require_x64("clone_epsilon")
-  return _clone_epsilon_jit(delta, n, eps0, width=_clone_width(n, eps0, max_n))
+  return pair_fast.member_epsilon_checked(delta, n=n, eps0=eps0, max_n=max_n,
+                                          member="clone",
+                                          where="clone_epsilon")
 
 
 def _closed_form(delta, n, eps0):
@@ -272,18 +232,18 @@ def _rr2_delta_scalar(eps, n, eps0, width):
   pi = 1.0 / (jnp.exp(eps0) + 1.0)
   lpi, l1pi = -jnp.log1p(jnp.exp(eps0)), -jnp.log1p(jnp.exp(-eps0))
   m = n - 1.0
-  lo = _pairs._window(n, pi, width)
+  lo = windows.window_start(n, pi, width)
   y = lo + jnp.arange(width, dtype=jnp.float64)
   # Z = Bin(n-1, pi);  Y0 = Z + Bern(pi),  Y1 = Z + Bern(1-pi)
-  lz = _pairs.binom_logpmf(y, m, lpi, l1pi)
-  lzm = _pairs.binom_logpmf(y - 1.0, m, lpi, l1pi)
+  lz = log_binom_pmf(y, m, pi)
+  lzm = log_binom_pmf(y - 1.0, m, pi)
   l0 = jnp.logaddexp(l1pi + lz, lpi + lzm)
   l1 = jnp.logaddexp(lpi + lz, l1pi + lzm)
   e = jnp.exp(eps)
   p0, p1 = jnp.exp(l0), jnp.exp(l1)
   h01 = jnp.sum(jnp.where(y <= n, jnp.maximum(p0 - e * p1, 0.0), 0.0))
   h10 = jnp.sum(jnp.where(y <= n, jnp.maximum(p1 - e * p0, 0.0), 0.0))
-  tail = _pairs._tail_mass(n, pi, lo, width)
+  tail = windows.cut_mass(n, pi, lo, width)
   d = jnp.maximum(h01, h10)
   return jnp.where(eps >= eps0, 0.0, d), tail
 
@@ -291,9 +251,9 @@ def _rr2_delta_scalar(eps, n, eps0, width):
 def _rr2_width(n, eps0, max_n=None):
   _check_max_n(max_n)
   if max_n is not None:
-    return _pairs.window_size(max_n, 0.5)
+    return windows.window_size(max_n, 0.5)
   if checks.is_concrete((n, eps0)):
-    return _pairs.window_size(n, 1.0 / (np.exp(np.asarray(eps0, np.float64)) + 1))
+    return windows.window_size(n, 1.0 / (np.exp(np.asarray(eps0, np.float64)) + 1))
   raise ValueError("rr2 lower bound needs concrete n and eps0 (window size).")
 
 
@@ -314,7 +274,7 @@ def _rr2_epsilon_jit(delta, n, eps0, *, width, num_iters=64):
     # lower bound: the windowed sum (without the tail) is <= the true delta,
     # so the smallest eps with windowed delta <= target is <= the true eps.
     fn = lambda e: _rr2_delta_scalar(e, n_, e0, width)[0] - dl
-    _, lo = _pairs.bracket_decreasing(fn, 0.0, e0, 1.0 - dl, -dl,
+    _, lo = pair_reference.bracket_decreasing(fn, 0.0, e0, 1.0 - dl, -dl,
                                       num_iters=num_iters, illinois=False)
     # the LOWER (infeasible) end of the bracket (BinSLower, Alg. 7)
     return lo
@@ -387,8 +347,8 @@ def clone_rdp(orders, *, n, eps0):
   p = float(np.exp(eps0))
   beta = (p - 1.0) / (p + 1.0)
   q = 2.0 * p * p / (p + 1.0)
-  wc, wa = _pairs.rdp_widths(n, np.exp(-eps0), 0.5, orders_np.max(), eps0)
-  return _pairs.pair_rdp(orders_np, n=float(n), p=p, beta=beta, q0=q, q1=q,
+  wc, wa = windows.rdp_widths(n, np.exp(-eps0), 0.5, orders_np.max(), eps0)
+  return pair_reference.pair_rdp(orders_np, n=float(n), p=p, beta=beta, q0=q, q1=q,
                          wc=wc, wa=wa, symmetric=True)
 
 
@@ -409,16 +369,16 @@ def _krr41_delta_scalar(eps, n, eps0, k, wm, wz, lower):
   tm = 3.0 * p4
   e = jnp.exp(eps)
   al = q4 * (1.0 + e)
-  mlo = _pairs._window(n - 1.0, tm, wm)
+  mlo = windows.window_start(n - 1.0, tm, wm)
   m = mlo + jnp.arange(wm, dtype=jnp.float64)  # (wm,)
   s = m + 1.0
-  lwm = _pairs.binom_logpmf(m, n - 1.0, jnp.log(tm), jnp.log1p(-tm))
+  lwm = log_binom_pmf(m, n - 1.0, tm)
   zlo = jnp.clip(jnp.floor(s / 3.0 - 0.5 * (wz - 1)), 0.0,
                  jnp.maximum(s + 1.0 - wz, 0.0))
   z = zlo[:, None] + jnp.arange(wz, dtype=jnp.float64)[None, :]  # (wm, wz)
   ss = s[:, None]
   okz = z <= ss
-  lwz = _pairs.binom_logpmf(z, ss, -jnp.log(3.0), jnp.log(2.0 / 3.0))
+  lwz = log_binom_pmf(z, ss, 1.0 / 3.0)
   big_n = jnp.maximum(ss - z, 0.0)
   be = q4 * e * big_n + (e - 1.0) * (1.0 - q4) * z
   kk = jnp.floor(be / al) + 1.0
@@ -427,8 +387,8 @@ def _krr41_delta_scalar(eps, n, eps0, k, wm, wz, lower):
   # with X = Pr[Bin(N-1,1/2) >= k], f = Bin(k-1; N-1, 1/2):
   #   Pr[Bin(N-1) >= k-1] = X + f,  Pr[Bin(N) >= k] = X + f/2.
   nm1 = jnp.maximum(big_n - 1.0, 0.0)
-  x = _pairs.binom_sf(kk, nm1, 0.5)
-  f = jnp.exp(_pairs.binom_logpmf(kk - 1.0, nm1, jnp.log(0.5), jnp.log(0.5)))
+  x = windows.binom_sf(kk, nm1, 0.5)
+  f = jnp.exp(log_binom_pmf(kk - 1.0, nm1, 0.5))
   has = big_n >= 1
   x = jnp.where(has, x, 0.0)
   f = jnp.where(has, f, 0.0)
@@ -439,11 +399,11 @@ def _krr41_delta_scalar(eps, n, eps0, k, wm, wz, lower):
   if not lower:
     # cut m: P-mass; cut z within a kept m: (3/s) Bin(z) E[..] <= 1.5 al Bin(z)
     mhi = mlo + wm - 1.0
-    mtail = (jnp.where(mlo >= 1, _pairs.binom_cdf(mlo - 1.0, n - 1.0, tm), 0.0)
-             + _pairs.binom_sf(mhi + 1.0, n - 1.0, tm))
+    mtail = (jnp.where(mlo >= 1, windows.binom_cdf(mlo - 1.0, n - 1.0, tm), 0.0)
+             + windows.binom_sf(mhi + 1.0, n - 1.0, tm))
     zhi = zlo + wz - 1.0
-    zt = (jnp.where(zlo >= 1, _pairs.binom_cdf(zlo - 1.0, s, 1.0 / 3.0), 0.0)
-          + _pairs.binom_sf(zhi + 1.0, s, 1.0 / 3.0))
+    zt = (jnp.where(zlo >= 1, windows.binom_cdf(zlo - 1.0, s, 1.0 / 3.0), 0.0)
+          + windows.binom_sf(zhi + 1.0, s, 1.0 / 3.0))
     d = d + mtail + 1.5 * al * jnp.max(jnp.where(m <= n - 1.0, zt, 0.0))
   d = jnp.where(eps >= eps0, 0.0, jnp.clip(d, 0.0, 1.0))
   bad = (eps0 <= 0) | (k < 2) | (n < 1) | jnp.isnan(eps) | (eps < 0)
@@ -465,20 +425,25 @@ def _krr41_eps_jit(delta, n, eps0, k, *, wm, wz):
 
   def one(dl, n_, e0, k_):
     fn = lambda e: _krr41_delta_scalar(e, n_, e0, k_, wm, wz, False) - dl
-    hi, _ = _pairs.bracket_decreasing(fn, 0.0, e0, 1.0 - dl, -dl, num_iters=40)
+    hi, _ = pair_reference.bracket_decreasing(fn, 0.0, e0, 1.0 - dl, -dl, num_iters=40)
     return jnp.where((dl <= 0) | (dl >= 1) | (e0 <= 0), jnp.nan, hi)
 
   return jax.vmap(one)(*[a.reshape(-1) for a in args]).reshape(shp)
 
 
-def _krr41_widths(n, eps0, k):
+def krr_thm41_widths(n, eps0, k):
+  """Static (m-window, z-window) lengths of the Thm 4.1 k-RR sum (eager numpy).
+
+  Their product is the cost of ``krr_thm41_delta`` (the front door skips the
+  bound above a cell budget).
+  """
   e0 = np.exp(np.asarray(eps0, np.float64))
   k = np.asarray(k, np.float64)
   tm = 3.0 * k / ((k + 1.0) * (e0 + k - 1.0))
-  wm = _pairs.window_size(np.asarray(n, np.float64) - 1.0, tm)
+  wm = windows.window_size(np.asarray(n, np.float64) - 1.0, tm)
   smax = float(np.max(np.minimum(np.asarray(n, np.float64),
                                  (np.asarray(n) - 1.0) * tm + wm)))
-  wz = _pairs.window_size(smax, 1.0 / 3.0)
+  wz = windows.window_size(smax, 1.0 / 3.0)
   return wm, wz
 
 
@@ -500,7 +465,7 @@ def krr_thm41_delta(eps, *, n, eps0, k):
   _check_common(n, eps0)
   checks.check_int("k", k, min_value=2)
   checks.check_range("eps", eps, 0.0)
-  wm, wz = _krr41_widths(n, eps0, k)
+  wm, wz = krr_thm41_widths(n, eps0, k)
   return x64_boundary(_krr41_delta_jit)(eps, n, eps0, k, wm=wm, wz=wz)
 
 
@@ -512,5 +477,5 @@ def krr_thm41_epsilon(delta, *, n, eps0, k):
   _check_common(n, eps0)
   checks.check_int("k", k, min_value=2)
   checks.check_delta(delta)
-  wm, wz = _krr41_widths(n, eps0, k)
+  wm, wz = krr_thm41_widths(n, eps0, k)
   return x64_boundary(_krr41_eps_jit)(delta, n, eps0, k, wm=wm, wz=wz)

@@ -34,12 +34,12 @@ from typing import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import special as sps
 from scipy import stats
 
 from jaxacct._core import checks
-from jaxacct._core.solve import bisect
 from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.logmath import log_binom_pmf
+from jaxacct._core.solve import bisect
 
 __all__ = ["binary_rr_pmfs", "binary_rr_table", "binary_rr_delta",
            "binary_rr_epsilon", "enumerate_delta", "worst_case_delta",
@@ -48,9 +48,13 @@ __all__ = ["binary_rr_pmfs", "binary_rr_table", "binary_rr_delta",
 MAX_EXACT_BINARY_N = 2000
 
 
-def _binom_pmf(m: int, prob: float) -> np.ndarray:
-  k = np.arange(m + 1)
-  return stats.binom.pmf(k, m, prob)
+@jax.jit
+def _count_laws(k, m, pi):
+  """Bin(k; m, 1-pi) and Bin(k; n-1-m, pi) on the padded support ``k = 0..n-1``
+  (Loader log-pmf, zero beyond each law's support): one compile per n."""
+  n1 = k.shape[0] - 1.0
+  return (jnp.exp(log_binom_pmf(k, m, 1.0 - pi)),
+          jnp.exp(log_binom_pmf(k, n1 - m, pi)))
 
 
 def binary_rr_pmfs(n: int, eps0: float, m: int):
@@ -63,7 +67,11 @@ def binary_rr_pmfs(n: int, eps0: float, m: int):
   checks.check_positive("eps0", eps0)
   checks.check_int("m", m, min_value=0, max_value=int(n) - 1)
   pi = 1.0 / (math.exp(eps0) + 1.0)
-  z = np.convolve(_binom_pmf(m, 1.0 - pi), _binom_pmf(n - 1 - m, pi))
+  with jax.enable_x64(True):
+    a, b = _count_laws(jnp.arange(int(n), dtype=jnp.float64), float(m), pi)
+  a = np.asarray(a)[:int(m) + 1]
+  b = np.asarray(b)[:int(n) - int(m)]
+  z = np.convolve(a, b)
   zs = np.concatenate([[0.0], z])
   z = np.concatenate([z, [0.0]])
   y0 = (1.0 - pi) * z + pi * zs
@@ -250,7 +258,7 @@ def pair_pmfs(n: int, p: float, beta: float, q0: float, q1: float,
               *, z: float = 10.0):
   r"""The variation-ratio pair as probability vectors over a (c, a) window.
 
-  Same pair as ``jaxacct.shuffle._pairs`` (Wang et al. arXiv:2304.05007v5
+  Same pair as ``jaxacct.shuffle.pair_reference`` (Wang et al. arXiv:2304.05007v5
   App. H; the FMT'21 clone pair and the stronger clone are members). Returns
   ``(P, Q)`` numpy float64 vectors whose last two entries are atoms carrying
   an upper bound on the cut mass: ``(tail, 0)`` and ``(0, tail)``, i.e. +inf

@@ -44,12 +44,12 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from jaxacct._core import checks
-from jaxacct._core.conversion import rdp_to_epsilon_kernel as _rdp_to_epsilon
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.orders import DEFAULT_INTEGER_ORDERS, DEFAULT_ORDERS
 from jaxacct._core.results import EpsilonResult
 from jaxacct.shuffle import _binned
+from jaxacct.shuffle.rdp_rounds import compose_rdp_epsilon
 
 __all__ = ["girgis_thm1_rdp", "girgis_cor1_rdp", "girgis_thm2_rdp",
            "efm19_rdp", "girgis_mixture_rdp", "girgis_lower_rdp",
@@ -481,9 +481,7 @@ def girgis_epsilon(*, n, eps0, delta, rounds=1, bound: str = "thm1",
       orders = np.arange(2, 201, dtype=np.float64)
     rdp = girgis_subsampled_rdp(orders, n=n, eps0=eps0, sampling_rate=sampling_rate,
                                 base=bound)
-  rdp = rdp * jnp.asarray(rounds, jnp.float64)[..., None]
-  eps, order = _rdp_to_epsilon(jnp.asarray(orders, jnp.float64), rdp,
-                               jnp.asarray(delta, jnp.float64), method)
+  eps, order = compose_rdp_epsilon(orders, rdp, rounds, delta, method)
   return EpsilonResult(epsilon=eps, delta=delta, method="girgis_" + bound,
                        bound="estimate" if bound == "lower" else "upper",
                        order=order)

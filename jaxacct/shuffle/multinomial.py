@@ -69,12 +69,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.conversion import rdp_to_epsilon_kernel as _rdp_to_epsilon
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf, logsumexp
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import EpsilonResult
-from jaxacct.shuffle import _binned
+from jaxacct.shuffle import _binned, girgis
+from jaxacct.shuffle.rdp_rounds import compose_rdp_epsilon
 
 __all__ = ["chen_exact_rdp", "chen_asymptotic_rdp", "chen_gdp_mu",
            "chen_table1_rdp", "chen_epsilon"]
@@ -344,7 +344,6 @@ def chen_table1_rdp(orders=DEFAULT_ORDERS, *, n, eps0):
   explicit formula); their certified numerical counterpart is
   :func:`chen_exact_rdp` (the clone pair).
   """
-  from jaxacct.shuffle import girgis  # same scheme (shuffle)
   return {
       "girgis_upper": girgis.girgis_thm2_rdp(orders, n=n, eps0=eps0),
       "girgis_lower": girgis.girgis_cor2_rdp(orders, n=n, eps0=eps0),
@@ -383,9 +382,7 @@ def chen_epsilon(*, n, eps0, delta, rounds=1, bound: str = "exact",
     rdp = chen_exact_rdp(orders, n=n, eps0=eps0, num_c=num_c, num_a=num_a)
   else:
     rdp = chen_asymptotic_rdp(orders, n=n, eps0=eps0)
-  rdp = rdp * jnp.asarray(rounds, jnp.float64)[..., None]
-  eps, order = _rdp_to_epsilon(jnp.asarray(orders, jnp.float64), rdp,
-                               jnp.asarray(delta, jnp.float64), method)
+  eps, order = compose_rdp_epsilon(orders, rdp, rounds, delta, method)
   return EpsilonResult(epsilon=eps, delta=delta, method="chen_" + bound,
                        bound="upper" if bound == "exact" else "estimate",
                        order=order)

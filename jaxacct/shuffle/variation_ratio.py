@@ -41,9 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.solve import bisect
-from jaxacct._core.dtype import require_x64, x64_boundary
-from jaxacct.shuffle import _pairs
+from jaxacct._core.dtype import x64_boundary
+from jaxacct.shuffle import pair_fast, pair_reference, windows
 
 __all__ = ["stronger_clone_delta", "stronger_clone_epsilon",
            "stronger_clone_rdp", "variation_ratio_lower_delta",
@@ -52,37 +51,8 @@ __all__ = ["stronger_clone_delta", "stronger_clone_epsilon",
 
 
 def stronger_pair_params(eps0):
-  p = jnp.exp(eps0)
-  return p, (p - 1.0) / (p + 1.0), p
-
-
-def _width(n, eps0, max_n, delta=None):
-  if max_n is not None:
-    checks.check_int("max_n", max_n, min_value=1)
-  if max_n is None and checks.is_concrete((n, eps0)):
-    return _pairs.fast_width(
-        n, 2.0 / (np.exp(np.asarray(eps0, np.float64)) + 1.0), delta)
-  if max_n is None:
-    return _pairs.resolve_width(n, 0.5, max_n)  # raises: max_n needed
-  return _pairs.fast_width(max_n, 0.5, None)
-
-
-@functools.partial(jax.jit, static_argnames=("width",))
-def _sc_delta_jit(eps, n, eps0, *, width):
-  p, beta, q = stronger_pair_params(jnp.asarray(eps0, jnp.float64))
-  return _pairs.sym_delta_fast(eps, n, p, beta, q, width=width)
-
-
-@functools.partial(jax.jit, static_argnames=("width",))
-def _sc_epsilon_jit(delta, n, eps0, *, width):
-  p, beta, q = stronger_pair_params(jnp.asarray(eps0, jnp.float64))
-  return _pairs.sym_epsilon_fast(delta, n, p, beta, q, width=width)
-
-
-def _sc_epsilon_eager(delta, n, eps0, coarse=True):
-  p = np.exp(np.asarray(eps0, np.float64))
-  return _pairs.sym_epsilon_grouped(delta, n, p, (p - 1.0) / (p + 1.0), p,
-                                    coarse=coarse)
+  """(p, beta, q) of the pair family that give the stronger clone."""
+  return pair_fast.member_params(jnp.asarray(eps0), "stronger")
 
 
 def _check(n, eps0):
@@ -108,12 +78,9 @@ def stronger_clone_delta(eps, *, n, eps0, max_n=None):
   module docstring (binary RR, k-RR, extremal-ratio randomizers); exact pair
   profile plus a computed tail < 1e-20. NaN for invalid traced lanes.
   """
-  if checks.is_concrete((eps, n, eps0)):
-    _check(n, eps0)
-    checks.check_range("eps", eps, 0.0)
-    return x64_boundary(_sc_delta_jit)(eps, n, eps0, width=_width(n, eps0, max_n))
-  require_x64("stronger_clone_delta")
-  return _sc_delta_jit(eps, n, eps0, width=_width(n, eps0, max_n))
+  return pair_fast.member_delta_checked(eps, n=n, eps0=eps0, max_n=max_n,
+                                        member="stronger",
+                                        where="stronger_clone_delta")
 
 
 def stronger_clone_epsilon(delta, *, n, eps0, max_n=None):
@@ -125,20 +92,14 @@ def stronger_clone_epsilon(delta, *, n, eps0, max_n=None):
 
   Returns:
     float64 array (broadcast shape), upper (feasible) end of the final
-    bracket of the fast kernel ``_pairs.sym_epsilon_fast`` (safeguarded
+    bracket of the fast kernel ``pair_fast.sym_epsilon_fast`` (safeguarded
     Newton, block recurrences; see ``clones.clone_epsilon``).
 
   Bound: upper under the blanket condition only (see module docstring).
   """
-  if checks.is_concrete((delta, n, eps0)):
-    _check(n, eps0)
-    checks.check_delta(delta)
-    if max_n is not None:
-      return x64_boundary(_sc_epsilon_jit)(delta, n, eps0,
-                                           width=_width(n, eps0, max_n))
-    return x64_boundary(_sc_epsilon_eager)(delta, n, eps0)
-  require_x64("stronger_clone_epsilon")
-  return _sc_epsilon_jit(delta, n, eps0, width=_width(n, eps0, max_n))
+  return pair_fast.member_epsilon_checked(delta, n=n, eps0=eps0, max_n=max_n,
+                                          member="stronger",
+                                          where="stronger_clone_epsilon")
 
 
 @x64_boundary
@@ -153,8 +114,8 @@ def stronger_clone_rdp(orders, *, n, eps0):
   orders_np = checks.check_orders(orders)
   _check(n, eps0)
   p = float(np.exp(eps0))
-  wc, wa = _pairs.rdp_widths(n, 2.0 / (p + 1.0), 0.5, orders_np.max(), eps0)
-  return _pairs.pair_rdp(orders_np, n=float(n), p=p, beta=(p - 1.0) / (p + 1.0), q0=p, q1=p,
+  wc, wa = windows.rdp_widths(n, 2.0 / (p + 1.0), 0.5, orders_np.max(), eps0)
+  return pair_reference.pair_rdp(orders_np, n=float(n), p=p, beta=(p - 1.0) / (p + 1.0), q0=p, q1=p,
                          wc=wc, wa=wa, symmetric=True)
 
 
@@ -163,9 +124,9 @@ def stronger_clone_rdp(orders, *, n, eps0):
 # ---------------------------------------------------------------------------
 
 def _lower_delta_scalar(eps, n, p, beta, q0, q1, width):
-  alpha, r0, r1, lam, s = _pairs.pair_params(p, beta, q0, q1)
-  h1, _ = _pairs._one_direction(eps, n, p, alpha, r0, r1, lam, s, width)
-  h2, _ = _pairs._one_direction(eps, n, p, alpha, r1, r0, lam, s, width)
+  alpha, r0, r1, lam, s = pair_reference.pair_params(p, beta, q0, q1)
+  h1, _ = pair_reference.pair_hockey_stick(eps, n, p, alpha, r0, r1, lam, s, width)
+  h2, _ = pair_reference.pair_hockey_stick(eps, n, p, alpha, r1, r0, lam, s, width)
   d = jnp.where(eps >= jnp.log(p), 0.0, jnp.maximum(h1, h2))
   bad = ((p <= 1.0) | (beta <= 0) | (beta > (p - 1.0) / (p + 1.0) * (1 + 1e-12))
          | (q0 < 1.0) | (q1 < 1.0) | (q0 > p * q1 * (1 + 1e-12))
@@ -190,10 +151,10 @@ def _lower_eps_jit(delta, n, p, beta, q0, q1, *, width):
 
   def one(dl, n_, p_, b_, q0_, q1_):
     fn = lambda e: _lower_delta_scalar(e, n_, p_, b_, q0_, q1_, width) - dl
-    _, lo = _pairs.bracket_decreasing(fn, 0.0, jnp.log(p_), 1.0 - dl, -dl,
+    _, lo = pair_reference.bracket_decreasing(fn, 0.0, jnp.log(p_), 1.0 - dl, -dl,
                                       num_iters=64, illinois=False)
     # lo: infeasible end, <= the true eps (BinSLower)
-    bad = _pairs._params_bad(n_, p_, b_, q0_, q1_) | (dl <= 0) | (dl >= 1)
+    bad = pair_reference.pair_params_invalid(n_, p_, b_, q0_, q1_) | (dl <= 0) | (dl >= 1)
     return jnp.where(bad, jnp.nan, jnp.maximum(lo, 0.0))
 
   return jax.vmap(one)(*[a.reshape(-1) for a in args]).reshape(shp)
@@ -241,7 +202,7 @@ def variation_ratio_lower_delta(eps, *, n, p, beta, q0, q1, max_n=None):
   """
   tot = _check_vr(n, p, beta, q0, q1, max_n)
   checks.check_range("eps", eps, 0.0)
-  w = _pairs.window_size(n if max_n is None else max_n,
+  w = windows.window_size(n if max_n is None else max_n,
                          tot if max_n is None else 0.5)
   return x64_boundary(_lower_delta_jit)(eps, n, p, beta, q0, q1, width=w)
 
@@ -254,7 +215,7 @@ def variation_ratio_lower_epsilon(delta, *, n, p, beta, q0, q1, max_n=None):
   """
   tot = _check_vr(n, p, beta, q0, q1, max_n)
   checks.check_delta(delta)
-  w = _pairs.window_size(n if max_n is None else max_n,
+  w = windows.window_size(n if max_n is None else max_n,
                          tot if max_n is None else 0.5)
   return x64_boundary(_lower_eps_jit)(delta, n, p, beta, q0, q1, width=w)
 

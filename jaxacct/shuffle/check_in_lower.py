@@ -1,0 +1,224 @@
+r"""Lower bounds for shuffled Gaussian reports, with and without check-in.
+
+Source: Liew, Hasegawa & Takahashi, "Privacy Amplification via Shuffled
+Check-Ins", arXiv:2206.03151v2, Sec. 4 (Thm 3, Eq. 8 = Eq. 19); jaxacct
+digest ``liew-shuffled-check-in.md``.
+
+* :func:`shuffle_gaussian_rdp_lower` -- Eq. 8 / Thm 3 (all n report), by an
+  exact O(lambda^2) power recurrence (Algorithm 2's partition sum is the test
+  oracle).
+* :func:`check_in_gaussian_rdp_lower` -- the exact Renyi divergence of the
+  same pair (0^n vs (1, 0^{n-1})) under shuffled check-in (derived here: Eq. 5
+  with the pair's per-k moments).
+* :func:`shuffle_gaussian_log_moments` -- the Eq. 8 brackets
+  :math:`\log\mathbb E[M_k^j]` (also the base curve of the Thm 5 estimate in
+  ``jaxacct.experimental.check_in_paper``).
+
+Both curves are re-exported by ``jaxacct.shuffle.check_in`` and
+``jaxacct.shuffle``.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.scipy.special import gammaln, xlog1py, xlogy
+
+from jaxacct._core import checks
+from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.logmath import log_binom, log_expm1, logsumexp
+from jaxacct.shuffle.check_in_mixture import (DEFAULT_CHECK_IN_ORDERS,
+                                              check_rate_inputs, finish_rdp,
+                                              integer_orders, lanes_f64,
+                                              mixture_log_excess,
+                                              nan_where_invalid, orders_jit,
+                                              resolve_num_terms)
+
+__all__ = ["shuffle_gaussian_rdp_lower", "check_in_gaussian_rdp_lower",
+           "shuffle_gaussian_log_moments"]
+
+# --------------------------------------------------------------------------
+# Eq. 8 (shuffle-Gaussian lower bound) by the power recurrence
+# --------------------------------------------------------------------------
+
+def _log_a(sigma, L):
+  """log a_i = i(i-1)/(2 sigma^2) - log i!, i = 0..L; shape S + (L+1,)."""
+  i = jnp.arange(L + 1, dtype=jnp.float64)
+  return i * (i - 1.0) / (2.0 * sigma[..., None] ** 2) - gammaln(i + 1.0)
+
+
+def _log_power_coeffs(log_a, m, L):
+  """log of the coefficients b_0..b_L of A(t)^m, A = sum a_i t^i, a_0 = 1.
+
+  log_a: S_a + (L+1,); m: S_m (integer-valued float >= 0), S_a broadcasting
+  against S_m (sigma may carry fewer batch dims than m). Miller's recurrence
+  b_i = (1/i) sum_{j=1}^i ((m+1) j - i) a_j b_{i-j} has non-negative
+  coefficients for i <= m + 1 (all terms positive, no cancellation); lanes
+  with m + 1 < L read A^m from a table of powers 0..L-2 built by repeated
+  multiplication over S_a only (O(L^3) per sigma, independent of S_m).
+  """
+  shape = jnp.broadcast_shapes(log_a.shape[:-1], m.shape)
+  log_a_b = jnp.broadcast_to(log_a, shape + (L + 1,))
+  m = jnp.broadcast_to(m, shape)
+  jv = jnp.arange(1, L + 1, dtype=jnp.float64)
+  init = jnp.full(shape + (L + 1,), -jnp.inf).at[..., 0].set(0.0)
+
+  def body(i, logb):
+    fi = i.astype(jnp.float64)
+    coef = (m[..., None] + 1.0) * jv - fi
+    idx = jnp.clip(i - jnp.arange(1, L + 1), 0, L)
+    prev = jnp.take(logb, idx, axis=-1)
+    t = jnp.where((jv <= fi) & (coef > 0),
+                  jnp.log(jnp.maximum(coef, 1.0)) + log_a_b[..., 1:] + prev, -jnp.inf)
+    val = logsumexp(t, axis=-1) - jnp.log(fi)
+    return lax.dynamic_update_index_in_dim(logb, val, i, axis=-1)
+
+  miller = lax.fori_loop(1, L + 1, body, init)
+  if L <= 2:
+    return jnp.where((m == 0)[..., None], init, miller)
+
+  # Table of A^0 .. A^{L-2} over log_a's own batch shape (skipped at run
+  # time when no lane needs it; under vmap both branches run).
+  def with_table(miller):
+    return jnp.where((m + 1.0 < L)[..., None], _small_powers(log_a, m, L, shape), miller)
+
+  return lax.cond(jnp.any(m + 1.0 < L), with_table, lambda x: x, miller)
+
+
+def _small_powers(log_a, m, L, shape):
+  ii = jnp.arange(L + 1)
+  conv_idx = ii[:, None] - ii[None, :]                       # (L+1, L+1): i - j
+  conv_ok = conv_idx >= 0
+  a_mat = jnp.where(conv_ok, jnp.take(log_a, jnp.clip(conv_idx, 0, L), axis=-1), -jnp.inf)
+
+  def mult(cur, _):
+    nxt = logsumexp(cur[..., None, :] + a_mat, axis=-1)
+    return nxt, nxt
+
+  one = jnp.full(log_a.shape, -jnp.inf).at[..., 0].set(0.0)
+  _, pows = lax.scan(mult, one, None, length=L - 2)           # A^1 .. A^{L-2}
+  table = jnp.concatenate([one[None], pows], axis=0)           # (L-1,) + S_a + (L+1,)
+  table = jnp.moveaxis(table, 0, -2)                           # S_a + (L-1, L+1)
+  nd = len(shape) - (log_a.ndim - 1)
+  table = table.reshape((1,) * nd + table.shape)
+  idx = jnp.clip(m, 0, L - 2).astype(jnp.int32)[..., None, None]
+  return jnp.take_along_axis(table, idx, axis=-2)[..., 0, :]
+
+
+def shuffle_gaussian_log_moments(sigma, k, L):
+  """log E[M_k^j], j = 0..L, M_k = mean of k iid lognormals (Eq. 8 bracket).
+
+  ``sigma``: S_a, ``k``: S_m (integer-valued >= 1), static ``L``; returns
+  ``broadcast(S_a, S_m) + (L+1,)``. Jittable.
+  """
+  logb = _log_power_coeffs(_log_a(sigma, L), k, L)
+  j = jnp.arange(L + 1, dtype=jnp.float64)
+  kk = jnp.maximum(k, 1.0)[..., None]
+  return gammaln(j + 1.0) + logb - j * jnp.log(kk)
+
+
+def _shuffle_lower_impl(lam_np, n, sigma):
+  require_x64("shuffle_gaussian_rdp_lower")
+  n = jnp.asarray(n, jnp.float64)
+  sigma = jnp.asarray(sigma, jnp.float64)                 # not broadcast: the
+  lam = jnp.asarray(lam_np, jnp.float64)                  # small-n table is per sigma
+  L = int(np.max(lam_np))
+  s = jnp.where(sigma > 0, sigma, 1.0)
+  nn = jnp.where(n >= 1, jnp.round(n), 1.0)
+  logm = shuffle_gaussian_log_moments(s, nn, L)                           # S + (L+1,)
+  n, sigma = jnp.broadcast_arrays(n, sigma)
+  li = lam_np.astype(np.int64)
+  out = jnp.maximum(jnp.take(logm, li, axis=-1) / (lam - 1.0), 0.0)
+  bad = ~((n >= 1) & (sigma > 0))
+  return jnp.where(bad[..., None], jnp.nan, out)
+
+
+_shuffle_lower_jit = orders_jit(_shuffle_lower_impl)
+
+
+def shuffle_gaussian_rdp_lower(orders=DEFAULT_CHECK_IN_ORDERS, *, n, sigma):
+  r"""Lower bound on the RDP of the shuffled Gaussian mechanism (n reports).
+
+  Liew et al., arXiv:2206.03151v2, Thm 3 (Eq. 8 = Eq. 19): the Renyi
+  divergence, in Def. 4's direction D_lambda(M(D') || M(D)), of the pair
+  D = 0^n, D' = (1, 0^{n-1}) with N(0, sigma^2) noise per report:
+
+  .. math:: \varepsilon(\lambda)=\frac1{\lambda-1}\log\Big(\frac{e^{-\lambda/2\sigma^2}}{n^\lambda}
+            \sum_{k_1+\dots+k_n=\lambda}\binom{\lambda}{k_1,\dots,k_n}e^{\sum k_i^2/2\sigma^2}\Big)
+            =\frac{\log\lambda!+\log b_\lambda-\lambda\log n}{\lambda-1},
+
+  with b the coefficients of :math:`(\sum_i e^{i(i-1)/2\sigma^2}t^i/i!)^n`,
+  computed by J.C.P. Miller's power recurrence in log space (O(lambda^2), no
+  cancellation for lambda <= n + 1; repeated multiplication otherwise)
+  instead of Algorithm 2's partition sum (used as test oracle).
+
+  Args:
+    orders: concrete integer orders >= 2. n: reports >= 1 (rounded). sigma: > 0.
+
+  Returns:
+    float64, shape ``broadcast(n, sigma).shape + (len(orders),)``.
+
+  Bound: lower (the worst-case pair is open, Sec. 6 of the paper). It is
+  <= lambda/(2 sigma^2) (Cor. 1). Exact value of this pair's divergence.
+  """
+  arr, otuple = integer_orders(orders)
+  if checks.is_concrete((n, sigma)):
+    checks.check_range("n", n, 1.0)
+    checks.check_positive("sigma", sigma)
+    return x64_boundary(_shuffle_lower_jit)(n, sigma, orders=otuple)
+  return _shuffle_lower_impl(arr, n, sigma)
+
+
+def _check_in_lower_impl(lam_np, n, p, sigma, num_terms):
+  n, p, sigma, lam, L = lanes_f64("check_in_gaussian_rdp_lower", lam_np, n, p, sigma)
+  s = jnp.where(sigma > 0, sigma, 1.0)
+  n = jnp.where(n >= 1, jnp.round(n), 1.0)
+  j = jnp.arange(2, L + 1, dtype=jnp.float64)
+
+  def per_k(ks):
+    logm = shuffle_gaussian_log_moments(s[..., None], ks, L)[..., 2:]         # S + (K, J)
+    lx = log_expm1(jnp.maximum(logm, 0.0))
+    r = ks / n[..., None]
+    rr = r[..., None, None]
+    jj = j[None, :]
+    ll = lam[:, None]
+    t = (log_binom(ll, jnp.minimum(jj, ll)) + xlog1py(jnp.maximum(ll - jj, 0.0), -rr)
+         + xlogy(jj, rr) + lx[..., None, :])
+    t = jnp.where(jj <= ll, t, -jnp.inf)
+    return logsumexp(t, axis=-1)                               # S + (K, L)
+
+  out = finish_rdp(mixture_log_excess(n, p, num_terms, per_k, None), lam)
+  return nan_where_invalid(out, n, p, sigma)
+
+
+_check_in_lower_jit = orders_jit(_check_in_lower_impl, "num_terms")
+
+
+def check_in_gaussian_rdp_lower(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, sigma,
+                                num_terms=None):
+  r"""Lower bound on the RDP of shuffled check-in of Gaussian reports.
+
+  Section 4 of Liew et al. (arXiv:2206.03151v2, Thm 3) carried to check-in
+  (derived here): for D = 0^n, D' = (1, 0^{n-1}), given k check-ins the
+  likelihood ratio is :math:`1-r+rM_k`, r = k/n, M_k the mean of k iid
+  lognormals :math:`e^{(2x-1)/2\sigma^2}`, so by Eq. 5
+
+  .. math:: e^{(\lambda-1)\varepsilon(\lambda)}=\sum_k\mathrm{Bin}(k;n,p)
+            \sum_{j=0}^\lambda\binom\lambda j(1-r)^{\lambda-j}r^j\,\mathbb E[M_k^j],
+
+  with :math:`\mathbb E[M_k^j]` the Eq. 8 brackets. Terms outside the
+  k-window are dropped (this keeps it a lower bound).
+
+  Args / Returns: as :func:`check_in_gaussian_rdp`.
+
+  ``num_terms`` (static) defaults to covering np +- (7 sd + 10), capped at 2048.
+
+  Bound: lower (exact divergence of one neighbouring pair, up to the window).
+  """
+  arr, otuple = integer_orders(orders)
+  nt = resolve_num_terms(num_terms, n, p, width=7.0, cap=2048)
+  if checks.is_concrete((n, p, sigma)):
+    check_rate_inputs(n, p, "sigma", sigma)
+    return x64_boundary(_check_in_lower_jit)(n, p, sigma, orders=otuple, num_terms=nt)
+  return _check_in_lower_impl(arr, n, p, sigma, nt)

@@ -1,0 +1,439 @@
+r"""Fast kernel of the symmetric zero-leftover pairs (clone pair, stronger clone).
+
+The pair of ``jaxacct.shuffle.pair_reference`` with ``lam = 0`` and
+``q0 = q1`` (FMT'21 clone pair, Feldman, McMillan, Talwar, arXiv:2012.12803,
+Thm 3.2; stronger clone, Wang et al. arXiv:2304.05007v5 generic row): same
+quantity, one incomplete-beta call per ``BLOCK`` window cells instead of one
+per cell, and eps(delta) by a safeguarded Newton solve instead of 40
+bracketing steps. Checked against the reference kernel in
+``tests/test_shuffle_fast.py``.
+
+For lam = 0 and q0 = q1 (FMT'21 clone pair, stronger clone) rho = 1/2 and the
+threshold of the inner sum is linear in c: a >= t_c = floor(c theta) + 1,
+theta = (p e - 1)/((p - 1)(1 + e)) in [1/2, 1) for e in [1, p). Along the
+c-window the pair (m, t) = (c - 1, t_c) moves by (1, d), d in {0, 1}, and
+
+  G(m+1, t+d) = G(m, t) + b(t-1; m) (1/2 if d == 0 else (t - m - 1)/(2 t)),
+  b(t+d-1; m+1) = b(t-1; m) (m+1)/(2(m-t+2)) if d == 0 else (m+1)/(2 t),
+
+with G(m, t) = Pr[Bin(m, 1/2) >= t] and b(j; m) = Bin(j; m, 1/2). The window
+is cut into blocks of ``block`` cells; each block is anchored by one
+incomplete-beta call (as the reference kernel makes for EVERY cell) and the
+other cells follow by the exact recurrences (cumulative sums/products). A
+running bound on the rounding error of the recurrences is propagated to the
+hockey-stick sum and ADDED to delta, together with the rounding of the
+cancelling two-term inner sum and of the final summation.
+
+The members are named (``"clone"``, ``"stronger"``); :func:`member_delta`,
+:func:`member_epsilon`, :func:`member_epsilon_grouped` and
+:func:`member_width` are the kernels behind ``clones.clone_delta`` /
+``clone_epsilon`` and ``variation_ratio.stronger_clone_delta`` /
+``stronger_clone_epsilon``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import gammaln
+
+from jaxacct._core import checks
+from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.logmath import log_binom_pmf
+from jaxacct.shuffle.pair_reference import pair_params_invalid
+from jaxacct.shuffle.windows import (BLOCK, binom_sf, bucket_widths, cut_mass,
+                                     fast_width, raw_widths, resolve_width,
+                                     window_start)
+
+__all__ = ["BLOCK", "sym_delta_fast", "sym_epsilon_fast",
+           "sym_epsilon_grouped", "MEMBERS", "member_params", "member_total",
+           "member_width", "member_delta", "member_epsilon",
+           "member_epsilon_grouped", "member_delta_checked",
+           "member_epsilon_checked"]
+
+_EPS64 = float(np.finfo(np.float64).eps)
+
+
+def _sym_setup(n, p, beta, q, width):
+  """e-independent parts of the fast kernel for one lane (scalars)."""
+  alpha = beta / (p - 1.0)
+  r = alpha * p / q
+  total = 2.0 * r
+  lo = window_start(n, total, width)
+  c = lo + jnp.arange(width, dtype=jnp.float64)
+  valid = c <= n
+  # Loader's saddle-point pmf (1e-14 absolute in log at n = 1e7; the gammaln
+  # difference loses ~1e-8 there)
+  w = jnp.where(valid, jnp.exp(log_binom_pmf(c, n, total)), 0.0)
+  tail = cut_mass(n, total, lo, width)
+  return alpha, r, lo, c, w, tail
+
+
+def _sym_eval(e, n, p, alpha, r, lo, c, w, tail, block):
+  """(delta, Q-mass, ok) at e = exp(eps) for one lane of the fast kernel.
+
+  delta includes the cut mass ``tail`` and the rounding allowance; Q-mass is
+  ``-d delta / d e`` (the Q-probability of the set {P > e Q}), >= 0.
+  ``ok`` is False where a threshold step was not in {0, 1} (then delta = 1,
+  the trivial bound).
+  """
+  width = c.shape[0]
+  nb = width // block
+  rho = 0.5
+  sig = alpha * (p - 1.0) * (1.0 + e) / r
+  v = (1.0 - p * e) * alpha / r
+  theta = (p * e - 1.0) / ((p - 1.0) * (1.0 + e))
+  theta = jnp.clip(theta, 0.0, 1.0)
+  cb = c.reshape(nb, block)
+  tb = jnp.floor(cb * theta) + 1.0
+  mb = cb - 1.0
+  # block 0 starts at c = 0 when lo == 0: anchor it at c = 1 (the c = 0 cell
+  # contributes exactly 0: t_0 = 1 > 0 = c)
+  s = jnp.where((jnp.arange(nb) == 0) & (lo == 0), 1, 0)
+  ca = cb[:, 0] + s
+  ta = jnp.where(s == 1, tb[:, 1], tb[:, 0])
+  ma = ca - 1.0
+  xa = binom_sf(ta, ma, rho)
+  # jax's betainc is not correctly rounded: against scipy its relative error
+  # was <= 0.5 M eps for m <= 1e7 (one outlier of 7.9 M eps at m = 3e7),
+  # with M the magnitude of the log-Gamma terms of its prefactor; allow 16 M
+  # eps on each anchor (added to delta through err_g below).
+  mag = (jnp.abs(gammaln(ma + 1.0)) + jnp.abs(gammaln(jnp.maximum(ta, 1.0)))
+         + jnp.abs(gammaln(jnp.maximum(ma - ta + 2.0, 1.0)))
+         + (ma + 1.0) * math.log(2.0) + 1.0)
+  err_anchor = 16.0 * _EPS64 * mag * jnp.abs(xa)
+  lfa = log_binom_pmf(ta - 1.0, ma, rho)
+  # steps i -> i+1 inside a block
+  ti, mi = tb[:, :-1], mb[:, :-1]
+  d = tb[:, 1:] - ti
+  ok = jnp.all((d == 0) | (d == 1))
+  active = jnp.arange(block - 1)[None, :] >= s[:, None]
+  d0 = d == 0
+  ratio = jnp.where(d0, (mi + 1.0) / (2.0 * jnp.maximum(mi - ti + 2.0, 1.0)),
+                    (mi + 1.0) / (2.0 * jnp.maximum(ti, 1.0)))
+  g = jnp.where(d0, 0.5, (ti - mi - 1.0) / (2.0 * jnp.maximum(ti, 1.0)))
+  logr = jnp.where(active, jnp.log(ratio), 0.0)
+  zero = jnp.zeros((nb, 1))
+  cums = jnp.concatenate([zero, jnp.cumsum(logr, axis=1)], axis=1)
+  logb = lfa[:, None] + cums
+  b = jnp.exp(logb)
+  incr = jnp.where(active, b[:, :-1] * g, 0.0)
+  gsum = jnp.concatenate([zero, jnp.cumsum(incr, axis=1)], axis=1)
+  gval = xa[:, None] + gsum
+  # rounding allowance of the recurrences (relative to the anchor values)
+  kk = jnp.maximum(jnp.arange(block)[None, :] - s[:, None], 0).astype(jnp.float64)
+  big_l = jnp.max(jnp.abs(logr), axis=1, keepdims=True)
+  fin_logb = jnp.where(jnp.isfinite(logb), jnp.abs(logb), 0.0)
+  # + 64: the anchor log-pmf's own absolute error (Loader form, <= ~40 eps
+  # measured against mpmath up to n = 1e9)
+  rel_b = 1.01 * _EPS64 * (kk * (3.0 + big_l) + kk * kk * big_l + fin_logb + 66.0)
+  err_inc = jnp.where(active, jnp.abs(incr) * (rel_b[:, :-1] + 2.0 * _EPS64), 0.0)
+  abs_inc = jnp.concatenate([zero, jnp.cumsum(jnp.abs(incr), axis=1)], axis=1)
+  err_g = 1.01 * (jnp.concatenate([zero, jnp.cumsum(err_inc, axis=1)], axis=1)
+                  + (kk + 1.0) * _EPS64 * (jnp.abs(xa)[:, None] + abs_inc)
+                  + err_anchor[:, None])
+  x = jnp.clip(gval, 0.0, 1.0).reshape(-1)
+  f = b.reshape(-1)
+  err_g = err_g.reshape(-1)
+  rel_b = rel_b.reshape(-1)
+  live = (kk >= 0).reshape(-1) & ~((jnp.arange(block)[None, :] < s[:, None])
+                                   .reshape(-1))
+  kap = v * c
+  a1 = sig * c * rho
+  term1 = a1 * (x + f)
+  term2 = kap * (x + rho * f)
+  inner = jnp.where(live, jnp.maximum(term1 + term2, 0.0), 0.0)
+  allow = jnp.where(live, jnp.abs(a1 + kap) * err_g
+                    + jnp.abs(a1 + kap * rho) * f * rel_b
+                    + 4.0 * _EPS64 * (jnp.abs(term1) + jnp.abs(term2)), 0.0)
+  h = jnp.sum(w * inner) / n
+  allowance = 1.01 * (jnp.sum(w * allow) / n + 2.0 * width * _EPS64 * h)
+  qm = (alpha / r) * ((1.0 - p) * c * rho * (x + f) + p * c * (x + rho * f))
+  qmass = jnp.maximum(jnp.sum(jnp.where(live, w * qm, 0.0)) / n, 0.0)
+  dl = h + allowance + tail
+  dl = jnp.where(ok, dl, 1.0)
+  dl = jnp.where(e >= p, 0.0, jnp.clip(dl, 0.0, 1.0))
+  return dl, qmass, ok
+
+
+def _sym_bad(n, p, beta, q):
+  return (pair_params_invalid(n, p, beta, q, q, True)
+          | (jnp.abs(beta * (p + 1.0) / (p - 1.0) - 1.0) > 1e-12))
+
+
+def _sym_fast_delta_scalar(eps, n, p, beta, q, width, block):
+  alpha, r, lo, c, w, tail = _sym_setup(n, p, beta, q, width)
+  d, _, _ = _sym_eval(jnp.exp(eps), n, p, alpha, r, lo, c, w, tail, block)
+  bad = _sym_bad(n, p, beta, q) | jnp.isnan(eps) | (eps < 0)
+  return jnp.where(bad, jnp.nan, d)
+
+
+def _sym_fast_eps_scalar(delta, n, p, beta, q, width, block, max_iter, rtol):
+  """Safeguarded Newton for eps(delta) of one lane; returns (eps, width)."""
+  alpha, r, lo, c, w, tail = _sym_setup(n, p, beta, q, width)
+  lp = jnp.log(p)
+
+  def ev(x):
+    d, qm, _ = _sym_eval(jnp.exp(x), n, p, alpha, r, lo, c, w, tail, block)
+    return d, qm
+
+  d0, q0 = ev(jnp.zeros(()))
+  tgt = delta
+
+  def propose(x, d, qm, a, b):
+    e = jnp.exp(x)
+    feas = d <= tgt
+    # far above the target: Newton on log delta (fast, may overshoot);
+    # close: Newton on delta in e, which stays left of the root (delta is
+    # convex in e), pushed right by 1e-3 of the step (+ a few ulps) so that
+    # the end of the convergence lands on the feasible side.
+    safe_q = jnp.where(qm > 0, qm, 1.0)
+    ratio = jnp.where(d > 0, d / tgt, 1.0)
+    # Newton on phi = sqrt(-2 log delta), nearly linear in eps for
+    # Gaussian-like profiles (falls back to log delta where delta >= 1/2)
+    ld = jnp.log(jnp.where(d > 0, d, 1.0))
+    lt = jnp.log(tgt)
+    phi = jnp.sqrt(jnp.maximum(-2.0 * ld, 0.0))
+    phi_t = jnp.sqrt(-2.0 * lt)
+    dphi = e * safe_q / jnp.where(d > 0, d, 1.0) / jnp.where(phi > 0, phi, 1.0)
+    x_phi = x + (phi_t - phi) / dphi
+    x_log = jnp.where((d < 0.5) & (tgt < 0.5), x_phi,
+                      x + jnp.log(ratio) * d / (e * safe_q))
+    step_e = (d - tgt) / safe_q
+    x_lin = jnp.log(e + step_e * 1.001) + 8.0 * _EPS64 * (1.0 + x)
+    # from the feasible side log-Newton converges from the right (log delta
+    # is concave there in practice); undershoot it by 1e-3 of the step so
+    # that near the root a point on the infeasible side certifies the bracket
+    x_logf = x_log - 1e-3 * (x - x_log) - 8.0 * _EPS64 * (1.0 + x)
+    x_new = jnp.where(feas, x_logf, jnp.where(d > 20.0 * tgt, x_log, x_lin))
+    good = (qm > 0) & (d > 0) & jnp.isfinite(x_new) & (x_new > a) & (x_new < b)
+    return jnp.where(good, x_new, 0.5 * (a + b))
+
+  a0 = jnp.zeros(())
+  b0 = lp
+  done0 = d0 <= tgt
+  x1 = propose(a0, d0, q0, a0, b0)
+
+  def cond(st):
+    a, b, xn, it, wlast, done = st
+    return (~done) & (it < max_iter)
+
+  def body(st):
+    a, b, xn, it, wlast, done = st
+    d, qm = ev(xn)
+    feas = d <= tgt
+    a2 = jnp.where(feas, a, xn)
+    b2 = jnp.where(feas, xn, b)
+    # guard: every 4th step the bracket must have halved, else bisect
+    chk = (it % 4) == 3
+    slow = chk & ((b2 - a2) > 0.5 * wlast)
+    wl2 = jnp.where(chk, b2 - a2, wlast)
+    xp = propose(xn, d, qm, a2, b2)
+    xp = jnp.where(slow, 0.5 * (a2 + b2), xp)
+    conv = (b2 - a2) <= rtol * b2
+    return a2, b2, xp, it + 1, wl2, conv
+
+  st = (a0, b0, x1, jnp.zeros((), jnp.int32), b0 - a0, done0)
+  a, b, _, _, _, _ = jax.lax.while_loop(cond, body, st)
+  eps = jnp.where(done0, 0.0, b)
+  wid = jnp.where(done0, 0.0, b - a)
+  return eps, wid
+
+
+def _flat(*xs):
+  args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64) for x in xs])
+  return args[0].shape, [a.reshape(-1) for a in args]
+
+
+@functools.partial(jax.jit, static_argnames=("width", "block"))
+def sym_delta_fast(eps, n, p, beta, q, *, width: int, block: int = BLOCK):
+  r"""delta(eps) of a symmetric zero-leftover pair (fast block-recurrence kernel).
+
+  Same quantity as ``pair_delta(..., q0=q, q1=q, symmetric=True)`` for
+  ``beta = (p-1)/(p+1)`` (FMT'21 clone pair, stronger clone): the pair's
+  exact delta plus the computed cut mass plus a rounding allowance of the
+  recurrences (see the section comment). One incomplete-beta call per
+  ``block`` cells instead of one per cell.
+
+  Args:
+    eps: >= 0. n: integer-valued >= 1. p > 1. beta: (p-1)/(p+1) (other values
+      give NaN). q: blanket ratio >= 1 with ``2 p/((p+1) q) <= 1``.
+    width: static window length, a multiple of ``block`` (``fast_width``).
+
+  Returns:
+    float64 array of the broadcast shape. Bound: upper bound of the pair's
+    exact delta (NaN for invalid lanes).
+  """
+  require_x64("shuffle sym_delta_fast")
+  shape, flat = _flat(eps, n, p, beta, q)
+  f = jax.vmap(lambda *a: _sym_fast_delta_scalar(*a, width, block))
+  return f(*flat).reshape(shape)
+
+
+@functools.partial(jax.jit, static_argnames=("width", "block", "max_iter",
+                                             "with_width"))
+def sym_epsilon_fast(delta, n, p, beta, q, *, width: int, block: int = BLOCK,
+                     max_iter: int = 40, rtol: float = 1e-13,
+                     with_width: bool = False):
+  r"""eps(delta) of a symmetric zero-leftover pair: safeguarded Newton.
+
+  delta(e) of the pair is a sum of ``(P - e Q)_+``: convex, decreasing and
+  piecewise linear in ``e = exp(eps)``, with derivative ``-Q{P > e Q}`` from
+  the same binomial tails. Far above the target a Newton step on
+  ``log delta`` is taken; close to it a Newton step on ``delta`` in ``e``
+  (which stays left of the root by convexity), pushed right by 1e-3 of the
+  step so that it lands feasible; steps outside the bracket, or brackets
+  that do not halve in 4 steps, are replaced by bisection. Every evaluated
+  point is classified by the (upper-bounding) delta, so the returned right
+  end ``b`` of the bracket is feasible: ``delta_upper(b) <= delta``. Stops
+  when ``b - a <= rtol b`` (typically 4-8 evaluations) or after
+  ``max_iter``.
+
+  Returns:
+    float64 array (broadcast shape), or ``(eps, bracket_width)`` with
+    ``with_width``. Bound: upper bound of the pair's exact eps(delta).
+    NaN for invalid lanes (delta outside (0, 1), bad pair parameters).
+  """
+  require_x64("shuffle sym_epsilon_fast")
+  shape, flat = _flat(delta, n, p, beta, q)
+
+  def one(dl, n_, p_, b_, q_):
+    e, wd = _sym_fast_eps_scalar(dl, n_, p_, b_, q_, width, block, max_iter,
+                                 rtol)
+    bad = _sym_bad(n_, p_, b_, q_) | (dl <= 0) | (dl >= 1) | jnp.isnan(dl)
+    return jnp.where(bad, jnp.nan, e), jnp.where(bad, jnp.nan, wd)
+
+  e, wd = jax.vmap(one)(*flat)
+  if with_width:
+    return e.reshape(shape), wd.reshape(shape)
+  return e.reshape(shape)
+
+
+def sym_epsilon_grouped(delta, n, p, beta, q, *, coarse: bool = False,
+                        block: int = BLOCK, max_iter: int = 40):
+  """Eager ``sym_epsilon_fast`` over concrete arrays, lanes grouped by window.
+
+  Each lane gets its own window length (``fast_width`` bucket); lanes that
+  share a bucket run in one vmapped call (one compilation per bucket; use
+  ``coarse=True`` -- power-of-2 buckets -- for wide grids). Returns a float64
+  numpy array of the broadcast shape, in the input order. Bound: upper.
+  """
+  args = np.broadcast_arrays(*[np.asarray(x, np.float64)
+                               for x in (delta, n, p, beta, q)])
+  shape = args[0].shape
+  dl, nn, pp, bb, qq = [a.reshape(-1) for a in args]
+  total = 2.0 * (bb / (pp - 1.0)) * pp / qq
+  raw, _ = raw_widths(nn, total, dl)
+  widths = bucket_widths(raw, nn, block, coarse)
+  out = np.full(dl.shape, np.nan)
+  for wd in np.unique(widths):
+    idx = np.nonzero(widths == wd)[0]
+    out[idx] = np.asarray(sym_epsilon_fast(dl[idx], nn[idx], pp[idx], bb[idx],
+                                           qq[idx], width=int(wd),
+                                           block=block, max_iter=max_iter))
+  return out.reshape(shape)
+
+
+# ---------------------------------------------------------------------------
+# Named members: the clone pair and the stronger clone
+# ---------------------------------------------------------------------------
+
+#: Symmetric zero-leftover members: FMT'21's clone pair and the stronger clone.
+MEMBERS = ("clone", "stronger")
+
+
+def member_params(eps0, member: str):
+  """``(p, beta, q)`` of a member (jnp for traced/jax input, numpy otherwise).
+
+  ``p = e^eps0``, ``beta = (p-1)/(p+1)``; ``q = 2 p^2/(p+1)`` for the clone
+  pair, ``q = p`` for the stronger clone.
+  """
+  xp = jnp if isinstance(eps0, jax.Array) else np
+  p = xp.exp(eps0)
+  q = 2.0 * p * p / (p + 1.0) if member == "clone" else p
+  return p, (p - 1.0) / (p + 1.0), q
+
+
+def member_total(eps0, member: str):
+  """Clone probability ``r0 + r1`` of a member (numpy): ``e^-eps0`` for the
+  clone pair, ``2/(e^eps0+1)`` for the stronger clone."""
+  e0 = np.asarray(eps0, np.float64)
+  return np.exp(-e0) if member == "clone" else 2.0 / (np.exp(e0) + 1.0)
+
+
+def member_width(n, eps0, max_n, delta=None, *, member: str) -> int:
+  """Static window of a member's fast kernel (``windows.fast_width``).
+
+  From concrete ``n``/``eps0`` (and ``delta``) when possible; else from the
+  static ``max_n`` (worst case ``total = 1/2``); raises ``ValueError`` when
+  ``n`` is traced and ``max_n`` is None.
+  """
+  if max_n is not None:
+    checks.check_int("max_n", max_n, min_value=1)
+  if max_n is None and checks.is_concrete((n, eps0)):
+    return fast_width(n, member_total(eps0, member), delta)
+  if max_n is None:
+    return resolve_width(n, 0.5, max_n)  # raises: max_n needed
+  return fast_width(max_n, 0.5, None)
+
+
+@functools.partial(jax.jit, static_argnames=("member", "width"))
+def member_delta(eps, n, eps0, *, member: str, width: int):
+  """delta(eps) of a member (``sym_delta_fast``), jitted once per (member, width)."""
+  p, beta, q = member_params(jnp.asarray(eps0, jnp.float64), member)
+  return sym_delta_fast(eps, n, p, beta, q, width=width)
+
+
+@functools.partial(jax.jit, static_argnames=("member", "width"))
+def member_epsilon(delta, n, eps0, *, member: str, width: int):
+  """eps(delta) of a member (``sym_epsilon_fast``), jitted once per (member, width)."""
+  p, beta, q = member_params(jnp.asarray(eps0, jnp.float64), member)
+  return sym_epsilon_fast(delta, n, p, beta, q, width=width)
+
+
+def member_epsilon_grouped(delta, n, eps0, *, member: str, coarse: bool = True):
+  """Eager eps(delta) of a member over concrete arrays (``sym_epsilon_grouped``)."""
+  p, beta, q = member_params(np.asarray(eps0, np.float64), member)
+  return sym_epsilon_grouped(delta, n, p, beta, q, coarse=coarse)
+
+
+
+def _check_member_inputs(n, eps0):
+  checks.check_int("n", n, min_value=1)
+  checks.check_positive("eps0", eps0)
+
+
+def member_delta_checked(eps, *, n, eps0, max_n, member: str, where: str):
+  """Front door of a member's delta(eps): concrete inputs are validated
+  (ValueError) and run under the float64 boundary; traced inputs need x64
+  (RuntimeError naming ``where``) and a static window (``max_n``)."""
+  if checks.is_concrete((eps, n, eps0)):
+    _check_member_inputs(n, eps0)
+    checks.check_range("eps", eps, 0.0)
+    return x64_boundary(member_delta)(
+        eps, n, eps0, member=member,
+        width=member_width(n, eps0, max_n, member=member))
+  require_x64(where)
+  return member_delta(eps, n, eps0, member=member,
+                      width=member_width(n, eps0, max_n, member=member))
+
+
+def member_epsilon_checked(delta, *, n, eps0, max_n, member: str, where: str):
+  """Front door of a member's eps(delta) (see :func:`member_delta_checked`);
+  concrete inputs without ``max_n`` are grouped by window bucket
+  (:func:`member_epsilon_grouped`)."""
+  if checks.is_concrete((delta, n, eps0)):
+    _check_member_inputs(n, eps0)
+    checks.check_delta(delta)
+    if max_n is not None:
+      return x64_boundary(member_epsilon)(
+          delta, n, eps0, member=member,
+          width=member_width(n, eps0, max_n, member=member))
+    return x64_boundary(member_epsilon_grouped)(delta, n, eps0, member=member)
+  require_x64(where)
+  return member_epsilon(delta, n, eps0, member=member,
+                        width=member_width(n, eps0, max_n, member=member))

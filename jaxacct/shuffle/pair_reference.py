@@ -1,0 +1,347 @@
+r"""The binomial-mixture pair family of shuffling bounds: the reference kernel.
+
+Source: S. Wang, Y. Peng, J. Li, Z. Wen, Z. Li, S. Yu, D. Wang, W. Yang,
+"Privacy Amplification via Shuffling: Unified, Simplified, and Tightened",
+arXiv:2304.05007v5, appendix (repo ``wangsw/PrivacyAmplification``, appendix.pdf)
+App. E/H and Prop. I.1 (closed n-trial form as in the jaxacct digest
+``wang-variation-ratio-shuffle.md`` §0/§3.2).
+
+The pair, with parameters ``(p, beta, q0, q1)``:
+``alpha = beta/(p-1)``, ``r0 = alpha p/q0``, ``r1 = alpha p/q1``,
+``s = 1 - r0 - r1``, ``rho = r0/(r0+r1)``, ``lam = 1 - alpha - p alpha``.
+Draw ``C ~ Bin(n-1, r0+r1)``, ``A | C ~ Bin(C, rho)`` and
+``(D1, D2) = (1,0), (0,1), (0,0)`` w.p. ``p alpha, alpha, lam``;
+``P = (A + D1, C - A + D2)`` and ``Q = (A + D2, C - A + D1)``.
+
+.. math::
+  H_{e^\varepsilon}(P\|Q) = \frac1n\sum_{c=0}^{n}\mathrm{Bin}(c;n,r_0{+}r_1)
+    \sum_{a}\mathrm{Bin}(a;c,\rho)\Big[u a + v (c-a) + w (n-c)\Big]_+,
+
+with ``u = (p - e^eps) alpha / r0``, ``v = (1 - p e^eps) alpha / r1`` and
+``w = (1 - e^eps) lam / s``; the inner sum is two binomial tails.
+``H(Q||P)`` is the same sum with ``r0`` and ``r1`` swapped.
+
+Members used by jaxacct (all with ``lam = 0``, i.e. ``beta = (p-1)/(p+1)``):
+
+* FMT'21 clone pair (Feldman, McMillan, Talwar, arXiv:2012.12803, Thm 3.2):
+  ``p = e^eps0``, ``q = 2 e^{2 eps0} / (e^eps0 + 1)`` (so ``r0 + r1 = e^-eps0``).
+* Stronger clone = generic variation-ratio row: ``p = q = e^eps0``
+  (``r0 + r1 = 2/(e^eps0+1)``).
+
+Windowing: only ``c`` in a window of static length ``W`` around the mean is
+summed; the ``P``-mass (and ``Q``-mass) of the cut totals is at most
+``Pr[Bin(n-1, r0+r1) notin [lo, lo+W-2]]``, which is computed (regularised
+incomplete beta) and ADDED to delta, so windowed deltas are upper bounds of the
+pair's exact delta. With the default ``z = 10`` the added mass is < 1e-20
+(window policy: ``jaxacct.shuffle.windows``).
+
+This is the reference kernel: any pair ``(p, beta, q0, q1)``, one
+incomplete-beta call per window cell, and the eps(delta) inversion by 40
+bracketing steps (:func:`bracket_decreasing`). The symmetric zero-leftover
+members (clone pair, stronger clone) have a faster kernel in
+``jaxacct.shuffle.pair_fast``, checked against this one in
+``tests/test_shuffle_fast.py``. Binomial weights use the Loader saddle-point
+log-pmf ``jaxacct._core.logmath.log_binom_pmf`` (the ``gammaln`` difference
+used before loses ~1e-7 relative at n ~ 1e6, issue 16).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxacct._core.dtype import require_x64
+from jaxacct._core.logmath import log_binom_pmf
+from jaxacct.shuffle.windows import binom_cdf, binom_sf, cut_mass, window_start
+
+__all__ = ["clone_q", "stronger_q", "pair_params", "pair_params_invalid",
+           "pair_hockey_stick", "bracket_decreasing", "pair_delta",
+           "pair_epsilon", "pair_rdp", "sym_delta", "sym_epsilon"]
+
+
+def clone_q(eps0):
+  """Blanket ratio q that turns the pair into FMT'21's clone pair."""
+  e0 = jnp.exp(eps0) if isinstance(eps0, jax.Array) else np.exp(eps0)
+  return 2.0 * e0 * e0 / (e0 + 1.0)
+
+
+def stronger_q(eps0):
+  """Blanket ratio of the stronger clone / generic row: q = e^eps0."""
+  return jnp.exp(eps0) if isinstance(eps0, jax.Array) else np.exp(eps0)
+
+
+def pair_params(p, beta, q0, q1):
+  """(alpha, r0, r1, lam, s) of the pair (see module docstring)."""
+  alpha = beta / (p - 1.0)
+  r0 = alpha * p / q0
+  r1 = alpha * p / q1
+  lam = jnp.maximum(1.0 - alpha - p * alpha, 0.0)
+  s = 1.0 - r0 - r1
+  return alpha, r0, r1, lam, s
+
+
+def pair_hockey_stick(eps, n, p, alpha, r0, r1, lam, s, width):
+  """H_{e^eps}(P||Q) of the pair restricted to the c-window, plus the window's
+  start (for the tail); all arguments scalars (vmapped by the callers)."""
+  total = r0 + r1
+  rho = r0 / jnp.where(total > 0, total, 1.0)
+  e = jnp.exp(eps)
+  u = (p - e) * alpha / r0
+  v = (1.0 - p * e) * alpha / r1
+  w = jnp.where(lam > 0, (1.0 - e) * lam / jnp.where(s > 0, s, 1.0), 0.0)
+  lo = window_start(n, total, width)
+  c = lo + jnp.arange(width, dtype=jnp.float64)
+  valid = c <= n
+  logw = log_binom_pmf(c, n, total)
+  sig = u - v  # > 0
+  kap = v * c + w * (n - c)  # <= 0
+  t = jnp.floor(-kap / sig) + 1.0
+  # sum_{a>=t} Bin(a;c,rho) (sig a + kap) =
+  #   sig c rho Pr[Bin(c-1,rho) >= t-1] + kap Pr[Bin(c,rho) >= t]
+  # With X = Pr[Bin(c-1,rho) >= t] and f = Bin(t-1; c-1, rho):
+  #   Pr[Bin(c-1,rho) >= t-1] = X + f,  Pr[Bin(c,rho) >= t] = X + rho f,
+  # so one incomplete-beta call per c.
+  cm1 = jnp.maximum(c - 1.0, 0.0)
+  x = binom_sf(t, cm1, rho)
+  f = jnp.exp(log_binom_pmf(t - 1.0, cm1, rho))
+  f = jnp.where(c >= 1, f, 0.0)
+  x = jnp.where(c >= 1, x, jnp.where(t <= 0, 1.0, 0.0))
+  f0 = jnp.where(c >= 1, f, 0.0)
+  term1 = sig * c * rho * (x + f0)
+  term2 = kap * (x + rho * f0)
+  inner = jnp.maximum(term1 + term2, 0.0)
+  contrib = jnp.where(valid, jnp.exp(logw) * inner, 0.0)
+  return jnp.sum(contrib) / n, lo
+
+
+def _pair_delta_scalar(eps, n, p, beta, q0, q1, width, symmetric=False):
+  alpha, r0, r1, lam, s = pair_params(p, beta, q0, q1)
+  total = r0 + r1
+  h_pq, lo = pair_hockey_stick(eps, n, p, alpha, r0, r1, lam, s, width)
+  if symmetric:  # q0 == q1 declared by the caller: H(Q||P) = H(P||Q)
+    h_qp = h_pq
+  else:
+    h_qp, _ = pair_hockey_stick(eps, n, p, alpha, r1, r0, lam, s, width)
+  tail = cut_mass(n, total, lo, width)
+  d = jnp.maximum(h_pq, h_qp) + tail
+  d = jnp.where(eps >= jnp.log(p), 0.0, d)  # likelihood ratio in [1/p, p]
+  d = jnp.clip(d, 0.0, 1.0)
+  bad = pair_params_invalid(n, p, beta, q0, q1, symmetric) | jnp.isnan(eps) | (eps < 0)
+  return jnp.where(bad, jnp.nan, d)
+
+
+def pair_params_invalid(n, p, beta, q0, q1, symmetric=False):
+  """Invalid-lane mask for the pair parameters (jittable)."""
+  alpha = beta / (p - 1.0)
+  s = 1.0 - alpha * p / q0 - alpha * p / q1
+  bad = ((p <= 1.0) | (beta <= 0) | (beta > (p - 1.0) / (p + 1.0) * (1 + 1e-12))
+         | (q0 < 1.0) | (q1 < 1.0) | (q0 > p * q1 * (1 + 1e-12))
+         | (q1 > p * q0 * (1 + 1e-12)) | (s < -1e-12) | (n < 1)
+         | (n != jnp.floor(n)) | jnp.isnan(p + beta + q0 + q1 + n))
+  if symmetric:
+    bad = bad | (q0 != q1)
+  return bad
+
+
+def bracket_decreasing(fn, lo, hi, f_lo, f_hi, *, num_iters: int,
+                       illinois: bool = True):
+  """Root bracket of a non-increasing ``fn`` with ``fn(hi) <= 0`` known.
+
+  Like ``jaxacct._core.solve.bisect`` (Illinois steps, every third a
+  halving) but ``fn`` is evaluated only inside the loop (the end values are
+  supplied: ``f_lo`` any value >= fn(lo) is fine, it only steers the secant),
+  so the compiled graph holds one copy of ``fn``. Returns ``(b, a)``: ``b``
+  is feasible (``fn(b) <= 0``; ``hi`` if nothing better was found) and ``a``
+  is the last point known infeasible (or ``lo``).
+  """
+  a = jnp.asarray(lo, jnp.float64)
+  b = jnp.asarray(hi, jnp.float64)
+  fa = jnp.asarray(f_lo, jnp.float64)
+  fb = jnp.asarray(f_hi, jnp.float64)
+
+  def body(i, carry):
+    a, b, fa, fb, last = carry
+    mid = 0.5 * (a + b)
+    if illinois:
+      sec = (a * fb - b * fa) / (fb - fa)
+      good = (jnp.isfinite(sec) & (sec > a) & (sec < b) & (i % 3 != 2))
+      m = jnp.where(good, sec, mid)
+    else:
+      m = mid
+    fm = fn(m)
+    feas = fm <= 0
+    a2 = jnp.where(feas, a, m)
+    b2 = jnp.where(feas, m, b)
+    fa2 = jnp.where(feas, fa, fm)
+    fb2 = jnp.where(feas, fm, fb)
+    if illinois:
+      fa2 = jnp.where(feas & (last == 1), 0.5 * fa2, fa2)
+      fb2 = jnp.where(~feas & (last == -1), 0.5 * fb2, fb2)
+    last2 = jnp.where(feas, 1, -1).astype(jnp.int32)
+    return a2, b2, fa2, fb2, last2
+
+  a, b, _, _, _ = jax.lax.fori_loop(
+      0, num_iters, body, (a, b, fa, fb, jnp.zeros((), jnp.int32)))
+  return b, a
+
+
+def pair_delta(eps, *, n, p, beta, q0, q1, width: int,
+               symmetric: bool = False):
+  r"""Exact (windowed, tail added) delta(eps) of the variation-ratio pair.
+
+  Wang et al., arXiv:2304.05007v5, App. H + Prop. I.1 (n-trial form of the
+  jaxacct digest, §0). Replacement neighbours, max of both directions.
+
+  Args:
+    eps: epsilon >= 0 (float64 array).
+    n: number of users >= 1 (integer-valued float array).
+    p: probability-ratio bound > 1. beta: total-variation bound in
+      (0, (p-1)/(p+1)]. q0, q1: blanket ratios >= 1 with q0/q1 in [1/p, p]
+      and r0 + r1 <= 1.
+    width: static c-window length (``window_size``).
+    symmetric: static; True when ``q0 == q1`` (one direction suffices;
+      lanes with ``q0 != q1`` become NaN).
+
+  Returns:
+    float64 array, the broadcast shape of the inputs.
+
+  Bound: exact delta of the pair up to the added tail mass (an upper bound of
+  it, tight to < 1e-20 for the default window). NaN for invalid lanes.
+  """
+  require_x64("shuffle pair_delta")
+  args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64)
+                                for x in (eps, n, p, beta, q0, q1)])
+  shape = args[0].shape
+  flat = [a.reshape(-1) for a in args]
+  f = jax.vmap(lambda *a: _pair_delta_scalar(*a, width, symmetric))
+  return f(*flat).reshape(shape)
+
+
+def pair_epsilon(delta, *, n, p, beta, q0, q1, width: int,
+                 symmetric: bool = False, num_iters: int = 40,
+                 method: str = "illinois"):
+  """Upper end of the bisection bracket of eps(delta) for the pair.
+
+  Illinois bracketing (``jaxacct._core.solve.bisect``, every third step a
+  halving) on ``[0, ln p]`` (``delta(ln p) = 0``), keeping the feasible
+  (upper) end; 40 steps guarantee at least 13 halvings and in practice reach
+  the float64 resolution (checked against 60 plain halvings).
+
+  Returns:
+    float64 array (broadcast shape); NaN for invalid lanes.
+  Bound: an upper bound of the pair's exact eps(delta), within the bracket
+  width above it.
+  """
+  require_x64("shuffle pair_epsilon")
+  args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64)
+                                for x in (delta, n, p, beta, q0, q1)])
+  shape = args[0].shape
+  flat = [a.reshape(-1) for a in args]
+
+  def one(dl, n_, p_, b_, q0_, q1_):
+    fn = lambda e: _pair_delta_scalar(e, n_, p_, b_, q0_, q1_, width,
+                                      symmetric) - dl
+    hi, _ = bracket_decreasing(fn, 0.0, jnp.log(p_), 1.0 - dl, -dl,
+                               num_iters=num_iters,
+                               illinois=(method == "illinois"))
+    bad = (pair_params_invalid(n_, p_, b_, q0_, q1_, symmetric) | (dl <= 0)
+           | (dl >= 1) | jnp.isnan(dl))
+    return jnp.where(bad, jnp.nan, hi)
+
+  return jax.vmap(one)(*flat).reshape(shape)
+
+
+def _pair_rdp_one(order, n, p, alpha, r0, r1, lam, s, wc, wa):
+  total = r0 + r1
+  rho = r0 / total
+  lo = window_start(n, total, wc)
+  c = lo + jnp.arange(wc, dtype=jnp.float64)  # (wc,)
+  lw = log_binom_pmf(c, n, total)
+  alo = jnp.floor(c * rho - 0.5 * (wa - 1))
+  alo = jnp.clip(alo, 0.0, jnp.maximum(c + 1.0 - wa, 0.0))
+  a = alo[:, None] + jnp.arange(wa, dtype=jnp.float64)[None, :]  # (wc, wa)
+  cc = c[:, None]
+  b = cc - a
+  ok = (a <= cc) & (cc <= n)
+  la = log_binom_pmf(a, cc, rho)
+  lamterm = jnp.where(lam > 0, lam * (n - cc) / jnp.where(s > 0, s, 1.0), 0.0)
+  gp = p * alpha * a / r0 + alpha * b / r1 + lamterm
+  gq = alpha * a / r0 + p * alpha * b / r1 + lamterm
+  pos = ok & (gp > 0) & (gq > 0)
+  gps = jnp.where(pos, gp, 1.0)
+  gqs = jnp.where(pos, gq, 1.0)
+  lt = (lw[:, None] + la - jnp.log(n) + order * jnp.log(gps)
+        + (1.0 - order) * jnp.log(gqs))
+  lt = jnp.where(pos, lt, -jnp.inf)
+  kept = jax.scipy.special.logsumexp(lt)
+  # rigorous tails: Q-mass outside, weighted by the maximal ratio p^order
+  ctail = cut_mass(n, total, lo, wc)
+  ahi = alo + wa - 1.0
+
+  def slice_tail(cm):
+    cm = jnp.maximum(cm, 0.0)
+    left = jnp.where(alo >= 1, binom_cdf(alo - 1.0, cm, rho), 0.0)
+    return left + binom_sf(ahi, cm, rho)
+
+  atail = jnp.maximum(slice_tail(c), slice_tail(c - 1.0))
+  atail = jnp.max(jnp.where(c <= n, atail, 0.0))
+  tail = ctail + atail
+  ltail = jnp.where(tail > 0, order * jnp.log(p) + jnp.log(
+      jnp.where(tail > 0, tail, 1.0)), -jnp.inf)
+  return jnp.logaddexp(kept, ltail) / (order - 1.0)
+
+
+@functools.partial(jax.jit, static_argnames=("wc", "wa", "symmetric"))
+def pair_rdp(orders, *, n, p, beta, q0, q1, wc: int, wa: int,
+             symmetric: bool = False):
+  r"""Renyi divergence of the pair, max of both directions, real orders > 1.
+
+  Wang et al. arXiv:2304.05007v5 pair (module docstring); for the clone
+  member this is FMT'21 (arXiv:2012.12803) Sec. 6.1.
+
+  .. math:: D_\alpha = \frac{1}{\alpha-1}\log\sum_{a,b} P(a,b)^\alpha Q(a,b)^{1-\alpha}
+
+  summed over a (c, a) window; the omitted Q-mass times ``p^alpha`` is added
+  (rigorous: the ratio is at most p).
+
+  Args:
+    orders: 1-D float64 array of orders > 1.
+    n, p, beta, q0, q1: scalars (see ``pair_delta``).
+    wc, wa: static window lengths (``rdp_widths``).
+
+  Returns:
+    float64 array ``(len(orders),)``.
+
+  Bound: upper bound of the pair's exact RDP (tight to ~e^-60 relative).
+  """
+  require_x64("shuffle pair_rdp")
+  orders = jnp.asarray(orders, jnp.float64)
+  n, p, beta, q0, q1 = [jnp.asarray(x, jnp.float64) for x in (n, p, beta, q0, q1)]
+  alpha, r0, r1, lam, s = pair_params(p, beta, q0, q1)
+
+  def per(order):
+    d1 = _pair_rdp_one(order, n, p, alpha, r0, r1, lam, s, wc, wa)
+    if symmetric:
+      return d1
+    d2 = _pair_rdp_one(order, n, p, alpha, r1, r0, lam, s, wc, wa)
+    return jnp.maximum(d1, d2)
+
+  out = jax.lax.map(per, orders)
+  return jnp.clip(out, 0.0, jnp.log(p))
+
+
+@functools.partial(jax.jit, static_argnames=("width",))
+def sym_delta(eps, n, p, beta, q, *, width: int):
+  """``pair_delta`` with ``q0 = q1 = q`` (one shared compiled kernel)."""
+  return pair_delta(eps, n=n, p=p, beta=beta, q0=q, q1=q, width=width,
+                    symmetric=True)
+
+
+@functools.partial(jax.jit, static_argnames=("width",))
+def sym_epsilon(delta, n, p, beta, q, *, width: int):
+  """``pair_epsilon`` with ``q0 = q1 = q`` (one shared compiled kernel)."""
+  return pair_epsilon(delta, n=n, p=p, beta=beta, q0=q, q1=q, width=width,
+                      symmetric=True)

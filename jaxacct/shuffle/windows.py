@@ -1,0 +1,186 @@
+r"""Binomial windows of the shuffling pair kernels: tails, lengths, buckets.
+
+Every pair kernel of ``jaxacct.shuffle`` sums a binomial mixture over a window
+of static length ``W`` around the mean and charges (adds) the mass it cuts.
+This module holds that shared policy:
+
+* :func:`binom_sf` / :func:`binom_cdf` -- binomial tails (regularised
+  incomplete beta), jittable.
+* :func:`window_start` / :func:`cut_mass` -- the integer start of a window of
+  static length and the ``Bin(n-1, total)`` mass it cuts.
+* :func:`window_size`, :func:`resolve_width`, :func:`rdp_widths` -- static
+  lengths of the reference kernels (power-of-2 / 1.5 x power-of-2 buckets).
+* :func:`raw_widths`, :func:`bucket_widths`, :func:`fast_width` -- static
+  lengths of the fast symmetric kernel (3-significant-bit buckets, multiples
+  of ``BLOCK``).
+
+Window rule: ``2 (z sd + z^2) + 3`` cells (Bernstein: the cut mass is at most
+``2 exp(-z^2/2)``); with the default ``z = 10`` the cut mass is < 1e-20 and it
+is computed and added anyway.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import betainc
+
+from jaxacct._core import checks
+
+__all__ = ["DEFAULT_Z", "BLOCK", "binom_sf", "binom_cdf", "window_start",
+           "cut_mass", "window_size", "resolve_width", "rdp_widths",
+           "raw_widths", "bucket_widths", "fast_width"]
+
+#: Default window half-width in standard deviations (cut mass < 1e-20).
+DEFAULT_Z = 10.0
+#: Block length of the fast symmetric kernel (one incomplete-beta anchor each).
+BLOCK = 64
+
+
+def binom_sf(t, m, prob):
+  """Pr[Bin(m, prob) >= t] for real integer-valued t, m >= 0 (betainc)."""
+  t = jnp.asarray(t, jnp.float64)
+  m = jnp.asarray(m, jnp.float64)
+  mid = (t >= 1) & (t <= m)
+  ta = jnp.where(mid, t, 1.0)
+  tb = jnp.where(mid, m - t + 1.0, 1.0)
+  pr = jnp.clip(prob, 0.0, 1.0)
+  val = betainc(ta, tb, pr)
+  return jnp.where(t <= 0, 1.0, jnp.where(t > m, 0.0, val))
+
+
+def binom_cdf(t, m, prob):
+  """Pr[Bin(m, prob) <= t]."""
+  return binom_sf(m - t, m, 1.0 - prob)
+
+
+def window_start(n_tr, total, width: int):
+  """Integer start of the window of static length ``width`` for Bin(n_tr, total).
+
+  Centred on the mean, clipped to the support ``[0, n_tr]``. Jittable.
+  """
+  mean = n_tr * total
+  lo = jnp.floor(mean - 0.5 * (width - 1))
+  lo = jnp.clip(lo, 0.0, jnp.maximum(n_tr + 1.0 - width, 0.0))
+  return lo
+
+
+def cut_mass(n, total, lo, width):
+  """Pr[Bin(n-1, total) <= lo-1] + Pr[Bin(n-1, total) >= lo+width-1].
+
+  The mass of the clone count outside the window ``[lo, lo + width - 2]``
+  (n-trial indexing of the pair kernels). Jittable.
+  """
+  m = n - 1.0
+  hi = lo + width - 1.0  # last c kept (n-trial index)
+  left = jnp.where(lo >= 1, binom_cdf(lo - 1.0, m, total), 0.0)
+  right = binom_sf(hi, m, total)
+  return left + right
+
+
+def _bucket_coarse(w):
+  """Round up to the bucket set {2^k, 1.5 * 2^k} (scalar, float)."""
+  k = 2.0 ** math.floor(math.log2(w))
+  return k if w <= k else (1.5 * k if w <= 1.5 * k else 2.0 * k)
+
+
+def window_size(n, total, z: float = DEFAULT_Z) -> int:
+  """Static window length for ``Bin(n, total)`` (eager, numpy; max over a batch).
+
+  ``2 (z sd + z^2) + 3`` points, rounded up to a bucket ``{2^k, 1.5 * 2^k}``
+  (nearby settings share one compiled kernel) and capped at ``n + 1`` (the
+  whole support).
+  """
+  n = np.asarray(n, np.float64)
+  t = np.clip(np.asarray(total, np.float64), 0.0, 1.0)
+  n, t = np.broadcast_arrays(n, t)
+  sd = np.sqrt(n * t * (1.0 - t))
+  w = float(max(np.max(np.ceil(2.0 * (z * sd + z * z)) + 3.0), 2.0))
+  k = 2.0 ** np.floor(np.log2(w))
+  w = k if w <= k else (1.5 * k if w <= 1.5 * k else 2.0 * k)
+  return int(min(w, float(np.max(n)) + 1.0))
+
+
+def resolve_width(n, total, max_n=None, z: float = DEFAULT_Z) -> int:
+  """Static window length: from concrete ``n``/``total`` when possible, else
+  from the static ``max_n`` (worst case ``total = 1/2``)."""
+  if max_n is not None:
+    return window_size(max_n, 0.5, z)
+  if checks.is_concrete((n, total)):
+    return window_size(n, total, z)
+  raise ValueError(
+      "n is traced: pass the static keyword max_n (an upper bound on n) so "
+      "the summation window can be sized.")
+
+
+def rdp_widths(n, total, rho, max_order, log_p, z: float = DEFAULT_Z):
+  """Static (c-window, a-window) lengths for ``pair_rdp`` (eager numpy).
+
+  The a-window half-width ``h`` makes the Hoeffding tail ``2 exp(-2 h^2 / c)``
+  at most ``e^{-60}`` after the ``p^alpha`` weighting.
+  """
+  lp = float(np.max(log_p))
+  # the c-tail is weighted by p^alpha too: Bernstein gives < exp(-z^2/2)
+  zc = max(z, math.sqrt(2.0 * (float(max_order) * lp + 60.0)))
+  wc = window_size(n, total, zc)
+  n = float(np.max(np.asarray(n, np.float64)))
+  cmax = min(n, float(np.max(np.asarray(n) * np.asarray(total))) + wc)
+  h = math.sqrt(max(cmax, 1.0) * (float(max_order) * lp + 60.0) / 2.0) + 2.0
+  wa = max(int(min(cmax + 1.0, 2.0 * h + 4.0)), 2)
+  # same buckets as ``window_size`` (a longer a-window only moves mass from
+  # the added tail bound into the exact sum)
+  return wc, int(_bucket_coarse(wa))
+
+
+def raw_widths(n, total, delta=None, z=None):
+  """Per-lane unrounded window lengths ``2 (z sd + z^2) + 3`` (numpy).
+
+  ``z`` defaults to ``DEFAULT_Z``, or with ``delta`` to the value that makes
+  the cut mass <= 1e-10 delta (at most 40). Returns ``(widths, n)`` broadcast.
+  """
+  n = np.asarray(n, np.float64)
+  t = np.clip(np.asarray(total, np.float64), 0.0, 1.0)
+  if z is None:
+    if delta is None:
+      z = np.float64(DEFAULT_Z)
+    else:
+      dl = np.clip(np.asarray(delta, np.float64), 1e-300, 1.0)
+      z = np.minimum(np.sqrt(2.0 * np.log(2.0 / (1e-10 * dl))), 40.0)
+  n, t, z = np.broadcast_arrays(n, t, np.asarray(z, np.float64))
+  sd = np.sqrt(n * t * (1.0 - t))
+  return np.maximum(np.ceil(2.0 * (z * sd + z * z)) + 3.0, 2.0), n
+
+
+def bucket_widths(w, n, block, coarse):
+  """Round window lengths up to buckets (3 significant bits, or powers of 2
+  when ``coarse``), to a multiple of ``block``, at most the support."""
+  w = np.asarray(w, np.float64)
+  k = 2.0 ** np.floor(np.log2(w))
+  if coarse:
+    w = np.where(w <= k, k, 2.0 * k)
+  else:
+    step = np.maximum(k / 8.0, 1.0)
+    w = np.ceil(w / step) * step
+  w = np.minimum(w, np.asarray(n, np.float64) + 1.0)
+  return (np.maximum(np.ceil(w / block), 1.0) * block).astype(np.int64)
+
+
+def fast_width(n, total, delta=None, *, block: int = BLOCK, z=None,
+               coarse: bool = False) -> int:
+  """Static c-window length of the fast symmetric kernel (eager numpy).
+
+  ``2 (z sd + z^2) + 3`` cells (Bernstein: the cut mass is at most
+  ``2 exp(-z^2/2)``; it is computed and added to delta anyway), with ``z``
+  from ``delta`` (cut mass <= 1e-10 delta) or 10 when ``delta`` is None;
+  rounded up to 3 significant bits (buckets 12.5% apart, so nearby settings
+  share one compiled kernel; powers of 2 with ``coarse``), to a multiple of
+  ``block``, and to at most the whole support. The max over a batch.
+  """
+  if delta is not None:
+    delta = np.min(np.asarray(delta, np.float64))
+  w, nn = raw_widths(n, total, delta, z)
+  i = int(np.argmax(w))
+  wmax = float(w.reshape(-1)[i])
+  return int(bucket_widths(wmax, float(np.max(nn)), block, coarse))
