@@ -6,11 +6,18 @@ status (``ok``) and the eager API turns a target that cannot be met into a
 ``ValueError`` naming the bracket (:func:`require_feasible`).
 
 * :func:`bisect` -- monotone ``fn`` on a real bracket (halving or Illinois).
+* :func:`bracket_decreasing` -- :func:`bisect` for a non-increasing ``fn`` whose end
+  values the caller supplies (one copy of ``fn`` in the compiled graph; the
+  shuffle pair kernels).
 * :func:`bisect_int` -- the largest feasible integer of a monotone predicate.
 * :func:`invert_decreasing` -- epsilon(delta) from a decreasing delta(epsilon),
   upper (smallest feasible) or lower (largest infeasible) end.
 * :func:`refine_bracket` -- bisection on a (costly) feasibility predicate until
   every live bracket is narrower than ``tol`` (while loop, early stop).
+* :func:`safeguarded_root` -- a problem-specific Newton step inside a kept
+  bracket, with a halving guard (the shuffle fast pair kernel's eps(delta)).
+* :func:`newton_keep_feasible` -- Newton steps on a convex decreasing function
+  from its feasible side, each kept only if still feasible.
 * :func:`newton` -- fixed-iteration Newton steps with a lower safeguard.
 * :func:`search_decreasing_host` -- host-side (eager, numpy) bracketing and
   Illinois on log x for costly non-jittable functions (DP-SGD calibration).
@@ -124,6 +131,108 @@ def bisect(fn: Callable, lo, hi, *, increasing: bool, num_iters: int = 64,
   a, b, _, _, ok, _ = jax.lax.fori_loop(0, num_iters, body, (a, b, fa, fb, ok0, last0))
   x = itf(a) if increasing else itf(b)
   return BisectResult(x=x, ok=ok, width=itf(b) - itf(a))
+
+
+def bracket_decreasing(fn, lo, hi, f_lo, f_hi, *, num_iters: int,
+                       illinois: bool = True):
+  """Root bracket of a non-increasing ``fn`` with ``fn(hi) <= 0`` known.
+
+  Like :func:`bisect` (Illinois steps, every third a
+  halving) but ``fn`` is evaluated only inside the loop (the end values are
+  supplied: ``f_lo`` any value >= fn(lo) is fine, it only steers the secant),
+  so the compiled graph holds one copy of ``fn``. Returns ``(b, a)``: ``b``
+  is feasible (``fn(b) <= 0``; ``hi`` if nothing better was found) and ``a``
+  is the last point known infeasible (or ``lo``).
+  """
+  a = jnp.asarray(lo, jnp.float64)
+  b = jnp.asarray(hi, jnp.float64)
+  fa = jnp.asarray(f_lo, jnp.float64)
+  fb = jnp.asarray(f_hi, jnp.float64)
+
+  def body(i, carry):
+    a, b, fa, fb, last = carry
+    mid = 0.5 * (a + b)
+    if illinois:
+      sec = (a * fb - b * fa) / (fb - fa)
+      good = (jnp.isfinite(sec) & (sec > a) & (sec < b) & (i % 3 != 2))
+      m = jnp.where(good, sec, mid)
+    else:
+      m = mid
+    fm = fn(m)
+    feas = fm <= 0
+    a2 = jnp.where(feas, a, m)
+    b2 = jnp.where(feas, m, b)
+    fa2 = jnp.where(feas, fa, fm)
+    fb2 = jnp.where(feas, fm, fb)
+    if illinois:
+      fa2 = jnp.where(feas & (last == 1), 0.5 * fa2, fa2)
+      fb2 = jnp.where(~feas & (last == -1), 0.5 * fb2, fb2)
+    last2 = jnp.where(feas, 1, -1).astype(jnp.int32)
+    return a2, b2, fa2, fb2, last2
+
+  a, b, _, _, _ = jax.lax.fori_loop(
+      0, num_iters, body, (a, b, fa, fb, jnp.zeros((), jnp.int32)))
+  return b, a
+
+
+def safeguarded_root(evaluate: Callable, propose: Callable, a, b, x1, done, *, target,
+                     max_iter: int, rtol: float):
+  """Bracket-keeping iteration for a decreasing function (jittable, one lane).
+
+  ``evaluate(x)`` returns ``(value, *aux)``; ``x`` is feasible where
+  ``value <= target`` (the feasible set is ``[root, b]``). Each step evaluates
+  the proposal, shrinks the bracket ``[a, b]`` (``a`` infeasible, ``b``
+  feasible) and asks ``propose(x, value, *aux, a, b)`` for the next point (a
+  problem-specific Newton step, which must fall back to the midpoint when it
+  leaves the bracket). Guard: every fourth step the bracket must have halved,
+  else the next point is the midpoint. Stops when ``b - a <= rtol * b``, after
+  ``max_iter`` steps, or at once if ``done``.
+
+  Returns:
+    ``(a, b)``: ``b`` is feasible (the conservative end), ``a`` infeasible.
+  """
+
+  def cond(st):
+    a, b, xn, it, wlast, done = st
+    return (~done) & (it < max_iter)
+
+  def body(st):
+    a, b, xn, it, wlast, done = st
+    value, *aux = evaluate(xn)
+    feas = value <= target
+    a2 = jnp.where(feas, a, xn)
+    b2 = jnp.where(feas, xn, b)
+    chk = (it % 4) == 3
+    slow = chk & ((b2 - a2) > 0.5 * wlast)
+    wl2 = jnp.where(chk, b2 - a2, wlast)
+    xp = propose(xn, value, *aux, a2, b2)
+    xp = jnp.where(slow, 0.5 * (a2 + b2), xp)
+    conv = (b2 - a2) <= rtol * b2
+    return a2, b2, xp, it + 1, wl2, conv
+
+  st = (a, b, x1, jnp.zeros((), jnp.int32), b - a, done)
+  a, b, _, _, _, _ = jax.lax.while_loop(cond, body, st)
+  return a, b
+
+
+def newton_keep_feasible(fn: Callable, minus_slope: Callable, x0, target, *,
+                         num_iters: int):
+  """Newton steps towards ``fn(x) = target`` that never leave the feasible side.
+
+  For a convex, decreasing ``fn`` with ``fn(x0) >= target`` (feasible means
+  ``fn(x) >= target``): ``x <- x + (fn(x) - target) / minus_slope(x)``, a step
+  kept only where ``fn`` at the new point is still ``>= target`` (and never
+  backwards). ``minus_slope(x)`` is ``-fn'(x)`` (a zero slope stops the walk).
+  Jittable; ``num_iters`` is static. Used for the allocation PLD's certified
+  lower epsilon after a :func:`bisect` bracket.
+  """
+
+  def step(_, x):
+    s = minus_slope(x)
+    x2 = x + (fn(x) - target) / jnp.where(s > 0, s, jnp.inf)
+    return jnp.where(fn(x2) >= target, jnp.maximum(x2, x), x)
+
+  return jax.lax.fori_loop(0, num_iters, step, x0)
 
 
 def require_feasible(res: BisectResult, name: str, lo, hi, *, target: str = "the target"):

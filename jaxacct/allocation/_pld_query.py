@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from jaxacct._core.dtype import require_x64
-from jaxacct._core.solve import bisect
+from jaxacct._core.solve import bisect, newton_keep_feasible
 from jaxacct.allocation._pld_compose import Composed, compose_laws
 from jaxacct.allocation._pld_laws import deltas, epsilons
 
@@ -93,13 +93,8 @@ def _lower_eps(A, B, target, g_hi, *, iters_bis=24, iters_newton=8):
   a = bisect(lambda x: target - f(jnp.exp(x)), jnp.zeros(()),
              jnp.log(jnp.maximum(g_hi, 1.0)) + 1e-9, increasing=True, num_iters=iters_bis).x
 
-  def newton(_, g):
-    v = f(g)
-    slope = jnp.sum(jnp.where(A > g * B, B, 0.0))
-    g2 = g + (v - target) / jnp.where(slope > 0, slope, jnp.inf)
-    return jnp.where(f(g2) >= target, jnp.maximum(g2, g), g)
-
-  g = lax.fori_loop(0, iters_newton, newton, jnp.exp(a))
+  slope = lambda g: jnp.sum(jnp.where(A > g * B, B, 0.0))
+  g = newton_keep_feasible(f, slope, jnp.exp(a), target, num_iters=iters_newton)
   return jnp.where(ok0, g, 0.0)
 
 

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core import checks
+from jaxacct._core import checks, solve
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct.shuffle import pair_fast, pair_reference, windows
@@ -274,7 +274,7 @@ def _rr2_epsilon_jit(delta, n, eps0, *, width, num_iters=64):
     # lower bound: the windowed sum (without the tail) is <= the true delta,
     # so the smallest eps with windowed delta <= target is <= the true eps.
     fn = lambda e: _rr2_delta_scalar(e, n_, e0, width)[0] - dl
-    _, lo = pair_reference.bracket_decreasing(fn, 0.0, e0, 1.0 - dl, -dl,
+    _, lo = solve.bracket_decreasing(fn, 0.0, e0, 1.0 - dl, -dl,
                                       num_iters=num_iters, illinois=False)
     # the LOWER (infeasible) end of the bracket (BinSLower, Alg. 7)
     return lo
@@ -425,7 +425,7 @@ def _krr41_eps_jit(delta, n, eps0, k, *, wm, wz):
 
   def one(dl, n_, e0, k_):
     fn = lambda e: _krr41_delta_scalar(e, n_, e0, k_, wm, wz, False) - dl
-    hi, _ = pair_reference.bracket_decreasing(fn, 0.0, e0, 1.0 - dl, -dl, num_iters=40)
+    hi, _ = solve.bracket_decreasing(fn, 0.0, e0, 1.0 - dl, -dl, num_iters=40)
     return jnp.where((dl <= 0) | (dl >= 1) | (e0 <= 0), jnp.nan, hi)
 
   return jax.vmap(one)(*[a.reshape(-1) for a in args]).reshape(shp)

@@ -72,6 +72,7 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf, logsumexp
 from jaxacct._core.orders import DEFAULT_ORDERS
+from jaxacct._core.solve import bisect
 from jaxacct._core.results import EpsilonResult
 from jaxacct.shuffle import _binned, girgis
 from jaxacct.shuffle.rdp_rounds import compose_rdp_epsilon
@@ -131,17 +132,14 @@ def _tilted_peak(lam, top, th, iters=64):
   (decreasing in t, positive at t = 1/2), by bisection on [1/2, 1).
   """
   lo = jnp.full(jnp.broadcast_shapes(lam.shape, top.shape), 0.5)
-  hi = jnp.ones_like(lo)
 
-  def body(_, lh):
-    lo, hi = lh
-    t = 0.5 * (lo + hi)
+  def minus_d(t):
     x = th * (2.0 * t - 1.0)
-    d = -top * (jnp.log(t) - jnp.log1p(-t)) + 2.0 * th * (
+    return top * (jnp.log(t) - jnp.log1p(-t)) - 2.0 * th * (
         lam / (1.0 + x) + (lam - 1.0) / (1.0 - x))
-    return jnp.where(d > 0, t, lo), jnp.where(d > 0, hi, t)
 
-  lo, hi = jax.lax.fori_loop(0, iters, body, (lo, hi))
+  res = bisect(minus_d, lo, jnp.ones_like(lo), increasing=True, num_iters=iters)
+  lo, hi = res.x, res.x + res.width
   return jnp.round(0.5 * (lo + hi) * top)
 
 

@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
 
-from jaxacct._core import checks
+from jaxacct._core import checks, solve
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct.shuffle.pair_reference import pair_params_invalid
@@ -218,27 +218,8 @@ def _sym_fast_eps_scalar(delta, n, p, beta, q, width, block, max_iter, rtol):
   done0 = d0 <= tgt
   x1 = propose(a0, d0, q0, a0, b0)
 
-  def cond(st):
-    a, b, xn, it, wlast, done = st
-    return (~done) & (it < max_iter)
-
-  def body(st):
-    a, b, xn, it, wlast, done = st
-    d, qm = ev(xn)
-    feas = d <= tgt
-    a2 = jnp.where(feas, a, xn)
-    b2 = jnp.where(feas, xn, b)
-    # guard: every 4th step the bracket must have halved, else bisect
-    chk = (it % 4) == 3
-    slow = chk & ((b2 - a2) > 0.5 * wlast)
-    wl2 = jnp.where(chk, b2 - a2, wlast)
-    xp = propose(xn, d, qm, a2, b2)
-    xp = jnp.where(slow, 0.5 * (a2 + b2), xp)
-    conv = (b2 - a2) <= rtol * b2
-    return a2, b2, xp, it + 1, wl2, conv
-
-  st = (a0, b0, x1, jnp.zeros((), jnp.int32), b0 - a0, done0)
-  a, b, _, _, _, _ = jax.lax.while_loop(cond, body, st)
+  a, b = solve.safeguarded_root(ev, propose, a0, b0, x1, done0, target=tgt,
+                                max_iter=max_iter, rtol=rtol)
   eps = jnp.where(done0, 0.0, b)
   wid = jnp.where(done0, 0.0, b - a)
   return eps, wid

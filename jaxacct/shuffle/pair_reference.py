@@ -37,7 +37,7 @@ pair's exact delta. With the default ``z = 10`` the added mass is < 1e-20
 
 This is the reference kernel: any pair ``(p, beta, q0, q1)``, one
 incomplete-beta call per window cell, and the eps(delta) inversion by 40
-bracketing steps (:func:`bracket_decreasing`). The symmetric zero-leftover
+bracketing steps (:func:`jaxacct._core.solve.bracket_decreasing`). The symmetric zero-leftover
 members (clone pair, stronger clone) have a faster kernel in
 ``jaxacct.shuffle.pair_fast``, checked against this one in
 ``tests/test_shuffle_fast.py``. Binomial weights use the Loader saddle-point
@@ -55,10 +55,11 @@ import numpy as np
 
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.logmath import log_binom_pmf
+from jaxacct._core.solve import bracket_decreasing
 from jaxacct.shuffle.windows import binom_cdf, binom_sf, cut_mass, window_start
 
 __all__ = ["clone_q", "stronger_q", "pair_params", "pair_params_invalid",
-           "pair_hockey_stick", "bracket_decreasing", "pair_delta",
+           "pair_hockey_stick", "pair_delta",
            "pair_epsilon", "pair_rdp", "sym_delta", "sym_epsilon"]
 
 
@@ -144,48 +145,6 @@ def pair_params_invalid(n, p, beta, q0, q1, symmetric=False):
   if symmetric:
     bad = bad | (q0 != q1)
   return bad
-
-
-def bracket_decreasing(fn, lo, hi, f_lo, f_hi, *, num_iters: int,
-                       illinois: bool = True):
-  """Root bracket of a non-increasing ``fn`` with ``fn(hi) <= 0`` known.
-
-  Like ``jaxacct._core.solve.bisect`` (Illinois steps, every third a
-  halving) but ``fn`` is evaluated only inside the loop (the end values are
-  supplied: ``f_lo`` any value >= fn(lo) is fine, it only steers the secant),
-  so the compiled graph holds one copy of ``fn``. Returns ``(b, a)``: ``b``
-  is feasible (``fn(b) <= 0``; ``hi`` if nothing better was found) and ``a``
-  is the last point known infeasible (or ``lo``).
-  """
-  a = jnp.asarray(lo, jnp.float64)
-  b = jnp.asarray(hi, jnp.float64)
-  fa = jnp.asarray(f_lo, jnp.float64)
-  fb = jnp.asarray(f_hi, jnp.float64)
-
-  def body(i, carry):
-    a, b, fa, fb, last = carry
-    mid = 0.5 * (a + b)
-    if illinois:
-      sec = (a * fb - b * fa) / (fb - fa)
-      good = (jnp.isfinite(sec) & (sec > a) & (sec < b) & (i % 3 != 2))
-      m = jnp.where(good, sec, mid)
-    else:
-      m = mid
-    fm = fn(m)
-    feas = fm <= 0
-    a2 = jnp.where(feas, a, m)
-    b2 = jnp.where(feas, m, b)
-    fa2 = jnp.where(feas, fa, fm)
-    fb2 = jnp.where(feas, fm, fb)
-    if illinois:
-      fa2 = jnp.where(feas & (last == 1), 0.5 * fa2, fa2)
-      fb2 = jnp.where(~feas & (last == -1), 0.5 * fb2, fb2)
-    last2 = jnp.where(feas, 1, -1).astype(jnp.int32)
-    return a2, b2, fa2, fb2, last2
-
-  a, b, _, _, _ = jax.lax.fori_loop(
-      0, num_iters, body, (a, b, fa, fb, jnp.zeros((), jnp.int32)))
-  return b, a
 
 
 def pair_delta(eps, *, n, p, beta, q0, q1, width: int,

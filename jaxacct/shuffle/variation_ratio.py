@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core import checks
+from jaxacct._core import checks, solve
 from jaxacct._core.dtype import x64_boundary
 from jaxacct.shuffle import pair_fast, pair_reference, windows
 
@@ -151,7 +151,7 @@ def _lower_eps_jit(delta, n, p, beta, q0, q1, *, width):
 
   def one(dl, n_, p_, b_, q0_, q1_):
     fn = lambda e: _lower_delta_scalar(e, n_, p_, b_, q0_, q1_, width) - dl
-    _, lo = pair_reference.bracket_decreasing(fn, 0.0, jnp.log(p_), 1.0 - dl, -dl,
+    _, lo = solve.bracket_decreasing(fn, 0.0, jnp.log(p_), 1.0 - dl, -dl,
                                       num_iters=64, illinois=False)
     # lo: infeasible end, <= the true eps (BinSLower)
     bad = pair_reference.pair_params_invalid(n_, p_, b_, q0_, q1_) | (dl <= 0) | (dl >= 1)
