@@ -11,17 +11,11 @@
 import ast
 import pathlib
 
-import pytest
-
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "jaxacct"
 SCHEMES = ("poisson", "allocation", "shuffle")
 MAX_LINES = 600
 # Uniform catalogues or modules still to be split (each with its reason).
 LONG_OK = {}
-
-
-# Migration in progress (issue 16): the layout tests report what is left.
-MIGRATING = pytest.mark.xfail(reason="issue 16 layout migration in progress", strict=False)
 
 
 def _modules():
@@ -52,7 +46,6 @@ def _imports(tree):
         yield node.lineno, a.name, []
 
 
-@MIGRATING
 def test_no_private_names_cross_modules():
   bad = []
   for name, f in _modules():
@@ -91,14 +84,12 @@ def test_schemes_do_not_import_each_other_and_core_imports_no_scheme():
   assert not bad, "\n".join(bad)
 
 
-@MIGRATING
 def test_module_sizes():
   long = {name: len(f.read_text().splitlines()) for name, f in _modules()}
   bad = {n: k for n, k in long.items() if k > MAX_LINES and n not in LONG_OK}
   assert not bad, bad
 
 
-@MIGRATING
 def test_one_log_binomial_pmf():
   defs = []
   for name, f in _modules():
