@@ -183,8 +183,10 @@ def test_calibrate_sigma_vector_k_and_epochs():
                                    num_epochs=2, **KW).upper
   assert np.all(np.asarray(up2) > eps)
   with pytest.raises(ValueError, match=r"\[0.3, 50\]"):
-    pld.allocation_pld_calibrate_sigma(epsilon=1e-3, delta=1e-5, num_steps=20,
-                                       num_epochs=2, num_grid=8, **KW)
+    # same shapes as above (no new compilation): an unreachable target
+    pld.allocation_pld_calibrate_sigma(epsilon=np.array([1e-3, 1e-3]), delta=1e-5,
+                                       num_steps=20, num_selected=2, num_epochs=2,
+                                       num_grid=8, **KW)
 
 
 @pytest.mark.slow

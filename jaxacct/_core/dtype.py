@@ -8,6 +8,9 @@ Policy (tested in ``tests/test_core_dtype.py``):
   is wrapped in :func:`x64_boundary`, which runs the body under
   ``jax.enable_x64(True)``. Users who run JAX in float32 get float64 results
   and their global setting is untouched.
+* A front door handed traced input while x64 is off (a user's float32
+  ``jit`` or ``vmap``) raises the :func:`require_x64` error: float64 cannot be
+  switched on inside a trace.
 * The *jittable kernels* (``*_rdp`` functions and the like) may be called
   inside a user's own ``jit``. There the body is traced with whatever x64
   setting is active, and a float32 trace would silently lose the precision
@@ -40,6 +43,11 @@ def x64_boundary(fn: F) -> F:
   def wrapper(*args, **kwargs):
     if x64_enabled():
       return fn(*args, **kwargs)
+    if any(isinstance(leaf, jax.core.Tracer)
+           for leaf in jax.tree_util.tree_leaves((args, kwargs))):
+      # traced in the user's float32 context: float64 cannot be switched on
+      # inside a trace, so say what to do instead of failing on mixed dtypes.
+      require_x64(f"jaxacct.{fn.__module__.removeprefix('jaxacct.')}.{fn.__name__}")
     with jax.enable_x64(True):
       return fn(*args, **kwargs)
 

@@ -298,11 +298,8 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     if quantity == "delta":
       return max(float(E.delta(pld, value)) - self._lower_allowance(), 0.0)
     d2 = min(value + self._lower_allowance(), 1.0 - 1e-15)
-    e = float(E.epsilon(pld, d2))
-    if not math.isfinite(e):
-      return e
-    # the engine nudges epsilon up by 1e-13 (1 + |eps|); undo it (and more)
-    return max(e - 3e-13 * (1.0 + abs(e)), 0.0)
+    e = float(E.epsilon(pld, d2, rounding="down"))
+    return e if not math.isfinite(e) else max(e, 0.0)
 
   # ----------------------------------------------------------- composition
 

@@ -114,9 +114,8 @@ def composed_query(param, t, k, E_, query, *, mode, grid_size, tail, step, mecha
     ru = float(E.epsilon(P.remove_upper, query))  # noqa: E501
     au = float(E.epsilon(P.add_upper, query))
     q2 = min(query + tm, 0.999999)
-    # engine nudges eps up by 1e-13 relative; undo it (and more) on the lower side
-    rl = float(E.epsilon(P.remove_lower, q2)) * (1 - 4e-13)
-    al = float(E.epsilon(P.add_lower, q2)) * (1 - 4e-13)
+    rl = float(E.epsilon(P.remove_lower, q2, rounding="down"))
+    al = float(E.epsilon(P.add_lower, q2, rounding="down"))
   else:
     ru = float(E.delta(P.remove_upper, query))
     au = float(E.delta(P.add_upper, query))

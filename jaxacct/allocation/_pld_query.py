@@ -98,11 +98,17 @@ def _lower_eps(A, B, target, g_hi, *, iters_bis=24, iters_newton=8):
   return jnp.where(ok0, g, 0.0)
 
 
+#: Relative rounding allowance of the composed epsilon queries: the log of a
+#: profile solved through tilted FFT sums carries float64 error of order
+#: 1e-14 relative; upper epsilons move up and lower ones down by this much.
+COMPOSED_ROUNDING = 1e-12
+
+
 def composed_epsilons(C: Composed, delta):
   """(rem_up, add_up, rem_lo, add_lo) epsilons at delta (scalar), one lane."""
   sh, x = _knots(C)
   d = jnp.asarray(delta, jnp.float64)
-  nudge = lambda e: e + 1e-12 * (1.0 + jnp.abs(e))
+  nudge = lambda e: e + COMPOSED_ROUNDING * (1.0 + jnp.abs(e))
   t_r = d / (C.fup * jnp.exp(C.H)) - C.defu
   g_r = _upper_eps_remove(C, x, t_r)
   ru = jnp.where(t_r > 0, jnp.maximum(nudge(jnp.log(jnp.maximum(g_r, 1e-300)) + C.H), 0.0),
@@ -122,7 +128,7 @@ def composed_epsilons(C: Composed, delta):
     ghi = jnp.max(jnp.where(C.pl_hi > 0, C.wl_lo / jnp.where(C.pl_hi > 0, C.pl_hi, 1.0), 0.0))
     g = _lower_eps(C.wl_lo, C.pl_hi, t_al, ghi)
     al = jnp.where(t_al > 0, jnp.maximum(jnp.log(jnp.maximum(g, 1e-300)) - C.H, 0.0), jnp.inf)
-    shrink = lambda e: jnp.where(jnp.isfinite(e), e * (1.0 - 1e-12), e)
+    shrink = lambda e: jnp.where(jnp.isfinite(e), e * (1.0 - COMPOSED_ROUNDING), e)
     rl, al = shrink(rl), shrink(al)
   bad = jnp.isnan(C.fup) | ~(d > 0) | ~(d < 1)
   return tuple(jnp.where(bad, jnp.nan, v) for v in (ru, au, rl, al))

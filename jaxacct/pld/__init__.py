@@ -30,7 +30,7 @@ from jaxacct._core.dtype import x64_boundary
 from jaxacct.pld._compose import compose, compose_many
 from jaxacct.pld._core import (DEFAULT_TAIL_MASS, PLD, PairPLD, from_losses, from_pair,
                                truncate)
-from jaxacct.pld._query import delta, delta_both, epsilon, epsilon_both
+from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta, delta_both, epsilon, epsilon_both
 from jaxacct.pld.mechanisms import (DEFAULT_STEP, gaussian, laplace, truncate_to_bucket,
                                     poisson_gaussian, poisson_gaussian_pair,
                                     randomized_response)
@@ -41,7 +41,7 @@ __all__ = [
     "laplace", "poisson_gaussian", "poisson_gaussian_pair",
     "randomized_response", "poisson_gaussian_epsilon",
     "poisson_gaussian_delta", "poisson_gaussian_composed", "default_step",
-    "to_dp_accounting", "DEFAULT_STEP", "DEFAULT_TAIL_MASS",
+    "to_dp_accounting", "DEFAULT_STEP", "DEFAULT_TAIL_MASS", "ROUNDING_ALLOWANCE",
 ]
 
 _MAX_STEP_GRID = 4_000_000

@@ -6,6 +6,8 @@ see :mod:`jaxacct.pld._core` for what the discrete PLD bounds.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -13,7 +15,7 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct.pld._core import PLD, PairPLD
 
-__all__ = ["delta", "epsilon", "delta_both", "epsilon_both"]
+__all__ = ["ROUNDING_ALLOWANCE", "delta", "epsilon", "delta_both", "epsilon_both"]
 
 _BLOCK = 256
 
@@ -72,8 +74,14 @@ def _delta_kernel(probs, offset, step, inf_mass, eps):
   return jnp.where(jnp.isnan(eps), jnp.nan, out)
 
 
-@jax.jit
-def _epsilon_kernel(probs, offset, step, inf_mass, dlt):
+#: Relative rounding allowance of an epsilon query: the segment solve is exact
+#: for the discrete PLD up to float64 rounding, which this covers; the answer
+#: moves by ``ROUNDING_ALLOWANCE * (1 + |eps|)`` towards the requested side.
+ROUNDING_ALLOWANCE = 1e-13
+
+
+@functools.partial(jax.jit, static_argnames=("rounding",))
+def _epsilon_kernel(probs, offset, step, inf_mass, dlt, rounding="up"):
   require_x64("jaxacct.pld.epsilon")
   step = jnp.asarray(step, jnp.float64)
   t, d = _tables(probs, step)
@@ -85,7 +93,8 @@ def _epsilon_kernel(probs, offset, step, inf_mass, dlt):
   frac = jnp.where(denom > 0, jnp.clip(frac, 0.0, 1.0), 0.0)
   loss_k = (offset + k).astype(jnp.float64) * step
   eps = loss_k + jnp.log1p(-frac)
-  eps = eps + 1e-13 * (1.0 + jnp.abs(eps))  # round to the safe side
+  sign = 1.0 if rounding == "up" else -1.0
+  eps = eps + sign * ROUNDING_ALLOWANCE * (1.0 + jnp.abs(eps))
   eps = jnp.maximum(eps, 0.0)
   eps = jnp.where(target <= 0, jnp.inf, eps)
   bad = jnp.isnan(dlt) | (dlt <= 0) | (dlt >= 1)
@@ -119,17 +128,20 @@ def delta(pld: PLD, epsilon):
 
 
 @x64_boundary
-def epsilon(pld: PLD, delta):
+def epsilon(pld: PLD, delta, *, rounding: str = "up"):
   r"""Smallest ``eps >= 0`` with ``delta(eps) <= delta`` for a PLD, vectorised.
 
   Solved exactly on the segment where the discrete profile crosses the
   target (it is ``D_k + (1 - e^{eps - loss_k})(p_k + T_k)`` there), then
-  nudged up by 1e-13 relative (safe side).  ``+inf`` when
-  ``inf_mass >= delta``.
+  moved by :data:`ROUNDING_ALLOWANCE` ``* (1 + |eps|)`` to the side
+  ``rounding`` names. ``+inf`` when ``inf_mass >= delta``.
 
   Args:
     pld: :class:`PLD`.
     delta: float array in (0, 1).
+    rounding: ``"up"`` (default; for a pessimistic PLD, whose epsilon is an
+      upper bound) or ``"down"`` (for an optimistic PLD read as a lower
+      bound).
 
   Returns:
     float64 array of ``delta``'s shape.
@@ -138,9 +150,11 @@ def epsilon(pld: PLD, delta):
   NaN under jit for delta outside (0, 1).
   """
   checks.check_delta(delta)
+  checks.check_choice("rounding", rounding, ("up", "down"))
   dl = jnp.asarray(delta, jnp.float64)
   return _epsilon_kernel(jnp.asarray(pld.probs, jnp.float64), pld.offset,
-                         pld.step, jnp.asarray(pld.inf_mass, jnp.float64), dl)
+                         pld.step, jnp.asarray(pld.inf_mass, jnp.float64), dl,
+                         rounding=rounding)
 
 
 @x64_boundary
@@ -150,6 +164,10 @@ def delta_both(pair: PairPLD, epsilon):
 
 
 @x64_boundary
-def epsilon_both(pair: PairPLD, delta):
-  """max(eps_remove, eps_add) at ``delta``. Bound: as the inputs."""
-  return jnp.maximum(epsilon(pair.remove, delta), epsilon(pair.add, delta))
+def epsilon_both(pair: PairPLD, delta, *, rounding: str = "up"):
+  """max(eps_remove, eps_add) at ``delta``; ``rounding`` as in :func:`epsilon`.
+
+  Bound: as the inputs.
+  """
+  return jnp.maximum(epsilon(pair.remove, delta, rounding=rounding),
+                     epsilon(pair.add, delta, rounding=rounding))
