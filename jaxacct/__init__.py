@@ -27,7 +27,7 @@ from jaxacct._core.solve import bisect
 from jaxacct._core.conversion import rdp_to_delta, rdp_to_epsilon
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 from jaxacct._core.orders import DEFAULT_INTEGER_ORDERS, DEFAULT_ORDERS, integer_orders
-from jaxacct._core.results import DeltaResult, EpsilonResult
+from jaxacct._core.results import BOUNDS, DeltaResult, EpsilonResult
 from jaxacct.mechanisms import gaussian_rdp, laplace_rdp, pure_dp_rdp, randomized_response_rdp
 from jaxacct import poisson
 from jaxacct.poisson import poisson_gaussian_rdp
@@ -70,7 +70,7 @@ def compose_rdp(*events):
 
 __all__ = [
     "__version__", "DEFAULT_ORDERS", "DEFAULT_INTEGER_ORDERS", "integer_orders",
-    "EpsilonResult", "DeltaResult", "bisect", "rdp_to_epsilon", "rdp_to_delta",
+    "EpsilonResult", "DeltaResult", "BOUNDS", "bisect", "rdp_to_epsilon", "rdp_to_delta",
     "gaussian_delta", "gaussian_epsilon", "gaussian_rdp", "laplace_rdp",
     "pure_dp_rdp", "randomized_response_rdp", "poisson", "poisson_gaussian_rdp",
     "compose_rdp", "pld", "allocation", "shuffle", "tracking", "accounting",

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from jaxacct import allocation, poisson, shuffle
-from jaxacct._core.results import BOUNDS, DeltaResult, EpsilonResult
+from jaxacct import BOUNDS, DeltaResult, EpsilonResult
 from jaxacct.allocation import pld as apld
 
 

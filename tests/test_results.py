@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jaxacct import DeltaResult, EpsilonResult
-from jaxacct._core.results import BOUNDS
+from jaxacct import BOUNDS
 
 
 def test_results_pass_through_jit_and_vmap():
