@@ -25,55 +25,60 @@ from jaxacct import BOUNDS, DeltaResult, EpsilonResult
 from jaxacct.allocation import pld as apld
 
 
-def _poisson_rdp(s, T, d):
-  return poisson.epsilon(q=0.01, sigma=s, num_steps=T, delta=d)
+# Each scheme's two doors: (epsilon door, delta door, fixed keywords, name of
+# the steps keyword, whether the noise knob is -eps0). A row's fn(noise,
+# steps, value) passes value as delta (epsilon door) or epsilon (delta door).
+DOORS = {
+    "poisson_rdp": (poisson.epsilon, poisson.delta, dict(q=0.01), "num_steps", False),
+    "poisson_pld": (poisson.epsilon, poisson.delta, dict(q=0.01, method="pld"),
+                    "num_steps", False),
+    "allocation_pld": (apld.allocation_pld_epsilon, apld.allocation_pld_delta,
+                       dict(grid_size=256), "steps_per_epoch", False),
+    "allocation_pld_epochs": (apld.allocation_pld_epsilon, apld.allocation_pld_delta,
+                              dict(grid_size=256, num_epochs=3), "steps_per_epoch", False),
+    "allocation_rdp": (allocation.epsilon, allocation.delta,
+                       dict(methods=("rdp_direct", "rdp_add")), "steps_per_epoch", False),
+    "shuffle": (shuffle.epsilon, shuffle.delta, {}, "n", True),
+}
 
 
-def _poisson_pld(s, T, d):
-  return poisson.epsilon(q=0.01, sigma=s, num_steps=T, delta=d, method="pld")
+def _door(name, quantity):
+  eps_door, delta_door, fixed, steps_key, neg_eps0 = DOORS[name]
 
+  def call(noise, steps, value):
+    knob = {"eps0": -noise} if neg_eps0 else {"sigma": noise}
+    if quantity == "epsilon":
+      return eps_door(**knob, **{steps_key: steps}, delta=value, **fixed)
+    return delta_door(**knob, **{steps_key: steps}, epsilon=value, **fixed)
 
-def _alloc_pld(s, t, d):
-  return apld.allocation_pld_epsilon(sigma=s, steps_per_epoch=t, delta=d, grid_size=256)
-
-
-def _alloc_pld_epochs(s, t, d):
-  return apld.allocation_pld_epsilon(sigma=s, steps_per_epoch=t, delta=d, num_epochs=3,
-                                     grid_size=256)
-
-
-def _alloc_best(s, t, d):
-  return allocation.epsilon(sigma=s, steps_per_epoch=t, delta=d,
-                            methods=("rdp_direct", "rdp_add"))
-
-
-def _shuffle(neg_eps0, n, d):
-  return shuffle.epsilon(n=n, eps0=-neg_eps0, delta=d)
+  call.__name__ = f"{name}_{quantity}"
+  return call
 
 
 # name, fn, noise values (increasing), step values (increasing), deltas
 # (increasing), sign of d eps / d steps (+1: total steps compose; -1: steps per
 # epoch or users amplify).
 ROWS = [
-    ("poisson_rdp", _poisson_rdp, (0.8, 1.0, 1.3), (100, 1000), (1e-7, 1e-5), +1),
-    ("poisson_pld", _poisson_pld, (0.8, 1.0, 1.3), (100, 1000), (1e-7, 1e-5), +1),
-    ("allocation_pld", _alloc_pld, (0.8, 1.0, 1.3), (100, 1000), (1e-7, 1e-5), -1),
-    ("allocation_pld_epochs", _alloc_pld_epochs, (0.8, 1.0, 1.3), (100, 1000), (1e-7, 1e-5),
-     -1),
-    ("allocation_rdp", _alloc_best, (0.8, 1.0, 1.3), (100, 1000), (1e-7, 1e-5), -1),
-    ("shuffle", _shuffle, (-2.0, -1.5, -1.0), (1000, 10000), (1e-7, 1e-5), -1),
+    ("poisson_rdp", _door("poisson_rdp", "epsilon"),
+     (0.8, 1.0, 1.3), (100, 1000), (1e-7, 1e-5), +1),
+    ("poisson_pld", _door("poisson_pld", "epsilon"),
+     (0.8, 1.0, 1.3), (100, 1000), (1e-7, 1e-5), +1),
+    ("allocation_pld", _door("allocation_pld", "epsilon"),
+     (0.8, 1.0, 1.3), (100, 1000), (1e-7, 1e-5), -1),
+    ("allocation_pld_epochs", _door("allocation_pld_epochs", "epsilon"),
+     (0.8, 1.0, 1.3), (100, 1000), (1e-7, 1e-5), -1),
+    ("allocation_rdp", _door("allocation_rdp", "epsilon"),
+     (0.8, 1.0, 1.3), (100, 1000), (1e-7, 1e-5), -1),
+    ("shuffle", _door("shuffle", "epsilon"),
+     (-2.0, -1.5, -1.0), (1000, 10000), (1e-7, 1e-5), -1),
 ]
 
-# Front doors that still compile for new values (tracked in issues 16/17).
-RETRACE_KNOWN = {}
 # Front doors whose array shapes depend on the values (eager grid sizing,
 # bucketed to lengths 2^a or 3 * 2^(a-2)): the no-retrace check uses a new
 # noise value in the same bucket. The Poisson PLD's loss range scales with
 # 1/sigma^2, so sigma = 1.0 -> 1.3 moves to another bucket (measured: 1.02
 # compiles nothing; 1.05 and 1.3 compile the truncation/composition again).
 SAME_BUCKET_NOISE = {"poisson_pld": 1.02}
-# Front doors that do not yet return EpsilonResult (issue 16).
-RESULT_KNOWN = {}
 
 _SLACK = 1e-9   # relative slack for monotonicity of grid-based bounds
 
@@ -91,8 +96,6 @@ def _eps(r):
 
 @pytest.mark.parametrize("name,fn,noises,steps,deltas,sign", ROWS, ids=[r[0] for r in ROWS])
 def test_contract(name, fn, noises, steps, deltas, sign, compile_counter):
-  if name in RESULT_KNOWN:
-    pytest.xfail(RESULT_KNOWN[name])
   assert not jax.config.jax_enable_x64
   base = fn(noises[1], steps[0], deltas[0])
   e0 = _eps(base)
@@ -105,8 +108,6 @@ def test_contract(name, fn, noises, steps, deltas, sign, compile_counter):
     assert _eps(r) < e0   # a different value was computed, not a cached one
     r = fn(noises[2], steps[0], deltas[0])
   e_hi_noise = _eps(r)
-  if name in RETRACE_KNOWN:
-    pytest.xfail(RETRACE_KNOWN[name])
   assert c.count == 0, f"{name}: {c.count} compilations for a new noise value"
   # monotone in noise, steps and delta
   e_lo_noise = _eps(fn(noises[0], steps[0], deltas[0]))
@@ -122,35 +123,19 @@ def test_contract(name, fn, noises, steps, deltas, sign, compile_counter):
 
 # ------------------------------------------------------------- delta doors --
 
-def _poisson_rdp_delta(s, T, e):
-  return poisson.delta(q=0.01, sigma=s, num_steps=T, epsilon=e)
-
-
-def _poisson_pld_delta(s, T, e):
-  return poisson.delta(q=0.01, sigma=s, num_steps=T, epsilon=e, method="pld")
-
-
-def _alloc_pld_delta(s, t, e):
-  return apld.allocation_pld_delta(sigma=s, steps_per_epoch=t, epsilon=e, grid_size=256)
-
-
-def _alloc_best_delta(s, t, e):
-  return allocation.delta(sigma=s, steps_per_epoch=t, epsilon=e,
-                          methods=("rdp_direct", "rdp_add"))
-
-
-def _shuffle_delta(neg_eps0, n, e):
-  return shuffle.delta(n=n, eps0=-neg_eps0, epsilon=e)
-
-
 # name, fn(noise, steps, epsilon), noises (increasing), steps, epsilons
 # (increasing), sign of d delta / d steps.
 DELTA_ROWS = [
-    ("poisson_rdp", _poisson_rdp_delta, (0.8, 1.0, 1.3), (100, 1000), (1.0, 2.0), +1),
-    ("poisson_pld", _poisson_pld_delta, (0.8, 1.0, 1.02), (100, 1000), (1.0, 2.0), +1),
-    ("allocation_pld", _alloc_pld_delta, (0.8, 1.0, 1.3), (100, 1000), (0.3, 0.6), -1),
-    ("allocation_rdp", _alloc_best_delta, (0.8, 1.0, 1.3), (100, 1000), (0.3, 0.6), -1),
-    ("shuffle", _shuffle_delta, (-2.0, -1.5, -1.0), (1000, 10000), (0.3, 0.6), -1),
+    ("poisson_rdp", _door("poisson_rdp", "delta"),
+     (0.8, 1.0, 1.3), (100, 1000), (1.0, 2.0), +1),
+    ("poisson_pld", _door("poisson_pld", "delta"),
+     (0.8, 1.0, 1.02), (100, 1000), (1.0, 2.0), +1),
+    ("allocation_pld", _door("allocation_pld", "delta"),
+     (0.8, 1.0, 1.3), (100, 1000), (0.3, 0.6), -1),
+    ("allocation_rdp", _door("allocation_rdp", "delta"),
+     (0.8, 1.0, 1.3), (100, 1000), (0.3, 0.6), -1),
+    ("shuffle", _door("shuffle", "delta"),
+     (-2.0, -1.5, -1.0), (1000, 10000), (0.3, 0.6), -1),
 ]
 
 
