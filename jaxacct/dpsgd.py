@@ -529,8 +529,7 @@ def calibrate_num_epochs(*, noise_multiplier, epsilon, delta, num_examples, batc
   for name, v in (("noise_multiplier", noise_multiplier), ("epsilon", epsilon),
                   ("delta", delta), ("max_epochs", max_epochs)):
     _check_number(name, v)
-    if np.ndim(v):
-      raise ValueError(f"{name} must be a scalar here; got shape {np.shape(v)}.")
+    checks.check_scalar("jaxacct.dpsgd", **{name: v})
   checks.check_positive("noise_multiplier", noise_multiplier)
   checks.check_positive("epsilon", epsilon)
   checks.check_delta(delta)

@@ -143,6 +143,17 @@ def check_orders(orders, *, integer: bool = False, min_order: float = 1.0,
   return arr
 
 
+def check_scalar(where: str, hint: str = "", **values) -> None:
+  """Raises ``ValueError`` naming the first of ``values`` that is not a scalar.
+
+  For front doors that take one setting per call; ``hint`` says where grids go.
+  """
+  for name, v in values.items():
+    if np.ndim(v):
+      raise ValueError(f"{where} takes a scalar {name}; got shape {np.shape(v)}."
+                       + (f" {hint}" if hint else ""))
+
+
 def check_direction(direction, allowed=_DIRECTIONS, name: str = "direction") -> str:
   """Checks a neighbouring-relation keyword ("add", "remove", "both")."""
   return check_choice(name, direction, allowed)

@@ -186,9 +186,7 @@ def check_in_ldp_rdp_clones(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, eps0, num_t
   Returns: float64 ``(len(orders),)``. Bound: upper.
   """
   arr, otuple = integer_orders(orders)
-  for name, v in (("n", n), ("p", p), ("eps0", eps0)):
-    if np.ndim(v):
-      raise ValueError(f"{name} must be a scalar here; got shape {np.shape(v)}.")
+  checks.check_scalar("jaxacct.shuffle.check_in_ldp_rdp_clones", n=n, p=p, eps0=eps0)
   checks.check_range("n", n, 1.0)
   checks.check_probability("p", p)
   checks.check_range("eps0", eps0, 0.0, lo_open=True)
@@ -507,9 +505,8 @@ def check_in_first_cut_epsilon(*, n, p, eps0, delta0, delta, rounds=1) -> Epsilo
   Scalars only. Returns ``EpsilonResult(bound="upper")``; epsilon is ``inf``
   when the delta0 term alone exceeds the per-round budget.
   """
-  for name, v in (("n", n), ("p", p), ("eps0", eps0), ("delta0", delta0)):
-    if np.ndim(v):
-      raise ValueError(f"{name} must be a scalar here; got shape {np.shape(v)}.")
+  checks.check_scalar("jaxacct.shuffle.check_in_first_cut_epsilon", n=n, p=p, eps0=eps0,
+                      delta0=delta0)
   checks.check_range("n", n, 1.0)
   checks.check_probability("p", p)
   checks.check_range("eps0", eps0, 0.0)
