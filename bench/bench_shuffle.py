@@ -37,7 +37,7 @@ def run():
     p = float(np.exp(e0))
     beta = (p - 1.0) / (p + 1.0)
     # stronger clone (generic variation-ratio row): fast kernel vs Wang code
-    ours = timed(lambda: vr.stronger_clone_epsilon(d, n=n, eps0=e0), repeats=5)
+    ours = timed(lambda: vr.stronger_clone_epsilon(d, n=n, eps0=e0).epsilon, repeats=5)
     rows.append(row(f"shuffle stronger-clone eps (n={n:g}, eps0={e0}, delta={d:g})",
                     ours, "Wang et al. code (recorded: issue 11 / Wang digest §6)",
                     {"steady_s": wang_s}, float(ours["value"]), None,
@@ -50,7 +50,7 @@ def run():
                     "previous jaxacct kernel (betainc per cell, 40 Illinois)",
                     ref, float(ours["value"]), float(ref["value"]),
                     "same run, same machine"))
-    ours = timed(lambda: clones.clone_epsilon(d, n=n, eps0=e0), repeats=5)
+    ours = timed(lambda: clones.clone_epsilon(d, n=n, eps0=e0).epsilon, repeats=5)
     peer, pv = None, None
     if fmt is not None:
       peer = timed_once(lambda: fmt.numericalanalysis(int(n), e0, d, 10, 100, True))
@@ -60,7 +60,7 @@ def run():
                     peer, float(ours["value"]), pv,
                     "ours: exact pair, bracket ~1e-15; peer: bisection end, "
                     "2^-10 eps0"))
-    ours = timed(lambda: clones.rr2_lower_epsilon(d, n=n, eps0=e0))
+    ours = timed(lambda: clones.rr2_lower_epsilon(d, n=n, eps0=e0).epsilon)
     rows.append(row(f"shuffle 2RR lower eps (n={n:g}, eps0={e0}, delta={d:g})",
                     ours, notes="lower bound, App. G (bisection, 64 steps)"))
 
@@ -89,10 +89,10 @@ def run():
                         "compiled); value = max eps on the grid"))
 
   # one eps at n = 1e6, eps0 = 4, delta = 1e-8 (issue 5)
-  ours = timed(lambda: clones.clone_epsilon(1e-8, n=1e6, eps0=4.0))
+  ours = timed(lambda: clones.clone_epsilon(1e-8, n=1e6, eps0=4.0).epsilon)
   rows.append(row("shuffle clone eps (n=1e6, eps0=4, delta=1e-8)", ours,
                   ours_value=float(ours["value"])))
-  ours = timed(lambda: vr.stronger_clone_epsilon(1e-8, n=1e6, eps0=4.0))
+  ours = timed(lambda: vr.stronger_clone_epsilon(1e-8, n=1e6, eps0=4.0).epsilon)
   rows.append(row("shuffle stronger-clone eps (n=1e6, eps0=4, delta=1e-8)", ours,
                   ours_value=float(ours["value"])))
 

@@ -56,7 +56,7 @@ def _rows(args) -> List[Tuple[str, str, Callable[[float], float]]]:
                                  rounds=args.num_epochs, randomizer="binary_rr").epsilon),
       ("No amplification (each step sees the example)", "exact Gaussian",
        lambda c: jaxacct.gaussian_epsilon(
-           args.sigma * c / (args.num_selected * args.num_epochs) ** 0.5, args.delta)),
+           args.sigma * c / (args.num_selected * args.num_epochs) ** 0.5, args.delta).epsilon),
   ]
 
 

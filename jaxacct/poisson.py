@@ -63,7 +63,7 @@ def _query(quantity, value, *, q, sigma, num_steps, orders, method, conversion):
   if method == "pld":
     from jaxacct import pld as _pld
     front = _pld.poisson_gaussian_epsilon if is_eps else _pld.poisson_gaussian_delta
-    v = front(sigma=sigma, q=q, num_steps=num_steps, **{given: value})
+    v = getattr(front(sigma=sigma, q=q, num_steps=num_steps, **{given: value}), quantity)
     return cls(**{quantity: v, given: value}, method="pld", bound="upper")
   orders = DEFAULT_ORDERS if orders is None else orders
   rdp = poisson_gaussian_rdp(orders, q=q, sigma=sigma)
@@ -192,7 +192,7 @@ def _calibrate_sigma_pld(q, num_steps, epsilon, delta, lo, hi, rtol, orders_np, 
     target = ee * (1.0 - 1e-12)
 
     def f(sig):   # log(eps_pld / target): feasible iff <= 0
-      e = float(_pld.poisson_gaussian_epsilon(sigma=sig, q=qq, num_steps=tt, delta=dd))
+      e = float(_pld.poisson_gaussian_epsilon(sigma=sig, q=qq, num_steps=tt, delta=dd).epsilon)
       return math.log(max(e, 1e-300) / target) if math.isfinite(e) else math.inf
 
     try:

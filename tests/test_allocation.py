@@ -261,7 +261,7 @@ def test_direct_bounds_equal_random_allocation_same_alpha_grid(s, t, k, E):
   # finder has epsilon tolerance 1e-3).
   ref_add = ra_direct.allocation_epsilon_direct_add(p, c)
   ours_add = float(bounds.direct_add_epsilon(sigma=s, num_steps=t, delta=delta,
-                                             num_selected=k, num_epochs=E))
+                                             num_selected=k, num_epochs=E).epsilon)
   tr, m = t // k, k * E
   assert abs(ours_add - (ref_add + (m - 1) * (1 - 1 / tr) / (2 * s * s))) < 2e-3
 
@@ -325,7 +325,7 @@ def test_decomposition_within_gamma_of_poisson_and_vs_direct():
   t, s, delta = 1000, 1.0, 1e-10
   g = bounds._gamma(t)
   e_dec = float(bounds.decomposition_epsilon(sigma=s, num_steps=t, delta=delta,
-                                             direction="remove"))
+                                             direction="remove").epsilon)
   e_p = float(poisson.epsilon(q=1 / t, sigma=s, num_steps=t, delta=delta / g).epsilon)
   # Thm 4.6: eps_A = log(1 + gamma (e^{eps_P} - 1)) <= gamma eps_P e^{eps_P}
   np.testing.assert_allclose(e_dec, np.log1p(g * np.expm1(e_p)), rtol=1e-9)
@@ -336,7 +336,7 @@ def test_decomposition_within_gamma_of_poisson_and_vs_direct():
   lb = float(monte_carlo.delta_lower_bound(sigma=s, num_steps=t, epsilon=e_dec))
   assert e_dec >= 0.8007 and lb <= delta
   d_dec = float(bounds.decomposition_delta(sigma=s, num_steps=t, epsilon=e_dec,
-                                           direction="remove"))
+                                           direction="remove").delta)
   assert d_dec <= delta * (1 + 1e-6)
 
 
@@ -370,10 +370,10 @@ def _upper_deltas(s, t, E, eps, direction):
   from jaxacct._core.conversion import rdp_to_delta
   orders, r = al.allocation_rdp(sigma=s, num_steps=t, num_epochs=E, direction=direction,
                                 max_order=64)
-  d = np.array([float(rdp_to_delta(orders, r, float(e))[0]) for e in eps])
+  d = np.array([float(rdp_to_delta(orders, r, float(e)).delta) for e in eps])
   if direction == "add":
     d = np.minimum(d, np.asarray(bounds.direct_add_delta(sigma=s, num_steps=t, epsilon=eps,
-                                                         num_epochs=E)))
+                                                         num_epochs=E).delta))
   return d
 
 
@@ -402,7 +402,7 @@ def test_monte_carlo_estimate_is_close_to_exact_t1():
   from jaxacct._core.gaussian import gaussian_delta
   eps = np.array([0.0, 0.5, 1.0])
   mc = monte_carlo.delta_monte_carlo(sigma=1.0, num_steps=1, epsilon=eps, num_samples=200_000)
-  ex = np.asarray(gaussian_delta(1.0, eps))
+  ex = np.asarray(gaussian_delta(1.0, eps).delta)
   assert np.all(mc.lower <= ex) and np.all(ex <= mc.upper)
   assert mc.bound == "estimate"
 
@@ -480,6 +480,6 @@ def test_decomposition_pld_matches_digest_fig2():
   # digest Sec. 5.3, Fig 2 (authors' code v1.0.4 + dp_accounting PLD, disc.
   # 1e-4): decomposition "both" 0.8007 (t=1000, sigma=1), 1.601 (t=100, sigma=1.2)
   for t, s, v in [(1000, 1.0, 0.8007), (100, 1.2, 1.601)]:
-    e = bounds.decomposition_pld_epsilon(sigma=s, num_steps=t, delta=1e-10)
+    e = bounds.decomposition_pld_epsilon(sigma=s, num_steps=t, delta=1e-10).epsilon
     assert abs(e - v) < 2e-3, (t, s, e)
-    assert e <= bounds.decomposition_epsilon(sigma=s, num_steps=t, delta=1e-10)
+    assert e <= bounds.decomposition_epsilon(sigma=s, num_steps=t, delta=1e-10).epsilon

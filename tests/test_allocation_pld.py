@@ -117,12 +117,12 @@ def test_t2_epsilon_brackets_digest(eps_batch):
 
 def test_t1_equals_gaussian(eps_batch, delta_batch):
   for (s, t, d) in [c for c in EPS_CASES if c[1] == 1]:
-    e = float(gaussian_epsilon(s, d))
+    e = float(gaussian_epsilon(s, d).epsilon)
     u, lo, _, _ = eps_batch[(s, t, d)]
     assert lo <= e + 1e-12 and e <= u + 1e-12, ((s, d), lo, e, u)
     assert u - lo < 2e-3 * e
   for (s, t, eps) in [c for c in DELTA_CASES if c[1] == 1]:
-    dd = float(gaussian_delta(s, eps))
+    dd = float(gaussian_delta(s, eps).delta)
     u, lo, _, _ = delta_batch[(s, t, eps)]
     assert lo <= dd <= u, ((s, eps), lo, dd, u)
     assert u - lo < 1e-3 * dd
@@ -163,7 +163,7 @@ def test_upper_ge_lower_and_finite(eps_batch, delta_batch):
   u, lo, _, _ = eps_batch[(50.0, 10**7, 1e-14)]
   assert 0 < lo <= u < 1e-3
   u, lo, _, _ = eps_batch[(0.3, 1, 1e-14)]
-  e = float(gaussian_epsilon(0.3, 1e-14))
+  e = float(gaussian_epsilon(0.3, 1e-14).epsilon)
   assert lo <= e <= u and u / lo < 1.01
 
 

@@ -190,7 +190,7 @@ def test_gaussian_as_pld_oracles(gauss_pld):
                                  grid_size=N)
   ru, rl = np.asarray(r.upper), np.asarray(r.lower)
   assert np.all(np.isfinite(ru)) and np.all(np.isfinite(rl)) and np.all(ru >= rl)
-  e1 = float(gaussian_epsilon(1.0, 1e-6))
+  e1 = float(gaussian_epsilon(1.0, 1e-6).epsilon)
   assert rl[0] <= e1 <= ru[0]
   assert rl[1] <= 4.2012457 <= ru[1] and rl[7] <= 5.8562220 <= ru[7]
   assert rl[2] <= 2.652416 and ru[2] >= 2.652400 and ru[2] - rl[2] < 1e-2
@@ -213,7 +213,7 @@ def test_gaussian_as_pld_matches_builtin(gauss_pld):
   assert np.all(ru <= gu * (1 + 2e-3) + 1e-3), (ru, gu)
   assert np.all(rl >= gl - 2e-3), (rl, gl)
   # exact oracles: t = 1 Gaussian profile; t = 2 digest quadrature (Sec. 5.2)
-  e1 = float(gaussian_epsilon(1.0, 1e-6))
+  e1 = float(gaussian_epsilon(1.0, 1e-6).epsilon)
   assert rl[0] <= e1 <= ru[0]
   assert rl[1] <= 4.2012457 <= ru[1] and rl[7] <= 5.8562220 <= ru[7]
 

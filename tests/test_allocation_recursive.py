@@ -84,7 +84,7 @@ def test_azuma_gaussian_with_delta0_monte_carlo():
   rng = np.random.default_rng(1)
   t, n, sigma = 30, 200_000, 2.0
   delta0 = 1e-3
-  eps0 = float(bounds.local_epsilon(sigma=sigma, delta=delta0))
+  eps0 = float(bounds.local_epsilon(sigma=sigma, delta=delta0).epsilon)
   z = rng.standard_normal((n, t)) * sigma
   LQ = np.exp((2 * z - 1) / (2 * sigma**2))
   LA = LQ.copy()
@@ -147,9 +147,9 @@ def test_truncated_rate_matches_authors_and_digest():
 
 def test_truncated_vacuous_and_rate():
   # digest Sec 5.3: sigma=1, t=1e6, delta=1e-10 -> gamma = 1 (vacuous): +inf
-  assert rc.truncated_poisson_epsilon(sigma=1.0, num_steps=10**6, delta=1e-10) == math.inf
+  assert rc.truncated_poisson_epsilon(sigma=1.0, num_steps=10**6, delta=1e-10).epsilon == math.inf
   assert rc.truncated_poisson_epsilon(sigma=1.0, num_steps=10**6, delta=1e-10,
-                                      azuma="cosh", split="authors") == math.inf
+                                      azuma="cosh", split="authors").epsilon == math.inf
   e = rc.truncated_poisson_rate(sigma=1.0, num_steps=100, delta0=[1e-12, 0.3],
                                 delta_tail=0.3)
   assert e[0] == np.inf and 1 / 100 < e[1] < 1
@@ -166,8 +166,8 @@ def test_truncated_poisson_fig1_sigma2():
   PLD) with their split and cosh is <= theirs; our optimised split is <= that;
   both >= the tight allocation PLD lower bound and the Chua lower bound."""
   kw = dict(sigma=2.0, num_steps=10**6, delta=1e-10)
-  auth = rc.truncated_poisson_epsilon(**kw, azuma="cosh", split="authors")
-  opt = rc.truncated_poisson_epsilon(**kw)
+  auth = rc.truncated_poisson_epsilon(**kw, azuma="cosh", split="authors").epsilon
+  opt = rc.truncated_poisson_epsilon(**kw).epsilon
   assert auth <= 0.044 * 1.001
   assert opt <= auth
   lower = float(apld.allocation_pld_epsilon(**kw).lower)
@@ -181,7 +181,7 @@ def test_recursive_fig2_t100():
   """Fig 2 (t=100, sigma=2.5, delta=1e-10): authors' recursive 0.5738 (digest
   5.3). Ours (allocation-PLD bootstrap, optimised eps') <= it, >= the
   Chua lower bound (digest value and ours)."""
-  e = rc.recursive_epsilon(sigma=2.5, num_steps=100, delta=1e-10, tail_fractions=(0.1,))
+  e = rc.recursive_epsilon(sigma=2.5, num_steps=100, delta=1e-10, tail_fractions=(0.1,)).epsilon
   assert e <= 0.5738
   assert e >= 0.1003       # digest 5.3 Chua lower bound (tight PLD lower: slow tests)
   assert float(monte_carlo.delta_lower_bound(sigma=2.5, num_steps=100, epsilon=e)) <= 1e-10
@@ -209,7 +209,8 @@ def test_decomposition_mapped_pld_equals_formula_m1():
   Poisson PLD) to grid accuracy, both directions (digest Fig 2 t=100,
   sigma=0.8: decomposition 4.5313)."""
   for d in ("remove", "add"):
-    ref = bounds.decomposition_pld_epsilon(sigma=0.8, num_steps=100, delta=1e-10, direction=d)
+    ref = bounds.decomposition_pld_epsilon(sigma=0.8, num_steps=100, delta=1e-10,
+                                           direction=d).epsilon
     mine = bounds._composed_decomp_eps(0.8, 100, 1, 1e-10, (d,))
     assert mine == pytest.approx(ref, rel=1e-5)
     if d == "remove":
@@ -224,10 +225,11 @@ def test_decomposition_composed_epochs():
   >= the allocation PLD lower bound of the same reduced object and <= the
   local (no amplification) bound."""
   kw = dict(sigma=1.0, num_steps=100, delta=1e-8, num_selected=2, num_epochs=2)
-  e = bounds.decomposition_pld_epsilon(**kw)
+  e = bounds.decomposition_pld_epsilon(**kw).epsilon
   b = apld.allocation_pld_epsilon(**kw)
   assert float(b.lower) <= e
-  assert e < float(bounds.local_epsilon(sigma=1.0, delta=1e-8, num_selected=2, num_epochs=2))
+  assert e < float(bounds.local_epsilon(sigma=1.0, delta=1e-8, num_selected=2,
+                                        num_epochs=2).epsilon)
   assert e <= 1.6 * float(b.upper) + 0.05
 
 
@@ -261,7 +263,7 @@ def test_bad_input():
                                             (1000, 1.0, 1.0673)])
 def test_recursive_fig2_digest(t, sigma, theirs):
   """Digest 5.3 Fig 2 recursive column (authors' code): ours <= theirs, >= PLD lower."""
-  e = rc.recursive_epsilon(sigma=sigma, num_steps=t, delta=1e-10)
+  e = rc.recursive_epsilon(sigma=sigma, num_steps=t, delta=1e-10).epsilon
   assert e <= theirs
   assert e >= float(apld.allocation_pld_epsilon(sigma=sigma, num_steps=t, delta=1e-10).lower)
   assert float(monte_carlo.delta_lower_bound(sigma=sigma, num_steps=t, epsilon=e)) <= 1e-10
@@ -270,11 +272,11 @@ def test_recursive_fig2_digest(t, sigma, theirs):
 @pytest.mark.slow
 def test_recursive_delta_consistent():
   """recursive_delta at the recursive epsilon (+5%) is ~delta (one eps' candidate)."""
-  e = rc.recursive_epsilon(sigma=2.5, num_steps=100, delta=1e-10, tail_fractions=(0.1,))
+  e = rc.recursive_epsilon(sigma=2.5, num_steps=100, delta=1e-10, tail_fractions=(0.1,)).epsilon
   d = rc.recursive_delta(sigma=2.5, num_steps=100, epsilon=e * 1.05, direction="remove",
-                         eps_prime=[0.3])
+                         eps_prime=[0.3]).delta
   assert d <= 1e-8
-  assert rc.recursive_delta(sigma=2.5, num_steps=100, epsilon=e * 0.5) > 1e-10
+  assert rc.recursive_delta(sigma=2.5, num_steps=100, epsilon=e * 0.5).delta > 1e-10
 
 
 @pytest.mark.slow
@@ -287,7 +289,7 @@ def test_recursive_vs_authors_live():
   theirs = allocation_epsilon_recursive(PrivacyParams(sigma=2.0, num_steps=1000, num_selected=1,
                                                       num_epochs=1, delta=1e-10),
                                         SchemeConfig(), Direction.BOTH)
-  ours = rc.recursive_epsilon(sigma=2.0, num_steps=1000, delta=1e-10)
+  ours = rc.recursive_epsilon(sigma=2.0, num_steps=1000, delta=1e-10).epsilon
   assert ours <= theirs
 
 
@@ -296,7 +298,8 @@ def test_fig5_k10_and_front_door():
   """Fig 5 (k=10, t=1e6, delta=1e-10): authors' analytic 0.2535 (sigma=2) and
   0.1717 (sigma=4) (digest 5.3); ours <= theirs. Front door names the winner."""
   for s, theirs in ((2.0, 0.2535), (4.0, 0.1717)):
-    e = rc.truncated_poisson_epsilon(sigma=s, num_steps=10**6, delta=1e-10, num_selected=10)
+    e = rc.truncated_poisson_epsilon(sigma=s, num_steps=10**6, delta=1e-10,
+                                     num_selected=10).epsilon
     assert e <= theirs
   r = al.epsilon(sigma=2.0, num_steps=1000, delta=1e-10,
                  methods=("rdp_direct", "direct_add", "local", "recursive", "truncated_poisson"))
@@ -308,7 +311,8 @@ def test_fig5_k10_and_front_door():
 def test_decomposition_fig7_epochs():
   """Fig 7 (sigma=1, delta=1e-8, t=1e4, E=10): composed decomposition beats the
   direct RDP (digest 5.3: 0.8878) and stays above the PLD lower bound."""
-  e = bounds.decomposition_pld_epsilon(sigma=1.0, num_steps=10**4, delta=1e-8, num_epochs=10)
+  e = bounds.decomposition_pld_epsilon(sigma=1.0, num_steps=10**4, delta=1e-8,
+                                       num_epochs=10).epsilon
   assert e < 0.8878
   lo = float(apld.allocation_pld_epsilon(sigma=1.0, num_steps=10**4, delta=1e-8,
                                          num_epochs=10).lower)
@@ -328,5 +332,5 @@ def test_front_door_delta_new_methods():
     for v in r.details[d].values():
       assert v >= lb
   assert "recursive" in r.method
-  d = rc.truncated_poisson_delta(sigma=2.0, num_steps=10**6, epsilon=0.044)
+  d = rc.truncated_poisson_delta(sigma=2.0, num_steps=10**6, epsilon=0.044).delta
   assert d <= 1e-10

@@ -24,7 +24,7 @@ mp.mp.dps = 50
 # --------------------------------------------------------------- x64 policy
 def test_eager_api_returns_float64_without_touching_global_flag():
   assert not jax.config.jax_enable_x64  # tests run in the float32 default
-  eps = jaxacct.gaussian_epsilon(1.0, 1e-5)
+  eps = jaxacct.gaussian_epsilon(1.0, 1e-5).epsilon
   assert eps.dtype == jnp.float64
   assert not x64_enabled()
   assert jnp.zeros(1).dtype == jnp.float32
@@ -92,7 +92,7 @@ def test_log_sub_exp_and_log1m_exp_against_mpmath(x64):
 @pytest.mark.parametrize("sigma", [0.1, 0.5, 1.0, 3.0, 30.0, 100.0])
 def test_gaussian_delta_matches_mpmath(sigma):
   eps = np.array([-1.0, 0.0, 0.01, 0.5, 2.0, 10.0])
-  out = np.asarray(jaxacct.gaussian_delta(sigma, eps))
+  out = np.asarray(jaxacct.gaussian_delta(sigma, eps).delta)
   s = mp.mpf(sigma)
   ref = [float(mp.ncdf(1 / (2 * s) - e * s) - mp.e**e * mp.ncdf(-1 / (2 * s) - e * s))
          for e in map(mp.mpf, eps)]
@@ -105,8 +105,8 @@ def test_gaussian_delta_matches_mpmath(sigma):
 def test_gaussian_epsilon_inverts_delta():
   sig = np.array([0.3, 1.0, 5.0, 50.0])
   dl = np.array([1e-14, 1e-10, 1e-5, 1e-2])
-  eps = np.asarray(jaxacct.gaussian_epsilon(sig[:, None], dl[None, :]))
-  back = np.asarray(jaxacct.gaussian_delta(sig[:, None], eps))
+  eps = np.asarray(jaxacct.gaussian_epsilon(sig[:, None], dl[None, :]).epsilon)
+  back = np.asarray(jaxacct.gaussian_delta(sig[:, None], eps).delta)
   # Upper side of the root: delta(eps) <= target, and within 1e-9 of it.
   assert np.all(back <= dl * (1 + 1e-12))
   pos = eps > 0
@@ -124,11 +124,12 @@ def test_conversion_matches_dp_accounting(delta, scale):
   R = _dp_rdp()
   orders = np.array([1.5, 2.0, 3.0, 5.0, 8.0, 16.0, 32.0, 64.0, 256.0])
   rdp = scale * orders / 2.0
-  eps, order = jaxacct.rdp_to_epsilon(orders, rdp, delta)
+  r = jaxacct.rdp_to_epsilon(orders, rdp, delta)
+  eps, order = r.epsilon, r.order
   ref_eps, ref_order = R.compute_epsilon(orders, rdp, delta)
   np.testing.assert_allclose(float(eps), ref_eps, rtol=1e-12)
   assert float(order) == ref_order
-  d, o2 = jaxacct.rdp_to_delta(orders, rdp, float(eps) + 0.1)
+  d = jaxacct.rdp_to_delta(orders, rdp, float(eps) + 0.1).delta
   ref_d, ref_o2 = R.compute_delta(orders, rdp, float(eps) + 0.1)
   np.testing.assert_allclose(float(d), ref_d, rtol=1e-10)
 
@@ -136,13 +137,13 @@ def test_conversion_matches_dp_accounting(delta, scale):
 def test_conversion_batched_and_classic_never_tighter():
   orders = jaxacct.DEFAULT_ORDERS
   rdp = np.linspace(0.01, 1.0, 7)[:, None] * orders[None, :]
-  tight, _ = jaxacct.rdp_to_epsilon(orders, rdp, 1e-6)
-  classic, _ = jaxacct.rdp_to_epsilon(orders, rdp, 1e-6, method="classic")
+  tight = jaxacct.rdp_to_epsilon(orders, rdp, 1e-6).epsilon
+  classic = jaxacct.rdp_to_epsilon(orders, rdp, 1e-6, method="classic").epsilon
   assert tight.shape == (7,)
   assert np.all(np.asarray(tight) <= np.asarray(classic))
   # Gaussian RDP curve rho*alpha -> eps must be >= the exact Gaussian eps.
   sig = 1.0 / np.sqrt(2 * np.linspace(0.01, 1.0, 7))
-  exact = np.asarray(jaxacct.gaussian_epsilon(sig, 1e-6))
+  exact = np.asarray(jaxacct.gaussian_epsilon(sig, 1e-6).epsilon)
   assert np.all(np.asarray(tight) >= exact)
 
 
@@ -151,8 +152,9 @@ def test_default_grid_is_not_the_reason_a_bound_is_loose():
   dense = np.unique(np.concatenate([1 + np.geomspace(0.001, 11, 800),
                                     np.arange(2, 1025.0)]))
   for rho, delta in [(1e-4, 1e-5), (0.01, 1e-10), (0.3, 1e-6), (3.0, 1e-3)]:
-    e_def, _ = jaxacct.rdp_to_epsilon(jaxacct.DEFAULT_ORDERS, rho * jaxacct.DEFAULT_ORDERS, delta)
-    e_den, _ = jaxacct.rdp_to_epsilon(dense, rho * dense, delta)
+    e_def = jaxacct.rdp_to_epsilon(jaxacct.DEFAULT_ORDERS, rho * jaxacct.DEFAULT_ORDERS,
+                                   delta).epsilon
+    e_den = jaxacct.rdp_to_epsilon(dense, rho * dense, delta).epsilon
     assert float(e_den) <= float(e_def) <= float(e_den) * 1.001
 
 

@@ -224,7 +224,7 @@ SLOW_SETTINGS = [
 def _check_against_dpa(sigma, q, steps, delta):
   step = pld.default_step(sigma=sigma, q=q, num_steps=steps)
   ours = pld.poisson_gaussian_epsilon(sigma=sigma, q=q, num_steps=steps,
-                                      delta=delta, step=step)
+                                      delta=delta, step=step).epsilon
   pess = _dpa_eps(sigma, q, steps, delta, step)
   opt = _dpa_eps(sigma, q, steps, delta, step, pessimistic=False)
   # same discretisation (step) on both sides; 1% relative (the bar)
@@ -253,9 +253,9 @@ def test_tiny_delta_many_steps_stable_where_plain_fft_is_not():
   # below RDP (1.430).
   s, q, t, d = 1.0, 1e-4, 100000, 1e-12
   e1 = pld.poisson_gaussian_epsilon(sigma=s, q=q, num_steps=t, delta=d,
-                                    step=4e-5)
+                                    step=4e-5).epsilon
   e2 = pld.poisson_gaussian_epsilon(sigma=s, q=q, num_steps=t, delta=d,
-                                    step=2e-5)
+                                    step=2e-5).epsilon
   rdp = float(poisson.epsilon(q=q, sigma=s, num_steps=t, delta=d).epsilon)
   assert e2 <= e1 <= e2 * 1.02
   assert e1 < rdp
@@ -279,7 +279,7 @@ def test_gaussian_matches_dp_accounting_and_exact():
 def test_pld_epsilon_not_above_rdp_epsilon():
   for sigma, q, steps, delta in [(2.0, 0.1, 100, 1e-8)]:
     ours = pld.poisson_gaussian_epsilon(sigma=sigma, q=q, num_steps=steps,
-                                        delta=delta)
+                                        delta=delta).epsilon
     rdp = float(poisson.epsilon(q=q, sigma=sigma, num_steps=steps,
                                 delta=delta).epsilon)
     assert ours <= rdp * (1 + 1e-3)
@@ -297,10 +297,10 @@ def test_poisson_front_door_pld_method():
 
 def test_front_door_broadcasts():
   eps = pld.poisson_gaussian_epsilon(sigma=2.0, q=0.1, num_steps=100,
-                                     delta=np.array([1e-8, 1e-5]))
+                                     delta=np.array([1e-8, 1e-5])).epsilon
   assert eps.shape == (2,) and eps[0] > eps[1] > 0
   assert pld.poisson_gaussian_epsilon(sigma=2.0, q=0.0, num_steps=10,
-                                      delta=1e-5) == 0.0
+                                      delta=1e-5).epsilon == 0.0
 
 
 # -------------------------------------------------------- jit/vmap/errors

@@ -31,3 +31,108 @@ def test_bound_vocabulary_is_closed(bad):
   with pytest.raises(ValueError, match="bound must be one of"):
     DeltaResult(1e-5, 1.0, "m", bad)
   assert BOUNDS == ("exact", "upper", "lower", "estimate")
+
+
+# ------------------------------------------- every public door returns one
+# (issue 16): the type, the bound word, the numbers as float64, and for the
+# jittable doors the same result under jax.jit as eagerly (rtol 1e-13 as in
+# tests/test_contract.py: XLA fusion may move the last ulp).
+
+def _check(r, cls, value, method, bound, shape=()):
+  assert isinstance(r, cls), type(r)
+  assert r.method == method and r.bound == bound
+  v = np.asarray(getattr(r, value))
+  assert v.dtype == np.float64 and v.shape == shape
+  return v
+
+
+def test_gaussian_doors_return_results_and_jit_equals_eager():
+  import jaxacct
+  sig = np.array([0.5, 1.0, 4.0])
+  e = _check(jaxacct.gaussian_epsilon(sig, 1e-6), EpsilonResult, "epsilon", "gaussian",
+             "exact", (3,))
+  d = _check(jaxacct.gaussian_delta(sig, 1.0), DeltaResult, "delta", "gaussian", "exact", (3,))
+  with jax.enable_x64(True):
+    je = jax.jit(jaxacct.gaussian_epsilon)(sig, 1e-6)
+    jd = jax.jit(jaxacct.gaussian_delta)(sig, 1.0)
+    ve = jax.vmap(jaxacct.gaussian_epsilon, in_axes=(0, None))(sig, 1e-6)
+  assert je.method == "gaussian" and je.bound == "exact" and jd.bound == "exact"
+  np.testing.assert_allclose(np.asarray(je.epsilon), e, rtol=1e-13)
+  np.testing.assert_allclose(np.asarray(jd.delta), d, rtol=1e-13)
+  np.testing.assert_allclose(np.asarray(ve.epsilon), e, rtol=1e-13)
+  assert float(je.delta) == 1e-6 and float(jd.epsilon) == 1.0
+
+
+@pytest.mark.parametrize("method", ["tight", "classic"])
+def test_rdp_conversion_doors_return_results_and_jit_equals_eager(method):
+  import jaxacct
+  orders = jaxacct.DEFAULT_ORDERS
+  rdp = np.linspace(0.01, 1.0, 4)[:, None] * orders[None, :]
+  r = jaxacct.rdp_to_epsilon(orders, rdp, 1e-6, method=method)
+  e = _check(r, EpsilonResult, "epsilon", "rdp_" + method, "upper", (4,))
+  assert np.asarray(r.order).shape == (4,) and np.all(np.isin(np.asarray(r.order), orders))
+  q = jaxacct.rdp_to_delta(orders, rdp, 1.0, method=method)
+  d = _check(q, DeltaResult, "delta", "rdp_" + method, "upper", (4,))
+  with jax.enable_x64(True):
+    je = jax.jit(lambda x, dl: jaxacct.rdp_to_epsilon(orders, x, dl, method=method))(rdp, 1e-6)
+    jd = jax.jit(lambda x, ep: jaxacct.rdp_to_delta(orders, x, ep, method=method))(rdp, 1.0)
+  assert je.method == "rdp_" + method and je.bound == "upper" and jd.bound == "upper"
+  np.testing.assert_allclose(np.asarray(je.epsilon), e, rtol=1e-13)
+  np.testing.assert_array_equal(np.asarray(je.order), np.asarray(r.order))
+  np.testing.assert_allclose(np.asarray(jd.delta), d, rtol=1e-13)
+  np.testing.assert_array_equal(np.asarray(jd.order), np.asarray(q.order))
+
+
+def test_poisson_pld_doors_return_results():
+  from jaxacct import pld
+  kw = dict(sigma=2.0, q=0.1, num_steps=20)
+  r = pld.poisson_gaussian_epsilon(**kw, delta=1e-5)
+  e = _check(r, EpsilonResult, "epsilon", "pld", "upper")
+  assert float(r.delta) == 1e-5
+  _check(pld.poisson_gaussian_epsilon(**kw, delta=np.array([1e-8, 1e-5])), EpsilonResult,
+         "epsilon", "pld", "upper", (2,))
+  d = _check(pld.poisson_gaussian_delta(**kw, epsilon=float(e)), DeltaResult, "delta", "pld",
+             "upper")
+  assert d <= 1e-5 * (1 + 1e-6)
+
+
+def test_allocation_bound_doors_return_results():
+  from jaxacct.allocation import bounds
+  kw = dict(sigma=1.0, num_steps=100)
+  for fn, method in ((bounds.direct_add_epsilon, "direct_add"),
+                     (bounds.decomposition_epsilon, "decomposition")):
+    _check(fn(**kw, delta=1e-6), EpsilonResult, "epsilon", method, "upper")
+  for fn, method in ((bounds.direct_add_delta, "direct_add"),
+                     (bounds.decomposition_delta, "decomposition")):
+    _check(fn(**kw, epsilon=1.0), DeltaResult, "delta", method, "upper")
+  _check(bounds.local_epsilon(sigma=np.array([1.0, 2.0]), delta=1e-6), EpsilonResult,
+         "epsilon", "local", "upper", (2,))
+  _check(bounds.decomposition_pld_epsilon(sigma=1.2, num_steps=20, delta=1e-8,
+                                          direction="remove"),
+         EpsilonResult, "epsilon", "decomposition_pld", "upper")
+
+
+def test_allocation_recursive_doors_return_results():
+  from jaxacct.allocation import recursive as rc
+  kw = dict(sigma=4.0, num_steps=1000, direction="remove")
+  e = _check(rc.truncated_poisson_epsilon(**kw, delta=1e-6, tail_fractions=(0.5,)),
+             EpsilonResult, "epsilon", "truncated_poisson", "upper")
+  assert np.isfinite(e)
+  _check(rc.truncated_poisson_delta(**kw, epsilon=1.0, tail_budgets=(1e-8,)), DeltaResult,
+         "delta", "truncated_poisson", "upper")
+  kw = dict(sigma=2.5, num_steps=100, direction="remove", bootstrap=("direct",))
+  _check(rc.recursive_epsilon(**kw, delta=1e-8, tail_fractions=(0.1,)), EpsilonResult,
+         "epsilon", "recursive", "upper")
+  _check(rc.recursive_delta(**kw, epsilon=1.0, eps_prime=[0.3]), DeltaResult, "delta",
+         "recursive", "upper")
+
+
+def test_experimental_variation_ratio_rows_are_estimates():
+  import math
+  from jaxacct.experimental import variation_ratio as xvr
+  opts = dict(mechanism="k_rr", eps0=math.log(3), k=4)
+  d = _check(xvr.row_delta_unsafe(math.log(2), n=3, **opts), DeltaResult, "delta",
+             "variation_ratio_row", "estimate")
+  assert abs(float(d) - 7 / 216) < 1e-14
+  _check(xvr.row_epsilon_unsafe(1e-6, n=16, **opts), EpsilonResult, "epsilon",
+         "variation_ratio_row", "estimate")

@@ -200,9 +200,10 @@ def test_shuffgauss_reference_outputs(T, want_ss, order_ss, want_sub, order_sub)
     r = C.shuffle_gaussian_epsilon_lower(n=6e5, sigma=1.0, delta=1 / 6e5, rounds=T, orders=o)
   assert float(r.epsilon) == pytest.approx(want_ss, abs=2e-6)
   assert float(r.order) == order_ss
-  from jaxacct._core.conversion import rdp_to_epsilon
+  from jaxacct import rdp_to_epsilon
   rdp = np.asarray(XP.subsampled_shuffle_gaussian_rdp_estimate(o, n=6e5, m=6e4, sigma=1.0))
-  eps, order = rdp_to_epsilon(o, rdp * T, 1 / 6e5)
+  conv = rdp_to_epsilon(o, rdp * T, 1 / 6e5)
+  eps, order = conv.epsilon, conv.order
   assert float(eps) == pytest.approx(want_sub, abs=2e-6)
   assert float(order) == order_sub
 
@@ -397,9 +398,10 @@ def test_bad_input_raises(call):
 def test_eager_epsilon_results():
   r = C.check_in_epsilon(n=1e4, p=0.01, eps0=2.0, delta=1e-4, rounds=100, orders=O16)
   assert r.bound == "upper" and r.method == "check_in_ldp_rdp"
-  from jaxacct._core.conversion import rdp_to_epsilon
+  from jaxacct import rdp_to_epsilon
   rdp = np.asarray(C.check_in_ldp_rdp(O16, n=1e4, p=0.01, eps0=2.0))
-  e, o = rdp_to_epsilon(O16, 100 * rdp, 1e-4)
+  conv = rdp_to_epsilon(O16, 100 * rdp, 1e-4)
+  e, o = conv.epsilon, conv.order
   assert float(r.epsilon) == pytest.approx(float(e), rel=1e-12) and float(r.order) == float(o)
   up = C.check_in_gaussian_epsilon(n=300, p=0.1, sigma=1.0, delta=1e-5, rounds=100, orders=O16)
   lo = C.check_in_gaussian_epsilon(n=300, p=0.1, sigma=1.0, delta=1e-5, rounds=100, orders=O16,

@@ -24,13 +24,13 @@ MAXN = 16  # shared static window for all small-n kernel calls (one compile)
 
 def test_binary_rr_digest_tables():
   # FMT digest §5.3 Table C ("2RR exact (max over m)") and Table D
-  e = exact.binary_rr_epsilon(1e-3, n=50, eps0=1.0)
+  e = exact.binary_rr_epsilon(1e-3, n=50, eps0=1.0).epsilon
   assert abs(float(e) - 0.359958776739) < 1e-10
-  e = exact.binary_rr_epsilon(1e-3, n=50, eps0=2.0)
+  e = exact.binary_rr_epsilon(1e-3, n=50, eps0=2.0).epsilon
   assert abs(float(e) - 1.27662623987) < 1e-9
-  d = exact.binary_rr_delta(np.array([0.0]), n=10, eps0=1.0)
+  d = exact.binary_rr_delta(np.array([0.0]), n=10, eps0=1.0).delta
   assert abs(float(d[0]) - 0.1352355788) < 1e-10
-  d = exact.binary_rr_delta(0.5, n=30, eps0=3.0)
+  d = exact.binary_rr_delta(0.5, n=30, eps0=3.0).delta
   assert abs(float(d) - 0.2322617714) < 1e-10
 
 
@@ -65,7 +65,7 @@ def test_binary_rr_exact_equals_bruteforce():
   grid = np.array([0.0, 0.2, 0.5, 0.9])
   for n, e0 in [(2, 1.0), (5, 0.7), (9, 1.5), (12, 1.0)]:
     truth = _worst(_krr(2, e0), n, grid, [(0, 1)])
-    got = np.asarray(exact.binary_rr_delta(grid, n=n, eps0=e0))
+    got = np.asarray(exact.binary_rr_delta(grid, n=n, eps0=e0).delta)
     np.testing.assert_allclose(got, truth, rtol=1e-12, atol=1e-15)
 
 
@@ -76,15 +76,15 @@ def test_upper_bounds_dominate_bruteforce_krr(k, ns):
   for e0 in (1.0, 2.0):
     for n in ns:
       truth = _worst(_krr(k, e0), n, grid, [(0, 1)])  # k-RR: pairs symmetric
-      sc = np.asarray(sh.stronger_clone_delta(grid, n=n, eps0=e0, max_n=MAXN))
-      cl = np.asarray(sh.clone_delta(grid, n=n, eps0=e0, max_n=MAXN))
+      sc = np.asarray(sh.stronger_clone_delta(grid, n=n, eps0=e0, max_n=MAXN).delta)
+      cl = np.asarray(sh.clone_delta(grid, n=n, eps0=e0, max_n=MAXN).delta)
       assert np.all(sc >= truth * (1 - 1e-12) - 1e-15), (k, n, e0, sc, truth)
       assert np.all(cl >= truth * (1 - 1e-12) - 1e-15), (k, n, e0)
       if k >= 3:
-        lo = np.asarray(sh.krr_lower_delta(grid, n=n, eps0=e0, k=k, max_n=MAXN))
+        lo = np.asarray(sh.krr_lower_delta(grid, n=n, eps0=e0, k=k, max_n=MAXN).delta)
         assert np.all(lo <= truth * (1 + 1e-12) + 1e-15), (k, n, e0, lo, truth)
       else:
-        lo = np.asarray(sh.rr2_lower_delta(grid, n=n, eps0=e0, max_n=MAXN))
+        lo = np.asarray(sh.rr2_lower_delta(grid, n=n, eps0=e0, max_n=MAXN).delta)
         assert np.all(lo <= truth * (1 + 1e-12) + 1e-15)
 
 
@@ -111,7 +111,7 @@ def test_generic_clone_dominates_random_ldp_randomizers():
     _, e0 = sh.check_blanket_condition(m)
     n = 3 + trial % 4
     truth = _worst(m, n, grid, pairs)
-    cl = np.asarray(sh.clone_delta(grid, n=n, eps0=e0, max_n=MAXN))
+    cl = np.asarray(sh.clone_delta(grid, n=n, eps0=e0, max_n=MAXN).delta)
     assert np.all(cl >= truth - 1e-14), (trial, cl, truth)
 
 
@@ -130,7 +130,7 @@ def test_stronger_clone_dominates_blanket_subset_randomizer():
     assert not sh.check_blanket_condition(sub, e0)[0]
     for n in (3, 5, 7):
       truth = _worst(m, n, grid, pairs)
-      sc = np.asarray(sh.stronger_clone_delta(grid, n=n, eps0=e0, max_n=MAXN))
+      sc = np.asarray(sh.stronger_clone_delta(grid, n=n, eps0=e0, max_n=MAXN).delta)
       assert np.all(sc >= truth * (1 - 1e-12) - 1e-15), (e0, n, sc, truth)
 
 
@@ -139,13 +139,15 @@ def test_vr_krr_k4_n3_exceeds_pair():
   P, k = Fraction(3), 4
   z = P + k - 1
   m = [[P / z if i == j else Fraction(1) / z for j in range(k)] for i in range(k)]
-  worst, arg = exact.worst_case_delta(m, 3, ("exp", Fraction(2)), exact=True,
-                                      pairs=[(0, 1)])
+  res = exact.worst_case_delta(m, 3, ("exp", Fraction(2)), exact=True,
+                               pairs=[(0, 1)])
+  worst = res.delta
   assert worst == Fraction(11, 216)
-  third = exact.enumerate_delta(m, 0, 1, (2, 2), ("exp", Fraction(2)), exact=True)
+  third = exact.enumerate_delta(m, 0, 1, (2, 2), ("exp", Fraction(2)),
+                                exact=True).delta
   assert third == Fraction(5, 108)
   row = float(xvr.row_delta_unsafe(math.log(2), n=3, mechanism="k_rr",
-                                   eps0=math.log(3), k=4))
+                                   eps0=math.log(3), k=4).delta)
   assert abs(row - 7 / 216) < 1e-14
   assert row < float(worst)  # the per-randomizer row is NOT an upper bound
   # what the front door returns for k-RR is a valid upper bound
@@ -159,7 +161,7 @@ def test_pair_pmfs_match_kernel():
   pv, qv = exact.pair_pmfs(300, p, (p - 1) / (p + 1), p, p)
   e = np.exp(np.array([0.0, 0.1, 0.3]))[:, None]
   hs = np.maximum(pv - e * qv, 0).sum(1)
-  want = np.asarray(sh.stronger_clone_delta(np.log(e[:, 0]), n=300, eps0=1.0))
+  want = np.asarray(sh.stronger_clone_delta(np.log(e[:, 0]), n=300, eps0=1.0).delta)
   np.testing.assert_allclose(hs, want, rtol=1e-9, atol=1e-15)
   assert abs(pv.sum() - 1) < 1e-9 and abs(qv.sum() - 1) < 1e-9
 
@@ -222,7 +224,7 @@ def test_clone_pld_single_round_vs_dp_accounting():
       dict(enumerate(np.log(pv[keep]))), dict(enumerate(np.log(qv[keep]))),
       value_discretization_interval=1e-4, pessimistic_estimate=True)
   e_dpa = pl.get_epsilon_for_delta(1e-6)
-  e_ours = float(sh.clone_epsilon(1e-6, n=1000, eps0=1.0))
+  e_ours = float(sh.clone_epsilon(1e-6, n=1000, eps0=1.0).epsilon)
   # FMT digest: exact 0.1824123, dp_accounting 0.1824631
   assert abs(e_ours - 0.1824123) < 1e-6
   assert e_ours <= e_dpa + 1e-9 and e_dpa - e_ours < 1e-3
@@ -234,12 +236,12 @@ def test_krr_thm41_numerical_pair():
   # <= clone 0.091708122
   from jaxacct.shuffle import clones
   grid = np.array([0.0, 0.3, 0.6])
-  d = np.asarray(clones.krr_thm41_delta(grid, n=10, eps0=1.0, k=3))
+  d = np.asarray(clones.krr_thm41_delta(grid, n=10, eps0=1.0, k=3).delta)
   assert abs(d[1] - 0.072118252) < 1e-9
   truth = _worst(_krr(3, 1.0), 10, grid, [(0, 1)])
   assert abs(truth[1] - 0.045446782) < 1e-9
   assert np.all(d >= truth - 1e-15)
-  cl = np.asarray(sh.clone_delta(grid, n=10, eps0=1.0, max_n=MAXN))
+  cl = np.asarray(sh.clone_delta(grid, n=10, eps0=1.0, max_n=MAXN).delta)
   assert np.all(d <= cl + 1e-15)
 
 
@@ -247,7 +249,7 @@ def test_krr_thm41_numerical_pair():
 def test_krr_thm41_table_e():
   # FMT digest §5.3 Table E: n=1e4, delta=1e-6, eps0=1, k=10 -> 0.02461579492
   from jaxacct.shuffle import clones
-  e = float(clones.krr_thm41_epsilon(1e-6, n=10_000, eps0=1.0, k=10))
+  e = float(clones.krr_thm41_epsilon(1e-6, n=10_000, eps0=1.0, k=10).epsilon)
   assert abs(e - 0.02461579492) < 1e-8
 
 
@@ -261,5 +263,5 @@ def test_fmt_authors_code_brackets_our_exact_clone():
   # vendored by random-allocation 1.0.5 returns ~0.17542 (its block walk
   # differs); both are right ends of a 2^-10 eps0 bracket around a delta that
   # over-counts, so both must be >= the exact clone eps 0.169769747255.
-  ours = float(sh.clone_epsilon(1e-6, n=100_000, eps0=4.0))
+  ours = float(sh.clone_epsilon(1e-6, n=100_000, eps0=4.0).epsilon)
   assert ours <= theirs and theirs - ours < 0.01

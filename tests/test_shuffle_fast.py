@@ -202,10 +202,10 @@ def test_issue11_rows_fast(x64):
   # issue 11 table (Wang digest §6 Table A independent evaluation), 1e-6 rel
   n = np.array([1e4, 1e5, 1e5])
   e0 = np.array([1.0, 1.0, 4.0])
-  np.testing.assert_allclose(vr.stronger_clone_epsilon(1e-6, n=n, eps0=e0),
+  np.testing.assert_allclose(vr.stronger_clone_epsilon(1e-6, n=n, eps0=e0).epsilon,
                              [0.0432061581, 0.0124298975, 0.1181530665],
                              rtol=1e-6)
-  np.testing.assert_allclose(clones.clone_epsilon(1e-6, n=n, eps0=e0),
+  np.testing.assert_allclose(clones.clone_epsilon(1e-6, n=n, eps0=e0).epsilon,
                              [0.053005, 0.015282, 0.169770], rtol=0, atol=6e-7)
 
 
@@ -213,14 +213,14 @@ def test_grouped_equals_single_width(x64):
   # lanes grouped by window bucket give the same values as one wide window
   n = np.array([50.0, 3000.0, 20000.0, 50.0])
   e0 = np.array([1.0, 0.3, 2.0, 6.0])
-  grouped = np.asarray(clones.clone_epsilon(1e-6, n=n, eps0=e0))
-  single = np.asarray(clones.clone_epsilon(1e-6, n=n, eps0=e0, max_n=20000))
+  grouped = np.asarray(clones.clone_epsilon(1e-6, n=n, eps0=e0).epsilon)
+  single = np.asarray(clones.clone_epsilon(1e-6, n=n, eps0=e0, max_n=20000).epsilon)
   np.testing.assert_allclose(grouped, single, rtol=1e-10)
 
 
 def test_fast_nan_policy_under_jit(x64):
   f = jax.jit(lambda d, n, e0: vr.stronger_clone_epsilon(d, n=n, eps0=e0,
-                                                         max_n=2000))
+                                                         max_n=2000).epsilon)
   out = np.asarray(f(jnp.array([1e-6, 0.0, 1e-6, 1e-6]),
                      jnp.array([1000.0, 1000.0, 1000.5, 1000.0]),
                      jnp.array([1.0, 1.0, 1.0, -1.0])))

@@ -465,13 +465,13 @@ def test_girgis_8x_and_10x_claims():
   from jaxacct.shuffle import clones
   o = np.arange(2, 2001, dtype=np.float64)
   ours = float(G.girgis_epsilon(n=10**6, eps0=0.5, delta=1e-6, rounds=10**5, orders=o).epsilon)
-  per = float(clones.clone_epsilon(1e-6 / (2 * 10**5), n=10**6, eps0=0.5))
+  per = float(clones.clone_epsilon(1e-6 / (2 * 10**5), n=10**6, eps0=0.5).epsilon)
   base = _kov15(per, 10**5, 1e-6 / 2)
   assert base == pytest.approx(6.42, rel=0.03)      # [girgis-digest] §4.3 table
   assert 4.0 < base / ours < 6.0
   g, T, d = 1e-3, 10**4, 1e-8
   ours = float(G.girgis_epsilon(n=1000, eps0=3.0, delta=d, rounds=T, sampling_rate=g).epsilon)
-  per = float(clones.clone_epsilon(d / (2 * T * g), n=1000, eps0=3.0))
+  per = float(clones.clone_epsilon(d / (2 * T * g), n=1000, eps0=3.0).epsilon)
   per = math.log1p(g * math.expm1(per))              # LQS12 amplification
   base = _kov15(per, T, d / 2)
   # [girgis-digest] §4.4 reports 7.21 for this baseline; with the reading above

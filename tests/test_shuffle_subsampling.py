@@ -45,11 +45,12 @@ def _exact_delta(n, m, eps0, eps):
 
 
 def test_amplify_formula_and_errors():
-  eps, dl = sub.amplify_epsilon_delta(1.0, 1e-6, 0.1)
+  r = sub.amplify_epsilon_delta(1.0, 1e-6, 0.1)
+  eps, dl = r.epsilon, r.delta
   assert eps == pytest.approx(math.log1p(0.1 * math.expm1(1.0)), rel=1e-15)
   assert dl == pytest.approx(1e-7, rel=1e-15)
   # huge eps: no overflow, -> eps + log(rate)
-  big, _ = sub.amplify_epsilon_delta(1000.0, 0.0, 0.5)
+  big = sub.amplify_epsilon_delta(1000.0, 0.0, 0.5).epsilon
   assert big == pytest.approx(1000.0 + math.log(0.5), rel=1e-15)
   with pytest.raises(ValueError, match="rate"):
     sub.amplify_epsilon_delta(1.0, 1e-6, 0.0)

@@ -78,7 +78,8 @@ def test_gaussian_exact_profile_mpmath(x64):
     # tab[s] is the smallest eps with delta(eps) <= DELTA (bisection, 1e-9 rel).
     assert float(d) <= DELTA * (1 + 1e-9)
     assert float(d) >= DELTA * (1 - 1e-6)
-    np.testing.assert_allclose(tab[s], float(jaxacct.gaussian_epsilon(sigma / np.sqrt(s), DELTA)),
+    np.testing.assert_allclose(tab[s],
+                               float(jaxacct.gaussian_epsilon(sigma / np.sqrt(s), DELTA).epsilon),
                                rtol=1e-9)
   # The exact Gaussian table never exceeds the RDP route for the same events.
   rdp_acc = tracking.RDPAccountant(orders=jaxacct.DEFAULT_ORDERS,
@@ -93,7 +94,7 @@ def test_rdp_accountant_equals_rdp_to_epsilon(x64):
   tab = tracking.epsilon_table(tracking.RDPAccountant(orders=orders, rdp=rdp, block_size=3),
                                num_steps=9, delta=DELTA)
   for s, blocks in [(1, 1), (3, 1), (4, 2), (9, 3)]:   # partial block charged whole
-    ref = float(jaxacct.rdp_to_epsilon(orders, blocks * rdp, DELTA)[0])
+    ref = float(jaxacct.rdp_to_epsilon(orders, blocks * rdp, DELTA).epsilon)
     np.testing.assert_allclose(tab[s], ref, rtol=1e-9)
   assert tab[0] == 0.0
 
@@ -362,7 +363,7 @@ def test_calibrate_noise_meets_target_tightly(scheme):
   if scheme == "gaussian":
     # One step at sigma/sqrt(E): the exact profile (independent formula).
     np.testing.assert_allclose(
-        float(jaxacct.gaussian_epsilon(cal.noise_multiplier / np.sqrt(2), DELTA)), 2.0,
+        float(jaxacct.gaussian_epsilon(cal.noise_multiplier / np.sqrt(2), DELTA).epsilon), 2.0,
         rtol=1e-8)
 
 
@@ -416,7 +417,7 @@ def test_hook_built_inside_jit(x64):
       _, st = tx.update(x, st)
     return st.eps
   np.testing.assert_allclose(float(f(jnp.zeros(3))),
-                             float(jaxacct.gaussian_epsilon(4.0 / np.sqrt(2), DELTA)),
+                             float(jaxacct.gaussian_epsilon(4.0 / np.sqrt(2), DELTA).epsilon),
                              rtol=1e-9)
 
 

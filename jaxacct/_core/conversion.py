@@ -29,13 +29,11 @@ inputs (delta outside (0,1), negative RDP).
 
 from __future__ import annotations
 
-from typing import Tuple
-
-import jax
 import jax.numpy as jnp
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.results import DeltaResult, EpsilonResult
 
 _METHODS = checks.CONVERSIONS
 
@@ -97,9 +95,10 @@ def _eager(kernel, orders, rdp, value, method):
   return kernel(orders, rdp, value, method)
 
 
-def rdp_to_epsilon(orders, rdp, delta, *, method: str = "tight"
-                   ) -> Tuple[jax.Array, jax.Array]:
+def rdp_to_epsilon(orders, rdp, delta, *, method: str = "tight") -> EpsilonResult:
   """Smallest epsilon at ``delta`` implied by an RDP curve.
+
+  Jittable (traced input skips the eager checks; a pytree result).
 
   Args:
     orders: 1-D array of Renyi orders, all > 1.
@@ -108,16 +107,32 @@ def rdp_to_epsilon(orders, rdp, delta, *, method: str = "tight"
     method: ``"tight"`` (default) or ``"classic"``.
 
   Returns:
-    ``(epsilon, order)``: float64 arrays of shape
-    ``broadcast(rdp.shape[:-1], delta.shape)``; ``epsilon >= 0``.
+    ``EpsilonResult(epsilon, delta, method="rdp_tight" | "rdp_classic",
+    bound="upper", order)``: ``epsilon`` and ``order`` (the minimising Renyi
+    order) float64 arrays of shape ``broadcast(rdp.shape[:-1], delta.shape)``,
+    ``epsilon >= 0``; ``delta`` the given delta as a float64 array.
+    (The jittable kernel :func:`rdp_to_epsilon_kernel` returns the bare
+    ``(epsilon, order)`` pair.)
 
   Bound: upper. NaN lanes for invalid traced delta.
   """
   if checks.is_concrete((orders, rdp, delta)):
     _check(orders, rdp, method)
     checks.check_delta(delta)
-    return _eager(rdp_to_epsilon_kernel, orders, rdp, delta, method)
-  return rdp_to_epsilon_kernel(orders, rdp, delta, method)
+    return _eager(_epsilon_result, orders, rdp, delta, method)
+  return _epsilon_result(orders, rdp, delta, method)
+
+
+def _epsilon_result(orders, rdp, delta, method):
+  eps, order = rdp_to_epsilon_kernel(orders, rdp, delta, method)
+  return EpsilonResult(eps, jnp.asarray(delta, jnp.float64), method="rdp_" + method,
+                       bound="upper", order=order)
+
+
+def _delta_result(orders, rdp, epsilon, method):
+  d, order = rdp_to_delta_kernel(orders, rdp, epsilon, method)
+  return DeltaResult(d, jnp.asarray(epsilon, jnp.float64), method="rdp_" + method,
+                     bound="upper", order=order)
 
 
 def _log_delta_per_order(orders, rdp, epsilon, method):
@@ -135,9 +150,10 @@ def _log_delta_per_order(orders, rdp, epsilon, method):
   return jnp.minimum(ld, kl)
 
 
-def rdp_to_delta(orders, rdp, epsilon, *, method: str = "tight"
-                 ) -> Tuple[jax.Array, jax.Array]:
+def rdp_to_delta(orders, rdp, epsilon, *, method: str = "tight") -> DeltaResult:
   """Smallest delta at ``epsilon`` implied by an RDP curve.
+
+  Jittable (traced input skips the eager checks; a pytree result).
 
   Args:
     orders: 1-D array of Renyi orders, all > 1.
@@ -146,15 +162,19 @@ def rdp_to_delta(orders, rdp, epsilon, *, method: str = "tight"
     method: ``"tight"`` or ``"classic"``.
 
   Returns:
-    ``(delta, order)``, delta in [0, 1].
+    ``DeltaResult(delta, epsilon, method="rdp_tight" | "rdp_classic",
+    bound="upper", order)``: ``delta`` in [0, 1] and ``order`` (the
+    minimising Renyi order) float64 arrays of the broadcast shape;
+    ``epsilon`` the given epsilon as a float64 array. (The jittable kernel
+    :func:`rdp_to_delta_kernel` returns the bare ``(delta, order)`` pair.)
 
   Bound: upper.
   """
   if checks.is_concrete((orders, rdp, epsilon)):
     _check(orders, rdp, method)
     checks.check_range("epsilon", epsilon, -jnp.inf, jnp.inf)
-    return _eager(rdp_to_delta_kernel, orders, rdp, epsilon, method)
-  return rdp_to_delta_kernel(orders, rdp, epsilon, method)
+    return _eager(_delta_result, orders, rdp, epsilon, method)
+  return _delta_result(orders, rdp, epsilon, method)
 
 
 # Deprecated private aliases (kept while call sites migrate to the public kernels).

@@ -15,13 +15,13 @@ RDP: Mironov, arXiv:1702.07476v3, Prop. 7: :math:`R_\alpha = \alpha/(2\sigma^2)`
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
 from jaxacct._core import checks
 from jaxacct._core.solve import bisect
 from jaxacct._core.dtype import dispatch, require_x64, x64_boundary
 from jaxacct._core.logmath import log_ndtr, log_sub_exp
+from jaxacct._core.results import DeltaResult, EpsilonResult
 
 
 def gaussian_log_delta(sigma, epsilon):
@@ -64,41 +64,50 @@ def gaussian_epsilon_kernel(sigma, delta, num_iters: int = 80):
 
 
 @x64_boundary
-def gaussian_delta(sigma, epsilon) -> jax.Array:
+def gaussian_delta(sigma, epsilon) -> DeltaResult:
   """Exact delta(epsilon) of the Gaussian mechanism, both directions.
 
-  Balle & Wang, arXiv:1805.06530v2, Thm 8.
+  Balle & Wang, arXiv:1805.06530v2, Thm 8. Jittable (a pytree result).
 
   Args:
     sigma: noise standard deviation / sensitivity, > 0.
     epsilon: any real (broadcasts with sigma).
 
   Returns:
-    float64 array of the broadcast shape.
+    ``DeltaResult(delta, epsilon, method="gaussian", bound="exact")``;
+    ``delta`` a float64 array of the broadcast shape, ``epsilon`` the given
+    epsilon as a float64 array.
 
   Bound: exact.
   """
   checks.check_positive("sigma", sigma)
   checks.check_range("epsilon", epsilon, -jnp.inf, jnp.inf, allow_inf=True)
-  return gaussian_delta_kernel(sigma, epsilon)
+  d = gaussian_delta_kernel(sigma, epsilon)
+  return DeltaResult(d, jnp.asarray(epsilon, jnp.float64), method="gaussian", bound="exact")
 
 
 @x64_boundary
-def gaussian_epsilon(sigma, delta) -> jax.Array:
+def gaussian_epsilon(sigma, delta) -> EpsilonResult:
   """Exact epsilon(delta) of the Gaussian mechanism (bisection, upper side).
+
+  Jittable (a pytree result).
 
   Args:
     sigma: > 0.
     delta: in (0, 1).
 
   Returns:
-    float64 array; within 1e-15 relative above the exact root.
+    ``EpsilonResult(epsilon, delta, method="gaussian", bound="exact")``;
+    ``epsilon`` a float64 array of the broadcast shape, within 1e-15
+    relative above the exact root; ``delta`` the given delta as a float64
+    array.
 
   Bound: exact (to bisection tolerance, rounded up).
   """
   checks.check_positive("sigma", sigma)
   checks.check_delta(delta)
-  return gaussian_epsilon_kernel(sigma, delta)
+  e = gaussian_epsilon_kernel(sigma, delta)
+  return EpsilonResult(e, jnp.asarray(delta, jnp.float64), method="gaussian", bound="exact")
 
 
 def gaussian_rdp(orders, sigma):

@@ -26,8 +26,16 @@ from __future__ import annotations
 import collections
 
 import jax
+import numpy as np
 
 BOUNDS = ("exact", "upper", "lower", "estimate")
+
+
+def host_f64(x):
+  """A host (numpy) result field: ``np.float64`` for a scalar (0-d) value,
+  else a float64 ndarray; the value itself is unchanged."""
+  a = np.asarray(x, np.float64)
+  return a if a.ndim else np.float64(a)
 
 
 def check_bound(bound: str) -> str:

@@ -248,7 +248,8 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
       return result(0.0, method="none", bound="exact", lower=0.0, details=dict(c.details))
     if c.exact_mu is not None:
       from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
-      v = float((gaussian_epsilon if is_eps else gaussian_delta)(1.0 / c.exact_mu, value))
+      g = (gaussian_epsilon if is_eps else gaussian_delta)(1.0 / c.exact_mu, value)
+      v = float(getattr(g, quantity))
       return result(v, method="gaussian_exact", bound="exact", lower=v,
                     by_direction={"remove": (v, v), "add": (v, v)},
                     details=dict(c.details, mu=c.exact_mu))

@@ -265,13 +265,12 @@ def rdp_pair(rdp_total, *, step: float):
   rdp = np.asarray(rdp_total, np.float64)
   top = 1.0
   while True:
-    d, _ = rdp_to_delta(RDP_ORDERS, rdp, top)
+    d = rdp_to_delta(RDP_ORDERS, rdp, top).delta
     if float(d) < _PROFILE_DELTA_FLOOR or top > 1e4:
       break
     top *= 2.0
   eps = profile_grid(top)
-  d, _ = rdp_to_delta(RDP_ORDERS, rdp, eps)
-  d = np.asarray(d, np.float64)
+  d = np.asarray(rdp_to_delta(RDP_ORDERS, rdp, eps).delta, np.float64)
   return from_profile(eps, d, d, step=step, pessimistic=True)
 
 
@@ -307,7 +306,7 @@ def sampled_without_replacement_upper(noise: str, scale: float, g: float, *,
     from jaxacct._core.gaussian import gaussian_delta
     top = 2.0 / s**2 + 24.0 / s + 1.0
     eps_b = profile_grid(top)
-    d_b = np.asarray(gaussian_delta(s / 2.0, eps_b), np.float64)
+    d_b = np.asarray(gaussian_delta(s / 2.0, eps_b).delta, np.float64)
   else:
     E = _pld()
     bp = E.laplace(s, step=step, pessimistic=True, sensitivity=2.0)

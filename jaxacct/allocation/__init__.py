@@ -146,10 +146,9 @@ def _has_pld():
 
 
 def _check_scalar(**kw):
-  for name, v in kw.items():
-    if np.ndim(v):
-      raise ValueError(f"allocation front doors take a scalar {name}; got shape "
-                       f"{np.shape(v)} (use allocation_rdp / calibrate_sigma for grids).")
+  checks.check_scalar("jaxacct.allocation.epsilon/delta",
+                      "(use allocation_rdp / calibrate_sigma or allocation.pld for grids).",
+                      **kw)
 
 
 def _fresh(fresh_each_epoch):
@@ -162,6 +161,11 @@ def _fresh(fresh_each_epoch):
 def _fixed_sigma(sigma, num_epochs):
   from jaxacct.allocation.fixed_bins import equivalent_sigma
   return float(equivalent_sigma(sigma, num_epochs))
+
+
+def _value(r):
+  """The number of an EpsilonResult / DeltaResult (``epsilon`` / ``delta``), as a float."""
+  return float(r.epsilon if isinstance(r, EpsilonResult) else r.delta)
 
 
 def _pick(vals, dirs, methods):
@@ -222,27 +226,29 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
                       "increase max_order for a tighter bound.", stacklevel=4)
   if "direct_add" in methods and "add" in dirs:
     fn = bounds.direct_add_epsilon if is_eps else bounds.direct_add_delta
-    vals["add"]["direct_add"] = float(fn(sigma=sigma, num_steps=t, **arg, **scheme))
+    vals["add"]["direct_add"] = _value(fn(sigma=sigma, num_steps=t, **arg, **scheme))
   if "decomposition" in methods and k == 1 and E == 1 and t >= 2:
     fn = bounds.decomposition_epsilon if is_eps else bounds.decomposition_delta
     for d in dirs:
-      vals[d]["decomposition"] = float(fn(sigma=sigma, num_steps=t, **arg, direction=d))
+      vals[d]["decomposition"] = _value(fn(sigma=sigma, num_steps=t, **arg, direction=d))
   if is_eps and "decomposition_pld" in methods and t // k >= 2:
     for d in dirs:
       vals[d]["decomposition_pld"] = float(bounds.decomposition_pld_epsilon(
-          sigma=sigma, num_steps=t, delta=value, direction=d, **scheme))
+          sigma=sigma, num_steps=t, delta=value, direction=d, **scheme).epsilon)
   if "truncated_poisson" in methods:
     fn = recursive.truncated_poisson_epsilon if is_eps else recursive.truncated_poisson_delta
     for d in dirs:
-      vals[d]["truncated_poisson"] = fn(sigma=sigma, num_steps=t, **arg, **scheme, direction=d)
+      vals[d]["truncated_poisson"] = _value(fn(sigma=sigma, num_steps=t, **arg, **scheme,
+                                               direction=d))
   if "recursive" in methods and t // k >= 2 and (is_eps or value > 0):
     fn = recursive.recursive_epsilon if is_eps else recursive.recursive_delta
     for d in dirs:
-      vals[d]["recursive"] = fn(sigma=sigma, num_steps=t, **arg, **scheme, direction=d,
-                                bootstrap=("pld", "direct") if _has_pld() else ("direct",))
+      vals[d]["recursive"] = _value(fn(sigma=sigma, num_steps=t, **arg, **scheme, direction=d,
+                                       bootstrap=("pld", "direct") if _has_pld() else
+                                       ("direct",)))
   if "local" in methods:
     if is_eps:
-      loc = float(bounds.local_epsilon(sigma=sigma, delta=value, **scheme))
+      loc = float(bounds.local_epsilon(sigma=sigma, delta=value, **scheme).epsilon)
     else:
       from jaxacct._core.gaussian import gaussian_delta_kernel
       loc = float(gaussian_delta_kernel(sigma / np.sqrt(k * E), value))

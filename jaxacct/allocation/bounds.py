@@ -23,6 +23,9 @@ t' = floor(t/k) (Lemma 3.2; potentially loose, always valid).
   k > 1 or E > 1 the per-round dominating pair (P+, Q) of Thm 4.6 as a PLD
   (:func:`decomposition_round_plds`) composed m times (not in the paper,
   whose code supports k = E = 1 only). Bound: upper.
+
+Every ``*_epsilon`` returns an :class:`~jaxacct.EpsilonResult` and every
+``*_delta`` a :class:`~jaxacct.DeltaResult` (``bound="upper"``).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from jaxacct._core.conversion import rdp_to_delta_kernel, rdp_to_epsilon_kernel
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_epsilon_kernel, gaussian_log_delta
 from jaxacct._core.orders import DEFAULT_ORDERS
+from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct._core.solve import bisect, first_feasible_on_ladder_host
 from jaxacct._core.subsampled_gaussian import poisson_gaussian_rdp
 
@@ -66,13 +70,16 @@ def direct_add_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1)
 
   eps = eps_Gauss(sigma * sqrt(t'/m), delta) + m (1 - 1/t') / (2 sigma^2).
 
-  Returns: float64 array (broadcast of the inputs). Bound: upper.
+  Returns: ``EpsilonResult(epsilon, delta, method="direct_add",
+  bound="upper")``, ``epsilon`` a float64 array (broadcast of the inputs).
+  Bound: upper.
   """
   check_scheme(sigma, num_steps, num_selected, num_epochs)
   checks.check_delta(delta)
   t, m = split_rounds(num_steps, num_selected, num_epochs)
-  return _direct_add_eps_jit(jnp.asarray(sigma, jnp.float64), jnp.asarray(t),
-                             jnp.asarray(m), jnp.asarray(delta, jnp.float64))
+  e = _direct_add_eps_jit(jnp.asarray(sigma, jnp.float64), jnp.asarray(t),
+                          jnp.asarray(m), jnp.asarray(delta, jnp.float64))
+  return EpsilonResult(e, jnp.asarray(delta, jnp.float64), method="direct_add", bound="upper")
 
 
 @jax.jit
@@ -88,25 +95,37 @@ def _gauss_eps_jit(s, delta):
 
 @x64_boundary
 def direct_add_delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1):
-  """Add-direction delta at ``epsilon`` (Thm 4.9 / Cor 4.10). Bound: upper."""
+  """Add-direction delta at ``epsilon`` (Thm 4.9 / Cor 4.10).
+
+  Returns: ``DeltaResult(delta, epsilon, method="direct_add",
+  bound="upper")``, ``delta`` a float64 array (broadcast of the inputs).
+  Bound: upper.
+  """
   check_scheme(sigma, num_steps, num_selected, num_epochs)
   checks.check_range("epsilon", epsilon)
   t, m = split_rounds(num_steps, num_selected, num_epochs)
   s = jnp.asarray(sigma, jnp.float64)
   shift = m * (1.0 - 1.0 / t) / (2.0 * s**2)
-  return jnp.exp(gaussian_log_delta(s * jnp.sqrt(t / m), jnp.asarray(epsilon) - shift))
+  d = jnp.exp(gaussian_log_delta(s * jnp.sqrt(t / m), jnp.asarray(epsilon) - shift))
+  return DeltaResult(d, jnp.asarray(epsilon, jnp.float64), method="direct_add", bound="upper")
 
 
 @x64_boundary
 def local_epsilon(*, sigma, delta, num_selected=1, num_epochs=1):
-  """Epsilon without amplification: Gaussian with noise sigma/sqrt(kE). Bound: upper."""
+  """Epsilon without amplification: Gaussian with noise sigma/sqrt(kE).
+
+  Returns: ``EpsilonResult(epsilon, delta, method="local", bound="upper")``,
+  ``epsilon`` a float64 array (broadcast of the inputs). Bound: upper
+  (exact for the scheme in which the allocation is public).
+  """
   checks.check_positive("sigma", sigma)
   checks.check_delta(delta)
   checks.check_int("num_selected", num_selected, min_value=1)
   checks.check_int("num_epochs", num_epochs, min_value=1)
   m = np.asarray(num_selected, np.float64) * np.asarray(num_epochs, np.float64)
-  return _gauss_eps_jit(jnp.asarray(sigma, jnp.float64) / jnp.sqrt(m),
-                        jnp.asarray(delta, jnp.float64))
+  e = _gauss_eps_jit(jnp.asarray(sigma, jnp.float64) / jnp.sqrt(m),
+                     jnp.asarray(delta, jnp.float64))
+  return EpsilonResult(e, jnp.asarray(delta, jnp.float64), method="local", bound="upper")
 
 
 @jax.jit
@@ -145,7 +164,8 @@ def decomposition_epsilon(*, sigma, num_steps, delta, direction="both", orders=N
     sigma: > 0 (scalar). num_steps: t >= 2 (scalar). delta in (0, 1).
     direction: "remove", "add" or "both" (max).
 
-  Returns: float (epsilon). Bound: upper.
+  Returns: ``EpsilonResult(epsilon, delta, method="decomposition",
+  bound="upper")``, ``epsilon`` a 0-d float64 array. Bound: upper.
 
   Numerical regime: the Poisson profile is an RDP conversion (valid, not
   tight); for t up to 1e7 and sigma in [0.2, 100]. The add-direction
@@ -168,7 +188,8 @@ def decomposition_epsilon(*, sigma, num_steps, delta, direction="both", orders=N
   if direction in ("add", "both"):
     rdp = _poisson_dir(sigma, t, "add", orders)
     out.append(_decomp_add_eps_jit(a, rdp, jnp.float64(g), jnp.float64(delta)))
-  return jnp.max(jnp.stack(out), axis=0)
+  return EpsilonResult(jnp.max(jnp.stack(out), axis=0), jnp.asarray(delta, jnp.float64),
+                       method="decomposition", bound="upper")
 
 
 @x64_boundary
@@ -182,7 +203,8 @@ def decomposition_delta(*, sigma, num_steps, epsilon, direction="both", orders=N
 
   Args: sigma > 0, num_steps t >= 2, epsilon >= 0 (scalars); direction.
 
-  Returns: float64 delta (capped at 1). Bound: upper.
+  Returns: ``DeltaResult(delta, epsilon, method="decomposition",
+  bound="upper")``, ``delta`` a float64 array (capped at 1). Bound: upper.
   """
   checks.check_positive("sigma", sigma)
   checks.check_int("num_steps", num_steps, min_value=2)
@@ -204,7 +226,8 @@ def decomposition_delta(*, sigma, num_steps, epsilon, direction="both", orders=N
     e_tilde = -jnp.log1p(-(-jnp.expm1(-eps)) / g)
     d, _ = rdp_to_delta_kernel(a, rdp, e_tilde, "tight")
     out.append(jnp.minimum(1.0, (1.0 + jnp.exp(eps) * (g - 1.0)) * d))
-  return jnp.max(jnp.stack(out), axis=0)
+  return DeltaResult(jnp.max(jnp.stack(out), axis=0), eps, method="decomposition",
+                     bound="upper")
 
 
 @x64_boundary
@@ -248,7 +271,9 @@ def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both", num_
     num_selected k, num_epochs E (floor(t/k) >= 2); step: PLD grid step
     for k/E > 1 (default ``jaxacct.pld.default_step`` at rate 1/t').
 
-  Returns: float. Bound: upper (as the PLD is).
+  Returns: ``EpsilonResult(epsilon, delta, method="decomposition_pld",
+  bound="upper")``, ``epsilon`` a ``np.float64``. Bound: upper (as the PLD
+  is).
   """
   from jaxacct import pld as _pld
   check_scheme(sigma, num_steps, num_selected, num_epochs)
@@ -261,7 +286,9 @@ def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both", num_
     raise ValueError(f"decomposition needs floor(num_steps/num_selected) >= 2; got {int(tr)}.")
   if int(m) > 1:
     dirs = ("remove", "add") if direction == "both" else (direction,)
-    return _composed_decomp_eps(float(sigma), int(tr), int(m), float(delta), dirs, step)
+    e = _composed_decomp_eps(float(sigma), int(tr), int(m), float(delta), dirs, step)
+    return EpsilonResult(host_f64(e), host_f64(delta), method="decomposition_pld",
+                         bound="upper")
   t = int(num_steps)
   g = _gamma(t)
   pair = _pld.poisson_gaussian_composed(sigma=float(sigma), q=1.0 / t, num_steps=t)
@@ -287,7 +314,8 @@ def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both", num_
         fine = np.linspace(grid[i - 1], grid[i], 4000)
         ok2 = np.nonzero(bound(fine) <= delta)[0]
         out.append(float(fine[ok2[0]]))
-  return max(out)
+  return EpsilonResult(host_f64(max(out)), host_f64(delta), method="decomposition_pld",
+                       bound="upper")
 
 
 # ------------------------------------------- Thm 4.6 composed over m rounds

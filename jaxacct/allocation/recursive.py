@@ -65,6 +65,9 @@ Public API: :func:`truncated_poisson_epsilon`, :func:`truncated_poisson_delta`,
 :func:`truncated_poisson_rate`, :func:`recursive_epsilon`,
 :func:`recursive_delta`. All are eager (scalar sigma, t, delta/eps): each
 candidate builds one FFT-composed Poisson PLD (about 1-5 s on 2 CPU cores).
+The ``*_epsilon`` functions return an :class:`~jaxacct.EpsilonResult`, the
+``*_delta`` ones a :class:`~jaxacct.DeltaResult` (``bound="upper"``, numbers
+as ``np.float64``).
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ import numpy as np
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
+from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct.allocation import bounds
 
 __all__ = ["truncated_poisson_epsilon", "truncated_poisson_delta", "truncated_poisson_rate",
@@ -235,8 +239,10 @@ def truncated_poisson_epsilon(*, sigma, num_steps, delta, num_selected=1, num_ep
     step: PLD grid step (default ``jaxacct.pld.default_step``).
 
   Returns:
-    float: epsilon, +inf when gamma >= 1 - 1/t' for every candidate
-    (vacuous; the usual case unless sigma and t are large).
+    ``EpsilonResult(epsilon, delta, method="truncated_poisson",
+    bound="upper")``; ``epsilon`` a ``np.float64``, +inf when
+    gamma >= 1 - 1/t' for every candidate (vacuous; the usual case unless
+    sigma and t are large).
 
   Bound: upper (the Poisson PLD is pessimistic).
 
@@ -260,7 +266,8 @@ def truncated_poisson_epsilon(*, sigma, num_steps, delta, num_selected=1, num_ep
         continue
       best = min(best, _poisson_eps(sigma, eta, t * m, (1.0 - f) * delta, d, step))
     out.append(best)
-  return float(max(out))
+  return EpsilonResult(host_f64(float(max(out))), host_f64(delta),
+                       method="truncated_poisson", bound="upper")
 
 
 @x64_boundary
@@ -276,7 +283,9 @@ def truncated_poisson_delta(*, sigma, num_steps, epsilon, num_selected=1, num_ep
 
   Args: as :func:`truncated_poisson_epsilon`, with ``epsilon`` >= 0.
 
-  Returns: float delta in [0, 1] (1 when vacuous). Bound: upper.
+  Returns: ``DeltaResult(delta, epsilon, method="truncated_poisson",
+  bound="upper")``, ``delta`` a ``np.float64`` in [0, 1] (1 when vacuous).
+  Bound: upper.
   """
   sigma, t, m = _check(sigma, num_steps, num_selected, num_epochs)
   checks.check_range("epsilon", epsilon, 0.0, np.inf)
@@ -296,7 +305,8 @@ def truncated_poisson_delta(*, sigma, num_steps, epsilon, num_selected=1, num_ep
         continue
       best = min(best, _poisson_delta(sigma, eta, t * m, epsilon, d, step) + b)
     out.append(best)
-  return float(min(1.0, max(out)))
+  return DeltaResult(host_f64(float(min(1.0, max(out)))), host_f64(epsilon),
+                     method="truncated_poisson", bound="upper")
 
 
 # ---------------------------------------------------------- Thm 4.2 (recursive)
@@ -326,12 +336,13 @@ def _add_profile(sigma, t, eps_grid, bootstrap):
       vals.append(_pld_add_upper(sigma, t, eps_grid))
     elif b == "direct":
       vals.append(np.asarray(bounds.direct_add_delta(sigma=sigma, num_steps=t,
-                                                     epsilon=eps_grid), np.float64))
+                                                     epsilon=eps_grid).delta, np.float64))
     elif b == "decomposition":
       if t < 2:
         continue
       vals.append(np.array([float(bounds.decomposition_delta(
-          sigma=sigma, num_steps=t, epsilon=float(e), direction="add")) for e in eps_grid]))
+          sigma=sigma, num_steps=t, epsilon=float(e), direction="add").delta)
+          for e in eps_grid]))
   if not vals:
     return np.ones_like(eps_grid)
   return np.minimum(1.0, np.min(np.stack(vals), axis=0))
@@ -400,7 +411,8 @@ def recursive_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
     step: PLD grid step (default ``jaxacct.pld.default_step``).
 
   Returns:
-    float: epsilon (+inf if no candidate has eta <= 1).
+    ``EpsilonResult(epsilon, delta, method="recursive", bound="upper")``;
+    ``epsilon`` a ``np.float64`` (+inf if no candidate has eta <= 1).
 
   Bound: upper.
 
@@ -416,7 +428,7 @@ def recursive_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
   fr = tuple(tail_fractions or _REC_FRACTIONS)
   grid = _eps_grid(t)
   if grid.size == 0:
-    return math.inf
+    return _rec_eps(math.inf, delta)
   prof = _add_profile(sigma, t, grid, tuple(bootstrap))
   out = []
   for d in _dirs(direction):
@@ -432,7 +444,15 @@ def recursive_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
         continue
       best = min(best, _poisson_eps(sigma, eta, t * m, delta - float(tail[i]), d, step))
     out.append(best)
-  return float(max(out))
+  return _rec_eps(float(max(out)), delta)
+
+
+def _rec_eps(e, delta):
+  return EpsilonResult(host_f64(e), host_f64(delta), method="recursive", bound="upper")
+
+
+def _rec_delta(d, epsilon):
+  return DeltaResult(host_f64(d), host_f64(epsilon), method="recursive", bound="upper")
 
 
 @x64_boundary
@@ -447,7 +467,8 @@ def recursive_delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
 
   Args: as :func:`recursive_epsilon`, with ``epsilon`` > 0.
 
-  Returns: float delta in [0, 1]. Bound: upper.
+  Returns: ``DeltaResult(delta, epsilon, method="recursive",
+  bound="upper")``, ``delta`` a ``np.float64`` in [0, 1]. Bound: upper.
   """
   sigma, t, m = _check(sigma, num_steps, num_selected, num_epochs)
   checks.check_positive("epsilon", epsilon)
@@ -457,14 +478,14 @@ def recursive_delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
     checks.check_positive("eps_prime", eps_prime)
   _check_step(step)
   if t < 2:
-    return 1.0
+    return _rec_delta(1.0, epsilon)
   hi = 0.5 * math.log(t)
   if eps_prime is None:
     eps_prime = [min(c * float(epsilon), hi) for c in (0.5, 1.0, 2.0, 4.0)]
   ep = np.unique(np.asarray(eps_prime, np.float64))
   ep = ep[(ep > 0) & (ep <= hi)]
   if ep.size == 0:
-    return 1.0
+    return _rec_delta(1.0, epsilon)
   prof = _add_profile(sigma, t, ep, tuple(bootstrap))
   out = []
   for d in _dirs(direction):
@@ -476,4 +497,4 @@ def recursive_delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
       best = min(best, _poisson_delta(sigma, math.exp(2 * e_p) / t, t * m, epsilon, d, step)
                  + float(tl))
     out.append(best)
-  return float(min(1.0, max(out)))
+  return _rec_delta(float(min(1.0, max(out))), epsilon)

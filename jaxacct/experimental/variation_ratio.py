@@ -30,6 +30,7 @@ import jax
 import numpy as np
 
 from jaxacct._core import checks
+from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.shuffle import pair_reference, windows
 
 __all__ = ["row_parameters", "row_delta_unsafe", "row_epsilon_unsafe"]
@@ -66,8 +67,14 @@ def row_parameters(mechanism: str, eps0: float, **options):
 def row_delta_unsafe(eps, *, n, mechanism: str, eps0: float, **options):
   """Delta of a per-randomizer row's pair. NOT an upper bound (module doc).
 
-  Bound: none (below the truth on known counterexamples; a lower bound for
-  extremal randomizers such as k-RR).
+  Returns:
+    ``DeltaResult(delta, epsilon, method="variation_ratio_row",
+    bound="estimate")``: ``delta`` a float64 numpy array (0-d for scalar
+    ``eps``), ``epsilon`` the given ``eps``.
+
+  Bound: estimate -- neither an upper bound (below the truth on known
+  counterexamples) nor a lower bound in general (it is one for extremal
+  randomizers such as k-RR; use ``jaxacct.shuffle.krr_lower_epsilon``).
   """
   checks.check_int("n", n, min_value=1)
   checks.check_range("eps", eps, 0.0)
@@ -75,15 +82,29 @@ def row_delta_unsafe(eps, *, n, mechanism: str, eps0: float, **options):
   alpha = beta / (p - 1)
   w = windows.window_size(n, 2 * alpha * p / q)
   with jax.enable_x64(True):
-    return np.asarray(pair_reference.sym_delta(eps, n, p, beta, q, width=w))
+    d = np.asarray(pair_reference.sym_delta(eps, n, p, beta, q, width=w))
+  return DeltaResult(d, np.asarray(eps, np.float64), method="variation_ratio_row",
+                     bound="estimate")
 
 
 def row_epsilon_unsafe(delta, *, n, mechanism: str, eps0: float, **options):
-  """Epsilon of a per-randomizer row's pair. NOT an upper bound (module doc)."""
+  """Epsilon of a per-randomizer row's pair. NOT an upper bound (module doc).
+
+  Returns:
+    ``EpsilonResult(epsilon, delta, method="variation_ratio_row",
+    bound="estimate")``: ``epsilon`` a float64 numpy array (0-d for scalar
+    ``delta``), ``delta`` the given delta.
+
+  Bound: estimate -- not a valid upper bound (below the truth on known
+  counterexamples, module doc); a lower bound only for extremal randomizers
+  such as k-RR.
+  """
   checks.check_int("n", n, min_value=1)
   checks.check_delta(delta)
   p, beta, q = row_parameters(mechanism, eps0, **options)
   alpha = beta / (p - 1)
   w = windows.window_size(n, 2 * alpha * p / q)
   with jax.enable_x64(True):
-    return np.asarray(pair_reference.sym_epsilon(delta, n, p, beta, q, width=w))
+    e = np.asarray(pair_reference.sym_epsilon(delta, n, p, beta, q, width=w))
+  return EpsilonResult(e, np.asarray(delta, np.float64), method="variation_ratio_row",
+                       bound="estimate")

@@ -27,6 +27,7 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct.pld._compose import compose, compose_many
 from jaxacct.pld._core import (DEFAULT_TAIL_MASS, PLD, PairPLD, from_losses, from_pair,
                                truncate)
@@ -120,8 +121,9 @@ def _poisson_gaussian_query(quantity, *, sigma, q, num_steps, value, step):
                                      step=step)
     return float(query(pair, kw[arg]))
 
-  return _broadcast_loop(one, sigma=sigma, q=q, num_steps=num_steps,
-                         **{arg: value})
+  v = _broadcast_loop(one, sigma=sigma, q=q, num_steps=num_steps, **{arg: value})
+  cls = EpsilonResult if quantity == "epsilon" else DeltaResult
+  return cls(host_f64(v), host_f64(value), method="pld", bound="upper")
 
 
 @x64_boundary
@@ -140,7 +142,9 @@ def poisson_gaussian_epsilon(*, sigma, q, num_steps, delta, step=None):
     (All but ``step`` broadcast; one composition per broadcast element.)
 
   Returns:
-    float (scalar inputs) or float64 numpy array of the broadcast shape.
+    ``EpsilonResult(epsilon, delta, method="pld", bound="upper")``:
+    ``epsilon`` a ``np.float64`` (scalar inputs) or float64 numpy array of
+    the broadcast shape; ``delta`` the given delta (float64).
 
   Bound: upper (valid for both neighbouring relations add/remove).
   """
@@ -154,6 +158,11 @@ def poisson_gaussian_delta(*, sigma, q, num_steps, epsilon, step=None):
 
   Same as :func:`poisson_gaussian_epsilon` with ``epsilon`` (real) instead of
   ``delta``; max of the two directions.
+
+  Returns:
+    ``DeltaResult(delta, epsilon, method="pld", bound="upper")``: ``delta``
+    a ``np.float64`` (scalar inputs) or float64 numpy array of the broadcast
+    shape; ``epsilon`` the given epsilon (float64).
 
   Bound: upper.
   """

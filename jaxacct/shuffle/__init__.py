@@ -162,7 +162,11 @@ _METHOD_NAMES = (
     "pld_clone", "pld_stronger_clone", "pld", "trivial")
 
 
-def _check_front(n, eps0, rounds, method, step):
+def _check_front(n, eps0, rounds, method, step, **value):
+  checks.check_scalar("jaxacct.shuffle.epsilon/delta",
+                      "For grids over n or eps0, call the bound functions "
+                      "(shuffle.clone_epsilon, ...), which broadcast arrays.",
+                      n=n, eps0=eps0, rounds=rounds, **value)
   checks.check_int("n", n, min_value=1)
   checks.check_positive("eps0", eps0)
   checks.check_int("rounds", rounds, min_value=1)
@@ -227,35 +231,36 @@ def _pld_plds(n, eps0, randomizer, rounds, step):
 
 def _single_round(kind, k, n, eps0, delta_):
   """{method: (eps, bound)} for one round."""
+  kw = dict(n=n, eps0=eps0)
   res = {}
-  res["clone"] = (_scalar(clone_epsilon(delta_, n=n, eps0=eps0)), "upper")
+  res["clone"] = (_scalar(clone_epsilon(delta_, **kw).epsilon), "upper")
   res["clone_closed_form"] = (
-      _scalar(clone_epsilon_closed_form(delta_, n=n, eps0=eps0)), "upper")
-  res[_rr2_key(kind)] = (_scalar(rr2_lower_epsilon(delta_, n=n, eps0=eps0)),
+      _scalar(clone_epsilon_closed_form(delta_, **kw).epsilon), "upper")
+  res[_rr2_key(kind)] = (_scalar(rr2_lower_epsilon(delta_, **kw).epsilon),
                          "lower" if kind == "binary_rr" else "lower_generic")
   if kind in ("blanket", "binary_rr", "k_rr"):
     res["stronger_clone"] = (
-        _scalar(stronger_clone_epsilon(delta_, n=n, eps0=eps0)), "upper")
+        _scalar(stronger_clone_epsilon(delta_, **kw).epsilon), "upper")
   if kind == "k_rr":
     res["krr_closed_form"] = (
-        _scalar(krr_epsilon_closed_form(delta_, n=n, eps0=eps0, k=k)), "upper")
+        _scalar(krr_epsilon_closed_form(delta_, **kw, k=k).epsilon), "upper")
     res["krr_lower"] = (
-        _scalar(krr_lower_epsilon(delta_, n=n, eps0=eps0, k=k)), "lower")
+        _scalar(krr_lower_epsilon(delta_, **kw, k=k).epsilon), "lower")
     del res[_rr2_key(kind)]
     wm, wz = krr_thm41_widths(n, eps0, k)
     if wm * wz <= _MAX_THM41_CELLS:
       res["krr_thm41"] = (
-          _scalar(krr_thm41_epsilon(delta_, n=n, eps0=eps0, k=k)), "upper")
+          _scalar(krr_thm41_epsilon(delta_, **kw, k=k).epsilon), "upper")
     else:
       res["krr_thm41"] = (float("nan"), "skipped: window too large (cost)")
   if kind == "binary_rr":
     if n <= MAX_EXACT_BINARY_N:
-      res["exact"] = (_scalar(binary_rr_epsilon(delta_, n=n, eps0=eps0)),
+      res["exact"] = (_scalar(binary_rr_epsilon(delta_, **kw).epsilon),
                       "exact")
     else:
       ms = list(range(0, min(_LOWER_M, n)))
       res["binary_rr_lower"] = (_scalar(binary_rr_epsilon(
-          delta_, n=n, eps0=eps0, ms=ms, lower=True)), "lower")
+          delta_, **kw, ms=ms, lower=True).epsilon), "lower")
   return res
 
 
@@ -298,7 +303,7 @@ def _composed(kind, k, n, eps0, delta_, rounds, step, want_pld, want_rdp):
     try:
       fn = clone_rdp if kind == "generic" else stronger_clone_rdp
       rdp = np.asarray(fn(_RDP_ORDERS, n=n, eps0=eps0)) * rounds
-      e, _ = rdp_to_epsilon(_RDP_ORDERS, rdp, delta_)
+      e = rdp_to_epsilon(_RDP_ORDERS, rdp, delta_).epsilon
       res[rdp_kind] = (min(_scalar(e), rounds * eps0), "upper")
     except (MemoryError, ValueError) as err:
       res[rdp_kind] = (float("nan"), f"failed: {type(err).__name__}: {err}")
@@ -361,7 +366,7 @@ def epsilon(*, n, eps0, delta, rounds: int = 1, randomizer="generic",
 
   Bound: as ``bound`` says (exact/upper/lower).
   """
-  _check_front(n, eps0, rounds, method, step)
+  _check_front(n, eps0, rounds, method, step, delta=delta)
   checks.check_delta(delta)
   kind, k = parse_randomizer(randomizer)
   n, eps0, delta_, rounds = int(n), float(eps0), float(delta), int(rounds)
@@ -386,35 +391,36 @@ def delta(*, n, eps0, epsilon, rounds: int = 1, randomizer="generic",
   Returns:
     ``DeltaResult(delta, epsilon, method, bound, details)``.
   """
-  _check_front(n, eps0, rounds, method, step)
+  _check_front(n, eps0, rounds, method, step, epsilon=epsilon)
   checks.check_range("epsilon", epsilon, 0.0)
   kind, k = parse_randomizer(randomizer)
   n, eps0, eps, rounds = int(n), float(eps0), float(epsilon), int(rounds)
   res = {}
   if rounds == 1:
-    res["clone"] = (_scalar(clone_delta(eps, n=n, eps0=eps0)), "upper")
-    res[_rr2_key(kind)] = (_scalar(rr2_lower_delta(eps, n=n, eps0=eps0)),
+    kw = dict(n=n, eps0=eps0)
+    res["clone"] = (_scalar(clone_delta(eps, **kw).delta), "upper")
+    res[_rr2_key(kind)] = (_scalar(rr2_lower_delta(eps, **kw).delta),
                            "lower" if kind == "binary_rr" else "lower_generic")
     if kind in ("blanket", "binary_rr", "k_rr"):
-      res["stronger_clone"] = (_scalar(stronger_clone_delta(eps, n=n, eps0=eps0)),
+      res["stronger_clone"] = (_scalar(stronger_clone_delta(eps, **kw).delta),
                                "upper")
     if kind == "k_rr":
-      res["krr_lower"] = (_scalar(krr_lower_delta(eps, n=n, eps0=eps0, k=k)),
+      res["krr_lower"] = (_scalar(krr_lower_delta(eps, **kw, k=k).delta),
                           "lower")
       del res[_rr2_key(kind)]
       wm, wz = krr_thm41_widths(n, eps0, k)
       if wm * wz <= _MAX_THM41_CELLS:
-        res["krr_thm41"] = (_scalar(krr_thm41_delta(eps, n=n, eps0=eps0, k=k)),
+        res["krr_thm41"] = (_scalar(krr_thm41_delta(eps, **kw, k=k).delta),
                             "upper")
     if kind == "binary_rr" and n <= MAX_EXACT_BINARY_N:
-      res["exact"] = (_scalar(binary_rr_delta(eps, n=n, eps0=eps0)), "exact")
+      res["exact"] = (_scalar(binary_rr_delta(eps, **kw).delta), "exact")
   else:
     fn = clone_rdp if kind == "generic" else stronger_clone_rdp
     try:
       if n > _MAX_OWN_RDP_N:
         raise ValueError("n too large for the windowed RDP sum")
       rdp = np.asarray(fn(_RDP_ORDERS, n=n, eps0=eps0)) * rounds
-      d, _ = rdp_to_delta(_RDP_ORDERS, rdp, eps)
+      d = rdp_to_delta(_RDP_ORDERS, rdp, eps).delta
       res["clone_rdp" if kind == "generic" else "stronger_clone_rdp"] = (
           _scalar(d), "upper")
     except (MemoryError, ValueError) as err:

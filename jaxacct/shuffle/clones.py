@@ -23,6 +23,10 @@ All bounds are for **replacement** neighbours, both directions, for any
 * ``rr2_lower_delta`` / ``rr2_lower_epsilon``: App. G, shuffled binary RR on
   ``(0,...,0)`` vs ``(1,0,...,0)``: a LOWER bound for every generic theorem.
 * ``clone_rdp``: Sec. 6.1, Renyi divergence of the clone pair, real orders.
+
+Every ``*_epsilon`` returns an :class:`~jaxacct.EpsilonResult` and every
+``*_delta`` a :class:`~jaxacct.DeltaResult` (pytrees: the jittable ones return
+them from inside ``jit``); ``bound`` says upper or lower.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import numpy as np
 from jaxacct._core import checks, solve
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf
+from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.shuffle import pair_fast, pair_reference, windows
 
 __all__ = ["clone_delta", "clone_epsilon", "clone_epsilon_closed_form",
@@ -76,13 +81,16 @@ def clone_delta(eps, *, n, eps0, max_n=None):
     max_n: static upper bound on n, needed only when n or eps0 is traced.
 
   Returns:
-    float64 array of the broadcast shape.
+    ``DeltaResult(delta, epsilon=eps, method="clone", bound="upper")``;
+    ``delta`` is a float64 array of the broadcast shape, ``epsilon`` the
+    ``eps`` given. A pytree: traced calls return it from inside ``jit``.
 
   Bound: upper (valid for every, also adaptive, eps0-LDP randomizer); it is the
   pair's exact profile plus a computed tail mass < 1e-20. NaN for invalid lanes.
   """
-  return pair_fast.member_delta_checked(eps, n=n, eps0=eps0, max_n=max_n,
-                                        member="clone", where="clone_delta")
+  d = pair_fast.member_delta_checked(eps, n=n, eps0=eps0, max_n=max_n,
+                                     member="clone", where="clone_delta")
+  return DeltaResult(delta=d, epsilon=eps, method="clone", bound="upper")
 
 
 def clone_epsilon(delta, *, n, eps0, max_n=None):
@@ -96,7 +104,10 @@ def clone_epsilon(delta, *, n, eps0, max_n=None):
     n: integer >= 1. eps0: > 0. max_n: see ``clone_delta``.
 
   Returns:
-    float64 array of the broadcast shape, in ``[0, eps0]``.
+    ``EpsilonResult(epsilon, delta, method="clone", bound="upper")``;
+    ``epsilon`` is a float64 array of the broadcast shape, in ``[0, eps0]``
+    (numpy for concrete input without ``max_n``, jax otherwise), ``delta``
+    the ``delta`` given.
 
   Computed by ``jaxacct.shuffle.pair_fast.sym_epsilon_fast``: the pair's delta
   by block recurrences anchored by one incomplete-beta call per 64 c-cells
@@ -110,9 +121,9 @@ def clone_epsilon(delta, *, n, eps0, max_n=None):
   the allowance: the float64 error of jax's ``betainc``/``gammaln`` at the
   anchors and weights (~1e-11 relative at c ~ 1e5, ~1e-8 at c ~ 1e7).
   """
-  return pair_fast.member_epsilon_checked(delta, n=n, eps0=eps0, max_n=max_n,
-                                          member="clone",
-                                          where="clone_epsilon")
+  e = pair_fast.member_epsilon_checked(delta, n=n, eps0=eps0, max_n=max_n,
+                                       member="clone", where="clone_epsilon")
+  return EpsilonResult(epsilon=e, delta=delta, method="clone", bound="upper")
 
 
 def _closed_form(delta, n, eps0):
@@ -140,14 +151,19 @@ def clone_epsilon_closed_form(delta, *, n, eps0):
   trivially valid ``eps0`` is returned. Jittable.
 
   Returns:
-    float64 array (broadcast shape). Bound: upper (any eps0-LDP randomizer).
+    ``EpsilonResult(epsilon, delta, method="clone_closed_form",
+    bound="upper")``; ``epsilon`` a float64 array (broadcast shape).
+    Bound: upper (any eps0-LDP randomizer).
   """
   if checks.is_concrete((delta, n, eps0)):
     _check_common(n, eps0)
     checks.check_delta(delta)
-    return x64_boundary(_closed_form_jit)(delta, n, eps0)
-  require_x64("clone_epsilon_closed_form")
-  return _closed_form(delta, n, eps0)
+    e = x64_boundary(_closed_form_jit)(delta, n, eps0)
+  else:
+    require_x64("clone_epsilon_closed_form")
+    e = _closed_form(delta, n, eps0)
+  return EpsilonResult(epsilon=e, delta=delta, method="clone_closed_form",
+                       bound="upper")
 
 
 @x64_boundary
@@ -164,7 +180,13 @@ def clone_epsilon_approx_ldp(delta, *, n, eps0, delta0, num_refine: int = 3):
   iterate is valid). If no split of delta works, returns ``eps0`` when
   ``delta0 <= delta`` (shuffling never hurts), else ``inf`` (no guarantee).
 
-  Args: scalars (eager). Returns: float. Bound: upper.
+  Args: scalars (eager).
+
+  Returns:
+    ``EpsilonResult(epsilon, delta, method="clone_approx_ldp",
+    bound="upper")``; ``epsilon`` a numpy float64 scalar (host-only).
+    Bound: upper (Thm 3.8 is a theorem, not an approximation: "approx" is
+    the local (eps0, delta0) guarantee).
   """
   _check_common(n, eps0)
   checks.check_delta(delta)
@@ -173,15 +195,17 @@ def clone_epsilon_approx_ldp(delta, *, n, eps0, delta0, num_refine: int = 3):
   kk = (1.0 + np.exp(-eps0) / 2.0) * n * delta0
   d = delta - (np.exp(eps0) + 1.0) * kk
   if d <= 0:
-    return float(eps0) if delta0 <= delta else float("inf")
-  eps = float(clone_epsilon(d, n=n, eps0=eps0))
-  for _ in range(num_refine):
-    d2 = delta - (np.exp(eps) + 1.0) * kk
-    if d2 <= d:
-      break
-    eps_new = float(clone_epsilon(min(d2, 1 - 1e-16), n=n, eps0=eps0))
-    d, eps = d2, min(eps, eps_new)
-  return eps
+    eps = float(eps0) if delta0 <= delta else float("inf")
+  else:
+    eps = float(clone_epsilon(d, n=n, eps0=eps0).epsilon)
+    for _ in range(num_refine):
+      d2 = delta - (np.exp(eps) + 1.0) * kk
+      if d2 <= d:
+        break
+      eps_new = float(clone_epsilon(min(d2, 1 - 1e-16), n=n, eps0=eps0).epsilon)
+      d, eps = d2, min(eps, eps_new)
+  return EpsilonResult(epsilon=np.float64(eps), delta=delta,
+                       method="clone_approx_ldp", bound="upper")
 
 
 def _krr_cf(delta, n, eps0, k):
@@ -211,15 +235,20 @@ def krr_epsilon_closed_form(delta, *, n, eps0, k):
   §2.6). Outside it ``eps0`` is returned. Applies to k-RR (composed with any
   pre-processing), not to other randomizers.
 
-  Returns: float64 array. Bound: upper (k-RR only).
+  Returns:
+    ``EpsilonResult(epsilon, delta, method="krr_closed_form",
+    bound="upper")``; ``epsilon`` a float64 array. Bound: upper (k-RR only).
   """
   if checks.is_concrete((delta, n, eps0, k)):
     _check_common(n, eps0)
     checks.check_delta(delta)
     checks.check_int("k", k, min_value=2)
-    return x64_boundary(_krr_cf_jit)(delta, n, eps0, k)
-  require_x64("krr_epsilon_closed_form")
-  return _krr_cf(delta, n, eps0, k)
+    e = x64_boundary(_krr_cf_jit)(delta, n, eps0, k)
+  else:
+    require_x64("krr_epsilon_closed_form")
+    e = _krr_cf(delta, n, eps0, k)
+  return EpsilonResult(epsilon=e, delta=delta, method="krr_closed_form",
+                       bound="upper")
 
 
 # ---------------------------------------------------------------------------
@@ -291,14 +320,17 @@ def rr2_lower_delta(eps, *, n, eps0, max_n=None):
   ``Bin(n, pi)`` vs ``Bern(1-pi) * Bin(n-1, pi)``, ``pi = 1/(e^eps0+1)``;
   max of both directions.
 
-  Returns: float64 array. Bound: lower for any generic eps0-LDP theorem (and
-  for shuffled binary RR itself); the window omits < 1e-20 of mass, which only
-  lowers it. Eager (n, eps0 concrete).
+  Returns:
+    ``DeltaResult(delta, epsilon=eps, method="rr2_lower", bound="lower")``;
+    ``delta`` a float64 array. Bound: lower for any generic eps0-LDP theorem
+    (and for shuffled binary RR itself); the window omits < 1e-20 of mass,
+    which only lowers it. n, eps0 concrete (``eps`` may be traced).
   """
   _check_common(n, eps0)
   checks.check_range("eps", eps, 0.0)
-  return x64_boundary(_rr2_delta_jit)(eps, n, eps0,
-                                      width=_rr2_width(n, eps0, max_n))
+  d = x64_boundary(_rr2_delta_jit)(eps, n, eps0,
+                                   width=_rr2_width(n, eps0, max_n))
+  return DeltaResult(delta=d, epsilon=eps, method="rr2_lower", bound="lower")
 
 
 def rr2_lower_epsilon(delta, *, n, eps0, max_n=None):
@@ -308,12 +340,15 @@ def rr2_lower_epsilon(delta, *, n, eps0, max_n=None):
   Regression (issue 11 table, independent evaluation in the Wang digest §6):
   (1e4, 1, 1e-6) -> 0.035659, (1e5, 1) -> 0.010142, (1e5, 4) -> 0.084714.
 
-  Returns: float64 array. Bound: lower.
+  Returns:
+    ``EpsilonResult(epsilon, delta, method="rr2_lower", bound="lower")``;
+    ``epsilon`` a float64 array. Bound: lower.
   """
   _check_common(n, eps0)
   checks.check_delta(delta)
-  return x64_boundary(_rr2_epsilon_jit)(delta, n, eps0,
-                                        width=_rr2_width(n, eps0, max_n))
+  e = x64_boundary(_rr2_epsilon_jit)(delta, n, eps0,
+                                     width=_rr2_width(n, eps0, max_n))
+  return EpsilonResult(epsilon=e, delta=delta, method="rr2_lower", bound="lower")
 
 
 # ---------------------------------------------------------------------------
@@ -458,7 +493,9 @@ def krr_thm41_delta(eps, *, n, eps0, k):
   sums with the cut mass added. Valid for k-RR composed with any (adaptive)
   pre-processing; needs no condition on n (unlike Eq. (11)).
 
-  Returns: float64 array. Bound: upper (k-RR only).
+  Returns:
+    ``DeltaResult(delta, epsilon=eps, method="krr_thm41", bound="upper")``;
+    ``delta`` a float64 array. Bound: upper (k-RR only).
   Regression (digest §5.3 Table E, n=1e4, delta=1e-6): eps0=1, k=10 ->
   eps 0.02461579492.
   """
@@ -466,16 +503,21 @@ def krr_thm41_delta(eps, *, n, eps0, k):
   checks.check_int("k", k, min_value=2)
   checks.check_range("eps", eps, 0.0)
   wm, wz = krr_thm41_widths(n, eps0, k)
-  return x64_boundary(_krr41_delta_jit)(eps, n, eps0, k, wm=wm, wz=wz)
+  d = x64_boundary(_krr41_delta_jit)(eps, n, eps0, k, wm=wm, wz=wz)
+  return DeltaResult(delta=d, epsilon=eps, method="krr_thm41", bound="upper")
 
 
 def krr_thm41_epsilon(delta, *, n, eps0, k):
   """Replacement eps(delta) of shuffled k-RR via FMT'21 Thm 4.1 (see ``krr_thm41_delta``).
 
-  Returns: float64 array (upper end of the bracket). Bound: upper (k-RR only).
+  Returns:
+    ``EpsilonResult(epsilon, delta, method="krr_thm41", bound="upper")``;
+    ``epsilon`` a float64 array (upper end of the bracket). Bound: upper
+    (k-RR only).
   """
   _check_common(n, eps0)
   checks.check_int("k", k, min_value=2)
   checks.check_delta(delta)
   wm, wz = krr_thm41_widths(n, eps0, k)
-  return x64_boundary(_krr41_eps_jit)(delta, n, eps0, k, wm=wm, wz=wz)
+  e = x64_boundary(_krr41_eps_jit)(delta, n, eps0, k, wm=wm, wz=wz)
+  return EpsilonResult(epsilon=e, delta=delta, method="krr_thm41", bound="upper")

@@ -21,6 +21,10 @@ dominating pairs (probability vectors) for tight composition with ``jaxacct.pld`
 * ``pair_pmfs``: the variation-ratio / clone pair as probability vectors plus
   an atom carrying the (rigorously bounded) cut mass, for ``jaxacct.pld``.
 * ``binary_rr_pmfs``: the exact shuffled binary-RR pair for one ``m``.
+
+``binary_rr_*``, ``enumerate_delta`` and ``worst_case_delta`` return
+:class:`~jaxacct.EpsilonResult` / :class:`~jaxacct.DeltaResult` (``bound``
+``"exact"``, or ``"lower"`` where only some datasets are maximised over).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from scipy import stats
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.logmath import log_binom_pmf
+from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.solve import bisect
 
 __all__ = ["binary_rr_pmfs", "binary_rr_table", "binary_rr_delta",
@@ -130,14 +135,18 @@ def binary_rr_delta(eps, *, n: int, eps0: float, ms=None):
     ms: optional iterable of ``m`` values.
 
   Returns:
-    float64 array of ``eps``'s shape.
+    ``DeltaResult(delta, epsilon=eps, method="binary_rr", bound)``; ``delta``
+    a float64 array of ``eps``'s shape.
 
-  Bound: exact (``ms=None``), lower otherwise.
+  Bound: ``"exact"`` (``ms=None``), ``"lower"`` otherwise. Host-only: the
+  pmf table is built eagerly, so a call under ``jit`` raises.
   """
   _check_binary(n, eps0, MAX_EXACT_BINARY_N if ms is None else np.inf, ms)
   checks.check_range("eps", eps, 0.0)
   p, q = binary_rr_table(int(n), float(eps0), ms)
-  return _table_delta(jnp.asarray(p), jnp.asarray(q), eps)
+  d = _table_delta(jnp.asarray(p), jnp.asarray(q), eps)
+  return DeltaResult(delta=d, epsilon=eps, method="binary_rr",
+                     bound="exact" if ms is None else "lower")
 
 
 @x64_boundary
@@ -149,16 +158,24 @@ def binary_rr_epsilon(delta, *, n: int, eps0: float, ms=None,
   ``[0, eps0]``); returns the feasible (upper) end, or the infeasible (lower)
   end with ``lower=True``.
 
-  Returns: float64 array of ``delta``'s shape.
-  Bound: exact to the bracket width ``eps0 2^-64`` (``ms=None``); lower when
-  ``ms`` is given and ``lower=True``.
+  Returns:
+    ``EpsilonResult(epsilon, delta, method="binary_rr", bound)``;
+    ``epsilon`` a float64 array of ``delta``'s shape. Host-only (as
+    :func:`binary_rr_delta`).
+
+  Bound: ``"exact"`` (to the bracket width ``eps0 2^-64``) when ``ms=None``;
+  ``"lower"`` when ``ms`` is given and ``lower=True``; ``"estimate"`` when
+  ``ms`` is given and ``lower=False`` (the feasible end of the bracket of a
+  lower bound: neither end is certified).
   """
   _check_binary(n, eps0, MAX_EXACT_BINARY_N if ms is None else np.inf, ms)
   checks.check_delta(delta)
   checks.check_bool("lower", lower)
   p, q = binary_rr_table(int(n), float(eps0), ms)
-  return _table_epsilon(jnp.asarray(p), jnp.asarray(q), delta, float(eps0),
-                        lower=lower)
+  e = _table_epsilon(jnp.asarray(p), jnp.asarray(q), delta, float(eps0),
+                     lower=lower)
+  bound = "exact" if ms is None else "lower" if lower else "estimate"
+  return EpsilonResult(epsilon=e, delta=delta, method="binary_rr", bound=bound)
 
 
 # ---------------------------------------------------------------------------
@@ -205,7 +222,10 @@ def enumerate_delta(matrix, x0: int, x1: int, others: Sequence[int], eps,
     eps: a float (or, with exact=True, ``e^eps`` given as a Fraction through
       ``eps=("exp", Fraction)``).
 
-  Returns: float (or Fraction). Bound: exact (the test oracle).
+  Returns:
+    ``DeltaResult(delta, epsilon=eps, method="enumerate", bound="exact")``;
+    ``delta`` a numpy float64 (a ``Fraction`` with ``exact=True``), host-only.
+    Bound: exact for this dataset pair (the test oracle).
   """
   _check_enum_args(matrix, eps, exact)
   checks.check_int("x0", x0, min_value=0, max_value=len(matrix) - 1)
@@ -222,7 +242,9 @@ def enumerate_delta(matrix, x0: int, x1: int, others: Sequence[int], eps,
   keys = set(d0) | set(d1)
   h01 = sum(max(d0.get(h, 0) - e * d1.get(h, 0), 0) for h in keys)
   h10 = sum(max(d1.get(h, 0) - e * d0.get(h, 0), 0) for h in keys)
-  return max(h01, h10)
+  d = max(h01, h10)
+  return DeltaResult(delta=d if exact else np.float64(d), epsilon=eps,
+                     method="enumerate", bound="exact")
 
 
 def worst_case_delta(matrix, n: int, eps, *, exact: bool = False,
@@ -231,7 +253,15 @@ def worst_case_delta(matrix, n: int, eps, *, exact: bool = False,
 
   Max over ordered input pairs ``(x0, x1)`` (or the given ``pairs``) and all
   multisets of the other ``n-1`` inputs of ``enumerate_delta``.
-  Returns ``(delta, (x0, x1, others))``. Bound: exact (test oracle).
+
+  Returns:
+    ``DeltaResult(delta, epsilon=eps, method="worst_case", bound,
+    details={"argmax": (x0, x1, others)})``: ``delta`` a numpy float64 (a
+    ``Fraction`` with ``exact=True``), host-only; ``details["argmax"]`` the
+    dataset pair attaining it.
+
+  Bound: ``"exact"`` (test oracle) over all pairs (``pairs=None``);
+  ``"lower"`` when ``pairs`` restricts the max.
   """
   _check_enum_args(matrix, eps, exact)
   checks.check_int("n", n, min_value=1)
@@ -239,15 +269,18 @@ def worst_case_delta(matrix, n: int, eps, *, exact: bool = False,
     checks.check_int("pairs", [list(pr) for pr in pairs], min_value=0,
                      max_value=len(matrix) - 1)
   k_in = len(matrix)
+  pairs_given = pairs
   if pairs is None:
     pairs = [(a, b) for a in range(k_in) for b in range(k_in) if a != b]
   best, arg = -1, None
   for x0, x1 in pairs:
     for others in itertools.combinations_with_replacement(range(k_in), n - 1):
-      d = enumerate_delta(matrix, x0, x1, others, eps, exact=exact)
+      d = enumerate_delta(matrix, x0, x1, others, eps, exact=exact).delta
       if d > best:
         best, arg = d, (x0, x1, others)
-  return best, arg
+  return DeltaResult(delta=best, epsilon=eps, method="worst_case",
+                     bound="exact" if pairs_given is None else "lower",
+                     details={"argmax": arg})
 
 
 # ---------------------------------------------------------------------------

@@ -59,7 +59,10 @@ def amplify_epsilon_delta(epsilon, delta, rate):
     delta: in [0, 1].
     rate: m/n in (0, 1].
 
-  Returns: ``(eps', delta')`` as numpy float64. Bound: upper.
+  Returns:
+    ``EpsilonResult(epsilon=eps', delta=delta', method="subsampling",
+    bound="upper")``, both numpy float64 (host-only). Bound: upper (when the
+    inner ``(epsilon, delta)`` is a valid guarantee).
   """
   checks.check_range("rate", rate, 0.0, 1.0, lo_open=True)
   checks.check_range("epsilon", epsilon, 0.0, allow_inf=True)
@@ -75,7 +78,8 @@ def amplify_epsilon_delta(epsilon, delta, rate):
     small = np.log1p(rate * np.expm1(np.minimum(eps, 700.0)))
   big = eps + np.log(rate) + np.log1p((1.0 - rate) / rate * np.exp(-eps))
   out = np.where(eps > 700.0, big, small)
-  return out, rate * dl
+  return EpsilonResult(epsilon=out, delta=rate * dl, method="subsampling",
+                       bound="upper")
 
 
 def subsampled_epsilon(*, n: int, m: int, eps0: float, delta: float,
@@ -115,7 +119,7 @@ def subsampled_epsilon(*, n: int, m: int, eps0: float, delta: float,
   if inner.bound not in ("upper", "exact"):
     raise ValueError(f"inner bound is {inner.bound!r}; subsampling amplifies "
                      "upper bounds only.")
-  eps, _ = amplify_epsilon_delta(inner.epsilon, inner_delta, rate)
+  eps = amplify_epsilon_delta(inner.epsilon, inner_delta, rate).epsilon
   return EpsilonResult(float(eps), float(delta), "subsampled:" + inner.method,
                        "upper", None, {"inner": inner, "rate": rate,
                                        "inner_delta": inner_delta})

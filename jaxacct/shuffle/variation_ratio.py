@@ -30,6 +30,9 @@ What is offered here, and why (digest §7.4):
 * The per-randomizer parameter rows of the paper (leftover weight > 0) are
   NOT upper bounds (counterexample: 4-RR, n = 3, e^eps0 = 3, e^eps = 2, true
   delta 5/108 > 7/216); they live in ``jaxacct.experimental.variation_ratio``.
+
+Every ``*_epsilon`` returns an :class:`~jaxacct.EpsilonResult` and every
+``*_delta`` a :class:`~jaxacct.DeltaResult` (``bound`` upper or lower).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import numpy as np
 
 from jaxacct._core import checks, solve
 from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.shuffle import pair_fast, pair_reference, windows
 
 __all__ = ["stronger_clone_delta", "stronger_clone_epsilon",
@@ -72,15 +76,19 @@ def stronger_clone_delta(eps, *, n, eps0, max_n=None):
     eps: >= 0. n: integer >= 1. eps0: > 0. max_n: static bound on a traced n.
 
   Returns:
-    float64 array (broadcast shape).
+    ``DeltaResult(delta, epsilon=eps, method="stronger_clone",
+    bound="upper")``; ``delta`` a float64 array (broadcast shape). A pytree:
+    traced calls return it from inside ``jit``.
 
   Bound: upper ONLY for randomizers meeting the blanket condition of the
   module docstring (binary RR, k-RR, extremal-ratio randomizers); exact pair
   profile plus a computed tail < 1e-20. NaN for invalid traced lanes.
   """
-  return pair_fast.member_delta_checked(eps, n=n, eps0=eps0, max_n=max_n,
-                                        member="stronger",
-                                        where="stronger_clone_delta")
+  d = pair_fast.member_delta_checked(eps, n=n, eps0=eps0, max_n=max_n,
+                                     member="stronger",
+                                     where="stronger_clone_delta")
+  return DeltaResult(delta=d, epsilon=eps, method="stronger_clone",
+                     bound="upper")
 
 
 def stronger_clone_epsilon(delta, *, n, eps0, max_n=None):
@@ -91,15 +99,19 @@ def stronger_clone_epsilon(delta, *, n, eps0, max_n=None):
   0.0124298975, (1e5, 4) -> 0.1181530665.
 
   Returns:
-    float64 array (broadcast shape), upper (feasible) end of the final
-    bracket of the fast kernel ``pair_fast.sym_epsilon_fast`` (safeguarded
-    Newton, block recurrences; see ``clones.clone_epsilon``).
+    ``EpsilonResult(epsilon, delta, method="stronger_clone", bound="upper")``;
+    ``epsilon`` a float64 array (broadcast shape; numpy for concrete input
+    without ``max_n``), the upper (feasible) end of the final bracket of the
+    fast kernel ``pair_fast.sym_epsilon_fast`` (safeguarded Newton, block
+    recurrences; see ``clones.clone_epsilon``).
 
   Bound: upper under the blanket condition only (see module docstring).
   """
-  return pair_fast.member_epsilon_checked(delta, n=n, eps0=eps0, max_n=max_n,
-                                          member="stronger",
-                                          where="stronger_clone_epsilon")
+  e = pair_fast.member_epsilon_checked(delta, n=n, eps0=eps0, max_n=max_n,
+                                       member="stronger",
+                                       where="stronger_clone_epsilon")
+  return EpsilonResult(epsilon=e, delta=delta, method="stronger_clone",
+                       bound="upper")
 
 
 @x64_boundary
@@ -198,26 +210,37 @@ def variation_ratio_lower_delta(eps, *, n, p, beta, q0, q1, max_n=None):
     max_n: optional static bound on n (sizes the window; lets many small n
       share one compiled kernel).
 
-  Returns: float64 array. Bound: lower (extremal randomizers only).
+  Returns:
+    ``DeltaResult(delta, epsilon=eps, method="variation_ratio_lower",
+    bound="lower")``; ``delta`` a float64 array. Bound: lower (extremal
+    randomizers only).
   """
   tot = _check_vr(n, p, beta, q0, q1, max_n)
   checks.check_range("eps", eps, 0.0)
   w = windows.window_size(n if max_n is None else max_n,
                          tot if max_n is None else 0.5)
-  return x64_boundary(_lower_delta_jit)(eps, n, p, beta, q0, q1, width=w)
+  d = x64_boundary(_lower_delta_jit)(eps, n, p, beta, q0, q1, width=w)
+  return DeltaResult(delta=d, epsilon=eps, method="variation_ratio_lower",
+                     bound="lower")
 
 
 def variation_ratio_lower_epsilon(delta, *, n, p, beta, q0, q1, max_n=None):
   """Lower bound on shuffled eps(delta) for extremal randomizers.
 
-  See ``variation_ratio_lower_delta``; returns the infeasible (lower) end of
-  the final bisection bracket. Bound: lower.
+  See ``variation_ratio_lower_delta``.
+
+  Returns:
+    ``EpsilonResult(epsilon, delta, method="variation_ratio_lower",
+    bound="lower")``; ``epsilon`` a float64 array, the infeasible (lower) end
+    of the final bisection bracket. Bound: lower.
   """
   tot = _check_vr(n, p, beta, q0, q1, max_n)
   checks.check_delta(delta)
   w = windows.window_size(n if max_n is None else max_n,
                          tot if max_n is None else 0.5)
-  return x64_boundary(_lower_eps_jit)(delta, n, p, beta, q0, q1, width=w)
+  e = x64_boundary(_lower_eps_jit)(delta, n, p, beta, q0, q1, width=w)
+  return EpsilonResult(epsilon=e, delta=delta, method="variation_ratio_lower",
+                       bound="lower")
 
 
 def _krr_row(eps0, k):
@@ -233,26 +256,34 @@ def krr_lower_delta(eps, *, n, eps0, k, max_n=None):
   ``(p, beta, q) = (e^eps0, (e^eps0-1)/(e^eps0+k-1), e^eps0)`` is the law of
   the counts of outputs 1 and 2 (digest §7.2), exact for k = 3.
 
-  Bound: lower (k-RR).
+  Returns:
+    ``DeltaResult(delta, epsilon=eps, method="krr_lower", bound="lower")``;
+    ``delta`` a float64 array. Bound: lower (k-RR).
   """
   _check(n, eps0)
   checks.check_int("k", k, min_value=3)
   p, beta, q = _krr_row(eps0, k)
-  return variation_ratio_lower_delta(eps, n=n, p=p, beta=beta, q0=q, q1=q,
-                                     max_n=max_n)
+  r = variation_ratio_lower_delta(eps, n=n, p=p, beta=beta, q0=q, q1=q,
+                                  max_n=max_n)
+  return r._replace(method="krr_lower")
 
 
 def krr_lower_epsilon(delta, *, n, eps0, k, max_n=None):
   """Lower bound on shuffled k-RR eps(delta), k >= 3 (see ``krr_lower_delta``).
 
   Regression (Wang digest §6 Table C, "pair, exact"): (1e4, 1, 1e-6, k=10) ->
-  0.0232516778. Bound: lower (k-RR).
+  0.0232516778.
+
+  Returns:
+    ``EpsilonResult(epsilon, delta, method="krr_lower", bound="lower")``;
+    ``epsilon`` a float64 array. Bound: lower (k-RR).
   """
   _check(n, eps0)
   checks.check_int("k", k, min_value=3)
   p, beta, q = _krr_row(eps0, k)
-  return variation_ratio_lower_epsilon(delta, n=n, p=p, beta=beta, q0=q, q1=q,
-                                       max_n=max_n)
+  r = variation_ratio_lower_epsilon(delta, n=n, p=p, beta=beta, q0=q, q1=q,
+                                    max_n=max_n)
+  return r._replace(method="krr_lower")
 
 
 def check_blanket_condition(matrix, eps0=None, *, rtol: float = 1e-12):
