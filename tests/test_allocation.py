@@ -316,14 +316,14 @@ def test_decomposition_factor_e_over_e_minus_1():
   # digest Sec. 2.7 [checked]: gamma(t) for lambda = 1/t
   for t, g in [(10, 1.53534), (100, 1.577368), (1000, 1.581516), (10**4, 1.581931),
                (10**6, 1.581976)]:
-    assert abs(bounds._gamma(t) - g) < 1e-5
-  assert abs(bounds._gamma(10**7) - math.e / (math.e - 1)) < 1e-6
+    assert abs(bounds.decomposition_gamma(t) - g) < 1e-5
+  assert abs(bounds.decomposition_gamma(10**7) - math.e / (math.e - 1)) < 1e-6
 
 
 def test_decomposition_within_gamma_of_poisson_and_vs_direct():
   from jaxacct import poisson
   t, s, delta = 1000, 1.0, 1e-10
-  g = bounds._gamma(t)
+  g = bounds.decomposition_gamma(t)
   e_dec = float(bounds.decomposition_epsilon(sigma=s, num_steps=t, delta=delta,
                                              direction="remove").epsilon)
   e_p = float(poisson.epsilon(q=1 / t, sigma=s, num_steps=t, delta=delta / g).epsilon)

@@ -38,8 +38,8 @@ def _profiles(matrix, x0, x1, others, eps_grid):
   """Exact delta on eps_grid for one dataset pair (both directions)."""
   rows0 = [matrix[x0]] + [matrix[x] for x in others]
   rows1 = [matrix[x1]] + [matrix[x] for x in others]
-  d0 = exact._histogram_dist(rows0, False)
-  d1 = exact._histogram_dist(rows1, False)
+  d0 = exact.histogram_distribution(rows0, False)
+  d1 = exact.histogram_distribution(rows1, False)
   keys = sorted(set(d0) | set(d1))
   p = np.array([d0.get(k, 0.0) for k in keys])
   q = np.array([d1.get(k, 0.0) for k in keys])

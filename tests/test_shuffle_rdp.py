@@ -429,11 +429,11 @@ def test_girgis_thm1_mpmath():
 
 def test_girgis_jit_nan_and_bad_input(x64):
   o = np.array([2.0, 3.0])
-  f = jax.jit(lambda n, e: G._k_thm1(o, n, e, 0.5))
+  f = jax.jit(lambda n, e: G.girgis_thm1_rdp(o, n=n, eps0=e))
   out = np.asarray(f(jnp.array([1000.0, -3.0, 10.5]), jnp.array([1.0, 1.0, 1.0])))
   np.testing.assert_allclose(out[0], np.asarray(G.girgis_thm1_rdp(o, n=1000, eps0=1.0)), rtol=1e-13)
   assert np.all(np.isnan(out[1:]))
-  v = jax.vmap(lambda e: G._k_thm2(o, 1000.0, e))(jnp.array([0.5, 1.0]))
+  v = jax.vmap(lambda e: G.girgis_thm2_rdp(o, n=1000.0, eps0=e))(jnp.array([0.5, 1.0]))
   np.testing.assert_allclose(np.asarray(v), np.asarray(G.girgis_thm2_rdp(o, n=1000, eps0=np.array([0.5, 1.0]))),
                              rtol=1e-13)
   with pytest.raises(ValueError, match="orders"):

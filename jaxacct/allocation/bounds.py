@@ -146,7 +146,10 @@ def _poisson_dir(sigma, t, direction, orders):
   return rdp * t
 
 
-def _gamma(t):
+def decomposition_gamma(t):
+  r"""The decomposition factor :math:`\gamma(t)=1/(1-(1-1/t)^t)` of Thm 4.6
+  (Feldman-Shenfeld, arXiv:2502.08202v3), rising to :math:`e/(e-1)` as t grows.
+  Exact (float64, via expm1/log1p); 1 for t <= 1."""
   return 1.0 / -np.expm1(t * np.log1p(-1.0 / t)) if t > 1 else 1.0
 
 
@@ -178,7 +181,7 @@ def decomposition_epsilon(*, sigma, num_steps, delta, direction="both", orders=N
   checks.check_direction(direction)
   orders = DEFAULT_ORDERS if orders is None else checks.check_orders(orders)
   t = int(num_steps)
-  g = _gamma(t)
+  g = decomposition_gamma(t)
   a = jnp.asarray(orders)
   out = []
   if direction in ("remove", "both"):
@@ -212,7 +215,7 @@ def decomposition_delta(*, sigma, num_steps, epsilon, direction="both", orders=N
   checks.check_direction(direction)
   orders = DEFAULT_ORDERS if orders is None else checks.check_orders(orders)
   t = int(num_steps)
-  g = _gamma(t)
+  g = decomposition_gamma(t)
   a = jnp.asarray(orders)
   eps = jnp.asarray(epsilon, jnp.float64)
   out = []
@@ -290,7 +293,7 @@ def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both", num_
     return EpsilonResult(host_f64(e), host_f64(delta), method="decomposition_pld",
                          bound="upper")
   t = int(num_steps)
-  g = _gamma(t)
+  g = decomposition_gamma(t)
   pair = _pld.poisson_gaussian_composed(sigma=float(sigma), q=1.0 / t, num_steps=t)
   out = []
   if direction in ("remove", "both"):
@@ -361,7 +364,7 @@ def decomposition_round_plds(*, sigma, num_steps, step=None):
   if step is not None:
     checks.check_positive("step", step)
   t = int(num_steps)
-  g = _gamma(t)
+  g = decomposition_gamma(t)
   if step is None:
     step = _pld.default_step(sigma=float(sigma), q=1.0 / t, num_steps=t)
   pair = _pld.poisson_gaussian_composed(sigma=float(sigma), q=1.0 / t, num_steps=t, step=step)

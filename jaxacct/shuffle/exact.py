@@ -48,7 +48,7 @@ from jaxacct._core.solve import bisect
 
 __all__ = ["binary_rr_pmfs", "binary_rr_table", "binary_rr_delta",
            "binary_rr_epsilon", "enumerate_delta", "worst_case_delta",
-           "pair_pmfs", "MAX_EXACT_BINARY_N"]
+           "pair_pmfs", "histogram_distribution", "MAX_EXACT_BINARY_N"]
 
 MAX_EXACT_BINARY_N = 2000
 
@@ -182,9 +182,11 @@ def binary_rr_epsilon(delta, *, n: int, eps0: float, ms=None,
 # brute force (test oracle)
 # ---------------------------------------------------------------------------
 
-def _histogram_dist(rows, exact: bool):
+def histogram_distribution(rows, exact: bool):
   """Distribution over output histograms of independent users with output
-  distributions ``rows`` (list of sequences), as a dict."""
+  distributions ``rows`` (list of sequences), as a dict ``{histogram: prob}``
+  (``Fraction`` probabilities when ``exact``). Exact enumeration; the oracle
+  behind :func:`enumerate_delta`."""
   k = len(rows[0])
   dist = {tuple([0] * k): Fraction(1) if exact else 1.0}
   for row in rows:
@@ -233,8 +235,8 @@ def enumerate_delta(matrix, x0: int, x1: int, others: Sequence[int], eps,
   checks.check_int("others", list(others), min_value=0, max_value=len(matrix) - 1)
   rows0 = [matrix[x0]] + [matrix[x] for x in others]
   rows1 = [matrix[x1]] + [matrix[x] for x in others]
-  d0 = _histogram_dist(rows0, exact)
-  d1 = _histogram_dist(rows1, exact)
+  d0 = histogram_distribution(rows0, exact)
+  d1 = histogram_distribution(rows1, exact)
   if isinstance(eps, tuple) and eps[0] == "exp":
     e = eps[1]
   else:
