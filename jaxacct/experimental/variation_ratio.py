@@ -76,13 +76,8 @@ def row_delta_unsafe(eps, *, n, mechanism: str, eps0: float, **options):
   counterexamples) nor a lower bound in general (it is one for extremal
   randomizers such as k-RR; use ``jaxacct.shuffle.krr_lower_epsilon``).
   """
-  checks.check_int("n", n, min_value=1)
   checks.check_range("eps", eps, 0.0)
-  p, beta, q = row_parameters(mechanism, eps0, **options)
-  alpha = beta / (p - 1)
-  w = windows.window_size(n, 2 * alpha * p / q)
-  with jax.enable_x64(True):
-    d = np.asarray(pair_reference.sym_delta(eps, n, p, beta, q, width=w))
+  d = _row_query(pair_reference.sym_delta, eps, n, mechanism, eps0, options)
   return DeltaResult(d, np.asarray(eps, np.float64), method="variation_ratio_row",
                      bound="estimate")
 
@@ -99,12 +94,17 @@ def row_epsilon_unsafe(delta, *, n, mechanism: str, eps0: float, **options):
   counterexamples, module doc); a lower bound only for extremal randomizers
   such as k-RR.
   """
-  checks.check_int("n", n, min_value=1)
   checks.check_delta(delta)
+  e = _row_query(pair_reference.sym_epsilon, delta, n, mechanism, eps0, options)
+  return EpsilonResult(e, np.asarray(delta, np.float64), method="variation_ratio_row",
+                       bound="estimate")
+
+
+def _row_query(query, value, n, mechanism, eps0, options):
+  """A row's symmetric pair through a reference-kernel query (host numpy)."""
+  checks.check_int("n", n, min_value=1)
   p, beta, q = row_parameters(mechanism, eps0, **options)
   alpha = beta / (p - 1)
   w = windows.window_size(n, 2 * alpha * p / q)
   with jax.enable_x64(True):
-    e = np.asarray(pair_reference.sym_epsilon(delta, n, p, beta, q, width=w))
-  return EpsilonResult(e, np.asarray(delta, np.float64), method="variation_ratio_row",
-                       bound="estimate")
+    return np.asarray(query(value, n, p, beta, q, width=w))

@@ -260,12 +260,7 @@ def krr_lower_delta(eps, *, n, eps0, k, max_n=None):
     ``DeltaResult(delta, epsilon=eps, method="krr_lower", bound="lower")``;
     ``delta`` a float64 array. Bound: lower (k-RR).
   """
-  _check(n, eps0)
-  checks.check_int("k", k, min_value=3)
-  p, beta, q = _krr_row(eps0, k)
-  r = variation_ratio_lower_delta(eps, n=n, p=p, beta=beta, q0=q, q1=q,
-                                  max_n=max_n)
-  return r._replace(method="krr_lower")
+  return _krr_lower(variation_ratio_lower_delta, eps, n, eps0, k, max_n)
 
 
 def krr_lower_epsilon(delta, *, n, eps0, k, max_n=None):
@@ -278,11 +273,15 @@ def krr_lower_epsilon(delta, *, n, eps0, k, max_n=None):
     ``EpsilonResult(epsilon, delta, method="krr_lower", bound="lower")``;
     ``epsilon`` a float64 array. Bound: lower (k-RR).
   """
+  return _krr_lower(variation_ratio_lower_epsilon, delta, n, eps0, k, max_n)
+
+
+def _krr_lower(query, value, n, eps0, k, max_n):
+  """The k-RR row's pair through a variation-ratio lower query."""
   _check(n, eps0)
   checks.check_int("k", k, min_value=3)
   p, beta, q = _krr_row(eps0, k)
-  r = variation_ratio_lower_epsilon(delta, n=n, p=p, beta=beta, q0=q, q1=q,
-                                    max_n=max_n)
+  r = query(value, n=n, p=p, beta=beta, q0=q, q1=q, max_n=max_n)
   return r._replace(method="krr_lower")
 
 
