@@ -194,6 +194,7 @@ BASE = {
                                                num_steps=10),
     "jaxacct.allocation.bounds.check_scheme": dict(sigma=1.0, num_steps=10,
                                                    num_selected=1, num_epochs=1),
+    "jaxacct.allocation.bounds.decomposition_gamma": dict(num_steps=10),
     "jaxacct.allocation.bounds.decomposition_delta": dict(
         sigma=1.0, num_steps=10, epsilon=1.0, orders=_ORD),
     "jaxacct.allocation.bounds.decomposition_epsilon": dict(

@@ -146,10 +146,13 @@ def _poisson_dir(sigma, t, direction, orders):
   return rdp * t
 
 
-def decomposition_gamma(t):
+def decomposition_gamma(num_steps):
   r"""The decomposition factor :math:`\gamma(t)=1/(1-(1-1/t)^t)` of Thm 4.6
-  (Feldman-Shenfeld, arXiv:2502.08202v3), rising to :math:`e/(e-1)` as t grows.
-  Exact (float64, via expm1/log1p); 1 for t <= 1."""
+  (Feldman-Shenfeld, arXiv:2502.08202v3) at t = ``num_steps`` (an integer >= 1),
+  rising to :math:`e/(e-1)` as t grows. Exact (float64, via expm1/log1p);
+  1 at t = 1."""
+  checks.check_int("num_steps", num_steps, min_value=1)
+  t = int(num_steps)
   return 1.0 / -np.expm1(t * np.log1p(-1.0 / t)) if t > 1 else 1.0
 
 
