@@ -218,3 +218,32 @@ def test_pld_calibration_keeps_feasible_side_near_bracket_floor():
   e = float(poisson.epsilon(q=0.01, sigma=s, num_steps=100, delta=1e-6, method="pld").epsilon)
   assert e <= 1.0
   np.testing.assert_allclose(s, 0.98591552, rtol=2e-3)
+
+
+def test_extreme_sigma_tiny_delta_pld_and_rdp_never_below_oracle():
+  """sigma = 0.1, q = 0.5, 10 steps, delta = 1e-12 (extreme input).
+
+  Oracle (mpmath, independent of the PLD code): at this delta the event "all
+  10 steps sampled" (prob 2^-10) carries the profile; there the remove loss
+  is sum_i log(1/2 + e^{(2x_i-1)/(2 sigma^2)}/2), x_i ~ N(1, sigma^2), which
+  is 10 (50 - log 2) + 10 sum z_i up to e^-50, a Gaussian with variance 1000;
+  delta(eps) = 2^-10 E[(1 - e^{eps-L})_+] in closed form. Other sampling
+  counts add < 1e-16 (9 of 10 sampled: 7.9 standard deviations further).
+  Solved: eps = 681.698466. dp_accounting 0.6.0's pessimistic PLD gives
+  681.7031-681.7038 (intervals 1e-4..1e-2; measured 2026-11-23), looser.
+  """
+  with mp.workdps(40):
+    T, m, v = 10, 10 * (50 - mp.log(2)), mp.mpf(1000)
+
+    def log_delta(e):
+      sd = mp.sqrt(v)
+      g = mp.ncdf((m - e) / sd) - mp.e ** (e - m + v / 2) * mp.ncdf((m - e - v) / sd)
+      return T * mp.log(0.5) + mp.log(g)
+
+    oracle = float(mp.findroot(lambda e: log_delta(e) - mp.log(mp.mpf("1e-12")), 681))
+  assert abs(oracle - 681.698466) < 1e-5
+  pld_eps = float(poisson.epsilon(q=0.5, sigma=0.1, num_steps=T, delta=1e-12,
+                                  method="pld").epsilon)
+  rdp_eps = float(poisson.epsilon(q=0.5, sigma=0.1, num_steps=T, delta=1e-12).epsilon)
+  assert oracle <= pld_eps <= oracle * (1 + 1e-5), (pld_eps, oracle)   # measured 681.698553
+  assert pld_eps <= rdp_eps   # measured 693.864

@@ -299,8 +299,7 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     if quantity == "delta":
       return max(float(E.delta(pld, value)) - self._lower_allowance(), 0.0)
     d2 = min(value + self._lower_allowance(), 1.0 - 1e-15)
-    e = float(E.epsilon(pld, d2, rounding="down"))
-    return e if not math.isfinite(e) else max(e, 0.0)
+    return float(E.epsilon(pld, d2, rounding="down"))   # >= 0 (or +inf)
 
   # ----------------------------------------------------------- composition
 
