@@ -217,7 +217,11 @@ def test_pld_calibration_keeps_feasible_side_near_bracket_floor():
                                     method="pld", sigma_range=(0.98, 1000.0)))
   e = float(poisson.epsilon(q=0.01, sigma=s, num_steps=100, delta=1e-6, method="pld").epsilon)
   assert e <= 1.0
-  np.testing.assert_allclose(s, 0.98591552, rtol=2e-3)
+  # tight: 0.2 % less noise no longer meets the target (a property, not a
+  # stored value; the sigma found is about 0.9859, inside the bracket)
+  e_less = float(poisson.epsilon(q=0.01, sigma=s / 1.002, num_steps=100, delta=1e-6,
+                                 method="pld").epsilon)
+  assert e_less > 1.0 and 0.98 < s < 1.0, (s, e_less)
 
 
 def test_extreme_sigma_tiny_delta_pld_and_rdp_never_below_oracle():
