@@ -60,8 +60,13 @@ def _rows(args) -> List[Tuple[str, str, Callable[[float], float]]]:
   ]
 
 
-def _timed(fn, scale):
-  """(value or error text, ok, CompileTime) of one call."""
+def timed_cell(fn, scale):
+  """One table cell: ``(text, ok, CompileTime)`` of ``fn(scale)``.
+
+  ``text`` is the value formatted for the table, or ``"ERROR <type>: <msg>"``
+  (truncated to 60 characters) when the call raised; ``ok`` says which.
+  ``CompileTime`` splits the call's wall time into compile and run.
+  """
   from jaxacct._core.cache import compile_timer
   with compile_timer() as ct:
     try:
@@ -131,12 +136,12 @@ def main(argv=None) -> int:
                 ) as bar:
     for scheme, method, fn in rows:
       bar.set_description(f"jaxacct: {method} / {scheme}"[:70])
-      cell, ok, ct = _timed(fn, 1.0)
+      cell, ok, ct = timed_cell(fn, 1.0)
       status |= 0 if ok else 1
       line = (f"{scheme:<48} {method:<36} {cell:>12} {ct.total:9.2f}s {ct.compile:8.2f}s "
               f"{ct.run:8.2f}s")
       if args.second_call and ok:
-        _, ok2, ct2 = _timed(fn, 1.001)
+        _, ok2, ct2 = timed_cell(fn, 1.001)
         status |= 0 if ok2 else 1
         line += f" {ct2.total:8.2f}s {ct2.compile:8.2f}s"
       bar.echo(line)

@@ -5,11 +5,42 @@ the float32-user situation is exercised too. Tests that call jittable kernels
 directly wrap them in ``jax.enable_x64(True)`` (fixture ``x64``).
 """
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
-import jax
-import pytest
+# One persistent compilation cache per test session, shared by the xdist
+# workers (and the subprocesses the tests start): a kernel compiled by one
+# worker for some shapes is loaded, not compiled again, by the other. About 80 %
+# of the suite's time is JAX compilation. A load is counted as a compilation by
+# the compile counters below and by jaxacct.compile_timer (JAX reports it as the
+# same backend-compile event), so the no-retrace checks keep their meaning. The
+# directory is created empty by the controlling process and removed at exit;
+# set JAX_COMPILATION_CACHE_DIR yourself to keep (or avoid) it.
+# JAX serialises reads and writes of the directory with a file lock only when
+# a maximum size is set and ``filelock`` is installed (test extra); without
+# the lock a worker could read an entry the other is still writing, so the
+# shared cache is off then.
+def _filelock_available():
+  try:
+    import filelock  # noqa: F401
+  except ImportError:
+    return False
+  return True
+
+
+if ("PYTEST_XDIST_WORKER" not in os.environ and "JAX_COMPILATION_CACHE_DIR" not in os.environ
+    and _filelock_available()):
+  _CACHE = tempfile.mkdtemp(prefix="jaxacct-tests-jit-")
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = _CACHE
+  os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(16 * 2**30)   # enables the lock
+  os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+  atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+
+import jax  # noqa: E402  (after the cache environment above)
+import pytest  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 

@@ -20,7 +20,7 @@ import pytest
 from scipy import integrate, stats
 
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
-from jaxacct.allocation import _pld_laws, pld
+from jaxacct.allocation import pld
 from jaxacct.allocation.rdp import allocation_remove_rdp
 
 N = 512  # grid size for the default tests (the default is 1024)
@@ -180,8 +180,8 @@ def test_renyi_moments_bracket_exact():
   cases = cases + [cases[-1]] * (16 - len(cases))
   s, t = map(np.array, zip(*cases))
   with jax.enable_x64(True):
-    F = _pld_laws.laws_batch(jnp.asarray(s), jnp.asarray(t, jnp.int32),
-                        jnp.full(16, pld.DEFAULT_TAIL), n=N, mechanism="gaussian")
+    laws = jax.jit(jax.vmap(lambda a, b: pld.allocation_pld_laws(a, b, grid_size=N)))
+    F = laws(jnp.asarray(s), jnp.asarray(t, jnp.int32))
     F = jax.tree.map(np.asarray, F)
   for i, (sg, tt) in enumerate(cases[:5]):
     exact = np.asarray(allocation_remove_rdp(sigma=sg, num_steps=tt, max_order=4))
@@ -206,12 +206,16 @@ def test_scalar_matches_batch(eps_batch):
 
 
 def test_nan_policy_under_jit():
+  """Traced invalid sigma (validation cannot see it) gives NaN laws, not numbers."""
   with jax.enable_x64(True):
-    F = _pld_laws.laws_batch(jnp.asarray([1.0, -1.0] * 8), jnp.asarray([10, 10] * 8, jnp.int32),
-                        jnp.full(16, pld.DEFAULT_TAIL), n=N, mechanism="gaussian")
-    e = _pld_laws.eps_batch(F, jnp.asarray([1e-6, 1e-6, 2.0, 1e-6] * 4))
-  up = np.asarray(e[0])
-  assert np.isfinite(up[0]) and np.isnan(up[1]) and np.isnan(up[2])
+    laws = jax.jit(jax.vmap(lambda a: pld.allocation_pld_laws(a, 10, grid_size=N)))
+    F = jax.tree.map(np.asarray, laws(jnp.asarray([1.0, -1.0, 0.0, np.nan])))
+  assert np.all(np.isfinite(F.up_p[0])) and np.all(np.isfinite(F.lo_a[0]))
+  assert np.isfinite(F.rel[0]) and 0 < F.rel[0] < 1e-10
+  assert abs(np.sum(F.up_p[0]) + F.up_q0[0] - 1.0) < 1e-9   # a probability law (Q-masses)
+  for i in (1, 2, 3):
+    # the NaN marker: the mass-error ledger, which every query multiplies by
+    assert np.isnan(F.rel[i]) and np.all(np.isnan(F.up_p[i])), i
 
 
 @pytest.mark.parametrize("kw", [

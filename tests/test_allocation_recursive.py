@@ -18,7 +18,7 @@ import pytest
 from numpy.polynomial.hermite_e import hermegauss
 from scipy.stats import norm
 
-from jaxacct import allocation as al
+from jaxacct import allocation as al, pld
 from jaxacct.allocation import bounds, monte_carlo, recursive as rc
 from jaxacct.allocation import pld as apld
 
@@ -128,21 +128,32 @@ def test_convex_order_of_decomposition_pair():
 
 # ------------------------------------------------------- truncated Poisson
 
+def _authors_rate(sigma, t, delta, azuma):
+  """The authors' split through the public rate: 0.99 delta to t delta0 and
+  0.005 delta to the tail (random-allocation 1.0.5's fixed split)."""
+  return float(rc.truncated_poisson_rate(sigma=sigma, num_steps=t, delta0=0.99 * delta / t,
+                                         delta_tail=0.005 * delta, azuma=azuma))
+
+
 def test_truncated_rate_matches_authors_and_digest():
   """Authors' split + cosh: eta equal to random-allocation 1.0.5 (live) and to
   the digest anchor t eta = 1.280 (sigma=2, t=1e6, delta=1e-10, Sec. 5.3)."""
-  eta, _, _ = rc._best_rate(2.0, 10**6, 1, 0.995e-10, "cosh", "authors")
+  eta = _authors_rate(2.0, 10**6, 1e-10, "cosh")
   assert eta * 1e6 == pytest.approx(1.280, abs=1e-3)
   ra = pytest.importorskip("random_allocation.random_allocation_scheme.analytic")
   from random_allocation.other_schemes.local import Direction
+  theta = np.linspace(0.0, 1.0, 258)[1:-1]
   for s, t, d in ((2.0, 10**6, 1e-10), (4.0, 10**5, 1e-10), (1.5, 10**6, 1e-8)):
-    ours, _, _ = rc._best_rate(s, t, 1, 0.995 * d, "cosh", "authors")
+    ours = _authors_rate(s, t, d, "cosh")
     theirs = ra.sampling_prob_from_sigma(sigma=s, delta=0.005 * d, num_steps=t, num_selected=1,
                                          local_delta=0.99 * d / t, direction=Direction.BOTH)
     # their eps0 comes from a root finder with tolerance ~1e-3 (relative in cosh)
     assert ours == pytest.approx(theirs, rel=2e-2)
-    sinh_opt, _, _ = rc._best_rate(s, t, 1, 0.995 * d, "sinh", "optimized")
-    assert sinh_opt <= ours
+    # the optimized split (best theta on a grid) with the sinh bound is no worse
+    rest = 0.995 * d
+    sinh_opt = rc.truncated_poisson_rate(sigma=s, num_steps=t, delta0=theta * rest / t,
+                                         delta_tail=(1.0 - theta) * rest, azuma="sinh")
+    assert np.min(sinh_opt) <= ours
 
 
 def test_truncated_vacuous_and_rate():
@@ -208,15 +219,16 @@ def test_decomposition_mapped_pld_equals_formula_m1():
   """At m = 1 the mapped (P+, Q) PLD reproduces Thm 4.6 (formula on the same
   Poisson PLD) to grid accuracy, both directions (digest Fig 2 t=100,
   sigma=0.8: decomposition 4.5313)."""
-  for d in ("remove", "add"):
+  rem, add, nu = bounds.decomposition_round_plds(sigma=0.8, num_steps=100)
+  assert 0.0 <= nu <= 1e-40   # clipped negative mass: rounding only (5.9e-56 measured)
+  for d, round_pld in (("remove", rem), ("add", add)):
     ref = bounds.decomposition_pld_epsilon(sigma=0.8, num_steps=100, delta=1e-10,
                                            direction=d).epsilon
-    mine = bounds._composed_decomp_eps(0.8, 100, 1, 1e-10, (d,))
+    # one round of the mapped pair, read directly (the composed path at m = 1)
+    mine = float(pld.epsilon(round_pld, 1e-10))
     assert mine == pytest.approx(ref, rel=1e-5)
     if d == "remove":
       assert ref == pytest.approx(4.5313, abs=2e-3)
-  rem, add, nu = bounds.decomposition_round_plds(sigma=0.8, num_steps=100)
-  assert 0.0 <= nu <= 1e-40   # clipped negative mass: rounding only (5.9e-56 measured)
 
 
 @pytest.mark.slow

@@ -388,10 +388,10 @@ def test_compile_timer_separates_compile_from_run():
 def test_cli_row_timing_splits_compile_and_run():
   from jaxacct import __main__ as cli
   g = jax.jit(lambda s: jnp.exp(-s) * 0.75)
-  cell, ok, ct = cli._timed(lambda c: g(jnp.float32(2.0 * c)), 1.0)
+  cell, ok, ct = cli.timed_cell(lambda c: g(jnp.float32(2.0 * c)), 1.0)
   assert ok and float(cell) == pytest.approx(0.75 * math.exp(-2.0), rel=1e-5)  # 6 digits
   assert ct.num_compiles >= 1 and 0 < ct.compile <= ct.total
-  cell, ok, ct = cli._timed(lambda c: 1 / 0, 1.0)
+  cell, ok, ct = cli.timed_cell(lambda c: 1 / 0, 1.0)
   assert not ok and cell.startswith("ERROR ZeroDivisionError")
 
 

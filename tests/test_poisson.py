@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import jaxacct
-from jaxacct import poisson
+from jaxacct import pld, poisson
 
 R = pytest.importorskip("dp_accounting.rdp.rdp_privacy_accountant")
 dp_event = pytest.importorskip("dp_accounting.dp_event")
@@ -224,6 +224,21 @@ def test_pld_calibration_keeps_feasible_side_near_bracket_floor():
   assert e_less > 1.0 and 0.98 < s < 1.0, (s, e_less)
 
 
+def _extreme_oracle():
+  """mpmath oracle of the extreme setting below (see its docstring)."""
+  with mp.workdps(40):
+    T, m, v = 10, 10 * (50 - mp.log(2)), mp.mpf(1000)
+
+    def log_delta(e):
+      sd = mp.sqrt(v)
+      g = mp.ncdf((m - e) / sd) - mp.e ** (e - m + v / 2) * mp.ncdf((m - e - v) / sd)
+      return T * mp.log(0.5) + mp.log(g)
+
+    oracle = float(mp.findroot(lambda e: log_delta(e) - mp.log(mp.mpf("1e-12")), 681))
+  assert abs(oracle - 681.698466) < 1e-5
+  return oracle
+
+
 def test_extreme_sigma_tiny_delta_pld_and_rdp_never_below_oracle():
   """sigma = 0.1, q = 0.5, 10 steps, delta = 1e-12 (extreme input).
 
@@ -236,18 +251,21 @@ def test_extreme_sigma_tiny_delta_pld_and_rdp_never_below_oracle():
   Solved: eps = 681.698466. dp_accounting 0.6.0's pessimistic PLD gives
   681.7031-681.7038 (intervals 1e-4..1e-2; measured 2026-11-23), looser.
   """
-  with mp.workdps(40):
-    T, m, v = 10, 10 * (50 - mp.log(2)), mp.mpf(1000)
-
-    def log_delta(e):
-      sd = mp.sqrt(v)
-      g = mp.ncdf((m - e) / sd) - mp.e ** (e - m + v / 2) * mp.ncdf((m - e - v) / sd)
-      return T * mp.log(0.5) + mp.log(g)
-
-    oracle = float(mp.findroot(lambda e: log_delta(e) - mp.log(mp.mpf("1e-12")), 681))
-  assert abs(oracle - 681.698466) < 1e-5
-  pld_eps = float(poisson.epsilon(q=0.5, sigma=0.1, num_steps=T, delta=1e-12,
-                                  method="pld").epsilon)
+  oracle = _extreme_oracle()
+  # the pessimistic PLD on a 1e-3 loss grid (the front door's default grid,
+  # 1e-4, is checked under -m slow below: 17 s)
+  T = 10
+  pair = pld.poisson_gaussian_composed(sigma=0.1, q=0.5, num_steps=T, step=1e-3)
+  pld_eps = float(pld.epsilon(pair.remove, 1e-12))
   rdp_eps = float(poisson.epsilon(q=0.5, sigma=0.1, num_steps=T, delta=1e-12).epsilon)
-  assert oracle <= pld_eps <= oracle * (1 + 1e-5), (pld_eps, oracle)   # measured 681.698553
+  assert oracle <= pld_eps <= oracle * (1 + 1e-5), (pld_eps, oracle)   # measured 681.698554
   assert pld_eps <= rdp_eps   # measured 693.864
+
+
+@pytest.mark.slow
+def test_extreme_sigma_tiny_delta_front_door_pld():
+  """The same setting through ``poisson.epsilon(method="pld")`` (default grid)."""
+  oracle = _extreme_oracle()
+  pld_eps = float(poisson.epsilon(q=0.5, sigma=0.1, num_steps=10, delta=1e-12,
+                                  method="pld").epsilon)
+  assert oracle <= pld_eps <= oracle * (1 + 1e-5), (pld_eps, oracle)   # measured 681.698553

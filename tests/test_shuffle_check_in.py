@@ -9,11 +9,8 @@ Sources of the reference values:
 """
 
 import functools
-import importlib.util
 import itertools
 import math
-import os
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -21,23 +18,13 @@ import mpmath as mp
 import numpy as np
 import pytest
 
+from jaxacct.experimental import check_in_paper as XP  # (paper as printed)
+from jaxacct.shuffle import check_in as C
+from jaxacct.shuffle import check_in_mixture as CM
 
-def _load():
-  try:
-    from jaxacct.shuffle import check_in
-    return check_in
-  except ImportError:  # package __init__ not there yet: load by path
-    path = os.path.join(os.path.dirname(__file__), "..", "jaxacct", "shuffle", "check_in.py")
-    spec = importlib.util.spec_from_file_location("jaxacct_shuffle_check_in", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-C = _load()
-from jaxacct.experimental import check_in_paper as XP  # noqa: E402  (paper as printed)
-from jaxacct.shuffle import check_in_mixture as CM  # noqa: E402
+# one xdist worker runs this module, so its module-scoped tables are built once
+# (--dist loadgroup in pyproject.toml)
+pytestmark = pytest.mark.xdist_group("shuffle_check_in")
 
 O16 = np.arange(2, 17, dtype=np.float64)
 O32 = np.arange(2, 33, dtype=np.float64)

@@ -23,6 +23,10 @@ import pytest
 from jaxacct.shuffle import girgis as G
 from jaxacct.shuffle import multinomial as M
 
+# one xdist worker runs this module, so its module-scoped tables are built once
+# (--dist loadgroup in pyproject.toml)
+pytestmark = pytest.mark.xdist_group("shuffle_rdp")
+
 # One order tuple and one (n, eps0) batch per fixture: one compile each.
 # Default run: upper bound only, few lanes (cost per lane does not depend on n).
 CHEN_ORDERS = (2.0, 2.5, 3.0, 4.0, 5.0, 8.0, 16.0, 64.0)

@@ -477,6 +477,10 @@ def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
   ``up_minf_t`` at +inf; the add PLD puts Q-mass up_p at -loss, plus
   ``up_q0`` at +inf), and the lower atoms ``lo_a`` at ``lo_loss`` (plus
   ``lo_inf``, P-mass at +inf of the lower remove PLD; 0 for these mechanisms).
+  ``rel`` and ``eta`` are the floating-point ledger (relative mass error, log
+  position error). NaN policy: for an invalid traced sigma or num_steps
+  ``rel`` is NaN (and the upper masses are NaN), so every profile computed
+  from these laws is NaN.
   Bound: upper (convex-order dominating) and lower (dominated) laws.
   """
   checks.check_choice("mechanism", mechanism, ("gaussian", "laplace"))
