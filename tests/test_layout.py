@@ -98,3 +98,33 @@ def test_one_log_binomial_pmf():
           "logpmf" in node.name or "log_pmf" in node.name or "pmf" in node.name):
         defs.append(f"{name}.{node.name}")
   assert defs == ["jaxacct._core.logmath.log_binom_pmf"], defs
+
+
+def test_tests_use_public_names():
+  """Tests reach jaxacct through public names: no ``_private`` function,
+  attribute or module of jaxacct (the numerics layer ``jaxacct._core`` is
+  unit-tested directly in test_core.py and used for oracles; that is the one
+  private package tests may import)."""
+  bad = []
+  for f in sorted((ROOT.parent / "tests").glob("test_*.py")):
+    tree = ast.parse(f.read_text())
+    ours = set()   # local names bound to jaxacct modules or objects
+    for node in ast.walk(tree):
+      if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("jaxacct"):
+        parts = [p for p in node.module.split(".") if p not in ("_core", "__main__")]
+        bad += [f"{f.name}:{node.lineno} imports module {node.module}"
+                for p in parts if _private(p)]
+        for a in node.names:
+          if _private(a.name):
+            bad.append(f"{f.name}:{node.lineno} imports {node.module}.{a.name}")
+          ours.add(a.asname or a.name)
+      elif isinstance(node, ast.Import):
+        for a in node.names:
+          if a.name.startswith("jaxacct"):
+            ours.add((a.asname or a.name).split(".")[0])
+    for node in ast.walk(tree):
+      if (isinstance(node, ast.Attribute) and _private(node.attr)
+          and isinstance(node.value, ast.Name) and node.value.id in ours
+          and node.attr not in ("_replace", "_asdict", "_fields", "_make", "_core")):
+        bad.append(f"{f.name}:{node.lineno} reaches {node.value.id}.{node.attr}")
+  assert not bad, "\n".join(bad)
