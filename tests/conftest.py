@@ -36,7 +36,7 @@ if ("PYTEST_XDIST_WORKER" not in os.environ and "JAX_COMPILATION_CACHE_DIR" not 
   _CACHE = tempfile.mkdtemp(prefix="jaxacct-tests-jit-")
   os.environ["JAX_COMPILATION_CACHE_DIR"] = _CACHE
   os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(16 * 2**30)   # enables the lock
-  os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+  os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
   atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 import jax  # noqa: E402  (after the cache environment above)
