@@ -39,6 +39,12 @@ if ("PYTEST_XDIST_WORKER" not in os.environ and "JAX_COMPILATION_CACHE_DIR" not 
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
   atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
+# Expensive tables a test module builds once are session-scoped fixtures: a
+# module-scoped one is rebuilt whenever xdist interleaves another module's
+# tests on the same worker. (Each worker still builds the tables its tests
+# need: xdist 3.8's --dist loadgroup did not group by xdist_group marks under
+# pytest 9.2 here, so modules are not pinned to a worker.)
+
 import jax  # noqa: E402  (after the cache environment above)
 import pytest  # noqa: E402
 

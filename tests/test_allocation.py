@@ -279,6 +279,7 @@ def _front_door_not_above_theirs(settings, max_alpha):
     assert ours.epsilon <= ref * (1 + 1e-9) + 1e-12, (s, t, k, E, ours, ref)
 
 
+@pytest.mark.slow   # peer-live (random-allocation 1.0.5); 22 s
 def test_front_door_not_above_random_allocation_direct_2_settings():
   _front_door_not_above_theirs([SETTINGS_20[i] for i in (4, 10)], 30)
 

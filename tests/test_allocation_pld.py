@@ -41,7 +41,7 @@ DELTA_CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def eps_batch():
   s, t, d = map(np.array, zip(*EPS_CASES))
   r = pld.allocation_pld_epsilon(sigma=s, num_steps=t, delta=d, grid_size=N)
@@ -50,7 +50,7 @@ def eps_batch():
                                       zip(*r.by_direction["remove"]), zip(*r.by_direction["add"]))}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def delta_batch():
   s, t, e = map(np.array, zip(*DELTA_CASES))
   r = pld.allocation_pld_delta(sigma=s, num_steps=t, epsilon=e, grid_size=N)

@@ -88,7 +88,7 @@ LANES = [
 DELTAS = np.array([1e-6] * 14 + [1e-7, 1e-6])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def eps_batch():
   s, t, k, E = map(np.array, zip(*LANES))
   return pld.allocation_pld_epsilon(sigma=s, num_steps=t, num_selected=k, num_epochs=E,

@@ -71,7 +71,7 @@ P3 = np.array([0.5, 0.3, 0.2])
 Q3 = np.array([0.25, 0.35, 0.4])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def rr_batch():
   rr = E.randomized_response(1.0)
   ts = np.array([1, 2, 3, 10, 1, 2, 3, 100])
@@ -170,7 +170,7 @@ def test_asymmetric_pair_and_pairpld_enumeration():
   np.testing.assert_allclose(np.asarray(r1.by_direction["remove"][0]), np.asarray(r2.by_direction["remove"][0]), rtol=1e-12)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def gauss_pld():
   up = E.gaussian(1.0, step=1e-3)
   lo = E.gaussian(1.0, step=1e-3, pessimistic=False)

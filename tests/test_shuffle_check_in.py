@@ -22,10 +22,6 @@ from jaxacct.experimental import check_in_paper as XP  # (paper as printed)
 from jaxacct.shuffle import check_in as C
 from jaxacct.shuffle import check_in_mixture as CM
 
-# one xdist worker runs this module, so its module-scoped tables are built once
-# (--dist loadgroup in pyproject.toml)
-pytestmark = pytest.mark.xdist_group("shuffle_check_in")
-
 O16 = np.arange(2, 17, dtype=np.float64)
 O32 = np.arange(2, 33, dtype=np.float64)
 
@@ -128,7 +124,7 @@ CF_N = np.repeat([5.0, 1e3, 1e6], 3)
 CF_S = np.tile([0.3, 1.0, 4.0], 3)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def eq8_o32():
   keys = list(DIGEST_EQ8)
   n = np.concatenate([[k[0] for k in keys], CF_N])
@@ -275,7 +271,7 @@ GRID_P = np.array([1e-3, 0.1, 0.5, 1.0])[None, :, None]
 GRID_S = np.array([0.5, 1.0, 3.0])[None, None, :]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def grid_curves():
   kw = dict(n=GRID_N, p=GRID_P)
   return dict(

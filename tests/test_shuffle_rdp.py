@@ -23,10 +23,6 @@ import pytest
 from jaxacct.shuffle import girgis as G
 from jaxacct.shuffle import multinomial as M
 
-# one xdist worker runs this module, so its module-scoped tables are built once
-# (--dist loadgroup in pyproject.toml)
-pytestmark = pytest.mark.xdist_group("shuffle_rdp")
-
 # One order tuple and one (n, eps0) batch per fixture: one compile each.
 # Default run: upper bound only, few lanes (cost per lane does not depend on n).
 CHEN_ORDERS = (2.0, 2.5, 3.0, 4.0, 5.0, 8.0, 16.0, 64.0)
@@ -47,12 +43,12 @@ def _tables(orders, lanes, lower):
   return {l: (up[i], lo[i]) for i, l in enumerate(lanes)}, orders
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def chen_tables():
   return _tables(CHEN_ORDERS, CHEN_LANES, lower=False)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def chen_slow_tables():
   return _tables(SLOW_ORDERS, SLOW_LANES, lower=True)
 
@@ -319,7 +315,7 @@ GIRGIS_ROWS = [
 G_ORDERS = (2.0, 5.0, 10.0, 17.0, 100.0)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def girgis_tables():
   n = np.array([r[0] for r in GIRGIS_ROWS], np.float64)
   e = np.array([r[1] for r in GIRGIS_ROWS])
