@@ -41,9 +41,9 @@ if ("PYTEST_XDIST_WORKER" not in os.environ and "JAX_COMPILATION_CACHE_DIR" not 
 
 # Expensive tables a test module builds once are session-scoped fixtures: a
 # module-scoped one is rebuilt whenever xdist interleaves another module's
-# tests on the same worker. (Each worker still builds the tables its tests
-# need: xdist 3.8's --dist loadgroup did not group by xdist_group marks under
-# pytest 9.2 here, so modules are not pinned to a worker.)
+# tests on the same worker. pyproject.toml sets --dist loadscope, so one
+# worker runs a whole module and builds its tables once (xdist 3.8's
+# --dist loadgroup did not group by xdist_group marks under pytest 9.2 here).
 
 import jax  # noqa: E402  (after the cache environment above)
 import pytest  # noqa: E402
