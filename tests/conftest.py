@@ -86,3 +86,33 @@ jax.monitoring.register_event_duration_secs_listener(_COUNTER._listener)
 def compile_counter():
   """Context manager counting backend compilations: ``with compile_counter as c: ...``."""
   return _COUNTER
+
+
+# Opt-in compile profile: JAXACCT_COMPILE_PROFILE=DIR writes one JSON line per
+# JAX compile-stage event (test id, stage, function, seconds) to
+# DIR/<worker>.jsonl. About 80 % of this suite's time is JAX compilation; this
+# is how to see which kernels and tests pay it.
+_PROFILE_DIR = os.environ.get("JAXACCT_COMPILE_PROFILE")
+if _PROFILE_DIR:
+  import json
+
+  _STAGES = {"/jax/core/compile/jaxpr_trace_duration": "trace",
+             "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+             "/jax/core/compile/backend_compile_duration": "compile"}
+  _CURRENT = {"test": "<collection>"}
+  os.makedirs(_PROFILE_DIR, exist_ok=True)
+  _PROFILE_FILE = open(os.path.join(
+      _PROFILE_DIR, os.environ.get("PYTEST_XDIST_WORKER", "main") + ".jsonl"), "a")
+
+  def _profile_listener(name, duration, **kwargs):
+    stage = _STAGES.get(name)
+    if stage:
+      _PROFILE_FILE.write(json.dumps({"test": _CURRENT["test"], "stage": stage,
+                                      "fun": kwargs.get("fun_name", "?"),
+                                      "secs": duration}) + "\n")
+
+  jax.monitoring.register_event_duration_secs_listener(_profile_listener)
+
+  @pytest.hookimpl(tryfirst=True)
+  def pytest_runtest_setup(item):
+    _CURRENT["test"] = item.nodeid

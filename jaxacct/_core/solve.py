@@ -301,7 +301,8 @@ def invert_decreasing(fn: Callable, target, hi, *, upper: bool,
   return jnp.where(fn(lo) <= target, 0.0, a)
 
 
-def refine_bracket(feasible: Callable, a, b, *, tol, max_iters: int, active=None):
+def refine_bracket(feasible: Callable, a, b, *, tol, max_iters: int, active=None,
+                   probes=()):
   """Bisect brackets ``[a, b]`` (``a`` infeasible, ``b`` feasible) of a decreasing problem.
 
   Each round evaluates ``feasible`` once at every midpoint (all lanes
@@ -310,6 +311,12 @@ def refine_bracket(feasible: Callable, a, b, *, tol, max_iters: int, active=None
   no ``active`` lane (default: all) is wider than ``tol``, or after
   ``max_iters`` rounds. Jittable (``lax.while_loop``).
 
+  ``probes`` (a sequence of arrays shaped like ``a``) are evaluated first, one
+  per round and in every lane, in place of the midpoint: a feasible probe
+  ``x`` sets ``b = min(b, x)``, an infeasible one ``a = max(a, x)`` (e.g.
+  points just either side of an interpolated root). They share the loop's
+  one traced copy of ``feasible``, so a costly predicate is compiled once.
+
   Returns:
     ``(a, b)``: ``b`` the feasible end, ``a`` the infeasible end.
   """
@@ -317,17 +324,27 @@ def refine_bracket(feasible: Callable, a, b, *, tol, max_iters: int, active=None
   a = jnp.asarray(a, jnp.float64)
   b = jnp.asarray(b, jnp.float64)
   act = jnp.ones(a.shape, bool) if active is None else active
+  num_probes = len(probes)
+  pts = (jnp.stack([jnp.broadcast_to(jnp.asarray(p, jnp.float64), a.shape) for p in probes])
+         if num_probes else None)
 
   def cond(c):
     a_, b_, r = c
-    return (r < max_iters) & jnp.any((b_ - a_ > tol) & act)
+    return (r < num_probes) | ((r < max_iters + num_probes)
+                               & jnp.any((b_ - a_ > tol) & act))
 
   def body(c):
     a_, b_, r = c
     mid = 0.5 * (a_ + b_)
-    ok = feasible(mid)
-    live = b_ - a_ > tol
-    return (jnp.where(live & ~ok, mid, a_), jnp.where(live & ok, mid, b_), r + 1)
+    if num_probes:
+      probe = r < num_probes
+      x = jnp.where(probe, pts[jnp.minimum(r, num_probes - 1)], mid)
+    else:
+      probe, x = False, mid
+    ok = feasible(x)
+    live = (b_ - a_ > tol) | probe
+    return (jnp.where(live & ~ok, jnp.maximum(a_, x), a_),
+            jnp.where(live & ok, jnp.minimum(b_, x), b_), r + 1)
 
   a, b, _ = jax.lax.while_loop(cond, body, (a, b, jnp.zeros((), jnp.int32)))
   return a, b

@@ -61,8 +61,11 @@ def calibrate_kernel(eps, delta, f, c1, c2, lo, hi, grid_tail, grid_tau, tails, 
   kw = dict(n=n, mechanism=mechanism, size=size, tilts=tilts, two=two, compose=compose)
   lgrid = jnp.linspace(jnp.log(lo), jnp.log(hi), num_grid)
   eps_m = eps * (1.0 - SAFETY)
+  # padded to whole blocks: lax.map traces its body again for a remainder
+  blocks = -(-num_grid // BATCH) * BATCH
+  lpad = jnp.concatenate([lgrid, jnp.full(blocks - num_grid, lgrid[-1])])
   D = lax.map(lambda ls: upper_delta_grid(jnp.exp(ls), f, c1, c2, grid_tail, grid_tau,
-                                           eps_m, **kw), lgrid, batch_size=BATCH)  # (G, J)
+                                           eps_m, **kw), lpad, batch_size=BATCH)[:num_grid]
   feas = D <= delta[None, :]
   g = jnp.argmax(feas, axis=0)
   any_f = jnp.any(feas, axis=0)
@@ -97,12 +100,8 @@ def calibrate_kernel(eps, delta, f, c1, c2, lo, hi, grid_tail, grid_tau, tails, 
                 (ls, tails, taus, delta), batch_size=BATCH)
     return e <= eps_m
 
-  ok_hi = evaluate(cand_hi)
-  ok_lo = evaluate(cand_lo)
-  b = jnp.where(ok_hi, cand_hi, b)
-  a = jnp.where(ok_hi, a, cand_hi)
-  b = jnp.where(ok_lo, jnp.minimum(b, cand_lo), b)
-  a = jnp.where(ok_lo, a, jnp.maximum(a, cand_lo))
+  # the two points either side of the interpolated root, then bisection: one
+  # loop, so the front-door evaluation is compiled once
   a, b = refine_bracket(evaluate, a, b, tol=jnp.log1p(rtol), max_iters=max_rounds,
-                        active=status == 0)
+                        active=status == 0, probes=(cand_hi, cand_lo))
   return jnp.exp(b), status, b - a
