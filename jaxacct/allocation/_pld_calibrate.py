@@ -14,8 +14,8 @@ import functools
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
+from jaxacct._core.batching import map_blocks
 from jaxacct._core.solve import refine_bracket
 from jaxacct.allocation import _pld_compose as cp
 from jaxacct.allocation import _pld_query as qy
@@ -61,11 +61,8 @@ def calibrate_kernel(eps, delta, f, c1, c2, lo, hi, grid_tail, grid_tau, tails, 
   kw = dict(n=n, mechanism=mechanism, size=size, tilts=tilts, two=two, compose=compose)
   lgrid = jnp.linspace(jnp.log(lo), jnp.log(hi), num_grid)
   eps_m = eps * (1.0 - SAFETY)
-  # padded to whole blocks: lax.map traces its body again for a remainder
-  blocks = -(-num_grid // BATCH) * BATCH
-  lpad = jnp.concatenate([lgrid, jnp.full(blocks - num_grid, lgrid[-1])])
-  D = lax.map(lambda ls: upper_delta_grid(jnp.exp(ls), f, c1, c2, grid_tail, grid_tau,
-                                           eps_m, **kw), lpad, batch_size=BATCH)[:num_grid]
+  D = map_blocks(lambda ls: upper_delta_grid(jnp.exp(ls), f, c1, c2, grid_tail, grid_tau,
+                                              eps_m, **kw), lgrid, batch_size=BATCH)  # (G, J)
   feas = D <= delta[None, :]
   g = jnp.argmax(feas, axis=0)
   any_f = jnp.any(feas, axis=0)
@@ -96,8 +93,8 @@ def calibrate_kernel(eps, delta, f, c1, c2, lo, hi, grid_tail, grid_tau, tails, 
   cand_lo = jnp.maximum(est - step, a)
 
   def evaluate(ls):      # feasibility of sigma = exp(ls) per target (front-door computation)
-    e = lax.map(lambda x: upper_eps_lane(jnp.exp(x[0]), f, c1, c2, x[1], x[2], x[3], **kw),
-                (ls, tails, taus, delta), batch_size=BATCH)
+    e = map_blocks(lambda x: upper_eps_lane(jnp.exp(x[0]), f, c1, c2, x[1], x[2], x[3], **kw),
+                   (ls, tails, taus, delta), batch_size=BATCH)
     return e <= eps_m
 
   # the two points either side of the interpolated root, then bisection: one

@@ -39,6 +39,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from jaxacct._core import checks
+from jaxacct._core.batching import map_blocks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import logsumexp
 
@@ -145,7 +146,7 @@ def allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits=_NBITS):
     out = _rdp_from_log_moments(lm, jnp.maximum(tt, 1), nbits)
     return jnp.where((s > 0) & (tt >= 1), out, jnp.nan)
 
-  out = jax.lax.map(one, (flat_s, flat_t), batch_size=64)
+  out = map_blocks(one, (flat_s, flat_t), batch_size=64)
   return out.reshape(sigma.shape + (max_order - 1,))
 
 

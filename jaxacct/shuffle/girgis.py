@@ -44,6 +44,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from jaxacct._core import checks
+from jaxacct._core.batching import map_blocks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.orders import DEFAULT_INTEGER_ORDERS, DEFAULT_ORDERS
@@ -278,8 +279,8 @@ def _k_lower(lam_np, n, eps0, num, batch_size):
   shape = jnp.broadcast_shapes(nn.shape, e.shape)[:-1]
   nf = jnp.broadcast_to(nn[..., 0], shape).reshape(-1)
   ef = jnp.broadcast_to(e[..., 0], shape).reshape(-1)
-  out = jax.lax.map(lambda ne: _lower_lane(lam, ne[0], ne[1], num), (nf, ef),
-                    batch_size=max(1, min(batch_size, nf.shape[0])))
+  out = map_blocks(lambda ne: _lower_lane(lam, ne[0], ne[1], num), (nf, ef),
+                   batch_size=batch_size)
   out = out.reshape(shape + lam.shape)
   cor2 = _k_cor2(lam_np, n, eps0)
   out = jnp.where(jnp.floor(lam) == lam, jnp.maximum(out, cor2), out)
@@ -341,8 +342,8 @@ def _k_mixture(lam_np, n, eps0, num, paper_caps, batch_size):
   shape = jnp.broadcast_shapes(nn.shape, e.shape)[:-1]
   nf = jnp.broadcast_to(nn[..., 0], shape).reshape(-1)
   ef = jnp.broadcast_to(e[..., 0], shape).reshape(-1)
-  out = jax.lax.map(lambda ne: _mixture_lane(lam, ne[0], ne[1], num, imax, paper_caps),
-                    (nf, ef), batch_size=max(1, min(batch_size, nf.shape[0])))
+  out = map_blocks(lambda ne: _mixture_lane(lam, ne[0], ne[1], num, imax, paper_caps),
+                   (nf, ef), batch_size=batch_size)
   out = out.reshape(shape + lam.shape)
   out = jnp.where(jnp.floor(lam) == lam, out, jnp.nan)
   return _binned.monotone_upper(_finish(out, ok, e), lam_np)

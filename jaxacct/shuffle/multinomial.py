@@ -69,6 +69,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
+from jaxacct._core.batching import map_blocks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf, logsumexp
 from jaxacct._core.orders import DEFAULT_ORDERS
@@ -206,7 +207,7 @@ def _exact_impl(n, eps0, orders, num_c, num_a, lower, batch_size):
   es = jnp.where(ok, ef, 1.0)
   es = jnp.maximum(es, 1e-300)
   fn = lambda ne: _lane(ne[0], ne[1], orders, num_c, num_a, lower)
-  out = jax.lax.map(fn, (ns, es), batch_size=min(batch_size, max(ns.shape[0], 1)))
+  out = map_blocks(fn, (ns, es), batch_size=batch_size)
   if not lower:
     out = _binned.monotone_upper(out, np.asarray(orders))
   out = jnp.where((ef == 0)[:, None], 0.0, out)

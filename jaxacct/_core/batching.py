@@ -1,0 +1,40 @@
+"""Lane batching for the kernels: ``lax.map`` in whole blocks.
+
+``jax.lax.map(f, xs, batch_size=b)`` runs ``f`` vmapped over blocks of ``b``
+lanes and, when the lane count is not a multiple of ``b``, traces ``f`` a
+second time for the remainder: two copies of a large lane body in one
+compiled kernel (about twice the compile time). :func:`map_blocks` pads the
+lanes to whole blocks instead (repeating the last lane) and drops the padded
+results, so ``f`` is traced once whatever the lane count.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["map_blocks"]
+
+
+def map_blocks(f: Callable, xs, *, batch_size: int):
+  """``lax.map(f, xs, batch_size=...)`` with one traced copy of ``f``.
+
+  Args:
+    f: function of one lane (a pytree slice of ``xs``).
+    xs: pytree of arrays sharing a leading (lane) axis of static length L >= 1.
+    batch_size: static lanes per block; more than L means one block of L.
+
+  Returns:
+    ``f`` mapped over the L lanes (the padded lanes are computed and dropped).
+  """
+  leaves = jax.tree.leaves(xs)
+  num = leaves[0].shape[0]
+  b = max(1, min(int(batch_size), num))
+  extra = -num % b
+  if extra:
+    xs = jax.tree.map(lambda a: jnp.concatenate(
+        [a, jnp.repeat(a[-1:], extra, axis=0)], axis=0), xs)
+  out = jax.lax.map(f, xs, batch_size=b)
+  return jax.tree.map(lambda a: a[:num], out) if extra else out
