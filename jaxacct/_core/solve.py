@@ -175,18 +175,20 @@ def bracket_decreasing(fn, lo, hi, f_lo, f_hi, *, num_iters: int,
   return b, a
 
 
-def safeguarded_root(evaluate: Callable, propose: Callable, a, b, x1, done, *, target,
+def safeguarded_root(evaluate: Callable, propose: Callable, a, b, x0, *, target,
                      max_iter: int, rtol: float):
   """Bracket-keeping iteration for a decreasing function (jittable, one lane).
 
   ``evaluate(x)`` returns ``(value, *aux)``; ``x`` is feasible where
   ``value <= target`` (the feasible set is ``[root, b]``). Each step evaluates
-  the proposal, shrinks the bracket ``[a, b]`` (``a`` infeasible, ``b``
+  the current point, shrinks the bracket ``[a, b]`` (``a`` infeasible, ``b``
   feasible) and asks ``propose(x, value, *aux, a, b)`` for the next point (a
   problem-specific Newton step, which must fall back to the midpoint when it
-  leaves the bracket). Guard: every fourth step the bracket must have halved,
-  else the next point is the midpoint. Stops when ``b - a <= rtol * b``, after
-  ``max_iter`` steps, or at once if ``done``.
+  leaves the bracket). The first point is ``x0`` (typically ``a``: if it is
+  feasible the bracket collapses onto it at once). Guard: every fourth step
+  after the first the bracket must have halved, else the next point is the
+  midpoint. Stops when ``b - a <= rtol * b`` or after ``max_iter`` steps
+  after the first. ``evaluate`` is traced once (inside the loop).
 
   Returns:
     ``(a, b)``: ``b`` is feasible (the conservative end), ``a`` infeasible.
@@ -210,7 +212,9 @@ def safeguarded_root(evaluate: Callable, propose: Callable, a, b, x1, done, *, t
     conv = (b2 - a2) <= rtol * b2
     return a2, b2, xp, it + 1, wl2, conv
 
-  st = (a, b, x1, jnp.zeros((), jnp.int32), b - a, done)
+  # step -1 evaluates x0 (its guard check cannot fire: wlast = inf) and sets
+  # wlast to the initial width
+  st = (a, b, x0, jnp.full((), -1, jnp.int32), jnp.full(jnp.shape(b), jnp.inf), False)
   a, b, _, _, _, _ = jax.lax.while_loop(cond, body, st)
   return a, b
 

@@ -181,7 +181,6 @@ def _sym_fast_eps_scalar(delta, n, p, beta, q, width, block, max_iter, rtol):
     d, qm, _ = _sym_eval(jnp.exp(x), n, p, alpha, r, lo, c, w, tail, block)
     return d, qm
 
-  d0, q0 = ev(jnp.zeros(()))
   tgt = delta
 
   def propose(x, d, qm, a, b):
@@ -213,16 +212,11 @@ def _sym_fast_eps_scalar(delta, n, p, beta, q, width, block, max_iter, rtol):
     good = (qm > 0) & (d > 0) & jnp.isfinite(x_new) & (x_new > a) & (x_new < b)
     return jnp.where(good, x_new, 0.5 * (a + b))
 
+  # the first point is eps = 0: feasible there, the bracket is [0, 0]
   a0 = jnp.zeros(())
-  b0 = lp
-  done0 = d0 <= tgt
-  x1 = propose(a0, d0, q0, a0, b0)
-
-  a, b = solve.safeguarded_root(ev, propose, a0, b0, x1, done0, target=tgt,
+  a, b = solve.safeguarded_root(ev, propose, a0, lp, a0, target=tgt,
                                 max_iter=max_iter, rtol=rtol)
-  eps = jnp.where(done0, 0.0, b)
-  wid = jnp.where(done0, 0.0, b - a)
-  return eps, wid
+  return b, b - a
 
 
 def _flat(*xs):
