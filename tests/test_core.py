@@ -15,7 +15,8 @@ import pytest
 
 import jaxacct
 from jaxacct._core import checks, logmath
-from jaxacct._core.solve import bisect
+from jaxacct._core.batching import map_blocks
+from jaxacct._core.solve import bisect, refine_bracket, safeguarded_root
 from jaxacct._core.dtype import x64_enabled
 
 mp.mp.dps = 50
@@ -169,6 +170,55 @@ def test_bisect_vmaps_and_keeps_feasible_side(x64):
                                    increasing=False, log_scale=True).x)(targets)
   assert np.all(np.asarray(targets) / np.asarray(res2) <= 1.0 + 1e-15)
   np.testing.assert_allclose(res2, targets, rtol=1e-12)
+
+
+def test_refine_bracket_probes_then_bisects(x64):
+  # feasible: x >= root (decreasing problem); probes either side of the root
+  # narrow the bracket first, then bisection; b stays feasible, a infeasible.
+  root = jnp.array([0.3, 0.61, 0.9])
+  feasible = lambda x: x >= root  # noqa: E731
+  a, b = refine_bracket(feasible, jnp.zeros(3), jnp.ones(3), tol=1e-9, max_iters=60,
+                        probes=(root + 1e-3, root - 1e-3))
+  assert np.all(np.asarray(b) >= np.asarray(root)) and np.all(np.asarray(a) < np.asarray(root))
+  assert np.all(np.asarray(b - a) <= 1e-9)
+  # probes alone (no bisection rounds): the bracket is exactly the probes
+  a, b = refine_bracket(feasible, jnp.zeros(3), jnp.ones(3), tol=1e-9, max_iters=0,
+                        probes=(root + 1e-3, root - 1e-3))
+  np.testing.assert_array_equal(b, root + 1e-3)
+  np.testing.assert_array_equal(a, root - 1e-3)
+
+
+def test_safeguarded_root_feasible_first_point_and_newton(x64):
+  # delta(x) = exp(-x) <= target: root log(1/target); Newton on log delta.
+  ev = lambda x: (jnp.exp(-x), jnp.exp(-x))  # noqa: E731
+
+  def propose(x, d, slope, a, b):
+    xn = x + jnp.log(d / target)
+    return jnp.where((xn > a) & (xn < b), xn, 0.5 * (a + b))
+
+  target = 1e-6
+  a, b = safeguarded_root(ev, propose, 0.0, 50.0, 0.0, target=target, max_iter=40,
+                          rtol=1e-13)
+  # b feasible, a infeasible (plain Newton approaches from one side: the
+  # halving guard closes the bracket, so it is narrow, not rtol-narrow)
+  assert float(jnp.exp(-b)) <= target < float(jnp.exp(-a))
+  np.testing.assert_allclose(float(b), -math.log(target), rtol=1e-9)
+  # the first point already feasible: the bracket collapses onto it
+  target = 2.0
+  a, b = safeguarded_root(ev, propose, 0.0, 50.0, 0.0, target=target, max_iter=40,
+                          rtol=1e-13)
+  assert float(a) == 0.0 and float(b) == 0.0
+
+
+def test_map_blocks_equals_vmap_for_any_lane_count(x64):
+  f = lambda x: (jnp.sin(x[0]) * x[1], x[0] + x[1])  # noqa: E731
+  for num in (1, 3, 8, 13):
+    xs = (jnp.linspace(0.0, 1.0, num), jnp.linspace(1.0, 2.0, num))
+    got = map_blocks(f, xs, batch_size=4)
+    ref = jax.vmap(f)(xs)
+    for g, r in zip(got, ref):
+      assert g.shape == (num,)
+      np.testing.assert_allclose(g, r, rtol=1e-15)
 
 
 def test_log_expm1_and_log_binom_pmf_against_mpmath_and_scipy(x64):

@@ -184,11 +184,10 @@ def safeguarded_root(evaluate: Callable, propose: Callable, a, b, x0, *, target,
   the current point, shrinks the bracket ``[a, b]`` (``a`` infeasible, ``b``
   feasible) and asks ``propose(x, value, *aux, a, b)`` for the next point (a
   problem-specific Newton step, which must fall back to the midpoint when it
-  leaves the bracket). The first point is ``x0`` (typically ``a``: if it is
-  feasible the bracket collapses onto it at once). Guard: every fourth step
-  after the first the bracket must have halved, else the next point is the
-  midpoint. Stops when ``b - a <= rtol * b`` or after ``max_iter`` steps
-  after the first. ``evaluate`` is traced once (inside the loop).
+  leaves the bracket). The first point is ``x0`` (e.g. ``a``: feasible
+  there, the bracket collapses onto it). Guard: every fourth step after it
+  the bracket must have halved, else the next point is the midpoint. Stops
+  when ``b - a <= rtol * b`` or after ``max_iter`` further steps.
 
   Returns:
     ``(a, b)``: ``b`` is feasible (the conservative end), ``a`` infeasible.
@@ -212,8 +211,7 @@ def safeguarded_root(evaluate: Callable, propose: Callable, a, b, x0, *, target,
     conv = (b2 - a2) <= rtol * b2
     return a2, b2, xp, it + 1, wl2, conv
 
-  # step -1 evaluates x0 (its guard check cannot fire: wlast = inf) and sets
-  # wlast to the initial width
+  # step -1 evaluates x0 (wlast = inf: no guard) and sets wlast to b - a
   st = (a, b, x0, jnp.full((), -1, jnp.int32), jnp.full(jnp.shape(b), jnp.inf), False)
   a, b, _, _, _, _ = jax.lax.while_loop(cond, body, st)
   return a, b
@@ -310,16 +308,12 @@ def refine_bracket(feasible: Callable, a, b, *, tol, max_iters: int, active=None
   """Bisect brackets ``[a, b]`` (``a`` infeasible, ``b`` feasible) of a decreasing problem.
 
   Each round evaluates ``feasible`` once at every midpoint (all lanes
-  together, the predicate is elementwise) and moves the end on the same side;
-  lanes whose width is already ``<= tol`` do not move. The loop stops when
-  no ``active`` lane (default: all) is wider than ``tol``, or after
-  ``max_iters`` rounds. Jittable (``lax.while_loop``).
-
-  ``probes`` (a sequence of arrays shaped like ``a``) are evaluated first, one
-  per round and in every lane, in place of the midpoint: a feasible probe
-  ``x`` sets ``b = min(b, x)``, an infeasible one ``a = max(a, x)`` (e.g.
-  points just either side of an interpolated root). They share the loop's
-  one traced copy of ``feasible``, so a costly predicate is compiled once.
+  together, elementwise) and moves the end on the same side; lanes already
+  ``<= tol`` wide do not move. Stops when no ``active`` lane (default: all)
+  is wider than ``tol``, or after ``max_iters`` rounds. ``probes`` (arrays
+  shaped like ``a``) are evaluated first, one a round in every lane, in place
+  of the midpoint (a feasible probe ``x`` sets ``b = min(b, x)``, else
+  ``a = max(a, x)``): one traced copy of a costly ``feasible``. Jittable.
 
   Returns:
     ``(a, b)``: ``b`` the feasible end, ``a`` the infeasible end.
@@ -329,22 +323,17 @@ def refine_bracket(feasible: Callable, a, b, *, tol, max_iters: int, active=None
   b = jnp.asarray(b, jnp.float64)
   act = jnp.ones(a.shape, bool) if active is None else active
   num_probes = len(probes)
-  pts = (jnp.stack([jnp.broadcast_to(jnp.asarray(p, jnp.float64), a.shape) for p in probes])
-         if num_probes else None)
+  pts = jnp.stack([jnp.broadcast_to(jnp.asarray(p, jnp.float64), a.shape) for p in probes]
+                  or [a])
 
   def cond(c):
     a_, b_, r = c
-    return (r < num_probes) | ((r < max_iters + num_probes)
-                               & jnp.any((b_ - a_ > tol) & act))
+    return (r < num_probes) | ((r < max_iters + num_probes) & jnp.any((b_ - a_ > tol) & act))
 
   def body(c):
     a_, b_, r = c
-    mid = 0.5 * (a_ + b_)
-    if num_probes:
-      probe = r < num_probes
-      x = jnp.where(probe, pts[jnp.minimum(r, num_probes - 1)], mid)
-    else:
-      probe, x = False, mid
+    probe = r < num_probes
+    x = jnp.where(probe, pts[jnp.clip(r, 0, len(pts) - 1)], 0.5 * (a_ + b_))
     ok = feasible(x)
     live = (b_ - a_ > tol) | probe
     return (jnp.where(live & ~ok, jnp.maximum(a_, x), a_),
