@@ -8,6 +8,7 @@ Modules:
   conversion  -- RDP -> (epsilon, delta), tight and classical.
   gaussian    -- the exact Gaussian privacy profile.
   solve       -- the one solver module (bracketed roots keeping the feasible side).
+  batching    -- ``map_blocks``: ``lax.map`` in whole blocks (one traced lane body).
   results     -- result NamedTuples.
 
 Nothing in this package imports a scheme module.
