@@ -6,6 +6,9 @@ second time for the remainder: two copies of a large lane body in one
 compiled kernel (about twice the compile time). :func:`map_blocks` pads the
 lanes to whole blocks instead (repeating the last lane) and drops the padded
 results, so ``f`` is traced once whatever the lane count.
+
+:func:`lanes_per_block` is the one block-size policy: lanes one at a time on
+the CPU, vmapped blocks on accelerators.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-__all__ = ["map_blocks"]
+__all__ = ["map_blocks", "lanes_per_block"]
 
 
 def map_blocks(f: Callable, xs, *, batch_size: int):
@@ -38,3 +41,17 @@ def map_blocks(f: Callable, xs, *, batch_size: int):
         [a, jnp.repeat(a[-1:], extra, axis=0)], axis=0), xs)
   out = jax.lax.map(f, xs, batch_size=b)
   return jax.tree.map(lambda a: a[:num], out) if extra else out
+
+
+def lanes_per_block(accelerator_lanes: int) -> int:
+  """Lanes per vmapped block: 1 on the CPU, ``accelerator_lanes`` elsewhere.
+
+  On the CPU a vmapped block buys no parallelism, and lane-dependent dynamic
+  slices (the allocation laws' pairwise sums slide by an offset that depends
+  on each lane's lattice step) become gathers and scatters over the whole
+  block: one lane at a time ran the allocation laws 1.7x faster at 1024
+  knots and compiled the tight calibration kernel in 9.4 s instead of 13.5 s
+  (2 cores, 2026-11-24). Accelerators need the vmapped lanes in parallel.
+  Called at trace time (a static block size).
+  """
+  return 1 if jax.default_backend() == "cpu" else int(accelerator_lanes)

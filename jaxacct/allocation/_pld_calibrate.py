@@ -15,13 +15,13 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from jaxacct._core.batching import map_blocks
+from jaxacct._core.batching import lanes_per_block, map_blocks
 from jaxacct._core.solve import refine_bracket
 from jaxacct.allocation import _pld_compose as cp
 from jaxacct.allocation import _pld_query as qy
 from jaxacct.allocation._pld_laws import delta_one, epsilons, final_laws
 
-BATCH = 4         # lanes per block of the maps (memory: ~12 MB a lane)
+BATCH = 4         # lanes per block of the maps on accelerators (~12 MB a lane)
 SAFETY = 1e-10    # a calibrated sigma's epsilon is <= target * (1 - SAFETY)
 
 
@@ -59,10 +59,11 @@ def upper_delta_grid(sigma, f, c1, c2, tail, tau, eps, *, n, mechanism, size, ti
 def calibrate_kernel(eps, delta, f, c1, c2, lo, hi, grid_tail, grid_tau, tails, taus, *, n,
                       mechanism, size, tilts, two, compose, num_grid, rtol, max_rounds):
   kw = dict(n=n, mechanism=mechanism, size=size, tilts=tilts, two=two, compose=compose)
+  block = lanes_per_block(BATCH)
   lgrid = jnp.linspace(jnp.log(lo), jnp.log(hi), num_grid)
   eps_m = eps * (1.0 - SAFETY)
   D = map_blocks(lambda ls: upper_delta_grid(jnp.exp(ls), f, c1, c2, grid_tail, grid_tau,
-                                              eps_m, **kw), lgrid, batch_size=BATCH)  # (G, J)
+                                              eps_m, **kw), lgrid, batch_size=block)  # (G, J)
   feas = D <= delta[None, :]
   g = jnp.argmax(feas, axis=0)
   any_f = jnp.any(feas, axis=0)
@@ -94,7 +95,7 @@ def calibrate_kernel(eps, delta, f, c1, c2, lo, hi, grid_tail, grid_tau, tails, 
 
   def evaluate(ls):      # feasibility of sigma = exp(ls) per target (front-door computation)
     e = map_blocks(lambda x: upper_eps_lane(jnp.exp(x[0]), f, c1, c2, x[1], x[2], x[3], **kw),
-                   (ls, tails, taus, delta), batch_size=BATCH)
+                   (ls, tails, taus, delta), batch_size=block)
     return e <= eps_m
 
   # the two points either side of the interpolated root, then bisection: one

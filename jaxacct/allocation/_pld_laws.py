@@ -15,8 +15,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
+from jaxacct._core.batching import lanes_per_block, map_blocks
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.solve import invert_decreasing
 from jaxacct.allocation import _sum_law as sl
@@ -151,22 +151,20 @@ def auto_tail(delta):
   return jnp.clip(TAIL_FACTOR * jnp.asarray(delta, jnp.float64), 1e-30, 1e-12)
 
 
-_CHUNK = 8  # lanes per vmapped block; larger batches run block after block
+_CHUNK = 8  # lanes per vmapped block on accelerators (batching.lanes_per_block)
 
 
 @functools.partial(jax.jit, static_argnames=("n", "mechanism", "lower"))
 def laws_batch(param, t, tail, *, n, mechanism, lower=True):
-  """FinalLaws for lanes (param, t, tail) (1-D arrays); n, mechanism static."""
-  f = jax.vmap(lambda a, b, c: final_laws(a, b, n=n, tail=c, mechanism=mechanism,
-                                          lower=lower))
-  size = param.shape[0]
-  if size <= _CHUNK or size % _CHUNK:
-    return f(param, t, tail)
-  # batched dynamic slices turn into gathers/scatters over the whole batch;
-  # blocks of _CHUNK lanes keep the working set in cache (sequential lax.map).
-  r = lambda x: x.reshape((size // _CHUNK, _CHUNK) + x.shape[1:])
-  out = lax.map(lambda xs: f(*xs), (r(param), r(t), r(tail)))
-  return jax.tree.map(lambda x: x.reshape((size,) + x.shape[2:]), out)
+  """FinalLaws for lanes (param, t, tail) (1-D arrays); n, mechanism static.
+
+  Blocks of lanes one after another (``map_blocks``): one lane at a time on
+  the CPU, where vmapped lanes turn the pairwise sums' lane-dependent slices
+  into gathers; vmapped blocks of ``_CHUNK`` on accelerators.
+  """
+  one = lambda xs: final_laws(xs[0], xs[1], n=n, tail=xs[2], mechanism=mechanism,
+                              lower=lower)
+  return map_blocks(one, (param, t, tail), batch_size=lanes_per_block(_CHUNK))
 
 
 @jax.jit

@@ -14,7 +14,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from jaxacct._core.batching import map_blocks
+from jaxacct._core.batching import lanes_per_block, map_blocks
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.solve import bisect, newton_keep_feasible
 from jaxacct.allocation._pld_compose import Composed, compose_laws
@@ -178,4 +178,4 @@ def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, til
   fr2 = Fr1 if Fr2 is None else Fr2
   fa2 = Fa1 if Fa2 is None else Fa2
   xs = (Fr1, Fa1, fr2, fa2, c1, c2, q, tau)
-  return map_blocks(lane, xs, batch_size=batch)
+  return map_blocks(lane, xs, batch_size=lanes_per_block(batch))
