@@ -123,6 +123,8 @@ Default grid 1024 knots: upper/lower <= 1.004 on the issue 10 settings.
 
 from __future__ import annotations
 
+import copy
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -241,6 +243,13 @@ class _Lanes:
   def unpad(self, x):
     return x[:self.size].reshape(self.shape)
 
+  def take(self, sl):
+    """The lanes of slice ``sl`` (same static flags: one compiled shape per chunk)."""
+    out = copy.copy(self)
+    out.__dict__.update({k: getattr(self, k)[sl] for k in ("s", "t", "k", "e", "q", "f", "rho",
+                                                            "c1", "c2")})
+    return out
+
 
 def _block_laws(lanes, tl, *, grid_size, mechanism, laws, lower=True):
   """(Fr1, Fa1, Fr2, Fa2, shared): laws of the 1-of-f (and 1-of-(f+1)) rounds."""
@@ -264,28 +273,27 @@ def _block_laws(lanes, tl, *, grid_size, mechanism, laws, lower=True):
 def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, tail,
          mechanism, laws, composition_size, tilts=cp.DEFAULT_TILTS):
   lanes = _Lanes(sigma, num_steps, num_selected, num_epochs, query)
-  Fr1, Fa1, Fr2, Fa2, shared = _block_laws(lanes, lanes.tails(tail, mode),
-                                           grid_size=grid_size, mechanism=mechanism,
-                                           laws=laws)
-  args = (Fr1, Fa1, Fr2, Fa2, jnp.asarray(lanes.c1), jnp.asarray(lanes.c2),
-          jnp.asarray(lanes.q), jnp.asarray(lanes.tau(mode)))
-  kw = dict(mode=mode, size=int(composition_size), tilts=int(tilts), shared=shared,
-            two=lanes.two, compose=lanes.compose, want_lower=True, batch=cal.BATCH)
+  tails, taus = lanes.tails(tail, mode), lanes.tau(mode)
+
+  def part(sl):  # the round laws and the query of one chunk of lanes
+    ln = lanes.take(sl)
+    *F, shared = _block_laws(ln, tails[sl], grid_size=grid_size, mechanism=mechanism, laws=laws)
+    return qy.query_batch(*F, *(jnp.asarray(a) for a in (ln.c1, ln.c2, ln.q, taus[sl])),
+                          mode=mode, size=int(composition_size), tilts=int(tilts),
+                          shared=shared, two=lanes.two, compose=lanes.compose,
+                          want_lower=True, batch=cal.BATCH)
+
+  # Big sweeps run as equal chunks of one compiled shape (a 1,000-sigma sweep
+  # compiles what a 128-sigma one does), laws and query, with progress.
   total = lanes.f.shape[0]          # a power of two
   chunk = min(total, SWEEP_CHUNK)   # also a power of two: chunks tile the lanes
-  if chunk == total:
-    parts = qy.query_batch(*args, **kw)
-  else:
-    # Big sweeps run as equal chunks of one compiled shape (a 1,000-sigma
-    # sweep compiles what a 128-sigma one does) with progress between them.
-    outs = []
-    with progress(total=total // chunk, desc=f"allocation PLD: {lanes.size} lanes",
-                  enabled=None) as bar:
-      for i in range(0, total, chunk):
-        sl = jax.tree.map(lambda a: a[i:i + chunk], args)
-        outs.append(jax.block_until_ready(qy.query_batch(*sl, **kw)))
-        bar.update(1)
-    parts = tuple(jnp.concatenate(o) for o in zip(*outs))
+  outs = []
+  with progress(total=total // chunk, desc=f"allocation PLD: {lanes.size} lanes",
+                enabled=None if total > chunk else False) as bar:
+    for i in range(0, total, chunk):
+      outs.append(jax.block_until_ready(part(slice(i, i + chunk))))
+      bar.update(1)
+  parts = tuple(jnp.concatenate(o) for o in zip(*outs)) if len(outs) > 1 else outs[0]
   return tuple(lanes.unpad(p) for p in parts)
 
 
