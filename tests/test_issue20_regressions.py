@@ -219,13 +219,16 @@ def test_issue20_rdp_both_directions_vs_mpmath_dense(q, sigma):
 
 
 @pytest.mark.parametrize("q,sigma,alpha", [(0.05, 0.3, 1024.0), (0.1, 0.5, 1024.0),
-                                           (1e-3, 0.3, 256.0)])
-def test_add_rdp_large_order_window(q, sigma, alpha):
-  # The add-direction quadrature used the remove window [.., alpha/sigma + 14]:
-  # at alpha = 1024 its step was too coarse for the double-exponential drop of
-  # (1+x)^(1-alpha), and the value fell 4.2e-6 (q=0.05, sigma=0.3) and 4.8e-11
-  # (q=0.1, sigma=0.5) relative BELOW this mpmath quadrature (2026-11-24). The
-  # window now ends at 2/sigma + 14 (the integrand grows at most like e^{2v}).
+                                           (1e-3, 0.3, 256.0), (0.3, 0.3, 16.0),
+                                           (1e-3, 0.2, 8.0), (1e-3, 0.1, 8.0)])
+def test_add_rdp_quadrature_window(q, sigma, alpha):
+  # The add-direction quadrature used the remove window [.., alpha/sigma + 14]
+  # (and 320 points for alpha <= 16): too coarse a step for the
+  # double-exponential drop of (1+x)^(1-alpha). Values fell BELOW this mpmath
+  # quadrature by 4.2e-6 (q=0.05, sigma=0.3, alpha=1024), 4.8e-11 (q=0.1,
+  # sigma=0.5, alpha=1024) and 8.7e-9 (q=0.3, sigma=0.3, alpha=16); at sigma
+  # 0.1 the error-estimate inflation put alpha=8 37x above (2026-11-24). The
+  # window now ends at min(alpha, 2)/sigma + 14, with 2048 points for alpha <= 16.
   ours = float(poisson.poisson_gaussian_rdp([alpha], q=q, sigma=sigma, direction="add")[0])
   np.testing.assert_allclose(ours, _mp_poisson_rdp(alpha, q, sigma, "add", dps=30),
                              rtol=1e-12)
