@@ -1,0 +1,314 @@
+"""``jit``: ``jax.jit`` plus jaxacct's own persistent store of compiled kernels.
+
+Most users ask one question per process (a script, a notebook after a restart,
+CI, the command line), and there the first answer is mostly XLA compilation.
+Every module-level kernel of jaxacct is jitted with :func:`jit` instead of
+``jax.jit``: a call with concrete arguments looks the executable up by a key
+(the kernel, its static arguments, the shapes/dtypes of the others, the x64
+mode, the backend and device, the jax/jaxlib versions, ``XLA_FLAGS``, the CPU,
+and a hash of jaxacct's own source), first in memory, then on disk; a miss is
+compiled once (``lower().compile()``) and written to disk, so the next process
+loads it (about 10 ms) instead of compiling it again (seconds).
+
+Scope. JAX's own persistent cache (``jax_compilation_cache_dir``) is one
+object per process, created at the first compilation with the directory
+configured then, and it serves every later compilation in the process, the
+user's too: entering the setting only around jaxacct's calls would still send
+the user's own programs to jaxacct's directory. So this store is separate: it
+holds only jaxacct's kernels, it changes no JAX setting, and JAX's cache, if
+the user configured one, keeps working for everything else (our misses are
+compiled through it as usual).
+
+Settings (environment, read at each call):
+
+* ``JAXACCT_COMPILATION_CACHE=0`` (or ``false``/``off``/``no``) turns the store
+  off: kernels are plain ``jax.jit`` functions (the benchmarks and cold-start
+  checks run so).
+* ``JAXACCT_COMPILATION_CACHE_DIR``: the directory; default
+  ``$XDG_CACHE_HOME/jaxacct/executables`` (``~/.cache/jaxacct/executables``).
+* ``JAXACCT_COMPILATION_CACHE_MAX_BYTES``: size cap (default 2 GiB); the
+  oldest entries are removed when a write passes it.
+
+Traced arguments (a call inside the user's ``jit``/``vmap``/``grad``) go to
+the plain ``jax.jit`` function, as do static arguments that have no stable
+text form (anything but None, bool, int, float, str, tuples of those and
+module-level functions): those calls are cached by JAX in memory only. An
+entry that cannot be read or loaded is compiled again and rewritten; a
+directory that cannot be written leaves the store in memory only, silently.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import os
+import pickle
+import platform
+import sys
+import tempfile
+import threading
+from typing import Any, Callable, Optional
+
+import jax
+import numpy as np
+
+__all__ = ["jit", "cache_enabled", "cache_dir", "clear_memory"]
+
+_OFF = ("0", "false", "off", "no")
+_DEFAULT_MAX_BYTES = 2 * 2**30
+_FORMAT = 1     # bump when the entry layout changes
+_LOCK = threading.Lock()
+_MEMORY: dict = {}   # full key -> loaded executable (all CachedJit objects)
+_FINGERPRINT: list = []
+
+
+def cache_enabled() -> bool:
+  """Whether the on-disk store is on (``JAXACCT_COMPILATION_CACHE``, default on)."""
+  return os.environ.get("JAXACCT_COMPILATION_CACHE", "1").strip().lower() not in _OFF
+
+
+def cache_dir() -> str:
+  """The store's directory (``JAXACCT_COMPILATION_CACHE_DIR`` or the user cache dir)."""
+  env = os.environ.get("JAXACCT_COMPILATION_CACHE_DIR")
+  if env:
+    return os.path.abspath(os.path.expanduser(env))
+  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return os.path.join(base, "jaxacct", "executables")
+
+
+def clear_memory() -> None:
+  """Forgets the executables loaded in this process (the disk store stays)."""
+  with _LOCK:
+    _MEMORY.clear()
+
+
+def _source_hash() -> str:
+  """Hash of jaxacct's own .py files (a changed kernel never loads a stale entry)."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  h = hashlib.sha256()
+  for d, dirs, files in sorted(os.walk(root)):
+    dirs.sort()
+    for f in sorted(files):
+      if f.endswith(".py"):
+        p = os.path.join(d, f)
+        h.update(os.path.relpath(p, root).encode())
+        with open(p, "rb") as fh:
+          h.update(fh.read())
+  return h.hexdigest()
+
+
+def _cpu_flags() -> str:
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith(("flags", "Features")):
+          return hashlib.sha256(line.encode()).hexdigest()[:16]
+  except OSError:
+    pass
+  return platform.processor()
+
+
+def _fingerprint() -> str:
+  """What every key shares: versions, source, backend, device, flags, CPU."""
+  if not _FINGERPRINT:
+    import jaxlib
+    dev = jax.devices()[0]
+    parts = (_FORMAT, sys.version_info[:2], jax.__version__, jaxlib.__version__,
+             _source_hash(), jax.default_backend(), getattr(dev, "device_kind", ""),
+             len(jax.devices()), os.environ.get("XLA_FLAGS", ""), platform.machine(),
+             _cpu_flags())
+    _FINGERPRINT.append(repr(parts))
+  return _FINGERPRINT[0]
+
+
+def _stable(v) -> Optional[str]:
+  """A text form of a static value that is the same in every process, or None."""
+  if v is None or isinstance(v, (bool, int, float, str)):
+    return repr((type(v).__name__, v))
+  if isinstance(v, (np.integer, np.floating, np.bool_)):
+    return repr((type(v).__name__, v.item()))
+  if isinstance(v, tuple):
+    inner = [_stable(x) for x in v]
+    return None if any(x is None for x in inner) else "(" + ",".join(inner) + ")"
+  if callable(v):
+    mod, qual = getattr(v, "__module__", None), getattr(v, "__qualname__", None)
+    if mod and qual and "<" not in qual:
+      return f"fn:{mod}.{qual}"
+  return None
+
+
+def _aval(x) -> Optional[tuple]:
+  if isinstance(x, jax.core.Tracer):
+    return None
+  if isinstance(x, (bool, int, float, complex)):     # Python scalars: weakly typed
+    return (type(x).__name__,)
+  if hasattr(x, "shape") and hasattr(x, "dtype"):
+    return (tuple(x.shape), str(x.dtype), bool(getattr(x, "weak_type", False)))
+  return ("?", type(x).__name__)
+
+
+class CachedJit:
+  """A jitted kernel whose executables are stored on disk (see module docstring)."""
+
+  def __init__(self, fun: Callable, static_argnames, static_argnums, jit_kwargs,
+               name: Optional[str] = None):
+    self._fun = fun
+    sig = inspect.signature(fun)
+    params = list(sig.parameters.values())
+    names = set(static_argnames or ())
+    for i in static_argnums or ():
+      names.add(params[i].name)
+    self._sig = sig
+    self._positional = [p.name for p in params
+                        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    self._static = frozenset(names)
+    self._jitted = jax.jit(fun, static_argnames=tuple(sorted(names)) or None, **jit_kwargs)
+    self._varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+    self._name = name or f"{fun.__module__}.{fun.__qualname__}"
+    functools.update_wrapper(self, fun)
+
+  # the plain jax.jit object, for lowering/inspection by tests and tools
+  @property
+  def jitted(self):
+    return self._jitted
+
+  def lower(self, *args, **kwargs):
+    return self._jitted.lower(*args, **kwargs)
+
+  def __getattr__(self, name):       # eval_shape, trace, ... of the jax.jit object
+    if name.startswith("__") or name == "_jitted":
+      raise AttributeError(name)
+    return getattr(self._jitted, name)
+
+  def __call__(self, *args, **kwargs):
+    if not cache_enabled():
+      return self._jitted(*args, **kwargs)
+    try:
+      bound = self._sig.bind(*args, **kwargs)
+    except TypeError:
+      return self._jitted(*args, **kwargs)
+    statics = []
+    for name in sorted(self._static):
+      if name in bound.arguments:
+        v = bound.arguments[name]
+      elif name in kwargs:                     # a static caught by **kwargs
+        v = kwargs[name]
+      else:
+        p = self._sig.parameters.get(name)
+        v = None if p is None else p.default
+      s = _stable(v)
+      if s is None:
+        return self._jitted(*args, **kwargs)
+      statics.append((name, s))
+    # the dynamic arguments in the caller's own form, as jax.jit sees them
+    n_pos = len(self._positional)
+    if len(args) > n_pos and not self._varargs:
+      return self._jitted(*args, **kwargs)
+    dyn_args = tuple(a for i, a in enumerate(args)
+                     if i >= n_pos or self._positional[i] not in self._static)
+    dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self._static}
+    leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
+    avals = []
+    for leaf in leaves:
+      a = _aval(leaf)
+      if a is None:                       # traced: the user's jit/vmap/grad
+        return self._jitted(*args, **kwargs)
+      avals.append(a)
+    x64 = bool(jax.config.jax_enable_x64)
+    key = repr((self._name, statics, str(tree), avals, x64))
+    exe = _MEMORY.get(key)
+    if exe is None:
+      exe = self._load_or_compile(key, args, kwargs)
+    return exe(*dyn_args, **dyn_kwargs)
+
+  def _load_or_compile(self, key, args, kwargs):
+    digest = hashlib.sha256((_fingerprint() + key).encode()).hexdigest()
+    path = os.path.join(cache_dir(), digest[:2], digest + ".jaxexe")
+    exe = _read(path)
+    if exe is None:
+      compiled = self._jitted.lower(*args, **kwargs).compile()
+      exe = compiled
+      _write(path, compiled)
+    with _LOCK:
+      _MEMORY[key] = exe
+    return exe
+
+  def __repr__(self):
+    return f"jaxacct.jit({self._name})"
+
+
+def _read(path):
+  from jax.experimental.serialize_executable import deserialize_and_load
+  try:
+    with open(path, "rb") as f:
+      payload, in_tree, out_tree = pickle.load(f)
+    return deserialize_and_load(payload, in_tree, out_tree)
+  except FileNotFoundError:
+    return None
+  except Exception:   # unreadable or stale entry: compile again and overwrite  # noqa: BLE001
+    return None
+
+
+def _write(path, compiled) -> None:
+  from jax.experimental.serialize_executable import serialize
+  try:
+    payload, in_tree, out_tree = serialize(compiled)
+    blob = pickle.dumps((payload, in_tree, out_tree), protocol=pickle.HIGHEST_PROTOCOL)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+      f.write(blob)
+    os.replace(tmp, path)
+    _prune(os.path.dirname(os.path.dirname(path)))
+  except Exception:   # read-only or full disk, unserialisable executable  # noqa: BLE001
+    return
+
+
+def _prune(root: str) -> None:
+  """Removes the oldest entries while the store is over its size cap."""
+  try:
+    cap = int(os.environ.get("JAXACCT_COMPILATION_CACHE_MAX_BYTES", _DEFAULT_MAX_BYTES))
+  except ValueError:
+    cap = _DEFAULT_MAX_BYTES
+  entries, total = [], 0
+  for d, _, files in os.walk(root):
+    for f in files:
+      if f.endswith(".jaxexe"):
+        p = os.path.join(d, f)
+        try:
+          st = os.stat(p)
+        except OSError:
+          continue
+        entries.append((st.st_mtime, st.st_size, p))
+        total += st.st_size
+  if total <= cap:
+    return
+  for _, size, p in sorted(entries):
+    try:
+      os.remove(p)
+    except OSError:
+      continue
+    total -= size
+    if total <= 0.8 * cap:
+      return
+
+
+def jit(fun: Optional[Callable] = None, *, static_argnames=None, static_argnums=None,
+        name: Optional[str] = None, **jit_kwargs: Any):
+  """``jax.jit`` with jaxacct's persistent executable store (module docstring).
+
+  Use as ``@jit``, ``@functools.partial(jit, static_argnames=(...))`` or
+  ``jit(f, static_argnums=3)``. ``static_argnums`` are turned into names.
+  ``name`` identifies the kernel in the store's keys (default: the function's
+  module and qualified name; a factory that jits a local function passes the
+  name of what it wraps).
+  """
+  if fun is None:
+    return functools.partial(jit, static_argnames=static_argnames,
+                             static_argnums=static_argnums, name=name, **jit_kwargs)
+  if isinstance(static_argnums, int):
+    static_argnums = (static_argnums,)
+  if isinstance(static_argnames, str):
+    static_argnames = (static_argnames,)
+  return CachedJit(fun, static_argnames, static_argnums, jit_kwargs, name)

@@ -1,0 +1,135 @@
+"""jaxacct's own persistent store of compiled kernels (jaxacct._core.compiled).
+
+A second process answers from the store: the kernels it compiled in the first
+process are loaded, not compiled (counted with jax.monitoring backend-compile
+events, one per XLA compilation), and the answer is bit-identical. The user's
+JAX configuration is untouched: JAX's own persistent cache stays unset and the
+user's own programs are not written to jaxacct's directory.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxacct._core import compiled
+
+_CHILD = r"""
+import json, sys
+import jax
+counts = {}
+def listener(name, duration, **kw):
+  if name == "/jax/core/compile/backend_compile_duration":
+    f = kw.get("fun_name", "?")
+    counts[f] = counts.get(f, 0) + 1
+jax.monitoring.register_event_duration_secs_listener(listener)
+import jaxacct
+r1 = jaxacct.poisson.epsilon(q=0.01, sigma=1.0, num_steps=10000, delta=1e-5)
+r2 = jaxacct.poisson.epsilon(q=0.01, sigma=1.0, num_steps=10000, delta=1e-5, method="pld") \
+    if "pld" in sys.argv else r1
+user = jax.jit(lambda x: x * 3.0 + 1.0)(jax.numpy.ones(7))   # the user's own program
+from jaxacct._core.compiled import CachedJit
+kernels = {f"jit({o.__name__})" for m in list(sys.modules.values())
+           if getattr(m, "__name__", "").startswith("jaxacct")
+           for o in list(vars(m).values()) if isinstance(o, CachedJit)}
+print(json.dumps({"rdp": float(r1.epsilon), "pld": float(r2.epsilon), "counts": counts,
+                  "kernels": {f: n for f, n in counts.items() if f in kernels},
+                  "jax_cache_dir": jax.config.jax_compilation_cache_dir}))
+"""
+
+
+def _run(tmp_path, *argv, **env_extra):
+  env = {k: v for k, v in os.environ.items()
+         if not k.startswith(("JAX_COMPILATION_CACHE", "JAXACCT_COMPILATION_CACHE"))}
+  env["JAX_ENABLE_COMPILATION_CACHE"] = "false"      # JAX's own cache off: count real compiles
+  env["JAXACCT_COMPILATION_CACHE_DIR"] = str(tmp_path / "store")
+  env.update(env_extra)
+  out = subprocess.run([sys.executable, "-c", _CHILD, *argv], env=env, capture_output=True,
+                       text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-3000:]
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _entries(tmp_path):
+  root = tmp_path / "store"
+  return sorted(p.name for p in root.rglob("*.jaxexe")) if root.exists() else []
+
+
+def test_second_process_loads_instead_of_compiling(tmp_path):
+  first = _run(tmp_path, "pld", JAXACCT_COMPILATION_CACHE="1")
+  stored = _entries(tmp_path)
+  assert len(stored) >= 3                       # rdp kernel + pld kernels at least
+  assert first["kernels"]      # the first process compiled its kernels
+  second = _run(tmp_path, "pld", JAXACCT_COMPILATION_CACHE="1")
+  # bit-identical answers, and no kernel compiled again (all loaded from the store)
+  assert second["rdp"] == first["rdp"] and second["pld"] == first["pld"]
+  assert second["kernels"] == {}, second["counts"]
+  assert sum(second["counts"].values()) < sum(first["counts"].values())
+  assert _entries(tmp_path) == stored           # nothing new written
+  # the user's JAX config is untouched, and the user's program is not stored
+  assert first["jax_cache_dir"] is None and second["jax_cache_dir"] is None
+  assert second["counts"].get("jit(<lambda>)") == 1
+
+
+def test_switched_off_writes_nothing(tmp_path):
+  out = _run(tmp_path, JAXACCT_COMPILATION_CACHE="0")
+  assert _entries(tmp_path) == []
+  assert out["kernels"]
+
+
+def test_damaged_entry_is_compiled_again(tmp_path):
+  first = _run(tmp_path, JAXACCT_COMPILATION_CACHE="1")
+  for p in (tmp_path / "store").rglob("*.jaxexe"):
+    p.write_bytes(b"not an executable")
+  second = _run(tmp_path, JAXACCT_COMPILATION_CACHE="1")
+  assert second["rdp"] == first["rdp"] and second["pld"] == first["pld"]
+  assert second["kernels"]     # compiled again ...
+  third = _run(tmp_path, JAXACCT_COMPILATION_CACHE="1")
+  assert third["kernels"] == {}  # ... and rewritten
+
+
+def test_in_process_store_and_traced_calls(tmp_path, monkeypatch, compile_counter):
+  """Concrete calls go through the store, traced ones to jax.jit; same values."""
+  monkeypatch.setenv("JAXACCT_COMPILATION_CACHE", "1")
+  monkeypatch.setenv("JAXACCT_COMPILATION_CACHE_DIR", str(tmp_path / "store"))
+
+  def f(x, n, *, mode):
+    return jnp.cumsum(x)[:n] * (2.0 if mode == "a" else 3.0)
+
+  k = compiled.jit(f, static_argnums=1, static_argnames="mode")
+  with jax.enable_x64(True):
+    x, x1 = jnp.arange(6.0), jnp.arange(1.0, 7.0)
+    a = k(x, 3, mode="a")
+    with compile_counter as c:
+      b = k(x1, 3, mode="a")              # new value, same shapes: no compile
+    assert c.count == 0
+    np.testing.assert_array_equal(np.asarray(a), [0.0, 2.0, 6.0])
+    np.testing.assert_array_equal(np.asarray(b), [2.0, 6.0, 12.0])
+    traced = jax.jit(lambda y: k(y, 3, mode="b"))(x)
+    np.testing.assert_array_equal(np.asarray(traced), [0.0, 3.0, 9.0])
+    v = jax.vmap(lambda y: k(y, 2, mode="a"))(jnp.stack([x, x1]))
+    np.testing.assert_array_equal(np.asarray(v), [[0.0, 2.0], [2.0, 6.0]])
+  assert len(_entries(tmp_path)) == 1          # one concrete signature stored
+  compiled.clear_memory()
+  with jax.enable_x64(True), compile_counter as c:
+    again = k(x, 3, mode="a")                  # from disk
+  assert c.count == 0
+  np.testing.assert_array_equal(np.asarray(again), np.asarray(a))
+
+
+def test_settings(monkeypatch, tmp_path):
+  monkeypatch.setenv("JAXACCT_COMPILATION_CACHE_DIR", str(tmp_path / "d"))
+  assert compiled.cache_dir() == str(tmp_path / "d")
+  monkeypatch.delenv("JAXACCT_COMPILATION_CACHE_DIR")
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+  assert compiled.cache_dir() == os.path.join(str(tmp_path / "xdg"), "jaxacct", "executables")
+  for off in ("0", "false", "OFF", "no"):
+    monkeypatch.setenv("JAXACCT_COMPILATION_CACHE", off)
+    assert not compiled.cache_enabled()
+  monkeypatch.setenv("JAXACCT_COMPILATION_CACHE", "1")
+  assert compiled.cache_enabled()
