@@ -76,7 +76,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
 
 def __getattr__(name):
   """Imports a submodule or a re-exported name on first access (PEP 562)."""
-  if name in _SUBMODULES:
+  if name in _SUBMODULES or name == "_core":
     return importlib.import_module(f"{__name__}.{name}")  # binds jaxacct.<name>
   if name in _LAZY:
     module, attr = _LAZY[name]

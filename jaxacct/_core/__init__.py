@@ -13,3 +13,16 @@ Modules:
 
 Nothing in this package imports a scheme module.
 """
+
+import importlib as _importlib
+
+
+def __getattr__(name):
+  """``jaxacct._core.<module>`` imports the module on first access (PEP 562)."""
+  if not name.startswith("__"):
+    try:
+      return _importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as e:
+      if e.name != f"{__name__}.{name}":
+        raise
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
