@@ -23,15 +23,17 @@ Layout (one module per scheme over a small numerical core):
 
 __version__ = "0.1.0"
 
-import importlib
 from typing import TYPE_CHECKING
+
+from jaxacct._core.lazy import lazy_exports as _lazy_exports
 
 # Nothing heavy is imported here: ``import jaxacct`` loads neither jax nor a
 # scheme. Every public name below is imported on first access (PEP 562), so a
-# process pays only for the schemes it uses.
+# process pays only for the schemes it uses (tests/test_import_cost.py).
 _SUBMODULES = ("accounting", "allocation", "dpsgd", "experimental", "mechanisms", "pld",
                "poisson", "sampling", "shuffle", "tracking")
-_LAZY = {  # public name -> (module, attribute)
+_LAZY = {  # public name -> (module, attribute); attribute None: the module
+    **{m: (f"jaxacct.{m}", None) for m in _SUBMODULES},
     "bisect": ("jaxacct._core.solve", "bisect"),
     "rdp_to_delta": ("jaxacct._core.conversion", "rdp_to_delta"),
     "rdp_to_epsilon": ("jaxacct._core.conversion", "rdp_to_epsilon"),
@@ -74,20 +76,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
   from jaxacct.poisson import poisson_gaussian_rdp
 
 
-def __getattr__(name):
-  """Imports a submodule or a re-exported name on first access (PEP 562)."""
-  if name in _SUBMODULES or name == "_core":
-    return importlib.import_module(f"{__name__}.{name}")  # binds jaxacct.<name>
-  if name in _LAZY:
-    module, attr = _LAZY[name]
-    value = getattr(importlib.import_module(module), attr)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-  return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals())
 
 
 def compose_rdp(*events):

@@ -79,6 +79,29 @@ def test_import_compiles_nothing_and_first_access_loads_the_scheme():
   assert got["heavy"] == [], got["heavy"]    # the Poisson door needs none of them
 
 
+
+def test_schemes_load_only_what_they_need():
+  """The scheme packages and front doors load none of the heavy dependencies:
+  scipy.stats, optax and dp_accounting come with the functions that use them
+  (the optax hook, the dp_accounting-compatible accountant, two shuffle
+  helpers), not with ``jaxacct.shuffle`` or ``jaxacct.tracking``."""
+  got = _fresh("""
+      import json, sys
+      import jaxacct
+      for m in ("poisson", "pld", "allocation", "dpsgd", "mechanisms", "sampling", "shuffle",
+                "tracking", "accounting", "experimental"):
+        getattr(jaxacct, m)
+      import jaxacct.allocation.pld, jaxacct.allocation.fixed_bins
+      jaxacct.tracking.PoissonAccountant, jaxacct.tracking.calibrate_noise
+      jaxacct.accounting.gaussian_tpr, jaxacct.accounting.regrid
+      light = sorted({m.split(".")[0] for m in sys.modules} & set(%r))
+      jaxacct.tracking.track_privacy
+      hook = sorted({m.split(".")[0] for m in sys.modules} & set(%r))
+      print(json.dumps({"light": light, "hook": hook}))
+      """ % (HEAVY, HEAVY))
+  assert got["light"] == [], got["light"]
+  assert "optax" in got["hook"], got["hook"]   # the first access of the optax hook loads it
+
 def test_importing_every_module_compiles_nothing():
   """No module computes with jnp at import (each eager op is a compiled program)."""
   mods = [m.name for m in pkgutil.walk_packages(jaxacct.__path__, "jaxacct.")

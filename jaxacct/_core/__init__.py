@@ -10,6 +10,7 @@ Modules:
   solve       -- the one solver module (bracketed roots keeping the feasible side).
   batching    -- ``map_blocks``: ``lax.map`` in whole blocks (one traced lane body).
   results     -- result NamedTuples.
+  lazy        -- lazy re-exports for package ``__init__`` files (PEP 562).
 
 Nothing in this package imports a scheme module.
 """
