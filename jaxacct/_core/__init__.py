@@ -10,6 +10,20 @@ Modules:
   solve       -- the one solver module (bracketed roots keeping the feasible side).
   batching    -- ``map_blocks``: ``lax.map`` in whole blocks (one traced lane body).
   results     -- result NamedTuples.
+  lazy        -- lazy re-exports for package ``__init__`` files (PEP 562).
 
 Nothing in this package imports a scheme module.
 """
+
+import importlib as _importlib
+
+
+def __getattr__(name):
+  """``jaxacct._core.<module>`` imports the module on first access (PEP 562)."""
+  if not name.startswith("__"):
+    try:
+      return _importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as e:
+      if e.name != f"{__name__}.{name}":
+        raise
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

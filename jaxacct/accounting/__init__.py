@@ -22,13 +22,36 @@ pair, cell masses), :mod:`~jaxacct.accounting.views` (TPR at FPR, mu-GDP),
 :mod:`~jaxacct.accounting.state` (JSON state).
 """
 
-from jaxacct.accounting import events
-from jaxacct.accounting._optional import HAS_DP_ACCOUNTING
-from jaxacct.accounting.accountant import (NeighboringRelation, PLDAccountant,
-                                           UnsupportedEventError)
-from jaxacct.accounting.pairs import from_profile, regrid
-from jaxacct.accounting.views import GDPResult, TradeOff, gaussian_tpr
+from typing import TYPE_CHECKING
+
+from jaxacct._core.lazy import lazy_exports as _lazy_exports
+
+# Imported on first access (PEP 562): dp_accounting (a base class of
+# PLDAccountant when installed) loads with the accountant, not with
+# ``gaussian_tpr`` or ``regrid``.
+_LAZY = {
+    "events": ("jaxacct.accounting.events", None),
+    "HAS_DP_ACCOUNTING": ("jaxacct.accounting._optional", "HAS_DP_ACCOUNTING"),
+    "NeighboringRelation": ("jaxacct.accounting.accountant", "NeighboringRelation"),
+    "PLDAccountant": ("jaxacct.accounting.accountant", "PLDAccountant"),
+    "UnsupportedEventError": ("jaxacct.accounting.accountant", "UnsupportedEventError"),
+    "from_profile": ("jaxacct.accounting.pairs", "from_profile"),
+    "regrid": ("jaxacct.accounting.pairs", "regrid"),
+    "GDPResult": ("jaxacct.accounting.views", "GDPResult"),
+    "TradeOff": ("jaxacct.accounting.views", "TradeOff"),
+    "gaussian_tpr": ("jaxacct.accounting.views", "gaussian_tpr"),
+}
+
+if TYPE_CHECKING:
+  from jaxacct.accounting import events
+  from jaxacct.accounting._optional import HAS_DP_ACCOUNTING
+  from jaxacct.accounting.accountant import (NeighboringRelation, PLDAccountant,
+                                             UnsupportedEventError)
+  from jaxacct.accounting.pairs import from_profile, regrid
+  from jaxacct.accounting.views import GDPResult, TradeOff, gaussian_tpr
 
 __all__ = ["PLDAccountant", "NeighboringRelation", "UnsupportedEventError",
            "events", "HAS_DP_ACCOUNTING", "regrid", "from_profile",
            "TradeOff", "GDPResult", "gaussian_tpr"]
+
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals())

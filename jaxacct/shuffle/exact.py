@@ -38,7 +38,6 @@ from typing import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import stats
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
@@ -313,6 +312,7 @@ def pair_pmfs(n: int, p: float, beta: float, q0: float, q1: float,
   checks.check_range("q0", q0, 1.0)
   checks.check_range("q1", q1, 1.0)
   checks.check_positive("z", z)
+  from scipy import stats  # here, not at import: scipy.stats costs ~1 s to import
   n = int(n)
   alpha = beta / (p - 1.0)
   r0, r1 = alpha * p / q0, alpha * p / q1

@@ -67,14 +67,32 @@ which raises when staged without ``checkify``).
 Bound: upper (each table entry is an upper bound of its accountant).
 """
 
-from jaxacct.tracking.accountants import (AllocationAccountant, EpsilonTableAccountant,
-                                          EventAccountant, GaussianAccountant,
-                                          PoissonAccountant, RDPAccountant,
-                                          ShuffleAccountant, epsilon_table)
-from jaxacct.tracking.calibration import Calibration, calibrate_noise
-from jaxacct.tracking.hook import (PrivacyBudgetExceeded, PrivacyTrackerState,
-                                   clip_and_sum, gaussian_noise, privacy_spent,
-                                   track_privacy)
+from typing import TYPE_CHECKING
+
+from jaxacct._core.lazy import lazy_exports as _lazy_exports
+
+# Imported on first access (PEP 562): optax loads with the hook
+# (``track_privacy`` and its helpers), not with the accountants.
+_LAZY = {
+    **{n: ("jaxacct.tracking.accountants", n)
+       for n in ("AllocationAccountant", "EpsilonTableAccountant", "EventAccountant",
+                 "GaussianAccountant", "PoissonAccountant", "RDPAccountant",
+                 "ShuffleAccountant", "epsilon_table")},
+    **{n: ("jaxacct.tracking.calibration", n) for n in ("Calibration", "calibrate_noise")},
+    **{n: ("jaxacct.tracking.hook", n)
+       for n in ("PrivacyBudgetExceeded", "PrivacyTrackerState", "clip_and_sum",
+                 "gaussian_noise", "privacy_spent", "track_privacy")},
+}
+
+if TYPE_CHECKING:
+  from jaxacct.tracking.accountants import (AllocationAccountant, EpsilonTableAccountant,
+                                            EventAccountant, GaussianAccountant,
+                                            PoissonAccountant, RDPAccountant,
+                                            ShuffleAccountant, epsilon_table)
+  from jaxacct.tracking.calibration import Calibration, calibrate_noise
+  from jaxacct.tracking.hook import (PrivacyBudgetExceeded, PrivacyTrackerState,
+                                     clip_and_sum, gaussian_noise, privacy_spent,
+                                     track_privacy)
 
 __all__ = [
     "PrivacyTrackerState", "PrivacyBudgetExceeded", "track_privacy",
@@ -84,3 +102,5 @@ __all__ = [
     "epsilon_table", "privacy_spent", "calibrate_noise", "Calibration",
     "clip_and_sum", "gaussian_noise",
 ]
+
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals())

@@ -1,0 +1,36 @@
+"""Lazy re-exports for package ``__init__`` files (PEP 562).
+
+A package lists what it re-exports as ``{public name: (module, attribute)}``
+(attribute ``None``: the module itself) and gets a module ``__getattr__`` that
+imports the module on first access, and a ``__dir__`` that lists the names;
+``import jaxacct`` then costs only what the process uses.
+"""
+
+import importlib
+
+
+def lazy_exports(package: str, names: dict, namespace: dict):
+  """``(__getattr__, __dir__)`` for ``package`` re-exporting ``names`` lazily.
+
+  Args:
+    package: the package's ``__name__``.
+    names: ``{public name: (module, attribute or None)}``; ``None`` binds the
+      module itself.
+    namespace: the package's ``globals()`` (a resolved name is stored there,
+      so later lookups skip ``__getattr__``).
+  """
+
+  def __getattr__(name):
+    if name not in names:
+      raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    module, attr = names[name]
+    value = importlib.import_module(module)
+    if attr is not None:
+      value = getattr(value, attr)
+    namespace[name] = value
+    return value
+
+  def __dir__():
+    return sorted(set(namespace) | set(names))
+
+  return __getattr__, __dir__
