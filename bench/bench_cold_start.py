@@ -181,7 +181,8 @@ def _door(name, quantity):
   return {"title": f"door {name}.{quantity} ({desc})",
           "ours": (["jaxacct", "jaxacct." + mod], ours),
           "peer": None if peer is None else (
-              "dp_accounting", ["dp_accounting"], peer)}
+              f"dp_accounting {'Rdp' if name.endswith('rdp') else 'PLD'}Accountant",
+              ["dp_accounting"], peer)}
 
 
 DPA = ["dp_accounting"]
