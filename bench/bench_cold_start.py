@@ -267,13 +267,15 @@ def child(name, side, cache_dir=None):
     importlib.import_module(m)
   import_s = time.perf_counter() - t0
   n_import = len(spans)
+  loaded = {m: m in sys.modules for m in ("jax", "dp_accounting", "scipy")}
   w0 = time.time()
   t1 = time.perf_counter()
   ans = fn()
   first_s = time.perf_counter() - t1
   w1 = time.time()
   rec = {"question": name, "side": side, "lib": label, "import_s": import_s,
-         "first_s": first_s, "import_compiles": sum(s[0] == "compile" for s in spans[:n_import])}
+         "first_s": first_s, "import_compiles": sum(s[0] == "compile" for s in spans[:n_import]),
+         "loaded_by_import": loaded}
   rec.update(_split(spans[n_import:], w0, w1, first_s))
   if isinstance(ans, dict):
     rec["value"], rec["lower"], rec["note"] = ans["value"], ans.get("lower"), ans.get("note")
@@ -382,12 +384,20 @@ def _median_run(runs):
 
 
 def _meta():
-  import jax
+  """Run metadata; the devices come from a fresh child process, so that this
+  parent never initialises an accelerator the children need."""
+  probe = subprocess.run([sys.executable, "-c", "import jax, json; print(json.dumps("
+                          "[jax.__version__, [str(d) for d in jax.devices()]]))"],
+                         env=clean_env(), capture_output=True, text=True, cwd=ROOT)
+  try:
+    jax_version, devices = json.loads(probe.stdout.strip().splitlines()[-1])
+  except (ValueError, IndexError):
+    jax_version, devices = "unknown", ["unknown: " + probe.stderr.strip()[-200:]]
   commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE,
                           capture_output=True, text=True).stdout.strip() or "unknown"
   return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-          "jax": jax.__version__, "devices": [str(d) for d in jax.devices()],
-          "cpu_count": os.cpu_count(), "platform": platform.platform(), "commit": commit,
+          "jax": jax_version, "devices": devices, "cpu_count": os.cpu_count(),
+          "platform": platform.platform(), "commit": commit,
           "python": platform.python_version()}
 
 
@@ -412,32 +422,35 @@ def _val(r):
   return v
 
 
-def table(rows, y):
+def table(rows):
   head = ["question", "row", "import (s)", "first answer (s)", "trace / lower / compile (s)",
           "run (s)", "XLA programs", "top 3 compiles (s)", "value", "first / peer",
           "(import+first) / peer", "first / Y", "process (s)", "notes"]
   out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for r in rows:
     if "error" in r or "skipped" in r:
-      msg = r.get("skipped") or "ERROR " + r["error"].strip().splitlines()[-1][:120]
+      msg = r.get("skipped") or "ERROR " + (r["error"].strip().splitlines() or ["?"])[-1][:120]
       out.append(f"| {r['question']} | {r['row']} | " + " | " * 11 + f"{msg} |")
       continue
     top = "; ".join(f"{f} {s:.2f}" + (f" x{n}" if n > 1 else "") for f, s, n in
                     r.get("top_compile", []))
-    split = (f"{r['trace_s']:.2f} / {r['lower_s']:.2f} / {r['compile_s']:.2f}"
-             if "trace_s" in r else "")
+    jx = "jax" in r   # the child imported JAX (no split for pure-NumPy peers)
+    split = f"{r['trace_s']:.2f} / {r['lower_s']:.2f} / {r['compile_s']:.2f}" if jx else ""
     notes = []
     if r.get("second"):
       s = r["second"]
       notes.append(f"{s['label']}: {s['s']:.3f} s, {s['compiles']} programs, value {s['value']:.6g}")
-    if r.get("target") is not None:
-      notes.append(f"target <= {r['target']:g} Y")
+    if r.get("target") is not None and r.get("first_over_y") is not None:
+      met = "met" if r["first_over_y"] <= r["target"] else "missed"
+      notes.append(f"target <= {r['target']:g} Y: {met}")
+    if r.get("is_y"):
+      notes.append("this is Y")
     if r.get("cache_files") is not None:
       notes.append(f"cache hits {r.get('cache_hits', 0)}, {r['cache_files']} files in cache dir")
     if r.get("note"):
       notes.append(r["note"])
     cells = [r["question"], r["row"], _g(r["import_s"]), _g(r["first_s"]), split,
-             _g(r.get("run_s")), _g(r.get("compiles")) if "trace_s" in r else "", top, _val(r),
+             _g(r.get("run_s")) if jx else "", _g(r.get("compiles")) if jx else "", top, _val(r),
              _g(r.get("ratio_first"), 2), _g(r.get("ratio_total"), 2),
              _g(r.get("first_over_y"), 2), _g(r["process_s"], 2), "; ".join(notes)]
     out.append("| " + " | ".join(cells) + " |")
@@ -481,7 +494,7 @@ def main(argv=None):
       print(f"  {name:32s} {side:4s}{' cache' if cache_dir else ''}: "
             + (f"import {r['import_s']:.2f} s, first {r['first_s']:.2f} s, "
                f"{r.get('compiles', 0)} programs, value {r['value']}" if "error" not in r
-               else "ERROR " + r["error"].strip().splitlines()[-1]), flush=True)
+               else "ERROR " + (r["error"].strip().splitlines() or ["?"])[-1]), flush=True)
     return _median_run(recs)
 
   rows, y = [], None
@@ -506,7 +519,7 @@ def main(argv=None):
       peer = runs(name, "peer")
       peer["row"] = pspec[0] + " cold"
       if name == Y_QUESTION and "error" not in peer:
-        y = peer["first_s"]
+        y, peer["is_y"] = peer["first_s"], True
     if peer and "error" not in peer and "skipped" not in peer and "error" not in ours:
       ours["ratio_first"] = ours["first_s"] / peer["first_s"]
       ours["ratio_total"] = ((ours["import_s"] + ours["first_s"])
@@ -539,12 +552,23 @@ def main(argv=None):
   if imp["ours"] and imp["peer"]:
     a, b = statistics.median(imp["ours"]), statistics.median(imp["peer"])
     summary.append(f"import jaxacct {a:.2f} s vs import dp_accounting {b:.2f} s (medians over "
-                   f"questions 1, 2, 3, 6): ratio {a / b:.2f} (target <= {IMPORT_TARGET})")
-  md = table(rows, y)
+                   f"the jaxacct rows of questions 1, 2, 3, 6 and the dp_accounting rows of 1, 2, 6): ratio {a / b:.2f} (target <= {IMPORT_TARGET}: "
+                   f"{'met' if a / b <= IMPORT_TARGET else 'missed'})")
+  for r in rows:
+    if r.get("target") is not None and r.get("first_over_y") is not None:
+      summary.append(f"{r['question']}: jaxacct first answer {r['first_s']:.2f} s = "
+                     f"{r['first_over_y']:.2f} Y (target <= {r['target']:g} Y: "
+                     f"{'met' if r['first_over_y'] <= r['target'] else 'missed'})")
+  md = table(rows)
   head = (f"Cold start ({tag}), {meta['date']}, jax {meta['jax']}, devices {meta['devices']}, "
           f"{meta['cpu_count']} CPUs, commit {meta['commit']}; one fresh process per cell, "
           f"caches off; repeat {args.repeat} (median run by first-answer time)")
-  text = "\n\n".join([head, md, "\n".join(summary)])
+  ours_dpa = [r["question"] for r in rows if r.get("lib") == "jaxacct"
+              and r.get("loaded_by_import", {}).get("dp_accounting")]
+  if ours_dpa:
+    summary.append(f"the jaxacct import window loaded dp_accounting in {len(ours_dpa)} of "
+                   f"{sum(r.get('lib') == 'jaxacct' for r in rows)} jaxacct rows")
+  text = "\n\n".join([head, md, "\n".join("- " + x for x in summary)])
   print("\n" + text)
   os.makedirs(args.out, exist_ok=True)
   with open(os.path.join(args.out, f"cold_start_{tag}.json"), "w") as f:
