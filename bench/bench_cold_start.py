@@ -398,7 +398,14 @@ def _meta():
   return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
           "jax": jax_version, "devices": devices, "cpu_count": os.cpu_count(),
           "platform": platform.platform(), "commit": commit,
-          "python": platform.python_version()}
+          "python": platform.python_version(), "loadavg_start": _loadavg()}
+
+
+def _loadavg():
+  try:
+    return [round(x, 2) for x in os.getloadavg()]
+  except (AttributeError, OSError):   # not on every platform
+    return None
 
 
 def _available(mod):
@@ -561,7 +568,8 @@ def main(argv=None):
                      f"{'met' if r['first_over_y'] <= r['target'] else 'missed'})")
   md = table(rows)
   head = (f"Cold start ({tag}), {meta['date']}, jax {meta['jax']}, devices {meta['devices']}, "
-          f"{meta['cpu_count']} CPUs, commit {meta['commit']}; one fresh process per cell, "
+          f"{meta['cpu_count']} CPUs, load average {meta['loadavg_start']} at start, "
+          f"commit {meta['commit']}; one fresh process per cell, "
           f"caches off; repeat {args.repeat} (median run by first-answer time)")
   ours_dpa = [r["question"] for r in rows if r.get("lib") == "jaxacct"
               and r.get("loaded_by_import", {}).get("dp_accounting")]
@@ -570,6 +578,7 @@ def main(argv=None):
                    f"{sum(r.get('lib') == 'jaxacct' for r in rows)} jaxacct rows")
   text = "\n\n".join([head, md, "\n".join("- " + x for x in summary)])
   print("\n" + text)
+  meta["loadavg_end"] = _loadavg()
   os.makedirs(args.out, exist_ok=True)
   with open(os.path.join(args.out, f"cold_start_{tag}.json"), "w") as f:
     json.dump({"meta": meta, "y_s": y, "summary": summary, "rows": rows, "args": vars(args)},
