@@ -1,7 +1,9 @@
 """Runs every benchmark in bench/ and writes bench/results/results.{json,md}.
 
 Usage: python bench/run_all.py [--only NAME ...] [--out DIR]
-Each bench_<name>.py exposes run() -> list of row dicts (see _common.row).
+Each bench_<name>.py exposes run() -> list of row dicts (see _common.row),
+except the per-process benchmarks in PER_PROCESS (run them directly:
+``python bench/bench_cold_start.py``; each of its cells is a fresh process).
 Timings: compile+first run and steady state (best of a few) are reported
 separately; peers are timed in the same process, one call each.
 """
@@ -19,6 +21,7 @@ import sys
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PER_PROCESS = {"cold_start"}   # no run(): one fresh subprocess per question
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
@@ -48,7 +51,8 @@ def main(argv=None):
   p.add_argument("--only", nargs="*")
   p.add_argument("--out", default=os.path.join(HERE, "results"))
   args = p.parse_args(argv)
-  names = sorted(f[6:-3] for f in os.listdir(HERE) if f.startswith("bench_") and f.endswith(".py"))
+  names = sorted(f[6:-3] for f in os.listdir(HERE) if f.startswith("bench_") and f.endswith(".py")
+                 and f[6:-3] not in PER_PROCESS)
   if args.only:
     names = [n for n in names if n in args.only]
   meta = _meta()
