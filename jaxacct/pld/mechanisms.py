@@ -28,10 +28,12 @@ from jax.scipy.special import log_ndtr
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_sub_exp
-from jaxacct.pld._core import PLD, PairPLD, fast_len, from_losses, truncate_host
+from jaxacct.pld._core import (PLD, PairPLD, device_array, fast_len, from_losses,
+                               truncate_host)
 
 __all__ = ["gaussian", "laplace", "poisson_gaussian", "randomized_response",
-           "poisson_gaussian_pair", "truncate_to_bucket", "DEFAULT_STEP"]
+           "poisson_gaussian_pair", "truncate_to_bucket", "DEFAULT_STEP",
+           "POISSON_CHUNK"]
 
 DEFAULT_STEP = 1e-4
 _DEFAULT_TAIL = 1e-20
@@ -211,29 +213,81 @@ def _x_of_loss(ell, sigma, log_q, log_1mq):
   return jnp.where(ell == jnp.inf, jnp.inf, x)
 
 
-@functools.partial(jax.jit, static_argnames=("size", "add"))
-def _poisson_kernel(sigma, q, lo_idx, step, pessimistic, *, size, add):
+#: Intervals per call of the Poisson-subsampled Gaussian kernel: every grid
+#: (any sigma, q, step, direction) is evaluated by one compiled program, chunk
+#: by chunk, and assembled on the host.
+POISSON_CHUNK = 1 << 14
+
+
+def _log_ndtr_diff_stacked(a, b):
+  """:func:`_log_ndtr_diff` of stacked pairs, with ONE ``log_ndtr`` call (small program)."""
+  flip = a > 0
+  lo = jnp.where(flip, -b, a)
+  hi = jnp.where(flip, -a, b)
+  both = log_ndtr(jnp.stack([hi, lo]))
+  return log_sub_exp(both[0], both[1])
+
+
+@jax.jit
+def _poisson_chunk(sigma, q, lo_e, hi_e, step, add):
+  """Connect-the-dots split of the intervals ``[lo_e, hi_e)`` of one chunk.
+
+  One program for both directions (``add`` is traced) and every grid: returns
+  ``(a, b, pk)``, the P-mass ``pk`` of each interval and its split ``a`` (to
+  the lower end) + ``b`` (to the upper end) of :func:`_assemble`.
+  """
   require_x64("jaxacct.pld.poisson_gaussian")
+  h = jnp.asarray(step, jnp.float64)
   log_q = jnp.log(q)
   log_1mq = jnp.log1p(-q)
+  # remove: P = mixture, Q = N(0), loss increasing in x; add: P = N(0),
+  # Q = mixture, loss = -ell(x) decreasing in x.
+  x1 = _x_of_loss(jnp.where(add, -hi_e, lo_e), sigma, log_q, log_1mq)
+  x2 = _x_of_loss(jnp.where(add, -lo_e, hi_e), sigma, log_q, log_1mq)
+  l0, l1 = _log_ndtr_diff_stacked(jnp.stack([x1 / sigma, (x1 - 1.0) / sigma]),
+                                  jnp.stack([x2 / sigma, (x2 - 1.0) / sigma]))
+  lmix = jnp.logaddexp(log_1mq + l0, log_q + l1)
+  lp = jnp.where(add, l0, lmix)
+  lq = jnp.where(add, lmix, l0)
+  pk = jnp.exp(lp)
+  ok = lp > -jnp.inf
+  ratio = jnp.where(ok, lo_e + lq - jnp.where(ok, lp, 0.0), 0.0)
+  ratio = jnp.minimum(ratio, 0.0)
+  frac = jnp.clip(-jnp.expm1(ratio) / (-jnp.expm1(-h)), 0.0, 1.0)
+  b = jnp.where(ok, pk * frac, 0.0)
+  return pk - b, b, pk
 
-  def mix_masses(x1, x2):
-    l0 = _log_ndtr_diff(x1 / sigma, x2 / sigma)
-    l1 = _log_ndtr_diff((x1 - 1.0) / sigma, (x2 - 1.0) / sigma)
-    return jnp.logaddexp(log_1mq + l0, log_q + l1), l0
 
-  def log_mass(lo, hi):
-    if not add:  # P = mixture, Q = N(0): loss increasing in x
-      x1 = _x_of_loss(lo, sigma, log_q, log_1mq)
-      x2 = _x_of_loss(hi, sigma, log_q, log_1mq)
-      return mix_masses(x1, x2)
-    # add: P = N(0), Q = mixture, loss = -ell(x) decreasing in x.
-    x1 = _x_of_loss(-hi, sigma, log_q, log_1mq)
-    x2 = _x_of_loss(-lo, sigma, log_q, log_1mq)
-    lmix, l0 = mix_masses(x1, x2)
-    return l0, lmix
+def _poisson_grid(sigma, q, lo_idx, step, pessimistic, size, add):
+  """Host assembly of the Poisson-subsampled Gaussian grid PLD (see :func:`_assemble`).
 
-  return _assemble(log_mass, lo_idx, size, step, pessimistic)
+  Same values as :func:`_assemble` on the grid ``(lo_idx + i) * step``,
+  ``i < size``; the intervals are evaluated :data:`POISSON_CHUNK` at a time.
+  """
+  e = (lo_idx + np.arange(size, dtype=np.float64)) * step
+  # (-inf, e_0), [e_0, e_1), ..., [e_{n-1}, +inf)
+  lo_e = np.concatenate([[-np.inf], e])
+  hi_e = np.concatenate([e, [np.inf]])
+  n_iv = size + 1
+  total = -(-n_iv // POISSON_CHUNK) * POISSON_CHUNK
+  lo_e = np.concatenate([lo_e, np.zeros(total - n_iv)])   # empty intervals
+  hi_e = np.concatenate([hi_e, np.zeros(total - n_iv)])
+  args = (np.float64(sigma), np.float64(q))
+  outs = [_poisson_chunk(*args, lo_e[i:i + POISSON_CHUNK], hi_e[i:i + POISSON_CHUNK],
+                         np.float64(step), np.bool_(add))
+          for i in range(0, total, POISSON_CHUNK)]
+  a, b, pk = (np.concatenate([np.asarray(o[j]) for o in outs])[:n_iv] for j in range(3))
+  below, above = pk[0], pk[size]
+  a, b, pk = a[1:size], b[1:size], pk[1:size]
+  if pessimistic:
+    probs = np.concatenate([a, [0.0]]) + np.concatenate([[0.0], b])
+    probs[0] += below
+    inf = above
+  else:
+    probs = np.concatenate([pk, [0.0]])
+    probs[-1] += above
+    inf = 0.0
+  return device_array(probs), device_array(inf)
 
 
 def _loss_remove(x, sigma, q):
@@ -290,9 +344,10 @@ def poisson_gaussian(sigma, q, *, direction: str = "remove",
   else:
     lo_idx = int(math.floor(-l_top / step))
     hi_idx = int(math.floor(-l_bot / step)) + 1
-  size = fast_len(max(hi_idx - lo_idx + 1, 2))  # bucketed: fewer compiles
-  return _kernel_pld(_poisson_kernel, (sigma, q), lo_idx, step, pessimistic, size,
-                     add=direction == "add")
+  size = fast_len(max(hi_idx - lo_idx + 1, 2))  # the grid length (no compile depends on it)
+  probs, inf = _poisson_grid(sigma, q, lo_idx, step, bool(pessimistic), size,
+                             direction == "add")
+  return PLD(probs, lo_idx, step, inf, bool(pessimistic))
 
 
 def poisson_gaussian_pair(sigma, q, **kwargs) -> PairPLD:
@@ -355,5 +410,5 @@ def truncate_to_bucket(pld: PLD, tail_mass: float) -> PLD:
   kept, lo, inf = truncate_host(pld, tail_mass)
   size = 1 << max(kept.size - 1, 0).bit_length()
   kept = np.concatenate([kept, np.zeros(size - kept.size)])
-  return PLD(jnp.asarray(kept), int(pld.offset) + lo, pld.step,
-             jnp.asarray(inf, jnp.float64), pld.pessimistic)
+  return PLD(device_array(kept), int(pld.offset) + lo, pld.step,
+             device_array(inf), pld.pessimistic)
