@@ -101,6 +101,12 @@ def epsilon(*, q, sigma, num_steps, delta, orders=None,
   Returns:
     ``EpsilonResult``; ``order`` is the optimal Renyi order for RDP.
 
+  Compiled programs: ``method="rdp"`` compiles one program per (orders,
+  conversion, input shapes); q, sigma, num_steps and delta are traced, so
+  new values compile nothing. ``method="pld"``: see
+  :func:`jaxacct.pld.poisson_gaussian_epsilon` (shape buckets set by sigma,
+  q and num_steps).
+
   Bound: upper. Inputs broadcast; arrays give arrays.
   """
   return _query("epsilon", delta, q=q, sigma=sigma, num_steps=num_steps, orders=orders,

@@ -229,15 +229,23 @@ def _log_ndtr_diff_stacked(a, b):
 
 
 @jax.jit
-def _poisson_chunk(sigma, q, lo_e, hi_e, step, add):
-  """Connect-the-dots split of the intervals ``[lo_e, hi_e)`` of one chunk.
+def _poisson_chunk(sigma, q, lo_idx, start, size, step, add):
+  """Connect-the-dots split of the intervals ``start, ..., start + POISSON_CHUNK - 1``.
 
-  One program for both directions (``add`` is traced) and every grid: returns
-  ``(a, b, pk)``, the P-mass ``pk`` of each interval and its split ``a`` (to
-  the lower end) + ``b`` (to the upper end) of :func:`_assemble`.
+  Interval ``i`` of the grid ``e_j = (lo_idx + j) * step``, ``j < size``, is
+  ``[e_{i-1}, e_i)`` with ``e_{-1} = -inf`` and ``e_size = +inf`` (as in
+  :func:`_assemble`; the edges are computed here, as there, so the values
+  are the same to the last bit). One program for both directions (``add`` is
+  traced) and every grid: returns ``(a, b, pk)``, the P-mass ``pk`` of each
+  interval and its split ``a`` (to the lower end) + ``b`` (to the upper end).
   """
   require_x64("jaxacct.pld.poisson_gaussian")
   h = jnp.asarray(step, jnp.float64)
+  i = start + jnp.arange(POISSON_CHUNK, dtype=jnp.float64)
+  e_lo = (lo_idx + (i - 1.0)) * h
+  e_hi = (lo_idx + i) * h
+  lo_e = jnp.where(i == 0, -jnp.inf, e_lo)
+  hi_e = jnp.where(i >= size, jnp.inf, e_hi)
   log_q = jnp.log(q)
   log_1mq = jnp.log1p(-q)
   # remove: P = mixture, Q = N(0), loss increasing in x; add: P = N(0),
@@ -264,18 +272,13 @@ def _poisson_grid(sigma, q, lo_idx, step, pessimistic, size, add):
   Same values as :func:`_assemble` on the grid ``(lo_idx + i) * step``,
   ``i < size``; the intervals are evaluated :data:`POISSON_CHUNK` at a time.
   """
-  e = (lo_idx + np.arange(size, dtype=np.float64)) * step
-  # (-inf, e_0), [e_0, e_1), ..., [e_{n-1}, +inf)
-  lo_e = np.concatenate([[-np.inf], e])
-  hi_e = np.concatenate([e, [np.inf]])
+  # intervals (-inf, e_0), [e_0, e_1), ..., [e_{n-1}, +inf); those past the
+  # last (padding of the last chunk) are computed and dropped
   n_iv = size + 1
-  total = -(-n_iv // POISSON_CHUNK) * POISSON_CHUNK
-  lo_e = np.concatenate([lo_e, np.zeros(total - n_iv)])   # empty intervals
-  hi_e = np.concatenate([hi_e, np.zeros(total - n_iv)])
-  args = (np.float64(sigma), np.float64(q))
-  outs = [_poisson_chunk(*args, lo_e[i:i + POISSON_CHUNK], hi_e[i:i + POISSON_CHUNK],
-                         np.float64(step), np.bool_(add))
-          for i in range(0, total, POISSON_CHUNK)]
+  args = (np.float64(sigma), np.float64(q), np.int64(lo_idx))
+  outs = [_poisson_chunk(*args, np.float64(i), np.float64(size), np.float64(step),
+                         np.bool_(add))
+          for i in range(0, n_iv, POISSON_CHUNK)]
   a, b, pk = (np.concatenate([np.asarray(o[j]) for o in outs])[:n_iv] for j in range(3))
   below, above = pk[0], pk[size]
   a, b, pk = a[1:size], b[1:size], pk[1:size]
