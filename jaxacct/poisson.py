@@ -65,13 +65,22 @@ def _query(quantity, value, *, q, sigma, num_steps, orders, method, conversion):
     front = _pld.poisson_gaussian_epsilon if is_eps else _pld.poisson_gaussian_delta
     v = getattr(front(sigma=sigma, q=q, num_steps=num_steps, **{given: value}), quantity)
     return cls(**{quantity: v, given: value}, method="pld", bound="upper")
-  orders = DEFAULT_ORDERS if orders is None else orders
-  rdp = poisson_gaussian_rdp(orders, q=q, sigma=sigma)
-  steps = jnp.asarray(num_steps, jnp.float64)[..., None]
-  kernel = rdp_to_epsilon_kernel if is_eps else rdp_to_delta_kernel
-  v, order = kernel(jnp.asarray(orders, jnp.float64), rdp * steps,
-                    jnp.asarray(value, jnp.float64), conversion)
+  orders_np = checks.check_orders(DEFAULT_ORDERS if orders is None else orders)
+  # one compiled program per (orders, quantity, conversion); q, sigma,
+  # num_steps and the target are traced arguments (host values, no eager jnp)
+  v, order = _rdp_query_jit(*(np.asarray(x, np.float64) for x in (q, sigma, num_steps, value)),
+                            orders=tuple(orders_np.tolist()), quantity=quantity,
+                            conversion=conversion)
   return cls(**{quantity: v, given: value}, method="rdp", bound="upper", order=order)
+
+
+@functools.partial(jax.jit, static_argnames=("orders", "quantity", "conversion"))
+def _rdp_query_jit(q, sigma, steps, value, *, orders, quantity, conversion):
+  """RDP curve, composition and conversion of :func:`epsilon`/:func:`delta` in one program."""
+  orders_np = np.asarray(orders)
+  rdp = poisson_gaussian_rdp_kernel(orders_np, q, sigma, "both")
+  kernel = rdp_to_epsilon_kernel if quantity == "epsilon" else rdp_to_delta_kernel
+  return kernel(jnp.asarray(orders_np), rdp * steps[..., None], value, conversion)
 
 
 @x64_boundary
@@ -91,6 +100,12 @@ def epsilon(*, q, sigma, num_steps, delta, orders=None,
 
   Returns:
     ``EpsilonResult``; ``order`` is the optimal Renyi order for RDP.
+
+  Compiled programs: ``method="rdp"`` compiles one program per (orders,
+  conversion, input shapes); q, sigma, num_steps and delta are traced, so
+  new values compile nothing. ``method="pld"``: see
+  :func:`jaxacct.pld.poisson_gaussian_epsilon` (shape buckets set by sigma,
+  q and num_steps).
 
   Bound: upper. Inputs broadcast; arrays give arrays.
   """

@@ -29,7 +29,11 @@ inputs (delta outside (0,1), negative RDP).
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
@@ -80,19 +84,43 @@ def _min_over_orders(orders, rdp, value, method, mode):
   return jnp.where(bad, jnp.nan, best), orders[idx]
 
 
+_min_over_orders_jit = jax.jit(_min_over_orders, static_argnames=("method", "mode"))
+
+
+def _run(orders, rdp, value, method, mode):
+  """Traced input: the kernel inline; concrete input (an eager caller): one
+  compiled program per shapes and method, not one per jnp operation."""
+  if checks.is_concrete((orders, rdp, value)):
+    return _min_over_orders_jit(_host(orders), _host(rdp), _host(value), method, mode)
+  return _min_over_orders(orders, rdp, value, method, mode)
+
+
 def rdp_to_epsilon_kernel(orders, rdp, delta, method: str = "tight"):
   """Jittable :func:`rdp_to_epsilon` without the eager checks (needs x64)."""
-  return _min_over_orders(orders, rdp, delta, method, "epsilon")
+  return _run(orders, rdp, delta, method, "epsilon")
 
 
 def rdp_to_delta_kernel(orders, rdp, epsilon, method: str = "tight"):
   """Jittable :func:`rdp_to_delta` without the eager checks (needs x64)."""
-  return _min_over_orders(orders, rdp, epsilon, method, "delta")
+  return _run(orders, rdp, epsilon, method, "delta")
+
+
+@functools.partial(jax.jit, static_argnames=("kernel", "method"))
+def _eager_jit(orders, rdp, value, *, kernel, method):
+  return kernel(orders, rdp, value, method)
+
+
+def _host(x):
+  """A kernel argument: jax arrays as they are, anything else as float64 NumPy
+  (no eager conversion program is compiled)."""
+  return x if isinstance(x, jax.Array) else np.asarray(x, np.float64)
 
 
 @x64_boundary
 def _eager(kernel, orders, rdp, value, method):
-  return kernel(orders, rdp, value, method)
+  """Concrete input: the whole conversion in one compiled program (per shapes
+  and method), not one small program per eager jnp operation."""
+  return _eager_jit(_host(orders), _host(rdp), _host(value), kernel=kernel, method=method)
 
 
 def rdp_to_epsilon(orders, rdp, delta, *, method: str = "tight") -> EpsilonResult:

@@ -243,41 +243,66 @@ def _poisson_rdp_jit(q, sigma, *, orders, direction):
   return poisson_gaussian_rdp_kernel(np.asarray(orders), q, sigma, direction)
 
 
+def _int_block(order_max):
+  """The static block length (number of binomial terms) for integer orders <= order_max."""
+  for block in _INT_BLOCKS:
+    if order_max <= block:
+      return block
+  return _INT_BLOCKS[-1]
+
+
 def poisson_gaussian_rdp_kernel(orders: np.ndarray, q, sigma, direction: str):
   """Jittable kernel of :func:`poisson_gaussian_rdp` (no validation).
 
   ``orders`` is a concrete numpy array (it selects the algorithm);
   ``direction`` is ``"both"``, ``"remove"`` or ``"add"``. Invalid lanes are NaN.
   Returns float64, shape ``broadcast(q, sigma).shape + orders.shape``. Bound: exact.
+
+  The orders are split on the host into static groups (integer orders by
+  block, quadrature orders by point count); each group is one vectorised
+  evaluation, and the groups are put back in order by one gather (no per-order
+  slices: the program stays small whatever the number of orders).
   """
   require_x64("poisson_gaussian_rdp")
+  orders = np.asarray(orders, np.float64)
   q = jnp.asarray(q, jnp.float64)
   sigma = jnp.asarray(sigma, jnp.float64)
   q, sigma = jnp.broadcast_arrays(q, sigma)
   is_int = _split_orders(orders)
-  out_shape = q.shape + (orders.size,)
-  log_am1 = jnp.full(out_shape, -jnp.inf)
   qs = jnp.clip(q, 0.0, 1.0)
   ss = jnp.where(sigma > 0, sigma, 1.0)
   small = orders <= _SMALL_ALPHA
-  if direction == "add":
-    # (1+x)^(1-alpha) drops double-exponentially: 320 points left 8.7e-9
-    # under mpmath at alpha = 16, sigma = 0.3 (issue 20 follow-up)
-    groups = [(small, lambda a: 1.0 - a, _QUAD_POINTS_ADD_SMALL),
-              (~small, lambda a: 1.0 - a, _QUAD_POINTS)]
-  else:
+  add = direction == "add"
+  # log-convex interpolation needs the integer neighbours of fractional orders
+  frac_idx = np.zeros(0, np.int64)
+  if not add:
+    frac_idx = np.nonzero(~is_int & (np.ceil(orders) <= _MAX_EXACT_INT_ORDER))[0]
+  fl = np.floor(orders[frac_idx])
+  ce = fl + 1.0
+  # integer orders evaluated exactly: the requested ones and the neighbours,
+  # one evaluation per static block length
+  int_vals = {}                  # order -> (group number, position)
+  pieces, piece_idx, piece_err = [], [], []
+  if not add:
+    need_int = np.unique(np.concatenate([orders[is_int], fl[fl >= 2], ce]))
     lo_block = 1
     for block in _INT_BLOCKS:
-      sel = is_int & (orders > lo_block) & (orders <= block)
+      sel = need_int[(need_int > lo_block) & (need_int <= block)]
       lo_block = block
-      if sel.any():
-        idx = np.nonzero(sel)[0]
-        vals = _log_a_minus_1_int(jnp.asarray(orders[idx]), qs, ss, block)
-        log_am1 = log_am1.at[..., idx].set(vals)
-    groups = [(~is_int & small, lambda a: a, _QUAD_POINTS_SMALL),
-              (~is_int & ~small, lambda a: a, _QUAD_POINTS)]
-  quad_err = jnp.zeros(out_shape)
-  for mask, expo, npts in groups:
+      if sel.size:
+        vals = _log_a_minus_1_int(jnp.asarray(sel), qs, ss, block)
+        pieces.append(vals)
+        for i, v in enumerate(sel.tolist()):
+          int_vals[v] = (len(pieces) - 1, i)
+  # quadrature groups
+  if add:
+    # (1+x)^(1-alpha) drops double-exponentially: 320 points left 8.7e-9
+    # under mpmath at alpha = 16, sigma = 0.3 (issue 20 follow-up)
+    groups = [(small, _QUAD_POINTS_ADD_SMALL), (~small, _QUAD_POINTS)]
+  else:
+    groups = [(~is_int & small, _QUAD_POINTS_SMALL), (~is_int & ~small, _QUAD_POINTS)]
+  quad = []                       # (orders indices, piece number)
+  for mask, npts in groups:
     if mask.any():
       idx = np.nonzero(mask)[0]
       a = jnp.asarray(orders[idx])
@@ -286,41 +311,59 @@ def poisson_gaussian_rdp_kernel(orders: np.ndarray, q, sigma, direction: str):
       # as the remove one's: a window 2,000 wide at alpha = 1024, sigma = 0.5
       # left h = 0.25, too coarse for the double-exponential drop of
       # (1+x)^gamma near u = -1.4 (4.8e-11 under mpmath)
-      reach = jnp.minimum(a, 2.0) if direction == "add" else a
-      vals, err = _log_moment_minus_1_quad(expo(a), reach, qs, ss, npts,
-                                           negative=direction == "add")
-      log_am1 = log_am1.at[..., idx].set(vals)
-      quad_err = quad_err.at[..., idx].set(err)
+      reach = jnp.minimum(a, 2.0) if add else a
+      vals, err = _log_moment_minus_1_quad(1.0 - a if add else a, reach, qs, ss, npts,
+                                           negative=add)
+      pieces.append(vals)
+      piece_err.append(err)
+      quad.append((idx, len(pieces) - 1))
+  # one gather puts every order back in place
+  offsets = np.cumsum([0] + [int(pc.shape[-1]) for pc in pieces])
+  flat = jnp.concatenate(pieces, axis=-1)
+  pos = np.empty(orders.size, np.int64)
+  for idx, k in quad:
+    pos[idx] = offsets[k] + np.arange(idx.size)
+  for i in np.nonzero(is_int)[0] if not add else []:
+    k, j = int_vals[float(orders[i])]
+    pos[i] = offsets[k] + j
+  log_am1 = jnp.take(flat, jnp.asarray(pos), axis=-1)
+  n_int = int(offsets[len(pieces) - len(piece_err)])
+  err_flat = jnp.concatenate([jnp.zeros(q.shape + (n_int,))] + piece_err, axis=-1)
+  quad_err = jnp.take(err_flat, jnp.asarray(pos), axis=-1)
   a = jnp.asarray(orders)
   log_a = jnp.logaddexp(0.0, log_am1)
   # Where the quadrature error estimate is not negligible (sigma well below
   # 0.3, or alpha/sigma^2 very large), inflate A by 100x the estimate so the
   # value stays an upper bound; elsewhere (err < 1e-13) leave it untouched.
   inflated = log_a + jnp.log1p(100.0 * quad_err)
-  if direction != "add" and (~is_int).any():
+  if not add and (~is_int).any():
     # ... and also use log-convexity of alpha -> log A_alpha (a log-MGF):
     # linear interpolation between the neighbouring integer orders is a
     # valid upper bound; take the smaller of the two upper bounds.
-    interp = jnp.full(out_shape, jnp.inf)
-    frac_idx = np.nonzero(~is_int & (np.ceil(orders) <= _MAX_EXACT_INT_ORDER))[0]
-    if frac_idx.size:
-      fl = np.floor(orders[frac_idx])
-      ce = fl + 1.0
-      need = np.unique(np.concatenate([fl[fl >= 2], ce]))
-      block = _INT_BLOCKS[0] if need.max() <= _INT_BLOCKS[0] else _INT_BLOCKS[1]
-      la_need = jnp.logaddexp(0.0, _log_a_minus_1_int(jnp.asarray(need), qs, ss, block))
-      pos = {v: i for i, v in enumerate(need.tolist())}
-      la_fl = jnp.stack([la_need[..., pos[v]] if v >= 2 else jnp.zeros(qs.shape)
-                         for v in fl.tolist()], axis=-1)
-      la_ce = jnp.stack([la_need[..., pos[v]] for v in ce.tolist()], axis=-1)
-      w = jnp.asarray(orders[frac_idx] - fl)
-      interp = interp.at[..., frac_idx].set((1.0 - w) * la_fl + w * la_ce)
+    interp_pos = np.full(orders.size, -1, np.int64)   # -1: no interpolation
+    fl_pos = np.full(orders.size, -1, np.int64)        # -1: log A_1 = 0
+    w = np.zeros(orders.size)
+    for i, f, c in zip(frac_idx.tolist(), fl.tolist(), ce.tolist()):
+      k, j = int_vals[c]
+      interp_pos[i] = offsets[k] + j
+      if f >= 2:
+        k, j = int_vals[f]
+        fl_pos[i] = offsets[k] + j
+      w[i] = orders[i] - f
+    la_flat = jnp.logaddexp(0.0, flat)
+    la_ext = jnp.concatenate([la_flat, jnp.zeros(q.shape + (1,))], axis=-1)
+    la_fl = jnp.take(la_ext, jnp.asarray(np.where(fl_pos < 0, flat.shape[-1], fl_pos)),
+                     axis=-1)
+    la_ce = jnp.take(la_ext, jnp.asarray(np.maximum(interp_pos, 0)), axis=-1)
+    wj = jnp.asarray(w)
+    interp = jnp.where(jnp.asarray(interp_pos >= 0), (1.0 - wj) * la_fl + wj * la_ce,
+                       jnp.inf)
     inflated = jnp.minimum(inflated, interp)
   log_a = jnp.where(quad_err > 1e-13, inflated, log_a)
   rdp = log_a / (a - 1.0)
   rdp = jnp.maximum(rdp, 0.0)
   full = a / (2.0 * ss[..., None] ** 2)           # q == 1: plain Gaussian
-  rdp = jnp.where(qs[..., None] == 1.0, full if direction != "add" else rdp, rdp)
+  rdp = jnp.where(qs[..., None] == 1.0, full if not add else rdp, rdp)
   bad = ~((q >= 0) & (q <= 1) & (sigma > 0))
   return jnp.where(bad[..., None], jnp.nan, rdp)
 

@@ -146,6 +146,15 @@ def poisson_gaussian_epsilon(*, sigma, q, num_steps, delta, step=None):
     ``epsilon`` a ``np.float64`` (scalar inputs) or float64 numpy array of
     the broadcast shape; ``delta`` the given delta (float64).
 
+  Compiled programs (a fresh process compiles each once): the per-step grid
+  (:data:`jaxacct.pld.mechanisms.POISSON_CHUNK` intervals per call, one
+  program for both directions and every sigma, q and step), the FFT window,
+  the composition and the query. The last three are compiled per shape
+  bucket: the truncated per-step PLD has a power-of-two length and the
+  composed window a length ``2^a`` or ``3 * 2^(a-2)``, both set by the values
+  (sigma, q, num_steps); new values inside the buckets compile nothing, and
+  delta never changes a shape.
+
   Bound: upper (valid for both neighbouring relations add/remove).
   """
   return _poisson_gaussian_query("epsilon", sigma=sigma, q=q, num_steps=num_steps,
@@ -163,6 +172,9 @@ def poisson_gaussian_delta(*, sigma, q, num_steps, epsilon, step=None):
     ``DeltaResult(delta, epsilon, method="pld", bound="upper")``: ``delta``
     a ``np.float64`` (scalar inputs) or float64 numpy array of the broadcast
     shape; ``epsilon`` the given epsilon (float64).
+
+  Compiled programs and shape buckets: as :func:`poisson_gaussian_epsilon`
+  (epsilon never changes a shape).
 
   Bound: upper.
   """

@@ -16,7 +16,7 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
-from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, concrete_bool, fast_len
+from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, concrete_bool, device_array, fast_len
 
 __all__ = ["compose", "compose_many"]
 
@@ -211,6 +211,23 @@ def _compose_kernel(probs_list, offsets, infs, step, pessimistic, counts, *,
   return y, offset, inf
 
 
+def _host_or_traced(x, dtype):
+  """A kernel argument: a host (numpy) value when concrete, so that no eager
+  conversion program is compiled; a traced value as it is."""
+  if checks.is_concrete(x) and not isinstance(x, jax.Array):
+    return np.asarray(x, dtype)
+  return jnp.asarray(x, dtype)
+
+
+def _pad_to(p, n):
+  """``p`` zero-padded to length ``n`` (on the host when concrete: no program)."""
+  if n == p.shape[0]:
+    return p
+  if checks.is_concrete(p):
+    return device_array(np.pad(np.asarray(p), (0, n - p.shape[0])))
+  return jnp.pad(p, (0, n - p.shape[0]))
+
+
 def _check_same_grid(plds):
   steps = [p.step for p in plds]
   if all(checks.is_concrete(s) for s in steps):
@@ -280,12 +297,13 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
     checks.check_int("size", size, min_value=1)
   pess = _check_same_grid(plds)
   step = plds[0].step
-  probs_list = tuple(jnp.asarray(p.probs, jnp.float64) for p in plds)
+  probs_list = tuple(device_array(p.probs) if checks.is_concrete(p.probs)
+                     else jnp.asarray(p.probs, jnp.float64) for p in plds)
   max_idx = sum(c * (p.shape[0] - 1) for p, c in zip(probs_list, counts))
   if size is None:
     if not checks.is_concrete((probs_list, step)):
       raise ValueError("compose under jit needs a static `size`.")
-    lo, hi = _window_range(probs_list, jnp.asarray(step, jnp.float64),
+    lo, hi = _window_range(probs_list, np.float64(step),
                            tuple(float(c) for c in counts),
                            tail_mass=float(tail_mass))
     lo = max(0, int(math.floor(float(lo))))
@@ -296,15 +314,15 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
   size = int(size)
   # Pad inputs to few distinct lengths (fewer compiles).
   probs_list = tuple(
-      jnp.pad(p, (0, min(fast_len(p.shape[0]), max(size, p.shape[0]))
-                  - p.shape[0])) if p.shape[0] < size else p
+      _pad_to(p, min(fast_len(p.shape[0]), max(size, p.shape[0])))
+      if p.shape[0] < size else p
       for p in probs_list)
   # Padding zeros changed max_idx; the kernel only uses it as a bound.
-  offsets = tuple(jnp.asarray(p.offset, jnp.int64) for p in plds)
-  infs = tuple(jnp.asarray(p.inf_mass, jnp.float64) for p in plds)
+  offsets = tuple(_host_or_traced(p.offset, np.int64) for p in plds)
+  infs = tuple(_host_or_traced(p.inf_mass, np.float64) for p in plds)
   y, off, inf = _compose_kernel(probs_list, offsets, infs, step,
-                                jnp.asarray(pess),
-                                tuple(jnp.asarray(c, jnp.int64) for c in counts),
+                                np.bool_(pess),
+                                tuple(np.int64(c) for c in counts),
                                 size=size, tail_mass=float(tail_mass))
   if checks.is_concrete(off):
     off = int(off)

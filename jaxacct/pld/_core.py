@@ -57,7 +57,8 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 
 __all__ = ["PLD", "PairPLD", "from_losses", "from_pair", "truncate",
-           "truncate_host", "concrete_bool", "fast_len", "DEFAULT_TAIL_MASS"]
+           "truncate_host", "concrete_bool", "fast_len", "device_array",
+           "DEFAULT_TAIL_MASS"]
 
 DEFAULT_TAIL_MASS = 1e-18
 
@@ -106,6 +107,19 @@ class PairPLD(NamedTuple):
   """Both directions of a mechanism: ``remove`` = PLD(P=D, Q=D'), ``add``."""
   remove: PLD
   add: PLD
+
+
+def device_array(x, dtype=np.float64):
+  """``x`` as a jax array of ``dtype`` without compiling anything for concrete input.
+
+  ``jnp.asarray`` of a NumPy array compiles a small copy program for every new
+  shape; ``jax.device_put`` of the NumPy value does not, so a new grid length
+  (a new sigma) costs no compilation. Jax arrays of the right dtype and
+  tracers pass through.
+  """
+  if isinstance(x, jax.Array):
+    return x if x.dtype == dtype else jnp.asarray(x, dtype)
+  return jax.device_put(np.asarray(x, dtype))
 
 
 def concrete_bool(x, name):
@@ -318,5 +332,5 @@ def truncate(pld: PLD, tail_mass: float = DEFAULT_TAIL_MASS) -> PLD:
   Bound: as the input.
   """
   kept, lo, inf = truncate_host(pld, tail_mass)
-  return PLD(jnp.asarray(kept), int(pld.offset) + lo, pld.step,
-             jnp.asarray(inf, jnp.float64), pld.pessimistic)
+  return PLD(device_array(kept), int(pld.offset) + lo, pld.step,
+             device_array(inf), pld.pessimistic)

@@ -10,10 +10,11 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
-from jaxacct.pld._core import PLD, PairPLD
+from jaxacct.pld._core import PLD, PairPLD, device_array
 
 __all__ = ["ROUNDING_ALLOWANCE", "delta", "epsilon", "delta_both", "epsilon_both"]
 
@@ -101,6 +102,21 @@ def _epsilon_kernel(probs, offset, step, inf_mass, dlt, rounding="up"):
   return jnp.where(bad, jnp.nan, eps)
 
 
+def _host_or_traced(x):
+  """float64 kernel argument: NumPy when concrete (no eager program), else traced."""
+  if checks.is_concrete(x) and not isinstance(x, jax.Array):
+    return np.asarray(x, np.float64)
+  return jnp.asarray(x, jnp.float64)
+
+
+def _kernel_args(pld):
+  """(probs, offset, step, inf_mass) of a PLD as query-kernel arguments."""
+  if checks.is_concrete((pld.probs, pld.inf_mass)):
+    return device_array(pld.probs), pld.offset, pld.step, _host_or_traced(pld.inf_mass)
+  return (jnp.asarray(pld.probs, jnp.float64), pld.offset, pld.step,
+          jnp.asarray(pld.inf_mass, jnp.float64))
+
+
 @x64_boundary
 def delta(pld: PLD, epsilon):
   r"""Hockey-stick divergence ``delta(eps)`` of a PLD, vectorised over eps.
@@ -122,9 +138,7 @@ def delta(pld: PLD, epsilon):
   """
   if checks.is_concrete(epsilon):
     checks.check_range("epsilon", epsilon, allow_inf=True)
-  eps = jnp.asarray(epsilon, jnp.float64)
-  return _delta_kernel(jnp.asarray(pld.probs, jnp.float64), pld.offset,
-                       pld.step, jnp.asarray(pld.inf_mass, jnp.float64), eps)
+  return _delta_kernel(*_kernel_args(pld), _host_or_traced(epsilon))
 
 
 @x64_boundary
@@ -151,16 +165,13 @@ def epsilon(pld: PLD, delta, *, rounding: str = "up"):
   """
   checks.check_delta(delta)
   checks.check_choice("rounding", rounding, ("up", "down"))
-  dl = jnp.asarray(delta, jnp.float64)
-  return _epsilon_kernel(jnp.asarray(pld.probs, jnp.float64), pld.offset,
-                         pld.step, jnp.asarray(pld.inf_mass, jnp.float64), dl,
-                         rounding=rounding)
+  return _epsilon_kernel(*_kernel_args(pld), _host_or_traced(delta), rounding=rounding)
 
 
 @x64_boundary
 def delta_both(pair: PairPLD, epsilon):
   """max(delta_remove, delta_add) at ``epsilon``. Bound: as the inputs."""
-  return jnp.maximum(delta(pair.remove, epsilon), delta(pair.add, epsilon))
+  return _max_of(delta(pair.remove, epsilon), delta(pair.add, epsilon))
 
 
 @x64_boundary
@@ -169,5 +180,13 @@ def epsilon_both(pair: PairPLD, delta, *, rounding: str = "up"):
 
   Bound: as the inputs.
   """
-  return jnp.maximum(epsilon(pair.remove, delta, rounding=rounding),
-                     epsilon(pair.add, delta, rounding=rounding))
+  return _max_of(epsilon(pair.remove, delta, rounding=rounding),
+                 epsilon(pair.add, delta, rounding=rounding))
+
+
+def _max_of(a, b):
+  """Elementwise max of two query results: on the host (NumPy, no compiled
+  program) when both are concrete, as a jax array either way."""
+  if checks.is_concrete((a, b)):
+    return jax.device_put(np.maximum(np.asarray(a), np.asarray(b)))
+  return jnp.maximum(a, b)

@@ -28,10 +28,12 @@ from jax.scipy.special import log_ndtr
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_sub_exp
-from jaxacct.pld._core import PLD, PairPLD, fast_len, from_losses, truncate_host
+from jaxacct.pld._core import (PLD, PairPLD, device_array, fast_len, from_losses,
+                               truncate_host)
 
 __all__ = ["gaussian", "laplace", "poisson_gaussian", "randomized_response",
-           "poisson_gaussian_pair", "truncate_to_bucket", "DEFAULT_STEP"]
+           "poisson_gaussian_pair", "truncate_to_bucket", "DEFAULT_STEP",
+           "POISSON_CHUNK"]
 
 DEFAULT_STEP = 1e-4
 _DEFAULT_TAIL = 1e-20
@@ -211,29 +213,84 @@ def _x_of_loss(ell, sigma, log_q, log_1mq):
   return jnp.where(ell == jnp.inf, jnp.inf, x)
 
 
-@functools.partial(jax.jit, static_argnames=("size", "add"))
-def _poisson_kernel(sigma, q, lo_idx, step, pessimistic, *, size, add):
+#: Intervals per call of the Poisson-subsampled Gaussian kernel: every grid
+#: (any sigma, q, step, direction) is evaluated by one compiled program, chunk
+#: by chunk, and assembled on the host.
+POISSON_CHUNK = 1 << 14
+
+
+def _log_ndtr_diff_stacked(a, b):
+  """:func:`_log_ndtr_diff` of stacked pairs, with ONE ``log_ndtr`` call (small program)."""
+  flip = a > 0
+  lo = jnp.where(flip, -b, a)
+  hi = jnp.where(flip, -a, b)
+  both = log_ndtr(jnp.stack([hi, lo]))
+  return log_sub_exp(both[0], both[1])
+
+
+@jax.jit
+def _poisson_chunk(sigma, q, lo_idx, start, size, step, add):
+  """Connect-the-dots split of the intervals ``start, ..., start + POISSON_CHUNK - 1``.
+
+  Interval ``i`` of the grid ``e_j = (lo_idx + j) * step``, ``j < size``, is
+  ``[e_{i-1}, e_i)`` with ``e_{-1} = -inf`` and ``e_size = +inf`` (as in
+  :func:`_assemble`; the edges are computed here, as there, so the values
+  are the same to the last bit). One program for both directions (``add`` is
+  traced) and every grid: returns ``(a, b, pk)``, the P-mass ``pk`` of each
+  interval and its split ``a`` (to the lower end) + ``b`` (to the upper end).
+  """
   require_x64("jaxacct.pld.poisson_gaussian")
+  h = jnp.asarray(step, jnp.float64)
+  i = start + jnp.arange(POISSON_CHUNK, dtype=jnp.float64)
+  e_lo = (lo_idx + (i - 1.0)) * h
+  e_hi = (lo_idx + i) * h
+  lo_e = jnp.where(i == 0, -jnp.inf, e_lo)
+  hi_e = jnp.where(i >= size, jnp.inf, e_hi)
   log_q = jnp.log(q)
   log_1mq = jnp.log1p(-q)
+  # remove: P = mixture, Q = N(0), loss increasing in x; add: P = N(0),
+  # Q = mixture, loss = -ell(x) decreasing in x.
+  x1 = _x_of_loss(jnp.where(add, -hi_e, lo_e), sigma, log_q, log_1mq)
+  x2 = _x_of_loss(jnp.where(add, -lo_e, hi_e), sigma, log_q, log_1mq)
+  l0, l1 = _log_ndtr_diff_stacked(jnp.stack([x1 / sigma, (x1 - 1.0) / sigma]),
+                                  jnp.stack([x2 / sigma, (x2 - 1.0) / sigma]))
+  lmix = jnp.logaddexp(log_1mq + l0, log_q + l1)
+  lp = jnp.where(add, l0, lmix)
+  lq = jnp.where(add, lmix, l0)
+  pk = jnp.exp(lp)
+  ok = lp > -jnp.inf
+  ratio = jnp.where(ok, lo_e + lq - jnp.where(ok, lp, 0.0), 0.0)
+  ratio = jnp.minimum(ratio, 0.0)
+  frac = jnp.clip(-jnp.expm1(ratio) / (-jnp.expm1(-h)), 0.0, 1.0)
+  b = jnp.where(ok, pk * frac, 0.0)
+  return pk - b, b, pk
 
-  def mix_masses(x1, x2):
-    l0 = _log_ndtr_diff(x1 / sigma, x2 / sigma)
-    l1 = _log_ndtr_diff((x1 - 1.0) / sigma, (x2 - 1.0) / sigma)
-    return jnp.logaddexp(log_1mq + l0, log_q + l1), l0
 
-  def log_mass(lo, hi):
-    if not add:  # P = mixture, Q = N(0): loss increasing in x
-      x1 = _x_of_loss(lo, sigma, log_q, log_1mq)
-      x2 = _x_of_loss(hi, sigma, log_q, log_1mq)
-      return mix_masses(x1, x2)
-    # add: P = N(0), Q = mixture, loss = -ell(x) decreasing in x.
-    x1 = _x_of_loss(-hi, sigma, log_q, log_1mq)
-    x2 = _x_of_loss(-lo, sigma, log_q, log_1mq)
-    lmix, l0 = mix_masses(x1, x2)
-    return l0, lmix
+def _poisson_grid(sigma, q, lo_idx, step, pessimistic, size, add):
+  """Host assembly of the Poisson-subsampled Gaussian grid PLD (see :func:`_assemble`).
 
-  return _assemble(log_mass, lo_idx, size, step, pessimistic)
+  Same values as :func:`_assemble` on the grid ``(lo_idx + i) * step``,
+  ``i < size``; the intervals are evaluated :data:`POISSON_CHUNK` at a time.
+  """
+  # intervals (-inf, e_0), [e_0, e_1), ..., [e_{n-1}, +inf); those past the
+  # last (padding of the last chunk) are computed and dropped
+  n_iv = size + 1
+  args = (np.float64(sigma), np.float64(q), np.int64(lo_idx))
+  outs = [_poisson_chunk(*args, np.float64(i), np.float64(size), np.float64(step),
+                         np.bool_(add))
+          for i in range(0, n_iv, POISSON_CHUNK)]
+  a, b, pk = (np.concatenate([np.asarray(o[j]) for o in outs])[:n_iv] for j in range(3))
+  below, above = pk[0], pk[size]
+  a, b, pk = a[1:size], b[1:size], pk[1:size]
+  if pessimistic:
+    probs = np.concatenate([a, [0.0]]) + np.concatenate([[0.0], b])
+    probs[0] += below
+    inf = above
+  else:
+    probs = np.concatenate([pk, [0.0]])
+    probs[-1] += above
+    inf = 0.0
+  return device_array(probs), device_array(inf)
 
 
 def _loss_remove(x, sigma, q):
@@ -290,9 +347,10 @@ def poisson_gaussian(sigma, q, *, direction: str = "remove",
   else:
     lo_idx = int(math.floor(-l_top / step))
     hi_idx = int(math.floor(-l_bot / step)) + 1
-  size = fast_len(max(hi_idx - lo_idx + 1, 2))  # bucketed: fewer compiles
-  return _kernel_pld(_poisson_kernel, (sigma, q), lo_idx, step, pessimistic, size,
-                     add=direction == "add")
+  size = fast_len(max(hi_idx - lo_idx + 1, 2))  # the grid length (no compile depends on it)
+  probs, inf = _poisson_grid(sigma, q, lo_idx, step, bool(pessimistic), size,
+                             direction == "add")
+  return PLD(probs, lo_idx, step, inf, bool(pessimistic))
 
 
 def poisson_gaussian_pair(sigma, q, **kwargs) -> PairPLD:
@@ -355,5 +413,5 @@ def truncate_to_bucket(pld: PLD, tail_mass: float) -> PLD:
   kept, lo, inf = truncate_host(pld, tail_mass)
   size = 1 << max(kept.size - 1, 0).bit_length()
   kept = np.concatenate([kept, np.zeros(size - kept.size)])
-  return PLD(jnp.asarray(kept), int(pld.offset) + lo, pld.step,
-             jnp.asarray(inf, jnp.float64), pld.pessimistic)
+  return PLD(device_array(kept), int(pld.offset) + lo, pld.step,
+             device_array(inf), pld.pessimistic)

@@ -126,16 +126,14 @@ def clone_epsilon(delta, *, n, eps0, max_n=None):
   return EpsilonResult(epsilon=e, delta=delta, method="clone", bound="upper")
 
 
-def _closed_form(delta, n, eps0):
-  e0 = jnp.exp(eps0)
+def _closed_form(delta, n, eps0, xp=jnp):
+  """FMT'21 Eq. (1); ``xp`` is ``jnp`` (traced) or ``np`` (host, no compiled program)."""
+  e0 = xp.exp(eps0)
   w0 = (e0 - 1.0) / (e0 + 1.0)
-  l4 = jnp.log(4.0 / delta)
-  eps = jnp.log1p(w0 * (8.0 * jnp.sqrt(e0 * l4 / n) + 8.0 * e0 / n))
-  valid = eps0 <= jnp.log(n / (16.0 * l4))
-  return jnp.where(valid, jnp.minimum(eps, eps0), eps0)
-
-
-_closed_form_jit = jax.jit(_closed_form)
+  l4 = xp.log(4.0 / delta)
+  eps = xp.log1p(w0 * (8.0 * xp.sqrt(e0 * l4 / n) + 8.0 * e0 / n))
+  valid = eps0 <= xp.log(n / (16.0 * l4))
+  return xp.where(valid, xp.minimum(eps, eps0), eps0)
 
 
 def clone_epsilon_closed_form(delta, *, n, eps0):
@@ -158,7 +156,8 @@ def clone_epsilon_closed_form(delta, *, n, eps0):
   if checks.is_concrete((delta, n, eps0)):
     _check_common(n, eps0)
     checks.check_delta(delta)
-    e = x64_boundary(_closed_form_jit)(delta, n, eps0)
+    e = x64_boundary(jax.device_put)(
+        _closed_form(*(np.asarray(v, np.float64) for v in (delta, n, eps0)), xp=np))
   else:
     require_x64("clone_epsilon_closed_form")
     e = _closed_form(delta, n, eps0)
@@ -255,26 +254,40 @@ def krr_epsilon_closed_form(delta, *, n, eps0, k):
 # App. G: the binary-RR lower bound
 # ---------------------------------------------------------------------------
 
-def _rr2_delta_scalar(eps, n, eps0, width):
-  """max of both directions of H between Bin(n, pi) and Bern(1-pi)*Bin(n-1, pi),
-  pi = 1/(e^eps0+1), on a y-window; the cut mass is added."""
+def _rr2_pmfs(n, eps0, width):
+  """eps-independent part of :func:`_rr2_delta_scalar`: the two count pmfs on
+  the y-window (one ``log_binom_pmf`` call over ``width + 1`` points) and
+  the window start."""
   pi = 1.0 / (jnp.exp(eps0) + 1.0)
   lpi, l1pi = -jnp.log1p(jnp.exp(eps0)), -jnp.log1p(jnp.exp(-eps0))
   m = n - 1.0
   lo = windows.window_start(n, pi, width)
   y = lo + jnp.arange(width, dtype=jnp.float64)
-  # Z = Bin(n-1, pi);  Y0 = Z + Bern(pi),  Y1 = Z + Bern(1-pi)
-  lz = log_binom_pmf(y, m, pi)
-  lzm = log_binom_pmf(y - 1.0, m, pi)
+  # Z = Bin(n-1, pi);  Y0 = Z + Bern(pi),  Y1 = Z + Bern(1-pi);
+  # log P(Z = y - 1) and log P(Z = y) from one evaluation at lo - 1, ..., lo + width - 1
+  lz_ext = log_binom_pmf(lo - 1.0 + jnp.arange(width + 1, dtype=jnp.float64), m, pi)
+  lz, lzm = lz_ext[1:], lz_ext[:-1]
   l0 = jnp.logaddexp(l1pi + lz, lpi + lzm)
   l1 = jnp.logaddexp(lpi + lz, l1pi + lzm)
+  keep = y <= n
+  return jnp.exp(l0), jnp.exp(l1), keep, lo, pi
+
+
+def _rr2_hockey(eps, eps0, p0, p1, keep):
+  """max of both directions of the windowed hockey-stick sum at ``eps``."""
   e = jnp.exp(eps)
-  p0, p1 = jnp.exp(l0), jnp.exp(l1)
-  h01 = jnp.sum(jnp.where(y <= n, jnp.maximum(p0 - e * p1, 0.0), 0.0))
-  h10 = jnp.sum(jnp.where(y <= n, jnp.maximum(p1 - e * p0, 0.0), 0.0))
-  tail = windows.cut_mass(n, pi, lo, width)
+  h01 = jnp.sum(jnp.where(keep, jnp.maximum(p0 - e * p1, 0.0), 0.0))
+  h10 = jnp.sum(jnp.where(keep, jnp.maximum(p1 - e * p0, 0.0), 0.0))
   d = jnp.maximum(h01, h10)
-  return jnp.where(eps >= eps0, 0.0, d), tail
+  return jnp.where(eps >= eps0, 0.0, d)
+
+
+def _rr2_delta_scalar(eps, n, eps0, width):
+  """max of both directions of H between Bin(n, pi) and Bern(1-pi)*Bin(n-1, pi),
+  pi = 1/(e^eps0+1), on a y-window; the cut mass is added."""
+  p0, p1, keep, lo, pi = _rr2_pmfs(n, eps0, width)
+  tail = windows.cut_mass(n, pi, lo, width)
+  return _rr2_hockey(eps, eps0, p0, p1, keep), tail
 
 
 def _rr2_width(n, eps0, max_n=None):
@@ -290,7 +303,7 @@ def _rr2_width(n, eps0, max_n=None):
 def _rr2_delta_jit(eps, n, eps0, *, width):
   args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64) for x in (eps, n, eps0)])
   shp = args[0].shape
-  f = jax.vmap(lambda a, b, c: _rr2_delta_scalar(a, b, c, width)[0])
+  f = jax.vmap(lambda a, b, c: _rr2_hockey(a, c, *_rr2_pmfs(b, c, width)[:3]))
   return f(*[x.reshape(-1) for x in args]).reshape(shp)
 
 
@@ -302,7 +315,9 @@ def _rr2_epsilon_jit(delta, n, eps0, *, width, num_iters=64):
   def one(dl, n_, e0):
     # lower bound: the windowed sum (without the tail) is <= the true delta,
     # so the smallest eps with windowed delta <= target is <= the true eps.
-    fn = lambda e: _rr2_delta_scalar(e, n_, e0, width)[0] - dl
+    # The pmfs do not depend on eps: computed once, outside the bracket loop.
+    p0, p1, keep, _, _ = _rr2_pmfs(n_, e0, width)
+    fn = lambda e: _rr2_hockey(e, e0, p0, p1, keep) - dl
     _, lo = solve.bracket_decreasing(fn, 0.0, e0, 1.0 - dl, -dl,
                                       num_iters=num_iters, illinois=False)
     # the LOWER (infeasible) end of the bracket (BinSLower, Alg. 7)

@@ -75,9 +75,13 @@ def cut_mass(n, total, lo, width):
   """
   m = n - 1.0
   hi = lo + width - 1.0  # last c kept (n-trial index)
-  left = jnp.where(lo >= 1, binom_cdf(lo - 1.0, m, total), 0.0)
-  right = binom_sf(hi, m, total)
-  return left + right
+  # both tails in ONE incomplete-beta call (binom_cdf(t, m, x) is
+  # binom_sf(m - t, m, 1 - x)): one copy of betainc in the compiled program
+  tl, tr, mm, xl, xr = jnp.broadcast_arrays(
+      *(jnp.asarray(v, jnp.float64) for v in (m - (lo - 1.0), hi, m, 1.0 - total, total)))
+  tails = binom_sf(jnp.stack([tl, tr]), jnp.stack([mm, mm]), jnp.stack([xl, xr]))
+  left = jnp.where(lo >= 1, tails[0], 0.0)
+  return left + tails[1]
 
 
 def _bucket_coarse(w):
