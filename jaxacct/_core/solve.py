@@ -361,30 +361,17 @@ def search_decreasing_host(upper_fn: Callable, eps, hint, *, tight_hint: bool, r
                            bounds, name: str, bar=None, known=None):
   """Smallest x > 0 with upper_fn(x) <= eps (decreasing), to relative width rtol (host).
 
-  Host-side bracketing on log sigma (upper_fn is an eager, possibly
-  per-element computation): establish a feasible ``hi`` and an infeasible
-  ``lo`` around the hint (geometric expansion, clipped to ``bounds``), then
-  Illinois regula falsi on (log sigma, log eps_upper - log eps_target) with
-  every third step a halving, until hi / lo <= 1 + rtol. Returns ``hi``
-  (evaluated feasible), so every returned sigma is certified by the same
-  function that the caller reports. Relies on epsilon decreasing in sigma.
-
-  Args:
-    upper_fn: ``upper_fn(x, idx)`` -> upper epsilons of targets ``idx`` at ``x``
-      (numpy arrays, eager).
-    eps: targets, 1-D > 0. hint: 1-D starting points.
-    tight_hint: the hint is expected within ``rtol`` of the answer.
-    rtol: relative bracket width at the end.
-    bounds: ``(x_min, x_max)``: the search range; ``x_min`` is returned where
-      it is feasible.
-    name: the parameter's name, for the error message.
-    bar: optional progress bar (``update(0, postfix=...)``).
-    known: optional ``(xs, ups)`` of shape ``(p, len(eps))``: points already
-      evaluated and their ``upper_fn`` values; the bracket starts from the
-      tightest of them.
-
-  Raises:
-    ValueError: a target is not met at ``x_max`` (naming the bracket).
+  Host-side, on log x, for an eager costly ``upper_fn(x, idx)`` (upper
+  epsilons of targets ``idx`` at ``x``; numpy): a feasible ``hi`` and an
+  infeasible ``lo`` around ``hint`` (geometric growth within ``bounds``),
+  then secant steps on (log x, log upper - log eps) until hi / lo <= 1 + rtol.
+  Returns ``hi`` (evaluated feasible; ``x_min`` where that is feasible), so
+  every returned x is certified by the caller's own function. ``tight_hint``:
+  the hint is expected within rtol (first bracket [hint / (1 + rtol), hint]).
+  ``known``: optional ``(xs, ups)``, shape ``(p, len(eps))``, points already
+  evaluated and their values (the bracket starts from the tightest).
+  ``bar``: optional progress bar. Raises ``ValueError`` (naming ``name`` and
+  the bracket) where a target is not met at ``x_max``.
   """
   x_min, x_max = bounds
   m = eps.size
@@ -395,7 +382,6 @@ def search_decreasing_host(upper_fn: Callable, eps, hint, *, tight_hint: bool, r
       return np.where(np.isfinite(up), np.log(np.maximum(up, 1e-300)), np.inf) - leps[idx]
 
   g = lambda s, idx: lg(upper_fn(s, idx), idx)
-  # a tight hint is expected within rtol: the first bracket is [hint/(1+rtol), hint]
   step0 = math.log1p(rtol) if tight_hint else math.log(1.1)
   hint = np.clip(hint, x_min, x_max)
   hi = np.minimum(hint * math.exp(0.0 if tight_hint else step0), x_max)
@@ -414,12 +400,11 @@ def search_decreasing_host(upper_fn: Callable, eps, hint, *, tight_hint: bool, r
   need = np.flatnonzero(np.isnan(ghi))
   w = step0
   while need.size:
-    top = need[lo[need] >= x_max * (1 - 1e-12)]
-    if top.size:
-      raise ValueError(f"no {name} in [{x_min:g}, {x_max:g}] meets epsilon={eps[top[0]]:g} "
-                       "(target too small for this configuration).")
-    gv = g(hi[need], need)
-    ghi[need] = gv
+    if np.any(lo[need] >= x_max * (1 - 1e-12)):
+      raise ValueError(f"no {name} in [{x_min:g}, {x_max:g}] meets epsilon="
+                       f"{eps[need[lo[need] >= x_max * (1 - 1e-12)][0]]:g} (target too small "
+                       "for this configuration).")
+    ghi[need] = gv = g(hi[need], need)
     bad = need[gv > 0]
     lo[bad], glo[bad] = hi[bad], ghi[bad]   # infeasible: a valid lo
     hi[bad] = np.minimum(hi[bad] * math.exp(2 * w), x_max)
@@ -429,8 +414,7 @@ def search_decreasing_host(upper_fn: Callable, eps, hint, *, tight_hint: bool, r
   need = np.flatnonzero(np.isnan(glo))
   w = step0
   while need.size:
-    gv = g(lo[need], need)
-    glo[need] = gv
+    glo[need] = gv = g(lo[need], need)
     good = need[gv <= 0]           # feasible lo: it becomes hi; go further down
     hi[good], ghi[good] = lo[good], glo[good]
     floor = good[lo[good] <= x_min * (1 + 1e-12)]
@@ -439,15 +423,11 @@ def search_decreasing_host(upper_fn: Callable, eps, hint, *, tight_hint: bool, r
     lo[good] = np.maximum(lo[good] * math.exp(-2 * w), x_min)
     w *= 2
     need = good
-  # 3. secant steps on log sigma inside the bracket: through the two latest
-  # evaluations (Dekker) where that lands inside, else regula falsi on the
-  # ends with the Illinois halving of a stale end; a plain halving whenever
-  # four steps did not halve the bracket
+  # 3. secant through the two latest evaluations (Dekker) where it lands inside, else
+  # on the ends (Illinois: a stale end's value halved); halving if 4 steps did not halve
   a, b = np.log(lo), np.log(hi)
-  last = np.zeros(m, np.int8)
+  last, it, wref = np.zeros(m, np.int8), 0, b - a
   px, pg, qx, qg = a.copy(), glo.copy(), b.copy(), ghi.copy()   # the two latest points
-  wref = b - a
-  it = 0
   while True:
     act = np.flatnonzero(b - a > math.log1p(rtol) * (1 + 1e-9))   # (rounding of log)
     if bar is not None:
@@ -461,15 +441,11 @@ def search_decreasing_host(upper_fn: Callable, eps, hint, *, tight_hint: bool, r
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
       s2 = (px[act] * qg[act] - qx[act] * pg[act]) / (qg[act] - pg[act])
       sec = np.where(inside(s2), s2, (aa * fb - bb * fa) / (fb - fa))
-    if it % 4 == 0:
-      slow = (bb - aa) > 0.5 * wref[act]
-      wref[act] = bb - aa
-    else:
-      slow = np.zeros(act.size, bool)
+    slow = (bb - aa > 0.5 * wref[act]) & (it % 4 == 0)
+    wref[act] = np.where(it % 4 == 0, bb - aa, wref[act])
     ok = inside(sec) & np.isfinite(fa) & np.isfinite(fb) & ~slow
-    # a secant estimate is usually far closer to the root than the bracket is
-    # wide; shift it by 0.45 rtol toward the end that did not move last, so
-    # that the next probe lands on the other side and the bracket closes
+    # shift the estimate 0.45 rtol toward the end that did not move last (then the
+    # probe usually lands on the other side and the bracket closes)
     shift = 0.45 * math.log1p(rtol) * np.where(last[act] == 1, -1.0,
                                                np.where(last[act] == -1, 1.0, 0.0))
     mid = np.where(ok, sec + shift, 0.5 * (aa + bb))
