@@ -221,6 +221,37 @@ def _local(sig, dl, m):
   return np.asarray(_gauss_eps(np.asarray(sig) / math.sqrt(m), np.asarray(dl)), np.float64)
 
 
+def _local_lower(sig, dl, m):
+  """A lower bound on the exact epsilon of :func:`_local` (NumPy, nothing compiled).
+
+  With mu = sqrt(m) / sigma the privacy loss under P is N(mu^2/2, mu^2) and
+  dP >= e^{x + s} dQ on {loss > x + s}, so delta(x) >= (1 - e^{-s})
+  P(loss > x + s): the epsilon at delta exceeds x_s = mu^2/2 - s - mu
+  Phi^{-1}(delta / (1 - e^{-s})) for every s > 0 (best of a few s, less a
+  float margin of 1e-9 relative).
+  """
+  from scipy.special import ndtri
+  mu = math.sqrt(m) / np.asarray(sig, np.float64)
+  d = np.asarray(dl, np.float64) * (1 + 1e-9)
+  best = np.full(np.broadcast(mu, d).shape, -np.inf)
+  for s in (0.05, 0.2, 0.5, 1.0, 2.0):
+    r = d / -math.expm1(-s)
+    with np.errstate(invalid="ignore", divide="ignore"):
+      x = np.where(r < 1, mu**2 / 2 - s - mu * ndtri(np.minimum(r, 1.0)), -np.inf)
+    best = np.maximum(best, np.where(np.isfinite(x), x, -np.inf))
+  return best - 1e-9 * (1 + np.abs(best))
+
+
+def _min_local(up, sig, dl, m, exact):
+  """``min(up, _local(sig, dl, m))``; without ``exact`` the Gaussian kernel
+  runs only where :func:`_local_lower` does not already show ``_local >= up``
+  (same value, and no compile where it cannot win)."""
+  if not exact and np.all(_local_lower(sig, dl, m) >= up):
+    return up, None
+  loc = _local(sig, dl, m)
+  return np.minimum(up, loc), loc
+
+
 @functools.lru_cache(maxsize=512)
 def _alloc_scalar(sigma, delta, t, k, E):
   """One allocation.pld evaluation, memoised (a calibration's last feasible
@@ -268,12 +299,15 @@ def _alloc_pld(sig, dl, t, k, E, bar=None):
 
 @x64_boundary
 def _upper_lower(sched: Schedule, sig, dl, *, want_lower: bool, bar=None):
-  """(upper, lower or None, method, details) on flat float64 arrays."""
+  """(upper, lower or None, method, details) on flat float64 arrays.
+
+  ``want_lower=False`` (calibration): the upper only (same value); the
+  no-amplification Gaussian is then evaluated only where it may be smaller.
+  """
   if sched.sampling == "balls_in_bins":
     t, k, E = sched.steps_per_epoch, sched.num_selected, int(sched.num_epochs)
     up_pld, lo_pld = _alloc_pld(sig, dl, t, k, E, bar)
-    loc = _local(sig, dl, k * E)
-    up = np.minimum(up_pld, loc)
+    up, loc = _min_local(up_pld, sig, dl, k * E, exact=want_lower)
     # k > 1: allocation.pld goes through Lemma 3.2 (blocks of 1-of-floor(t/k));
     # its lower bounds the reduced object only, not k-of-t allocation.
     lo = lo_pld if k == 1 else None
@@ -403,7 +437,7 @@ def _has_params(fn, *names):
   return all(n in params for n in names)
 
 
-def _hint(sched: Schedule, eps, dl):
+def _hint(sched: Schedule, eps, dl, rtol):
   """A starting sigma per target and whether it comes from a tight calibrator
   (then the bracket starts within a few rtol of it)."""
   if sched.sampling == "shuffle":   # exact Gaussian: the classic formula as a start
@@ -415,6 +449,8 @@ def _hint(sched: Schedule, eps, dl):
     fn = apld.allocation_pld_calibrate_sigma
     if (k == 1 and E == 1) or _has_params(fn, "num_selected", "num_epochs"):
       kw = {} if (k == 1 and E == 1) else {"num_selected": k, "num_epochs": E}
+      if _has_params(fn, "rtol", "sigma_lo", "sigma_hi"):
+        kw.update(rtol=min(max(rtol, 1e-6), 0.1), sigma_lo=_SIGMA_MIN, sigma_hi=_SIGMA_MAX)
       try:
         h = np.asarray(fn(epsilon=eps, delta=dl, steps_per_epoch=t, **kw), np.float64)
         if np.all(np.isfinite(h)):
@@ -480,16 +516,24 @@ def calibrate_noise_multiplier(*, epsilon, delta, num_examples, batch_size, num_
   desc = (f"jaxacct.dpsgd calibrating noise_multiplier ({sched.sampling}, "
           f"E={sched.num_epochs:g}, {e.size} target{'s' if e.size > 1 else ''})")
   with _progress.progress(total=None, desc=desc, enabled=progress) as bar:
-    hint, tight = _hint(sched, e, d)
+    hint, tight = _hint(sched, e, d, float(rtol))
+    hint = np.asarray(hint, np.float64)
+    known = None
+    if tight and sched.sampling == "balls_in_bins":
+      # allocation_pld_calibrate_sigma evaluated the hint feasible with the
+      # programs of allocation_pld_epsilon (PLD upper <= target (1 - 1e-10)),
+      # and the upper here is min(PLD upper, Gaussian) <= that: not evaluated
+      # again (the value below only steers a secant step, if one is needed).
+      known = (hint[None], e[None] * (1 - 1e-10))
 
     def upper_fn(s, idx):
       up, _, _, _ = _upper_lower(sched, np.asarray(s, np.float64), d[idx], want_lower=False)
       bar.update(1)
       return up
 
-    sig = search_decreasing_host(upper_fn, e, np.asarray(hint, np.float64), tight_hint=tight,
-                                 rtol=float(rtol), bounds=(_SIGMA_MIN, _SIGMA_MAX),
-                                 name="noise_multiplier", bar=bar)
+    sig = search_decreasing_host(upper_fn, e, hint, tight_hint=tight, rtol=float(rtol),
+                                 bounds=(_SIGMA_MIN, _SIGMA_MAX), name="noise_multiplier",
+                                 bar=bar, known=known)
   return _out(sig, shape)
 
 

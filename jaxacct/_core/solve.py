@@ -19,15 +19,13 @@ status (``ok``) and the eager API turns a target that cannot be met into a
 * :func:`newton_keep_feasible` -- Newton steps on a convex decreasing function
   from its feasible side, each kept only if still feasible.
 * :func:`newton` -- fixed-iteration Newton steps with a lower safeguard.
-* :func:`search_decreasing_host` -- host-side (eager, numpy) bracketing and
-  Illinois on log x for costly non-jittable functions (DP-SGD calibration).
-* :func:`search_from_hint_host` -- host-side: a bracket grown from a hint by
-  a constant factor, then Illinois on ``log x`` (one costly scalar target).
-* :func:`invert_decreasing_host` -- host-side twin of
-  :func:`invert_decreasing` (upper end) for a costly eager scalar function
-  (doubling bracket, then halving).
-* :func:`first_feasible_on_ladder_host` -- the first feasible point of a
-  geometric ladder ``x -> x * factor + shift`` (host; +inf if none).
+* host side (eager, numpy, costly non-jittable functions):
+  :func:`search_decreasing_host` (vector of targets: bracketing, then Illinois
+  on log x; the DP-SGD and allocation PLD calibrations),
+  :func:`search_from_hint_host` (one target, a bracket grown from a hint),
+  :func:`invert_decreasing_host` (twin of :func:`invert_decreasing`),
+  :func:`first_feasible_on_ladder_host` (first feasible point of a ladder
+  ``x -> x * factor + shift``; +inf if none).
 * :func:`require_feasible` -- eager check of a ``BisectResult``.
 
 ``bisect(fn, lo, hi, increasing=...)`` looks for the boundary of the feasible
@@ -360,67 +358,63 @@ def newton(fn: Callable, fprime: Callable, x0, *, num_iters: int, lower=None):
 
 
 def search_decreasing_host(upper_fn: Callable, eps, hint, *, tight_hint: bool, rtol: float,
-                           bounds, name: str, bar=None):
+                           bounds, name: str, bar=None, known=None):
   """Smallest x > 0 with upper_fn(x) <= eps (decreasing), to relative width rtol (host).
 
-  Host-side bracketing on log sigma (upper_fn is an eager, possibly
-  per-element computation): establish a feasible ``hi`` and an infeasible
-  ``lo`` around the hint (geometric expansion), then Illinois regula falsi
-  on (log sigma, log eps_upper - log eps_target) with every third step a
-  halving, until hi / lo <= 1 + rtol. Returns ``hi`` (evaluated feasible),
-  so every returned sigma is certified by the same function that
-  :func:`jaxacct.dpsgd.epsilon` reports. Relies on epsilon decreasing in sigma.
-
-  Args:
-    upper_fn: ``upper_fn(x, idx)`` -> upper epsilons of targets ``idx`` at ``x``
-      (numpy arrays, eager).
-    eps: targets, 1-D > 0. hint: 1-D starting points.
-    tight_hint: the hint is expected within ``rtol`` of the answer.
-    rtol: relative bracket width at the end.
-    bounds: ``(x_min, x_max)``: the search range; ``x_min`` is returned where
-      it is feasible.
-    name: the parameter's name, for the error message.
-    bar: optional progress bar (``update(0, postfix=...)``).
-
-  Raises:
-    ValueError: a target is not met at ``x_max`` (naming the bracket).
+  Host-side, on log x, for an eager costly ``upper_fn(x, idx)`` (upper
+  epsilons of targets ``idx`` at ``x``; numpy): a feasible ``hi`` and an
+  infeasible ``lo`` around ``hint`` (geometric growth within ``bounds``),
+  then secant steps on (log x, log upper - log eps) until hi / lo <= 1 + rtol.
+  Returns ``hi`` (evaluated feasible; ``x_min`` where that is feasible), so
+  every returned x is certified by the caller's own function. ``tight_hint``:
+  the hint is expected within rtol (first bracket [hint / (1 + rtol), hint]).
+  ``known``: optional ``(xs, ups)``, shape ``(p, len(eps))``, points already
+  evaluated and their values (the bracket starts from the tightest).
+  ``bar``: optional progress bar. Raises ``ValueError`` (naming ``name`` and
+  the bracket) where a target is not met at ``x_max``.
   """
   x_min, x_max = bounds
   m = eps.size
   leps = np.log(eps)
 
-  def g(s, idx):   # < = 0 feasible; +inf where the upper is infinite
-    up = upper_fn(s, idx)
+  def lg(up, idx):   # <= 0 feasible; +inf where the upper is infinite
     with np.errstate(divide="ignore"):
       return np.where(np.isfinite(up), np.log(np.maximum(up, 1e-300)), np.inf) - leps[idx]
 
-  # a tight hint is expected within rtol: the first bracket is [hint/(1+rtol), hint]
+  g = lambda s, idx: lg(upper_fn(s, idx), idx)
   step0 = math.log1p(rtol) if tight_hint else math.log(1.1)
   hint = np.clip(hint, x_min, x_max)
-  hi, lo = hint * math.exp(step0 if not tight_hint else 0.0), hint * math.exp(-step0)
+  hi = np.minimum(hint * math.exp(0.0 if tight_hint else step0), x_max)
+  lo = np.maximum(hint * math.exp(-step0), x_min)
   ghi, glo = np.full(m, np.nan), np.full(m, np.nan)
-  # 1. a feasible hi
-  need = np.arange(m)
+  if known is not None:   # the tightest evaluated feasible / infeasible points
+    hk, lk = np.full(m, np.inf), np.full(m, -np.inf)
+    for xj, uj in zip(np.atleast_2d(known[0]), np.atleast_2d(known[1])):
+      gj = lg(uj, np.arange(m))
+      f, i = (gj <= 0) & (xj < hk), (gj > 0) & (xj > lk)
+      hk[f], ghi[f], lk[i], glo[i] = xj[f], gj[f], xj[i], gj[i]
+    glo[lk >= hk], lk[lk >= hk] = np.nan, -np.inf      # not monotone: keep the feasible one
+    hi = np.where(np.isfinite(hk), hk, np.minimum(np.maximum(hi, lk * math.exp(step0)), x_max))
+    lo = np.where(np.isfinite(lk), lk, np.minimum(lo, hk * math.exp(-step0)))
+  # 1. a feasible hi (grown geometrically up to x_max; infeasible there: error)
+  need = np.flatnonzero(np.isnan(ghi))
   w = step0
   while need.size:
-    gv = g(hi[need], need)
-    ghi[need] = gv
+    if np.any(lo[need] >= x_max * (1 - 1e-12)):
+      raise ValueError(f"no {name} in [{x_min:g}, {x_max:g}] meets epsilon="
+                       f"{eps[need[lo[need] >= x_max * (1 - 1e-12)][0]]:g} (target too small "
+                       "for this configuration).")
+    ghi[need] = gv = g(hi[need], need)
     bad = need[gv > 0]
-    if bad.size:
-      lo[bad], glo[bad] = hi[bad], ghi[bad]   # infeasible: a valid lo
-      hi[bad] = hi[bad] * math.exp(2 * w)
-      if np.any(hi[bad] > x_max):
-        i = bad[hi[bad] > x_max][0]
-        raise ValueError(f"no {name} in [{x_min:g}, {x_max:g}] meets epsilon={eps[i]:g} "
-                         "(target too small for this configuration).")
+    lo[bad], glo[bad] = hi[bad], ghi[bad]   # infeasible: a valid lo
+    hi[bad] = np.minimum(hi[bad] * math.exp(2 * w), x_max)
     w *= 2
     need = bad
   # 2. an infeasible lo (skip those that already have one from step 1)
   need = np.flatnonzero(np.isnan(glo))
   w = step0
   while need.size:
-    gv = g(lo[need], need)
-    glo[need] = gv
+    glo[need] = gv = g(lo[need], need)
     good = need[gv <= 0]           # feasible lo: it becomes hi; go further down
     hi[good], ghi[good] = lo[good], glo[good]
     floor = good[lo[good] <= x_min * (1 + 1e-12)]
@@ -429,32 +423,37 @@ def search_decreasing_host(upper_fn: Callable, eps, hint, *, tight_hint: bool, r
     lo[good] = np.maximum(lo[good] * math.exp(-2 * w), x_min)
     w *= 2
     need = good
-  # 3. Illinois on log sigma
+  # 3. secant through the two latest evaluations (Dekker) where it lands inside, else
+  # on the ends (Illinois: a stale end's value halved); halving if 4 steps did not halve
   a, b = np.log(lo), np.log(hi)
-  last = np.zeros(m, np.int8)
-  it = 0
+  last, it, wref = np.zeros(m, np.int8), 0, b - a
+  px, pg, qx, qg = a.copy(), glo.copy(), b.copy(), ghi.copy()   # the two latest points
   while True:
-    act = np.flatnonzero(b - a > math.log1p(rtol))
+    act = np.flatnonzero(b - a > math.log1p(rtol) * (1 + 1e-9))   # (rounding of log)
     if bar is not None:
       width = float(np.max(np.exp(b - a) - 1)) if m else 0.0
       bar.update(0, postfix=f"bracket width {width:.2e}")
     if not act.size:
       break
     it += 1
-    fa, fb = glo[act], ghi[act]
-    sec = (a[act] * fb - b[act] * fa) / (fb - fa)
-    ok = (np.isfinite(sec) & (sec > a[act]) & (sec < b[act]) & np.isfinite(fa)
-          & np.isfinite(fb) & (it % 3 != 0))
-    # a secant estimate is usually far closer to the root than the bracket is
-    # wide; shift it by rtol/2 toward the end that did not move last, so that
-    # the next probe lands on the other side and the bracket closes
-    shift = 0.5 * math.log1p(rtol) * np.where(last[act] == 1, -1.0,
-                                              np.where(last[act] == -1, 1.0, 0.0))
-    mid = np.where(ok, sec + shift, 0.5 * (a[act] + b[act]))
+    aa, bb, fa, fb = a[act], b[act], glo[act], ghi[act]
+    inside = lambda x: np.isfinite(x) & (x > aa) & (x < bb)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+      s2 = (px[act] * qg[act] - qx[act] * pg[act]) / (qg[act] - pg[act])
+      sec = np.where(inside(s2), s2, (aa * fb - bb * fa) / (fb - fa))
+    slow = (bb - aa > 0.5 * wref[act]) & (it % 4 == 0)
+    wref[act] = np.where(it % 4 == 0, bb - aa, wref[act])
+    ok = inside(sec) & np.isfinite(fa) & np.isfinite(fb) & ~slow
+    # shift the estimate 0.45 rtol toward the end that did not move last (then the
+    # probe usually lands on the other side and the bracket closes)
+    shift = 0.45 * math.log1p(rtol) * np.where(last[act] == 1, -1.0,
+                                               np.where(last[act] == -1, 1.0, 0.0))
+    mid = np.where(ok, sec + shift, 0.5 * (aa + bb))
     # keep the probe at least rtol/4 inside the bracket, so both ends move
     pad = 0.25 * math.log1p(rtol)
-    mid = np.clip(mid, a[act] + pad, b[act] - pad)
+    mid = np.clip(mid, aa + pad, bb - pad)
     gm = g(np.exp(mid), act)
+    px[act], pg[act], qx[act], qg[act] = qx[act], qg[act], mid, gm
     feas = gm <= 0
     f_i, n_i = act[feas], act[~feas]
     b[f_i], ghi[f_i] = mid[feas], gm[feas]

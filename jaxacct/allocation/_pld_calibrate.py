@@ -1,105 +1,130 @@
 """Tight sigma calibration of k-of-t random allocation over E epochs (private).
 
-The kernel behind :func:`jaxacct.allocation.pld.allocation_pld_calibrate_sigma`:
-a grid stage (upper deltas of the composed law at every target, one lane per
-grid sigma), a cubic interpolation of log delta_up in log sigma, and the
-verification of two sigmas per target computed exactly as the epsilon front
-door computes them (:func:`upper_eps_lane`), then bisection for the rare
-targets left unresolved (both through :mod:`jaxacct._core.solve`).
+The host-side driver behind
+:func:`jaxacct.allocation.pld.allocation_pld_calibrate_sigma`. It compiles
+nothing of its own: every sigma it tries is evaluated by the epsilon front
+door's own jitted programs (``laws_batch`` and ``query_batch``, same static
+arguments, one lane per target), so a calibration after an epsilon question
+at the same setting compiles nothing, and a cold one compiles what the
+epsilon question compiles.
+
+1. A model (NumPy): the composed rounds as Gaussian DP with the CLT
+   parameter mu^2 = sum_i c_i min((e^{1/sigma^2} - 1) / f_i, 1 / sigma^2)
+   (c_i rounds of 1-of-f_i; Poisson-like rate 1/f_i, capped by one Gaussian
+   step), inverted for the target: the first sigma per target.
+2. One front-door evaluation there; the model's epsilon is rescaled by the
+   measured ratio and inverted again, a little past the root (so that the two
+   points usually bracket it): a second evaluation.
+3. :func:`jaxacct._core.solve.search_decreasing_host` from those two points
+   (bracket, then Illinois on log sigma with probes shifted across the root)
+   until the bracket is within ``rtol``.
+
+Feasible means ``upper epsilon <= target * (1 - SAFETY)``, the upper epsilon
+computed by the front door's programs; the returned sigma was evaluated
+feasible and sigma / (1 + rtol) lies at or below a sigma evaluated infeasible.
+The model only steers: a poor model costs evaluations, never validity.
 """
 
 from __future__ import annotations
 
-import functools
+import math
 
-import jax
-import jax.numpy as jnp
+import numpy as np
 
-from jaxacct._core.batching import lanes_per_block, map_blocks
-from jaxacct._core.solve import refine_bracket
-from jaxacct.allocation import _pld_compose as cp
-from jaxacct.allocation import _pld_query as qy
-from jaxacct.allocation._pld_laws import delta_one, epsilons, final_laws
+from jaxacct._core.solve import search_decreasing_host
 
 BATCH = 4         # lanes per block of the maps on accelerators (~12 MB a lane)
 SAFETY = 1e-10    # a calibrated sigma's epsilon is <= target * (1 - SAFETY)
+_OVERSHOOT = 0.2  # the second point aims past the model root by this share of the step
 
 
-def upper_eps_lane(sigma, f, c1, c2, tail, tau, delta, *, n, mechanism, size, tilts, two,
-                    compose):
-  """Upper epsilon (max of directions) at delta of one lane (as the front door)."""
-  F1 = final_laws(sigma, f, n=n, tail=tail, mechanism=mechanism, lower=False)
-  if not compose:
-    e = epsilons(F1, delta)
-    return jnp.maximum(e[0], e[1])
-  F2 = final_laws(sigma, f + 1, n=n, tail=tail, mechanism=mechanism, lower=False) if two \
-      else None
-  C = cp.compose_laws(F1, F2, c1, c2, tau, delta, mode="eps", size=size, tilts=tilts,
-                      two=two, want_lower=False)
-  e = qy.composed_epsilons(C, delta)
-  return jnp.maximum(e[0], e[1])
+def _bisect_log(f, lo, hi, iters=64):
+  """x in [lo, hi] (log scale, vectorised) with f(x) changing sign from <= 0 to > 0."""
+  a, b = np.log(lo), np.log(hi)
+  for _ in range(iters):
+    m = 0.5 * (a + b)
+    up = f(np.exp(m)) > 0
+    a, b = np.where(up, a, m), np.where(up, m, b)
+  return np.exp(0.5 * (a + b))
 
 
-def upper_delta_grid(sigma, f, c1, c2, tail, tau, eps, *, n, mechanism, size, tilts, two,
-                      compose):
-  """max(upper deltas) at every eps (vector) for one sigma."""
-  F1 = final_laws(sigma, f, n=n, tail=tail, mechanism=mechanism, lower=False)
-  if not compose:
-    return jnp.maximum(delta_one(F1, eps, 0), delta_one(F1, eps, 1))
-  F2 = final_laws(sigma, f + 1, n=n, tail=tail, mechanism=mechanism, lower=False) if two \
-      else None
-  C = cp.compose_laws(F1, F2, c1, c2, tau, jnp.median(eps), mode="delta", size=size,
-                      tilts=tilts, two=two, want_lower=False)
-  d = jax.vmap(lambda e: qy.composed_deltas(C._replace(wl_lo=None), e)[:2])(eps)
-  return jnp.maximum(d[0], d[1])
+def _gdp_mu(eps, delta):
+  """mu with delta(eps) = delta for mu-Gaussian DP (Dong, Roth & Su, Cor. 2.13)."""
+  from scipy.special import log_ndtr
+
+  def excess(mu):   # log delta(eps; mu) - log delta, increasing in mu
+    la, lb = log_ndtr(-eps / mu + mu / 2), log_ndtr(-eps / mu - mu / 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+      return la + np.log(-np.expm1(np.minimum(eps + lb - la, 0.0))) - np.log(delta)
+  return _bisect_log(excess, np.full(eps.shape, 1e-8), np.full(eps.shape, 1e3))
 
 
-@functools.partial(jax.jit, static_argnames=("n", "mechanism", "size", "tilts", "two",
-                                             "compose", "num_grid", "rtol", "max_rounds"))
-def calibrate_kernel(eps, delta, f, c1, c2, lo, hi, grid_tail, grid_tau, tails, taus, *, n,
-                      mechanism, size, tilts, two, compose, num_grid, rtol, max_rounds):
-  kw = dict(n=n, mechanism=mechanism, size=size, tilts=tilts, two=two, compose=compose)
-  block = lanes_per_block(BATCH)
-  lgrid = jnp.linspace(jnp.log(lo), jnp.log(hi), num_grid)
-  eps_m = eps * (1.0 - SAFETY)
-  D = map_blocks(lambda ls: upper_delta_grid(jnp.exp(ls), f, c1, c2, grid_tail, grid_tau,
-                                              eps_m, **kw), lgrid, batch_size=block)  # (G, J)
-  feas = D <= delta[None, :]
-  g = jnp.argmax(feas, axis=0)
-  any_f = jnp.any(feas, axis=0)
-  status = jnp.where(any_f, jnp.where(g == 0, 2, 0), 1)     # 1: none feasible, 2: lo feasible
-  gc = jnp.clip(g, 1, num_grid - 1)
-  # cubic interpolation of log(D / delta) in log sigma through 4 grid points
-  start = jnp.clip(gc - 2, 0, num_grid - 4)
-  idx = start[None, :] + jnp.arange(4)[:, None]                          # (4, J)
-  xs = lgrid[idx]
-  ys = jnp.log(jnp.maximum(jnp.take_along_axis(D, idx, axis=0), 1e-300)) - jnp.log(delta)
+def model_sigma(eps, delta, rounds):
+  """The model's sigma per target (``rounds``: [(count c_i, steps f_i)])."""
+  mu = _gdp_mu(eps, delta)
 
-  def poly(x):
-    out = jnp.zeros_like(x)
-    for i in range(4):
-      li = jnp.ones_like(x)
-      for j in range(4):
-        if j != i:
-          li = li * (x - xs[j]) / (xs[i] - xs[j])
-      out = out + li * ys[i]
-    return out
+  def mu2(s):
+    with np.errstate(over="ignore"):
+      return sum(c * np.minimum(np.expm1(1.0 / s**2) / f, 1.0 / s**2) for c, f in rounds if c)
+  return _bisect_log(lambda s: mu**2 - mu2(s), np.full(eps.shape, 1e-3),
+                     np.full(eps.shape, 1e6))
 
-  a, b = lgrid[gc - 1], lgrid[gc]          # a infeasible, b feasible (status 0)
 
-  pa, pb = refine_bracket(lambda x: poly(x) <= 0, a, b, tol=0.0, max_iters=40)
-  est = 0.5 * (pa + pb)
-  step = jnp.log1p(rtol / 3.0)
-  cand_hi = jnp.minimum(est + step, b)
-  cand_lo = jnp.maximum(est - step, a)
+def calibrate(evaluate, eps, delta, *, rounds, lo, hi, rtol, mechanism):
+  """Smallest sigma per target with evaluate(sigma) <= eps (1 - SAFETY), to rtol (host).
 
-  def evaluate(ls):      # feasibility of sigma = exp(ls) per target (front-door computation)
-    e = map_blocks(lambda x: upper_eps_lane(jnp.exp(x[0]), f, c1, c2, x[1], x[2], x[3], **kw),
-                   (ls, tails, taus, delta), batch_size=block)
-    return e <= eps_m
+  Args:
+    evaluate: ``evaluate(sigma)`` -> upper epsilons (max over directions) of
+      every target at ``sigma`` (1-D arrays of the targets' length; the
+      front door's computation).
+    eps, delta: 1-D targets.
+    rounds: [(c_i, f_i)]: the composed rounds (Lemma 3.2), for the model.
+    lo, hi: the sigma bracket; rtol: relative tolerance.
+    mechanism: "gaussian" or "laplace" (the model reads a Laplace scale as
+      a Gaussian sigma: a rougher start).
 
-  # the two points either side of the interpolated root, then bisection: one
-  # loop, so the front-door evaluation is compiled once
-  a, b = refine_bracket(evaluate, a, b, tol=jnp.log1p(rtol), max_iters=max_rounds,
-                        active=status == 0, probes=(cand_hi, cand_lo))
-  return jnp.exp(b), status, b - a
+  Returns:
+    float64 array: sigma per target, evaluated feasible.
+
+  Raises:
+    ValueError: from :func:`search_decreasing_host` (a target not met at
+      ``hi``).
+  """
+  del mechanism   # the Gaussian model steers both mechanisms
+  target = eps * (1.0 - SAFETY)
+  s0 = np.clip(model_sigma(target, delta, rounds), lo, hi)
+  e0 = np.asarray(evaluate(s0), np.float64)
+  # rescale the model by the measured ratio and aim a little past its root
+  ok = np.isfinite(e0) & (e0 > 0)
+  ratio = np.where(ok, e0, target) / np.maximum(eps_model(s0, delta, rounds), 1e-300)
+  s1 = model_sigma(target / np.where(ok, ratio, 1.0), delta, rounds)
+  step = np.log(s1 / s0)
+  s1 = np.where(ok, s0 * np.exp(step * (1.0 + _OVERSHOOT) + np.sign(step) * math.log1p(rtol)),
+                s0 * 2.0)
+  s1 = np.clip(s1, lo, hi)
+  e1 = np.asarray(evaluate(s1), np.float64)
+  park = s1.copy()
+
+  def upper_fn(s, idx):   # all lanes each time (one compiled shape); idx's are read
+    full = park.copy()
+    full[idx] = s
+    return np.asarray(evaluate(full), np.float64)[idx]
+
+  return search_decreasing_host(upper_fn, target, s1, tight_hint=False, rtol=rtol,
+                                bounds=(lo, hi), name="sigma",
+                                known=(np.stack([s0, s1]), np.stack([e0, e1])))
+
+
+def eps_model(sigma, delta, rounds):
+  """The model's epsilon at ``sigma`` (vectorised)."""
+  from scipy.special import log_ndtr
+  with np.errstate(over="ignore"):
+    mu = np.sqrt(sum(c * np.minimum(np.expm1(1.0 / sigma**2) / f, 1.0 / sigma**2)
+                     for c, f in rounds if c))
+
+  def excess(e):   # log delta(e) - log delta, decreasing in e: feasible when <= 0
+    la, lb = log_ndtr(-e / mu + mu / 2), log_ndtr(-e / mu - mu / 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+      return la + np.log(-np.expm1(np.minimum(e + lb - la, 0.0))) - np.log(delta)
+  hi = mu**2 / 2 + mu * np.sqrt(2 * np.log(1 / delta)) + 1.0
+  return _bisect_log(lambda e: -excess(e), np.full(np.shape(mu), 1e-12), hi)

@@ -145,22 +145,23 @@ def upper_feasible(C: Composed, eps, delta):
 # ----------------------------------------------------------------------------
 
 @functools.partial(jax.jit, static_argnames=("mode", "size", "tilts", "shared", "two",
-                                             "compose", "want_lower", "batch"))
+                                             "compose", "want_lower", "batch", "single"))
 def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
-                shared: bool, two: bool, compose: bool, want_lower: bool, batch: int):
+                shared: bool, two: bool, compose: bool, want_lower: bool, batch: int,
+                single: bool = True):
   """(rem_up, add_up, rem_lo, add_lo) per lane: epsilons (mode "eps", q = delta)
   or deltas (mode "delta", q = epsilon) of c1 rounds F1 composed with c2
   rounds F2 (remove laws Fr*, add laws Fa*; ``shared``: Fa* is Fr*).
-  Lanes with c1 + c2 == 1 use the round's own laws (no lattice).
+  Lanes with c1 + c2 == 1 use the round's own laws (no lattice); ``single``
+  (static) False promises there are none (the direct query is not compiled).
   """
   require_x64("allocation.pld")
   direct_fn = epsilons if mode == "eps" else deltas
 
   def lane(xs):
     fr1, fa1, fr2, fa2, cc1, cc2, qq, tt = xs
-    direct = direct_fn(fr1, qq, fa1)
     if not compose:
-      return direct
+      return direct_fn(fr1, qq, fa1)
     query = composed_epsilons if mode == "eps" else composed_deltas
 
     def run(f1, f2):
@@ -172,8 +173,11 @@ def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, til
     if not shared:
       oa = run(fa1, fa2)
       out = (out[0], oa[1], out[2], oa[3])
-    single = (cc1 + cc2) == 1
-    return tuple(jnp.where(single, a, b) for a, b in zip(direct, out))
+    if not single:
+      return out
+    direct = direct_fn(fr1, qq, fa1)
+    one = (cc1 + cc2) == 1
+    return tuple(jnp.where(one, a, b) for a, b in zip(direct, out))
 
   fr2 = Fr1 if Fr2 is None else Fr2
   fa2 = Fa1 if Fa2 is None else Fa2

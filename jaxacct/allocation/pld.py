@@ -225,6 +225,7 @@ class _Lanes:
     self.c1 = ((k - rho) * e).astype(np.float64)
     self.c2 = (rho * e).astype(np.float64)
     self.compose = bool(np.any(self.c1 + self.c2 > 1))
+    self.single = bool(np.any(self.c1 + self.c2 == 1))
     self.two = self.compose and bool(np.any(rho > 0))
 
   def tails(self, tail, mode):
@@ -281,7 +282,8 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
     return qy.query_batch(*F, *(jnp.asarray(a) for a in (ln.c1, ln.c2, ln.q, taus[sl])),
                           mode=mode, size=int(composition_size), tilts=int(tilts),
                           shared=shared, two=lanes.two, compose=lanes.compose,
-                          want_lower=True, batch=cal.BATCH)
+                          want_lower=True, batch=cal.BATCH,
+                          single=lanes.single or not lanes.compose)
 
   # Big sweeps run as equal chunks of one compiled shape (a 1,000-sigma sweep
   # compiles what a 128-sigma one does), laws and query, with progress.
@@ -511,17 +513,16 @@ def allocation_pld_calibrate_sigma(*, epsilon, delta, num_steps, num_selected=1,
                                    composition_size: int = DEFAULT_COMPOSITION_SIZE):
   """Smallest certified sigma (k-of-t allocation, E epochs) meeting (epsilon, delta) targets.
 
-  Feldman & Shenfeld, arXiv:2602.17284v1; the upper PLD of this module (the
-  same computation as :func:`allocation_pld_epsilon` with default ``tail``).
-  One jitted call per (num_steps, num_selected, num_epochs): the upper laws
-  on a geometric grid of ``num_grid`` sigmas in [sigma_lo, sigma_hi] locate
-  every target's grid cell; a cubic interpolation of log delta_up in log
-  sigma through four grid points estimates the crossing sigma*, and the two
-  sigmas sigma* (1 + rtol/3)^{+-1} are evaluated exactly as the front door
-  does (vmapped over the targets); the feasible one that is within ``rtol``
-  of an evaluated infeasible sigma is returned, else bisection in log sigma
-  continues for the unresolved targets (at most 16 rounds).
-  Cost: num_grid + 2 * len(targets) law evaluations (+ rare bisection rounds).
+  Feldman & Shenfeld, arXiv:2602.17284v1; the upper PLD of this module,
+  evaluated by the very programs of :func:`allocation_pld_epsilon` (default
+  ``tail``; one lane per target): a calibration compiles nothing that the
+  epsilon question at the same setting does not. Per (t, k, E), host-side: a
+  Gaussian-DP (CLT) model of the composed rounds gives a first sigma per
+  target; one evaluation there rescales the model for a second sigma just
+  past its root; then bracketing and Illinois steps on log sigma
+  (:func:`jaxacct._core.solve.search_decreasing_host`) until an evaluated
+  feasible sigma is within ``rtol`` of an evaluated infeasible one. Cost:
+  about 4 to 6 front-door evaluations of all targets together.
 
   Args:
     epsilon: targets > 0 (array); delta: in (0, 1); broadcast together.
@@ -530,14 +531,15 @@ def allocation_pld_calibrate_sigma(*, epsilon, delta, num_steps, num_selected=1,
       (one compiled call per distinct (t, k, E)).
     sigma_lo, sigma_hi: search bracket (> 0).
     rtol: relative tolerance on sigma, in [1e-6, 0.1].
-    num_grid: static grid size (>= 4).
+    num_grid: int >= 4; unused (kept for compatibility: the former grid
+      stage is replaced by the model start).
     grid_size, mechanism, composition_size: as in
       :func:`allocation_pld_epsilon` (``mechanism`` "gaussian" or "laplace").
 
   Returns:
     float64 numpy array of the targets' shape: sigma whose certified upper
-    epsilon at delta is <= the target (both directions), and such that
-    sigma / (1 + rtol) was evaluated infeasible.
+    epsilon at delta is <= the target (both directions; evaluated), and a
+    sigma >= sigma / (1 + rtol) was evaluated infeasible.
 
   Raises:
     ValueError: invalid input; a target not met even at ``sigma_hi``, or
@@ -569,32 +571,25 @@ def allocation_pld_calibrate_sigma(*, epsilon, delta, num_steps, num_selected=1,
     if kk > tt:
       raise ValueError(f"num_selected must be <= num_steps; got {kk} > {tt}.")
     f, rho = divmod(tt, kk)
-    c1, c2 = float((kk - rho) * ee), float(rho * ee)
     ej, dj = e[sel], d[sel]
-    J = ej.size
-    b = 1 << max(J - 1, 0).bit_length()
-    pad = lambda a: np.concatenate([a, np.repeat(a[-1:], b - J)])
-    ej, dj = pad(ej), pad(dj)
-    kE = kk * ee
-    tails = np.clip(TAIL_FACTOR * dj, 1e-30, 1e-12) / kE
-    taus = np.clip(TAU_FACTOR * dj, 1e-300, 1e-10)
-    sig, status, _ = cal.calibrate_kernel(
-        jnp.asarray(ej), jnp.asarray(dj), jnp.asarray(f, jnp.int32), jnp.asarray(c1),
-        jnp.asarray(c2), float(sigma_lo), float(sigma_hi), jnp.asarray(float(tails.min())),
-        jnp.asarray(float(taus.min())), jnp.asarray(tails), jnp.asarray(taus),
-        n=int(grid_size), mechanism=mechanism, size=int(composition_size),
-        tilts=cp.DEFAULT_TILTS, two=rho > 0, compose=c1 + c2 > 1, num_grid=int(num_grid),
-        rtol=float(rtol), max_rounds=16)
-    sig, status = np.asarray(sig)[:J], np.asarray(status)[:J]
-    if np.any(status == 1):
-      i = int(np.argmax(status == 1))
-      raise ValueError(f"no sigma in [{sigma_lo:g}, {sigma_hi:g}] meets epsilon="
-                       f"{ej[i]:g} at delta={dj[i]:g} (t={tt}, k={kk}, E={ee}); raise "
-                       "sigma_hi or relax the target.")
-    if np.any(status == 2):
-      i = int(np.argmax(status == 2))
-      raise ValueError(f"sigma_lo={sigma_lo:g} already meets epsilon={ej[i]:g} at delta="
-                       f"{dj[i]:g} (t={tt}, k={kk}, E={ee}); the smallest sigma is below "
-                       f"the bracket [{sigma_lo:g}, {sigma_hi:g}]: lower sigma_lo.")
+    where = f"at delta={float(dj.min()):g} (t={tt}, k={kk}, E={ee})"
+
+    def evaluate(sig, dj=dj, tt=tt, kk=kk, ee=ee):   # the epsilon front door's programs
+      ru, au, _, _ = _run(sig, tt, kk, ee, dj, mode="eps", grid_size=grid_size, tail=None,
+                          mechanism=mechanism, laws=None, composition_size=composition_size)
+      return np.maximum(np.asarray(ru), np.asarray(au))
+
+    try:
+      sig = cal.calibrate(evaluate, ej, dj, rounds=[((kk - rho) * ee, f), (rho * ee, f + 1)],
+                          lo=float(sigma_lo), hi=float(sigma_hi), rtol=float(rtol),
+                          mechanism=mechanism)
+    except ValueError as err:
+      raise ValueError(f"{str(err).rstrip('.')} {where}: raise sigma_hi or relax the "
+                       "target.") from None
+    if np.any(sig <= float(sigma_lo) * (1 + 1e-12)):
+      i = int(np.argmax(sig <= float(sigma_lo) * (1 + 1e-12)))
+      raise ValueError(f"sigma_lo={sigma_lo:g} already meets epsilon={ej[i]:g} {where}; the "
+                       f"smallest sigma is below the bracket [{sigma_lo:g}, {sigma_hi:g}]: "
+                       "lower sigma_lo.")
     out[sel] = sig
   return out.reshape(shape)
