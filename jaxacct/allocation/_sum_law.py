@@ -170,24 +170,27 @@ def _diagonal_pieces(n: int, pieces: int):
   return [(cuts[p], cuts[p + 1], n - cuts[p]) for p in range(pieces) if cuts[p + 1] > cuts[p]]
 
 
-def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int = 1):
-  """Mean-preserving-split sum of two upper laws on the same n-knot window.
+def _run_loops(parts, n: int, pieces: int):
+  """Runs the diagonal loops of one or more pairwise sums in one set of loops.
 
-  A pair (i, i+d) sums to x_{i+d} (1 + r^-d) in [x_{h+k}, x_{h+k+1}],
-  k = kappa(d); it is split linearly between those knots (a mean-preserving
-  spread). Output element j sits at knot (window offset) + o + j with
-  o = kappa(n-1); the output length out_size(n) bounds n + kappa(0) - o + 1.
-  ``pieces`` (static) splits the diagonal loop (:func:`_diagonal_pieces`);
-  every value is bit-for-bit the same for any ``pieces``.
+  ``parts``: ``(step, finish, init)`` per sum; ``step(L)`` is the loop body
+  over length-L vectors. Returns ``[finish(out)]``.
   """
+  outs = tuple(p[2] for p in parts)
+  for d_lo, d_hi, L in _diagonal_pieces(n, pieces):
+    steps = [p[0](L) for p in parts]
+    body = lambda d, o, steps=steps: tuple(f(d, x) for f, x in zip(steps, o))
+    outs = lax.fori_loop(d_lo, d_hi, body, outs, unroll=UNROLL)
+  return [p[1](x) for p, x in zip(parts, outs)]
+
+
+def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, o):
   m = out_size(n)
-  kap, om = _tables(D, n)
-  o = kap[n - 1]
   buf = 3 * n + 4
   pa = jnp.concatenate([A.p, jnp.zeros(n)])
   pb = jnp.concatenate([B.p, jnp.zeros(n)])
 
-  def make_body(L):
+  def step(L):
     ap, bp = A.p[:L], B.p[:L]
 
     def body(d, out):
@@ -205,36 +208,51 @@ def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int
       return lax.dynamic_update_slice(out, seg, (start,))
     return body
 
-  out = jnp.zeros(buf)
-  for d_lo, d_hi, L in _diagonal_pieces(n, pieces):
-    out = lax.fori_loop(d_lo, d_hi, make_body(L), out, unroll=UNROLL)
-  out = out[:m]
-  # zero atoms shift the other summand exactly: input knot i -> output index
-  # i - o. Those below the output window (i < o; only tiny left-tail atoms)
-  # are spread onto {0, first output knot} (mean preserving).
-  zero_part = A.q0 * B.p + B.q0 * A.p
-  i = jnp.arange(n)
-  inside = i >= o
-  out = out.at[jnp.where(inside, i - o, m)].add(jnp.where(inside, zero_part, 0.0),
-                                               mode="drop")
-  w0 = jnp.exp(jnp.minimum(i - o, 0) * D)
-  out = out.at[0].add(jnp.sum(jnp.where(inside, 0.0, zero_part * w0)))
-  q0 = A.q0 * B.q0 + jnp.sum(jnp.where(inside, 0.0, zero_part * (1.0 - w0)))
-  minf = A.minf + B.minf
-  return UpperLaw(out, q0, minf), o
+  def finish(out):
+    out = out[:m]
+    # zero atoms shift the other summand exactly: input knot i -> output index
+    # i - o. Those below the output window (i < o; only tiny left-tail atoms)
+    # are spread onto {0, first output knot} (mean preserving).
+    zero_part = A.q0 * B.p + B.q0 * A.p
+    i = jnp.arange(n)
+    inside = i >= o
+    out = out.at[jnp.where(inside, i - o, m)].add(jnp.where(inside, zero_part, 0.0),
+                                                 mode="drop")
+    w0 = jnp.exp(jnp.minimum(i - o, 0) * D)
+    out = out.at[0].add(jnp.sum(jnp.where(inside, 0.0, zero_part * w0)))
+    q0 = A.q0 * B.q0 + jnp.sum(jnp.where(inside, 0.0, zero_part * (1.0 - w0)))
+    minf = A.minf + B.minf
+    return UpperLaw(out, q0, minf)
+
+  return step, finish, jnp.zeros(buf)
 
 
-def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, pieces: int = 1):
-  """Barycentric sum of two lower laws on the same n-cell window.
+def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int = 1):
+  """Mean-preserving-split sum of two upper laws on the same n-knot window.
 
-  Atoms mu_i = x_i f_i, f = g / a in [1, r). A pair (i, i+d) with sum s is
-  accumulated (mass and exact moment) in cell h + kappa(d) + [s >= x_{h+k+1}];
-  any grouping with exact moments is a mean-preserving contraction.
-  ``pieces``: as in :func:`conv_upper` (bit-for-bit the same values).
+  A pair (i, i+d) sums to x_{i+d} (1 + r^-d) in [x_{h+k}, x_{h+k+1}],
+  k = kappa(d); it is split linearly between those knots (a mean-preserving
+  spread). Output element j sits at knot (window offset) + o + j with
+  o = kappa(n-1); the output length out_size(n) bounds n + kappa(0) - o + 1.
+  ``pieces`` (static) splits the diagonal loop (:func:`_diagonal_pieces`).
   """
-  m = out_size(n)
-  kap, _ = _tables(D, n)
+  kap, om = _tables(D, n)
   o = kap[n - 1]
+  return _run_loops([_upper_parts(A, B, D, n, symmetric, kap, om, o)], n, pieces)[0], o
+
+
+def conv_upper_pair(X: UpperLaw, A: UpperLaw, B: UpperLaw, D, n: int, pieces: int = 1):
+  """``(X + X, A + B, o)``: the two sums of a level in one set of diagonal loops
+  (``X + X`` by the symmetric kernel: one orientation, doubled)."""
+  kap, om = _tables(D, n)
+  o = kap[n - 1]
+  S, C = _run_loops([_upper_parts(X, X, D, n, True, kap, om, o),
+                     _upper_parts(A, B, D, n, False, kap, om, o)], n, pieces)
+  return S, C, o
+
+
+def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o):
+  m = out_size(n)
   buf = 3 * n + 4
   fa = jnp.where(A.a > 0, A.g / jnp.where(A.a > 0, A.a, 1.0), 1.0)
   fb = jnp.where(B.a > 0, B.g / jnp.where(B.a > 0, B.a, 1.0), 1.0)
@@ -255,7 +273,7 @@ def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, pieces: int
     g1 = m1 * f / eD
     return m0, g0, m1, g1
 
-  def make_body(L):
+  def step(L):
     a_a, b_a, fa_, fb_ = A.a[:L], B.a[:L], fa[:L], fb[:L]
 
     def body(d, out):
@@ -283,18 +301,40 @@ def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, pieces: int
       return lax.dynamic_update_slice(out, sg, (start + buf,))
     return body
 
-  out = jnp.zeros(2 * buf)
-  for d_lo, d_hi, L in _diagonal_pieces(n, pieces):
-    out = lax.fori_loop(d_lo, d_hi, make_body(L), out, unroll=UNROLL)
-  outa, outg = out[:m], out[buf:buf + m]
-  # zero-atom cross terms below the output window are dropped (lower law)
-  za = A.q0 * B.a + B.q0 * A.a
-  zg = A.q0 * B.g + B.q0 * A.g
-  i = jnp.arange(n)
-  idx = jnp.where(i >= o, i - o, m)
-  outa = outa.at[idx].add(za, mode="drop")
-  outg = outg.at[idx].add(zg, mode="drop")
-  return LowerLaw(outa, outg, A.q0 * B.q0), o
+  def finish(out):
+    outa, outg = out[:m], out[buf:buf + m]
+    # zero-atom cross terms below the output window are dropped (lower law)
+    za = A.q0 * B.a + B.q0 * A.a
+    zg = A.q0 * B.g + B.q0 * A.g
+    i = jnp.arange(n)
+    idx = jnp.where(i >= o, i - o, m)
+    outa = outa.at[idx].add(za, mode="drop")
+    outg = outg.at[idx].add(zg, mode="drop")
+    return LowerLaw(outa, outg, A.q0 * B.q0)
+
+  return step, finish, jnp.zeros(2 * buf)
+
+
+def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, pieces: int = 1):
+  """Barycentric sum of two lower laws on the same n-cell window.
+
+  Atoms mu_i = x_i f_i, f = g / a in [1, r). A pair (i, i+d) with sum s is
+  accumulated (mass and exact moment) in cell h + kappa(d) + [s >= x_{h+k+1}];
+  any grouping with exact moments is a mean-preserving contraction.
+  ``pieces``: as in :func:`conv_upper`.
+  """
+  kap, _ = _tables(D, n)
+  o = kap[n - 1]
+  return _run_loops([_lower_parts(A, B, D, n, symmetric, kap, o)], n, pieces)[0], o
+
+
+def conv_lower_pair(X: LowerLaw, A: LowerLaw, B: LowerLaw, D, n: int, pieces: int = 1):
+  """``(X + X, A + B, o)`` in one set of diagonal loops (see conv_upper_pair)."""
+  kap, _ = _tables(D, n)
+  o = kap[n - 1]
+  S, C = _run_loops([_lower_parts(X, X, D, n, True, kap, o),
+                     _lower_parts(A, B, D, n, False, kap, o)], n, pieces)
+  return S, C, o
 
 
 # ----------------------------------------------------------------------------
@@ -417,7 +457,7 @@ def _joint_window(win, A, LA, B, LB, tail):
 
 
 #: Static diagonal pieces of the pairwise sums in the default ("fast") method.
-PIECES = 4
+PIECES = 2
 METHODS = ("fast", "reference")
 
 
@@ -445,8 +485,8 @@ def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast"):
         _stack(A2, X), _stack(B2, X))
     C1, C0 = _unstack(C)          # C1 = A2 + B2, C0 = X + X
   elif method == "fast":
-    C0, o = conv(X, X, D2, n, True, PIECES)
-    C1, _ = conv(A2, B2, D2, n, False, PIECES)
+    pair = conv_upper_pair if conv is conv_upper else conv_lower_pair
+    C0, C1, o = pair(X, A2, B2, D2, n, PIECES)
   else:
     raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
   An = _pick(first.astype(jnp.int32), _pick(bit, C0, C1), A2m)
