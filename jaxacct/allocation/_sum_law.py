@@ -15,6 +15,23 @@ Representation of a law on a geometric lattice (all arrays length n or m):
 * lower law: per cell ``[x_j, x_{j+1})`` a mass ``a`` and a moment ``g``
   measured in units of ``x_j`` (so the atom sits at ``x_j * g / a``), plus an
   atom ``q0`` at 0. Mass outside the window is dropped (sub-probability).
+
+Cost. A level of the binary powering needs X + X and A + B (X = A or B by the
+bit of t); X + X runs one orientation, doubled, and both run in one set of
+diagonal loops whose vectors shrink with d (``PIECES``): O(n^2) in all.
+``method="reference"`` keeps the vmapped pair of asymmetric sums as the test
+oracle (lower law bit for bit the same, upper masses up to fused
+multiply-add contraction, ~1e-15 relative).
+
+Why not FFT: knots i <= j sum to knot j + log(1 + r^{-(j-i)}) / D, a function
+of neither i + j nor j - i, so a pairwise sum is no convolution of the arrays
+(grouping by i + j merges sums up to e^{n D / 2} apart). Sums are
+convolutions in x (a linear grid), but one-step laws span e^{40} in x. And
+the lower law needs exact moments: an FFT's absolute error (~u log N of the
+total mass) moves merged atoms, which one law cannot absorb for both
+directions (down is safe for remove, up for add). A sub-quadratic lower
+needs separate remove/add lower laws on linear-in-x slabs of about an
+octave, with tilted FFTs or direct convolutions per slab pair.
 """
 
 from __future__ import annotations
