@@ -181,8 +181,9 @@ def out_size(n: int) -> int:
 def _diagonal_pieces(n: int, pieces: int):
   """Static ``(d_lo, d_hi, L)``: the diagonals d in [d_lo, d_hi) of a pairwise
   sum touch only the elements i < n - d <= L = n - d_lo (the rest of a length-n
-  slice is zero padding, whose products add exact zeros): each piece loops
-  over vectors of its own length L (``pieces`` 1 is the plain loop)."""
+  slice is zero padding, whose products add exact zeros for finite masses;
+  NaN masses of an invalid lane then reach fewer outputs, its ledger stays
+  NaN): each piece loops over vectors of its own length L (1: plain loop)."""
   cuts = [(p * n) // pieces for p in range(pieces + 1)]
   return [(cuts[p], cuts[p + 1], n - cuts[p]) for p in range(pieces) if cuts[p + 1] > cuts[p]]
 
