@@ -55,8 +55,8 @@ Algorithm and grid choices
   r = e^D), so the position of a pairwise sum relative to the lattice depends
   on d only: one table kappa(d), omega(d) per stage, and a sum is a loop over
   diagonals d of *vector* multiply-adds into a slice (no scatter). This is
-  O(n^2) per pairwise sum, branch-free, contiguous in memory (good on CPU; on
-  GPU one evaluation is latency-bound and the win is vmap over sigma/t).
+  O(n^2) per pairwise sum (a level's X + X and A + B in one loop set; why not
+  FFT: :mod:`._sum_law`), branch-free; on GPU the win is vmap over sigma/t.
 * Upper: each sum atom is split linearly (mean preserving) between the two
   knots around it. Lower: each sum atom is accumulated with its exact moment
   in the cell holding it (barycentre). Both errors are second order in D,

@@ -1,0 +1,18 @@
+"""Pairwise and t-fold sums of the allocation laws: the kernels, public for tests and checks.
+
+The kernels live in :mod:`jaxacct.allocation._sum_law` (mathematics in
+:mod:`jaxacct.allocation.pld`); this module names the ones a test or a user
+checking the construction needs: the one-step laws, the t-fold sum laws with
+their ``method`` switch ("fast", the default, or "reference", the O(n^2)
+oracle of the former vmapped pair of sums), and the pairwise sums. All are
+jittable and need float64 (``jax.enable_x64``); ``n`` and ``method`` are static.
+"""
+
+from jaxacct.allocation._sum_law import (METHODS, PIECES, Lattice, LowerLaw, UpperLaw,
+                                         conv_lower, conv_lower_pair, conv_upper,
+                                         conv_upper_pair, gaussian_one_step,
+                                         laplace_one_step, sum_law_lower, sum_law_upper)
+
+__all__ = ["METHODS", "PIECES", "Lattice", "LowerLaw", "UpperLaw", "conv_lower",
+           "conv_lower_pair", "conv_upper", "conv_upper_pair", "gaussian_one_step",
+           "laplace_one_step", "sum_law_lower", "sum_law_upper"]
