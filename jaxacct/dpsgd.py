@@ -101,6 +101,7 @@ from jaxacct._core import progress as _progress
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.results import EpsilonResult
 from jaxacct._core.solve import largest_feasible_int_host, search_decreasing_host
+from jaxacct._core.compiled import jit
 
 __all__ = ["SAMPLINGS", "Schedule", "schedule", "epsilon", "calibrate_noise_multiplier",
            "calibrate_num_epochs"]
@@ -210,7 +211,7 @@ def _check_number(name, x):
 # the certified functions (one per sampling); arrays in, numpy arrays out
 # ---------------------------------------------------------------------------
 
-@jax.jit
+@jit
 def _gauss_eps(sigma, delta):
   return gaussian_epsilon_kernel(sigma, delta)
 

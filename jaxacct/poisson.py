@@ -26,6 +26,7 @@ from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.solve import bisect, bisect_int, require_feasible, search_from_hint_host
 from jaxacct._core.subsampled_gaussian import (poisson_gaussian_rdp,
                                                poisson_gaussian_rdp_kernel)
+from jaxacct._core.compiled import jit
 
 __all__ = ["poisson_gaussian_rdp", "epsilon", "delta", "calibrate_sigma",
            "calibrate_num_steps", "calibrate_q"]
@@ -74,7 +75,7 @@ def _query(quantity, value, *, q, sigma, num_steps, orders, method, conversion):
   return cls(**{quantity: v, given: value}, method="rdp", bound="upper", order=order)
 
 
-@functools.partial(jax.jit, static_argnames=("orders", "quantity", "conversion"))
+@functools.partial(jit, static_argnames=("orders", "quantity", "conversion"))
 def _rdp_query_jit(q, sigma, steps, value, *, orders, quantity, conversion):
   """RDP curve, composition and conversion of :func:`epsilon`/:func:`delta` in one program."""
   orders_np = np.asarray(orders)
@@ -225,7 +226,7 @@ def _calibrate_sigma_pld(q, num_steps, epsilon, delta, lo, hi, rtol, orders_np, 
   return out if out.ndim else float(out)
 
 
-@functools.partial(jax.jit, static_argnames=("orders", "num_iters"))
+@functools.partial(jit, static_argnames=("orders", "num_iters"))
 def _calibrate_sigma_jit(q, steps, eps, delta, lo, hi, *, orders, num_iters):
   eps_of = _eps_fn(np.asarray(orders), "tight")
   q, steps, eps, delta = jnp.broadcast_arrays(q, steps, eps, delta)
@@ -262,7 +263,7 @@ def calibrate_num_steps(*, q, sigma, epsilon, delta, orders=None,
   return x.astype(jnp.int64)
 
 
-@functools.partial(jax.jit, static_argnames=("orders",))
+@functools.partial(jit, static_argnames=("orders",))
 def _calibrate_steps_jit(q, sigma, eps, delta, max_steps, *, orders):
   orders_np = np.asarray(orders)
   a = jnp.asarray(orders_np)
@@ -305,7 +306,7 @@ def calibrate_q(*, sigma, num_steps, epsilon, delta, orders=None,
                           target="the (epsilon, delta) target with q > 0 (or raise num_iters)")
 
 
-@functools.partial(jax.jit, static_argnames=("orders", "num_iters"))
+@functools.partial(jit, static_argnames=("orders", "num_iters"))
 def _calibrate_q_jit(sigma, steps, eps, delta, *, orders, num_iters):
   eps_of = _eps_fn(np.asarray(orders), "tight")
   sigma, steps, eps, delta = jnp.broadcast_arrays(sigma, steps, eps, delta)

@@ -38,6 +38,7 @@ import numpy as np
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.results import DeltaResult, EpsilonResult
+from jaxacct._core.compiled import jit
 
 _METHODS = checks.CONVERSIONS
 
@@ -84,7 +85,7 @@ def _min_over_orders(orders, rdp, value, method, mode):
   return jnp.where(bad, jnp.nan, best), orders[idx]
 
 
-_min_over_orders_jit = jax.jit(_min_over_orders, static_argnames=("method", "mode"))
+_min_over_orders_jit = jit(_min_over_orders, static_argnames=("method", "mode"))
 
 
 def _run(orders, rdp, value, method, mode):
@@ -105,7 +106,7 @@ def rdp_to_delta_kernel(orders, rdp, epsilon, method: str = "tight"):
   return _run(orders, rdp, epsilon, method, "delta")
 
 
-@functools.partial(jax.jit, static_argnames=("kernel", "method"))
+@functools.partial(jit, static_argnames=("kernel", "method"))
 def _eager_jit(orders, rdp, value, *, kernel, method):
   return kernel(orders, rdp, value, method)
 

@@ -74,6 +74,7 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log1m_exp, log_binom, log_expm1, logsumexp
 from jaxacct._core.orders import DEFAULT_ORDERS
+from jaxacct._core.compiled import jit
 
 __all__ = ["poisson_gaussian_rdp", "poisson_gaussian_rdp_kernel"]
 
@@ -238,7 +239,7 @@ def _split_orders(orders: np.ndarray):
   return is_int
 
 
-@functools.partial(jax.jit, static_argnames=("orders", "direction"))
+@functools.partial(jit, static_argnames=("orders", "direction"))
 def _poisson_rdp_jit(q, sigma, *, orders, direction):
   return poisson_gaussian_rdp_kernel(np.asarray(orders), q, sigma, direction)
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.compiled import jit
 
 __all__ = ["regrid", "from_profile", "from_cells", "epsilon_delta_pair",
            "dominated_on_grid"]
@@ -347,7 +348,7 @@ def from_cells(log_p, log_q, loss_lo, loss_hi, *, step: float,
 # dominated pairs on the grid (second order): exact merging of outcomes
 
 
-@jax.jit
+@jit
 def _merge_scan(p, q, rho, step):
   """Greedy merge of ratio-sorted atoms into groups of likelihood ratio on the grid.
 

@@ -36,6 +36,7 @@ import numpy as np
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.solve import refine_bracket
+from jaxacct._core.compiled import jit
 
 __all__ = ["TradeOff", "GDPResult", "tpr_at_fpr", "gdp_mu", "gaussian_tpr"]
 
@@ -77,7 +78,7 @@ def _grid(pld):
   return losses[probs > 0] if np.any(probs > 0) else losses[:1]
 
 
-@jax.jit
+@jit
 def _tpr_min(deltas, log_gamma, log_fpr):
   # min over grid points of delta_i + exp(l_i + log alpha), per alpha
   vals = deltas[None, :] + jnp.exp(log_gamma[None, :] + log_fpr[:, None])
@@ -158,7 +159,7 @@ def gaussian_tpr(mu, fpr):
   return ndtr(ndtri(np.asarray(fpr, np.float64)) + float(mu))
 
 
-@jax.jit
+@jit
 def _mu_of(delta_target, eps, lo, hi):
   """mu with delta_mu(eps) = delta_target, by bisection in log mu (vectorised).
 

@@ -69,6 +69,7 @@ from jaxacct.allocation import bounds, recursive
 from jaxacct.allocation.add_rdp import allocation_add_rdp
 from jaxacct.allocation.rdp import (allocation_add_rdp_upper, allocation_remove_rdp,
                                     allocation_remove_rdp_from_moments)
+from jaxacct._core.compiled import jit
 
 __all__ = ["epsilon", "delta", "allocation_rdp", "allocation_remove_rdp",
            "allocation_add_rdp", "allocation_remove_rdp_from_moments",
@@ -342,7 +343,7 @@ def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
                 max_order=max_order, fresh_each_epoch=fresh_each_epoch)
 
 
-@functools.partial(jax.jit, static_argnames=("t", "m", "max_order", "num_iters", "use_add_rdp"))
+@functools.partial(jit, static_argnames=("t", "m", "max_order", "num_iters", "use_add_rdp"))
 def _calibrate_jit(eps_t, d_t, lo, hi, *, t, m, max_order, num_iters, use_add_rdp):
   from jaxacct._core.gaussian import gaussian_epsilon_kernel
   from jaxacct.allocation.add_rdp import allocation_add_rdp_kernel

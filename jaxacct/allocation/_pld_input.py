@@ -88,6 +88,7 @@ from jaxacct._core.logmath import log_binom_pmf
 from jaxacct.allocation import _sum_law as sl
 from jaxacct.allocation._pld_laws import EPS64 as _EPS
 from jaxacct.allocation._pld_laws import FinalLaws, assemble_final
+from jaxacct._core.compiled import jit
 
 _PAIR_TOL = 1e-6      # E_P[e^-L] - 1 up to this is float noise, repaired pessimistically
 _MASS_TOL = 1e-9      # total P-mass (probs + inf_mass) may exceed 1 by this (rounding)
@@ -274,7 +275,7 @@ def pld_lower(qm, gm, idx0, step, q0, t, tail, n):
   return sl.sum_law_lower(L1, LL1, t, n, tail, 0.0)
 
 
-@functools.partial(jax.jit, static_argnames=("n", "zc"))
+@functools.partial(jit, static_argnames=("n", "zc"))
 def pld_laws_batch(up, lo, t, tail, qu, ql, *, n, zc=1):
   """FinalLaws for lanes (t, tail) from one-step laws ``up``, ``lo``
   (tuples (qm, gm, idx0, step, q0, minf) of arrays, see _jnp_step).

@@ -20,6 +20,7 @@ from jaxacct._core.batching import lanes_per_block, map_blocks
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.solve import invert_decreasing
 from jaxacct.allocation import _sum_law as sl
+from jaxacct._core.compiled import jit
 
 DEFAULT_GRID_SIZE = 1024
 DEFAULT_TAIL = 1e-20   # per-stage tail cut for delta(eps) queries
@@ -154,7 +155,7 @@ def auto_tail(delta):
 _CHUNK = 8  # lanes per vmapped block on accelerators (batching.lanes_per_block)
 
 
-@functools.partial(jax.jit, static_argnames=("n", "mechanism", "lower"))
+@functools.partial(jit, static_argnames=("n", "mechanism", "lower"))
 def laws_batch(param, t, tail, *, n, mechanism, lower=True):
   """FinalLaws for lanes (param, t, tail) (1-D arrays); n, mechanism static.
 
@@ -167,12 +168,12 @@ def laws_batch(param, t, tail, *, n, mechanism, lower=True):
   return map_blocks(one, (param, t, tail), batch_size=lanes_per_block(_CHUNK))
 
 
-@jax.jit
+@jit
 def eps_batch(F, delta):
   return jax.vmap(epsilons)(F, delta)
 
 
-@jax.jit
+@jit
 def delta_batch(F, eps):
   return jax.vmap(deltas)(F, eps)
 

@@ -19,6 +19,7 @@ from jaxacct._core.dtype import require_x64
 from jaxacct._core.solve import bisect, newton_keep_feasible
 from jaxacct.allocation._pld_compose import Composed, compose_laws
 from jaxacct.allocation._pld_laws import deltas, epsilons
+from jaxacct._core.compiled import jit
 
 
 def _knots(C: Composed):
@@ -144,7 +145,7 @@ def upper_feasible(C: Composed, eps, delta):
 # batched entry point
 # ----------------------------------------------------------------------------
 
-@functools.partial(jax.jit, static_argnames=("mode", "size", "tilts", "shared", "two",
+@functools.partial(jit, static_argnames=("mode", "size", "tilts", "shared", "two",
                                              "compose", "want_lower", "batch", "single"))
 def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
                 shared: bool, two: bool, compose: bool, want_lower: bool, batch: int,

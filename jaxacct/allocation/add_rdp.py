@@ -47,6 +47,7 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_expm1, logsumexp
 from jaxacct._core.solve import newton
+from jaxacct._core.compiled import jit
 
 _XI_MAX = 38.0
 
@@ -164,7 +165,7 @@ def allocation_add_rdp_kernel(sigma, t, orders, num_outer=4096, num_inner=2048):
 
 
 @x64_boundary
-@functools.partial(jax.jit, static_argnames=("num_outer", "num_inner"))
+@functools.partial(jit, static_argnames=("num_outer", "num_inner"))
 def _add_rdp_jit(sigma, t, orders, *, num_outer, num_inner):
   return allocation_add_rdp_kernel(sigma, t, orders, num_outer, num_inner)
 

@@ -42,6 +42,7 @@ from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct._core.solve import bisect, first_feasible_on_ladder_host
 from jaxacct._core.subsampled_gaussian import poisson_gaussian_rdp
+from jaxacct._core.compiled import jit
 
 
 def split_rounds(num_steps, num_selected, num_epochs):
@@ -82,13 +83,13 @@ def direct_add_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1)
   return EpsilonResult(e, jnp.asarray(delta, jnp.float64), method="direct_add", bound="upper")
 
 
-@jax.jit
+@jit
 def _direct_add_eps_jit(s, t, m, delta):
   shift = m * (1.0 - 1.0 / t) / (2.0 * s**2)
   return gaussian_epsilon_kernel(s * jnp.sqrt(t / m), delta) + shift
 
 
-@jax.jit
+@jit
 def _gauss_eps_jit(s, delta):
   return gaussian_epsilon_kernel(s, delta)
 
@@ -128,7 +129,7 @@ def local_epsilon(*, sigma, delta, num_selected=1, num_epochs=1):
   return EpsilonResult(e, jnp.asarray(delta, jnp.float64), method="local", bound="upper")
 
 
-@jax.jit
+@jit
 def _decomp_add_eps_jit(a, rdp, g, delta):
   def log_delta_add(eps):
     e_tilde = -jnp.log1p(-(-jnp.expm1(-eps)) / g)

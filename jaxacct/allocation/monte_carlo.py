@@ -60,6 +60,7 @@ from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.logmath import log_ndtr, log1m_exp, log_sub_exp
 from jaxacct._core.solve import invert_decreasing_host
 from jaxacct.allocation.bounds import split_rounds, check_scheme
+from jaxacct._core.compiled import jit
 
 
 class MonteCarloResult(NamedTuple):
@@ -80,7 +81,7 @@ class MonteCarloResult(NamedTuple):
   bound: str = "estimate"
 
 
-@functools.partial(jax.jit, static_argnames=("t", "m", "num_samples", "batch", "direction"))
+@functools.partial(jit, static_argnames=("t", "m", "num_samples", "batch", "direction"))
 def _mc_jit(key, sigma, eps, *, t, m, num_samples, batch, direction):
   nb = num_samples // batch
   keys = jax.random.split(key, nb)
@@ -265,7 +266,7 @@ def _block_size(t):
   return int(min(128, 1 << max(0, (int(t) - 1).bit_length())))
 
 
-@functools.partial(jax.jit, static_argnames=("t", "k", "E", "batch", "blk", "unroll"))
+@functools.partial(jit, static_argnames=("t", "k", "E", "batch", "blk", "unroll"))
 def _true_alloc_kernel(key, sigma, a_gen, nu_gen, a_list, *, t, k, E, batch, blk,
                        unroll=8):
   """Samples of component (a_gen, nu_gen). Per sample: (log e_k(u^(a))/C(t,k) summed

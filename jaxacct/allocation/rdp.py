@@ -42,6 +42,7 @@ from jaxacct._core import checks
 from jaxacct._core.batching import map_blocks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import logsumexp
+from jaxacct._core.compiled import jit
 
 _NBITS = 31  # t < 2^31
 
@@ -126,7 +127,7 @@ def _gaussian_log_moments(sigma, A):
 
 
 @x64_boundary
-@functools.partial(jax.jit, static_argnames=("max_order", "nbits"))
+@functools.partial(jit, static_argnames=("max_order", "nbits"))
 def _allocation_gaussian_rdp_jit(sigma, t, *, max_order, nbits):
   return allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits)
 
@@ -184,7 +185,7 @@ def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64):
 
 
 @x64_boundary
-@jax.jit
+@jit
 def _rdp_from_log_moments_eager(log_moments, num_steps):
   """Eager (concrete-input) entry of :func:`_rdp_from_log_moments`: one module-level jit."""
   return _rdp_from_log_moments(jnp.asarray(log_moments),

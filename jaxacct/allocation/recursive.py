@@ -84,6 +84,7 @@ from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct.allocation import bounds
+from jaxacct._core.compiled import jit
 
 __all__ = ["truncated_poisson_epsilon", "truncated_poisson_delta", "truncated_poisson_rate",
            "recursive_epsilon", "recursive_delta", "recursive_tail",
@@ -148,7 +149,7 @@ def _check(sigma, num_steps, num_selected, num_epochs):
 
 # ------------------------------------------------------- Thm 4.1 (analytic)
 
-@jax.jit
+@jit
 def _eps0_jit(sigma, delta0):
   return gaussian_epsilon_kernel(sigma, delta0)
 

@@ -51,6 +51,7 @@ from jaxacct.shuffle.check_in_mixture import (DEFAULT_CHECK_IN_ORDERS,
                                               orders_jit,
                                               resolve_num_terms,
                                               wbk_log_excess)
+from jaxacct._core.compiled import jit
 
 __all__ = ["UNSOUND", "paper_lemma1_rdp", "paper_approach_rdp",
            "paper_table2_epsilon", "subsampled_shuffle_gaussian_rdp_estimate",
@@ -187,7 +188,7 @@ def _lemma1_impl(lam, eps, delta):
   return jnp.maximum(eps + best / (lam - 1.0), 0.0)
 
 
-_lemma1_jit = jax.jit(_lemma1_impl)
+_lemma1_jit = jit(_lemma1_impl)
 
 
 def paper_lemma1_rdp(orders, *, eps, delta):
@@ -212,7 +213,7 @@ def paper_lemma1_rdp(orders, *, eps, delta):
     return _lemma1_jit(jnp.asarray(arr), e, d)
 
 
-@functools.partial(jax.jit, static_argnames=("orders", "approach", "num_terms"))
+@functools.partial(jit, static_argnames=("orders", "approach", "num_terms"))
 def _approach_jit(n, p, eps0, delta0, delta1, *, orders, approach, num_terms):
   lam = jnp.asarray(orders)
   L = int(max(orders))

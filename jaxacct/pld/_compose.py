@@ -17,6 +17,7 @@ import numpy as np
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, concrete_bool, device_array, fast_len
+from jaxacct._core.compiled import jit
 
 __all__ = ["compose", "compose_many"]
 
@@ -55,7 +56,7 @@ def _window(probs_list, counts, step, tail_mass):
   return x_lo / step, x_hi / step, up, lam
 
 
-@functools.partial(jax.jit, static_argnames=("tail_mass",))
+@functools.partial(jit, static_argnames=("tail_mass",))
 def _window_range(probs_list, step, counts, *, tail_mass):
   counts = tuple(jnp.asarray(c, jnp.float64) for c in counts)
   lo, hi, _, _ = _window(probs_list, counts, step, tail_mass)
@@ -106,7 +107,7 @@ def _cpow(z, c):
   return r * jnp.cos(ph) + 1j * (r * jnp.sin(ph))
 
 
-@functools.partial(jax.jit, static_argnames=("size", "tail_mass"))
+@functools.partial(jit, static_argnames=("size", "tail_mass"))
 def _compose_kernel(probs_list, offsets, infs, step, pessimistic, counts, *,
                     size, tail_mass):
   require_x64("jaxacct.pld.compose")

@@ -55,6 +55,7 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.compiled import jit
 
 __all__ = ["PLD", "PairPLD", "from_losses", "from_pair", "truncate",
            "truncate_host", "concrete_bool", "fast_len", "device_array",
@@ -142,7 +143,7 @@ def fast_len(n: int) -> int:
   return p
 
 
-@functools.partial(jax.jit, static_argnames=("size", "rounding"))
+@functools.partial(jit, static_argnames=("size", "rounding"))
 def _from_losses_kernel(losses, probs, step, offset, inf_mass, pessimistic, *,
                         size, rounding):
   require_x64("jaxacct.pld.from_losses")

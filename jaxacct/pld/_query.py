@@ -15,6 +15,7 @@ import numpy as np
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct.pld._core import PLD, PairPLD, device_array
+from jaxacct._core.compiled import jit
 
 __all__ = ["ROUNDING_ALLOWANCE", "delta", "epsilon", "delta_both", "epsilon_both"]
 
@@ -57,7 +58,7 @@ def _tables(probs, step):
   return t.reshape(-1)[:n], d.reshape(-1)[:n]
 
 
-@jax.jit
+@jit
 def _delta_kernel(probs, offset, step, inf_mass, eps):
   require_x64("jaxacct.pld.delta")
   step = jnp.asarray(step, jnp.float64)
@@ -81,7 +82,7 @@ def _delta_kernel(probs, offset, step, inf_mass, eps):
 ROUNDING_ALLOWANCE = 1e-13
 
 
-@functools.partial(jax.jit, static_argnames=("rounding",))
+@functools.partial(jit, static_argnames=("rounding",))
 def _epsilon_kernel(probs, offset, step, inf_mass, dlt, rounding="up"):
   require_x64("jaxacct.pld.epsilon")
   step = jnp.asarray(step, jnp.float64)

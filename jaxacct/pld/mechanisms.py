@@ -30,6 +30,7 @@ from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_sub_exp
 from jaxacct.pld._core import (PLD, PairPLD, device_array, fast_len, from_losses,
                                truncate_host)
+from jaxacct._core.compiled import jit
 
 __all__ = ["gaussian", "laplace", "poisson_gaussian", "randomized_response",
            "poisson_gaussian_pair", "truncate_to_bucket", "DEFAULT_STEP",
@@ -99,7 +100,7 @@ def _kernel_pld(kernel, params, lo_idx, step, pessimistic, size, **static) -> PL
 # ---------------------------------------------------------------- Gaussian
 
 
-@functools.partial(jax.jit, static_argnames=("size",))
+@functools.partial(jit, static_argnames=("size",))
 def _gaussian_kernel(sigma, lo_idx, step, pessimistic, *, size):
   require_x64("jaxacct.pld.gaussian")
   mu = 0.5 / sigma**2
@@ -146,7 +147,7 @@ def gaussian(sigma, *, step=DEFAULT_STEP, pessimistic: bool = True,
 # ----------------------------------------------------------------- Laplace
 
 
-@functools.partial(jax.jit, static_argnames=("size",))
+@functools.partial(jit, static_argnames=("size",))
 def _laplace_kernel(b, lo_idx, step, pessimistic, *, size):
   require_x64("jaxacct.pld.laplace")
   top = 1.0 / b
@@ -228,7 +229,7 @@ def _log_ndtr_diff_stacked(a, b):
   return log_sub_exp(both[0], both[1])
 
 
-@jax.jit
+@jit
 def _poisson_chunk(sigma, q, lo_idx, start, size, step, add):
   """Connect-the-dots split of the intervals ``start, ..., start + POISSON_CHUNK - 1``.
 

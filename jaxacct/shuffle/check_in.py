@@ -90,6 +90,7 @@ from jaxacct.shuffle.check_in_mixture import (DEFAULT_CHECK_IN_ORDERS,
                                               wbk_log_excess,
                                               wbk_log_excess_moments)
 from jaxacct.shuffle.rdp_rounds import compose_rdp_epsilon
+from jaxacct._core.compiled import jit
 
 __all__ = [
     "DEFAULT_CHECK_IN_ORDERS", "check_in_ldp_rdp", "check_in_ldp_rdp_clones",
@@ -207,14 +208,14 @@ def check_in_ldp_rdp_clones(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, eps0, num_t
     return jnp.minimum(out, rr_only)
 
 
-@functools.partial(jax.jit, static_argnames=("orders", "wc", "wa"))
+@functools.partial(jit, static_argnames=("orders", "wc", "wa"))
 def _clones_curves(ks, pe, beta, q, *, orders, wc, wa):
   jg = np.asarray(orders, np.float64)
   return lax.map(lambda kk: pair_reference.pair_rdp(
       jg, n=kk, p=pe, beta=beta, q0=q, q1=q, wc=wc, wa=wa, symmetric=True), ks)
 
 
-@functools.partial(jax.jit, static_argnames=("orders", "num_terms"))
+@functools.partial(jit, static_argnames=("orders", "num_terms"))
 def _clones_mixture(n, p, eps0, base, *, orders, num_terms):
   lam_np = np.asarray(orders, np.float64)
   lam = jnp.asarray(lam_np)

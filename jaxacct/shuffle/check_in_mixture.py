@@ -33,6 +33,7 @@ from jax import lax
 from jax.scipy.special import xlog1py, xlogy
 
 from jaxacct._core import checks
+from jaxacct._core.compiled import jit
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.logmath import (log_binom, log_binom_pmf, log_expm1,
                                    logsumexp)
@@ -273,7 +274,8 @@ def orders_jit(impl, *static):
   (a tuple) and the names in ``static`` as static arguments: one compile per
   (orders, static values, shapes)."""
 
-  @functools.partial(jax.jit, static_argnames=("orders",) + static)
+  @functools.partial(jit, static_argnames=("orders",) + static,
+                     name=f"{impl.__module__}.{impl.__qualname__}")
   def run(*args, orders, **kw):
     return impl(np.asarray(orders, np.float64), *args, **kw)
 

@@ -42,6 +42,7 @@ from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.shuffle import pair_fast, pair_reference, windows
+from jaxacct._core.compiled import jit
 
 __all__ = ["clone_delta", "clone_epsilon", "clone_epsilon_closed_form",
            "clone_epsilon_approx_ldp", "krr_epsilon_closed_form",
@@ -218,7 +219,7 @@ def _krr_cf(delta, n, eps0, k):
   return jnp.where(valid, jnp.minimum(eps, eps0), eps0)
 
 
-_krr_cf_jit = jax.jit(_krr_cf)
+_krr_cf_jit = jit(_krr_cf)
 
 
 def krr_epsilon_closed_form(delta, *, n, eps0, k):
@@ -299,7 +300,7 @@ def _rr2_width(n, eps0, max_n=None):
   raise ValueError("rr2 lower bound needs concrete n and eps0 (window size).")
 
 
-@functools.partial(jax.jit, static_argnames=("width",))
+@functools.partial(jit, static_argnames=("width",))
 def _rr2_delta_jit(eps, n, eps0, *, width):
   args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64) for x in (eps, n, eps0)])
   shp = args[0].shape
@@ -307,7 +308,7 @@ def _rr2_delta_jit(eps, n, eps0, *, width):
   return f(*[x.reshape(-1) for x in args]).reshape(shp)
 
 
-@functools.partial(jax.jit, static_argnames=("width", "num_iters"))
+@functools.partial(jit, static_argnames=("width", "num_iters"))
 def _rr2_epsilon_jit(delta, n, eps0, *, width, num_iters=64):
   args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64) for x in (delta, n, eps0)])
   shp = args[0].shape
@@ -460,7 +461,7 @@ def _krr41_delta_scalar(eps, n, eps0, k, wm, wz, lower):
   return jnp.where(bad, jnp.nan, d)
 
 
-@functools.partial(jax.jit, static_argnames=("wm", "wz", "lower"))
+@functools.partial(jit, static_argnames=("wm", "wz", "lower"))
 def _krr41_delta_jit(eps, n, eps0, k, *, wm, wz, lower=False):
   args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64) for x in (eps, n, eps0, k)])
   shp = args[0].shape
@@ -468,7 +469,7 @@ def _krr41_delta_jit(eps, n, eps0, k, *, wm, wz, lower=False):
   return f(*[a.reshape(-1) for a in args]).reshape(shp)
 
 
-@functools.partial(jax.jit, static_argnames=("wm", "wz"))
+@functools.partial(jit, static_argnames=("wm", "wz"))
 def _krr41_eps_jit(delta, n, eps0, k, *, wm, wz):
   args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64) for x in (delta, n, eps0, k)])
   shp = args[0].shape

@@ -44,6 +44,7 @@ from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.solve import bisect
+from jaxacct._core.compiled import jit
 
 __all__ = ["binary_rr_pmfs", "binary_rr_table", "binary_rr_delta",
            "binary_rr_epsilon", "enumerate_delta", "worst_case_delta",
@@ -52,7 +53,7 @@ __all__ = ["binary_rr_pmfs", "binary_rr_table", "binary_rr_delta",
 MAX_EXACT_BINARY_N = 2000
 
 
-@jax.jit
+@jit
 def _count_laws(k, m, pi):
   """Bin(k; m, 1-pi) and Bin(k; n-1-m, pi) on the padded support ``k = 0..n-1``
   (Loader log-pmf, zero beyond each law's support): one compile per n."""
@@ -96,14 +97,14 @@ def binary_rr_table(n: int, eps0: float, ms: Sequence[int] | None = None):
   return np.stack(ps), np.stack(qs)
 
 
-@jax.jit
+@jit
 def _table_delta(p, q, eps):
   e = jnp.exp(jnp.asarray(eps, jnp.float64))[..., None, None]
   h = jnp.sum(jnp.maximum(p - e * q, 0.0), axis=-1)
   return jnp.max(h, axis=-1)
 
 
-@functools.partial(jax.jit, static_argnames=("lower",))
+@functools.partial(jit, static_argnames=("lower",))
 def _table_epsilon(p, q, delta, eps0, *, lower=False):
   def one(dl):
     fn = lambda e: _table_delta(p, q, e) - dl

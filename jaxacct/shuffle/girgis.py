@@ -51,6 +51,7 @@ from jaxacct._core.orders import DEFAULT_INTEGER_ORDERS, DEFAULT_ORDERS
 from jaxacct._core.results import EpsilonResult
 from jaxacct.shuffle import _binned
 from jaxacct.shuffle.rdp_rounds import compose_rdp_epsilon
+from jaxacct._core.compiled import jit
 
 __all__ = ["girgis_thm1_rdp", "girgis_cor1_rdp", "girgis_thm2_rdp",
            "efm19_rdp", "girgis_mixture_rdp", "girgis_lower_rdp",
@@ -109,7 +110,7 @@ def _dispatch(kernel, name, orders_np, n, eps0, **static):
   return kernel(orders_np, n, eps0, **static)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 3, 4))
+@functools.partial(jit, static_argnums=(0, 3, 4))
 def _jit_call(kernel, n, eps0, orders, static):
   return kernel(np.asarray(orders, np.float64), n, eps0, **dict(static))
 

@@ -77,6 +77,7 @@ from jaxacct._core.solve import bisect
 from jaxacct._core.results import EpsilonResult
 from jaxacct.shuffle import _binned, girgis
 from jaxacct.shuffle.rdp_rounds import compose_rdp_epsilon
+from jaxacct._core.compiled import jit
 
 __all__ = ["chen_exact_rdp", "chen_asymptotic_rdp", "chen_gdp_mu",
            "chen_table1_rdp", "chen_epsilon"]
@@ -189,7 +190,7 @@ def _lane(n, eps0, orders, num_c, num_a, lower, passes=3):
   return jnp.minimum(rdp, eps0)
 
 
-@functools.partial(jax.jit, static_argnames=("orders", "num_c", "num_a",
+@functools.partial(jit, static_argnames=("orders", "num_c", "num_a",
                                              "lower", "batch_size"))
 def _exact_jit(n, eps0, *, orders, num_c, num_a, lower, batch_size):
   return _exact_impl(n, eps0, orders, num_c, num_a, lower, batch_size)
@@ -278,7 +279,7 @@ def _closed(fn, name, orders, n, eps0):
   return fn(jnp.asarray(orders_np), n, eps0)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
+@functools.partial(jit, static_argnums=(0, 1))
 def _closed_jit(fn, orders, n, eps0):
   return fn(jnp.asarray(orders, jnp.float64), n, eps0)
 

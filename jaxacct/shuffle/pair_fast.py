@@ -48,6 +48,7 @@ from jaxacct.shuffle.pair_reference import pair_params_invalid
 from jaxacct.shuffle.windows import (BLOCK, binom_sf, bucket_widths, cut_mass,
                                      fast_width, raw_widths, resolve_width,
                                      window_start)
+from jaxacct._core.compiled import jit
 
 __all__ = ["BLOCK", "sym_delta_fast", "sym_epsilon_fast",
            "sym_epsilon_grouped", "MEMBERS", "member_params", "member_total",
@@ -224,7 +225,7 @@ def _flat(*xs):
   return args[0].shape, [a.reshape(-1) for a in args]
 
 
-@functools.partial(jax.jit, static_argnames=("width", "block"))
+@functools.partial(jit, static_argnames=("width", "block"))
 def sym_delta_fast(eps, n, p, beta, q, *, width: int, block: int = BLOCK):
   r"""delta(eps) of a symmetric zero-leftover pair (fast block-recurrence kernel).
 
@@ -249,7 +250,7 @@ def sym_delta_fast(eps, n, p, beta, q, *, width: int, block: int = BLOCK):
   return f(*flat).reshape(shape)
 
 
-@functools.partial(jax.jit, static_argnames=("width", "block", "max_iter",
+@functools.partial(jit, static_argnames=("width", "block", "max_iter",
                                              "with_width"))
 def sym_epsilon_fast(delta, n, p, beta, q, *, width: int, block: int = BLOCK,
                      max_iter: int = 40, rtol: float = 1e-13,
@@ -356,14 +357,14 @@ def member_width(n, eps0, max_n, delta=None, *, member: str) -> int:
   return fast_width(max_n, 0.5, None)
 
 
-@functools.partial(jax.jit, static_argnames=("member", "width"))
+@functools.partial(jit, static_argnames=("member", "width"))
 def member_delta(eps, n, eps0, *, member: str, width: int):
   """delta(eps) of a member (``sym_delta_fast``), jitted once per (member, width)."""
   p, beta, q = member_params(jnp.asarray(eps0, jnp.float64), member)
   return sym_delta_fast(eps, n, p, beta, q, width=width)
 
 
-@functools.partial(jax.jit, static_argnames=("member", "width"))
+@functools.partial(jit, static_argnames=("member", "width"))
 def member_epsilon(delta, n, eps0, *, member: str, width: int):
   """eps(delta) of a member (``sym_epsilon_fast``), jitted once per (member, width)."""
   p, beta, q = member_params(jnp.asarray(eps0, jnp.float64), member)

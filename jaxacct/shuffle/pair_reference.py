@@ -57,6 +57,7 @@ from jaxacct._core.dtype import require_x64
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.solve import bracket_decreasing
 from jaxacct.shuffle.windows import binom_cdf, binom_sf, cut_mass, window_start
+from jaxacct._core.compiled import jit
 
 __all__ = ["clone_q", "stronger_q", "pair_params", "pair_params_invalid",
            "pair_hockey_stick", "pair_delta",
@@ -253,7 +254,7 @@ def _pair_rdp_one(order, n, p, alpha, r0, r1, lam, s, wc, wa):
   return jnp.logaddexp(kept, ltail) / (order - 1.0)
 
 
-@functools.partial(jax.jit, static_argnames=("wc", "wa", "symmetric"))
+@functools.partial(jit, static_argnames=("wc", "wa", "symmetric"))
 def pair_rdp(orders, *, n, p, beta, q0, q1, wc: int, wa: int,
              symmetric: bool = False):
   r"""Renyi divergence of the pair, max of both directions, real orders > 1.
@@ -292,14 +293,14 @@ def pair_rdp(orders, *, n, p, beta, q0, q1, wc: int, wa: int,
   return jnp.clip(out, 0.0, jnp.log(p))
 
 
-@functools.partial(jax.jit, static_argnames=("width",))
+@functools.partial(jit, static_argnames=("width",))
 def sym_delta(eps, n, p, beta, q, *, width: int):
   """``pair_delta`` with ``q0 = q1 = q`` (one shared compiled kernel)."""
   return pair_delta(eps, n=n, p=p, beta=beta, q0=q, q1=q, width=width,
                     symmetric=True)
 
 
-@functools.partial(jax.jit, static_argnames=("width",))
+@functools.partial(jit, static_argnames=("width",))
 def sym_epsilon(delta, n, p, beta, q, *, width: int):
   """``pair_epsilon`` with ``q0 = q1 = q`` (one shared compiled kernel)."""
   return pair_epsilon(delta, n=n, p=p, beta=beta, q0=q, q1=q, width=width,

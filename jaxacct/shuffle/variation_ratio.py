@@ -47,6 +47,7 @@ from jaxacct._core import checks, solve
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.shuffle import pair_fast, pair_reference, windows
+from jaxacct._core.compiled import jit
 
 __all__ = ["stronger_clone_delta", "stronger_clone_epsilon",
            "stronger_clone_rdp", "variation_ratio_lower_delta",
@@ -146,7 +147,7 @@ def _lower_delta_scalar(eps, n, p, beta, q0, q1, width):
   return jnp.where(bad, jnp.nan, d)
 
 
-@functools.partial(jax.jit, static_argnames=("width",))
+@functools.partial(jit, static_argnames=("width",))
 def _lower_delta_jit(eps, n, p, beta, q0, q1, *, width):
   args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64)
                                 for x in (eps, n, p, beta, q0, q1)])
@@ -155,7 +156,7 @@ def _lower_delta_jit(eps, n, p, beta, q0, q1, *, width):
   return f(*[a.reshape(-1) for a in args]).reshape(shp)
 
 
-@functools.partial(jax.jit, static_argnames=("width",))
+@functools.partial(jit, static_argnames=("width",))
 def _lower_eps_jit(delta, n, p, beta, q0, q1, *, width):
   args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64)
                                 for x in (delta, n, p, beta, q0, q1)])

@@ -17,6 +17,7 @@ from jaxacct._core import checks
 from jaxacct._core.conversion import rdp_to_epsilon_kernel
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core.orders import DEFAULT_ORDERS
+from jaxacct._core.compiled import jit
 
 __all__ = ["PoissonAccountant", "AllocationAccountant", "GaussianAccountant",
            "ShuffleAccountant", "RDPAccountant", "EpsilonTableAccountant",
@@ -54,7 +55,7 @@ class _Accountant:
     return np.maximum.accumulate(tab)
 
 
-_rdp_to_epsilon_jit = jax.jit(rdp_to_epsilon_kernel, static_argnums=3)
+_rdp_to_epsilon_jit = jit(rdp_to_epsilon_kernel, static_argnums=3)
 
 
 def rdp_table(orders, rdp_step, counts, delta, conversion="tight"):
@@ -119,7 +120,7 @@ class PoissonAccountant(_Accountant):
     return tab
 
 
-_gaussian_epsilon_jit = jax.jit(gaussian_epsilon_kernel)
+_gaussian_epsilon_jit = jit(gaussian_epsilon_kernel)
 
 
 class GaussianAccountant(_Accountant):

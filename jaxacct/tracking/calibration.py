@@ -19,6 +19,7 @@ from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core.solve import bisect, require_feasible
 from jaxacct.tracking.accountants import (AllocationAccountant, GaussianAccountant,
                                           PoissonAccountant, epsilon_table, rdp_table)
+from jaxacct._core.compiled import jit
 
 __all__ = ["Calibration", "calibrate_noise"]
 
@@ -204,7 +205,7 @@ class _TightAllocationAccountant(AllocationAccountant):
     return memo[key].copy()
 
 
-@jax.jit
+@jit
 def _calibrate_gaussian_jit(eps_t, d):
   return bisect(lambda s: gaussian_epsilon_kernel(s, d) - eps_t, jnp.asarray(1e-3),
                 jnp.asarray(1e4), increasing=False, num_iters=80, log_scale=True)
