@@ -69,7 +69,9 @@ def _query(quantity, value, *, q, sigma, num_steps, orders, method, conversion):
   orders_np = checks.check_orders(DEFAULT_ORDERS if orders is None else orders)
   # one compiled program per (orders, quantity, conversion); q, sigma,
   # num_steps and the target are traced arguments (host values, no eager jnp)
-  v, order = _rdp_query_jit(*(np.asarray(x, np.float64) for x in (q, sigma, num_steps, value)),
+  v, order = _rdp_query_jit(*(np.asarray(x, np.float64) if checks.is_concrete(x)
+                              else jnp.asarray(x, jnp.float64)
+                              for x in (q, sigma, num_steps, value)),
                             orders=tuple(orders_np.tolist()), quantity=quantity,
                             conversion=conversion)
   return cls(**{quantity: v, given: value}, method="rdp", bound="upper", order=order)
