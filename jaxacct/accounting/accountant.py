@@ -170,6 +170,17 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     """The ``(event, count)`` pairs composed so far, in order (as given)."""
     return tuple(self._history)
 
+  def compose(self, event, count: int = 1) -> "PLDAccountant":
+    """Records ``event`` composed ``count`` times (lazy: queries compute).
+
+    Raises ``ValueError`` for ``count`` not an int >= 1 (as dp_accounting's
+    accountants do) and ``UnsupportedEventError`` (naming the offending
+    sub-event and why) for an event this accountant cannot account for.
+    """
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
+      raise ValueError(f"count must be a positive int; got {count!r}.")
+    return super().compose(event, int(count))
+
   def _maybe_compose(self, event, count, do_compose):
     if not isinstance(count, (int, np.integer)) or count < 0:
       return _optional.CompositionErrorDetails(
@@ -229,9 +240,9 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     """
     is_eps = quantity == "epsilon"
     if is_eps:
-      checks.check_delta(value)
+      checks.check_range("delta", value, 0.0, 1.0)
     else:
-      checks.check_range("epsilon", value, 0.0, np.inf)
+      checks.check_range("epsilon", value, 0.0, np.inf, allow_inf=True)
     value = float(value)
     given = "delta" if is_eps else "epsilon"
     cls = EpsilonResult if is_eps else DeltaResult
@@ -244,8 +255,11 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
       worst = math.inf if is_eps else 1.0
       return result(worst, method="non_private", bound="upper", lower=worst,
                     details=dict(c.details))
-    if c.empty:
-      return result(0.0, method="none", bound="exact", lower=0.0, details=dict(c.details))
+    if c.empty or (is_eps and value >= 1.0):
+      return result(0.0, method="none" if c.empty else c.method, bound="exact",
+                    lower=0.0, details=dict(c.details))
+    if (is_eps and value == 0.0) or (not is_eps and value == math.inf):
+      return self._extreme(quantity, with_lower, result)
     if c.exact_mu is not None:
       from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
       g = (gaussian_epsilon if is_eps else gaussian_delta)(1.0 / c.exact_mu, value)
@@ -271,6 +285,25 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
            else 0.0 for d in ("remove", "add")}
     for d in ups:
       los[d] = min(los[d], ups[d])
+    return result(max(ups.values()), method=c.method, bound="upper",
+                  lower=max(los.values()), by_direction={d: (ups[d], los[d]) for d in ups},
+                  details=c.full_details())
+
+  def _extreme(self, quantity, with_lower, result):
+    """epsilon at delta = 0 (the largest loss of positive mass; inf if any
+    mass is at +inf) or delta at epsilon = inf (the mass at +inf), from the
+    general PLD path (no shortcut)."""
+    from jaxacct.accounting import mixtures
+    c = self._compose_general()
+    fn = mixtures.max_loss if quantity == "epsilon" else mixtures.inf_mass
+    value = 0.0 if quantity == "epsilon" else math.inf
+    ups = {d: fn(getattr(c.upper, d)) for d in ("remove", "add")}
+    if not with_lower:
+      return result(max(ups.values()), method=c.method, bound="upper",
+                    details=dict(c.details))
+    lower = c.lower
+    los = {d: min(self._lower_value(quantity, getattr(lower, d), value), ups[d])
+           if lower is not None else 0.0 for d in ups}
     return result(max(ups.values()), method=c.method, bound="upper",
                   lower=max(los.values()), by_direction={d: (ups[d], los[d]) for d in ups},
                   details=c.full_details())

@@ -37,6 +37,7 @@ import numpy as np
 
 from jaxacct.accounting import _optional
 from jaxacct.accounting import events as ev
+from jaxacct.accounting import extra
 from jaxacct.accounting import mechanisms as mech
 from jaxacct.accounting import pairs
 
@@ -172,18 +173,12 @@ def check_event(event, relation) -> Optional[Any]:
   return None
 
 
-class _Unsupported(Exception):
-  def __init__(self, msg, event=None):
-    super().__init__(msg)
-    self.event = event
+_Unsupported = extra.Unsupported
 
 
 def _replacement_only(event, rel, what):
-  if rel == AOR:
-    raise _Unsupported(
-        f"{what} is accounted for replacement neighbours (one user's input "
-        "changes), so the accountant's neighboring_relation must be "
-        "REPLACE_ONE or REPLACE_SPECIAL; found ADD_OR_REMOVE_ONE.", event)
+  extra.need_relation(event, rel, (REPLACE, SPECIAL), f"{what} is accounted "
+                      "for replacement neighbours: one user's input changes")
 
 
 def _additive_kind(event):
@@ -198,13 +193,14 @@ def _additive_kind(event):
 def _leaf_kind(event, rel) -> str:
   """Validates a leaf and names its kind (raises _Unsupported)."""
   kind = _additive_kind(event)
+  if kind == "laplace" and rel == REPLACE:
+    extra.need_relation(event, rel, (AOR, SPECIAL), "as dp_accounting: the "
+                        "noise is relative to an L1 bound per record")
   if kind is not None:
     return kind
   if _isinstance(event, "RandomizedResponseDpEvent"):
-    if rel == AOR:
-      raise _Unsupported("neighboring_relation must be REPLACE_ONE or "
-                         "REPLACE_SPECIAL for RandomizedResponseDpEvent; found "
-                         "ADD_OR_REMOVE_ONE.", event)
+    extra.need_relation(event, rel, (REPLACE, SPECIAL), "randomized response "
+                        "replaces a user's bucket; it has no add/remove pair")
     p, k = event.noise_parameter, event.num_buckets
     if not (0 <= float(p) <= 1) or int(k) < 1:
       raise _Unsupported(f"noise_parameter must be in [0, 1] and num_buckets "
@@ -216,16 +212,16 @@ def _leaf_kind(event, rel) -> str:
       raise _Unsupported(f"sampling_probability must be in [0, 1]; got {q}.",
                          event)
     inner = event.event
-    if _isinstance(inner, "LaplaceDpEvent") and rel == REPLACE:
-      raise _Unsupported("PoissonSampledDpEvent of a LaplaceDpEvent needs "
-                         "ADD_OR_REMOVE_ONE or REPLACE_SPECIAL (no valid "
-                         "replacement pair is known to this accountant); "
-                         "found REPLACE_ONE.", event)
+    if _isinstance(inner, "LaplaceDpEvent"):
+      extra.need_relation(event, rel, (AOR, SPECIAL), "no replace-one pair of "
+                          "Poisson-subsampled Laplace noise is implemented")
     kind = _additive_kind(inner)
     if kind is not None:
       return "poisson_" + kind
+    why = (" (no PLD of a subsampled zCDP mechanism is known and no subsampled-"
+           "RDP bound for it is implemented)" if _isinstance(inner, "ZCDpEvent") else "")
     raise _Unsupported("the sub-event of PoissonSampledDpEvent must be a "
-                       f"GaussianDpEvent or LaplaceDpEvent; found {inner}.",
+                       f"GaussianDpEvent or LaplaceDpEvent; found {inner}{why}.",
                        inner)
   if _isinstance(event, "SampledWithoutReplacementDpEvent"):
     if rel != REPLACE:
@@ -276,6 +272,9 @@ def _leaf_kind(event, rel) -> str:
   if isinstance(event, ev.ShuffledCheckInDpEvent):
     _replacement_only(event, rel, "ShuffledCheckInDpEvent")
     return "check_in"
+  kind = extra.leaf_kind(event, rel)
+  if kind is not None:
+    return kind
   raise _Unsupported("Unsupported event.", event)
 
 
@@ -325,7 +324,13 @@ def leaves(event, count: int) -> List[Tuple[Any, int]]:
 def build_component(event, relation, *, step: float) -> Component:
   """The :class:`Component` of a supported leaf event (see module docstring)."""
   rel = relation_name(relation)
+  if _isinstance(event, "NonPrivateDpEvent"):
+    return _nonprivate("non_private")
   kind = _leaf_kind(event, rel)
+  if kind in extra.KINDS:
+    fields = extra.build(kind, event, rel, float(step))
+    fn = fields.pop("lower_fn", None)
+    return Component(**fields, lower=Lazy(fn) if fn is not None else None)
   return _BUILDERS[kind](event, rel, float(step))
 
 
