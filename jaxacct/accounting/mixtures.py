@@ -119,36 +119,42 @@ def discrete_laplace(a: float, sensitivity: int, *, step: float, pessimistic: bo
 # mixtures of Gaussians
 
 
-def _mog_loss(x, sigma, c, lp):
-  """L(x) = log sum_i p_i exp((c_i x - c_i^2/2) / sigma^2), vectorised in x."""
+def _mog_loss_slope(x, sigma, c, lp, slope=True):
+  """L(x) = log sum_i p_i exp((c_i x - c_i^2/2) / sigma^2) and L'(x), vectorised in x."""
   z = lp[None, :] + (np.outer(x, c) - 0.5 * c * c) / (sigma * sigma)
-  return special.logsumexp(z, axis=1)
-
-
-def _mog_slope(x, sigma, c, lp):
-  z = lp[None, :] + (np.outer(x, c) - 0.5 * c * c) / (sigma * sigma)
-  w = np.exp(z - special.logsumexp(z, axis=1, keepdims=True))
-  return (w @ c) / (sigma * sigma)
+  m = z.max(axis=1, keepdims=True)
+  e = np.exp(z - m)
+  tot = e.sum(axis=1)
+  loss = m[:, 0] + np.log(tot)
+  if not slope:
+    return loss
+  return loss, (e @ c) / tot / (sigma * sigma)
 
 
 def _mog_inverse(y, sigma, c, lp, lo, hi):
-  """x with L(x) = y for y in [L(lo), L(hi)]: safeguarded Newton (L convex, increasing)."""
+  """x with L(x) = y for y in [L(lo), L(hi)] (L convex, increasing): start from
+  the chord on a 16k-point table, then safeguarded Newton steps."""
   y = np.asarray(y, np.float64)
-  a = np.full(y.shape, float(lo))
-  b = np.full(y.shape, float(hi))
-  x = b.copy()
-  for _ in range(100):
-    f = _mog_loss(x, sigma, c, lp) - y
+  xg = np.linspace(lo, hi, (1 << 14) + 1)
+  lg = np.maximum.accumulate(_mog_loss_slope(xg, sigma, c, lp, slope=False))
+  i = np.clip(np.searchsorted(lg, y), 1, xg.size - 1)
+  a, b = xg[i - 1], xg[i]
+  with np.errstate(divide="ignore", invalid="ignore"):
+    w = np.clip(np.nan_to_num((y - lg[i - 1]) / (lg[i] - lg[i - 1])), 0.0, 1.0)
+  x = a + w * (b - a)
+  for _ in range(50):
+    f, g = _mog_loss_slope(x, sigma, c, lp)
+    f = f - y
     a = np.where(f < 0, x, a)
     b = np.where(f >= 0, x, b)
-    g = _mog_slope(x, sigma, c, lp)
     with np.errstate(divide="ignore", invalid="ignore"):
       xn = x - f / g
-    bad = ~np.isfinite(xn) | (xn <= a) | (xn >= b)
+    bad = ~np.isfinite(xn) | (xn < a) | (xn > b)
     xn = np.where(bad, 0.5 * (a + b), xn)
-    if np.all(np.abs(xn - x) <= 1e-13 * (1.0 + np.abs(x))):
-      return xn
+    done = np.all(np.abs(xn - x) <= 1e-14 * (1.0 + np.abs(x)))
     x = xn
+    if done:
+      break
   return x
 
 
@@ -188,7 +194,8 @@ def mixture_of_gaussians(sigma: float, sensitivities, probs, *, step: float,
   lp = np.log(p)
   z = float(-special.ndtri(TAIL)) + 0.05
   lo, hi = float(c.min()) - z * s, float(c.max()) + z * s
-  l_lo, l_hi = (float(v) for v in _mog_loss(np.array([lo, hi]), s, c, lp))
+  l_lo, l_hi = (float(v) for v in _mog_loss_slope(np.array([lo, hi]), s, c, lp,
+                                                      slope=False))
   h = float(step)
   j0, j1 = math.ceil(l_lo / h), math.floor(l_hi / h)
   stride = max(1, math.ceil((j1 - j0 + 1) / _MAX_CELLS))
