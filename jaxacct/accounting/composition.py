@@ -115,32 +115,6 @@ def _isinstance(event, name):
   return c is not None and isinstance(event, c)
 
 
-def _dp_random_allocation_class():
-  """dp_accounting's own RandomAllocationDpEvent, when the installed version has it."""
-  if not _optional.HAS_DP_ACCOUNTING:
-    return None
-  from dp_accounting import dp_event
-  return getattr(dp_event, "RandomAllocationDpEvent", None)
-
-
-def _from_dp_random_allocation(event):
-  """Our RandomAllocationDpEvent from dp_accounting's (fields read by name)."""
-  def get(*names, default=None):
-    for n in names:
-      if hasattr(event, n):
-        return getattr(event, n)
-    return default
-  sigma = get("noise_multiplier", "sigma")
-  t = get("num_steps")
-  if sigma is None or t is None:
-    raise ValueError("dp_accounting's RandomAllocationDpEvent has no "
-                     "noise_multiplier/num_steps field this version reads.")
-  return ev.RandomAllocationDpEvent(
-      sigma=float(sigma), num_steps=int(t),
-      num_selected=int(get("num_selected", default=1)),
-      num_epochs=int(get("num_epochs", default=1)))
-
-
 # --------------------------------------------------------------------------
 # support check and flattening
 
@@ -256,10 +230,10 @@ def _leaf_kind(event, rel) -> str:
           "REPLACE_SPECIAL neighbours (no replacement analysis of random "
           "allocation is implemented); found REPLACE_ONE.", event)
     return "allocation"
-  dra = _dp_random_allocation_class()
+  dra = extra.dp_random_allocation_class()
   if dra is not None and isinstance(event, dra):
     try:
-      _from_dp_random_allocation(event)
+      extra.from_dp_random_allocation(event)
     except (ValueError, TypeError) as e:
       raise _Unsupported(str(e), event) from None
     if rel == REPLACE:
@@ -521,7 +495,7 @@ def _allocation(event, rel, step):
 
 
 def _dp_allocation(event, rel, step):
-  return _allocation(_from_dp_random_allocation(event), rel, step)
+  return _allocation(extra.from_dp_random_allocation(event), rel, step)
 
 
 _SHUFFLE_MAX_ATOMS = 4_000_000

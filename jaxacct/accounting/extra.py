@@ -30,7 +30,8 @@ import numpy as np
 
 from jaxacct.accounting import _optional
 
-__all__ = ["Unsupported", "KINDS", "leaf_kind", "build", "need_relation"]
+__all__ = ["Unsupported", "KINDS", "leaf_kind", "build", "need_relation",
+           "dp_random_allocation_class", "from_dp_random_allocation"]
 
 AOR, REPLACE, SPECIAL = "ADD_OR_REMOVE_ONE", "REPLACE_ONE", "REPLACE_SPECIAL"
 KINDS = ("discrete_laplace", "mog", "truncated", "with_replacement", "tree",
@@ -43,6 +44,33 @@ class Unsupported(Exception):
   def __init__(self, msg, event=None):
     super().__init__(msg)
     self.event = event
+
+
+def dp_random_allocation_class():
+  """dp_accounting's own RandomAllocationDpEvent, when the installed version has it."""
+  if not _optional.HAS_DP_ACCOUNTING:
+    return None
+  from dp_accounting import dp_event
+  return getattr(dp_event, "RandomAllocationDpEvent", None)
+
+
+def from_dp_random_allocation(event):
+  """Our RandomAllocationDpEvent from dp_accounting's (fields read by name)."""
+  def get(*names, default=None):
+    for n in names:
+      if hasattr(event, n):
+        return getattr(event, n)
+    return default
+  sigma = get("noise_multiplier", "sigma")
+  t = get("num_steps")
+  if sigma is None or t is None:
+    raise ValueError("dp_accounting's RandomAllocationDpEvent has no "
+                     "noise_multiplier/num_steps field this version reads.")
+  from jaxacct.accounting import events as ev
+  return ev.RandomAllocationDpEvent(
+      sigma=float(sigma), num_steps=int(t),
+      num_selected=int(get("num_selected", default=1)),
+      num_epochs=int(get("num_epochs", default=1)))
 
 
 def _is(event, name):

@@ -107,9 +107,11 @@ def discrete_laplace(a: float, sensitivity: int, *, step: float, pessimistic: bo
     one = dominated_on_grid(p, p * np.exp(-losses), step=step)
   else:
     h = float(step)
-    # a loss that is a grid point up to float rounding stays on it
+    # a loss within 1e-12 (relative) of a grid point is taken as on it: float
+    # rounding of a (s - 2k) and of the grid (e.g. 0.2 * 3 / 1e-3 =
+    # 600.0000000000001) must not add a grid step (delta moves <= 1e-12 rel.)
     r = losses / h
-    near = np.abs(r - np.round(r)) < 1e-9 * np.maximum(1.0, np.abs(r))
+    near = np.abs(r - np.round(r)) < 1e-12 * np.maximum(1.0, np.abs(r))
     losses = np.where(near, np.round(r) * h, losses)
     one = E.from_losses(losses, p, step=h, pessimistic=True)
   return E.PairPLD(one, one)
