@@ -290,23 +290,33 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
                   details=c.full_details())
 
   def _extreme(self, quantity, with_lower, result):
-    """epsilon at delta = 0 (the largest loss of positive mass; inf if any
-    mass is at +inf) or delta at epsilon = inf (the mass at +inf), from the
-    general PLD path (no shortcut)."""
+    """epsilon at delta = 0 or delta at epsilon = inf, from the components.
+
+    A composition's largest loss is the sum of the components' largest
+    losses (count times each), and its mass at +inf is ``1 - prod (1 -
+    inf_k)^{n_k}``: both exact for the per-component PLDs, so no FFT round-off
+    enters (:func:`jaxacct.accounting.mixtures.composed_extreme`). Components
+    known only by RDP: epsilon(0) = inf; delta(inf) from the composed pair.
+    """
     from jaxacct.accounting import mixtures
-    c = self._compose_general()
-    fn = mixtures.max_loss if quantity == "epsilon" else mixtures.inf_mass
-    value = 0.0 if quantity == "epsilon" else math.inf
-    ups = {d: fn(getattr(c.upper, d)) for d in ("remove", "add")}
-    if not with_lower:
-      return result(max(ups.values()), method=c.method, bound="upper",
+    items, det, _ = self._screen([(leaf, n) for leaf, n in self._leaves if n > 0])
+    if any(c.upper is None for c, _ in items) and quantity == "delta":
+      c = self._compose_general()
+      v = max(mixtures.inf_mass(c.upper.remove), mixtures.inf_mass(c.upper.add))
+      return result(v, method=c.method, bound="upper", lower=0.0 if with_lower else None,
                     details=dict(c.details))
-    lower = c.lower
-    los = {d: min(self._lower_value(quantity, getattr(lower, d), value), ups[d])
-           if lower is not None else 0.0 for d in ups}
-    return result(max(ups.values()), method=c.method, bound="upper",
+    ups = {d: mixtures.composed_extreme(
+        quantity, [(getattr(c.upper, d) if c.upper is not None else None, n)
+                   for c, n in items]) for d in ("remove", "add")}
+    method = "pld" if all(c.upper is not None for c, _ in items) else "pld+rdp"
+    if not with_lower:
+      return result(max(ups.values()), method=method, bound="upper", details=det)
+    lows = [(comp.resolve(c.lower), n) for c, n in items if c.lower is not None]
+    los = {d: min(ups[d], mixtures.composed_extreme(
+        quantity, [(getattr(lo, d), n) for lo, n in lows])) for d in ups}
+    return result(max(ups.values()), method=method, bound="upper",
                   lower=max(los.values()), by_direction={d: (ups[d], los[d]) for d in ups},
-                  details=c.full_details())
+                  details=det)
 
   def _epsilon(self, delta, *, with_lower: bool) -> EpsilonResult:
     return self._query("epsilon", delta, with_lower=with_lower)

@@ -34,7 +34,8 @@ from jaxacct.accounting.pairs import dominated_on_grid, from_cells
 
 __all__ = ["discrete_laplace", "mixture_of_gaussians", "mixture",
            "truncated_poisson_gaussian", "truncation_probabilities",
-           "with_replacement_gaussian", "max_loss", "inf_mass", "log_normal_mass"]
+           "with_replacement_gaussian", "max_loss", "inf_mass", "composed_extreme",
+           "log_normal_mass"]
 
 #: tail mass per side below which the noise line is cut (charged pessimistically).
 TAIL = 1e-20
@@ -61,6 +62,25 @@ def max_loss(pld) -> float:
 def inf_mass(pld) -> float:
   """Delta at epsilon = inf: the mass at +inf."""
   return float(pld.inf_mass)
+
+
+def composed_extreme(quantity: str, plds_counts) -> float:
+  """epsilon(0) (``quantity="epsilon"``) or delta(inf) of a composition.
+
+  ``plds_counts``: ``[(pld or None, count)]``; a ``None`` PLD (unknown
+  shape) makes epsilon(0) infinite. epsilon(0) = sum of count x
+  :func:`max_loss`; delta(inf) = ``1 - prod (1 - inf_mass)^count``. An
+  empty list gives 0.
+  """
+  if quantity == "epsilon":
+    tot = 0.0
+    for p, n in plds_counts:
+      tot += math.inf if p is None else n * max_loss(p)
+    return tot
+  keep = 0.0
+  for p, n in plds_counts:
+    keep += n * math.log1p(-min(inf_mass(p), 1.0)) if inf_mass(p) < 1 else -math.inf
+  return max(0.0, float(-math.expm1(keep)))
 
 
 def log_normal_mass(a, b):
