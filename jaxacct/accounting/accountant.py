@@ -203,12 +203,21 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
   def get_epsilon(self, target_delta: float) -> float:
     """Epsilon at ``target_delta`` of everything composed (certified upper bound).
 
-    Computes the upper side only (use :meth:`get_epsilon_bounds` for both).
+    ``target_delta`` in [0, 1], as dp_accounting: 0 for an empty or no-op
+    ledger (any delta) and for delta >= 1; inf when a non-private event was
+    composed (any delta). At delta = 0: the largest privacy loss (the sum of
+    the events' largest losses; inf for unbounded ones such as Gaussian
+    noise). Computes the upper side only (use :meth:`get_epsilon_bounds`
+    for both).
     """
     return float(self._epsilon(target_delta, with_lower=False).epsilon)
 
   def get_delta(self, target_epsilon: float) -> float:
-    """Delta at ``target_epsilon`` (certified upper bound; upper side only)."""
+    """Delta at ``target_epsilon`` in [0, inf] (certified upper bound; upper side only).
+
+    0 for an empty or no-op ledger, 1 after a non-private event; at
+    epsilon = inf the mass at +inf loss, ``1 - prod_k (1 - inf_k)^{n_k}``.
+    """
     return float(self._delta(target_epsilon, with_lower=False).delta)
 
   # ------------------------------------------------------------- brackets

@@ -25,7 +25,9 @@ fixed "zero" record: for additive-noise sums and random allocation this is
 the add/remove pair; for shuffling and check-in it is a replacement), and
 ``REPLACE_ONE`` (sensitivity doubles for additive noise). A pair is
 returned only where it is valid for the relation; otherwise the event is
-unsupported and the error names it.
+unsupported and the error names it (dp_accounting's wording,
+"neighboring_relation must be ..."). dp_accounting 0.6.0's newer events are
+checked and built in :mod:`jaxacct.accounting.extra`.
 """
 
 from __future__ import annotations
