@@ -236,6 +236,8 @@ def build(kind, event, rel, step) -> dict:
     if s == 0:
       return dict(label=label, nonprivate=True)
     sp = rel == SPECIAL
+    if not sp:   # say how loose the upper side is (details["components"])
+      label += " [upper: draw count revealed, no amplification in epsilon]"
     return dict(label=label, upper=mx.with_replacement_gaussian(n, m, s, step=h,
                                                                 special_record=sp),
                 lower_fn=lambda: mx.with_replacement_gaussian(
