@@ -6,7 +6,9 @@ module imports that installed test module and runs every test in it with
 ``pld_privacy_accountant.PLDAccountant`` (and ``NeighborRel``) replaced by
 jaxacct's: their code is not copied here, and their semantics are ours (0 for
 an empty or no-op ledger, inf for a non-private one, ValueError for a
-non-positive count, UnsupportedEventError naming the relation).
+non-positive count, UnsupportedEventError naming the relation). One case
+(truncated subsampled Gaussian) pins a value looser than ours: it is checked
+to fail only there, with ours below theirs (``_TIGHTER``).
 """
 
 import importlib
@@ -55,15 +57,53 @@ def _cases():
 _CASES = _cases()
 
 
+def _name(case):
+  """The test method's name (with parameterized's index suffix), no parameter repr."""
+  prefix = f"{type(case).__module__}.{type(case).__qualname__}."
+  return case.id()[len(prefix):].split(" ", 1)[0]
+
+
+def _truncated_is_tighter(result):
+  """dp_accounting's truncated-subsampled-Gaussian value is loose; ours is tighter.
+
+  Their test pins epsilon 17.904330 at delta 1e-6 (within 1e-6) for
+  3 x (n=4) + 2 x (n=3) events (q = 0.5, b = 2, sigma = 1). Their pair puts
+  the *replace-one* subsampled Gaussian at sigma/2 in the truncated branch
+  (their comment: "a (slightly loose) upper bound"); the add/remove pair
+  there is the *remove/add* one (``jaxacct.accounting.mixtures.
+  truncated_poisson_gaussian`` derives it), so our value is smaller. The case
+  must fail only on that value check, and ours must lie between our
+  certified lower bound and their value, and above the exact instance
+  (brute force in tests/test_accounting_events_more.py).
+  """
+  from dp_accounting import dp_event
+  assert not result.errors and len(result.failures) == 1, result.errors
+  assert "17.90433" in result.failures[0][1] or "1e-06" in result.failures[0][1]
+  acc = PLDAccountant()
+  acc.compose(dp_event.TruncatedSubsampledGaussianDpEvent(4, 0.5, 2, 1.0), 3)
+  acc.compose(dp_event.TruncatedSubsampledGaussianDpEvent(3, 0.5, 2, 1.0), 2)
+  r = acc.get_epsilon_bounds(1e-6)
+  assert r.lower <= r.epsilon < 17.904330
+  assert r.epsilon == pytest.approx(16.45651, abs=1e-4)   # ours, see above
+
+
+# cases whose expected value is looser than ours, with the check that replaces theirs
+_TIGHTER = {"test_truncated_subsampled_gaussian_basic": _truncated_is_tighter}
+
+
 def test_all_cases_collected():
   # dp_accounting 0.6.0's module has 68 test cases (parameterized expanded)
   assert len(_CASES) == 68
+  assert len({_name(c) for c in _CASES}) == 68
 
 
-@pytest.mark.parametrize("case", _CASES, ids=[c.id().rsplit(".", 1)[-1] for c in _CASES])
+@pytest.mark.parametrize("case", _CASES, ids=[f"{_name(c)}-{i}" for i, c in enumerate(_CASES)])
 def test_dp_accounting_case(case):
   result = unittest.TestResult()
   case.run(result)
+  if _name(case) in _TIGHTER:
+    _TIGHTER[_name(case)](result)
+    return
   problems = result.failures + result.errors
   assert not problems, problems[0][1]
   assert not result.skipped or result.skipped[0][1]

@@ -17,6 +17,10 @@ PLD engine, with jaxacct's events for what dp_accounting cannot express
 Modules: :mod:`~jaxacct.accounting.events` (event types),
 :mod:`~jaxacct.accounting.accountant` (the accountant),
 :mod:`~jaxacct.accounting.composition` (events -> PLD pairs, composition),
+:mod:`~jaxacct.accounting.extra` and :mod:`~jaxacct.accounting.mixtures`
+(dp_accounting 0.6.0's newer events: discrete Laplace, mixtures of
+Gaussians, truncated Poisson sampling, sampling with replacement, tree
+aggregation),
 :mod:`~jaxacct.accounting.pairs` (pair constructors: regrid, profile ->
 pair, cell masses), :mod:`~jaxacct.accounting.views` (TPR at FPR, mu-GDP),
 :mod:`~jaxacct.accounting.state` (JSON state).

@@ -50,6 +50,14 @@ _STANDARD_FIELDS = {
     "SampledWithoutReplacementDpEvent": ("source_dataset_size", "sample_size",
                                          "event"),
     "ZCDpEvent": ("rho", "xi"),
+    "DiscreteLaplaceDpEvent": ("noise_parameter", "sensitivity"),
+    "MixtureOfGaussiansDpEvent": ("standard_deviation", "sensitivities",
+                                  "sampling_probs"),
+    "TruncatedSubsampledGaussianDpEvent": ("dataset_size", "sampling_probability",
+                                           "truncated_batch_size",
+                                           "noise_multiplier"),
+    "SingleEpochTreeAggregationDpEvent": ("noise_multiplier", "step_counts"),
+    "RepeatAndSelectDpEvent": ("event", "mean", "shape"),
 }
 
 if HAS_DP_ACCOUNTING:
@@ -94,6 +102,7 @@ else:
     globals()[_cls.__name__] = _cls
   # ComposedDpEvent holds a list: hash by identity (it is never a dict key).
   STANDARD_EVENTS["ComposedDpEvent"].__hash__ = object.__hash__
+  STANDARD_EVENTS["MixtureOfGaussiansDpEvent"].__hash__ = object.__hash__
 
   class DpEventBuilder:  # type: ignore[no-redef]
     """Ledger of composed events (stand-in for dp_accounting's builder)."""

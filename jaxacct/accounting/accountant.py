@@ -170,6 +170,17 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     """The ``(event, count)`` pairs composed so far, in order (as given)."""
     return tuple(self._history)
 
+  def compose(self, event, count: int = 1) -> "PLDAccountant":
+    """Records ``event`` composed ``count`` times (lazy: queries compute).
+
+    Raises ``ValueError`` for ``count`` not an int >= 1 (as dp_accounting's
+    accountants do) and ``UnsupportedEventError`` (naming the offending
+    sub-event and why) for an event this accountant cannot account for.
+    """
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
+      raise ValueError(f"count must be a positive int; got {count!r}.")
+    return super().compose(event, int(count))
+
   def _maybe_compose(self, event, count, do_compose):
     if not isinstance(count, (int, np.integer)) or count < 0:
       return _optional.CompositionErrorDetails(
@@ -192,12 +203,21 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
   def get_epsilon(self, target_delta: float) -> float:
     """Epsilon at ``target_delta`` of everything composed (certified upper bound).
 
-    Computes the upper side only (use :meth:`get_epsilon_bounds` for both).
+    ``target_delta`` in [0, 1], as dp_accounting: 0 for an empty or no-op
+    ledger (any delta) and for delta >= 1; inf when a non-private event was
+    composed (any delta). At delta = 0: the largest privacy loss (the sum of
+    the events' largest losses; inf for unbounded ones such as Gaussian
+    noise). Computes the upper side only (use :meth:`get_epsilon_bounds`
+    for both).
     """
     return float(self._epsilon(target_delta, with_lower=False).epsilon)
 
   def get_delta(self, target_epsilon: float) -> float:
-    """Delta at ``target_epsilon`` (certified upper bound; upper side only)."""
+    """Delta at ``target_epsilon`` in [0, inf] (certified upper bound; upper side only).
+
+    0 for an empty or no-op ledger, 1 after a non-private event; at
+    epsilon = inf the mass at +inf loss, ``1 - prod_k (1 - inf_k)^{n_k}``.
+    """
     return float(self._delta(target_epsilon, with_lower=False).delta)
 
   # ------------------------------------------------------------- brackets
@@ -229,9 +249,9 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     """
     is_eps = quantity == "epsilon"
     if is_eps:
-      checks.check_delta(value)
+      checks.check_range("delta", value, 0.0, 1.0)
     else:
-      checks.check_range("epsilon", value, 0.0, np.inf)
+      checks.check_range("epsilon", value, 0.0, np.inf, allow_inf=True)
     value = float(value)
     given = "delta" if is_eps else "epsilon"
     cls = EpsilonResult if is_eps else DeltaResult
@@ -244,8 +264,11 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
       worst = math.inf if is_eps else 1.0
       return result(worst, method="non_private", bound="upper", lower=worst,
                     details=dict(c.details))
-    if c.empty:
-      return result(0.0, method="none", bound="exact", lower=0.0, details=dict(c.details))
+    if c.empty or (is_eps and value >= 1.0):
+      return result(0.0, method="none" if c.empty else c.method, bound="exact",
+                    lower=0.0, details=dict(c.details))
+    if (is_eps and value == 0.0) or (not is_eps and value == math.inf):
+      return self._extreme(quantity, with_lower, result)
     if c.exact_mu is not None:
       from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
       g = (gaussian_epsilon if is_eps else gaussian_delta)(1.0 / c.exact_mu, value)
@@ -274,6 +297,35 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     return result(max(ups.values()), method=c.method, bound="upper",
                   lower=max(los.values()), by_direction={d: (ups[d], los[d]) for d in ups},
                   details=c.full_details())
+
+  def _extreme(self, quantity, with_lower, result):
+    """epsilon at delta = 0 or delta at epsilon = inf, from the components.
+
+    A composition's largest loss is the sum of the components' largest
+    losses (count times each), and its mass at +inf is ``1 - prod (1 -
+    inf_k)^{n_k}``: both exact for the per-component PLDs, so no FFT round-off
+    enters (:func:`jaxacct.accounting.mixtures.composed_extreme`). Components
+    known only by RDP: epsilon(0) = inf; delta(inf) from the composed pair.
+    """
+    from jaxacct.accounting import mixtures
+    items, det, _ = self._screen([(leaf, n) for leaf, n in self._leaves if n > 0])
+    if any(c.upper is None for c, _ in items) and quantity == "delta":
+      c = self._compose_general()
+      v = max(mixtures.inf_mass(c.upper.remove), mixtures.inf_mass(c.upper.add))
+      return result(v, method=c.method, bound="upper", lower=0.0 if with_lower else None,
+                    details=dict(c.details))
+    ups = {d: mixtures.composed_extreme(
+        quantity, [(getattr(c.upper, d) if c.upper is not None else None, n)
+                   for c, n in items]) for d in ("remove", "add")}
+    method = "pld" if all(c.upper is not None for c, _ in items) else "pld+rdp"
+    if not with_lower:
+      return result(max(ups.values()), method=method, bound="upper", details=det)
+    lows = [(comp.resolve(c.lower), n) for c, n in items if c.lower is not None]
+    los = {d: min(ups[d], mixtures.composed_extreme(
+        quantity, [(getattr(lo, d), n) for lo, n in lows])) for d in ups}
+    return result(max(ups.values()), method=method, bound="upper",
+                  lower=max(los.values()), by_direction={d: (ups[d], los[d]) for d in ups},
+                  details=det)
 
   def _epsilon(self, delta, *, with_lower: bool) -> EpsilonResult:
     return self._query("epsilon", delta, with_lower=with_lower)

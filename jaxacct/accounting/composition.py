@@ -25,7 +25,9 @@ fixed "zero" record: for additive-noise sums and random allocation this is
 the add/remove pair; for shuffling and check-in it is a replacement), and
 ``REPLACE_ONE`` (sensitivity doubles for additive noise). A pair is
 returned only where it is valid for the relation; otherwise the event is
-unsupported and the error names it.
+unsupported and the error names it (dp_accounting's wording,
+"neighboring_relation must be ..."). dp_accounting 0.6.0's newer events are
+checked and built in :mod:`jaxacct.accounting.extra`.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import numpy as np
 
 from jaxacct.accounting import _optional
 from jaxacct.accounting import events as ev
+from jaxacct.accounting import extra
 from jaxacct.accounting import mechanisms as mech
 from jaxacct.accounting import pairs
 
@@ -114,32 +117,6 @@ def _isinstance(event, name):
   return c is not None and isinstance(event, c)
 
 
-def _dp_random_allocation_class():
-  """dp_accounting's own RandomAllocationDpEvent, when the installed version has it."""
-  if not _optional.HAS_DP_ACCOUNTING:
-    return None
-  from dp_accounting import dp_event
-  return getattr(dp_event, "RandomAllocationDpEvent", None)
-
-
-def _from_dp_random_allocation(event):
-  """Our RandomAllocationDpEvent from dp_accounting's (fields read by name)."""
-  def get(*names, default=None):
-    for n in names:
-      if hasattr(event, n):
-        return getattr(event, n)
-    return default
-  sigma = get("noise_multiplier", "sigma")
-  t = get("num_steps")
-  if sigma is None or t is None:
-    raise ValueError("dp_accounting's RandomAllocationDpEvent has no "
-                     "noise_multiplier/num_steps field this version reads.")
-  return ev.RandomAllocationDpEvent(
-      sigma=float(sigma), num_steps=int(t),
-      num_selected=int(get("num_selected", default=1)),
-      num_epochs=int(get("num_epochs", default=1)))
-
-
 # --------------------------------------------------------------------------
 # support check and flattening
 
@@ -172,18 +149,12 @@ def check_event(event, relation) -> Optional[Any]:
   return None
 
 
-class _Unsupported(Exception):
-  def __init__(self, msg, event=None):
-    super().__init__(msg)
-    self.event = event
+_Unsupported = extra.Unsupported
 
 
 def _replacement_only(event, rel, what):
-  if rel == AOR:
-    raise _Unsupported(
-        f"{what} is accounted for replacement neighbours (one user's input "
-        "changes), so the accountant's neighboring_relation must be "
-        "REPLACE_ONE or REPLACE_SPECIAL; found ADD_OR_REMOVE_ONE.", event)
+  extra.need_relation(event, rel, (REPLACE, SPECIAL), f"{what} is accounted "
+                      "for replacement neighbours: one user's input changes")
 
 
 def _additive_kind(event):
@@ -198,13 +169,14 @@ def _additive_kind(event):
 def _leaf_kind(event, rel) -> str:
   """Validates a leaf and names its kind (raises _Unsupported)."""
   kind = _additive_kind(event)
+  if kind == "laplace" and rel == REPLACE:
+    extra.need_relation(event, rel, (AOR, SPECIAL), "as dp_accounting: the "
+                        "noise is relative to an L1 bound per record")
   if kind is not None:
     return kind
   if _isinstance(event, "RandomizedResponseDpEvent"):
-    if rel == AOR:
-      raise _Unsupported("neighboring_relation must be REPLACE_ONE or "
-                         "REPLACE_SPECIAL for RandomizedResponseDpEvent; found "
-                         "ADD_OR_REMOVE_ONE.", event)
+    extra.need_relation(event, rel, (REPLACE, SPECIAL), "randomized response "
+                        "replaces a user's bucket; it has no add/remove pair")
     p, k = event.noise_parameter, event.num_buckets
     if not (0 <= float(p) <= 1) or int(k) < 1:
       raise _Unsupported(f"noise_parameter must be in [0, 1] and num_buckets "
@@ -216,16 +188,16 @@ def _leaf_kind(event, rel) -> str:
       raise _Unsupported(f"sampling_probability must be in [0, 1]; got {q}.",
                          event)
     inner = event.event
-    if _isinstance(inner, "LaplaceDpEvent") and rel == REPLACE:
-      raise _Unsupported("PoissonSampledDpEvent of a LaplaceDpEvent needs "
-                         "ADD_OR_REMOVE_ONE or REPLACE_SPECIAL (no valid "
-                         "replacement pair is known to this accountant); "
-                         "found REPLACE_ONE.", event)
+    if _isinstance(inner, "LaplaceDpEvent"):
+      extra.need_relation(event, rel, (AOR, SPECIAL), "no replace-one pair of "
+                          "Poisson-subsampled Laplace noise is implemented")
     kind = _additive_kind(inner)
     if kind is not None:
       return "poisson_" + kind
+    why = (" (no PLD of a subsampled zCDP mechanism is known and no subsampled-"
+           "RDP bound for it is implemented)" if _isinstance(inner, "ZCDpEvent") else "")
     raise _Unsupported("the sub-event of PoissonSampledDpEvent must be a "
-                       f"GaussianDpEvent or LaplaceDpEvent; found {inner}.",
+                       f"GaussianDpEvent or LaplaceDpEvent; found {inner}{why}.",
                        inner)
   if _isinstance(event, "SampledWithoutReplacementDpEvent"):
     if rel != REPLACE:
@@ -260,10 +232,10 @@ def _leaf_kind(event, rel) -> str:
           "REPLACE_SPECIAL neighbours (no replacement analysis of random "
           "allocation is implemented); found REPLACE_ONE.", event)
     return "allocation"
-  dra = _dp_random_allocation_class()
+  dra = extra.dp_random_allocation_class()
   if dra is not None and isinstance(event, dra):
     try:
-      _from_dp_random_allocation(event)
+      extra.from_dp_random_allocation(event)
     except (ValueError, TypeError) as e:
       raise _Unsupported(str(e), event) from None
     if rel == REPLACE:
@@ -276,6 +248,9 @@ def _leaf_kind(event, rel) -> str:
   if isinstance(event, ev.ShuffledCheckInDpEvent):
     _replacement_only(event, rel, "ShuffledCheckInDpEvent")
     return "check_in"
+  kind = extra.leaf_kind(event, rel)
+  if kind is not None:
+    return kind
   raise _Unsupported("Unsupported event.", event)
 
 
@@ -325,7 +300,13 @@ def leaves(event, count: int) -> List[Tuple[Any, int]]:
 def build_component(event, relation, *, step: float) -> Component:
   """The :class:`Component` of a supported leaf event (see module docstring)."""
   rel = relation_name(relation)
+  if _isinstance(event, "NonPrivateDpEvent"):
+    return _nonprivate("non_private")
   kind = _leaf_kind(event, rel)
+  if kind in extra.KINDS:
+    fields = extra.build(kind, event, rel, float(step))
+    fn = fields.pop("lower_fn", None)
+    return Component(**fields, lower=Lazy(fn) if fn is not None else None)
   return _BUILDERS[kind](event, rel, float(step))
 
 
@@ -516,7 +497,7 @@ def _allocation(event, rel, step):
 
 
 def _dp_allocation(event, rel, step):
-  return _allocation(_from_dp_random_allocation(event), rel, step)
+  return _allocation(extra.from_dp_random_allocation(event), rel, step)
 
 
 _SHUFFLE_MAX_ATOMS = 4_000_000

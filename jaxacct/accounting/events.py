@@ -5,7 +5,10 @@ dp_accounting, stand-ins with the same names and fields):
 ``GaussianDpEvent``, ``LaplaceDpEvent``, ``PoissonSampledDpEvent``,
 ``SampledWithoutReplacementDpEvent``, ``SelfComposedDpEvent``,
 ``ComposedDpEvent``, ``NoOpDpEvent``, ``NonPrivateDpEvent``,
-``RandomizedResponseDpEvent``, ``ZCDpEvent``, ``UnsupportedDpEvent``.
+``RandomizedResponseDpEvent``, ``ZCDpEvent``, ``UnsupportedDpEvent``,
+``SampledWithReplacementDpEvent``, ``DiscreteLaplaceDpEvent``,
+``MixtureOfGaussiansDpEvent``, ``TruncatedSubsampledGaussianDpEvent``,
+``SingleEpochTreeAggregationDpEvent``, ``RepeatAndSelectDpEvent``.
 
 jaxacct adds the mechanisms dp_accounting 0.6.0 cannot express. Each is a
 frozen dataclass; with dp_accounting installed it subclasses
@@ -46,7 +49,9 @@ __all__ = [
     "SampledWithoutReplacementDpEvent", "SampledWithReplacementDpEvent",
     "SelfComposedDpEvent", "ComposedDpEvent", "NoOpDpEvent",
     "NonPrivateDpEvent", "UnsupportedDpEvent", "RandomizedResponseDpEvent",
-    "ZCDpEvent", "JAXACCT_EVENTS",
+    "ZCDpEvent", "DiscreteLaplaceDpEvent", "MixtureOfGaussiansDpEvent",
+    "TruncatedSubsampledGaussianDpEvent", "SingleEpochTreeAggregationDpEvent",
+    "RepeatAndSelectDpEvent", "JAXACCT_EVENTS",
 ]
 
 # dp_accounting's own event classes (or stand-ins when it is not installed).
@@ -58,6 +63,12 @@ __all__ = [
          "SampledWithoutReplacementDpEvent", "SampledWithReplacementDpEvent",
          "SelfComposedDpEvent", "ComposedDpEvent", "NoOpDpEvent", "NonPrivateDpEvent",
          "UnsupportedDpEvent", "RandomizedResponseDpEvent", "ZCDpEvent"))
+(DiscreteLaplaceDpEvent, MixtureOfGaussiansDpEvent, TruncatedSubsampledGaussianDpEvent,
+ SingleEpochTreeAggregationDpEvent, RepeatAndSelectDpEvent) = (
+     _optional.standard_event(name) for name in (
+         "DiscreteLaplaceDpEvent", "MixtureOfGaussiansDpEvent",
+         "TruncatedSubsampledGaussianDpEvent", "SingleEpochTreeAggregationDpEvent",
+         "RepeatAndSelectDpEvent"))
 
 
 class _JaxacctEvent(DpEvent):

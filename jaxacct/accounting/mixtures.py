@@ -1,0 +1,427 @@
+r"""Pairs of dp_accounting 0.6.0's newer events (discrete Laplace, mixtures of Gaussians,
+truncated Poisson sampling, sampling with replacement).
+
+Every function returns ``jaxacct.pld`` PLDs on a caller-chosen grid ``step``:
+pessimistic (dominating: every hockey-stick divergence of the mechanism is
+below the PLD's, so compositions stay upper bounds) or optimistic
+(dominated, from an explicit instance of the mechanism, so every delta is a
+certified lower bound). Derivations are in each docstring; numbers are
+checked against dp_accounting 0.6.0's ``PLDAccountant`` in
+``tests/test_accounting_events_more.py``.
+
+* :func:`discrete_laplace` -- DLap(a) noise, integer sensitivity s.
+* :func:`mixture_of_gaussians` -- N(0, s^2) against sum_i p_i N(c_i, s^2).
+* :func:`mixture` -- a revealed-coin mixture of pairs (PLDs mixed).
+* :func:`truncated_poisson_gaussian` -- Poisson sampling truncated to a
+  maximal batch size, then the Gaussian mechanism (add/remove).
+* :func:`with_replacement_gaussian` -- a fixed batch drawn with
+  replacement, then the Gaussian mechanism (replace-one).
+* :func:`max_loss`, :func:`inf_mass` -- epsilon at delta = 0 and delta at
+  epsilon = inf of a PLD.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+from scipy import special, stats
+
+from jaxacct._core.dtype import x64_boundary
+from jaxacct.accounting import mechanisms as mech
+from jaxacct.accounting.pairs import dominated_on_grid, from_cells
+
+__all__ = ["discrete_laplace", "mixture_of_gaussians", "mixture",
+           "truncated_poisson_gaussian", "truncation_probabilities",
+           "with_replacement_gaussian", "max_loss", "inf_mass", "composed_extreme",
+           "log_normal_mass"]
+
+#: tail mass per side below which the noise line is cut (charged pessimistically).
+TAIL = 1e-20
+_MAX_CELLS = 1 << 20
+_MAX_LOSS = 400.0
+
+
+def _pld():
+  from jaxacct import pld
+  return pld
+
+
+def max_loss(pld) -> float:
+  """Epsilon at delta = 0: the largest loss of positive mass (inf if any mass is at +inf)."""
+  if float(pld.inf_mass) > 0:
+    return math.inf
+  probs = np.asarray(pld.probs)
+  nz = np.nonzero(probs > 0)[0]
+  if nz.size == 0:
+    return 0.0
+  return max(0.0, (int(pld.offset) + int(nz[-1])) * float(pld.step))
+
+
+def inf_mass(pld) -> float:
+  """Delta at epsilon = inf: the mass at +inf."""
+  return float(pld.inf_mass)
+
+
+def composed_extreme(quantity: str, plds_counts) -> float:
+  """epsilon(0) (``quantity="epsilon"``) or delta(inf) of a composition.
+
+  ``plds_counts``: ``[(pld or None, count)]``; a ``None`` PLD (unknown
+  shape) makes epsilon(0) infinite. epsilon(0) = sum of count x
+  :func:`max_loss`; delta(inf) = ``1 - prod (1 - inf_mass)^count``. An
+  empty list gives 0.
+  """
+  if quantity == "epsilon":
+    tot = 0.0
+    for p, n in plds_counts:
+      tot += math.inf if p is None else n * max_loss(p)
+    return tot
+  keep = 0.0
+  for p, n in plds_counts:
+    keep += n * math.log1p(-min(inf_mass(p), 1.0)) if inf_mass(p) < 1 else -math.inf
+  return max(0.0, float(-math.expm1(keep)))
+
+
+def log_normal_mass(a, b):
+  """log(Phi(b) - Phi(a)) for a <= b, accurate in both tails (NumPy)."""
+  a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+  flip = a > 0
+  lo, hi = np.where(flip, -b, a), np.where(flip, -a, b)
+  la, lb = special.log_ndtr(lo), special.log_ndtr(hi)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    d = np.minimum(la - lb, 0.0)
+    out = lb + np.where(d > -0.6931471805599453, np.log(-np.expm1(d)), np.log1p(-np.exp(d)))
+  return np.where(lb == -np.inf, -np.inf, out)
+
+
+# --------------------------------------------------------------------------
+# discrete Laplace
+
+
+@x64_boundary
+def discrete_laplace(a: float, sensitivity: int, *, step: float, pessimistic: bool = True):
+  r"""The discrete Laplace mechanism, both directions (add/remove, replace-special).
+
+  DLap(a) has mass ``tanh(a/2) e^{-a|x|}`` on the integers (dp_accounting's
+  ``DiscreteLaplaceDpEvent``; Canonne, Kamath, Steinke, arXiv:2004.00387).
+  With P = DLap(a) and Q = s + DLap(a) (sensitivity s), the loss
+  ``a(|x - s| - |x|)`` takes the s + 1 values ``a(s - 2k)``, k = 0..s, with
+  P-masses ``1/(1 + e^{-a})`` (x <= 0, k = 0), ``tanh(a/2) e^{-ak}``
+  (0 < k < s) and ``e^{-as}/(1 + e^{-a})`` (x >= s); so the loss is bounded
+  by ``a s`` (a pure ``a s``-DP mechanism). The pair is symmetric
+  (x -> s - x swaps P and Q), so remove = add. Upper: connect-the-dots of
+  these atoms; lower: their exact merge onto the grid.
+
+  Returns:
+    ``PairPLD``. Bound: upper (pessimistic) / lower.
+  """
+  E = _pld()
+  a, s = float(a), int(sensitivity)
+  k = np.arange(s + 1, dtype=np.float64)
+  losses = a * (s - 2.0 * k)
+  p = np.tanh(a / 2.0) * np.exp(-a * k)
+  p[0] = 1.0 / (1.0 + math.exp(-a))
+  p[-1] = math.exp(-a * s) / (1.0 + math.exp(-a))
+  if not pessimistic:
+    one = dominated_on_grid(p, p * np.exp(-losses), step=step)
+  else:
+    h = float(step)
+    # a loss within 1e-12 (relative) of a grid point is taken as on it: float
+    # rounding of a (s - 2k) and of the grid (e.g. 0.2 * 3 / 1e-3 =
+    # 600.0000000000001) must not add a grid step (delta moves <= 1e-12 rel.)
+    r = losses / h
+    near = np.abs(r - np.round(r)) < 1e-12 * np.maximum(1.0, np.abs(r))
+    losses = np.where(near, np.round(r) * h, losses)
+    one = E.from_losses(losses, p, step=h, pessimistic=True)
+  return E.PairPLD(one, one)
+
+
+# --------------------------------------------------------------------------
+# mixtures of Gaussians
+
+
+def _mog_loss_slope(x, sigma, c, lp, slope=True):
+  """L(x) = log sum_i p_i exp((c_i x - c_i^2/2) / sigma^2) and L'(x), vectorised in x."""
+  z = lp[None, :] + (np.outer(x, c) - 0.5 * c * c) / (sigma * sigma)
+  m = z.max(axis=1, keepdims=True)
+  e = np.exp(z - m)
+  tot = e.sum(axis=1)
+  loss = m[:, 0] + np.log(tot)
+  if not slope:
+    return loss
+  return loss, (e @ c) / tot / (sigma * sigma)
+
+
+def _mog_inverse(y, sigma, c, lp, lo, hi):
+  """x with L(x) = y for y in [L(lo), L(hi)] (L convex, increasing): start from
+  the chord on a 16k-point table, then safeguarded Newton steps."""
+  y = np.asarray(y, np.float64)
+  xg = np.linspace(lo, hi, (1 << 14) + 1)
+  lg = np.maximum.accumulate(_mog_loss_slope(xg, sigma, c, lp, slope=False))
+  i = np.clip(np.searchsorted(lg, y), 1, xg.size - 1)
+  a, b = xg[i - 1], xg[i]
+  with np.errstate(divide="ignore", invalid="ignore"):
+    w = np.clip(np.nan_to_num((y - lg[i - 1]) / (lg[i] - lg[i - 1])), 0.0, 1.0)
+  x = a + w * (b - a)
+  for _ in range(50):
+    f, g = _mog_loss_slope(x, sigma, c, lp)
+    f = f - y
+    a = np.where(f < 0, x, a)
+    b = np.where(f >= 0, x, b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+      xn = x - f / g
+    bad = ~np.isfinite(xn) | (xn < a) | (xn > b)
+    xn = np.where(bad, 0.5 * (a + b), xn)
+    done = np.all(np.abs(xn - x) <= 1e-14 * (1.0 + np.abs(x)))
+    x = xn
+    if done:
+      break
+  return x
+
+
+@x64_boundary
+def mixture_of_gaussians(sigma: float, sensitivities, probs, *, step: float,
+                         pessimistic: bool = True):
+  r"""The mixture-of-Gaussians mechanism, both directions.
+
+  dp_accounting's ``MixtureOfGaussiansDpEvent`` (Choquette-Choo, Ganesh,
+  Steinke, Thakurta, arXiv:2310.15526; the mechanism of matrix-factorisation
+  DP-SGD with random batches): one neighbour gives Q = N(0, sigma^2), the
+  other P = sum_i p_i N(c_i, sigma^2), c_i >= 0. The loss
+  ``L(x) = log dP/dQ(x) = logsumexp_i(log p_i + (c_i x - c_i^2/2)/sigma^2)``
+  is a log-sum-exp of affine functions with slopes c_i/sigma^2 >= 0: convex
+  and increasing. Remove: the P-law of L; add: the Q-law of -L.
+
+  Cells: the x-line is cut at ``x_j = L^{-1}(j * step)`` (every grid
+  loss in the range, or every k-th if that is more than 2^20 cells) between
+  ``x_lo = min(c) - z sigma`` and ``x_hi = max(c) + z sigma`` (z: the
+  1e-20 normal tail), plus the two tail cells; exact cell masses (normal
+  CDF differences in log space). Upper: :func:`.pairs.from_cells` splits
+  every cell onto the two ends of its loss range keeping both masses, which
+  on grid-aligned cells is exactly connect-the-dots of the exact
+  hockey-stick curve at the grid losses (Doroshenko et al., arXiv:2207.04380,
+  the construction dp_accounting uses for this event); lower: the cells
+  merged onto the grid (:func:`.pairs.dominated_on_grid`).
+
+  Returns:
+    ``PairPLD(remove, add)``. Bound: upper (pessimistic) / lower.
+  """
+  E = _pld()
+  s = float(sigma)
+  c = np.asarray(sensitivities, np.float64).ravel()
+  p = np.asarray(probs, np.float64).ravel()
+  keep = p > 0
+  c, p = c[keep], p[keep] / np.sum(p[keep])
+  lp = np.log(p)
+  z = float(-special.ndtri(TAIL)) + 0.05
+  lo, hi = float(c.min()) - z * s, float(c.max()) + z * s
+  l_lo, l_hi = (float(v) for v in _mog_loss_slope(np.array([lo, hi]), s, c, lp,
+                                                      slope=False))
+  h = float(step)
+  j0, j1 = math.ceil(l_lo / h), math.floor(l_hi / h)
+  stride = max(1, math.ceil((j1 - j0 + 1) / _MAX_CELLS))
+  grid = np.arange(j0, j1 + 1, stride, dtype=np.float64) * h
+  xs = _mog_inverse(grid, s, c, lp, lo, hi)
+  left = float(np.log(np.sum(p[c == 0]))) if np.any(c == 0) else -np.inf
+  edges = np.concatenate([[-np.inf, lo], xs, [hi, np.inf]])
+  loss_at = np.concatenate([[left, l_lo], grid, [l_hi, np.inf]])
+  ea, eb = edges[:-1], edges[1:]
+  lq = log_normal_mass(ea / s, eb / s)
+  lpm = special.logsumexp(lp[None, :] + log_normal_mass(
+      (ea[:, None] - c[None, :]) / s, (eb[:, None] - c[None, :]) / s), axis=1)
+  a_, b_ = loss_at[:-1], loss_at[1:]
+  rem = from_cells(lpm, lq, a_, b_, step=h, pessimistic=pessimistic)
+  add = from_cells(lq, lpm, -b_, -a_, step=h, pessimistic=pessimistic)
+  return E.PairPLD(rem, add)
+
+
+# --------------------------------------------------------------------------
+# revealed-coin mixtures
+
+
+def _mix_one(plds, weights, extra_inf=0.0):
+  E = _pld()
+  step = float(plds[0].step)
+  lo = min(int(p.offset) for p in plds)
+  hi = max(int(p.offset) + int(np.asarray(p.probs).size) for p in plds)
+  out = np.zeros(hi - lo)
+  inf = float(extra_inf)
+  for p, w in zip(plds, weights):
+    a = np.asarray(p.probs, np.float64)
+    out[int(p.offset) - lo:int(p.offset) - lo + a.size] += w * a
+    inf += w * float(p.inf_mass)
+  return E.PLD(jnp.asarray(out), lo, step, jnp.asarray(min(inf, 1.0), jnp.float64),
+               bool(plds[0].pessimistic))
+
+
+def mixture(pairs, weights, *, extra_inf: float = 0.0):
+  r"""The pair of a mechanism that picks pair k with public probability w_k.
+
+  When the coin is revealed, the privacy loss is that of the chosen pair,
+  so each direction's PLD is the w-mixture of the PLDs (same grid); a
+  pessimistic mixture dominates the mixture of the mechanisms they dominate
+  (the hockey-stick divergence is jointly convex: with the coin hidden it
+  is at most the revealed one). ``extra_inf``: weight charged to +inf
+  (pessimistic; e.g. cut-off terms).
+
+  Returns:
+    ``PairPLD``. Bound: as the inputs.
+  """
+  E = _pld()
+  w = [float(x) for x in weights]
+  return E.PairPLD(_mix_one([p.remove for p in pairs], w, extra_inf),
+                   _mix_one([p.add for p in pairs], w, extra_inf))
+
+
+# --------------------------------------------------------------------------
+# truncated Poisson sampling
+
+
+def truncation_probabilities(n: int, q: float, b: int):
+  r"""``(t, q_t, q_bar)`` for Poisson sampling (rate q) of n records truncated to b.
+
+  With B ~ Bin(n - 1, q) the number of other records sampled: ``t = P(B >=
+  b)`` (truncation can happen), ``q_t = P(target in the batch | B >= b) =
+  q E[b/(B+1) | B >= b] = b P(Bin(n, q) > b) / (n t)`` (the identity
+  ``E[1{B>=b}/(B+1)] = P(Bin(n,q) >= b+1)/(n q)``) and ``q_bar = (1 - t) q +
+  t q_t`` (the target's overall inclusion probability).
+  """
+  t = float(stats.binom.sf(b - 1, n - 1, q)) if n >= 1 else 0.0
+  if t <= 0.0:
+    return 0.0, 0.0, float(q)
+  qt = min(float(stats.binom.sf(b, n, q)) * b / (t * n), 1.0)
+  return t, qt, (1.0 - t) * q + t * qt
+
+
+@x64_boundary
+def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: float,
+                               pessimistic: bool = True):
+  r"""Poisson sampling (rate q) of n records, truncated to b, then Gaussian (add/remove).
+
+  dp_accounting's ``TruncatedSubsampledGaussianDpEvent`` (arXiv:2508.15089):
+  sample each record with probability q, keep a uniform b-subset if more
+  than b were sampled, add N(0, sigma^2) to the sum (norms <= 1); n is the
+  size of the dataset that holds the differing record. Let B ~ Bin(n-1, q)
+  count the other records sampled; B has the same law under both
+  neighbours, so the event {B >= b} is a coin we may reveal
+  (:func:`mixture`):
+
+  * B < b (prob 1 - t): no truncation; the target joins with probability
+    q: the Poisson-subsampled Gaussian pair ((1-q) N(0) + q N(1), N(0)).
+  * B >= b (prob t): the neighbour without the target releases a uniform
+    b-subset S of the others; the one with it, with probability ``q_t``
+    (:func:`truncation_probabilities`), swaps a uniform member y of S for
+    the target x, else releases S. Given S and y the pair is
+    ((1-q_t) N(s) + q_t N(s + x - y), N(s)), ``|x - y| <= 2``; by joint
+    convexity (over y, then S) and rotation invariance it is dominated by
+    ((1-q_t) N(0) + q_t N(2), N(0)): the subsampled Gaussian at sigma/2.
+
+  Upper: ``(1-t) PG(sigma, q) + t PG(sigma/2, q_t)`` (PG: ``jaxacct.pld``'s
+  Poisson-subsampled Gaussian pair; both directions). dp_accounting uses the
+  replace-one pair of PG(sigma/2, q_t) in the second branch ("slightly
+  loose"), so its epsilons are a little larger. Lower: the instance whose
+  other records are all 0 and x = 1: the target is in the batch with
+  probability ``q_bar`` and the pair is exactly PG(sigma, q_bar).
+
+  Returns:
+    ``PairPLD``. Bound: upper (pessimistic) / lower.
+  """
+  E = _pld()
+  t, qt, qbar = truncation_probabilities(int(n), float(q), int(b))
+  s = float(sigma)
+  if not pessimistic:
+    if qbar >= 1.0:
+      one = mech.gaussian_lower(s, step=step)
+      return E.PairPLD(one, one)
+    return mech.poisson_gaussian_lower(s, qbar, step=step)
+  first = E.poisson_gaussian_pair(s, float(q), step=step, pessimistic=True)
+  if t <= 0.0:
+    return first
+  second = E.poisson_gaussian_pair(s / 2.0, qt, step=step, pessimistic=True)
+  return mixture([first, second], [1.0 - t, t])
+
+
+# --------------------------------------------------------------------------
+# fixed batches drawn with replacement
+
+
+def _count_law(n: int, m: int):
+  """Weights b_k = P(K = k), K ~ Bin(m, 1/n), for k = 0..k_max, and the cut tail."""
+  k = np.arange(0, m + 1)
+  w = stats.binom.pmf(k, m, 1.0 / n)
+  tail = stats.binom.sf(k, m, 1.0 / n)         # P(K > k)
+  k_max = int(np.argmax(tail <= TAIL)) if np.any(tail <= TAIL) else m
+  return w[:k_max + 1], float(tail[k_max])
+
+
+@x64_boundary
+def with_replacement_gaussian(n: int, m: int, sigma: float, *, step: float,
+                              special_record: bool = False,
+                              pessimistic: bool = True):
+  r"""A batch of m draws with replacement from n records, then the Gaussian mechanism.
+
+  dp_accounting's ``SampledWithReplacementDpEvent(n, m, GaussianDpEvent(sigma))``
+  read as the PLD accountant reads ``GaussianDpEvent`` (norms <= 1, noise
+  N(0, sigma^2) on the sum). The differing record is drawn K ~ Bin(m, 1/n)
+  times; K has the same law under both neighbours, the other draws too.
+
+  * replace-one (``special_record=False``): given K = k and the other
+    draws, the pair is (N(s + k x), N(s + k x')), ``|x - x'| <= 2``, which
+    the Gaussian pair of sensitivity 2k dominates. Revealing K is allowed
+    (:func:`mixture`): upper = ``sum_k b_k G(2k/sigma)`` (k = 0: no
+    loss). This bound amplifies delta only (no amplification in epsilon);
+    no tight pair is known. Lower: the instance x = 1, x' = -1, other
+    records 0: (sum_k b_k N(k), sum_k b_k N(-k)), whose loss is increasing
+    in the output; cells merged onto the grid.
+  * replace-special (``special_record=True``, x' contributes 0): the pair is
+    (sum_k b_k N(k x), N(0)); a shorter x only adds noise
+    (post-processing), so |x| = 1 is the worst case and the pair is exactly
+    :func:`mixture_of_gaussians` with sensitivities k and weights b_k
+    (both bounds).
+
+  Terms with P(K > k_max) <= 1e-20 cut are charged to +inf (upper) and
+  dropped (lower).
+
+  Returns:
+    ``PairPLD``. Bound: upper (pessimistic) / lower.
+  """
+  E = _pld()
+  w, cut = _count_law(int(n), int(m))
+  s = float(sigma)
+  ks = np.arange(w.size, dtype=np.float64)
+  if special_record:
+    pair = mixture_of_gaussians(s, ks, w / np.sum(w), step=step, pessimistic=pessimistic)
+    if pessimistic and cut > 0:
+      pair = mixture([pair], [1.0 - cut], extra_inf=cut)
+    return pair
+  if pessimistic:
+    parts, weights, extra = [], [], cut
+    zero = E.from_losses(np.zeros(1), np.ones(1), step=step, pessimistic=True)
+    for k, wk in enumerate(w):
+      d = 2.0 * k / s
+      if k == 0:
+        parts.append(E.PairPLD(zero, zero))
+      elif d * d / 2.0 + 10.0 * d > _MAX_LOSS:
+        extra += wk                     # too wide a grid: charged to +inf
+        continue
+      else:
+        g = E.gaussian(s, step=step, pessimistic=True, sensitivity=2.0 * k)
+        parts.append(E.PairPLD(g, g))
+      weights.append(wk)
+    return mixture(parts, weights, extra_inf=extra)
+  # lower: the +-1 instance
+  z = float(-special.ndtri(TAIL)) + 0.05
+  top = ks[-1] + z * s
+  slope = 2.0 * ks[-1] / (s * s)
+  n_cells = int(min(max(math.ceil(2 * top * slope / (0.5 * float(step))), 16), _MAX_CELLS))
+  e = np.linspace(-top, top, n_cells + 1)
+  ea = np.concatenate([[-np.inf], e])
+  eb = np.concatenate([e, [np.inf]])
+  lw = np.log(w)[None, :]
+  lp = special.logsumexp(lw + log_normal_mass((ea[:, None] - ks) / s, (eb[:, None] - ks) / s),
+                         axis=1)
+  lq = special.logsumexp(lw + log_normal_mass((ea[:, None] + ks) / s, (eb[:, None] + ks) / s),
+                         axis=1)
+  one = dominated_on_grid(np.exp(lp), np.exp(lq), step=step)
+  return E.PairPLD(one, one)
