@@ -43,7 +43,7 @@ SETTINGS = [("gaussian", 0.5, 10), ("gaussian", 1.0, 234), ("gaussian", 2.0, 100
             ("laplace", 0.8, 50)]
 
 
-@pytest.mark.parametrize("n", [256, 1024])
+@pytest.mark.parametrize("n", [256, pytest.param(1024, marks=pytest.mark.slow)])
 def test_fast_laws_equal_reference(n):
   """Lower law (masses, moments, lattice) bit-for-bit; upper masses to 1e-13
   relative, its lattice and ledger exactly. Equal laws give equal profiles."""
@@ -89,6 +89,7 @@ def test_unknown_method_raises():
     sl.sum_law_upper(up, lat, 3, 32, 1e-17, 0.0, method="fft")
 
 
+@pytest.mark.slow   # 8 settings through both round laws and E-fold compositions (minutes)
 def test_front_door_values_unchanged_and_brackets():
   """sigma 0.5..3, t 10..1000, k 1..5, E 1..10, delta 1e-5..1e-10 in one call:
   the values of the commit before the change (upper to 1e-12, lower to 1e-12

@@ -97,7 +97,15 @@ def test_all_cases_collected():
   assert len({_name(c) for c in _CASES}) == 68
 
 
-@pytest.mark.parametrize("case", _CASES, ids=[f"{_name(c)}-{i}" for i, c in enumerate(_CASES)])
+# the two cases whose ledgers build large PLD grids (tens of seconds each) run
+# under -m slow; the events themselves are covered in the default suite by
+# tests/test_accounting_events_more.py
+_SLOW = {"test_mixture_of_gaussians_basic", "test_truncated_subsampled_gaussian_basic"}
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(c, marks=pytest.mark.slow) if _name(c) in _SLOW else c for c in _CASES],
+    ids=[f"{_name(c)}-{i}" for i, c in enumerate(_CASES)])
 def test_dp_accounting_case(case):
   result = unittest.TestResult()
   case.run(result)

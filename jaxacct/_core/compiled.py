@@ -112,9 +112,13 @@ def _cpu_flags() -> str:
 def _fingerprint() -> str:
   """What every key shares: versions, source, backend, device, flags, CPU."""
   if not _FINGERPRINT:
-    import jaxlib
+    from importlib import metadata
+    try:
+      jaxlib_version = metadata.version("jaxlib")
+    except metadata.PackageNotFoundError:
+      jaxlib_version = "?"
     dev = jax.devices()[0]
-    parts = (_FORMAT, sys.version_info[:2], jax.__version__, jaxlib.__version__,
+    parts = (_FORMAT, sys.version_info[:2], jax.__version__, jaxlib_version,
              _source_hash(), jax.default_backend(), getattr(dev, "device_kind", ""),
              len(jax.devices()), os.environ.get("XLA_FLAGS", ""), platform.machine(),
              _cpu_flags())
