@@ -24,6 +24,8 @@ from typing import Optional
 
 import jax
 
+from jaxacct._core.compiled import user_cache_path
+
 __all__ = ["enable_compilation_cache", "default_cache_dir", "compile_timer",
            "CompilationCacheSetting"]
 
@@ -33,11 +35,7 @@ _KEYS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_sec
 
 def default_cache_dir() -> str:
   """``$JAXACCT_CACHE_DIR``, else ``$XDG_CACHE_HOME/jaxacct/jax`` (``~/.cache``)."""
-  env = os.environ.get("JAXACCT_CACHE_DIR")
-  if env:
-    return os.path.abspath(os.path.expanduser(env))
-  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-  return os.path.join(base, "jaxacct", "jax")
+  return user_cache_path("JAXACCT_CACHE_DIR", "jax")
 
 
 def _reset_jax_cache():

@@ -53,7 +53,7 @@ from typing import Any, Callable, Optional
 import jax
 import numpy as np
 
-__all__ = ["jit", "cache_enabled", "cache_dir", "clear_memory"]
+__all__ = ["jit", "cache_enabled", "cache_dir", "clear_memory", "user_cache_path"]
 
 _OFF = ("0", "false", "off", "no")
 _DEFAULT_MAX_BYTES = 2 * 2**30
@@ -68,13 +68,18 @@ def cache_enabled() -> bool:
   return os.environ.get("JAXACCT_COMPILATION_CACHE", "1").strip().lower() not in _OFF
 
 
-def cache_dir() -> str:
-  """The store's directory (``JAXACCT_COMPILATION_CACHE_DIR`` or the user cache dir)."""
-  env = os.environ.get("JAXACCT_COMPILATION_CACHE_DIR")
+def user_cache_path(env_var: str, leaf: str) -> str:
+  """``$env_var`` if set, else ``$XDG_CACHE_HOME/jaxacct/<leaf>`` (``~/.cache``)."""
+  env = os.environ.get(env_var)
   if env:
     return os.path.abspath(os.path.expanduser(env))
   base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-  return os.path.join(base, "jaxacct", "executables")
+  return os.path.join(base, "jaxacct", leaf)
+
+
+def cache_dir() -> str:
+  """The store's directory (``JAXACCT_COMPILATION_CACHE_DIR`` or the user cache dir)."""
+  return user_cache_path("JAXACCT_COMPILATION_CACHE_DIR", "executables")
 
 
 def clear_memory() -> None:
