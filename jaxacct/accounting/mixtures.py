@@ -309,18 +309,22 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
 
   * B < b (prob 1 - t): no truncation; the target joins with probability
     q: the Poisson-subsampled Gaussian pair ((1-q) N(0) + q N(1), N(0)).
-  * B >= b (prob t): the neighbour without the target releases a uniform
-    b-subset S of the others; the one with it, with probability ``q_t``
-    (:func:`truncation_probabilities`), swaps a uniform member y of S for
-    the target x, else releases S. Given S and y the pair is
-    ((1-q_t) N(s) + q_t N(s + x - y), N(s)), ``|x - y| <= 2``; by joint
-    convexity (over y, then S) and rotation invariance it is dominated by
-    ((1-q_t) N(0) + q_t N(2), N(0)): the subsampled Gaussian at sigma/2.
+  * B >= b (prob t): reveal B too (same law under both neighbours). Given
+    B, the neighbour without the target releases a uniform b-subset S of the
+    others; the one with it, with probability ``q_B = q b / (B + 1)``, swaps
+    a uniform member y of S for the target x, else releases S. Given B, S
+    and y the pair is ((1-q_B) N(s) + q_B N(s + x - y), N(s)),
+    ``|x - y| <= 2``; by joint convexity (over y, then S) and rotation
+    invariance it is dominated by PG(sigma/2, q_B), and since q_B <= q_max
+    = q b / (b + 1) for every B >= b, PG(sigma/2, q_B) is a post-processing
+    of PG(sigma/2, q_max) (mix the first law with the second). The average
+    ``q_t = E[q_B | B >= b]`` (:func:`truncation_probabilities`) would NOT
+    do: the weights of the mixture over B differ between the neighbours
+    once B is hidden, and the hockey-stick divergence is convex in q, so the
+    average-q pair is not shown to dominate.
 
-  Upper: ``(1-t) PG(sigma, q) + t PG(sigma/2, q_t)`` (PG: ``jaxacct.pld``'s
-  Poisson-subsampled Gaussian pair; both directions). dp_accounting uses the
-  replace-one pair of PG(sigma/2, q_t) in the second branch ("slightly
-  loose"), so its epsilons are a little larger. Lower: the instance whose
+  Upper: ``(1-t) PG(sigma, q) + t PG(sigma/2, q b/(b+1))`` (PG:
+  ``jaxacct.pld``'s Poisson-subsampled Gaussian pair; both directions). Lower: the instance whose
   other records are all 0 and x = 1: the target is in the batch with
   probability ``q_bar`` and the pair is exactly PG(sigma, q_bar).
 
@@ -338,7 +342,8 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
   first = E.poisson_gaussian_pair(s, float(q), step=step, pessimistic=True)
   if t <= 0.0:
     return first
-  second = E.poisson_gaussian_pair(s / 2.0, qt, step=step, pessimistic=True)
+  q_max = min(float(q) * int(b) / (int(b) + 1.0), 1.0)   # worst revealed B (= b)
+  second = E.poisson_gaussian_pair(s / 2.0, q_max, step=step, pessimistic=True)
   return mixture([first, second], [1.0 - t, t])
 
 
