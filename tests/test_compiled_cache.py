@@ -133,3 +133,39 @@ def test_settings(monkeypatch, tmp_path):
     assert not compiled.cache_enabled()
   monkeypatch.setenv("JAXACCT_COMPILATION_CACHE", "1")
   assert compiled.cache_enabled()
+
+
+def test_jax_cache_hits_are_not_restored(tmp_path):
+  """With JAX's own persistent cache on (a user's setting, or the CLI's opt-in),
+  an executable JAX loaded from it re-serialises without its object code on
+  XLA:CPU (it loads in the next process and fails with 'NOT_FOUND: Function
+  ... not found'). Such executables are never written to jaxacct's store, so a
+  later process without JAX's cache still answers, bit-identically."""
+  jax_cache = {"JAX_ENABLE_COMPILATION_CACHE": "true",
+               "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jaxcache"),
+               "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+               "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+  first = _run(tmp_path, JAXACCT_COMPILATION_CACHE="0", **jax_cache)   # fills JAX's cache
+  assert _entries(tmp_path) == []
+  _run(tmp_path, JAXACCT_COMPILATION_CACHE="1", **jax_cache)          # JAX's cache hits
+  third = _run(tmp_path, JAXACCT_COMPILATION_CACHE="1")               # JAX's cache off
+  assert third["rdp"] == first["rdp"]
+
+
+def test_entry_that_loads_but_cannot_run_is_compiled_again(tmp_path, monkeypatch):
+  monkeypatch.setenv("JAXACCT_COMPILATION_CACHE", "1")
+  monkeypatch.setenv("JAXACCT_COMPILATION_CACHE_DIR", str(tmp_path / "store"))
+  k = compiled.jit(lambda x: jnp.cumsum(x) * 2.0, name="test.broken_entry")
+  with jax.enable_x64(True):
+    x = jnp.arange(4.0)
+    expected = np.asarray(k(x))
+    assert len(_entries(tmp_path)) == 1
+    compiled.clear_memory()
+
+    def broken(*args, **kwargs):
+      raise RuntimeError("NOT_FOUND: Function broadcast_minimum_fusion not found")
+
+    monkeypatch.setattr(compiled, "_read", lambda path: broken)
+    np.testing.assert_array_equal(np.asarray(k(x)), expected)   # compiled again, answered
+    monkeypatch.undo()
+  assert len(_entries(tmp_path)) == 1     # the bad entry was replaced by a good one

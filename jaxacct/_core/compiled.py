@@ -57,8 +57,18 @@ __all__ = ["jit", "cache_enabled", "cache_dir", "clear_memory", "user_cache_path
 
 _OFF = ("0", "false", "off", "no")
 _DEFAULT_MAX_BYTES = 2 * 2**30
-_FORMAT = 1     # bump when the entry layout changes
+_FORMAT = 2     # bump when the entry layout changes (2: no entries re-serialised from JAX's cache)
 _LOCK = threading.Lock()
+_JAX_CACHE_HITS = [0]      # JAX persistent-cache hits seen in this process (see _count_hit)
+_UNVERIFIED = set()        # keys whose executable came from disk and has not run yet
+
+
+def _count_hit(event: str, **kwargs) -> None:
+  if event == "/jax/compilation_cache/cache_hits":
+    _JAX_CACHE_HITS[0] += 1
+
+
+jax.monitoring.register_event_listener(_count_hit)
 _MEMORY: dict = {}   # full key -> loaded executable (all CachedJit objects)
 _FINGERPRINT: list = []
 
@@ -229,16 +239,48 @@ class CachedJit:
     exe = _MEMORY.get(key)
     if exe is None:
       exe = self._load_or_compile(key, args, kwargs)
-    return exe(*dyn_args, **dyn_kwargs)
+    if key not in _UNVERIFIED:
+      return exe(*dyn_args, **dyn_kwargs)
+    # First run of an executable read from disk: an entry that loads but cannot
+    # run (XLA:CPU can serialise an executable without its object code) is
+    # dropped and compiled again, never surfaced to the user.
+    try:
+      out = exe(*dyn_args, **dyn_kwargs)
+    except Exception:   # noqa: BLE001
+      with _LOCK:
+        _MEMORY.pop(key, None)
+        _UNVERIFIED.discard(key)
+      self._forget(key)
+      exe = self._load_or_compile(key, args, kwargs, use_disk=False)
+      return exe(*dyn_args, **dyn_kwargs)
+    _UNVERIFIED.discard(key)
+    return out
 
-  def _load_or_compile(self, key, args, kwargs):
+  def _path(self, key):
     digest = hashlib.sha256((_fingerprint() + key).encode()).hexdigest()
-    path = os.path.join(cache_dir(), digest[:2], digest + ".jaxexe")
-    exe = _read(path)
-    if exe is None:
+    return os.path.join(cache_dir(), digest[:2], digest + ".jaxexe")
+
+  def _forget(self, key):
+    try:
+      os.remove(self._path(key))
+    except OSError:
+      pass
+
+  def _load_or_compile(self, key, args, kwargs, use_disk=True):
+    path = self._path(key)
+    exe = _read(path) if use_disk else None
+    if exe is not None:
+      _UNVERIFIED.add(key)
+    else:
+      hits = _JAX_CACHE_HITS[0]
       compiled = self._jitted.lower(*args, **kwargs).compile()
       exe = compiled
-      _write(path, compiled)
+      # An executable that JAX itself loaded from its own persistent cache (the
+      # user's, or the CLI's opt-in) re-serialises without its object code on
+      # XLA:CPU: it would load in the next process and fail to run. Only
+      # executables compiled here are stored.
+      if _JAX_CACHE_HITS[0] == hits:
+        _write(path, compiled)
     with _LOCK:
       _MEMORY[key] = exe
     return exe
