@@ -50,6 +50,10 @@ _ALLOC_GRID = dict(grid_size=256)
 
 # name: (door, base keywords, {argument: new value inside the base's bucket})
 CASES = {
+    "gaussian_epsilon": (
+        jaxacct.gaussian_epsilon, dict(sigma=1.0, delta=1e-5), dict(sigma=1.1, delta=2e-5)),
+    "gaussian_delta": (
+        jaxacct.gaussian_delta, dict(sigma=1.0, epsilon=1.0), dict(sigma=1.1, epsilon=1.2)),
     "poisson_epsilon_rdp": (
         poisson.epsilon, dict(q=0.01, sigma=1.0, num_steps=1000, delta=1e-5),
         dict(q=0.013, sigma=1.1, num_steps=1300, delta=2e-5)),

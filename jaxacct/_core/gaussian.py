@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from jaxacct._core import checks
+from jaxacct._core import checks, compiled
 from jaxacct._core.solve import bisect
 from jaxacct._core.dtype import dispatch, require_x64, x64_boundary
 from jaxacct._core.logmath import log_ndtr, log_sub_exp
@@ -63,6 +63,11 @@ def gaussian_epsilon_kernel(sigma, delta, num_iters: int = 80):
   return jnp.where(bad, jnp.nan, eps)
 
 
+# one compiled program per shape for the eager doors (eager jnp would compile ~45 tiny ones)
+_gaussian_delta_jit = compiled.jit(gaussian_delta_kernel)
+_gaussian_epsilon_jit = compiled.jit(gaussian_epsilon_kernel, static_argnames="num_iters")
+
+
 @x64_boundary
 def gaussian_delta(sigma, epsilon) -> DeltaResult:
   """Exact delta(epsilon) of the Gaussian mechanism, both directions.
@@ -82,7 +87,7 @@ def gaussian_delta(sigma, epsilon) -> DeltaResult:
   """
   checks.check_positive("sigma", sigma)
   checks.check_range("epsilon", epsilon, -jnp.inf, jnp.inf, allow_inf=True)
-  d = gaussian_delta_kernel(sigma, epsilon)
+  d = _gaussian_delta_jit(sigma, epsilon)
   return DeltaResult(d, jnp.asarray(epsilon, jnp.float64), method="gaussian", bound="exact")
 
 
@@ -106,7 +111,7 @@ def gaussian_epsilon(sigma, delta) -> EpsilonResult:
   """
   checks.check_positive("sigma", sigma)
   checks.check_delta(delta)
-  e = gaussian_epsilon_kernel(sigma, delta)
+  e = _gaussian_epsilon_jit(sigma, delta)
   return EpsilonResult(e, jnp.asarray(delta, jnp.float64), method="gaussian", bound="exact")
 
 
