@@ -20,7 +20,8 @@ neighbouring relation -- into an immutable :class:`PrivacyStatement`:
 is a readable multi-line statement (as TensorFlow Privacy's
 ``compute_dp_sgd_privacy_statement``, with the bracket and the comparison).
 Nothing here computes by itself: every number comes from a front door of
-:mod:`jaxacct.dpsgd` or :func:`jaxacct.gaussian_epsilon`.
+:mod:`jaxacct.dpsgd`, or from the kernel of :func:`jaxacct.gaussian_epsilon`
+(compiled as one program).
 
 Neighbouring relations each sampler's accounting supports
 (:data:`SUPPORTED_NEIGHBOURING`):
@@ -53,6 +54,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from typing import Optional, Tuple
+
+import numpy as np
+
+from jaxacct._core import checks
+from jaxacct._core.compiled import jit
+from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.gaussian import gaussian_epsilon_kernel
 
 __all__ = ["NEIGHBOURINGS", "SUPPORTED_NEIGHBOURING", "Comparison", "PrivacyStatement",
            "statement"]
@@ -206,6 +214,18 @@ class PrivacyStatement:
     return "\n".join(lines)
 
 
+# jaxacct.gaussian_epsilon's kernel as one compiled program (the eager door
+# runs it op by op: about 45 small programs in a fresh process).
+_gaussian_epsilon = jit(gaussian_epsilon_kernel, name="jaxacct.statement.gaussian_epsilon")
+
+
+@x64_boundary
+def _gaussian(sigma: float, delta: float) -> float:
+  """Exact epsilon(delta) of the Gaussian mechanism, noise multiplier ``sigma``
+  (upper side of the bisection; same kernel as :func:`jaxacct.gaussian_epsilon`)."""
+  return float(_gaussian_epsilon(np.float64(sigma), np.float64(delta)))
+
+
 def _is_number(x) -> bool:
   return isinstance(x, (int, float)) and not isinstance(x, bool) or (
       hasattr(x, "dtype") and getattr(x, "shape", None) == () and x.dtype.kind in "iuf")
@@ -248,9 +268,7 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
   Bound: ``epsilon_upper`` upper, ``epsilon_lower`` lower (or None);
   comparison rows as labelled.
   """
-  from jaxacct import __version__, dpsgd
-  from jaxacct._core import checks
-  from jaxacct._core.gaussian import gaussian_epsilon
+  from jaxacct import __version__, dpsgd   # here: jaxacct.dpsgd re-exports this module
 
   checks.check_choice("sampling", sampling, dpsgd.SAMPLINGS)
   checks.check_choice("neighbouring", neighbouring, NEIGHBOURINGS)
@@ -314,7 +332,7 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
                          f"{p.method}, q = B/N, the run's T steps")
   one = sigma / scale / math.sqrt(T)
   none = Comparison("no_amplification", 1.0, T,
-                    float(gaussian_epsilon(one, delta).epsilon), "exact",
+                    _gaussian(one, delta), "exact",
                     f"T = {T} full-batch Gaussian steps of sensitivity {scale:g}C = one "
                     f"Gaussian mechanism with noise multiplier sigma / "
                     f"{'' if scale == 1 else f'({scale:g} '}sqrt(T)"
