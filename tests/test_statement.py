@@ -133,9 +133,13 @@ def test_shuffle_is_the_gaussian_over_epochs(shuffled, bib):
 def test_shuffle_replace_one_doubles_the_sensitivity(shuffled):
   r = statement(noise_multiplier=SIGMA, sampling="shuffle", neighbouring="replace_one",
                 progress=False, **CONFIG)
-  half = statement(noise_multiplier=SIGMA / 2, sampling="shuffle", progress=False, **CONFIG)
-  assert r.epsilon_upper == half.epsilon_upper > shuffled.epsilon_upper
-  assert r.comparison[1].epsilon == half.comparison[1].epsilon
+  half = dpsgd.epsilon(noise_multiplier=SIGMA / 2, sampling="shuffle", progress=False,
+                       **CONFIG)   # the sum moves by <= 2C: sensitivity 2 = sigma / 2
+  assert r.epsilon_upper == half.epsilon > shuffled.epsilon_upper
+  assert _gaussian_log_delta(2 * math.sqrt(E) / SIGMA, r.epsilon_upper) <= math.log(DELTA) + 1e-9
+  mu = 2 * math.sqrt(2340) / SIGMA
+  assert _gaussian_log_delta(mu, r.comparison[1].epsilon) <= math.log(DELTA) + 1e-9
+  assert _gaussian_log_delta(mu, r.comparison[1].epsilon * (1 - 1e-9)) > math.log(DELTA)
   assert r.comparison[0].epsilon is None                    # no replace-one Poisson here
   assert json.loads(json.dumps(r.to_dict())) == r.to_dict()
   assert "replacing one example" in r.assumptions[0]
