@@ -4,11 +4,15 @@ Default setting (override with flags): sigma = 1.0, t = 10,000 steps in one
 epoch, each example used once per epoch (random allocation k = 1, Poisson at
 rate 1/t), delta = 1e-10; for shuffling, n = t users each applying an
 eps0-LDP randomizer with eps0 = 1.
+
+``jaxacct dpsgd ...``: the privacy statement of a DP-SGD run (see
+``jaxacct dpsgd --help`` and :func:`jaxacct.dpsgd.statement`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Callable, List, Tuple
 
@@ -67,14 +71,21 @@ def timed_cell(fn, scale):
   (truncated to 60 characters) when the call raised; ``ok`` says which.
   ``CompileTime`` splits the call's wall time into compile and run.
   """
+  cell, ok, ct, _ = _timed_value(fn, scale)
+  return cell, ok, ct
+
+
+def _timed_value(fn, scale):
+  """:func:`timed_cell` plus the value itself (float, or None on error)."""
   from jaxacct._core.cache import compile_timer
+  val = None
   with compile_timer() as ct:
     try:
       val = float(fn(scale))
       cell, ok = f"{val:12.6g}", True
     except Exception as e:  # report, don't hide: a failing row fails the job
       cell, ok = f"ERROR {type(e).__name__}: {e}"[:60], False
-  return cell, ok, ct
+  return cell, ok, ct, val
 
 
 def _setup_logging():
@@ -91,9 +102,14 @@ def _setup_logging():
 
 
 def main(argv=None) -> int:
+  argv = sys.argv[1:] if argv is None else list(argv)
+  if argv[:1] == ["dpsgd"]:
+    return dpsgd_main(argv[1:])
   # allow_abbrev=False: "--eps 3" must not be read silently as "--eps0 3"
   p = argparse.ArgumentParser(prog="jaxacct", description=__doc__, allow_abbrev=False,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+                              formatter_class=argparse.RawDescriptionHelpFormatter,
+                              epilog="subcommand: jaxacct dpsgd --help (privacy statement "
+                                     "of a DP-SGD run)")
   p.add_argument("--sigma", type=float, default=1.0)
   p.add_argument("--num-steps", type=int, default=10_000, help="steps per epoch t")
   p.add_argument("--num-selected", type=int, default=1, help="k: steps per example per epoch")
@@ -109,6 +125,8 @@ def main(argv=None) -> int:
                  help="time a second call of each row with sigma (eps0) x 1.001: "
                       "its compile time shows whether new values recompile")
   p.add_argument("--quiet", action="store_true", help="no progress output")
+  p.add_argument("--json", action="store_true",
+                 help="print the table as JSON on stdout (progress stays on stderr)")
   args = p.parse_args(argv)
   import jaxacct
   from jaxacct._core.progress import progress
@@ -119,34 +137,143 @@ def main(argv=None) -> int:
     except OSError as e:   # e.g. a read-only home: run without the cache
       print(f"(compilation cache not enabled: {e})", file=sys.stderr)
   _setup_logging()
-  print(f"jaxacct: epsilon at delta={args.delta:g}, sigma={args.sigma:g}, "
-        f"t={args.num_steps}, k={args.num_selected}, epochs={args.num_epochs}")
-  print("first call = compile + run (compile: JAX tracing, lowering, XLA compilation or "
-        "persistent-cache load); "
-        + (f"compilation cache: {cache.path}" if cache else "compilation cache off"))
-  head = f"{'scheme':<48} {'method':<36} {'epsilon':>12} {'first call':>10} " \
-         f"{'compile':>9} {'run':>9}"
-  if args.second_call:
-    head += f" {'2nd call':>9} {'compile':>9}"
-  print(head)
-  print("-" * len(head))
+  text = not args.json
+  if text:
+    print(f"jaxacct: epsilon at delta={args.delta:g}, sigma={args.sigma:g}, "
+          f"t={args.num_steps}, k={args.num_selected}, epochs={args.num_epochs}")
+    print("first call = compile + run (compile: JAX tracing, lowering, XLA compilation or "
+          "persistent-cache load); "
+          + (f"compilation cache: {cache.path}" if cache else "compilation cache off"))
+    head = f"{'scheme':<48} {'method':<36} {'epsilon':>12} {'first call':>10} " \
+           f"{'compile':>9} {'run':>9}"
+    if args.second_call:
+      head += f" {'2nd call':>9} {'compile':>9}"
+    print(head)
+    print("-" * len(head))
   status = 0
   rows = _rows(args)
+  records = []
   with progress(total=len(rows), desc="jaxacct rows", enabled=False if args.quiet else None
                 ) as bar:
     for scheme, method, fn in rows:
       bar.set_description(f"jaxacct: {method} / {scheme}"[:70])
-      cell, ok, ct = timed_cell(fn, 1.0)
+      cell, ok, ct, val = _timed_value(fn, 1.0)
       status |= 0 if ok else 1
+      rec = {"scheme": scheme, "method": method, "epsilon": val,
+             "error": None if ok else cell, "first_call_s": ct.total,
+             "compile_s": ct.compile, "run_s": ct.run}
       line = (f"{scheme:<48} {method:<36} {cell:>12} {ct.total:9.2f}s {ct.compile:8.2f}s "
               f"{ct.run:8.2f}s")
       if args.second_call and ok:
         _, ok2, ct2 = timed_cell(fn, 1.001)
         status |= 0 if ok2 else 1
         line += f" {ct2.total:8.2f}s {ct2.compile:8.2f}s"
-      bar.echo(line)
+        rec.update(second_call_s=ct2.total, second_call_compile_s=ct2.compile)
+      records.append(rec)
+      if text:
+        bar.echo(line)
       bar.update(1)
+  if args.json:
+    print(json.dumps({
+        "settings": {"sigma": args.sigma, "num_steps": args.num_steps,
+                     "num_selected": args.num_selected, "num_epochs": args.num_epochs,
+                     "delta": args.delta, "eps0": args.eps0},
+        "compilation_cache": cache.path if cache else None,
+        "rows": records}, indent=2))
   return status
+
+
+def _count(name, lo=1):
+  """argparse type: an integer >= ``lo`` (the error names the flag)."""
+  def parse(s):
+    try:
+      v = int(s)
+    except ValueError:
+      raise argparse.ArgumentTypeError(f"must be an integer >= {lo}; got {s!r}") from None
+    if v < lo:
+      raise argparse.ArgumentTypeError(f"must be an integer >= {lo}; got {s!r}")
+    return v
+  parse.__name__ = name
+  return parse
+
+
+def _real(name, lo=0.0, hi=None):
+  """argparse type: a real in (lo, hi) (open ends; the error names the flag)."""
+  rng = f"({lo:g}, {'inf' if hi is None else f'{hi:g}'})"
+
+  def parse(s):
+    try:
+      v = float(s)
+    except ValueError:
+      raise argparse.ArgumentTypeError(f"must be a real number in {rng}; got {s!r}") from None
+    if not (v > lo and (v < hi if hi is not None else v < float("inf"))):
+      raise argparse.ArgumentTypeError(f"must be a real number in {rng}; got {s!r}")
+    return v
+  parse.__name__ = name
+  return parse
+
+
+def _epochs(s):
+  """``--epochs``: an int when integral (balls_in_bins, shuffle), else a real > 0."""
+  v = _real("epochs")(s)
+  return int(v) if v.is_integer() else v
+
+
+_FLAGS = {"num_examples": "--num-examples", "batch_size": "--batch-size",
+          "num_epochs": "--epochs", "delta": "--delta", "noise_multiplier": "--noise-multiplier",
+          "target_epsilon": "--target-epsilon", "epsilon": "--target-epsilon",
+          "sampling": "--sampling", "neighbouring": "--neighbouring"}
+
+
+def dpsgd_main(argv=None) -> int:
+  """``jaxacct dpsgd``: the privacy statement of a DP-SGD run (text or ``--json``).
+
+  The statement (stdout) is :func:`jaxacct.dpsgd.statement`; ``--json``
+  prints its ``to_dict()``. Progress goes to stderr only.
+  """
+  from jaxacct.statement import NEIGHBOURINGS
+  samplings = ("balls_in_bins", "poisson", "shuffle")   # jaxacct.dpsgd.SAMPLINGS
+  p = argparse.ArgumentParser(
+      prog="jaxacct dpsgd", allow_abbrev=False,
+      description="Privacy statement of a DP-SGD run: the certified epsilon bracket under "
+                  "the sampler, Poisson at q = B/N and no amplification side by side, the "
+                  "units, the divisor and the assumptions (jaxacct.dpsgd.statement).")
+  p.add_argument("--num-examples", type=_count("num-examples"), required=True,
+                 help="dataset size N")
+  p.add_argument("--batch-size", type=_real("batch-size"), required=True,
+                 help="batch size B (the expected batch for poisson); updates divide the "
+                      "noisy sum by B")
+  p.add_argument("--epochs", type=_epochs, required=True,
+                 help="epochs E (an integer, except for poisson)")
+  p.add_argument("--delta", type=_real("delta", 0.0, 1.0), required=True, help="delta in (0, 1)")
+  g = p.add_mutually_exclusive_group(required=True)
+  g.add_argument("--noise-multiplier", type=_real("noise-multiplier"),
+                 help="sigma = noise std / clipping norm")
+  g.add_argument("--target-epsilon", type=_real("target-epsilon"),
+                 help="calibrate sigma: the smallest certified sigma with epsilon <= this")
+  p.add_argument("--sampling", choices=samplings, default="balls_in_bins",
+                 help="batch sampler (default balls_in_bins)")
+  p.add_argument("--neighbouring", choices=NEIGHBOURINGS, default="add_remove",
+                 help="neighbouring relation (default add_remove; replace_one: shuffle only)")
+  p.add_argument("--json", action="store_true", help="print the statement as JSON")
+  p.add_argument("--quiet", action="store_true", help="no progress output (stderr)")
+  args = p.parse_args(argv)
+  batch = int(args.batch_size) if args.batch_size.is_integer() else args.batch_size
+  from jaxacct.statement import statement
+  _setup_logging()
+  try:
+    st = statement(num_examples=args.num_examples, batch_size=batch,
+                   num_epochs=args.epochs, delta=args.delta,
+                   noise_multiplier=args.noise_multiplier,
+                   target_epsilon=args.target_epsilon, sampling=args.sampling,
+                   neighbouring=args.neighbouring, progress=False if args.quiet else None)
+  except ValueError as e:   # a cross-flag error (B > N, ...): name the flag
+    msg = str(e)
+    flags = [f for n, f in _FLAGS.items() if msg.startswith(n) or f"{n}=" in msg
+             or f"{n} " in msg.split(";")[0]]
+    p.error(f"{'/'.join(dict.fromkeys(flags)) or 'invalid input'}: {msg}")
+  print(json.dumps(st.to_dict(), indent=2) if args.json else str(st))
+  return 0
 
 
 if __name__ == "__main__":

@@ -104,7 +104,7 @@ from jaxacct._core.solve import largest_feasible_int_host, search_decreasing_hos
 from jaxacct._core.compiled import jit
 
 __all__ = ["SAMPLINGS", "Schedule", "schedule", "epsilon", "calibrate_noise_multiplier",
-           "calibrate_num_epochs"]
+           "calibrate_num_epochs", "statement", "PrivacyStatement"]
 
 SAMPLINGS = ("balls_in_bins", "poisson", "shuffle")
 _SIGMA_MIN, _SIGMA_MAX = 1e-2, 1e4   # calibration search range
@@ -595,3 +595,6 @@ def calibrate_num_epochs(*, noise_multiplier, epsilon, delta, num_examples, batc
 
     return largest_feasible_int_host(feasible, 1, int(max_epochs), name="num_epochs",
                                      target=f"epsilon <= {target:g} at delta={float(delta):g}")
+
+
+from jaxacct.statement import PrivacyStatement, statement  # noqa: E402  (re-export)
