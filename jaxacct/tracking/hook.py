@@ -187,7 +187,8 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
     new_count = jnp.where(apply, optax.safe_increment(state.count), state.count)
     new_updates = jax.tree.map(lambda u: jnp.where(apply, u, jnp.zeros_like(u)), updates)
     new_state = PrivacyTrackerState(
-        count=new_count, eps=tab[jnp.minimum(new_count, n + 1)],
+        # refused (another schedule's table): keep the recorded eps, never this table's
+        count=new_count, eps=jnp.where(changed, state.eps, tab[jnp.minimum(new_count, n + 1)]),
         delta=state.delta, budget_exhausted=state.budget_exhausted | ~ok,
         schedule_id=state.schedule_id, schedule_changed=changed)
     return new_updates, new_state
