@@ -44,7 +44,8 @@ def _fingerprint(*values) -> int:
 
 
 def _concrete_number(name, x):
-  if not checks.is_concrete(x) or np.ndim(x) != 0:
+  checks.check_not_text(name, x)
+  if x is None or isinstance(x, bool) or not checks.is_concrete(x) or np.ndim(x) != 0:
     raise ValueError(f"{name} must be a concrete scalar (a Python or NumPy number fixed "
                      "before training, not a traced or per-step value: a schedule that "
                      f"changes mid-run is not what the accountant analyses); got {x!r}.")
