@@ -148,7 +148,7 @@ def capacity_for(*, expected_batch_size: float, num_steps: int,
   Example::
 
     >>> capacity_for(expected_batch_size=64, num_steps=1000)
-    128
+    120
   """
   from scipy.stats import poisson
   checks.check_positive("expected_batch_size", expected_batch_size)
