@@ -266,3 +266,17 @@ def test_accountants_name_their_relation():
   s = sampling.BallsInBinsSampler(dataset_size=100, steps_per_epoch=10, num_epochs=1,
                                   expected_batch_size=10)
   assert s.neighbouring == s.accountant(sigma=1.0).neighbouring == "add_remove"
+
+
+def test_hook_refuses_a_budget_or_length_change_mid_run():
+  acc = tracking.GaussianAccountant(sigma=2.0)
+  p = jnp.zeros(3)
+  tx = tracking.track_privacy(acc, num_steps=10, delta=1e-5, max_epsilon=5.0)
+  _, st = tx.update(p, tx.init(p))
+  same = tracking.track_privacy(tracking.GaussianAccountant(sigma=2.0), num_steps=10,
+                                delta=1e-5, max_epsilon=5.0)
+  _, st = same.update(p, st)                        # an identical rebuild is accepted
+  for kw in (dict(num_steps=10, max_epsilon=50.0), dict(num_steps=20, max_epsilon=5.0),
+             dict(num_steps=10, max_epsilon=None)):
+    with pytest.raises(tracking.PrivacyScheduleChanged):
+      tracking.track_privacy(acc, delta=1e-5, **kw).update(p, st)

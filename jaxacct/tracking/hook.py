@@ -49,7 +49,8 @@ class PrivacyTrackerState(NamedTuple):
     budget_exhausted: bool scalar, True once an update was masked because it
       would have exceeded ``max_epsilon``.
     schedule_id: int32 scalar, fingerprint of the schedule (the float64
-      epsilon table, ``num_steps``, ``delta``) recorded by ``init``.
+      epsilon table, ``num_steps``, ``delta``, ``max_epsilon``) recorded by
+      ``init``.
     schedule_changed: bool scalar, True once an update ran under a hook
       built for another schedule (that update and every later one masked).
   """
@@ -101,7 +102,8 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
   composed trade-off reaches the target) is invalid under adaptive choices
   (arXiv:2602.06756); under adaptivity only a privacy filter/odometer
   analysis applies. A change the hook can see is refused: ``init`` records a
-  fingerprint of the schedule (the float64 table, ``num_steps``, ``delta``);
+  fingerprint of the schedule (the float64 table, ``num_steps``, ``delta``,
+  ``max_epsilon``);
   an ``update`` by a hook built for another schedule on that state (an
   optimizer rebuilt mid-run with a new accountant and the old state carried
   over) masks the update and sets ``schedule_changed`` (sticky: every later
@@ -151,7 +153,8 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
     allowed = np.concatenate([table64[1:] <= float(max_epsilon), [False]])
   table32 = _round_up_f32(table64)
   delta = float(delta)
-  sid = zlib.crc32(np.concatenate([table64, [float(n), delta]]).tobytes()) & 0x7FFFFFFF
+  budget = np.inf if max_epsilon is None else float(max_epsilon)
+  sid = zlib.crc32(np.concatenate([table64, [float(n), delta, budget]]).tobytes()) & 0x7FFFFFFF
 
   def _tables():
     if x64_enabled():
@@ -198,8 +201,8 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
 
 def _schedule_msg(where):
   return (f"PrivacyScheduleChanged: {where}: this optimizer state was initialised for "
-          "another schedule (noise multiplier, sampling rate or batch size, num_steps or "
-          "delta); the epsilon table and the budget stop hold only for a schedule fixed "
+          "another schedule (noise multiplier, sampling rate or batch size, num_steps, "
+          "delta or max_epsilon); the epsilon table and the budget stop hold only for a schedule fixed "
           "in advance (arXiv:2602.06756: the natural f-DP stopping rule is invalid under "
           "adaptive choices). The update was refused (masked); start a new run with a new "
           "init, or account the whole run with a filter/odometer analysis.")
