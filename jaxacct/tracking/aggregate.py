@@ -139,7 +139,7 @@ def dp_aggregate(*, l2_norm_clip: float, noise_multiplier: float,
   def update_fn(updates, state, params=None, *, mask=None, **extra_args):
     del params, extra_args
     changed = (state.settings_id != sid) | state.settings_changed
-    if checks.is_concrete(changed) and bool(changed):
+    if checks.is_concrete(changed) and bool(np.any(np.asarray(changed))):
       raise PrivacyScheduleChanged(
           "dp_aggregate: this optimizer state was initialised with other settings than "
           f"this transformation's ({settings}); a noise multiplier, clipping norm or "

@@ -174,7 +174,7 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
     del params
     tab, _ = _tables()
     changed = (state.schedule_id != sid) | state.schedule_changed
-    if checks.is_concrete(changed) and bool(changed):
+    if checks.is_concrete(changed) and bool(np.any(np.asarray(changed))):
       raise PrivacyScheduleChanged(_schedule_msg("track_privacy"))
     c = jnp.minimum(state.count, n + 1)
     ok = jnp.asarray(allowed)[c]
