@@ -20,13 +20,25 @@ so the two cannot disagree:
 * ``poisson``: every step each example joins with probability ``q``
   (``PoissonSampler``; ``jaxacct.poisson``).
 
-Each batch is a fixed-length index array plus a 0/1 mask (pad size from the
-sampler: an exact binomial quantile), so the jitted step compiles once; a
-padded row's gradient is multiplied by 0 and a clipped zero stays zero. The
-optimizer chain is ``differentially_private_aggregate`` (clip, sum, add
-N(0, (sigma C)^2)), then the jaxacct tracker (right after the noise, so a
-budget stop keeps new data out of everything downstream), then SGD. The loop
-stops as soon as the tracker reports the budget (``max_epsilon``) spent.
+What is trained is what is accounted. The expected batch size
+``batch_size`` is *declared* (a number fixed before training) and is the only
+divisor: the sampler's capacity (fixed batch length) is derived from it and a
+declared overflow probability, never from the dataset size, and
+``jaxacct.tracking.dp_aggregate`` clips, sums the real rows (the batch's 0/1
+mask, passed as ``mask=``), adds N(0, (sigma C)^2) and divides by it. (optax's
+``differentially_private_aggregate`` divides by the padded length instead: a
+number that depends on the dataset size, not public under the add/remove
+relation the accountants assume, and, on overflow, on the sampled batch.) So
+the update of a dataset of n examples and of n + 1 examples is the same
+function of the sampled examples. The jitted step sees one shape and
+compiles once (an overflow, probability <= ``sampler.overflow_bound``, pads
+further and compiles once more; the divisor does not change).
+
+The chain is ``dp_aggregate``, then the jaxacct tracker (right after the
+noise, so a budget stop keeps new data out of everything downstream), then
+SGD. The loop stops as soon as the tracker reports the budget
+(``max_epsilon``) spent; the budget and the schedule (sigma, batch size,
+steps) are fixed before training (the hook refuses a change it can see).
 """
 
 from __future__ import annotations
@@ -63,15 +75,18 @@ def make_data(n: int, dim: int, seed: int = 0):
 
 def make_sampler(scheme: str, *, n: int, batch_size: int, num_epochs: int, seed: int = 0):
   """The sampler of ``scheme``: t = n // batch_size steps per epoch (balls-in-bins),
-  or q = batch_size / n and ceil(num_epochs / q) steps (Poisson)."""
+  or q = batch_size / n and ceil(num_epochs / q) steps (Poisson); the declared
+  expected batch size is ``batch_size`` (capacity from it, not from n)."""
   if scheme in ("allocation", "fixed_bins"):
     return sampling.BallsInBinsSampler(dataset_size=n, steps_per_epoch=n // batch_size,
                                        num_epochs=num_epochs, seed=seed,
-                                       fresh_each_epoch=(scheme == "allocation"))
+                                       fresh_each_epoch=(scheme == "allocation"),
+                                       expected_batch_size=batch_size)
   q = batch_size / n
   steps = int(math.ceil(num_epochs / q - 1e-9))
   return sampling.PoissonSampler(dataset_size=n, sampling_prob=q, num_steps=steps, seed=seed,
-                                 steps_per_epoch=max(1, steps // num_epochs))
+                                 steps_per_epoch=max(1, steps // num_epochs),
+                                 expected_batch_size=batch_size)
 
 
 def calibrate(scheme: str, *, n: int, batch_size: int, num_epochs: int, epsilon: float,
@@ -107,14 +122,12 @@ def main(scheme: str = "poisson", *, num_epochs: int = 5, n: int = 512,
   kw = {} if accountant_methods is None or scheme == "poisson" else {
       "methods": tuple(accountant_methods)}
   accountant = sampler.accountant(sigma=sigma, delta=delta, **kw)
-  pad = sampler.pad_size
   tx = optax.chain(
-      optax.contrib.differentially_private_aggregate(
+      tracking.dp_aggregate(           # divides by the declared batch_size, never by n
           l2_norm_clip=l2_norm_clip, noise_multiplier=sigma,
-          key=jax.random.key(seed)),
+          expected_batch_size=sampler.expected_batch_size, key=jax.random.key(seed)),
       tracking.track_privacy(accountant, num_steps=sampler.num_steps, delta=delta,
                              max_epsilon=max_epsilon),
-      optax.scale(pad / batch_size),   # dp_aggregate divides by the pad width
       optax.sgd(lr))
   model = MLP()
   params = model.init(jax.random.key(seed), x[:1])
@@ -127,8 +140,10 @@ def main(scheme: str = "poisson", *, num_epochs: int = 5, n: int = 512,
   def step(state, idx, mask):     # one shape (pad,) for the whole run: one compile
     xb, yb = x[idx], y[idx]
     grads = jax.vmap(jax.grad(loss_fn), in_axes=(None, 0, 0))(state.params, xb, yb)
-    grads = jax.tree.map(lambda g: g * mask.reshape((-1,) + (1,) * (g.ndim - 1)), grads)
-    state = state.apply_gradients(grads=grads)
+    # the mask goes to dp_aggregate (padding rows contribute exactly zero)
+    updates, opt_state = state.tx.update(grads, state.opt_state, state.params, mask=mask)
+    state = state.replace(step=state.step + 1, opt_state=opt_state,
+                          params=optax.apply_updates(state.params, updates))
     pts = optax.tree.get(state.opt_state, "PrivacyTrackerState")
     return state, pts.eps, pts.count, pts.budget_exhausted
 
@@ -157,6 +172,7 @@ def main(scheme: str = "poisson", *, num_epochs: int = 5, n: int = 512,
     if bool(exhausted):             # the tracker masked this update: budget spent
       break
   record(epoch)
+  tracking.privacy_spent(state.opt_state)   # host-side: raises if the schedule changed
   return history
 
 

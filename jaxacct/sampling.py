@@ -3,8 +3,19 @@ r"""Batch samplers that form batches exactly as jaxacct's accountants assume.
 Each sampler yields :class:`Batch` objects: example indices padded to a fixed
 length with a 0/1 mask, so that a ``jit``-compiled training step sees one
 shape and compiles once. Padded slots hold index 0 (a valid row) and mask 0:
-multiply per-example gradients by the mask (a clipped zero gradient stays
-zero) and nothing outside the batch influences the step.
+pass the mask to :func:`jaxacct.tracking.dp_aggregate` (or multiply
+per-example gradients by it: a clipped zero gradient stays zero), and nothing
+outside the batch influences the step.
+
+Neighbouring relation: ``neighbouring = "add_remove"`` (class attribute of
+both samplers). Adding or removing one example changes nothing else: every
+example joins steps independently of the others (Poisson: its own coins;
+balls-in-bins: its own k-subset), so the accountants below hold for
+add/remove neighbours, under which the dataset size n is *not* public.
+What a training step releases must therefore not depend on n: the divisor of
+the noisy sum is the declared ``expected_batch_size`` (never the padded
+length or the count of real rows; :func:`jaxacct.tracking.dp_aggregate`),
+and so is the padded capacity (below).
 
 Samplers and the accounting that matches them:
 
@@ -29,26 +40,45 @@ return the ``jaxacct.tracking`` accountant that matches the sampler (never the
 fresh-draw one for fixed bins), and ``.epsilon(sigma=, delta=)`` the front
 door's value for the whole run.
 
-Batch sizes and the pad size
-----------------------------
+Batch sizes and the padded capacity
+-----------------------------------
 In both schemes the number of examples in one given step is exactly
 Binomial(n, p) with p = k/t (balls-in-bins: an example's k-subset contains a
 given step with probability k/t, independently across examples) or p = q
-(Poisson). The default pad size is the smallest multiple of ``multiple``
-(default 8) B with ``num_steps * P(Bin(n, p) > B) <= overflow_prob`` (union
-bound over the run; exact binomial tail, ``scipy.stats.binom``), so that with
-probability at least 1 - overflow_prob (default 1e-6) no batch of the whole
-run exceeds B. ``pad_size="max"`` gives B = n (never overflows); an int
-fixes B.
+(Poisson).
 
-Overflow (a batch larger than B, probability <= overflow_prob per run): the
-batch is *not* split and no example is dropped; it is padded to the next
-multiple of B (one more compile of the step for that shape) and a
-``RuntimeWarning`` says so. Splitting an oversized batch into an extra noisy
-step would change the mechanism (a data-independent but extra release the
-allocation analysis does not cover), and dropping examples would change the
-sampling distribution; padding keeps every step one noisy sum over exactly
-the sampled batch, so the accounting stays exact.
+Declared capacity (``expected_batch_size=m`` given; the documented path):
+the capacity B is :func:`capacity_for`, the smallest multiple of ``multiple``
+(default 8) with ``num_steps * P(Poisson(m + 1) > B) <= overflow_prob``. It
+reads only declared public numbers, never n. The Poisson tail bounds the
+binomial one for every dataset with n p <= m + 1 (Anderson & Samuels 1967,
+"Some inequalities among binomial and Poisson probabilities", Proc. 5th
+Berkeley Symp. 1: P(Bin(n, p) >= j) <= P(Poisson(np) >= j) for j >= np + 1;
+the Poisson tail increases with its mean), i.e. for the declared dataset
+(n p = m) and each of its add/remove neighbours (n p = m +- p). The sampler
+refuses n p > m + 1 (a mis-declared m).
+
+Legacy capacity (``expected_batch_size=None``): the exact binomial quantile
+:func:`pad_size_for` of Bin(n, p). It depends on n, so the batch length (a
+shape a jitted program reveals) does too; kept for backward compatibility.
+``pad_size="max"`` gives B = n (never overflows); an int fixes B.
+
+Overflow (a batch larger than B): the batch is *not* truncated and no example
+is dropped; it is padded to the next multiple of B (one more compile of the
+step for that shape) and a ``RuntimeWarning`` says so. The released update
+does not change: :func:`jaxacct.tracking.dp_aggregate` sums every real row
+and divides by the declared ``expected_batch_size`` whatever the length, so
+the update is exactly the accounted subsampled Gaussian (a constant rescaling
+of the noisy sum) and its (epsilon, delta) needs no correction. Only the
+batch *length* (a recompile, step time) reveals the overflow event; if that
+is observable, the run is (epsilon, delta + (1 + e^epsilon) P) with P =
+``overflow_bound`` (:meth:`BallsInBinsSampler.delta_with_overflow`): the
+released transcript differs from one with every length B with probability
+<= P under each of the two neighbours (total variation), for every
+neighbouring pair with n p <= m + 1. Splitting an oversized batch into an
+extra noisy step, dropping examples, or dividing by the realised length
+would each change the mechanism the accountant analyses (opacus#819;
+arXiv:2605.15648: accounting the plain sampled Gaussian then under-reports).
 
 Randomness: numpy ``Generator`` seeded from ``(seed, epoch)`` (balls-in-bins)
 or ``(seed, step)`` (Poisson), so any epoch or step can be regenerated on its
@@ -65,7 +95,10 @@ import numpy as np
 
 from jaxacct._core import checks
 
-__all__ = ["Batch", "BallsInBinsSampler", "PoissonSampler", "pad_size_for"]
+__all__ = ["Batch", "BallsInBinsSampler", "PoissonSampler", "capacity_for", "pad_size_for"]
+
+# The neighbouring relation both samplers (and their accountants) assume.
+NEIGHBOURING = "add_remove"
 
 
 class Batch(NamedTuple):
@@ -86,9 +119,72 @@ class Batch(NamedTuple):
   size: int
 
 
+def capacity_for(*, expected_batch_size: float, num_steps: int,
+                 overflow_prob: float = 1e-6, multiple: int = 8) -> int:
+  """Padded batch capacity from declared public numbers only (never the dataset size).
+
+  The smallest multiple B of ``multiple`` with B >= m + 1 and
+  ``num_steps * P(Poisson(m + 1) > B) <= overflow_prob``, m =
+  ``expected_batch_size``. For every dataset with n p <= m + 1 (the declared
+  one, n p = m, and each add/remove neighbour) a step's batch size
+  Bin(n, p) exceeds B with probability <= P(Poisson(m + 1) > B)
+  (Anderson & Samuels 1967: binomial upper tail <= Poisson upper tail of the
+  same mean at j >= np + 1; the Poisson tail increases with its mean), so no
+  batch of the run overflows with probability >= 1 - overflow_prob (union
+  bound over steps).
+
+  Args:
+    expected_batch_size: m > 0, the declared expected batch size (the
+      divisor of :func:`jaxacct.tracking.dp_aggregate`).
+    num_steps: steps in the run, >= 1 (the union bound is over them).
+    overflow_prob: in (0, 1).
+    multiple: B is a multiple of this, >= 1.
+
+  Returns:
+    int B.
+
+  Bound: upper on the overflow probability (Poisson tail, ``scipy.stats.poisson``).
+
+  Example::
+
+    >>> capacity_for(expected_batch_size=64, num_steps=1000)
+    120
+  """
+  from scipy.stats import poisson
+  checks.check_positive("expected_batch_size", expected_batch_size)
+  checks.check_int("num_steps", num_steps, min_value=1)
+  checks.check_range("overflow_prob", overflow_prob, 0.0, 1.0, lo_open=True, hi_open=True)
+  checks.check_int("multiple", multiple, min_value=1)
+  lam = float(expected_batch_size) + 1.0
+  target = float(overflow_prob) / int(num_steps)
+  b = max(int(math.ceil(lam)), int(poisson.isf(target, lam)))
+  while poisson.sf(b, lam) > target:      # isf up to float rounding: re-check
+    b += 1
+  while b - 1 >= lam and poisson.sf(b - 1, lam) <= target:
+    b -= 1
+  m = int(multiple)
+  return -(-b // m) * m
+
+
+def _overflow_bound(pad, n, p, num_steps, declared):
+  """num_steps * (bound on P(one step's batch > pad)), capped at 1."""
+  from scipy.stats import binom, poisson
+  if pad >= n:
+    return 0.0
+  if declared is None:
+    tail = float(binom.sf(pad, n, p))
+  else:
+    lam = float(declared) + 1.0
+    tail = float(poisson.sf(pad, lam)) if pad >= lam else 1.0
+  return min(1.0, num_steps * tail)
+
+
 def pad_size_for(*, dataset_size: int, inclusion_prob: float, num_steps: int,
                  overflow_prob: float = 1e-6, multiple: int = 8) -> int:
   """Smallest multiple of ``multiple`` B with num_steps * P(Bin(n, p) > B) <= overflow_prob.
+
+  Legacy capacity: it reads the dataset size n, which add/remove neighbours
+  do not share; prefer :func:`capacity_for` (declared expected batch size).
 
   Args:
     dataset_size: n >= 1. inclusion_prob: p in (0, 1], the probability that
@@ -121,8 +217,23 @@ def pad_size_for(*, dataset_size: int, inclusion_prob: float, num_steps: int,
   return max(m, -(-max(b, 1) // m) * m)
 
 
-def _resolve_pad(pad_size, n, p, num_steps, overflow_prob, multiple):
+def _check_declared(expected_batch_size, n, p):
+  if expected_batch_size is None:
+    return None
+  checks.check_positive("expected_batch_size", expected_batch_size)
+  m = float(expected_batch_size)
+  if n * p > m + 1.0:
+    raise ValueError(
+        f"expected_batch_size must be >= dataset_size * inclusion probability - 1 = "
+        f"{n * p - 1.0:g} (the capacity's overflow bound assumes n p <= m + 1); got {m:g}.")
+  return m
+
+
+def _resolve_pad(pad_size, n, p, num_steps, overflow_prob, multiple, declared=None):
   if pad_size is None:
+    if declared is not None:
+      return capacity_for(expected_batch_size=declared, num_steps=num_steps,
+                          overflow_prob=overflow_prob, multiple=multiple)
     return pad_size_for(dataset_size=n, inclusion_prob=p, num_steps=num_steps,
                         overflow_prob=overflow_prob, multiple=multiple)
   if isinstance(pad_size, str):
@@ -138,8 +249,10 @@ def _make_batch(members: np.ndarray, pad: int, step: int, epoch: int) -> Batch:
   if size > pad:
     warnings.warn(
         f"jaxacct.sampling: step {step} has {size} examples > pad_size {pad}; padded to "
-        f"{width} (no example dropped, accounting unchanged; the jitted step compiles "
-        "once more for this shape).", RuntimeWarning, stacklevel=3)
+        f"{width} (no example dropped; dp_aggregate's divisor, the declared "
+        "expected_batch_size, and the update's accounting are unchanged; the batch length "
+        "reveals the overflow: see delta_with_overflow; the jitted step compiles once "
+        "more for this shape).", RuntimeWarning, stacklevel=3)
   idx = np.zeros(width, np.int32)
   idx[:size] = members
   mask = np.zeros(width, np.float32)
@@ -179,13 +292,22 @@ class BallsInBinsSampler:
     num_selected: k in [1, t] (steps each example joins per epoch).
     fresh_each_epoch: see above.
     seed: int seed (numpy ``default_rng((seed, epoch))``).
-    pad_size: None (exact binomial quantile, module docstring), ``"max"`` (n)
-      or an int.
-    overflow_prob: probability bound for any overflow in the run (pad_size=None).
+    expected_batch_size: m > 0, declared (public) expected batch size, or
+      None. Given: the capacity is :func:`capacity_for` (no n in it) and m
+      must satisfy n k / t <= m + 1. None (legacy): the binomial quantile of
+      n (module docstring). Pass the same m to
+      :func:`jaxacct.tracking.dp_aggregate` as its divisor.
+    pad_size: None (from ``expected_batch_size``/``overflow_prob``, module
+      docstring), ``"max"`` (n) or an int.
+    overflow_prob: declared bound on the probability of any overflow in the
+      run (pad_size=None), in (0, 1).
     multiple: pad sizes are multiples of this.
 
   Attributes:
-    pad_size: the fixed batch length B. num_steps: t * E (total steps).
+    pad_size: the fixed batch length (capacity) B. num_steps: t * E (total
+    steps). expected_batch_size: the declared m or None. overflow_bound:
+    bound on the probability that some batch of the run exceeds B (<=
+    overflow_prob when B was derived from it). neighbouring: ``"add_remove"``.
 
   Example::
 
@@ -194,8 +316,11 @@ class BallsInBinsSampler:
     (True, 0, 0)
   """
 
+  neighbouring = NEIGHBOURING
+
   def __init__(self, *, dataset_size: int, steps_per_epoch: int, num_epochs: int,
                num_selected: int = 1, fresh_each_epoch: bool = True, seed: int = 0,
+               expected_batch_size: Optional[float] = None,
                pad_size: Union[None, int, str] = None, overflow_prob: float = 1e-6,
                multiple: int = 8):
     checks.check_int("dataset_size", dataset_size, min_value=1)
@@ -208,8 +333,21 @@ class BallsInBinsSampler:
     self.n, self.t, self.E = int(dataset_size), int(steps_per_epoch), int(num_epochs)
     self.k, self.fresh_each_epoch, self.seed = int(num_selected), bool(fresh_each_epoch), int(seed)
     self.num_steps = self.t * self.E
-    self.pad_size = _resolve_pad(pad_size, self.n, self.k / self.t, self.num_steps,
-                                 overflow_prob, multiple)
+    p = self.k / self.t
+    self.expected_batch_size = _check_declared(expected_batch_size, self.n, p)
+    self.pad_size = _resolve_pad(pad_size, self.n, p, self.num_steps, overflow_prob,
+                                 multiple, self.expected_batch_size)
+    self.overflow_bound = _overflow_bound(self.pad_size, self.n, p, self.num_steps,
+                                          self.expected_batch_size)
+
+  def delta_with_overflow(self, *, epsilon: float, delta: float) -> float:
+    """delta + (1 + e^epsilon) * overflow_bound: the run's delta when batch lengths
+    (an overflow's extra padding) are observable as well as the updates.
+
+    The updates alone are (epsilon, delta) (module docstring: overflow pads,
+    the divisor is constant); capped at 1.
+    """
+    return _delta_with_overflow(epsilon, delta, self.overflow_bound)
 
   def assignment(self, epoch: int) -> np.ndarray:
     """(n, k) int array: the steps (within the epoch, 0..t-1) of each example."""
@@ -271,6 +409,12 @@ class BallsInBinsSampler:
     return tracking.EpsilonTableAccountant(epsilons=eps, delta=delta, block_size=self.t)
 
 
+def _delta_with_overflow(epsilon, delta, bound):
+  checks.check_range("epsilon", epsilon, 0.0, np.inf, allow_inf=True)
+  checks.check_delta(delta)
+  return min(1.0, float(delta) + (1.0 + math.exp(min(float(epsilon), 700.0))) * bound)
+
+
 class PoissonSampler:
   r"""Poisson-subsampled batches: every step each example joins with probability q.
 
@@ -282,15 +426,20 @@ class PoissonSampler:
     sampling_prob: q in (0, 1].
     num_steps: T >= 1 (total steps).
     seed: int seed (numpy ``default_rng((seed, step))``).
-    pad_size, overflow_prob, multiple: as :class:`BallsInBinsSampler`.
+    expected_batch_size, pad_size, overflow_prob, multiple: as
+      :class:`BallsInBinsSampler` (``n q <= m + 1``).
     steps_per_epoch: only labels ``Batch.epoch`` (default ``round(1/q)``).
 
   Attributes:
-    pad_size, num_steps, q.
+    pad_size, num_steps, q, expected_batch_size, overflow_bound, neighbouring
+    (``"add_remove"``).
   """
 
+  neighbouring = NEIGHBOURING
+
   def __init__(self, *, dataset_size: int, sampling_prob: float, num_steps: int,
-               seed: int = 0, pad_size: Union[None, int, str] = None,
+               seed: int = 0, expected_batch_size: Optional[float] = None,
+               pad_size: Union[None, int, str] = None,
                overflow_prob: float = 1e-6, multiple: int = 8,
                steps_per_epoch: Optional[int] = None):
     checks.check_int("dataset_size", dataset_size, min_value=1)
@@ -301,8 +450,15 @@ class PoissonSampler:
                                                  int(num_steps), int(seed))
     self.steps_per_epoch = (max(1, int(round(1.0 / self.q))) if steps_per_epoch is None
                             else int(steps_per_epoch))
+    self.expected_batch_size = _check_declared(expected_batch_size, self.n, self.q)
     self.pad_size = _resolve_pad(pad_size, self.n, self.q, self.num_steps, overflow_prob,
-                                 multiple)
+                                 multiple, self.expected_batch_size)
+    self.overflow_bound = _overflow_bound(self.pad_size, self.n, self.q, self.num_steps,
+                                          self.expected_batch_size)
+
+  def delta_with_overflow(self, *, epsilon: float, delta: float) -> float:
+    """As :meth:`BallsInBinsSampler.delta_with_overflow`."""
+    return _delta_with_overflow(epsilon, delta, self.overflow_bound)
 
   def batch(self, step: int) -> Batch:
     """The batch of global step ``step`` (0-based)."""

@@ -58,6 +58,8 @@ EXEMPT = {
     "jaxacct.tracking.PrivacyTrackerState": "optax state container (traced)",
     "jaxacct.tracking.Calibration": "result container",
     "jaxacct.tracking.PrivacyBudgetExceeded": "exception class",
+    "jaxacct.tracking.PrivacyScheduleChanged": "exception class",
+    "jaxacct.tracking.DPAggregateState": "optax state container (traced)",
     "jaxacct.tracking.privacy_spent": "takes an optax state only",
     "jaxacct.pld.to_dp_accounting": "takes PLD objects only (conversion)",
     "jaxacct.compose_rdp": "varargs of (curve, count): see test_compose_rdp_rejects_string_counts",
@@ -325,6 +327,8 @@ BASE = {
                                              delta=1e-5, batch_size=100),
     "jaxacct.tracking.clip_and_sum": dict(l2_norm_clip=1.0),
     "jaxacct.tracking.gaussian_noise": dict(stddev=1.0, key=0),
+    "jaxacct.tracking.dp_aggregate": dict(l2_norm_clip=1.0, noise_multiplier=1.0,
+                                          expected_batch_size=8.0, key=0),
     # experimental
     "jaxacct.experimental.variation_ratio.row_parameters": dict(
         mechanism="generic", eps0=_E0),
@@ -351,6 +355,7 @@ BASE = {
     # samplers
     "jaxacct.sampling.pad_size_for": dict(dataset_size=1000, inclusion_prob=0.1,
                                           num_steps=10),
+    "jaxacct.sampling.capacity_for": dict(expected_batch_size=64.0, num_steps=10),
     "jaxacct.sampling.BallsInBinsSampler": dict(dataset_size=100, steps_per_epoch=10,
                                                 num_epochs=2),
     "jaxacct.sampling.PoissonSampler": dict(dataset_size=100, sampling_prob=0.1,
@@ -372,6 +377,7 @@ NOT_NUMERIC = {
     ("jaxacct.bisect", "lo"): "generic solver: lo/hi may be pytrees of arrays",
     ("jaxacct.bisect", "hi"): "generic solver: lo/hi may be pytrees of arrays",
     ("jaxacct.tracking.gaussian_noise", "key"): "a PRNG key or int seed",
+    ("jaxacct.tracking.dp_aggregate", "key"): "a PRNG key or int seed",
 }
 
 

@@ -13,7 +13,14 @@ per test at a random seed):
 * Poisson: inclusion counts per step Binomial(n, q) (chi-square on per-example
   totals);
 * the accountant from the sampler is the matching one (fixed bins never get
-  the fresh-draw accountant), and the training example's epsilon equals it.
+  the fresh-draw accountant), and the training example's epsilon equals it;
+* declared capacity (issue 31): ``capacity_for`` reads only the declared
+  expected batch size m, the steps and the overflow probability (same capacity
+  for n and n + 1); it is the smallest multiple with the Poisson(m + 1) tail
+  under the target (scipy); that tail bounds the exact binomial tail of every
+  n with n p <= m + 1 (Anderson & Samuels 1967; checked on a grid with scipy);
+  ``overflow_bound`` and ``delta_with_overflow`` follow their formulas; the
+  samplers name their relation (``neighbouring = "add_remove"``).
 """
 
 import math
@@ -209,3 +216,57 @@ def test_training_example_epsilon_equals_accountant(scheme):
   stopped = train_flax.main(scheme, max_epsilon=budget, **kw)
   assert stopped[-1]["exhausted"] and stopped[-1]["step"] == 8
   assert stopped[-1]["eps"] == hist[0]["eps"] <= budget
+
+
+# ------------------------------------------------ declared capacity (issue 31)
+
+def test_capacity_from_declared_numbers_only():
+  m, T, target = 32.0, 500, 1e-6
+  B = sampling.capacity_for(expected_batch_size=m, num_steps=T, overflow_prob=target)
+  lam = m + 1
+  assert B % 8 == 0 and B >= lam and T * stats.poisson.sf(B, lam) <= target
+  assert T * stats.poisson.sf(B - 8, lam) > target or B - 8 < lam
+  B1 = sampling.capacity_for(expected_batch_size=m, num_steps=T, overflow_prob=target,
+                             multiple=1)
+  assert T * stats.poisson.sf(B1, lam) <= target < T * stats.poisson.sf(B1 - 1, lam)
+  # the same capacity for n and n + 1 (and n + 10): no n in it
+  for cls, kw in ((sampling.PoissonSampler, dict(sampling_prob=0.1, num_steps=T)),
+                  (sampling.BallsInBinsSampler, dict(steps_per_epoch=10, num_epochs=50))):
+    pads = {cls(dataset_size=n, expected_batch_size=m, **kw).pad_size for n in (300, 301, 310)}
+    assert pads == {B}, (cls, pads)
+  s = sampling.PoissonSampler(dataset_size=320, sampling_prob=0.1, num_steps=T,
+                              expected_batch_size=m)
+  assert s.expected_batch_size == m and s.neighbouring == "add_remove"
+  assert s.overflow_bound == pytest.approx(T * stats.poisson.sf(B, lam), rel=1e-12)
+  assert s.overflow_bound <= target
+
+
+@pytest.mark.parametrize("m", [4.0, 32.0, 200.0])
+def test_poisson_tail_bounds_every_binomial_with_mean_up_to_m_plus_1(m):
+  B = sampling.capacity_for(expected_batch_size=m, num_steps=100, multiple=1)
+  bound = stats.poisson.sf(B, m + 1)
+  for n in (int(m) + 2, 2 * int(m) + 3, 10 * int(m), 1000 * int(m)):
+    for mean in (0.5 * m, m, m + 1):
+      p = min(1.0, mean / n)
+      assert stats.binom.sf(B, n, p) <= bound * (1 + 1e-9), (n, p)
+
+
+def test_declared_capacity_checks_and_delta_with_overflow():
+  with pytest.raises(ValueError, match="expected_batch_size"):     # n p = 50 > m + 1
+    sampling.PoissonSampler(dataset_size=500, sampling_prob=0.1, num_steps=10,
+                            expected_batch_size=40)
+  with pytest.raises(ValueError, match="expected_batch_size"):
+    sampling.BallsInBinsSampler(dataset_size=100, steps_per_epoch=10, num_epochs=1,
+                                expected_batch_size=0)
+  s = sampling.BallsInBinsSampler(dataset_size=100, steps_per_epoch=10, num_epochs=2,
+                                  expected_batch_size=10, pad_size=32)
+  bound = 20 * stats.poisson.sf(32, 11.0)
+  assert s.overflow_bound == pytest.approx(bound, rel=1e-12)
+  assert s.delta_with_overflow(epsilon=2.0, delta=1e-5) == pytest.approx(
+      1e-5 + (1 + math.exp(2.0)) * bound, rel=1e-12)
+  assert sampling.BallsInBinsSampler(dataset_size=100, steps_per_epoch=10, num_epochs=1,
+                                     pad_size="max").overflow_bound == 0.0
+  legacy = sampling.BallsInBinsSampler(dataset_size=100, steps_per_epoch=10, num_epochs=2)
+  assert legacy.expected_batch_size is None and legacy.neighbouring == "add_remove"
+  assert legacy.overflow_bound == pytest.approx(
+      20 * stats.binom.sf(legacy.pad_size, 100, 0.1), rel=1e-12)

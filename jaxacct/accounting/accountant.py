@@ -527,6 +527,17 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     Does not change this accountant (composes a copy). Raises
     ``UnsupportedEventError`` if ``event`` is not supported.
 
+    Valid for a schedule fixed in advance: stopping at the first event this
+    returns True for, with ``get_epsilon`` of the events composed so far
+    reported as the run's guarantee, is sound when the sequence of events
+    (noise, sampling rate, batch size, count) was chosen before seeing any
+    output. If later events are chosen from earlier outputs, this natural
+    stopping rule is not valid: the natural f-DP stopping rule (stop when
+    the composed trade-off reaches the target) is invalid under adaptive
+    choices (arXiv:2602.06756); use a privacy filter/odometer analysis
+    instead. ``jaxacct.tracking.track_privacy``'s
+    budget stop has the same scope.
+
     Bound: decided on the certified upper bound.
     """
     checks.check_range("max_epsilon", max_epsilon, 0.0, np.inf, allow_inf=True)

@@ -4,15 +4,34 @@ r"""Optax hook: track (and enforce) the privacy spent while training.
 passes updates through unchanged (as ``optax.snapshot`` does), counts the
 *applied* updates and keeps the epsilon spent so far in its state::
 
+    sampler = jaxacct.sampling.PoissonSampler(
+        dataset_size=n, sampling_prob=q, num_steps=num_steps, expected_batch_size=m)
     tx = optax.chain(
-        optax.contrib.differentially_private_aggregate(
-            l2_norm_clip=1.0, noise_multiplier=sigma, key=jax.random.key(0)),
+        jaxacct.tracking.dp_aggregate(
+            l2_norm_clip=1.0, noise_multiplier=sigma, expected_batch_size=m,
+            key=jax.random.key(0)),
         jaxacct.tracking.track_privacy(
-            jaxacct.tracking.PoissonAccountant(q=q, sigma=sigma),
-            num_steps=num_steps, delta=1e-5, max_epsilon=8.0),
+            sampler.accountant(sigma=sigma), num_steps=num_steps, delta=1e-5,
+            max_epsilon=8.0),
         optax.sgd(0.1))
     ...
+    updates, opt_state = tx.update(per_example_grads, opt_state, params, mask=batch.mask)
     eps = optax.tree.get(opt_state, "eps")      # inside or outside jit
+
+:func:`dp_aggregate` (clip, masked sum, noise, divide by the *declared*
+expected batch size m) replaces ``optax.contrib.differentially_private_aggregate``,
+which divides by the padded batch length: a number derived from the dataset
+size (not public under the add/remove relation the accountants assume) and,
+on overflow, from the sampled batch. With a constant divisor the released
+update is exactly the accounted noisy sum, rescaled.
+
+Neighbouring relation: each accountant names the one it assumes
+(``accountant.neighbouring``: ``"add_remove"`` for Poisson, allocation and
+Gaussian; ``"replace_one"`` for shuffling; ``None`` where the user supplies
+the curve or table). Schedule: the epsilon table and the budget stop hold for
+a schedule fixed in advance (arXiv:2602.06756); :func:`track_privacy` and
+:func:`dp_aggregate` refuse a change they can see mid-run
+(:class:`PrivacyScheduleChanged`, see :func:`track_privacy`).
 
 Design (the accounting is float64 and happens once, when the hook is built):
 
@@ -80,8 +99,9 @@ _LAZY = {
                  "ShuffleAccountant", "epsilon_table")},
     **{n: ("jaxacct.tracking.calibration", n) for n in ("Calibration", "calibrate_noise")},
     **{n: ("jaxacct.tracking.hook", n)
-       for n in ("PrivacyBudgetExceeded", "PrivacyTrackerState", "clip_and_sum",
-                 "gaussian_noise", "privacy_spent", "track_privacy")},
+       for n in ("PrivacyBudgetExceeded", "PrivacyScheduleChanged", "PrivacyTrackerState",
+                 "clip_and_sum", "gaussian_noise", "privacy_spent", "track_privacy")},
+    **{n: ("jaxacct.tracking.aggregate", n) for n in ("DPAggregateState", "dp_aggregate")},
 }
 
 if TYPE_CHECKING:
@@ -90,12 +110,14 @@ if TYPE_CHECKING:
                                             PoissonAccountant, RDPAccountant,
                                             ShuffleAccountant, epsilon_table)
   from jaxacct.tracking.calibration import Calibration, calibrate_noise
-  from jaxacct.tracking.hook import (PrivacyBudgetExceeded, PrivacyTrackerState,
-                                     clip_and_sum, gaussian_noise, privacy_spent,
-                                     track_privacy)
+  from jaxacct.tracking.aggregate import DPAggregateState, dp_aggregate
+  from jaxacct.tracking.hook import (PrivacyBudgetExceeded, PrivacyScheduleChanged,
+                                     PrivacyTrackerState, clip_and_sum, gaussian_noise,
+                                     privacy_spent, track_privacy)
 
 __all__ = [
-    "PrivacyTrackerState", "PrivacyBudgetExceeded", "track_privacy",
+    "PrivacyTrackerState", "PrivacyBudgetExceeded", "PrivacyScheduleChanged",
+    "track_privacy", "dp_aggregate", "DPAggregateState",
     "PoissonAccountant", "AllocationAccountant", "GaussianAccountant",
     "ShuffleAccountant", "RDPAccountant", "EpsilonTableAccountant",
     "EventAccountant",

@@ -29,9 +29,15 @@ __all__ = ["PoissonAccountant", "AllocationAccountant", "GaussianAccountant",
 # --------------------------------------------------------------------------
 
 class _Accountant:
-  """Base class. Subclasses define ``block_size`` and ``_block_table``."""
+  """Base class. Subclasses define ``block_size`` and ``_block_table``.
+
+  ``neighbouring``: the neighbouring relation the table holds for
+  (``"add_remove"``, ``"replace_one"``, ``"replace_special"``), or None where
+  the user supplies the curve or table (then it is the supplier's).
+  """
 
   block_size: int = 1
+  neighbouring: Optional[str] = None
 
   def _block_table(self, num_blocks: int, delta: float) -> np.ndarray:
     raise NotImplementedError
@@ -89,8 +95,12 @@ class PoissonAccountant(_Accountant):
     orders: Renyi orders (default ``DEFAULT_ORDERS``).
     pld_every: None (RDP only) or an int >= 1, e.g. the steps per epoch.
 
+  Neighbouring: add/remove of one example (``neighbouring = "add_remove"``).
+
   Bound: upper.
   """
+
+  neighbouring = "add_remove"
 
   def __init__(self, *, q, sigma, orders=None, pld_every: Optional[int] = None):
     checks.check_probability("q", q, open_lo=True)
@@ -135,8 +145,13 @@ class GaussianAccountant(_Accountant):
   Args:
     sigma: noise multiplier > 0.
 
+  Neighbouring: add/remove of one example (``neighbouring = "add_remove"``:
+  sensitivity C of a clipped sum; replace-one doubles it, pass sigma / 2).
+
   Bound: exact (tight).
   """
+
+  neighbouring = "add_remove"
 
   def __init__(self, *, sigma):
     checks.check_positive("sigma", sigma)
@@ -242,8 +257,13 @@ class AllocationAccountant(_Accountant):
     methods: as in :func:`jaxacct.allocation.epsilon` (default: its default).
     max_order: as in :func:`jaxacct.allocation.epsilon` (default: its default).
 
+  Neighbouring: add/remove of one example (``neighbouring = "add_remove"``;
+  the others' allocations do not change).
+
   Bound: upper.
   """
+
+  neighbouring = "add_remove"
 
   def __init__(self, *, sigma, num_steps, num_selected=1, methods=None,
                max_order: Optional[int] = None):
@@ -303,6 +323,8 @@ class ShuffleAccountant(_Accountant):
 
   Bound: upper.
   """
+
+  neighbouring = "replace_one"
 
   def __init__(self, *, eps0, n, randomizer="generic", orders=None, block_size: int = 1):
     checks.check_positive("eps0", eps0)
@@ -384,6 +406,14 @@ class EventAccountant(_Accountant):
       raise UnsupportedEventError(f"the accountant does not support {event}.")
     self.event, self.block_size = event, int(block_size)
     self.accountant, self.max_evaluations = accountant, int(max_evaluations)
+
+  @property
+  def neighbouring(self) -> str:
+    """The accountant's relation: ``"add_remove"``, ``"replace_one"`` or ``"replace_special"``."""
+    name = getattr(self.accountant.neighboring_relation, "name",
+                   self.accountant.neighboring_relation)
+    return {"ADD_OR_REMOVE_ONE": "add_remove", "REPLACE_ONE": "replace_one",
+            "REPLACE_SPECIAL": "replace_special"}[name]
 
   def evaluated_counts(self, num_blocks: int) -> np.ndarray:
     """The block counts whose epsilon is computed (sorted, ends with num_blocks)."""

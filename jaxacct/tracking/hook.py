@@ -1,14 +1,16 @@
 """The optax hook of :mod:`jaxacct.tracking` (see the package docstring).
 
 :func:`track_privacy` (count applied updates, look the epsilon up, enforce a
-budget), :func:`privacy_spent`, and the DP aggregation pieces that compose
-with gradient accumulation (:func:`clip_and_sum`, :func:`gaussian_noise`).
-Bound: upper (the accountant's table).
+budget, refuse a schedule change), :func:`privacy_spent`, and the DP
+aggregation pieces that compose with gradient accumulation
+(:func:`clip_and_sum`, :func:`gaussian_noise`).
+Bound: upper (the accountant's table), for a schedule fixed in advance.
 """
 
 from __future__ import annotations
 
 import functools
+import zlib
 from typing import Any, NamedTuple, Optional
 
 import jax
@@ -20,12 +22,20 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import x64_enabled
 from jaxacct.tracking.accountants import epsilon_table
 
-__all__ = ["PrivacyTrackerState", "PrivacyBudgetExceeded", "track_privacy",
-           "privacy_spent", "clip_and_sum", "gaussian_noise"]
+__all__ = ["PrivacyTrackerState", "PrivacyBudgetExceeded", "PrivacyScheduleChanged",
+           "track_privacy", "privacy_spent", "clip_and_sum", "gaussian_noise"]
 
 
 class PrivacyBudgetExceeded(RuntimeError):
   """Raised when an update would spend more than ``max_epsilon``."""
+
+
+class PrivacyScheduleChanged(ValueError):
+  """Raised when a run's accounted schedule (noise, batch size, ...) changes mid-run.
+
+  The hook's epsilon and its budget stop hold for a schedule fixed in advance
+  (see :func:`track_privacy`).
+  """
 
 
 class PrivacyTrackerState(NamedTuple):
@@ -38,11 +48,18 @@ class PrivacyTrackerState(NamedTuple):
     delta: float scalar, the delta at which ``eps`` holds.
     budget_exhausted: bool scalar, True once an update was masked because it
       would have exceeded ``max_epsilon``.
+    schedule_id: int32 scalar, fingerprint of the schedule (the float64
+      epsilon table, ``num_steps``, ``delta``, ``max_epsilon``) recorded by
+      ``init``.
+    schedule_changed: bool scalar, True once an update ran under a hook
+      built for another schedule (that update and every later one masked).
   """
   count: jax.Array
   eps: jax.Array
   delta: jax.Array
   budget_exhausted: jax.Array
+  schedule_id: jax.Array
+  schedule_changed: jax.Array
 
 
 def _round_up_f32(x: np.ndarray) -> np.ndarray:
@@ -57,7 +74,7 @@ def _round_up_f32(x: np.ndarray) -> np.ndarray:
 def track_privacy(accountant, *, num_steps: int, delta: float,
                   max_epsilon: Optional[float] = None,
                   on_budget: str = "stop") -> optax.GradientTransformation:
-  r"""Optax transform that counts applied updates and tracks epsilon (upper bound).
+  r"""Optax transform that counts applied updates and tracks epsilon (upper bound, fixed schedule).
 
   Passes ``updates`` through (or zeros them once the budget is spent) and keeps
   a :class:`PrivacyTrackerState`; ``optax.tree.get(opt_state, "eps")`` reads
@@ -66,6 +83,35 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
   The float64 epsilon table of ``accountant`` for 0..``num_steps`` updates is
   computed here, once (see :func:`epsilon_table`); ``update`` only looks it
   up, so it adds an integer increment and a gather per step.
+
+  Neighbouring relation: the accountant's (``accountant.neighbouring``;
+  ``"add_remove"`` for the Poisson, allocation and Gaussian accountants that
+  match :mod:`jaxacct.sampling`). Under add/remove the dataset size is not
+  public: aggregate with :func:`jaxacct.tracking.dp_aggregate` (divisor: the
+  declared expected batch size), not
+  ``optax.contrib.differentially_private_aggregate`` (divisor: the padded
+  length, which depends on the dataset size and, on overflow, on the batch).
+
+  Fixed schedule: the table, and so ``eps`` and the budget stop, are valid
+  for a schedule fixed before training (noise multiplier, sampling rate or
+  batch size, number of steps, ``max_epsilon``). The stop itself is
+  data-independent (the count where the table crosses ``max_epsilon``). A
+  schedule chosen adaptively, e.g. a new sigma or batch size, or a stop
+  decided from the training outputs with ``eps`` at the stop reported as the
+  run's, is not covered: the natural f-DP stopping rule (stop when the
+  composed trade-off reaches the target) is invalid under adaptive choices
+  (arXiv:2602.06756); under adaptivity only a privacy filter/odometer
+  analysis applies. A change the hook can see is refused: ``init`` records a
+  fingerprint of the schedule (the float64 table, ``num_steps``, ``delta``,
+  ``max_epsilon``);
+  an ``update`` by a hook built for another schedule on that state (an
+  optimizer rebuilt mid-run with a new accountant and the old state carried
+  over) masks the update and sets ``schedule_changed`` (sticky: every later
+  update is masked too, ``count`` and ``eps`` stay); eagerly it raises
+  :class:`PrivacyScheduleChanged` at once, and :func:`privacy_spent` raises
+  it on a concrete state with the flag set. (Stopping *earlier* than
+  planned, for any reason, is always safe to report as ``eps[num_steps]``,
+  the planned run's: a prefix is a post-processing of the whole run.)
 
   Args:
     accountant: a ``*Accountant`` of this module (the sampling scheme).
@@ -107,6 +153,8 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
     allowed = np.concatenate([table64[1:] <= float(max_epsilon), [False]])
   table32 = _round_up_f32(table64)
   delta = float(delta)
+  budget = np.inf if max_epsilon is None else float(max_epsilon)
+  sid = zlib.crc32(np.concatenate([table64, [float(n), delta, budget]]).tobytes()) & 0x7FFFFFFF
 
   def _tables():
     if x64_enabled():
@@ -118,11 +166,16 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
     tab, dt = _tables()
     return PrivacyTrackerState(count=jnp.zeros([], jnp.int32), eps=tab[0],
                                delta=jnp.asarray(delta, dt),
-                               budget_exhausted=jnp.zeros([], bool))
+                               budget_exhausted=jnp.zeros([], bool),
+                               schedule_id=jnp.asarray(sid, jnp.int32),
+                               schedule_changed=jnp.zeros([], bool))
 
   def update_fn(updates, state, params=None):
     del params
     tab, _ = _tables()
+    changed = (state.schedule_id != sid) | state.schedule_changed
+    if checks.is_concrete(changed) and bool(np.any(np.asarray(changed))):
+      raise PrivacyScheduleChanged(_schedule_msg("track_privacy"))
     c = jnp.minimum(state.count, n + 1)
     ok = jnp.asarray(allowed)[c]
     if on_budget == "raise":
@@ -133,17 +186,26 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
         jax.debug.callback(functools.partial(
             _raise_if_exceeded, table64=table64, max_epsilon=max_epsilon,
             delta=delta), ok, state.count)
-    new_count = jnp.where(ok, optax.safe_increment(state.count), state.count)
-    if max_epsilon is None:   # track only: ok is always True, pass through
-      new_updates = updates
-    else:
-      new_updates = jax.tree.map(lambda u: jnp.where(ok, u, jnp.zeros_like(u)), updates)
+    apply = ok & ~changed
+    new_count = jnp.where(apply, optax.safe_increment(state.count), state.count)
+    new_updates = jax.tree.map(lambda u: jnp.where(apply, u, jnp.zeros_like(u)), updates)
     new_state = PrivacyTrackerState(
-        count=new_count, eps=tab[jnp.minimum(new_count, n + 1)],
-        delta=state.delta, budget_exhausted=state.budget_exhausted | ~ok)
+        # refused (another schedule's table): keep the recorded eps, never this table's
+        count=new_count, eps=jnp.where(changed, state.eps, tab[jnp.minimum(new_count, n + 1)]),
+        delta=state.delta, budget_exhausted=state.budget_exhausted | ~ok,
+        schedule_id=state.schedule_id, schedule_changed=changed)
     return new_updates, new_state
 
   return optax.GradientTransformation(init_fn, update_fn)
+
+
+def _schedule_msg(where):
+  return (f"PrivacyScheduleChanged: {where}: this optimizer state was initialised for "
+          "another schedule (noise multiplier, sampling rate or batch size, num_steps, "
+          "delta or max_epsilon); the epsilon table and the budget stop hold only for a schedule fixed "
+          "in advance (arXiv:2602.06756: the natural f-DP stopping rule is invalid under "
+          "adaptive choices). The update was refused (masked); start a new run with a new "
+          "init, or account the whole run with a filter/odometer analysis.")
 
 
 def _budget_msg(count, table64, max_epsilon, delta):
@@ -171,11 +233,21 @@ def privacy_spent(opt_state: Any):
 
   Raises:
     KeyError: if the state holds more than one tracker; ValueError if none.
+    PrivacyScheduleChanged: (concrete states only) if the tracker, or a
+      :func:`jaxacct.tracking.dp_aggregate` in the same state, refused an
+      update because the schedule changed mid-run (the host-side check of
+      the flags a jitted step sets).
   """
   st = optax.tree.get(opt_state, "PrivacyTrackerState")
   if st is None:
     raise ValueError("no PrivacyTrackerState in this optimizer state; add "
                      "jaxacct.tracking.track_privacy(...) to the chain.")
+  flags = [st.schedule_changed]
+  agg = optax.tree.get_all_with_path(opt_state, "settings_changed")
+  flags += [v for _, v in agg]
+  for flag in flags:
+    if checks.is_concrete(flag) and bool(np.any(np.asarray(flag))):
+      raise PrivacyScheduleChanged(_schedule_msg("privacy_spent"))
   return st.eps, st.delta
 
 
@@ -191,7 +263,9 @@ def clip_and_sum(l2_norm_clip: float) -> optax.GradientTransformation:
   MultiSteps then averages K clipped sums, whose sensitivity is C / K, so the
   inner chain adds noise once per applied update with
   ``gaussian_noise(stddev=sigma * C / K, ...)`` and scales by
-  ``1 / micro_batch_size`` (mean over the K * micro_batch_size examples);
+  ``K / expected_batch_size`` (the declared expected logical batch size: a
+  constant, never the padded length K * micro_batch_size, which depends on
+  the dataset size; see :func:`jaxacct.tracking.dp_aggregate`);
   ``track_privacy`` inside counts one step per applied update with noise
   multiplier sigma. The sampling scheme the
   accountant assumes applies to the *logical* batch (the union of the K
@@ -205,7 +279,7 @@ def clip_and_sum(l2_norm_clip: float) -> optax.GradientTransformation:
         optax.MultiSteps(optax.chain(
             gaussian_noise(sigma * C / K, key),
             track_privacy(PoissonAccountant(q=q, sigma=sigma), num_steps=T, delta=d),
-            optax.scale(1 / micro_batch_size), optax.sgd(lr)),
+            optax.scale(K / expected_batch_size), optax.sgd(lr)),
           every_k_schedule=K))
 
   Args:

@@ -1,0 +1,282 @@
+"""jaxacct.tracking.dp_aggregate and the hook's fixed-schedule guard (issue 31, items 1-2).
+
+What is trained is what is accounted:
+* the released update is the same function of the sampled examples for
+  datasets of N and N + 1 examples (same key, same sampled real examples ->
+  bitwise identical update), under the sampler's declared capacity; optax's
+  ``differentially_private_aggregate`` on the legacy (n-derived) padding is
+  shown to differ by the ratio of the padded lengths (the bug);
+* on overflow (batch padded past the capacity) the divisor is unchanged:
+  the update equals the one of the same rows at any other padded length
+  (float64, 1e-15 absolute on values of order 1: a sum of <= 128 terms in a
+  different reduction tree), and with sigma = 0 it is sum(clip(g_i)) / m from
+  an independent NumPy computation (1e-14 relative);
+* padding rows (mask 0) contribute exactly zero, even when non-finite;
+* the noise has std sigma C / m per coordinate (10 % on 20 000 coordinates:
+  5 sigma of the sample std's relative error 1/sqrt(2 d) = 0.5 %, loose);
+* a schedule change (new sigma, clip or batch size in dp_aggregate; a new
+  accountant in track_privacy) on a carried-over state is refused: raised
+  eagerly, masked and flagged under jit, raised by privacy_spent on the host.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from jaxacct import sampling, tracking
+
+
+def _data(n, d=5, seed=0):
+  rng = np.random.default_rng(seed)
+  return rng.normal(size=(n, d)), rng.normal(size=n)
+
+
+def _per_example_grads(w, x, y):
+  """Per-example gradients of 0.5 (x.w - y)^2 as a pytree {w: (L, d), b: (L,)}."""
+  r = x @ w - y
+  return {"w": r[:, None] * x, "b": 2.0 * r}
+
+
+def _update(tx, state, grads, mask):
+  return jax.jit(lambda g, s, m: tx.update(g, s, mask=m))(grads, state, mask)
+
+
+def _clipped_sum_np(grads, mask, c):
+  flat = np.concatenate([np.asarray(grads["w"]), np.asarray(grads["b"])[:, None]], axis=1)
+  norms = np.linalg.norm(flat, axis=1)
+  scale = np.minimum(1.0, c / np.where(norms > 0, norms, 1.0)) * (np.asarray(mask) > 0)
+  return {"w": (scale[:, None] * np.asarray(grads["w"])).sum(0),
+          "b": (scale * np.asarray(grads["b"])).sum(0)}
+
+
+def test_update_is_the_same_function_of_the_sample_for_n_and_n_plus_1(x64):
+  m, q, steps, sigma, c = 16.0, 0.1, 30, 1.3, 0.7
+  n = 160
+  x1, y1 = _data(n + 1)
+  x0, y0 = x1[:n], y1[:n]                     # dataset N; N + 1 adds one example
+  s0 = sampling.PoissonSampler(dataset_size=n, sampling_prob=q, num_steps=steps, seed=3,
+                               expected_batch_size=m)
+  s1 = sampling.PoissonSampler(dataset_size=n + 1, sampling_prob=q, num_steps=steps, seed=3,
+                               expected_batch_size=m)
+  assert s0.pad_size == s1.pad_size == sampling.capacity_for(expected_batch_size=m,
+                                                             num_steps=steps)
+  assert s0.neighbouring == s1.neighbouring == "add_remove"
+  w = jnp.asarray(np.linspace(-1, 1, 5))
+  params = {"w": w, "b": jnp.zeros(())}
+  tx = tracking.dp_aggregate(l2_norm_clip=c, noise_multiplier=sigma, expected_batch_size=m,
+                             key=jax.random.key(7))
+  st0 = st1 = tx.init(params)
+  same = with_x = 0
+  for b0, b1 in zip(s0, s1):
+    g0 = _per_example_grads(w, jnp.asarray(x0)[b0.indices], jnp.asarray(y0)[b0.indices])
+    g1 = _per_example_grads(w, jnp.asarray(x1)[b1.indices], jnp.asarray(y1)[b1.indices])
+    u0, st0 = _update(tx, st0, g0, jnp.asarray(b0.mask))
+    u1, st1 = _update(tx, st1, g1, jnp.asarray(b1.mask))
+    if n not in b1.indices[b1.mask > 0]:     # the added example was not sampled
+      np.testing.assert_array_equal(b0.indices, b1.indices)
+      for k in u0:                           # bitwise
+        assert np.array_equal(np.asarray(u0[k]), np.asarray(u1[k])), (b0.step, k)
+      same += 1
+    else:                                    # it was: the difference is its clipped grad / m
+      gx = _per_example_grads(w, jnp.asarray(x1[n:]), jnp.asarray(y1[n:]))
+      cx = _clipped_sum_np(gx, np.ones(1), c)
+      for k in u0:
+        np.testing.assert_allclose(np.asarray(u1[k]) - np.asarray(u0[k]), cx[k] / m,
+                                   rtol=0, atol=1e-14)
+      with_x += 1
+  assert same >= 20 and with_x >= 1, (same, with_x)
+
+
+def test_legacy_optax_divisor_depends_on_n(x64):
+  """The bug: optax divides by the padded length, which pad_size_for derives from n."""
+  p, steps = 0.1, 30
+  pads = {n: sampling.pad_size_for(dataset_size=n, inclusion_prob=p, num_steps=steps)
+          for n in range(150, 400)}
+  n = next(k for k in pads if pads[k + 1] != pads[k])
+  g = jnp.zeros((pads[n + 1], 3)).at[:4].set(0.1)
+  opt = optax.contrib.differentially_private_aggregate(1.0, 0.0, key=jax.random.key(0))
+  u_n, _ = opt.update(g[:pads[n]], opt.init(jnp.zeros(3)))
+  u_n1, _ = opt.update(g, opt.init(jnp.zeros(3)))
+  np.testing.assert_allclose(np.asarray(u_n) / np.asarray(u_n1), pads[n + 1] / pads[n],
+                             rtol=1e-12)
+  ours = tracking.dp_aggregate(l2_norm_clip=1.0, noise_multiplier=0.0, expected_batch_size=16,
+                               key=0)
+  v_n, _ = ours.update(g[:pads[n]], ours.init(jnp.zeros(3)))
+  v_n1, _ = ours.update(g, ours.init(jnp.zeros(3)))
+  assert np.array_equal(np.asarray(v_n), np.asarray(v_n1))
+
+
+def test_overflow_keeps_the_divisor(x64):
+  m, c, sigma = 100.0, 1.0, 0.8
+  s = sampling.BallsInBinsSampler(dataset_size=400, steps_per_epoch=4, num_epochs=1, seed=0,
+                                  pad_size=64, expected_batch_size=m)
+  with pytest.warns(RuntimeWarning, match="no example dropped"):
+    batches = s.epoch_batches(0)
+  x, y = _data(400, seed=1)
+  w = jnp.asarray(np.linspace(-1, 1, 5))
+  params = {"w": w, "b": jnp.zeros(())}
+  for b in batches:
+    assert b.indices.shape[0] == 128 and b.size > 64          # overflowed: padded to 2 x 64
+    real = b.indices[b.mask > 0]
+    g_over = _per_example_grads(w, jnp.asarray(x)[b.indices], jnp.asarray(y)[b.indices])
+    wide = np.zeros(256, np.int32)
+    wide[:real.size] = real
+    wmask = np.zeros(256)
+    wmask[:real.size] = 1.0
+    g_wide = _per_example_grads(w, jnp.asarray(x)[wide], jnp.asarray(y)[wide])
+    for sig in (sigma, 0.0):
+      tx = tracking.dp_aggregate(l2_norm_clip=c, noise_multiplier=sig, expected_batch_size=m,
+                                 key=jax.random.key(b.step))
+      u_over, _ = _update(tx, tx.init(params), g_over, jnp.asarray(b.mask))
+      u_wide, _ = _update(tx, tx.init(params), g_wide, jnp.asarray(wmask))
+      for k in u_over:
+        np.testing.assert_allclose(np.asarray(u_over[k]), np.asarray(u_wide[k]),
+                                   rtol=0, atol=1e-15)
+      if sig == 0.0:                       # divisor m, not 128 nor b.size
+        ref = _clipped_sum_np(g_over, b.mask, c)
+        for k in u_over:
+          np.testing.assert_allclose(np.asarray(u_over[k]), ref[k] / m, rtol=1e-14)
+
+
+def test_padding_rows_contribute_zero_and_mask_none_means_all_real(x64):
+  tx = tracking.dp_aggregate(l2_norm_clip=1.0, noise_multiplier=0.5, expected_batch_size=3.0,
+                             key=0)
+  g = jnp.array([[3.0, 4.0], [0.3, 0.4], [jnp.nan, jnp.inf], [1e30, 0.0]])
+  mask = jnp.array([1.0, 1.0, 0.0, 0.0])
+  u, _ = tx.update(g, tx.init(jnp.zeros(2)), mask=mask)
+  v, _ = tx.update(g[:2], tx.init(jnp.zeros(2)))
+  assert np.all(np.isfinite(np.asarray(u)))
+  np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+  # doctest value: (0.6, 0.8) + (0.3, 0.4) over m = 3 when sigma = 0
+  tx0 = tracking.dp_aggregate(l2_norm_clip=1.0, noise_multiplier=0.0, expected_batch_size=3.0,
+                              key=0)
+  u0, _ = tx0.update(g, tx0.init(jnp.zeros(2)), mask=mask)
+  np.testing.assert_allclose(np.asarray(u0), [0.3, 0.4], rtol=1e-15)
+
+
+def test_noise_std_is_sigma_c_over_m(x64):
+  c, sigma, m, d = 0.5, 2.0, 8.0, 20_000
+  tx = tracking.dp_aggregate(l2_norm_clip=c, noise_multiplier=sigma, expected_batch_size=m,
+                             key=1)
+  u, st = tx.update(jnp.zeros((4, d)), tx.init(jnp.zeros(d)))
+  np.testing.assert_allclose(float(jnp.std(u)), sigma * c / m, rtol=0.1)
+  u2, _ = tx.update(jnp.zeros((4, d)), st)
+  assert not np.array_equal(np.asarray(u), np.asarray(u2))   # the key advances
+
+
+def test_one_compile_per_padded_length(compile_counter):
+  tx = tracking.dp_aggregate(l2_norm_clip=1.0, noise_multiplier=1.0, expected_batch_size=8,
+                             key=0)
+  upd = jax.jit(lambda g, s, m: tx.update(g, s, mask=m))
+  st = tx.init(jnp.zeros(3))
+  gs = [jnp.asarray(np.full((16, 3), float(i), np.float32)) for i in range(6)]
+  masks = [jnp.asarray((np.arange(16) < i).astype(np.float32)) for i in range(6)]
+  _, st = upd(gs[0], st, masks[0])                     # warm up: the one compile
+  with compile_counter as cc:
+    for g, mk in zip(gs[1:], masks[1:]):              # new values, same shapes
+      _, st = upd(g, st, mk)
+  assert cc.count == 0
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(l2_norm_clip=0.0), "l2_norm_clip"),
+    (dict(noise_multiplier=-1.0), "noise_multiplier"),
+    (dict(expected_batch_size=0.0), "expected_batch_size"),
+    (dict(expected_batch_size=jnp.ones(2)), "expected_batch_size"),
+    (dict(key="0"), "key"),
+])
+def test_bad_arguments(kw, match):
+  base = dict(l2_norm_clip=1.0, noise_multiplier=1.0, expected_batch_size=8.0, key=0)
+  with pytest.raises(ValueError, match=match):
+    tracking.dp_aggregate(**{**base, **kw})
+
+
+def test_traced_noise_multiplier_is_refused():
+  @jax.jit
+  def f(s):
+    tracking.dp_aggregate(l2_norm_clip=1.0, noise_multiplier=s, expected_batch_size=8.0,
+                          key=0)
+    return s
+  with pytest.raises(ValueError, match="noise_multiplier must be a concrete scalar"):
+    f(1.0)
+
+
+# ------------------------------------------------------ fixed schedule (item 2)
+
+def _chain(sigma, m, accountant_sigma=None):
+  acc = tracking.GaussianAccountant(sigma=sigma if accountant_sigma is None else accountant_sigma)
+  return optax.chain(
+      tracking.dp_aggregate(l2_norm_clip=1.0, noise_multiplier=sigma, expected_batch_size=m,
+                            key=0),
+      tracking.track_privacy(acc, num_steps=10, delta=1e-5),
+      optax.sgd(0.1))
+
+
+@pytest.mark.parametrize("new", [dict(sigma=2.0, m=4.0), dict(sigma=1.0, m=8.0)],
+                         ids=["noise_multiplier", "batch_size"])
+def test_schedule_change_is_refused(new):
+  g = jnp.ones((4, 3))
+  p = jnp.zeros(3)
+  old = _chain(1.0, 4.0)
+  st = old.init(p)
+  _, st = old.update(g, st, p)
+  # rebuilt with the same schedule: accepted (same fingerprints)
+  _, st = _chain(1.0, 4.0).update(g, st, p)
+  assert int(optax.tree.get(st, "count")) == 2
+  changed = _chain(**new)
+  with pytest.raises(tracking.PrivacyScheduleChanged, match="fixed in advance"):
+    changed.update(g, st, p)                       # eager: raised at once
+  u, st2 = jax.jit(changed.update)(g, st, p)       # jit: refused, flagged
+  assert np.all(np.asarray(u) == 0)
+  assert bool(optax.tree.get(st2, "settings_changed"))
+  with pytest.raises(tracking.PrivacyScheduleChanged):
+    tracking.privacy_spent(st2)                    # the host-side check
+  u, st3 = jax.jit(old.update)(g, st2, p)          # sticky: refused from then on
+  assert np.all(np.asarray(u) == 0)
+
+
+def test_hook_refuses_a_new_accountant_mid_run():
+  g = jnp.ones((4, 3))
+  p = jnp.zeros(3)
+  old = _chain(1.0, 4.0)
+  st = old.init(p)
+  _, st = old.update(g, st, p)
+  eps1 = float(tracking.privacy_spent(st)[0])
+  # the aggregate keeps sigma = 1, the hook is rebuilt for sigma = 3: the table changed
+  hook_only = _chain(1.0, 4.0, accountant_sigma=3.0)
+  with pytest.raises(tracking.PrivacyScheduleChanged, match="arXiv:2602.06756"):
+    hook_only.update(g, st, p)
+  u, st2 = jax.jit(hook_only.update)(g, st, p)
+  pts = optax.tree.get(st2, "PrivacyTrackerState")
+  assert bool(pts.schedule_changed) and int(pts.count) == 1 and float(pts.eps) == eps1
+  assert np.all(np.asarray(u) == 0)                # masked after the noise: nothing applied
+  with pytest.raises(tracking.PrivacyScheduleChanged):
+    tracking.privacy_spent(st2)
+
+
+def test_accountants_name_their_relation():
+  assert tracking.PoissonAccountant(q=0.1, sigma=1.0).neighbouring == "add_remove"
+  assert tracking.AllocationAccountant(sigma=1.0, num_steps=4).neighbouring == "add_remove"
+  assert tracking.GaussianAccountant(sigma=1.0).neighbouring == "add_remove"
+  assert tracking.ShuffleAccountant.neighbouring == "replace_one"
+  assert tracking.EpsilonTableAccountant(epsilons=np.array([0.0, 1.0]),
+                                         delta=1e-5).neighbouring is None
+  s = sampling.BallsInBinsSampler(dataset_size=100, steps_per_epoch=10, num_epochs=1,
+                                  expected_batch_size=10)
+  assert s.neighbouring == s.accountant(sigma=1.0).neighbouring == "add_remove"
+
+
+def test_hook_refuses_a_budget_or_length_change_mid_run():
+  acc = tracking.GaussianAccountant(sigma=2.0)
+  p = jnp.zeros(3)
+  tx = tracking.track_privacy(acc, num_steps=10, delta=1e-5, max_epsilon=5.0)
+  _, st = tx.update(p, tx.init(p))
+  same = tracking.track_privacy(tracking.GaussianAccountant(sigma=2.0), num_steps=10,
+                                delta=1e-5, max_epsilon=5.0)
+  _, st = same.update(p, st)                        # an identical rebuild is accepted
+  for kw in (dict(num_steps=10, max_epsilon=50.0), dict(num_steps=20, max_epsilon=5.0),
+             dict(num_steps=10, max_epsilon=None)):
+    with pytest.raises(tracking.PrivacyScheduleChanged):
+      tracking.track_privacy(acc, delta=1e-5, **kw).update(p, st)
