@@ -58,9 +58,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.compiled import jit
-from jaxacct._core.dtype import x64_boundary
-from jaxacct._core.gaussian import gaussian_epsilon_kernel
+from jaxacct._core.gaussian import gaussian_epsilon
 
 __all__ = ["NEIGHBOURINGS", "SUPPORTED_NEIGHBOURING", "Comparison", "PrivacyStatement",
            "statement"]
@@ -214,16 +212,10 @@ class PrivacyStatement:
     return "\n".join(lines)
 
 
-# jaxacct.gaussian_epsilon's kernel as one compiled program (the eager door
-# runs it op by op: about 45 small programs in a fresh process).
-_gaussian_epsilon = jit(gaussian_epsilon_kernel, name="jaxacct.statement.gaussian_epsilon")
-
-
-@x64_boundary
 def _gaussian(sigma: float, delta: float) -> float:
   """Exact epsilon(delta) of the Gaussian mechanism, noise multiplier ``sigma``
-  (upper side of the bisection; same kernel as :func:`jaxacct.gaussian_epsilon`)."""
-  return float(_gaussian_epsilon(np.float64(sigma), np.float64(delta)))
+  (:func:`jaxacct.gaussian_epsilon`, upper side of its bisection)."""
+  return float(gaussian_epsilon(np.float64(sigma), np.float64(delta)).epsilon)
 
 
 def _is_number(x) -> bool:
