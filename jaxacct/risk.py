@@ -27,7 +27,7 @@ read off the *other* direction (the symmetric side):
 uses only epsilon >= 0 of both directions' delta curves (what an (eps,
 delta) accountant certifies). This is the TPR/FPR view of risk calibration
 in Kulynych, Gomez, Kaissis, du Pin Calmon, Troncoso, "Attack-aware noise
-calibration for differential privacy", arXiv:2407.02191v3 (riskcal; Poisson
+calibration for differential privacy", arXiv:2407.02191 (riskcal; Poisson
 only there); here also for balls-in-bins (random allocation, tight PLD of
 Feldman & Shenfeld, arXiv:2602.17284v1) and shuffled batches.
 
@@ -36,10 +36,12 @@ the *upper* (pessimistic, dominating) PLDs of jaxacct gives an upper bound
 on the TPR of every attack: a certified, conservative risk. The optimistic
 (dominated) PLDs give a lower bound on the TPR of the best attack against
 the accounted pair (the worst case over datasets), which says how much the
-upper bound may overstate. For a discrete PLD, delta is linear in
+upper bound may overstate; it uses the first formula over every real
+epsilon of the attack's own direction (an optimistic PLD is below the true
+hockey stick at every epsilon). For a discrete PLD, delta is linear in
 :math:`e^\varepsilon` between grid losses, so each infimum is a minimum over
-epsilon = 0 and the grid losses >= 0: exact for the discrete pair (host
-NumPy; nothing is compiled here). ``direction="remove"`` is the attack above
+epsilon = 0 and the grid losses: exact for the discrete pair (host NumPy;
+nothing is compiled here). ``direction="remove"`` is the attack above
 (H1: member), ``"add"`` the reverse orientation (H1: non-member),
 ``"both"`` the max of the two.
 
@@ -115,11 +117,13 @@ class Advantage(NamedTuple):
 # the trade-off of one discrete PLD (host NumPy)
 # ---------------------------------------------------------------------------
 
-def _curve(pld, upper: bool):
-  """(eps >= 0 points, delta at them) of one PLD, with the rounding ledger.
+def _curve(pld, upper: bool, full: bool = False):
+  """(points, delta at them) of one PLD, with the rounding ledger applied.
 
-  delta(l_{j-1}) = delta(l_j) + (1 - e^{-h}) R_j, R_j = sum_{i>=j} p_i
-  e^{-(i-j)h} = p_j + e^{-h} R_{j+1}: sums of non-negative terms only.
+  ``full=False``: epsilon = 0 and the kinks (grid losses with mass) >= 0;
+  ``full=True``: every kink, negative ones too. Recursion (sums of
+  non-negative terms only): delta(l_{j-1}) = delta(l_j) + (1 - e^{-h}) R_j,
+  R_j = sum_{i>=j} p_i e^{-(i-j)h} = p_j + e^{-h} R_{j+1}.
   """
   from scipy.signal import lfilter
   p = np.asarray(pld.probs, np.float64).ravel()
@@ -130,29 +134,45 @@ def _curve(pld, upper: bool):
   R = lfilter([1.0], [1.0, -math.exp(-h)], p[::-1])[::-1]
   tail = np.concatenate([np.cumsum(R[:0:-1])[::-1], [0.0]])      # sum_{i>j} R_i
   d = m + (-math.expm1(-h)) * tail
-  keep = (l >= 0) & ((p > 0) | (l == 0))                          # kinks and eps = 0
+  keep = (p > 0) if full else (l >= 0) & ((p > 0) | (l == 0))     # kinks (and eps = 0)
   eps, dl = l[keep], d[keep]
-  if not np.any(l == 0):     # eps = 0 off the grid: delta(0) directly
+  if not full and not np.any(l == 0):     # eps = 0 off the grid: delta(0) directly
     d0 = m + float(np.sum(p[l > 0] * -np.expm1(-l[l > 0])))
     eps, dl = np.concatenate([[0.0], eps]), np.concatenate([[d0], dl])
   return eps, dl * ((1 + c) if upper else (1 - c))
 
 
 def _orientation(fwd, rev, a, upper: bool):
-  """TPR bound at FPRs ``a`` (1-D) for the orientation (fwd = A||B, rev = B||A)."""
-  e1, d1 = _curve(fwd, upper)
-  e2, d2 = _curve(rev, upper)
+  """TPR bound at FPRs ``a`` (1-D) for the orientation (fwd = A||B, rev = B||A).
+
+  Upper: the two halves of the module docstring's formula (epsilon >= 0 of
+  both directions: what a dominating pair certifies). Lower: the exact
+  infimum over every real epsilon of the optimistic ``fwd`` alone (its
+  delta is below the true one at every epsilon: rounding losses down and
+  dropping mass lower every hockey stick), with gamma -> 0 giving its total
+  mass; so the lower needs no relation between the two directions.
+  """
+  s = 16 * _U
   out = np.ones(a.shape)
-  step = max(1, _CHUNK // max(e1.size, e2.size, 1))
   with np.errstate(over="ignore", invalid="ignore"):
+    if upper:
+      e1, d1 = _curve(fwd, True)
+      e2, d2 = _curve(rev, True)
+      step = max(1, _CHUNK // max(e1.size, e2.size, 1))
+      for i in range(0, a.size, step):
+        ac = a[i:i + step, None]
+        v1 = np.min(d1[None, :] + np.exp(e1)[None, :] * ac, axis=1)
+        v2 = np.min(1.0 - np.exp(-e2)[None, :] * (1.0 - d2[None, :] - ac), axis=1)
+        out[i:i + step] = np.minimum(np.minimum(v1, v2), 1.0)
+      return np.clip(out * (1 + s) + s, 0.0, 1.0)
+    e1, d1 = _curve(fwd, False, full=True)
+    total = float(np.sum(np.asarray(fwd.probs, np.float64))) + float(fwd.inf_mass)
+    step = max(1, _CHUNK // max(e1.size, 1))
     for i in range(0, a.size, step):
       ac = a[i:i + step, None]
-      v1 = np.min(d1[None, :] + np.exp(e1)[None, :] * ac, axis=1)
-      v2 = np.min(1.0 - np.exp(-e2)[None, :] * (1.0 - d2[None, :] - ac), axis=1)
-      out[i:i + step] = np.minimum(np.minimum(v1, v2), 1.0)
-  s = 16 * _U
-  out = out * (1 + s) + s if upper else out * (1 - s) - s
-  return np.clip(out, 0.0, 1.0)
+      v1 = np.min(d1[None, :] + np.exp(e1)[None, :] * ac, axis=1, initial=np.inf)
+      out[i:i + step] = np.minimum(np.minimum(v1, total * (1 - s)), 1.0)
+  return np.clip(out * (1 - s) - s, 0.0, 1.0)
 
 
 def _orientations(pair, direction):
@@ -168,7 +188,7 @@ def tpr_from_plds(upper, fpr, *, lower=None, direction: str = "both",
   r"""TPR bracket of the best membership-inference attack at each FPR, from PLDs.
 
   Dong, Roth & Su, arXiv:1905.02383v3, Prop. 2.12; Kulynych et al.,
-  arXiv:2407.02191v3 (see the module docstring for the formula and its
+  arXiv:2407.02191 (see the module docstring for the formula and its
   symmetric side).
 
   Args:
@@ -207,9 +227,10 @@ def _bound(pair, a, direction, upper: bool):
 def advantage_from_plds(upper, *, lower=None, lower_allowance: float = 0.0) -> Advantage:
   r"""Membership advantage ``max_alpha TPR - FPR`` = total variation ``delta(0)``.
 
-  The max over both directions of the hockey-stick divergence at epsilon = 0
-  (Kulynych et al., arXiv:2407.02191v3, Sec. 3; Dong, Roth & Su,
-  arXiv:1905.02383v3, Sec. 2).
+  The hockey-stick divergence at epsilon = 0 (Kulynych et al.,
+  arXiv:2407.02191, Sec. 3; Dong, Roth & Su, arXiv:1905.02383v3, Sec. 2).
+  Both directions bound the same worst-case total variation, so the upper is
+  the smaller of the two upper values and the lower the larger of the lower.
 
   Args:
     upper, lower, lower_allowance: as in :func:`tpr_from_plds`.
@@ -333,7 +354,7 @@ def tpr_at_fpr(fpr, *, noise_multiplier, num_examples, batch_size, num_epochs=No
   r"""TPR bracket of the best membership-inference attack on a DP-SGD run, at FPRs.
 
   The trade-off (module docstring; Dong, Roth & Su, arXiv:1905.02383v3;
-  Kulynych et al., arXiv:2407.02191v3) of the pair that
+  Kulynych et al., arXiv:2407.02191) of the pair that
   :func:`jaxacct.dpsgd.epsilon` accounts, per ``sampling``:
 
   * ``"balls_in_bins"``: the tight allocation PLDs
@@ -379,7 +400,7 @@ def advantage(*, noise_multiplier, num_examples, batch_size, num_epochs=None,
   r"""Membership advantage bracket (max_alpha TPR - FPR) of a DP-SGD run.
 
   ``delta(0)`` (total variation) of the pair of :func:`tpr_at_fpr`, both
-  directions (Kulynych et al., arXiv:2407.02191v3).
+  directions (Kulynych et al., arXiv:2407.02191).
 
   Args: as :func:`tpr_at_fpr` (no ``fpr``).
 
@@ -405,7 +426,8 @@ def advantage(*, noise_multiplier, num_examples, batch_size, num_epochs=None,
 
 def _clt_mu(sched: Schedule, sigma):
   """Gaussian-DP (CLT) model mu = q sqrt(T (e^{1/s^2} - 1)) (Dong, Roth & Su,
-  arXiv:1905.02383v3, Thm 5.3; at rate k/t for balls-in-bins); exact for
+  arXiv:1905.02383v3, Sec. 5, the CLT of composed subsampled Gaussians; at
+  rate k/t for balls-in-bins), a starting point only; exact for
   shuffle (mu = sqrt(E) / s)."""
   if sched.sampling == "shuffle":
     return math.sqrt(sched.num_epochs) / sigma
@@ -460,7 +482,7 @@ def calibrate_noise_multiplier(*, num_examples, batch_size, tpr=None, fpr=None,
   Targets (arrays broadcast; one call for several): either ``tpr`` at
   ``fpr`` (the upper TPR of :func:`tpr_at_fpr` at ``fpr`` must be <= ``tpr``)
   or ``advantage`` (the upper of :func:`advantage` <= the target). The
-  risk-calibration problem of Kulynych et al., arXiv:2407.02191v3 (Poisson in
+  risk-calibration problem of Kulynych et al., arXiv:2407.02191 (Poisson in
   riskcal); here for every ``sampling`` of :mod:`jaxacct.dpsgd`, including
   balls-in-bins with its tight allocation PLD.
 

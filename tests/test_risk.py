@@ -38,10 +38,14 @@ def _gdp_tpr(mu, alpha):
 
 @pytest.mark.parametrize("sigma", [0.5, 1.0, 2.0])
 def test_gaussian_pld_matches_gdp_closed_form(sigma):
-  r = risk.tpr_from_plds(jpld.gaussian(sigma), FPRS)
+  r = risk.tpr_from_plds(jpld.gaussian(sigma), FPRS,
+                         lower=jpld.gaussian(sigma, pessimistic=False))
   exact = _gdp_tpr(1.0 / sigma, FPRS)
   assert np.all(r.upper >= exact)                       # certified side
   np.testing.assert_allclose(r.upper, exact, rtol=0, atol=1e-8)
+  # optimistic PLD (losses rounded down one step 1e-4): a first-order lower bound
+  assert np.all(r.lower <= exact)
+  np.testing.assert_allclose(r.lower, exact, rtol=0, atol=1e-4)
   adv = risk.advantage_from_plds(jpld.gaussian(sigma))
   exact_adv = float(2 * mpmath.ncdf(mpmath.mpf(0.5) / sigma) - 1)   # TV of N(0,1), N(mu,1)
   assert exact_adv <= adv.upper <= exact_adv + 1e-8
