@@ -10,8 +10,10 @@ References and tolerances:
 * Poisson-subsampled Gaussian: dp_accounting 0.6.0's PLD
   (``from_gaussian_mechanism(sampling_prob=q)``, composed), its TPR read off
   each direction's ``get_delta_for_epsilon`` on an epsilon grid (step 1e-3 on
-  [0, 12]; a grid gives an upper bound): agreement within 1e-3 absolute TPR
-  (two independent discretisations of the same pair; measured < 2e-4).
+  [0, 12]; a grid gives an upper bound): agreement within 1e-5 absolute TPR
+  (two independent discretisations of the same pair; measured <= 6.6e-7 at
+  FPR 1e-5..0.5 for (q, T, sigma) = (0.01, 100, 1), (0.01, 100, 0.6),
+  (256/60000, 235, 1); the brief asked for 1e-3).
 * Calibration: the returned sigma is certified (upper TPR <= target) and
   sigma / (1 + rtol) is not; shuffle (exact Gaussian) against the closed form.
 """
@@ -88,11 +90,11 @@ def test_poisson_matches_dp_accounting():
   r = risk.tpr_at_fpr(alpha, noise_multiplier=sigma, num_examples=n, batch_size=b,
                       total_steps=steps, sampling="poisson")
   ref, ref_adv = _dpa_tpr(sigma, b / n, steps, alpha)
-  np.testing.assert_allclose(r.upper, ref, rtol=0, atol=1e-3)
+  np.testing.assert_allclose(r.upper, ref, rtol=0, atol=1e-5)
   assert np.all(r.lower <= r.upper) and np.all(r.lower >= alpha)
   adv = risk.advantage(noise_multiplier=sigma, num_examples=n, batch_size=b,
                        total_steps=steps, sampling="poisson")
-  assert abs(adv.upper - ref_adv) <= 1e-3 and adv.lower <= adv.upper
+  assert abs(adv.upper - ref_adv) <= 1e-5 and adv.lower <= adv.upper
 
 
 def test_balls_in_bins_bracket_and_epsilon_consistency():
@@ -139,17 +141,17 @@ def test_calibrate_shuffle_closed_form(epochs):
 
 
 def test_calibrate_poisson_is_certified_and_tight():
-  cfg = dict(num_examples=10_000, batch_size=100, total_steps=100, sampling="poisson")
-  tpr, fpr, rtol = np.array([0.05, 0.3]), np.array([1e-3, 1e-2]), 1e-3
+  cfg = dict(num_examples=10_000, batch_size=100, total_steps=10, sampling="poisson")
+  tpr, fpr, rtol = np.array([0.01, 0.1]), np.array([1e-3, 1e-2]), 1e-3
   s = risk.calibrate_noise_multiplier(tpr=tpr, fpr=fpr, rtol=rtol, **cfg)
   assert s.shape == (2,)
   for si, t, a in zip(s, tpr, fpr):
     at = risk.tpr_at_fpr(a, noise_multiplier=si, with_lower=False, **cfg).upper
     below = risk.tpr_at_fpr(a, noise_multiplier=si / (1 + rtol), with_lower=False, **cfg).upper
     assert at <= t < below
-  a = risk.calibrate_noise_multiplier(advantage=0.05, rtol=rtol, **cfg)
-  assert risk.advantage(noise_multiplier=a, with_lower=False, **cfg).upper <= 0.05
-  assert risk.advantage(noise_multiplier=a / (1 + rtol), with_lower=False, **cfg).upper > 0.05
+  a = risk.calibrate_noise_multiplier(advantage=0.02, rtol=rtol, **cfg)
+  assert risk.advantage(noise_multiplier=a, with_lower=False, **cfg).upper <= 0.02
+  assert risk.advantage(noise_multiplier=a / (1 + rtol), with_lower=False, **cfg).upper > 0.02
 
 
 @pytest.mark.parametrize("kw, match", [
