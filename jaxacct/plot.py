@@ -145,7 +145,7 @@ def _tradeoff_of(source, fpr, direction):
 
 
 def tradeoff(source, *, fpr=None, ax=None, label=None, direction: str = "both",
-             color=None, chance: bool = True):
+             color=None, chance: bool = True, yscale: str = "log"):
   r"""Certified trade-off curve: FPR against FNR (log axes) of the best attack.
 
   FNR = 1 - TPR with the TPR bracket of :mod:`jaxacct.risk` (Dong, Roth &
@@ -165,9 +165,11 @@ def tradeoff(source, *, fpr=None, ax=None, label=None, direction: str = "both",
     ax: Axes or None. label: legend label (default from the source).
     direction: "remove", "add" or "both".
     color: line colour. chance: also draw FNR = 1 - FPR (random guessing).
+    yscale: "log" (default) or "linear" (FNR near 1 reads better linearly
+      when the attack is weak).
 
   Returns:
-    The Axes (log-log; x "false-positive rate", y "false-negative rate").
+    The Axes (log x; x "false-positive rate", y "false-negative rate").
   """
   ax = _axes(ax)
   if fpr is None:
@@ -178,7 +180,7 @@ def tradeoff(source, *, fpr=None, ax=None, label=None, direction: str = "both",
   a = a[order]
   fnr_lo = 1.0 - np.asarray(r.upper, np.float64).ravel()[order]   # certified: none below
   fnr_hi = 1.0 - np.asarray(r.lower, np.float64).ravel()[order]
-  bounds(a, fnr_lo, fnr_hi, label=label or default, ax=ax, color=color)
+  bounds(a, fnr_lo, fnr_hi, label=label or default, ax=ax, color=color, yscale=yscale)
   if chance:
     ax.plot(a, 1.0 - a, ":", color="gray", label="chance (FNR = 1 - FPR)")
   ax.set_xlabel("false-positive rate")
