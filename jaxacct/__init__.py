@@ -17,6 +17,10 @@ Layout (one module per scheme over a small numerical core):
 * ``jaxacct.dpsgd``      -- DP-SGD recipe: (N, B, epochs, sigma, delta, sampling)
   to a certified epsilon, and calibration (``dpsgd_epsilon``,
   ``dpsgd_calibrate_noise_multiplier``).
+* ``jaxacct.risk``       -- membership-inference risk (TPR at FPR, advantage) of a
+  DP-SGD run, and calibrating the noise multiplier to it.
+* ``jaxacct.plot``       -- epsilon brackets and trade-off curves (matplotlib,
+  optional extra ``plot``).
 * ``jaxacct.experimental`` -- bounds that are not valid upper bounds in general
   (kept for reproduction, with their counterexamples as tests).
 """
@@ -31,7 +35,7 @@ from jaxacct._core.lazy import lazy_exports as _lazy_exports
 # scheme. Every public name below is imported on first access (PEP 562), so a
 # process pays only for the schemes it uses (tests/test_import_cost.py).
 _SUBMODULES = ("accounting", "allocation", "dpsgd", "experimental", "mechanisms", "pld",
-               "poisson", "sampling", "shuffle", "tracking")
+               "plot", "poisson", "risk", "sampling", "shuffle", "tracking")
 _LAZY = {  # public name -> (module, attribute); attribute None: the module
     **{m: (f"jaxacct.{m}", None) for m in _SUBMODULES},
     "bisect": ("jaxacct._core.solve", "bisect"),
@@ -59,8 +63,8 @@ _LAZY = {  # public name -> (module, attribute); attribute None: the module
 }
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
-  from jaxacct import (accounting, allocation, dpsgd, experimental, mechanisms, pld, poisson,
-                       sampling, shuffle, tracking)
+  from jaxacct import (accounting, allocation, dpsgd, experimental, mechanisms, pld, plot,
+                       poisson, risk, sampling, shuffle, tracking)
   from jaxacct._core.cache import enable_compilation_cache
   from jaxacct._core.conversion import rdp_to_delta, rdp_to_epsilon
   from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
@@ -109,6 +113,6 @@ __all__ = [
     "gaussian_delta", "gaussian_epsilon", "gaussian_rdp", "laplace_rdp",
     "pure_dp_rdp", "randomized_response_rdp", "poisson", "poisson_gaussian_rdp",
     "compose_rdp", "pld", "allocation", "shuffle", "tracking", "accounting",
-    "dpsgd", "dpsgd_epsilon", "dpsgd_calibrate_noise_multiplier",
+    "dpsgd", "dpsgd_epsilon", "dpsgd_calibrate_noise_multiplier", "risk", "plot",
     "enable_compilation_cache", "set_progress", "progress_disabled", "StepsUnitWarning",
 ]

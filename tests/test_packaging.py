@@ -13,8 +13,10 @@ _IMPLICIT = {"jaxlib"}          # installed with jax; declared to pin its versio
 # optional: imported inside one function only, shipped in an extra
 # (dp_accounting: jaxacct.pld.to_dp_accounting and the accounting package;
 # attr: dp_accounting's events are attrs classes (accounting.state), installed
-# with dp-accounting; tqdm: progress bars, plain-text fallback without it)
-_OPTIONAL = {"dp_accounting": "dp-accounting", "attr": "dp-accounting", "tqdm": "tqdm"}
+# with dp-accounting; tqdm: progress bars, plain-text fallback without it;
+# matplotlib: jaxacct.plot, extra "plot")
+_OPTIONAL = {"dp_accounting": "dp-accounting", "attr": "dp-accounting", "tqdm": "tqdm",
+             "matplotlib": "matplotlib"}
 
 
 def _runtime_imports():
