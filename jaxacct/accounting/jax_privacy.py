@@ -58,6 +58,66 @@ from jaxacct.accounting import events as _events
 __all__ = ["JaxacctPldAccountantConfig", "balls_in_bins_event"]
 
 
+# Caps of the per-config caches (entries): the calibrators visit ~10-30 values.
+_MAX_COMPONENTS = 64
+_MAX_ANSWERS = 4096
+
+
+def _plain_dp_accounting(event) -> bool:
+  """True when ``event`` and its sub-events are dp_accounting's own (value-keyed)."""
+  if not type(event).__module__.startswith("dp_accounting"):
+    return False
+  subs = list(getattr(event, "events", None) or ())
+  if getattr(event, "event", None) is not None:
+    subs.append(event.event)
+  return all(_plain_dp_accounting(e) for e in subs)
+
+
+class _SharedPLDAccountant(_accountant.PLDAccountant):
+  """``PLDAccountant`` that answers a repeated question from its config's memo.
+
+  jax_privacy builds a fresh accountant for every evaluation, and its
+  calibrators evaluate the same ledger more than once (the bracket's ends,
+  brentq's conservative-side checks). The memo is keyed by the ledger (only
+  when every event is one of dp_accounting's, whose repr is exact: floats
+  round-trip), the relation, the grid, the tail mass and the question; the
+  answer is the one this accountant would compute.
+  """
+
+  def __init__(self, *args, answers: Optional[dict] = None, **kwargs):
+    super().__init__(*args, **kwargs)
+    self._answers = answers
+
+  def _key(self, kind, value):
+    if self._answers is None or isinstance(value, bool) or not isinstance(
+        value, (int, float)):
+      return None
+    events = self.events
+    if not all(_plain_dp_accounting(e) for e, _ in events):
+      return None
+    return (kind, float(value), self.neighboring_relation.name,
+            self.value_discretization_interval, self.tail_mass,
+            tuple((repr(e), int(n)) for e, n in events))
+
+  def _memo(self, kind, value, fn):
+    key = self._key(kind, value)
+    if key is None:
+      return fn(value)
+    hit = self._answers.get(key)
+    if hit is None:
+      hit = fn(value)
+      if len(self._answers) >= _MAX_ANSWERS:
+        self._answers.clear()
+      self._answers[key] = hit
+    return hit
+
+  def get_epsilon(self, target_delta: float) -> float:
+    return self._memo("epsilon", target_delta, super().get_epsilon)
+
+  def get_delta(self, target_epsilon: float) -> float:
+    return self._memo("delta", target_epsilon, super().get_delta)
+
+
 @dataclasses.dataclass(kw_only=True, slots=True)
 class JaxacctPldAccountantConfig(_jpa_accountants.PldAccountantConfig):
   """jax_privacy accountant config whose accountant is jaxacct's ``PLDAccountant``.
@@ -69,17 +129,30 @@ class JaxacctPldAccountantConfig(_jpa_accountants.PldAccountantConfig):
       delta (``PLDAccountant``'s ``tail_mass``), in (0, 1e-3].
 
   Returns (``create_accountant``): a fresh
-  ``jaxacct.accounting.PLDAccountant`` under add-or-remove-one (the relation
-  jax_privacy's own configs use). Bound: upper (``get_epsilon``).
+  ``jaxacct.accounting.PLDAccountant`` (a subclass) under
+  add-or-remove-one (the relation jax_privacy's own configs use). The
+  accountants one config creates share two caches, so that jax_privacy's
+  calibrators (which build an accountant per evaluation) do not redo work:
+  the per-event PLDs (``PLDAccountant``'s ``component_cache``, per grid and
+  tail mass), and the answers to a repeated ``get_epsilon`` /
+  ``get_delta`` on the same ledger of dp_accounting events (the same
+  numbers, computed once). Bound: upper (``get_epsilon``).
   """
 
   tail_mass: float = _accountant.DEFAULT_TAIL_MASS
+  _caches: dict = dataclasses.field(default_factory=dict, init=False, repr=False,
+                                    compare=False)
 
   def create_accountant(self) -> _accountant.PLDAccountant:
-    return _accountant.PLDAccountant(
+    step, tail = self.value_discretization_interval, self.tail_mass
+    components = self._caches.setdefault(("components", step, tail), {})
+    if len(components) >= _MAX_COMPONENTS:
+      components.clear()
+    return _SharedPLDAccountant(
         _accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
-        value_discretization_interval=self.value_discretization_interval,
-        tail_mass=self.tail_mass)
+        value_discretization_interval=step, tail_mass=tail,
+        component_cache=components,
+        answers=self._caches.setdefault("answers", {}))
 
 
 def balls_in_bins_event(strategy, *, noise_multiplier: float, num_epochs: int = 1):
