@@ -244,7 +244,6 @@ def _check_same_grid(plds):
   return pess[0]
 
 
-@x64_boundary
 def _natural_size(probs_list, step, counts, tail_mass) -> int:
   """The FFT length of the Chernoff window at ``tail_mass`` (bucketed)."""
   max_idx = sum(c * (p.shape[0] - 1) for p, c in zip(probs_list, counts))
@@ -259,6 +258,7 @@ def _natural_size(probs_list, step, counts, tail_mass) -> int:
   return int(size)
 
 
+@x64_boundary
 def window_size(plds: Sequence[PLD], counts=None, *,
                 tail_mass: float = DEFAULT_TAIL_MASS) -> int:
   """The FFT length :func:`compose_many` picks when ``size`` is not given.
@@ -283,6 +283,7 @@ def window_size(plds: Sequence[PLD], counts=None, *,
   return _natural_size(probs_list, plds[0].step, tuple(int(c) for c in counts), tail_mass)
 
 
+@x64_boundary
 def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
                  tail_mass: float = DEFAULT_TAIL_MASS) -> PLD:
   r"""Composition of heterogeneous PLDs: ``plds[k]`` composed ``counts[k]`` times.
