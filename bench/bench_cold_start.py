@@ -134,13 +134,9 @@ def _peer_calibrate():
 
 def _jax_privacy(plug):
   from jax_privacy import accounting as jpa
-  if plug == "jaxacct":
-    from jaxacct.accounting import PLDAccountant
-
-    class JaxacctPldConfig(jpa.DpAccountantConfig):
-      def create_accountant(self):
-        return PLDAccountant(value_discretization_interval=1e-4)
-    cfg = JaxacctPldConfig()
+  if plug == "jaxacct":   # the shipped adapter (jaxacct PLDAccountant, interval 1e-4)
+    from jaxacct.accounting.jax_privacy import JaxacctPldAccountantConfig
+    cfg = JaxacctPldAccountantConfig()
   else:
     cfg = jpa.PldAccountantConfig()   # dp_accounting PLDAccountant, interval 1e-4
   acct = jpa.DpsgdTrainingAccountant(cfg)
@@ -223,7 +219,8 @@ QUESTIONS = {
     "jax_privacy": {
         "title": (f"7. jax_privacy 2.0 DpsgdTrainingAccountant.compute_epsilon(sigma=1, "
                   f"T={T_POISSON}), then calibrate_noise_multiplier(eps=3)"),
-        "ours": (["jax_privacy.accounting", "jaxacct"], lambda: _jax_privacy("jaxacct")),
+        "ours": (["jax_privacy.accounting", "jaxacct", "jaxacct.accounting.jax_privacy"],
+                 lambda: _jax_privacy("jaxacct")),
         "peer": ("jax_privacy + dp_accounting PLDAccountant", ["jax_privacy.accounting"],
                  lambda: _jax_privacy("dp_accounting")),
         "needs": "jax_privacy"},

@@ -28,7 +28,7 @@ import numpy as np
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
-from jaxacct.pld._compose import compose, compose_many
+from jaxacct.pld._compose import compose, compose_many, window_size
 from jaxacct.pld._core import (DEFAULT_TAIL_MASS, PLD, PairPLD, from_losses, from_pair,
                                truncate)
 from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta, delta_both, epsilon, epsilon_both
@@ -37,7 +37,7 @@ from jaxacct.pld.mechanisms import (DEFAULT_STEP, gaussian, laplace, truncate_to
                                     randomized_response)
 
 __all__ = [
-    "PLD", "PairPLD", "from_losses", "from_pair", "compose", "compose_many",
+    "PLD", "PairPLD", "from_losses", "from_pair", "compose", "compose_many", "window_size",
     "delta", "epsilon", "delta_both", "epsilon_both", "truncate", "gaussian",
     "laplace", "poisson_gaussian", "poisson_gaussian_pair",
     "randomized_response", "poisson_gaussian_epsilon",

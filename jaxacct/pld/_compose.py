@@ -19,7 +19,7 @@ from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, concrete_bool, device_array, fast_len
 from jaxacct._core.compiled import jit
 
-__all__ = ["compose", "compose_many"]
+__all__ = ["compose", "compose_many", "window_size"]
 
 # Chernoff orders (per unit of loss) used to size the FFT windows.
 _LAMBDAS = np.geomspace(1e-3, 1e9, 97)
@@ -244,6 +244,45 @@ def _check_same_grid(plds):
   return pess[0]
 
 
+def _natural_size(probs_list, step, counts, tail_mass) -> int:
+  """The FFT length of the Chernoff window at ``tail_mass`` (bucketed)."""
+  max_idx = sum(c * (p.shape[0] - 1) for p, c in zip(probs_list, counts))
+  lo, hi = _window_range(probs_list, np.float64(step),
+                         tuple(float(c) for c in counts),
+                         tail_mass=float(tail_mass))
+  lo = max(0, int(math.floor(float(lo))))
+  hi = min(max_idx, int(math.ceil(float(hi))))
+  size = fast_len(max(hi - lo + 1, 2))
+  if size > max_idx + 1:
+    size = fast_len(max_idx + 1)
+  return int(size)
+
+
+@x64_boundary
+def window_size(plds: Sequence[PLD], counts=None, *,
+                tail_mass: float = DEFAULT_TAIL_MASS) -> int:
+  """The FFT length :func:`compose_many` picks when ``size`` is not given.
+
+  A caller composing several PLD lists (e.g. the two directions of a pair)
+  can pass the max of their sizes to each, so that they share one compiled
+  program (any ``size`` at least this one keeps the result an upper bound
+  for pessimistic inputs; a longer window only moves where the lower tail
+  aliases, ~1e-10 relative in epsilon).
+
+  Returns:
+    int, ``2^a`` or ``3 * 2^(a-2)``. Compiles the window program of the input
+    shapes (shared with :func:`compose_many`).
+  """
+  plds = list(plds)
+  counts = [1] * len(plds) if counts is None else list(counts)
+  for c in counts:
+    checks.check_int("counts", c, min_value=1)
+  checks.check_range("tail_mass", tail_mass, 0.0, 1e-3, lo_open=True)
+  _check_same_grid(plds)
+  probs_list = tuple(device_array(p.probs) for p in plds)
+  return _natural_size(probs_list, plds[0].step, tuple(int(c) for c in counts), tail_mass)
+
+
 @x64_boundary
 def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
                  tail_mass: float = DEFAULT_TAIL_MASS) -> PLD:
@@ -304,14 +343,7 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
   if size is None:
     if not checks.is_concrete((probs_list, step)):
       raise ValueError("compose under jit needs a static `size`.")
-    lo, hi = _window_range(probs_list, np.float64(step),
-                           tuple(float(c) for c in counts),
-                           tail_mass=float(tail_mass))
-    lo = max(0, int(math.floor(float(lo))))
-    hi = min(max_idx, int(math.ceil(float(hi))))
-    size = fast_len(max(hi - lo + 1, 2))
-    if size > max_idx + 1:
-      size = fast_len(max_idx + 1)
+    size = _natural_size(probs_list, step, counts, tail_mass)
   size = int(size)
   # Pad inputs to few distinct lengths (fewer compiles).
   probs_list = tuple(
