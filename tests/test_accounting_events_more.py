@@ -132,8 +132,8 @@ def test_truncated_below_dp_accounting_and_no_truncation_is_poisson():
   # ours lies between our certified lower bound and the un-amplified bound
   # (the sum moves by at most 2: the Gaussian at sigma/2, composed twice);
   # dp_accounting's value is printed in the README note, not asserted: our
-  # truncated branch uses the worst revealed B (q b/(b+1)), theirs a
-  # replace-one pair at the average inclusion probability
+  # truncated branch uses the add/remove pair at sigma/2 and the average
+  # inclusion probability q_t, theirs the replace-one pair at the same rate
   g = PLDAccountant(None, 1e-2).compose(de.GaussianDpEvent(0.4), 2)
   assert r.lower <= r.epsilon <= g.get_epsilon(1e-5)
   assert b.get_epsilon(1e-5) > r.lower
