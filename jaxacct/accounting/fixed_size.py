@@ -79,6 +79,7 @@ def _pld():
   return pld
 
 
+@x64_boundary
 def symmetrize(remove):
   r"""The symmetric PLD whose profile for eps >= 0 is that of ``remove``.
 
@@ -118,7 +119,26 @@ def symmetrize(remove):
     raise ValueError(f"symmetrize: remove PLD has P(L>0) + Q(L>0) > 1 "
                      f"(loss-0 mass {zero:.3g}); no symmetric pair has its profile.")
   out = np.concatenate([mirror[::-1], [max(zero, 0.0)], w[1:]])
+  out = np.pad(out, (0, _bucket(out.size) - out.size))   # few shapes: few compiles
   return E.PLD(jnp.asarray(out), -top, h, jnp.asarray(inf, jnp.float64), True)
+
+
+def _padded(pair):
+  """Both PLDs of ``pair`` zero-padded to a bucketed length (no new program
+  downstream for a new n, m or sigma)."""
+  E = _pld()
+  out = []
+  for p in pair:
+    a = np.asarray(p.probs, np.float64)
+    a = np.pad(a, (0, _bucket(a.size) - a.size))
+    out.append(E.PLD(jnp.asarray(a), p.offset, p.step, p.inf_mass, p.pessimistic))
+  return E.PairPLD(*out)
+
+
+def _bucket(n: int) -> int:
+  """Smallest 2^a or 3 * 2^(a-2) >= n (the grid lengths jaxacct.pld buckets to)."""
+  p = 1 << (max(int(n), 1) - 1).bit_length()
+  return 3 * p // 4 if p >= 4 and 3 * p // 4 >= n else p
 
 
 def draw_count_law(n: int, m: int):
@@ -179,7 +199,7 @@ def without_replacement_pair(n: int, m: int, sigma: float, *, step: float,
     g = mech.gaussian_lower(s, step=step)
     return E.PairPLD(g, g)
   if not pessimistic:
-    return mech.poisson_gaussian_lower(s, q, step=step)
+    return _padded(mech.poisson_gaussian_lower(s, q, step=step))
   one = symmetrize(E.poisson_gaussian(s, q, direction="remove", step=step,
                                       pessimistic=True))
   return E.PairPLD(one, one)
@@ -212,7 +232,8 @@ def with_replacement_pair(n: int, m: int, sigma: float, *, step: float,
   if not pessimistic:
     from jaxacct.accounting import mixtures as mx
     ks = 2.0 * np.arange(w.size)
-    return mx.mixture_of_gaussians(s, ks, w / np.sum(w), step=step, pessimistic=False)
+    return _padded(mx.mixture_of_gaussians(s, ks, w / np.sum(w), step=step,
+                                           pessimistic=False))
   r = 1.0 - float(w[0]) if n > 1 else 1.0
   comps, weights, extra = [], [], cut
   for k in range(1, w.size):
