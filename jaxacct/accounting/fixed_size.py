@@ -9,8 +9,9 @@ moves the sum of a batch that holds it by up to 2 (dp_accounting's RDP
 accountant reads the same event with the replace-one sensitivity 1: halve
 sigma to compare with it).
 
-Both bounds rest on one exact identity (Balle, Barthe, Gaboardi,
-arXiv:1807.01647v2, Thm 2, "advanced joint convexity", here with equality):
+Both bounds rest on one exact identity (the equality case of Balle, Barthe,
+Gaboardi's "advanced joint convexity", arXiv:1807.01647v2, Thm 2; direct
+proof: ``P - aQ = r (P' - a' ((1-b) R + b Q'))``):
 for ``P = (1-r) R + r P'``, ``Q = (1-r) R + r Q'`` and ``a >= 1``,
 ``H_a(P||Q) = r H_{a'}(P' || (1-b) R + b Q')`` with ``a' = 1 + (a-1)/r``,
 ``b = a/a'`` (``H_a(P||Q) = sup_S P(S) - a Q(S)``, the hockey-stick
@@ -27,10 +28,11 @@ probability that it is.
   records) has ``delta(eps) <= q H_{a'}(N(2)||N(0))`` = the remove profile of
   ``((1-q) N(0) + q N(2), N(0))``, and the instance x = e, x' = -e, every
   other record at -e attains it (there ``R = Q' = N(-m e)``): the bound is
-  the exact one-step profile (BBG's Thm 10 bound for substitution, exact for
-  the Gaussian). The two neighbours may swap roles from step to step (other
-  records at -e in one step, +e in the next: Lebeda, Regehr, Kamath, Steinke,
-  arXiv:2405.20769v2, Sec. 4), so the per-step pair must dominate both
+  the exact one-step profile (BBG's without-replacement bound for the
+  substitution relation, attained by the Gaussian). The two neighbours may
+  swap roles from step to step (other records at -e in one step, +e in the
+  next; Lebeda, Regehr, Kamath, Steinke, arXiv:2405.20769, on adaptive
+  direction changes under substitution), so the per-step pair must dominate both
   orders: it is the *symmetric* pair with that profile (:func:`symmetrize`),
   composed; composing the remove and add pairs separately and taking the
   larger would not be an upper bound.
@@ -41,9 +43,19 @@ probability that it is.
   ``delta(eps) <= sum_{k>=1} P(K=k) H_{a'}(N(2k)||N(0))``, the remove profile
   of the revealed-K mixture of ``((1-r) N(0) + r N(2k), N(0))`` with weights
   ``P(K=k)/r``. The instance with every other record at -e has the hidden-K
-  pair ``(sum_k P(K=k) N(2k), N(0))``: the two differ only on {K >= 2}, whose
-  share ``P(K>=2)/r ~ (m-1)/(2n)`` is small for DP-SGD batches (0.2 % at
-  n = 60000, m = 256); at small n the bound is visibly above the instance.
+  pair ``(sum_k P(K=k) N(2k), N(0))``: the two differ only on {K >= 2}
+  (share ``P(K>=2)/r ~ (m-1)/(2n)``, 0.2 % at n = 60000, m = 256), but
+  revealing K >= 2 raises the loss of those draws by ``log(r/P(K=k))``,
+  which dominates small deltas after many steps (n = 60000, m = 256,
+  sigma = 1, 2344 steps, delta = 1e-5: upper 19.10 vs the instance's 11.56).
+  The instance is not the worst case either (brute force, n = 4, m = 2,
+  sigma = 0.5: other records at 0 give a larger TV); no tight pair is known.
+
+Composition: the symmetric pair is the smallest single pair that dominates
+both orders; an adaptive choice of direction does not reach it (WOR, same
+setting: upper 10.43; fixed schedule 9.44; a dynamic program over the
+running loss that picks the direction per step gives delta(9.44) =
+1.08e-5, so the truth is above 9.44 and at most 10.43).
 
 Upper: ``jaxacct.pld.poisson_gaussian`` (the shared Poisson kernel: no new
 program for a new sigma, q or n) at noise ``sigma/(2k)``, mixed, then
@@ -54,8 +66,6 @@ of Lebeda et al. can only be larger).
 """
 
 from __future__ import annotations
-
-import math
 
 import jax.numpy as jnp
 import numpy as np
@@ -178,8 +188,8 @@ def without_replacement_pair(n: int, m: int, sigma: float, *, step: float,
 
   Upper (``pessimistic=True``): :func:`symmetrize` of the remove PLD of
   ``((1-q) N(0, sigma^2) + q N(2, sigma^2), N(0, sigma^2))``, q = m/n
-  (module docstring: the exact one-step profile, Balle, Barthe, Gaboardi,
-  arXiv:1807.01647v2, Thm 2 and Thm 10; both orders of the neighbours).
+  (module docstring: the exact one-step profile, from Balle, Barthe,
+  Gaboardi, arXiv:1807.01647v2, Thm 2; both orders of the neighbours).
   Lower: that pair (remove) and its reverse (add), cells merged onto the
   grid: the instance x = e, x' = -e, other records at -e (resp. +e).
   m = n is the Gaussian of sensitivity 2 (both bounds).
