@@ -54,8 +54,9 @@ probability that it is.
 Composition: the symmetric pair is the smallest single pair that dominates
 both orders; an adaptive choice of direction does not reach it (WOR, same
 setting: upper 10.43; fixed schedule 9.44; a dynamic program over the
-running loss that picks the direction per step gives delta(9.44) =
-1.08e-5, so the truth is above 9.44 and at most 10.43).
+running loss that picks the direction per step, on dominated 2e-3-grid
+PLDs, gives delta(9.48) = 1.018e-5, so the truth is above 9.48 and at most
+10.43; the remove pair composed alone, 9.44, is not an upper bound).
 
 Upper: ``jaxacct.pld.poisson_gaussian`` (the shared Poisson kernel: no new
 program for a new sigma, q or n) at noise ``sigma/(2k)``, mixed, then
