@@ -414,9 +414,11 @@ def _poisson_laplace(event, rel, step):
 
 
 def _wor(event, rel, step):
-  """Sampling m of n without replacement, then a Gaussian/Laplace sum
-  (:func:`mechanisms.sampled_without_replacement_upper`; lower for Gaussian:
-  the +-1 instance, :func:`mechanisms.poisson_gaussian_replace` at g = m/n)."""
+  """Sampling m of n without replacement, then a Gaussian/Laplace sum.
+
+  Gaussian: :func:`jaxacct.accounting.fixed_size.without_replacement_pair`
+  (upper and lower); Laplace: the BBG profile,
+  :func:`mechanisms.sampled_without_replacement_upper` (upper only)."""
   n, m = int(event.source_dataset_size), int(event.sample_size)
   inner = event.event
   s = float(inner.noise_multiplier)
@@ -430,11 +432,14 @@ def _wor(event, rel, step):
            f"{'gaussian' if is_gauss else 'laplace'}({s:g}))")
   if g == 1:
     return (_gaussian if is_gauss else _laplace)(inner, rel, step)._replace(label=label)
-  up = mech.sampled_without_replacement_upper(
-      "gaussian" if is_gauss else "laplace", s, g, step=step)
-  lo = (Lazy(lambda: mech.poisson_gaussian_replace(s, g, step=step, pessimistic=False))
-        if is_gauss else None)
-  return Component(label, up, lo, lower_scope="mechanism" if is_gauss else "none")
+  if is_gauss:   # tight symmetric pair (jaxacct.accounting.fixed_size)
+    from jaxacct.accounting import fixed_size as fs
+    up = fs.without_replacement_pair(n, m, s, step=step)
+    lo = Lazy(lambda: fs.without_replacement_pair(n, m, s, step=step, pessimistic=False))
+    return Component(label + " [pld: one-step-exact symmetric pair]", up, lo,
+                     lower_scope="mechanism")
+  up = mech.sampled_without_replacement_upper("laplace", s, g, step=step)
+  return Component(label + " [pld: BBG profile]", up, None, lower_scope="none")
 
 
 def _zcdp(event, rel, step):

@@ -11,10 +11,14 @@ event                                  relations                   accounted by
 DiscreteLaplaceDpEvent                 ADD_OR_REMOVE, SPECIAL      exact PLD (both sides)
 MixtureOfGaussiansDpEvent              ADD_OR_REMOVE, SPECIAL      PLD, certified lower
 TruncatedSubsampledGaussianDpEvent     ADD_OR_REMOVE               PLD, certified lower
-SampledWithReplacementDpEvent(Gauss.)  REPLACE_ONE, SPECIAL        PLD, certified lower
+SampledWithReplacementDpEvent(Gauss.)  REPLACE_ONE, SPECIAL        PLD, certified lower [#]
 SingleEpochTreeAggregationDpEvent      REPLACE_SPECIAL             Gaussian (exact)
 RepeatAndSelectDpEvent                 --                          refused (reason given)
 =====================================  ==========================  =====================
+
+[#] REPLACE_ONE: :mod:`jaxacct.accounting.fixed_size` (a symmetric pair
+that is exact for one step up to the revealed draw count); REPLACE_SPECIAL:
+:func:`jaxacct.accounting.mixtures.with_replacement_gaussian`.
 
 The relation rules follow dp_accounting's PLD accountant where it has one
 (its error texts are kept: "neighboring_relation must be ..."), and its RDP
@@ -235,13 +239,17 @@ def build(kind, event, rel, step) -> dict:
       return dict(label=label, noop=True)
     if s == 0:
       return dict(label=label, nonprivate=True)
-    sp = rel == SPECIAL
-    if not sp:   # say how loose the upper side is (details["components"])
-      label += " [upper: draw count revealed, no amplification in epsilon]"
+    if rel == REPLACE:   # jaxacct.accounting.fixed_size: symmetric pair
+      from jaxacct.accounting import fixed_size as fs
+      return dict(label=label + " [pld: symmetric pair, draw count >= 1 revealed]",
+                  upper=fs.with_replacement_pair(n, m, s, step=h),
+                  lower_fn=lambda: fs.with_replacement_pair(n, m, s, step=h,
+                                                            pessimistic=False),
+                  lower_scope="mechanism")
     return dict(label=label, upper=mx.with_replacement_gaussian(n, m, s, step=h,
-                                                                special_record=sp),
+                                                                special_record=True),
                 lower_fn=lambda: mx.with_replacement_gaussian(
-                    n, m, s, step=h, special_record=sp, pessimistic=False),
+                    n, m, s, step=h, special_record=True, pessimistic=False),
                 lower_scope="mechanism")
   if kind == "tree":
     # each record sits in one leaf of one tree, so in <= depth nodes, each
