@@ -41,7 +41,7 @@ from jaxacct._core import checks, solve
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct.shuffle import pair_fast, pair_reference, windows
+from jaxacct.shuffle import _host_pair, pair_fast, pair_reference, windows
 from jaxacct._core.compiled import jit
 
 __all__ = ["clone_delta", "clone_epsilon", "clone_epsilon_closed_form",
@@ -344,8 +344,14 @@ def rr2_lower_delta(eps, *, n, eps0, max_n=None):
   """
   _check_common(n, eps0)
   checks.check_range("eps", eps, 0.0)
-  d = x64_boundary(_rr2_delta_jit)(eps, n, eps0,
-                                   width=_rr2_width(n, eps0, max_n))
+  if max_n is None and _host_pair.one_question(eps, n, eps0):
+    # one question: the same sum in NumPy on the host (no compiled program)
+    d = np.float64(_host_pair.rr2_delta(
+        *map(_host_pair.scalar, (eps, n, eps0)), _rr2_width(n, eps0))
+                   ).reshape(np.shape(eps))
+  else:
+    d = x64_boundary(_rr2_delta_jit)(eps, n, eps0,
+                                     width=_rr2_width(n, eps0, max_n))
   return DeltaResult(delta=d, epsilon=eps, method="rr2_lower", bound="lower")
 
 
@@ -362,8 +368,14 @@ def rr2_lower_epsilon(delta, *, n, eps0, max_n=None):
   """
   _check_common(n, eps0)
   checks.check_delta(delta)
-  e = x64_boundary(_rr2_epsilon_jit)(delta, n, eps0,
-                                     width=_rr2_width(n, eps0, max_n))
+  if max_n is None and _host_pair.one_question(delta, n, eps0):
+    # one question: the same bisection in NumPy on the host (no compiled program)
+    e = np.float64(_host_pair.rr2_epsilon(
+        *map(_host_pair.scalar, (delta, n, eps0)), _rr2_width(n, eps0))
+                   ).reshape(np.shape(delta))
+  else:
+    e = x64_boundary(_rr2_epsilon_jit)(delta, n, eps0,
+                                       width=_rr2_width(n, eps0, max_n))
   return EpsilonResult(epsilon=e, delta=delta, method="rr2_lower", bound="lower")
 
 
