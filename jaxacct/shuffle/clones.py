@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks, solve
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.shuffle import _host_pair, pair_fast, pair_reference, windows
@@ -239,14 +239,17 @@ def krr_epsilon_closed_form(delta, *, n, eps0, k):
     ``EpsilonResult(epsilon, delta, method="krr_closed_form",
     bound="upper")``; ``epsilon`` a float64 array. Bound: upper (k-RR only).
   """
-  if checks.is_concrete((delta, n, eps0, k)):
+
+  def run(*args):
+    require_x64("krr_epsilon_closed_form")
+    return _krr_cf_jit(*args)
+
+  def validate():
     _check_common(n, eps0)
     checks.check_delta(delta)
     checks.check_int("k", k, min_value=2)
-    e = x64_boundary(_krr_cf_jit)(delta, n, eps0, k)
-  else:
-    require_x64("krr_epsilon_closed_form")
-    e = _krr_cf(delta, n, eps0, k)
+
+  e = dispatch(run, (delta, n, eps0, k), validate)
   return EpsilonResult(epsilon=e, delta=delta, method="krr_closed_form",
                        bound="upper")
 
