@@ -81,7 +81,7 @@ def test_upper_bounds_dominate_bruteforce_krr(k, ns):
       assert np.all(sc >= truth * (1 - 1e-12) - 1e-15), (k, n, e0, sc, truth)
       assert np.all(cl >= truth * (1 - 1e-12) - 1e-15), (k, n, e0)
       if k >= 3:
-        lo = np.asarray(sh.krr_lower_delta(grid, n=n, eps0=e0, k=k, max_n=MAXN).delta)
+        lo = np.asarray(sh.variation_ratio.krr_lower_delta(grid, n=n, eps0=e0, k=k, max_n=MAXN).delta)
         assert np.all(lo <= truth * (1 + 1e-12) + 1e-15), (k, n, e0, lo, truth)
       else:
         lo = np.asarray(sh.rr2_lower_delta(grid, n=n, eps0=e0, max_n=MAXN).delta)

@@ -71,7 +71,7 @@ from jax import lax
 from jax.scipy.special import betainc
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.dtype import dispatch, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.results import EpsilonResult
 from jaxacct.shuffle import pair_reference, windows
@@ -155,12 +155,10 @@ def check_in_ldp_rdp(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, eps0):
   Bound: upper. Under jit, invalid lanes are NaN. Cost O(J^2).
   """
   arr, otuple = integer_orders(orders)
-  if checks.is_concrete((n, p, eps0)):
-    checks.check_range("n", n, 1.0)
-    checks.check_probability("p", p)
-    checks.check_range("eps0", eps0, 0.0)
-    return x64_boundary(_check_in_ldp_jit)(n, p, eps0, orders=otuple)
-  return _check_in_ldp_impl(arr, n, p, eps0)
+  del arr
+  return dispatch(functools.partial(_check_in_ldp_jit, orders=otuple), (n, p, eps0),
+                  lambda: (checks.check_range("n", n, 1.0), checks.check_probability("p", p),
+                           checks.check_range("eps0", eps0, 0.0)))
 
 
 def check_in_ldp_rdp_clones(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, eps0, num_terms=None):
@@ -281,10 +279,9 @@ def check_in_gaussian_rdp(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, sigma):
   Bound: upper. Invalid traced lanes NaN. Always >= :func:`check_in_gaussian_rdp_lower`.
   """
   arr, otuple = integer_orders(orders)
-  if checks.is_concrete((n, p, sigma)):
-    check_rate_inputs(n, p, "sigma", sigma)
-    return x64_boundary(_check_in_gauss_jit)(n, p, sigma, orders=otuple)
-  return _check_in_gauss_impl(arr, n, p, sigma)
+  del arr
+  return dispatch(functools.partial(_check_in_gauss_jit, orders=otuple), (n, p, sigma),
+                  lambda: check_rate_inputs(n, p, "sigma", sigma))
 
 
 # --------------------------------------------------------------------------
@@ -336,10 +333,9 @@ def check_in_secagg_gaussian_rdp(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, sigma,
   """
   arr, otuple = integer_orders(orders)
   nt = resolve_num_terms(num_terms, n, p)
-  if checks.is_concrete((n, p, sigma)):
-    check_rate_inputs(n, p, "sigma", sigma)
-    return x64_boundary(_secagg_jit)(n, p, sigma, orders=otuple, num_terms=nt)
-  return _secagg_impl(arr, n, p, sigma, nt)
+  del arr
+  return dispatch(functools.partial(_secagg_jit, orders=otuple, num_terms=nt), (n, p, sigma),
+                  lambda: check_rate_inputs(n, p, "sigma", sigma))
 
 
 # --------------------------------------------------------------------------
@@ -394,15 +390,16 @@ def check_in_first_cut_dp(*, n, p, eps0, delta0, delta, l, variant: str = "deriv
   reproduction.
   """
   checks.check_choice("variant", variant, ("derived", "printed"))
-  if checks.is_concrete((n, p, eps0, delta0, delta, l)):
+  def validate():
     checks.check_range("n", n, 1.0)
     checks.check_probability("p", p)
     checks.check_range("eps0", eps0, 0.0)
     checks.check_probability("delta0", delta0)
     checks.check_delta(delta)
     checks.check_range("l", l, 1.0)
-    return x64_boundary(_first_cut_impl)(n, p, eps0, delta0, delta, l, variant)
-  return _first_cut_impl(n, p, eps0, delta0, delta, l, variant)
+
+  return dispatch(functools.partial(_first_cut_impl, variant=variant),
+                  (n, p, eps0, delta0, delta, l), validate)
 
 
 # --------------------------------------------------------------------------

@@ -20,13 +20,15 @@ Both curves are re-exported by ``jaxacct.shuffle.check_in`` and
 
 from __future__ import annotations
 
+import functools
+
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.scipy.special import gammaln, xlog1py, xlogy
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.logmath import log_binom, log_expm1, logsumexp
 from jaxacct.shuffle.check_in_mixture import (DEFAULT_CHECK_IN_ORDERS,
                                               check_rate_inputs, finish_rdp,
@@ -163,11 +165,9 @@ def shuffle_gaussian_rdp_lower(orders=DEFAULT_CHECK_IN_ORDERS, *, n, sigma):
   <= lambda/(2 sigma^2) (Cor. 1). Exact value of this pair's divergence.
   """
   arr, otuple = integer_orders(orders)
-  if checks.is_concrete((n, sigma)):
-    checks.check_range("n", n, 1.0)
-    checks.check_positive("sigma", sigma)
-    return x64_boundary(_shuffle_lower_jit)(n, sigma, orders=otuple)
-  return _shuffle_lower_impl(arr, n, sigma)
+  del arr
+  return dispatch(functools.partial(_shuffle_lower_jit, orders=otuple), (n, sigma),
+                  lambda: (checks.check_range("n", n, 1.0), checks.check_positive("sigma", sigma)))
 
 
 def _check_in_lower_impl(lam_np, n, p, sigma, num_terms):
@@ -218,7 +218,6 @@ def check_in_gaussian_rdp_lower(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, sigma,
   """
   arr, otuple = integer_orders(orders)
   nt = resolve_num_terms(num_terms, n, p, width=7.0, cap=2048)
-  if checks.is_concrete((n, p, sigma)):
-    check_rate_inputs(n, p, "sigma", sigma)
-    return x64_boundary(_check_in_lower_jit)(n, p, sigma, orders=otuple, num_terms=nt)
-  return _check_in_lower_impl(arr, n, p, sigma, nt)
+  del arr
+  return dispatch(functools.partial(_check_in_lower_jit, orders=otuple, num_terms=nt),
+                  (n, p, sigma), lambda: check_rate_inputs(n, p, "sigma", sigma))

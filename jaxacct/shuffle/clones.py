@@ -38,10 +38,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks, solve
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct.shuffle import pair_fast, pair_reference, windows
+from jaxacct.shuffle import _host_pair, pair_fast, pair_reference, windows
 from jaxacct._core.compiled import jit
 
 __all__ = ["clone_delta", "clone_epsilon", "clone_epsilon_closed_form",
@@ -115,7 +115,9 @@ def clone_epsilon(delta, *, n, eps0, max_n=None):
   (rounding allowance and cut mass added) and a safeguarded Newton solve that
   returns the feasible end of a bracket of relative width ~1e-13 (4-10
   evaluations; ~1-5 ms per epsilon on CPU at n <= 1e5). Concrete array
-  inputs are grouped by window bucket (one compiled kernel per bucket).
+  inputs are grouped by window bucket (one compiled kernel per bucket); one
+  concrete question (scalars, no ``max_n``) runs the same formula in NumPy on
+  the host (no compiled program; within 3e-12 relative of the kernel).
 
   Bound: upper (any eps0-LDP randomizer). Regression: (1e5, 4, 1e-6) ->
   0.169769747 (digest anchor); NaN for invalid traced lanes. Not covered by
@@ -239,14 +241,17 @@ def krr_epsilon_closed_form(delta, *, n, eps0, k):
     ``EpsilonResult(epsilon, delta, method="krr_closed_form",
     bound="upper")``; ``epsilon`` a float64 array. Bound: upper (k-RR only).
   """
-  if checks.is_concrete((delta, n, eps0, k)):
+
+  def run(*args):
+    require_x64("krr_epsilon_closed_form")
+    return _krr_cf_jit(*args)
+
+  def validate():
     _check_common(n, eps0)
     checks.check_delta(delta)
     checks.check_int("k", k, min_value=2)
-    e = x64_boundary(_krr_cf_jit)(delta, n, eps0, k)
-  else:
-    require_x64("krr_epsilon_closed_form")
-    e = _krr_cf(delta, n, eps0, k)
+
+  e = dispatch(run, (delta, n, eps0, k), validate)
   return EpsilonResult(epsilon=e, delta=delta, method="krr_closed_form",
                        bound="upper")
 
@@ -344,8 +349,14 @@ def rr2_lower_delta(eps, *, n, eps0, max_n=None):
   """
   _check_common(n, eps0)
   checks.check_range("eps", eps, 0.0)
-  d = x64_boundary(_rr2_delta_jit)(eps, n, eps0,
-                                   width=_rr2_width(n, eps0, max_n))
+  if max_n is None and _host_pair.one_question(eps, n, eps0):
+    # one question: the same sum in NumPy on the host (no compiled program)
+    d = np.float64(_host_pair.rr2_delta(
+        *map(_host_pair.scalar, (eps, n, eps0)), _rr2_width(n, eps0))
+                   ).reshape(np.shape(eps))
+  else:
+    d = x64_boundary(_rr2_delta_jit)(eps, n, eps0,
+                                     width=_rr2_width(n, eps0, max_n))
   return DeltaResult(delta=d, epsilon=eps, method="rr2_lower", bound="lower")
 
 
@@ -362,8 +373,14 @@ def rr2_lower_epsilon(delta, *, n, eps0, max_n=None):
   """
   _check_common(n, eps0)
   checks.check_delta(delta)
-  e = x64_boundary(_rr2_epsilon_jit)(delta, n, eps0,
-                                     width=_rr2_width(n, eps0, max_n))
+  if max_n is None and _host_pair.one_question(delta, n, eps0):
+    # one question: the same bisection in NumPy on the host (no compiled program)
+    e = np.float64(_host_pair.rr2_epsilon(
+        *map(_host_pair.scalar, (delta, n, eps0)), _rr2_width(n, eps0))
+                   ).reshape(np.shape(delta))
+  else:
+    e = x64_boundary(_rr2_epsilon_jit)(delta, n, eps0,
+                                       width=_rr2_width(n, eps0, max_n))
   return EpsilonResult(epsilon=e, delta=delta, method="rr2_lower", bound="lower")
 
 

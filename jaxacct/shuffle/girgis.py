@@ -45,7 +45,7 @@ from jax.scipy.special import gammaln
 
 from jaxacct._core import checks
 from jaxacct._core.batching import map_blocks
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.orders import DEFAULT_INTEGER_ORDERS, DEFAULT_ORDERS
 from jaxacct._core.results import EpsilonResult
@@ -100,14 +100,16 @@ def _int_orders(orders):
   return checks.check_orders(orders, integer=True, min_order=2)
 
 
-def _dispatch(kernel, name, orders_np, n, eps0, **static):
-  if checks.is_concrete((n, eps0)):
-    checks.check_int("n", n, min_value=1)
-    checks.check_range("eps0", eps0, 0.0, np.inf)
-    return x64_boundary(_jit_call)(kernel, n, eps0, tuple(orders_np.tolist()),
-                                   tuple(sorted(static.items())))
-  require_x64(name)
-  return kernel(orders_np, n, eps0, **static)
+def _door(kernel, name, orders_np, n, eps0, **static):
+  """A Girgis door: ``dtype.dispatch`` of the module-level jit (x64 named ``name``)."""
+
+  def run(n, eps0):
+    require_x64(name)
+    return _jit_call(kernel, n, eps0, tuple(orders_np.tolist()),
+                     tuple(sorted(static.items())))
+
+  return dispatch(run, (n, eps0), lambda: (checks.check_int("n", n, min_value=1),
+                                            checks.check_range("eps0", eps0, 0.0, np.inf)))
 
 
 @functools.partial(jit, static_argnums=(0, 3, 4))
@@ -160,7 +162,7 @@ def girgis_thm1_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0, gamma_c=0.5):
   gc = tuple(float(g) for g in np.atleast_1d(gamma_c))
   for g in gc:
     checks.check_range("gamma_c", g, 0.0, 1.0, lo_open=True, hi_open=True)
-  return _dispatch(_k_thm1, "girgis_thm1_rdp", o, n, eps0,
+  return _door(_k_thm1, "girgis_thm1_rdp", o, n, eps0,
                    gamma_c=gc[0] if len(gc) == 1 else gc)
 
 
@@ -187,7 +189,7 @@ def girgis_cor1_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0):
   Returns: float64, ``broadcast(n, eps0).shape + (len(orders),)``.
   Bound: upper (clipped at eps0).
   """
-  return _dispatch(_k_cor1, "girgis_cor1_rdp", _int_orders(orders), n, eps0)
+  return _door(_k_cor1, "girgis_cor1_rdp", _int_orders(orders), n, eps0)
 
 
 def _thm2(lam, n, e):
@@ -215,7 +217,7 @@ def girgis_thm2_rdp(orders=DEFAULT_ORDERS, *, n, eps0):
   Returns: float64, ``broadcast(n, eps0).shape + (len(orders),)``.
   Bound: upper (clipped at eps0); real orders > 1.
   """
-  return _dispatch(_k_thm2, "girgis_thm2_rdp", checks.check_orders(orders), n, eps0)
+  return _door(_k_thm2, "girgis_thm2_rdp", checks.check_orders(orders), n, eps0)
 
 
 def _k_efm(lam_np, n, eps0):
@@ -234,7 +236,7 @@ def efm19_rdp(orders=DEFAULT_ORDERS, *, n, eps0):
 
   Bound: upper as stated by the source (not re-derived here).
   """
-  return _dispatch(_k_efm, "efm19_rdp", checks.check_orders(orders), n, eps0)
+  return _door(_k_efm, "efm19_rdp", checks.check_orders(orders), n, eps0)
 
 
 def _k_cor2(lam_np, n, eps0):
@@ -254,7 +256,7 @@ def girgis_cor2_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0):
 
   Bound: lower (the odd central moments dropped are >= 0; digest §2.5).
   """
-  return _dispatch(_k_cor2, "girgis_cor2_rdp", _int_orders(orders), n, eps0)
+  return _door(_k_cor2, "girgis_cor2_rdp", _int_orders(orders), n, eps0)
 
 
 def _lower_lane(lam, n, e, num):
@@ -311,7 +313,7 @@ def girgis_lower_rdp(orders=DEFAULT_ORDERS, *, n, eps0, num: int = 256,
   o = checks.check_orders(orders)
   checks.check_int("num", num, min_value=16)
   checks.check_int("batch_size", batch_size, min_value=1)
-  return _dispatch(_k_lower, "girgis_lower_rdp", o, n, eps0, num=int(num),
+  return _door(_k_lower, "girgis_lower_rdp", o, n, eps0, num=int(num),
                    batch_size=int(batch_size))
 
 
@@ -373,7 +375,7 @@ def girgis_mixture_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0, num: int = 256
   checks.check_int("num", num, min_value=16)
   checks.check_int("batch_size", batch_size, min_value=1)
   checks.check_bool("paper_caps", paper_caps)
-  return _dispatch(_k_mixture, "girgis_mixture_rdp", o, n, eps0, num=int(num),
+  return _door(_k_mixture, "girgis_mixture_rdp", o, n, eps0, num=int(num),
                    paper_caps=bool(paper_caps), batch_size=int(batch_size))
 
 

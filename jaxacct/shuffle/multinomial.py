@@ -70,7 +70,7 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.batching import map_blocks
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf, logsumexp
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.solve import bisect
@@ -261,22 +261,20 @@ def chen_exact_rdp(orders=DEFAULT_ORDERS, *, n, eps0, num_c: int = 160,
   checks.check_int("batch_size", batch_size, min_value=1)
   kw = dict(orders=tuple(orders_np.tolist()), num_c=int(num_c),
             num_a=int(num_a), lower=bound == "lower", batch_size=int(batch_size))
-  if checks.is_concrete((n, eps0)):
-    checks.check_int("n", n, min_value=1)
-    checks.check_range("eps0", eps0, 0.0, np.inf)
-    return x64_boundary(_exact_jit)(n, eps0, **kw)
-  return _exact_impl(n, eps0, kw["orders"], kw["num_c"], kw["num_a"],
-                     kw["lower"], kw["batch_size"])
+  return dispatch(functools.partial(_exact_jit, **kw), (n, eps0),
+                  lambda: (checks.check_int("n", n, min_value=1),
+                           checks.check_range("eps0", eps0, 0.0, np.inf)))
 
 
 def _closed(fn, name, orders, n, eps0):
   orders_np = checks.check_orders(orders)
-  if checks.is_concrete((n, eps0)):
-    checks.check_int("n", n, min_value=2)
-    checks.check_range("eps0", eps0, 0.0, np.inf)
-    return x64_boundary(_closed_jit)(fn, tuple(orders_np.tolist()), n, eps0)
-  require_x64(name)
-  return fn(jnp.asarray(orders_np), n, eps0)
+
+  def run(n, eps0):
+    require_x64(name)
+    return _closed_jit(fn, tuple(orders_np.tolist()), n, eps0)
+
+  return dispatch(run, (n, eps0), lambda: (checks.check_int("n", n, min_value=2),
+                                            checks.check_range("eps0", eps0, 0.0, np.inf)))
 
 
 @functools.partial(jit, static_argnums=(0, 1))

@@ -332,7 +332,7 @@ class ShuffleAccountant(_Accountant):
     checks.check_int("block_size", block_size, min_value=1)
     try:
       from jaxacct import shuffle
-      kind, _ = shuffle.parse_randomizer(randomizer)
+      kind, _ = shuffle.front.parse_randomizer(randomizer)
     except ImportError as e:  # pragma: no cover - depends on the package state
       raise ValueError("jaxacct.shuffle is not available; pass the per-round RDP "
                        "curve to RDPAccountant instead.") from e

@@ -1,0 +1,97 @@
+"""One shuffling question is answered on the host, with the jitted kernel's values.
+
+Issue 28: a scalar ``clone_epsilon`` / ``stronger_clone_epsilon`` /
+``rr2_lower_epsilon`` (and the deltas) compiled 1-3 s of XLA per program in a
+fresh process. One concrete question now runs the same formulas in NumPy
+(``jaxacct.shuffle`` host path: XLA's Lanczos ``lgamma`` and Lentz
+``betainc`` with XLA's fused multiply-adds reproduced, Loader's pmf, the same
+safeguarded Newton / bisection); arrays still go to the vmapped jitted
+kernels. Source of truth here: the jitted kernel itself (an array of two equal
+lanes takes the jitted path and the same window bucket).
+
+Tolerances (measured over 2 members x n in {1e3, 1e5} x eps0 in {0.5, 1, 4} x
+delta in {1e-6, 1e-9}): eps within 3e-12 relative (the residual is XLA's
+summation order inside the cancelling hockey-stick sum: the jitted value's
+own float64 error, ~1e-11 from ``betainc``, is larger), the rr2 values
+within 1e-13. Compilations are counted: none for one question.
+"""
+
+import contextlib
+
+import jax
+import numpy as np
+import pytest
+
+from jaxacct import shuffle
+
+_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+@contextlib.contextmanager
+def _count_compiles():
+  names = []
+
+  def listener(event, duration, **kw):
+    if event == _EVENT:
+      names.append(kw.get("fun_name", "?"))
+
+  jax.monitoring.register_event_duration_secs_listener(listener)
+  try:
+    yield names
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listener)
+
+
+def _pair(fn, x, **kw):
+  """(host value of one question, jitted value of the same question)."""
+  r1 = fn(x, **kw)
+  r2 = fn(np.array([x, x]), **kw)
+  v1 = r1.epsilon if fn.__name__.endswith("epsilon") else r1.delta
+  v2 = r2.epsilon if fn.__name__.endswith("epsilon") else r2.delta
+  return float(np.asarray(v1)), float(np.asarray(v2)[0])
+
+
+SETTINGS = [(1000, 0.5, 1e-6), (100_000, 1.0, 1e-6), (100_000, 4.0, 1e-9),
+            (20_000, 2.0, 1e-7)]
+
+
+@pytest.mark.parametrize("n,eps0,delta", SETTINGS)
+@pytest.mark.parametrize("fn,tol", [(shuffle.clone_epsilon, 3e-12),
+                                    (shuffle.stronger_clone_epsilon, 3e-12),
+                                    (shuffle.rr2_lower_epsilon, 1e-13)])
+def test_host_epsilon_matches_jitted(fn, tol, n, eps0, delta):
+  host, jitted = _pair(fn, delta, n=n, eps0=eps0)
+  assert host == pytest.approx(jitted, rel=tol, abs=0)
+
+
+@pytest.mark.parametrize("n,eps0,delta", SETTINGS)
+@pytest.mark.parametrize("fn,tol", [(shuffle.clone_delta, 1e-10),
+                                    (shuffle.stronger_clone_delta, 1e-10),
+                                    (shuffle.rr2_lower_delta, 1e-12)])
+def test_host_delta_matches_jitted(fn, tol, n, eps0, delta):
+  eps = 0.9 * float(np.asarray(shuffle.clone_epsilon(delta, n=n, eps0=eps0).epsilon))
+  host, jitted = _pair(fn, eps, n=n, eps0=eps0)
+  assert host == pytest.approx(jitted, rel=tol, abs=1e-300)
+
+
+def test_one_question_compiles_nothing():
+  with _count_compiles() as names:
+    r = shuffle.epsilon(n=100_000, eps0=1.0, delta=1e-6)
+    d = shuffle.delta(n=100_000, eps0=1.0, epsilon=0.02)
+  assert names == []
+  # digest anchor (clones.clone_epsilon docstring): (1e5, 4, 1e-6) -> 0.169769747
+  assert float(shuffle.clone_epsilon(1e-6, n=100_000, eps0=4.0).epsilon) == pytest.approx(
+      0.169769747, abs=1e-9)
+  # issue 11 table: rr2 lower (1e5, 1, 1e-6) -> 0.010142
+  assert r.details["generic_worst_case_lower"][0] == pytest.approx(0.010142, abs=5e-7)
+  assert r.method == "clone" and 0.0 < float(d.delta) < 1e-6 * 1e3
+
+
+def test_host_epsilon_is_feasible_for_its_delta():
+  """The host eps is the feasible end of its bracket: the host delta there is
+  at most the target (the certified side; the delta door's window is sized
+  without delta, so the two sums differ at rounding level: 1e-9 relative)."""
+  for n, eps0, delta in SETTINGS:
+    e = float(np.asarray(shuffle.clone_epsilon(delta, n=n, eps0=eps0).epsilon))
+    d = float(np.asarray(shuffle.clone_delta(e, n=n, eps0=eps0).delta))
+    assert d <= delta * (1 + 1e-9)
