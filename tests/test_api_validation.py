@@ -69,6 +69,8 @@ EXEMPT = {
     "jaxacct.shuffle.check_in.check_in_first_cut_dp": "kernel of check_in_first_cut_epsilon",
     "jaxacct.tracking.privacy_spent": "takes an optax state only",
     "jaxacct.pld.to_dp_accounting": "takes PLD objects only (conversion)",
+    "jaxacct.pld.window_size": "takes PLD objects only (FFT length of compose_many)",
+    "jaxacct.dpsgd.PrivacyStatement": "result container (built by dpsgd.statement)",
     "jaxacct.compose_rdp": "varargs of (curve, count): see test_compose_rdp_rejects_string_counts",
     "jaxacct.StepsUnitWarning": "warning class",
     # jaxacct.experimental.check_in_paper: reproductions of formulas as printed
@@ -348,6 +350,8 @@ BASE = {
         epsilon=1.0, delta=1e-5, num_examples=1000, batch_size=100, num_epochs=2,
         progress=False),
     "jaxacct.dpsgd.schedule": dict(num_examples=1000, batch_size=100, num_epochs=2),
+    "jaxacct.dpsgd.statement": dict(num_examples=1000, batch_size=100, num_epochs=2,
+                                    delta=1e-5, noise_multiplier=1.0, progress=False),
     "jaxacct.dpsgd.calibrate_num_epochs": dict(
         noise_multiplier=1.0, epsilon=2.0, delta=1e-5, num_examples=1000, batch_size=100,
         max_epochs=4, progress=False),

@@ -16,7 +16,7 @@ _IMPLICIT = {"jaxlib"}          # installed with jax; declared to pin its versio
 # with dp-accounting; tqdm: progress bars, plain-text fallback without it;
 # matplotlib: jaxacct.plot, extra "plot")
 _OPTIONAL = {"dp_accounting": "dp-accounting", "attr": "dp-accounting", "tqdm": "tqdm",
-             "matplotlib": "matplotlib"}
+             "matplotlib": "matplotlib", "jax_privacy": "jax-privacy"}
 
 
 def _runtime_imports():
