@@ -109,13 +109,12 @@ def gaussian_one_step(sigma, n: int, tail):
   om = jnp.clip(gfrac / jnp.expm1(D), 0.0, 1.0)
   p = jnp.zeros(n).at[:-1].add(M * (1.0 - om)).at[1:].add(M * om)
   # tails
-  ML = jnp.exp(log_ndtr((lo + mu) / s))                  # Q(ell < lo)
-  FL = jnp.exp(log_ndtr((lo - mu) / s))                  # P(ell < lo) = E_Q[X; .]
+  # Q(ell < lo), P(ell < lo) = E_Q[X; .], Q(ell > hi), P(ell > hi): one log_ndtr
+  ML, FL, MR, FR = jnp.exp(log_ndtr(jnp.stack([(lo + mu) / s, (lo - mu) / s, -(hi + mu) / s,
+                                               -(hi - mu) / s])))
   to0 = FL * jnp.exp(-lo)
   p = p.at[0].add(to0)
   q0 = jnp.maximum(ML - to0, 0.0)
-  MR = jnp.exp(log_ndtr(-(hi + mu) / s))
-  FR = jnp.exp(log_ndtr(-(hi - mu) / s))
   p = p.at[-1].add(MR)
   minf = jnp.maximum(FR - MR * jnp.exp(hi), 0.0) + 4 * _EPS * FR
   up = UpperLaw(p, q0, minf)
