@@ -118,13 +118,9 @@ CASES = {
 # for a new value (strict xfail: remove the entry once fixed).
 _ALLOC_PLD = ("allocation/pld.py recompiles laws_batch and query_batch for a new steps_per_epoch "
               "(t sets a static shape there; allocation/_pld_*.py, another helper's files)")
-_ALLOC_RDP = ("allocation/rdp.py recompiles _allocation_gaussian_rdp_jit for a new "
-              "{} (a static argument; another helper's file)")
 KNOWN_RECOMPILES = {
     ("allocation_pld_epsilon_k2_E2", "steps_per_epoch"): _ALLOC_PLD,
     ("allocation_pld_delta_k2_E2", "steps_per_epoch"): _ALLOC_PLD,
-    ("allocation_epsilon_rdp", "steps_per_epoch"): _ALLOC_RDP.format("steps_per_epoch"),
-    ("allocation_epsilon_rdp", "num_selected"): _ALLOC_RDP.format("num_selected"),
     ("dpsgd_epsilon_balls_in_bins", "num_epochs"): (
         "allocation/pld.py recompiles query_batch for a new num_epochs (E sets a static "
         "shape of the composed query; another helper's files)"),

@@ -478,10 +478,15 @@ def compose_laws(F1: FinalLaws, F2: Optional[FinalLaws], c1, c2, tau, query, *, 
 
   # ---- lower
   if want_lower:
+    # Q-mass W and P-mass P of the lower atoms: one traced copy of the
+    # composition (lax.map over the two; same atoms and shapes, so the values
+    # are those of two separate calls)
     la = [_lower_atoms(F, h) for F in Fs]
-    wl, ewl, _, _ = _compose_law([(a[0], a[1]) for a in la], cs, h, m, N, tw, c_tot, mu)
-    pl, epl, _, _ = _compose_law([(a[0], a[2]) for a in la], cs, h, m, N, tw - 1.0, c_tot,
-                                 mu)
+    law = lambda a: _compose_law(list(zip([b[0] for b in la], a[0])), cs, h, m, N, a[1],
+                                 c_tot, mu)
+    vals, errs, _, _ = jax.lax.map(law, ([jnp.stack([b[1], b[2]]) for b in la],
+                                         jnp.stack([tw, tw - 1.0])))
+    wl, ewl, pl, epl = vals[0], errs[0], vals[1], errs[1]
     wl_lo, wl_hi = jnp.maximum(wl - ewl, 0.0), jnp.maximum(wl, 0.0) + ewl
     pl_lo, pl_hi = jnp.maximum(pl - epl, 0.0), jnp.maximum(pl, 0.0) + epl
     totl = [jnp.sum(F.lo_a) for F in Fs]

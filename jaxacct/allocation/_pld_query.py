@@ -121,14 +121,15 @@ def composed_epsilons(C: Composed, delta):
   if C.wl_lo is None:
     rl = al = jnp.full((), jnp.nan)
   else:
-    t_rl = (d / C.flo - C.singl) * jnp.exp(C.H)
-    ghi = jnp.max(jnp.where(C.wl_hi > 0, C.pl_lo / jnp.where(C.wl_hi > 0, C.wl_hi, 1.0), 0.0))
-    g = _lower_eps(C.pl_lo, C.wl_hi, t_rl, ghi)
-    rl = jnp.where(t_rl > 0, jnp.maximum(jnp.log(jnp.maximum(g, 1e-300)) - C.H, 0.0), jnp.inf)
-    t_al = d / C.flo - C.q0l
-    ghi = jnp.max(jnp.where(C.pl_hi > 0, C.wl_lo / jnp.where(C.pl_hi > 0, C.pl_hi, 1.0), 0.0))
-    g = _lower_eps(C.wl_lo, C.pl_hi, t_al, ghi)
-    al = jnp.where(t_al > 0, jnp.maximum(jnp.log(jnp.maximum(g, 1e-300)) - C.H, 0.0), jnp.inf)
+    # remove: f(g) = sum (P_lo - g W_hi)_+; add: sum (W_lo - g P_hi)_+ (one traced
+    # copy of the solver, lax.map over the two directions)
+    A = jnp.stack([C.pl_lo, C.wl_lo])
+    B = jnp.stack([C.wl_hi, C.pl_hi])
+    t_l = jnp.stack([(d / C.flo - C.singl) * jnp.exp(C.H), d / C.flo - C.q0l])
+    ghi = jnp.max(jnp.where(B > 0, A / jnp.where(B > 0, B, 1.0), 0.0), axis=1)
+    g = jax.lax.map(lambda a: _lower_eps(*a), (A, B, t_l, ghi))
+    rl, al = (jnp.where(t_l[i] > 0, jnp.maximum(jnp.log(jnp.maximum(g[i], 1e-300)) - C.H, 0.0),
+                        jnp.inf) for i in range(2))
     shrink = lambda e: jnp.where(jnp.isfinite(e), e * (1.0 - COMPOSED_ROUNDING), e)
     rl, al = shrink(rl), shrink(al)
   bad = jnp.isnan(C.fup) | ~(d > 0) | ~(d < 1)

@@ -109,13 +109,12 @@ def gaussian_one_step(sigma, n: int, tail):
   om = jnp.clip(gfrac / jnp.expm1(D), 0.0, 1.0)
   p = jnp.zeros(n).at[:-1].add(M * (1.0 - om)).at[1:].add(M * om)
   # tails
-  ML = jnp.exp(log_ndtr((lo + mu) / s))                  # Q(ell < lo)
-  FL = jnp.exp(log_ndtr((lo - mu) / s))                  # P(ell < lo) = E_Q[X; .]
+  # Q(ell < lo), P(ell < lo) = E_Q[X; .], Q(ell > hi), P(ell > hi): one log_ndtr
+  ML, FL, MR, FR = jnp.exp(log_ndtr(jnp.stack([(lo + mu) / s, (lo - mu) / s, -(hi + mu) / s,
+                                               -(hi - mu) / s])))
   to0 = FL * jnp.exp(-lo)
   p = p.at[0].add(to0)
   q0 = jnp.maximum(ML - to0, 0.0)
-  MR = jnp.exp(log_ndtr(-(hi + mu) / s))
-  FR = jnp.exp(log_ndtr(-(hi - mu) / s))
   p = p.at[-1].add(MR)
   minf = jnp.maximum(FR - MR * jnp.exp(hi), 0.0) + 4 * _EPS * FR
   up = UpperLaw(p, q0, minf)
@@ -469,9 +468,13 @@ def _unstack(z):
 
 
 def _joint_window(win, A, LA, B, LB, tail):
-  al, ar = win(A, LA, tail)
-  bl, br = win(B, LB, tail)
-  return jnp.minimum(al, bl), jnp.maximum(ar, br)
+  # A and B through one vmapped copy of the window (half the code to compile)
+  l, r = jax.vmap(lambda X, LX: win(X, LX, tail))(_stack(A, B), _stack(LA, LB))
+  return jnp.minimum(l[0], l[1]), jnp.maximum(r[0], r[1])
+
+
+def _regrid_both(regrid, A, LA, B, LB, jl, D2, n):   # (regrid(A), regrid(B)), one vmapped copy
+  return _unstack(jax.vmap(lambda X, LX: regrid(X, LX, jl, D2, n)[0])(_stack(A, B), _stack(LA, LB)))
 
 
 #: Static diagonal pieces of the pairwise sums in the default ("fast") method:
@@ -538,8 +541,7 @@ def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step,
     j, A, LA, B, LB, ledger = carry
     jl, jr = _joint_window(window_upper, A, LA, B, LB, tail)
     D2 = _new_step(jl, jr, LA.step, n, min_step)
-    A2 = regrid_upper(A, LA, jl, D2, n)[0]
-    B2 = regrid_upper(B, LB, jl, D2, n)[0]
+    A2, B2 = _regrid_both(regrid_upper, A, LA, B, LB, jl, D2, n)
     L2 = Lattice(LA.u_ref + jl * LA.step, D2, zero)
     bit = (t >> jnp.maximum(nb - 1 - j, 0)) & 1
     first = j == 0
@@ -579,8 +581,7 @@ def sum_law_lower(lw: LowerLaw, lat: Lattice, t, n: int, tail, min_step,
     # sit anywhere inside their cell, and a refined window (D2 < D) would
     # otherwise cut the top cell (harmless for dense laws, not for discrete ones).
     D2 = _new_step(jl, jr + 1, LA.step, n + 1, min_step)
-    A2 = regrid_lower(A, LA, jl, D2, n)[0]
-    B2 = regrid_lower(B, LB, jl, D2, n)[0]
+    A2, B2 = _regrid_both(regrid_lower, A, LA, B, LB, jl, D2, n)
     L2 = Lattice(LA.u_ref + jl * LA.step, D2, zero)
     bit = (t >> jnp.maximum(nb - 1 - j, 0)) & 1
     first = j == 0

@@ -127,13 +127,14 @@ def _gaussian_log_moments(sigma, A):
 
 
 @x64_boundary
-@functools.partial(jit, static_argnames=("max_order", "nbits"))
-def _allocation_gaussian_rdp_jit(sigma, t, *, max_order, nbits):
+@functools.partial(jit, static_argnames=("max_order",))
+def _allocation_gaussian_rdp_jit(sigma, t, nbits, *, max_order):
+  # nbits traced (the powering loop's trip count): a new t compiles nothing
   return allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits)
 
 
 def allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits=_NBITS):
-  """Jittable kernel; ``nbits`` (static) must satisfy t < 2**nbits."""
+  """Jittable kernel; ``nbits`` (an int, or a traced int scalar) must satisfy t < 2**nbits."""
   require_x64("allocation_rdp")
   sigma = jnp.asarray(sigma, jnp.float64)
   t = jnp.asarray(t)
@@ -180,7 +181,7 @@ def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64):
     checks.check_int("num_steps", num_steps, min_value=1, max_value=2**31 - 1)
     return _allocation_gaussian_rdp_jit(
         sigma, np.asarray(num_steps, np.int64),
-        max_order=int(max_order), nbits=int(np.max(num_steps)).bit_length())
+        np.asarray(int(np.max(num_steps)).bit_length(), np.int32), max_order=int(max_order))
   return allocation_gaussian_rdp_kernel(sigma, num_steps, int(max_order))
 
 
