@@ -16,31 +16,11 @@ own float64 error, ~1e-11 from ``betainc``, is larger), the rr2 values
 within 1e-13. Compilations are counted: none for one question.
 """
 
-import contextlib
 
-import jax
 import numpy as np
 import pytest
 
 from jaxacct import shuffle
-
-_EVENT = "/jax/core/compile/backend_compile_duration"
-
-
-@contextlib.contextmanager
-def _count_compiles():
-  names = []
-
-  def listener(event, duration, **kw):
-    if event == _EVENT:
-      names.append(kw.get("fun_name", "?"))
-
-  jax.monitoring.register_event_duration_secs_listener(listener)
-  try:
-    yield names
-  finally:
-    jax.monitoring.unregister_event_duration_listener(listener)
-
 
 def _pair(fn, x, **kw):
   """(host value of one question, jitted value of the same question)."""
@@ -74,11 +54,11 @@ def test_host_delta_matches_jitted(fn, tol, n, eps0, delta):
   assert host == pytest.approx(jitted, rel=tol, abs=1e-300)
 
 
-def test_one_question_compiles_nothing():
-  with _count_compiles() as names:
+def test_one_question_compiles_nothing(compile_counter):
+  with compile_counter as c:
     r = shuffle.epsilon(n=100_000, eps0=1.0, delta=1e-6)
     d = shuffle.delta(n=100_000, eps0=1.0, epsilon=0.02)
-  assert names == []
+  assert c.count == 0
   # digest anchor (clones.clone_epsilon docstring): (1e5, 4, 1e-6) -> 0.169769747
   assert float(shuffle.clone_epsilon(1e-6, n=100_000, eps0=4.0).epsilon) == pytest.approx(
       0.169769747, abs=1e-9)
