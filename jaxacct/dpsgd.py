@@ -87,7 +87,6 @@ Example (N = 60,000, B = 256, E = 10, delta = 1e-5)::
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 from typing import NamedTuple, Optional
 
@@ -271,8 +270,7 @@ def _poisson_scalar(q, sigma, T, delta):
 
 
 def _alloc_pld(sig, dl, t, k, E, bar=None):
-  """allocation.pld upper and lower on flat arrays (vectorised call when the
-  engine takes arrays for this (k, E), else one call per element)."""
+  """allocation.pld upper and lower on flat arrays (one vectorised call)."""
   from jaxacct.allocation import pld as apld
   kw = dict(num_steps=int(t), num_selected=int(k), num_epochs=int(E))
   if sig.size == 1:
@@ -280,22 +278,11 @@ def _alloc_pld(sig, dl, t, k, E, bar=None):
     if bar is not None:
       bar.update(1)
     return np.array([u]), np.array([l_])
-  try:
-    r = apld.allocation_pld_epsilon(sigma=sig, delta=dl, **kw)
-    up, lo = np.asarray(r.upper, np.float64), np.asarray(r.lower, np.float64)
-    if bar is not None:
-      bar.update(sig.size)
-    return np.broadcast_to(up, sig.shape).copy(), np.broadcast_to(lo, sig.shape).copy()
-  except ValueError as err:
-    if "scalar" not in str(err):   # today's engine: k > 1 or E > 1 take scalars
-      raise
-  up, lo = np.empty(sig.shape), np.empty(sig.shape)
-  for i in range(sig.size):
-    up.flat[i], lo.flat[i] = _alloc_scalar(float(sig.flat[i]), float(dl.flat[i]), int(t),
-                                           int(k), int(E))
-    if bar is not None:
-      bar.update(1)
-  return up, lo
+  r = apld.allocation_pld_epsilon(sigma=sig, delta=dl, **kw)
+  up, lo = np.asarray(r.upper, np.float64), np.asarray(r.lower, np.float64)
+  if bar is not None:
+    bar.update(sig.size)
+  return np.broadcast_to(up, sig.shape).copy(), np.broadcast_to(lo, sig.shape).copy()
 
 
 @x64_boundary
@@ -430,14 +417,6 @@ def _progress_bar(sched, size, what, enabled):
 # calibration
 # ---------------------------------------------------------------------------
 
-def _has_params(fn, *names):
-  try:
-    params = inspect.signature(fn).parameters
-  except (TypeError, ValueError):
-    return False
-  return all(n in params for n in names)
-
-
 def _hint(sched: Schedule, eps, dl, rtol):
   """A starting sigma per target and whether it comes from a tight calibrator
   (then the bracket starts within a few rtol of it)."""
@@ -447,22 +426,20 @@ def _hint(sched: Schedule, eps, dl, rtol):
   if sched.sampling == "balls_in_bins":
     from jaxacct.allocation import pld as apld
     t, k, E = sched.steps_per_epoch, sched.num_selected, int(sched.num_epochs)
-    fn = apld.allocation_pld_calibrate_sigma
-    if (k == 1 and E == 1) or _has_params(fn, "num_selected", "num_epochs"):
-      kw = {} if (k == 1 and E == 1) else {"num_selected": k, "num_epochs": E}
-      if _has_params(fn, "rtol", "sigma_lo", "sigma_hi"):
-        kw.update(rtol=min(max(rtol, 1e-6), 0.1), sigma_lo=_SIGMA_MIN, sigma_hi=_SIGMA_MAX)
-      try:
-        h = np.asarray(fn(epsilon=eps, delta=dl, steps_per_epoch=t, **kw), np.float64)
-        if np.all(np.isfinite(h)):
-          return h, True
-      except ValueError:
-        pass
+    kw = {} if (k == 1 and E == 1) else {"num_selected": k, "num_epochs": E}
+    kw.update(rtol=min(max(rtol, 1e-6), 0.1), sigma_lo=_SIGMA_MIN, sigma_hi=_SIGMA_MAX)
+    try:
+      h = np.asarray(apld.allocation_pld_calibrate_sigma(
+          epsilon=eps, delta=dl, steps_per_epoch=t, **kw), np.float64)
+      if np.all(np.isfinite(h)):
+        return h, True
+    except ValueError:
+      pass
     q, T = k / t, t * E
   else:
     q, T = sched.sampling_rate, sched.total_steps
   from jaxacct import poisson
-  if sched.sampling == "poisson" and _has_params(poisson.calibrate_sigma, "method"):
+  if sched.sampling == "poisson":
     try:
       return np.asarray(poisson.calibrate_sigma(q=q, num_steps=T, epsilon=eps, delta=dl,
                                                 method="pld"), np.float64), True

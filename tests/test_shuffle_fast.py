@@ -234,13 +234,14 @@ def test_fast_nan_policy_under_jit(x64):
 
 def test_front_door_records_failures(x64, monkeypatch):
   import jaxacct.shuffle as sh
+  from jaxacct.shuffle import front
 
   def boom(**kw):
     raise ValueError("boom")
 
-  # the front door calls the sibling bounds through the package namespace
-  monkeypatch.setattr(sh, "girgis_epsilon", boom)
-  monkeypatch.setattr(sh, "chen_epsilon", boom)
+  # the front door (jaxacct.shuffle.front) calls the sibling bounds by its own names
+  monkeypatch.setattr(front, "girgis_epsilon", boom)
+  monkeypatch.setattr(front, "chen_epsilon", boom)
   kw = dict(n=200, eps0=1.0, delta=1e-6, rounds=3)
   r = sh.epsilon(**kw)
   res = r.details

@@ -138,14 +138,6 @@ def _check_methods(methods):
   return checks.check_choices("methods", methods, _ALL_METHODS)
 
 
-def _has_pld():
-  try:
-    from jaxacct.allocation import pld  # noqa: F401
-    return hasattr(pld, "allocation_pld_epsilon")
-  except ImportError:
-    return False
-
-
 def _check_scalar(**kw):
   checks.check_scalar("jaxacct.allocation.epsilon/delta",
                       "(use allocation_rdp / calibrate_sigma or allocation.pld for grids).",
@@ -207,7 +199,7 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
     return r._replace(method="fixed_bins:" + r.method)
   k, E, t = int(num_selected), int(num_epochs), int(num_steps)
   if methods is None:
-    methods = DEFAULT_METHODS + (("pld",) if is_eps and _has_pld() else ())
+    methods = DEFAULT_METHODS + (("pld",) if is_eps else ())
   methods = _check_methods(methods)
   dirs = ("remove", "add") if direction == "both" else (direction,)
   vals = {d: {} for d in dirs}
@@ -245,8 +237,7 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
     fn = recursive.recursive_epsilon if is_eps else recursive.recursive_delta
     for d in dirs:
       vals[d]["recursive"] = _value(fn(sigma=sigma, num_steps=t, **arg, **scheme, direction=d,
-                                       bootstrap=("pld", "direct") if _has_pld() else
-                                       ("direct",)))
+                                       bootstrap=("pld", "direct")))
   if "local" in methods:
     if is_eps:
       loc = float(bounds.local_epsilon(sigma=sigma, delta=value, **scheme).epsilon)
@@ -255,7 +246,7 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
       loc = float(gaussian_delta_kernel(sigma / np.sqrt(k * E), value))
     for d in dirs:
       vals[d]["local"] = loc
-  if is_eps and "pld" in methods and _has_pld():
+  if is_eps and "pld" in methods:
     from jaxacct.allocation import pld as _pld
     for d in dirs:
       try:
