@@ -168,20 +168,6 @@ def _check(n, m, sigma, step):
   checks.check_positive("step", step)
 
 
-def _remove_mixture(comps, weights, extra_inf, step):
-  """Revealed-tag mixture of remove PLDs on one grid (host NumPy)."""
-  E = _pld()
-  lo = min(int(p.offset) for p in comps)
-  hi = max(int(p.offset) + int(np.asarray(p.probs).size) for p in comps)
-  out = np.zeros(hi - lo)
-  inf = float(extra_inf)
-  for p, wk in zip(comps, weights):
-    a = np.asarray(p.probs, np.float64)
-    out[int(p.offset) - lo:int(p.offset) - lo + a.size] += wk * a
-    inf += wk * float(p.inf_mass)
-  return E.PLD(jnp.asarray(out), lo, float(step), jnp.asarray(min(inf, 1.0)), True)
-
-
 @x64_boundary
 def without_replacement_pair(n: int, m: int, sigma: float, *, step: float,
                              pessimistic: bool = True):
@@ -258,6 +244,6 @@ def with_replacement_pair(n: int, m: int, sigma: float, *, step: float,
   if not comps:
     return E.PairPLD(*(2 * [E.PLD(jnp.zeros(1, jnp.float64), 0, float(step),
                                   jnp.asarray(1.0, jnp.float64), True)]))
-  one = symmetrize(_remove_mixture(comps, weights, extra / r if r > 0 else extra,
-                                   step))
+  from jaxacct.accounting import mixtures as mx
+  one = symmetrize(mx.revealed_mixture(comps, weights, extra / r if r > 0 else extra))
   return E.PairPLD(one, one)

@@ -35,7 +35,7 @@ from jaxacct.accounting.pairs import dominated_on_grid, from_cells
 __all__ = ["discrete_laplace", "mixture_of_gaussians", "mixture",
            "truncated_poisson_gaussian", "truncation_probabilities",
            "with_replacement_gaussian", "max_loss", "inf_mass", "composed_extreme",
-           "log_normal_mass"]
+           "log_normal_mass", "revealed_mixture"]
 
 #: tail mass per side below which the noise line is cut (charged pessimistically).
 TAIL = 1e-20
@@ -240,7 +240,9 @@ def mixture_of_gaussians(sigma: float, sensitivities, probs, *, step: float,
 # revealed-coin mixtures
 
 
-def _mix_one(plds, weights, extra_inf=0.0):
+def revealed_mixture(plds, weights, extra_inf=0.0):
+  """The PLD of a revealed-tag mixture: sum_k w_k PLD_k on one grid, plus
+  ``extra_inf`` at +inf (host NumPy; the PLDs share ``step`` and side)."""
   E = _pld()
   step = float(plds[0].step)
   lo = min(int(p.offset) for p in plds)
@@ -270,8 +272,8 @@ def mixture(pairs, weights, *, extra_inf: float = 0.0):
   """
   E = _pld()
   w = [float(x) for x in weights]
-  return E.PairPLD(_mix_one([p.remove for p in pairs], w, extra_inf),
-                   _mix_one([p.add for p in pairs], w, extra_inf))
+  return E.PairPLD(revealed_mixture([p.remove for p in pairs], w, extra_inf),
+                   revealed_mixture([p.add for p in pairs], w, extra_inf))
 
 
 # --------------------------------------------------------------------------
