@@ -114,6 +114,9 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
       path when the ledger allows (default True).
     component_cache: optional dict shared by accountants with the same
       relation and grid, to reuse per-event PLDs (``copy`` shares its own).
+    truncated: ``TruncatedSubsampledGaussianDpEvent``'s upper pair: ``"jaxacct"``
+      (default, tighter) or ``"dp_accounting"`` (compatibility: their valid,
+      looser construction; :func:`.mixtures.truncated_poisson_gaussian`).
 
   Bound: ``get_epsilon``/``get_delta``: upper. ``*_bounds``: upper and a
   certified lower (``details["lower_scope"]`` says when the lower bound is
@@ -129,7 +132,8 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
   def __init__(self, neighboring_relation=None,
                value_discretization_interval: float = 1e-4, *,
                tail_mass: float = DEFAULT_TAIL_MASS, shortcuts: bool = True,
-               component_cache: Optional[dict] = None):
+               component_cache: Optional[dict] = None, truncated: str = "jaxacct"):
+    checks.check_choice("truncated", truncated, ("jaxacct", "dp_accounting"))
     if neighboring_relation is None:
       neighboring_relation = NeighboringRelation.ADD_OR_REMOVE_ONE
     comp.relation_name(neighboring_relation)
@@ -146,6 +150,7 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     self._step = float(value_discretization_interval)
     self._tail = float(tail_mass)
     self._shortcuts = bool(shortcuts)
+    self._truncated = truncated
     self._leaves: List[List[Any]] = []      # [leaf event, count]
     self._history: List[tuple] = []         # top-level (event, count)
     self._components: Dict[Any, comp.Component] = (
@@ -366,14 +371,19 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     return c.upper, c.lower
 
   def _component(self, leaf) -> comp.Component:
-    key = leaf
+    trunc = _optional.standard_event("TruncatedSubsampledGaussianDpEvent")
+    compat = self._truncated != "jaxacct" and trunc is not None and isinstance(leaf, trunc)
+    key = (self._truncated, leaf) if compat else leaf
     try:
       hit = self._components.get(key)
     except TypeError:       # unhashable leaf: key by identity
-      key = ("id", id(leaf))
+      key = ("id", id(leaf), compat and self._truncated)
       hit = self._components.get(key)
     if hit is None:
       hit = comp.build_component(leaf, self.neighboring_relation, step=self._step)
+      if compat and hit.upper is not None:
+        from jaxacct.accounting import mixtures as mx
+        hit = mx.with_truncated_construction(hit, leaf, self._truncated, self._step)
       self._components[key] = hit
     return hit
 
@@ -500,7 +510,7 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     """An accountant with the same settings and ledger (per-event PLDs shared)."""
     new = type(self)(self.neighboring_relation, self._step,
                      tail_mass=self._tail, shortcuts=self._shortcuts,
-                     component_cache=self._components)
+                     component_cache=self._components, truncated=self._truncated)
     for e, n in self._history:
       new.compose(e, n)
     return new

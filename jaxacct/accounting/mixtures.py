@@ -35,11 +35,15 @@ from jaxacct.accounting.pairs import dominated_on_grid, from_cells
 __all__ = ["discrete_laplace", "mixture_of_gaussians", "mixture",
            "truncated_poisson_gaussian", "truncation_probabilities",
            "with_replacement_gaussian", "max_loss", "inf_mass", "composed_extreme",
-           "log_normal_mass", "revealed_mixture"]
+           "log_normal_mass", "revealed_mixture", "CONSTRUCTIONS",
+           "with_truncated_construction"]
 
 #: tail mass per side below which the noise line is cut (charged pessimistically).
 TAIL = 1e-20
 _MAX_CELLS = 1 << 20
+#: constructions of :func:`truncated_poisson_gaussian`'s upper pair: ours
+#: (default, tighter) and dp_accounting 0.6.0's (valid, looser).
+CONSTRUCTIONS = ("jaxacct", "dp_accounting")
 _MAX_LOSS = 400.0
 
 
@@ -296,9 +300,20 @@ def truncation_probabilities(n: int, q: float, b: int):
   return t, qt, (1.0 - t) * q + t * qt
 
 
+def with_truncated_construction(component, event, construction: str, step: float):
+  """``component`` (of a ``TruncatedSubsampledGaussianDpEvent``) with its upper
+  pair built by ``construction`` (:data:`CONSTRUCTIONS`); lower unchanged."""
+  upper = truncated_poisson_gaussian(
+      int(event.dataset_size), float(event.sampling_probability),
+      int(event.truncated_batch_size), float(event.noise_multiplier),
+      step=float(step), construction=construction)
+  return component._replace(label=f"{component.label} [{construction} construction]",
+                            upper=upper)
+
+
 @x64_boundary
 def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: float,
-                               pessimistic: bool = True):
+                               pessimistic: bool = True, construction: str = "jaxacct"):
   r"""Poisson sampling (rate q) of n records, truncated to b, then Gaussian (add/remove).
 
   dp_accounting's ``TruncatedSubsampledGaussianDpEvent`` (arXiv:2508.15089):
@@ -331,9 +346,18 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
   Upper: ``(1-t) PG(sigma, q) + t PG(sigma/2, q_t)`` (PG: ``jaxacct.pld``'s
   Poisson-subsampled Gaussian pair; both directions). dp_accounting 0.6.0
   (``from_truncated_subsampled_gaussian_mechanism``) uses the same mixture
-  with the *replace-one* pair at sigma/2 in the second branch ("a (slightly
-  loose) upper bound", their comment), which dominates the add/remove pair,
-  so ours is below theirs up to discretisation. Brute force
+  with the *replace-one* pair ``((1-q_t) N(0) + q_t N(1), (1-q_t) N(0) +
+  q_t N(-1))`` at sigma/2 in the second branch ("a (slightly loose) upper
+  bound", their comment). That pair dominates the add/remove pair in both
+  directions (for a >= 1 the BBG identity gives ``H_a = q_t H_{a'}(N(1) ||
+  (1-b) N(0) + b N(y))``, y = -1 for theirs, 0 for ours, and ``Q(x > c)``
+  is smaller at y = -1 on the upper sets where the divergence lives;
+  numerically, tests/test_truncated_compat.py, over sigma/2 in {0.25, ...,
+  2} and q_t in {0.01, ..., 0.99}), so theirs is valid and ours is below
+  it up to discretisation. ``construction="dp_accounting"`` builds theirs
+  (:func:`jaxacct.accounting.mechanisms.poisson_gaussian_replace` in the
+  second branch; our own code, for ``PLDAccountant(truncated=
+  "dp_accounting")``); the default ``"jaxacct"`` builds ours. Brute force
   (tests/test_dp_accounting_conformance.py): the exact hockey stick of 1-D
   instances (x = 1, others in {-1, 0, 1}, every sampled set and truncation
   enumerated) stays below this bound, within 2% of it at n = 5, q = 0.8,
@@ -344,6 +368,9 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
   Returns:
     ``PairPLD``. Bound: upper (pessimistic) / lower.
   """
+  if construction not in CONSTRUCTIONS:
+    raise ValueError(f"construction must be one of {CONSTRUCTIONS}; got "
+                     f"{construction!r}.")
   E = _pld()
   t, qt, qbar = truncation_probabilities(int(n), float(q), int(b))
   s = float(sigma)
@@ -355,7 +382,10 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
   first = E.poisson_gaussian_pair(s, float(q), step=step, pessimistic=True)
   if t <= 0.0:
     return first
-  second = E.poisson_gaussian_pair(s / 2.0, qt, step=step, pessimistic=True)
+  if construction == "dp_accounting":
+    second = mech.poisson_gaussian_replace(s / 2.0, qt, step=step, pessimistic=True)
+  else:
+    second = E.poisson_gaussian_pair(s / 2.0, qt, step=step, pessimistic=True)
   return mixture([first, second], [1.0 - t, t])
 
 
