@@ -77,7 +77,7 @@ from jaxacct._core.dtype import x64_boundary
 from jaxacct.accounting import mechanisms as mech
 
 __all__ = ["symmetrize", "draw_count_law", "without_replacement_pair",
-           "with_replacement_pair", "TAIL"]
+           "with_replacement_pair", "adaptive_lower_delta", "TAIL"]
 
 #: P(K > k_max) below which the draw-count law is cut (charged to +inf).
 TAIL = 1e-20
@@ -247,3 +247,105 @@ def with_replacement_pair(n: int, m: int, sigma: float, *, step: float,
   from jaxacct.accounting import mixtures as mx
   one = symmetrize(mx.revealed_mixture(comps, weights, extra / r if r > 0 else extra))
   return E.PairPLD(one, one)
+
+
+# --------------------------------------------------------------------------
+# adaptive-direction lower bound (host NumPy; a check, not an accountant path)
+
+
+def _instance_cells(kind, n, m, sigma, c, h):
+  """Exact (P, Q) cell masses of one step of the 1-D instance x = 1, x' = -1,
+  every other record at c (centred; std sigma, norms <= 1)."""
+  from jaxacct.accounting import mixtures as mx
+  s = float(sigma)
+  if kind == "wor":
+    q = m / n
+    means, w = np.array([c, 1.0]), np.array([1.0 - q, q])
+    means_q = np.array([c, -1.0])
+  else:
+    w, _ = draw_count_law(n, m)
+    k = np.arange(w.size, dtype=np.float64)
+    means, means_q = k * (1.0 - c), -k * (1.0 + c)
+  keep = w > 0
+  means, means_q, w = means[keep], means_q[keep], w[keep]
+  lo = min(means.min(), means_q.min()) - 11.0 * s
+  hi = max(means.max(), means_q.max()) + 11.0 * s
+  e = np.concatenate([[-np.inf], np.arange(lo, hi, h * s * s / 4.0), [np.inf]])
+
+  def law(mu):
+    lm = mx.log_normal_mass((e[None, :-1] - mu[:, None]) / s, (e[None, 1:] - mu[:, None]) / s)
+    return np.exp(lm).T @ w
+
+  return law(means), law(means_q)
+
+
+@x64_boundary
+def adaptive_lower_delta(kind: str, n: int, m: int, sigma: float, steps: int, *,
+                         others=(-1.0, 0.0, 1.0), step: float = 2e-3,
+                         loss_range=(-30.0, 20.0)):
+  r"""Certified lower bound on delta(eps) under an adversary that adapts each step.
+
+  Instance (1-D, norms <= 1): the differing record is x = 1 in D and
+  x' = -1 in D'; before each step the adversary moves every other record to
+  a common value c_t in ``others``, chosen from the outputs so far
+  (Lebeda, Regehr, Kamath, Steinke, arXiv:2405.20769: under replace-one
+  the worst direction can change step to step; c = -1 is the remove order,
+  c = +1 the add order). Each step's pair is post-processed onto the loss
+  grid (:func:`jaxacct.accounting.pairs.dominated_on_grid`, merging
+  outcomes), and the adversary acts on the merged outputs, so the dynamic
+  program ``W_T(u) = (1 - e^{-u})_+``, ``W_{t-1}(u) = max_c E_{P_c}[W_t(u +
+  L_c)]``, ``delta(eps) = W_0(-eps)`` is the exact delta of a realisable
+  adaptive mechanism: a lower bound on the truth. ``W`` below the range is
+  set to 0 and above it to ``(1 - e^{-u})_+`` (both lower bounds of
+  ``W_t``, as ``E_P[e^{-L}] <= 1``). Float error: FFT round-off, ~1e-12
+  absolute per step.
+
+  Args:
+    kind: ``"wor"`` (m of n without replacement) or ``"wr"`` (m draws with
+      replacement). n, m: ints, 1 <= m (<= n for "wor"). sigma: > 0
+      (dp_accounting's PLD reading: replace-one moves a batch sum by <= 2).
+    steps: number of compositions >= 1. others: values of c in [-1, 1].
+    step: loss grid. loss_range: range of the running loss minus eps.
+
+  Returns:
+    ``(eps, delta)``: numpy arrays on the grid, eps >= 0 ascending.
+
+  Bound: lower.
+  """
+  from scipy import fft as sfft
+  from jaxacct.accounting.pairs import dominated_on_grid
+  checks.check_choice("kind", kind, ("wor", "wr"))
+  _check(n, m, sigma, step)
+  checks.check_int("steps", steps, min_value=1)
+  if m < 1 or (kind == "wor" and m > n):
+    raise ValueError(f"need 1 <= m{' <= n' if kind == 'wor' else ''}; got m={m}, n={n}.")
+  cs = np.asarray(others, np.float64).ravel()
+  checks.check_range("others", cs, -1.0, 1.0)
+  h = float(step)
+  kern = []
+  for c in cs:
+    p, q = _instance_cells(kind, int(n), int(m), sigma, float(c), h)
+    g = dominated_on_grid(p, q, step=h)
+    kern.append((int(g.offset), np.asarray(g.probs, np.float64), float(g.inf_mass)))
+  jmin = min(o for o, _, _ in kern)
+  jmax = max(o + w.size - 1 for o, w, _ in kern)
+  k = int(round((loss_range[1] - loss_range[0]) / h)) + 1
+  u = loss_range[0] + h * np.arange(k)
+  padl, padr = max(0, -jmin), max(0, jmax)
+  size = sfft.next_fast_len(k + padl + padr + jmax - jmin + 1, real=True)
+  fk = []
+  for o, w, inf in kern:
+    full = np.zeros(jmax - jmin + 1)
+    full[o - jmin:o - jmin + w.size] = w
+    fk.append((sfft.rfft(full[::-1], size), inf))
+  right = -np.expm1(-(u[-1] + h * np.arange(1, padr + 1)))
+  W = -np.expm1(-np.maximum(u, 0.0))
+  lo = padl + jmax
+  for _ in range(int(steps)):
+    f = sfft.rfft(np.concatenate([np.zeros(padl), W, right]), size)
+    best = np.zeros(k)
+    for fw, inf in fk:
+      best = np.maximum(best, sfft.irfft(f * fw, size)[lo:lo + k] + inf)
+    W = np.minimum(best, 1.0)
+  sel = u <= 0
+  return 0.0 - u[sel][::-1], W[sel][::-1]
