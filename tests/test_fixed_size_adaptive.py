@@ -29,10 +29,11 @@ def _event(kind, n, m, sigma):
 def test_adaptive_lower_between_fixed_schedule_and_upper(kind, n, m, sigma, steps):
   from jaxacct.accounting import NeighboringRelation as NR
   from jaxacct.accounting import PLDAccountant
-  h = 2e-3
-  eps, adaptive = fs.adaptive_lower_delta(kind, n, m, sigma, steps, step=h)
-  _, fixed = fs.adaptive_lower_delta(kind, n, m, sigma, steps, others=(-1.0,), step=h)
-  pick = (eps <= 8.0) & (np.arange(eps.size) % 250 == 0)
+  h, rng = 5e-3, (-15.0, 12.0)
+  eps, adaptive = fs.adaptive_lower_delta(kind, n, m, sigma, steps, step=h, loss_range=rng)
+  _, fixed = fs.adaptive_lower_delta(kind, n, m, sigma, steps, others=(-1.0,), step=h,
+                                     loss_range=rng)
+  pick = (eps <= 6.0) & (np.arange(eps.size) % 200 == 0)
   e = eps[pick]
   acc = PLDAccountant(NR.REPLACE_ONE, h).compose(_event(kind, n, m, sigma), steps)
   upper = np.array([acc.get_delta(float(x)) for x in e])

@@ -52,11 +52,39 @@ probability that it is.
   sigma = 0.5: other records at 0 give a larger TV); no tight pair is known.
 
 Composition: the symmetric pair is the smallest single pair that dominates
-both orders; an adaptive choice of direction does not reach it (WOR, same
-setting: upper 10.43; fixed schedule 9.44; a dynamic program over the
-running loss that picks the direction per step, on dominated 2e-3-grid
-PLDs, gives delta(9.48) = 1.018e-5, so the truth is above 9.48 and at most
-10.43; the remove pair composed alone, 9.44, is not an upper bound).
+both orders. It is Dong, Roth & Su's subsampling trade-off for sampling
+without replacement (arXiv:1905.02383: ``C_p(f) = min{f_p, f_p^{-1}}^**``,
+``f_p = p f + (1-p) Id``): the conjugate of a convex hull is the max of the
+conjugates, so C_p's profile is the pointwise max of the remove and add
+profiles, i.e. this pair's (tests/test_fixed_size_drs.py builds C_p from
+the trade-off curves: equal to <= 7e-8 relative at step 1e-4, eps in
+[-2, 4], four settings). Composing it (Zhu, Dong, Wang, arXiv:2106.08567)
+is therefore today's upper, not a tighter one. An adversary that moves the
+other records each step from the outputs so far does not reach it
+(:func:`adaptive_lower_delta`, a certified lower bound; delta = 1e-5):
+
+  ============================  ===============  ==============  =====
+  N, B, sigma, steps            fixed schedule   adaptive lower  upper
+  ============================  ===============  ==============  =====
+  60000, 256, 1.0, 2344 (WOR)   9.442            9.492           10.434
+  60000, 256, 1.0, 2344 (WR)    11.56            11.62           19.10
+  50000, 500, 1.5, 1000 (WOR)   3.769            3.784           4.357
+  ============================  ===============  ==============  =====
+
+Why no tighter upper is proven: by the coupling above, one step of any
+instance is a post-processing of the revealed-``(S', y)`` mixture of the
+three-point pairs ``T(x, x', y) = ((1-q) N(y) + q N(x), (1-q) N(y) + q N(x'))``
+(|x|, |x'|, |y| <= 1), and each T is realised by "every other record at y";
+an average over y chosen by nature is at most the adversary's best y. So
+the exact adaptive worst case is the dynamic program of
+:func:`adaptive_lower_delta` over *all* T (three points in a unit disk),
+not only the collinear ones with x = -x' it runs over. No T with y strictly
+inside is dominated by a revealed mixture of the remove and add pairs
+(numerically, five (sigma, q)), so the program cannot be cut to c = +-1;
+interior c added nothing to the adaptive lower at the settings above
+(c in {-1, -0.5, 0, 0.5, 1}). A proof that the collinear antipodal T
+dominate the rest would make the program exact; until then the composed
+C_p pair is the upper.
 
 Upper: ``jaxacct.pld.poisson_gaussian`` (the shared Poisson kernel: no new
 program for a new sigma, q or n) at noise ``sigma/(2k)``, mixed, then
