@@ -67,9 +67,14 @@ other records each step from the outputs so far does not reach it
   N, B, sigma, steps            fixed schedule   adaptive lower  upper
   ============================  ===============  ==============  =====
   60000, 256, 1.0, 2344 (WOR)   9.442            9.492           10.434
-  60000, 256, 1.0, 2344 (WR)    11.56            11.62           19.10
+  60000, 256, 2.0, 2344 (WOR)   1.0999           1.1025 (a)      1.3634
   50000, 500, 1.5, 1000 (WOR)   3.769            3.784           4.357
+  10000, 1000, 0.8, 100 (WOR)   53.32            53.52           57.40
+  60000, 256, 1.0, 2344 (WR)    11.56            11.62           19.10
   ============================  ===============  ==============  =====
+
+  (others in {-1, 0, 1}, WR {-1, 1}; grid 2e-3, (a) 5e-4; fixed schedule
+  and upper: ``PLDAccountant(REPLACE_ONE)`` at step 1e-4.)
 
 Why no tighter upper is proven: by the coupling above, one step of any
 instance is a post-processing of the revealed-``(S', y)`` mixture of the
@@ -81,10 +86,13 @@ the exact adaptive worst case is the dynamic program of
 not only the collinear ones with x = -x' it runs over. No T with y strictly
 inside is dominated by a revealed mixture of the remove and add pairs
 (numerically, five (sigma, q)), so the program cannot be cut to c = +-1;
-interior c added nothing to the adaptive lower at the settings above
-(c in {-1, -0.5, 0, 0.5, 1}). A proof that the collinear antipodal T
-dominate the rest would make the program exact; until then the composed
-C_p pair is the upper.
+interior c added nothing to the adaptive lower at the first setting
+(others {-1, 0, 1} and {-1, 1} both give 9.492), nor did off-axis y
+(2-D cells, y in {(0, 1), (0, 0.6), (+-0.6, 0.8)}, 200 steps: 4.902 with
+or without them), although at q = 0.3 some 2-D T (x = -x' = e1, y = (0,
+0.8)) are dominated by no collinear one. A proof that the
+collinear antipodal T dominate the rest would make the program exact;
+until then the composed C_p pair is the upper.
 
 Upper: ``jaxacct.pld.poisson_gaussian`` (the shared Poisson kernel: no new
 program for a new sigma, q or n) at noise ``sigma/(2k)``, mixed, then
