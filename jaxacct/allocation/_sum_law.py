@@ -275,14 +275,14 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o):
   fa, fb = (jnp.where(X.a > 0, X.g / jnp.where(X.a > 0, X.a, 1.0), 1.0) for X in (A, B))
   aa, ab = (jnp.concatenate([X.a, jnp.zeros(n)]) for X in (A, B))
   faa, fbb = (jnp.concatenate([f, jnp.ones(n)]) for f in (fa, fb))
-  eD, ieD = jnp.exp(D), jnp.exp(-D)
+  eD = jnp.exp(D)
 
   def split(mass, s_rel, k):
-    # s_rel: sum / x_h; target cell offset k or k+1; v: moment in units of x_{h+k}
-    # (multiplications by e^{-kD}, e^{-D}: no divisions; a rounding of the moment)
-    up, v = s_rel >= jnp.exp(k * D) * eD, mass * s_rel * jnp.exp(-k * D)
-    return (jnp.where(up, 0.0, mass), jnp.where(up, 0.0, v), jnp.where(up, mass, 0.0),
-            jnp.where(up, v * ieD, 0.0))
+    # s_rel: sum / x_h; target cell offset k or k+1
+    rk = jnp.exp(k * D)
+    up, f = s_rel >= rk * eD, s_rel / rk
+    m0, m1 = jnp.where(up, 0.0, mass), jnp.where(up, mass, 0.0)
+    return m0, m0 * f, m1, m1 * f / eD
 
   def step(L):
     a_a, b_a, fa_, fb_ = A.a[:L], B.a[:L], fa[:L], fb[:L]
