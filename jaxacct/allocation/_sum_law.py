@@ -292,11 +292,12 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o):
       rd = jnp.exp(-d * D)
       bd = lax.dynamic_slice(ab, (d,), (L,))
       fbd = lax.dynamic_slice(fbb, (d,), (L,))
-      # orientation 1: low from A (index i), high from B (index i+d); symmetric:
-      # doubled for d > 0 (x 2 is exact: the same bits as doubling the outputs)
-      m0, g0, m1, g1 = split(a_a * bd * (jnp.where(d > 0, 2.0, 1.0) if symmetric else 1.0),
-                             fbd + fa_ * rd, k)
-      if not symmetric:
+      # orientation 1: low from A (index i), high from B (index i+d)
+      m0, g0, m1, g1 = split(a_a * bd, fbd + fa_ * rd, k)
+      if symmetric:
+        fac = jnp.where(d > 0, 2.0, 1.0)
+        m0, g0, m1, g1 = m0 * fac, g0 * fac, m1 * fac, g1 * fac
+      else:
         ad = lax.dynamic_slice(aa, (d,), (L,))
         fad = lax.dynamic_slice(faa, (d,), (L,))
         n0, h0, n1, h1 = split(ad * b_a, fad + fb_ * rd, k)
