@@ -53,10 +53,29 @@ def _rr_exact_epsilon(eps0, t, delta):
   return brentq(dl, 0.0, eps0 + 1.0, xtol=1e-12)
 
 
-def run():
+def sweep_rows():
+  """1,000-sigma sweeps at the default grid (issue 28, item 5): t=234, E=10 and
+  t=1000, E=1, delta=1e-5, one call each (chunks of 128 lanes), once after a
+  warm-up call (a 1,000-sigma E=10 sweep takes minutes of CPU)."""
   from jaxacct.allocation import pld
 
   rows = []
+  sig = np.geomspace(0.5, 5.0, 1000)
+  for t, E in ((234, 10), (1000, 1)):
+    fn = lambda t=t, E=E: tuple(pld.allocation_pld_epsilon(sigma=sig, num_steps=t, num_epochs=E,
+                                                           delta=1e-5)[:2])
+    ours = timed(fn, repeats=1)
+    u, lo = map(np.asarray, ours["value"])
+    rows.append(row(f"allocation PLD eps: 1,000-sigma sweep (t={t}, E={E}, delta=1e-5, "
+                    "default grid)", ours, ours_value=f"max upper/lower {float(np.max(u / lo)):.5f}",
+                    notes="one call; lower law's pairwise sums on the 2x coarser lattice"))
+  return rows
+
+
+def run():
+  from jaxacct.allocation import pld
+
+  rows = sweep_rows()
   for (sigma, t, E, delta) in _RECORDED:
     fn = lambda: pld.allocation_pld_epsilon(sigma=sigma, num_steps=t, num_epochs=E,
                                             delta=delta)

@@ -94,7 +94,8 @@ def test_front_door_values_unchanged_and_brackets():
   """sigma 0.5..3, t 10..1000, k 1..5, E 1..10, delta 1e-5..1e-10 in one call:
   the values of the commit before the change (upper to 1e-12, lower to 1e-12
   relative: the laws' lower is bit-for-bit, the composition runs unchanged)
-  and the bracket upper/lower <= 1.005 at the default grid."""
+  and the bracket upper/lower <= 1.005 at the default grid; the lower is now
+  checked below the old (exact O(n^2)) lower and within 2e-3 of it."""
   S = np.array([0.5, 1.0, 2.0, 3.0, 0.7, 1.5, 2.5, 1.0])
   T = np.array([10, 234, 1000, 100, 50, 234, 1000, 12])
   K = np.array([1, 1, 1, 3, 1, 4, 1, 5])
@@ -110,6 +111,8 @@ def test_front_door_values_unchanged_and_brackets():
                         0.17745679206657253, 9.263486890369776])
   up, lo = np.asarray(r.epsilon), np.asarray(r.lower)
   np.testing.assert_allclose(up, up_before, rtol=1e-12, atol=0.0)
-  np.testing.assert_allclose(lo, lo_before, rtol=1e-12, atol=0.0)
+  # the lower sums run on the 2x coarser lattice since (tests/test_lower_coarse.py):
+  # a certified lower never above the exact one, within 2e-3 below it
+  assert np.all(lo <= lo_before * (1 + 1e-12)) and np.all(lo >= lo_before * (1 - 2e-3))
   assert np.all(lo <= up)
   assert np.all(up / lo <= 1.005)

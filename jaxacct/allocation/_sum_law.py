@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.scipy.special import log_ndtr, ndtri
+from jaxacct.allocation import _lower_coarse as lc
 
 _EPS = float(np.finfo(np.float64).eps)
 UNROLL = 1
@@ -271,24 +272,17 @@ def conv_upper_pair(X: UpperLaw, A: UpperLaw, B: UpperLaw, D, n: int, pieces: in
 def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o):
   m = out_size(n)
   buf = 3 * n + 4
-  fa = jnp.where(A.a > 0, A.g / jnp.where(A.a > 0, A.a, 1.0), 1.0)
-  fb = jnp.where(B.a > 0, B.g / jnp.where(B.a > 0, B.a, 1.0), 1.0)
-  aa = jnp.concatenate([A.a, jnp.zeros(n)])
-  ab = jnp.concatenate([B.a, jnp.zeros(n)])
-  faa = jnp.concatenate([fa, jnp.ones(n)])
-  fbb = jnp.concatenate([fb, jnp.ones(n)])
+  fa, fb = (jnp.where(X.a > 0, X.g / jnp.where(X.a > 0, X.a, 1.0), 1.0) for X in (A, B))
+  aa, ab = (jnp.concatenate([X.a, jnp.zeros(n)]) for X in (A, B))
+  faa, fbb = (jnp.concatenate([f, jnp.ones(n)]) for f in (fa, fb))
   eD = jnp.exp(D)
 
   def split(mass, s_rel, k):
     # s_rel: sum / x_h; target cell offset k or k+1
     rk = jnp.exp(k * D)
-    up = s_rel >= rk * eD
-    f = s_rel / rk
-    m0 = jnp.where(up, 0.0, mass)
-    m1 = jnp.where(up, mass, 0.0)
-    g0 = m0 * f
-    g1 = m1 * f / eD
-    return m0, g0, m1, g1
+    up, f = s_rel >= rk * eD, s_rel / rk
+    m0, m1 = jnp.where(up, 0.0, mass), jnp.where(up, mass, 0.0)
+    return m0, m0 * f, m1, m1 * f / eD
 
   def step(L):
     a_a, b_a, fa_, fb_ = A.a[:L], B.a[:L], fa[:L], fb[:L]
@@ -332,25 +326,32 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o):
   return step, finish, jnp.zeros(2 * buf)
 
 
-def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, pieces: int = 1):
+def _lower_exact(pairs, D, n: int, pieces: int):   # fine O(n^2) kernel: ([P + R], o)
+  kap, _ = _tables(D, n)
+  return _run_loops([_lower_parts(P, R, D, n, s, kap, kap[n - 1]) for P, R, s in pairs], n,
+                    pieces), kap[n - 1]
+
+
+def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, pieces: int = 1,
+               coarsen: int | None = None):
   """Barycentric sum of two lower laws on the same n-cell window.
 
   Atoms mu_i = x_i f_i, f = g / a in [1, r). A pair (i, i+d) with sum s is
   accumulated (mass and exact moment) in cell h + kappa(d) + [s >= x_{h+k+1}];
-  any grouping with exact moments is a mean-preserving contraction.
-  ``pieces``: as in :func:`conv_upper`.
+  any grouping with exact moments is a mean-preserving contraction. ``pieces``:
+  as in :func:`conv_upper`; ``coarsen`` (static): the sum runs on a lattice that
+  many times coarser (:mod:`._lower_coarse`; None: its default; 1: exact O(n^2)).
   """
-  kap, _ = _tables(D, n)
-  o = kap[n - 1]
-  return _run_loops([_lower_parts(A, B, D, n, symmetric, kap, o)], n, pieces)[0], o
+  ex = lambda p, D, n: _lower_exact(p, D, n, pieces)
+  (S,), o = lc.coarse_sums(ex, [(A, B, symmetric)], D, n, out_size(n), coarsen)
+  return S, o
 
 
-def conv_lower_pair(X: LowerLaw, A: LowerLaw, B: LowerLaw, D, n: int, pieces: int = 1):
+def conv_lower_pair(X: LowerLaw, A: LowerLaw, B: LowerLaw, D, n: int, pieces: int = 1,
+                    coarsen: int | None = None):
   """``(X + X, A + B, o)`` in one set of diagonal loops (see conv_upper_pair)."""
-  kap, _ = _tables(D, n)
-  o = kap[n - 1]
-  S, C = _run_loops([_lower_parts(X, X, D, n, True, kap, o),
-                     _lower_parts(A, B, D, n, False, kap, o)], n, pieces)
+  ex = lambda p, D, n: _lower_exact(p, D, n, pieces)
+  (S, C), o = lc.coarse_sums(ex, [(X, X, True), (A, B, False)], D, n, out_size(n), coarsen)
   return S, C, o
 
 

@@ -1,0 +1,111 @@
+"""Certified lower pairwise sums on a coarsened lattice (private; issue 28, item 5).
+
+The lower law of :mod:`._sum_law` (per cell ``[x_j, x_{j+1})`` a mass ``a``
+and a moment ``g`` in units of ``x_j``; ``x_j = exp(u_ref + j D)``) only has
+to be a *mean-preserving contraction* of the true sum (convex order from
+below, sub-probability allowed; :mod:`jaxacct.allocation.pld`, facts 1-3):
+any grouping of atoms whose groups are replaced by their barycentres (exact
+mass and first moment) is valid, and so is dropping mass. This module runs the
+exact O(n^2) barycentric kernel of :func:`._sum_law.conv_lower` on a lattice
+``c`` times coarser, which costs about ``1/c^2`` of the fine sum:
+
+1. *Coarsen* each operand: the ``c`` fine cells ``ck .. ck+c-1`` become one
+   coarse cell ``[x_{ck}, x_{c(k+1)})`` of step ``cD`` holding their total
+   mass and total moment ``sum_l g_{ck+l} r^l`` (``r = e^D``, units of
+   ``x_{ck}``): their barycentre, a contraction (Jensen).
+2. *Sum* the coarse operands with the exact kernel (step ``cD``, ``n/c``
+   cells): every coarse pair sum is accumulated with its exact moment in the
+   coarse cell holding it, a contraction of the sum of the contractions, which
+   is a contraction of the true sum (convex order is preserved by independent
+   sums, fact 2).
+3. *Refine* the output: each coarse output atom (mass ``a``, position
+   ``x_{ck} g / a`` with ``g / a`` in ``[1, r^c)``) is stored unchanged in the
+   fine cell ``ck + l`` that holds it, ``l = floor(ln(g / a) / D)`` clipped to
+   ``[0, c - 1]``, with its moment re-expressed in units of ``x_{ck+l}``
+   (``g / r^l``): the same measure on the fine lattice of the caller (offset
+   ``c o_c`` for the coarse kernel's offset ``o_c``). Atoms past the fine
+   output length (the extreme right edge only) are dropped (a sub-measure).
+
+So the result is a certified lower law, with the same representation as the
+fine kernel's, and positions exact up to rounding: the moment sums and the
+two re-scalings by ``r^l`` add at most about 4 ulp of relative position error
+per level (a log-position shift), far inside the per-level position allowance
+of the float ledger (``eta``, :mod:`jaxacct.allocation.pld`; at least 16 ulp
+per level). Masses are sums of non-negative products as before (relative
+error only). Tightness: a group spans up to ``c`` fine cells instead of one,
+so the second-order collapse error of the lower side grows about ``c^2``-fold
+in the pairwise sums (regridding between levels stays at the fine step);
+measured brackets are in ``tests/test_lower_fft.py``.
+
+``c = 1`` returns the fine kernel's result unchanged (the exact O(n^2) lower,
+kept as the test oracle).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+#: Default coarsening factor of the lower pairwise sums (static).
+COARSEN = 2
+#: Default grids below this (the tests' 256 and 512 knots) are summed at full
+#: resolution: the O(n^2) sum is cheap there, and coarser sums would widen the
+#: bracket (n = 512 at full resolution: 1.006 already, README).
+MIN_COARSE_N = 1024
+
+
+def coarsen_law(law, D, c: int):
+  """``law`` (fields a, g, q0 on n fine cells) merged c cells at a time:
+  n_c = ceil(n / c) coarse cells, moments in units of the coarse cell's left knot."""
+  n = law.a.shape[0]
+  nc = -(-n // c)
+  pad = jnp.zeros(nc * c - n)
+  a = jnp.concatenate([law.a, pad]).reshape(nc, c)
+  g = jnp.concatenate([law.g, pad]).reshape(nc, c)
+  rl = jnp.exp(jnp.arange(c, dtype=jnp.float64) * D)   # r^l, l = 0..c-1
+  return law._replace(a=jnp.sum(a, axis=1), g=jnp.sum(g * rl, axis=1))
+
+
+def refine_law(law, D, c: int, m: int):
+  """Coarse output law (step cD) re-expressed on the fine lattice (step D):
+  length m, element i at fine knot c o_c + i for the coarse offset o_c."""
+  a, g = law.a, law.g
+  pos = a > 0
+  f = jnp.where(pos, g / jnp.where(pos, a, 1.0), 1.0)
+  l = jnp.clip(jnp.floor(jnp.log(f) / D), 0, c - 1)
+  gl = g * jnp.exp(-l * D)
+  lanes = jnp.arange(c, dtype=jnp.float64)
+  hit = l[:, None] == lanes[None, :]                     # (m_c, c) one-hot fine slot
+  fa = jnp.where(hit, a[:, None], 0.0).reshape(-1)
+  fg = jnp.where(hit, gl[:, None], 0.0).reshape(-1)
+  k = fa.shape[0]
+  if k >= m:
+    fa, fg = fa[:m], fg[:m]
+  else:
+    fa = jnp.concatenate([fa, jnp.zeros(m - k)])
+    fg = jnp.concatenate([fg, jnp.zeros(m - k)])
+  return law._replace(a=fa, g=fg)
+
+
+def coarse_sums(exact, pairs, D, n: int, m: int, c: int):
+  """Lower sums ``P + R`` for ``(P, R, symmetric)`` in ``pairs`` on a lattice
+  c times coarser (see the module docstring); returns ``(sums, o)``.
+
+  ``exact(pairs, D, n)`` is the fine O(n^2) kernel, returning ``(sums, o)``
+  with sums of length ``m(n)`` at knot offset ``o``; ``m`` is the fine output
+  length. ``c`` None: :data:`COARSEN` where ``n >= MIN_COARSE_N``, else 1;
+  ``c = 1`` calls ``exact`` unchanged.
+  """
+  c = (COARSEN if n >= MIN_COARSE_N else 1) if c is None else int(c)
+  if c <= 1:
+    return exact(pairs, D, n)
+  seen = {}
+
+  def co(law):   # coarsen each distinct operand once (X + X: the same object)
+    if id(law) not in seen:
+      seen[id(law)] = coarsen_law(law, D, c)
+    return seen[id(law)]
+
+  cpairs = [(co(P), co(R), s) for P, R, s in pairs]
+  nc = -(-n // c)
+  sums, oc = exact(cpairs, c * D, nc)
+  return [refine_law(S, D, c, m) for S in sums], c * oc
