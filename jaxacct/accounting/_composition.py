@@ -364,7 +364,7 @@ def _randomized_response(event, rel, step):
 
   up = jpld.PairPLD(jpld.from_pair(a, b, step=step), jpld.from_pair(b, a, step=step))
   lo = Lazy(lambda: jpld.PairPLD(pairs.dominated_on_grid(a, b, step=step),
-                              pairs.dominated_on_grid(b, a, step=step)))
+                                 pairs.dominated_on_grid(b, a, step=step)))
   return Component(f"randomized_response(p={p:g}, k={k})", up, lo,
                    lower_scope="mechanism")
 
@@ -455,7 +455,7 @@ def _pld_event(event, rel, step):
   if event.lower is not None:
     lo = _pair(event.lower)
     lo = jpld.PairPLD(*[pairs.regrid(p, step) if not p.pessimistic else
-                     _as_optimistic(p, step) for p in lo])
+                        _as_optimistic(p, step) for p in lo])
   return Component(event.name, up, lo,
                    lower_scope="mechanism" if lo is not None else "none")
 
@@ -520,7 +520,7 @@ def _shuffle(event, rel, step):
     rr = "generic" if kind == "generic" else "blanket"
     (a, b), = sh.dominating_pairs(n=n, eps0=eps0, randomizer=rr)
     up = jpld.PairPLD(jpld.from_pair(a, b, step=step, pessimistic=True),
-                   jpld.from_pair(b, a, step=step, pessimistic=True))
+                      jpld.from_pair(b, a, step=step, pessimistic=True))
   else:
     rdp = np.asarray(sh.multinomial.chen_exact_rdp(RDP_ORDERS, n=n, eps0=eps0), np.float64)
     rdp = np.minimum(rdp, eps0)   # and never above the local guarantee
@@ -536,7 +536,7 @@ def _shuffle(event, rel, step):
           best, best_d = (y0, y1), d
       y0, y1 = best
       return jpld.PairPLD(pairs.dominated_on_grid(y0, y1, step=step),
-                       pairs.dominated_on_grid(y1, y0, step=step))
+                          pairs.dominated_on_grid(y1, y0, step=step))
     lo = Lazy(build)
   return Component(label, up, lo, rdp=rdp,
                    lower_scope="mechanism" if lo is not None else "none")

@@ -224,9 +224,9 @@ def from_profile(epsilons, delta_remove, delta_add=None, *, step: float,
   if not np.any(ka):
     loss_a, prob_a, ka = np.zeros(1), np.zeros(1), np.ones(1, bool)
   rem = jpld.from_losses(loss_r[kr], prob_r[kr], step=step, pessimistic=pessimistic,
-                      inf_mass=min(p_inf, 1.0))
+                         inf_mass=min(p_inf, 1.0))
   add = jpld.from_losses(loss_a[ka], prob_a[ka], step=step, pessimistic=pessimistic,
-                      inf_mass=min(q_zero, 1.0))
+                         inf_mass=min(q_zero, 1.0))
   return jpld.PairPLD(rem, add)
 
 
@@ -250,7 +250,7 @@ def epsilon_delta_pair(epsilon: float, delta: float, *, step: float,
                             inf_mass=d)
     return jpld.PairPLD(one, one)
   one = jpld.from_losses(np.array([eps, -eps]), np.array([hi, lo]), step=step,
-                      pessimistic=pessimistic, inf_mass=d)
+                         pessimistic=pessimistic, inf_mass=d)
   return jpld.PairPLD(one, one)
 
 
@@ -330,7 +330,7 @@ def from_cells(log_p, log_q, loss_lo, loss_hi, *, step: float,
   if not np.any(keep):
     L, W, keep = np.zeros(1), np.zeros(1), np.ones(1, bool)
   return jpld.from_losses(L[keep], W[keep], step=step, pessimistic=True,
-                       inf_mass=min(inf_mass, 1.0))
+                          inf_mass=min(inf_mass, 1.0))
 
 
 # --------------------------------------------------------------------------
@@ -429,7 +429,7 @@ def dominated_on_grid(p, q, *, step: float, inf_mass: float = 0.0):
   pv, qv = pv[keep], qv[keep]
   if pv.size == 0:
     return jpld.PLD(jnp.zeros(1, jnp.float64), 0, h,
-                 jnp.asarray(min(inf, 1.0), jnp.float64), False)
+                    jnp.asarray(min(inf, 1.0), jnp.float64), False)
   # Sweeps: ascending ratios (groups aim at the next grid value up; the top
   # group cannot be completed), descending ratios (on the reversed pair; the
   # bottom group cannot), and both towards a light interior atom (only the
@@ -475,4 +475,4 @@ def dominated_on_grid(p, q, *, step: float, inf_mass: float = 0.0):
   probs = np.zeros(int(idx.max()) - lo + 1)
   np.add.at(probs, idx - lo, mass)
   return jpld.PLD(jnp.asarray(probs), lo, h, jnp.asarray(min(inf, 1.0), jnp.float64),
-               False)
+                  False)
