@@ -147,6 +147,7 @@ def allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits=_NBITS):
 
 @functools.partial(jit, static_argnames=("max_order",))
 def _remove_rdp_jit(sigma, t, *, max_order):
+  require_x64("allocation_remove_rdp")
   # the powering loop runs bit_length(max t) times (a traced trip count, so a
   # new t compiles nothing); further rounds would leave the result unchanged
   t = jnp.asarray(t).astype(jnp.int64)
