@@ -7,6 +7,7 @@ expands it to applied updates. Bound: upper.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Optional
 
 import jax
@@ -45,10 +46,14 @@ class _Accountant:
     """float64 array (num_blocks + 1,): eps after b = 0..num_blocks blocks."""
     checks.check_int("num_blocks", num_blocks, min_value=1)
     checks.check_delta(delta)
-    # ensure_compile_time_eval: the hook may be built inside a user's jit/vmap
-    # trace (e.g. a train function that makes its optimizer); the table is
-    # still computed eagerly, once, on concrete numbers.
-    with jax.enable_x64(True), jax.ensure_compile_time_eval():
+    # The hook may be built inside a user's jit trace (e.g. a train function
+    # that makes its optimizer): there ensure_compile_time_eval keeps the
+    # table eager, once, on concrete numbers. Only there: it also evaluates a
+    # kernel's constant subexpressions op by op while the kernel is traced,
+    # one compiled program each (63 instead of 1 for the Poisson RDP).
+    staged = isinstance(jnp.zeros(()), jax.core.Tracer)
+    with jax.enable_x64(True), (jax.ensure_compile_time_eval() if staged
+                                else contextlib.nullcontext()):
       tab = np.array(self._block_table(int(num_blocks), float(delta)), np.float64)
     tab = np.concatenate([[0.0], tab[1:]])
     if tab.shape != (num_blocks + 1,) or np.any(np.isnan(tab)) or np.any(tab < 0):
