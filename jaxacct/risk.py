@@ -82,7 +82,7 @@ from jaxacct._core import progress as _progress
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.solve import search_decreasing_host
-from jaxacct.accounting.views import TradeOff
+from jaxacct.accounting import TradeOff
 from jaxacct.dpsgd import Schedule, schedule
 
 __all__ = ["TradeOff", "Advantage", "tpr_from_plds", "advantage_from_plds", "tpr_at_fpr",

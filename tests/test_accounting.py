@@ -21,7 +21,7 @@ from scipy import stats
 import jaxacct
 from jaxacct import pld as jpld
 from jaxacct.accounting import (NeighboringRelation as NR, PLDAccountant,
-                                UnsupportedEventError, events as ev, pairs)
+                                UnsupportedEventError, events as ev, from_profile, regrid)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -163,8 +163,8 @@ def test_regrid_keeps_the_direction_of_the_bound():
   up = jpld.gaussian(1.0, step=1e-4)
   lo = jpld.gaussian(1.0, step=1e-4, pessimistic=False)
   eps = np.array([0.0, 0.3, 1.0, 2.5])
-  up3 = pairs.regrid(up, 3.7e-4)
-  lo3 = pairs.regrid(lo, 3.7e-4)
+  up3 = regrid(up, 3.7e-4)
+  lo3 = regrid(lo, 3.7e-4)
   assert up3.step == 3.7e-4 and not lo3.pessimistic
   assert np.all(np.asarray(jpld.delta(up3, eps)) >= np.asarray(jpld.delta(up, eps)))
   assert np.all(np.asarray(jpld.delta(lo3, eps)) <= np.asarray(jpld.delta(lo, eps)))
@@ -190,14 +190,15 @@ def test_from_profile_of_the_gaussian_profile():
   sigma, T = 2.0, 8
   eps = np.concatenate([[0.0], np.geomspace(1e-5, 12.0, 2000)])
   d = np.asarray(jaxacct.gaussian_delta(sigma, eps).delta)
-  pair = pairs.from_profile(eps, d, d, step=1e-4)
+  pair = from_profile(eps, d, d, step=1e-4)
   c = jpld.compose(pair.remove, T)
   exact = _gauss_eps(math.sqrt(T) / sigma, 1e-6)
   got = float(jpld.epsilon(c, 1e-6))
   assert exact <= got <= exact + 1e-3      # measured +3.4e-6
   # single point: the (eps, delta) pair
-  one = pairs.from_profile([0.7], [1e-4], step=1e-4)
-  ref = pairs.epsilon_delta_pair(0.7, 1e-4, step=1e-4)
+  one = from_profile([0.7], [1e-4], step=1e-4)
+  # the accountant's (eps, delta) pair (its upper PLD of an EpsilonDeltaDpEvent)
+  ref = PLDAccountant(None, 1e-4).compose(ev.EpsilonDeltaDpEvent(0.7, 1e-4)).composed_plds()[0]
   for e in (0.0, 0.35, 0.7, 1.0):
     assert float(jpld.delta(one.remove, e)) == pytest.approx(
         float(jpld.delta(ref.remove, e)), rel=1e-9, abs=1e-15)
@@ -205,7 +206,8 @@ def test_from_profile_of_the_gaussian_profile():
 
 def test_dominated_on_grid_is_second_order():
   # exact Gaussian lower PLD vs rounding down: 1000-fold composition
-  lo = jaxacct.accounting.mechanisms.gaussian_lower(30.0, step=1e-4)
+  # the accountant's lower (dominated) PLD of one Gaussian mechanism
+  lo = PLDAccountant(None, 1e-4).compose(ev.GaussianDpEvent(30.0)).composed_plds()[1].remove
   c = jpld.compose(lo, 1000)
   exact = _gauss_eps(math.sqrt(1000) / 30.0, 1e-5)
   got = float(jpld.epsilon(c, 1e-5))
@@ -281,7 +283,7 @@ def test_zcdp_event():
   sigma = 3.0
   acc = PLDAccountant().compose(ev.ZCDpEvent(0.5 / sigma**2), 4)
   exact = _gauss_eps(2.0 / sigma, 1e-6)
-  orders = jaxacct.accounting.composition.RDP_ORDERS
+  orders = np.arange(2, 257, dtype=np.float64)   # the accountant's RDP fallback orders
   rdp_eps = float(jaxacct.rdp_to_epsilon(orders, 4 * orders / (2 * sigma**2), 1e-6).epsilon)
   # (measured: rdp_eps + 3.9e-6, the profile grid term; exact is 0.39 lower)
   assert exact <= acc.get_epsilon(1e-6) <= rdp_eps + 1e-4

@@ -485,3 +485,21 @@ def test_decomposition_pld_matches_digest_fig2():
     e = bounds.decomposition_pld_epsilon(sigma=s, num_steps=t, delta=1e-10).epsilon
     assert abs(e - v) < 2e-3, (t, s, e)
     assert e <= bounds.decomposition_epsilon(sigma=s, num_steps=t, delta=1e-10).epsilon
+
+
+def test_rdp_doors_are_one_jit_each_and_new_values_compile_nothing(compile_counter):
+  # the doors are dtype.dispatch over one module-level jit each: the add
+  # upper bound was 8 eager ops (8 programs), the moments door a jit plus
+  # eager conversions; a new value in the same shape compiles nothing
+  lm = np.arange(9) * (np.arange(9) - 1) / 2.0
+  with compile_counter as c:
+    r1 = rdp.allocation_add_rdp_upper([2.0, 3.5], sigma=1.0, num_steps=10)
+    rdp.allocation_remove_rdp_from_moments(lm, num_steps=50)
+    rdp.allocation_remove_rdp(sigma=1.0, num_steps=10, max_order=8)
+  assert c.count <= 3
+  np.testing.assert_allclose(r1, [2.0 / 20 + 0.9 / 2, 3.5 / 20 + 0.9 / 2], rtol=1e-15)
+  with compile_counter as c:
+    rdp.allocation_add_rdp_upper([2.0, 3.5], sigma=0.7, num_steps=1000)
+    rdp.allocation_remove_rdp_from_moments(lm * 1.5, num_steps=7)
+    rdp.allocation_remove_rdp(sigma=2.5, num_steps=100_000, max_order=8)
+  assert c.count == 0

@@ -14,16 +14,13 @@ PLD engine, with jaxacct's events for what dp_accounting cannot express
     acc.compose(ev.ShuffleDpEvent(n=1000, eps0=1.0), 10)
     r = acc.get_epsilon_bounds(1e-6)      # r.epsilon (upper), r.lower
 
-Modules: :mod:`~jaxacct.accounting.events` (event types),
-:mod:`~jaxacct.accounting.accountant` (the accountant),
-:mod:`~jaxacct.accounting.composition` (events -> PLD pairs, composition),
-:mod:`~jaxacct.accounting.extra` and :mod:`~jaxacct.accounting.mixtures`
-(dp_accounting 0.6.0's newer events: discrete Laplace, mixtures of
-Gaussians, truncated Poisson sampling, sampling with replacement, tree
-aggregation),
-:mod:`~jaxacct.accounting.pairs` (pair constructors: regrid, profile ->
-pair, cell masses), :mod:`~jaxacct.accounting.views` (TPR at FPR, mu-GDP),
-:mod:`~jaxacct.accounting.state` (JSON state).
+Modules: :mod:`~jaxacct.accounting.events` (event types); the accountant,
+the event -> PLD-pair builders, the pair constructors (``regrid``,
+``from_profile``), the TPR / mu-GDP views and the JSON state live in private
+modules and are re-exported here; :mod:`~jaxacct.accounting.mixtures` and
+:mod:`~jaxacct.accounting.fixed_size` hold dp_accounting 0.6.0's newer
+events (mixtures of Gaussians, truncated Poisson sampling, sampling with and
+without replacement).
 """
 
 from typing import TYPE_CHECKING
@@ -36,23 +33,23 @@ from jaxacct._core.lazy import lazy_exports as _lazy_exports
 _LAZY = {
     "events": ("jaxacct.accounting.events", None),
     "HAS_DP_ACCOUNTING": ("jaxacct.accounting._optional", "HAS_DP_ACCOUNTING"),
-    "NeighboringRelation": ("jaxacct.accounting.accountant", "NeighboringRelation"),
-    "PLDAccountant": ("jaxacct.accounting.accountant", "PLDAccountant"),
-    "UnsupportedEventError": ("jaxacct.accounting.accountant", "UnsupportedEventError"),
-    "from_profile": ("jaxacct.accounting.pairs", "from_profile"),
-    "regrid": ("jaxacct.accounting.pairs", "regrid"),
-    "GDPResult": ("jaxacct.accounting.views", "GDPResult"),
-    "TradeOff": ("jaxacct.accounting.views", "TradeOff"),
-    "gaussian_tpr": ("jaxacct.accounting.views", "gaussian_tpr"),
+    "NeighboringRelation": ("jaxacct.accounting._accountant", "NeighboringRelation"),
+    "PLDAccountant": ("jaxacct.accounting._accountant", "PLDAccountant"),
+    "UnsupportedEventError": ("jaxacct.accounting._accountant", "UnsupportedEventError"),
+    "from_profile": ("jaxacct.accounting._pairs", "from_profile"),
+    "regrid": ("jaxacct.accounting._pairs", "regrid"),
+    "GDPResult": ("jaxacct.accounting._views", "GDPResult"),
+    "TradeOff": ("jaxacct.accounting._views", "TradeOff"),
+    "gaussian_tpr": ("jaxacct.accounting._views", "gaussian_tpr"),
 }
 
 if TYPE_CHECKING:
   from jaxacct.accounting import events
   from jaxacct.accounting._optional import HAS_DP_ACCOUNTING
-  from jaxacct.accounting.accountant import (NeighboringRelation, PLDAccountant,
-                                             UnsupportedEventError)
-  from jaxacct.accounting.pairs import from_profile, regrid
-  from jaxacct.accounting.views import GDPResult, TradeOff, gaussian_tpr
+  from jaxacct.accounting._accountant import (NeighboringRelation, PLDAccountant,
+                                              UnsupportedEventError)
+  from jaxacct.accounting._pairs import from_profile, regrid
+  from jaxacct.accounting._views import GDPResult, TradeOff, gaussian_tpr
 
 __all__ = ["PLDAccountant", "NeighboringRelation", "UnsupportedEventError",
            "events", "HAS_DP_ACCOUNTING", "regrid", "from_profile",

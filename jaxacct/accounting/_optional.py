@@ -17,12 +17,6 @@ import dataclasses
 import enum
 from typing import Any, List, NamedTuple, Optional, Sequence
 
-__all__ = [
-    "HAS_DP_ACCOUNTING", "DpEvent", "PrivacyAccountantBase",
-    "NeighboringRelation", "UnsupportedEventError", "CompositionErrorDetails",
-    "DpEventBuilder", "STANDARD_EVENTS", "standard_event",
-]
-
 try:  # pragma: no cover - which branch runs depends on the environment
   from dp_accounting import dp_event as _dpe
   from dp_accounting import dp_event_builder as _dpb

@@ -34,10 +34,11 @@ field) and do no accounting.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional, Union
+from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 
+from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct.accounting import _optional
 from jaxacct.accounting._optional import DpEvent
@@ -51,7 +52,7 @@ __all__ = [
     "NonPrivateDpEvent", "UnsupportedDpEvent", "RandomizedResponseDpEvent",
     "ZCDpEvent", "DiscreteLaplaceDpEvent", "MixtureOfGaussiansDpEvent",
     "TruncatedSubsampledGaussianDpEvent", "SingleEpochTreeAggregationDpEvent",
-    "RepeatAndSelectDpEvent", "JAXACCT_EVENTS",
+    "RepeatAndSelectDpEvent",
 ]
 
 # dp_accounting's own event classes (or stand-ins when it is not installed).
@@ -82,10 +83,9 @@ class _JaxacctEvent(DpEvent):
     which turns a ``str`` into the text of a list of characters but a
     ``bytes`` back into the same bytes (the events decode them).
     """
-    from typing import NamedTuple as _NT
     cls = type(self)
     names = [f.name for f in dataclasses.fields(self)]
-    nt = _NT(f"_{cls.__name__}NamedTupleWrapper",
+    nt = NamedTuple(f"_{cls.__name__}NamedTupleWrapper",
              [("module_name", str), ("class_name", str)]
              + [(n, Any) for n in names])
 
@@ -108,7 +108,6 @@ def _decode_bytes(event, *names):
 
 
 def _is_pld_like(x) -> bool:
-  from jaxacct import pld as jpld
   if isinstance(x, (jpld.PLD, jpld.PairPLD)):
     return True
   return (isinstance(x, tuple) and len(x) == 2
@@ -288,7 +287,6 @@ class PLDDpEvent(_JaxacctEvent):
   name: str = "pld"
 
   def __post_init__(self):
-    from jaxacct import pld as jpld
     for fld, need in (("upper", True), ("lower", False)):
       v = getattr(self, fld)
       if v is None and not need:
@@ -313,7 +311,3 @@ def _check_number(name, value):
     float(value)
   except (TypeError, ValueError):
     raise ValueError(f"{name} must be a real scalar; got {value!r}.") from None
-
-
-JAXACCT_EVENTS = (RandomAllocationDpEvent, ShuffleDpEvent,
-                  ShuffledCheckInDpEvent, EpsilonDeltaDpEvent, PLDDpEvent)

@@ -110,7 +110,7 @@ from scipy import stats
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
-from jaxacct.accounting import mechanisms as mech
+from jaxacct.accounting import _mechanisms as mech
 
 __all__ = ["symmetrize", "draw_count_law", "without_replacement_pair",
            "with_replacement_pair", "adaptive_lower_delta", "TAIL"]

@@ -52,7 +52,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
       "jaxacct.accounting.jax_privacy needs jax_privacy: "
       "pip install 'jaxacct[test]' or pip install jax-privacy==2.0.0") from err
 
-from jaxacct.accounting import accountant as _accountant
+from jaxacct.accounting import _accountant
 from jaxacct.accounting import events as _events
 
 __all__ = ["JaxacctPldAccountantConfig", "balls_in_bins_event"]

@@ -29,8 +29,8 @@ import numpy as np
 from scipy import special, stats
 
 from jaxacct._core.dtype import x64_boundary
-from jaxacct.accounting import mechanisms as mech
-from jaxacct.accounting.pairs import dominated_on_grid, from_cells
+from jaxacct.accounting import _mechanisms as mech
+from jaxacct.accounting._pairs import dominated_on_grid, from_cells
 
 __all__ = ["discrete_laplace", "mixture_of_gaussians", "mixture",
            "truncated_poisson_gaussian", "truncation_probabilities",

@@ -44,7 +44,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.logmath import log_expm1, logsumexp
 from jaxacct._core.solve import newton
 from jaxacct._core.compiled import jit
@@ -164,10 +164,17 @@ def allocation_add_rdp_kernel(sigma, t, orders, num_outer=4096, num_inner=2048):
   return out.reshape(shape + orders.shape)
 
 
-@x64_boundary
 @functools.partial(jit, static_argnames=("num_outer", "num_inner"))
 def _add_rdp_jit(sigma, t, orders, *, num_outer, num_inner):
   return allocation_add_rdp_kernel(sigma, t, orders, num_outer, num_inner)
+
+
+def _check_add_rdp(orders, sigma, num_steps):
+  checks.check_orders(orders)
+  if np.any(np.asarray(orders) <= 1.0):
+    raise ValueError(f"orders must be > 1; got {np.min(orders)}.")
+  checks.check_positive("sigma", sigma)
+  checks.check_int("num_steps", num_steps, min_value=1, max_value=2**31 - 1)
 
 
 def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
@@ -207,13 +214,6 @@ def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
   checks.check_int("num_inner", num_inner, min_value=2, max_value=2**24)
   if orders is None:
     orders = np.arange(2, int(max_order) + 1, dtype=np.float64)
-  if checks.is_concrete((sigma, num_steps, orders)):
-    checks.check_orders(orders)
-    if np.any(np.asarray(orders) <= 1.0):
-      raise ValueError(f"orders must be > 1; got {np.min(orders)}.")
-    checks.check_positive("sigma", sigma)
-    checks.check_int("num_steps", num_steps, min_value=1, max_value=2**31 - 1)
-    return _add_rdp_jit(
-        np.asarray(sigma, np.float64), np.asarray(num_steps, np.float64),
-        np.asarray(orders, np.float64), num_outer=int(num_outer), num_inner=int(num_inner))
-  return allocation_add_rdp_kernel(sigma, num_steps, orders, num_outer, num_inner)
+  return dispatch(functools.partial(_add_rdp_jit, num_outer=int(num_outer),
+                                    num_inner=int(num_inner)),
+                  (sigma, num_steps, orders), lambda: _check_add_rdp(orders, sigma, num_steps))

@@ -30,11 +30,12 @@ Every ``*_epsilon`` returns an :class:`~jaxacct.EpsilonResult` and every
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct import pld as jpld
 from jaxacct._core import checks
+from jaxacct._core.compiled import jit
 from jaxacct._core.conversion import rdp_to_delta_kernel, rdp_to_epsilon_kernel
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_epsilon_kernel, gaussian_log_delta
@@ -42,7 +43,6 @@ from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct._core.solve import bisect, first_feasible_on_ladder_host
 from jaxacct._core.subsampled_gaussian import poisson_gaussian_rdp
-from jaxacct._core.compiled import jit
 
 
 def split_rounds(num_steps, num_selected, num_epochs):
@@ -282,7 +282,6 @@ def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both", num_
   bound="upper")``, ``epsilon`` a ``np.float64``. Bound: upper (as the PLD
   is).
   """
-  from jaxacct import pld as _pld
   check_scheme(sigma, num_steps, num_selected, num_epochs)
   checks.check_delta(delta)
   checks.check_direction(direction)
@@ -298,16 +297,16 @@ def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both", num_
                          bound="upper")
   t = int(num_steps)
   g = decomposition_gamma(t)
-  pair = _pld.poisson_gaussian_composed(sigma=float(sigma), q=1.0 / t, num_steps=t)
+  pair = jpld.poisson_gaussian_composed(sigma=float(sigma), q=1.0 / t, num_steps=t)
   out = []
   if direction in ("remove", "both"):
-    e_p = float(_pld.epsilon(pair.remove, delta / g))
+    e_p = float(jpld.epsilon(pair.remove, delta / g))
     out.append(float(np.log1p(g * np.expm1(e_p))) if np.isfinite(e_p) else np.inf)
   if direction in ("add", "both"):
     def bound(eps):
       eps = np.asarray(eps, np.float64)
       e_tilde = -np.log1p(np.expm1(-eps) / g)
-      d = np.asarray(_pld.delta(pair.add, jnp.asarray(e_tilde)))
+      d = np.asarray(jpld.delta(pair.add, jnp.asarray(e_tilde)))
       return np.minimum(1.0, (1.0 + np.exp(eps) * (g - 1.0)) * d)
     if bound(0.0) <= delta:
       out.append(0.0)
@@ -362,7 +361,6 @@ def decomposition_round_plds(*, sigma, num_steps, step=None):
   the loss map of :func:`decomposition_pld_epsilon`; pessimistic
   (connect-the-dots) re-gridding. ``nu``: clipped negative mass (add).
   """
-  from jaxacct import pld as _pld
   checks.check_positive("sigma", sigma)
   checks.check_int("num_steps", num_steps, min_value=2)
   if step is not None:
@@ -370,30 +368,29 @@ def decomposition_round_plds(*, sigma, num_steps, step=None):
   t = int(num_steps)
   g = decomposition_gamma(t)
   if step is None:
-    step = _pld.default_step(sigma=float(sigma), q=1.0 / t, num_steps=t)
-  pair = _pld.poisson_gaussian_composed(sigma=float(sigma), q=1.0 / t, num_steps=t, step=step)
+    step = jpld.default_step(sigma=float(sigma), q=1.0 / t, num_steps=t)
+  pair = jpld.poisson_gaussian_composed(sigma=float(sigma), q=1.0 / t, num_steps=t, step=step)
   out = []
   nu = 0.0
   for d, src in (("remove", pair.remove), ("add", pair.add)):
     ls, ps, inf, n_ = _conditioned_pld(src, g, d)
-    out.append(_pld.from_losses(ls, ps, step=float(step), pessimistic=True, inf_mass=inf))
+    out.append(jpld.from_losses(ls, ps, step=float(step), pessimistic=True, inf_mass=inf))
     nu = max(nu, n_)
   return out[0], out[1], nu
 
 
 def _composed_decomp_eps(sigma, t, m, delta, dirs, step=None):
-  from jaxacct import pld as _pld
   rem, add, nu = decomposition_round_plds(sigma=sigma, num_steps=t, step=step)
   out = []
   for d in dirs:
-    c = _pld.compose(rem if d == "remove" else add, int(m))
+    c = jpld.compose(rem if d == "remove" else add, int(m))
     if d == "remove":
-      out.append(float(_pld.epsilon(c, delta)))
+      out.append(float(jpld.epsilon(c, delta)))
       continue
     # add: delta_true(eps) <= delta_pld(eps) + e^eps m nu (1+nu)^(m-1)
     slack = m * nu * (1.0 + nu) ** (m - 1)
-    e = float(_pld.epsilon(c, delta * (1.0 - 1e-6))) if slack < delta else np.inf
+    e = float(jpld.epsilon(c, delta * (1.0 - 1e-6))) if slack < delta else np.inf
     out.append(first_feasible_on_ladder_host(
-        lambda x, c=c, slack=slack: float(_pld.delta(c, x)) + np.exp(x) * slack <= delta,
+        lambda x, c=c, slack=slack: float(jpld.delta(c, x)) + np.exp(x) * slack <= delta,
         e, factor=1.001, shift=1e-9, max_steps=50))
   return max(out)

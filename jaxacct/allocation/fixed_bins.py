@@ -90,16 +90,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
+from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
 
 __all__ = ["equivalent_sigma", "self_composed", "fixed_bins_pld_epsilon",
-           "fixed_bins_pld_delta", "SAMPLER_NOTE"]
-
-SAMPLER_NOTE = ("fresh_each_epoch=True: a new k-of-t set per example every epoch "
-                "(jaxacct.sampling.BallsInBinsSampler, the default). "
-                "fresh_each_epoch=False: the set is drawn once and reused every epoch "
-                "(jax_privacy 2.0 BallsInBinsSampling(iterations=t*E, cycle_length=t)).")
+           "fixed_bins_pld_delta"]
 
 _COMPOSE_TAIL = 1e-30
 
@@ -119,7 +116,6 @@ def equivalent_sigma(sigma, num_epochs):
 
 
 def _compose(pld, E):
-  from jaxacct import pld as jpld
   if isinstance(pld, jpld.PairPLD):
     return jpld.PairPLD(_compose(pld.remove, E), _compose(pld.add, E))
   if isinstance(pld, jpld.PLD):
@@ -153,7 +149,6 @@ def self_composed(mechanism, num_epochs, *, scale=None, step: float = 1e-4):
 
   Bound: upper element dominates (P^E, Q^E); lower element is dominated.
   """
-  from jaxacct import pld as jpld
   checks.check_int("num_epochs", num_epochs, min_value=1)
   checks.check_positive("step", step)
   if scale is not None:
@@ -243,7 +238,6 @@ def fixed_bins_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
     >>> round(float(r.upper), 2)   # fresh draws would give 1.18
     4.66
   """
-  from jaxacct.allocation.pld import allocation_pld_epsilon
   s, mech = _route(sigma, num_epochs, mechanism, laplace_step)
   return allocation_pld_epsilon(sigma=s, delta=delta, num_steps=num_steps,
                                 num_selected=num_selected, num_epochs=1,
@@ -266,7 +260,6 @@ def fixed_bins_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_
 
   Bound: upper and lower.
   """
-  from jaxacct.allocation.pld import allocation_pld_delta
   s, mech = _route(sigma, num_epochs, mechanism, laplace_step)
   return allocation_pld_delta(sigma=s, epsilon=epsilon, num_steps=num_steps,
                               num_selected=num_selected, num_epochs=1,

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from typing import Any, NamedTuple
 
 import jax
@@ -447,7 +448,7 @@ def _true_setup(sigma, num_steps, num_selected, num_epochs, direction, num_sampl
     raise ValueError("true-allocation Monte Carlo takes scalar sigma and num_steps.")
   if int(num_selected) > 64:
     raise ValueError(f"num_selected must be <= 64 here; got {num_selected}.")
-  from scipy.stats import norm
+  from scipy.stats import norm   # here: scipy loads with the true-allocation estimators only
   return (float(sigma), int(num_steps), int(num_selected), int(num_epochs),
           direction == "remove", float(norm.ppf(0.5 + confidence / 2.0)))
 
@@ -492,7 +493,6 @@ def true_allocation_delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected
 
   Bound: estimate (``lower``: lower with probability >= 1 - beta).
   """
-  import time
   t0 = time.perf_counter()
   s, t, k, E, remove, z = _true_setup(sigma, num_steps, num_selected, num_epochs, direction,
                                       num_samples, batch_size, confidence, beta)
@@ -548,7 +548,6 @@ def true_allocation_epsilon_monte_carlo(*, sigma, num_steps, delta, num_selected
 
   Bound: estimate (``lower``: lower with probability >= 1 - beta).
   """
-  import time
   t0 = time.perf_counter()
   s, t, k, E, remove, z = _true_setup(sigma, num_steps, num_selected, num_epochs, direction,
                                       num_samples, batch_size, confidence, beta)

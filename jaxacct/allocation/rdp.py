@@ -40,7 +40,7 @@ from jax.scipy.special import gammaln
 
 from jaxacct._core import checks
 from jaxacct._core.batching import map_blocks
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.logmath import logsumexp
 from jaxacct._core.compiled import jit
 
@@ -126,13 +126,6 @@ def _gaussian_log_moments(sigma, A):
   return j * (j - 1.0) / (2.0 * sigma**2)
 
 
-@x64_boundary
-@functools.partial(jit, static_argnames=("max_order",))
-def _allocation_gaussian_rdp_jit(sigma, t, nbits, *, max_order):
-  # nbits traced (the powering loop's trip count): a new t compiles nothing
-  return allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits)
-
-
 def allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits=_NBITS):
   """Jittable kernel; ``nbits`` (an int, or a traced int scalar) must satisfy t < 2**nbits."""
   require_x64("allocation_rdp")
@@ -150,6 +143,16 @@ def allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits=_NBITS):
 
   out = map_blocks(one, (flat_s, flat_t), batch_size=64)
   return out.reshape(sigma.shape + (max_order - 1,))
+
+
+@functools.partial(jit, static_argnames=("max_order",))
+def _remove_rdp_jit(sigma, t, *, max_order):
+  require_x64("allocation_remove_rdp")
+  # the powering loop runs bit_length(max t) times (a traced trip count, so a
+  # new t compiles nothing); further rounds would leave the result unchanged
+  t = jnp.asarray(t).astype(jnp.int64)
+  nbits = jnp.max(64 - jax.lax.clz(jnp.maximum(t, 1)))
+  return allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits)
 
 
 def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64):
@@ -176,21 +179,28 @@ def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64):
     True
   """
   checks.check_int("max_order", max_order, min_value=2, max_value=4096)
-  if checks.is_concrete((sigma, num_steps)):
-    checks.check_positive("sigma", sigma)
-    checks.check_int("num_steps", num_steps, min_value=1, max_value=2**31 - 1)
-    return _allocation_gaussian_rdp_jit(
-        sigma, np.asarray(num_steps, np.int64),
-        np.asarray(int(np.max(num_steps)).bit_length(), np.int32), max_order=int(max_order))
-  return allocation_gaussian_rdp_kernel(sigma, num_steps, int(max_order))
+  return dispatch(functools.partial(_remove_rdp_jit, max_order=int(max_order)),
+                  (sigma, num_steps),
+                  lambda: (checks.check_positive("sigma", sigma),
+                           checks.check_int("num_steps", num_steps, min_value=1,
+                                            max_value=2**31 - 1)))
 
 
-@x64_boundary
 @jit
-def _rdp_from_log_moments_eager(log_moments, num_steps):
-  """Eager (concrete-input) entry of :func:`_rdp_from_log_moments`: one module-level jit."""
-  return _rdp_from_log_moments(jnp.asarray(log_moments),
-                               jnp.asarray(num_steps, jnp.int64))
+def _from_moments_jit(log_moments, num_steps):
+  require_x64("allocation_remove_rdp_from_moments")
+  return _rdp_from_log_moments(jnp.asarray(log_moments, jnp.float64),
+                               jnp.asarray(num_steps).astype(jnp.int64))
+
+
+def _check_log_moments(log_moments, num_steps):
+  checks.check_not_text("log_moments", log_moments)
+  checks.check_int("num_steps", num_steps, min_value=1, max_value=2**31 - 1)
+  lm = np.asarray(log_moments, dtype=np.float64)
+  if lm.shape[-1] < 3:
+    raise ValueError(f"log_moments must have length >= 3 (orders 0..A, A >= 2); got {lm.shape[-1]}.")
+  if not np.allclose(lm[..., :2], 0.0):
+    raise ValueError("log_moments[..., 0] and [..., 1] must be 0 (m_0 = m_1 = 1).")
 
 
 def allocation_remove_rdp_from_moments(log_moments, *, num_steps):
@@ -210,18 +220,8 @@ def allocation_remove_rdp_from_moments(log_moments, *, num_steps):
   Bound: exact given exact moments (upper bound given upper bounds on them,
   since the coefficients are increasing in every m_j).
   """
-  if checks.is_concrete(log_moments):
-    checks.check_not_text("log_moments", log_moments)
-  lm = np.asarray(log_moments, dtype=np.float64) if checks.is_concrete(log_moments) else log_moments
-  if checks.is_concrete((log_moments, num_steps)):
-    checks.check_int("num_steps", num_steps, min_value=1, max_value=2**31 - 1)
-    if lm.shape[-1] < 3:
-      raise ValueError(f"log_moments must have length >= 3 (orders 0..A, A >= 2); got {lm.shape[-1]}.")
-    if not np.allclose(lm[..., :2], 0.0):
-      raise ValueError("log_moments[..., 0] and [..., 1] must be 0 (m_0 = m_1 = 1).")
-    return _rdp_from_log_moments_eager(lm, num_steps)
-  require_x64("allocation_remove_rdp_from_moments")
-  return _rdp_from_log_moments(log_moments, num_steps)
+  return dispatch(_from_moments_jit, (log_moments, num_steps),
+                  lambda: _check_log_moments(log_moments, num_steps))
 
 
 def allocation_add_rdp_upper(orders, *, sigma, num_steps):
@@ -238,20 +238,15 @@ def allocation_add_rdp_upper(orders, *, sigma, num_steps):
   ``jaxacct.allocation.bounds.direct_add_delta`` is the same bound without
   the RDP conversion loss).
   """
-  if checks.is_concrete((orders, sigma, num_steps)):
-    checks.check_orders(orders)
-    checks.check_positive("sigma", sigma)
-    checks.check_int("num_steps", num_steps, min_value=1)
-    return _add_rdp_eager(orders, sigma, num_steps)
-  return _add_rdp(orders, sigma, num_steps)
+  return dispatch(_add_rdp_upper_jit, (orders, sigma, num_steps),
+                  lambda: (checks.check_orders(orders), checks.check_positive("sigma", sigma),
+                           checks.check_int("num_steps", num_steps, min_value=1)))
 
 
-def _add_rdp(orders, sigma, t):
+@jit
+def _add_rdp_upper_jit(orders, sigma, t):
   require_x64("allocation_add_rdp_upper")
   a = jnp.asarray(orders, jnp.float64)
   s = jnp.asarray(sigma, jnp.float64)[..., None]
   t = jnp.asarray(t, jnp.float64)[..., None]
   return a / (2 * t * s**2) + (1 - 1 / t) / (2 * s**2)
-
-
-_add_rdp_eager = x64_boundary(_add_rdp)   # concrete input: float64 on, eagerly

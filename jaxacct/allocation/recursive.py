@@ -75,16 +75,17 @@ from __future__ import annotations
 import functools
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct import pld as jpld
 from jaxacct._core import checks
+from jaxacct._core.compiled import jit
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct.allocation import bounds
-from jaxacct._core.compiled import jit
+from jaxacct.allocation import pld as apld
 
 __all__ = ["truncated_poisson_epsilon", "truncated_poisson_delta", "truncated_poisson_rate",
            "recursive_epsilon", "recursive_delta", "recursive_tail",
@@ -99,24 +100,21 @@ _TAIL_MASS = 1e-16
 
 @functools.lru_cache(maxsize=64)
 def _poisson_pld(sigma: float, q: float, n: int, direction: str, step):
-  from jaxacct import pld as _pld
   if step is None:
-    step = _pld.default_step(sigma=sigma, q=q, num_steps=n)
-  one = _pld.poisson_gaussian(sigma, q, direction=direction, step=step)
-  return _pld.compose(_pld.truncate(one, min(_pld.DEFAULT_TAIL_MASS, _TAIL_MASS / n)), n)
+    step = jpld.default_step(sigma=sigma, q=q, num_steps=n)
+  one = jpld.poisson_gaussian(sigma, q, direction=direction, step=step)
+  return jpld.compose(jpld.truncate(one, min(jpld.DEFAULT_TAIL_MASS, _TAIL_MASS / n)), n)
 
 
 def _poisson_eps(sigma, q, n, delta, direction, step=None):
-  from jaxacct import pld as _pld
   if delta <= 0:
     return math.inf
-  return float(_pld.epsilon(_poisson_pld(float(sigma), float(q), int(n), direction, step),
+  return float(jpld.epsilon(_poisson_pld(float(sigma), float(q), int(n), direction, step),
                             float(delta)))
 
 
 def _poisson_delta(sigma, q, n, eps, direction, step=None):
-  from jaxacct import pld as _pld
-  return float(_pld.delta(_poisson_pld(float(sigma), float(q), int(n), direction, step),
+  return float(jpld.delta(_poisson_pld(float(sigma), float(q), int(n), direction, step),
                           float(eps)))
 
 
@@ -154,7 +152,6 @@ def _eps0_jit(sigma, delta0):
   return gaussian_epsilon_kernel(sigma, delta0)
 
 
-@x64_boundary
 def _eps0(sigma, delta0):
   return np.asarray(_eps0_jit(jnp.asarray(sigma, jnp.float64), jnp.asarray(delta0, jnp.float64)))
 
@@ -314,20 +311,16 @@ def truncated_poisson_delta(*, sigma, num_steps, epsilon, num_selected=1, num_ep
 
 @functools.lru_cache(maxsize=32)
 def _pld_laws(sigma: float, t: int):
-  from jaxacct.allocation import pld as _apld
-  return _apld.allocation_pld_laws(sigma, t)
+  return apld.allocation_pld_laws(sigma, t)
 
 
-@x64_boundary
 def _pld_add_upper(sigma, t, eps_grid):
   """Certified add-direction delta upper bound of 1-of-t allocation
   (``allocation.pld`` laws computed once, evaluated on the whole grid)."""
-  from jaxacct.allocation import pld as _apld
   F = _pld_laws(float(sigma), int(t))
-  return np.asarray(_apld.delta_one(F, jnp.asarray(eps_grid, jnp.float64), 1), np.float64)
+  return np.asarray(apld.delta_one(F, jnp.asarray(eps_grid, jnp.float64), 1), np.float64)
 
 
-@x64_boundary
 def _add_profile(sigma, t, eps_grid, bootstrap):
   """Upper bound on the add-direction delta of one 1-of-t round on a grid of eps."""
   eps_grid = np.asarray(eps_grid, np.float64)

@@ -93,27 +93,27 @@ from jaxacct._core.lazy import lazy_exports as _lazy_exports
 # Imported on first access (PEP 562): optax loads with the hook
 # (``track_privacy`` and its helpers), not with the accountants.
 _LAZY = {
-    **{n: ("jaxacct.tracking.accountants", n)
+    **{n: ("jaxacct.tracking._accountants", n)
        for n in ("AllocationAccountant", "EpsilonTableAccountant", "EventAccountant",
                  "GaussianAccountant", "PoissonAccountant", "RDPAccountant",
                  "ShuffleAccountant", "epsilon_table")},
     **{n: ("jaxacct.tracking.calibration", n) for n in ("Calibration", "calibrate_noise")},
-    **{n: ("jaxacct.tracking.hook", n)
+    **{n: ("jaxacct.tracking._hook", n)
        for n in ("PrivacyBudgetExceeded", "PrivacyScheduleChanged", "PrivacyTrackerState",
                  "clip_and_sum", "gaussian_noise", "privacy_spent", "track_privacy")},
-    **{n: ("jaxacct.tracking.aggregate", n) for n in ("DPAggregateState", "dp_aggregate")},
+    **{n: ("jaxacct.tracking._aggregate", n) for n in ("DPAggregateState", "dp_aggregate")},
 }
 
 if TYPE_CHECKING:
-  from jaxacct.tracking.accountants import (AllocationAccountant, EpsilonTableAccountant,
-                                            EventAccountant, GaussianAccountant,
-                                            PoissonAccountant, RDPAccountant,
-                                            ShuffleAccountant, epsilon_table)
+  from jaxacct.tracking._accountants import (AllocationAccountant, EpsilonTableAccountant,
+                                             EventAccountant, GaussianAccountant,
+                                             PoissonAccountant, RDPAccountant,
+                                             ShuffleAccountant, epsilon_table)
   from jaxacct.tracking.calibration import Calibration, calibrate_noise
-  from jaxacct.tracking.aggregate import DPAggregateState, dp_aggregate
-  from jaxacct.tracking.hook import (PrivacyBudgetExceeded, PrivacyScheduleChanged,
-                                     PrivacyTrackerState, clip_and_sum, gaussian_noise,
-                                     privacy_spent, track_privacy)
+  from jaxacct.tracking._aggregate import DPAggregateState, dp_aggregate
+  from jaxacct.tracking._hook import (PrivacyBudgetExceeded, PrivacyScheduleChanged,
+                                      PrivacyTrackerState, clip_and_sum, gaussian_noise,
+                                      privacy_spent, track_privacy)
 
 __all__ = [
     "PrivacyTrackerState", "PrivacyBudgetExceeded", "PrivacyScheduleChanged",

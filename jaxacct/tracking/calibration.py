@@ -17,8 +17,8 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core.solve import bisect, require_feasible
-from jaxacct.tracking.accountants import (AllocationAccountant, GaussianAccountant,
-                                          PoissonAccountant, epsilon_table, rdp_table)
+from jaxacct.tracking._accountants import (AllocationAccountant, GaussianAccountant,
+                                           PoissonAccountant, epsilon_table, rdp_table)
 from jaxacct._core.compiled import jit
 
 __all__ = ["Calibration", "calibrate_noise"]

@@ -18,9 +18,7 @@ import numpy as np
 import optax
 
 from jaxacct._core import checks
-from jaxacct.tracking.hook import PrivacyScheduleChanged
-
-__all__ = ["DPAggregateState", "dp_aggregate"]
+from jaxacct.tracking._hook import PrivacyScheduleChanged, host_flag_set
 
 
 class DPAggregateState(NamedTuple):
@@ -45,7 +43,7 @@ def _fingerprint(*values) -> int:
 
 def _concrete_number(name, x):
   checks.check_not_text(name, x)
-  if x is None or isinstance(x, bool) or not checks.is_concrete(x) or np.ndim(x) != 0:
+  if x is None or isinstance(x, (bool, jax.core.Tracer)) or np.ndim(x) != 0:
     raise ValueError(f"{name} must be a concrete scalar (a Python or NumPy number fixed "
                      "before training, not a traced or per-step value: a schedule that "
                      f"changes mid-run is not what the accountant analyses); got {x!r}.")
@@ -139,7 +137,7 @@ def dp_aggregate(*, l2_norm_clip: float, noise_multiplier: float,
   def update_fn(updates, state, params=None, *, mask=None, **extra_args):
     del params, extra_args
     changed = (state.settings_id != sid) | state.settings_changed
-    if checks.is_concrete(changed) and bool(np.any(np.asarray(changed))):
+    if host_flag_set(changed):
       raise PrivacyScheduleChanged(
           "dp_aggregate: this optimizer state was initialised with other settings than "
           f"this transformation's ({settings}); a noise multiplier, clipping norm or "

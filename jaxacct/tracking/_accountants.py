@@ -7,21 +7,21 @@ expands it to applied updates. Bound: upper.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct import accounting, allocation, poisson, shuffle
 from jaxacct._core import checks
+from jaxacct._core.compiled import jit
 from jaxacct._core.conversion import rdp_to_epsilon_kernel
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core.orders import DEFAULT_ORDERS
-from jaxacct._core.compiled import jit
-
-__all__ = ["PoissonAccountant", "AllocationAccountant", "GaussianAccountant",
-           "ShuffleAccountant", "RDPAccountant", "EpsilonTableAccountant",
-           "EventAccountant", "epsilon_table", "rdp_table"]
+from jaxacct.shuffle.clones import clone_rdp
+from jaxacct.shuffle.variation_ratio import stronger_clone_rdp
 
 
 # --------------------------------------------------------------------------
@@ -46,10 +46,14 @@ class _Accountant:
     """float64 array (num_blocks + 1,): eps after b = 0..num_blocks blocks."""
     checks.check_int("num_blocks", num_blocks, min_value=1)
     checks.check_delta(delta)
-    # ensure_compile_time_eval: the hook may be built inside a user's jit/vmap
-    # trace (e.g. a train function that makes its optimizer); the table is
-    # still computed eagerly, once, on concrete numbers.
-    with jax.enable_x64(True), jax.ensure_compile_time_eval():
+    # The hook may be built inside a user's jit trace (e.g. a train function
+    # that makes its optimizer): there ensure_compile_time_eval keeps the
+    # table eager, once, on concrete numbers. Only there: it also evaluates a
+    # kernel's constant subexpressions op by op while the kernel is traced,
+    # one compiled program each (63 instead of 1 for the Poisson RDP).
+    staged = isinstance(jnp.zeros(()), jax.core.Tracer)
+    with jax.enable_x64(True), (jax.ensure_compile_time_eval() if staged
+                                else contextlib.nullcontext()):
       tab = np.array(self._block_table(int(num_blocks), float(delta)), np.float64)
     tab = np.concatenate([[0.0], tab[1:]])
     if tab.shape != (num_blocks + 1,) or np.any(np.isnan(tab)) or np.any(tab < 0):
@@ -114,13 +118,11 @@ class PoissonAccountant(_Accountant):
     self.orders = checks.check_orders(DEFAULT_ORDERS if orders is None else orders)
 
   def rdp_per_step(self):
-    from jaxacct.poisson import poisson_gaussian_rdp
-    return np.asarray(poisson_gaussian_rdp(self.orders, q=self.q, sigma=self.sigma))
+    return np.asarray(poisson.poisson_gaussian_rdp(self.orders, q=self.q, sigma=self.sigma))
 
   def _block_table(self, num_blocks, delta):
     tab = rdp_table(self.orders, self.rdp_per_step(), np.arange(num_blocks + 1), delta)
     if self.pld_every is not None:
-      from jaxacct import poisson
       b = self.pld_every
       for start in range(0, num_blocks, b):
         end = min(start + b, num_blocks)
@@ -267,7 +269,6 @@ class AllocationAccountant(_Accountant):
 
   def __init__(self, *, sigma, num_steps, num_selected=1, methods=None,
                max_order: Optional[int] = None):
-    from jaxacct import allocation
     allocation.bounds.check_scheme(sigma, num_steps, num_selected, 1)
     if np.ndim(sigma):
       raise ValueError("AllocationAccountant takes a scalar sigma.")
@@ -281,7 +282,6 @@ class AllocationAccountant(_Accountant):
 
   def epoch_epsilon(self, num_epochs: int, delta: float) -> float:
     """``jaxacct.allocation.epsilon`` for ``num_epochs`` epochs (float)."""
-    from jaxacct import allocation
     kw = {} if self.max_order is None else {"max_order": self.max_order}
     return float(allocation.epsilon(
         sigma=self.sigma, num_steps=self.t, delta=delta, num_selected=self.k,
@@ -318,7 +318,7 @@ class ShuffleAccountant(_Accountant):
     eps0: local privacy of each report, > 0.
     n: clients shuffled per round, >= 2.
     randomizer: as in :func:`jaxacct.shuffle.epsilon`.
-    orders: Renyi orders (default: the shuffle module's grid).
+    orders: Renyi orders (default ``DEFAULT_ORDERS``).
     block_size: applied updates per round (default 1).
 
   Bound: upper.
@@ -330,27 +330,17 @@ class ShuffleAccountant(_Accountant):
     checks.check_positive("eps0", eps0)
     checks.check_int("n", n, min_value=2)
     checks.check_int("block_size", block_size, min_value=1)
-    try:
-      from jaxacct import shuffle
-      kind, _ = shuffle.front.parse_randomizer(randomizer)
-    except ImportError as e:  # pragma: no cover - depends on the package state
-      raise ValueError("jaxacct.shuffle is not available; pass the per-round RDP "
-                       "curve to RDPAccountant instead.") from e
+    kind, _ = shuffle.front.parse_randomizer(randomizer)
     self.eps0, self.n, self.randomizer = float(eps0), int(n), randomizer
     self.kind, self.block_size = kind, int(block_size)
-    self.orders = checks.check_orders(
-        getattr(shuffle, "_RDP_ORDERS", DEFAULT_ORDERS) if orders is None else orders)
+    self.orders = checks.check_orders(DEFAULT_ORDERS if orders is None else orders)
     self.rdp_method = "clone_rdp" if kind == "generic" else "stronger_clone_rdp"
 
   def rdp_per_round(self):
-    if self.kind == "generic":
-      from jaxacct.shuffle.clones import clone_rdp as fn
-    else:
-      from jaxacct.shuffle.variation_ratio import stronger_clone_rdp as fn
+    fn = clone_rdp if self.kind == "generic" else stronger_clone_rdp
     return np.asarray(fn(self.orders, n=self.n, eps0=self.eps0), np.float64)
 
   def _block_table(self, num_blocks, delta):
-    from jaxacct import shuffle
     b = np.arange(num_blocks + 1)
     tab = np.minimum(rdp_table(self.orders, self.rdp_per_round(), b, delta),
                      b * self.eps0)
@@ -397,13 +387,14 @@ class EventAccountant(_Accountant):
   def __init__(self, event, *, block_size: int = 1, accountant=None,
                neighboring_relation=None, value_discretization_interval: float = 1e-4,
                max_evaluations: int = 256):
-    from jaxacct.accounting import PLDAccountant, UnsupportedEventError
     checks.check_int("block_size", block_size, min_value=1)
     checks.check_int("max_evaluations", max_evaluations, min_value=2)
     if accountant is None:
-      accountant = PLDAccountant(neighboring_relation, value_discretization_interval)
+      # accounting.PLDAccountant resolves on first use (PEP 562): dp_accounting,
+      # its base class when installed, loads with this accountant only
+      accountant = accounting.PLDAccountant(neighboring_relation, value_discretization_interval)
     if not accountant.supports(event):
-      raise UnsupportedEventError(f"the accountant does not support {event}.")
+      raise accounting.UnsupportedEventError(f"the accountant does not support {event}.")
     self.event, self.block_size = event, int(block_size)
     self.accountant, self.max_evaluations = accountant, int(max_evaluations)
 

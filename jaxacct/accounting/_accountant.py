@@ -14,12 +14,12 @@ reports a certified bracket, not only an upper bound:
   ``DeltaResult`` with ``lower`` (certified lower bound), ``by_direction``
   and ``details`` (method, components, what the lower bound is of).
 * ``tpr_at_fpr``, ``gdp_mu``: membership-inference and GDP views
-  (:mod:`jaxacct.accounting.views`).
+  (``jaxacct.accounting._views``).
 * ``state_dict`` / ``load_state_dict``: JSON state
-  (:mod:`jaxacct.accounting.state`); ``would_exceed``: a budget check that
+  (``jaxacct.accounting._state``); ``would_exceed``: a budget check that
   does not change the accountant.
 
-How it computes (see :mod:`jaxacct.accounting.composition`): each leaf
+How it computes (see ``jaxacct.accounting._composition``): each leaf
 event becomes upper/lower PLD pairs (or an RDP curve), composed per
 direction by one FFT (``jaxacct.pld.compose_many``). Two exact shortcuts:
 a ledger of Gaussian mechanisms only is one Gaussian mechanism (closed form,
@@ -39,14 +39,16 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct.accounting import _optional
-from jaxacct.accounting import composition as comp
+from jaxacct.accounting import _composition as comp
+from jaxacct.accounting import _optional, _state, _views, mixtures
+from jaxacct.accounting._mechanisms import rdp_pair
 from jaxacct.accounting import events as ev
-
-__all__ = ["PLDAccountant", "NeighboringRelation", "UnsupportedEventError"]
+from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
 
 NeighboringRelation = _optional.NeighboringRelation
 UnsupportedEventError = _optional.UnsupportedEventError
@@ -104,7 +106,7 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
       fixed "zero" record; use it for runs that mix add/remove-style
       mechanisms with shuffling or check-in, which are replacement
       mechanisms). Which events each relation supports: see
-      :mod:`jaxacct.accounting.composition`.
+      ``jaxacct.accounting._composition``.
     value_discretization_interval: the loss grid step of every PLD (as in
       dp_accounting), > 0. Smaller is tighter and slower (error ~ step^2 per
       composition for connect-the-dots).
@@ -227,7 +229,6 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
 
   # ------------------------------------------------------------- brackets
 
-  @x64_boundary
   def get_epsilon_bounds(self, delta: float) -> EpsilonResult:
     r"""Certified bracket on epsilon at ``delta``.
 
@@ -275,21 +276,18 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     if (is_eps and value == 0.0) or (not is_eps and value == math.inf):
       return self._extreme(quantity, with_lower, result)
     if c.exact_mu is not None:
-      from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
       g = (gaussian_epsilon if is_eps else gaussian_delta)(1.0 / c.exact_mu, value)
       v = float(getattr(g, quantity))
       return result(v, method="gaussian_exact", bound="exact", lower=v,
                     by_direction={"remove": (v, v), "add": (v, v)},
                     details=dict(c.details, mu=c.exact_mu))
     if c.allocation is not None:
-      from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
       fn = allocation_pld_epsilon if is_eps else allocation_pld_delta
       r = fn(**{given: value}, **c.allocation)
       bd = {d: tuple(float(x) for x in v) for d, v in r.by_direction.items()}
       return result(float(getattr(r, quantity)), method="allocation_pld", bound="upper",
                     lower=float(r.lower), by_direction=bd, details=dict(c.details))
-    from jaxacct import pld as E
-    query = E.epsilon if is_eps else E.delta
+    query = jpld.epsilon if is_eps else jpld.delta
     ups = {d: float(query(getattr(c.upper, d), value)) for d in ("remove", "add")}
     if not with_lower:
       return result(max(ups.values()), method=c.method, bound="upper",
@@ -312,7 +310,6 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     enters (:func:`jaxacct.accounting.mixtures.composed_extreme`). Components
     known only by RDP: epsilon(0) = inf; delta(inf) from the composed pair.
     """
-    from jaxacct.accounting import mixtures
     items, det, _ = self._screen([(leaf, n) for leaf, n in self._leaves if n > 0])
     if any(c.upper is None for c, _ in items) and quantity == "delta":
       c = self._compose_general()
@@ -335,7 +332,6 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
   def _epsilon(self, delta, *, with_lower: bool) -> EpsilonResult:
     return self._query("epsilon", delta, with_lower=with_lower)
 
-  @x64_boundary
   def get_delta_bounds(self, epsilon: float) -> DeltaResult:
     """Certified bracket on delta at ``epsilon`` (see :meth:`get_epsilon_bounds`).
 
@@ -352,14 +348,14 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
 
   def _lower_value(self, quantity, pld, value):
     """Certified lower epsilon (at delta ``value``) or delta (at epsilon ``value``)."""
-    from jaxacct import pld as E
     if quantity == "delta":
-      return max(float(E.delta(pld, value)) - self._lower_allowance(), 0.0)
+      return max(float(jpld.delta(pld, value)) - self._lower_allowance(), 0.0)
     d2 = min(value + self._lower_allowance(), 1.0 - 1e-15)
-    return float(E.epsilon(pld, d2, rounding="down"))   # >= 0 (or +inf)
+    return float(jpld.epsilon(pld, d2, rounding="down"))   # >= 0 (or +inf)
 
   # ----------------------------------------------------------- composition
 
+  @x64_boundary
   def composed_plds(self):
     """``(upper, lower)``: the composed ``PairPLD``s (lower may be None).
 
@@ -407,7 +403,6 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
       return items, det, _Composed(method="none", empty=True, details=det)
     return items, det, None
 
-  @x64_boundary
   def _compose_all(self) -> _Composed:
     if self._composed is not None:
       return self._composed
@@ -441,11 +436,9 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     self._composed = self._compose_general()
     return self._composed
 
-  @x64_boundary
   def _compose_general(self) -> _Composed:
     if self._composed_pld is not None:
       return self._composed_pld
-    from jaxacct import pld as E
     live = [(leaf, n) for leaf, n in self._leaves if n > 0]
     items, det, done = self._screen(live)
     if done is not None:
@@ -463,7 +456,7 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
         raise UnsupportedEventError(f"no PLD and no RDP for {c.label}.")
     method = "pld"
     if rdp_total is not None:
-      ups.append(comp.rdp_pair(rdp_total, step=self._step))
+      ups.append(rdp_pair(rdp_total, step=self._step))
       counts.append(1)
       method = "pld+rdp"
     # both directions at one FFT length: one compiled composition and one
@@ -471,15 +464,15 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     # is still an upper bound; it moves epsilon by ~1e-10 relative)
     size = None
     if not (len(ups) == 1 and counts[0] == 1):
-      size = max(E.window_size([getattr(u, d) for u in ups], counts, tail_mass=self._tail)
+      size = max(jpld.window_size([getattr(u, d) for u in ups], counts, tail_mass=self._tail)
                  for d in ("remove", "add"))
-    upper = E.PairPLD(*[self._compose(
+    upper = jpld.PairPLD(*[self._compose(
         [getattr(u, d) for u in ups], counts, size=size) for d in ("remove", "add")])
     def lower_fn():
       lows = [(comp.resolve(c.lower), n) for c, n in items if c.lower is not None]
       lower = None
       if lows:
-        lower = E.PairPLD(*[self._compose(
+        lower = jpld.PairPLD(*[self._compose(
             [getattr(lo, d) for lo, _ in lows], [n for _, n in lows])
             for d in ("remove", "add")])
       scopes = {c.lower_scope if c.lower is not None else "none" for c, _ in items}
@@ -489,14 +482,13 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
 
     det.update(rdp_fallback=rdp_total is not None)
     self._composed_pld = _Composed(method=method, upper=upper,
-                                   lower_fn=x64_boundary(lower_fn), details=det)
+                                   lower_fn=lower_fn, details=det)
     return self._composed_pld
 
   def _compose(self, plds, counts, size=None):
-    from jaxacct import pld as E
     if len(plds) == 1 and counts[0] == 1:
       return plds[0]
-    return E.compose_many(plds, counts, size=size, tail_mass=self._tail)
+    return jpld.compose_many(plds, counts, size=size, tail_mass=self._tail)
 
   # ------------------------------------------------------------- utilities
 
@@ -564,25 +556,22 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
   def tpr_at_fpr(self, fpr, *, direction: str = "both"):
     """Membership-inference view: TPR bounds at false-positive rates ``fpr``.
 
-    See :func:`jaxacct.accounting.views.tpr_at_fpr`; computed from
+    See ``jaxacct.accounting._views.tpr_at_fpr``; computed from
     :meth:`composed_plds`. Returns ``TradeOff(fpr, upper, lower)``.
     """
-    from jaxacct.accounting import views
     up, lo = self.composed_plds()
-    return views.tpr_at_fpr(up, lo, fpr, direction=direction,
+    return _views.tpr_at_fpr(up, lo, fpr, direction=direction,
                             lower_allowance=self._lower_allowance())
 
   def gdp_mu(self, *, delta_floor: float = 1e-12):
-    """mu-GDP bracket of the composition (:func:`jaxacct.accounting.views.gdp_mu`)."""
-    from jaxacct.accounting import views
+    """mu-GDP bracket of the composition (``jaxacct.accounting._views.gdp_mu``)."""
     up, lo = self.composed_plds()
-    return views.gdp_mu(up, lo, delta_floor=delta_floor,
+    return _views.gdp_mu(up, lo, delta_floor=delta_floor,
                         lower_allowance=self._lower_allowance())
 
   def state_dict(self) -> dict:
-    """JSON-serialisable state (:func:`jaxacct.accounting.state.state_dict`)."""
-    from jaxacct.accounting import state
-    return state.state_dict(self)
+    """JSON-serialisable state (``jaxacct.accounting._state.state_dict``)."""
+    return _state.state_dict(self)
 
   def load_state_dict(self, sd: dict) -> "PLDAccountant":
     """Replaces this accountant's ledger by ``sd``'s (settings must match).
@@ -590,8 +579,7 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     The events are decoded first (nothing changes if that fails), then the
     ledger is emptied and they are composed again.
     """
-    from jaxacct.accounting import state
-    decoded = state.decode_state(self, sd)
+    decoded = _state.decode_state(self, sd)
     self._reset()
     for e, n in decoded:
       self.compose(e, n)

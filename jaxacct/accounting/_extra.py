@@ -1,6 +1,6 @@
 r"""Support checks and components of dp_accounting 0.6.0's newer events.
 
-:mod:`jaxacct.accounting.composition` handles the standard events of
+``jaxacct.accounting._composition`` handles the standard events of
 dp_accounting 0.4 (and jaxacct's own); this module adds the rest of
 dp_accounting 0.6.0's ``dp_event`` module (pairs in
 :mod:`jaxacct.accounting.mixtures`):
@@ -32,10 +32,10 @@ from typing import Any, Optional
 
 import numpy as np
 
-from jaxacct.accounting import _optional
-
-__all__ = ["Unsupported", "KINDS", "leaf_kind", "build", "need_relation",
-           "dp_random_allocation_class", "from_dp_random_allocation"]
+from jaxacct import pld as jpld
+from jaxacct.accounting import _mechanisms as mech
+from jaxacct.accounting import _optional, fixed_size as fs, mixtures as mx
+from jaxacct.accounting import events as ev
 
 AOR, REPLACE, SPECIAL = "ADD_OR_REMOVE_ONE", "REPLACE_ONE", "REPLACE_SPECIAL"
 KINDS = ("discrete_laplace", "mog", "truncated", "with_replacement", "tree",
@@ -54,7 +54,7 @@ def dp_random_allocation_class():
   """dp_accounting's own RandomAllocationDpEvent, when the installed version has it."""
   if not _optional.HAS_DP_ACCOUNTING:
     return None
-  from dp_accounting import dp_event
+  from dp_accounting import dp_event   # optional dependency: loaded only when installed
   return getattr(dp_event, "RandomAllocationDpEvent", None)
 
 
@@ -70,7 +70,6 @@ def from_dp_random_allocation(event):
   if sigma is None or t is None:
     raise ValueError("dp_accounting's RandomAllocationDpEvent has no "
                      "noise_multiplier/num_steps field this version reads.")
-  from jaxacct.accounting import events as ev
   return ev.RandomAllocationDpEvent(
       sigma=float(sigma), num_steps=int(t),
       num_selected=int(get("num_selected", default=1)),
@@ -184,19 +183,12 @@ def _tree_depth(event) -> int:
   return int(math.ceil(math.log2(max(counts) + 1)))
 
 
-def _pld():
-  from jaxacct import pld
-  return pld
-
 
 def build(kind, event, rel, step) -> dict:
-  """Fields of the :class:`~jaxacct.accounting.composition.Component` of a leaf.
+  """Fields of the ``Component`` (``jaxacct.accounting._composition``) of a leaf.
 
   ``lower_fn`` (when present) builds the lower pair on first use.
   """
-  from jaxacct.accounting import mechanisms as mech
-  from jaxacct.accounting import mixtures as mx
-  E = _pld()
   h = float(step)
   if kind == "discrete_laplace":
     a, s = float(event.noise_parameter), int(event.sensitivity)
@@ -240,7 +232,6 @@ def build(kind, event, rel, step) -> dict:
     if s == 0:
       return dict(label=label, nonprivate=True)
     if rel == REPLACE:   # jaxacct.accounting.fixed_size: symmetric pair
-      from jaxacct.accounting import fixed_size as fs
       return dict(label=label + " [pld: symmetric pair, draw count >= 1 revealed]",
                   upper=fs.with_replacement_pair(n, m, s, step=h),
                   lower_fn=lambda: fs.with_replacement_pair(n, m, s, step=h,
@@ -262,13 +253,12 @@ def build(kind, event, rel, step) -> dict:
     if s == 0:
       return dict(label=label, nonprivate=True)
     se = s / math.sqrt(depth)
-    g = E.gaussian(se, step=h, pessimistic=True)
-    return dict(label=label, upper=E.PairPLD(g, g),
+    g = jpld.gaussian(se, step=h, pessimistic=True)
+    return dict(label=label, upper=jpld.PairPLD(g, g),
                 lower_fn=lambda: _pair(mech.gaussian_lower(se, step=h)),
                 lower_scope="mechanism", gaussian_mu=1.0 / se)
   raise ValueError(f"unknown kind {kind!r}")  # pragma: no cover
 
 
 def _pair(p: Any):
-  E = _pld()
-  return p if isinstance(p, E.PairPLD) else E.PairPLD(p, p)
+  return p if isinstance(p, jpld.PairPLD) else jpld.PairPLD(p, p)

@@ -23,12 +23,10 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct import pld as jpld
 from jaxacct._core.dtype import x64_boundary
+from jaxacct.accounting import _composition as comp
 from jaxacct.accounting import _optional
-from jaxacct.accounting import composition as comp
-
-__all__ = ["state_dict", "decode_state", "encode_event", "decode_event",
-           "FORMAT"]
 
 FORMAT = "jaxacct.accounting.state/1"
 _ALLOWED_PREFIXES = ("jaxacct.", "dp_accounting.")
@@ -38,7 +36,7 @@ def _fields(event):
   if dataclasses.is_dataclass(event):
     return {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
   try:
-    import attr
+    import attr   # here: dp_accounting's events are attrs classes; attr is optional
     if attr.has(type(event)):
       return {a.name: getattr(event, a.name) for a in attr.fields(type(event))}
   except ImportError:  # pragma: no cover
@@ -48,12 +46,11 @@ def _fields(event):
 
 
 def _encode(v):
-  from jaxacct import pld as E
   if isinstance(v, _optional.DpEvent):
     return encode_event(v)
-  if isinstance(v, E.PairPLD):
+  if isinstance(v, jpld.PairPLD):
     return {"pair_pld": [_encode(v.remove), _encode(v.add)]}
-  if isinstance(v, E.PLD):
+  if isinstance(v, jpld.PLD):
     return {"pld": {"probs": np.asarray(v.probs, np.float64).tolist(),
                     "offset": int(v.offset), "step": float(v.step),
                     "inf_mass": float(v.inf_mass),
@@ -84,11 +81,10 @@ def encode_event(event) -> dict:
 @x64_boundary
 def _decode_pld(d):
   """A :class:`jaxacct.pld.PLD` from its encoded dict (float64 arrays)."""
-  from jaxacct import pld as E
-  return E.PLD(jnp.asarray(np.asarray(d["probs"], np.float64)),
-               int(d["offset"]), float(d["step"]),
-               jnp.asarray(float(d["inf_mass"]), jnp.float64),
-               bool(d["pessimistic"]))
+  return jpld.PLD(jnp.asarray(np.asarray(d["probs"], np.float64)),
+                  int(d["offset"]), float(d["step"]),
+                  jnp.asarray(float(d["inf_mass"]), jnp.float64),
+                  bool(d["pessimistic"]))
 
 
 def _decode(v):
@@ -104,9 +100,8 @@ def _decode(v):
     if "pld" in v:
       return _decode_pld(v["pld"])
     if "pair_pld" in v:
-      from jaxacct import pld as E
       r, a = v["pair_pld"]
-      return E.PairPLD(_decode(r), _decode(a))
+      return jpld.PairPLD(_decode(r), _decode(a))
     raise ValueError(f"unknown encoded value with keys {sorted(v)}.")
   return v
 

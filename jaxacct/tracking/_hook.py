@@ -20,10 +20,16 @@ import optax
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_enabled
-from jaxacct.tracking.accountants import epsilon_table
+from jaxacct.tracking._accountants import epsilon_table
 
-__all__ = ["PrivacyTrackerState", "PrivacyBudgetExceeded", "PrivacyScheduleChanged",
-           "track_privacy", "privacy_spent", "clip_and_sum", "gaussian_noise"]
+
+def host_flag_set(flag) -> bool:
+  """Whether ``flag`` is a host value (an eager ``update``) with an entry set.
+
+  Under ``jit``/``vmap`` the flag is staged: the hook cannot raise there and
+  records it in its state instead (read back by :func:`privacy_spent`).
+  """
+  return not isinstance(flag, jax.core.Tracer) and bool(np.any(np.asarray(flag)))
 
 
 class PrivacyBudgetExceeded(RuntimeError):
@@ -174,18 +180,17 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
     del params
     tab, _ = _tables()
     changed = (state.schedule_id != sid) | state.schedule_changed
-    if checks.is_concrete(changed) and bool(np.any(np.asarray(changed))):
+    if host_flag_set(changed):
       raise PrivacyScheduleChanged(_schedule_msg("track_privacy"))
     c = jnp.minimum(state.count, n + 1)
     ok = jnp.asarray(allowed)[c]
     if on_budget == "raise":
-      if checks.is_concrete(ok):
-        if not bool(ok):
-          raise PrivacyBudgetExceeded(_budget_msg(int(state.count), table64, max_epsilon, delta))
-      else:
+      if isinstance(ok, jax.core.Tracer):      # staged: raise when the step runs
         jax.debug.callback(functools.partial(
             _raise_if_exceeded, table64=table64, max_epsilon=max_epsilon,
             delta=delta), ok, state.count)
+      elif not bool(ok):
+        raise PrivacyBudgetExceeded(_budget_msg(int(state.count), table64, max_epsilon, delta))
     apply = ok & ~changed
     new_count = jnp.where(apply, optax.safe_increment(state.count), state.count)
     new_updates = jax.tree.map(lambda u: jnp.where(apply, u, jnp.zeros_like(u)), updates)
@@ -246,7 +251,7 @@ def privacy_spent(opt_state: Any):
   agg = optax.tree.get_all_with_path(opt_state, "settings_changed")
   flags += [v for _, v in agg]
   for flag in flags:
-    if checks.is_concrete(flag) and bool(np.any(np.asarray(flag))):
+    if host_flag_set(flag):
       raise PrivacyScheduleChanged(_schedule_msg("privacy_spent"))
   return st.eps, st.delta
 

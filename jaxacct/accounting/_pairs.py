@@ -35,17 +35,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct import pld as jpld
 from jaxacct._core import checks
-from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.compiled import jit
-
-__all__ = ["regrid", "from_profile", "from_cells", "epsilon_delta_pair",
-           "dominated_on_grid"]
-
-
-def _pld():
-  from jaxacct import pld
-  return pld
+from jaxacct._core.dtype import require_x64, x64_boundary
 
 
 # --------------------------------------------------------------------------
@@ -82,7 +75,7 @@ def regrid(pld, step: float):
   probs = np.asarray(pld.probs, np.float64)
   keep = probs > 0
   losses = (int(pld.offset) + np.arange(probs.size)) * float(pld.step)
-  return _pld().from_losses(losses[keep], probs[keep], step=step,
+  return jpld.from_losses(losses[keep], probs[keep], step=step,
                             pessimistic=bool(pld.pessimistic),
                             inf_mass=min(1.0, float(pld.inf_mass)))
 
@@ -170,7 +163,6 @@ def from_profile(epsilons, delta_remove, delta_add=None, *, step: float,
 
   Bound: upper (pessimistic); see ``pessimistic`` for the other case.
   """
-  E = _pld()
   checks.check_range("epsilons", epsilons, 0.0, np.inf)
   checks.check_probability("delta_remove", delta_remove)
   if delta_add is not None:
@@ -231,11 +223,11 @@ def from_profile(epsilons, delta_remove, delta_add=None, *, step: float,
     loss_r, prob_r, kr = np.zeros(1), np.zeros(1), np.ones(1, bool)
   if not np.any(ka):
     loss_a, prob_a, ka = np.zeros(1), np.zeros(1), np.ones(1, bool)
-  rem = E.from_losses(loss_r[kr], prob_r[kr], step=step, pessimistic=pessimistic,
-                      inf_mass=min(p_inf, 1.0))
-  add = E.from_losses(loss_a[ka], prob_a[ka], step=step, pessimistic=pessimistic,
-                      inf_mass=min(q_zero, 1.0))
-  return E.PairPLD(rem, add)
+  rem = jpld.from_losses(loss_r[kr], prob_r[kr], step=step, pessimistic=pessimistic,
+                         inf_mass=min(p_inf, 1.0))
+  add = jpld.from_losses(loss_a[ka], prob_a[ka], step=step, pessimistic=pessimistic,
+                         inf_mass=min(q_zero, 1.0))
+  return jpld.PairPLD(rem, add)
 
 
 def epsilon_delta_pair(epsilon: float, delta: float, *, step: float,
@@ -250,24 +242,22 @@ def epsilon_delta_pair(epsilon: float, delta: float, *, step: float,
     ``PairPLD`` (both directions equal). Bound: exact up to the grid
     rounding (pessimistic: upper; else lower).
   """
-  E = _pld()
   eps, d = float(epsilon), float(delta)
   hi = (1.0 - d) / (1.0 + math.exp(-eps))
   lo = (1.0 - d) / (1.0 + math.exp(eps))
   if not pessimistic:
     one = dominated_on_grid(np.array([hi, lo]), np.array([lo, hi]), step=step,
                             inf_mass=d)
-    return E.PairPLD(one, one)
-  one = E.from_losses(np.array([eps, -eps]), np.array([hi, lo]), step=step,
-                      pessimistic=pessimistic, inf_mass=d)
-  return E.PairPLD(one, one)
+    return jpld.PairPLD(one, one)
+  one = jpld.from_losses(np.array([eps, -eps]), np.array([hi, lo]), step=step,
+                         pessimistic=pessimistic, inf_mass=d)
+  return jpld.PairPLD(one, one)
 
 
 # --------------------------------------------------------------------------
 # monotone-loss mechanisms from cell masses
 
 
-@x64_boundary
 def from_cells(log_p, log_q, loss_lo, loss_hi, *, step: float,
                pessimistic: bool = True):
   r"""PLD of a pair from the masses of a partition into cells of monotone loss.
@@ -299,7 +289,6 @@ def from_cells(log_p, log_q, loss_lo, loss_hi, *, step: float,
 
   Bound: upper (pessimistic) / lower (optimistic).
   """
-  E = _pld()
   lp, lq = np.asarray(log_p, np.float64), np.asarray(log_q, np.float64)
   a, b = np.asarray(loss_lo, np.float64), np.asarray(loss_hi, np.float64)
   live = lp > -np.inf
@@ -340,8 +329,8 @@ def from_cells(log_p, log_q, loss_lo, loss_hi, *, step: float,
   keep = W > 0
   if not np.any(keep):
     L, W, keep = np.zeros(1), np.zeros(1), np.ones(1, bool)
-  return E.from_losses(L[keep], W[keep], step=step, pessimistic=True,
-                       inf_mass=min(inf_mass, 1.0))
+  return jpld.from_losses(L[keep], W[keep], step=step, pessimistic=True,
+                          inf_mass=min(inf_mass, 1.0))
 
 
 # --------------------------------------------------------------------------
@@ -358,7 +347,7 @@ def _merge_scan(p, q, rho, step):
   group with the rest (target: the first grid value >= the atom's ratio).
   Emits per atom: (closed?, grid index, P-mass of the closed group).
   """
-  require_x64("accounting.pairs.dominated_on_grid")
+  require_x64("jaxacct.accounting dominated_on_grid")
 
   def body(carry, x):
     pg, qg, t, started = carry
@@ -402,7 +391,6 @@ def _greedy(pv, qv, h):
           (float(pg), float(qg)))
 
 
-@x64_boundary
 def dominated_on_grid(p, q, *, step: float, inf_mass: float = 0.0):
   r"""A PLD on the grid, dominated by the discrete pair (p, q), second-order tight.
 
@@ -431,7 +419,6 @@ def dominated_on_grid(p, q, *, step: float, inf_mass: float = 0.0):
 
   Bound: lower (every delta of every composition is a lower bound).
   """
-  E = _pld()
   checks.check_positive("step", step)
   h = float(step)
   pv, qv = np.asarray(p, np.float64).ravel(), np.asarray(q, np.float64).ravel()
@@ -441,8 +428,8 @@ def dominated_on_grid(p, q, *, step: float, inf_mass: float = 0.0):
   keep = (pv > 0) & (qv > 0)
   pv, qv = pv[keep], qv[keep]
   if pv.size == 0:
-    return E.PLD(jnp.zeros(1, jnp.float64), 0, h,
-                 jnp.asarray(min(inf, 1.0), jnp.float64), False)
+    return jpld.PLD(jnp.zeros(1, jnp.float64), 0, h,
+                    jnp.asarray(min(inf, 1.0), jnp.float64), False)
   # Sweeps: ascending ratios (groups aim at the next grid value up; the top
   # group cannot be completed), descending ratios (on the reversed pair; the
   # bottom group cannot), and both towards a light interior atom (only the
@@ -487,5 +474,5 @@ def dominated_on_grid(p, q, *, step: float, inf_mass: float = 0.0):
   lo = int(idx.min())
   probs = np.zeros(int(idx.max()) - lo + 1)
   np.add.at(probs, idx - lo, mass)
-  return E.PLD(jnp.asarray(probs), lo, h, jnp.asarray(min(inf, 1.0), jnp.float64),
-               False)
+  return jpld.PLD(jnp.asarray(probs), lo, h, jnp.asarray(min(inf, 1.0), jnp.float64),
+                  False)

@@ -10,14 +10,14 @@ PLD exists, an upper RDP curve. A run is composed per direction:
   dominates the composition); the RDP-only components are summed (RDP
   composes additively, Mironov, arXiv:1702.07476v3, Prop. 1), converted to
   a privacy profile on an epsilon grid and turned into one dominating pair
-  (:func:`jaxacct.accounting.pairs.from_profile`), which then joins the FFT;
+  (:func:`jaxacct.accounting.from_profile`), which then joins the FFT;
 * lower: ``compose_many`` of the optimistic PLDs of the components that have
   one. A component without a lower PLD is left out, which keeps the result a
   lower bound (dropping a mechanism from a product only lowers every
   hockey-stick divergence: marginalisation is post-processing).
 
 All PLDs live on the accountant's grid step; PLDs supplied on another step
-are moved by :func:`jaxacct.accounting.pairs.regrid` (validity kept).
+are moved by :func:`jaxacct.accounting.regrid` (validity kept).
 
 Neighbouring relations (dp_accounting's ``NeighboringRelation``):
 ``ADD_OR_REMOVE_ONE`` (default), ``REPLACE_SPECIAL`` (replace a record by a
@@ -27,7 +27,7 @@ the add/remove pair; for shuffling and check-in it is a replacement), and
 returned only where it is valid for the relation; otherwise the event is
 unsupported and the error names it (dp_accounting's wording,
 "neighboring_relation must be ..."). dp_accounting 0.6.0's newer events are
-checked and built in :mod:`jaxacct.accounting.extra`.
+checked and built in ``jaxacct.accounting._extra``.
 """
 
 from __future__ import annotations
@@ -37,16 +37,15 @@ from typing import Any, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from jaxacct.accounting import _optional
+from jaxacct import pld as jpld
+from jaxacct import shuffle as sh
+from jaxacct.accounting import _extra as extra
+from jaxacct.accounting import _mechanisms as mech
+from jaxacct.accounting import _optional, _pairs as pairs
 from jaxacct.accounting import events as ev
-from jaxacct.accounting import extra
-from jaxacct.accounting import mechanisms as mech
-from jaxacct.accounting import pairs
-
-__all__ = ["Component", "Lazy", "resolve", "check_event", "leaves",
-           "build_component", "relation_name", "RDP_ORDERS", "rdp_pair"]
-
-rdp_pair = mech.rdp_pair
+from jaxacct.accounting import fixed_size as fs
+from jaxacct.allocation.pld import allocation_plds
+from jaxacct.shuffle import check_in
 
 AOR, REPLACE, SPECIAL = "ADD_OR_REMOVE_ONE", "REPLACE_ONE", "REPLACE_SPECIAL"
 RDP_ORDERS = mech.RDP_ORDERS
@@ -310,19 +309,13 @@ def build_component(event, relation, *, step: float) -> Component:
   return _BUILDERS[kind](event, rel, float(step))
 
 
-def _pld():
-  from jaxacct import pld
-  return pld
-
 
 def _pair(p):
-  E = _pld()
-  return p if isinstance(p, E.PairPLD) else E.PairPLD(p, p)
+  return p if isinstance(p, jpld.PairPLD) else jpld.PairPLD(p, p)
 
 
 def _regrid_pair(pair, step):
-  E = _pld()
-  return E.PairPLD(pairs.regrid(pair.remove, step), pairs.regrid(pair.add, step))
+  return jpld.PairPLD(pairs.regrid(pair.remove, step), pairs.regrid(pair.add, step))
 
 
 def _nonprivate(label):
@@ -335,13 +328,12 @@ def _noop(label):
 
 def _additive(name, event, rel, step):
   """Gaussian or Laplace noise of scale ``event.noise_multiplier`` (``name`` picks)."""
-  E = _pld()
   s = float(event.noise_multiplier)
   if s == 0:
     return _nonprivate(f"{name}(0)")
   sens = 2.0 if rel == REPLACE else 1.0
-  upper, lower = ((E.gaussian, mech.gaussian_lower) if name == "gaussian"
-                  else (E.laplace, mech.laplace_lower))
+  upper, lower = ((jpld.gaussian, mech.gaussian_lower) if name == "gaussian"
+                  else (jpld.laplace, mech.laplace_lower))
   up = upper(s, step=step, pessimistic=True, sensitivity=sens)
   lo = Lazy(lambda: _pair(lower(s, step=step, sensitivity=sens)))
   mu = dict(gaussian_mu=sens / s) if name == "gaussian" else {}
@@ -357,7 +349,6 @@ def _laplace(event, rel, step):
 
 
 def _randomized_response(event, rel, step):
-  E = _pld()
   p, k = float(event.noise_parameter), int(event.num_buckets)
   if k == 1:
     return _noop("randomized_response(k=1)")
@@ -371,15 +362,14 @@ def _randomized_response(event, rel, step):
     a = np.array([hit, 1.0 - hit])
     b = np.array([1.0 / k, 1.0 - 1.0 / k])
 
-  up = E.PairPLD(E.from_pair(a, b, step=step), E.from_pair(b, a, step=step))
-  lo = Lazy(lambda: E.PairPLD(pairs.dominated_on_grid(a, b, step=step),
-                              pairs.dominated_on_grid(b, a, step=step)))
+  up = jpld.PairPLD(jpld.from_pair(a, b, step=step), jpld.from_pair(b, a, step=step))
+  lo = Lazy(lambda: jpld.PairPLD(pairs.dominated_on_grid(a, b, step=step),
+                                 pairs.dominated_on_grid(b, a, step=step)))
   return Component(f"randomized_response(p={p:g}, k={k})", up, lo,
                    lower_scope="mechanism")
 
 
 def _poisson_gaussian(event, rel, step):
-  E = _pld()
   q, s = float(event.sampling_probability), float(event.event.noise_multiplier)
   if q == 0:
     return _noop("poisson_gaussian(q=0)")
@@ -392,7 +382,7 @@ def _poisson_gaussian(event, rel, step):
     up = mech.poisson_gaussian_replace(s, q, step=step, pessimistic=True)
     lo = Lazy(lambda: mech.poisson_gaussian_replace(s, q, step=step, pessimistic=False))
     return Component(label, up, lo, lower_scope="mechanism")
-  up = E.poisson_gaussian_pair(s, q, step=step, pessimistic=True)
+  up = jpld.poisson_gaussian_pair(s, q, step=step, pessimistic=True)
   lo = Lazy(lambda: mech.poisson_gaussian_lower(s, q, step=step) if q < 1 else
            _pair(mech.gaussian_lower(s, step=step)))
   return Component(label, up, lo, lower_scope="mechanism",
@@ -433,7 +423,6 @@ def _wor(event, rel, step):
   if g == 1:
     return (_gaussian if is_gauss else _laplace)(inner, rel, step)._replace(label=label)
   if is_gauss:   # tight symmetric pair (jaxacct.accounting.fixed_size)
-    from jaxacct.accounting import fixed_size as fs
     up = fs.without_replacement_pair(n, m, s, step=step)
     lo = Lazy(lambda: fs.without_replacement_pair(n, m, s, step=step, pessimistic=False))
     return Component(label + " [pld: one-step-exact symmetric pair]", up, lo,
@@ -461,13 +450,12 @@ def _epsilon_delta(event, rel, step):
 
 
 def _pld_event(event, rel, step):
-  E = _pld()
   up = _regrid_pair(_pair(event.upper), step)
   lo = None
   if event.lower is not None:
     lo = _pair(event.lower)
-    lo = E.PairPLD(*[pairs.regrid(p, step) if not p.pessimistic else
-                     _as_optimistic(p, step) for p in lo])
+    lo = jpld.PairPLD(*[pairs.regrid(p, step) if not p.pessimistic else
+                        _as_optimistic(p, step) for p in lo])
   return Component(event.name, up, lo,
                    lower_scope="mechanism" if lo is not None else "none")
 
@@ -483,16 +471,14 @@ def _as_optimistic(p, step):
 
 
 def _allocation(event, rel, step):
-  from jaxacct.allocation.pld import allocation_plds
-  E = _pld()
   mech = event.mechanism
   r = allocation_plds(sigma=event.sigma if isinstance(mech, str) else None,
                       num_steps=int(event.num_steps),
                       num_selected=int(event.num_selected),
                       num_epochs=int(event.num_epochs), mechanism=mech,
                       composition_step=step)
-  up = E.PairPLD(r.remove_upper, r.add_upper)
-  lo = E.PairPLD(r.remove_lower, r.add_lower)
+  up = jpld.PairPLD(r.remove_upper, r.add_upper)
+  lo = jpld.PairPLD(r.remove_lower, r.add_lower)
   name = mech if isinstance(mech, str) else "pld"
   label = (f"random_allocation({name}, sigma={event.sigma}, t={event.num_steps}, "
            f"k={event.num_selected}, E={event.num_epochs})")
@@ -521,8 +507,6 @@ def _shuffle(event, rel, step):
   the "generic", "blanket" and "binary_rr" declarations all cover (not
   ("k_rr", k): no lower there).
   """
-  from jaxacct import shuffle as sh
-  E = _pld()
   n, eps0, rnd = int(event.n), float(event.eps0), event.randomizer
   kind = rnd if isinstance(rnd, str) else "k_rr"
   label = f"shuffle(n={n}, eps0={eps0:g}, {rnd})"
@@ -535,8 +519,8 @@ def _shuffle(event, rel, step):
   if atoms <= _SHUFFLE_MAX_ATOMS:
     rr = "generic" if kind == "generic" else "blanket"
     (a, b), = sh.dominating_pairs(n=n, eps0=eps0, randomizer=rr)
-    up = E.PairPLD(E.from_pair(a, b, step=step, pessimistic=True),
-                   E.from_pair(b, a, step=step, pessimistic=True))
+    up = jpld.PairPLD(jpld.from_pair(a, b, step=step, pessimistic=True),
+                      jpld.from_pair(b, a, step=step, pessimistic=True))
   else:
     rdp = np.asarray(sh.multinomial.chen_exact_rdp(RDP_ORDERS, n=n, eps0=eps0), np.float64)
     rdp = np.minimum(rdp, eps0)   # and never above the local guarantee
@@ -551,15 +535,14 @@ def _shuffle(event, rel, step):
         if d > best_d:
           best, best_d = (y0, y1), d
       y0, y1 = best
-      return E.PairPLD(pairs.dominated_on_grid(y0, y1, step=step),
-                       pairs.dominated_on_grid(y1, y0, step=step))
+      return jpld.PairPLD(pairs.dominated_on_grid(y0, y1, step=step),
+                          pairs.dominated_on_grid(y1, y0, step=step))
     lo = Lazy(build)
   return Component(label, up, lo, rdp=rdp,
                    lower_scope="mechanism" if lo is not None else "none")
 
 
 def _check_in(event, rel, step):
-  from jaxacct.shuffle import check_in
   n, p = int(event.n), float(event.p)
   if event.eps0 is not None:
     rdp = check_in.check_in_ldp_rdp(RDP_ORDERS, n=n, p=p, eps0=float(event.eps0))

@@ -1,5 +1,9 @@
 r"""Dominating and dominated pairs of mechanisms ``jaxacct.pld`` has no constructor for.
 
+Private helpers of the accountant: every caller runs under ``x64_boundary``
+(the accountant's queries, the public constructors of ``mixtures`` and
+``fixed_size``).
+
 * :func:`poisson_laplace`, :func:`poisson_gaussian_replace` -- the two
   subsampled mechanisms dp_accounting 0.6.0 supports that ``jaxacct.pld``
   lacks (upper: cell splitting + connect-the-dots; lower: exact merging).
@@ -9,8 +13,8 @@ r"""Dominating and dominated pairs of mechanisms ``jaxacct.pld`` has no construc
 * :func:`rdp_pair` -- the dominating pair of an RDP curve.
 
 All from exact cell masses of a uniform partition of the output line
-(log-space CDF differences), through :func:`.pairs.from_cells` and
-:func:`.pairs.dominated_on_grid`.
+(log-space CDF differences), through :func:`._pairs.from_cells` and
+:func:`._pairs.dominated_on_grid`.
 """
 
 from __future__ import annotations
@@ -20,13 +24,11 @@ import math
 import numpy as np
 from scipy import special
 
+from jaxacct import pld as jpld
 from jaxacct._core import checks
-from jaxacct._core.dtype import x64_boundary
-from jaxacct.accounting.pairs import dominated_on_grid, from_cells, from_profile
-
-__all__ = ["poisson_gaussian_replace", "poisson_laplace", "gaussian_lower",
-           "laplace_lower", "poisson_gaussian_lower", "rdp_pair", "RDP_ORDERS",
-           "profile_grid", "sampled_without_replacement_upper"]
+from jaxacct._core.conversion import rdp_to_delta
+from jaxacct._core.gaussian import gaussian_delta
+from jaxacct.accounting._pairs import dominated_on_grid, from_cells, from_profile
 
 #: Renyi orders of the RDP fallback (integers: the check-in kernels need them).
 RDP_ORDERS = np.arange(2, 257, dtype=np.float64)
@@ -34,16 +36,12 @@ _PROFILE_DELTA_FLOOR = 1e-40
 
 
 def profile_grid(top: float, num: int = 8000) -> np.ndarray:
-  """Epsilon grid for :func:`.pairs.from_profile`: 0, a geometric start (small
+  """Epsilon grid for :func:`._pairs.from_profile`: 0, a geometric start (small
   eps), then linear up to ``top`` (spacing ``top / num``)."""
   lin = np.linspace(0.0, float(top), int(num) + 1)
   geo = np.geomspace(float(top) * 1e-8, lin[1], 64)
   return np.unique(np.concatenate([lin, geo]))
 
-
-def _pld():
-  from jaxacct import pld
-  return pld
 
 
 def _log_sub(a, b):
@@ -69,7 +67,6 @@ def _tail_z(tail_mass):
   return float(-special.ndtri(tail_mass)) + 0.05
 
 
-@x64_boundary
 def poisson_gaussian_replace(sigma: float, q: float, *, step: float,
                              pessimistic: bool = True,
                              tail_mass: float = 1e-20):
@@ -117,10 +114,9 @@ def poisson_gaussian_replace(sigma: float, q: float, *, step: float,
   loss_hi = np.concatenate([[np.inf], le])      # loss decreasing in x
   loss_lo = np.concatenate([le, [-np.inf]])
   one = from_cells(lp, lqm, loss_lo, loss_hi, step=step, pessimistic=pessimistic)
-  return _pld().PairPLD(one, one)
+  return jpld.PairPLD(one, one)
 
 
-@x64_boundary
 def poisson_laplace(scale: float, q: float, *, step: float,
                     pessimistic: bool = True):
   r"""Poisson-subsampled Laplace mechanism, add/remove neighbours, both directions.
@@ -162,7 +158,7 @@ def poisson_laplace(scale: float, q: float, *, step: float,
   hi = np.concatenate([[le[0]], le[1:], [le[-1]]])
   rem = from_cells(lmix, l0, lo, hi, step=step, pessimistic=pessimistic)
   add = from_cells(l0, lmix, -hi, -lo, step=step, pessimistic=pessimistic)
-  return _pld().PairPLD(rem, add)
+  return jpld.PairPLD(rem, add)
 
 
 # --------------------------------------------------------------------------
@@ -182,7 +178,6 @@ def _gauss_cells(edges, mu, s):
   return _log_ndtr_diff((e[:-1] - mu) / s, (e[1:] - mu) / s)
 
 
-@x64_boundary
 def gaussian_lower(sigma: float, *, step: float, sensitivity: float = 1.0,
                    tail_mass: float = 1e-20):
   r"""Dominated PLD of the Gaussian mechanism (both directions), second order.
@@ -201,7 +196,6 @@ def gaussian_lower(sigma: float, *, step: float, sensitivity: float = 1.0,
   return dominated_on_grid(np.exp(lp), np.exp(lq), step=step)
 
 
-@x64_boundary
 def laplace_lower(scale: float, *, step: float, sensitivity: float = 1.0):
   r"""Dominated PLD of the Laplace mechanism (both directions), second order.
 
@@ -222,7 +216,6 @@ def laplace_lower(scale: float, *, step: float, sensitivity: float = 1.0):
   return dominated_on_grid(np.exp(lp), np.exp(lq), step=step)
 
 
-@x64_boundary
 def poisson_gaussian_lower(sigma: float, q: float, *, step: float,
                            tail_mass: float = 1e-20):
   r"""Dominated PLDs of the Poisson-subsampled Gaussian (add/remove), second order.
@@ -241,7 +234,7 @@ def poisson_gaussian_lower(sigma: float, q: float, *, step: float,
   l1 = _gauss_cells(edges, 1.0, s)
   lmix = np.logaddexp(math.log1p(-q) + l0, math.log(q) + l1) if q < 1 else l1
   pm, p0 = np.exp(lmix), np.exp(l0)
-  return _pld().PairPLD(dominated_on_grid(pm, p0, step=step),
+  return jpld.PairPLD(dominated_on_grid(pm, p0, step=step),
                         dominated_on_grid(p0, pm, step=step))
 
 
@@ -261,7 +254,6 @@ def rdp_pair(rdp_total, *, step: float):
 
   Bound: upper.
   """
-  from jaxacct._core.conversion import rdp_to_delta
   rdp = np.asarray(rdp_total, np.float64)
   top = 1.0
   while True:
@@ -274,7 +266,6 @@ def rdp_pair(rdp_total, *, step: float):
   return from_profile(eps, d, d, step=step, pessimistic=True)
 
 
-@x64_boundary
 def sampled_without_replacement_upper(noise: str, scale: float, g: float, *,
                                       step: float):
   r"""Dominating pair: m-of-n sampling without replacement, then Gaussian/Laplace.
@@ -289,7 +280,7 @@ def sampled_without_replacement_upper(noise: str, scale: float, g: float, *,
   g = m/n. Applied at every eps' of M's profile (exact Gaussian, Balle & Wang
   arXiv:1805.06530v2 Thm 8; Laplace from its dominating PLD), the resulting
   profile (symmetric: so is the relation) becomes the tightest pair under it
-  (:func:`.pairs.from_profile`, :func:`profile_grid`).
+  (:func:`._pairs.from_profile`, :func:`profile_grid`).
 
   Args:
     noise: ``"gaussian"`` (noise multiplier ``scale``) or ``"laplace"``.
@@ -303,15 +294,13 @@ def sampled_without_replacement_upper(noise: str, scale: float, g: float, *,
   checks.check_probability("g", g, open_lo=True)
   s, g = float(scale), float(g)
   if noise == "gaussian":
-    from jaxacct._core.gaussian import gaussian_delta
     top = 2.0 / s**2 + 24.0 / s + 1.0
     eps_b = profile_grid(top)
     d_b = np.asarray(gaussian_delta(s / 2.0, eps_b).delta, np.float64)
   else:
-    E = _pld()
-    bp = E.laplace(s, step=step, pessimistic=True, sensitivity=2.0)
+    bp = jpld.laplace(s, step=step, pessimistic=True, sensitivity=2.0)
     eps_b = profile_grid(2.0 / s + 1e-9)
-    d_b = np.asarray(E.delta(bp, eps_b), np.float64)
+    d_b = np.asarray(jpld.delta(bp, eps_b), np.float64)
   eps = np.log1p(g * np.expm1(eps_b))
   dl = np.minimum(g * d_b, 1.0)
   return from_profile(eps, dl, dl, step=step, pessimistic=True)

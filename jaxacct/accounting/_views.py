@@ -29,16 +29,15 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct import pld as jpld
 from jaxacct._core import checks
-from jaxacct._core.dtype import x64_boundary
-from jaxacct._core.solve import refine_bracket
 from jaxacct._core.compiled import jit
-
-__all__ = ["TradeOff", "GDPResult", "tpr_at_fpr", "gdp_mu", "gaussian_tpr"]
+from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.gaussian import gaussian_log_delta
+from jaxacct._core.solve import refine_bracket
 
 
 class TradeOff(NamedTuple):
@@ -86,10 +85,9 @@ def _tpr_min(deltas, log_gamma, log_fpr):
 
 
 def _tpr_one(pld, fpr):
-  from jaxacct import pld as E
   l = _grid(pld)
   # also the kinks' neighbours: h is linear between consecutive grid losses
-  d = np.asarray(E.delta(pld, l), np.float64)
+  d = np.asarray(jpld.delta(pld, l), np.float64)
   out = np.empty(fpr.shape)
   with np.errstate(divide="ignore"):
     lf = np.log(fpr)
@@ -153,7 +151,7 @@ def gaussian_tpr(mu, fpr):
   Dong, Roth, Su, arXiv:1905.02383v3, Eq. (4): ``G_mu(alpha) =
   Phi(Phi^{-1}(1 - alpha) - mu)``, and TPR = 1 - G_mu(alpha).
   """
-  from scipy.special import ndtr, ndtri
+  from scipy.special import ndtr, ndtri   # here: scipy loads with this function only (import cost)
   checks.check_range("mu", mu, 0.0, np.inf, allow_inf=True)
   checks.check_probability("fpr", fpr)
   return ndtr(ndtri(np.asarray(fpr, np.float64)) + float(mu))
@@ -164,7 +162,6 @@ def _mu_of(delta_target, eps, lo, hi):
   """mu with delta_mu(eps) = delta_target, by bisection in log mu (vectorised).
 
   Returns (a, b): the bracket ends (a infeasible side, b >= root)."""
-  from jaxacct._core.gaussian import gaussian_log_delta
   lt = jnp.log(delta_target)
   a = jnp.full_like(eps, jnp.log(lo))
   b = jnp.full_like(eps, jnp.log(hi))
@@ -176,10 +173,9 @@ def _mu_of(delta_target, eps, lo, hi):
 
 
 def _mu_points(pld, delta_floor, upper: bool, allowance: float):
-  from jaxacct import pld as E
   l = _grid(pld)
   l = np.unique(np.concatenate([[0.0], l[l >= 0]]))
-  d = np.asarray(E.delta(pld, l), np.float64)
+  d = np.asarray(jpld.delta(pld, l), np.float64)
   if upper:
     # on [l_k, l_{k+1}]: delta(eps) <= delta(l_k) and delta_mu(eps) >=
     # delta_mu(l_{k+1}); so delta(l_k) <= delta_mu(l_{k+1}) for all k suffices
