@@ -106,11 +106,13 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+from scipy import fft as sfft
 from scipy import stats
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
 from jaxacct.accounting import _mechanisms as mech
+from jaxacct.accounting._pairs import dominated_on_grid
 
 __all__ = ["symmetrize", "draw_count_law", "without_replacement_pair",
            "with_replacement_pair", "adaptive_lower_delta", "TAIL"]
@@ -327,7 +329,7 @@ def adaptive_lower_delta(kind: str, n: int, m: int, sigma: float, steps: int, *,
   (Lebeda, Regehr, Kamath, Steinke, arXiv:2405.20769: under replace-one
   the worst direction can change step to step; c = -1 is the remove order,
   c = +1 the add order). Each step's pair is post-processed onto the loss
-  grid (:func:`jaxacct.accounting.pairs.dominated_on_grid`, merging
+  grid (:func:`jaxacct.accounting._pairs.dominated_on_grid`, merging
   outcomes), and the adversary acts on the merged outputs, so the dynamic
   program ``W_T(u) = (1 - e^{-u})_+``, ``W_{t-1}(u) = max_c E_{P_c}[W_t(u +
   L_c)]``, ``delta(eps) = W_0(-eps)`` is the exact delta of a realisable
@@ -348,8 +350,6 @@ def adaptive_lower_delta(kind: str, n: int, m: int, sigma: float, steps: int, *,
 
   Bound: lower.
   """
-  from scipy import fft as sfft
-  from jaxacct.accounting.pairs import dominated_on_grid
   checks.check_choice("kind", kind, ("wor", "wr"))
   _check(n, m, sigma, step)
   checks.check_int("steps", steps, min_value=1)

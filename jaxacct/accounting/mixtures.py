@@ -355,7 +355,7 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
   numerically at std in {0.25, 0.5, 1, 2} and q_t in {0.01, 0.1, 0.5, 0.9,
   0.99}, eps in [0, 12]; tests/test_truncated_compat.py keeps nine of
   them), so theirs is valid and ours is below it up to discretisation. ``construction="dp_accounting"`` builds theirs
-  (:func:`jaxacct.accounting.mechanisms.poisson_gaussian_replace` in the
+  (:func:`jaxacct.accounting._mechanisms.poisson_gaussian_replace` in the
   second branch; our own code, for ``PLDAccountant(truncated=
   "dp_accounting")``); the default ``"jaxacct"`` builds ours. Brute force
   (tests/test_dp_accounting_conformance.py): the exact hockey stick of 1-D
