@@ -538,14 +538,14 @@ def _shuffle(event, rel, step):
     up = E.PairPLD(E.from_pair(a, b, step=step, pessimistic=True),
                    E.from_pair(b, a, step=step, pessimistic=True))
   else:
-    rdp = np.asarray(sh.multinomial.chen_exact_rdp(RDP_ORDERS, n=n, eps0=eps0), np.float64)
+    rdp = np.asarray(sh.bounds.chen_exact_rdp(RDP_ORDERS, n=n, eps0=eps0), np.float64)
     rdp = np.minimum(rdp, eps0)   # and never above the local guarantee
   lo = None
   if kind != "k_rr":
     def build():
       best, best_d = None, -1.0
       for mm in range(0, min(_SHUFFLE_LOWER_M, n)):
-        y0, y1 = sh.exact.binary_rr_pmfs(n, eps0, mm)
+        y0, y1 = sh.bounds.binary_rr_pmfs(n, eps0, mm)
         d = float(np.sum(np.maximum(y0 - p ** 0.5 * y1, 0.0))) + float(
             np.sum(np.maximum(y1 - p ** 0.5 * y0, 0.0)))
         if d > best_d:
@@ -559,7 +559,7 @@ def _shuffle(event, rel, step):
 
 
 def _check_in(event, rel, step):
-  from jaxacct.shuffle import check_in
+  from jaxacct.shuffle import bounds as check_in
   n, p = int(event.n), float(event.p)
   if event.eps0 is not None:
     rdp = check_in.check_in_ldp_rdp(RDP_ORDERS, n=n, p=p, eps0=float(event.eps0))

@@ -43,15 +43,12 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.logmath import log_expm1
 from jaxacct._core.results import EpsilonResult
-from jaxacct.shuffle.check_in import check_in_first_cut_dp
-from jaxacct.shuffle.check_in_lower import shuffle_gaussian_log_moments
-from jaxacct.shuffle.check_in_mixture import (DEFAULT_CHECK_IN_ORDERS,
-                                              finish_rdp, integer_orders,
-                                              lanes_f64, mixture_log_excess,
-                                              orders_jit,
-                                              resolve_num_terms,
-                                              wbk_log_excess)
 from jaxacct._core.compiled import jit
+from jaxacct._core.mixture import (DEFAULT_CHECK_IN_ORDERS, finish_rdp, integer_orders,
+                                   lanes_f64, mixture_log_excess, orders_jit,
+                                   resolve_num_terms, shuffle_gaussian_log_moments,
+                                   wbk_log_excess)
+from jaxacct.shuffle.bounds import check_in_first_cut_dp
 
 __all__ = ["UNSOUND", "paper_lemma1_rdp", "paper_approach_rdp",
            "paper_table2_epsilon", "subsampled_shuffle_gaussian_rdp_estimate",

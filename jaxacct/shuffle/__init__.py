@@ -43,23 +43,24 @@ never dropped silently -- and is never picked).  ``bound="lower_generic"``
 the declared class, not on the user's randomizer (see :func:`epsilon`).
 """
 
-from jaxacct.shuffle.check_in import check_in_epsilon, check_in_gaussian_epsilon
-from jaxacct.shuffle.clones import (clone_delta, clone_epsilon,
+from jaxacct.shuffle._check_in import check_in_epsilon, check_in_gaussian_epsilon
+from jaxacct.shuffle._clones import (clone_delta, clone_epsilon,
                                     clone_epsilon_approx_ldp,
                                     clone_epsilon_closed_form, clone_rdp,
                                     krr_epsilon_closed_form, rr2_lower_delta,
                                     rr2_lower_epsilon)
-from jaxacct.shuffle.exact import (MAX_EXACT_BINARY_N, binary_rr_delta,
+from jaxacct.shuffle._exact import (MAX_EXACT_BINARY_N, binary_rr_delta,
                                    binary_rr_epsilon)
-from jaxacct.shuffle.front import delta, dominating_pairs, epsilon
-from jaxacct.shuffle.girgis import girgis_epsilon
-from jaxacct.shuffle.multinomial import chen_epsilon
-from jaxacct.shuffle.subsampling import (amplify_epsilon_delta,
+from jaxacct.shuffle._front import delta, dominating_pairs, epsilon
+from jaxacct.shuffle._girgis import girgis_epsilon
+from jaxacct.shuffle._multinomial import chen_epsilon
+from jaxacct.shuffle._subsampling import (amplify_epsilon_delta,
                                          subsampled_delta, subsampled_epsilon)
-from jaxacct.shuffle.variation_ratio import (check_blanket_condition,
+from jaxacct.shuffle._variation_ratio import (check_blanket_condition,
                                              stronger_clone_delta,
                                              stronger_clone_epsilon,
                                              stronger_clone_rdp)
+from jaxacct.shuffle import bounds
 
 __all__ = [
     "epsilon", "delta", "dominating_pairs", "subsampled_epsilon",

@@ -332,7 +332,7 @@ class ShuffleAccountant(_Accountant):
     checks.check_int("block_size", block_size, min_value=1)
     try:
       from jaxacct import shuffle
-      kind, _ = shuffle.front.parse_randomizer(randomizer)
+      kind, _ = shuffle.bounds.parse_randomizer(randomizer)
     except ImportError as e:  # pragma: no cover - depends on the package state
       raise ValueError("jaxacct.shuffle is not available; pass the per-round RDP "
                        "curve to RDPAccountant instead.") from e
@@ -344,9 +344,9 @@ class ShuffleAccountant(_Accountant):
 
   def rdp_per_round(self):
     if self.kind == "generic":
-      from jaxacct.shuffle.clones import clone_rdp as fn
+      from jaxacct.shuffle import clone_rdp as fn
     else:
-      from jaxacct.shuffle.variation_ratio import stronger_clone_rdp as fn
+      from jaxacct.shuffle import stronger_clone_rdp as fn
     return np.asarray(fn(self.orders, n=self.n, eps0=self.eps0), np.float64)
 
   def _block_table(self, num_blocks, delta):

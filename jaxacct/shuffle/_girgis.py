@@ -50,12 +50,8 @@ from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.orders import DEFAULT_INTEGER_ORDERS, DEFAULT_ORDERS
 from jaxacct._core.results import EpsilonResult
 from jaxacct.shuffle import _binned
-from jaxacct.shuffle.rdp_rounds import compose_rdp_epsilon
+from jaxacct.shuffle._rdp_rounds import compose_rdp_epsilon
 from jaxacct._core.compiled import jit
-
-__all__ = ["girgis_thm1_rdp", "girgis_cor1_rdp", "girgis_thm2_rdp",
-           "efm19_rdp", "girgis_mixture_rdp", "girgis_lower_rdp",
-           "girgis_cor2_rdp", "girgis_subsampled_rdp", "girgis_epsilon"]
 
 
 

@@ -46,10 +46,6 @@ from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.solve import bisect
 from jaxacct._core.compiled import jit
 
-__all__ = ["binary_rr_pmfs", "binary_rr_table", "binary_rr_delta",
-           "binary_rr_epsilon", "enumerate_delta", "worst_case_delta",
-           "pair_pmfs", "histogram_distribution", "MAX_EXACT_BINARY_N"]
-
 MAX_EXACT_BINARY_N = 2000
 
 

@@ -12,8 +12,6 @@ import jax.numpy as jnp
 
 from jaxacct._core.conversion import rdp_to_epsilon_kernel
 
-__all__ = ["compose_rdp_epsilon"]
-
 
 def compose_rdp_epsilon(orders, rdp, rounds, delta, conversion: str):
   """``(epsilon, order)`` after ``rounds`` rounds of an RDP curve.

@@ -75,12 +75,9 @@ from jaxacct._core.logmath import log_binom_pmf, logsumexp
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.solve import bisect
 from jaxacct._core.results import EpsilonResult
-from jaxacct.shuffle import _binned, girgis
-from jaxacct.shuffle.rdp_rounds import compose_rdp_epsilon
+from jaxacct.shuffle import _binned, _girgis as girgis
+from jaxacct.shuffle._rdp_rounds import compose_rdp_epsilon
 from jaxacct._core.compiled import jit
-
-__all__ = ["chen_exact_rdp", "chen_asymptotic_rdp", "chen_gdp_mu",
-           "chen_table1_rdp", "chen_epsilon"]
 
 
 def _inner(lam, cs, th, num_a, lower, focus=None):

@@ -41,13 +41,8 @@ from jaxacct._core import checks, solve
 from jaxacct._core.dtype import dispatch, require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct.shuffle import _host_pair, pair_fast, pair_reference, windows
+from jaxacct.shuffle import _host_pair, _pair_fast as pair_fast, _pair_reference as pair_reference, _windows as windows
 from jaxacct._core.compiled import jit
-
-__all__ = ["clone_delta", "clone_epsilon", "clone_epsilon_closed_form",
-           "clone_epsilon_approx_ldp", "krr_epsilon_closed_form",
-           "rr2_lower_delta", "rr2_lower_epsilon", "clone_rdp",
-           "clone_pair_params", "krr_thm41_delta", "krr_thm41_epsilon"]
 
 
 def clone_pair_params(eps0):

@@ -29,10 +29,6 @@ from jax.scipy.special import betainc
 
 from jaxacct._core import checks
 
-__all__ = ["DEFAULT_Z", "BLOCK", "binom_sf", "binom_cdf", "window_start",
-           "cut_mass", "window_size", "resolve_width", "rdp_widths",
-           "raw_widths", "bucket_widths", "fast_width"]
-
 #: Default window half-width in standard deviations (cut mass < 1e-20).
 DEFAULT_Z = 10.0
 #: Block length of the fast symmetric kernel (one incomplete-beta anchor each).

@@ -46,13 +46,8 @@ import numpy as np
 from jaxacct._core import checks, solve
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct.shuffle import pair_fast, pair_reference, windows
+from jaxacct.shuffle import _pair_fast as pair_fast, _pair_reference as pair_reference, _windows as windows
 from jaxacct._core.compiled import jit
-
-__all__ = ["stronger_clone_delta", "stronger_clone_epsilon",
-           "stronger_clone_rdp", "variation_ratio_lower_delta",
-           "variation_ratio_lower_epsilon", "krr_lower_epsilon",
-           "krr_lower_delta", "check_blanket_condition"]
 
 
 def stronger_pair_params(eps0):

@@ -45,17 +45,11 @@ from jaxacct._core import checks, solve
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct.shuffle import _host_pair
-from jaxacct.shuffle.pair_reference import pair_params_invalid
-from jaxacct.shuffle.windows import (BLOCK, binom_sf, bucket_widths, cut_mass,
+from jaxacct.shuffle._pair_reference import pair_params_invalid
+from jaxacct.shuffle._windows import (BLOCK, binom_sf, bucket_widths, cut_mass,
                                      fast_width, raw_widths, resolve_width,
                                      window_start)
 from jaxacct._core.compiled import jit
-
-__all__ = ["BLOCK", "sym_delta_fast", "sym_epsilon_fast",
-           "sym_epsilon_grouped", "MEMBERS", "member_params", "member_total",
-           "member_width", "member_delta", "member_epsilon",
-           "member_epsilon_grouped", "member_delta_checked",
-           "member_epsilon_checked"]
 
 _EPS64 = float(np.finfo(np.float64).eps)
 #: Largest n answered on the host for one question: the host twin agrees with

@@ -55,7 +55,7 @@ subsampled-shuffle "estimate" and the paper-as-printed reproductions
 which are not valid bounds; the counterexamples are listed there.
 
 The shared kernels (WBK Thm 9, the Eq. 5 mixture, window sizes) live in
-``jaxacct.shuffle.check_in_mixture``.
+``jaxacct._core.mixture``.
 """
 
 from __future__ import annotations
@@ -74,10 +74,10 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import dispatch, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.results import EpsilonResult
-from jaxacct.shuffle import pair_reference, windows
-from jaxacct.shuffle.check_in_lower import (check_in_gaussian_rdp_lower,
+from jaxacct.shuffle import _pair_reference as pair_reference, _windows as windows
+from jaxacct.shuffle._check_in_lower import (check_in_gaussian_rdp_lower,
                                             shuffle_gaussian_rdp_lower)
-from jaxacct.shuffle.check_in_mixture import (DEFAULT_CHECK_IN_ORDERS,
+from jaxacct._core.mixture import (DEFAULT_CHECK_IN_ORDERS,
                                               check_rate_inputs, finish_rdp,
                                               integer_orders, lanes_f64,
                                               log_rate_moments,
@@ -89,17 +89,8 @@ from jaxacct.shuffle.check_in_mixture import (DEFAULT_CHECK_IN_ORDERS,
                                               resolve_num_terms, rr_rdp_times,
                                               wbk_log_excess,
                                               wbk_log_excess_moments)
-from jaxacct.shuffle.rdp_rounds import compose_rdp_epsilon
+from jaxacct.shuffle._rdp_rounds import compose_rdp_epsilon
 from jaxacct._core.compiled import jit
-
-__all__ = [
-    "DEFAULT_CHECK_IN_ORDERS", "check_in_ldp_rdp", "check_in_ldp_rdp_clones",
-    "check_in_gaussian_rdp",
-    "check_in_gaussian_rdp_lower", "check_in_secagg_gaussian_rdp",
-    "shuffle_gaussian_rdp_lower", "check_in_first_cut_dp", "check_in_epsilon",
-    "check_in_gaussian_epsilon", "check_in_secagg_gaussian_epsilon",
-    "check_in_first_cut_epsilon", "shuffle_gaussian_epsilon_lower",
-]
 
 
 # --------------------------------------------------------------------------
