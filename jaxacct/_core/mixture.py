@@ -34,7 +34,7 @@ from jax.scipy.special import gammaln, xlog1py, xlogy
 
 from jaxacct._core import checks
 from jaxacct._core.compiled import jit
-from jaxacct._core.dtype import require_x64
+from jaxacct._core.dtype import require_x64, static_size
 from jaxacct._core.logmath import (log_binom, log_binom_pmf, log_expm1,
                                    logsumexp)
 
@@ -217,9 +217,7 @@ def resolve_num_terms(num_terms, n, p, **kw):
   if num_terms is not None:
     checks.check_int("num_terms", num_terms, min_value=1, max_value=2**20)
     return int(num_terms)
-  if checks.is_concrete((n, p)):
-    return auto_num_terms(n, p, **kw)
-  return 256
+  return static_size((n, p), lambda: auto_num_terms(n, p, **kw), default=256)
 
 
 def finish_rdp(log_excess, lam):

@@ -40,7 +40,7 @@ from jax import lax
 from jax.scipy.special import xlog1py
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.dtype import dispatch
 from jaxacct._core.logmath import log_expm1
 from jaxacct._core.results import EpsilonResult
 from jaxacct._core.compiled import jit
@@ -117,15 +117,16 @@ def subsampled_shuffle_gaussian_rdp_estimate(orders=DEFAULT_CHECK_IN_ORDERS, *, 
 
   Bound: estimate (not certified).
   """
-  arr, otuple = integer_orders(orders)
-  if checks.is_concrete((n, m, sigma)):
+  _, otuple = integer_orders(orders)
+
+  def validate():
     checks.check_range("n", n, 1.0)
     checks.check_range("m", m, 1.0)
     if np.any(np.asarray(m) > np.asarray(n)):
       raise ValueError(f"m must be in [1, n]; got m={m}, n={n}.")
     checks.check_positive("sigma", sigma)
-    return x64_boundary(_ssg_jit)(n, m, sigma, orders=otuple)
-  return _ssg_impl(arr, n, m, sigma)
+
+  return dispatch(functools.partial(_ssg_jit, orders=otuple), (n, m, sigma), validate)
 
 
 # --------------------------------------------------------------------------

@@ -71,7 +71,7 @@ from jax import lax
 from jax.scipy.special import betainc
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import dispatch, x64_boundary
+from jaxacct._core.dtype import dispatch
 from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.results import EpsilonResult
 from jaxacct.shuffle import _pair_reference as pair_reference, _windows as windows
@@ -415,7 +415,6 @@ def _compose_convert(orders, rdp, rounds, delta, conversion, name, bound):
   return EpsilonResult(epsilon=eps, delta=delta, method=name, bound=bound, order=order)
 
 
-@x64_boundary
 def check_in_epsilon(*, n, p, eps0, delta, rounds=1, orders=None,
                      conversion: str = "tight") -> EpsilonResult:
   """Epsilon at ``delta`` after ``rounds`` rounds of shuffled check-in, eps0-LDP (upper).
@@ -431,7 +430,6 @@ def check_in_epsilon(*, n, p, eps0, delta, rounds=1, orders=None,
   return _compose_convert(orders, rdp, rounds, delta, conversion, "check_in_ldp_rdp", "upper")
 
 
-@x64_boundary
 def check_in_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=None,
                               bound: str = "upper", conversion: str = "tight",
                               num_terms=None) -> EpsilonResult:
@@ -457,7 +455,6 @@ def check_in_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=None,
                           "check_in_gaussian_rdp_lower", "estimate")
 
 
-@x64_boundary
 def check_in_secagg_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=None,
                                      conversion: str = "tight",
                                      num_terms=None) -> EpsilonResult:
@@ -469,7 +466,6 @@ def check_in_secagg_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=Non
                           "check_in_secagg_gaussian_rdp", "upper")
 
 
-@x64_boundary
 def shuffle_gaussian_epsilon_lower(*, n, sigma, delta, rounds=1, orders=None,
                                    conversion: str = "tight") -> EpsilonResult:
   """Conversion of the Eq. 8 lower RDP curve (``bound="estimate"``: a converted lower RDP curve is no bound on epsilon, see
@@ -481,7 +477,6 @@ def shuffle_gaussian_epsilon_lower(*, n, sigma, delta, rounds=1, orders=None,
                           "shuffle_gaussian_rdp_lower", "estimate")
 
 
-@x64_boundary
 def check_in_first_cut_epsilon(*, n, p, eps0, delta0, delta, rounds=1) -> EpsilonResult:
   r"""Thm 1 baseline composed soundly over ``rounds`` rounds (upper).
 

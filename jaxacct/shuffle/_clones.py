@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks, solve
-from jaxacct._core.dtype import dispatch, require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64, static_size, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.shuffle import _host_pair, _pair_fast as pair_fast, _pair_reference as pair_reference, _windows as windows
@@ -151,19 +151,19 @@ def clone_epsilon_closed_form(delta, *, n, eps0):
     bound="upper")``; ``epsilon`` a float64 array (broadcast shape).
     Bound: upper (any eps0-LDP randomizer).
   """
-  if checks.is_concrete((delta, n, eps0)):
+  def validate():
     _check_common(n, eps0)
     checks.check_delta(delta)
-    e = x64_boundary(jax.device_put)(
-        _closed_form(*(np.asarray(v, np.float64) for v in (delta, n, eps0)), xp=np))
-  else:
-    require_x64("clone_epsilon_closed_form")
-    e = _closed_form(delta, n, eps0)
+
+  def host(*args):  # NumPy on the host, no compiled program
+    return jax.device_put(_closed_form(*(np.asarray(v, np.float64) for v in args), xp=np))
+
+  e = dispatch(_closed_form, (delta, n, eps0), validate, host=host,
+               where="clone_epsilon_closed_form")
   return EpsilonResult(epsilon=e, delta=delta, method="clone_closed_form",
                        bound="upper")
 
 
-@x64_boundary
 def clone_epsilon_approx_ldp(delta, *, n, eps0, delta0, num_refine: int = 3):
   r"""Replacement epsilon of shuffling (eps0, delta0)-LDP reports (FMT'21 Thm 3.8).
 
@@ -293,11 +293,9 @@ def _rr2_delta_scalar(eps, n, eps0, width):
 
 def _rr2_width(n, eps0, max_n=None):
   _check_max_n(max_n)
-  if max_n is not None:
-    return windows.window_size(max_n, 0.5)
-  if checks.is_concrete((n, eps0)):
-    return windows.window_size(n, 1.0 / (np.exp(np.asarray(eps0, np.float64)) + 1))
-  raise ValueError("rr2 lower bound needs concrete n and eps0 (window size).")
+  return static_size(
+      (n, eps0), lambda: windows.window_size(n, 1.0 / (np.exp(np.asarray(eps0, np.float64)) + 1)),
+      bound=None if max_n is None else (lambda: windows.window_size(max_n, 0.5)))
 
 
 @functools.partial(jit, static_argnames=("width",))
@@ -342,16 +340,18 @@ def rr2_lower_delta(eps, *, n, eps0, max_n=None):
     (and for shuffled binary RR itself); the window omits < 1e-20 of mass,
     which only lowers it. n, eps0 concrete (``eps`` may be traced).
   """
-  _check_common(n, eps0)
-  checks.check_range("eps", eps, 0.0)
-  if max_n is None and _host_pair.one_question(eps, n, eps0):
-    # one question: the same sum in NumPy on the host (no compiled program)
-    d = np.float64(_host_pair.rr2_delta(
-        *map(_host_pair.scalar, (eps, n, eps0)), _rr2_width(n, eps0))
-                   ).reshape(np.shape(eps))
-  else:
-    d = x64_boundary(_rr2_delta_jit)(eps, n, eps0,
-                                     width=_rr2_width(n, eps0, max_n))
+  def validate():
+    _check_common(n, eps0)
+    checks.check_range("eps", eps, 0.0)
+
+  def host(eps, n, eps0):  # one question: the same sum in NumPy (no compiled program)
+    if max_n is None and _host_pair.one_question(eps, n, eps0):
+      return np.float64(_host_pair.rr2_delta(
+          *map(_host_pair.scalar, (eps, n, eps0)), _rr2_width(n, eps0))).reshape(np.shape(eps))
+    return None
+
+  d = dispatch(lambda *a: _rr2_delta_jit(*a, width=_rr2_width(n, eps0, max_n)),
+               (eps, n, eps0), validate, host=host, where="rr2_lower_delta")
   return DeltaResult(delta=d, epsilon=eps, method="rr2_lower", bound="lower")
 
 
@@ -366,16 +366,18 @@ def rr2_lower_epsilon(delta, *, n, eps0, max_n=None):
     ``EpsilonResult(epsilon, delta, method="rr2_lower", bound="lower")``;
     ``epsilon`` a float64 array. Bound: lower.
   """
-  _check_common(n, eps0)
-  checks.check_delta(delta)
-  if max_n is None and _host_pair.one_question(delta, n, eps0):
-    # one question: the same bisection in NumPy on the host (no compiled program)
-    e = np.float64(_host_pair.rr2_epsilon(
-        *map(_host_pair.scalar, (delta, n, eps0)), _rr2_width(n, eps0))
-                   ).reshape(np.shape(delta))
-  else:
-    e = x64_boundary(_rr2_epsilon_jit)(delta, n, eps0,
-                                       width=_rr2_width(n, eps0, max_n))
+  def validate():
+    _check_common(n, eps0)
+    checks.check_delta(delta)
+
+  def host(delta, n, eps0):  # one question: the same bisection in NumPy (no compiled program)
+    if max_n is None and _host_pair.one_question(delta, n, eps0):
+      return np.float64(_host_pair.rr2_epsilon(
+          *map(_host_pair.scalar, (delta, n, eps0)), _rr2_width(n, eps0))).reshape(np.shape(delta))
+    return None
+
+  e = dispatch(lambda *a: _rr2_epsilon_jit(*a, width=_rr2_width(n, eps0, max_n)),
+               (delta, n, eps0), validate, host=host, where="rr2_lower_epsilon")
   return EpsilonResult(epsilon=e, delta=delta, method="rr2_lower", bound="lower")
 
 
@@ -531,7 +533,7 @@ def krr_thm41_delta(eps, *, n, eps0, k):
   checks.check_int("k", k, min_value=2)
   checks.check_range("eps", eps, 0.0)
   wm, wz = krr_thm41_widths(n, eps0, k)
-  d = x64_boundary(_krr41_delta_jit)(eps, n, eps0, k, wm=wm, wz=wz)
+  d = dispatch(functools.partial(_krr41_delta_jit, wm=wm, wz=wz), (eps, n, eps0, k))
   return DeltaResult(delta=d, epsilon=eps, method="krr_thm41", bound="upper")
 
 
@@ -547,5 +549,5 @@ def krr_thm41_epsilon(delta, *, n, eps0, k):
   checks.check_int("k", k, min_value=2)
   checks.check_delta(delta)
   wm, wz = krr_thm41_widths(n, eps0, k)
-  e = x64_boundary(_krr41_eps_jit)(delta, n, eps0, k, wm=wm, wz=wz)
+  e = dispatch(functools.partial(_krr41_eps_jit, wm=wm, wz=wz), (delta, n, eps0, k))
   return EpsilonResult(epsilon=e, delta=delta, method="krr_thm41", bound="upper")

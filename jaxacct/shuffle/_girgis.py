@@ -444,7 +444,6 @@ def girgis_subsampled_rdp(orders=None, *, n, eps0, sampling_rate, base="thm1"):
   return zw19_poisson_rdp(o, base_rdp, sampling_rate)
 
 
-@x64_boundary
 def girgis_epsilon(*, n, eps0, delta, rounds=1, bound: str = "thm1",
                    sampling_rate=None, orders=None,
                    method: str = "tight") -> EpsilonResult:

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks, solve
-from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.dtype import dispatch, x64_boundary
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.shuffle import _pair_fast as pair_fast, _pair_reference as pair_reference, _windows as windows
 from jaxacct._core.compiled import jit
@@ -215,7 +215,7 @@ def variation_ratio_lower_delta(eps, *, n, p, beta, q0, q1, max_n=None):
   checks.check_range("eps", eps, 0.0)
   w = windows.window_size(n if max_n is None else max_n,
                          tot if max_n is None else 0.5)
-  d = x64_boundary(_lower_delta_jit)(eps, n, p, beta, q0, q1, width=w)
+  d = dispatch(functools.partial(_lower_delta_jit, width=w), (eps, n, p, beta, q0, q1))
   return DeltaResult(delta=d, epsilon=eps, method="variation_ratio_lower",
                      bound="lower")
 
@@ -234,7 +234,7 @@ def variation_ratio_lower_epsilon(delta, *, n, p, beta, q0, q1, max_n=None):
   checks.check_delta(delta)
   w = windows.window_size(n if max_n is None else max_n,
                          tot if max_n is None else 0.5)
-  e = x64_boundary(_lower_eps_jit)(delta, n, p, beta, q0, q1, width=w)
+  e = dispatch(functools.partial(_lower_eps_jit, width=w), (delta, n, p, beta, q0, q1))
   return EpsilonResult(epsilon=e, delta=delta, method="variation_ratio_lower",
                        bound="lower")
 
