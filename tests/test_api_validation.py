@@ -35,8 +35,7 @@ MODULES = (
     "jaxacct", "jaxacct.mechanisms", "jaxacct.poisson", "jaxacct.pld",
     "jaxacct.allocation", "jaxacct.allocation.bounds",
     "jaxacct.allocation.recursive", "jaxacct.allocation.pld",
-    "jaxacct.shuffle", "jaxacct.shuffle.bounds", "jaxacct.tracking", "jaxacct.experimental.variation_ratio",
-    "jaxacct.experimental.check_in_paper",
+    "jaxacct.shuffle", "jaxacct.shuffle.bounds", "jaxacct.tracking", "jaxacct.experimental",
     "jaxacct.dpsgd", "jaxacct.sampling", "jaxacct.allocation.fixed_bins",
     "jaxacct.accounting",
 )
@@ -68,13 +67,13 @@ EXEMPT = {
     "jaxacct.dpsgd.PrivacyStatement": "result container (built by dpsgd.statement)",
     "jaxacct.compose_rdp": "varargs of (curve, count): see test_compose_rdp_rejects_string_counts",
     "jaxacct.StepsUnitWarning": "warning class",
-    # jaxacct.experimental.check_in_paper: reproductions of formulas as printed
+    # jaxacct.experimental (Liew et al. as printed): reproductions of formulas as printed
     # (not accountants; several are known unsound), kept for the paper tables.
-    "jaxacct.experimental.check_in_paper.fmt_shuffle_dp": "paper reproduction (experimental)",
-    "jaxacct.experimental.check_in_paper.paper_approach_rdp": "paper reproduction (experimental)",
-    "jaxacct.experimental.check_in_paper.paper_lemma1_rdp": "paper reproduction (experimental)",
-    "jaxacct.experimental.check_in_paper.paper_table2_epsilon": "paper reproduction (experimental)",
-    "jaxacct.experimental.check_in_paper.subsampled_shuffle_gaussian_rdp_estimate":
+    "jaxacct.experimental.fmt_shuffle_dp": "paper reproduction (experimental)",
+    "jaxacct.experimental.paper_approach_rdp": "paper reproduction (experimental)",
+    "jaxacct.experimental.paper_lemma1_rdp": "paper reproduction (experimental)",
+    "jaxacct.experimental.paper_table2_epsilon": "paper reproduction (experimental)",
+    "jaxacct.experimental.subsampled_shuffle_gaussian_rdp_estimate":
         "estimate, not a bound (experimental)",
     "jaxacct.enable_compilation_cache": "sets JAX's global cache config (tests/test_dpsgd.py)",
     "jaxacct.set_progress": "global switch taking a bool (tests/test_dpsgd.py)",
@@ -339,9 +338,9 @@ BASE = {
     "jaxacct.tracking.dp_aggregate": dict(l2_norm_clip=1.0, noise_multiplier=1.0,
                                           expected_batch_size=8.0, key=0),
     # experimental
-    "jaxacct.experimental.variation_ratio.row_parameters": dict(
+    "jaxacct.experimental.row_parameters": dict(
         mechanism="generic", eps0=_E0),
-    "jaxacct.experimental.variation_ratio.row_delta_unsafe": dict(
+    "jaxacct.experimental.row_delta_unsafe": dict(
         eps=0.5, n=100, mechanism="generic", eps0=_E0),
     # dpsgd recipe
     "jaxacct.dpsgd_epsilon": dict(noise_multiplier=1.0, num_examples=1000, batch_size=100,
@@ -379,7 +378,7 @@ BASE = {
         sigma=1.0, delta=1e-5, num_steps=10, num_epochs=2, grid_size=64),
     "jaxacct.allocation.fixed_bins.fixed_bins_pld_delta": dict(
         sigma=1.0, epsilon=1.0, num_steps=10, num_epochs=2, grid_size=64),
-    "jaxacct.experimental.variation_ratio.row_epsilon_unsafe": dict(
+    "jaxacct.experimental.row_epsilon_unsafe": dict(
         delta=1e-6, n=100, mechanism="generic", eps0=_E0),
 }
 

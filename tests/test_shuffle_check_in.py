@@ -18,7 +18,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from jaxacct.experimental import check_in_paper as XP  # (paper as printed)
+from jaxacct import experimental as XP  # (paper as printed)
 from jaxacct._core import mixture as CM
 from jaxacct._core.mixture import DEFAULT_CHECK_IN_ORDERS
 from jaxacct import shuffle as sh

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jaxacct.shuffle as sh
-from jaxacct.experimental import variation_ratio as xvr
+from jaxacct import experimental as xvr
 from jaxacct.shuffle import bounds as shb
 
 MAXN = 16  # shared static window for all small-n kernel calls (one compile)

@@ -42,14 +42,14 @@ Certified (upper bounds):
 * eager: :func:`check_in_epsilon`, :func:`check_in_gaussian_epsilon`,
   :func:`check_in_secagg_gaussian_epsilon`, :func:`check_in_first_cut_epsilon`.
 
-Lower bounds (Sec. 4; ``jaxacct.shuffle.check_in_lower``, re-exported here):
+Lower bounds (Sec. 4; ``jaxacct.shuffle._check_in_lower``, re-exported here):
 
 * :func:`shuffle_gaussian_rdp_lower` -- Eq. 8 / Thm 3 (all n report).
 * :func:`check_in_gaussian_rdp_lower` -- the same pair under shuffled check-in.
 * eager: :func:`shuffle_gaussian_epsilon_lower` (the conversion of a lower RDP
   curve, ``bound="estimate"``: reported for comparison only).
 
-Not here (``jaxacct.experimental.check_in_paper``, issue 16): the Thm 5
+Not here (``jaxacct.experimental``, issue 16): the Thm 5
 subsampled-shuffle "estimate" and the paper-as-printed reproductions
 (``paper_lemma1_rdp``, ``paper_approach_rdp``, ``paper_table2_epsilon``),
 which are not valid bounds; the counterexamples are listed there.
@@ -159,7 +159,7 @@ def check_in_ldp_rdp_clones(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, eps0, num_t
   Sec. 3.3, Table 1): Eq. 5 over k, WBK Thm 9 (arXiv:1808.00087v2) at rate
   k/n, but with the base curve :math:`\varepsilon^S_k(j)` = Renyi divergence
   of the Feldman-McMillan-Talwar clone pair for k reports (arXiv:2012.12803,
-  Sec. 6.1; ``jaxacct.shuffle.clones.clone_rdp``, via the shared pair kernel)
+  Sec. 6.1; ``jaxacct.shuffle.clone_rdp``, via the shared pair kernel)
   instead of FMT's (eps, delta) pushed through the unsound Lemma 1.
   :math:`\varepsilon(\infty)=\epsilon_0`. The per-k curve is also min'ed with
   randomized response, k outside a window of ``num_terms`` values around np

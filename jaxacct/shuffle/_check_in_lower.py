@@ -13,7 +13,7 @@ digest ``liew-shuffled-check-in.md``.
 
 The Eq. 8 brackets :math:`\log\mathbb E[M_k^j]` are
 ``jaxacct._core.mixture.shuffle_gaussian_log_moments`` (shared with the Thm 5
-estimate in ``jaxacct.experimental.check_in_paper``). Both curves are public
+estimate in ``jaxacct.experimental``). Both curves are public
 as ``jaxacct.shuffle.bounds.*``.
 """
 

@@ -10,7 +10,7 @@ All bounds are for **replacement** neighbours, both directions, for any
 
 * ``clone_delta`` / ``clone_epsilon``: the exact privacy profile of the clone
   pair (Thm 3.2; App. F computes it), evaluated in O(window) log-space terms
-  by the shared pair kernel ``jaxacct.shuffle.pair_fast`` (the clone pair is the
+  by the shared pair kernel ``jaxacct.shuffle._pair_fast`` (the clone pair is the
   member ``p = e^eps0``, ``beta = (p-1)/(p+1)``, ``q = 2 e^{2 eps0}/(e^eps0+1)``
   of the Wang et al. family). Upper bound, valid for every eps0-LDP randomizer.
 * ``clone_epsilon_closed_form``: Thm 3.1 Eq. (1), upper, with its validity
@@ -105,7 +105,7 @@ def clone_epsilon(delta, *, n, eps0, max_n=None):
     (numpy for concrete input without ``max_n``, jax otherwise), ``delta``
     the ``delta`` given.
 
-  Computed by ``jaxacct.shuffle.pair_fast.sym_epsilon_fast``: the pair's delta
+  Computed by ``jaxacct.shuffle._pair_fast.sym_epsilon_fast``: the pair's delta
   by block recurrences anchored by one incomplete-beta call per 64 c-cells
   (rounding allowance and cut mass added) and a safeguarded Newton solve that
   returns the feasible end of a bracket of relative width ~1e-13 (4-10

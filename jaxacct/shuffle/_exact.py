@@ -289,7 +289,7 @@ def pair_pmfs(n: int, p: float, beta: float, q0: float, q1: float,
               *, z: float = 10.0):
   r"""The variation-ratio pair as probability vectors over a (c, a) window.
 
-  Same pair as ``jaxacct.shuffle.pair_reference`` (Wang et al. arXiv:2304.05007v5
+  Same pair as ``jaxacct.shuffle._pair_reference`` (Wang et al. arXiv:2304.05007v5
   App. H; the FMT'21 clone pair and the stronger clone are members). Returns
   ``(P, Q)`` numpy float64 vectors whose last two entries are atoms carrying
   an upper bound on the cut mass: ``(tail, 0)`` and ``(0, tail)``, i.e. +inf

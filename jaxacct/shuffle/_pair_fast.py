@@ -1,6 +1,6 @@
 r"""Fast kernel of the symmetric zero-leftover pairs (clone pair, stronger clone).
 
-The pair of ``jaxacct.shuffle.pair_reference`` with ``lam = 0`` and
+The pair of ``jaxacct.shuffle._pair_reference`` with ``lam = 0`` and
 ``q0 = q1`` (FMT'21 clone pair, Feldman, McMillan, Talwar, arXiv:2012.12803,
 Thm 3.2; stronger clone, Wang et al. arXiv:2304.05007v5 generic row): same
 quantity, one incomplete-beta call per ``BLOCK`` window cells instead of one

@@ -33,13 +33,13 @@ summed; the ``P``-mass (and ``Q``-mass) of the cut totals is at most
 ``Pr[Bin(n-1, r0+r1) notin [lo, lo+W-2]]``, which is computed (regularised
 incomplete beta) and ADDED to delta, so windowed deltas are upper bounds of the
 pair's exact delta. With the default ``z = 10`` the added mass is < 1e-20
-(window policy: ``jaxacct.shuffle.windows``).
+(window policy: ``jaxacct.shuffle._windows``).
 
 This is the reference kernel: any pair ``(p, beta, q0, q1)``, one
 incomplete-beta call per window cell, and the eps(delta) inversion by 40
 bracketing steps (:func:`jaxacct._core.solve.bracket_decreasing`). The symmetric zero-leftover
 members (clone pair, stronger clone) have a faster kernel in
-``jaxacct.shuffle.pair_fast``, checked against this one in
+``jaxacct.shuffle._pair_fast``, checked against this one in
 ``tests/test_shuffle_fast.py``. Binomial weights use the Loader saddle-point
 log-pmf ``jaxacct._core.logmath.log_binom_pmf`` (the ``gammaln`` difference
 used before loses ~1e-7 relative at n ~ 1e6, issue 16).

@@ -25,7 +25,7 @@ Amplification by Subsampling", NeurIPS 2018 (arXiv:1807.01647v2), Thm 9
 the mixture pair). Bound: upper, whenever the inner bound is an upper bound.
 
 Poisson subsampling of users combined with RDP composition is in
-:func:`jaxacct.shuffle.girgis.girgis_subsampled_rdp` (Girgis et al.'s
+:func:`jaxacct.shuffle.bounds.girgis_subsampled_rdp` (Girgis et al.'s
 recipe, the paper that gives it).
 """
 
@@ -89,7 +89,7 @@ def subsampled_epsilon(*, n: int, m: int, eps0: float, delta: float,
 
   Runs the shuffle front door (:func:`jaxacct.shuffle.epsilon`) for ``m``
   reports at ``delta * n / m`` and amplifies (module docstring). One round;
-  for many rounds use RDP (:func:`jaxacct.shuffle.girgis.girgis_subsampled_rdp`
+  for many rounds use RDP (:func:`jaxacct.shuffle.bounds.girgis_subsampled_rdp`
   for Poisson subsampling).
 
   Args:

@@ -21,7 +21,7 @@ What is offered here, and why (digest §7.4):
   whose likelihood ratio is extremal (``e^{\pm eps0}`` or 1) at every output.
   Then the leftover weight is zero and the label reduction is exact. For an
   arbitrary eps0-LDP randomizer this is NOT proven; use FMT'21's clone bound
-  (``jaxacct.shuffle.clones``). ``check_blanket_condition`` tests a
+  (``jaxacct.shuffle._clones``). ``check_blanket_condition`` tests a
   randomizer given as a matrix.
 * ``variation_ratio_lower_delta`` / ``variation_ratio_lower_epsilon``: the pair
   with general ``(p, beta, q0, q1)``, a LOWER bound for "extremal" randomizers
@@ -29,7 +29,7 @@ What is offered here, and why (digest §7.4):
   ``krr_lower_epsilon`` for k-RR with the others holding a third value.
 * The per-randomizer parameter rows of the paper (leftover weight > 0) are
   NOT upper bounds (counterexample: 4-RR, n = 3, e^eps0 = 3, e^eps = 2, true
-  delta 5/108 > 7/216); they live in ``jaxacct.experimental.variation_ratio``.
+  delta 5/108 > 7/216); they live in ``jaxacct.experimental`` (``row_*_unsafe``).
 
 Every ``*_epsilon`` returns an :class:`~jaxacct.EpsilonResult` and every
 ``*_delta`` a :class:`~jaxacct.DeltaResult` (``bound`` upper or lower).

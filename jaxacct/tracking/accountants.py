@@ -298,9 +298,9 @@ class ShuffleAccountant(_Accountant):
   Replacement neighbours. Per round, the Renyi curve of the dominating pair
   of :mod:`jaxacct.shuffle`: ``"generic"`` (any eps0-LDP randomizer): the
   clone pair, Feldman, McMillan & Talwar, "Hiding among the clones",
-  arXiv:2012.12803, Thm 3.2 + Sec. 6.1 (``shuffle.clones.clone_rdp``);
+  arXiv:2012.12803, Thm 3.2 + Sec. 6.1 (``shuffle.clone_rdp``);
   ``"blanket"``/``"binary_rr"``/``("k_rr", k)``: the stronger-clone pair
-  (Wang et al., arXiv:2304.05007v5; ``shuffle.variation_ratio.stronger_clone_rdp``).
+  (Wang et al., arXiv:2304.05007v5; ``shuffle.stronger_clone_rdp``).
   After ``b`` rounds
 
   .. math:: arepsilon(b)=\minig(\mathrm{conv}_\delta(b\,R),\ b\,arepsilon_0ig)

@@ -32,8 +32,6 @@ from jaxacct._core import checks
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.shuffle.bounds import variation_ratio_pair_delta, variation_ratio_pair_epsilon
 
-__all__ = ["row_parameters", "row_delta_unsafe", "row_epsilon_unsafe"]
-
 
 def row_parameters(mechanism: str, eps0: float, **options):
   """``(p, beta, q)`` of a README / Table 6 row (digest §2). Not a bound.

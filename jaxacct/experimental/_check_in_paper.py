@@ -2,10 +2,10 @@ r"""Shuffled check-in as printed by Liew et al.: NOT valid privacy bounds.
 
 Source: Liew, Hasegawa & Takahashi, "Privacy Amplification via Shuffled
 Check-Ins", arXiv:2206.03151v2 (digest ``shared/digests/liew-shuffled-check-in.md``).
-Moved out of ``jaxacct.shuffle.check_in`` (issue 16): nothing here is used by
+Moved out of ``jaxacct.shuffle._check_in`` (issue 16): nothing here is used by
 a front door, and every result says ``bound="estimate"`` (:data:`UNSOUND`).
 The certified bounds for the same mechanisms are in
-``jaxacct.shuffle.check_in`` (upper) and ``jaxacct.shuffle.check_in_lower``.
+``jaxacct.shuffle._check_in`` (upper) and ``jaxacct.shuffle._check_in_lower``.
 
 * :func:`paper_lemma1_rdp` -- Lemma 1 (Eq. 2), the DP->RDP "conversion" as
   printed. Counterexample (digest Sec. 1.3; regression
@@ -49,10 +49,6 @@ from jaxacct._core.mixture import (DEFAULT_CHECK_IN_ORDERS, finish_rdp, integer_
                                    resolve_num_terms, shuffle_gaussian_log_moments,
                                    wbk_log_excess)
 from jaxacct.shuffle.bounds import check_in_first_cut_dp
-
-__all__ = ["UNSOUND", "paper_lemma1_rdp", "paper_approach_rdp",
-           "paper_table2_epsilon", "subsampled_shuffle_gaussian_rdp_estimate",
-           "fmt_shuffle_dp"]
 
 #: The ``bound`` of every result here: not a valid bound (the paper as printed).
 UNSOUND = "estimate"
