@@ -1,4 +1,5 @@
-"""Tests for jaxacct.shuffle.check_in (Liew, Hasegawa & Takahashi, arXiv:2206.03151v2).
+"""Shuffled check-in, ``jaxacct.shuffle.check_in_*`` and ``jaxacct.shuffle.bounds``
+(Liew, Hasegawa & Takahashi, arXiv:2206.03151v2).
 
 Sources of the reference values:
 * digest = shared/digests/liew-shuffled-check-in.md (Sec. 4.3 regression

@@ -1,5 +1,5 @@
-"""RDP of shuffling: Chen et al. (jaxacct.shuffle.multinomial) and Girgis et al.
-(jaxacct.shuffle.girgis).
+"""RDP of shuffling: Chen et al. and Girgis et al. (``jaxacct.shuffle.bounds``,
+``chen_epsilon``, ``girgis_epsilon``).
 
 Sources of the reference values (cited next to each):
 * [chen-digest] /work/shared/digests/chen-rdp-shuffle-enhanced.md, §4.2

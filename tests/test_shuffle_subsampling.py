@@ -1,4 +1,4 @@
-"""Shuffling m of n users sampled without replacement (jaxacct.shuffle.subsampling).
+"""Shuffling m of n users sampled without replacement (jaxacct.shuffle.subsampled_*).
 
 Oracle: exact enumeration of the shuffled-and-subsampled binary randomized
 response (all datasets up to symmetry, all m-subsets, both directions).
