@@ -17,6 +17,14 @@ Policy (tested in ``tests/test_core_dtype.py``):
   the bounds need; so kernels call :func:`require_x64` at trace time, which
   raises a ``RuntimeError`` telling the user to enable x64 (globally, or with
   ``with jax.enable_x64(True):`` around their jitted call).
+
+The entry template of a public kernel (issue 29): validate eagerly, then one
+module-level jitted kernel that owns its shape buckets, through
+:func:`dispatch` -- the one place that forks on concrete vs traced input
+(with an optional NumPy host path for one concrete question). Static sizes
+that depend on concrete values (summation windows, numbers of terms) come
+from :func:`static_size`. A door that only calls other doors adds no
+boundary of its own.
 """
 
 from __future__ import annotations

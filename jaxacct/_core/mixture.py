@@ -1,4 +1,4 @@
-r"""Shared kernels of the shuffled check-in bounds: Eq. 5 mixture and WBK Thm 9.
+r"""Binomial mixtures of RDP curves: the check-in Eq. 5 mixture and WBK Thm 9.
 
 Source: Liew, Hasegawa & Takahashi, "Privacy Amplification via Shuffled
 Check-Ins", arXiv:2206.03151v2, Thm 2 (Eq. 5); Wang, Balle & Kasiviswanathan,
@@ -19,6 +19,12 @@ arXiv:1808.00087v2, Thm 9 (subsampling without replacement). Used by
 * :func:`finish_rdp`, :func:`order_envelope`, :func:`rr_rdp_times`,
   :func:`integer_orders`, :func:`check_rate_inputs`, :func:`nan_where_invalid`,
   :func:`lanes_f64`, :func:`orders_jit` (the kernels' shared plumbing).
+* :func:`shuffle_gaussian_log_moments` -- the Eq. 8 brackets
+  :math:`\log\mathbb E[M_k^j]` (Thm 3's lower bound and the Thm 5 estimate).
+
+Generic RDP numerics (no scheme is imported), so the experimental paper
+reproductions and the shuffle kernels share them without crossing into each
+other's private modules.
 """
 
 from __future__ import annotations
