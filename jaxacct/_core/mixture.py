@@ -3,10 +3,9 @@ r"""Binomial mixtures of RDP curves: the check-in Eq. 5 mixture and WBK Thm 9.
 Source: Liew, Hasegawa & Takahashi, "Privacy Amplification via Shuffled
 Check-Ins", arXiv:2206.03151v2, Thm 2 (Eq. 5); Wang, Balle & Kasiviswanathan,
 "Subsampled Renyi Differential Privacy and Analytical Moments Accountant",
-arXiv:1808.00087v2, Thm 9 (subsampling without replacement). Used by
-``jaxacct.shuffle._check_in`` (certified upper bounds),
-``jaxacct.shuffle._check_in_lower`` (lower bounds) and
-``jaxacct.experimental`` (the paper as printed).
+arXiv:1808.00087v2, Thm 9 (subsampling without replacement). Used by the
+shuffled check-in curves of ``jaxacct.shuffle`` (certified upper and lower
+bounds) and by ``jaxacct.experimental`` (the paper as printed).
 
 * :func:`wbk_log_excess` / :func:`wbk_log_excess_moments` -- WBK Thm 9's
   ``log(E - 1)`` at a fixed rate or over rate moments.

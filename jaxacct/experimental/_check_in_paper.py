@@ -2,10 +2,12 @@ r"""Shuffled check-in as printed by Liew et al.: NOT valid privacy bounds.
 
 Source: Liew, Hasegawa & Takahashi, "Privacy Amplification via Shuffled
 Check-Ins", arXiv:2206.03151v2 (digest ``shared/digests/liew-shuffled-check-in.md``).
-Moved out of ``jaxacct.shuffle._check_in`` (issue 16): nothing here is used by
+Moved out of the shuffle check-in module (issue 16): nothing here is used by
 a front door, and every result says ``bound="estimate"`` (:data:`UNSOUND`).
-The certified bounds for the same mechanisms are in
-``jaxacct.shuffle._check_in`` (upper) and ``jaxacct.shuffle._check_in_lower``.
+The certified bounds for the same mechanisms are
+``jaxacct.shuffle.check_in_epsilon`` / ``check_in_gaussian_epsilon`` (upper)
+and the curves of ``jaxacct.shuffle.bounds`` (``check_in_*_rdp``, upper;
+``*_rdp_lower``, lower).
 
 * :func:`paper_lemma1_rdp` -- Lemma 1 (Eq. 2), the DP->RDP "conversion" as
   printed. Counterexample (digest Sec. 1.3; regression
