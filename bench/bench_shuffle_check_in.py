@@ -48,7 +48,7 @@ def _alg2_numpy(lam, n, sigma):
 def run():
   import jax
 
-  from jaxacct.shuffle import check_in as C
+  from jaxacct.shuffle import bounds as C
 
   orders = np.arange(2, 66, dtype=np.float64)
   n = np.geomspace(1e2, 1e7, 100).round()[:, None]

@@ -16,21 +16,25 @@ import json
 import sys
 from typing import Callable, List, Tuple
 
+import jaxacct
+from jaxacct._core.cache import compile_timer
+from jaxacct._core.progress import progress
+from jaxacct.statement import NEIGHBOURINGS, statement
+
 
 def _rows(args) -> List[Tuple[str, str, Callable[[float], float]]]:
   """(scheme, method, fn): ``fn(scale)`` computes the row's epsilon with sigma
   (or eps0 for shuffling) multiplied by ``scale`` (1 for the table; a new value
   for the optional second call, which shows whether new values recompile)."""
-  import jaxacct
-  from jaxacct import allocation, poisson, shuffle
-  from jaxacct.allocation import pld as alloc_pld
+  # the schemes load on first access (lazy names of jaxacct): only those used
+  allocation, poisson, shuffle = jaxacct.allocation, jaxacct.poisson, jaxacct.shuffle
   q = args.num_selected / args.num_steps
   T = args.num_steps * args.num_epochs
   tight = {}
 
   def _tight(kind, scale):
     if scale not in tight:
-      r = alloc_pld.allocation_pld_epsilon(
+      r = allocation.pld.allocation_pld_epsilon(
           sigma=args.sigma * scale, delta=args.delta, steps_per_epoch=args.num_steps,
           num_selected=args.num_selected, num_epochs=args.num_epochs)
       tight[scale] = {"upper": r.upper, "lower": r.lower}
@@ -77,7 +81,6 @@ def timed_cell(fn, scale):
 
 def _timed_value(fn, scale):
   """:func:`timed_cell` plus the value itself (float, or None on error)."""
-  from jaxacct._core.cache import compile_timer
   val = None
   with compile_timer() as ct:
     try:
@@ -128,8 +131,6 @@ def main(argv=None) -> int:
   p.add_argument("--json", action="store_true",
                  help="print the table as JSON on stdout (progress stays on stderr)")
   args = p.parse_args(argv)
-  import jaxacct
-  from jaxacct._core.progress import progress
   cache = None
   if not args.no_cache:
     try:
@@ -231,7 +232,6 @@ def dpsgd_main(argv=None) -> int:
   The statement (stdout) is :func:`jaxacct.dpsgd.statement`; ``--json``
   prints its ``to_dict()``. Progress goes to stderr only.
   """
-  from jaxacct.statement import NEIGHBOURINGS
   samplings = ("balls_in_bins", "poisson", "shuffle")   # jaxacct.dpsgd.SAMPLINGS
   p = argparse.ArgumentParser(
       prog="jaxacct dpsgd", allow_abbrev=False,
@@ -259,7 +259,6 @@ def dpsgd_main(argv=None) -> int:
   p.add_argument("--quiet", action="store_true", help="no progress output (stderr)")
   args = p.parse_args(argv)
   batch = int(args.batch_size) if args.batch_size.is_integer() else args.batch_size
-  from jaxacct.statement import statement
   _setup_logging()
   try:
     st = statement(num_examples=args.num_examples, batch_size=batch,

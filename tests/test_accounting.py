@@ -260,7 +260,7 @@ def test_would_exceed_does_not_change_the_accountant():
 
 
 def test_check_in_goes_through_the_rdp_fallback():
-  from jaxacct.shuffle import check_in
+  from jaxacct import shuffle as check_in
   n, p, eps0, T = 1000, 0.5, 1.0, 5
   acc = PLDAccountant(NR.REPLACE_ONE).compose(
       ev.ShuffledCheckInDpEvent(n=n, p=p, eps0=eps0), T)

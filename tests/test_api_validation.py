@@ -35,10 +35,7 @@ MODULES = (
     "jaxacct", "jaxacct.mechanisms", "jaxacct.poisson", "jaxacct.pld",
     "jaxacct.allocation", "jaxacct.allocation.bounds",
     "jaxacct.allocation.recursive", "jaxacct.allocation.pld",
-    "jaxacct.shuffle", "jaxacct.shuffle.clones", "jaxacct.shuffle.variation_ratio",
-    "jaxacct.shuffle.exact", "jaxacct.shuffle.multinomial", "jaxacct.shuffle.girgis",
-    "jaxacct.shuffle.check_in", "jaxacct.tracking", "jaxacct.experimental.variation_ratio",
-    "jaxacct.experimental.check_in_paper",
+    "jaxacct.shuffle", "jaxacct.shuffle.bounds", "jaxacct.tracking", "jaxacct.experimental",
     "jaxacct.dpsgd", "jaxacct.sampling", "jaxacct.allocation.fixed_bins",
     "jaxacct.accounting",
 )
@@ -62,24 +59,21 @@ EXEMPT = {
     "jaxacct.tracking.PrivacyBudgetExceeded": "exception class",
     "jaxacct.tracking.PrivacyScheduleChanged": "exception class",
     "jaxacct.tracking.DPAggregateState": "optax state container (traced)",
-    "jaxacct.shuffle.clones.clone_pair_params": "kernel parameters of a door (clone_*)",
-    "jaxacct.shuffle.exact.binary_rr_table": "kernel table of binary_rr_* (validated there)",
-    "jaxacct.shuffle.exact.histogram_distribution": "kernel of enumerate_delta (validated there)",
-    "jaxacct.shuffle.check_in.check_in_ldp_rdp_clones": "kernel of check_in_ldp_rdp (validated there)",
-    "jaxacct.shuffle.check_in.check_in_first_cut_dp": "kernel of check_in_first_cut_epsilon",
+    "jaxacct.shuffle.bounds.check_in_ldp_rdp_clones": "kernel of check_in_ldp_rdp (validated there)",
+    "jaxacct.shuffle.bounds.check_in_first_cut_dp": "kernel of check_in_first_cut_epsilon",
     "jaxacct.tracking.privacy_spent": "takes an optax state only",
     "jaxacct.pld.to_dp_accounting": "takes PLD objects only (conversion)",
     "jaxacct.pld.window_size": "takes PLD objects only (FFT length of compose_many)",
     "jaxacct.dpsgd.PrivacyStatement": "result container (built by dpsgd.statement)",
     "jaxacct.compose_rdp": "varargs of (curve, count): see test_compose_rdp_rejects_string_counts",
     "jaxacct.StepsUnitWarning": "warning class",
-    # jaxacct.experimental.check_in_paper: reproductions of formulas as printed
+    # jaxacct.experimental (Liew et al. as printed): reproductions of formulas as printed
     # (not accountants; several are known unsound), kept for the paper tables.
-    "jaxacct.experimental.check_in_paper.fmt_shuffle_dp": "paper reproduction (experimental)",
-    "jaxacct.experimental.check_in_paper.paper_approach_rdp": "paper reproduction (experimental)",
-    "jaxacct.experimental.check_in_paper.paper_lemma1_rdp": "paper reproduction (experimental)",
-    "jaxacct.experimental.check_in_paper.paper_table2_epsilon": "paper reproduction (experimental)",
-    "jaxacct.experimental.check_in_paper.subsampled_shuffle_gaussian_rdp_estimate":
+    "jaxacct.experimental.fmt_shuffle_dp": "paper reproduction (experimental)",
+    "jaxacct.experimental.paper_approach_rdp": "paper reproduction (experimental)",
+    "jaxacct.experimental.paper_lemma1_rdp": "paper reproduction (experimental)",
+    "jaxacct.experimental.paper_table2_epsilon": "paper reproduction (experimental)",
+    "jaxacct.experimental.subsampled_shuffle_gaussian_rdp_estimate":
         "estimate, not a bound (experimental)",
     "jaxacct.enable_compilation_cache": "sets JAX's global cache config (tests/test_dpsgd.py)",
     "jaxacct.set_progress": "global switch taking a bool (tests/test_dpsgd.py)",
@@ -251,69 +245,74 @@ BASE = {
                                                      **_SH),
     "jaxacct.shuffle.clone_rdp": dict(orders=_ORD, **_SH),
     "jaxacct.shuffle.krr_epsilon_closed_form": dict(delta=1e-6, k=3, **_SH),
-    "jaxacct.shuffle.clones.krr_thm41_delta": dict(eps=0.5, k=3, **_SH),
-    "jaxacct.shuffle.clones.krr_thm41_epsilon": dict(delta=1e-6, k=3, **_SH),
+    "jaxacct.shuffle.bounds.krr_thm41_delta": dict(eps=0.5, k=3, **_SH),
+    "jaxacct.shuffle.bounds.krr_thm41_epsilon": dict(delta=1e-6, k=3, **_SH),
     "jaxacct.shuffle.rr2_lower_delta": dict(eps=0.5, max_n=200, **_SH),
     "jaxacct.shuffle.rr2_lower_epsilon": dict(delta=1e-6, max_n=200, **_SH),
     "jaxacct.shuffle.stronger_clone_delta": dict(eps=0.5, max_n=200, **_SH),
     "jaxacct.shuffle.stronger_clone_epsilon": dict(delta=1e-6, max_n=200, **_SH),
     "jaxacct.shuffle.stronger_clone_rdp": dict(orders=_ORD, **_SH),
-    "jaxacct.shuffle.variation_ratio.variation_ratio_lower_delta": dict(
+    "jaxacct.shuffle.bounds.variation_ratio_lower_delta": dict(
         eps=0.5, n=100, p=3.0, beta=0.5, q0=3.0, q1=3.0, max_n=200),
-    "jaxacct.shuffle.variation_ratio.variation_ratio_lower_epsilon": dict(
+    "jaxacct.shuffle.bounds.variation_ratio_lower_epsilon": dict(
         delta=1e-6, n=100, p=3.0, beta=0.5, q0=3.0, q1=3.0, max_n=200),
-    "jaxacct.shuffle.variation_ratio.krr_lower_delta": dict(eps=0.5, k=3, max_n=200, **_SH),
-    "jaxacct.shuffle.variation_ratio.krr_lower_epsilon": dict(delta=1e-6, k=3, max_n=200, **_SH),
+    "jaxacct.shuffle.bounds.krr_lower_delta": dict(eps=0.5, k=3, max_n=200, **_SH),
+    "jaxacct.shuffle.bounds.krr_lower_epsilon": dict(delta=1e-6, k=3, max_n=200, **_SH),
     "jaxacct.shuffle.check_blanket_condition": dict(matrix=_KRR, eps0=_E0),
     "jaxacct.shuffle.binary_rr_delta": dict(eps=0.5, n=10, eps0=_E0, ms=[0, 1]),
     "jaxacct.shuffle.binary_rr_epsilon": dict(delta=1e-3, n=10, eps0=_E0,
                                               ms=[0, 1]),
-    "jaxacct.shuffle.exact.binary_rr_pmfs": dict(n=10, eps0=_E0, m=1),
-    "jaxacct.shuffle.exact.enumerate_delta": dict(matrix=_KRR, x0=0, x1=1,
+    "jaxacct.shuffle.bounds.binary_rr_pmfs": dict(n=10, eps0=_E0, m=1),
+    "jaxacct.shuffle.bounds.enumerate_delta": dict(matrix=_KRR, x0=0, x1=1,
                                             others=(0, 2), eps=0.5),
-    "jaxacct.shuffle.exact.worst_case_delta": dict(matrix=_KRR, n=3, eps=0.5,
+    "jaxacct.shuffle.bounds.worst_case_delta": dict(matrix=_KRR, n=3, eps=0.5,
                                              pairs=[(0, 1)]),
-    "jaxacct.shuffle.exact.pair_pmfs": dict(n=10, p=3.0, beta=0.5, q0=3.0, q1=3.0),
+    "jaxacct.shuffle.bounds.pair_pmfs": dict(n=10, p=3.0, beta=0.5, q0=3.0, q1=3.0),
     "jaxacct.shuffle.dominating_pairs": dict(**_SH),
+    "jaxacct.shuffle.bounds.parse_randomizer": dict(randomizer="generic"),
+    "jaxacct.shuffle.bounds.variation_ratio_pair_delta": dict(eps=0.5, n=10, p=3.0, beta=0.5,
+                                                             q0=3.0),
+    "jaxacct.shuffle.bounds.variation_ratio_pair_epsilon": dict(delta=1e-3, n=10, p=3.0,
+                                                               beta=0.5, q0=3.0),
     "jaxacct.shuffle.subsampled_epsilon": dict(n=100, m=10, eps0=_E0, delta=1e-6),
     "jaxacct.shuffle.subsampled_delta": dict(n=100, m=10, eps0=_E0, epsilon=0.5),
     "jaxacct.shuffle.amplify_epsilon_delta": dict(epsilon=1.0, delta=1e-6,
                                                   rate=0.1),
-    "jaxacct.shuffle.multinomial.chen_exact_rdp": dict(orders=_ORD, **_SH),
-    "jaxacct.shuffle.multinomial.chen_asymptotic_rdp": dict(orders=_ORD, **_SH),
-    "jaxacct.shuffle.multinomial.chen_gdp_mu": dict(**_SH),
-    "jaxacct.shuffle.multinomial.chen_table1_rdp": dict(orders=_ORD, **_SH),
+    "jaxacct.shuffle.bounds.chen_exact_rdp": dict(orders=_ORD, **_SH),
+    "jaxacct.shuffle.bounds.chen_asymptotic_rdp": dict(orders=_ORD, **_SH),
+    "jaxacct.shuffle.bounds.chen_gdp_mu": dict(**_SH),
+    "jaxacct.shuffle.bounds.chen_table1_rdp": dict(orders=_ORD, **_SH),
     "jaxacct.shuffle.chen_epsilon": dict(delta=1e-6, orders=_ORD, **_SH),
-    "jaxacct.shuffle.girgis.girgis_thm1_rdp": dict(orders=_IORD, **_SH),
-    "jaxacct.shuffle.girgis.girgis_cor1_rdp": dict(orders=_IORD, **_SH),
-    "jaxacct.shuffle.girgis.girgis_thm2_rdp": dict(orders=_ORD, **_SH),
-    "jaxacct.shuffle.girgis.efm19_rdp": dict(orders=_ORD, **_SH),
-    "jaxacct.shuffle.girgis.girgis_mixture_rdp": dict(orders=_IORD, **_SH),
-    "jaxacct.shuffle.girgis.girgis_lower_rdp": dict(orders=_ORD, **_SH),
-    "jaxacct.shuffle.girgis.girgis_cor2_rdp": dict(orders=_IORD, **_SH),
-    "jaxacct.shuffle.girgis.girgis_subsampled_rdp": dict(orders=_IORD, sampling_rate=0.1,
+    "jaxacct.shuffle.bounds.girgis_thm1_rdp": dict(orders=_IORD, **_SH),
+    "jaxacct.shuffle.bounds.girgis_cor1_rdp": dict(orders=_IORD, **_SH),
+    "jaxacct.shuffle.bounds.girgis_thm2_rdp": dict(orders=_ORD, **_SH),
+    "jaxacct.shuffle.bounds.efm19_rdp": dict(orders=_ORD, **_SH),
+    "jaxacct.shuffle.bounds.girgis_mixture_rdp": dict(orders=_IORD, **_SH),
+    "jaxacct.shuffle.bounds.girgis_lower_rdp": dict(orders=_ORD, **_SH),
+    "jaxacct.shuffle.bounds.girgis_cor2_rdp": dict(orders=_IORD, **_SH),
+    "jaxacct.shuffle.bounds.girgis_subsampled_rdp": dict(orders=_IORD, sampling_rate=0.1,
                                                   **_SH),
     "jaxacct.shuffle.girgis_epsilon": dict(delta=1e-6, orders=_IORD,
                                            sampling_rate=0.5, **_SH),
-    "jaxacct.shuffle.check_in.check_in_ldp_rdp": dict(orders=_IORD, n=100, p=0.5,
+    "jaxacct.shuffle.bounds.check_in_ldp_rdp": dict(orders=_IORD, n=100, p=0.5,
                                              eps0=_E0),
-    "jaxacct.shuffle.check_in.check_in_gaussian_rdp": dict(orders=_IORD, n=100, p=0.5,
+    "jaxacct.shuffle.bounds.check_in_gaussian_rdp": dict(orders=_IORD, n=100, p=0.5,
                                                   sigma=1.0),
-    "jaxacct.shuffle.check_in.check_in_gaussian_rdp_lower": dict(
+    "jaxacct.shuffle.bounds.check_in_gaussian_rdp_lower": dict(
         orders=_IORD, n=100, p=0.5, sigma=1.0, num_terms=50),
-    "jaxacct.shuffle.check_in.check_in_secagg_gaussian_rdp": dict(
+    "jaxacct.shuffle.bounds.check_in_secagg_gaussian_rdp": dict(
         orders=_IORD, n=100, p=0.5, sigma=1.0, num_terms=50),
-    "jaxacct.shuffle.check_in.shuffle_gaussian_rdp_lower": dict(orders=_IORD, n=100,
+    "jaxacct.shuffle.bounds.shuffle_gaussian_rdp_lower": dict(orders=_IORD, n=100,
                                                        sigma=1.0),
     "jaxacct.shuffle.check_in_epsilon": dict(n=100, p=0.5, eps0=_E0, delta=1e-6,
                                              orders=_IORD),
     "jaxacct.shuffle.check_in_gaussian_epsilon": dict(
         n=100, p=0.5, sigma=1.0, delta=1e-6, orders=_IORD, num_terms=50),
-    "jaxacct.shuffle.check_in.check_in_secagg_gaussian_epsilon": dict(
+    "jaxacct.shuffle.bounds.check_in_secagg_gaussian_epsilon": dict(
         n=100, p=0.5, sigma=1.0, delta=1e-6, orders=_IORD, num_terms=50),
-    "jaxacct.shuffle.check_in.check_in_first_cut_epsilon": dict(
+    "jaxacct.shuffle.bounds.check_in_first_cut_epsilon": dict(
         n=100, p=0.5, eps0=_E0, delta0=1e-8, delta=1e-6),
-    "jaxacct.shuffle.check_in.shuffle_gaussian_epsilon_lower": dict(
+    "jaxacct.shuffle.bounds.shuffle_gaussian_epsilon_lower": dict(
         n=100, sigma=1.0, delta=1e-6, orders=_IORD),
     # tracking
     "jaxacct.tracking.track_privacy": dict(accountant=_Lazy(_rdp_acc), num_steps=10,
@@ -339,9 +338,9 @@ BASE = {
     "jaxacct.tracking.dp_aggregate": dict(l2_norm_clip=1.0, noise_multiplier=1.0,
                                           expected_batch_size=8.0, key=0),
     # experimental
-    "jaxacct.experimental.variation_ratio.row_parameters": dict(
+    "jaxacct.experimental.row_parameters": dict(
         mechanism="generic", eps0=_E0),
-    "jaxacct.experimental.variation_ratio.row_delta_unsafe": dict(
+    "jaxacct.experimental.row_delta_unsafe": dict(
         eps=0.5, n=100, mechanism="generic", eps0=_E0),
     # dpsgd recipe
     "jaxacct.dpsgd_epsilon": dict(noise_multiplier=1.0, num_examples=1000, batch_size=100,
@@ -379,7 +378,7 @@ BASE = {
         sigma=1.0, delta=1e-5, num_steps=10, num_epochs=2, grid_size=64),
     "jaxacct.allocation.fixed_bins.fixed_bins_pld_delta": dict(
         sigma=1.0, epsilon=1.0, num_steps=10, num_epochs=2, grid_size=64),
-    "jaxacct.experimental.variation_ratio.row_epsilon_unsafe": dict(
+    "jaxacct.experimental.row_epsilon_unsafe": dict(
         delta=1e-6, n=100, mechanism="generic", eps0=_E0),
 }
 

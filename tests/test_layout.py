@@ -11,6 +11,8 @@
 import ast
 import pathlib
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "jaxacct"
 SCHEMES = ("poisson", "allocation", "shuffle")
 MAX_LINES = 600
@@ -128,3 +130,175 @@ def test_tests_use_public_names():
           and node.attr not in ("_replace", "_asdict", "_fields", "_make", "_core")):
         bad.append(f"{f.name}:{node.lineno} reaches {node.value.id}.{node.attr}")
   assert not bad, "\n".join(bad)
+
+
+# ---------------------------------------------------------------------------
+# Issue 29: one entry template, an honest surface, imports at the top.
+# Project-wide counts (other directories are cut in parallel: xfail until
+# they are met) and the same checks, strict, for the directories already cut.
+# ---------------------------------------------------------------------------
+
+# directories (or single modules) that meet the issue-29 counts: strict
+CUT = ("jaxacct.shuffle", "jaxacct.experimental", "jaxacct.mechanisms", "jaxacct.__main__")
+# the _core modules cut here (the others are cut in parallel)
+CUT_CORE = ("batching", "cache", "checks", "compiled", "dtype", "lazy", "logmath", "mixture",
+            "orders", "progress", "results", "units")
+_IN_PARALLEL = pytest.mark.xfail(strict=False, reason="issue 29: counts cut in parallel")
+
+
+def _cut(name):
+  return any(name == c or name.startswith(c + ".") for c in CUT) or (
+      name.startswith("jaxacct._core.") and name.split(".")[2] in CUT_CORE)
+
+
+def _text_count(needle, where=lambda name: True):
+  return {name: f.read_text().count(needle) for name, f in _modules()
+          if where(name) and f.read_text().count(needle)}
+
+
+def _is_concrete_outside_core(where=lambda name: True):
+  return _text_count("is_concrete(", lambda n: not n.startswith("jaxacct._core") and where(n))
+
+
+def _all_entries(where=lambda name: True):
+  out = {}
+  for name, f in _modules():
+    if not where(name):
+      continue
+    for node in ast.parse(f.read_text()).body:
+      if (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__"
+                                               for t in node.targets)):
+        out[name] = len(node.value.elts)
+  return out
+
+
+def _function_level_imports(where=lambda name: True):
+  """``from jaxacct... import`` / ``import jaxacct...`` inside a function: an
+  arrow of the import graph that a reader of the module top does not see."""
+  bad = []
+  for name, f in _modules():
+    if not where(name):
+      continue
+    for fn in ast.walk(ast.parse(f.read_text())):
+      if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        for node in ast.walk(fn):
+          if isinstance(node, ast.ImportFrom) and (
+              (node.module or "").startswith("jaxacct") or node.level):
+            bad.append(f"{name}:{node.lineno} ({fn.name}) from {node.module} import ...")
+          elif isinstance(node, ast.Import) and any(
+              a.name.startswith("jaxacct") for a in node.names):
+            bad.append(f"{name}:{node.lineno} ({fn.name}) import jaxacct...")
+  return bad
+
+
+def _reexport_only(tree):
+  """Top-level statements a package ``__init__`` may hold: its docstring,
+  imports, literal tables and dunder assignments (``__all__``, the PEP 562
+  ``__getattr__, __dir__ = lazy_exports(...)``), ``if TYPE_CHECKING:``
+  imports and a PEP 562 ``__getattr__`` / ``__dir__``."""
+  bad = []
+  for node in tree.body:
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+      continue
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+      continue
+    if isinstance(node, ast.Assign):
+      names = [n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+      if all(n.startswith("__") for n in names) or isinstance(
+          node.value, (ast.Constant, ast.Tuple, ast.List, ast.Dict, ast.Set)):
+        continue
+    if (isinstance(node, ast.If) and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+        and all(isinstance(b, (ast.Import, ast.ImportFrom)) for b in node.body)):
+      continue
+    if isinstance(node, ast.FunctionDef) and node.name in ("__getattr__", "__dir__"):
+      continue
+    bad.append(f"line {node.lineno}: {type(node).__name__}"
+               + (f" {node.name}" if hasattr(node, "name") else ""))
+  return bad
+
+
+def _init_violations(where=lambda name: True):
+  out = {}
+  for name, f in _modules():
+    if f.name == "__init__.py" and where(name):
+      bad = _reexport_only(ast.parse(f.read_text()))
+      if bad:
+        out[name] = bad
+  return out
+
+
+@_IN_PARALLEL
+def test_is_concrete_outside_core_project():
+  got = _is_concrete_outside_core()
+  assert sum(got.values()) <= 2, got
+
+
+def test_is_concrete_outside_core_cut():
+  # one eager/traced fork: jaxacct._core.dtype.dispatch (and static_size)
+  assert _is_concrete_outside_core(_cut) == {}
+
+
+@_IN_PARALLEL
+def test_x64_boundary_mentions_project():
+  got = _text_count("x64_boundary")
+  assert sum(got.values()) <= 40, got
+
+
+def test_x64_boundary_mentions_cut():
+  # the eager doors of the cut directories (decorators) and dtype itself;
+  # kernels enter through dtype.dispatch, doors calling doors add none
+  got = _text_count("x64_boundary", _cut)
+  assert sum(got.values()) <= 18, got
+
+
+@_IN_PARALLEL
+def test_all_entries_project():
+  got = _all_entries()
+  assert sum(got.values()) <= 200, got
+
+
+def test_all_entries_cut():
+  got = _all_entries(_cut)
+  # private modules list nothing; jaxacct.shuffle keeps its 25 names
+  assert not [n for n in got if any(_private(p) for p in n.split(".")[1:]
+                                    if p != "_core")], got
+  assert not [n for n in got if n.startswith("jaxacct._core.")], got
+  assert got.get("jaxacct.shuffle") == 25, got
+  assert sum(got.values()) <= 75, got
+
+
+@_IN_PARALLEL
+def test_no_function_level_internal_imports_project():
+  assert _function_level_imports() == []
+
+
+def test_no_function_level_internal_imports_cut():
+  assert _function_level_imports(_cut) == []
+
+
+@_IN_PARALLEL
+def test_package_inits_only_reexport_project():
+  assert _init_violations() == {}
+
+
+def test_package_inits_only_reexport_cut():
+  assert _init_violations(_cut) == {}
+
+
+def test_public_modules_of_cut_packages_define_no_kernels():
+  """In the cut packages the public modules only re-export: every function
+  and class lives in a private module (``jaxacct.shuffle._clones``, ...)."""
+  bad = []
+  for name, f in _modules():
+    if not (_cut(name) and name.count(".") >= 1 and not name.startswith("jaxacct._core")):
+      continue
+    if name in ("jaxacct.mechanisms", "jaxacct.__main__"):
+      continue   # a top-level scheme module and the command line
+    if any(_private(p) for p in name.split(".")):
+      continue
+    for node in ast.parse(f.read_text()).body:
+      if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name not in (
+          "__getattr__", "__dir__"):
+        bad.append(f"{name}.{node.name}")
+  assert not bad, bad

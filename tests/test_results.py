@@ -129,7 +129,7 @@ def test_allocation_recursive_doors_return_results():
 
 def test_experimental_variation_ratio_rows_are_estimates():
   import math
-  from jaxacct.experimental import variation_ratio as xvr
+  from jaxacct import experimental as xvr
   opts = dict(mechanism="k_rr", eps0=math.log(3), k=4)
   d = _check(xvr.row_delta_unsafe(math.log(2), n=3, **opts), DeltaResult, "delta",
              "variation_ratio_row", "estimate")

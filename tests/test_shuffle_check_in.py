@@ -1,4 +1,5 @@
-"""Tests for jaxacct.shuffle.check_in (Liew, Hasegawa & Takahashi, arXiv:2206.03151v2).
+"""Shuffled check-in, ``jaxacct.shuffle.check_in_*`` and ``jaxacct.shuffle.bounds``
+(Liew, Hasegawa & Takahashi, arXiv:2206.03151v2).
 
 Sources of the reference values:
 * digest = shared/digests/liew-shuffled-check-in.md (Sec. 4.3 regression
@@ -18,9 +19,11 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from jaxacct.experimental import check_in_paper as XP  # (paper as printed)
-from jaxacct.shuffle import check_in as C
-from jaxacct.shuffle import check_in_mixture as CM
+from jaxacct import experimental as XP  # (paper as printed)
+from jaxacct._core import mixture as CM
+from jaxacct._core.mixture import DEFAULT_CHECK_IN_ORDERS
+from jaxacct import shuffle as sh
+from jaxacct.shuffle import bounds as shb
 
 O16 = np.arange(2, 17, dtype=np.float64)
 O32 = np.arange(2, 33, dtype=np.float64)
@@ -129,7 +132,7 @@ def eq8_o32():
   keys = list(DIGEST_EQ8)
   n = np.concatenate([[k[0] for k in keys], CF_N])
   s = np.concatenate([[k[1] for k in keys], CF_S])
-  return np.asarray(C.shuffle_gaussian_rdp_lower(O32, n=n, sigma=s)), len(keys)
+  return np.asarray(shb.shuffle_gaussian_rdp_lower(O32, n=n, sigma=s)), len(keys)
 
 
 def test_eq8_digest_regression_table(eq8_o32):
@@ -156,7 +159,7 @@ def test_eq8_digest_bruteforce_values():
   cases = [(2, 1.0, 3, 0.4528324252639), (3, 0.7, 3, 2.0128358920272),
            (4, 1.0, 4, 0.8480259573061), (4, 0.5, 3, 6.9014043287989),
            (5, 1.2, 4, 0.6502620624361), (6, 0.8, 6, 2.8982741904841)]
-  got = np.asarray(C.shuffle_gaussian_rdp_lower(O16, n=np.array([c[2] for c in cases] + [1.0, 2, 7, 50]),
+  got = np.asarray(shb.shuffle_gaussian_rdp_lower(O16, n=np.array([c[2] for c in cases] + [1.0, 2, 7, 50]),
                                                 sigma=np.array([c[1] for c in cases] + [0.9] * 4)))
   for a, (lam, _, _, want) in enumerate(cases):
     assert got[a, lam - 2] == pytest.approx(want, rel=1e-12)
@@ -180,7 +183,7 @@ def test_eq8_digest_bruteforce_values():
 def test_shuffgauss_reference_outputs(T, want_ss, order_ss, want_sub, order_sub):
   o = np.arange(2, 21, dtype=np.float64)
   with pytest.warns(UserWarning) if order_ss == 20 else _nullctx():
-    r = C.shuffle_gaussian_epsilon_lower(n=6e5, sigma=1.0, delta=1 / 6e5, rounds=T, orders=o)
+    r = shb.shuffle_gaussian_epsilon_lower(n=6e5, sigma=1.0, delta=1 / 6e5, rounds=T, orders=o)
   assert float(r.epsilon) == pytest.approx(want_ss, abs=2e-6)
   assert float(r.order) == order_ss
   from jaxacct import rdp_to_epsilon
@@ -204,7 +207,7 @@ class _nullctx:
 @pytest.mark.parametrize("n,p", [(6, 0.3), (9, 0.9), (1, 0.5)])
 def test_check_in_ldp_vs_mpmath_full_sum(n, p):
   eps0 = 1.5
-  got = np.asarray(C.check_in_ldp_rdp(O16, n=float(n), p=p, eps0=eps0))
+  got = np.asarray(shb.check_in_ldp_rdp(O16, n=float(n), p=p, eps0=eps0))
   rr = _mp_rr(eps0)
   for b, lam in enumerate(O16[::3]):
     lam = int(lam)
@@ -215,8 +218,8 @@ def test_check_in_ldp_vs_mpmath_full_sum(n, p):
 
 def test_check_in_gaussian_and_secagg_vs_mpmath_full_sum():
   n, p, sigma = 7, 0.4, 1.3
-  g = np.asarray(C.check_in_gaussian_rdp(O16, n=float(n), p=p, sigma=sigma))
-  sa = np.asarray(C.check_in_secagg_gaussian_rdp(O16, n=float(n), p=p, sigma=sigma, num_terms=64))
+  g = np.asarray(shb.check_in_gaussian_rdp(O16, n=float(n), p=p, sigma=sigma))
+  sa = np.asarray(shb.check_in_secagg_gaussian_rdp(O16, n=float(n), p=p, sigma=sigma, num_terms=64))
   s2 = mp.mpf(sigma) ** 2
   for lam in (2, 3, 5, 9, 16):
     want_g = _mp_mixture(n, p, lam, lambda k: _mp_wbk_excess(lam, mp.mpf(k) / n, lambda j: j / (2 * s2), mp.inf),
@@ -232,8 +235,8 @@ def test_secagg_window_size_only_loosens():
   # A window of 64 k-values (+- 3.3 sd) plus the Chernoff-tail cap is looser
   # than the default (256, tail ~1e-30), never smaller.
   kw = dict(n=2000.0, p=0.05, sigma=0.8)
-  auto = np.asarray(C.check_in_secagg_gaussian_rdp(O16, **kw))
-  small = np.asarray(C.check_in_secagg_gaussian_rdp(O16, num_terms=64, **kw))
+  auto = np.asarray(shb.check_in_secagg_gaussian_rdp(O16, **kw))
+  small = np.asarray(shb.check_in_secagg_gaussian_rdp(O16, num_terms=64, **kw))
   assert np.all(small >= auto * (1 - 1e-12)) and np.any(small > auto * 1.01)
 
 
@@ -255,7 +258,7 @@ def test_check_in_gaussian_lower_vs_quadrature_n2():
   """n = 2: per-k moments by numerical integration of the actual likelihood ratio."""
   from scipy import integrate
   n, p, sigma = 2, 0.6, 1.0
-  got = np.asarray(C.check_in_gaussian_rdp_lower(O16, n=2.0, p=p, sigma=sigma, num_terms=64))
+  got = np.asarray(shb.check_in_gaussian_rdp_lower(O16, n=2.0, p=p, sigma=sigma, num_terms=64))
   phi = lambda x: math.exp(-x * x / (2 * sigma ** 2)) / math.sqrt(2 * math.pi) / sigma
   L = lambda x: math.exp((2 * x - 1) / (2 * sigma ** 2))
   for b, lam in enumerate((2, 3)):
@@ -275,11 +278,11 @@ GRID_S = np.array([0.5, 1.0, 3.0])[None, None, :]
 def grid_curves():
   kw = dict(n=GRID_N, p=GRID_P)
   return dict(
-      ldp=np.asarray(C.check_in_ldp_rdp(O16, eps0=2.0 * GRID_S, **kw)),
-      up=np.asarray(C.check_in_gaussian_rdp(O16, sigma=GRID_S, **kw)),
-      lo=np.asarray(C.check_in_gaussian_rdp_lower(O16, sigma=GRID_S, num_terms=64, **kw)),
-      sa=np.asarray(C.check_in_secagg_gaussian_rdp(O16, sigma=GRID_S, num_terms=64, **kw)),
-      sh=np.asarray(C.shuffle_gaussian_rdp_lower(O16, n=GRID_N, sigma=GRID_S)))
+      ldp=np.asarray(shb.check_in_ldp_rdp(O16, eps0=2.0 * GRID_S, **kw)),
+      up=np.asarray(shb.check_in_gaussian_rdp(O16, sigma=GRID_S, **kw)),
+      lo=np.asarray(shb.check_in_gaussian_rdp_lower(O16, sigma=GRID_S, num_terms=64, **kw)),
+      sa=np.asarray(shb.check_in_secagg_gaussian_rdp(O16, sigma=GRID_S, num_terms=64, **kw)),
+      sh=np.asarray(shb.shuffle_gaussian_rdp_lower(O16, n=GRID_N, sigma=GRID_S)))
 
 
 def test_upper_ge_lower_grid(grid_curves):
@@ -303,22 +306,22 @@ def test_rdp_nondecreasing_in_order(grid_curves):
 
 def test_ldp_monotone_in_eps0_and_p_and_capped():
   eps0 = np.array([0.0, 0.5, 2.0, 8.0, 30.0])
-  r = np.asarray(C.check_in_ldp_rdp(O16, n=1e4, p=0.01, eps0=eps0))
+  r = np.asarray(shb.check_in_ldp_rdp(O16, n=1e4, p=0.01, eps0=eps0))
   assert np.all(r[0] == 0.0)
   assert np.all(np.diff(r, axis=0) >= 0)
   rr = (np.logaddexp(O16 * eps0[:, None], (1 - O16) * eps0[:, None]) - np.logaddexp(0, eps0[:, None])) / (O16 - 1)
   assert np.all(r <= rr * (1 + 1e-12))
-  rp = np.asarray(C.check_in_ldp_rdp(O16, n=1e4, p=np.array([0.0, 1e-3, 1e-2, 0.1, 1.0]), eps0=2.0))
+  rp = np.asarray(shb.check_in_ldp_rdp(O16, n=1e4, p=np.array([0.0, 1e-3, 1e-2, 0.1, 1.0]), eps0=2.0))
   assert np.all(rp[0] == 0.0) and np.all(np.diff(rp, axis=0) >= 0)
 
 
 def test_no_nan_extreme_inputs():
   # n up to 1e7, orders up to 256, sigma 0.1..100, eps0 up to 30.
-  o = C.DEFAULT_CHECK_IN_ORDERS
+  o = DEFAULT_CHECK_IN_ORDERS
   s = np.array([0.1, 1.0, 100.0])
-  for r in (C.check_in_gaussian_rdp(o, n=1e7, p=1e-3, sigma=s),
-            C.shuffle_gaussian_rdp_lower(o, n=1e7, sigma=s),
-            C.check_in_ldp_rdp(o, n=1e7, p=0.3, eps0=np.array([1e-3, 10.0, 30.0]))):
+  for r in (shb.check_in_gaussian_rdp(o, n=1e7, p=1e-3, sigma=s),
+            shb.shuffle_gaussian_rdp_lower(o, n=1e7, sigma=s),
+            shb.check_in_ldp_rdp(o, n=1e7, p=0.3, eps0=np.array([1e-3, 10.0, 30.0]))):
     r = np.asarray(r)
     assert np.all(np.isfinite(r)) and np.all(r >= 0)
     assert np.all(np.diff(r, axis=-1) >= 0)
@@ -328,14 +331,14 @@ def test_no_nan_extreme_inputs():
 
 def test_jit_vmap_match_eager_and_nan_policy(x64):
   ns = jnp.array([10.0, 1e3, 1e5])
-  eager = np.asarray(C.check_in_ldp_rdp(O16, n=np.asarray(ns), p=0.05, eps0=1.0))
-  f = jax.jit(jax.vmap(lambda n: C.check_in_ldp_rdp(O16, n=n, p=0.05, eps0=1.0)))
+  eager = np.asarray(shb.check_in_ldp_rdp(O16, n=np.asarray(ns), p=0.05, eps0=1.0))
+  f = jax.jit(jax.vmap(lambda n: shb.check_in_ldp_rdp(O16, n=n, p=0.05, eps0=1.0)))
   np.testing.assert_allclose(np.asarray(f(ns)), eager, rtol=1e-13)
-  eager_g = np.asarray(C.check_in_gaussian_rdp(O16, n=np.asarray(ns), p=0.05, sigma=1.0))
-  g = jax.jit(lambda n, s: C.check_in_gaussian_rdp(O16, n=n, p=0.05, sigma=s))
+  eager_g = np.asarray(shb.check_in_gaussian_rdp(O16, n=np.asarray(ns), p=0.05, sigma=1.0))
+  g = jax.jit(lambda n, s: shb.check_in_gaussian_rdp(O16, n=n, p=0.05, sigma=s))
   np.testing.assert_allclose(np.asarray(g(ns, 1.0)), eager_g, rtol=1e-13)
-  eager_l = np.asarray(C.shuffle_gaussian_rdp_lower(O16, n=np.asarray(ns), sigma=0.9))
-  h = jax.jit(jax.vmap(lambda n: C.shuffle_gaussian_rdp_lower(O16, n=n, sigma=0.9)))
+  eager_l = np.asarray(shb.shuffle_gaussian_rdp_lower(O16, n=np.asarray(ns), sigma=0.9))
+  h = jax.jit(jax.vmap(lambda n: shb.shuffle_gaussian_rdp_lower(O16, n=n, sigma=0.9)))
   np.testing.assert_allclose(np.asarray(h(ns)), eager_l, rtol=1e-13)
   # NaN policy: invalid lanes NaN, valid lanes unaffected.
   bad = np.asarray(g(jnp.array([0.0, 1e3, 1e5]), jnp.array([1.0, 1.0, -1.0])))
@@ -348,27 +351,27 @@ def test_kernels_need_x64_under_user_jit():
   if jax.config.jax_enable_x64:
     pytest.skip("x64 globally enabled")
   with pytest.raises(RuntimeError, match="float64"):
-    jax.jit(lambda n: C.check_in_gaussian_rdp(O16, n=n, p=0.1, sigma=1.0))(10.0)
+    jax.jit(lambda n: shb.check_in_gaussian_rdp(O16, n=n, p=0.1, sigma=1.0))(10.0)
   # Eager calls work in a float32 session and return float64.
-  r = C.check_in_gaussian_rdp(O16, n=10.0, p=0.1, sigma=1.0)
+  r = shb.check_in_gaussian_rdp(O16, n=10.0, p=0.1, sigma=1.0)
   assert r.dtype == jnp.float64
 
 
 @pytest.mark.parametrize("call", [
-    lambda: C.check_in_ldp_rdp(O16, n=0.5, p=0.1, eps0=1.0),
-    lambda: C.check_in_ldp_rdp(O16, n=10, p=1.5, eps0=1.0),
-    lambda: C.check_in_ldp_rdp(O16, n=10, p=0.1, eps0=-1.0),
-    lambda: C.check_in_ldp_rdp([1.5, 2.0], n=10, p=0.1, eps0=1.0),
-    lambda: C.check_in_gaussian_rdp([2.5], n=10, p=0.1, sigma=1.0),
-    lambda: C.check_in_gaussian_rdp(O16, n=10, p=0.1, sigma=0.0),
-    lambda: C.check_in_gaussian_rdp_lower(O16, n=10, p=0.1, sigma=1.0, num_terms=0),
-    lambda: C.check_in_secagg_gaussian_rdp(O16, n=10, p=-0.1, sigma=1.0),
-    lambda: C.shuffle_gaussian_rdp_lower(O16, n=0, sigma=1.0),
+    lambda: shb.check_in_ldp_rdp(O16, n=0.5, p=0.1, eps0=1.0),
+    lambda: shb.check_in_ldp_rdp(O16, n=10, p=1.5, eps0=1.0),
+    lambda: shb.check_in_ldp_rdp(O16, n=10, p=0.1, eps0=-1.0),
+    lambda: shb.check_in_ldp_rdp([1.5, 2.0], n=10, p=0.1, eps0=1.0),
+    lambda: shb.check_in_gaussian_rdp([2.5], n=10, p=0.1, sigma=1.0),
+    lambda: shb.check_in_gaussian_rdp(O16, n=10, p=0.1, sigma=0.0),
+    lambda: shb.check_in_gaussian_rdp_lower(O16, n=10, p=0.1, sigma=1.0, num_terms=0),
+    lambda: shb.check_in_secagg_gaussian_rdp(O16, n=10, p=-0.1, sigma=1.0),
+    lambda: shb.shuffle_gaussian_rdp_lower(O16, n=0, sigma=1.0),
     lambda: XP.subsampled_shuffle_gaussian_rdp_estimate(O16, n=10, m=11, sigma=1.0),
-    lambda: C.check_in_epsilon(n=10, p=0.1, eps0=1.0, delta=0.0),
-    lambda: C.check_in_epsilon(n=10, p=0.1, eps0=1.0, delta=1e-5, rounds=0),
-    lambda: C.check_in_gaussian_epsilon(n=10, p=0.1, sigma=1.0, delta=1e-5, bound="exact"),
-    lambda: C.check_in_first_cut_dp(n=10, p=0.1, eps0=1.0, delta0=0.0, delta=1e-5, l=5, variant="x"),
+    lambda: sh.check_in_epsilon(n=10, p=0.1, eps0=1.0, delta=0.0),
+    lambda: sh.check_in_epsilon(n=10, p=0.1, eps0=1.0, delta=1e-5, rounds=0),
+    lambda: sh.check_in_gaussian_epsilon(n=10, p=0.1, sigma=1.0, delta=1e-5, bound="exact"),
+    lambda: shb.check_in_first_cut_dp(n=10, p=0.1, eps0=1.0, delta0=0.0, delta=1e-5, l=5, variant="x"),
     lambda: XP.paper_approach_rdp(O16, approach=3, n=10, p=0.1, eps0=1.0, delta0=0.0, delta1=1e-5),
 ])
 def test_bad_input_raises(call):
@@ -379,26 +382,26 @@ def test_bad_input_raises(call):
 # ---------------------------------------------------------------- eager front doors
 
 def test_eager_epsilon_results():
-  r = C.check_in_epsilon(n=1e4, p=0.01, eps0=2.0, delta=1e-4, rounds=100, orders=O16)
+  r = sh.check_in_epsilon(n=1e4, p=0.01, eps0=2.0, delta=1e-4, rounds=100, orders=O16)
   assert r.bound == "upper" and r.method == "check_in_ldp_rdp"
   from jaxacct import rdp_to_epsilon
-  rdp = np.asarray(C.check_in_ldp_rdp(O16, n=1e4, p=0.01, eps0=2.0))
+  rdp = np.asarray(shb.check_in_ldp_rdp(O16, n=1e4, p=0.01, eps0=2.0))
   conv = rdp_to_epsilon(O16, 100 * rdp, 1e-4)
   e, o = conv.epsilon, conv.order
   assert float(r.epsilon) == pytest.approx(float(e), rel=1e-12) and float(r.order) == float(o)
-  up = C.check_in_gaussian_epsilon(n=300, p=0.1, sigma=1.0, delta=1e-5, rounds=100, orders=O16)
-  lo = C.check_in_gaussian_epsilon(n=300, p=0.1, sigma=1.0, delta=1e-5, rounds=100, orders=O16,
+  up = sh.check_in_gaussian_epsilon(n=300, p=0.1, sigma=1.0, delta=1e-5, rounds=100, orders=O16)
+  lo = sh.check_in_gaussian_epsilon(n=300, p=0.1, sigma=1.0, delta=1e-5, rounds=100, orders=O16,
                                    bound="lower", num_terms=64)
   assert up.bound == "upper" and lo.bound == "estimate"
   assert float(up.epsilon) >= float(lo.epsilon)
-  sa = C.check_in_secagg_gaussian_epsilon(n=300, p=0.1, sigma=1.0, delta=1e-5, rounds=10, orders=O16,
+  sa = shb.check_in_secagg_gaussian_epsilon(n=300, p=0.1, sigma=1.0, delta=1e-5, rounds=10, orders=O16,
                                           num_terms=64)
   assert np.isfinite(float(sa.epsilon)) and sa.bound == "upper"
 
 
 def test_grid_top_order_warns():
   with pytest.warns(UserWarning, match="largest"):
-    C.check_in_gaussian_epsilon(n=1e5, p=0.01, sigma=5.0, delta=1e-5, rounds=1, orders=[2.0, 3.0])
+    sh.check_in_gaussian_epsilon(n=1e5, p=0.01, sigma=5.0, delta=1e-5, rounds=1, orders=[2.0, 3.0])
 
 
 # ---------------------------------------------------------------- Thm 1
@@ -406,8 +409,8 @@ def test_grid_top_order_warns():
 def test_first_cut_formulas():
   from scipy import stats
   n, p, eps0, delta0, delta, l = 1e6, 0.1, 1.0, 1e-12, 1e-6, 101000.0
-  e_d, d_d = C.check_in_first_cut_dp(n=n, p=p, eps0=eps0, delta0=delta0, delta=delta, l=l)
-  e_p, d_p = C.check_in_first_cut_dp(n=n, p=p, eps0=eps0, delta0=delta0, delta=delta, l=l,
+  e_d, d_d = shb.check_in_first_cut_dp(n=n, p=p, eps0=eps0, delta0=delta0, delta=delta, l=l)
+  e_p, d_p = shb.check_in_first_cut_dp(n=n, p=p, eps0=eps0, delta0=delta0, delta=delta, l=l,
                                      variant="printed")
   assert eps0 <= math.log(l / (16 * math.log(2 / delta)))      # FMT condition holds here
   inner = 8 * math.sqrt(l * math.e ** eps0 * math.log(4 / delta)) / n + 8 * math.e ** eps0 / n
@@ -426,7 +429,7 @@ def test_first_cut_formulas():
 
 
 def test_first_cut_epsilon_sound_composition():
-  r = C.check_in_first_cut_epsilon(n=1e6, p=0.1, eps0=1.0, delta0=1e-14, delta=1e-6, rounds=10)
+  r = shb.check_in_first_cut_epsilon(n=1e6, p=0.1, eps0=1.0, delta0=1e-14, delta=1e-6, rounds=10)
   eps_r = r.details["eps_round"]
   T = 10
   assert r.epsilon == pytest.approx(min(T * eps_r, math.sqrt(2 * T * math.log(2 / 1e-6)) * eps_r
@@ -445,7 +448,7 @@ def test_printed_lemma1_is_unsound():
   rr2 = math.log((math.e ** 2 + math.e ** -1) / (1 + math.e))
   assert rr2 == pytest.approx(0.7353, abs=1e-4)
   assert r[1, 1] == pytest.approx(1.3e-5, rel=0.05)
-  assert float(C.check_in_ldp_rdp([2], n=1, p=1.0, eps0=1.0)[0]) == pytest.approx(rr2, rel=1e-12)
+  assert float(shb.check_in_ldp_rdp([2], n=1, p=1.0, eps0=1.0)[0]) == pytest.approx(rr2, rel=1e-12)
 
 
 def test_table2_approach1_reproduced_and_sound_value_differs():
@@ -460,7 +463,7 @@ def test_table2_approach1_reproduced_and_sound_value_differs():
   assert round(r.epsilon, 2) == 0.17
   # The certified accountant for the same setting is far larger (no shuffle
   # gain used, but no unsound DP->RDP step either).
-  sound = C.check_in_epsilon(n=1e4, p=1e-2, eps0=2.0, delta=1e-4, rounds=100)
+  sound = sh.check_in_epsilon(n=1e4, p=1e-2, eps0=2.0, delta=1e-4, rounds=100)
   assert float(sound.epsilon) > 5 * r.epsilon
 
 
@@ -512,15 +515,15 @@ RR_N, RR_P, RR_EPS0 = 40, 0.5, 1.0
 
 
 def test_ldp_upper_vs_exact_rr_lower():
-  up = np.asarray(C.check_in_ldp_rdp(RR_O, n=float(RR_N), p=RR_P, eps0=RR_EPS0))
+  up = np.asarray(shb.check_in_ldp_rdp(RR_O, n=float(RR_N), p=RR_P, eps0=RR_EPS0))
   for b, lam in enumerate(RR_O):
     assert up[b] >= float(_mp_rr_check_in_lower(RR_N, RR_P, int(lam), RR_EPS0))
 
 
 @pytest.mark.slow
 def test_ldp_clones_vs_exact_rr_lower_and_rr_upper():
-  up = np.asarray(C.check_in_ldp_rdp(RR_O, n=float(RR_N), p=RR_P, eps0=RR_EPS0))
-  cl = np.asarray(C.check_in_ldp_rdp_clones(RR_O, n=float(RR_N), p=RR_P, eps0=RR_EPS0, num_terms=32))
+  up = np.asarray(shb.check_in_ldp_rdp(RR_O, n=float(RR_N), p=RR_P, eps0=RR_EPS0))
+  cl = np.asarray(shb.check_in_ldp_rdp_clones(RR_O, n=float(RR_N), p=RR_P, eps0=RR_EPS0, num_terms=32))
   for b, lam in enumerate(RR_O):
     assert cl[b] >= float(_mp_rr_check_in_lower(RR_N, RR_P, int(lam), RR_EPS0))
   assert np.all(cl <= up * (1 + 1e-12))

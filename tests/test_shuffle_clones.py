@@ -14,8 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxacct import shuffle as sh
+from jaxacct.shuffle import bounds as shb
 
-from jaxacct.shuffle import clones, pair_reference, variation_ratio as vr
 
 ROWS_N = np.array([1e4, 1e5, 1e5])
 ROWS_E0 = np.array([1.0, 1.0, 4.0])
@@ -26,7 +27,7 @@ ISSUE11_RR2 = [0.0356588153, 0.0101424932, 0.0847139906]
 
 
 def test_issue11_clone_column():
-  eps = np.asarray(clones.clone_epsilon(1e-6, n=ROWS_N, eps0=ROWS_E0).epsilon)
+  eps = np.asarray(sh.clone_epsilon(1e-6, n=ROWS_N, eps0=ROWS_E0).epsilon)
   # the table prints 5-6 significant digits: compare to its rounding
   np.testing.assert_allclose(eps, ISSUE11_CLONE, rtol=0, atol=6e-7)
   # FMT digest §0 anchor, 12 digits (scipy full sum, brentq)
@@ -34,7 +35,7 @@ def test_issue11_clone_column():
 
 
 def test_issue11_stronger_clone_column():
-  eps = np.asarray(vr.stronger_clone_epsilon(1e-6, n=ROWS_N, eps0=ROWS_E0).epsilon)
+  eps = np.asarray(sh.stronger_clone_epsilon(1e-6, n=ROWS_N, eps0=ROWS_E0).epsilon)
   np.testing.assert_allclose(eps, ISSUE11_STRONG, rtol=1e-6)
   # and within 1e-4 of Wang et al.'s code (UB, T=30, digest Table A)
   np.testing.assert_allclose(eps, [0.0432064813, 0.0124309948, 0.1181609109],
@@ -42,14 +43,14 @@ def test_issue11_stronger_clone_column():
 
 
 def test_issue11_rr2_lower_column():
-  eps = np.asarray(clones.rr2_lower_epsilon(1e-6, n=ROWS_N, eps0=ROWS_E0).epsilon)
+  eps = np.asarray(sh.rr2_lower_epsilon(1e-6, n=ROWS_N, eps0=ROWS_E0).epsilon)
   np.testing.assert_allclose(eps, ISSUE11_RR2, rtol=1e-6)
   assert np.all(eps <= np.asarray(ISSUE11_RR2) + 1e-9)  # a lower bound
 
 
 def test_fmt_digest_small_n_table_c():
   # FMT digest §5.3 Table C, "clone" column (scipy full sum)
-  eps = clones.clone_epsilon(np.array([1e-2, 1e-3, 1e-4]), n=np.array([20, 50, 50]),
+  eps = sh.clone_epsilon(np.array([1e-2, 1e-3, 1e-4]), n=np.array([20, 50, 50]),
                              eps0=np.array([1.0, 2.0, 0.5]), max_n=64).epsilon
   np.testing.assert_allclose(eps, [0.571917531435, 1.96419792950, 0.241227306058],
                              rtol=1e-9)
@@ -57,19 +58,19 @@ def test_fmt_digest_small_n_table_c():
 
 def test_closed_forms():
   # FMT digest §0 anchor: Eq. (1) at (1e5, 4, 1e-6) = 0.534633991652
-  assert abs(float(clones.clone_epsilon_closed_form(1e-6, n=1e5, eps0=4.0).epsilon)
+  assert abs(float(sh.clone_epsilon_closed_form(1e-6, n=1e5, eps0=4.0).epsilon)
              - 0.534633991652) < 1e-11
   # outside the validity region (eps0 > ln(n/(16 ln(4/delta)))): eps0
-  assert float(clones.clone_epsilon_closed_form(1e-6, n=1000, eps0=2.0).epsilon) == 2.0
+  assert float(sh.clone_epsilon_closed_form(1e-6, n=1000, eps0=2.0).epsilon) == 2.0
   # FMT digest Table E, Eq. (11): k=10 valid, k=100 fails p4 >= 8 ln(2/d)/n
-  v = clones.krr_epsilon_closed_form(1e-6, n=1e4, eps0=np.array([1.0, 1.0, 3.0]),
+  v = sh.krr_epsilon_closed_form(1e-6, n=1e4, eps0=np.array([1.0, 1.0, 3.0]),
                                      k=np.array([10, 100, 10])).epsilon
   np.testing.assert_allclose(v, [0.1105293918, 1.0, 0.6026874045], rtol=1e-9)
 
 
 def test_clone_rdp_table_f():
   # FMT digest §5.3 Table F (n = 1000, eps0 = 1)
-  r = clones.clone_rdp([2.0, 5.0, 16.0], n=1000, eps0=1.0)
+  r = sh.clone_rdp([2.0, 5.0, 16.0], n=1000, eps0=1.0)
   np.testing.assert_allclose(r, [0.002323335044, 0.005808426118, 0.01859042654],
                              rtol=1e-8)
 
@@ -105,27 +106,27 @@ def _pair_bruteforce(n, p, beta, q0, q1, eps):
     (7, math.e, (math.e - 1) / (math.e + 1), math.e, math.e, 0.05),
 ])
 def test_pair_delta_matches_definition(x64, n, p, beta, q0, q1, eps):
-  got = float(pair_reference.pair_delta(eps, n=n, p=p, beta=beta, q0=q0, q1=q1, width=13))
+  got = float(shb.variation_ratio_pair_delta(eps, n=n, p=p, beta=beta, q0=q0, q1=q1))
   want = _pair_bruteforce(n, p, beta, q0, q1, eps)
   assert abs(got - want) <= 1e-13 + 1e-11 * want
 
 
 def test_ordering_and_monotonicity():
   eps = np.linspace(0.0, 0.9, 10)
-  c = np.asarray(clones.clone_delta(eps, n=200, eps0=1.0).delta)
-  s = np.asarray(vr.stronger_clone_delta(eps, n=200, eps0=1.0).delta)
-  lo = np.asarray(clones.rr2_lower_delta(eps, n=200, eps0=1.0).delta)
+  c = np.asarray(sh.clone_delta(eps, n=200, eps0=1.0).delta)
+  s = np.asarray(sh.stronger_clone_delta(eps, n=200, eps0=1.0).delta)
+  lo = np.asarray(sh.rr2_lower_delta(eps, n=200, eps0=1.0).delta)
   assert np.all(lo <= s + 1e-15) and np.all(s <= c + 1e-15)
   assert np.all(np.diff(c) <= 1e-15) and np.all(np.diff(s) <= 1e-15)
-  assert float(clones.clone_delta(1.0, n=200, eps0=1.0).delta) == 0.0
+  assert float(sh.clone_delta(1.0, n=200, eps0=1.0).delta) == 0.0
 
 
 def test_jit_vmap_eager_agree(x64):
   ns = jnp.array([100.0, 1000.0, 700.0])
   e0 = jnp.array([0.5, 1.0, 2.0])
-  eager = np.asarray(clones.clone_epsilon(1e-6, n=np.asarray(ns),
+  eager = np.asarray(sh.clone_epsilon(1e-6, n=np.asarray(ns),
                                           eps0=np.asarray(e0), max_n=1000).epsilon)
-  f = jax.jit(jax.vmap(lambda n, e: clones.clone_epsilon(
+  f = jax.jit(jax.vmap(lambda n, e: sh.clone_epsilon(
       1e-6, n=n, eps0=e, max_n=1000).epsilon))
   np.testing.assert_allclose(np.asarray(f(ns, e0)), eager, rtol=1e-10)
   # NaN policy: invalid traced lanes are NaN, valid ones untouched
@@ -135,7 +136,7 @@ def test_jit_vmap_eager_agree(x64):
 
 def test_traced_n_needs_max_n(x64):
   with pytest.raises(ValueError, match="max_n"):
-    jax.jit(lambda n: clones.clone_delta(0.1, n=n, eps0=1.0))(100.0)
+    jax.jit(lambda n: sh.clone_delta(0.1, n=n, eps0=1.0))(100.0)
 
 
 @pytest.mark.parametrize("kw,match", [
@@ -146,19 +147,19 @@ def test_traced_n_needs_max_n(x64):
 ])
 def test_bad_input(kw, match):
   with pytest.raises(ValueError, match=match):
-    clones.clone_epsilon(**kw)
+    sh.clone_epsilon(**kw)
 
 
 def test_variation_ratio_lower_and_krr_rows():
   # Wang digest §6 Table C "pair, exact" (lower bounds for k-RR)
   np.testing.assert_allclose(
-      vr.krr_lower_epsilon(1e-6, n=1e4, eps0=1.0, k=10).epsilon,
+      shb.krr_lower_epsilon(1e-6, n=1e4, eps0=1.0, k=10).epsilon,
       0.0232516778, rtol=1e-8)
   np.testing.assert_allclose(
-      vr.krr_lower_epsilon(1e-6, n=1e4, eps0=2.0, k=3).epsilon,
+      shb.krr_lower_epsilon(1e-6, n=1e4, eps0=2.0, k=3).epsilon,
       0.1076632150, rtol=1e-8)
   with pytest.raises(ValueError, match="q0/q1"):
-    vr.variation_ratio_lower_delta(0.1, n=10, p=2.0, beta=0.3, q0=5.0, q1=1.0)
+    shb.variation_ratio_lower_delta(0.1, n=10, p=2.0, beta=0.3, q0=5.0, q1=1.0)
 
 
 def _krr(k, e0):
@@ -168,11 +169,11 @@ def _krr(k, e0):
 
 
 def test_check_blanket_condition():
-  assert vr.check_blanket_condition(_krr(5, 2.0))[0]
-  assert vr.check_blanket_condition(_krr(2, 0.5), 0.5)[0]
+  assert sh.check_blanket_condition(_krr(5, 2.0))[0]
+  assert sh.check_blanket_condition(_krr(2, 0.5), 0.5)[0]
   # a non-extremal randomizer that fails the condition
   m = np.array([[0.5, 0.3, 0.2], [0.2, 0.3, 0.5], [0.3, 0.4, 0.3]])
-  ok, e0 = vr.check_blanket_condition(m)
+  ok, e0 = sh.check_blanket_condition(m)
   assert not ok and abs(e0 - math.log(2.5)) < 1e-12
   # a declared eps0 below the matrix's LDP level fails
-  assert not vr.check_blanket_condition(_krr(3, 1.0), 0.5)[0]
+  assert not sh.check_blanket_condition(_krr(3, 1.0), 0.5)[0]

@@ -1,7 +1,7 @@
 """Exact shuffled profiles, brute force at small n, the Wang counterexample,
 and T-round composition.
 
-Oracles: exhaustive enumeration of shuffled histograms (``exact.enumerate_delta``
+Oracles: exhaustive enumeration of shuffled histograms (``shb.enumerate_delta``
 -- dynamic programming over histograms, float64 or ``Fraction``), the FMT
 clones digest §5.3 Tables C/D (scipy float64), the Wang digest §7.2 exact
 rationals, and exact enumeration of T-fold products.
@@ -15,31 +15,45 @@ import numpy as np
 import pytest
 
 import jaxacct.shuffle as sh
-from jaxacct.shuffle import exact
-from jaxacct.shuffle.windows import window_size
-from jaxacct.experimental import variation_ratio as xvr
+from jaxacct import experimental as xvr
+from jaxacct.shuffle import bounds as shb
 
 MAXN = 16  # shared static window for all small-n kernel calls (one compile)
 
 
 def test_binary_rr_digest_tables():
   # FMT digest §5.3 Table C ("2RR exact (max over m)") and Table D
-  e = exact.binary_rr_epsilon(1e-3, n=50, eps0=1.0).epsilon
+  e = sh.binary_rr_epsilon(1e-3, n=50, eps0=1.0).epsilon
   assert abs(float(e) - 0.359958776739) < 1e-10
-  e = exact.binary_rr_epsilon(1e-3, n=50, eps0=2.0).epsilon
+  e = sh.binary_rr_epsilon(1e-3, n=50, eps0=2.0).epsilon
   assert abs(float(e) - 1.27662623987) < 1e-9
-  d = exact.binary_rr_delta(np.array([0.0]), n=10, eps0=1.0).delta
+  d = sh.binary_rr_delta(np.array([0.0]), n=10, eps0=1.0).delta
   assert abs(float(d[0]) - 0.1352355788) < 1e-10
-  d = exact.binary_rr_delta(0.5, n=30, eps0=3.0).delta
+  d = sh.binary_rr_delta(0.5, n=30, eps0=3.0).delta
   assert abs(float(d) - 0.2322617714) < 1e-10
+
+
+def _histogram(rows):
+  """{output histogram: probability} of independent users with output
+  distributions ``rows``, by enumeration (the test's own oracle)."""
+  dist = {tuple([0] * len(rows[0])): 1.0}
+  for row in rows:
+    new = {}
+    for h, pr in dist.items():
+      for y, ry in enumerate(row):
+        if ry:
+          h2 = h[:y] + (h[y] + 1,) + h[y + 1:]
+          new[h2] = new.get(h2, 0.0) + pr * ry
+    dist = new
+  return dist
 
 
 def _profiles(matrix, x0, x1, others, eps_grid):
   """Exact delta on eps_grid for one dataset pair (both directions)."""
   rows0 = [matrix[x0]] + [matrix[x] for x in others]
   rows1 = [matrix[x1]] + [matrix[x] for x in others]
-  d0 = exact.histogram_distribution(rows0, False)
-  d1 = exact.histogram_distribution(rows1, False)
+  d0 = _histogram(rows0)
+  d1 = _histogram(rows1)
   keys = sorted(set(d0) | set(d1))
   p = np.array([d0.get(k, 0.0) for k in keys])
   q = np.array([d1.get(k, 0.0) for k in keys])
@@ -65,7 +79,7 @@ def test_binary_rr_exact_equals_bruteforce():
   grid = np.array([0.0, 0.2, 0.5, 0.9])
   for n, e0 in [(2, 1.0), (5, 0.7), (9, 1.5), (12, 1.0)]:
     truth = _worst(_krr(2, e0), n, grid, [(0, 1)])
-    got = np.asarray(exact.binary_rr_delta(grid, n=n, eps0=e0).delta)
+    got = np.asarray(sh.binary_rr_delta(grid, n=n, eps0=e0).delta)
     np.testing.assert_allclose(got, truth, rtol=1e-12, atol=1e-15)
 
 
@@ -81,7 +95,7 @@ def test_upper_bounds_dominate_bruteforce_krr(k, ns):
       assert np.all(sc >= truth * (1 - 1e-12) - 1e-15), (k, n, e0, sc, truth)
       assert np.all(cl >= truth * (1 - 1e-12) - 1e-15), (k, n, e0)
       if k >= 3:
-        lo = np.asarray(sh.variation_ratio.krr_lower_delta(grid, n=n, eps0=e0, k=k, max_n=MAXN).delta)
+        lo = np.asarray(shb.krr_lower_delta(grid, n=n, eps0=e0, k=k, max_n=MAXN).delta)
         assert np.all(lo <= truth * (1 + 1e-12) + 1e-15), (k, n, e0, lo, truth)
       else:
         lo = np.asarray(sh.rr2_lower_delta(grid, n=n, eps0=e0, max_n=MAXN).delta)
@@ -139,11 +153,11 @@ def test_vr_krr_k4_n3_exceeds_pair():
   P, k = Fraction(3), 4
   z = P + k - 1
   m = [[P / z if i == j else Fraction(1) / z for j in range(k)] for i in range(k)]
-  res = exact.worst_case_delta(m, 3, ("exp", Fraction(2)), exact=True,
+  res = shb.worst_case_delta(m, 3, ("exp", Fraction(2)), exact=True,
                                pairs=[(0, 1)])
   worst = res.delta
   assert worst == Fraction(11, 216)
-  third = exact.enumerate_delta(m, 0, 1, (2, 2), ("exp", Fraction(2)),
+  third = shb.enumerate_delta(m, 0, 1, (2, 2), ("exp", Fraction(2)),
                                 exact=True).delta
   assert third == Fraction(5, 108)
   row = float(xvr.row_delta_unsafe(math.log(2), n=3, mechanism="k_rr",
@@ -158,7 +172,7 @@ def test_vr_krr_k4_n3_exceeds_pair():
 
 def test_pair_pmfs_match_kernel():
   p = math.exp(1.0)
-  pv, qv = exact.pair_pmfs(300, p, (p - 1) / (p + 1), p, p)
+  pv, qv = shb.pair_pmfs(300, p, (p - 1) / (p + 1), p, p)
   e = np.exp(np.array([0.0, 0.1, 0.3]))[:, None]
   hs = np.maximum(pv - e * qv, 0).sum(1)
   want = np.asarray(sh.stronger_clone_delta(np.log(e[:, 0]), n=300, eps0=1.0).delta)
@@ -172,7 +186,7 @@ def _exact_composed_eps(n, e0, rounds, delta):
   def dl(eps):
     best = 0.0
     for m in range(n):
-      y0, y1 = exact.binary_rr_pmfs(n, e0, m)
+      y0, y1 = shb.binary_rr_pmfs(n, e0, m)
       pt, qt = y0, y1
       for _ in range(rounds - 1):
         pt = np.outer(pt, y0).ravel()
@@ -216,7 +230,7 @@ def test_clone_pld_single_round_vs_dp_accounting():
   dpa = pytest.importorskip("dp_accounting")
   from dp_accounting.pld import privacy_loss_distribution as pldm
   p = math.exp(1.0)
-  pv, qv = exact.pair_pmfs(1000, p, (p - 1) / (p + 1), 2 * p * p / (p + 1),
+  pv, qv = shb.pair_pmfs(1000, p, (p - 1) / (p + 1), 2 * p * p / (p + 1),
                            2 * p * p / (p + 1))
   keep = (pv > 0) & (qv > 0)
   # dp_accounting 0.6.0 takes LOG probability mass functions
@@ -234,9 +248,8 @@ def test_krr_thm41_numerical_pair():
   # FMT digest §5.3 (brute-force line under Table E): (n, k, eps0, eps) =
   # (10, 3, 1, 0.3): exact shuffled k-RR 0.045446782 <= Thm 4.1 0.072118252
   # <= clone 0.091708122
-  from jaxacct.shuffle import clones
   grid = np.array([0.0, 0.3, 0.6])
-  d = np.asarray(clones.krr_thm41_delta(grid, n=10, eps0=1.0, k=3).delta)
+  d = np.asarray(shb.krr_thm41_delta(grid, n=10, eps0=1.0, k=3).delta)
   assert abs(d[1] - 0.072118252) < 1e-9
   truth = _worst(_krr(3, 1.0), 10, grid, [(0, 1)])
   assert abs(truth[1] - 0.045446782) < 1e-9
@@ -248,8 +261,7 @@ def test_krr_thm41_numerical_pair():
 @pytest.mark.slow
 def test_krr_thm41_table_e():
   # FMT digest §5.3 Table E: n=1e4, delta=1e-6, eps0=1, k=10 -> 0.02461579492
-  from jaxacct.shuffle import clones
-  e = float(clones.krr_thm41_epsilon(1e-6, n=10_000, eps0=1.0, k=10).epsilon)
+  e = float(shb.krr_thm41_epsilon(1e-6, n=10_000, eps0=1.0, k=10).epsilon)
   assert abs(e - 0.02461579492) < 1e-8
 
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from jaxacct import DeltaResult, EpsilonResult
-from jaxacct.shuffle import clones, exact, subsampling, variation_ratio as vr
+from jaxacct import shuffle as sh
+from jaxacct.shuffle import bounds as shb
 
 _RTOL = 1e-12  # another compilation may round differently
 
@@ -45,23 +46,23 @@ def _same(jitted, eager):
 # The FMT'21 clone pair and the stronger clone (fast pair kernel): all of
 # delta/eps, n and eps0 trace (static max_n).
 _PAIR_DOORS = {
-    "clone_epsilon": (lambda d, e, n, e0: clones.clone_epsilon(
+    "clone_epsilon": (lambda d, e, n, e0: sh.clone_epsilon(
         d, n=n, eps0=e0, max_n=64), EpsilonResult, "clone", "upper", "d"),
-    "clone_delta": (lambda d, e, n, e0: clones.clone_delta(
+    "clone_delta": (lambda d, e, n, e0: sh.clone_delta(
         e, n=n, eps0=e0, max_n=64), DeltaResult, "clone", "upper", "e"),
-    "stronger_clone_epsilon": (lambda d, e, n, e0: vr.stronger_clone_epsilon(
+    "stronger_clone_epsilon": (lambda d, e, n, e0: sh.stronger_clone_epsilon(
         d, n=n, eps0=e0, max_n=64), EpsilonResult, "stronger_clone", "upper", "d"),
-    "stronger_clone_delta": (lambda d, e, n, e0: vr.stronger_clone_delta(
+    "stronger_clone_delta": (lambda d, e, n, e0: sh.stronger_clone_delta(
         e, n=n, eps0=e0, max_n=64), DeltaResult, "stronger_clone", "upper", "e"),
 }
 
 # Closed forms: everything traces.
 _CLOSED_DOORS = {
     "clone_epsilon_closed_form": (
-        lambda d, e, n, e0: clones.clone_epsilon_closed_form(d, n=n, eps0=e0),
+        lambda d, e, n, e0: sh.clone_epsilon_closed_form(d, n=n, eps0=e0),
         EpsilonResult, "clone_closed_form", "upper", "d"),
     "krr_epsilon_closed_form": (
-        lambda d, e, n, e0: clones.krr_epsilon_closed_form(d, n=n, eps0=e0, k=3),
+        lambda d, e, n, e0: sh.krr_epsilon_closed_form(d, n=n, eps0=e0, k=3),
         EpsilonResult, "krr_closed_form", "upper", "d"),
 }
 
@@ -70,23 +71,23 @@ _VR = dict(n=40, p=_P, beta=(_P - 1.0) / (_P + 3.0 - 1.0), q0=_P, q1=_P)
 
 # n, eps0 (k, p, ...) size the window: only delta/eps trace.
 _WINDOW_DOORS = {
-    "rr2_lower_epsilon": (lambda d, e: clones.rr2_lower_epsilon(
+    "rr2_lower_epsilon": (lambda d, e: sh.rr2_lower_epsilon(
         d, n=40, eps0=1.0), EpsilonResult, "rr2_lower", "lower", "d"),
-    "rr2_lower_delta": (lambda d, e: clones.rr2_lower_delta(
+    "rr2_lower_delta": (lambda d, e: sh.rr2_lower_delta(
         e, n=40, eps0=1.0), DeltaResult, "rr2_lower", "lower", "e"),
-    "krr_thm41_epsilon": (lambda d, e: clones.krr_thm41_epsilon(
+    "krr_thm41_epsilon": (lambda d, e: shb.krr_thm41_epsilon(
         d, n=40, eps0=1.0, k=3), EpsilonResult, "krr_thm41", "upper", "d"),
-    "krr_thm41_delta": (lambda d, e: clones.krr_thm41_delta(
+    "krr_thm41_delta": (lambda d, e: shb.krr_thm41_delta(
         e, n=40, eps0=1.0, k=3), DeltaResult, "krr_thm41", "upper", "e"),
     "variation_ratio_lower_epsilon": (
-        lambda d, e: vr.variation_ratio_lower_epsilon(d, **_VR),
+        lambda d, e: shb.variation_ratio_lower_epsilon(d, **_VR),
         EpsilonResult, "variation_ratio_lower", "lower", "d"),
     "variation_ratio_lower_delta": (
-        lambda d, e: vr.variation_ratio_lower_delta(e, **_VR),
+        lambda d, e: shb.variation_ratio_lower_delta(e, **_VR),
         DeltaResult, "variation_ratio_lower", "lower", "e"),
-    "krr_lower_epsilon": (lambda d, e: vr.krr_lower_epsilon(
+    "krr_lower_epsilon": (lambda d, e: shb.krr_lower_epsilon(
         d, n=40, eps0=1.0, k=3), EpsilonResult, "krr_lower", "lower", "d"),
-    "krr_lower_delta": (lambda d, e: vr.krr_lower_delta(
+    "krr_lower_delta": (lambda d, e: shb.krr_lower_delta(
         e, n=40, eps0=1.0, k=3), DeltaResult, "krr_lower", "lower", "e"),
 }
 
@@ -147,57 +148,57 @@ def test_approx_ldp_result():
   # local (eps0, delta0) guarantee), so an upper bound. Here no split of
   # delta works: the trivial eps0 (the computing branch returns the same
   # type; its value is checked in the slow test below).
-  r = clones.clone_epsilon_approx_ldp(1e-6, n=10_000, eps0=1.0, delta0=1e-9)
+  r = sh.clone_epsilon_approx_ldp(1e-6, n=10_000, eps0=1.0, delta0=1e-9)
   _check(r, EpsilonResult, "clone_approx_ldp", "upper", 1e-6)
   assert r.epsilon == 1.0
 
 
 @pytest.mark.slow
 def test_approx_ldp_result_computed():
-  r = clones.clone_epsilon_approx_ldp(1e-6, n=10_000, eps0=1.0, delta0=1e-12)
+  r = sh.clone_epsilon_approx_ldp(1e-6, n=10_000, eps0=1.0, delta0=1e-12)
   _check(r, EpsilonResult, "clone_approx_ldp", "upper", 1e-6)
-  assert float(clones.clone_epsilon(1e-6, n=10_000, eps0=1.0).epsilon) <= r.epsilon < 1.0
+  assert float(sh.clone_epsilon(1e-6, n=10_000, eps0=1.0).epsilon) <= r.epsilon < 1.0
 
 
 def test_exact_family_results(x64):
   d, e = 1e-3, 0.3
-  eager_e = exact.binary_rr_epsilon(d, n=12, eps0=1.0)
-  eager_d = exact.binary_rr_delta(e, n=12, eps0=1.0)
+  eager_e = sh.binary_rr_epsilon(d, n=12, eps0=1.0)
+  eager_d = sh.binary_rr_delta(e, n=12, eps0=1.0)
   _check(eager_e, EpsilonResult, "binary_rr", "exact", d)
   _check(eager_d, DeltaResult, "binary_rr", "exact", e)
   # a subset of datasets: a lower bound (its lower bracket end) or neither
-  sub = exact.binary_rr_delta(e, n=12, eps0=1.0, ms=[0, 1])
+  sub = sh.binary_rr_delta(e, n=12, eps0=1.0, ms=[0, 1])
   _check(sub, DeltaResult, "binary_rr", "lower", e)
   assert float(sub.delta) <= float(eager_d.delta)
-  _check(exact.binary_rr_epsilon(d, n=12, eps0=1.0, ms=[0], lower=True),
+  _check(sh.binary_rr_epsilon(d, n=12, eps0=1.0, ms=[0], lower=True),
          EpsilonResult, "binary_rr", "lower", d)
-  _check(exact.binary_rr_epsilon(d, n=12, eps0=1.0, ms=[0]),
+  _check(sh.binary_rr_epsilon(d, n=12, eps0=1.0, ms=[0]),
          EpsilonResult, "binary_rr", "estimate", d)
   # host-only: the pmf table is built with numpy from concrete n, eps0 (a
   # traced delta/eps would not be computed from a placeholder: it raises)
   with pytest.raises((jax.errors.TracerArrayConversionError,
                       jax.errors.ConcretizationTypeError)):
-    jax.jit(lambda d: exact.binary_rr_epsilon(d, n=12, eps0=1.0))(d)
+    jax.jit(lambda d: sh.binary_rr_epsilon(d, n=12, eps0=1.0))(d)
   # brute force (host-only): exact over all datasets, lower over some pairs
   m = np.array([[0.6, 0.2, 0.2], [0.2, 0.6, 0.2], [0.2, 0.2, 0.6]])
-  one = exact.enumerate_delta(m, 0, 1, (2,), 0.1)
+  one = shb.enumerate_delta(m, 0, 1, (2,), 0.1)
   assert isinstance(one, DeltaResult) and (one.method, one.bound) == (
       "enumerate", "exact")
   assert isinstance(one.delta, np.float64) and one.epsilon == 0.1
-  worst = exact.worst_case_delta(m, 2, 0.1)
+  worst = shb.worst_case_delta(m, 2, 0.1)
   assert isinstance(worst, DeltaResult) and (worst.method, worst.bound) == (
       "worst_case", "exact")
   x0, x1, others = worst.details["argmax"]
-  assert worst.delta == exact.enumerate_delta(m, x0, x1, others, 0.1).delta
+  assert worst.delta == shb.enumerate_delta(m, x0, x1, others, 0.1).delta
   assert worst.delta >= one.delta
-  assert exact.worst_case_delta(m, 2, 0.1, pairs=[(0, 1)]).bound == "lower"
-  frac = exact.enumerate_delta([[Fraction(1, 2), Fraction(1, 2)]] * 2, 0, 1, (),
+  assert shb.worst_case_delta(m, 2, 0.1, pairs=[(0, 1)]).bound == "lower"
+  frac = shb.enumerate_delta([[Fraction(1, 2), Fraction(1, 2)]] * 2, 0, 1, (),
                                ("exp", Fraction(1)), exact=True)
   assert frac.delta == 0 and frac.bound == "exact"
 
 
 def test_amplify_epsilon_delta_result():
-  r = subsampling.amplify_epsilon_delta(np.array([1.0, 2.0]), 1e-6, 0.1)
+  r = sh.amplify_epsilon_delta(np.array([1.0, 2.0]), 1e-6, 0.1)
   assert isinstance(r, EpsilonResult)
   assert (r.method, r.bound) == ("subsampling", "upper")
   assert r.epsilon.dtype == np.float64 and r.epsilon.shape == (2,)

@@ -1,4 +1,4 @@
-"""Shuffling m of n users sampled without replacement (jaxacct.shuffle.subsampling).
+"""Shuffling m of n users sampled without replacement (jaxacct.shuffle.subsampled_*).
 
 Oracle: exact enumeration of the shuffled-and-subsampled binary randomized
 response (all datasets up to symmetry, all m-subsets, both directions).
@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 import pytest
+from jaxacct import shuffle as sh
 
-from jaxacct.shuffle import subsampling as sub
 
 
 def _rr_count_pmf(bits, eps0):
@@ -45,21 +45,21 @@ def _exact_delta(n, m, eps0, eps):
 
 
 def test_amplify_formula_and_errors():
-  r = sub.amplify_epsilon_delta(1.0, 1e-6, 0.1)
+  r = sh.amplify_epsilon_delta(1.0, 1e-6, 0.1)
   eps, dl = r.epsilon, r.delta
   assert eps == pytest.approx(math.log1p(0.1 * math.expm1(1.0)), rel=1e-15)
   assert dl == pytest.approx(1e-7, rel=1e-15)
   # huge eps: no overflow, -> eps + log(rate)
-  big = sub.amplify_epsilon_delta(1000.0, 0.0, 0.5).epsilon
+  big = sh.amplify_epsilon_delta(1000.0, 0.0, 0.5).epsilon
   assert big == pytest.approx(1000.0 + math.log(0.5), rel=1e-15)
   with pytest.raises(ValueError, match="rate"):
-    sub.amplify_epsilon_delta(1.0, 1e-6, 0.0)
+    sh.amplify_epsilon_delta(1.0, 1e-6, 0.0)
   with pytest.raises(ValueError, match="epsilon"):
-    sub.amplify_epsilon_delta(-1.0, 1e-6, 0.5)
+    sh.amplify_epsilon_delta(-1.0, 1e-6, 0.5)
   with pytest.raises(ValueError, match="m must be"):
-    sub.subsampled_epsilon(n=5, m=6, eps0=1.0, delta=1e-6)
+    sh.subsampled_epsilon(n=5, m=6, eps0=1.0, delta=1e-6)
   with pytest.raises(ValueError, match="delta \\* n / m"):
-    sub.subsampled_epsilon(n=100, m=1, eps0=1.0, delta=0.02)
+    sh.subsampled_epsilon(n=100, m=1, eps0=1.0, delta=0.02)
 
 
 @pytest.mark.parametrize("n,m,eps0", [(6, 3, 1.0), (7, 5, 2.0), (5, 5, 0.5)])
@@ -68,22 +68,22 @@ def test_upper_bound_vs_exact_enumeration(n, m, eps0):
   for eps in (0.05, 0.3, 0.8):
     truth = _exact_delta(n, m, eps0, eps)
     for rnd in ("generic", "binary_rr"):
-      got = sub.subsampled_delta(n=n, m=m, eps0=eps0, epsilon=eps,
+      got = sh.subsampled_delta(n=n, m=m, eps0=eps0, epsilon=eps,
                                  randomizer=rnd).delta
       assert got >= truth - 1e-12, (n, m, eps0, eps, rnd, got, truth)
   # with the exact inner profile (binary RR, n = m small) and m = n the
   # amplification is the identity
   if m == n:
     for eps in (0.05, 0.3):
-      got = sub.subsampled_delta(n=n, m=m, eps0=eps0, epsilon=eps,
+      got = sh.subsampled_delta(n=n, m=m, eps0=eps0, epsilon=eps,
                                  randomizer="binary_rr").delta
       assert got == pytest.approx(_exact_delta(n, m, eps0, eps), abs=1e-10)
 
 
 def test_epsilon_consistent_with_delta():
-  r = sub.subsampled_epsilon(n=10_000, m=1_000, eps0=1.0, delta=1e-7)
+  r = sh.subsampled_epsilon(n=10_000, m=1_000, eps0=1.0, delta=1e-7)
   assert r.bound == "upper" and r.method.startswith("subsampled:")
-  d = sub.subsampled_delta(n=10_000, m=1_000, eps0=1.0, epsilon=r.epsilon)
+  d = sh.subsampled_delta(n=10_000, m=1_000, eps0=1.0, epsilon=r.epsilon)
   assert d.delta <= 1e-7 * (1 + 1e-6)
   # subsampling at 10% beats shuffling the 1,000 sampled users alone
   from jaxacct import shuffle

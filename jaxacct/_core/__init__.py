@@ -1,7 +1,7 @@
 """Numerical core shared by every jaxacct accountant.
 
 Modules:
-  dtype       -- the float64 boundary (``x64_boundary``, ``require_x64``).
+  dtype       -- the float64 boundary and the one entry of a kernel (``dispatch``).
   checks      -- eager input validation (``ValueError`` naming the parameter).
   logmath     -- log-space primitives (``log_sub_exp``, ``log1m_exp``, ...).
   orders      -- Renyi order grids.
@@ -9,6 +9,7 @@ Modules:
   gaussian    -- the exact Gaussian privacy profile.
   solve       -- the one solver module (bracketed roots keeping the feasible side).
   batching    -- ``map_blocks``: ``lax.map`` in whole blocks (one traced lane body).
+  mixture     -- binomial mixtures of RDP (Eq. 5 check-in), WBK subsampling, Eq. 8 moments.
   results     -- result NamedTuples.
   lazy        -- lazy re-exports for package ``__init__`` files (PEP 562).
 

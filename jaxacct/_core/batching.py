@@ -18,8 +18,6 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-__all__ = ["map_blocks", "lanes_per_block"]
-
 
 def map_blocks(f: Callable, xs, *, batch_size: int):
   """``lax.map(f, xs, batch_size=...)`` with one traced copy of ``f``.

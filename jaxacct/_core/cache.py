@@ -26,9 +26,6 @@ import jax
 
 from jaxacct._core.compiled import user_cache_path
 
-__all__ = ["enable_compilation_cache", "default_cache_dir", "compile_timer",
-           "CompilationCacheSetting"]
-
 _KEYS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
          "jax_persistent_cache_min_entry_size_bytes", "jax_enable_compilation_cache")
 

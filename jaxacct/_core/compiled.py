@@ -53,8 +53,6 @@ from typing import Any, Callable, Optional
 import jax
 import numpy as np
 
-__all__ = ["jit", "cache_enabled", "cache_dir", "clear_memory", "user_cache_path"]
-
 _OFF = ("0", "false", "off", "no")
 _DEFAULT_MAX_BYTES = 2 * 2**30
 _FORMAT = 2     # bump when the entry layout changes (2: no entries re-serialised from JAX's cache)

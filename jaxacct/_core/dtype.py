@@ -17,6 +17,14 @@ Policy (tested in ``tests/test_core_dtype.py``):
   the bounds need; so kernels call :func:`require_x64` at trace time, which
   raises a ``RuntimeError`` telling the user to enable x64 (globally, or with
   ``with jax.enable_x64(True):`` around their jitted call).
+
+The entry template of a public kernel (issue 29): validate eagerly, then one
+module-level jitted kernel that owns its shape buckets, through
+:func:`dispatch` -- the one place that forks on concrete vs traced input
+(with an optional NumPy host path for one concrete question). Static sizes
+that depend on concrete values (summation windows, numbers of terms) come
+from :func:`static_size`. A door that only calls other doors adds no
+boundary of its own.
 """
 
 from __future__ import annotations
@@ -54,18 +62,61 @@ def x64_boundary(fn: F) -> F:
   return wrapper  # type: ignore[return-value]
 
 
-def dispatch(kernel: Callable, args: tuple, validate: Callable[[], None]):
-  """The one eager/traced dispatch of a jittable kernel.
+def traced(args) -> bool:
+  """Whether a leaf of the pytree ``args`` is a JAX tracer (inside a trace)."""
+  return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(args))
 
-  Concrete input is validated (``validate()`` raises ValueError naming the
-  parameter) and run under :func:`x64_boundary`; traced input (inside the
-  user's ``jit``) goes straight to ``kernel``, which calls
-  :func:`require_x64` and maps invalid lanes to NaN.
+
+def dispatch(kernel: Callable, args: tuple, validate: Callable[[], None] | None = None, *,
+             host: Callable | None = None, eager: Callable | None = None,
+             where: str | None = None):
+  """The one entry of a public kernel: the eager/traced fork lives here only.
+
+  Concrete ``args``: ``validate()`` raises ``ValueError`` naming the
+  parameter; then, under float64 (:func:`x64_boundary`), ``host(*args)``
+  answers when given and not ``None`` (one question in NumPy on the host: no
+  compiled program), else ``(eager or kernel)(*args)`` (the module-level
+  jitted kernel, or an eager driver of it).
+
+  Traced ``args`` (the user's ``jit``/``vmap``): ``kernel(*args)``, after
+  :func:`require_x64` naming ``where`` when given (else the kernel calls it);
+  the checks do nothing on tracers and the kernel maps invalid lanes to NaN.
   """
-  if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(args)):
+  if traced(args):
+    if where is not None:
+      require_x64(where)
+    return kernel(*args)
+  if validate is not None:
     validate()
-    return x64_boundary(kernel)(*args)
-  return kernel(*args)
+  return x64_boundary(_concrete_call)(kernel, host, eager, *args)
+
+
+def _concrete_call(kernel, host, eager, *args):
+  if host is not None:
+    out = host(*args)
+    if out is not None:
+      return out
+  return (eager or kernel)(*args)
+
+
+def static_size(values, size: Callable[[], int], *, bound: Callable[[], int] | None = None,
+                default: int | None = None, need: str = "max_n") -> int:
+  """A static size (a summation window, a number of terms) of a jitted kernel.
+
+  ``bound()`` when the caller declared a static bound (``bound`` given);
+  else ``size()`` from the values when no leaf of ``values`` is traced; else
+  ``default``; with none of them a ``ValueError`` asks for the static
+  keyword ``need``.
+  """
+  if bound is not None:
+    return bound()
+  if not traced(values):
+    return size()
+  if default is not None:
+    return default
+  raise ValueError(
+      f"an input is traced: pass the static keyword {need} (an upper bound on n) "
+      "so the summation window can be sized.")
 
 
 def require_x64(where: str = "this jaxacct kernel") -> None:

@@ -5,9 +5,6 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax.scipy.special import gammaln, log_ndtr, logsumexp
 
-__all__ = ["log_ndtr", "logsumexp", "log1m_exp", "log_sub_exp", "log_binom",
-           "log_add_exp", "log_expm1", "log_binom_pmf"]
-
 log_add_exp = jnp.logaddexp
 
 

@@ -40,9 +40,6 @@ import sys
 import time
 from typing import Optional
 
-__all__ = ["progress", "set_progress", "progress_enabled", "progress_disabled",
-           "configure_progress", "logger"]
-
 logger = logging.getLogger("jaxacct")
 
 _ENABLED = os.environ.get("JAXACCT_PROGRESS", "1").strip().lower() not in (

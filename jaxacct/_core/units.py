@@ -25,8 +25,6 @@ import functools
 import inspect
 import warnings
 
-__all__ = ["StepsUnitWarning", "per_epoch_steps"]
-
 
 class StepsUnitWarning(FutureWarning):
   """``num_steps`` given to a per-epoch (allocation) function without ``num_epochs``."""

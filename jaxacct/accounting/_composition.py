@@ -45,7 +45,7 @@ from jaxacct.accounting import _optional, _pairs as pairs
 from jaxacct.accounting import events as ev
 from jaxacct.accounting import fixed_size as fs
 from jaxacct.allocation.pld import allocation_plds
-from jaxacct.shuffle import check_in
+from jaxacct.shuffle import bounds as check_in
 
 AOR, REPLACE, SPECIAL = "ADD_OR_REMOVE_ONE", "REPLACE_ONE", "REPLACE_SPECIAL"
 RDP_ORDERS = mech.RDP_ORDERS
@@ -522,14 +522,14 @@ def _shuffle(event, rel, step):
     up = jpld.PairPLD(jpld.from_pair(a, b, step=step, pessimistic=True),
                       jpld.from_pair(b, a, step=step, pessimistic=True))
   else:
-    rdp = np.asarray(sh.multinomial.chen_exact_rdp(RDP_ORDERS, n=n, eps0=eps0), np.float64)
+    rdp = np.asarray(sh.bounds.chen_exact_rdp(RDP_ORDERS, n=n, eps0=eps0), np.float64)
     rdp = np.minimum(rdp, eps0)   # and never above the local guarantee
   lo = None
   if kind != "k_rr":
     def build():
       best, best_d = None, -1.0
       for mm in range(0, min(_SHUFFLE_LOWER_M, n)):
-        y0, y1 = sh.exact.binary_rr_pmfs(n, eps0, mm)
+        y0, y1 = sh.bounds.binary_rr_pmfs(n, eps0, mm)
         d = float(np.sum(np.maximum(y0 - p ** 0.5 * y1, 0.0))) + float(
             np.sum(np.maximum(y1 - p ** 0.5 * y0, 0.0)))
         if d > best_d:

@@ -215,7 +215,7 @@ class ShuffledCheckInDpEvent(_JaxacctEvent):
   r"""One round of shuffled check-in: each of ``n`` clients checks in w.p. ``p``.
 
   Liew, Hasegawa & Takahashi, arXiv:2206.03151v2, Thm 2 (Eq. 5) with
-  Wang-Balle-Kasiviswanathan's subsampling bound (``jaxacct.shuffle.check_in``).
+  Wang-Balle-Kasiviswanathan's subsampling bound (``jaxacct.shuffle.check_in_epsilon``).
   Replacement neighbours. Local randomizer: eps0-LDP (``eps0``) or a
   Gaussian report with noise multiplier ``sigma`` relative to the
   *replacement* sensitivity (``noise_std / (2 C)``). Give exactly one.

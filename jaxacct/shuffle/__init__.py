@@ -5,12 +5,12 @@ directions). The caller declares the local randomizer:
 
 * ``"generic"``: any (also adaptive) eps0-LDP randomizer. Upper bound: the
   FMT'21 clone pair (Feldman, McMillan, Talwar, arXiv:2012.12803, Thm 3.2),
-  ``jaxacct.shuffle.clones``.
+  :func:`clone_epsilon` / :func:`clone_delta`.
 * ``"blanket"``: an eps0-LDP randomizer meeting the pointwise blanket
   condition ``R(x)[y] >= (R(x0)[y] + R(x1)[y]) / (e^eps0 + 1)`` (check a matrix
   with :func:`check_blanket_condition`). Upper bound: the stronger-clone pair
   (Wang et al., arXiv:2304.05007v5 generic row; FMT22 arXiv:2208.04591),
-  ``jaxacct.shuffle.variation_ratio``.
+  :func:`stronger_clone_epsilon` / :func:`stronger_clone_delta`.
 * ``"binary_rr"``: binary randomized response. Exact shuffled profile (max
   over all datasets) for ``n <= MAX_EXACT_BINARY_N``; beyond, the stronger
   clone upper bound (binary RR meets the blanket condition) and a lower bound.
@@ -25,14 +25,17 @@ directions). The caller declares the local randomizer:
 ``rounds = T > 1`` composes the per-round dominating pair: PLD of the discrete
 pair (``jaxacct.pld``, pessimistic; while the pair has <= 4e6 atoms) and RDP
 of the pair (summed, converted; n <= 2e4), plus the generic RDP bounds of the
-sibling modules (Chen et al. ``multinomial.chen_epsilon`` -- the clone pair's
-RDP with certified binning, any n -- and Girgis et al. ``girgis.girgis_epsilon``
+sibling bounds (Chen et al. :func:`chen_epsilon` -- the clone pair's
+RDP with certified binning, any n -- and Girgis et al. :func:`girgis_epsilon`
 Thm 1); ``method="best"`` returns the smallest (all are upper bounds).
 Users sampled m of n without replacement, then shuffled:
-:func:`subsampled_epsilon` / :func:`subsampled_delta`
-(``jaxacct.shuffle.subsampling``). Shuffled check-in
-(``jaxacct.shuffle.check_in``) is a different mechanism
-(needs the check-in probability) and is not routed here.
+:func:`subsampled_epsilon` / :func:`subsampled_delta`. Shuffled check-in
+(:func:`check_in_epsilon`, :func:`check_in_gaussian_epsilon`) is a different
+mechanism (needs the check-in probability) and is not routed here.
+
+Every bound the front door picks from, by its paper and theorem (RDP curves
+for sweeps, the exact laws, the lower bounds): :mod:`jaxacct.shuffle.bounds`.
+The implementation lives in private modules (``_clones``, ``_front``, ...).
 
 Returns :class:`jaxacct._core.results.EpsilonResult` / ``DeltaResult`` with
 ``method`` (which bound won), ``bound`` (``"exact"``, ``"upper"``,
@@ -43,23 +46,24 @@ never dropped silently -- and is never picked).  ``bound="lower_generic"``
 the declared class, not on the user's randomizer (see :func:`epsilon`).
 """
 
-from jaxacct.shuffle.check_in import check_in_epsilon, check_in_gaussian_epsilon
-from jaxacct.shuffle.clones import (clone_delta, clone_epsilon,
+from jaxacct.shuffle._check_in import check_in_epsilon, check_in_gaussian_epsilon
+from jaxacct.shuffle._clones import (clone_delta, clone_epsilon,
                                     clone_epsilon_approx_ldp,
                                     clone_epsilon_closed_form, clone_rdp,
                                     krr_epsilon_closed_form, rr2_lower_delta,
                                     rr2_lower_epsilon)
-from jaxacct.shuffle.exact import (MAX_EXACT_BINARY_N, binary_rr_delta,
+from jaxacct.shuffle._exact import (MAX_EXACT_BINARY_N, binary_rr_delta,
                                    binary_rr_epsilon)
-from jaxacct.shuffle.front import delta, dominating_pairs, epsilon
-from jaxacct.shuffle.girgis import girgis_epsilon
-from jaxacct.shuffle.multinomial import chen_epsilon
-from jaxacct.shuffle.subsampling import (amplify_epsilon_delta,
+from jaxacct.shuffle._front import delta, dominating_pairs, epsilon
+from jaxacct.shuffle._girgis import girgis_epsilon
+from jaxacct.shuffle._multinomial import chen_epsilon
+from jaxacct.shuffle._subsampling import (amplify_epsilon_delta,
                                          subsampled_delta, subsampled_epsilon)
-from jaxacct.shuffle.variation_ratio import (check_blanket_condition,
+from jaxacct.shuffle._variation_ratio import (check_blanket_condition,
                                              stronger_clone_delta,
                                              stronger_clone_epsilon,
                                              stronger_clone_rdp)
+from jaxacct.shuffle import bounds
 
 __all__ = [
     "epsilon", "delta", "dominating_pairs", "subsampled_epsilon",

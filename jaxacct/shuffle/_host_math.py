@@ -13,7 +13,7 @@ operation for operation, evaluated by NumPy:
   iterations, tolerance eps/2);
 * :func:`log_bin_prob` -- ``jaxacct._core.logmath.log_binom_pmf`` (Loader's
   saddle point); :func:`binom_sf`, :func:`window_start`, :func:`cut_mass` --
-  ``jaxacct.shuffle.windows``.
+  ``jaxacct.shuffle._windows``.
 
 The values agree with the jitted ones to rounding (checked in
 ``tests/test_shuffle_host.py``); the rounding allowances of the pair kernels

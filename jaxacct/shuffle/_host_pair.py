@@ -23,15 +23,15 @@ import math
 
 import numpy as np
 
-from jaxacct._core import checks
 from jaxacct.shuffle import _host_math as hm
 
 _EPS64 = float(np.finfo(np.float64).eps)
 
 
 def one_question(*xs) -> bool:
-  """Whether the inputs are one concrete question (the host path's domain)."""
-  return checks.is_concrete(xs) and all(np.size(x) == 1 for x in xs)
+  """Whether concrete inputs are one question, every input a scalar (the host
+  path's domain; called by a ``dtype.dispatch`` host, after the traced fork)."""
+  return all(np.size(x) == 1 for x in xs)
 
 
 def scalar(x) -> float:

@@ -20,8 +20,7 @@ from jaxacct._core.compiled import jit
 from jaxacct._core.conversion import rdp_to_epsilon_kernel
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core.orders import DEFAULT_ORDERS
-from jaxacct.shuffle.clones import clone_rdp
-from jaxacct.shuffle.variation_ratio import stronger_clone_rdp
+from jaxacct.shuffle import clone_rdp, stronger_clone_rdp
 
 
 # --------------------------------------------------------------------------
@@ -298,9 +297,9 @@ class ShuffleAccountant(_Accountant):
   Replacement neighbours. Per round, the Renyi curve of the dominating pair
   of :mod:`jaxacct.shuffle`: ``"generic"`` (any eps0-LDP randomizer): the
   clone pair, Feldman, McMillan & Talwar, "Hiding among the clones",
-  arXiv:2012.12803, Thm 3.2 + Sec. 6.1 (``shuffle.clones.clone_rdp``);
+  arXiv:2012.12803, Thm 3.2 + Sec. 6.1 (``shuffle.clone_rdp``);
   ``"blanket"``/``"binary_rr"``/``("k_rr", k)``: the stronger-clone pair
-  (Wang et al., arXiv:2304.05007v5; ``shuffle.variation_ratio.stronger_clone_rdp``).
+  (Wang et al., arXiv:2304.05007v5; ``shuffle.stronger_clone_rdp``).
   After ``b`` rounds
 
   .. math:: arepsilon(b)=\minig(\mathrm{conv}_\delta(b\,R),\ b\,arepsilon_0ig)
@@ -330,7 +329,7 @@ class ShuffleAccountant(_Accountant):
     checks.check_positive("eps0", eps0)
     checks.check_int("n", n, min_value=2)
     checks.check_int("block_size", block_size, min_value=1)
-    kind, _ = shuffle.front.parse_randomizer(randomizer)
+    kind, _ = shuffle.bounds.parse_randomizer(randomizer)
     self.eps0, self.n, self.randomizer = float(eps0), int(n), randomizer
     self.kind, self.block_size = kind, int(block_size)
     self.orders = checks.check_orders(DEFAULT_ORDERS if orders is None else orders)

@@ -18,7 +18,7 @@ shuffled delta on some datasets:
   1.0951 vs the row's 0.9756 (digest §7.2).
 
 For k-RR (and every extremal randomizer) the row's pair IS a valid LOWER
-bound (Thm 5.1): use ``jaxacct.shuffle.variation_ratio.krr_lower_epsilon``. The valid upper
+bound (Thm 5.1): use ``jaxacct.shuffle.bounds.krr_lower_epsilon``. The valid upper
 bound for k-RR is the stronger clone (``jaxacct.shuffle.stronger_clone_*``).
 """
 
@@ -26,14 +26,11 @@ from __future__ import annotations
 
 import math
 
-import jax
 import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct.shuffle import pair_reference, windows
-
-__all__ = ["row_parameters", "row_delta_unsafe", "row_epsilon_unsafe"]
+from jaxacct.shuffle.bounds import variation_ratio_pair_delta, variation_ratio_pair_epsilon
 
 
 def row_parameters(mechanism: str, eps0: float, **options):
@@ -74,10 +71,10 @@ def row_delta_unsafe(eps, *, n, mechanism: str, eps0: float, **options):
 
   Bound: estimate -- neither an upper bound (below the truth on known
   counterexamples) nor a lower bound in general (it is one for extremal
-  randomizers such as k-RR; use ``jaxacct.shuffle.variation_ratio.krr_lower_epsilon``).
+  randomizers such as k-RR; use ``jaxacct.shuffle.bounds.krr_lower_epsilon``).
   """
   checks.check_range("eps", eps, 0.0)
-  d = _row_query(pair_reference.sym_delta, eps, n, mechanism, eps0, options)
+  d = _row_query(variation_ratio_pair_delta, eps, n, mechanism, eps0, options)
   return DeltaResult(d, np.asarray(eps, np.float64), method="variation_ratio_row",
                      bound="estimate")
 
@@ -95,7 +92,7 @@ def row_epsilon_unsafe(delta, *, n, mechanism: str, eps0: float, **options):
   such as k-RR.
   """
   checks.check_delta(delta)
-  e = _row_query(pair_reference.sym_epsilon, delta, n, mechanism, eps0, options)
+  e = _row_query(variation_ratio_pair_epsilon, delta, n, mechanism, eps0, options)
   return EpsilonResult(e, np.asarray(delta, np.float64), method="variation_ratio_row",
                        bound="estimate")
 
@@ -104,7 +101,4 @@ def _row_query(query, value, n, mechanism, eps0, options):
   """A row's symmetric pair through a reference-kernel query (host numpy)."""
   checks.check_int("n", n, min_value=1)
   p, beta, q = row_parameters(mechanism, eps0, **options)
-  alpha = beta / (p - 1)
-  w = windows.window_size(n, 2 * alpha * p / q)
-  with jax.enable_x64(True):
-    return np.asarray(query(value, n, p, beta, q, width=w))
+  return query(value, n=n, p=p, beta=beta, q0=q)

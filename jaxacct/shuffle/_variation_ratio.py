@@ -21,7 +21,7 @@ What is offered here, and why (digest §7.4):
   whose likelihood ratio is extremal (``e^{\pm eps0}`` or 1) at every output.
   Then the leftover weight is zero and the label reduction is exact. For an
   arbitrary eps0-LDP randomizer this is NOT proven; use FMT'21's clone bound
-  (``jaxacct.shuffle.clones``). ``check_blanket_condition`` tests a
+  (``jaxacct.shuffle._clones``). ``check_blanket_condition`` tests a
   randomizer given as a matrix.
 * ``variation_ratio_lower_delta`` / ``variation_ratio_lower_epsilon``: the pair
   with general ``(p, beta, q0, q1)``, a LOWER bound for "extremal" randomizers
@@ -29,7 +29,7 @@ What is offered here, and why (digest §7.4):
   ``krr_lower_epsilon`` for k-RR with the others holding a third value.
 * The per-randomizer parameter rows of the paper (leftover weight > 0) are
   NOT upper bounds (counterexample: 4-RR, n = 3, e^eps0 = 3, e^eps = 2, true
-  delta 5/108 > 7/216); they live in ``jaxacct.experimental.variation_ratio``.
+  delta 5/108 > 7/216); they live in ``jaxacct.experimental`` (``row_*_unsafe``).
 
 Every ``*_epsilon`` returns an :class:`~jaxacct.EpsilonResult` and every
 ``*_delta`` a :class:`~jaxacct.DeltaResult` (``bound`` upper or lower).
@@ -44,15 +44,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks, solve
-from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.dtype import dispatch, x64_boundary
 from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct.shuffle import pair_fast, pair_reference, windows
+from jaxacct.shuffle import _pair_fast as pair_fast, _pair_reference as pair_reference, _windows as windows
 from jaxacct._core.compiled import jit
-
-__all__ = ["stronger_clone_delta", "stronger_clone_epsilon",
-           "stronger_clone_rdp", "variation_ratio_lower_delta",
-           "variation_ratio_lower_epsilon", "krr_lower_epsilon",
-           "krr_lower_delta", "check_blanket_condition"]
 
 
 def stronger_pair_params(eps0):
@@ -220,7 +215,7 @@ def variation_ratio_lower_delta(eps, *, n, p, beta, q0, q1, max_n=None):
   checks.check_range("eps", eps, 0.0)
   w = windows.window_size(n if max_n is None else max_n,
                          tot if max_n is None else 0.5)
-  d = x64_boundary(_lower_delta_jit)(eps, n, p, beta, q0, q1, width=w)
+  d = dispatch(functools.partial(_lower_delta_jit, width=w), (eps, n, p, beta, q0, q1))
   return DeltaResult(delta=d, epsilon=eps, method="variation_ratio_lower",
                      bound="lower")
 
@@ -239,7 +234,7 @@ def variation_ratio_lower_epsilon(delta, *, n, p, beta, q0, q1, max_n=None):
   checks.check_delta(delta)
   w = windows.window_size(n if max_n is None else max_n,
                          tot if max_n is None else 0.5)
-  e = x64_boundary(_lower_eps_jit)(delta, n, p, beta, q0, q1, width=w)
+  e = dispatch(functools.partial(_lower_eps_jit, width=w), (delta, n, p, beta, q0, q1))
   return EpsilonResult(epsilon=e, delta=delta, method="variation_ratio_lower",
                        bound="lower")
 

@@ -46,10 +46,6 @@ from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.solve import bisect
 from jaxacct._core.compiled import jit
 
-__all__ = ["binary_rr_pmfs", "binary_rr_table", "binary_rr_delta",
-           "binary_rr_epsilon", "enumerate_delta", "worst_case_delta",
-           "pair_pmfs", "histogram_distribution", "MAX_EXACT_BINARY_N"]
-
 MAX_EXACT_BINARY_N = 2000
 
 
@@ -293,7 +289,7 @@ def pair_pmfs(n: int, p: float, beta: float, q0: float, q1: float,
               *, z: float = 10.0):
   r"""The variation-ratio pair as probability vectors over a (c, a) window.
 
-  Same pair as ``jaxacct.shuffle.pair_reference`` (Wang et al. arXiv:2304.05007v5
+  Same pair as ``jaxacct.shuffle._pair_reference`` (Wang et al. arXiv:2304.05007v5
   App. H; the FMT'21 clone pair and the stronger clone are members). Returns
   ``(P, Q)`` numpy float64 vectors whose last two entries are atoms carrying
   an upper bound on the cut mass: ``(tail, 0)`` and ``(0, tail)``, i.e. +inf

@@ -1,6 +1,6 @@
 r"""Fast kernel of the symmetric zero-leftover pairs (clone pair, stronger clone).
 
-The pair of ``jaxacct.shuffle.pair_reference`` with ``lam = 0`` and
+The pair of ``jaxacct.shuffle._pair_reference`` with ``lam = 0`` and
 ``q0 = q1`` (FMT'21 clone pair, Feldman, McMillan, Talwar, arXiv:2012.12803,
 Thm 3.2; stronger clone, Wang et al. arXiv:2304.05007v5 generic row): same
 quantity, one incomplete-beta call per ``BLOCK`` window cells instead of one
@@ -42,20 +42,14 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from jaxacct._core import checks, solve
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64, static_size
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct.shuffle import _host_pair
-from jaxacct.shuffle.pair_reference import pair_params_invalid
-from jaxacct.shuffle.windows import (BLOCK, binom_sf, bucket_widths, cut_mass,
-                                     fast_width, raw_widths, resolve_width,
+from jaxacct.shuffle._pair_reference import pair_params_invalid
+from jaxacct.shuffle._windows import (BLOCK, binom_sf, bucket_widths, cut_mass,
+                                     fast_width, raw_widths,
                                      window_start)
 from jaxacct._core.compiled import jit
-
-__all__ = ["BLOCK", "sym_delta_fast", "sym_epsilon_fast",
-           "sym_epsilon_grouped", "MEMBERS", "member_params", "member_total",
-           "member_width", "member_delta", "member_epsilon",
-           "member_epsilon_grouped", "member_delta_checked",
-           "member_epsilon_checked"]
 
 _EPS64 = float(np.finfo(np.float64).eps)
 #: Largest n answered on the host for one question: the host twin agrees with
@@ -356,11 +350,8 @@ def member_width(n, eps0, max_n, delta=None, *, member: str) -> int:
   """
   if max_n is not None:
     checks.check_int("max_n", max_n, min_value=1)
-  if max_n is None and checks.is_concrete((n, eps0)):
-    return fast_width(n, member_total(eps0, member), delta)
-  if max_n is None:
-    return resolve_width(n, 0.5, max_n)  # raises: max_n needed
-  return fast_width(max_n, 0.5, None)
+  return static_size((n, eps0), lambda: fast_width(n, member_total(eps0, member), delta),
+                     bound=None if max_n is None else (lambda: fast_width(max_n, 0.5, None)))
 
 
 @functools.partial(jit, static_argnames=("member", "width"))
@@ -411,38 +402,47 @@ def member_delta_checked(eps, *, n, eps0, max_n, member: str, where: str):
   the host (``_host_pair``: the same formula in NumPy, no compiled program),
   arrays by the jitted kernel under the float64 boundary; traced inputs need
   x64 (RuntimeError naming ``where``) and a static window (``max_n``)."""
-  if checks.is_concrete((eps, n, eps0)):
+  def validate():
     _check_member_inputs(n, eps0)
     checks.check_range("eps", eps, 0.0)
+
+  def host(eps, n, eps0):
     if (max_n is None and _host_pair.one_question(eps, n, eps0)
         and float(np.ravel(n)[0]) <= HOST_MAX_N):
       return _host_member_delta(*map(_host_pair.scalar, (eps, n, eps0)),
                                 member).reshape(np.shape(eps))
-    return x64_boundary(member_delta)(
-        eps, n, eps0, member=member,
-        width=member_width(n, eps0, max_n, member=member))
-  require_x64(where)
-  return member_delta(eps, n, eps0, member=member,
-                      width=member_width(n, eps0, max_n, member=member))
+    return None
+
+  def kernel(eps, n, eps0):
+    return member_delta(eps, n, eps0, member=member,
+                        width=member_width(n, eps0, max_n, member=member))
+
+  return dispatch(kernel, (eps, n, eps0), validate, host=host, where=where)
 
 
 def member_epsilon_checked(delta, *, n, eps0, max_n, member: str, where: str):
   """Front door of a member's eps(delta) (see :func:`member_delta_checked`);
   concrete arrays without ``max_n`` are grouped by window bucket
   (:func:`member_epsilon_grouped`), one question goes to the host path."""
-  if checks.is_concrete((delta, n, eps0)):
+  def validate():
     _check_member_inputs(n, eps0)
     checks.check_delta(delta)
-    if max_n is not None:
-      return x64_boundary(member_epsilon)(
-          delta, n, eps0, member=member,
-          width=member_width(n, eps0, max_n, member=member))
-    if (_host_pair.one_question(delta, n, eps0)
+
+  def host(delta, n, eps0):
+    if (max_n is None and _host_pair.one_question(delta, n, eps0)
         and float(np.ravel(n)[0]) <= HOST_MAX_N):
       shape = np.broadcast_shapes(*map(np.shape, (delta, n, eps0)))
       return _host_member_epsilon(*map(_host_pair.scalar, (delta, n, eps0)),
                                   member).reshape(shape)
-    return x64_boundary(member_epsilon_grouped)(delta, n, eps0, member=member)
-  require_x64(where)
-  return member_epsilon(delta, n, eps0, member=member,
-                        width=member_width(n, eps0, max_n, member=member))
+    return None
+
+  def kernel(delta, n, eps0):
+    return member_epsilon(delta, n, eps0, member=member,
+                          width=member_width(n, eps0, max_n, member=member))
+
+  def eager(delta, n, eps0):  # concrete arrays: lanes grouped by window bucket
+    if max_n is not None:
+      return kernel(delta, n, eps0)
+    return member_epsilon_grouped(delta, n, eps0, member=member)
+
+  return dispatch(kernel, (delta, n, eps0), validate, host=host, eager=eager, where=where)

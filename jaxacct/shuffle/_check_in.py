@@ -42,20 +42,20 @@ Certified (upper bounds):
 * eager: :func:`check_in_epsilon`, :func:`check_in_gaussian_epsilon`,
   :func:`check_in_secagg_gaussian_epsilon`, :func:`check_in_first_cut_epsilon`.
 
-Lower bounds (Sec. 4; ``jaxacct.shuffle.check_in_lower``, re-exported here):
+Lower bounds (Sec. 4; ``jaxacct.shuffle._check_in_lower``, re-exported here):
 
 * :func:`shuffle_gaussian_rdp_lower` -- Eq. 8 / Thm 3 (all n report).
 * :func:`check_in_gaussian_rdp_lower` -- the same pair under shuffled check-in.
 * eager: :func:`shuffle_gaussian_epsilon_lower` (the conversion of a lower RDP
   curve, ``bound="estimate"``: reported for comparison only).
 
-Not here (``jaxacct.experimental.check_in_paper``, issue 16): the Thm 5
+Not here (``jaxacct.experimental``, issue 16): the Thm 5
 subsampled-shuffle "estimate" and the paper-as-printed reproductions
 (``paper_lemma1_rdp``, ``paper_approach_rdp``, ``paper_table2_epsilon``),
 which are not valid bounds; the counterexamples are listed there.
 
 The shared kernels (WBK Thm 9, the Eq. 5 mixture, window sizes) live in
-``jaxacct.shuffle.check_in_mixture``.
+``jaxacct._core.mixture``.
 """
 
 from __future__ import annotations
@@ -71,13 +71,13 @@ from jax import lax
 from jax.scipy.special import betainc
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import dispatch, x64_boundary
+from jaxacct._core.dtype import dispatch
 from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.results import EpsilonResult
-from jaxacct.shuffle import pair_reference, windows
-from jaxacct.shuffle.check_in_lower import (check_in_gaussian_rdp_lower,
+from jaxacct.shuffle import _pair_reference as pair_reference, _windows as windows
+from jaxacct.shuffle._check_in_lower import (check_in_gaussian_rdp_lower,
                                             shuffle_gaussian_rdp_lower)
-from jaxacct.shuffle.check_in_mixture import (DEFAULT_CHECK_IN_ORDERS,
+from jaxacct._core.mixture import (DEFAULT_CHECK_IN_ORDERS,
                                               check_rate_inputs, finish_rdp,
                                               integer_orders, lanes_f64,
                                               log_rate_moments,
@@ -89,17 +89,8 @@ from jaxacct.shuffle.check_in_mixture import (DEFAULT_CHECK_IN_ORDERS,
                                               resolve_num_terms, rr_rdp_times,
                                               wbk_log_excess,
                                               wbk_log_excess_moments)
-from jaxacct.shuffle.rdp_rounds import compose_rdp_epsilon
+from jaxacct.shuffle._rdp_rounds import compose_rdp_epsilon
 from jaxacct._core.compiled import jit
-
-__all__ = [
-    "DEFAULT_CHECK_IN_ORDERS", "check_in_ldp_rdp", "check_in_ldp_rdp_clones",
-    "check_in_gaussian_rdp",
-    "check_in_gaussian_rdp_lower", "check_in_secagg_gaussian_rdp",
-    "shuffle_gaussian_rdp_lower", "check_in_first_cut_dp", "check_in_epsilon",
-    "check_in_gaussian_epsilon", "check_in_secagg_gaussian_epsilon",
-    "check_in_first_cut_epsilon", "shuffle_gaussian_epsilon_lower",
-]
 
 
 # --------------------------------------------------------------------------
@@ -168,7 +159,7 @@ def check_in_ldp_rdp_clones(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, eps0, num_t
   Sec. 3.3, Table 1): Eq. 5 over k, WBK Thm 9 (arXiv:1808.00087v2) at rate
   k/n, but with the base curve :math:`\varepsilon^S_k(j)` = Renyi divergence
   of the Feldman-McMillan-Talwar clone pair for k reports (arXiv:2012.12803,
-  Sec. 6.1; ``jaxacct.shuffle.clones.clone_rdp``, via the shared pair kernel)
+  Sec. 6.1; ``jaxacct.shuffle.clone_rdp``, via the shared pair kernel)
   instead of FMT's (eps, delta) pushed through the unsound Lemma 1.
   :math:`\varepsilon(\infty)=\epsilon_0`. The per-k curve is also min'ed with
   randomized response, k outside a window of ``num_terms`` values around np
@@ -424,7 +415,6 @@ def _compose_convert(orders, rdp, rounds, delta, conversion, name, bound):
   return EpsilonResult(epsilon=eps, delta=delta, method=name, bound=bound, order=order)
 
 
-@x64_boundary
 def check_in_epsilon(*, n, p, eps0, delta, rounds=1, orders=None,
                      conversion: str = "tight") -> EpsilonResult:
   """Epsilon at ``delta`` after ``rounds`` rounds of shuffled check-in, eps0-LDP (upper).
@@ -440,7 +430,6 @@ def check_in_epsilon(*, n, p, eps0, delta, rounds=1, orders=None,
   return _compose_convert(orders, rdp, rounds, delta, conversion, "check_in_ldp_rdp", "upper")
 
 
-@x64_boundary
 def check_in_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=None,
                               bound: str = "upper", conversion: str = "tight",
                               num_terms=None) -> EpsilonResult:
@@ -466,7 +455,6 @@ def check_in_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=None,
                           "check_in_gaussian_rdp_lower", "estimate")
 
 
-@x64_boundary
 def check_in_secagg_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=None,
                                      conversion: str = "tight",
                                      num_terms=None) -> EpsilonResult:
@@ -478,7 +466,6 @@ def check_in_secagg_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=Non
                           "check_in_secagg_gaussian_rdp", "upper")
 
 
-@x64_boundary
 def shuffle_gaussian_epsilon_lower(*, n, sigma, delta, rounds=1, orders=None,
                                    conversion: str = "tight") -> EpsilonResult:
   """Conversion of the Eq. 8 lower RDP curve (``bound="estimate"``: a converted lower RDP curve is no bound on epsilon, see
@@ -490,7 +477,6 @@ def shuffle_gaussian_epsilon_lower(*, n, sigma, delta, rounds=1, orders=None,
                           "shuffle_gaussian_rdp_lower", "estimate")
 
 
-@x64_boundary
 def check_in_first_cut_epsilon(*, n, p, eps0, delta0, delta, rounds=1) -> EpsilonResult:
   r"""Thm 1 baseline composed soundly over ``rounds`` rounds (upper).
 

@@ -25,7 +25,7 @@ Amplification by Subsampling", NeurIPS 2018 (arXiv:1807.01647v2), Thm 9
 the mixture pair). Bound: upper, whenever the inner bound is an upper bound.
 
 Poisson subsampling of users combined with RDP composition is in
-:func:`jaxacct.shuffle.girgis.girgis_subsampled_rdp` (Girgis et al.'s
+:func:`jaxacct.shuffle.bounds.girgis_subsampled_rdp` (Girgis et al.'s
 recipe, the paper that gives it).
 """
 
@@ -37,8 +37,8 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.results import DeltaResult, EpsilonResult
-
-__all__ = ["amplify_epsilon_delta", "subsampled_epsilon", "subsampled_delta"]
+from jaxacct.shuffle._front import delta as shuffle_delta
+from jaxacct.shuffle._front import epsilon as shuffle_epsilon
 
 
 def _check_nm(n, m):
@@ -89,7 +89,7 @@ def subsampled_epsilon(*, n: int, m: int, eps0: float, delta: float,
 
   Runs the shuffle front door (:func:`jaxacct.shuffle.epsilon`) for ``m``
   reports at ``delta * n / m`` and amplifies (module docstring). One round;
-  for many rounds use RDP (:func:`jaxacct.shuffle.girgis.girgis_subsampled_rdp`
+  for many rounds use RDP (:func:`jaxacct.shuffle.bounds.girgis_subsampled_rdp`
   for Poisson subsampling).
 
   Args:
@@ -105,7 +105,6 @@ def subsampled_epsilon(*, n: int, m: int, eps0: float, delta: float,
     NOT amplified into a lower bound: subsampling only gives upper bounds, so
     only upper/exact inner results are accepted).
   """
-  from jaxacct import shuffle as _sh
   _check_nm(n, m)
   checks.check_delta(delta)
   rate = m / n
@@ -114,7 +113,7 @@ def subsampled_epsilon(*, n: int, m: int, eps0: float, delta: float,
     raise ValueError(
         f"delta * n / m must be < 1 for the inner shuffle bound; got delta="
         f"{delta}, n={n}, m={m} (delta * n / m = {inner_delta}).")
-  inner = _sh.epsilon(n=m, eps0=eps0, delta=inner_delta, randomizer=randomizer,
+  inner = shuffle_epsilon(n=m, eps0=eps0, delta=inner_delta, randomizer=randomizer,
                       method=method)
   if inner.bound not in ("upper", "exact"):
     raise ValueError(f"inner bound is {inner.bound!r}; subsampling amplifies "
@@ -136,13 +135,12 @@ def subsampled_delta(*, n: int, m: int, eps0: float, epsilon: float,
 
   Returns: :class:`DeltaResult`. Bound: upper.
   """
-  from jaxacct import shuffle as _sh
   _check_nm(n, m)
   checks.check_range("epsilon", epsilon, 0.0, np.inf)
   rate = m / n
   inner_eps = math.log1p(math.expm1(epsilon) / rate) if epsilon < 700 else (
       epsilon - math.log(rate) + math.log1p((rate - 1.0) * math.exp(-epsilon)))
-  inner = _sh.delta(n=m, eps0=eps0, epsilon=inner_eps, randomizer=randomizer,
+  inner = shuffle_delta(n=m, eps0=eps0, epsilon=inner_eps, randomizer=randomizer,
                     method=method)
   if inner.bound not in ("upper", "exact"):
     raise ValueError(f"inner bound is {inner.bound!r}; subsampling amplifies "

@@ -17,23 +17,21 @@ from jaxacct._core.conversion import rdp_to_delta, rdp_to_epsilon
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct import pld as pldlib
-from jaxacct.shuffle.clones import (clone_delta, clone_epsilon,
+from jaxacct.shuffle._clones import (clone_delta, clone_epsilon,
                                     clone_epsilon_closed_form, clone_rdp,
                                     krr_epsilon_closed_form, krr_thm41_delta,
                                     krr_thm41_epsilon, krr_thm41_widths,
                                     rr2_lower_delta, rr2_lower_epsilon)
-from jaxacct.shuffle.exact import (MAX_EXACT_BINARY_N, binary_rr_delta,
+from jaxacct.shuffle._exact import (MAX_EXACT_BINARY_N, binary_rr_delta,
                                    binary_rr_epsilon, binary_rr_pmfs,
                                    pair_pmfs)
-from jaxacct.shuffle.girgis import girgis_epsilon
-from jaxacct.shuffle.multinomial import chen_epsilon
-from jaxacct.shuffle.variation_ratio import (krr_lower_delta,
+from jaxacct.shuffle._girgis import girgis_epsilon
+from jaxacct.shuffle._multinomial import chen_epsilon
+from jaxacct.shuffle._variation_ratio import (krr_lower_delta,
                                              krr_lower_epsilon,
                                              stronger_clone_delta,
                                              stronger_clone_epsilon,
                                              stronger_clone_rdp)
-
-__all__ = ["epsilon", "delta", "dominating_pairs", "parse_randomizer"]
 
 _RDP_ORDERS = np.concatenate([np.linspace(1.25, 3.0, 8), np.arange(4.0, 33.0),
                               np.array([40., 48., 64., 96., 128.])])

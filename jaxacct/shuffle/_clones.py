@@ -10,7 +10,7 @@ All bounds are for **replacement** neighbours, both directions, for any
 
 * ``clone_delta`` / ``clone_epsilon``: the exact privacy profile of the clone
   pair (Thm 3.2; App. F computes it), evaluated in O(window) log-space terms
-  by the shared pair kernel ``jaxacct.shuffle.pair_fast`` (the clone pair is the
+  by the shared pair kernel ``jaxacct.shuffle._pair_fast`` (the clone pair is the
   member ``p = e^eps0``, ``beta = (p-1)/(p+1)``, ``q = 2 e^{2 eps0}/(e^eps0+1)``
   of the Wang et al. family). Upper bound, valid for every eps0-LDP randomizer.
 * ``clone_epsilon_closed_form``: Thm 3.1 Eq. (1), upper, with its validity
@@ -38,16 +38,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks, solve
-from jaxacct._core.dtype import dispatch, require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64, static_size, x64_boundary
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct.shuffle import _host_pair, pair_fast, pair_reference, windows
+from jaxacct.shuffle import _host_pair, _pair_fast as pair_fast, _pair_reference as pair_reference, _windows as windows
 from jaxacct._core.compiled import jit
-
-__all__ = ["clone_delta", "clone_epsilon", "clone_epsilon_closed_form",
-           "clone_epsilon_approx_ldp", "krr_epsilon_closed_form",
-           "rr2_lower_delta", "rr2_lower_epsilon", "clone_rdp",
-           "clone_pair_params", "krr_thm41_delta", "krr_thm41_epsilon"]
 
 
 def clone_pair_params(eps0):
@@ -110,7 +105,7 @@ def clone_epsilon(delta, *, n, eps0, max_n=None):
     (numpy for concrete input without ``max_n``, jax otherwise), ``delta``
     the ``delta`` given.
 
-  Computed by ``jaxacct.shuffle.pair_fast.sym_epsilon_fast``: the pair's delta
+  Computed by ``jaxacct.shuffle._pair_fast.sym_epsilon_fast``: the pair's delta
   by block recurrences anchored by one incomplete-beta call per 64 c-cells
   (rounding allowance and cut mass added) and a safeguarded Newton solve that
   returns the feasible end of a bracket of relative width ~1e-13 (4-10
@@ -156,19 +151,19 @@ def clone_epsilon_closed_form(delta, *, n, eps0):
     bound="upper")``; ``epsilon`` a float64 array (broadcast shape).
     Bound: upper (any eps0-LDP randomizer).
   """
-  if checks.is_concrete((delta, n, eps0)):
+  def validate():
     _check_common(n, eps0)
     checks.check_delta(delta)
-    e = x64_boundary(jax.device_put)(
-        _closed_form(*(np.asarray(v, np.float64) for v in (delta, n, eps0)), xp=np))
-  else:
-    require_x64("clone_epsilon_closed_form")
-    e = _closed_form(delta, n, eps0)
+
+  def host(*args):  # NumPy on the host, no compiled program
+    return jax.device_put(_closed_form(*(np.asarray(v, np.float64) for v in args), xp=np))
+
+  e = dispatch(_closed_form, (delta, n, eps0), validate, host=host,
+               where="clone_epsilon_closed_form")
   return EpsilonResult(epsilon=e, delta=delta, method="clone_closed_form",
                        bound="upper")
 
 
-@x64_boundary
 def clone_epsilon_approx_ldp(delta, *, n, eps0, delta0, num_refine: int = 3):
   r"""Replacement epsilon of shuffling (eps0, delta0)-LDP reports (FMT'21 Thm 3.8).
 
@@ -298,11 +293,9 @@ def _rr2_delta_scalar(eps, n, eps0, width):
 
 def _rr2_width(n, eps0, max_n=None):
   _check_max_n(max_n)
-  if max_n is not None:
-    return windows.window_size(max_n, 0.5)
-  if checks.is_concrete((n, eps0)):
-    return windows.window_size(n, 1.0 / (np.exp(np.asarray(eps0, np.float64)) + 1))
-  raise ValueError("rr2 lower bound needs concrete n and eps0 (window size).")
+  return static_size(
+      (n, eps0), lambda: windows.window_size(n, 1.0 / (np.exp(np.asarray(eps0, np.float64)) + 1)),
+      bound=None if max_n is None else (lambda: windows.window_size(max_n, 0.5)))
 
 
 @functools.partial(jit, static_argnames=("width",))
@@ -347,16 +340,18 @@ def rr2_lower_delta(eps, *, n, eps0, max_n=None):
     (and for shuffled binary RR itself); the window omits < 1e-20 of mass,
     which only lowers it. n, eps0 concrete (``eps`` may be traced).
   """
-  _check_common(n, eps0)
-  checks.check_range("eps", eps, 0.0)
-  if max_n is None and _host_pair.one_question(eps, n, eps0):
-    # one question: the same sum in NumPy on the host (no compiled program)
-    d = np.float64(_host_pair.rr2_delta(
-        *map(_host_pair.scalar, (eps, n, eps0)), _rr2_width(n, eps0))
-                   ).reshape(np.shape(eps))
-  else:
-    d = x64_boundary(_rr2_delta_jit)(eps, n, eps0,
-                                     width=_rr2_width(n, eps0, max_n))
+  def validate():
+    _check_common(n, eps0)
+    checks.check_range("eps", eps, 0.0)
+
+  def host(eps, n, eps0):  # one question: the same sum in NumPy (no compiled program)
+    if max_n is None and _host_pair.one_question(eps, n, eps0):
+      return np.float64(_host_pair.rr2_delta(
+          *map(_host_pair.scalar, (eps, n, eps0)), _rr2_width(n, eps0))).reshape(np.shape(eps))
+    return None
+
+  d = dispatch(lambda *a: _rr2_delta_jit(*a, width=_rr2_width(n, eps0, max_n)),
+               (eps, n, eps0), validate, host=host, where="rr2_lower_delta")
   return DeltaResult(delta=d, epsilon=eps, method="rr2_lower", bound="lower")
 
 
@@ -371,16 +366,18 @@ def rr2_lower_epsilon(delta, *, n, eps0, max_n=None):
     ``EpsilonResult(epsilon, delta, method="rr2_lower", bound="lower")``;
     ``epsilon`` a float64 array. Bound: lower.
   """
-  _check_common(n, eps0)
-  checks.check_delta(delta)
-  if max_n is None and _host_pair.one_question(delta, n, eps0):
-    # one question: the same bisection in NumPy on the host (no compiled program)
-    e = np.float64(_host_pair.rr2_epsilon(
-        *map(_host_pair.scalar, (delta, n, eps0)), _rr2_width(n, eps0))
-                   ).reshape(np.shape(delta))
-  else:
-    e = x64_boundary(_rr2_epsilon_jit)(delta, n, eps0,
-                                       width=_rr2_width(n, eps0, max_n))
+  def validate():
+    _check_common(n, eps0)
+    checks.check_delta(delta)
+
+  def host(delta, n, eps0):  # one question: the same bisection in NumPy (no compiled program)
+    if max_n is None and _host_pair.one_question(delta, n, eps0):
+      return np.float64(_host_pair.rr2_epsilon(
+          *map(_host_pair.scalar, (delta, n, eps0)), _rr2_width(n, eps0))).reshape(np.shape(delta))
+    return None
+
+  e = dispatch(lambda *a: _rr2_epsilon_jit(*a, width=_rr2_width(n, eps0, max_n)),
+               (delta, n, eps0), validate, host=host, where="rr2_lower_epsilon")
   return EpsilonResult(epsilon=e, delta=delta, method="rr2_lower", bound="lower")
 
 
@@ -536,7 +533,7 @@ def krr_thm41_delta(eps, *, n, eps0, k):
   checks.check_int("k", k, min_value=2)
   checks.check_range("eps", eps, 0.0)
   wm, wz = krr_thm41_widths(n, eps0, k)
-  d = x64_boundary(_krr41_delta_jit)(eps, n, eps0, k, wm=wm, wz=wz)
+  d = dispatch(functools.partial(_krr41_delta_jit, wm=wm, wz=wz), (eps, n, eps0, k))
   return DeltaResult(delta=d, epsilon=eps, method="krr_thm41", bound="upper")
 
 
@@ -552,5 +549,5 @@ def krr_thm41_epsilon(delta, *, n, eps0, k):
   checks.check_int("k", k, min_value=2)
   checks.check_delta(delta)
   wm, wz = krr_thm41_widths(n, eps0, k)
-  e = x64_boundary(_krr41_eps_jit)(delta, n, eps0, k, wm=wm, wz=wz)
+  e = dispatch(functools.partial(_krr41_eps_jit, wm=wm, wz=wz), (delta, n, eps0, k))
   return EpsilonResult(epsilon=e, delta=delta, method="krr_thm41", bound="upper")

@@ -2,10 +2,12 @@ r"""Shuffled check-in as printed by Liew et al.: NOT valid privacy bounds.
 
 Source: Liew, Hasegawa & Takahashi, "Privacy Amplification via Shuffled
 Check-Ins", arXiv:2206.03151v2 (digest ``shared/digests/liew-shuffled-check-in.md``).
-Moved out of ``jaxacct.shuffle.check_in`` (issue 16): nothing here is used by
+Moved out of the shuffle check-in module (issue 16): nothing here is used by
 a front door, and every result says ``bound="estimate"`` (:data:`UNSOUND`).
-The certified bounds for the same mechanisms are in
-``jaxacct.shuffle.check_in`` (upper) and ``jaxacct.shuffle.check_in_lower``.
+The certified bounds for the same mechanisms are
+``jaxacct.shuffle.check_in_epsilon`` / ``check_in_gaussian_epsilon`` (upper)
+and the curves of ``jaxacct.shuffle.bounds`` (``check_in_*_rdp``, upper;
+``*_rdp_lower``, lower).
 
 * :func:`paper_lemma1_rdp` -- Lemma 1 (Eq. 2), the DP->RDP "conversion" as
   printed. Counterexample (digest Sec. 1.3; regression
@@ -40,22 +42,15 @@ from jax import lax
 from jax.scipy.special import xlog1py
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.dtype import dispatch
 from jaxacct._core.logmath import log_expm1
 from jaxacct._core.results import EpsilonResult
-from jaxacct.shuffle.check_in import check_in_first_cut_dp
-from jaxacct.shuffle.check_in_lower import shuffle_gaussian_log_moments
-from jaxacct.shuffle.check_in_mixture import (DEFAULT_CHECK_IN_ORDERS,
-                                              finish_rdp, integer_orders,
-                                              lanes_f64, mixture_log_excess,
-                                              orders_jit,
-                                              resolve_num_terms,
-                                              wbk_log_excess)
 from jaxacct._core.compiled import jit
-
-__all__ = ["UNSOUND", "paper_lemma1_rdp", "paper_approach_rdp",
-           "paper_table2_epsilon", "subsampled_shuffle_gaussian_rdp_estimate",
-           "fmt_shuffle_dp"]
+from jaxacct._core.mixture import (DEFAULT_CHECK_IN_ORDERS, finish_rdp, integer_orders,
+                                   lanes_f64, mixture_log_excess, orders_jit,
+                                   resolve_num_terms, shuffle_gaussian_log_moments,
+                                   wbk_log_excess)
+from jaxacct.shuffle.bounds import check_in_first_cut_dp
 
 #: The ``bound`` of every result here: not a valid bound (the paper as printed).
 UNSOUND = "estimate"
@@ -120,15 +115,16 @@ def subsampled_shuffle_gaussian_rdp_estimate(orders=DEFAULT_CHECK_IN_ORDERS, *, 
 
   Bound: estimate (not certified).
   """
-  arr, otuple = integer_orders(orders)
-  if checks.is_concrete((n, m, sigma)):
+  _, otuple = integer_orders(orders)
+
+  def validate():
     checks.check_range("n", n, 1.0)
     checks.check_range("m", m, 1.0)
     if np.any(np.asarray(m) > np.asarray(n)):
       raise ValueError(f"m must be in [1, n]; got m={m}, n={n}.")
     checks.check_positive("sigma", sigma)
-    return x64_boundary(_ssg_jit)(n, m, sigma, orders=otuple)
-  return _ssg_impl(arr, n, m, sigma)
+
+  return dispatch(functools.partial(_ssg_jit, orders=otuple), (n, m, sigma), validate)
 
 
 # --------------------------------------------------------------------------

@@ -70,17 +70,14 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.batching import map_blocks
-from jaxacct._core.dtype import dispatch, require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.logmath import log_binom_pmf, logsumexp
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.solve import bisect
 from jaxacct._core.results import EpsilonResult
-from jaxacct.shuffle import _binned, girgis
-from jaxacct.shuffle.rdp_rounds import compose_rdp_epsilon
+from jaxacct.shuffle import _binned, _girgis as girgis
+from jaxacct.shuffle._rdp_rounds import compose_rdp_epsilon
 from jaxacct._core.compiled import jit
-
-__all__ = ["chen_exact_rdp", "chen_asymptotic_rdp", "chen_gdp_mu",
-           "chen_table1_rdp", "chen_epsilon"]
 
 
 def _inner(lam, cs, th, num_a, lower, focus=None):
@@ -311,18 +308,21 @@ def chen_asymptotic_rdp(orders=DEFAULT_ORDERS, *, n, eps0):
   return _closed(_asym, "chen_asymptotic_rdp", orders, n, eps0)
 
 
-@x64_boundary
+def _gdp_mu(n, eps0):
+  return 2.0 * jnp.exp(jnp.asarray(eps0) / 2.0) / jnp.sqrt(n - 1.0)
+
+
 def chen_gdp_mu(*, n, eps0):
   r"""Approximate GDP parameter of shuffling (Chen et al. Thm 2).
 
   :math:`\mu = 2e^{\epsilon_0/2}/\sqrt{n-1}` (arXiv:2401.04306v1, Thm 2).
   Bound: approximate (see :func:`chen_asymptotic_rdp`).
   """
-  if checks.is_concrete((n, eps0)):
-    checks.check_int("n", n, min_value=2)
-    checks.check_range("eps0", eps0, 0.0, np.inf)
-  n = np.asarray(n, np.float64) if checks.is_concrete(n) else n
-  return 2.0 * jnp.exp(jnp.asarray(eps0) / 2.0) / jnp.sqrt(n - 1.0)
+  return dispatch(_gdp_mu, (n, eps0),
+                  lambda: (checks.check_int("n", n, min_value=2),
+                           checks.check_range("eps0", eps0, 0.0, np.inf)),
+                  host=lambda n, eps0: _gdp_mu(np.asarray(n, np.float64), eps0),
+                  where="chen_gdp_mu")
 
 
 def chen_table1_rdp(orders=DEFAULT_ORDERS, *, n, eps0):
@@ -350,7 +350,6 @@ def chen_table1_rdp(orders=DEFAULT_ORDERS, *, n, eps0):
   }
 
 
-@x64_boundary
 def chen_epsilon(*, n, eps0, delta, rounds=1, bound: str = "exact",
                  orders=None, method: str = "tight",
                  num_c: int = 160, num_a: int = 160) -> EpsilonResult:

@@ -50,12 +50,8 @@ from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.orders import DEFAULT_INTEGER_ORDERS, DEFAULT_ORDERS
 from jaxacct._core.results import EpsilonResult
 from jaxacct.shuffle import _binned
-from jaxacct.shuffle.rdp_rounds import compose_rdp_epsilon
+from jaxacct.shuffle._rdp_rounds import compose_rdp_epsilon
 from jaxacct._core.compiled import jit
-
-__all__ = ["girgis_thm1_rdp", "girgis_cor1_rdp", "girgis_thm2_rdp",
-           "efm19_rdp", "girgis_mixture_rdp", "girgis_lower_rdp",
-           "girgis_cor2_rdp", "girgis_subsampled_rdp", "girgis_epsilon"]
 
 
 
@@ -448,7 +444,6 @@ def girgis_subsampled_rdp(orders=None, *, n, eps0, sampling_rate, base="thm1"):
   return zw19_poisson_rdp(o, base_rdp, sampling_rate)
 
 
-@x64_boundary
 def girgis_epsilon(*, n, eps0, delta, rounds=1, bound: str = "thm1",
                    sampling_rate=None, orders=None,
                    method: str = "tight") -> EpsilonResult:

@@ -33,13 +33,13 @@ summed; the ``P``-mass (and ``Q``-mass) of the cut totals is at most
 ``Pr[Bin(n-1, r0+r1) notin [lo, lo+W-2]]``, which is computed (regularised
 incomplete beta) and ADDED to delta, so windowed deltas are upper bounds of the
 pair's exact delta. With the default ``z = 10`` the added mass is < 1e-20
-(window policy: ``jaxacct.shuffle.windows``).
+(window policy: ``jaxacct.shuffle._windows``).
 
 This is the reference kernel: any pair ``(p, beta, q0, q1)``, one
 incomplete-beta call per window cell, and the eps(delta) inversion by 40
 bracketing steps (:func:`jaxacct._core.solve.bracket_decreasing`). The symmetric zero-leftover
 members (clone pair, stronger clone) have a faster kernel in
-``jaxacct.shuffle.pair_fast``, checked against this one in
+``jaxacct.shuffle._pair_fast``, checked against this one in
 ``tests/test_shuffle_fast.py``. Binomial weights use the Loader saddle-point
 log-pmf ``jaxacct._core.logmath.log_binom_pmf`` (the ``gammaln`` difference
 used before loses ~1e-7 relative at n ~ 1e6, issue 16).
@@ -53,15 +53,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.solve import bracket_decreasing
-from jaxacct.shuffle.windows import binom_cdf, binom_sf, cut_mass, window_start
+from jaxacct.shuffle._windows import binom_cdf, binom_sf, cut_mass, window_size, window_start
 from jaxacct._core.compiled import jit
-
-__all__ = ["clone_q", "stronger_q", "pair_params", "pair_params_invalid",
-           "pair_hockey_stick", "pair_delta",
-           "pair_epsilon", "pair_rdp", "sym_delta", "sym_epsilon"]
 
 
 def clone_q(eps0):
@@ -305,3 +302,57 @@ def sym_epsilon(delta, n, p, beta, q, *, width: int):
   """``pair_epsilon`` with ``q0 = q1 = q`` (one shared compiled kernel)."""
   return pair_epsilon(delta, n=n, p=p, beta=beta, q0=q, q1=q, width=width,
                       symmetric=True)
+
+
+
+_pair_delta_jit = jit(pair_delta, static_argnames=("width", "symmetric"))
+_pair_epsilon_jit = jit(pair_epsilon, static_argnames=("width", "symmetric"))
+
+
+def _pair_query(sym_kernel, kernel, value, n, p, beta, q0, q1):
+  """One reference-kernel query of the pair, window sized from concrete n."""
+  checks.check_int("n", n, min_value=1)
+  checks.check_range("p", p, 1.0, lo_open=True)
+  checks.check_range("beta", beta, 0.0, 1.0, lo_open=True)
+  checks.check_range("q0", q0, 1.0)
+  if q1 is not None:
+    checks.check_range("q1", q1, 1.0)
+  if q1 is None or np.all(np.asarray(q0) == np.asarray(q1)):
+    alpha = beta / (p - 1)
+    w = window_size(n, 2 * alpha * p / q0)
+    with jax.enable_x64(True):
+      return np.asarray(sym_kernel(value, n, p, beta, q0, width=w))
+  alpha = beta / (p - 1)
+  w = window_size(n, alpha * p / q0 + alpha * p / q1)
+  with jax.enable_x64(True):
+    return np.asarray(kernel(value, n=n, p=p, beta=beta, q0=q0, q1=q1, width=w))
+
+
+def variation_ratio_pair_delta(eps, *, n, p, beta, q0, q1=None):
+  r"""delta(eps) of the variation-ratio pair (reference kernel).
+
+  Wang et al., arXiv:2304.05007v5, App. H + Prop. I.1 (n-trial form of the
+  jaxacct digest, §0): the pair with probability-ratio bound ``p``,
+  total-variation bound ``beta`` and blanket ratios ``q0``, ``q1`` (``q1``
+  defaults to ``q0``: the symmetric pair), replacement neighbours, max of
+  both directions; the c-window is sized from concrete ``n`` and the cut
+  mass is added. Eager; returns a float64 numpy array (NaN for invalid
+  parameters).
+
+  Bound: exact delta of the pair. It bounds a randomizer's shuffled delta
+  only when the pair dominates the randomizer (the clone pairs do for every
+  eps0-LDP randomizer: :func:`jaxacct.shuffle.clone_delta`); for a
+  per-randomizer row it is NOT an upper bound (``jaxacct.experimental``).
+  """
+  checks.check_range("eps", eps, 0.0)
+  return _pair_query(sym_delta, _pair_delta_jit, eps, n, p, beta, q0, q1)
+
+
+def variation_ratio_pair_epsilon(delta, *, n, p, beta, q0, q1=None):
+  """eps(delta) of the variation-ratio pair (reference kernel).
+
+  See :func:`variation_ratio_pair_delta`; the upper end of 40 Illinois steps
+  (``pair_epsilon``). Eager; returns a float64 numpy array.
+  """
+  checks.check_delta(delta)
+  return _pair_query(sym_epsilon, _pair_epsilon_jit, delta, n, p, beta, q0, q1)

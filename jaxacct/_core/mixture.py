@@ -1,12 +1,11 @@
-r"""Shared kernels of the shuffled check-in bounds: Eq. 5 mixture and WBK Thm 9.
+r"""Binomial mixtures of RDP curves: the check-in Eq. 5 mixture and WBK Thm 9.
 
 Source: Liew, Hasegawa & Takahashi, "Privacy Amplification via Shuffled
 Check-Ins", arXiv:2206.03151v2, Thm 2 (Eq. 5); Wang, Balle & Kasiviswanathan,
 "Subsampled Renyi Differential Privacy and Analytical Moments Accountant",
-arXiv:1808.00087v2, Thm 9 (subsampling without replacement). Used by
-``jaxacct.shuffle.check_in`` (certified upper bounds),
-``jaxacct.shuffle.check_in_lower`` (lower bounds) and
-``jaxacct.experimental.check_in_paper`` (the paper as printed).
+arXiv:1808.00087v2, Thm 9 (subsampling without replacement). Used by the
+shuffled check-in curves of ``jaxacct.shuffle`` (certified upper and lower
+bounds) and by ``jaxacct.experimental`` (the paper as printed).
 
 * :func:`wbk_log_excess` / :func:`wbk_log_excess_moments` -- WBK Thm 9's
   ``log(E - 1)`` at a fixed rate or over rate moments.
@@ -19,6 +18,12 @@ arXiv:1808.00087v2, Thm 9 (subsampling without replacement). Used by
 * :func:`finish_rdp`, :func:`order_envelope`, :func:`rr_rdp_times`,
   :func:`integer_orders`, :func:`check_rate_inputs`, :func:`nan_where_invalid`,
   :func:`lanes_f64`, :func:`orders_jit` (the kernels' shared plumbing).
+* :func:`shuffle_gaussian_log_moments` -- the Eq. 8 brackets
+  :math:`\log\mathbb E[M_k^j]` (Thm 3's lower bound and the Thm 5 estimate).
+
+Generic RDP numerics (no scheme is imported), so the experimental paper
+reproductions and the shuffle kernels share them without crossing into each
+other's private modules.
 """
 
 from __future__ import annotations
@@ -30,21 +35,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.scipy.special import xlog1py, xlogy
+from jax.scipy.special import gammaln, xlog1py, xlogy
 
 from jaxacct._core import checks
 from jaxacct._core.compiled import jit
-from jaxacct._core.dtype import require_x64
+from jaxacct._core.dtype import require_x64, static_size
 from jaxacct._core.logmath import (log_binom, log_binom_pmf, log_expm1,
                                    logsumexp)
-
-__all__ = [
-    "DEFAULT_CHECK_IN_ORDERS", "integer_orders", "rr_rdp_times",
-    "wbk_log_excess", "wbk_log_excess_moments", "log_rate_moments",
-    "mixture_window", "log_tail_mass", "mixture_log_excess", "auto_num_terms",
-    "resolve_num_terms", "finish_rdp", "order_envelope", "check_rate_inputs",
-    "nan_where_invalid", "lanes_f64", "orders_jit",
-]
 
 #: Integer orders 2..256: every kernel here needs integer orders (binomial
 #: expansions); the conversion warns when the optimum sits at the top order.
@@ -225,9 +222,7 @@ def resolve_num_terms(num_terms, n, p, **kw):
   if num_terms is not None:
     checks.check_int("num_terms", num_terms, min_value=1, max_value=2**20)
     return int(num_terms)
-  if checks.is_concrete((n, p)):
-    return auto_num_terms(n, p, **kw)
-  return 256
+  return static_size((n, p), lambda: auto_num_terms(n, p, **kw), default=256)
 
 
 def finish_rdp(log_excess, lam):
@@ -280,3 +275,83 @@ def orders_jit(impl, *static):
     return impl(np.asarray(orders, np.float64), *args, **kw)
 
   return run
+
+
+# --------------------------------------------------------------------------
+# Eq. 8 (shuffle-Gaussian lower bound) by the power recurrence
+# --------------------------------------------------------------------------
+
+def _log_a(sigma, L):
+  """log a_i = i(i-1)/(2 sigma^2) - log i!, i = 0..L; shape S + (L+1,)."""
+  i = jnp.arange(L + 1, dtype=jnp.float64)
+  return i * (i - 1.0) / (2.0 * sigma[..., None] ** 2) - gammaln(i + 1.0)
+
+
+def _log_power_coeffs(log_a, m, L):
+  """log of the coefficients b_0..b_L of A(t)^m, A = sum a_i t^i, a_0 = 1.
+
+  log_a: S_a + (L+1,); m: S_m (integer-valued float >= 0), S_a broadcasting
+  against S_m (sigma may carry fewer batch dims than m). Miller's recurrence
+  b_i = (1/i) sum_{j=1}^i ((m+1) j - i) a_j b_{i-j} has non-negative
+  coefficients for i <= m + 1 (all terms positive, no cancellation); lanes
+  with m + 1 < L read A^m from a table of powers 0..L-2 built by repeated
+  multiplication over S_a only (O(L^3) per sigma, independent of S_m).
+  """
+  shape = jnp.broadcast_shapes(log_a.shape[:-1], m.shape)
+  log_a_b = jnp.broadcast_to(log_a, shape + (L + 1,))
+  m = jnp.broadcast_to(m, shape)
+  jv = jnp.arange(1, L + 1, dtype=jnp.float64)
+  init = jnp.full(shape + (L + 1,), -jnp.inf).at[..., 0].set(0.0)
+
+  def body(i, logb):
+    fi = i.astype(jnp.float64)
+    coef = (m[..., None] + 1.0) * jv - fi
+    idx = jnp.clip(i - jnp.arange(1, L + 1), 0, L)
+    prev = jnp.take(logb, idx, axis=-1)
+    t = jnp.where((jv <= fi) & (coef > 0),
+                  jnp.log(jnp.maximum(coef, 1.0)) + log_a_b[..., 1:] + prev, -jnp.inf)
+    val = logsumexp(t, axis=-1) - jnp.log(fi)
+    return lax.dynamic_update_index_in_dim(logb, val, i, axis=-1)
+
+  miller = lax.fori_loop(1, L + 1, body, init)
+  if L <= 2:
+    return jnp.where((m == 0)[..., None], init, miller)
+
+  # Table of A^0 .. A^{L-2} over log_a's own batch shape (skipped at run
+  # time when no lane needs it; under vmap both branches run).
+  def with_table(miller):
+    return jnp.where((m + 1.0 < L)[..., None], _small_powers(log_a, m, L, shape), miller)
+
+  return lax.cond(jnp.any(m + 1.0 < L), with_table, lambda x: x, miller)
+
+
+def _small_powers(log_a, m, L, shape):
+  ii = jnp.arange(L + 1)
+  conv_idx = ii[:, None] - ii[None, :]                       # (L+1, L+1): i - j
+  conv_ok = conv_idx >= 0
+  a_mat = jnp.where(conv_ok, jnp.take(log_a, jnp.clip(conv_idx, 0, L), axis=-1), -jnp.inf)
+
+  def mult(cur, _):
+    nxt = logsumexp(cur[..., None, :] + a_mat, axis=-1)
+    return nxt, nxt
+
+  one = jnp.full(log_a.shape, -jnp.inf).at[..., 0].set(0.0)
+  _, pows = lax.scan(mult, one, None, length=L - 2)           # A^1 .. A^{L-2}
+  table = jnp.concatenate([one[None], pows], axis=0)           # (L-1,) + S_a + (L+1,)
+  table = jnp.moveaxis(table, 0, -2)                           # S_a + (L-1, L+1)
+  nd = len(shape) - (log_a.ndim - 1)
+  table = table.reshape((1,) * nd + table.shape)
+  idx = jnp.clip(m, 0, L - 2).astype(jnp.int32)[..., None, None]
+  return jnp.take_along_axis(table, idx, axis=-2)[..., 0, :]
+
+
+def shuffle_gaussian_log_moments(sigma, k, L):
+  """log E[M_k^j], j = 0..L, M_k = mean of k iid lognormals (Eq. 8 bracket).
+
+  ``sigma``: S_a, ``k``: S_m (integer-valued >= 1), static ``L``; returns
+  ``broadcast(S_a, S_m) + (L+1,)``. Jittable.
+  """
+  logb = _log_power_coeffs(_log_a(sigma, L), k, L)
+  j = jnp.arange(L + 1, dtype=jnp.float64)
+  kk = jnp.maximum(k, 1.0)[..., None]
+  return gammaln(j + 1.0) + logb - j * jnp.log(kk)

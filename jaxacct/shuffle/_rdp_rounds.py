@@ -1,9 +1,11 @@
 """RDP of one shuffling round composed over rounds and converted to epsilon.
 
 The one place where the RDP front doors of ``jaxacct.shuffle``
-(``multinomial.chen_epsilon``, ``girgis.girgis_epsilon``, the check-in
-epsilons) compose a per-round curve (Renyi composition: the curve times the
-number of rounds) and convert it with ``jaxacct._core.conversion``.
+(``chen_epsilon``, ``girgis_epsilon``, the check-in epsilons) compose a
+per-round curve (Renyi composition: the curve times the number of rounds) and
+convert it with ``jaxacct._core.conversion``. It is those doors' float64
+boundary: their curves come from kernels that have their own
+(``dtype.dispatch``), and nothing else in them computes with ``jnp``.
 """
 
 from __future__ import annotations
@@ -11,10 +13,10 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxacct._core.conversion import rdp_to_epsilon_kernel
+from jaxacct._core.dtype import x64_boundary
 
-__all__ = ["compose_rdp_epsilon"]
 
-
+@x64_boundary
 def compose_rdp_epsilon(orders, rdp, rounds, delta, conversion: str):
   """``(epsilon, order)`` after ``rounds`` rounds of an RDP curve.
 

@@ -8,7 +8,7 @@ This module holds that shared policy:
   incomplete beta), jittable.
 * :func:`window_start` / :func:`cut_mass` -- the integer start of a window of
   static length and the ``Bin(n-1, total)`` mass it cuts.
-* :func:`window_size`, :func:`resolve_width`, :func:`rdp_widths` -- static
+* :func:`window_size`, :func:`rdp_widths` -- static
   lengths of the reference kernels (power-of-2 / 1.5 x power-of-2 buckets).
 * :func:`raw_widths`, :func:`bucket_widths`, :func:`fast_width` -- static
   lengths of the fast symmetric kernel (3-significant-bit buckets, multiples
@@ -27,11 +27,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import betainc
 
-from jaxacct._core import checks
-
-__all__ = ["DEFAULT_Z", "BLOCK", "binom_sf", "binom_cdf", "window_start",
-           "cut_mass", "window_size", "resolve_width", "rdp_widths",
-           "raw_widths", "bucket_widths", "fast_width"]
 
 #: Default window half-width in standard deviations (cut mass < 1e-20).
 DEFAULT_Z = 10.0
@@ -105,18 +100,6 @@ def window_size(n, total, z: float = DEFAULT_Z) -> int:
   k = 2.0 ** np.floor(np.log2(w))
   w = k if w <= k else (1.5 * k if w <= 1.5 * k else 2.0 * k)
   return int(min(w, float(np.max(n)) + 1.0))
-
-
-def resolve_width(n, total, max_n=None, z: float = DEFAULT_Z) -> int:
-  """Static window length: from concrete ``n``/``total`` when possible, else
-  from the static ``max_n`` (worst case ``total = 1/2``)."""
-  if max_n is not None:
-    return window_size(max_n, 0.5, z)
-  if checks.is_concrete((n, total)):
-    return window_size(n, total, z)
-  raise ValueError(
-      "n is traced: pass the static keyword max_n (an upper bound on n) so "
-      "the summation window can be sized.")
 
 
 def rdp_widths(n, total, rho, max_order, log_p, z: float = DEFAULT_Z):

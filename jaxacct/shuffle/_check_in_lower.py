@@ -10,12 +10,11 @@ digest ``liew-shuffled-check-in.md``.
 * :func:`check_in_gaussian_rdp_lower` -- the exact Renyi divergence of the
   same pair (0^n vs (1, 0^{n-1})) under shuffled check-in (derived here: Eq. 5
   with the pair's per-k moments).
-* :func:`shuffle_gaussian_log_moments` -- the Eq. 8 brackets
-  :math:`\log\mathbb E[M_k^j]` (also the base curve of the Thm 5 estimate in
-  ``jaxacct.experimental.check_in_paper``).
 
-Both curves are re-exported by ``jaxacct.shuffle.check_in`` and
-``jaxacct.shuffle``.
+The Eq. 8 brackets :math:`\log\mathbb E[M_k^j]` are
+``jaxacct._core.mixture.shuffle_gaussian_log_moments`` (shared with the Thm 5
+estimate in ``jaxacct.experimental``). Both curves are public
+as ``jaxacct.shuffle.bounds.*``.
 """
 
 from __future__ import annotations
@@ -30,94 +29,10 @@ from jax.scipy.special import gammaln, xlog1py, xlogy
 from jaxacct._core import checks
 from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.logmath import log_binom, log_expm1, logsumexp
-from jaxacct.shuffle.check_in_mixture import (DEFAULT_CHECK_IN_ORDERS,
-                                              check_rate_inputs, finish_rdp,
-                                              integer_orders, lanes_f64,
-                                              mixture_log_excess,
-                                              nan_where_invalid, orders_jit,
-                                              resolve_num_terms)
-
-__all__ = ["shuffle_gaussian_rdp_lower", "check_in_gaussian_rdp_lower",
-           "shuffle_gaussian_log_moments"]
-
-# --------------------------------------------------------------------------
-# Eq. 8 (shuffle-Gaussian lower bound) by the power recurrence
-# --------------------------------------------------------------------------
-
-def _log_a(sigma, L):
-  """log a_i = i(i-1)/(2 sigma^2) - log i!, i = 0..L; shape S + (L+1,)."""
-  i = jnp.arange(L + 1, dtype=jnp.float64)
-  return i * (i - 1.0) / (2.0 * sigma[..., None] ** 2) - gammaln(i + 1.0)
-
-
-def _log_power_coeffs(log_a, m, L):
-  """log of the coefficients b_0..b_L of A(t)^m, A = sum a_i t^i, a_0 = 1.
-
-  log_a: S_a + (L+1,); m: S_m (integer-valued float >= 0), S_a broadcasting
-  against S_m (sigma may carry fewer batch dims than m). Miller's recurrence
-  b_i = (1/i) sum_{j=1}^i ((m+1) j - i) a_j b_{i-j} has non-negative
-  coefficients for i <= m + 1 (all terms positive, no cancellation); lanes
-  with m + 1 < L read A^m from a table of powers 0..L-2 built by repeated
-  multiplication over S_a only (O(L^3) per sigma, independent of S_m).
-  """
-  shape = jnp.broadcast_shapes(log_a.shape[:-1], m.shape)
-  log_a_b = jnp.broadcast_to(log_a, shape + (L + 1,))
-  m = jnp.broadcast_to(m, shape)
-  jv = jnp.arange(1, L + 1, dtype=jnp.float64)
-  init = jnp.full(shape + (L + 1,), -jnp.inf).at[..., 0].set(0.0)
-
-  def body(i, logb):
-    fi = i.astype(jnp.float64)
-    coef = (m[..., None] + 1.0) * jv - fi
-    idx = jnp.clip(i - jnp.arange(1, L + 1), 0, L)
-    prev = jnp.take(logb, idx, axis=-1)
-    t = jnp.where((jv <= fi) & (coef > 0),
-                  jnp.log(jnp.maximum(coef, 1.0)) + log_a_b[..., 1:] + prev, -jnp.inf)
-    val = logsumexp(t, axis=-1) - jnp.log(fi)
-    return lax.dynamic_update_index_in_dim(logb, val, i, axis=-1)
-
-  miller = lax.fori_loop(1, L + 1, body, init)
-  if L <= 2:
-    return jnp.where((m == 0)[..., None], init, miller)
-
-  # Table of A^0 .. A^{L-2} over log_a's own batch shape (skipped at run
-  # time when no lane needs it; under vmap both branches run).
-  def with_table(miller):
-    return jnp.where((m + 1.0 < L)[..., None], _small_powers(log_a, m, L, shape), miller)
-
-  return lax.cond(jnp.any(m + 1.0 < L), with_table, lambda x: x, miller)
-
-
-def _small_powers(log_a, m, L, shape):
-  ii = jnp.arange(L + 1)
-  conv_idx = ii[:, None] - ii[None, :]                       # (L+1, L+1): i - j
-  conv_ok = conv_idx >= 0
-  a_mat = jnp.where(conv_ok, jnp.take(log_a, jnp.clip(conv_idx, 0, L), axis=-1), -jnp.inf)
-
-  def mult(cur, _):
-    nxt = logsumexp(cur[..., None, :] + a_mat, axis=-1)
-    return nxt, nxt
-
-  one = jnp.full(log_a.shape, -jnp.inf).at[..., 0].set(0.0)
-  _, pows = lax.scan(mult, one, None, length=L - 2)           # A^1 .. A^{L-2}
-  table = jnp.concatenate([one[None], pows], axis=0)           # (L-1,) + S_a + (L+1,)
-  table = jnp.moveaxis(table, 0, -2)                           # S_a + (L-1, L+1)
-  nd = len(shape) - (log_a.ndim - 1)
-  table = table.reshape((1,) * nd + table.shape)
-  idx = jnp.clip(m, 0, L - 2).astype(jnp.int32)[..., None, None]
-  return jnp.take_along_axis(table, idx, axis=-2)[..., 0, :]
-
-
-def shuffle_gaussian_log_moments(sigma, k, L):
-  """log E[M_k^j], j = 0..L, M_k = mean of k iid lognormals (Eq. 8 bracket).
-
-  ``sigma``: S_a, ``k``: S_m (integer-valued >= 1), static ``L``; returns
-  ``broadcast(S_a, S_m) + (L+1,)``. Jittable.
-  """
-  logb = _log_power_coeffs(_log_a(sigma, L), k, L)
-  j = jnp.arange(L + 1, dtype=jnp.float64)
-  kk = jnp.maximum(k, 1.0)[..., None]
-  return gammaln(j + 1.0) + logb - j * jnp.log(kk)
+from jaxacct._core.mixture import (DEFAULT_CHECK_IN_ORDERS, check_rate_inputs, finish_rdp,
+                                   integer_orders, lanes_f64, mixture_log_excess,
+                                   nan_where_invalid, orders_jit, resolve_num_terms,
+                                   shuffle_gaussian_log_moments)
 
 
 def _shuffle_lower_impl(lam_np, n, sigma):
