@@ -188,8 +188,9 @@ def truncate_round(F: FinalLaws, tau_hi, tau_lo) -> FinalLaws:
   w, loss = F.up_p, F.up_loss
   x = jnp.exp(loss)
   pm = w * x
-  tail_p = jnp.cumsum(pm[::-1])[::-1]                   # P-mass at or above i
-  head_q = jnp.cumsum(w)                                # Q-mass at or below i
+  cs = jnp.cumsum(jnp.stack([pm[::-1], w]), axis=1)    # one stacked cumsum kernel
+  tail_p = cs[0][::-1]                                  # P-mass at or above i
+  head_q = cs[1]                                        # Q-mass at or below i
   n = w.shape[0]
   i = jnp.arange(n)
   hi = jnp.sum(tail_p > tau_hi) - 1                     # last index kept (-1: none)
