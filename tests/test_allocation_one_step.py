@@ -52,11 +52,17 @@ def test_host_one_step_invalid_and_unknown():
 
 
 @pytest.mark.parametrize("door,kwargs,up,lo", [
-    ("eps", dict(sigma=2.0, num_steps=100, num_selected=10, delta=1e-6),
+    ("eps", dict(sigma=2.0, steps_per_epoch=100, num_selected=10, delta=1e-6),
      2.424600684819594, 2.423661401310057),
+    # Laplace (scale 3.9), k = t = 10: the same two compiled programs as the Gaussian case
+    ("eps", dict(sigma=3.9, steps_per_epoch=10, num_selected=10, delta=1e-6, mechanism="laplace"),
+     2.5630808273422425, 2.563080648771642),
 ])
 def test_front_door_values_pinned(door, kwargs, up, lo):
   r = pld.allocation_pld_epsilon(**kwargs)
-  np.testing.assert_allclose(float(r.epsilon), up, rtol=1e-9)
+  # Laplace: atoms sit on lattice knots, so last-bit changes can move one to the next cell
+  # (measured <= 2e-7 relative over 27 lanes, both sides; brackets stay nested)
+  rtol_up = 1e-9 if kwargs.get("mechanism", "gaussian") == "gaussian" else 1e-6
+  np.testing.assert_allclose(float(r.epsilon), up, rtol=rtol_up)
   np.testing.assert_allclose(float(r.lower), lo, rtol=1e-6)
   assert float(r.lower) <= float(r.epsilon)
