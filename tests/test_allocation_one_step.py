@@ -66,3 +66,14 @@ def test_front_door_values_pinned(door, kwargs, up, lo):
   np.testing.assert_allclose(float(r.epsilon), up, rtol=rtol_up)
   np.testing.assert_allclose(float(r.lower), lo, rtol=1e-6)
   assert float(r.lower) <= float(r.epsilon)
+
+
+def test_laplace_reuses_the_gaussian_programs(compile_counter):
+  """One law-builder program for both mechanisms: after a Gaussian question, the same
+  question with the Laplace mechanism compiles nothing (before: a second law builder)."""
+  kw = dict(steps_per_epoch=10, num_selected=10, delta=1e-6)
+  g = pld.allocation_pld_epsilon(sigma=3.9, **kw)
+  with compile_counter as c:
+    lap = pld.allocation_pld_epsilon(sigma=3.9, mechanism="laplace", **kw)
+  assert c.count == 0, f"{c.count} compilations for mechanism='laplace'"
+  assert float(lap.epsilon) != float(g.epsilon)
