@@ -126,12 +126,20 @@ KNOWN_RECOMPILES = {
         "shape of the composed query; another helper's files)"),
 }
 
+# The law builder is one program for every mechanism since issue 28 item 2 (h-alloc), so
+# in the full suite the allocation tests before this module have already compiled the
+# E = 2 programs of this door; alone, it still compiles query_batch for the new E.
+ORDER_DEPENDENT = {("dpsgd_epsilon_balls_in_bins", "num_epochs")}
+
 PARAMS = []
 for _name, (_door, _base, _new) in CASES.items():
   for _arg in _new:
     _marks = ()
     if (_name, _arg) in KNOWN_RECOMPILES:
-      _marks = (pytest.mark.xfail(strict=True, reason=KNOWN_RECOMPILES[(_name, _arg)]),)
+      # ORDER_DEPENDENT: passes when earlier tests of the session already compiled the new
+      # value's program (the full suite), fails alone: not strict
+      _strict = (_name, _arg) not in ORDER_DEPENDENT
+      _marks = (pytest.mark.xfail(strict=_strict, reason=KNOWN_RECOMPILES[(_name, _arg)]),)
     PARAMS.append(pytest.param(_name, _arg, id=f"{_name}-{_arg}", marks=_marks))
 
 

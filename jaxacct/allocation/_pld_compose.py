@@ -188,8 +188,9 @@ def truncate_round(F: FinalLaws, tau_hi, tau_lo) -> FinalLaws:
   w, loss = F.up_p, F.up_loss
   x = jnp.exp(loss)
   pm = w * x
-  tail_p = jnp.cumsum(pm[::-1])[::-1]                   # P-mass at or above i
-  head_q = jnp.cumsum(w)                                # Q-mass at or below i
+  cs = jnp.cumsum(jnp.stack([pm[::-1], w]), axis=1)    # one stacked cumsum kernel
+  tail_p = cs[0][::-1]                                  # P-mass at or above i
+  head_q = cs[1]                                        # Q-mass at or below i
   n = w.shape[0]
   i = jnp.arange(n)
   hi = jnp.sum(tail_p > tau_hi) - 1                     # last index kept (-1: none)
@@ -335,14 +336,16 @@ def _exact(blocks, counts, x):
   return tuple(sum(_cmul(c, o[i]) for c, o in zip(counts, out)) for i in range(3))
 
 
-def _root(f, infeasible, feasible, *, increasing):
-  """Root of ``f`` between ``infeasible`` (f > 0) and ``feasible`` (f <= 0); the feasible end.
+def _roots(f, lo, hi):
+  """Roots of the elementwise decreasing ``f`` (a vector of problems) between
+  ``lo`` (f > 0) and ``hi`` (f <= 0); the feasible (upper) ends.
 
-  ``increasing``: the feasible end is the lower one (``f`` increasing). 30
-  halvings of :func:`jaxacct._core.solve.bisect`.
+  One traced copy of ``f`` serves every problem: 30 halvings of
+  :func:`jaxacct._core.solve.bisect` on the vector of brackets. A problem
+  with an increasing ``f`` is posed in y = -x (the halving iterates are the
+  exact negatives, so the root is bit for bit the one found in x).
   """
-  lo, hi = (feasible, infeasible) if increasing else (infeasible, feasible)
-  return bisect(f, lo, hi, increasing=increasing, num_iters=30).x
+  return bisect(f, lo, hi, increasing=False, num_iters=30).x
 
 
 def _tilts(blocks, counts, K, K1, K2, mu, mode, q, per_side):
@@ -378,24 +381,22 @@ def _tilts(blocks, counts, K, K1, K2, mu, mode, q, per_side):
     below = jnp.isfinite(e_g) & (e_g <= ld)
     pos_r = (mu > 1.0) & below
     g = jnp.where(jnp.any(pos_r), jnp.argmax(pos_r), G - 1)
-    mu_r = _root(lambda x: est(jnp.atleast_1d(x), True)[0], jnp.maximum(mu[g - 1], 1.0),
-                 mu[g], increasing=False)
     neg = (mu < 0.0) & below
-    g = jnp.where(jnp.any(neg), G - 1 - jnp.argmax(neg[::-1]), 0)
-    mu_a = _root(lambda x: est(jnp.atleast_1d(x), False)[0],
-                 jnp.minimum(mu[jnp.minimum(g + 1, G - 1)], 0.0), mu[g], increasing=True)
+    ga = jnp.where(jnp.any(neg), G - 1 - jnp.argmax(neg[::-1]), 0)
+    # remove in x (decreasing), add in y = -x (est(., add) increases in x)
+    sgn = jnp.asarray([1.0, -1.0])
+    rem = jnp.asarray([True, False])
+    lo = jnp.stack([jnp.maximum(mu[g - 1], 1.0),
+                    -jnp.minimum(mu[jnp.minimum(ga + 1, G - 1)], 0.0)])
+    hi = jnp.stack([mu[g], -mu[ga]])
+    mu_r, mu_a = sgn * _roots(lambda y: est(sgn * y, rem), lo, hi)
   else:
-    def pos_f(x, target):
-      return target - _exact(blocks, counts, jnp.atleast_1d(x))[1][0]
-
-    g = jnp.clip(jnp.sum(K1 < q), 1, G - 1)
-    mu_r = _root(lambda x: pos_f(x, q), mu[g - 1], mu[g], increasing=False)
-    g = jnp.clip(jnp.sum(K1 < -q), 1, G - 1)
-    mu_a = _root(lambda x: pos_f(x, -q), mu[g - 1], mu[g], increasing=False)
+    g = jnp.clip(jnp.sum(K1[None, :] < jnp.stack([q, -q])[:, None], axis=1), 1, G - 1)
+    target = jnp.stack([q, -q])
+    mu_r, mu_a = _roots(lambda x: target - _exact(blocks, counts, x)[1], mu[g - 1], mu[g])
   fin = lambda x: jnp.where(jnp.isfinite(x), x, 0.0)
   mu_r, mu_a = fin(mu_r), fin(mu_a)
-  s_r = sd(_exact(blocks, counts, jnp.atleast_1d(mu_r))[2][0])
-  s_a = sd(_exact(blocks, counts, jnp.atleast_1d(mu_a))[2][0])
+  s_r, s_a = sd(_exact(blocks, counts, jnp.stack([mu_r, mu_a]))[2])
   # a ladder from the plain FFTs to the saddle (heavy-tailed rounds fold far
   # mass into the window at large tilts: the point-wise pick then prefers an
   # intermediate tilt), and one tilt 1.5 standard deviations beyond it
@@ -456,9 +457,25 @@ def compose_laws(F1: FinalLaws, F2: Optional[FinalLaws], c1, c2, tau, query, *, 
   tw = _tilts([(_safe_log(F.up_p), F.up_loss) for F in Fs], cs, Kc, K1, K2, mu, mode, query,
               tilts)
 
-  # ---- upper
+  # ---- the compositions: upper Q-mass, and (want_lower) the lower atoms'
+  # Q-mass W and P-mass P. One traced copy of _compose_law serves all three
+  # (lax.map; the lower atom arrays are padded to the upper's length with
+  # empty atoms, log-mass -inf at index 0, which add exact zeros), so the
+  # program holds the composition once instead of twice.
   ua = [_upper_atoms(F, h) for F in Fs]
-  wu, _, efu, Ku = _compose_law([(a[0], a[1]) for a in ua], cs, h, m, N, tw, c_tot, mu)
+  law = lambda a: _compose_law(list(zip(a[0], a[1])), cs, h, m, N, a[2], c_tot, mu)
+  if want_lower:
+    la = [_lower_atoms(F, h) for F in Fs]
+    size_u = ua[0][0].shape[0]
+    pad = lambda x, v: jnp.concatenate([x, jnp.full(size_u - x.shape[0], v, x.dtype)])
+    idxs, lws = [], []
+    for u, b in zip(ua, la):
+      idxs.append(jnp.stack([u[0], pad(b[0], 0), pad(b[0], 0)]))
+      lws.append(jnp.stack([u[1], pad(b[1], -jnp.inf), pad(b[2], -jnp.inf)]))
+    vals, errs, effts, Ks = jax.lax.map(law, (idxs, lws, jnp.stack([tw, tw, tw - 1.0])))
+    wu, efu, Ku = vals[0], effts[0], Ks[0]
+  else:
+    wu, _, efu, Ku = law(([a[0] for a in ua], [a[1] for a in ua], tw))
   wu = jnp.maximum(wu, 0.0) + efu
   tot = [jnp.sum(F.up_p) for F in Fs]
   mean = [jnp.exp(l) for l in
@@ -478,15 +495,7 @@ def compose_laws(F1: FinalLaws, F2: Optional[FinalLaws], c1, c2, tau, query, *, 
 
   # ---- lower
   if want_lower:
-    # Q-mass W and P-mass P of the lower atoms: one traced copy of the
-    # composition (lax.map over the two; same atoms and shapes, so the values
-    # are those of two separate calls)
-    la = [_lower_atoms(F, h) for F in Fs]
-    law = lambda a: _compose_law(list(zip([b[0] for b in la], a[0])), cs, h, m, N, a[1],
-                                 c_tot, mu)
-    vals, errs, _, _ = jax.lax.map(law, ([jnp.stack([b[1], b[2]]) for b in la],
-                                         jnp.stack([tw, tw - 1.0])))
-    wl, ewl, pl, epl = vals[0], errs[0], vals[1], errs[1]
+    wl, ewl, pl, epl = vals[1], errs[1], vals[2], errs[2]
     wl_lo, wl_hi = jnp.maximum(wl - ewl, 0.0), jnp.maximum(wl, 0.0) + ewl
     pl_lo, pl_hi = jnp.maximum(pl - epl, 0.0), jnp.maximum(pl, 0.0) + epl
     totl = [jnp.sum(F.lo_a) for F in Fs]

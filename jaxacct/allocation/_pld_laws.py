@@ -20,6 +20,7 @@ from jaxacct._core.batching import lanes_per_block, map_blocks
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.solve import invert_decreasing
 from jaxacct.allocation import _sum_law as sl
+from jaxacct.allocation._one_step import one_steps
 from jaxacct._core.compiled import jit
 
 DEFAULT_GRID_SIZE = 1024
@@ -63,6 +64,11 @@ def final_laws(param, t, *, n: int, tail, mechanism: str = "gaussian",
   """
   require_x64("allocation.pld")
   up, lw, lat = one_step(mechanism, param, n, tail)
+  return laws_from_step(up, lw, lat, param, t, n=n, tail=tail, lower=lower)
+
+
+def laws_from_step(up, lw, lat, param, t, *, n: int, tail, lower: bool = True) -> FinalLaws:
+  """:func:`final_laws` from the one-step laws ``up``, ``lw`` on ``lat``."""
   t_i = jnp.asarray(t, jnp.int32)
   U, Ul, ledger = sl.sum_law_upper(up, lat, t_i, n, tail, 0.0)
   if lower:
@@ -155,17 +161,45 @@ def auto_tail(delta):
 _CHUNK = 8  # lanes per vmapped block on accelerators (batching.lanes_per_block)
 
 
-@functools.partial(jit, static_argnames=("n", "mechanism", "lower"))
 def laws_batch(param, t, tail, *, n, mechanism, lower=True):
   """FinalLaws for lanes (param, t, tail) (1-D arrays); n, mechanism static.
+
+  The one-step laws are computed on the host (:mod:`._one_step`, NumPy) and
+  passed to :func:`steps_laws_batch`, one compiled program for both
+  mechanisms; traced inputs (a call inside the user's ``jit``) build them
+  in-program instead (:func:`final_laws`).
+  """
+  if any(isinstance(x, jax.core.Tracer) for x in (param, t, tail)):
+    one = lambda xs: final_laws(xs[0], xs[1], n=n, tail=xs[2], mechanism=mechanism,
+                                lower=lower)
+    return map_blocks(one, (jnp.asarray(param, jnp.float64), jnp.asarray(t, jnp.int32),
+                            jnp.asarray(tail, jnp.float64)), batch_size=lanes_per_block(_CHUNK))
+  param = np.asarray(param, np.float64)
+  tail = np.asarray(tail, np.float64)
+  st = one_steps(mechanism, param, tail, int(n))
+  return steps_laws_batch(*st, param, np.asarray(t, np.int32), tail, n=int(n), lower=lower)
+
+
+@functools.partial(jit, static_argnames=("n", "lower"))
+def steps_laws_batch(p, q0, minf, a, g, lo, D, param, t, tail, *, n, lower=True):
+  """FinalLaws for lanes of one-step laws (:class:`._one_step.Steps` fields)
+  and (param, t, tail) (1-D arrays); ``n``, ``lower`` static.
 
   Blocks of lanes one after another (``map_blocks``): one lane at a time on
   the CPU, where vmapped lanes turn the pairwise sums' lane-dependent slices
   into gathers; vmapped blocks of ``_CHUNK`` on accelerators.
   """
-  one = lambda xs: final_laws(xs[0], xs[1], n=n, tail=xs[2], mechanism=mechanism,
-                              lower=lower)
-  return map_blocks(one, (param, t, tail), batch_size=lanes_per_block(_CHUNK))
+  require_x64("allocation.pld")
+
+  def one(xs):
+    p_, q0_, minf_, a_, g_, lo_, D_, param_, t_, tail_ = xs
+    up = sl.UpperLaw(p_, q0_, minf_)
+    lw = sl.LowerLaw(a_, g_, jnp.zeros(()))
+    lat = sl.Lattice(lo_, D_, jnp.zeros((), jnp.int32))
+    return laws_from_step(up, lw, lat, param_, t_, n=n, tail=tail_, lower=lower)
+
+  return map_blocks(one, (p, q0, minf, a, g, lo, D, param, t, tail),
+                    batch_size=lanes_per_block(_CHUNK))
 
 
 @jit

@@ -45,40 +45,48 @@ def composed_deltas(C: Composed, eps):
   return tuple(jnp.where(bad, jnp.nan, v) for v in (ru, au, rl, al))
 
 
-def _upper_eps_remove(C: Composed, x, target):
-  """Smallest gamma with sum wu (x - gamma)_+ <= target (segment inversion)."""
-  B = jnp.cumsum(C.wu[::-1])[::-1]                     # B_j = sum_{i >= j} w_i
-  dx = x * -jnp.expm1(-C.h)                            # x_j - x_{j-1}
-  S = jnp.cumsum((dx * B)[::-1])[::-1]                 # S_l = sum_{l' >= l} dx B
-  D = jnp.concatenate([S[1:], jnp.zeros(1)])           # D_j = delta(x_j)
-  # largest j with D_j >= target (D decreasing); j = -1 if none
-  j = jnp.sum(D >= target) - 1
+def _upper_eps(C: Composed, x, t_rem, t_add):
+  """(gamma_rem, gamma_add): the smallest gamma with sum wu (x - gamma)_+ <= t_rem
+  (remove) and with sum wu (1 - gamma x)_+ <= t_add (add), by exact segment
+  inversion of the lattice law.
+
+  remove: with B_j = sum_{i >= j} w_i, delta(x_j) = D_j = sum_{l > j} dx_l B_l
+  (D decreasing), and delta is linear on [x_j, x_{j+1}].
+  add: y = 1/gamma with delta(y) = C_j - K_j / y on [x_j, x_{j+1}] (C, K: Q-
+  and P-mass <= j).
+  The five cumulative sums run as two stacked ones (each row bit for bit the
+  sum it replaces), so the program holds two cumsum kernels instead of five.
+  """
+  wu = C.wu
   N = x.shape[0]
+  dx = x * -jnp.expm1(-C.h)                            # x_j - x_{j-1}
+  c1 = jnp.cumsum(jnp.stack([wu[::-1], wu, wu * x]), axis=1)
+  B = c1[0][::-1]                                      # B_j = sum_{i >= j} w_i
+  Cq, Kp = c1[1], c1[2]
+  Cprev = jnp.concatenate([jnp.zeros(1), Cq[:-1]])
+  c2 = jnp.cumsum(jnp.stack([(dx * B)[::-1], dx * Cprev]), axis=1)
+  S = c2[0][::-1]                                      # S_l = sum_{l' >= l} dx B
+  G = c2[1]                                            # G_j = sum_{i<j} w_i (x_j - x_i)
+
+  # remove: largest j with D_j >= target (D decreasing); j = -1 if none
+  D = jnp.concatenate([S[1:], jnp.zeros(1)])           # D_j = delta(x_j)
+  j = jnp.sum(D >= t_rem) - 1
   jn = jnp.clip(j + 1, 0, N - 1)
   D_next = jnp.where(j + 1 <= N - 1, D[jn], 0.0)
   Bn = B[jn]
-  g = x[jn] - (target - D_next) / jnp.where(Bn > 0, Bn, 1.0)
+  g = x[jn] - (t_rem - D_next) / jnp.where(Bn > 0, Bn, 1.0)
   g = jnp.where(Bn > 0, g, x[jn])
-  return jnp.where(j >= N - 1, x[N - 1], g)
+  g_rem = jnp.where(j >= N - 1, x[N - 1], g)
 
-
-def _upper_eps_add(C: Composed, x, target):
-  """Smallest gamma with sum wu (1 - gamma x)_+ <= target: y = 1/gamma with
-  delta(y) = C_j - K_j / y on [x_j, x_{j+1}] (C, K: Q- and P-mass <= j)."""
-  Cq = jnp.cumsum(C.wu)
-  Kp = jnp.cumsum(C.wu * x)
-  dx = x * -jnp.expm1(-C.h)
-  Cprev = jnp.concatenate([jnp.zeros(1), Cq[:-1]])
-  G = jnp.cumsum(dx * Cprev)                           # G_j = sum_{i<j} w_i (x_j - x_i)
+  # add
   dnode = G / x                                        # delta at y = x_j (increasing)
-  j = jnp.sum(dnode <= target) - 1                     # last node with delta <= target
-  N = x.shape[0]
+  j = jnp.sum(dnode <= t_add) - 1                      # last node with delta <= target
   jc = jnp.clip(j, 0, N - 1)
-  denom = Cq[jc] - target
+  denom = Cq[jc] - t_add
   y = jnp.where(denom > 0, Kp[jc] / jnp.where(denom > 0, denom, 1.0), jnp.inf)
   y = jnp.clip(y, x[jc], jnp.where(jc + 1 <= N - 1, x[jnp.minimum(jc + 1, N - 1)], jnp.inf))
   y = jnp.where(j < 0, x[0], y)                        # delta(x_0) > target: gamma >= 1/x_0
-  return 1.0 / y
+  return g_rem, 1.0 / y
 
 
 def _lower_eps(A, B, target, g_hi, *, iters_bis=24, iters_newton=8):
@@ -111,11 +119,10 @@ def composed_epsilons(C: Composed, delta):
   d = jnp.asarray(delta, jnp.float64)
   nudge = lambda e: e + COMPOSED_ROUNDING * (1.0 + jnp.abs(e))
   t_r = d / (C.fup * jnp.exp(C.H)) - C.defu
-  g_r = _upper_eps_remove(C, x, t_r)
+  t_a = d / C.fup - C.q0u
+  g_r, g_a = _upper_eps(C, x, t_r, t_a)
   ru = jnp.where(t_r > 0, jnp.maximum(nudge(jnp.log(jnp.maximum(g_r, 1e-300)) + C.H), 0.0),
                  jnp.inf)
-  t_a = d / C.fup - C.q0u
-  g_a = _upper_eps_add(C, x, t_a)
   au = jnp.where(t_a > 0, jnp.maximum(nudge(jnp.log(jnp.maximum(g_a, 1e-300)) + C.H), 0.0),
                  jnp.inf)
   if C.wl_lo is None:

@@ -363,10 +363,10 @@ def _window(mass, mom, tail):
   """Indices [jl, jr] keeping all but `tail` mass on the left and `tail` of
   the (normalised) first moment on the right."""
   tot = jnp.sum(mass)
-  cm = jnp.cumsum(mass)
-  jl = jnp.sum(cm <= tail * tot)                         # first index with cum > tail
+  cs = jnp.cumsum(jnp.stack([mass, mom[::-1]]), axis=1)  # one stacked cumsum kernel
+  jl = jnp.sum(cs[0] <= tail * tot)                      # first index with cum > tail
   totm = jnp.sum(mom)
-  tm = jnp.cumsum(mom[::-1])[::-1]                       # tm[j] = sum_{k >= j}
+  tm = cs[1][::-1]                                       # tm[j] = sum_{k >= j}
   # last index jr with sum_{k > jr} mom <= tail * totm  <=> tm[jr+1] <= ..
   above = tm > tail * totm
   jr = jnp.sum(above) - 1

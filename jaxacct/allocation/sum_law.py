@@ -2,12 +2,15 @@
 
 The kernels live in :mod:`jaxacct.allocation._sum_law` (mathematics in
 :mod:`jaxacct.allocation.pld`); this module names the ones a test or a user
-checking the construction needs: the one-step laws, the t-fold sum laws with
-their ``method`` switch ("fast", the default, or "reference", the O(n^2)
-oracle of the former vmapped pair of sums), and the pairwise sums. All are
-jittable and need float64 (``jax.enable_x64``); ``n`` and ``method`` are static.
+checking the construction needs: the one-step laws (and ``one_steps``, their
+NumPy twin batched over lanes, which the law builder uses), the t-fold sum
+laws with their ``method`` switch ("fast", the default, or "reference", the
+O(n^2) oracle of the former vmapped pair of sums), and the pairwise sums. All
+but ``one_steps`` are jittable; all need float64 (``jax.enable_x64``); ``n``
+and ``method`` are static.
 """
 
+from jaxacct.allocation._one_step import Steps, one_steps
 from jaxacct.allocation._sum_law import (METHODS, PIECES, Lattice, LowerLaw, UpperLaw,
                                          conv_lower, conv_lower_pair, conv_upper,
                                          conv_upper_pair, gaussian_one_step,
@@ -15,4 +18,4 @@ from jaxacct.allocation._sum_law import (METHODS, PIECES, Lattice, LowerLaw, Upp
 
 __all__ = ["METHODS", "PIECES", "Lattice", "LowerLaw", "UpperLaw", "conv_lower",
            "conv_lower_pair", "conv_upper", "conv_upper_pair", "gaussian_one_step",
-           "laplace_one_step", "sum_law_lower", "sum_law_upper"]
+           "laplace_one_step", "one_steps", "Steps", "sum_law_lower", "sum_law_upper"]
