@@ -6,7 +6,7 @@ which share the names used here: ``gammaln``, ``logsumexp``, ``log_ndtr``)
 runs unchanged in NumPy/SciPy on the host (:data:`HOST`, for a scalar
 question: ZERO compiled XLA programs) or traced inside a jitted kernel
 (:data:`JAX`, for arrays and traced input). The few constructs that differ
-(``lax.scan``, ``x.at[i].add``) are the small shims below.
+(``lax.scan``, ``vmap``, ``x.at[i].add``) are the small shims below.
 
 The host path runs under ``numpy.errstate(all="ignore")`` (see
 :func:`host_call`): both branches of a ``where`` are evaluated, as under jit,
@@ -56,6 +56,12 @@ class Namespace:
     else:
       ys = None
     return carry, ys
+
+  def map_rows(self, f, xs):
+    """``jax.vmap(f)(xs)`` (one traced body); on the host, ``f`` row by row, stacked."""
+    if not self.is_host:
+      return jax.vmap(f)(xs)
+    return np.stack([f(x) for x in xs])
 
   def add_at(self, a, idx, v):
     """``a.at[idx].add(v)`` (a new array; repeated indices accumulate)."""

@@ -34,8 +34,7 @@ from jaxacct._core.compiled import jit
 
 __all__ = ["gaussian", "laplace", "poisson_gaussian", "randomized_response",
            "poisson_gaussian_pair", "poisson_gaussian_pair_host", "truncate_to_bucket",
-           "truncate_to_bucket_host", "DEFAULT_STEP",
-           "POISSON_CHUNK"]
+           "truncate_to_bucket_host", "DEFAULT_STEP"]
 
 DEFAULT_STEP = 1e-4
 _DEFAULT_TAIL = 1e-20
@@ -228,12 +227,6 @@ def _x_of_loss(ell, sigma, log_q, log_1mq, xp=jnp):
   return xp.where(ell == xp.inf, xp.inf, x)
 
 
-#: Intervals per call of the Poisson-subsampled Gaussian kernel: every grid
-#: (any sigma, q, step, direction) is evaluated by one compiled program, chunk
-#: by chunk, and assembled on the host.
-POISSON_CHUNK = 1 << 14
-
-
 def _log_ndtr_diff_stacked(a, b, ns):
   """:func:`_log_ndtr_diff` of stacked pairs, with ONE ``log_ndtr`` call (small program)."""
   xp = ns.xp
@@ -253,8 +246,8 @@ def _poisson_intervals(sigma, q, lo_idx, i, size, step, add, ns=JAX):
   are the same to the last bit). Both directions (``add`` may be traced)
   and every grid: returns ``(a, b, pk)``, the P-mass ``pk`` of each
   interval and its split ``a`` (to the lower end) + ``b`` (to the upper end).
-  ``ns``: ``JAX`` (in :func:`_poisson_chunk`) or ``HOST`` (all intervals at
-  once in NumPy/SciPy, for a scalar question).
+  ``ns``: ``HOST`` (:func:`_poisson_grid`: every grid is built from concrete
+  scalars, so no program is compiled for it) or ``JAX`` (jittable).
   """
   xp = ns.xp
   if not ns.is_host:
@@ -284,34 +277,19 @@ def _poisson_intervals(sigma, q, lo_idx, i, size, step, add, ns=JAX):
   return pk - b, b, pk
 
 
-@jit
-def _poisson_chunk(sigma, q, lo_idx, start, size, step, add):
-  """:func:`_poisson_intervals` of ``start, ..., start + POISSON_CHUNK - 1``:
-  one program for both directions and every grid."""
-  i = start + jnp.arange(POISSON_CHUNK, dtype=jnp.float64)
-  return _poisson_intervals(sigma, q, lo_idx, i, size, step, add)
-
-
 def _poisson_grid(sigma, q, lo_idx, step, pessimistic, size, add, ns=JAX):
-  """Host assembly of the Poisson-subsampled Gaussian grid PLD (see :func:`_assemble`).
+  """The Poisson-subsampled Gaussian grid PLD (same values as :func:`_assemble`).
 
-  Same values as :func:`_assemble` on the grid ``(lo_idx + i) * step``,
-  ``i < size``. ``ns=JAX``: the intervals are evaluated
-  :data:`POISSON_CHUNK` at a time by the compiled :func:`_poisson_chunk`
-  (device arrays out); ``ns=HOST``: all at once in NumPy (NumPy out).
+  On the grid ``(lo_idx + i) * step``, ``i < size``. The intervals are
+  evaluated on the host (the arguments are concrete scalars: NumPy/SciPy, no
+  compiled program, whatever the grid); ``ns=JAX`` hands the result to the
+  device (for the jitted composition), ``ns=HOST`` keeps NumPy arrays.
   """
-  # intervals (-inf, e_0), [e_0, e_1), ..., [e_{n-1}, +inf); those past the
-  # last (padding of the last chunk) are computed and dropped
+  # intervals (-inf, e_0), [e_0, e_1), ..., [e_{n-1}, +inf)
   n_iv = size + 1
-  args = (np.float64(sigma), np.float64(q), np.int64(lo_idx))
-  if ns.is_host:
-    a, b, pk = host_call(_poisson_intervals, *args, np.arange(n_iv, dtype=np.float64),
-                         np.float64(size), np.float64(step), bool(add))
-  else:
-    outs = [_poisson_chunk(*args, np.float64(i), np.float64(size), np.float64(step),
-                           np.bool_(add))
-            for i in range(0, n_iv, POISSON_CHUNK)]
-    a, b, pk = (np.concatenate([np.asarray(o[j]) for o in outs])[:n_iv] for j in range(3))
+  a, b, pk = host_call(_poisson_intervals, np.float64(sigma), np.float64(q), np.int64(lo_idx),
+                       np.arange(n_iv, dtype=np.float64), np.float64(size), np.float64(step),
+                       bool(add))
   below, above = pk[0], pk[size]
   a, b, pk = a[1:size], b[1:size], pk[1:size]
   if pessimistic:
