@@ -21,7 +21,7 @@ import numpy as np
 from jaxacct._core import checks
 from jaxacct._core.conversion import rdp_to_delta_kernel, rdp_to_epsilon_kernel
 from jaxacct._core.dtype import x64_boundary
-from jaxacct._core.namespace import JAX, host_call, host_scalars
+from jaxacct._core.namespace import JAX, host_call, host_scalars, kernel_arg
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.solve import bisect, bisect_int, require_feasible, search_from_hint_host
@@ -77,8 +77,7 @@ def _query(quantity, value, *, q, sigma, num_steps, orders, method, conversion):
   else:
     # one compiled program per (orders, quantity, conversion); q, sigma,
     # num_steps and the target are traced arguments (host values, no eager jnp)
-    v, order = _rdp_query_jit(*(np.asarray(x, np.float64) if checks.is_concrete(x)
-                                else jnp.asarray(x, jnp.float64) for x in args),
+    v, order = _rdp_query_jit(*(kernel_arg(x) for x in args),
                               orders=tuple(orders_np.tolist()), quantity=quantity,
                               conversion=conversion)
   return cls(**{quantity: v, given: value}, method="rdp", bound="upper", order=order)

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Namespace", "HOST", "JAX", "host_call", "host_scalars"]
+__all__ = ["Namespace", "HOST", "JAX", "host_call", "host_scalars", "kernel_arg"]
 
 
 class Namespace:
@@ -97,3 +97,12 @@ def host_scalars(*xs) -> bool:
       continue
     return False
   return True
+
+
+def kernel_arg(x, dtype=np.float64):
+  """A jitted kernel's argument: NumPy when concrete and not a jax array (no
+  eager conversion program is compiled), else ``jnp.asarray`` (traced input
+  as it is)."""
+  if not isinstance(x, (jax.Array, jax.core.Tracer)):
+    return np.asarray(x, dtype)
+  return jnp.asarray(x, dtype)

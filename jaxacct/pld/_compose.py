@@ -6,17 +6,15 @@ See :func:`compose_many` for the method and its error control, and
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Sequence
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
-from jaxacct._core.namespace import JAX, host_call
+from jaxacct._core.namespace import JAX, host_call, kernel_arg
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, concrete_bool, device_array, fast_len
 from jaxacct._core.compiled import jit
 
@@ -264,14 +262,6 @@ def _compose_core(probs_list, offsets, infs, step, pessimistic, counts, *,
 _compose_kernel = jit(_compose_core, static_argnames=("size", "tail_mass"))
 
 
-def _host_or_traced(x, dtype):
-  """A kernel argument: a host (numpy) value when concrete, so that no eager
-  conversion program is compiled; a traced value as it is."""
-  if checks.is_concrete(x) and not isinstance(x, jax.Array):
-    return np.asarray(x, dtype)
-  return jnp.asarray(x, dtype)
-
-
 def _pad_to(p, n):
   """``p`` zero-padded to length ``n`` (on the host when concrete: no program)."""
   if n == p.shape[0]:
@@ -406,8 +396,8 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
       if p.shape[0] < size else p
       for p in probs_list)
   # Padding zeros changed max_idx; the kernel only uses it as a bound.
-  offsets = tuple(_host_or_traced(p.offset, np.int64) for p in plds)
-  infs = tuple(_host_or_traced(p.inf_mass, np.float64) for p in plds)
+  offsets = tuple(kernel_arg(p.offset, np.int64) for p in plds)
+  infs = tuple(kernel_arg(p.inf_mass) for p in plds)
   y, off, inf = _compose_kernel(probs_list, offsets, infs, step,
                                 np.bool_(pess),
                                 tuple(np.int64(c) for c in counts),

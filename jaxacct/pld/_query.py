@@ -6,7 +6,6 @@ see :mod:`jaxacct.pld._core` for what the discrete PLD bounds.
 
 from __future__ import annotations
 
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +13,7 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
-from jaxacct._core.namespace import JAX, host_call
+from jaxacct._core.namespace import JAX, host_call, kernel_arg
 from jaxacct.pld._core import PLD, PairPLD, device_array
 from jaxacct._core.compiled import jit
 
@@ -113,17 +112,10 @@ def _epsilon_core(probs, offset, step, inf_mass, dlt, rounding="up", ns=JAX):
 _epsilon_kernel = jit(_epsilon_core, static_argnames=("rounding",))
 
 
-def _host_or_traced(x):
-  """float64 kernel argument: NumPy when concrete (no eager program), else traced."""
-  if checks.is_concrete(x) and not isinstance(x, jax.Array):
-    return np.asarray(x, np.float64)
-  return jnp.asarray(x, jnp.float64)
-
-
 def _kernel_args(pld):
   """(probs, offset, step, inf_mass) of a PLD as query-kernel arguments."""
   if checks.is_concrete((pld.probs, pld.inf_mass)):
-    return device_array(pld.probs), pld.offset, pld.step, _host_or_traced(pld.inf_mass)
+    return device_array(pld.probs), pld.offset, pld.step, kernel_arg(pld.inf_mass)
   return (jnp.asarray(pld.probs, jnp.float64), pld.offset, pld.step,
           jnp.asarray(pld.inf_mass, jnp.float64))
 
@@ -149,7 +141,7 @@ def delta(pld: PLD, epsilon):
   """
   if checks.is_concrete(epsilon):
     checks.check_range("epsilon", epsilon, allow_inf=True)
-  return _delta_kernel(*_kernel_args(pld), _host_or_traced(epsilon))
+  return _delta_kernel(*_kernel_args(pld), kernel_arg(epsilon))
 
 
 @x64_boundary
@@ -176,7 +168,7 @@ def epsilon(pld: PLD, delta, *, rounding: str = "up"):
   """
   checks.check_delta(delta)
   checks.check_choice("rounding", rounding, ("up", "down"))
-  return _epsilon_kernel(*_kernel_args(pld), _host_or_traced(delta), rounding=rounding)
+  return _epsilon_kernel(*_kernel_args(pld), kernel_arg(delta), rounding=rounding)
 
 
 @x64_boundary
