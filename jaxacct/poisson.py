@@ -119,7 +119,10 @@ def epsilon(*, q, sigma, num_steps, delta, orders=None,
   Returns:
     ``EpsilonResult``; ``order`` is the optimal Renyi order for RDP.
 
-  Compiled programs: ``method="rdp"`` compiles one program per (orders,
+  Compiled programs: a scalar question (every argument a Python or NumPy
+  scalar) compiles NONE, for either method: the same formulas run in
+  NumPy/SciPy on the host (:mod:`jaxacct._core.namespace`). Arrays and
+  traced input: ``method="rdp"`` compiles one program per (orders,
   conversion, input shapes); q, sigma, num_steps and delta are traced, so
   new values compile nothing. ``method="pld"``: see
   :func:`jaxacct.pld.poisson_gaussian_epsilon` (shape buckets set by sigma,

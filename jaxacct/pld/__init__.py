@@ -173,14 +173,16 @@ def poisson_gaussian_epsilon(*, sigma, q, num_steps, delta, step=None):
     ``epsilon`` a ``np.float64`` (scalar inputs) or float64 numpy array of
     the broadcast shape; ``delta`` the given delta (float64).
 
-  Compiled programs (a fresh process compiles each once): the per-step grid
-  (:data:`jaxacct.pld.mechanisms.POISSON_CHUNK` intervals per call, one
-  program for both directions and every sigma, q and step), the FFT window,
-  the composition and the query. The last three are compiled per shape
-  bucket: the truncated per-step PLD has a power-of-two length and the
-  composed window a length ``2^a`` or ``3 * 2^(a-2)``, both set by the values
-  (sigma, q, num_steps); new values inside the buckets compile nothing, and
-  delta never changes a shape.
+  Compiled programs: a scalar question (every argument a Python or NumPy
+  scalar) compiles NONE: the grid, truncation, tilted FFT composition and
+  query run on the host in NumPy/SciPy, the same formulas as the kernels
+  (:mod:`jaxacct._core.namespace`; values within ~1e-8 relative of the
+  jitted path, FFT round-off). Arrays: the per-step grid and the FFT window
+  are host glue (no program); the composition and the query are compiled
+  once per shape bucket: the truncated per-step PLD has a power-of-two length
+  and the composed window a length ``2^a`` or ``3 * 2^(a-2)``, both set by
+  the values (sigma, q, num_steps); new values inside the buckets compile
+  nothing, and delta never changes a shape.
 
   Bound: upper (valid for both neighbouring relations add/remove).
   """
