@@ -21,6 +21,7 @@ import numpy as np
 from jaxacct._core import checks
 from jaxacct._core.conversion import rdp_to_delta_kernel, rdp_to_epsilon_kernel
 from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.namespace import JAX, host_call, host_scalars, kernel_arg
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.solve import bisect, bisect_int, require_feasible, search_from_hint_host
@@ -67,23 +68,37 @@ def _query(quantity, value, *, q, sigma, num_steps, orders, method, conversion):
     v = getattr(front(sigma=sigma, q=q, num_steps=num_steps, **{given: value}), quantity)
     return cls(**{quantity: v, given: value}, method="pld", bound="upper")
   orders_np = checks.check_orders(DEFAULT_ORDERS if orders is None else orders)
-  # one compiled program per (orders, quantity, conversion); q, sigma,
-  # num_steps and the target are traced arguments (host values, no eager jnp)
-  v, order = _rdp_query_jit(*(np.asarray(x, np.float64) if checks.is_concrete(x)
-                              else jnp.asarray(x, jnp.float64)
-                              for x in (q, sigma, num_steps, value)),
-                            orders=tuple(orders_np.tolist()), quantity=quantity,
-                            conversion=conversion)
+  args = (q, sigma, num_steps, value)
+  if host_scalars(*args):
+    # a scalar question: the same formula in NumPy/SciPy, no compiled program
+    v, order = host_call(_rdp_query, *(np.float64(x) for x in args), orders=orders_np,
+                         quantity=quantity, conversion=conversion)
+    v, order = np.float64(v), np.float64(order)
+  else:
+    # one compiled program per (orders, quantity, conversion); q, sigma,
+    # num_steps and the target are traced arguments (host values, no eager jnp)
+    v, order = _rdp_query_jit(*(kernel_arg(x) for x in args),
+                              orders=tuple(orders_np.tolist()), quantity=quantity,
+                              conversion=conversion)
   return cls(**{quantity: v, given: value}, method="rdp", bound="upper", order=order)
+
+
+def _rdp_query(q, sigma, steps, value, *, orders, quantity, conversion, ns=JAX):
+  """RDP curve, composition and conversion of :func:`epsilon`/:func:`delta`.
+
+  ``ns``: ``JAX`` (inside :func:`_rdp_query_jit`) or ``HOST`` (scalar questions).
+  """
+  orders_np = np.asarray(orders)
+  rdp = poisson_gaussian_rdp_kernel(orders_np, q, sigma, "both", ns)
+  kernel = rdp_to_epsilon_kernel if quantity == "epsilon" else rdp_to_delta_kernel
+  return kernel(ns.xp.asarray(orders_np), rdp * steps[..., None], value, conversion, ns)
 
 
 @functools.partial(jit, static_argnames=("orders", "quantity", "conversion"))
 def _rdp_query_jit(q, sigma, steps, value, *, orders, quantity, conversion):
-  """RDP curve, composition and conversion of :func:`epsilon`/:func:`delta` in one program."""
-  orders_np = np.asarray(orders)
-  rdp = poisson_gaussian_rdp_kernel(orders_np, q, sigma, "both")
-  kernel = rdp_to_epsilon_kernel if quantity == "epsilon" else rdp_to_delta_kernel
-  return kernel(jnp.asarray(orders_np), rdp * steps[..., None], value, conversion)
+  """:func:`_rdp_query` in one compiled program (arrays and traced input)."""
+  return _rdp_query(q, sigma, steps, value, orders=orders, quantity=quantity,
+                    conversion=conversion)
 
 
 @x64_boundary
@@ -104,7 +119,10 @@ def epsilon(*, q, sigma, num_steps, delta, orders=None,
   Returns:
     ``EpsilonResult``; ``order`` is the optimal Renyi order for RDP.
 
-  Compiled programs: ``method="rdp"`` compiles one program per (orders,
+  Compiled programs: a scalar question (every argument a Python or NumPy
+  scalar) compiles NONE, for either method: the same formulas run in
+  NumPy/SciPy on the host (:mod:`jaxacct._core.namespace`). Arrays and
+  traced input: ``method="rdp"`` compiles one program per (orders,
   conversion, input shapes); q, sigma, num_steps and delta are traced, so
   new values compile nothing. ``method="pld"``: see
   :func:`jaxacct.pld.poisson_gaussian_epsilon` (shape buckets set by sigma,

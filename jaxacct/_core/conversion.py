@@ -37,6 +37,7 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.namespace import JAX
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.compiled import jit
 
@@ -49,40 +50,47 @@ def _check(orders, rdp, method):
   checks.check_range("rdp", rdp, 0.0, jnp.inf, allow_inf=True)
 
 
-def _eps_per_order(orders, rdp, delta, method):
+def _eps_per_order(orders, rdp, delta, method, xp=jnp):
   a = orders
-  log_delta = jnp.log(delta)[..., None]
+  log_delta = xp.log(delta)[..., None]
   if method == "classic":
     eps = rdp - log_delta / (a - 1.0)
-    return jnp.where(a > 1.0, eps, jnp.inf)
-  eps = rdp + jnp.log1p(-1.0 / a) - (log_delta + jnp.log(a)) / (a - 1.0)
-  eps = jnp.where(a > 1.01, eps, jnp.inf)
+    return xp.where(a > 1.0, eps, xp.inf)
+  eps = rdp + xp.log1p(-1.0 / a) - (log_delta + xp.log(a)) / (a - 1.0)
+  eps = xp.where(a > 1.01, eps, xp.inf)
   # KL / TV route: delta^2 > 1 - exp(-rdp) => epsilon = 0 is achievable.
-  kl_ok = delta[..., None] ** 2 + jnp.expm1(-rdp) > 0
-  return jnp.where(kl_ok, 0.0, eps)
+  kl_ok = delta[..., None] ** 2 + xp.expm1(-rdp) > 0
+  return xp.where(kl_ok, 0.0, eps)
 
 
-def _min_over_orders(orders, rdp, value, method, mode):
-  """Kernel of both conversions: minimum over the orders, with the NaN policy."""
-  require_x64("rdp_to_" + mode)
-  orders = jnp.asarray(orders, jnp.float64)
-  rdp = jnp.asarray(rdp, jnp.float64)
-  value = jnp.asarray(value, jnp.float64)
-  batch = jnp.broadcast_shapes(rdp.shape[:-1], value.shape)
-  rdp = jnp.broadcast_to(rdp, batch + rdp.shape[-1:])
-  value = jnp.broadcast_to(value, batch)
+def _min_over_orders(orders, rdp, value, method, mode, ns=JAX):
+  """Kernel of both conversions: minimum over the orders, with the NaN policy.
+
+  ``mode`` is ``"epsilon"`` (``value`` a delta) or ``"delta"``; returns
+  ``(best, order)``. ``ns`` (:mod:`jaxacct._core.namespace`): ``JAX``
+  (default, jittable) or ``HOST`` (NumPy, no compiled program).
+  """
+  xp = ns.xp
+  if not ns.is_host:
+    require_x64("rdp_to_" + mode)
+  orders = xp.asarray(orders, xp.float64)
+  rdp = xp.asarray(rdp, xp.float64)
+  value = xp.asarray(value, xp.float64)
+  batch = xp.broadcast_shapes(rdp.shape[:-1], value.shape)
+  rdp = xp.broadcast_to(rdp, batch + rdp.shape[-1:])
+  value = xp.broadcast_to(value, batch)
   per = (_eps_per_order if mode == "epsilon" else _log_delta_per_order)(
-      orders, rdp, value, method)
-  per = jnp.where(jnp.isnan(rdp), jnp.nan, per)
-  idx = jnp.argmin(jnp.where(jnp.isnan(per), jnp.inf, per), axis=-1)
-  best = jnp.take_along_axis(per, idx[..., None], axis=-1)[..., 0]
-  bad = jnp.any(rdp < 0, axis=-1) | jnp.any(jnp.isnan(rdp), axis=-1) | jnp.isnan(value)
+      orders, rdp, value, method, xp)
+  per = xp.where(xp.isnan(rdp), xp.nan, per)
+  idx = xp.argmin(xp.where(xp.isnan(per), xp.inf, per), axis=-1)
+  best = xp.take_along_axis(per, idx[..., None], axis=-1)[..., 0]
+  bad = xp.any(rdp < 0, axis=-1) | xp.any(xp.isnan(rdp), axis=-1) | xp.isnan(value)
   if mode == "epsilon":
-    best = jnp.maximum(best, 0.0)
+    best = xp.maximum(best, 0.0)
     bad = bad | (value <= 0) | (value >= 1)
   else:
-    best = jnp.minimum(jnp.exp(best), 1.0)
-  return jnp.where(bad, jnp.nan, best), orders[idx]
+    best = xp.minimum(xp.exp(best), 1.0)
+  return xp.where(bad, xp.nan, best), orders[idx]
 
 
 _min_over_orders_jit = jit(_min_over_orders, static_argnames=("method", "mode"))
@@ -96,13 +104,22 @@ def _run(orders, rdp, value, method, mode):
   return _min_over_orders(orders, rdp, value, method, mode)
 
 
-def rdp_to_epsilon_kernel(orders, rdp, delta, method: str = "tight"):
-  """Jittable :func:`rdp_to_epsilon` without the eager checks (needs x64)."""
+def rdp_to_epsilon_kernel(orders, rdp, delta, method: str = "tight", ns=JAX):
+  """Jittable :func:`rdp_to_epsilon` without the eager checks (needs x64).
+
+  ``ns=HOST`` (:mod:`jaxacct._core.namespace`): the same formula in NumPy on
+  concrete input (no compiled program).
+  """
+  if ns.is_host:
+    return _min_over_orders(orders, rdp, delta, method, "epsilon", ns)
   return _run(orders, rdp, delta, method, "epsilon")
 
 
-def rdp_to_delta_kernel(orders, rdp, epsilon, method: str = "tight"):
-  """Jittable :func:`rdp_to_delta` without the eager checks (needs x64)."""
+def rdp_to_delta_kernel(orders, rdp, epsilon, method: str = "tight", ns=JAX):
+  """Jittable :func:`rdp_to_delta` without the eager checks (needs x64); ``ns``
+  as in :func:`rdp_to_epsilon_kernel`."""
+  if ns.is_host:
+    return _min_over_orders(orders, rdp, epsilon, method, "delta", ns)
   return _run(orders, rdp, epsilon, method, "delta")
 
 
@@ -164,19 +181,19 @@ def _delta_result(orders, rdp, epsilon, method):
                      bound="upper", order=order)
 
 
-def _log_delta_per_order(orders, rdp, epsilon, method):
+def _log_delta_per_order(orders, rdp, epsilon, method, xp=jnp):
   a = orders
   eps = epsilon[..., None]
   if method == "classic":
     ld = (a - 1.0) * (rdp - eps)
-    return jnp.where(a > 1.0, ld, jnp.inf)
-  ld = (a - 1.0) * (rdp - eps + jnp.log1p(-1.0 / a)) - jnp.log(a)
-  ld = jnp.where(a > 1.01, ld, jnp.inf)
+    return xp.where(a > 1.0, ld, xp.inf)
+  ld = (a - 1.0) * (rdp - eps + xp.log1p(-1.0 / a)) - xp.log(a)
+  ld = xp.where(a > 1.01, ld, xp.inf)
   # KL / TV route, valid for epsilon >= 0.
-  safe_r = jnp.where(rdp > 0, rdp, 1.0)
-  kl = jnp.where(rdp > 0, 0.5 * jnp.log1p(-jnp.exp(-safe_r)), -jnp.inf)
-  kl = jnp.where(eps >= 0, kl, jnp.inf)
-  return jnp.minimum(ld, kl)
+  safe_r = xp.where(rdp > 0, rdp, 1.0)
+  kl = xp.where(rdp > 0, 0.5 * xp.log1p(-xp.exp(-safe_r)), -xp.inf)
+  kl = xp.where(eps >= 0, kl, xp.inf)
+  return xp.minimum(ld, kl)
 
 
 def rdp_to_delta(orders, rdp, epsilon, *, method: str = "tight") -> DeltaResult:

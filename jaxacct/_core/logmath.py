@@ -8,48 +8,49 @@ from jax.scipy.special import gammaln, log_ndtr, logsumexp
 log_add_exp = jnp.logaddexp
 
 
-def log1m_exp(x):
+def log1m_exp(x, xp=jnp):
   """``log(1 - exp(x))`` for ``x <= 0`` (Maechler's two-branch rule).
 
-  Returns -inf at x = 0 and NaN for x > 0.
+  Returns -inf at x = 0 and NaN for x > 0. ``xp``: ``jax.numpy`` (default)
+  or ``numpy`` (the host path, :mod:`jaxacct._core.namespace`); likewise below.
   """
-  x = jnp.asarray(x)
-  safe = jnp.minimum(x, -1e-300)
-  out = jnp.where(safe > -0.6931471805599453, jnp.log(-jnp.expm1(safe)),
-                  jnp.log1p(-jnp.exp(safe)))
-  out = jnp.where(x == 0, -jnp.inf, out)
-  return jnp.where(x > 0, jnp.nan, out)
+  x = xp.asarray(x)
+  safe = xp.minimum(x, -1e-300)
+  out = xp.where(safe > -0.6931471805599453, xp.log(-xp.expm1(safe)),
+                 xp.log1p(-xp.exp(safe)))
+  out = xp.where(x == 0, -xp.inf, out)
+  return xp.where(x > 0, xp.nan, out)
 
 
-def log_sub_exp(a, b):
+def log_sub_exp(a, b, xp=jnp):
   """``log(exp(a) - exp(b))`` for ``a >= b``; -inf when a == b (incl. -inf)."""
-  a = jnp.asarray(a)
-  b = jnp.asarray(b)
-  a_fin = jnp.where(jnp.isfinite(a), a, 0.0)
-  diff = jnp.where(jnp.isfinite(a), b - a_fin, -jnp.inf)
-  out = a_fin + log1m_exp(jnp.minimum(diff, 0.0))
-  out = jnp.where(a == -jnp.inf, -jnp.inf, out)
-  out = jnp.where(a == jnp.inf, jnp.where(b == jnp.inf, jnp.nan, jnp.inf), out)
-  return jnp.where(b > a, jnp.nan, out)
+  a = xp.asarray(a)
+  b = xp.asarray(b)
+  a_fin = xp.where(xp.isfinite(a), a, 0.0)
+  diff = xp.where(xp.isfinite(a), b - a_fin, -xp.inf)
+  out = a_fin + log1m_exp(xp.minimum(diff, 0.0), xp)
+  out = xp.where(a == -xp.inf, -xp.inf, out)
+  out = xp.where(a == xp.inf, xp.where(b == xp.inf, xp.nan, xp.inf), out)
+  return xp.where(b > a, xp.nan, out)
 
 
-def log_binom(n, k):
-  """``log C(n, k)`` via ``gammaln`` (real n >= k >= 0)."""
+def log_binom(n, k, gammaln=gammaln):
+  """``log C(n, k)`` via ``gammaln`` (real n >= k >= 0; jax's or scipy's)."""
   return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
 
 
-def log_expm1(y):
+def log_expm1(y, xp=jnp):
   """``log(e^y - 1)``: -inf for ``y <= 0``, +inf at ``y = +inf``.
 
   Written as ``y + log1m_exp(-y)``, accurate for tiny y (no underflow of
   expm1) and huge y (no overflow).
   """
-  y = jnp.asarray(y)
+  y = xp.asarray(y)
   pos = y > 0
-  ys = jnp.where(pos & jnp.isfinite(y), y, 1.0)
-  out = ys + log1m_exp(-ys)
-  out = jnp.where(y == jnp.inf, jnp.inf, out)
-  return jnp.where(pos, out, -jnp.inf)
+  ys = xp.where(pos & xp.isfinite(y), y, 1.0)
+  out = ys + log1m_exp(-ys, xp)
+  out = xp.where(y == xp.inf, xp.inf, out)
+  return xp.where(pos, out, -xp.inf)
 
 
 _HALF_LOG_2PI = 0.91893853320467274178

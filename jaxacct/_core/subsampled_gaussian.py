@@ -66,13 +66,12 @@ from __future__ import annotations
 import functools
 import math
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
-from jaxacct._core.logmath import log1m_exp, log_binom, log_expm1, logsumexp
+from jaxacct._core.logmath import log1m_exp, log_binom, log_expm1
+from jaxacct._core.namespace import JAX
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.compiled import jit
 
@@ -89,36 +88,37 @@ _FACT = [float(math.factorial(k)) for k in range(21)]
 
 
 
-def _log_a_minus_1_int(alpha, q, sigma, max_order):
+def _log_a_minus_1_int(ns, alpha, q, sigma, max_order):
   """log(A_alpha - 1) for integer alpha in [2, max_order] by positive-term sum.
 
   alpha: (A,) float64 integer-valued; q, sigma: shape S. Returns S + (A,).
   """
-  k = jnp.arange(2, max_order + 1, dtype=jnp.float64)  # (K,)
+  xp = ns.xp
+  k = xp.arange(2, max_order + 1, dtype=xp.float64)  # (K,)
   a = alpha[:, None]                                             # (A, 1)
   q = q[..., None, None]
   sigma = sigma[..., None, None]
-  logq = jnp.log(q)
-  log1q = jnp.log1p(-q)
+  logq = xp.log(q)
+  log1q = xp.log1p(-q)
   rest = a - k
-  tail = jnp.where(rest == 0, 0.0, rest * log1q)
+  tail = xp.where(rest == 0, 0.0, rest * log1q)
   kk = k * logq
-  kk = jnp.where(q == 0, -jnp.inf, kk)
-  terms = (log_binom(a, jnp.minimum(k, a)) + kk + tail
-           + log_expm1((k * k - k) / (2.0 * sigma**2)))
-  terms = jnp.where(k <= a, terms, -jnp.inf)
-  return logsumexp(terms, axis=-1)
+  kk = xp.where(q == 0, -xp.inf, kk)
+  terms = (log_binom(a, xp.minimum(k, a), ns.sp.gammaln) + kk + tail
+           + log_expm1((k * k - k) / (2.0 * sigma**2), xp))
+  terms = xp.where(k <= a, terms, -xp.inf)
+  return ns.sp.logsumexp(terms, axis=-1)
 
 
-def _log_one_plus(gamma, logabs_x, x):
+def _log_one_plus(xp, gamma, logabs_x, x):
   """log(1 + gamma * x) for gamma * x > -1, given x and log|x|."""
   pos = gamma * x > 0
-  big = jnp.logaddexp(0.0, jnp.log(jnp.abs(gamma)) + logabs_x)
-  small = jnp.log1p(jnp.where(pos, 0.0, gamma * x))
-  return jnp.where(pos, big, small)
+  big = xp.logaddexp(0.0, xp.log(xp.abs(gamma)) + logabs_x)
+  small = xp.log1p(xp.where(pos, 0.0, gamma * x))
+  return xp.where(pos, big, small)
 
 
-def _log_g(y):
+def _log_g(xp, y):
   """log(e^y - 1 - y) (>= -inf) for real y, full relative precision.
 
   |y| <= 1: the Taylor series y^2 sum_{k>=2} y^{k-2}/k!, 19 terms
@@ -126,26 +126,26 @@ def _log_g(y):
   cancellation: expm1(y) >= 1.7 y), in log form above 30; y < -1:
   -y - 1 + e^y (> 0.36, a sum of a positive and a small positive term).
   """
-  small = jnp.abs(y) <= 1.0
-  ys = jnp.where(small, y, 0.0)
-  s = jnp.zeros_like(ys)
+  small = xp.abs(y) <= 1.0
+  ys = xp.where(small, y, 0.0)
+  s = xp.zeros_like(ys)
   for k in range(20, 1, -1):  # Horner: 1/2! + y/3! + ... + y^18/20!
     s = s * ys + 1.0 / _FACT[k]
-  log_small = 2.0 * jnp.log(jnp.where(small & (y != 0), jnp.abs(y), 1.0)) + \
-      jnp.log(s)
-  log_small = jnp.where(y == 0, -jnp.inf, log_small)
-  yp = jnp.clip(y, 1.0, 30.0)
-  log_mid = jnp.log(jnp.expm1(yp) - yp)
-  yb = jnp.maximum(y, 30.0)
-  log_big = yb + jnp.log1p(-(1.0 + yb) * jnp.exp(-yb))
-  yn = jnp.minimum(y, -1.0)
-  log_neg = jnp.log(-yn - 1.0 + jnp.exp(yn))
-  return jnp.where(small, log_small,
-                   jnp.where(y > 30.0, log_big,
-                             jnp.where(y > 0, log_mid, log_neg)))
+  log_small = 2.0 * xp.log(xp.where(small & (y != 0), xp.abs(y), 1.0)) + \
+      xp.log(s)
+  log_small = xp.where(y == 0, -xp.inf, log_small)
+  yp = xp.clip(y, 1.0, 30.0)
+  log_mid = xp.log(xp.expm1(yp) - yp)
+  yb = xp.maximum(y, 30.0)
+  log_big = yb + xp.log1p(-(1.0 + yb) * xp.exp(-yb))
+  yn = xp.minimum(y, -1.0)
+  log_neg = xp.log(-yn - 1.0 + xp.exp(yn))
+  return xp.where(small, log_small,
+                   xp.where(y > 30.0, log_big,
+                             xp.where(y > 0, log_mid, log_neg)))
 
 
-def _log_f_negative(gamma, ell, x):
+def _log_f_negative(xp, gamma, ell, x):
   """log((1+x)^gamma - 1 - gamma*x) for gamma < 0 (the add direction).
 
   With ell = log(1+x) and g(y) = e^y - 1 - y >= 0,
@@ -155,11 +155,11 @@ def _log_f_negative(gamma, ell, x):
   cancellation.  ell is recomputed as log1p(x) where |x| <= 1/2, so it
   has relative precision when x is tiny.
   """
-  ell = jnp.where(jnp.abs(x) <= 0.5, jnp.log1p(jnp.clip(x, -0.5, 0.5)), ell)
-  return jnp.logaddexp(_log_g(gamma * ell), jnp.log(-gamma) + _log_g(ell))
+  ell = xp.where(xp.abs(x) <= 0.5, xp.log1p(xp.clip(x, -0.5, 0.5)), ell)
+  return xp.logaddexp(_log_g(xp, gamma * ell), xp.log(-gamma) + _log_g(xp, ell))
 
 
-def _log_f(gamma, ell, x, logabs_x):
+def _log_f(xp, gamma, ell, x, logabs_x):
   """log((1+x)^gamma - 1 - gamma*x) >= -inf, for gamma > 1 (remove direction).
 
   ell = log(1 + x) (computed without cancellation by the caller).
@@ -168,35 +168,36 @@ def _log_f(gamma, ell, x, logabs_x):
   # (a) |gamma x| <= 0.1: series sum_{k>=2} C(gamma,k) x^k, 11 terms (error < 1e-16 rel).
   c = gamma * (gamma - 1.0) / 2.0
   s = c
-  xs = jnp.where(jnp.abs(gx) <= 0.1, x, 0.0)
+  xs = xp.where(xp.abs(gx) <= 0.1, x, 0.0)
   term = c
   for kk in range(3, 14):
     term = term * (gamma - kk + 1.0) / kk * xs
     s = s + term
-  log_a = 2.0 * logabs_x + jnp.log(jnp.abs(s))
+  log_a = 2.0 * logabs_x + xp.log(xp.abs(s))
   # (b) moderate: expm1(gamma*ell) - gamma*x.
   gl = gamma * ell
-  gl_b = jnp.minimum(gl, 30.0)
-  fb = jnp.expm1(gl_b) - jnp.where(jnp.abs(gx) > 0.1, gx, 1.0)
-  log_b = jnp.log(jnp.maximum(fb, 1e-300))
+  gl_b = xp.minimum(gl, 30.0)
+  fb = xp.expm1(gl_b) - xp.where(xp.abs(gx) > 0.1, gx, 1.0)
+  log_b = xp.log(xp.maximum(fb, 1e-300))
   # (c) gamma*ell > 30: log f = gamma*ell + log(1 - (1+gamma x) e^{-gamma ell}).
-  l1gx = _log_one_plus(gamma, logabs_x, x)
-  log_c = gl + log1m_exp(jnp.minimum(l1gx - gl, 0.0))
-  out = jnp.where(jnp.abs(gx) <= 0.1, log_a, jnp.where(gl <= 30.0, log_b, log_c))
+  l1gx = _log_one_plus(xp, gamma, logabs_x, x)
+  log_c = gl + log1m_exp(xp.minimum(l1gx - gl, 0.0), xp)
+  out = xp.where(xp.abs(gx) <= 0.1, log_a, xp.where(gl <= 30.0, log_b, log_c))
   return out
 
 
-def _log_moment_minus_1_quad(gamma, alpha_for_range, q, sigma,
+def _log_moment_minus_1_quad(ns, gamma, alpha_for_range, q, sigma,
                              num_points=_QUAD_POINTS, negative=False):
   """log(E_{mu0}[(mu/mu0)^gamma] - 1) by trapezoidal quadrature.
 
   gamma: (A,); q, sigma: shape S. Returns S + (A,).  ``negative`` (static):
   gamma < 0 (add direction, :func:`_log_f_negative`), else gamma > 1.
   """
+  xp = ns.xp
   q = q[..., None, None]
   sigma = sigma[..., None, None]
   g = gamma[:, None]
-  hi = jnp.maximum(_QUAD_HALF_WIDTH,
+  hi = xp.maximum(_QUAD_HALF_WIDTH,
                    alpha_for_range[:, None] / sigma + _QUAD_HALF_WIDTH)
   lo = -_QUAD_HALF_WIDTH
   if negative:
@@ -205,31 +206,31 @@ def _log_moment_minus_1_quad(gamma, alpha_for_range, q, sigma,
     # L = -log(1-q), and beyond -(|gamma|/sigma + 14) (issue 20: at q = 0.999,
     # alpha = 256 the fixed -14 cut off the dominant part, 1e-4 under).
     ng = -g
-    lo = -jnp.minimum(
-        jnp.sqrt(_QUAD_HALF_WIDTH**2 - 2.0 * ng * jnp.log1p(-jnp.minimum(q, 1.0))),
+    lo = -xp.minimum(
+        xp.sqrt(_QUAD_HALF_WIDTH**2 - 2.0 * ng * xp.log1p(-xp.minimum(q, 1.0))),
         ng / sigma + _QUAD_HALF_WIDTH)
-  t = jnp.linspace(0.0, 1.0, num_points)
+  t = xp.linspace(0.0, 1.0, num_points)
   u = lo + (hi - lo) * t                                     # S + (A, N)
   h = (hi - lo) / (num_points - 1)
   v = u / sigma - 0.5 / sigma**2
-  logq = jnp.log(q)
-  log1q = jnp.log1p(-q)
-  ell = jnp.logaddexp(log1q, logq + v)                       # log(1+x)
-  vs = jnp.clip(v, -700.0, 700.0)
-  x = q * jnp.expm1(vs)
-  vpos = jnp.maximum(v, 1e-300)
-  vneg = jnp.minimum(v, -1e-300)
-  log_abs_em1 = jnp.where(v > 0, vpos + log1m_exp(-vpos), log1m_exp(vneg))
+  logq = xp.log(q)
+  log1q = xp.log1p(-q)
+  ell = xp.logaddexp(log1q, logq + v)                       # log(1+x)
+  vs = xp.clip(v, -700.0, 700.0)
+  x = q * xp.expm1(vs)
+  vpos = xp.maximum(v, 1e-300)
+  vneg = xp.minimum(v, -1e-300)
+  log_abs_em1 = xp.where(v > 0, vpos + log1m_exp(-vpos, xp), log1m_exp(vneg, xp))
   logabs_x = logq + log_abs_em1
-  logabs_x = jnp.where(v == 0, -jnp.inf, logabs_x)
-  log_phi = -0.5 * u**2 - 0.5 * jnp.log(2 * jnp.pi)
+  logabs_x = xp.where(v == 0, -xp.inf, logabs_x)
+  log_phi = -0.5 * u**2 - 0.5 * xp.log(2 * xp.pi)
   if negative:
-    lf = _log_f_negative(g, ell, x)
+    lf = _log_f_negative(xp, g, ell, x)
   else:
-    lf = _log_f(g, ell, x, logabs_x)
-  log_int = logsumexp(log_phi + lf, axis=-1) + jnp.log(h)[..., 0]
+    lf = _log_f(xp, g, ell, x, logabs_x)
+  log_int = ns.sp.logsumexp(log_phi + lf, axis=-1) + xp.log(h)[..., 0]
   # Estimated relative trapezoid error (analytic strip |Im u| < pi sigma).
-  err = jnp.exp(-2.0 * jnp.pi**2 * sigma[..., 0] / h[..., 0])
+  err = xp.exp(-2.0 * xp.pi**2 * sigma[..., 0] / h[..., 0])
   return log_int, err
 
 
@@ -252,26 +253,32 @@ def _int_block(order_max):
   return _INT_BLOCKS[-1]
 
 
-def poisson_gaussian_rdp_kernel(orders: np.ndarray, q, sigma, direction: str):
+def poisson_gaussian_rdp_kernel(orders: np.ndarray, q, sigma, direction: str, ns=JAX):
   """Jittable kernel of :func:`poisson_gaussian_rdp` (no validation).
 
   ``orders`` is a concrete numpy array (it selects the algorithm);
   ``direction`` is ``"both"``, ``"remove"`` or ``"add"``. Invalid lanes are NaN.
   Returns float64, shape ``broadcast(q, sigma).shape + orders.shape``. Bound: exact.
 
+  ``ns`` (:mod:`jaxacct._core.namespace`): ``JAX`` (default; traced or under
+  jit) or ``HOST`` (NumPy/SciPy on concrete input, no compiled program; the
+  same formula, so the same values to float64 rounding).
+
   The orders are split on the host into static groups (integer orders by
   block, quadrature orders by point count); each group is one vectorised
   evaluation, and the groups are put back in order by one gather (no per-order
   slices: the program stays small whatever the number of orders).
   """
-  require_x64("poisson_gaussian_rdp")
+  xp = ns.xp
+  if not ns.is_host:
+    require_x64("poisson_gaussian_rdp")
   orders = np.asarray(orders, np.float64)
-  q = jnp.asarray(q, jnp.float64)
-  sigma = jnp.asarray(sigma, jnp.float64)
-  q, sigma = jnp.broadcast_arrays(q, sigma)
+  q = xp.asarray(q, xp.float64)
+  sigma = xp.asarray(sigma, xp.float64)
+  q, sigma = xp.broadcast_arrays(q, sigma)
   is_int = _split_orders(orders)
-  qs = jnp.clip(q, 0.0, 1.0)
-  ss = jnp.where(sigma > 0, sigma, 1.0)
+  qs = xp.clip(q, 0.0, 1.0)
+  ss = xp.where(sigma > 0, sigma, 1.0)
   small = orders <= _SMALL_ALPHA
   add = direction == "add"
   # log-convex interpolation needs the integer neighbours of fractional orders
@@ -291,7 +298,7 @@ def poisson_gaussian_rdp_kernel(orders: np.ndarray, q, sigma, direction: str):
       sel = need_int[(need_int > lo_block) & (need_int <= block)]
       lo_block = block
       if sel.size:
-        vals = _log_a_minus_1_int(jnp.asarray(sel), qs, ss, block)
+        vals = _log_a_minus_1_int(ns, xp.asarray(sel), qs, ss, block)
         pieces.append(vals)
         for i, v in enumerate(sel.tolist()):
           int_vals[v] = (len(pieces) - 1, i)
@@ -306,37 +313,37 @@ def poisson_gaussian_rdp_kernel(orders: np.ndarray, q, sigma, direction: str):
   for mask, npts in groups:
     if mask.any():
       idx = np.nonzero(mask)[0]
-      a = jnp.asarray(orders[idx])
+      a = xp.asarray(orders[idx])
       # the add integrand is O(x^2) where x is small and O(x) where it is
       # large, so its mass ends by u = 2/sigma + 14, not at alpha/sigma + 14
       # as the remove one's: a window 2,000 wide at alpha = 1024, sigma = 0.5
       # left h = 0.25, too coarse for the double-exponential drop of
       # (1+x)^gamma near u = -1.4 (4.8e-11 under mpmath)
-      reach = jnp.minimum(a, 2.0) if add else a
-      vals, err = _log_moment_minus_1_quad(1.0 - a if add else a, reach, qs, ss, npts,
+      reach = xp.minimum(a, 2.0) if add else a
+      vals, err = _log_moment_minus_1_quad(ns, 1.0 - a if add else a, reach, qs, ss, npts,
                                            negative=add)
       pieces.append(vals)
       piece_err.append(err)
       quad.append((idx, len(pieces) - 1))
   # one gather puts every order back in place
   offsets = np.cumsum([0] + [int(pc.shape[-1]) for pc in pieces])
-  flat = jnp.concatenate(pieces, axis=-1)
+  flat = xp.concatenate(pieces, axis=-1)
   pos = np.empty(orders.size, np.int64)
   for idx, k in quad:
     pos[idx] = offsets[k] + np.arange(idx.size)
   for i in np.nonzero(is_int)[0] if not add else []:
     k, j = int_vals[float(orders[i])]
     pos[i] = offsets[k] + j
-  log_am1 = jnp.take(flat, jnp.asarray(pos), axis=-1)
+  log_am1 = xp.take(flat, xp.asarray(pos), axis=-1)
   n_int = int(offsets[len(pieces) - len(piece_err)])
-  err_flat = jnp.concatenate([jnp.zeros(q.shape + (n_int,))] + piece_err, axis=-1)
-  quad_err = jnp.take(err_flat, jnp.asarray(pos), axis=-1)
-  a = jnp.asarray(orders)
-  log_a = jnp.logaddexp(0.0, log_am1)
+  err_flat = xp.concatenate([xp.zeros(q.shape + (n_int,))] + piece_err, axis=-1)
+  quad_err = xp.take(err_flat, xp.asarray(pos), axis=-1)
+  a = xp.asarray(orders)
+  log_a = xp.logaddexp(0.0, log_am1)
   # Where the quadrature error estimate is not negligible (sigma well below
   # 0.3, or alpha/sigma^2 very large), inflate A by 100x the estimate so the
   # value stays an upper bound; elsewhere (err < 1e-13) leave it untouched.
-  inflated = log_a + jnp.log1p(100.0 * quad_err)
+  inflated = log_a + xp.log1p(100.0 * quad_err)
   if not add and (~is_int).any():
     # ... and also use log-convexity of alpha -> log A_alpha (a log-MGF):
     # linear interpolation between the neighbouring integer orders is a
@@ -351,22 +358,22 @@ def poisson_gaussian_rdp_kernel(orders: np.ndarray, q, sigma, direction: str):
         k, j = int_vals[f]
         fl_pos[i] = offsets[k] + j
       w[i] = orders[i] - f
-    la_flat = jnp.logaddexp(0.0, flat)
-    la_ext = jnp.concatenate([la_flat, jnp.zeros(q.shape + (1,))], axis=-1)
-    la_fl = jnp.take(la_ext, jnp.asarray(np.where(fl_pos < 0, flat.shape[-1], fl_pos)),
+    la_flat = xp.logaddexp(0.0, flat)
+    la_ext = xp.concatenate([la_flat, xp.zeros(q.shape + (1,))], axis=-1)
+    la_fl = xp.take(la_ext, xp.asarray(np.where(fl_pos < 0, flat.shape[-1], fl_pos)),
                      axis=-1)
-    la_ce = jnp.take(la_ext, jnp.asarray(np.maximum(interp_pos, 0)), axis=-1)
-    wj = jnp.asarray(w)
-    interp = jnp.where(jnp.asarray(interp_pos >= 0), (1.0 - wj) * la_fl + wj * la_ce,
-                       jnp.inf)
-    inflated = jnp.minimum(inflated, interp)
-  log_a = jnp.where(quad_err > 1e-13, inflated, log_a)
+    la_ce = xp.take(la_ext, xp.asarray(np.maximum(interp_pos, 0)), axis=-1)
+    wj = xp.asarray(w)
+    interp = xp.where(xp.asarray(interp_pos >= 0), (1.0 - wj) * la_fl + wj * la_ce,
+                       xp.inf)
+    inflated = xp.minimum(inflated, interp)
+  log_a = xp.where(quad_err > 1e-13, inflated, log_a)
   rdp = log_a / (a - 1.0)
-  rdp = jnp.maximum(rdp, 0.0)
+  rdp = xp.maximum(rdp, 0.0)
   full = a / (2.0 * ss[..., None] ** 2)           # q == 1: plain Gaussian
-  rdp = jnp.where(qs[..., None] == 1.0, full if not add else rdp, rdp)
+  rdp = xp.where(qs[..., None] == 1.0, full if not add else rdp, rdp)
   bad = ~((q >= 0) & (q <= 1) & (sigma > 0))
-  return jnp.where(bad[..., None], jnp.nan, rdp)
+  return xp.where(bad[..., None], xp.nan, rdp)
 
 
 def poisson_gaussian_rdp(orders=DEFAULT_ORDERS, *, q, sigma,

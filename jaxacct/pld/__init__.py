@@ -27,13 +27,16 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.namespace import host_scalars
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
-from jaxacct.pld._compose import compose, compose_many, window_size
+from jaxacct.pld._compose import compose, compose_host, compose_many, window_size
 from jaxacct.pld._core import (DEFAULT_TAIL_MASS, PLD, PairPLD, from_losses, from_pair,
                                truncate)
-from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta, delta_both, epsilon, epsilon_both
+from jaxacct.pld._query import (ROUNDING_ALLOWANCE, delta, delta_both, delta_host, epsilon,
+                                epsilon_both, epsilon_host)
 from jaxacct.pld.mechanisms import (DEFAULT_STEP, gaussian, laplace, truncate_to_bucket,
-                                    poisson_gaussian, poisson_gaussian_pair,
+                                    truncate_to_bucket_host, poisson_gaussian,
+                                    poisson_gaussian_pair, poisson_gaussian_pair_host,
                                     randomized_response)
 
 __all__ = [
@@ -84,10 +87,26 @@ def poisson_gaussian_composed(*, sigma, q, num_steps, step=None,
   if step is None:
     step = default_step(sigma=sigma, q=q, num_steps=num_steps)
   pair = poisson_gaussian_pair(sigma, q, step=step, pessimistic=pessimistic)
-  tail = min(DEFAULT_TAIL_MASS, 1e-16 / int(num_steps))
+  tail = _tail_mass(num_steps)
   # power-of-two lengths: a new sigma (new truncated length) compiles nothing new
   return PairPLD(compose(truncate_to_bucket(pair.remove, tail), int(num_steps)),
                  compose(truncate_to_bucket(pair.add, tail), int(num_steps)))
+
+
+def _tail_mass(num_steps):
+  """Per-step truncation mass of :func:`poisson_gaussian_composed`."""
+  return min(DEFAULT_TAIL_MASS, 1e-16 / int(num_steps))
+
+
+def _composed_host(sigma, q, num_steps, step):
+  """:func:`poisson_gaussian_composed` (pessimistic) of a scalar question on the
+  host: the same grid, truncation and composition formulas in NumPy/SciPy,
+  no compiled program."""
+  if step is None:
+    step = default_step(sigma=sigma, q=q, num_steps=num_steps)
+  tail = _tail_mass(num_steps)
+  return PairPLD(*(compose_host(truncate_to_bucket_host(p, tail), int(num_steps))
+                   for p in poisson_gaussian_pair_host(sigma, q, step=step)))
 
 
 def _broadcast_loop(fn, **kw):
@@ -121,7 +140,15 @@ def _poisson_gaussian_query(quantity, *, sigma, q, num_steps, value, step):
                                      step=step)
     return float(query(pair, kw[arg]))
 
-  v = _broadcast_loop(one, sigma=sigma, q=q, num_steps=num_steps, **{arg: value})
+  if host_scalars(sigma, q, num_steps, value):
+    # a scalar question: on the host, zero compiled programs
+    pair = _composed_host(float(sigma), float(q), int(num_steps), step)
+    if quantity == "epsilon":
+      v = max(epsilon_host(pld, value) for pld in pair)
+    else:
+      v = max(delta_host(pld, value) for pld in pair)
+  else:
+    v = _broadcast_loop(one, sigma=sigma, q=q, num_steps=num_steps, **{arg: value})
   cls = EpsilonResult if quantity == "epsilon" else DeltaResult
   return cls(host_f64(v), host_f64(value), method="pld", bound="upper")
 
@@ -146,14 +173,16 @@ def poisson_gaussian_epsilon(*, sigma, q, num_steps, delta, step=None):
     ``epsilon`` a ``np.float64`` (scalar inputs) or float64 numpy array of
     the broadcast shape; ``delta`` the given delta (float64).
 
-  Compiled programs (a fresh process compiles each once): the per-step grid
-  (:data:`jaxacct.pld.mechanisms.POISSON_CHUNK` intervals per call, one
-  program for both directions and every sigma, q and step), the FFT window,
-  the composition and the query. The last three are compiled per shape
-  bucket: the truncated per-step PLD has a power-of-two length and the
-  composed window a length ``2^a`` or ``3 * 2^(a-2)``, both set by the values
-  (sigma, q, num_steps); new values inside the buckets compile nothing, and
-  delta never changes a shape.
+  Compiled programs: a scalar question (every argument a Python or NumPy
+  scalar) compiles NONE: the grid, truncation, tilted FFT composition and
+  query run on the host in NumPy/SciPy, the same formulas as the kernels
+  (:mod:`jaxacct._core.namespace`; values within ~1e-8 relative of the
+  jitted path, FFT round-off). Arrays: the per-step grid and the FFT window
+  are host glue (no program); the composition and the query are compiled
+  once per shape bucket: the truncated per-step PLD has a power-of-two length
+  and the composed window a length ``2^a`` or ``3 * 2^(a-2)``, both set by
+  the values (sigma, q, num_steps); new values inside the buckets compile
+  nothing, and delta never changes a shape.
 
   Bound: upper (valid for both neighbouring relations add/remove).
   """

@@ -6,16 +6,15 @@ See :func:`compose_many` for the method and its error control, and
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Sequence
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.namespace import JAX, host_call, kernel_arg
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, concrete_bool, device_array, fast_len
 from jaxacct._core.compiled import jit
 
@@ -29,96 +28,151 @@ _TILT_FRACTIONS = (0.0, 0.3, 0.55, 0.8)
 
 
 
-def _log_mgf(probs, step, lams):
-  """log sum_j p_j exp(lam * j * step) for each lam (relative losses)."""
-  j = jnp.arange(probs.shape[0], dtype=jnp.float64) * step
-  lp = jnp.where(probs > 0, jnp.log(jnp.where(probs > 0, probs, 1.0)),
-                 -jnp.inf)
-  return jax.vmap(lambda lam: jax.scipy.special.logsumexp(lp + lam * j))(lams)
+_MGF_BLOCK = 256
 
 
-def _wrap(x, n_out):
-  n = x.shape[0]
+def _log_mgf_rel(probs, step, lams, ref, ns):
+  """log sum_j p_j exp(lam (j - ref) step) for each lam: the log-MGF shifted by ``lam ref step``.
+
+  ``log M(lam) = lam * ref * step + _log_mgf_rel(...)`` exactly (``ref = 0``:
+  the plain log-MGF of the relative losses ``j * step``).  Evaluated as
+  ``lam (base - ref) step + log S(lam)``, ``base`` the top atom for lam >= 0
+  (the bottom atom for lam < 0) and
+  ``S(lam) = sum_d p_{base -+ d} e^{-|lam| d step}``: a sum of positive terms
+  whose factors are all <= 1 (no overflow; ``S >= p_base > 0``), so it keeps
+  relative accuracy at large lam, where ``log M(lam)`` itself is
+  ~``lam * ref * step`` (1e9 and more) and its ulp (1e-7) would swamp
+  ``log p_ref`` (issue 20).  With ``d = b B + r`` (blocks of ``B = 256``)
+  ``e^{-|lam| d h} = e^{-|lam| b B h} e^{-|lam| r h}``, so S for every lam
+  is one matrix product plus ``(N/B + B) * len(lams)`` exponentials (not
+  ``N * len(lams)``): the cost of a scalar question on the host.
+  """
+  xp = ns.xp
+  n = probs.shape[0]
+  idx = xp.arange(n)
+  pos = probs > 0
+  top = xp.max(xp.where(pos, idx, 0))
+  bot = xp.min(xp.where(pos, idx, n - 1))
+  nb = -(-n // _MGF_BLOCK)
+  d = xp.arange(nb * _MGF_BLOCK)
+
+  def masses(src):  # P-mass at index src (0 outside the grid), as (nb, B) blocks
+    ok = (src >= 0) & (src < n)
+    return xp.where(ok, probs[xp.clip(src, 0, n - 1)], 0.0).reshape(nb, _MGF_BLOCK)
+
+  a = xp.abs(lams)
+  e_r = xp.exp(-(xp.arange(_MGF_BLOCK, dtype=xp.float64) * step)[:, None] * a[None, :])
+  e_b = xp.exp(-a[:, None] * (xp.arange(nb, dtype=xp.float64) * (_MGF_BLOCK * step))[None, :])
+  # (einsum, not BLAS: NumPy's own loop, no thread start-up for a small product)
+  s_dn = xp.einsum("lb,bl->l", e_b, xp.einsum("br,rl->bl", masses(top - d), e_r))
+  s_up = xp.einsum("lb,bl->l", e_b, xp.einsum("br,rl->bl", masses(bot + d), e_r))
+  up = lams >= 0
+  base = xp.where(up, top, bot)
+  s = xp.where(up, s_dn, s_up)
+  return xp.log(s) + lams * ((base - ref).astype(xp.float64) * step)
+
+
+def _wrap(x, n_out, xp):
+  """Rows of ``x`` (R, n) aliased (summed circularly) onto length ``n_out``."""
+  n = x.shape[-1]
   if n <= n_out:
-    return jnp.pad(x, (0, n_out - n))
+    return xp.pad(x, ((0, 0), (0, n_out - n)))
   reps = -(-n // n_out)
-  return jnp.pad(x, (0, reps * n_out - n)).reshape(reps, n_out).sum(0)
+  return xp.pad(x, ((0, 0), (0, reps * n_out - n))).reshape(x.shape[0], reps, n_out).sum(1)
 
 
-def _window(probs_list, counts, step, tail_mass):
+def _window(probs_list, counts, step, tail_mass, ns):
   """Chernoff-bounded index range [lo, hi] of the composed relative sum."""
-  lam = jnp.asarray(_LAMBDAS, jnp.float64)
-  up = sum(c * _log_mgf(p, step, lam) for p, c in zip(probs_list, counts))
-  dn = sum(c * _log_mgf(p, step, -lam) for p, c in zip(probs_list, counts))
+  lam = ns.xp.asarray(_LAMBDAS, ns.xp.float64)
+  both = sum(c * _log_mgf_rel(p, step, ns.xp.concatenate([lam, -lam]), 0, ns)
+             for p, c in zip(probs_list, counts))
+  up, dn = both[:lam.shape[0]], both[lam.shape[0]:]
   lt = math.log(tail_mass)
-  x_hi = jnp.min((up - lt) / lam)
-  x_lo = jnp.max((lt - dn) / lam)
+  x_hi = ns.xp.min((up - lt) / lam)
+  x_lo = ns.xp.max((lt - dn) / lam)
   return x_lo / step, x_hi / step, up, lam
 
 
-@functools.partial(jit, static_argnames=("tail_mass",))
-def _window_range(probs_list, step, counts, *, tail_mass):
-  counts = tuple(jnp.asarray(c, jnp.float64) for c in counts)
-  lo, hi, _, _ = _window(probs_list, counts, step, tail_mass)
+def _window_range(probs_list, step, counts, *, tail_mass, ns):
+  counts = tuple(ns.xp.asarray(c, ns.xp.float64) for c in counts)
+  lo, hi, _, _ = _window(probs_list, counts, step, tail_mass, ns)
   return lo, hi
 
 
-def _log_mgf_rel(probs, step, lams, ref):
-  """log sum_j p_j exp(lam (j - ref) step): the log-MGF shifted by ``lam ref step``.
-
-  ``log M(lam) = lam * ref * step + _log_mgf_rel(...)`` exactly.  With ``ref``
-  the top atom the shifted exponents are <= log p_j for lam >= 0, so the
-  result keeps relative accuracy at large lam, where ``log M(lam)`` itself is
-  ~``lam * ref * step`` (1e9 and more) and its ulp (1e-7) would swamp
-  ``log p_ref`` (issue 20).
-  """
-  j = (jnp.arange(probs.shape[0]) - ref).astype(jnp.float64) * step
-  lp = jnp.where(probs > 0, jnp.log(jnp.where(probs > 0, probs, 1.0)),
-                 -jnp.inf)
-  return jax.vmap(lambda lam: jax.scipy.special.logsumexp(lp + lam * j))(lams)
-
-
-def _top_index(probs):
+def _top_index(probs, xp):
   """Index of the last positive entry (0 if none), int64."""
-  idx = jnp.arange(probs.shape[0], dtype=jnp.int64)
-  return jnp.max(jnp.where(probs > 0, idx, 0))
+  idx = xp.arange(probs.shape[0], dtype=xp.int64)
+  return xp.max(xp.where(probs > 0, idx, 0))
 
 
-def _upper_tail_bound(up_rel, lam, gap):
+def _upper_tail_bound(up_rel, lam, gap, xp):
   """Chernoff bound on P(relative composed loss >= x).
 
   ``up_rel`` is the composed log-MGF relative to the top atom index ``J``
   (see :func:`_log_mgf_rel`) and ``gap = (J - x / step) * step`` (exact
   from integers), so ``up - lam x = up_rel + lam * gap`` without cancellation.
   """
-  return jnp.minimum(jnp.exp(jnp.min(up_rel + lam * gap)), 1.0)
+  return xp.minimum(xp.exp(xp.min(up_rel + lam * gap)), 1.0)
 
 
-def _cpow(z, c):
+def _cpow(z, c, xp):
   """z**c for complex z and a (traced) integer count c >= 1, via polar form.
 
   Relative error ~ c * 1e-16 (as repeated squaring); exact 0 at z = 0.
   """
-  mag = jnp.abs(z)
-  safe = jnp.where(mag > 0, mag, 1.0)
-  lmag = jnp.where(mag > 0, c * jnp.log(safe), -jnp.inf)
-  ph = c * jnp.angle(z)
-  r = jnp.exp(lmag)
-  return r * jnp.cos(ph) + 1j * (r * jnp.sin(ph))
+  mag = xp.abs(z)
+  safe = xp.where(mag > 0, mag, 1.0)
+  lmag = xp.where(mag > 0, c * xp.log(safe), -xp.inf)
+  ph = c * xp.angle(z)
+  r = xp.exp(lmag)
+  return r * xp.cos(ph) + 1j * (r * xp.sin(ph))
 
 
-@functools.partial(jit, static_argnames=("size", "tail_mass"))
-def _compose_kernel(probs_list, offsets, infs, step, pessimistic, counts, *,
-                    size, tail_mass):
-  require_x64("jaxacct.pld.compose")
-  step = jnp.asarray(step, jnp.float64)
+def _lines_min(b, mu, x, ns):
+  """``min_k (b[:, k] + mu[k] * x)`` for every row of ``b`` (T, K) and point of ``x`` (P,).
+
+  ``mu`` strictly increasing. The minimum of lines is their lower envelope:
+  line k is the minimum exactly on ``[L_k, U_k]`` with
+  ``c_kj = (b_k - b_j) / (mu_j - mu_k)``, ``L_k = max_{j>k} c_kj``,
+  ``U_k = min_{j<k} c_kj`` (empty when ``L_k > U_k``), and at ``x`` the
+  minimising line is the one with the largest ``L_k <= x``: one sorted search
+  per row, O(K^2 + P log K) instead of the O(K P) of taking every line.
+  """
+  xp = ns.xp
+  k = mu.shape[0]
+  dm = mu[None, :] - mu[:, None]                       # [k, j] = mu_j - mu_k
+  jk = xp.arange(k)
+  above = jk[None, :] > jk[:, None]                    # j > k
+  below = jk[None, :] < jk[:, None]
+
+  def row(bt):
+    c = (bt[:, None] - bt[None, :]) / xp.where(above | below, dm, 1.0)
+    lo = xp.max(xp.where(above, c, -xp.inf), axis=1)
+    hi = xp.min(xp.where(below, c, xp.inf), axis=1)
+    lo = xp.where(lo <= hi, lo, xp.inf)                # lines never the minimum
+    order = xp.argsort(lo)
+    pick = order[xp.clip(xp.searchsorted(lo[order], x, side="right") - 1, 0, k - 1)]
+    return bt[pick] + mu[pick] * x
+
+  return ns.map_rows(row, b)
+
+
+def _compose_core(probs_list, offsets, infs, step, pessimistic, counts, *,
+                  size, tail_mass, ns=JAX):
+  """The composition of :func:`compose_many` (one formula; ``ns`` as in
+  :mod:`jaxacct._core.namespace`: ``JAX`` in :func:`_compose_kernel`, ``HOST``
+  for a scalar question)."""
+  xp = ns.xp
+  if not ns.is_host:
+    require_x64("jaxacct.pld.compose")
+  step = xp.asarray(step, xp.float64)
   counts_i = counts
-  counts = tuple(jnp.asarray(c, jnp.float64) for c in counts)
+  counts = tuple(xp.asarray(c, xp.float64) for c in counts)
   max_idx = sum(c * (p.shape[0] - 1) for p, c in zip(probs_list, counts))
-  lo, _, _, lam = _window(probs_list, counts, step, tail_mass)
-  lo = jnp.clip(jnp.floor(lo), 0, max_idx)
-  m = jnp.clip(jnp.minimum(lo, max_idx + 1 - size), 0, max_idx)
-  m = m.astype(jnp.int64)
+  lo, _, _, lam = _window(probs_list, counts, step, tail_mass, ns)
+  lo = xp.clip(xp.floor(lo), 0, max_idx)
+  m = xp.clip(xp.minimum(lo, max_idx + 1 - size), 0, max_idx)
+  m = m.astype(xp.int64)
   # Exponential tilting (Esscher transform) against FFT round-off: the plain
   # FFT has ~count * 1e-16 absolute error on every point, which swamps
   # upper-tail masses (delta ~ 1e-12 at 1e5 steps).  Tilting the inputs by
@@ -131,45 +185,46 @@ def _compose_kernel(probs_list, offsets, infs, step, pessimistic, counts, *,
   #   sum_k c_k R_k(lam) + lam h (J - s),  J = sum_k c_k top_k,
   # with no cancellation of the large terms lam * L (issue 20: at lam = 1e9
   # the absolute form lost 2e-7 per factor on discrete PLDs).
-  s_idx = m + jnp.arange(size)
-  mean_idx = sum(c * jnp.sum(jnp.arange(p.shape[0]) * p) /
-                 jnp.maximum(jnp.sum(p), 1e-300)
+  s_idx = m + xp.arange(size)
+  mean_idx = sum(c * xp.sum(xp.arange(p.shape[0]) * p) /
+                 xp.maximum(xp.sum(p), 1e-300)
                  for p, c in zip(probs_list, counts))
-  tops = tuple(_top_index(p) for p in probs_list)
+  tops = tuple(_top_index(p, xp) for p in probs_list)
   top_j = sum(c * t for t, c in zip(tops, counts_i))  # int64
-  top_idx = (m + size - 1).astype(jnp.float64)
+  top_idx = (m + size - 1).astype(xp.float64)
   total_count = sum(counts)
-  log_fft_err = jnp.log(2.2e-16 * jnp.maximum(total_count, 1.0))
+  log_fft_err = xp.log(2.2e-16 * xp.maximum(total_count, 1.0))
   mu = lam[::4]
-  fr = jnp.asarray(_TILT_FRACTIONS, jnp.float64)
-  targets = (mean_idx + fr * jnp.maximum(top_idx - mean_idx, 0.0)) * step
-  up_rel = sum(c * _log_mgf_rel(p, step, lam, t)
+  fr = xp.asarray(_TILT_FRACTIONS, xp.float64)
+  targets = (mean_idx + fr * xp.maximum(top_idx - mean_idx, 0.0)) * step
+  up_rel = sum(c * _log_mgf_rel(p, step, lam, t, ns)
                for p, t, c in zip(probs_list, tops, counts))
-  up_abs = up_rel + lam * (top_j.astype(jnp.float64) * step)
-  lam_t = lam[jnp.argmin(up_abs[None, :] - lam[None, :] * targets[:, None],
-                         axis=1)]
-  lam_t = jnp.where(fr == 0.0, 0.0, lam_t)  # (T,) tilts, first = plain
+  up_abs = up_rel + lam * (top_j.astype(xp.float64) * step)
+  lam_t = lam[xp.argmin(up_abs[None, :] - lam[None, :] * targets[:, None],
+                        axis=1)]
+  lam_t = xp.where(fr == 0.0, 0.0, lam_t)  # (T,) tilts, first = plain
   nt = lam_t.shape[0]
   spec = None
-  log_r_tot = jnp.zeros(nt, jnp.float64)
-  up_t = jnp.zeros((nt, mu.shape[0]), jnp.float64)
-  dn_t = jnp.zeros((nt, mu.shape[0]), jnp.float64)
+  log_r_tot = xp.zeros(nt, xp.float64)
+  up_t = xp.zeros((nt, mu.shape[0]), xp.float64)
+  dn_t = xp.zeros((nt, mu.shape[0]), xp.float64)
   for p, t, c in zip(probs_list, tops, counts):
-    log_r = _log_mgf_rel(p, step, lam_t, t)
+    # one evaluation for the tilts and the tilted +-mu orders
+    r_all = _log_mgf_rel(p, step, xp.concatenate(
+        [lam_t, (lam_t[:, None] + mu).ravel(), (lam_t[:, None] - mu).ravel()]), t, ns)
+    log_r = r_all[:nt]
     log_r_tot = log_r_tot + c * log_r
-    up_t = up_t + c * _log_mgf_rel(p, step, (lam_t[:, None] + mu).ravel(), t
-                                   ).reshape(nt, -1)
-    dn_t = dn_t + c * _log_mgf_rel(p, step, (lam_t[:, None] - mu).ravel(), t
-                                   ).reshape(nt, -1)
-    j = (jnp.arange(p.shape[0]) - t).astype(jnp.float64) * step
-    pt = p[None, :] * jnp.exp(jnp.minimum(
+    up_t = up_t + c * r_all[nt:nt + nt * mu.shape[0]].reshape(nt, -1)
+    dn_t = dn_t + c * r_all[nt + nt * mu.shape[0]:].reshape(nt, -1)
+    j = (xp.arange(p.shape[0]) - t).astype(xp.float64) * step
+    pt = p[None, :] * xp.exp(xp.minimum(
         lam_t[:, None] * j[None, :] - log_r[:, None], 700.0))
-    f = jnp.fft.rfft(jax.vmap(lambda x: _wrap(x, size))(pt), axis=-1)
-    f = _cpow(f, c)
+    f = xp.fft.rfft(_wrap(pt, size, xp), axis=-1)
+    f = _cpow(f, c, xp)
     spec = f if spec is None else spec * f
   # (jnp.roll under jit mishandles int64 shifts beyond int32: reduce first)
-  shift = jnp.mod(-m, size).astype(jnp.int32)
-  yt = jnp.roll(jnp.fft.irfft(spec, size, axis=-1), shift, axis=-1)
+  shift = xp.mod(-m, size).astype(xp.int32)
+  yt = xp.roll(xp.fft.irfft(spec, size, axis=-1), shift, axis=-1)
   # Chernoff bounds on the tilted mass outside the window, per grid point:
   # mass above the window lands (circularly) on point i from s >= m+size+i,
   # mass below it on point i from s <= m+i-size.  A per-point bound (not one
@@ -177,47 +232,34 @@ def _compose_kernel(probs_list, offsets, infs, step, pessimistic, counts, *,
   # its own top tail aliases onto the bottom (issue 20: composed RR at the
   # support edge kept a flatter tilt, 1e-8..1e-5 relative error in the top
   # atoms).  Integer gaps to the edges, in loss units.
-  gap_hi = (top_j - (m + size)).astype(jnp.float64) * step
-  gap_lo = ((m - size) - top_j).astype(jnp.float64) * step
-  pos = jnp.arange(size, dtype=jnp.float64) * step
+  gap_hi = (top_j - (m + size)).astype(xp.float64) * step
+  gap_lo = ((m - size) - top_j).astype(xp.float64) * step
+  pos = xp.arange(size, dtype=xp.float64) * step
   base_hi = up_t - log_r_tot[:, None]  # (T, M)
   base_lo = dn_t - log_r_tot[:, None]
 
-  def alias_min(carry, xs):
-    a_hi, a_lo = carry
-    mu_k, bh, bl = xs
-    a_hi = jnp.minimum(a_hi, bh[:, None] + mu_k * (gap_hi - pos)[None, :])
-    a_lo = jnp.minimum(a_lo, bl[:, None] + mu_k * (gap_lo + pos)[None, :])
-    return (a_hi, a_lo), None
-
-  init = jnp.full((nt, size), jnp.inf)
-  (log_a_hi, log_a_lo), _ = jax.lax.scan(
-      alias_min, (init, init), (mu, base_hi.T, base_lo.T))
-  log_a_hi = jnp.where(m + size - 1 >= max_idx, -jnp.inf, log_a_hi)
-  log_a_lo = jnp.where(m <= 0, -jnp.inf, log_a_lo)
-  log_alias = jnp.minimum(jnp.logaddexp(log_a_hi, log_a_lo), 0.0)
-  s_gap = (top_j - s_idx).astype(jnp.float64) * step  # exact: integers
+  log_a_hi = _lines_min(base_hi, mu, gap_hi - pos, ns)
+  log_a_lo = _lines_min(base_lo, mu, gap_lo + pos, ns)
+  log_a_hi = xp.where(m + size - 1 >= max_idx, -xp.inf, log_a_hi)
+  log_a_lo = xp.where(m <= 0, -xp.inf, log_a_lo)
+  log_alias = xp.minimum(xp.logaddexp(log_a_hi, log_a_lo), 0.0)
+  s_gap = (top_j - s_idx).astype(xp.float64) * step  # exact: integers
   log_err = log_r_tot[:, None] + lam_t[:, None] * s_gap[None, :]
-  crit = log_err + jnp.logaddexp(log_fft_err, log_alias)
-  val = yt * jnp.exp(jnp.minimum(log_err, 50.0))
-  pick = jnp.argmin(crit, axis=0)
-  best_y = jnp.take_along_axis(val, pick[None, :], axis=0)[0]
-  y = jnp.maximum(best_y, 0.0)
-  tail = jnp.where(m + size - 1 >= max_idx, 0.0,
-                   _upper_tail_bound(up_rel, lam, gap_hi))
-  log_keep = sum(c * jnp.log1p(-i) for i, c in zip(infs, counts))
-  inf = -jnp.expm1(log_keep)
-  inf = jnp.where(pessimistic, jnp.minimum(inf + tail, 1.0), inf)
+  crit = log_err + xp.logaddexp(log_fft_err, log_alias)
+  val = yt * xp.exp(xp.minimum(log_err, 50.0))
+  pick = xp.argmin(crit, axis=0)
+  best_y = xp.take_along_axis(val, pick[None, :], axis=0)[0]
+  y = xp.maximum(best_y, 0.0)
+  tail = xp.where(m + size - 1 >= max_idx, 0.0,
+                  _upper_tail_bound(up_rel, lam, gap_hi, xp))
+  log_keep = sum(c * xp.log1p(-i) for i, c in zip(infs, counts))
+  inf = -xp.expm1(log_keep)
+  inf = xp.where(pessimistic, xp.minimum(inf + tail, 1.0), inf)
   offset = sum(c * o for o, c in zip(offsets, counts_i)) + m
   return y, offset, inf
 
 
-def _host_or_traced(x, dtype):
-  """A kernel argument: a host (numpy) value when concrete, so that no eager
-  conversion program is compiled; a traced value as it is."""
-  if checks.is_concrete(x) and not isinstance(x, jax.Array):
-    return np.asarray(x, dtype)
-  return jnp.asarray(x, dtype)
+_compose_kernel = jit(_compose_core, static_argnames=("size", "tail_mass"))
 
 
 def _pad_to(p, n):
@@ -245,11 +287,14 @@ def _check_same_grid(plds):
 
 
 def _natural_size(probs_list, step, counts, tail_mass) -> int:
-  """The FFT length of the Chernoff window at ``tail_mass`` (bucketed)."""
+  """The FFT length of the Chernoff window at ``tail_mass`` (bucketed).
+
+  Host glue on concrete PLDs (NumPy, no compiled program).
+  """
+  probs_list = tuple(np.asarray(p, np.float64) for p in probs_list)
   max_idx = sum(c * (p.shape[0] - 1) for p, c in zip(probs_list, counts))
-  lo, hi = _window_range(probs_list, np.float64(step),
-                         tuple(float(c) for c in counts),
-                         tail_mass=float(tail_mass))
+  lo, hi = host_call(_window_range, probs_list, np.float64(step),
+                     tuple(float(c) for c in counts), tail_mass=float(tail_mass))
   lo = max(0, int(math.floor(float(lo))))
   hi = min(max_idx, int(math.ceil(float(hi))))
   size = fast_len(max(hi - lo + 1, 2))
@@ -270,8 +315,8 @@ def window_size(plds: Sequence[PLD], counts=None, *,
   aliases, ~1e-10 relative in epsilon).
 
   Returns:
-    int, ``2^a`` or ``3 * 2^(a-2)``. Compiles the window program of the input
-    shapes (shared with :func:`compose_many`).
+    int, ``2^a`` or ``3 * 2^(a-2)``. Computed on the host (NumPy, no
+    compiled program).
   """
   plds = list(plds)
   counts = [1] * len(plds) if counts is None else list(counts)
@@ -279,7 +324,7 @@ def window_size(plds: Sequence[PLD], counts=None, *,
     checks.check_int("counts", c, min_value=1)
   checks.check_range("tail_mass", tail_mass, 0.0, 1e-3, lo_open=True)
   _check_same_grid(plds)
-  probs_list = tuple(device_array(p.probs) for p in plds)
+  probs_list = tuple(np.asarray(p.probs, np.float64) for p in plds)
   return _natural_size(probs_list, plds[0].step, tuple(int(c) for c in counts), tail_mass)
 
 
@@ -351,8 +396,8 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
       if p.shape[0] < size else p
       for p in probs_list)
   # Padding zeros changed max_idx; the kernel only uses it as a bound.
-  offsets = tuple(_host_or_traced(p.offset, np.int64) for p in plds)
-  infs = tuple(_host_or_traced(p.inf_mass, np.float64) for p in plds)
+  offsets = tuple(kernel_arg(p.offset, np.int64) for p in plds)
+  infs = tuple(kernel_arg(p.inf_mass) for p in plds)
   y, off, inf = _compose_kernel(probs_list, offsets, infs, step,
                                 np.bool_(pess),
                                 tuple(np.int64(c) for c in counts),
@@ -370,3 +415,24 @@ def compose(pld: PLD, count: int = 1, *, size=None,
   """
   return compose_many([pld], [count], size=size, tail_mass=tail_mass)
 
+
+
+def compose_host(pld: PLD, count: int, *, tail_mass: float = DEFAULT_TAIL_MASS) -> PLD:
+  """:func:`compose` of a concrete PLD on the host (NumPy, no compiled program).
+
+  The same formula as the jitted kernel (:mod:`jaxacct._core.namespace`),
+  for a scalar question; the caller has validated ``count`` and ``tail_mass``.
+  Returns a :class:`PLD` with NumPy ``probs`` and ``inf_mass``.
+
+  Bound: as the input (upper for pessimistic PLDs).
+  """
+  count = int(count)
+  pess = _check_same_grid([pld])
+  p = np.asarray(pld.probs, np.float64)
+  size = _natural_size((p,), pld.step, (count,), tail_mass)
+  if p.shape[0] < size:
+    p = np.pad(p, (0, min(fast_len(p.shape[0]), size) - p.shape[0]))
+  y, off, inf = host_call(_compose_core, (p,), (np.int64(pld.offset),),
+                          (np.float64(pld.inf_mass),), pld.step, pess, (np.int64(count),),
+                          size=size, tail_mass=float(tail_mass))
+  return PLD(y, int(off), pld.step, np.float64(inf), pess)

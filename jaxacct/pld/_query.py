@@ -6,7 +6,6 @@ see :mod:`jaxacct.pld._core` for what the discrete PLD bounds.
 
 from __future__ import annotations
 
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +13,7 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.namespace import JAX, host_call, kernel_arg
 from jaxacct.pld._core import PLD, PairPLD, device_array
 from jaxacct._core.compiled import jit
 
@@ -22,7 +22,7 @@ __all__ = ["ROUNDING_ALLOWANCE", "delta", "epsilon", "delta_both", "epsilon_both
 _BLOCK = 256
 
 
-def _tables(probs, step):
+def _tables(probs, step, ns):
   """T_k = sum_{i>k} p_i e^{-(i-k)h};  D_k = sum_{i>k} p_i (1 - e^{-(i-k)h}).
 
   Both are sums of nonnegative terms (no cancellation).  T satisfies
@@ -30,50 +30,55 @@ def _tables(probs, step):
   Computed blockwise (blocks of 256: a triangular matrix product inside a
   block, a short scan over blocks for the carries), which compiles fast.
   """
+  xp = ns.xp
   n = probs.shape[0]
   bsz = _BLOCK
   nb = -(-n // bsz)
-  p = jnp.pad(probs, (0, nb * bsz - n)).reshape(nb, bsz)
-  idx = jnp.arange(bsz, dtype=jnp.float64)
+  p = xp.pad(probs, (0, nb * bsz - n)).reshape(nb, bsz)
+  idx = xp.arange(bsz, dtype=xp.float64)
   diff = idx[None, :] - idx[:, None]  # i - k (row k, column i)
-  geo = jnp.where(diff > 0, jnp.exp(-jnp.maximum(diff, 0.0) * step), 0.0)
+  geo = xp.where(diff > 0, xp.exp(-xp.maximum(diff, 0.0) * step), 0.0)
   t_loc = p @ geo.T
-  v = p @ jnp.exp(-idx * step)  # sum_i p_i e^{-(i - bB) h} per block
-  rb = jnp.exp(-bsz * step)
+  v = p @ xp.exp(-idx * step)  # sum_i p_i e^{-(i - bB) h} per block
+  rb = xp.exp(-bsz * step)
 
   def carry_fn(u_next, v_b):  # u_b = v_b + e^{-Bh} u_{b+1}
     return v_b + rb * u_next, u_next
 
-  _, u_next = jax.lax.scan(carry_fn, jnp.zeros((), p.dtype), v, reverse=True)
-  t = t_loc + jnp.exp(-(bsz - idx) * step)[None, :] * u_next[:, None]
+  _, u_next = ns.scan(carry_fn, xp.zeros((), p.dtype), v, reverse=True)
+  t = t_loc + xp.exp(-(bsz - idx) * step)[None, :] * u_next[:, None]
   upper = (diff >= 0).astype(p.dtype)  # sum over i >= k inside the block
   s_loc = t @ upper.T
-  tot = jnp.sum(t, axis=1)
+  tot = xp.sum(t, axis=1)
 
   def sum_fn(c, tb):
     return c + tb, c
 
-  _, s_next = jax.lax.scan(sum_fn, jnp.zeros((), p.dtype), tot, reverse=True)
-  d = jnp.expm1(step) * (s_loc + s_next[:, None])
+  _, s_next = ns.scan(sum_fn, xp.zeros((), p.dtype), tot, reverse=True)
+  d = xp.expm1(step) * (s_loc + s_next[:, None])
   return t.reshape(-1)[:n], d.reshape(-1)[:n]
 
 
-@jit
-def _delta_kernel(probs, offset, step, inf_mass, eps):
-  require_x64("jaxacct.pld.delta")
-  step = jnp.asarray(step, jnp.float64)
+def _delta_core(probs, offset, step, inf_mass, eps, ns=JAX):
+  xp = ns.xp
+  if not ns.is_host:
+    require_x64("jaxacct.pld.delta")
+  step = xp.asarray(step, xp.float64)
   n = probs.shape[0]
-  t, d = _tables(probs, step)
+  t, d = _tables(probs, step, ns)
   pos = eps / step - offset
-  k = jnp.ceil(pos)
+  k = xp.ceil(pos)
   beyond = k > n - 1
-  kc = jnp.clip(k, 0, n - 1)
-  ki = kc.astype(jnp.int32)
-  gap = jnp.minimum((pos - kc) * step, 0.0)  # eps - loss_k <= 0
-  val = d[ki] + (-jnp.expm1(gap)) * (probs[ki] + t[ki])
-  val = jnp.where(beyond, 0.0, val)
-  out = jnp.minimum(val + inf_mass, 1.0)
-  return jnp.where(jnp.isnan(eps), jnp.nan, out)
+  kc = xp.clip(k, 0, n - 1)
+  ki = kc.astype(xp.int32)
+  gap = xp.minimum((pos - kc) * step, 0.0)  # eps - loss_k <= 0
+  val = d[ki] + (-xp.expm1(gap)) * (probs[ki] + t[ki])
+  val = xp.where(beyond, 0.0, val)
+  out = xp.minimum(val + inf_mass, 1.0)
+  return xp.where(xp.isnan(eps), xp.nan, out)
+
+
+_delta_kernel = jit(_delta_core)
 
 
 #: Relative rounding allowance of an epsilon query: the segment solve is exact
@@ -82,38 +87,35 @@ def _delta_kernel(probs, offset, step, inf_mass, eps):
 ROUNDING_ALLOWANCE = 1e-13
 
 
-@functools.partial(jit, static_argnames=("rounding",))
-def _epsilon_kernel(probs, offset, step, inf_mass, dlt, rounding="up"):
-  require_x64("jaxacct.pld.epsilon")
-  step = jnp.asarray(step, jnp.float64)
-  t, d = _tables(probs, step)
+def _epsilon_core(probs, offset, step, inf_mass, dlt, rounding="up", ns=JAX):
+  xp = ns.xp
+  if not ns.is_host:
+    require_x64("jaxacct.pld.epsilon")
+  step = xp.asarray(step, xp.float64)
+  t, d = _tables(probs, step, ns)
   target = dlt - inf_mass
-  k = jnp.searchsorted(-d, -target, side="left")
-  k = jnp.clip(k, 0, probs.shape[0] - 1)
+  k = xp.searchsorted(-d, -target, side="left")
+  k = xp.clip(k, 0, probs.shape[0] - 1)
   denom = probs[k] + t[k]
-  frac = (target - d[k]) / jnp.where(denom > 0, denom, 1.0)
-  frac = jnp.where(denom > 0, jnp.clip(frac, 0.0, 1.0), 0.0)
-  loss_k = (offset + k).astype(jnp.float64) * step
-  eps = loss_k + jnp.log1p(-frac)
+  frac = (target - d[k]) / xp.where(denom > 0, denom, 1.0)
+  frac = xp.where(denom > 0, xp.clip(frac, 0.0, 1.0), 0.0)
+  loss_k = (offset + k).astype(xp.float64) * step
+  eps = loss_k + xp.log1p(-frac)
   sign = 1.0 if rounding == "up" else -1.0
-  eps = eps + sign * ROUNDING_ALLOWANCE * (1.0 + jnp.abs(eps))
-  eps = jnp.maximum(eps, 0.0)
-  eps = jnp.where(target <= 0, jnp.inf, eps)
-  bad = jnp.isnan(dlt) | (dlt <= 0) | (dlt >= 1)
-  return jnp.where(bad, jnp.nan, eps)
+  eps = eps + sign * ROUNDING_ALLOWANCE * (1.0 + xp.abs(eps))
+  eps = xp.maximum(eps, 0.0)
+  eps = xp.where(target <= 0, xp.inf, eps)
+  bad = xp.isnan(dlt) | (dlt <= 0) | (dlt >= 1)
+  return xp.where(bad, xp.nan, eps)
 
 
-def _host_or_traced(x):
-  """float64 kernel argument: NumPy when concrete (no eager program), else traced."""
-  if checks.is_concrete(x) and not isinstance(x, jax.Array):
-    return np.asarray(x, np.float64)
-  return jnp.asarray(x, jnp.float64)
+_epsilon_kernel = jit(_epsilon_core, static_argnames=("rounding",))
 
 
 def _kernel_args(pld):
   """(probs, offset, step, inf_mass) of a PLD as query-kernel arguments."""
   if checks.is_concrete((pld.probs, pld.inf_mass)):
-    return device_array(pld.probs), pld.offset, pld.step, _host_or_traced(pld.inf_mass)
+    return device_array(pld.probs), pld.offset, pld.step, kernel_arg(pld.inf_mass)
   return (jnp.asarray(pld.probs, jnp.float64), pld.offset, pld.step,
           jnp.asarray(pld.inf_mass, jnp.float64))
 
@@ -139,7 +141,7 @@ def delta(pld: PLD, epsilon):
   """
   if checks.is_concrete(epsilon):
     checks.check_range("epsilon", epsilon, allow_inf=True)
-  return _delta_kernel(*_kernel_args(pld), _host_or_traced(epsilon))
+  return _delta_kernel(*_kernel_args(pld), kernel_arg(epsilon))
 
 
 @x64_boundary
@@ -166,7 +168,7 @@ def epsilon(pld: PLD, delta, *, rounding: str = "up"):
   """
   checks.check_delta(delta)
   checks.check_choice("rounding", rounding, ("up", "down"))
-  return _epsilon_kernel(*_kernel_args(pld), _host_or_traced(delta), rounding=rounding)
+  return _epsilon_kernel(*_kernel_args(pld), kernel_arg(delta), rounding=rounding)
 
 
 @x64_boundary
@@ -191,3 +193,20 @@ def _max_of(a, b):
   if checks.is_concrete((a, b)):
     return jax.device_put(np.maximum(np.asarray(a), np.asarray(b)))
   return jnp.maximum(a, b)
+
+
+def epsilon_host(pld: PLD, delta: float, *, rounding: str = "up"):
+  """:func:`epsilon` of a concrete PLD at a scalar delta on the host (NumPy, no
+  compiled program; the same formula as the kernel). Returns ``np.float64``;
+  the caller has validated ``delta`` and ``rounding``."""
+  return np.float64(host_call(_epsilon_core, np.asarray(pld.probs, np.float64),
+                              np.int64(pld.offset), pld.step, np.float64(pld.inf_mass),
+                              np.float64(delta), rounding))
+
+
+def delta_host(pld: PLD, epsilon: float):
+  """:func:`delta` of a concrete PLD at a scalar epsilon on the host (as
+  :func:`epsilon_host`)."""
+  return np.float64(host_call(_delta_core, np.asarray(pld.probs, np.float64),
+                              np.int64(pld.offset), pld.step, np.float64(pld.inf_mass),
+                              np.float64(epsilon)))

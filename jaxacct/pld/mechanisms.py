@@ -20,32 +20,32 @@ from __future__ import annotations
 import functools
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import log_ndtr
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.logmath import log_sub_exp
+from jaxacct._core.namespace import HOST, JAX, host_call
 from jaxacct.pld._core import (PLD, PairPLD, device_array, fast_len, from_losses,
                                truncate_host)
 from jaxacct._core.compiled import jit
 
 __all__ = ["gaussian", "laplace", "poisson_gaussian", "randomized_response",
-           "poisson_gaussian_pair", "truncate_to_bucket", "DEFAULT_STEP",
-           "POISSON_CHUNK"]
+           "poisson_gaussian_pair", "poisson_gaussian_pair_host", "truncate_to_bucket",
+           "truncate_to_bucket_host", "DEFAULT_STEP"]
 
 DEFAULT_STEP = 1e-4
 _DEFAULT_TAIL = 1e-20
 
 
-def _log_ndtr_diff(a, b):
+def _log_ndtr_diff(a, b, ns=JAX):
   """log(Phi(b) - Phi(a)), a <= b (+-inf allowed), accurate in both tails."""
+  xp = ns.xp
   flip = a > 0
-  lo = jnp.where(flip, -b, a)
-  hi = jnp.where(flip, -a, b)
-  return log_sub_exp(log_ndtr(hi), log_ndtr(lo))
+  lo = xp.where(flip, -b, a)
+  hi = xp.where(flip, -a, b)
+  return log_sub_exp(ns.sp.log_ndtr(hi), ns.sp.log_ndtr(lo), xp)
 
 
 def _tail_z(tail_mass):
@@ -55,28 +55,28 @@ def _tail_z(tail_mass):
   return float(-ndtri(tail_mass)) + 0.05
 
 
-def _assemble(log_mass, lo_idx, size, step, pessimistic):
+def _assemble(log_mass, lo_idx, size, step, pessimistic, ns=JAX):
   """Grid PLD from an interval mass function (see module docstring)."""
-  h = jnp.asarray(step, jnp.float64)
-  e = (lo_idx + jnp.arange(size, dtype=jnp.float64)) * h
-  inf1 = jnp.full((1,), jnp.inf)
+  xp = ns.xp
+  h = xp.asarray(step, xp.float64)
+  e = (lo_idx + xp.arange(size, dtype=xp.float64)) * h
+  inf1 = xp.full((1,), xp.inf)
   # one call: (-inf, e_0), [e_0, e_1), ..., [e_{n-1}, +inf)
-  lp_all, lq_all = log_mass(jnp.concatenate([-inf1, e]),
-                            jnp.concatenate([e, inf1]))
+  lp_all, lq_all = log_mass(xp.concatenate([-inf1, e]),
+                            xp.concatenate([e, inf1]))
   lp, lq = lp_all[1:-1], lq_all[1:-1]
   lp_below, lp_above = lp_all[0], lp_all[-1]
-  pk = jnp.exp(lp)
-  ok = lp > -jnp.inf
-  ratio = jnp.where(ok, e[:-1] + lq - jnp.where(ok, lp, 0.0), 0.0)
-  ratio = jnp.minimum(ratio, 0.0)
-  frac = jnp.clip(-jnp.expm1(ratio) / (-jnp.expm1(-h)), 0.0, 1.0)
-  b = jnp.where(ok, pk * frac, 0.0)
+  pk = xp.exp(lp)
+  ok = lp > -xp.inf
+  ratio = xp.where(ok, e[:-1] + lq - xp.where(ok, lp, 0.0), 0.0)
+  ratio = xp.minimum(ratio, 0.0)
+  frac = xp.clip(-xp.expm1(ratio) / (-xp.expm1(-h)), 0.0, 1.0)
+  b = xp.where(ok, pk * frac, 0.0)
   a = pk - b
-  pess = jnp.pad(a, (0, 1)) + jnp.pad(b, (1, 0))
-  pess = pess.at[0].add(jnp.exp(lp_below))
-  opt = jnp.pad(pk, (0, 1)).at[-1].add(jnp.exp(lp_above))
-  probs = jnp.where(pessimistic, pess, opt)
-  inf = jnp.where(pessimistic, jnp.exp(lp_above), 0.0)
+  pess = ns.add_at(xp.pad(a, (0, 1)) + xp.pad(b, (1, 0)), 0, xp.exp(lp_below))
+  opt = ns.add_at(xp.pad(pk, (0, 1)), -1, xp.exp(lp_above))
+  probs = xp.where(pessimistic, pess, opt)
+  inf = xp.where(pessimistic, xp.exp(lp_above), 0.0)
   return probs, inf
 
 
@@ -100,17 +100,34 @@ def _kernel_pld(kernel, params, lo_idx, step, pessimistic, size, **static) -> PL
 # ---------------------------------------------------------------- Gaussian
 
 
-@functools.partial(jit, static_argnames=("size",))
-def _gaussian_kernel(sigma, lo_idx, step, pessimistic, *, size):
-  require_x64("jaxacct.pld.gaussian")
+def _gaussian_core(sigma, lo_idx, step, pessimistic, *, size, ns=JAX):
+  if not ns.is_host:
+    require_x64("jaxacct.pld.gaussian")
   mu = 0.5 / sigma**2
   s = 1.0 / sigma
 
   def log_mass(lo, hi):
-    return (_log_ndtr_diff((lo - mu) / s, (hi - mu) / s),
-            _log_ndtr_diff((lo + mu) / s, (hi + mu) / s))
+    return (_log_ndtr_diff((lo - mu) / s, (hi - mu) / s, ns),
+            _log_ndtr_diff((lo + mu) / s, (hi + mu) / s, ns))
 
-  return _assemble(log_mass, lo_idx, size, step, pessimistic)
+  return _assemble(log_mass, lo_idx, size, step, pessimistic, ns)
+
+
+_gaussian_kernel = jit(_gaussian_core, static_argnames=("size",))
+
+
+def _gaussian_pld(sig, step, pessimistic, tail_mass, ns) -> PLD:
+  """The Gaussian PLD of :func:`gaussian` (validated, sensitivity 1); ``ns`` as above."""
+  mu, s = 0.5 / sig**2, 1.0 / sig
+  z = _tail_z(tail_mass)
+  lo_idx = int(math.floor((mu - z * s) / step))
+  hi_idx = int(math.ceil((mu + z * s) / step))
+  size = fast_len(hi_idx - lo_idx + 1)  # bucketed: fewer compiles
+  if ns.is_host:
+    probs, inf = host_call(_gaussian_core, np.float64(sig), lo_idx, float(step),
+                           bool(pessimistic), size=size)
+    return PLD(probs, lo_idx, float(step), np.float64(inf), bool(pessimistic))
+  return _kernel_pld(_gaussian_kernel, (sig,), lo_idx, step, pessimistic, size)
 
 
 @x64_boundary
@@ -136,12 +153,7 @@ def gaussian(sigma, *, step=DEFAULT_STEP, pessimistic: bool = True,
   Bound: upper (pessimistic) / lower (optimistic).
   """
   sig = _scaled_param("sigma", sigma, step, sensitivity, pessimistic)
-  mu, s = 0.5 / sig**2, 1.0 / sig
-  z = _tail_z(tail_mass)
-  lo_idx = int(math.floor((mu - z * s) / step))
-  hi_idx = int(math.ceil((mu + z * s) / step))
-  size = fast_len(hi_idx - lo_idx + 1)  # bucketed: fewer compiles
-  return _kernel_pld(_gaussian_kernel, (sig,), lo_idx, step, pessimistic, size)
+  return _gaussian_pld(sig, step, pessimistic, tail_mass, JAX)
 
 
 # ----------------------------------------------------------------- Laplace
@@ -203,84 +215,80 @@ def laplace(scale, *, step=DEFAULT_STEP, pessimistic: bool = True,
 # ------------------------------------------------- Poisson-subsampled Gauss
 
 
-def _x_of_loss(ell, sigma, log_q, log_1mq):
+def _x_of_loss(ell, sigma, log_q, log_1mq, xp=jnp):
   """x with log(1-q + q e^{(2x-1)/(2 sigma^2)}) = ell (monotone inverse)."""
   u = ell - log_1mq
   ok = u > 0
-  us = jnp.where(ok, u, 1.0)
-  us = jnp.where(jnp.isinf(us), 1.0, us)
-  x = sigma**2 * (log_1mq + us + jnp.log(-jnp.expm1(-us)) - log_q) + 0.5
-  x = jnp.where(ok, x, -jnp.inf)
-  return jnp.where(ell == jnp.inf, jnp.inf, x)
+  us = xp.where(ok, u, 1.0)
+  us = xp.where(xp.isinf(us), 1.0, us)
+  x = sigma**2 * (log_1mq + us + xp.log(-xp.expm1(-us)) - log_q) + 0.5
+  x = xp.where(ok, x, -xp.inf)
+  return xp.where(ell == xp.inf, xp.inf, x)
 
 
-#: Intervals per call of the Poisson-subsampled Gaussian kernel: every grid
-#: (any sigma, q, step, direction) is evaluated by one compiled program, chunk
-#: by chunk, and assembled on the host.
-POISSON_CHUNK = 1 << 14
-
-
-def _log_ndtr_diff_stacked(a, b):
+def _log_ndtr_diff_stacked(a, b, ns):
   """:func:`_log_ndtr_diff` of stacked pairs, with ONE ``log_ndtr`` call (small program)."""
+  xp = ns.xp
   flip = a > 0
-  lo = jnp.where(flip, -b, a)
-  hi = jnp.where(flip, -a, b)
-  both = log_ndtr(jnp.stack([hi, lo]))
-  return log_sub_exp(both[0], both[1])
+  lo = xp.where(flip, -b, a)
+  hi = xp.where(flip, -a, b)
+  both = ns.sp.log_ndtr(xp.stack([hi, lo]))
+  return log_sub_exp(both[0], both[1], xp)
 
 
-@jit
-def _poisson_chunk(sigma, q, lo_idx, start, size, step, add):
-  """Connect-the-dots split of the intervals ``start, ..., start + POISSON_CHUNK - 1``.
+def _poisson_intervals(sigma, q, lo_idx, i, size, step, add, ns=JAX):
+  """Connect-the-dots split of the intervals ``i`` (a float array of indices).
 
   Interval ``i`` of the grid ``e_j = (lo_idx + j) * step``, ``j < size``, is
   ``[e_{i-1}, e_i)`` with ``e_{-1} = -inf`` and ``e_size = +inf`` (as in
   :func:`_assemble`; the edges are computed here, as there, so the values
-  are the same to the last bit). One program for both directions (``add`` is
-  traced) and every grid: returns ``(a, b, pk)``, the P-mass ``pk`` of each
+  are the same to the last bit). Both directions (``add`` may be traced)
+  and every grid: returns ``(a, b, pk)``, the P-mass ``pk`` of each
   interval and its split ``a`` (to the lower end) + ``b`` (to the upper end).
+  ``ns``: ``HOST`` (:func:`_poisson_grid`: every grid is built from concrete
+  scalars, so no program is compiled for it) or ``JAX`` (jittable).
   """
-  require_x64("jaxacct.pld.poisson_gaussian")
-  h = jnp.asarray(step, jnp.float64)
-  i = start + jnp.arange(POISSON_CHUNK, dtype=jnp.float64)
+  xp = ns.xp
+  if not ns.is_host:
+    require_x64("jaxacct.pld.poisson_gaussian")
+  h = xp.asarray(step, xp.float64)
   e_lo = (lo_idx + (i - 1.0)) * h
   e_hi = (lo_idx + i) * h
-  lo_e = jnp.where(i == 0, -jnp.inf, e_lo)
-  hi_e = jnp.where(i >= size, jnp.inf, e_hi)
-  log_q = jnp.log(q)
-  log_1mq = jnp.log1p(-q)
+  lo_e = xp.where(i == 0, -xp.inf, e_lo)
+  hi_e = xp.where(i >= size, xp.inf, e_hi)
+  log_q = xp.log(q)
+  log_1mq = xp.log1p(-q)
   # remove: P = mixture, Q = N(0), loss increasing in x; add: P = N(0),
   # Q = mixture, loss = -ell(x) decreasing in x.
-  x1 = _x_of_loss(jnp.where(add, -hi_e, lo_e), sigma, log_q, log_1mq)
-  x2 = _x_of_loss(jnp.where(add, -lo_e, hi_e), sigma, log_q, log_1mq)
-  l0, l1 = _log_ndtr_diff_stacked(jnp.stack([x1 / sigma, (x1 - 1.0) / sigma]),
-                                  jnp.stack([x2 / sigma, (x2 - 1.0) / sigma]))
-  lmix = jnp.logaddexp(log_1mq + l0, log_q + l1)
-  lp = jnp.where(add, l0, lmix)
-  lq = jnp.where(add, lmix, l0)
-  pk = jnp.exp(lp)
-  ok = lp > -jnp.inf
-  ratio = jnp.where(ok, lo_e + lq - jnp.where(ok, lp, 0.0), 0.0)
-  ratio = jnp.minimum(ratio, 0.0)
-  frac = jnp.clip(-jnp.expm1(ratio) / (-jnp.expm1(-h)), 0.0, 1.0)
-  b = jnp.where(ok, pk * frac, 0.0)
+  x1 = _x_of_loss(xp.where(add, -hi_e, lo_e), sigma, log_q, log_1mq, xp)
+  x2 = _x_of_loss(xp.where(add, -lo_e, hi_e), sigma, log_q, log_1mq, xp)
+  l0, l1 = _log_ndtr_diff_stacked(xp.stack([x1 / sigma, (x1 - 1.0) / sigma]),
+                                  xp.stack([x2 / sigma, (x2 - 1.0) / sigma]), ns)
+  lmix = xp.logaddexp(log_1mq + l0, log_q + l1)
+  lp = xp.where(add, l0, lmix)
+  lq = xp.where(add, lmix, l0)
+  pk = xp.exp(lp)
+  ok = lp > -xp.inf
+  ratio = xp.where(ok, lo_e + lq - xp.where(ok, lp, 0.0), 0.0)
+  ratio = xp.minimum(ratio, 0.0)
+  frac = xp.clip(-xp.expm1(ratio) / (-xp.expm1(-h)), 0.0, 1.0)
+  b = xp.where(ok, pk * frac, 0.0)
   return pk - b, b, pk
 
 
-def _poisson_grid(sigma, q, lo_idx, step, pessimistic, size, add):
-  """Host assembly of the Poisson-subsampled Gaussian grid PLD (see :func:`_assemble`).
+def _poisson_grid(sigma, q, lo_idx, step, pessimistic, size, add, ns=JAX):
+  """The Poisson-subsampled Gaussian grid PLD (same values as :func:`_assemble`).
 
-  Same values as :func:`_assemble` on the grid ``(lo_idx + i) * step``,
-  ``i < size``; the intervals are evaluated :data:`POISSON_CHUNK` at a time.
+  On the grid ``(lo_idx + i) * step``, ``i < size``. The intervals are
+  evaluated on the host (the arguments are concrete scalars: NumPy/SciPy, no
+  compiled program, whatever the grid); ``ns=JAX`` hands the result to the
+  device (for the jitted composition), ``ns=HOST`` keeps NumPy arrays.
   """
-  # intervals (-inf, e_0), [e_0, e_1), ..., [e_{n-1}, +inf); those past the
-  # last (padding of the last chunk) are computed and dropped
+  # intervals (-inf, e_0), [e_0, e_1), ..., [e_{n-1}, +inf)
   n_iv = size + 1
-  args = (np.float64(sigma), np.float64(q), np.int64(lo_idx))
-  outs = [_poisson_chunk(*args, np.float64(i), np.float64(size), np.float64(step),
-                         np.bool_(add))
-          for i in range(0, n_iv, POISSON_CHUNK)]
-  a, b, pk = (np.concatenate([np.asarray(o[j]) for o in outs])[:n_iv] for j in range(3))
+  a, b, pk = host_call(_poisson_intervals, np.float64(sigma), np.float64(q), np.int64(lo_idx),
+                       np.arange(n_iv, dtype=np.float64), np.float64(size), np.float64(step),
+                       bool(add))
   below, above = pk[0], pk[size]
   a, b, pk = a[1:size], b[1:size], pk[1:size]
   if pessimistic:
@@ -291,6 +299,8 @@ def _poisson_grid(sigma, q, lo_idx, step, pessimistic, size, add):
     probs = np.concatenate([pk, [0.0]])
     probs[-1] += above
     inf = 0.0
+  if ns.is_host:
+    return probs, np.float64(inf)
   return device_array(probs), device_array(inf)
 
 
@@ -333,12 +343,18 @@ def poisson_gaussian(sigma, q, *, direction: str = "remove",
   checks.check_bool("pessimistic", pessimistic)
   _tail_z(tail_mass)
   sigma, q, step = float(sigma), float(q), float(step)
+  return _poisson_gaussian(sigma, q, direction, step, pessimistic, tail_mass, JAX)
+
+
+def _poisson_gaussian(sigma, q, direction, step, pessimistic, tail_mass, ns):
+  """:func:`poisson_gaussian` after validation; ``ns`` as in :func:`_poisson_grid`."""
+  xp = ns.xp
   if q == 0.0:
-    return PLD(jnp.ones(1, jnp.float64), 0, step,
-               jnp.zeros((), jnp.float64), bool(pessimistic))
+    return PLD(xp.ones(1, xp.float64), 0, step, xp.zeros((), xp.float64), bool(pessimistic))
   if q == 1.0:
-    return gaussian(sigma, step=step, pessimistic=pessimistic,
-                    tail_mass=tail_mass)
+    if ns.is_host:
+      return _gaussian_pld(sigma, step, pessimistic, tail_mass, HOST)
+    return gaussian(sigma, step=step, pessimistic=pessimistic, tail_mass=tail_mass)
   z = _tail_z(tail_mass)
   l_top = _loss_remove(1.0 + z * sigma, sigma, q)
   l_bot = float(np.log1p(-q))
@@ -350,7 +366,7 @@ def poisson_gaussian(sigma, q, *, direction: str = "remove",
     hi_idx = int(math.floor(-l_bot / step)) + 1
   size = fast_len(max(hi_idx - lo_idx + 1, 2))  # the grid length (no compile depends on it)
   probs, inf = _poisson_grid(sigma, q, lo_idx, step, bool(pessimistic), size,
-                             direction == "add")
+                             direction == "add", ns)
   return PLD(probs, lo_idx, step, inf, bool(pessimistic))
 
 
@@ -358,6 +374,19 @@ def poisson_gaussian_pair(sigma, q, **kwargs) -> PairPLD:
   """Both directions of :func:`poisson_gaussian` as a :class:`PairPLD`."""
   return PairPLD(poisson_gaussian(sigma, q, direction="remove", **kwargs),
                  poisson_gaussian(sigma, q, direction="add", **kwargs))
+
+
+def poisson_gaussian_pair_host(sigma: float, q: float, *, step: float,
+                               pessimistic: bool = True,
+                               tail_mass: float = _DEFAULT_TAIL) -> PairPLD:
+  """:func:`poisson_gaussian_pair` on the host (NumPy/SciPy, no compiled program).
+
+  The same formula as the jitted grid kernel (:mod:`jaxacct._core.namespace`),
+  for a scalar question; the caller has validated the (float) arguments.
+  The PLDs hold NumPy arrays. Bound: as :func:`poisson_gaussian`.
+  """
+  return PairPLD(*(_poisson_gaussian(float(sigma), float(q), d, float(step), bool(pessimistic),
+                                     tail_mass, HOST) for d in ("remove", "add")))
 
 
 # ------------------------------------------------------ randomized response
@@ -397,6 +426,14 @@ def randomized_response(eps0, *, delta0=0.0, step=None,
                      step=step, pessimistic=pessimistic, inf_mass=delta0)
 
 
+def truncate_to_bucket_host(pld: PLD, tail_mass: float) -> PLD:
+  """:func:`truncate_to_bucket` with NumPy arrays out (no device transfer)."""
+  kept, lo, inf = truncate_host(pld, tail_mass)
+  size = 1 << max(kept.size - 1, 0).bit_length()
+  kept = np.concatenate([kept, np.zeros(size - kept.size)])
+  return PLD(kept, int(pld.offset) + lo, pld.step, np.float64(inf), pld.pessimistic)
+
+
 @x64_boundary
 def truncate_to_bucket(pld: PLD, tail_mass: float) -> PLD:
   """:func:`jaxacct.pld.truncate` done on the host, padded to a power of two.
@@ -411,8 +448,5 @@ def truncate_to_bucket(pld: PLD, tail_mass: float) -> PLD:
 
   Bound: as the input.
   """
-  kept, lo, inf = truncate_host(pld, tail_mass)
-  size = 1 << max(kept.size - 1, 0).bit_length()
-  kept = np.concatenate([kept, np.zeros(size - kept.size)])
-  return PLD(device_array(kept), int(pld.offset) + lo, pld.step,
-             device_array(inf), pld.pessimistic)
+  p = truncate_to_bucket_host(pld, tail_mass)
+  return p._replace(probs=device_array(p.probs), inf_mass=device_array(p.inf_mass))

@@ -1,0 +1,108 @@
+"""Array namespaces: one formula, evaluated on the host or in a jitted kernel.
+
+A formula written against a :class:`Namespace` ``ns`` (``ns.xp`` is ``numpy``
+or ``jax.numpy``, ``ns.sp`` is ``scipy.special`` or ``jax.scipy.special``,
+which share the names used here: ``gammaln``, ``logsumexp``, ``log_ndtr``)
+runs unchanged in NumPy/SciPy on the host (:data:`HOST`, for a scalar
+question: ZERO compiled XLA programs) or traced inside a jitted kernel
+(:data:`JAX`, for arrays and traced input). The few constructs that differ
+(``lax.scan``, ``vmap``, ``x.at[i].add``) are the small shims below.
+
+The host path runs under ``numpy.errstate(all="ignore")`` (see
+:func:`host_call`): both branches of a ``where`` are evaluated, as under jit,
+and their masked infinities must not warn.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["Namespace", "HOST", "JAX", "host_call", "host_scalars", "kernel_arg"]
+
+
+class Namespace:
+  """``xp`` (array module), ``sp`` (special functions) and the shims.
+
+  ``sp`` is imported on first use (``scipy.special`` costs ~0.1 s to import).
+  """
+
+  def __init__(self, xp, sp_module: str, is_host: bool):
+    self.xp = xp
+    self._sp_module = sp_module
+    self.is_host = is_host
+
+  @functools.cached_property
+  def sp(self):
+    return importlib.import_module(self._sp_module)
+
+  def scan(self, f, init, xs, reverse=False):
+    """``jax.lax.scan`` (stacked outputs; ``xs`` an array or a tuple of arrays)."""
+    if not self.is_host:
+      return jax.lax.scan(f, init, xs, reverse=reverse)
+    seq = xs if isinstance(xs, tuple) else (xs,)
+    n = seq[0].shape[0]
+    order = range(n - 1, -1, -1) if reverse else range(n)
+    carry, ys = init, [None] * n
+    for i in order:
+      x = tuple(s[i] for s in seq) if isinstance(xs, tuple) else xs[i]
+      carry, ys[i] = f(carry, x)
+    if ys and ys[0] is not None:
+      ys = np.stack(ys)
+    else:
+      ys = None
+    return carry, ys
+
+  def map_rows(self, f, xs):
+    """``jax.vmap(f)(xs)`` (one traced body); on the host, ``f`` row by row, stacked."""
+    if not self.is_host:
+      return jax.vmap(f)(xs)
+    return np.stack([f(x) for x in xs])
+
+  def add_at(self, a, idx, v):
+    """``a.at[idx].add(v)`` (a new array; repeated indices accumulate)."""
+    if not self.is_host:
+      return a.at[idx].add(v)
+    out = np.array(a, copy=True)
+    np.add.at(out, idx, v)
+    return out
+
+
+HOST = Namespace(np, "scipy.special", True)
+JAX = Namespace(jnp, "jax.scipy.special", False)
+
+
+def host_call(fn, *args, **kwargs):
+  """``fn(*args, ns=HOST, **kwargs)`` with NumPy's floating-point warnings off."""
+  with np.errstate(all="ignore"):
+    return fn(*args, ns=HOST, **kwargs)
+
+
+def host_scalars(*xs) -> bool:
+  """True when every ``x`` is a concrete Python/NumPy scalar (not a jax array).
+
+  The entry rule of the scalar doors: such a question is answered on the
+  host (:data:`HOST`); arrays and traced input go to the jitted kernels.
+  """
+  for x in xs:
+    if isinstance(x, (jax.Array, jax.core.Tracer)):
+      return False
+    if isinstance(x, (bool, int, float, np.generic)):
+      continue
+    if isinstance(x, np.ndarray) and x.ndim == 0:
+      continue
+    return False
+  return True
+
+
+def kernel_arg(x, dtype=np.float64):
+  """A jitted kernel's argument: NumPy when concrete and not a jax array (no
+  eager conversion program is compiled), else ``jnp.asarray`` (traced input
+  as it is)."""
+  if not isinstance(x, (jax.Array, jax.core.Tracer)):
+    return np.asarray(x, dtype)
+  return jnp.asarray(x, dtype)
