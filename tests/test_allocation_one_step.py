@@ -10,7 +10,8 @@ smallest tail masses (measured 3.9e-13, 2026-11-25), so masses are checked to 1e
 commit 13f4c22 (before the change), 2026-11-25, same settings: the upper to 1e-9 relative
 (measured 1.8e-16), the lower to 1e-6 (measured 4.1e-8: the certified lower epsilon stops where
 its 24 halvings and 8 feasible Newton steps stop, which moves with last-bit changes of the laws;
-every iterate is evaluated on the feasible side, so it stays a lower bound).
+every iterate is evaluated on the feasible side, so it stays a lower bound). Since the coarse
+lower-law sums (``_lower_coarse``) the lower may also sit up to 2e-3 below its pin.
 """
 
 import jax
@@ -64,7 +65,10 @@ def test_front_door_values_pinned(door, kwargs, up, lo):
   # (measured <= 2e-7 relative over 27 lanes, both sides; brackets stay nested)
   rtol_up = 1e-9 if kwargs.get("mechanism", "gaussian") == "gaussian" else 1e-6
   np.testing.assert_allclose(float(r.epsilon), up, rtol=rtol_up)
-  np.testing.assert_allclose(float(r.lower), lo, rtol=1e-6)
+  # the lower: at >= 1024 knots its pairwise sums run on the 2x coarser lattice
+  # (allocation/_lower_coarse.py, merged after the pin), which can only lower it, by at most
+  # 2e-3 relative (tests/test_lower_coarse.py); 1e-6 above covers the solver's stopping point
+  assert lo * (1 - 2e-3) <= float(r.lower) <= lo * (1 + 1e-6)
   assert float(r.lower) <= float(r.epsilon)
 
 
