@@ -465,32 +465,39 @@ def search_decreasing_host(upper_fn: Callable, eps, hint, *, tight_hint: bool, r
   return np.exp(b)
 
 
-def largest_feasible_int_host(feasible: Callable, lo: int, hi: int, *, name: str,
-                              target: str = "the target") -> int:
-  """Largest integer ``n`` in ``[lo, hi]`` with ``feasible(n)`` (host, eager).
+def largest_feasible_int_host(feasible: Callable, lo: int, hi: int, size: int, *, name: str,
+                              target: str = "the target") -> np.ndarray:
+  """Largest integer ``n`` in ``[lo, hi]`` with ``feasible(n)``, per lane (host, eager).
 
-  For an eager, monotone predicate (feasible for small ``n``, e.g. "the
-  certified epsilon after n epochs meets the budget"): bisection on integers,
-  about ``log2(hi - lo)`` evaluations. Same failure semantics as
-  :func:`require_feasible`.
+  For an eager, monotone predicate on ``size`` lanes (feasible for small
+  ``n``, e.g. "the certified epsilon after n epochs meets the budget"):
+  ``feasible(ns, idx)`` answers lanes ``idx`` at integers ``ns`` (numpy bools);
+  bisection on integers, all live lanes together, about ``log2(hi - lo)``
+  rounds. Same failure semantics as the calibrators: never an infeasible
+  value.
+
+  Returns:
+    int64 numpy array of ``size`` integers.
 
   Raises:
-    ValueError: ``feasible(lo)`` is False (naming ``name`` and the range).
+    ValueError: ``feasible(lo)`` is False in some lane (naming ``name`` and
+      the range).
   """
   lo, hi = int(lo), int(hi)
-  if not feasible(lo):
+  every = np.arange(size)
+  if not np.all(feasible(np.full(size, lo), every)):
     raise ValueError(f"no {name} in [{lo}, {hi}] meets {target}: even {name}={lo} "
                      "exceeds it.")
-  if feasible(hi):
-    return hi
-  a, b = lo, hi          # a feasible, b infeasible
-  while b - a > 1:
-    mid = (a + b) // 2
-    if feasible(mid):
-      a = mid
-    else:
-      b = mid
-  return a
+  a = np.full(size, lo, np.int64)                      # feasible
+  b = np.where(feasible(np.full(size, hi), every), hi + 1, hi).astype(np.int64)  # infeasible
+  a[b > hi] = hi
+  while True:
+    idx = np.flatnonzero(b - a > 1)
+    if not idx.size:
+      return a
+    mid = (a[idx] + b[idx]) // 2
+    ok = np.asarray(feasible(mid, idx), bool)
+    a[idx[ok]], b[idx[~ok]] = mid[ok], mid[~ok]
 
 
 def invert_decreasing_host(fn: Callable, target: float, hi: float, *, num_iters: int = 80,
