@@ -62,6 +62,7 @@ from jaxacct import poisson
 from jaxacct._core import checks
 from jaxacct._core import progress as _progress
 from jaxacct._core.compiled import jit
+from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.solve import largest_feasible_int_host, search_decreasing_host
@@ -195,6 +196,7 @@ def _family_upper(family, key, sigma, delta, events):
                    for e, d in zip(events, delta)])
 
 
+@x64_boundary
 def upper_epsilon(events, delta) -> np.ndarray:
   """Certified upper epsilon of each event at its delta (what :func:`calibrate` meets).
 
@@ -210,7 +212,10 @@ def upper_epsilon(events, delta) -> np.ndarray:
   """
   events = list(events)
   checks.check_delta(delta)
-  d = np.broadcast_to(np.asarray(delta, np.float64), (len(events),))
+  return _upper(events, np.broadcast_to(np.asarray(delta, np.float64), (len(events),)))
+
+
+def _upper(events, d):
   lanes = [lane(e) for e in events]
   groups = {}
   for i, (fam, key, _) in enumerate(lanes):
@@ -306,6 +311,7 @@ def _model_start(scale, upper, target, d, lo, hi, rtol):
 # the calibrator
 # ---------------------------------------------------------------------------
 
+@x64_boundary
 def calibrate(make_event: Callable, target_epsilon, delta, *, bracket, discrete: bool = False,
               increasing: Optional[bool] = None, rtol: float = 1e-3, name: str = "x",
               progress: Optional[bool] = None):
@@ -374,7 +380,7 @@ def calibrate(make_event: Callable, target_epsilon, delta, *, bracket, discrete:
       if batched and idx.size < m:   # all lanes each time: one compiled shape
         xs, sel, idx = park.copy(), idx, np.arange(m)
       evs = [make_event(int(x) if discrete else float(x)) for x in xs]
-      out = upper_epsilon(evs, d[idx])
+      out = _upper(evs, d[idx])
       bar.update(1)
       return out if sel is None else out[sel]
 

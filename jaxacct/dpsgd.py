@@ -244,7 +244,6 @@ def event(*, noise_multiplier, num_examples, batch_size, num_epochs=None,
   return _event(sched, float(noise_multiplier))
 
 
-@x64_boundary
 def _upper_lower(sched: Schedule, sig, dl, *, bar=None):
   """(upper, lower or None, method, details) on flat float64 arrays.
 
