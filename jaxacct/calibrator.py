@@ -56,7 +56,6 @@ import math
 from typing import Callable, Optional
 
 import numpy as np
-from scipy.special import log_ndtr, ndtri
 
 from jaxacct import poisson
 from jaxacct._core import checks
@@ -66,8 +65,6 @@ from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.solve import largest_feasible_int_host, search_decreasing_host
-from jaxacct.accounting import events as ev
-from jaxacct.accounting.accountant import PLDAccountant
 from jaxacct.allocation import pld as apld
 
 __all__ = ["calibrate", "upper_epsilon"]
@@ -80,6 +77,12 @@ _OVERSHOOT = 0.2  # the model's second point aims past its root by this share of
 # the families: one lane = one event, grouped by family and static key
 # ---------------------------------------------------------------------------
 
+def _is(event, name):
+  """Whether ``event`` is a ``name`` event, by class name (this module does
+  not import the events: dp_accounting loads with them, tests/test_import_cost.py)."""
+  return any(c.__name__ == name for c in type(event).__mro__)
+
+
 def lane(event):
   """``(family, key, sigma)`` of an event: the vectorised door that evaluates it.
 
@@ -88,19 +91,19 @@ def lane(event):
   single-step noise sigma / sqrt(n)) or ``"accountant"`` (key: the lane's
   own event; ``sigma`` None).
   """
-  if (isinstance(event, ev.RandomAllocationDpEvent) and event.mechanism == "gaussian"
+  if (_is(event, "RandomAllocationDpEvent") and event.mechanism == "gaussian"
       and event.sigma is not None and float(event.sigma) > 0):
     return ("allocation", (int(event.num_steps), int(event.num_selected),
                            int(event.num_epochs)), float(event.sigma))
   n, inner = 1, event
-  if isinstance(inner, ev.SelfComposedDpEvent) and int(inner.count) >= 1:
+  if _is(inner, "SelfComposedDpEvent") and int(inner.count) >= 1:
     n, inner = int(inner.count), inner.event
-  if isinstance(inner, ev.PoissonSampledDpEvent) and isinstance(inner.event, ev.GaussianDpEvent):
+  if _is(inner, "PoissonSampledDpEvent") and _is(inner.event, "GaussianDpEvent"):
     q, s = float(inner.sampling_probability), float(inner.event.noise_multiplier)
     if 0 < q < 1 and s > 0:
       return "poisson", (q, n), s
     inner = inner.event if q == 1 else inner
-  if isinstance(inner, ev.GaussianDpEvent) and float(inner.noise_multiplier) > 0:
+  if _is(inner, "GaussianDpEvent") and float(inner.noise_multiplier) > 0:
     return "gaussian", (), float(inner.noise_multiplier) / math.sqrt(n)
   return "accountant", event, None
 
@@ -125,6 +128,7 @@ def gaussian_lower(sigma, delta):
   Phi^{-1}(delta / (1 - e^{-s})) for every s > 0 (best of a few s, less a
   float margin of 1e-9 relative).
   """
+  from scipy.special import ndtri   # scipy loads with the first calibration
   mu = 1.0 / np.asarray(sigma, np.float64)
   d = np.asarray(delta, np.float64) * (1 + 1e-9)
   best = np.full(np.broadcast(mu, d).shape, -np.inf)
@@ -192,17 +196,25 @@ def _family_upper(family, key, sigma, delta, events):
     return poisson_upper(sigma, delta, *key)
   if family == "gaussian":
     return gaussian_upper(sigma, delta)
+  from jaxacct.accounting.accountant import PLDAccountant   # (dp_accounting: see _is)
   return np.array([PLDAccountant().compose(e).get_epsilon(float(d))
                    for e, d in zip(events, delta)])
 
 
+ACCOUNTANTS = ("pld", "rdp")
+
+
 @x64_boundary
-def upper_epsilon(events, delta) -> np.ndarray:
+def upper_epsilon(events, delta, *, accountant: str = "pld") -> np.ndarray:
   """Certified upper epsilon of each event at its delta (what :func:`calibrate` meets).
 
   Args:
     events: a sequence of DpEvents (the lanes).
     delta: in (0, 1); scalar or one per event.
+    accountant: ``"pld"`` (the doors of the module table; the accountant's
+      epsilon) or ``"rdp"`` (Poisson-subsampled and plain Gaussian events
+      only: ``poisson.epsilon(method="rdp")``, all lanes in one compiled
+      call; looser, much faster for many targets).
 
   Returns:
     float64 numpy array, one epsilon per event: the family's door (module
@@ -212,11 +224,26 @@ def upper_epsilon(events, delta) -> np.ndarray:
   """
   events = list(events)
   checks.check_delta(delta)
-  return _upper(events, np.broadcast_to(np.asarray(delta, np.float64), (len(events),)))
+  checks.check_choice("accountant", accountant, ACCOUNTANTS)
+  d = np.broadcast_to(np.asarray(delta, np.float64), (len(events),))
+  return _upper(events, d, accountant)
 
 
-def _upper(events, d):
+def _rdp_upper(lanes, d):
+  """``poisson.epsilon(method="rdp")`` of Poisson / Gaussian lanes, one call."""
+  if any(f not in ("poisson", "gaussian") for f, _, _ in lanes):
+    raise ValueError("accountant='rdp' takes Poisson-subsampled or plain Gaussian events "
+                     "only; use accountant='pld' for the others.")
+  q = np.array([k[0] if f == "poisson" else 1.0 for f, k, _ in lanes])
+  T = np.array([k[1] if f == "poisson" else 1 for f, k, _ in lanes], np.float64)
+  sig = np.array([s for _, _, s in lanes])
+  return np.asarray(poisson.epsilon(q=q, sigma=sig, num_steps=T, delta=d).epsilon, np.float64)
+
+
+def _upper(events, d, accountant="pld"):
   lanes = [lane(e) for e in events]
+  if accountant == "rdp":
+    return _rdp_upper(lanes, d)
   groups = {}
   for i, (fam, key, _) in enumerate(lanes):
     groups.setdefault((fam, key if fam != "accountant" else i), []).append(i)
@@ -261,6 +288,7 @@ def _bisect_log(f, lo, hi, iters=64):
 
 def _log_delta_excess(eps, mu, delta):
   """log delta(eps; mu-GDP) - log delta (Dong, Roth & Su, Cor. 2.13)."""
+  from scipy.special import log_ndtr
   la, lb = log_ndtr(-eps / mu + mu / 2), log_ndtr(-eps / mu - mu / 2)
   with np.errstate(divide="ignore", invalid="ignore"):
     return la + np.log(-np.expm1(np.minimum(eps + lb - la, 0.0))) - np.log(delta)
@@ -314,7 +342,7 @@ def _model_start(scale, upper, target, d, lo, hi, rtol):
 @x64_boundary
 def calibrate(make_event: Callable, target_epsilon, delta, *, bracket, discrete: bool = False,
               increasing: Optional[bool] = None, rtol: float = 1e-3, name: str = "x",
-              progress: Optional[bool] = None):
+              accountant: str = "pld", progress: Optional[bool] = None):
   """The least private parameter ``x`` whose event meets each (epsilon, delta) target.
 
   Args:
@@ -332,6 +360,8 @@ def calibrate(make_event: Callable, target_epsilon, delta, *, bracket, discrete:
       evaluation at each bracket end.
     rtol: relative tolerance on ``x`` (continuous), in (0, 0.1].
     name: the parameter's name in error messages.
+    accountant: ``"pld"`` (default: tight, the accountant's epsilon) or
+      ``"rdp"`` (Poisson / Gaussian events; see :func:`upper_epsilon`).
     progress: None (global switch), True or False.
 
   Returns:
@@ -355,6 +385,7 @@ def calibrate(make_event: Callable, target_epsilon, delta, *, bracket, discrete:
   if increasing is not None:
     checks.check_bool("increasing", increasing)
   checks.check_range("rtol", rtol, 0.0, 0.1, lo_open=True)
+  checks.check_choice("accountant", accountant, ACCOUNTANTS)
   if isinstance(name, bytes) or not isinstance(name, str):
     raise ValueError(f"name must be a str; got {name!r}.")
   checks.check_bracket("bracket", bracket, lo=-np.inf if discrete else 0.0)
@@ -367,8 +398,10 @@ def calibrate(make_event: Callable, target_epsilon, delta, *, bracket, discrete:
   target = e * (1.0 - SAFETY)
   m = e.size
   scale = None if discrete else _noise_scale(make_event, lo, hi)
-  batched = scale is not None   # one family and key at every x: lanes go together
-  desc = (f"jaxacct.calibrate {name} ({m} target{'s' if m > 1 else ''})")
+  # all lanes each evaluation where one call takes them all (one family and key
+  # at every x, or the RDP door): one compiled shape
+  batched = scale is not None or accountant == "rdp"
+  desc = f"jaxacct.calibrate: calibrating {name} ({m} target{'s' if m > 1 else ''})"
   with _progress.progress(total=None, desc=desc, enabled=progress) as bar:
     park = np.full(m, math.sqrt(lo * hi) if lo > 0 else 0.5 * (lo + hi))
 
@@ -380,7 +413,7 @@ def calibrate(make_event: Callable, target_epsilon, delta, *, bracket, discrete:
       if batched and idx.size < m:   # all lanes each time: one compiled shape
         xs, sel, idx = park.copy(), idx, np.arange(m)
       evs = [make_event(int(x) if discrete else float(x)) for x in xs]
-      out = _upper(evs, d[idx])
+      out = _upper(evs, d[idx], accountant)
       bar.update(1)
       return out if sel is None else out[sel]
 

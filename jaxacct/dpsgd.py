@@ -97,7 +97,6 @@ from jaxacct._core.dtype import x64_boundary
 from jaxacct._core import progress as _progress
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.results import EpsilonResult
-from jaxacct.accounting import events as ev
 
 __all__ = ["SAMPLINGS", "Schedule", "schedule", "event", "epsilon",
            "calibrate_noise_multiplier", "statement", "PrivacyStatement"]
@@ -205,6 +204,8 @@ def _check_number(name, x):
 
 def _event(sched: Schedule, sigma):
   """The DpEvent of a run (see :func:`event`)."""
+  # imported here: dp_accounting loads with the events (tests/test_import_cost.py)
+  from jaxacct.accounting import events as ev
   if sched.sampling == "balls_in_bins":
     return ev.RandomAllocationDpEvent(sigma=sigma, num_steps=sched.steps_per_epoch,
                                       num_selected=sched.num_selected,

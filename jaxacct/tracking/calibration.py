@@ -63,13 +63,14 @@ def accountant_for(scheme: str, *, noise_multiplier, dataset_size: int, num_epoc
   checks.check_int("num_epochs", num_epochs, min_value=1)
   checks.check_positive("noise_multiplier", noise_multiplier)
   checks.check_int("num_selected", num_selected, min_value=1)
+  if batch_size is not None:
+    checks.check_int("batch_size", batch_size, min_value=1, max_value=int(dataset_size))
   check_progress_arg(progress)
   n, E, sigma = int(dataset_size), int(num_epochs), float(noise_multiplier)
   if scheme == "gaussian":
     return GaussianAccountant(sigma=sigma)
   if batch_size is None:
     raise ValueError(f"batch_size is required for scheme={scheme!r}.")
-  checks.check_int("batch_size", batch_size, min_value=1, max_value=n)
   sched = dpsgd.schedule(num_examples=n, batch_size=int(batch_size), num_epochs=E,
                          sampling=SCHEMES[scheme], num_selected=int(num_selected))
   if scheme == "poisson":
