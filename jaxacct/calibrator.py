@@ -4,9 +4,11 @@ r"""The one calibrator: the parameter of an event family that meets (epsilon, de
 multiplier, epochs, steps, sampling rate, batch size...): ``make_event(x)``
 maps the parameter to a DpEvent (:mod:`jaxacct.accounting.events`), and the
 calibrator finds, per (epsilon, delta) target, the least private ``x`` whose
-certified upper epsilon meets the target. :func:`jaxacct.dpsgd.calibrate_noise_multiplier`
-and :func:`jaxacct.risk.calibrate_noise_multiplier` are thin adapters over it
-(the latter on TPR / advantage targets, through the same host solver).
+certified upper epsilon meets the target.
+:func:`jaxacct.dpsgd.calibrate_noise_multiplier` is a thin adapter over it
+(schedule -> :func:`jaxacct.dpsgd.event` -> :func:`calibrate`);
+:func:`jaxacct.risk.calibrate_noise_multiplier` (TPR / advantage targets, not
+epsilon) drives the same host solver.
 
 Events are evaluated by :func:`upper_epsilon`, one dispatch on the event type
 with a vectorised door per family (lanes = targets, evaluated together):

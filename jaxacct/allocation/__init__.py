@@ -138,7 +138,7 @@ def _check_methods(methods):
 
 def _check_scalar(**kw):
   checks.check_scalar("jaxacct.allocation.epsilon/delta",
-                      "(use allocation_rdp / calibrate_sigma or allocation.pld for grids).",
+                      "(use allocation_rdp, jaxacct.calibrate or allocation.pld for grids).",
                       **kw)
 
 
