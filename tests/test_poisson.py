@@ -1,4 +1,4 @@
-"""Poisson-subsampled Gaussian: RDP, epsilon, calibration.
+"""Poisson-subsampled Gaussian: RDP, epsilon (calibration: tests/test_calibrate.py).
 
 References: dp-accounting 0.6.0 (called live), mpmath quadrature of the
 definition A_alpha = E_{mu0}[(mu/mu0)^alpha] at 30 digits, and properties.
