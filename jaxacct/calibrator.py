@@ -434,8 +434,15 @@ def calibrate(make_event: Callable, target_epsilon, delta, *, bracket, discrete:
                            f"with {name} (epsilon {u_lo[0]:g} at {lo:g}, {u_hi[0]:g} at "
                            f"{hi:g}); pass increasing=True or False.")
         known = (np.array([np.full(m, lo), np.full(m, hi)]), np.array([u_lo, u_hi]))
+    unmet = ValueError(f"no {name} in [{lo:g}, {hi:g}] meets epsilon <= {float(np.min(e)):g} "
+                       f"at delta={float(np.min(d)):g}; widen the bracket or relax the target.")
     if discrete:
-      out = _search_int(upper, target, lo, hi, increasing, name)
+      try:
+        out = _search_int(upper, target, lo, hi, increasing, name)
+      except ValueError as err:   # the solver's own message names the range as searched
+        if not str(err).startswith(f"no {name} in"):
+          raise
+        raise unmet from None
       out = out.astype(np.int64).reshape(shape)
       return int(out) if out.ndim == 0 else out
     if increasing:   # y = 1 / x: epsilon decreases in y
@@ -451,10 +458,10 @@ def calibrate(make_event: Callable, target_epsilon, delta, *, bracket, discrete:
     try:
       y = search_decreasing_host(fn, target, hint, tight_hint=False, rtol=float(rtol),
                                  bounds=bounds, name=name, bar=bar, known=known)
-    except ValueError:
-      raise ValueError(f"no {name} in [{lo:g}, {hi:g}] meets epsilon <= "
-                       f"{float(np.min(e)):g} at delta={float(np.min(d)):g}; widen the "
-                       f"bracket or relax the target.") from None
+    except ValueError as err:   # (in 1/x when increasing): restated in x
+      if not str(err).startswith(f"no {name} in"):
+        raise
+      raise unmet from None
   x = (1.0 / y if increasing else y).reshape(shape)
   return float(x) if x.ndim == 0 else x
 

@@ -4,7 +4,10 @@ One recipe from a training configuration -- dataset size N (``num_examples``),
 batch size B (``batch_size``), epochs E (``num_epochs``), noise multiplier
 sigma (``noise_multiplier``), ``delta`` and the batch ``sampling`` -- to a
 certified epsilon (:func:`epsilon`), and back: the smallest certified noise
-multiplier for target (epsilon, delta) pairs (:func:`calibrate_noise_multiplier`).
+multiplier for target (epsilon, delta) pairs (:func:`calibrate_noise_multiplier`,
+an adapter over :func:`jaxacct.calibrate`). :func:`event` is the run's DpEvent
+(what the accountant and the calibrator take; other parameters, e.g. epochs,
+calibrate as ``jaxacct.calibrate(lambda E: event(..., num_epochs=E), ...)``).
 :func:`schedule` shows the step counts each sampling implies; the two step
 counts have names that cannot be confused: ``steps_per_epoch`` (t) and
 ``total_steps`` (T).
