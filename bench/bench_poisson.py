@@ -15,6 +15,7 @@ def run():
   from dp_accounting import dp_event
   from dp_accounting.rdp import rdp_privacy_accountant as R
 
+  import jaxacct
   from jaxacct import poisson
 
   q, sigma, T, delta = 0.01, 1.0, 10_000, 1e-5
@@ -43,8 +44,13 @@ def run():
                   "dp-accounting 0.6.0 (20 sigmas, time x50)", peer,
                   float(np.max(np.abs(ours_vals / np.array(peer["value"]) - 1))), None,
                   "ours_value = max relative eps difference on the 20 shared sigmas"))
-  ours = timed(lambda: poisson.calibrate_sigma(q=q, num_steps=T, epsilon=np.linspace(0.5, 10, 1000),
-                                               delta=delta, orders=orders), repeats=1)
+  from jaxacct.accounting import events as ev
+  make = lambda s: ev.SelfComposedDpEvent(  # noqa: E731
+      ev.PoissonSampledDpEvent(q, ev.GaussianDpEvent(s)), T)
+  ours = timed(lambda: jaxacct.calibrate(make, np.linspace(0.5, 10, 1000), delta,
+                                         bracket=(0.05, 1000.0), accountant="rdp",
+                                         progress=False), repeats=1)
   rows.append(row("poisson RDP: calibrate sigma for 1,000 targets (one call)", ours,
-                  notes="no peer equivalent (dp-accounting calibrates one target per call)"))
+                  notes="jaxacct.calibrate(accountant='rdp'), default orders; no peer "
+                  "equivalent (dp-accounting calibrates one target per call)"))
   return rows

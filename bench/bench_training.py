@@ -69,8 +69,9 @@ def run():
 
   # 3. 1,000 targets calibrated in one call, E = 10
   tg = np.linspace(1.0, 8.0, 1000)
-  ours = timed_once(lambda: pld.allocation_pld_calibrate_sigma(
-      epsilon=tg, delta=1e-5, steps_per_epoch=234, num_epochs=10))
+  ours = timed_once(lambda: jaxacct.dpsgd_calibrate_noise_multiplier(
+      epsilon=tg, delta=1e-5, num_examples=60_000, batch_size=256, num_epochs=10,
+      progress=False))
   sv = np.asarray(ours["value"])
   rows.append(row("allocation PLD calibration, 1,000 targets in one call, t=234, E=10", ours,
                   ours_value=f"all finite: {bool(np.isfinite(sv).all())}"))

@@ -10,8 +10,8 @@ Needs the optional ``dp_accounting`` package (``pip install dp-accounting``)::
    ``PLDAccountant`` for comparison.
 2. Calibrates sigma for 1-of-t random allocation through
    ``dp_accounting.mechanism_calibration.calibrate_dp_mechanism`` with the
-   jaxacct accountant, and with jaxacct's own vectorised
-   ``allocation_pld_calibrate_sigma``; prints both sigmas and times.
+   jaxacct accountant, and with jaxacct's own calibrator ``jaxacct.calibrate``
+   on the same event (vectorised over targets); prints both sigmas and times.
 3. Times a Poisson-subsampled Gaussian run in both accountants.
 """
 
@@ -49,16 +49,15 @@ def mixed_run(delta=1e-6, randomizer="generic"):
 
 
 def calibration(t=100, eps=1.0, delta=1e-6):
-  from jaxacct.allocation.pld import allocation_pld_calibrate_sigma
+  import jaxacct
+  make = lambda s: ev.RandomAllocationDpEvent(sigma=s, num_steps=t)  # noqa: E731
   s_dp, t_dp = timed(lambda: dpa.calibrate_dp_mechanism(
-      PLDAccountant, lambda s: ev.RandomAllocationDpEvent(sigma=s, num_steps=t),
-      eps, delta, bracket_interval=dpa.ExplicitBracketInterval(0.5, 5.0), tol=1e-4))
-  allocation_pld_calibrate_sigma(epsilon=eps, delta=delta, num_steps=t)    # compile
-  s_jx, t_jx = timed(lambda: float(allocation_pld_calibrate_sigma(
-      epsilon=eps, delta=delta, num_steps=t)))
+      PLDAccountant, make, eps, delta, bracket_interval=dpa.ExplicitBracketInterval(0.5, 5.0), tol=1e-4))
+  jaxacct.calibrate(make, eps, delta, bracket=(0.5, 5.0))    # compile
+  s_jx, t_jx = timed(lambda: float(jaxacct.calibrate(make, eps, delta, bracket=(0.5, 5.0))))
   print(f"calibration (1-of-{t}, eps={eps}, delta={delta:g}): "
         f"calibrate_dp_mechanism + jaxacct accountant sigma={s_dp:.5f} ({t_dp:.1f}s); "
-        f"allocation_pld_calibrate_sigma sigma={s_jx:.5f} ({t_jx:.2f}s)")
+        f"jaxacct.calibrate sigma={s_jx:.5f} ({t_jx:.2f}s)")
 
 
 def poisson_timing(delta=1e-6):

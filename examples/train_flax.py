@@ -53,6 +53,7 @@ import optax
 from flax import linen as nn
 from flax.training import train_state
 
+import jaxacct
 from jaxacct import allocation, sampling, tracking
 
 
@@ -89,16 +90,11 @@ def make_sampler(scheme: str, *, n: int, batch_size: int, num_epochs: int, seed:
                                  expected_batch_size=batch_size)
 
 
-def calibrate(scheme: str, *, n: int, batch_size: int, num_epochs: int, epsilon: float,
-              delta: float) -> float:
-  """Noise multiplier meeting (epsilon, delta) for the run (conservative)."""
-  if scheme == "fixed_bins":     # fixed bins: one epoch at sigma / sqrt(E)
-    return float(allocation.calibrate_sigma(epsilon=epsilon, delta=delta,
-                                            num_steps=n // batch_size, num_epochs=num_epochs,
-                                            fresh_each_epoch=False))
-  return tracking.calibrate_noise(scheme, dataset_size=n, batch_size=batch_size,
-                                  num_epochs=num_epochs, epsilon=epsilon,
-                                  delta=delta).noise_multiplier
+def calibrate(sampler, *, epsilon: float, delta: float) -> float:
+  """Noise multiplier meeting (epsilon, delta) for the sampler's run (conservative):
+  the one calibrator on the sampler's event (tight PLD)."""
+  return float(jaxacct.calibrate(lambda s: sampler.event(sigma=s), epsilon, delta,
+                                 bracket=(0.01, 1e4), rtol=2.5e-4, name="noise_multiplier"))
 
 
 def main(scheme: str = "poisson", *, num_epochs: int = 5, n: int = 512,
@@ -111,16 +107,16 @@ def main(scheme: str = "poisson", *, num_epochs: int = 5, n: int = 512,
 
   ``noise_multiplier``: use this sigma instead of calibrating to ``epsilon``.
   ``accountant_methods``: ``methods`` of the allocation accountant (default:
-  the front door's).
+  the front door's plus ``"pld"``, the bound the calibration meets).
   """
   x, y = make_data(n, 16, seed)
   sampler = make_sampler(scheme, n=n, batch_size=batch_size, num_epochs=num_epochs,
                          seed=seed + 1)
   sigma = (float(noise_multiplier) if noise_multiplier is not None else
-           calibrate(scheme, n=n, batch_size=batch_size, num_epochs=num_epochs,
-                     epsilon=epsilon, delta=delta))
-  kw = {} if accountant_methods is None or scheme == "poisson" else {
-      "methods": tuple(accountant_methods)}
+           calibrate(sampler, epsilon=epsilon, delta=delta))
+  # allocation: the front door's methods plus the tight PLD the calibration met
+  kw = {} if scheme == "poisson" else {"methods": tuple(
+      accountant_methods or allocation.DEFAULT_METHODS + ("pld",))}
   accountant = sampler.accountant(sigma=sigma, delta=delta, **kw)
   tx = optax.chain(
       tracking.dp_aggregate(           # divides by the declared batch_size, never by n

@@ -15,8 +15,10 @@ Layout (one module per scheme over a small numerical core):
 * ``jaxacct.tracking``   -- optax ``GradientTransformation`` that tracks epsilon.
 * ``jaxacct.accounting`` -- dp_accounting-compatible accountant over whole runs.
 * ``jaxacct.dpsgd``      -- DP-SGD recipe: (N, B, epochs, sigma, delta, sampling)
-  to a certified epsilon, and calibration (``dpsgd_epsilon``,
+  to an event and a certified epsilon, and calibration (``dpsgd_epsilon``,
   ``dpsgd_calibrate_noise_multiplier``).
+* ``jaxacct.calibrate``  -- the one calibrator (``jaxacct.calibrator``): the
+  parameter of ``make_event(x)`` meeting (epsilon, delta) targets.
 * ``jaxacct.risk``       -- membership-inference risk (TPR at FPR, advantage) of a
   DP-SGD run, and calibrating the noise multiplier to it.
 * ``jaxacct.plot``       -- epsilon brackets and trade-off curves (matplotlib,
@@ -39,6 +41,7 @@ _SUBMODULES = ("accounting", "allocation", "dpsgd", "experimental", "mechanisms"
 _LAZY = {  # public name -> (module, attribute); attribute None: the module
     **{m: (f"jaxacct.{m}", None) for m in _SUBMODULES},
     "bisect": ("jaxacct._core.solve", "bisect"),
+    "calibrate": ("jaxacct.calibrator", "calibrate"),
     "rdp_to_delta": ("jaxacct._core.conversion", "rdp_to_delta"),
     "rdp_to_epsilon": ("jaxacct._core.conversion", "rdp_to_epsilon"),
     "gaussian_delta": ("jaxacct._core.gaussian", "gaussian_delta"),
@@ -73,6 +76,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
   from jaxacct._core.results import BOUNDS, DeltaResult, EpsilonResult
   from jaxacct._core.solve import bisect
   from jaxacct._core.units import StepsUnitWarning
+  from jaxacct.calibrator import calibrate
   from jaxacct.dpsgd import calibrate_noise_multiplier as dpsgd_calibrate_noise_multiplier
   from jaxacct.dpsgd import epsilon as dpsgd_epsilon
   from jaxacct.mechanisms import (gaussian_rdp, laplace_rdp, pure_dp_rdp,
@@ -113,6 +117,7 @@ __all__ = [
     "gaussian_delta", "gaussian_epsilon", "gaussian_rdp", "laplace_rdp",
     "pure_dp_rdp", "randomized_response_rdp", "poisson", "poisson_gaussian_rdp",
     "compose_rdp", "pld", "allocation", "shuffle", "tracking", "accounting",
-    "dpsgd", "dpsgd_epsilon", "dpsgd_calibrate_noise_multiplier", "risk", "plot",
+    "dpsgd", "dpsgd_epsilon", "dpsgd_calibrate_noise_multiplier", "calibrate", "risk",
+    "plot",
     "enable_compilation_cache", "set_progress", "progress_disabled", "StepsUnitWarning",
 ]

@@ -4,7 +4,10 @@ One recipe from a training configuration -- dataset size N (``num_examples``),
 batch size B (``batch_size``), epochs E (``num_epochs``), noise multiplier
 sigma (``noise_multiplier``), ``delta`` and the batch ``sampling`` -- to a
 certified epsilon (:func:`epsilon`), and back: the smallest certified noise
-multiplier for target (epsilon, delta) pairs (:func:`calibrate_noise_multiplier`).
+multiplier for target (epsilon, delta) pairs (:func:`calibrate_noise_multiplier`,
+an adapter over :func:`jaxacct.calibrate`). :func:`event` is the run's DpEvent
+(what the accountant and the calibrator take; other parameters, e.g. epochs,
+calibrate as ``jaxacct.calibrate(lambda E: event(..., num_epochs=E), ...)``).
 :func:`schedule` shows the step counts each sampling implies; the two step
 counts have names that cannot be confused: ``steps_per_epoch`` (t) and
 ``total_steps`` (T).
@@ -86,24 +89,20 @@ Example (N = 60,000, B = 256, E = 10, delta = 1e-5)::
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import NamedTuple, Optional
 
-import jax
 import numpy as np
 
+from jaxacct import calibrator
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
-from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core import progress as _progress
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.results import EpsilonResult
-from jaxacct._core.solve import largest_feasible_int_host, search_decreasing_host
-from jaxacct._core.compiled import jit
 
-__all__ = ["SAMPLINGS", "Schedule", "schedule", "epsilon", "calibrate_noise_multiplier",
-           "calibrate_num_epochs", "statement", "PrivacyStatement"]
+__all__ = ["SAMPLINGS", "Schedule", "schedule", "event", "epsilon",
+           "calibrate_noise_multiplier", "statement", "PrivacyStatement"]
 
 SAMPLINGS = ("balls_in_bins", "poisson", "shuffle")
 _SIGMA_MIN, _SIGMA_MAX = 1e-2, 1e4   # calibration search range
@@ -206,96 +205,60 @@ def _check_number(name, x):
     raise ValueError(f"{name} must be a number; got {x!r}.")
 
 
-# ---------------------------------------------------------------------------
-# the certified functions (one per sampling); arrays in, numpy arrays out
-# ---------------------------------------------------------------------------
+def _event(sched: Schedule, sigma):
+  """The DpEvent of a run (see :func:`event`)."""
+  # imported here: dp_accounting loads with the events (tests/test_import_cost.py)
+  from jaxacct.accounting import events as ev
+  if sched.sampling == "balls_in_bins":
+    return ev.RandomAllocationDpEvent(sigma=sigma, num_steps=sched.steps_per_epoch,
+                                      num_selected=sched.num_selected,
+                                      num_epochs=int(sched.num_epochs))
+  if sched.sampling == "poisson":
+    step = ev.PoissonSampledDpEvent(sched.sampling_rate, ev.GaussianDpEvent(sigma))
+  else:
+    step = ev.GaussianDpEvent(sigma)
+  count = sched.total_steps if sched.sampling == "poisson" else int(sched.num_epochs)
+  return step if count == 1 else ev.SelfComposedDpEvent(step, count)
 
-@jit
-def _gauss_eps(sigma, delta):
-  return gaussian_epsilon_kernel(sigma, delta)
 
+def event(*, noise_multiplier, num_examples, batch_size, num_epochs=None,
+          sampling: str = "balls_in_bins", num_selected: int = 1, total_steps=None):
+  """The DpEvent of a DP-SGD run, for the accountant and :func:`jaxacct.calibrate`.
 
-def _local(sig, dl, m):
-  """No amplification: m Gaussian steps of sensitivity 1 = one Gaussian with
-  sigma / sqrt(m) (exact; Dong, Roth & Su, arXiv:1905.02383v3, Cor. 3.3)."""
-  return np.asarray(_gauss_eps(np.asarray(sig) / math.sqrt(m), np.asarray(dl)), np.float64)
+  * balls_in_bins: ``RandomAllocationDpEvent(sigma, num_steps=t,
+    num_selected=k, num_epochs=E)``;
+  * poisson: ``SelfComposedDpEvent(PoissonSampledDpEvent(q,
+    GaussianDpEvent(sigma)), T)``;
+  * shuffle (no amplification): ``SelfComposedDpEvent(GaussianDpEvent(sigma), E)``
+  (a count of 1 gives the inner event).
 
+  Args:
+    noise_multiplier: sigma > 0 (scalar).
+    num_examples, batch_size, num_epochs, sampling, num_selected, total_steps:
+      the configuration, as in :func:`schedule`.
 
-def _local_lower(sig, dl, m):
-  """A lower bound on the exact epsilon of :func:`_local` (NumPy, nothing compiled).
-
-  With mu = sqrt(m) / sigma the privacy loss under P is N(mu^2/2, mu^2) and
-  dP >= e^{x + s} dQ on {loss > x + s}, so delta(x) >= (1 - e^{-s})
-  P(loss > x + s): the epsilon at delta exceeds x_s = mu^2/2 - s - mu
-  Phi^{-1}(delta / (1 - e^{-s})) for every s > 0 (best of a few s, less a
-  float margin of 1e-9 relative).
+  Returns:
+    DpEvent (:mod:`jaxacct.accounting.events`).
   """
-  from scipy.special import ndtri
-  mu = math.sqrt(m) / np.asarray(sig, np.float64)
-  d = np.asarray(dl, np.float64) * (1 + 1e-9)
-  best = np.full(np.broadcast(mu, d).shape, -np.inf)
-  for s in (0.05, 0.2, 0.5, 1.0, 2.0):
-    r = d / -math.expm1(-s)
-    with np.errstate(invalid="ignore", divide="ignore"):
-      x = np.where(r < 1, mu**2 / 2 - s - mu * ndtri(np.minimum(r, 1.0)), -np.inf)
-    best = np.maximum(best, np.where(np.isfinite(x), x, -np.inf))
-  return best - 1e-9 * (1 + np.abs(best))
+  sched = schedule(num_examples=num_examples, batch_size=batch_size, num_epochs=num_epochs,
+                   sampling=sampling, num_selected=num_selected, total_steps=total_steps)
+  _check_number("noise_multiplier", noise_multiplier)
+  checks.check_scalar("jaxacct.dpsgd.event", noise_multiplier=noise_multiplier)
+  checks.check_positive("noise_multiplier", noise_multiplier)
+  return _event(sched, float(noise_multiplier))
 
 
-def _min_local(up, sig, dl, m, exact):
-  """``min(up, _local(sig, dl, m))``; without ``exact`` the Gaussian kernel
-  runs only where :func:`_local_lower` does not already show ``_local >= up``
-  (same value, and no compile where it cannot win)."""
-  if not exact and np.all(_local_lower(sig, dl, m) >= up):
-    return up, None
-  loc = _local(sig, dl, m)
-  return np.minimum(up, loc), loc
-
-
-@functools.lru_cache(maxsize=512)
-def _alloc_scalar(sigma, delta, t, k, E):
-  """One allocation.pld evaluation, memoised (a calibration's last feasible
-  sigma is evaluated again by the epsilon table of calibrate_noise)."""
-  from jaxacct.allocation import pld as apld
-  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=t, num_selected=k,
-                                  num_epochs=E)
-  return float(r.upper), float(r.lower)
-
-
-@functools.lru_cache(maxsize=512)
-def _poisson_scalar(q, sigma, T, delta):
-  from jaxacct import poisson
-  return float(poisson.epsilon(q=q, sigma=sigma, num_steps=T, delta=delta,
-                               method="pld").epsilon)
-
-
-def _alloc_pld(sig, dl, t, k, E, bar=None):
-  """allocation.pld upper and lower on flat arrays (one vectorised call)."""
-  from jaxacct.allocation import pld as apld
-  kw = dict(num_steps=int(t), num_selected=int(k), num_epochs=int(E))
-  if sig.size == 1:
-    u, l_ = _alloc_scalar(float(sig[0]), float(dl[0]), int(t), int(k), int(E))
-    if bar is not None:
-      bar.update(1)
-    return np.array([u]), np.array([l_])
-  r = apld.allocation_pld_epsilon(sigma=sig, delta=dl, **kw)
-  up, lo = np.asarray(r.upper, np.float64), np.asarray(r.lower, np.float64)
-  if bar is not None:
-    bar.update(sig.size)
-  return np.broadcast_to(up, sig.shape).copy(), np.broadcast_to(lo, sig.shape).copy()
-
-
-@x64_boundary
-def _upper_lower(sched: Schedule, sig, dl, *, want_lower: bool, bar=None):
+def _upper_lower(sched: Schedule, sig, dl, *, bar=None):
   """(upper, lower or None, method, details) on flat float64 arrays.
 
-  ``want_lower=False`` (calibration): the upper only (same value); the
-  no-amplification Gaussian is then evaluated only where it may be smaller.
+  The upper is :func:`jaxacct.calibrator.upper_epsilon` of :func:`event` (the
+  function :func:`calibrate_noise_multiplier` meets), by the same doors.
   """
+  E = int(sched.num_epochs)
   if sched.sampling == "balls_in_bins":
-    t, k, E = sched.steps_per_epoch, sched.num_selected, int(sched.num_epochs)
-    up_pld, lo_pld = _alloc_pld(sig, dl, t, k, E, bar)
-    up, loc = _min_local(up_pld, sig, dl, k * E, exact=want_lower)
+    t, k = sched.steps_per_epoch, sched.num_selected
+    up_pld, lo_pld = calibrator.allocation_upper_lower(sig, dl, t, k, E)
+    up, loc = calibrator.min_no_amplification(up_pld, sig, dl, k * E, exact=True)
     # k > 1: allocation.pld goes through Lemma 3.2 (blocks of 1-of-floor(t/k));
     # its lower bounds the reduced object only, not k-of-t allocation.
     lo = lo_pld if k == 1 else None
@@ -303,33 +266,22 @@ def _upper_lower(sched: Schedule, sig, dl, *, want_lower: bool, bar=None):
     if k > 1:
       method += " via Lemma 3.2 (k > 1)"
     details = {"pld_upper": up_pld, "pld_lower": lo_pld, "local": loc}
-    return up, lo, method, details
-  if sched.sampling == "poisson":
-    from jaxacct import poisson
-    if sig.size == 1:
-      up = np.array([_poisson_scalar(float(sched.sampling_rate), float(sig[0]),
-                                     int(sched.total_steps), float(dl[0]))])
-    else:
-      up = np.asarray(poisson.epsilon(q=sched.sampling_rate, sigma=sig,
-                                      num_steps=sched.total_steps, delta=dl,
-                                      method="pld").epsilon, np.float64)
-      up = np.broadcast_to(up, sig.shape).copy()
-    if bar is not None:
-      bar.update(sig.size)
-    return up, None, "poisson.pld (tight PLD of the Poisson-subsampled Gaussian)", {}
-  # shuffle
-  E = int(sched.num_epochs)
-  up = _local(sig, dl, E)
+    out = up, lo, method, details
+  elif sched.sampling == "poisson":
+    up = calibrator.poisson_upper(sig, dl, sched.sampling_rate, sched.total_steps)
+    out = up, None, "poisson.pld (tight PLD of the Poisson-subsampled Gaussian)", {}
+  else:
+    up = calibrator.gaussian_upper(sig / math.sqrt(E), dl)
+    lo, details = None, {}
+    if sched.num_examples % int(sched.batch_size) == 0:
+      _, lo = calibrator.allocation_upper_lower(sig, dl, sched.steps_per_epoch, 1, E)
+      lo = np.minimum(lo, up)
+      details["lower_source"] = ("allocation.pld lower, 1-of-t over E epochs (zero-gradient "
+                                 "dataset: shuffled batches = random allocation)")
+    out = up, lo, "no amplification (exact Gaussian, sigma/sqrt(E))", details
   if bar is not None:
     bar.update(sig.size)
-  lo = None
-  details = {}
-  if want_lower and sched.num_examples % int(sched.batch_size) == 0:
-    _, lo = _alloc_pld(sig, dl, sched.steps_per_epoch, 1, E, bar)
-    lo = np.minimum(lo, up)
-    details["lower_source"] = ("allocation.pld lower, 1-of-t over E epochs (zero-gradient "
-                               "dataset: shuffled batches = random allocation)")
-  return up, lo, "no amplification (exact Gaussian, sigma/sqrt(E))", details
+  return out
 
 
 def _result(eps, delta, method, lower, details):
@@ -400,7 +352,7 @@ def epsilon(*, noise_multiplier, num_examples, batch_size, delta, num_epochs=Non
                       total_steps=total_steps)
   shape, sig, dl = _flat_pair(noise_multiplier, delta)
   with _progress_bar(sched, sig.size, "epsilon", progress) as bar:
-    up, lo, method, details = _upper_lower(sched, sig, dl, want_lower=True, bar=bar)
+    up, lo, method, details = _upper_lower(sched, sig, dl, bar=bar)
   details = {k: (_out(v, shape) if isinstance(v, np.ndarray) else v)
              for k, v in details.items()}
   details["schedule"] = sched
@@ -414,60 +366,23 @@ def _progress_bar(sched, size, what, enabled):
 
 
 # ---------------------------------------------------------------------------
-# calibration
+# calibration: a thin adapter over jaxacct.calibrate
 # ---------------------------------------------------------------------------
 
-def _hint(sched: Schedule, eps, dl, rtol):
-  """A starting sigma per target and whether it comes from a tight calibrator
-  (then the bracket starts within a few rtol of it)."""
-  if sched.sampling == "shuffle":   # exact Gaussian: the classic formula as a start
-    E = sched.num_epochs
-    return np.sqrt(E) * np.sqrt(2 * np.log(1.25 / dl)) / np.maximum(eps, 1e-3) * 0.6, False
-  if sched.sampling == "balls_in_bins":
-    from jaxacct.allocation import pld as apld
-    t, k, E = sched.steps_per_epoch, sched.num_selected, int(sched.num_epochs)
-    kw = {} if (k == 1 and E == 1) else {"num_selected": k, "num_epochs": E}
-    kw.update(rtol=min(max(rtol, 1e-6), 0.1), sigma_lo=_SIGMA_MIN, sigma_hi=_SIGMA_MAX)
-    try:
-      h = np.asarray(apld.allocation_pld_calibrate_sigma(
-          epsilon=eps, delta=dl, steps_per_epoch=t, **kw), np.float64)
-      if np.all(np.isfinite(h)):
-        return h, True
-    except ValueError:
-      pass
-    q, T = k / t, t * E
-  else:
-    q, T = sched.sampling_rate, sched.total_steps
-  from jaxacct import poisson
-  if sched.sampling == "poisson":
-    try:
-      return np.asarray(poisson.calibrate_sigma(q=q, num_steps=T, epsilon=eps, delta=dl,
-                                                method="pld"), np.float64), True
-    except ValueError:
-      pass
-  try:   # Poisson RDP at rate k/t: within ~10 % of the tight allocation sigma
-    return np.asarray(poisson.calibrate_sigma(q=q, num_steps=T, epsilon=eps, delta=dl),
-                      np.float64), False
-  except ValueError:
-    return np.full(eps.shape, 1.0), False
-
-
-@x64_boundary
 def calibrate_noise_multiplier(*, epsilon, delta, num_examples, batch_size, num_epochs=None,
                                sampling: str = "balls_in_bins", num_selected: int = 1,
                                total_steps=None, rtol: float = 2.5e-4,
                                progress: Optional[bool] = None):
   """Smallest certified noise multiplier meeting each (epsilon, delta) target.
 
-  For each target, a sigma whose certified upper epsilon (the one
-  :func:`epsilon` returns, same ``sampling``) is <= the target, while
-  ``sigma / (1 + rtol)`` is evaluated infeasible: the smallest certified
-  sigma to relative tolerance ``rtol``. A tight calibrator of the scheme
-  (``allocation.pld.allocation_pld_calibrate_sigma``, or
-  ``poisson.calibrate_sigma(method="pld")`` where available), else the Poisson
-  RDP calibration, gives the starting bracket; the answer is then checked and
-  refined host-side with the certified function itself (so that
-  ``epsilon(noise_multiplier=sigma, ...).epsilon <= target`` holds exactly).
+  ``jaxacct.calibrate(lambda s: event(noise_multiplier=s, ...), epsilon,
+  delta, bracket=(1e-2, 1e4))``: for each target, a sigma whose certified
+  upper epsilon (the one :func:`epsilon` returns, same ``sampling``) is <= the
+  target, while ``sigma / (1 + rtol)`` is evaluated infeasible. Other
+  parameters (epochs, steps, batch size) calibrate the same way, e.g. the
+  largest number of epochs at sigma ``s``: ``jaxacct.calibrate(lambda E:
+  event(noise_multiplier=s, num_epochs=E, ...), epsilon, delta, bracket=(1,
+  1000), discrete=True, increasing=True)``.
 
   Args:
     epsilon: target(s) > 0; array broadcast with ``delta``.
@@ -489,89 +404,9 @@ def calibrate_noise_multiplier(*, epsilon, delta, num_examples, batch_size, num_
                       batch_size=batch_size, num_epochs=num_epochs, sampling=sampling,
                       num_selected=num_selected, total_steps=total_steps)
   _check_number("rtol", rtol)
-  checks.check_range("rtol", rtol, 0.0, 0.1, lo_open=True)
-  shape, e, d = _flat_pair(epsilon, delta)
-  desc = (f"jaxacct.dpsgd calibrating noise_multiplier ({sched.sampling}, "
-          f"E={sched.num_epochs:g}, {e.size} target{'s' if e.size > 1 else ''})")
-  with _progress.progress(total=None, desc=desc, enabled=progress) as bar:
-    hint, tight = _hint(sched, e, d, float(rtol))
-    hint = np.asarray(hint, np.float64)
-    known = None
-    if tight and sched.sampling == "balls_in_bins":
-      # allocation_pld_calibrate_sigma evaluated the hint feasible with the
-      # programs of allocation_pld_epsilon (PLD upper <= target (1 - 1e-10)),
-      # and the upper here is min(PLD upper, Gaussian) <= that: not evaluated
-      # again (the value below only steers a secant step, if one is needed).
-      known = (hint[None], e[None] * (1 - 1e-10))
-
-    def upper_fn(s, idx):
-      up, _, _, _ = _upper_lower(sched, np.asarray(s, np.float64), d[idx], want_lower=False)
-      bar.update(1)
-      return up
-
-    sig = search_decreasing_host(upper_fn, e, hint, tight_hint=tight, rtol=float(rtol),
-                                 bounds=(_SIGMA_MIN, _SIGMA_MAX), name="noise_multiplier",
-                                 bar=bar, known=known)
-  return _out(sig, shape)
-
-
-_certified_epsilon = epsilon   # reachable inside functions whose target is named epsilon
-
-
-def calibrate_num_epochs(*, noise_multiplier, epsilon, delta, num_examples, batch_size,
-                         sampling: str = "balls_in_bins", num_selected: int = 1,
-                         max_epochs: int = 1000, progress: Optional[bool] = None) -> int:
-  """Largest number of epochs E whose certified epsilon at ``delta`` meets ``epsilon``.
-
-  "How long can I train at this noise?": the largest integer E in
-  ``[1, max_epochs]`` with ``epsilon(noise_multiplier=..., num_epochs=E,
-  ...).epsilon <= epsilon`` (the certified upper bound of :func:`epsilon`, same
-  ``sampling``), by bisection on E (epsilon is non-decreasing in E);
-  about ``log2(max_epochs)`` evaluations of :func:`epsilon`.
-
-  Args:
-    noise_multiplier: sigma > 0 (scalar).
-    epsilon: target > 0 (scalar). delta: in (0, 1) (scalar).
-    num_examples, batch_size, sampling, num_selected: as in :func:`schedule`.
-    max_epochs: int >= 1, the upper end of the search (returned if it meets
-      the target).
-    progress: None (global switch), True or False.
-
-  Returns:
-    int E.
-
-  Raises:
-    ValueError: invalid input, or even one epoch exceeds the target (naming
-      the range).
-
-  Bound: upper (the returned E is certified within budget; E + 1 is not,
-  unless E = max_epochs).
-  """
-  check_progress_arg(progress)
-  for name, v in (("noise_multiplier", noise_multiplier), ("epsilon", epsilon),
-                  ("delta", delta), ("max_epochs", max_epochs)):
-    _check_number(name, v)
-    checks.check_scalar("jaxacct.dpsgd", **{name: v})
-  checks.check_positive("noise_multiplier", noise_multiplier)
-  checks.check_positive("epsilon", epsilon)
-  checks.check_delta(delta)
-  checks.check_int("max_epochs", max_epochs, min_value=1)
-  schedule(num_examples=num_examples, batch_size=batch_size, num_epochs=1,
-           sampling=sampling, num_selected=num_selected)     # validates the rest
-  target = float(epsilon)
-  desc = f"jaxacct.dpsgd calibrating num_epochs ({sampling}, sigma={float(noise_multiplier):g})"
-  with _progress.progress(total=None, desc=desc, enabled=progress) as bar:
-
-    def feasible(E):
-      r = _certified_epsilon(noise_multiplier=float(noise_multiplier),
-                             num_examples=num_examples, batch_size=batch_size,
-                             delta=float(delta), num_epochs=int(E), sampling=sampling,
-                             num_selected=num_selected, progress=False)
-      bar.update(1)
-      return float(r.epsilon) <= target
-
-    return largest_feasible_int_host(feasible, 1, int(max_epochs), name="num_epochs",
-                                     target=f"epsilon <= {target:g} at delta={float(delta):g}")
+  return calibrator.calibrate(lambda s: _event(sched, s), epsilon, delta,
+                              bracket=(_SIGMA_MIN, _SIGMA_MAX), increasing=False,
+                              rtol=rtol, name="noise_multiplier", progress=progress)
 
 
 from jaxacct.statement import PrivacyStatement, statement  # noqa: E402  (re-export)

@@ -386,6 +386,24 @@ class BallsInBinsSampler:
     from jaxacct import allocation
     return allocation.epsilon(sigma=sigma, delta=delta, **self.accounting_kwargs(), **kwargs)
 
+  def event(self, *, sigma):
+    """The DpEvent of the whole run, for the accountant and :func:`jaxacct.calibrate`.
+
+    Fresh draws: ``RandomAllocationDpEvent(sigma, num_steps=t, num_selected=k,
+    num_epochs=E)``; fixed bins: the same event for one epoch at
+    ``sigma / sqrt(E)`` (exactly the fixed-bin run, module
+    :mod:`jaxacct.allocation.fixed_bins`). Noise calibration:
+    ``jaxacct.calibrate(lambda s: sampler.event(sigma=s), epsilon, delta,
+    bracket=(0.01, 1e4))``.
+    """
+    from jaxacct.accounting import events as ev   # dp_accounting loads with the events
+    checks.check_positive("sigma", sigma)
+    if self.fresh_each_epoch:
+      return ev.RandomAllocationDpEvent(sigma=float(sigma), num_steps=self.t,
+                                        num_selected=self.k, num_epochs=self.E)
+    return ev.RandomAllocationDpEvent(sigma=float(sigma) / math.sqrt(self.E), num_steps=self.t,
+                                      num_selected=self.k, num_epochs=1)
+
   def accountant(self, *, sigma, delta: Optional[float] = None, methods=None):
     """The ``jaxacct.tracking`` accountant that matches this sampler.
 
@@ -483,11 +501,23 @@ class PoissonSampler:
     from jaxacct import poisson
     return poisson.epsilon(sigma=sigma, delta=delta, **self.accounting_kwargs(), **kwargs)
 
+  def event(self, *, sigma):
+    """The DpEvent of the whole run: ``SelfComposedDpEvent(PoissonSampledDpEvent(q,
+    GaussianDpEvent(sigma)), T)`` (for the accountant and :func:`jaxacct.calibrate`:
+    ``jaxacct.calibrate(lambda s: sampler.event(sigma=s), epsilon, delta,
+    bracket=(0.01, 1e4))``)."""
+    from jaxacct.accounting import events as ev   # dp_accounting loads with the events
+    checks.check_positive("sigma", sigma)
+    step = ev.GaussianDpEvent(float(sigma))
+    if self.q < 1:
+      step = ev.PoissonSampledDpEvent(self.q, step)
+    return step if self.num_steps == 1 else ev.SelfComposedDpEvent(step, self.num_steps)
+
   def accountant(self, *, sigma, delta: Optional[float] = None, **kwargs):
     """``tracking.PoissonAccountant(q=q, sigma=sigma, pld_every=steps_per_epoch)``.
 
     The tight Poisson PLD at every epoch end (RDP in between), the bound that
-    ``tracking.calibrate_noise("poisson", ...)`` and
+    ``jaxacct.calibrate`` of :meth:`event` and
     ``dpsgd.calibrate_noise_multiplier(sampling="poisson")`` calibrate on: an
     RDP-only accountant (``pld_every=None``) would report a larger epsilon
     than the calibration target for the same sigma. ``kwargs`` go to

@@ -409,19 +409,6 @@ def test_monte_carlo_estimate_is_close_to_exact_t1():
   assert mc.bound == "estimate"
 
 
-# ------------------------------------------------------- calibration
-
-def test_calibrate_sigma_is_conservative_and_tight():
-  targets = np.array([0.5, 1.0, 2.0])
-  sig = np.asarray(al.calibrate_sigma(epsilon=targets, delta=1e-6, num_steps=200,
-                                      num_epochs=3, max_order=64, use_add_rdp=False))
-  for e, s in zip(targets, sig):
-    kw = dict(num_steps=200, delta=1e-6, num_epochs=3, methods=("rdp_direct", "direct_add",
-                                                                 "local"), max_order=64)
-    assert al.epsilon(sigma=float(s), **kw).epsilon <= e
-    assert al.epsilon(sigma=float(s) * (1 - 1e-4), **kw).epsilon > e * (1 - 1e-3)
-
-
 # ----------------------------------------------- jit / vmap / bad input
 
 def test_jit_vmap_agree_with_eager(x64):

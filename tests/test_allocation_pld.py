@@ -263,17 +263,6 @@ def test_k_of_t_reduction_matches_epochs():
 
 
 @pytest.mark.slow
-def test_calibration_feasible_and_tight():
-  eps = np.array([0.5, 1.0, 2.0])
-  s = np.asarray(pld.allocation_pld_calibrate_sigma(epsilon=eps, delta=1e-6, num_steps=100,
-                                                    num_grid=16, grid_size=512))
-  r = pld.allocation_pld_epsilon(sigma=s, num_steps=100, delta=1e-6, grid_size=512)
-  assert np.all(np.asarray(r.upper) <= eps)
-  r2 = pld.allocation_pld_epsilon(sigma=s / 1.001, num_steps=100, delta=1e-6, grid_size=512)
-  assert np.all(np.asarray(r2.upper) > eps)
-
-
-@pytest.mark.slow
 def test_laplace_t1_vs_dp_accounting():
   dpl = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
   b = 1.0

@@ -25,7 +25,9 @@ import numpy as np
 import pytest
 from scipy.special import gammaln
 
+import jaxacct
 from jaxacct import pld as jpld
+from jaxacct.accounting import events
 from jaxacct.allocation import pld
 
 N = 256
@@ -169,33 +171,15 @@ def test_bad_composition_arguments():
       pld.allocation_pld_epsilon(**{**base, **kw})
 
 
-def test_calibrate_sigma_vector_k_and_epochs():
-  # 2 of 20, 2 epochs: every returned sigma is certified (its front-door
-  # upper epsilon <= target) and sigma / (1 + rtol) is not.
-  eps = np.array([0.8, 2.0])
-  s = pld.allocation_pld_calibrate_sigma(epsilon=eps, delta=1e-5, num_steps=20,
-                                         num_selected=2, num_epochs=2, num_grid=8, **KW)
-  assert s.shape == (2,) and np.all(np.diff(s) < 0)
-  up = pld.allocation_pld_epsilon(sigma=s, delta=1e-5, num_steps=20, num_selected=2,
-                                  num_epochs=2, **KW).upper
-  assert np.all(np.asarray(up) <= eps)
-  up2 = pld.allocation_pld_epsilon(sigma=s / 1.001, delta=1e-5, num_steps=20, num_selected=2,
-                                   num_epochs=2, **KW).upper
-  assert np.all(np.asarray(up2) > eps)
-  with pytest.raises(ValueError, match=r"\[0.3, 50\]"):
-    # same shapes as above (no new compilation): an unreachable target
-    pld.allocation_pld_calibrate_sigma(epsilon=np.array([1e-3, 1e-3]), delta=1e-5,
-                                       num_steps=20, num_selected=2, num_epochs=2,
-                                       num_grid=8, **KW)
-
-
 @pytest.mark.slow
 def test_calibration_issue_17_setting():
   # Issue 17: N = 60,000, B = 256 (t = 234), E = 10, delta = 1e-5, epsilon = 3.
-  # The calibrated sigma (measured 0.68371) is certified and within 0.1 % of
-  # the smallest sigma whose tight upper epsilon meets 3 (bisection below).
-  s = float(pld.allocation_pld_calibrate_sigma(epsilon=3.0, delta=1e-5, num_steps=234,
-                                               num_epochs=10))
+  # The calibrated sigma (measured 0.68361) is certified and within 0.1 % of
+  # the smallest sigma whose tight upper epsilon meets 3; through the one
+  # calibrator on the allocation event (this module's programs).
+  s = float(jaxacct.calibrate(
+      lambda x: events.RandomAllocationDpEvent(sigma=x, num_steps=234, num_epochs=10),
+      3.0, 1e-5, bracket=(0.3, 50.0)))
   assert 0.680 < s < 0.688
   ev = lambda x: np.asarray(pld.allocation_pld_epsilon(sigma=x, delta=1e-5, num_steps=234,
                                                        num_epochs=10).upper)

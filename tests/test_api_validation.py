@@ -45,7 +45,7 @@ CHOICE = {"direction", "method", "conversion", "randomizer", "mechanism",
           "scheme", "sampling", "neighboring_relation"}
 CHOICE_SEQ = {"methods", "bootstrap"}
 FLAGS = {"pessimistic", "exact", "lower", "use_add_rdp", "paper_caps",
-         "log_scale", "increasing", "fresh_each_epoch", "shortcuts"}
+         "log_scale", "increasing", "fresh_each_epoch", "shortcuts", "discrete"}
 
 # Public callables with nothing to validate here, and why.
 EXEMPT = {
@@ -55,7 +55,6 @@ EXEMPT = {
     "jaxacct.pld.PairPLD": "data container (two PLDs)",
     "jaxacct.allocation.pld.AllocationPLDs": "result container",
     "jaxacct.tracking.PrivacyTrackerState": "optax state container (traced)",
-    "jaxacct.tracking.Calibration": "result container",
     "jaxacct.tracking.PrivacyBudgetExceeded": "exception class",
     "jaxacct.tracking.PrivacyScheduleChanged": "exception class",
     "jaxacct.tracking.DPAggregateState": "optax state container (traced)",
@@ -111,6 +110,11 @@ def _dp_gaussian():
   return dp_accounting.GaussianDpEvent(1.0)
 
 
+def _gaussian_step(sigma):
+  from jaxacct.accounting import events
+  return events.GaussianDpEvent(sigma)
+
+
 def _rr_pld():
   from jaxacct import pld
   return pld.randomized_response(1.0)
@@ -150,12 +154,6 @@ BASE = {
                                     orders=_ORD),
     "jaxacct.poisson.delta": dict(q=0.01, sigma=1.0, num_steps=100, epsilon=1.0,
                                   orders=_ORD),
-    "jaxacct.poisson.calibrate_sigma": dict(q=0.01, num_steps=100, epsilon=1.0,
-                                            delta=1e-5, orders=_ORD),
-    "jaxacct.poisson.calibrate_num_steps": dict(q=0.01, sigma=1.0, epsilon=1.0,
-                                                delta=1e-5, orders=_ORD),
-    "jaxacct.poisson.calibrate_q": dict(sigma=1.0, num_steps=100, epsilon=1.0,
-                                        delta=1e-5, orders=_ORD),
     # pld
     "jaxacct.pld.from_losses": dict(losses=np.array([1.0, -1.0]),
                                     probs=np.array([0.7, 0.3]), step=0.1,
@@ -195,8 +193,6 @@ BASE = {
         log_moments=np.zeros((1, 4)), num_steps=10),
     "jaxacct.allocation.allocation_add_rdp_upper": dict(orders=_ORD, sigma=1.0,
                                                         num_steps=10),
-    "jaxacct.allocation.calibrate_sigma": dict(epsilon=1.0, delta=1e-5,
-                                               num_steps=10),
     "jaxacct.allocation.bounds.check_scheme": dict(sigma=1.0, num_steps=10,
                                                    num_selected=1, num_epochs=1),
     "jaxacct.allocation.bounds.decomposition_gamma": dict(num_steps=10),
@@ -233,8 +229,6 @@ BASE = {
     "jaxacct.allocation.pld.allocation_pld_laws": dict(sigma=1.0, num_steps=10),
     "jaxacct.allocation.pld.allocation_plds": dict(sigma=1.0, num_steps=10,
                                                    tail=1e-12),
-    "jaxacct.allocation.pld.allocation_pld_calibrate_sigma": dict(
-        epsilon=1.0, delta=1e-5, num_steps=10),
     # shuffle
     "jaxacct.shuffle.epsilon": dict(delta=1e-6, **_SH),
     "jaxacct.shuffle.delta": dict(epsilon=0.5, **_SH),
@@ -330,9 +324,9 @@ BASE = {
         epsilons=np.array([0.1, 0.2, 0.3]), delta=1e-5),
     "jaxacct.tracking.epsilon_table": dict(accountant=_Lazy(_rdp_acc), num_steps=10,
                                            delta=1e-5),
-    "jaxacct.tracking.calibrate_noise": dict(scheme="poisson", dataset_size=1000,
-                                             num_epochs=1, epsilon=1.0,
-                                             delta=1e-5, batch_size=100),
+    "jaxacct.tracking.accountant_for": dict(scheme="gaussian", noise_multiplier=1.0,
+                                            dataset_size=1000, num_epochs=1,
+                                            batch_size=100, progress=False),
     "jaxacct.tracking.clip_and_sum": dict(l2_norm_clip=1.0),
     "jaxacct.tracking.gaussian_noise": dict(stddev=1.0, key=0),
     "jaxacct.tracking.dp_aggregate": dict(l2_norm_clip=1.0, noise_multiplier=1.0,
@@ -351,9 +345,10 @@ BASE = {
     "jaxacct.dpsgd.schedule": dict(num_examples=1000, batch_size=100, num_epochs=2),
     "jaxacct.dpsgd.statement": dict(num_examples=1000, batch_size=100, num_epochs=2,
                                     delta=1e-5, noise_multiplier=1.0, progress=False),
-    "jaxacct.dpsgd.calibrate_num_epochs": dict(
-        noise_multiplier=1.0, epsilon=2.0, delta=1e-5, num_examples=1000, batch_size=100,
-        max_epochs=4, progress=False),
+    "jaxacct.dpsgd.event": dict(noise_multiplier=1.0, num_examples=1000, batch_size=100,
+                                num_epochs=2),
+    "jaxacct.calibrate": dict(make_event=_Lazy(lambda: _gaussian_step), target_epsilon=1.0,
+                              delta=1e-5, bracket=(0.1, 10.0), progress=False),
     # accounting
     "jaxacct.tracking.EventAccountant": dict(event=_Lazy(_gaussian_event), block_size=2),
     "jaxacct.accounting.PLDAccountant": dict(),

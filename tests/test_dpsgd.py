@@ -171,10 +171,10 @@ def test_issue_setting_recipe_and_calibration():
   up = lambda x: dpsgd.epsilon(noise_multiplier=x, num_examples=N, batch_size=B,
                                num_epochs=E, delta=DELTA).epsilon
   assert up(s) <= 3.0 < up(s / (1 + 1e-3))
-  cal = tracking.calibrate_noise("allocation", dataset_size=N, batch_size=B, num_epochs=E,
-                                 epsilon=3.0, delta=DELTA, progress=False)
-  assert cal.noise_multiplier == s and cal.num_steps == 2340
-  assert 2.98 <= cal.epsilon <= 3.0   # nearly all of the budget is used
+  acc = tracking.accountant_for("allocation", noise_multiplier=s, dataset_size=N,
+                               batch_size=B, num_epochs=E, progress=False)
+  eps = float(tracking.epsilon_table(acc, num_steps=2340, delta=DELTA)[-1])
+  assert eps == up(s) and 2.98 <= eps <= 3.0   # nearly all of the budget is used
 
 
 @pytest.mark.slow
@@ -215,10 +215,8 @@ def test_unit_trap_on_every_allocation_front_door():
   # then fails fast, so this test runs no kernel.
   for fn, kw in ((allocation.epsilon, dict(sigma=1.0, delta=2.0)),
                  (allocation.delta, dict(sigma=1.0, epsilon=float("nan"))),
-                 (allocation.calibrate_sigma, dict(epsilon=-1.0, delta=DELTA)),
                  (apld.allocation_pld_epsilon, dict(sigma=1.0, delta=2.0)),
-                 (apld.allocation_pld_delta, dict(sigma=1.0, epsilon=-1.0)),
-                 (apld.allocation_pld_calibrate_sigma, dict(epsilon=-1.0, delta=DELTA))):
+                 (apld.allocation_pld_delta, dict(sigma=1.0, epsilon=-1.0))):
     with pytest.warns(jaxacct.StepsUnitWarning):
       with pytest.raises(ValueError):
         fn(num_steps=2340, **kw)
@@ -397,29 +395,19 @@ def test_cli_row_timing_splits_compile_and_run():
 
 # ------------------------------------------------------- epochs calibration
 
-def test_calibrate_num_epochs_is_the_largest_certified_e():
+def test_num_epochs_through_the_calibrator_is_the_largest_certified_e():
   # N = 6000, B = 60 (t = 100), sigma = 1, delta = 1e-5, target 2: the
   # certified balls-in-bins epsilon is 1.9514 at E = 13 and 2.0289 at E = 14
-  # (measured with dpsgd.epsilon, the function the search inverts).
-  kw = dict(num_examples=6000, batch_size=60, delta=1e-5)
-  E = dpsgd.calibrate_num_epochs(noise_multiplier=1.0, epsilon=2.0, max_epochs=16, **kw)
-  assert E == 13
-  at = float(dpsgd.epsilon(noise_multiplier=1.0, num_epochs=E, **kw).epsilon)
-  after = float(dpsgd.epsilon(noise_multiplier=1.0, num_epochs=E + 1, **kw).epsilon)
+  # (measured with dpsgd.epsilon, the function the search inverts). Was
+  # dpsgd.calibrate_num_epochs: now jaxacct.calibrate of dpsgd.event.
+  kw = dict(num_examples=6000, batch_size=60)
+  mk = lambda e: dpsgd.event(noise_multiplier=1.0, num_epochs=e, **kw)
+  E = jaxacct.calibrate(mk, 2.0, 1e-5, bracket=(1, 16), discrete=True, increasing=True)
+  assert E == 13 and isinstance(E, int)
+  at = float(dpsgd.epsilon(noise_multiplier=1.0, num_epochs=E, delta=1e-5, **kw).epsilon)
+  after = float(dpsgd.epsilon(noise_multiplier=1.0, num_epochs=E + 1, delta=1e-5, **kw).epsilon)
   assert at <= 2.0 < after
-  # the whole range fits: max_epochs itself
-  assert dpsgd.calibrate_num_epochs(noise_multiplier=1.0, epsilon=2.0, max_epochs=4, **kw) == 4
-  with pytest.raises(ValueError, match=r"num_epochs in \[1, 16\]"):
-    dpsgd.calibrate_num_epochs(noise_multiplier=1.0, epsilon=0.05, max_epochs=16, **kw)
-
-
-@pytest.mark.parametrize("kw, match", [
-    (dict(noise_multiplier=-1.0), "noise_multiplier"),
-    (dict(epsilon="2"), "epsilon"),
-    (dict(max_epochs=0), "max_epochs"),
-    (dict(noise_multiplier=[1.0, 2.0]), "noise_multiplier"),
-])
-def test_calibrate_num_epochs_bad_input(kw, match):
-  base = dict(noise_multiplier=1.0, epsilon=2.0, delta=1e-5, num_examples=6000, batch_size=60)
-  with pytest.raises(ValueError, match=match):
-    dpsgd.calibrate_num_epochs(**{**base, **kw})
+  # the whole range fits: the bracket end itself
+  assert jaxacct.calibrate(mk, 2.0, 1e-5, bracket=(1, 4), discrete=True, increasing=True) == 4
+  with pytest.raises(ValueError, match=r"no x in \[1, 16\]"):
+    jaxacct.calibrate(mk, 0.05, 1e-5, bracket=(1, 16), discrete=True, increasing=True)

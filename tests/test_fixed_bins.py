@@ -255,14 +255,6 @@ def test_front_door_fixed_bins():
   assert d.delta <= 1e-6 * (1 + 1e-6) and d.method.startswith("fixed_bins:")
 
 
-def test_front_door_calibrate_fixed_bins():
-  s_fixed = allocation.calibrate_sigma(epsilon=2.0, delta=1e-6, num_steps=100, num_epochs=4,
-                                       fresh_each_epoch=False, use_add_rdp=False)
-  s_one = allocation.calibrate_sigma(epsilon=2.0, delta=1e-6, num_steps=100, num_epochs=1,
-                                     use_add_rdp=False)
-  np.testing.assert_allclose(float(s_fixed), 2.0 * float(s_one), rtol=1e-12)
-
-
 @pytest.mark.parametrize("bad", [0, 1, "no", None])
 def test_fresh_each_epoch_must_be_bool(bad):
   with pytest.raises(ValueError, match="fresh_each_epoch"):

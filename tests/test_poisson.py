@@ -1,4 +1,4 @@
-"""Poisson-subsampled Gaussian: RDP, epsilon, calibration.
+"""Poisson-subsampled Gaussian: RDP, epsilon (calibration: tests/test_calibrate.py).
 
 References: dp-accounting 0.6.0 (called live), mpmath quadrature of the
 definition A_alpha = E_{mu0}[(mu/mu0)^alpha] at 30 digits, and properties.
@@ -172,56 +172,6 @@ def test_rdp_epsilon_never_below_exact_gaussian_lower_bound():
     e = float(poisson.epsilon(q=1.0, sigma=s, num_steps=T, delta=d).epsilon)
     exact = float(jaxacct.gaussian_epsilon(s / np.sqrt(T), d).epsilon)
     assert exact <= e <= exact * 1.5
-
-
-def test_calibration_round_trips():
-  targets = np.array([0.5, 1.0, 2.0, 8.0])
-  sig = np.asarray(poisson.calibrate_sigma(q=0.01, num_steps=5000, epsilon=targets, delta=1e-6))
-  eps = np.asarray(poisson.epsilon(q=0.01, sigma=sig, num_steps=5000, delta=1e-6).epsilon)
-  assert np.all(eps <= targets) and np.all(eps >= targets * (1 - 1e-6))
-  # one step already costs eps 1.21 here (RDP conversion at delta = 1e-6):
-  # the targets 0.5 and 1.0 are infeasible and raise (issue 16; they gave 0)
-  with pytest.raises(ValueError, match=r"no num_steps in \[1, .*\(2 of 4 targets\)"):
-    poisson.calibrate_num_steps(q=0.01, sigma=1.0, epsilon=targets, delta=1e-6)
-  steps = np.asarray(poisson.calibrate_num_steps(q=0.01, sigma=1.0, epsilon=targets[2:],
-                                                 delta=1e-6))
-  np.testing.assert_array_equal(steps, [531, 11476])   # jaxacct before issue 16 (same values)
-  e1 = np.asarray(poisson.epsilon(q=0.01, sigma=1.0, num_steps=steps, delta=1e-6).epsilon)
-  e2 = np.asarray(poisson.epsilon(q=0.01, sigma=1.0, num_steps=steps + 1, delta=1e-6).epsilon)
-  assert np.all(e1 <= targets[2:]) and np.all(e2 > targets[2:])
-  qs = np.asarray(poisson.calibrate_q(sigma=1.0, num_steps=5000, epsilon=targets, delta=1e-6))
-  e3 = np.asarray(poisson.epsilon(q=qs, sigma=1.0, num_steps=5000, delta=1e-6).epsilon)
-  assert np.all(e3 <= targets)
-  np.testing.assert_allclose(e3, targets, rtol=1e-5)
-
-
-def test_calibration_infeasible_raises():
-  with pytest.raises(ValueError, match="no sigma"):
-    poisson.calibrate_sigma(q=1.0, num_steps=10, epsilon=1e-3, delta=1e-10,
-                            sigma_range=(0.1, 1.0))
-  # one failure semantics (issue 16): a ValueError naming the bracket, not 0.
-  # One step at q = 0.5, sigma = 0.5 already has eps > 0.01 (RDP, delta 1e-6).
-  with pytest.raises(ValueError, match=r"no num_steps in \[1, "):
-    poisson.calibrate_num_steps(q=0.5, sigma=0.5, epsilon=0.01, delta=1e-6)
-  # q = 0 always meets a target (eps = 0 there); one Illinois step finds no
-  # q > 0 at epsilon = 1e-3 (30 steps give q = 1.49e-8): ValueError, not 0
-  with pytest.raises(ValueError, match=r"no q in \[0, 1\]"):
-    poisson.calibrate_q(sigma=1.0, num_steps=5000, epsilon=1e-3, delta=1e-6, num_iters=1)
-
-
-def test_pld_calibration_keeps_feasible_side_near_bracket_floor():
-  # Regression (issue 16, solver unification): when the RDP hint lands within
-  # 1.25x of sigma_range[0], the old bracketing loop returned the floor
-  # without evaluating it (sigma 0.98 here, epsilon 1.0202 > 1).
-  s = float(poisson.calibrate_sigma(q=0.01, num_steps=100, epsilon=1.0, delta=1e-6,
-                                    method="pld", sigma_range=(0.98, 1000.0)))
-  e = float(poisson.epsilon(q=0.01, sigma=s, num_steps=100, delta=1e-6, method="pld").epsilon)
-  assert e <= 1.0
-  # tight: 0.2 % less noise no longer meets the target (a property, not a
-  # stored value; the sigma found is about 0.9859, inside the bracket)
-  e_less = float(poisson.epsilon(q=0.01, sigma=s / 1.002, num_steps=100, delta=1e-6,
-                                 method="pld").epsilon)
-  assert e_less > 1.0 and 0.98 < s < 1.0, (s, e_less)
 
 
 def _extreme_oracle():

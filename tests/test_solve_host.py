@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from jaxacct._core import solve
@@ -27,14 +28,12 @@ def test_first_feasible_on_ladder_host():
                                              shift=0.0, max_steps=50) == math.inf
 
 
-def test_search_from_hint_host():
-  f = lambda x: 2.0 / x - 1.0                      # feasible iff x >= 2
-  for hint in (0.5, 1.9, 2.0, 2.3, 40.0):
-    x = solve.search_from_hint_host(f, hint, 1.0, 100.0, rtol=1e-9, error="no x")
-    assert f(x) <= 0 and x == pytest.approx(2.0, rel=1e-8)
-  # the floor is returned only where it is feasible (hint within factor of it)
-  x = solve.search_from_hint_host(f, 2.1, 1.9, 100.0, rtol=1e-9, error="no x")
-  assert f(x) <= 0 and x == pytest.approx(2.0, rel=1e-8)
-  assert solve.search_from_hint_host(f, 3.0, 2.5, 100.0, rtol=1e-9, error="no x") == 2.5
-  with pytest.raises(ValueError, match="no x"):
-    solve.search_from_hint_host(f, 1.0, 0.5, 1.5, rtol=1e-9, error="no x")
+
+def test_largest_feasible_int_host_per_lane():
+  # feasible iff n <= limit of the lane (limits 3, 7 and the range end 10)
+  lim = np.array([3, 7, 12])
+  x = solve.largest_feasible_int_host(lambda ns, idx: np.asarray(ns) <= lim[idx], 1, 10, 3,
+                                      name="n")
+  np.testing.assert_array_equal(x, [3, 7, 10])
+  with pytest.raises(ValueError, match=r"no n in \[1, 10\]"):
+    solve.largest_feasible_int_host(lambda ns, idx: np.asarray(ns) <= 0, 1, 10, 2, name="n")

@@ -326,12 +326,14 @@ def test_clip_and_sum_then_noise_inside_multisteps(x64):
     (lambda: tracking.track_privacy(
         tracking.EpsilonTableAccountant(epsilons=[0, 1.0], delta=1e-6), num_steps=1,
         delta=DELTA), "delta"),
-    (lambda: tracking.calibrate_noise("poisson", dataset_size=100, num_epochs=1,
-                                      epsilon=1.0, delta=DELTA), "batch_size"),
-    (lambda: tracking.calibrate_noise("poisson", dataset_size=100, batch_size=200,
-                                      num_epochs=1, epsilon=1.0, delta=DELTA), "batch_size"),
-    (lambda: tracking.calibrate_noise("shuffle", dataset_size=100, num_epochs=1,
-                                      epsilon=1.0, delta=DELTA), "scheme"),
+    (lambda: tracking.accountant_for("poisson", noise_multiplier=1.0, dataset_size=100,
+                                     num_epochs=1), "batch_size"),
+    (lambda: tracking.accountant_for("poisson", noise_multiplier=1.0, dataset_size=100,
+                                     batch_size=200, num_epochs=1), "batch_size"),
+    (lambda: tracking.accountant_for("shuffle", noise_multiplier=1.0, dataset_size=100,
+                                     num_epochs=1), "scheme"),
+    (lambda: tracking.accountant_for("gaussian", noise_multiplier=0.0, dataset_size=100,
+                                     num_epochs=1), "noise_multiplier"),
 ])
 def test_bad_configuration_raises(make, match):
   with pytest.raises(ValueError, match=match):
@@ -345,26 +347,31 @@ def test_privacy_spent_without_tracker():
 
 # ------------------------------------------------------------- calibration
 
-# poisson: tight PLD calibration, about a minute on 2 shared cores while
-# poisson.epsilon(method="pld") compiles per new sigma (issue 17).
+# Calibrate with dpsgd.calibrate_noise_multiplier (jaxacct.calibrate), then
+# the run's accountant (tracking.accountant_for) tabulates the bound met.
+# poisson: tight PLD calibration, about a minute on 2 shared cores.
 @pytest.mark.parametrize("scheme", [pytest.param("poisson", marks=pytest.mark.slow),
                                     "gaussian"])
-def test_calibrate_noise_meets_target_tightly(scheme):
-  cal = tracking.calibrate_noise(scheme, dataset_size=1000, batch_size=50, num_epochs=2,
-                                 epsilon=2.0, delta=DELTA)
-  assert cal.epsilon <= 2.0 * (1 + 1e-9)
-  assert cal.num_steps == (40 if scheme == "poisson" else 2)
-  # slightly less noise misses the target (poisson: calibrated to rtol 2.5e-4
-  # on the tight PLD, which the accountant evaluates at every epoch end)
-  s = cal.noise_multiplier * (1 - 2.5e-4)
+def test_calibrated_accountant_meets_target_tightly(scheme):
+  sampling = {"poisson": "poisson", "gaussian": "shuffle"}[scheme]
+  B = 50 if scheme == "poisson" else 1000
+  sigma = jaxacct.dpsgd_calibrate_noise_multiplier(
+      epsilon=2.0, delta=DELTA, num_examples=1000, batch_size=B, num_epochs=2,
+      sampling=sampling, progress=False)
+  acc = tracking.accountant_for(scheme, noise_multiplier=sigma, dataset_size=1000,
+                                batch_size=B, num_epochs=2)
+  steps = 40 if scheme == "poisson" else 2
+  assert tracking.epsilon_table(acc, num_steps=steps, delta=DELTA)[-1] <= 2.0 * (1 + 1e-9)
+  # slightly less noise misses the target (calibrated to rtol 2.5e-4 on the
+  # tight PLD, which the accountant evaluates at every epoch end)
+  s = sigma * (1 - 2.5e-4)
   acc = (tracking.PoissonAccountant(q=0.05, sigma=s, pld_every=20) if scheme == "poisson"
          else tracking.GaussianAccountant(sigma=s))
-  assert tracking.epsilon_table(acc, num_steps=cal.num_steps, delta=DELTA)[-1] > 2.0
+  assert tracking.epsilon_table(acc, num_steps=steps, delta=DELTA)[-1] > 2.0
   if scheme == "gaussian":
     # One step at sigma/sqrt(E): the exact profile (independent formula).
     np.testing.assert_allclose(
-        float(jaxacct.gaussian_epsilon(cal.noise_multiplier / np.sqrt(2), DELTA).epsilon), 2.0,
-        rtol=1e-8)
+        float(jaxacct.gaussian_epsilon(sigma / np.sqrt(2), DELTA).epsilon), 2.0, rtol=1e-8)
 
 
 # --------------------------------------------------------------- shuffle
@@ -422,16 +429,19 @@ def test_hook_built_inside_jit(x64):
 
 
 @pytest.mark.slow
-def test_calibrate_noise_allocation_meets_target():
-  cal = tracking.calibrate_noise("allocation", dataset_size=1000, batch_size=50,
-                                 num_epochs=2, epsilon=2.0, delta=DELTA)
-  assert cal.num_steps == 40 and cal.epsilon <= 2.0
+def test_calibrated_allocation_accountant_meets_target():
+  sigma = jaxacct.dpsgd_calibrate_noise_multiplier(
+      epsilon=2.0, delta=DELTA, num_examples=1000, batch_size=50, num_epochs=2,
+      progress=False)
+  acc = tracking.accountant_for("allocation", noise_multiplier=sigma, dataset_size=1000,
+                                batch_size=50, num_epochs=2)
+  assert tracking.epsilon_table(acc, num_steps=40, delta=DELTA)[-1] <= 2.0
   # 1 % less noise: the front door (default methods) exceeds the target.
-  acc = tracking.AllocationAccountant(sigma=0.99 * cal.noise_multiplier, num_steps=20)
-  assert acc.epoch_epsilon(2, DELTA) > 2.0
+  acc1 = tracking.AllocationAccountant(sigma=0.99 * sigma, num_steps=20)
+  assert acc1.epoch_epsilon(2, DELTA) > 2.0
   # tight: 0.025 % less noise already misses it under the same (tight PLD) bound
-  assert cal.accountant.epoch_epsilon(2, DELTA) <= 2.0
-  assert jaxacct.dpsgd_epsilon(noise_multiplier=cal.noise_multiplier * (1 - 2.5e-4),
+  assert acc.epoch_epsilon(2, DELTA) <= 2.0
+  assert jaxacct.dpsgd_epsilon(noise_multiplier=sigma * (1 - 2.5e-4),
                                num_examples=1000, batch_size=50, num_epochs=2,
                                delta=DELTA).epsilon > 2.0
 

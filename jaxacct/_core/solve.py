@@ -2,14 +2,13 @@
 
 Every calibrator and every epsilon(delta) inversion in jaxacct goes through
 these functions, with one failure semantics: the jittable kernels return a
-status (``ok``) and the eager API turns a target that cannot be met into a
-``ValueError`` naming the bracket (:func:`require_feasible`).
+status (``ok``) and the eager callers turn a target that cannot be met into a
+``ValueError`` naming the bracket (never an infeasible value, a silent 0 or +inf).
 
 * :func:`bisect` -- monotone ``fn`` on a real bracket (halving or Illinois).
 * :func:`bracket_decreasing` -- :func:`bisect` for a non-increasing ``fn`` whose end
   values the caller supplies (one copy of ``fn`` in the compiled graph; the
   shuffle pair kernels).
-* :func:`bisect_int` -- the largest feasible integer of a monotone predicate.
 * :func:`invert_decreasing` -- epsilon(delta) from a decreasing delta(epsilon),
   upper (smallest feasible) or lower (largest infeasible) end.
 * :func:`refine_bracket` -- bisection on a (costly) feasibility predicate until
@@ -20,13 +19,13 @@ status (``ok``) and the eager API turns a target that cannot be met into a
   from its feasible side, each kept only if still feasible.
 * :func:`newton` -- fixed-iteration Newton steps with a lower safeguard.
 * host side (eager, numpy, costly non-jittable functions):
-  :func:`search_decreasing_host` (vector of targets: bracketing, then Illinois
-  on log x; the DP-SGD and allocation PLD calibrations),
-  :func:`search_from_hint_host` (one target, a bracket grown from a hint),
+  :func:`search_decreasing_host` (vector of targets: bracketing, then secant
+  steps on log x; ``jaxacct.calibrate`` and the risk calibration),
+  :func:`largest_feasible_int_host` (vector of lanes: the largest feasible
+  integer of a monotone predicate; ``jaxacct.calibrate(discrete=True)``),
   :func:`invert_decreasing_host` (twin of :func:`invert_decreasing`),
   :func:`first_feasible_on_ladder_host` (first feasible point of a ladder
   ``x -> x * factor + shift``; +inf if none).
-* :func:`require_feasible` -- eager check of a ``BisectResult``.
 
 ``bisect(fn, lo, hi, increasing=...)`` looks for the boundary of the feasible
 set ``{x : fn(x) <= 0}`` of a monotone ``fn``:
@@ -235,46 +234,6 @@ def newton_keep_feasible(fn: Callable, minus_slope: Callable, x0, target, *,
   return jax.lax.fori_loop(0, num_iters, step, x0)
 
 
-def require_feasible(res: BisectResult, name: str, lo, hi, *, target: str = "the target"):
-  """Returns ``res.x`` if every lane is feasible, else raises ``ValueError``.
-
-  The one failure semantics of jaxacct's calibrators: never an infeasible
-  value, never a silent 0 or +inf, but an error naming the bracket searched.
-  """
-  ok = jnp.asarray(res.ok)
-  if not bool(jnp.all(ok)):
-    bad = int(jnp.size(ok) - jnp.sum(ok))
-    raise ValueError(
-        f"no {name} in [{float(jnp.min(jnp.asarray(lo))):g}, "
-        f"{float(jnp.max(jnp.asarray(hi))):g}] meets {target} ({bad} of "
-        f"{int(jnp.size(ok))} targets); widen the {name} bracket or relax the target.")
-  return res.x
-
-
-def bisect_int(feasible: Callable, lo, hi, *, num_iters: int = 64) -> BisectResult:
-  """Largest integer ``n`` in ``[lo, hi]`` with ``feasible(n)`` (monotone: feasible
-  for small n). Jittable, elementwise over broadcast ``lo, hi``.
-
-  Returns:
-    ``BisectResult(x, ok, width)``: ``x`` the largest integer known feasible
-    (``lo`` when none is, then ``ok`` False), ``width`` the final bracket
-    width (1 when converged).
-  """
-  lo = jnp.asarray(lo, jnp.float64)
-  hi = jnp.asarray(hi, jnp.float64)
-  lo, hi = jnp.broadcast_arrays(lo, hi)
-  ok0 = feasible(lo)
-
-  def body(_, ab):
-    a, b = ab                        # a feasible (or lo), b infeasible
-    mid = jnp.floor(0.5 * (a + b))
-    feas = feasible(mid)
-    return jnp.where(feas, mid, a), jnp.where(feas, b, mid)
-
-  a, b = jax.lax.fori_loop(0, num_iters, body, (lo, hi + 1.0))
-  return BisectResult(x=a, ok=ok0, width=b - a)
-
-
 def invert_decreasing(fn: Callable, target, hi, *, upper: bool,
                       num_iters: int = 80):
   """epsilon(delta) inversion of a non-increasing ``fn`` (e.g. delta(epsilon)).
@@ -465,32 +424,39 @@ def search_decreasing_host(upper_fn: Callable, eps, hint, *, tight_hint: bool, r
   return np.exp(b)
 
 
-def largest_feasible_int_host(feasible: Callable, lo: int, hi: int, *, name: str,
-                              target: str = "the target") -> int:
-  """Largest integer ``n`` in ``[lo, hi]`` with ``feasible(n)`` (host, eager).
+def largest_feasible_int_host(feasible: Callable, lo: int, hi: int, size: int, *, name: str,
+                              target: str = "the target") -> np.ndarray:
+  """Largest integer ``n`` in ``[lo, hi]`` with ``feasible(n)``, per lane (host, eager).
 
-  For an eager, monotone predicate (feasible for small ``n``, e.g. "the
-  certified epsilon after n epochs meets the budget"): bisection on integers,
-  about ``log2(hi - lo)`` evaluations. Same failure semantics as
-  :func:`require_feasible`.
+  For an eager, monotone predicate on ``size`` lanes (feasible for small
+  ``n``, e.g. "the certified epsilon after n epochs meets the budget"):
+  ``feasible(ns, idx)`` answers lanes ``idx`` at integers ``ns`` (numpy bools);
+  bisection on integers, all live lanes together, about ``log2(hi - lo)``
+  rounds. Same failure semantics as the calibrators: never an infeasible
+  value.
+
+  Returns:
+    int64 numpy array of ``size`` integers.
 
   Raises:
-    ValueError: ``feasible(lo)`` is False (naming ``name`` and the range).
+    ValueError: ``feasible(lo)`` is False in some lane (naming ``name`` and
+      the range).
   """
   lo, hi = int(lo), int(hi)
-  if not feasible(lo):
+  every = np.arange(size)
+  if not np.all(feasible(np.full(size, lo), every)):
     raise ValueError(f"no {name} in [{lo}, {hi}] meets {target}: even {name}={lo} "
                      "exceeds it.")
-  if feasible(hi):
-    return hi
-  a, b = lo, hi          # a feasible, b infeasible
-  while b - a > 1:
-    mid = (a + b) // 2
-    if feasible(mid):
-      a = mid
-    else:
-      b = mid
-  return a
+  a = np.full(size, lo, np.int64)                      # feasible
+  b = np.where(feasible(np.full(size, hi), every), hi + 1, hi).astype(np.int64)  # infeasible
+  a[b > hi] = hi
+  while True:
+    idx = np.flatnonzero(b - a > 1)
+    if not idx.size:
+      return a
+    mid = (a[idx] + b[idx]) // 2
+    ok = np.asarray(feasible(mid, idx), bool)
+    a[idx[ok]], b[idx[~ok]] = mid[ok], mid[~ok]
 
 
 def invert_decreasing_host(fn: Callable, target: float, hi: float, *, num_iters: int = 80,
@@ -548,52 +514,3 @@ def first_feasible_on_ladder_host(feasible: Callable, x0: float, *, factor: floa
     if i < max_steps:
       x = x * factor + shift
   return math.inf
-
-
-def search_from_hint_host(f: Callable, hint: float, lo: float, hi: float, *, rtol: float,
-                          error: str, factor: float = 1.25) -> float:
-  """Smallest ``x`` in ``[lo, hi]`` with ``f(x) <= 0``, ``f`` non-increasing (host, scalar).
-
-  For one costly eager target with a good starting point (e.g. the PLD
-  sigma from the RDP sigma): ``hint`` (clipped to the range) moves up by
-  ``factor`` until it is feasible, then down by ``factor`` until an
-  infeasible end is found (or ``lo`` is feasible: ``lo`` is returned), then
-  Illinois regula falsi on ``log x`` (every third step a halving) until the
-  bracket's ratio is ``<= 1 + rtol``.
-
-  Returns:
-    float: the feasible end of the final bracket (evaluated feasible).
-
-  Raises:
-    ValueError: ``error``, when even ``hi`` is infeasible.
-  """
-  b = min(max(float(hint), lo), hi)
-  fb = f(b)
-  while fb > 0:                      # hint not feasible: go up
-    if b >= hi:
-      raise ValueError(error)
-    b = min(b * factor, hi)
-    fb = f(b)
-  a = max(b / factor, lo)
-  fa = f(a)
-  while fa <= 0 and a > lo:          # bracket below
-    b, fb = a, fa
-    a = max(b / factor, lo)
-    fa = f(a)
-  if fa <= 0:                        # feasible at lo: lo is the answer
-    return lo
-  la, lb, last, it = math.log(a), math.log(b), 0, 0
-  while lb - la > math.log1p(rtol):   # Illinois; a infeasible, b feasible (evaluated)
-    it += 1
-    m = 0.5 * (la + lb)
-    if it % 3 and math.isfinite(fa) and fa != fb:
-      sec = (la * fb - lb * fa) / (fb - fa)
-      m = sec if la < sec < lb else m
-    fm = f(math.exp(m))
-    if fm <= 0:
-      lb, fb = m, fm
-      fa, last = (0.5 * fa if last == 1 else fa), 1
-    else:
-      la, fa = m, fm
-      fb, last = (0.5 * fb if last == -1 else fb), -1
-  return math.exp(lb)

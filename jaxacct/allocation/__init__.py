@@ -4,7 +4,8 @@ t steps per epoch, chosen uniformly at random (Feldman & Shenfeld,
 
 Front doors: :func:`epsilon` and :func:`delta` return the best valid bound
 (max over the add/remove directions of the min over methods) and name the
-method that won; :func:`calibrate_sigma` solves for the noise.
+method that won. Sigma calibration: :func:`jaxacct.calibrate` of a
+``jaxacct.accounting.events.RandomAllocationDpEvent`` (tight allocation PLD).
 
 k-out-of-t over E epochs is accounted as m = kE compositions of 1-out-of-t'
 allocation, t' = floor(t/k) (Lemma 3.2; valid, loose for large k).
@@ -51,7 +52,6 @@ Diagnostics (not accountants): :mod:`jaxacct.allocation.monte_carlo`
 
 from __future__ import annotations
 
-import functools
 import warnings
 
 import jax
@@ -63,17 +63,15 @@ from jaxacct._core.conversion import rdp_to_epsilon_kernel, rdp_to_delta_kernel
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct._core.solve import bisect, require_feasible
 from jaxacct._core.units import per_epoch_steps
 from jaxacct.allocation import bounds, recursive
 from jaxacct.allocation.add_rdp import allocation_add_rdp
 from jaxacct.allocation.rdp import (allocation_add_rdp_upper, allocation_remove_rdp,
                                     allocation_remove_rdp_from_moments)
-from jaxacct._core.compiled import jit
 
 __all__ = ["epsilon", "delta", "allocation_rdp", "allocation_remove_rdp",
            "allocation_add_rdp", "allocation_remove_rdp_from_moments",
-           "allocation_add_rdp_upper", "calibrate_sigma", "bounds", "recursive",
+           "allocation_add_rdp_upper", "bounds", "recursive",
            "DEFAULT_METHODS", "METHODS"]
 
 DEFAULT_METHODS = ("rdp_direct", "rdp_add", "direct_add", "decomposition", "local")
@@ -140,7 +138,7 @@ def _check_methods(methods):
 
 def _check_scalar(**kw):
   checks.check_scalar("jaxacct.allocation.epsilon/delta",
-                      "(use allocation_rdp / calibrate_sigma or allocation.pld for grids).",
+                      "(use allocation_rdp, jaxacct.calibrate or allocation.pld for grids).",
                       **kw)
 
 
@@ -332,82 +330,3 @@ def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
   return _query("delta", epsilon, sigma=sigma, num_steps=num_steps, num_selected=num_selected,
                 num_epochs=num_epochs, direction=direction, methods=methods,
                 max_order=max_order, fresh_each_epoch=fresh_each_epoch)
-
-
-@functools.partial(jit, static_argnames=("t", "m", "max_order", "num_iters", "use_add_rdp"))
-def _calibrate_jit(eps_t, d_t, lo, hi, *, t, m, max_order, num_iters, use_add_rdp):
-  from jaxacct._core.gaussian import gaussian_epsilon_kernel
-  from jaxacct.allocation.add_rdp import allocation_add_rdp_kernel
-  from jaxacct.allocation.rdp import allocation_gaussian_rdp_kernel
-  orders = jnp.arange(2, max_order + 1, dtype=jnp.float64)
-  add_orders = jnp.asarray(DEFAULT_ORDERS)
-
-  def eps_of(s):
-    rdp = allocation_gaussian_rdp_kernel(s, jnp.full(s.shape, t, jnp.int64), max_order) * m
-    e_rem, _ = rdp_to_epsilon_kernel(orders, rdp, d_t, "tight")
-    e_add = gaussian_epsilon_kernel(s * jnp.sqrt(t / m), d_t) + m * (1 - 1 / t) / (2 * s**2)
-    if use_add_rdp:
-      rdp_a = allocation_add_rdp_kernel(s, jnp.full(s.shape, float(t)), add_orders,
-                                         2048, 1024) * m
-      e_add = jnp.minimum(e_add, rdp_to_epsilon_kernel(add_orders, rdp_a, d_t, "tight")[0])
-    e_loc = gaussian_epsilon_kernel(s / jnp.sqrt(m), d_t)
-    return jnp.maximum(jnp.minimum(e_rem, e_loc), jnp.minimum(e_add, e_loc))
-
-  # 1e-9 relative margin: the eager front door may round differently.
-  return bisect(lambda s: eps_of(s) - eps_t * (1.0 - 1e-9), lo, hi, increasing=False,
-                num_iters=num_iters, log_scale=True, method="illinois")
-
-
-@per_epoch_steps
-@x64_boundary
-def calibrate_sigma(*, epsilon, delta, num_steps, num_selected=1, num_epochs=1,
-                    max_order: int = 128, sigma_range=(0.2, 200.0), num_iters: int = 40,
-                    use_add_rdp: bool = True, fresh_each_epoch: bool = True):
-  """Smallest sigma meeting (epsilon, delta) for k-of-t allocation (upper-bound side).
-
-  Bisection (Illinois, log scale) on sigma of the front-door rule restricted
-  to ``rdp_direct`` (remove), ``direct_add`` and ``rdp_add`` (add) and
-  ``local``, vectorised over (epsilon, delta) targets in one compiled
-  search. The returned sigma is the feasible end of the final bracket, so
-  each target is met (conservative). ``rdp_add`` runs here on a coarser
-  quadrature grid (2048 x 1024; relative error < 1e-9 in the tested range).
-
-  Args:
-    epsilon: > 0, any shape. delta: in (0, 1), broadcast with epsilon.
-    num_steps, num_selected, num_epochs: scalars t, k, E.
-    max_order: largest Renyi order. sigma_range: bracket (lo, hi).
-    num_iters: bisection steps. use_add_rdp: include ``rdp_add`` (slower,
-      tighter for many rounds).
-    fresh_each_epoch: as in :func:`epsilon`; False (fixed bins) calibrates
-      one epoch and returns sqrt(E) times its sigma (``sigma_range`` applies
-      to that one-epoch sigma).
-
-  Returns:
-    float64 array of sigmas, shape ``broadcast(epsilon, delta).shape``.
-
-  Raises:
-    ValueError if a target is infeasible in ``sigma_range``.
-  """
-  checks.check_positive("epsilon", epsilon)
-  checks.check_delta(delta)
-  bounds.check_scheme(1.0, num_steps, num_selected, num_epochs)
-  _check_scalar(num_steps=num_steps, num_selected=num_selected, num_epochs=num_epochs)
-  checks.check_int("max_order", max_order, min_value=2, max_value=4096)
-  checks.check_int("num_iters", num_iters, min_value=1, max_value=10_000)
-  checks.check_bool("use_add_rdp", use_add_rdp)
-  checks.check_bracket("sigma_range", sigma_range)
-  if not _fresh(fresh_each_epoch):
-    s1 = calibrate_sigma(epsilon=epsilon, delta=delta, num_steps=num_steps,
-                         num_selected=num_selected, num_epochs=1, max_order=max_order,
-                         sigma_range=sigma_range, num_iters=num_iters,
-                         use_add_rdp=use_add_rdp)
-    return s1 * float(np.sqrt(int(num_epochs)))
-  t, m = bounds.split_rounds(num_steps, num_selected, num_epochs)
-  eps_t, d_t = jnp.broadcast_arrays(jnp.asarray(epsilon, jnp.float64),
-                                    jnp.asarray(delta, jnp.float64))
-  lo, hi = sigma_range
-  res = _calibrate_jit(eps_t, d_t, jnp.full(eps_t.shape, float(lo)),
-                       jnp.full(eps_t.shape, float(hi)), t=int(t), m=float(m),
-                       max_order=int(max_order), num_iters=int(num_iters),
-                       use_add_rdp=bool(use_add_rdp))
-  return require_feasible(res, "sigma", lo, hi, target="the (epsilon, delta) target")

@@ -97,8 +97,8 @@ jitted composition as the Gaussian.
 
 Public API: :func:`allocation_pld_epsilon`, :func:`allocation_pld_delta`
 (``EpsilonResult`` / ``DeltaResult`` with ``lower`` and ``by_direction``;
-``mechanism`` may be a PLD), :func:`allocation_pld_calibrate_sigma` (vector
-of targets, any k and E, one jitted call per (t, k, E)),
+``mechanism`` may be a PLD; sigma calibration: :func:`jaxacct.calibrate` of a
+``RandomAllocationDpEvent``, which drives these programs, one lane per target),
 :func:`allocation_plds` (PLD export; ``jaxacct.pld.to_dp_accounting``),
 :func:`allocation_pld_laws` (jittable laws of S/t).
 
@@ -134,7 +134,6 @@ from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.progress import progress
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.units import per_epoch_steps
-from jaxacct.allocation import _pld_calibrate as cal
 from jaxacct.allocation import _pld_compose as cp
 from jaxacct.allocation import _pld_query as qy
 from jaxacct.allocation._pld_export import AllocationPLDs, composed_plds
@@ -145,7 +144,7 @@ from jaxacct.allocation._pld_laws import (DEFAULT_GRID_SIZE, DEFAULT_TAIL, TAIL_
                                           laws_batch)
 
 __all__ = [
-    "allocation_pld_epsilon", "allocation_pld_delta", "allocation_pld_calibrate_sigma",
+    "allocation_pld_epsilon", "allocation_pld_delta",
     "allocation_pld_laws", "allocation_plds", "AllocationPLDs", "DEFAULT_GRID_SIZE",
     "DEFAULT_TAIL",
     "DEFAULT_COMPOSITION_SIZE",
@@ -158,6 +157,7 @@ _MAX_COUNT = 1 << 20    # k * E (composed rounds) at most
 #: Lanes (broadcast settings) per jitted call of a front door; larger sweeps
 #: run as chunks of this many, with progress output between chunks.
 SWEEP_CHUNK = 128
+BATCH = 4               # lanes per block of the maps on accelerators (~12 MB a lane)
 
 
 # ----------------------------------------------------------------------------
@@ -241,8 +241,8 @@ class _Lanes:
       return np.clip(TAU_FACTOR * self.q, 1e-300, 1e-10)
     return np.full(self.q.shape, DELTA_TAU)
 
-  def unpad(self, x):
-    return x[:self.size].reshape(self.shape)
+  def unpad(self, x):   # host side (NumPy: no eager program per shape)
+    return np.asarray(x)[:self.size].reshape(self.shape)
 
   def take(self, sl):
     """The lanes of slice ``sl`` (same static flags: one compiled shape per chunk)."""
@@ -282,7 +282,7 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
     return qy.query_batch(*F, *(jnp.asarray(a) for a in (ln.c1, ln.c2, ln.q, taus[sl])),
                           mode=mode, size=int(composition_size), tilts=int(tilts),
                           shared=shared, two=lanes.two, compose=lanes.compose,
-                          want_lower=True, batch=cal.BATCH,
+                          want_lower=True, batch=BATCH,
                           single=lanes.single or not lanes.compose)
 
   # Big sweeps run as equal chunks of one compiled shape (a 1,000-sigma sweep
@@ -295,7 +295,8 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
     for i in range(0, total, chunk):
       outs.append(jax.block_until_ready(part(slice(i, i + chunk))))
       bar.update(1)
-  parts = tuple(jnp.concatenate(o) for o in zip(*outs)) if len(outs) > 1 else outs[0]
+  parts = tuple(np.concatenate([np.asarray(a) for a in o]) for o in zip(*outs)) \
+      if len(outs) > 1 else outs[0]
   return tuple(lanes.unpad(p) for p in parts)
 
 
@@ -306,7 +307,7 @@ def _result(parts, direction, query, mode):
   elif direction == "add":
     up, lo, byd = au, al, {"add": (au, al)}
   else:
-    up, lo, byd = jnp.maximum(ru, au), jnp.maximum(rl, al), {"remove": (ru, rl),
+    up, lo, byd = np.maximum(ru, au), np.maximum(rl, al), {"remove": (ru, rl),
                                                               "add": (au, al)}
   if mode == "eps":
     return EpsilonResult(epsilon=up, delta=query, method="allocation_pld", bound="upper",
@@ -501,95 +502,3 @@ def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
     checks.check_int("num_steps", num_steps, min_value=1, max_value=2**30)
   return final_laws(sigma, num_steps, n=int(grid_size), tail=float(tail),
                     mechanism=mechanism)
-
-
-@per_epoch_steps
-@x64_boundary
-def allocation_pld_calibrate_sigma(*, epsilon, delta, num_steps, num_selected=1,
-                                   num_epochs=1, sigma_lo: float = 0.3,
-                                   sigma_hi: float = 50.0, rtol: float = 1e-3,
-                                   num_grid: int = 24, grid_size: int = DEFAULT_GRID_SIZE,
-                                   mechanism: str = "gaussian",
-                                   composition_size: int = DEFAULT_COMPOSITION_SIZE):
-  """Smallest certified sigma (k-of-t allocation, E epochs) meeting (epsilon, delta) targets.
-
-  Feldman & Shenfeld, arXiv:2602.17284v1; the upper PLD of this module,
-  evaluated by the very programs of :func:`allocation_pld_epsilon` (default
-  ``tail``; one lane per target): a calibration compiles nothing that the
-  epsilon question at the same setting does not. Per (t, k, E), host-side: a
-  Gaussian-DP (CLT) model of the composed rounds gives a first sigma per
-  target; one evaluation there rescales the model for a second sigma just
-  past its root; then bracketing and Illinois steps on log sigma
-  (:func:`jaxacct._core.solve.search_decreasing_host`) until an evaluated
-  feasible sigma is within ``rtol`` of an evaluated infeasible one. Cost:
-  about 4 to 6 front-door evaluations of all targets together.
-
-  Args:
-    epsilon: targets > 0 (array); delta: in (0, 1); broadcast together.
-    num_steps: steps per epoch t (int >= 1); num_selected: k (<= t);
-      num_epochs: E; each a scalar or an array broadcasting with the targets
-      (one compiled call per distinct (t, k, E)).
-    sigma_lo, sigma_hi: search bracket (> 0).
-    rtol: relative tolerance on sigma, in [1e-6, 0.1].
-    num_grid: int >= 4; unused (kept for compatibility: the former grid
-      stage is replaced by the model start).
-    grid_size, mechanism, composition_size: as in
-      :func:`allocation_pld_epsilon` (``mechanism`` "gaussian" or "laplace").
-
-  Returns:
-    float64 numpy array of the targets' shape: sigma whose certified upper
-    epsilon at delta is <= the target (both directions; evaluated), and a
-    sigma >= sigma / (1 + rtol) was evaluated infeasible.
-
-  Raises:
-    ValueError: invalid input; a target not met even at ``sigma_hi``, or
-      already met at ``sigma_lo`` (the bracket is named).
-
-  Bound: upper (the returned sigma is certified sufficient).
-  """
-  checks.check_positive("epsilon", epsilon)
-  checks.check_delta(delta)
-  _check_common(1.0, num_steps, num_selected, num_epochs, "both", grid_size, mechanism,
-                composition_size)
-  checks.check_positive("sigma_lo", sigma_lo)
-  checks.check_positive("sigma_hi", sigma_hi)
-  checks.check_range("rtol", rtol, 1e-6, 0.1)
-  if not float(sigma_lo) < float(sigma_hi):
-    raise ValueError(f"sigma_lo must be < sigma_hi; got [{sigma_lo}, {sigma_hi}].")
-  _check_static_int("num_grid", num_grid, 4)
-  checks.check_choice("mechanism", mechanism, ("gaussian", "laplace"))
-  e, d, t, k, E_ = np.broadcast_arrays(np.asarray(epsilon, np.float64),
-                                       np.asarray(delta, np.float64), np.asarray(num_steps),
-                                       np.asarray(num_selected), np.asarray(num_epochs))
-  shape = e.shape
-  e, d = e.ravel(), d.ravel()
-  keys = np.stack([np.round(a).astype(np.int64).ravel() for a in (t, k, E_)], axis=1)
-  out = np.empty(e.size)
-  for key in np.unique(keys, axis=0):
-    sel = np.all(keys == key, axis=1)
-    tt, kk, ee = (int(v) for v in key)
-    if kk > tt:
-      raise ValueError(f"num_selected must be <= num_steps; got {kk} > {tt}.")
-    f, rho = divmod(tt, kk)
-    ej, dj = e[sel], d[sel]
-    where = f"at delta={float(dj.min()):g} (t={tt}, k={kk}, E={ee})"
-
-    def evaluate(sig, dj=dj, tt=tt, kk=kk, ee=ee):   # the epsilon front door's programs
-      ru, au, _, _ = _run(sig, tt, kk, ee, dj, mode="eps", grid_size=grid_size, tail=None,
-                          mechanism=mechanism, laws=None, composition_size=composition_size)
-      return np.maximum(np.asarray(ru), np.asarray(au))
-
-    try:
-      sig = cal.calibrate(evaluate, ej, dj, rounds=[((kk - rho) * ee, f), (rho * ee, f + 1)],
-                          lo=float(sigma_lo), hi=float(sigma_hi), rtol=float(rtol),
-                          mechanism=mechanism)
-    except ValueError as err:
-      raise ValueError(f"{str(err).rstrip('.')} {where}: raise sigma_hi or relax the "
-                       "target.") from None
-    if np.any(sig <= float(sigma_lo) * (1 + 1e-12)):
-      i = int(np.argmax(sig <= float(sigma_lo) * (1 + 1e-12)))
-      raise ValueError(f"sigma_lo={sigma_lo:g} already meets epsilon={ej[i]:g} {where}; the "
-                       f"smallest sigma is below the bracket [{sigma_lo:g}, {sigma_hi:g}]: "
-                       "lower sigma_lo.")
-    out[sel] = sig
-  return out.reshape(shape)

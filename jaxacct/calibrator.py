@@ -1,0 +1,478 @@
+r"""The one calibrator: the parameter of an event family that meets (epsilon, delta).
+
+:func:`calibrate` is the spine of every calibration in jaxacct (noise
+multiplier, epochs, steps, sampling rate, batch size...): ``make_event(x)``
+maps the parameter to a DpEvent (:mod:`jaxacct.accounting.events`), and the
+calibrator finds, per (epsilon, delta) target, the least private ``x`` whose
+certified upper epsilon meets the target.
+:func:`jaxacct.dpsgd.calibrate_noise_multiplier` is a thin adapter over it
+(schedule -> :func:`jaxacct.dpsgd.event` -> :func:`calibrate`);
+:func:`jaxacct.risk.calibrate_noise_multiplier` (TPR / advantage targets, not
+epsilon) drives the same host solver.
+
+Events are evaluated by :func:`upper_epsilon`, one dispatch on the event type
+with a vectorised door per family (lanes = targets, evaluated together):
+
+=====================================  =============================================
+event (``x`` anywhere in it)           evaluated by
+=====================================  =============================================
+``RandomAllocationDpEvent`` (Gaussian)  ``allocation.pld.allocation_pld_epsilon``
+                                       (its compiled programs, one lane per
+                                       target), min with no amplification (k E
+                                       Gaussian steps: exact, sigma/sqrt(kE))
+``PoissonSampledDpEvent(q, Gaussian)``  ``poisson.epsilon(method="pld")`` (tight PLD)
+(optionally ``SelfComposedDpEvent``)
+``GaussianDpEvent`` (optionally self-   exact Gaussian epsilon (mu = sqrt(n)/sigma;
+composed n times)                      Dong, Roth & Su, arXiv:1905.02383v3, Cor. 3.3)
+anything else                          ``PLDAccountant().compose(event)`` per lane
+=====================================  =============================================
+
+Each door returns the accountant's epsilon for the same event (a test checks
+it); the allocation door may return a smaller (still certified) value where
+no amplification wins.
+
+Search (host, NumPy; it compiles nothing of its own):
+
+* continuous ``x`` (log scale, bracket ``0 < lo < hi``):
+  :func:`jaxacct._core.solve.search_decreasing_host`, bracketing and secant
+  steps until an evaluated-feasible ``x`` is within ``rtol`` of an
+  evaluated-infeasible one. Where ``x`` is a noise scale (``make_event``
+  scales one family's sigma), a Gaussian-DP (CLT) model of the family,
+  rescaled by one evaluation, gives the start (about 4 to 6 evaluations).
+* ``discrete=True``: integer bisection on ``[lo, hi]`` (all lanes together).
+
+Direction: epsilon decreases with a noise scale (``increasing=False``: the
+smallest feasible ``x``) and increases with epochs, steps, rate or batch size
+(``increasing=True``: the largest feasible ``x``). Left ``None``, it is known
+for a noise scale, else read from one evaluation at each bracket end.
+
+Bound: upper (every returned ``x`` is evaluated feasible by a certified upper
+epsilon; the next ``x`` by ``rtol`` or by 1 towards less privacy is evaluated
+infeasible, unless ``x`` is the bracket end).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Callable, Optional
+
+import numpy as np
+
+from jaxacct import poisson
+from jaxacct._core import checks
+from jaxacct._core import progress as _progress
+from jaxacct._core.compiled import jit
+from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.gaussian import gaussian_epsilon_kernel
+from jaxacct._core.progress import check_progress_arg
+from jaxacct._core.solve import largest_feasible_int_host, search_decreasing_host
+from jaxacct.allocation import pld as apld
+
+__all__ = ["calibrate", "upper_epsilon"]
+
+SAFETY = 1e-10    # feasible means upper epsilon <= target * (1 - SAFETY)
+_OVERSHOOT = 0.2  # the model's second point aims past its root by this share of the step
+
+
+# ---------------------------------------------------------------------------
+# the families: one lane = one event, grouped by family and static key
+# ---------------------------------------------------------------------------
+
+def _is(event, name):
+  """Whether ``event`` is a ``name`` event, by class name (this module does
+  not import the events: dp_accounting loads with them, tests/test_import_cost.py)."""
+  return any(c.__name__ == name for c in type(event).__mro__)
+
+
+def lane(event):
+  """``(family, key, sigma)`` of an event: the vectorised door that evaluates it.
+
+  ``family`` is ``"allocation"`` (key ``(t, k, E)``), ``"poisson"`` (key
+  ``(q, num_steps)``), ``"gaussian"`` (key ``()``, ``sigma`` the effective
+  single-step noise sigma / sqrt(n)) or ``"accountant"`` (key: the lane's
+  own event; ``sigma`` None).
+  """
+  if (_is(event, "RandomAllocationDpEvent") and event.mechanism == "gaussian"
+      and event.sigma is not None and float(event.sigma) > 0):
+    return ("allocation", (int(event.num_steps), int(event.num_selected),
+                           int(event.num_epochs)), float(event.sigma))
+  n, inner = 1, event
+  if _is(inner, "SelfComposedDpEvent") and int(inner.count) >= 1:
+    n, inner = int(inner.count), inner.event
+  if _is(inner, "PoissonSampledDpEvent") and _is(inner.event, "GaussianDpEvent"):
+    q, s = float(inner.sampling_probability), float(inner.event.noise_multiplier)
+    if 0 < q < 1 and s > 0:
+      return "poisson", (q, n), s
+    inner = inner.event if q == 1 else inner
+  if _is(inner, "GaussianDpEvent") and float(inner.noise_multiplier) > 0:
+    return "gaussian", (), float(inner.noise_multiplier) / math.sqrt(n)
+  return "accountant", event, None
+
+
+@jit
+def _gauss_eps(sigma, delta):
+  return gaussian_epsilon_kernel(sigma, delta)
+
+
+def gaussian_upper(sigma, delta):
+  """Exact epsilon at ``delta`` of one Gaussian step of noise ``sigma`` (numpy)."""
+  return np.asarray(_gauss_eps(np.asarray(sigma, np.float64), np.asarray(delta, np.float64)),
+                    np.float64)
+
+
+def gaussian_lower(sigma, delta):
+  """A lower bound on :func:`gaussian_upper` (NumPy, nothing compiled).
+
+  With mu = 1 / sigma the privacy loss under P is N(mu^2/2, mu^2) and
+  dP >= e^{x + s} dQ on {loss > x + s}, so delta(x) >= (1 - e^{-s})
+  P(loss > x + s): the epsilon at delta exceeds x_s = mu^2/2 - s - mu
+  Phi^{-1}(delta / (1 - e^{-s})) for every s > 0 (best of a few s, less a
+  float margin of 1e-9 relative).
+  """
+  from scipy.special import ndtri   # scipy loads with the first calibration
+  mu = 1.0 / np.asarray(sigma, np.float64)
+  d = np.asarray(delta, np.float64) * (1 + 1e-9)
+  best = np.full(np.broadcast(mu, d).shape, -np.inf)
+  for s in (0.05, 0.2, 0.5, 1.0, 2.0):
+    r = d / -math.expm1(-s)
+    with np.errstate(invalid="ignore", divide="ignore"):
+      x = np.where(r < 1, mu**2 / 2 - s - mu * ndtri(np.minimum(r, 1.0)), -np.inf)
+    best = np.maximum(best, np.where(np.isfinite(x), x, -np.inf))
+  return best - 1e-9 * (1 + np.abs(best))
+
+
+@functools.lru_cache(maxsize=512)
+def _allocation_scalar(sigma, delta, t, k, E):
+  """One allocation.pld evaluation, memoised (a calibration's last feasible
+  sigma is evaluated again by the epsilon of the same run)."""
+  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=t, num_selected=k,
+                                  num_epochs=E)
+  return float(r.epsilon), float(r.lower)
+
+
+def allocation_upper_lower(sigma, delta, t, k, E):
+  """allocation.pld (upper, lower) of k-of-t allocation over E epochs, flat arrays."""
+  if sigma.size == 1:
+    u, l_ = _allocation_scalar(float(sigma[0]), float(delta[0]), int(t), int(k), int(E))
+    return np.array([u]), np.array([l_])
+  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=int(t),
+                                  num_selected=int(k), num_epochs=int(E))
+  up, lo = (np.broadcast_to(np.asarray(a, np.float64), sigma.shape).copy()
+            for a in (r.epsilon, r.lower))
+  return up, lo
+
+
+def min_no_amplification(up, sigma, delta, m, exact=False):
+  """``(min(up, local), local or None)``, local = m Gaussian steps without
+  amplification (exact); without ``exact`` the Gaussian program runs only
+  where :func:`gaussian_lower` does not already show ``local >= up``."""
+  s = np.asarray(sigma, np.float64) / math.sqrt(m)
+  if not exact and np.all(gaussian_lower(s, delta) >= up):
+    return up, None
+  loc = gaussian_upper(s, delta)
+  return np.minimum(up, loc), loc
+
+
+@functools.lru_cache(maxsize=512)
+def _poisson_scalar(q, sigma, T, delta):
+  return float(poisson.epsilon(q=q, sigma=sigma, num_steps=T, delta=delta,
+                               method="pld").epsilon)
+
+
+def poisson_upper(sigma, delta, q, T):
+  """Tight Poisson PLD upper epsilon (``poisson.epsilon(method="pld")``), flat arrays."""
+  if sigma.size == 1:
+    return np.array([_poisson_scalar(float(q), float(sigma[0]), int(T), float(delta[0]))])
+  up = poisson.epsilon(q=float(q), sigma=sigma, num_steps=int(T), delta=delta,
+                       method="pld").epsilon
+  return np.broadcast_to(np.asarray(up, np.float64), sigma.shape).copy()
+
+
+def _family_upper(family, key, sigma, delta, events):
+  if family == "allocation":
+    t, k, E = key
+    up, _ = allocation_upper_lower(sigma, delta, t, k, E)
+    return min_no_amplification(up, sigma, delta, k * E)[0]
+  if family == "poisson":
+    return poisson_upper(sigma, delta, *key)
+  if family == "gaussian":
+    return gaussian_upper(sigma, delta)
+  from jaxacct.accounting import PLDAccountant   # lazy: loads dp_accounting (see _is)
+  return np.array([PLDAccountant().compose(e).get_epsilon(float(d))
+                   for e, d in zip(events, delta)])
+
+
+ACCOUNTANTS = ("pld", "rdp")
+
+
+@x64_boundary
+def upper_epsilon(events, delta, *, accountant: str = "pld") -> np.ndarray:
+  """Certified upper epsilon of each event at its delta (what :func:`calibrate` meets).
+
+  Args:
+    events: a sequence of DpEvents (the lanes).
+    delta: in (0, 1); scalar or one per event.
+    accountant: ``"pld"`` (the doors of the module table; the accountant's
+      epsilon) or ``"rdp"`` (Poisson-subsampled and plain Gaussian events
+      only: ``poisson.epsilon(method="rdp")``, all lanes in one compiled
+      call; looser, much faster for many targets).
+
+  Returns:
+    float64 numpy array, one epsilon per event: the family's door (module
+    table), lanes of one family and key evaluated together.
+
+  Bound: upper.
+  """
+  events = list(events)
+  checks.check_delta(delta)
+  checks.check_choice("accountant", accountant, ACCOUNTANTS)
+  d = np.broadcast_to(np.asarray(delta, np.float64), (len(events),))
+  return _upper(events, d, accountant)
+
+
+def _rdp_upper(lanes, d):
+  """``poisson.epsilon(method="rdp")`` of Poisson / Gaussian lanes, one call."""
+  if any(f not in ("poisson", "gaussian") for f, _, _ in lanes):
+    raise ValueError("accountant='rdp' takes Poisson-subsampled or plain Gaussian events "
+                     "only; use accountant='pld' for the others.")
+  q = np.array([k[0] if f == "poisson" else 1.0 for f, k, _ in lanes])
+  T = np.array([k[1] if f == "poisson" else 1 for f, k, _ in lanes], np.float64)
+  sig = np.array([s for _, _, s in lanes])
+  return np.asarray(poisson.epsilon(q=q, sigma=sig, num_steps=T, delta=d).epsilon, np.float64)
+
+
+def _upper(events, d, accountant="pld"):
+  lanes = [lane(e) for e in events]
+  if accountant == "rdp":
+    return _rdp_upper(lanes, d)
+  groups = {}
+  for i, (fam, key, _) in enumerate(lanes):
+    groups.setdefault((fam, key if fam != "accountant" else i), []).append(i)
+  out = np.empty(len(events))
+  for (fam, key), idx in groups.items():
+    idx = np.asarray(idx)
+    sig = np.array([lanes[i][2] or 0.0 for i in idx], np.float64)
+    out[idx] = _family_upper(fam, key, sig, d[idx].copy(), [events[i] for i in idx])
+  return out
+
+
+# ---------------------------------------------------------------------------
+# the Gaussian-DP (CLT) model of a noise-scale family: the search's start
+# ---------------------------------------------------------------------------
+
+def _rounds(family, key):
+  """[(count c_i, 1/rate f_i)]: mu^2 = sum c_i min((e^{1/s^2} - 1) / f_i, 1 / s^2)."""
+  if family == "allocation":
+    t, k, E = key
+    f, rho = divmod(t, k)
+    return [((k - rho) * E, f), (rho * E, f + 1)]
+  if family == "poisson":
+    q, T = key
+    return [(T, 1.0 / q)]
+  return [(1, 1.0)]
+
+
+def _mu2(s, rounds):
+  with np.errstate(over="ignore"):
+    return sum(c * np.minimum(np.expm1(1.0 / s**2) / f, 1.0 / s**2) for c, f in rounds if c)
+
+
+def _bisect_log(f, lo, hi, iters=64):
+  """x in [lo, hi] (log scale, vectorised) with f(x) changing sign from <= 0 to > 0."""
+  a, b = np.log(lo), np.log(hi)
+  for _ in range(iters):
+    m = 0.5 * (a + b)
+    up = f(np.exp(m)) > 0
+    a, b = np.where(up, a, m), np.where(up, m, b)
+  return np.exp(0.5 * (a + b))
+
+
+def _log_delta_excess(eps, mu, delta):
+  """log delta(eps; mu-GDP) - log delta (Dong, Roth & Su, Cor. 2.13)."""
+  from scipy.special import log_ndtr
+  la, lb = log_ndtr(-eps / mu + mu / 2), log_ndtr(-eps / mu - mu / 2)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    return la + np.log(-np.expm1(np.minimum(eps + lb - la, 0.0))) - np.log(delta)
+
+
+def _model_sigma(eps, delta, rounds):
+  mu = _bisect_log(lambda m: _log_delta_excess(eps, m, delta), np.full(eps.shape, 1e-8),
+                   np.full(eps.shape, 1e3))
+  return _bisect_log(lambda s: mu**2 - _mu2(s, rounds), np.full(eps.shape, 1e-3),
+                     np.full(eps.shape, 1e6))
+
+
+def _model_eps(sigma, delta, rounds):
+  mu = np.sqrt(_mu2(sigma, rounds))
+  hi = mu**2 / 2 + mu * np.sqrt(2 * np.log(1 / delta)) + 1.0
+  return _bisect_log(lambda e: -_log_delta_excess(e, mu, delta),
+                     np.full(np.shape(mu), 1e-12), hi)
+
+
+def _noise_scale(make_event, lo, hi):
+  """``(family, key, c)`` when ``make_event(x)`` is one family with sigma = c x, else None."""
+  (fa, ka, sa), (fb, kb, sb) = lane(make_event(lo)), lane(make_event(hi))
+  if fa != fb or fa == "accountant" or ka != kb or not sa or not sb:
+    return None
+  c = sa / lo
+  return (fa, ka, c) if math.isclose(sb / hi, c, rel_tol=1e-9) else None
+
+
+def _model_start(scale, upper, target, d, lo, hi, rtol):
+  """(hint, known): the model's x, one evaluation there, the model rescaled by
+  the measured ratio and aimed a little past its root, a second evaluation."""
+  fam, key, c = scale
+  rounds = _rounds(fam, key)
+  s0 = np.clip(_model_sigma(target, d, rounds), lo * c, hi * c)
+  e0 = upper(s0 / c)
+  ok = np.isfinite(e0) & (e0 > 0)
+  ratio = np.where(ok, e0, target) / np.maximum(_model_eps(s0, d, rounds), 1e-300)
+  s1 = _model_sigma(target / np.where(ok, ratio, 1.0), d, rounds)
+  step = np.log(s1 / s0)
+  s1 = np.where(ok, s0 * np.exp(step * (1.0 + _OVERSHOOT) + np.sign(step) * math.log1p(rtol)),
+                s0 * 2.0)
+  s1 = np.clip(s1, lo * c, hi * c)
+  e1 = upper(s1 / c)
+  return s1 / c, (np.stack([s0, s1]) / c, np.stack([e0, e1]))
+
+
+# ---------------------------------------------------------------------------
+# the calibrator
+# ---------------------------------------------------------------------------
+
+@x64_boundary
+def calibrate(make_event: Callable, target_epsilon, delta, *, bracket, discrete: bool = False,
+              increasing: Optional[bool] = None, rtol: float = 1e-3, name: str = "x",
+              accountant: str = "pld", progress: Optional[bool] = None):
+  """The least private parameter ``x`` whose event meets each (epsilon, delta) target.
+
+  Args:
+    make_event: ``x -> DpEvent`` (:mod:`jaxacct.accounting.events`; e.g.
+      ``lambda s: jaxacct.dpsgd.event(noise_multiplier=s, ...)``). Called
+      once per lane and evaluation (cheap: events only describe).
+    target_epsilon: target(s) > 0; array broadcast with ``delta``.
+    delta: in (0, 1).
+    bracket: ``(lo, hi)``, the range searched; ``0 < lo < hi`` (continuous)
+      or integers ``lo < hi`` (``discrete``).
+    discrete: ``x`` is an integer (epochs, steps, batch size).
+    increasing: whether epsilon increases with ``x`` (epochs, steps, rate;
+      the largest feasible ``x`` is returned) or decreases (a noise scale;
+      the smallest); None: known for a noise scale, else read from one
+      evaluation at each bracket end.
+    rtol: relative tolerance on ``x`` (continuous), in (0, 0.1].
+    name: the parameter's name in error messages.
+    accountant: ``"pld"`` (default: tight, the accountant's epsilon) or
+      ``"rdp"`` (Poisson / Gaussian events; see :func:`upper_epsilon`).
+    progress: None (global switch), True or False.
+
+  Returns:
+    float or int (scalar targets), else a numpy array of the broadcast shape:
+    ``x`` with ``upper_epsilon(make_event(x)) <= target`` (evaluated), and
+    ``x`` moved by a factor ``1 + rtol`` (by 1 when ``discrete``) towards
+    less privacy evaluated infeasible, unless ``x`` is that bracket end.
+
+  Raises:
+    ValueError: invalid input (naming the parameter), or a target not met
+      anywhere in the bracket (naming it).
+
+  Bound: upper (the returned ``x`` is certified sufficient; conservative).
+  """
+  if not callable(make_event):
+    raise ValueError(f"make_event must be a callable x -> DpEvent; got {make_event!r}.")
+  check_progress_arg(progress)
+  checks.check_positive("target_epsilon", target_epsilon)
+  checks.check_delta(delta)
+  checks.check_bool("discrete", discrete)
+  if increasing is not None:
+    checks.check_bool("increasing", increasing)
+  checks.check_range("rtol", rtol, 0.0, 0.1, lo_open=True)
+  checks.check_choice("accountant", accountant, ACCOUNTANTS)
+  if isinstance(name, bytes) or not isinstance(name, str):
+    raise ValueError(f"name must be a str; got {name!r}.")
+  checks.check_bracket("bracket", bracket, lo=-np.inf if discrete else 0.0)
+  lo, hi = (float(v) for v in bracket)
+  if discrete and not (lo.is_integer() and hi.is_integer()):
+    raise ValueError(f"bracket must hold integers with discrete=True; got {bracket!r}.")
+  e, d = np.broadcast_arrays(np.asarray(target_epsilon, np.float64),
+                             np.asarray(delta, np.float64))
+  shape, e, d = e.shape, e.ravel().copy(), d.ravel().copy()
+  target = e * (1.0 - SAFETY)
+  m = e.size
+  scale = None if discrete else _noise_scale(make_event, lo, hi)
+  # all lanes each evaluation where one call takes them all (one family and key
+  # at every x, or the RDP door): one compiled shape
+  batched = scale is not None or accountant == "rdp"
+  desc = f"jaxacct.calibrate: calibrating {name} ({m} target{'s' if m > 1 else ''})"
+  with _progress.progress(total=None, desc=desc, enabled=progress) as bar:
+    park = np.full(m, math.sqrt(lo * hi) if lo > 0 else 0.5 * (lo + hi))
+
+    def upper(xs, idx=None):   # upper epsilons of the lanes idx (default all) at xs
+      idx = np.arange(m) if idx is None else np.asarray(idx)
+      xs = np.broadcast_to(np.asarray(xs, np.float64), idx.shape)
+      park[idx] = xs
+      sel = None
+      if batched and idx.size < m:   # all lanes each time: one compiled shape
+        xs, sel, idx = park.copy(), idx, np.arange(m)
+      evs = [make_event(int(x) if discrete else float(x)) for x in xs]
+      out = _upper(evs, d[idx], accountant)
+      bar.update(1)
+      return out if sel is None else out[sel]
+
+    known = None
+    if increasing is None:
+      if scale is not None:
+        increasing = False
+      else:
+        u_lo, u_hi = upper(np.full(m, lo)), upper(np.full(m, hi))
+        if np.all(u_lo >= u_hi) and np.any(u_lo > u_hi):
+          increasing = False
+        elif np.all(u_lo <= u_hi) and np.any(u_lo < u_hi):
+          increasing = True
+        else:
+          raise ValueError(f"cannot tell from the bracket ends whether epsilon increases "
+                           f"with {name} (epsilon {u_lo[0]:g} at {lo:g}, {u_hi[0]:g} at "
+                           f"{hi:g}); pass increasing=True or False.")
+        known = (np.array([np.full(m, lo), np.full(m, hi)]), np.array([u_lo, u_hi]))
+    unmet = ValueError(f"no {name} in [{lo:g}, {hi:g}] meets epsilon <= {float(np.min(e)):g} "
+                       f"at delta={float(np.min(d)):g}; widen the bracket or relax the target.")
+    if discrete:
+      try:
+        out = _search_int(upper, target, lo, hi, increasing, name)
+      except ValueError as err:   # the solver's own message names the range as searched
+        if not str(err).startswith(f"no {name} in"):
+          raise
+        raise unmet from None
+      out = out.astype(np.int64).reshape(shape)
+      return int(out) if out.ndim == 0 else out
+    if increasing:   # y = 1 / x: epsilon decreases in y
+      fn = lambda y, idx: upper(1.0 / y, idx)
+      bounds = (1.0 / hi, 1.0 / lo)
+      known = None if known is None else (1.0 / known[0], known[1])
+      hint = np.full(m, 1.0 / math.sqrt(lo * hi))
+    else:
+      fn, bounds = upper, (lo, hi)
+      hint = np.full(m, math.sqrt(lo * hi))
+      if scale is not None:
+        hint, known = _model_start(scale, upper, target, d, lo, hi, float(rtol))
+    try:
+      y = search_decreasing_host(fn, target, hint, tight_hint=False, rtol=float(rtol),
+                                 bounds=bounds, name=name, bar=bar, known=known)
+    except ValueError as err:   # (in 1/x when increasing): restated in x
+      if not str(err).startswith(f"no {name} in"):
+        raise
+      raise unmet from None
+  x = (1.0 / y if increasing else y).reshape(shape)
+  return float(x) if x.ndim == 0 else x
+
+
+def _search_int(upper, target, lo, hi, increasing, name):
+  """Integer search: the largest (increasing) or smallest feasible integer per lane."""
+  sgn = 1 if increasing else -1
+  a, b = (int(lo), int(hi)) if increasing else (-int(hi), -int(lo))
+
+  def feasible(ns, idx):   # in n' = sgn x: feasible for small n'
+    return upper(sgn * np.asarray(ns, np.float64), idx) <= target[idx]
+
+  return sgn * largest_feasible_int_host(feasible, a, b, target.size, name=name,
+                                         target="its epsilon target")
