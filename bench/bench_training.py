@@ -94,7 +94,7 @@ def run():
                   "(recorded, issue 17)"))
 
   # 5. the same through the dp_accounting-style accountant
-  e = ev.RandomAllocationDpEvent(sigma=2.0, num_steps=100, num_selected=10)
+  e = ev.RandomAllocationDpEvent(sigma=2.0, steps_per_epoch=100, num_selected=10)
   ours = timed(lambda: PLDAccountant().compose(e).get_epsilon_bounds(1e-6))
   r = ours["value"]
   ours["value"] = None

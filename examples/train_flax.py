@@ -79,13 +79,13 @@ def make_sampler(scheme: str, *, n: int, batch_size: int, num_epochs: int, seed:
   or q = batch_size / n and ceil(num_epochs / q) steps (Poisson); the declared
   expected batch size is ``batch_size`` (capacity from it, not from n)."""
   if scheme in ("allocation", "fixed_bins"):
-    return sampling.BallsInBinsSampler(dataset_size=n, steps_per_epoch=n // batch_size,
+    return sampling.BallsInBinsSampler(num_examples=n, steps_per_epoch=n // batch_size,
                                        num_epochs=num_epochs, seed=seed,
                                        fresh_each_epoch=(scheme == "allocation"),
                                        expected_batch_size=batch_size)
   q = batch_size / n
   steps = int(math.ceil(num_epochs / q - 1e-9))
-  return sampling.PoissonSampler(dataset_size=n, sampling_prob=q, num_steps=steps, seed=seed,
+  return sampling.PoissonSampler(num_examples=n, sampling_rate=q, num_steps=steps, seed=seed,
                                  steps_per_epoch=max(1, steps // num_epochs),
                                  expected_batch_size=batch_size)
 

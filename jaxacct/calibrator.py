@@ -95,7 +95,7 @@ def lane(event):
   """
   if (_is(event, "RandomAllocationDpEvent") and event.mechanism == "gaussian"
       and event.sigma is not None and float(event.sigma) > 0):
-    return ("allocation", (int(event.num_steps), int(event.num_selected),
+    return ("allocation", (int(event.steps_per_epoch), int(event.num_selected),
                            int(event.num_epochs)), float(event.sigma))
   n, inner = 1, event
   if _is(inner, "SelfComposedDpEvent") and int(inner.count) >= 1:

@@ -210,7 +210,7 @@ def _event(sched: Schedule, sigma):
   # imported here: dp_accounting loads with the events (tests/test_import_cost.py)
   from jaxacct.accounting import events as ev
   if sched.sampling == "balls_in_bins":
-    return ev.RandomAllocationDpEvent(sigma=sigma, num_steps=sched.steps_per_epoch,
+    return ev.RandomAllocationDpEvent(sigma=sigma, steps_per_epoch=sched.steps_per_epoch,
                                       num_selected=sched.num_selected,
                                       num_epochs=int(sched.num_epochs))
   if sched.sampling == "poisson":
@@ -225,7 +225,7 @@ def event(*, noise_multiplier, num_examples, batch_size, num_epochs=None,
           sampling: str = "balls_in_bins", num_selected: int = 1, total_steps=None):
   """The DpEvent of a DP-SGD run, for the accountant and :func:`jaxacct.calibrate`.
 
-  * balls_in_bins: ``RandomAllocationDpEvent(sigma, num_steps=t,
+  * balls_in_bins: ``RandomAllocationDpEvent(sigma, steps_per_epoch=t,
     num_selected=k, num_epochs=E)``;
   * poisson: ``SelfComposedDpEvent(PoissonSampledDpEvent(q,
     GaussianDpEvent(sigma)), T)``;

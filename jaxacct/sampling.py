@@ -179,7 +179,7 @@ def _overflow_bound(pad, n, p, num_steps, declared):
   return min(1.0, num_steps * tail)
 
 
-def pad_size_for(*, dataset_size: int, inclusion_prob: float, num_steps: int,
+def pad_size_for(*, num_examples: int, sampling_rate: float, num_steps: int,
                  overflow_prob: float = 1e-6, multiple: int = 8) -> int:
   """Smallest multiple of ``multiple`` B with num_steps * P(Bin(n, p) > B) <= overflow_prob.
 
@@ -187,7 +187,7 @@ def pad_size_for(*, dataset_size: int, inclusion_prob: float, num_steps: int,
   do not share; prefer :func:`capacity_for` (declared expected batch size).
 
   Args:
-    dataset_size: n >= 1. inclusion_prob: p in (0, 1], the probability that
+    num_examples: n >= 1. sampling_rate: p in (0, 1], the probability that
       an example is in a given step (k/t for balls-in-bins, q for Poisson).
     num_steps: number of steps in the run (>= 1); the union bound is over them.
     overflow_prob: in (0, 1).
@@ -199,12 +199,12 @@ def pad_size_for(*, dataset_size: int, inclusion_prob: float, num_steps: int,
   Bound: exact binomial tail (scipy), union bound over steps.
   """
   from scipy.stats import binom
-  checks.check_int("dataset_size", dataset_size, min_value=1)
-  checks.check_range("inclusion_prob", inclusion_prob, 0.0, 1.0, lo_open=True)
+  checks.check_int("num_examples", num_examples, min_value=1)
+  checks.check_range("sampling_rate", sampling_rate, 0.0, 1.0, lo_open=True)
   checks.check_int("num_steps", num_steps, min_value=1)
   checks.check_range("overflow_prob", overflow_prob, 0.0, 1.0, lo_open=True, hi_open=True)
   checks.check_int("multiple", multiple, min_value=1)
-  n, p = int(dataset_size), float(inclusion_prob)
+  n, p = int(num_examples), float(sampling_rate)
   target = float(overflow_prob) / int(num_steps)
   # binom.isf gives the smallest b with sf(b) <= target (up to float rounding: re-check)
   b = int(binom.isf(target, n, p)) if p < 1.0 else n
@@ -224,7 +224,7 @@ def _check_declared(expected_batch_size, n, p):
   m = float(expected_batch_size)
   if n * p > m + 1.0:
     raise ValueError(
-        f"expected_batch_size must be >= dataset_size * inclusion probability - 1 = "
+        f"expected_batch_size must be >= num_examples * inclusion probability - 1 = "
         f"{n * p - 1.0:g} (the capacity's overflow bound assumes n p <= m + 1); got {m:g}.")
   return m
 
@@ -234,7 +234,7 @@ def _resolve_pad(pad_size, n, p, num_steps, overflow_prob, multiple, declared=No
     if declared is not None:
       return capacity_for(expected_batch_size=declared, num_steps=num_steps,
                           overflow_prob=overflow_prob, multiple=multiple)
-    return pad_size_for(dataset_size=n, inclusion_prob=p, num_steps=num_steps,
+    return pad_size_for(num_examples=n, sampling_rate=p, num_steps=num_steps,
                         overflow_prob=overflow_prob, multiple=multiple)
   if isinstance(pad_size, str):
     checks.check_choice("pad_size", pad_size, ("max",))
@@ -286,7 +286,7 @@ class BallsInBinsSampler:
   ``BallsInBinsSampling``), accounted by ``fresh_each_epoch=False``.
 
   Args:
-    dataset_size: n >= 1.
+    num_examples: n >= 1.
     steps_per_epoch: t >= 1 (steps per epoch, not total).
     num_epochs: E >= 1.
     num_selected: k in [1, t] (steps each example joins per epoch).
@@ -311,26 +311,26 @@ class BallsInBinsSampler:
 
   Example::
 
-    >>> s = BallsInBinsSampler(dataset_size=1000, steps_per_epoch=10, num_epochs=2, seed=0)
+    >>> s = BallsInBinsSampler(num_examples=1000, steps_per_epoch=10, num_epochs=2, seed=0)
     >>> b = next(iter(s)); b.indices.shape == (s.pad_size,), b.step, b.epoch
     (True, 0, 0)
   """
 
   neighbouring = NEIGHBOURING
 
-  def __init__(self, *, dataset_size: int, steps_per_epoch: int, num_epochs: int,
+  def __init__(self, *, num_examples: int, steps_per_epoch: int, num_epochs: int,
                num_selected: int = 1, fresh_each_epoch: bool = True, seed: int = 0,
                expected_batch_size: Optional[float] = None,
                pad_size: Union[None, int, str] = None, overflow_prob: float = 1e-6,
                multiple: int = 8):
-    checks.check_int("dataset_size", dataset_size, min_value=1)
+    checks.check_int("num_examples", num_examples, min_value=1)
     checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1)
     checks.check_int("num_epochs", num_epochs, min_value=1)
     checks.check_int("num_selected", num_selected, min_value=1, max_value=int(steps_per_epoch))
     if not isinstance(fresh_each_epoch, (bool, np.bool_)):
       raise ValueError(f"fresh_each_epoch must be a bool; got {fresh_each_epoch!r}.")
     checks.check_int("seed", seed, min_value=0)
-    self.n, self.t, self.E = int(dataset_size), int(steps_per_epoch), int(num_epochs)
+    self.n, self.t, self.E = int(num_examples), int(steps_per_epoch), int(num_epochs)
     self.k, self.fresh_each_epoch, self.seed = int(num_selected), bool(fresh_each_epoch), int(seed)
     self.num_steps = self.t * self.E
     p = self.k / self.t
@@ -389,7 +389,7 @@ class BallsInBinsSampler:
   def event(self, *, sigma):
     """The DpEvent of the whole run, for the accountant and :func:`jaxacct.calibrate`.
 
-    Fresh draws: ``RandomAllocationDpEvent(sigma, num_steps=t, num_selected=k,
+    Fresh draws: ``RandomAllocationDpEvent(sigma, steps_per_epoch=t, num_selected=k,
     num_epochs=E)``; fixed bins: the same event for one epoch at
     ``sigma / sqrt(E)`` (exactly the fixed-bin run, module
     :mod:`jaxacct.allocation.fixed_bins`). Noise calibration:
@@ -399,9 +399,9 @@ class BallsInBinsSampler:
     from jaxacct.accounting import events as ev   # dp_accounting loads with the events
     checks.check_positive("sigma", sigma)
     if self.fresh_each_epoch:
-      return ev.RandomAllocationDpEvent(sigma=float(sigma), num_steps=self.t,
+      return ev.RandomAllocationDpEvent(sigma=float(sigma), steps_per_epoch=self.t,
                                         num_selected=self.k, num_epochs=self.E)
-    return ev.RandomAllocationDpEvent(sigma=float(sigma) / math.sqrt(self.E), num_steps=self.t,
+    return ev.RandomAllocationDpEvent(sigma=float(sigma) / math.sqrt(self.E), steps_per_epoch=self.t,
                                       num_selected=self.k, num_epochs=1)
 
   def accountant(self, *, sigma, delta: Optional[float] = None, methods=None):
@@ -440,8 +440,8 @@ class PoissonSampler:
   (Mironov, Talwar & Zhang, arXiv:1908.10530v1; PLD with ``method="pld"``).
 
   Args:
-    dataset_size: n >= 1.
-    sampling_prob: q in (0, 1].
+    num_examples: n >= 1.
+    sampling_rate: q in (0, 1].
     num_steps: T >= 1 (total steps).
     seed: int seed (numpy ``default_rng((seed, step))``).
     expected_batch_size, pad_size, overflow_prob, multiple: as
@@ -455,16 +455,16 @@ class PoissonSampler:
 
   neighbouring = NEIGHBOURING
 
-  def __init__(self, *, dataset_size: int, sampling_prob: float, num_steps: int,
+  def __init__(self, *, num_examples: int, sampling_rate: float, num_steps: int,
                seed: int = 0, expected_batch_size: Optional[float] = None,
                pad_size: Union[None, int, str] = None,
                overflow_prob: float = 1e-6, multiple: int = 8,
                steps_per_epoch: Optional[int] = None):
-    checks.check_int("dataset_size", dataset_size, min_value=1)
-    checks.check_probability("sampling_prob", sampling_prob, open_lo=True)
+    checks.check_int("num_examples", num_examples, min_value=1)
+    checks.check_probability("sampling_rate", sampling_rate, open_lo=True)
     checks.check_int("num_steps", num_steps, min_value=1)
     checks.check_int("seed", seed, min_value=0)
-    self.n, self.q, self.num_steps, self.seed = (int(dataset_size), float(sampling_prob),
+    self.n, self.q, self.num_steps, self.seed = (int(num_examples), float(sampling_rate),
                                                  int(num_steps), int(seed))
     self.steps_per_epoch = (max(1, int(round(1.0 / self.q))) if steps_per_epoch is None
                             else int(steps_per_epoch))

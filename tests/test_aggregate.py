@@ -56,9 +56,9 @@ def test_update_is_the_same_function_of_the_sample_for_n_and_n_plus_1(x64):
   n = 160
   x1, y1 = _data(n + 1)
   x0, y0 = x1[:n], y1[:n]                     # dataset N; N + 1 adds one example
-  s0 = sampling.PoissonSampler(dataset_size=n, sampling_prob=q, num_steps=steps, seed=3,
+  s0 = sampling.PoissonSampler(num_examples=n, sampling_rate=q, num_steps=steps, seed=3,
                                expected_batch_size=m)
-  s1 = sampling.PoissonSampler(dataset_size=n + 1, sampling_prob=q, num_steps=steps, seed=3,
+  s1 = sampling.PoissonSampler(num_examples=n + 1, sampling_rate=q, num_steps=steps, seed=3,
                                expected_batch_size=m)
   assert s0.pad_size == s1.pad_size == sampling.capacity_for(expected_batch_size=m,
                                                              num_steps=steps)
@@ -92,7 +92,7 @@ def test_update_is_the_same_function_of_the_sample_for_n_and_n_plus_1(x64):
 def test_legacy_optax_divisor_depends_on_n(x64):
   """The bug: optax divides by the padded length, which pad_size_for derives from n."""
   p, steps = 0.1, 30
-  pads = {n: sampling.pad_size_for(dataset_size=n, inclusion_prob=p, num_steps=steps)
+  pads = {n: sampling.pad_size_for(num_examples=n, sampling_rate=p, num_steps=steps)
           for n in range(150, 400)}
   n = next(k for k in pads if pads[k + 1] != pads[k])
   g = jnp.zeros((pads[n + 1], 3)).at[:4].set(0.1)
@@ -110,7 +110,7 @@ def test_legacy_optax_divisor_depends_on_n(x64):
 
 def test_overflow_keeps_the_divisor(x64):
   m, c, sigma = 100.0, 1.0, 0.8
-  s = sampling.BallsInBinsSampler(dataset_size=400, steps_per_epoch=4, num_epochs=1, seed=0,
+  s = sampling.BallsInBinsSampler(num_examples=400, steps_per_epoch=4, num_epochs=1, seed=0,
                                   pad_size=64, expected_batch_size=m)
   with pytest.warns(RuntimeWarning, match="no example dropped"):
     batches = s.epoch_batches(0)
@@ -263,7 +263,7 @@ def test_accountants_name_their_relation():
   assert tracking.ShuffleAccountant.neighbouring == "replace_one"
   assert tracking.EpsilonTableAccountant(epsilons=np.array([0.0, 1.0]),
                                          delta=1e-5).neighbouring is None
-  s = sampling.BallsInBinsSampler(dataset_size=100, steps_per_epoch=10, num_epochs=1,
+  s = sampling.BallsInBinsSampler(num_examples=100, steps_per_epoch=10, num_epochs=1,
                                   expected_batch_size=10)
   assert s.neighbouring == s.accountant(sigma=1.0).neighbouring == "add_remove"
 

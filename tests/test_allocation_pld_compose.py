@@ -178,7 +178,7 @@ def test_calibration_issue_17_setting():
   # the smallest sigma whose tight upper epsilon meets 3; through the one
   # calibrator on the allocation event (this module's programs).
   s = float(jaxacct.calibrate(
-      lambda x: events.RandomAllocationDpEvent(sigma=x, num_steps=234, num_epochs=10),
+      lambda x: events.RandomAllocationDpEvent(sigma=x, steps_per_epoch=234, num_epochs=10),
       3.0, 1e-5, bracket=(0.3, 50.0)))
   assert 0.680 < s < 0.688
   ev = lambda x: np.asarray(pld.allocation_pld_epsilon(sigma=x, delta=1e-5, num_steps=234,

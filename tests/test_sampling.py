@@ -52,7 +52,7 @@ def _epoch_counts(s, epoch):
 
 @pytest.mark.parametrize("k", [1, 3])
 def test_balls_in_bins_exactly_k_per_epoch(k):
-  s = sampling.BallsInBinsSampler(dataset_size=500, steps_per_epoch=10, num_epochs=3,
+  s = sampling.BallsInBinsSampler(num_examples=500, steps_per_epoch=10, num_epochs=3,
                                   num_selected=k, seed=4)
   for e in range(3):
     cnt, steps = _epoch_counts(s, e)
@@ -63,7 +63,7 @@ def test_balls_in_bins_exactly_k_per_epoch(k):
 
 
 def test_step_frequencies_uniform_k1():
-  s = sampling.BallsInBinsSampler(dataset_size=20_000, steps_per_epoch=10, num_epochs=2, seed=0)
+  s = sampling.BallsInBinsSampler(num_examples=20_000, steps_per_epoch=10, num_epochs=2, seed=0)
   for e in range(2):
     sizes = np.array([b.size for b in s.epoch_batches(e)])
     assert sizes.sum() == 20_000
@@ -73,7 +73,7 @@ def test_step_frequencies_uniform_k1():
 
 def test_subset_frequencies_uniform_k2():
   t, k, n = 5, 2, 20_000
-  s = sampling.BallsInBinsSampler(dataset_size=n, steps_per_epoch=t, num_epochs=1,
+  s = sampling.BallsInBinsSampler(num_examples=n, steps_per_epoch=t, num_epochs=1,
                                   num_selected=k, seed=1)
   a = s.assignment(0)
   codes = a[:, 0] * t + a[:, 1]
@@ -86,13 +86,13 @@ def test_subset_frequencies_uniform_k2():
 
 def test_fresh_epochs_independent_fixed_identical():
   t, n = 4, 20_000
-  fresh = sampling.BallsInBinsSampler(dataset_size=n, steps_per_epoch=t, num_epochs=2, seed=2)
+  fresh = sampling.BallsInBinsSampler(num_examples=n, steps_per_epoch=t, num_epochs=2, seed=2)
   a0, a1 = fresh.assignment(0)[:, 0], fresh.assignment(1)[:, 0]
   table = np.zeros((t, t))
   np.add.at(table, (a0, a1), 1)
   p = stats.chisquare(table.ravel()).pvalue  # H0: uniform over t^2 (epoch draws independent)
   assert p > 1e-3, p
-  fixed = sampling.BallsInBinsSampler(dataset_size=n, steps_per_epoch=t, num_epochs=3,
+  fixed = sampling.BallsInBinsSampler(num_examples=n, steps_per_epoch=t, num_epochs=3,
                                       seed=2, fresh_each_epoch=False)
   b0 = fixed.epoch_batches(0)
   b2 = fixed.epoch_batches(2)
@@ -103,7 +103,7 @@ def test_fresh_epochs_independent_fixed_identical():
 
 def test_shapes_fixed_and_pad_size_exact():
   n, t, E = 5000, 50, 4
-  s = sampling.BallsInBinsSampler(dataset_size=n, steps_per_epoch=t, num_epochs=E, seed=3)
+  s = sampling.BallsInBinsSampler(num_examples=n, steps_per_epoch=t, num_epochs=E, seed=3)
   shapes = {(b.indices.shape, b.mask.shape, b.indices.dtype, b.mask.dtype) for b in s}
   assert shapes == {((s.pad_size,), (s.pad_size,), np.dtype(np.int32), np.dtype(np.float32))}
   assert len(s) == t * E == sum(1 for _ in s)
@@ -113,14 +113,14 @@ def test_shapes_fixed_and_pad_size_exact():
   assert B % 8 == 0 and stats.binom.sf(B, n, 1 / t) <= target
   assert stats.binom.sf(B - 8, n, 1 / t) > target
   # with multiple=1 it is the exact quantile
-  B1 = sampling.pad_size_for(dataset_size=n, inclusion_prob=1 / t, num_steps=t * E, multiple=1)
+  B1 = sampling.pad_size_for(num_examples=n, sampling_rate=1 / t, num_steps=t * E, multiple=1)
   assert stats.binom.sf(B1, n, 1 / t) <= target < stats.binom.sf(B1 - 1, n, 1 / t)
-  assert sampling.BallsInBinsSampler(dataset_size=n, steps_per_epoch=t, num_epochs=1,
+  assert sampling.BallsInBinsSampler(num_examples=n, steps_per_epoch=t, num_epochs=1,
                                      pad_size="max").pad_size == n
 
 
 def test_overflow_pads_never_drops():
-  s = sampling.BallsInBinsSampler(dataset_size=400, steps_per_epoch=4, num_epochs=1,
+  s = sampling.BallsInBinsSampler(num_examples=400, steps_per_epoch=4, num_epochs=1,
                                   seed=0, pad_size=64)
   with pytest.warns(RuntimeWarning, match="no example dropped"):
     batches = s.epoch_batches(0)
@@ -131,7 +131,7 @@ def test_overflow_pads_never_drops():
 
 def test_poisson_sampler():
   n, q, T = 2000, 0.05, 400
-  s = sampling.PoissonSampler(dataset_size=n, sampling_prob=q, num_steps=T, seed=5)
+  s = sampling.PoissonSampler(num_examples=n, sampling_rate=q, num_steps=T, seed=5)
   tot = np.zeros(n, int)
   sizes = []
   for b in s:
@@ -152,7 +152,7 @@ def test_poisson_sampler():
 
 def test_accountant_matches_sampler():
   meth = ("rdp_direct", "direct_add", "local")
-  kw = dict(dataset_size=100, steps_per_epoch=10, num_epochs=3)
+  kw = dict(num_examples=100, steps_per_epoch=10, num_epochs=3)
   fresh = sampling.BallsInBinsSampler(**kw)
   acc = fresh.accountant(sigma=1.0, methods=meth)
   assert isinstance(acc, tracking.AllocationAccountant)
@@ -169,16 +169,16 @@ def test_accountant_matches_sampler():
 
 def test_bad_arguments():
   with pytest.raises(ValueError, match="num_selected"):
-    sampling.BallsInBinsSampler(dataset_size=10, steps_per_epoch=3, num_epochs=1, num_selected=4)
+    sampling.BallsInBinsSampler(num_examples=10, steps_per_epoch=3, num_epochs=1, num_selected=4)
   with pytest.raises(ValueError, match="fresh_each_epoch"):
-    sampling.BallsInBinsSampler(dataset_size=10, steps_per_epoch=3, num_epochs=1,
+    sampling.BallsInBinsSampler(num_examples=10, steps_per_epoch=3, num_epochs=1,
                                 fresh_each_epoch="yes")
   with pytest.raises(ValueError, match="pad_size"):
-    sampling.BallsInBinsSampler(dataset_size=10, steps_per_epoch=3, num_epochs=1, pad_size="big")
-  with pytest.raises(ValueError, match="sampling_prob"):
-    sampling.PoissonSampler(dataset_size=10, sampling_prob=0.0, num_steps=3)
+    sampling.BallsInBinsSampler(num_examples=10, steps_per_epoch=3, num_epochs=1, pad_size="big")
+  with pytest.raises(ValueError, match="sampling_rate"):
+    sampling.PoissonSampler(num_examples=10, sampling_rate=0.0, num_steps=3)
   with pytest.raises(ValueError, match="delta"):
-    sampling.BallsInBinsSampler(dataset_size=10, steps_per_epoch=3, num_epochs=2,
+    sampling.BallsInBinsSampler(num_examples=10, steps_per_epoch=3, num_epochs=2,
                                 fresh_each_epoch=False).accountant(sigma=1.0)
 
 
@@ -230,11 +230,11 @@ def test_capacity_from_declared_numbers_only():
                              multiple=1)
   assert T * stats.poisson.sf(B1, lam) <= target < T * stats.poisson.sf(B1 - 1, lam)
   # the same capacity for n and n + 1 (and n + 10): no n in it
-  for cls, kw in ((sampling.PoissonSampler, dict(sampling_prob=0.1, num_steps=T)),
+  for cls, kw in ((sampling.PoissonSampler, dict(sampling_rate=0.1, num_steps=T)),
                   (sampling.BallsInBinsSampler, dict(steps_per_epoch=10, num_epochs=50))):
-    pads = {cls(dataset_size=n, expected_batch_size=m, **kw).pad_size for n in (300, 301, 310)}
+    pads = {cls(num_examples=n, expected_batch_size=m, **kw).pad_size for n in (300, 301, 310)}
     assert pads == {B}, (cls, pads)
-  s = sampling.PoissonSampler(dataset_size=320, sampling_prob=0.1, num_steps=T,
+  s = sampling.PoissonSampler(num_examples=320, sampling_rate=0.1, num_steps=T,
                               expected_batch_size=m)
   assert s.expected_batch_size == m and s.neighbouring == "add_remove"
   assert s.overflow_bound == pytest.approx(T * stats.poisson.sf(B, lam), rel=1e-12)
@@ -253,20 +253,20 @@ def test_poisson_tail_bounds_every_binomial_with_mean_up_to_m_plus_1(m):
 
 def test_declared_capacity_checks_and_delta_with_overflow():
   with pytest.raises(ValueError, match="expected_batch_size"):     # n p = 50 > m + 1
-    sampling.PoissonSampler(dataset_size=500, sampling_prob=0.1, num_steps=10,
+    sampling.PoissonSampler(num_examples=500, sampling_rate=0.1, num_steps=10,
                             expected_batch_size=40)
   with pytest.raises(ValueError, match="expected_batch_size"):
-    sampling.BallsInBinsSampler(dataset_size=100, steps_per_epoch=10, num_epochs=1,
+    sampling.BallsInBinsSampler(num_examples=100, steps_per_epoch=10, num_epochs=1,
                                 expected_batch_size=0)
-  s = sampling.BallsInBinsSampler(dataset_size=100, steps_per_epoch=10, num_epochs=2,
+  s = sampling.BallsInBinsSampler(num_examples=100, steps_per_epoch=10, num_epochs=2,
                                   expected_batch_size=10, pad_size=32)
   bound = 20 * stats.poisson.sf(32, 11.0)
   assert s.overflow_bound == pytest.approx(bound, rel=1e-12)
   assert s.delta_with_overflow(epsilon=2.0, delta=1e-5) == pytest.approx(
       1e-5 + (1 + math.exp(2.0)) * bound, rel=1e-12)
-  assert sampling.BallsInBinsSampler(dataset_size=100, steps_per_epoch=10, num_epochs=1,
+  assert sampling.BallsInBinsSampler(num_examples=100, steps_per_epoch=10, num_epochs=1,
                                      pad_size="max").overflow_bound == 0.0
-  legacy = sampling.BallsInBinsSampler(dataset_size=100, steps_per_epoch=10, num_epochs=2)
+  legacy = sampling.BallsInBinsSampler(num_examples=100, steps_per_epoch=10, num_epochs=2)
   assert legacy.expected_batch_size is None and legacy.neighbouring == "add_remove"
   assert legacy.overflow_bound == pytest.approx(
       20 * stats.binom.sf(legacy.pad_size, 100, 0.1), rel=1e-12)

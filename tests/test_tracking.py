@@ -326,13 +326,13 @@ def test_clip_and_sum_then_noise_inside_multisteps(x64):
     (lambda: tracking.track_privacy(
         tracking.EpsilonTableAccountant(epsilons=[0, 1.0], delta=1e-6), num_steps=1,
         delta=DELTA), "delta"),
-    (lambda: tracking.accountant_for("poisson", noise_multiplier=1.0, dataset_size=100,
+    (lambda: tracking.accountant_for("poisson", noise_multiplier=1.0, num_examples=100,
                                      num_epochs=1), "batch_size"),
-    (lambda: tracking.accountant_for("poisson", noise_multiplier=1.0, dataset_size=100,
+    (lambda: tracking.accountant_for("poisson", noise_multiplier=1.0, num_examples=100,
                                      batch_size=200, num_epochs=1), "batch_size"),
-    (lambda: tracking.accountant_for("shuffle", noise_multiplier=1.0, dataset_size=100,
+    (lambda: tracking.accountant_for("shuffle", noise_multiplier=1.0, num_examples=100,
                                      num_epochs=1), "scheme"),
-    (lambda: tracking.accountant_for("gaussian", noise_multiplier=0.0, dataset_size=100,
+    (lambda: tracking.accountant_for("gaussian", noise_multiplier=0.0, num_examples=100,
                                      num_epochs=1), "noise_multiplier"),
 ])
 def test_bad_configuration_raises(make, match):
@@ -358,7 +358,7 @@ def test_calibrated_accountant_meets_target_tightly(scheme):
   sigma = jaxacct.dpsgd_calibrate_noise_multiplier(
       epsilon=2.0, delta=DELTA, num_examples=1000, batch_size=B, num_epochs=2,
       sampling=sampling, progress=False)
-  acc = tracking.accountant_for(scheme, noise_multiplier=sigma, dataset_size=1000,
+  acc = tracking.accountant_for(scheme, noise_multiplier=sigma, num_examples=1000,
                                 batch_size=B, num_epochs=2)
   steps = 40 if scheme == "poisson" else 2
   assert tracking.epsilon_table(acc, num_steps=steps, delta=DELTA)[-1] <= 2.0 * (1 + 1e-9)
@@ -433,7 +433,7 @@ def test_calibrated_allocation_accountant_meets_target():
   sigma = jaxacct.dpsgd_calibrate_noise_multiplier(
       epsilon=2.0, delta=DELTA, num_examples=1000, batch_size=50, num_epochs=2,
       progress=False)
-  acc = tracking.accountant_for("allocation", noise_multiplier=sigma, dataset_size=1000,
+  acc = tracking.accountant_for("allocation", noise_multiplier=sigma, num_examples=1000,
                                 batch_size=50, num_epochs=2)
   assert tracking.epsilon_table(acc, num_steps=40, delta=DELTA)[-1] <= 2.0
   # 1 % less noise: the front door (default methods) exceeds the target.

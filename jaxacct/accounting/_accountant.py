@@ -416,7 +416,7 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
           live[0][0], ev.RandomAllocationDpEvent):
         e = live[0][0]
         kw = dict(sigma=e.sigma if isinstance(e.mechanism, str) else None,
-                  num_steps=int(e.num_steps), num_selected=int(e.num_selected),
+                  steps_per_epoch=int(e.steps_per_epoch), num_selected=int(e.num_selected),
                   num_epochs=int(e.num_epochs), mechanism=e.mechanism)
         det = {"components": [(str(e), 1)],
                "lower_scope": "mechanism" if int(e.num_selected) == 1

@@ -473,14 +473,14 @@ def _as_optimistic(p, step):
 def _allocation(event, rel, step):
   mech = event.mechanism
   r = allocation_plds(sigma=event.sigma if isinstance(mech, str) else None,
-                      num_steps=int(event.num_steps),
+                      steps_per_epoch=int(event.steps_per_epoch),
                       num_selected=int(event.num_selected),
                       num_epochs=int(event.num_epochs), mechanism=mech,
                       composition_step=step)
   up = jpld.PairPLD(r.remove_upper, r.add_upper)
   lo = jpld.PairPLD(r.remove_lower, r.add_lower)
   name = mech if isinstance(mech, str) else "pld"
-  label = (f"random_allocation({name}, sigma={event.sigma}, t={event.num_steps}, "
+  label = (f"random_allocation({name}, sigma={event.sigma}, t={event.steps_per_epoch}, "
            f"k={event.num_selected}, E={event.num_epochs})")
   return Component(label, up, lo,
                    lower_scope="mechanism" if int(event.num_selected) == 1

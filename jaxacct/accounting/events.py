@@ -16,7 +16,7 @@ frozen dataclass; with dp_accounting installed it subclasses
 ``SelfComposedDpEvent`` take it and ``to_named_tuple`` serialises it:
 
 * :class:`RandomAllocationDpEvent` -- random allocation ("balls in bins"):
-  every example joins ``num_selected`` of the ``num_steps`` steps of an
+  every example joins ``num_selected`` of the ``steps_per_epoch`` steps of an
   epoch, chosen uniformly; ``num_epochs`` epochs; Gaussian (noise
   multiplier ``sigma``) or Laplace (scale ``sigma``) noise, or any mechanism
   given as a ``jaxacct.pld`` PLD (Feldman & Shenfeld, arXiv:2502.08202v3).
@@ -116,7 +116,7 @@ def _is_pld_like(x) -> bool:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class RandomAllocationDpEvent(_JaxacctEvent):
-  r"""Random allocation: each example in ``num_selected`` of ``num_steps`` steps per epoch.
+  r"""Random allocation: each example in ``num_selected`` of ``steps_per_epoch`` steps.
 
   Feldman & Shenfeld, "Privacy amplification by random allocation",
   arXiv:2502.08202v3 (k-of-t by Lemma 3.2); accounted with the tight PLD of
@@ -125,7 +125,7 @@ class RandomAllocationDpEvent(_JaxacctEvent):
   Attributes:
     sigma: Gaussian noise multiplier (``mechanism="gaussian"``) or Laplace
       scale (``"laplace"``), > 0; None when ``mechanism`` is a PLD.
-    num_steps: steps per epoch t, integer >= 1.
+    steps_per_epoch: steps per epoch t (was ``num_steps``), integer >= 1.
     num_selected: steps each example joins per epoch k, in [1, t].
     num_epochs: epochs E >= 1 (each a fresh allocation).
     mechanism: ``"gaussian"``, ``"laplace"``, or the per-step mechanism as a
@@ -135,7 +135,7 @@ class RandomAllocationDpEvent(_JaxacctEvent):
   Equality: field by field; a PLD mechanism compares by identity.
   """
   sigma: Optional[float] = None
-  num_steps: int = 1
+  steps_per_epoch: int = 1
   num_selected: int = 1
   num_epochs: int = 1
   mechanism: Any = "gaussian"
@@ -143,9 +143,9 @@ class RandomAllocationDpEvent(_JaxacctEvent):
   def __post_init__(self):
     if isinstance(self.mechanism, bytes):
       _decode_bytes(self, "mechanism")
-    checks.check_int("num_steps", self.num_steps, min_value=1)
+    checks.check_int("steps_per_epoch", self.steps_per_epoch, min_value=1)
     checks.check_int("num_selected", self.num_selected, min_value=1,
-                     max_value=self.num_steps)
+                     max_value=self.steps_per_epoch)
     checks.check_int("num_epochs", self.num_epochs, min_value=1)
     if isinstance(self.mechanism, str):
       checks.check_choice("mechanism", self.mechanism, ("gaussian", "laplace"))
@@ -171,7 +171,7 @@ class RandomAllocationDpEvent(_JaxacctEvent):
 
 def _allocation_key(e):
   mech = e.mechanism if isinstance(e.mechanism, str) else id(e.mechanism)
-  return (e.sigma, e.num_steps, e.num_selected, e.num_epochs, mech)
+  return (e.sigma, e.steps_per_epoch, e.num_selected, e.num_epochs, mech)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -167,7 +167,7 @@ def balls_in_bins_event(strategy, *, noise_multiplier: float, num_epochs: int = 
   arXiv:2412.16802v1), accounted by the tight allocation PLD
   (``jaxacct.allocation.pld``, arXiv:2602.17284v1). Steps t > T of the
   allocation that are never run only add outputs (post-processing), so the
-  event has ``num_steps = t``.
+  event has ``steps_per_epoch = t``.
 
   For ``T > t`` jax_privacy keeps each record's bin for every cycle: a
   record joins steps j, j + t, j + 2t, ... with ONE random j. That is not E
@@ -188,7 +188,7 @@ def balls_in_bins_event(strategy, *, noise_multiplier: float, num_epochs: int = 
     num_epochs: E >= 1, epochs each with a fresh ``strategy`` draw.
 
   Returns:
-    ``jaxacct.accounting.events.RandomAllocationDpEvent(sigma, num_steps=t,
+    ``jaxacct.accounting.events.RandomAllocationDpEvent(sigma, steps_per_epoch=t,
     num_epochs=E)``.
     Bound: as ``jaxacct.allocation.pld`` (upper, with a certified lower).
   """
@@ -202,5 +202,5 @@ def balls_in_bins_event(strategy, *, noise_multiplier: float, num_epochs: int = 
         f"{steps}. jax_privacy's BallsInBinsSampling keeps each record's bin "
         "across cycles, which is not a composition of fresh allocations; use "
         "one BallsInBinsSampling per epoch and compose the event per epoch.")
-  return _events.RandomAllocationDpEvent(sigma=float(noise_multiplier), num_steps=t,
+  return _events.RandomAllocationDpEvent(sigma=float(noise_multiplier), steps_per_epoch=t,
                                          num_epochs=num_epochs)

@@ -5,7 +5,7 @@ passes updates through unchanged (as ``optax.snapshot`` does), counts the
 *applied* updates and keeps the epsilon spent so far in its state::
 
     sampler = jaxacct.sampling.PoissonSampler(
-        dataset_size=n, sampling_prob=q, num_steps=num_steps, expected_batch_size=m)
+        num_examples=n, sampling_rate=q, num_steps=num_steps, expected_batch_size=m)
     tx = optax.chain(
         jaxacct.tracking.dp_aggregate(
             l2_norm_clip=1.0, noise_multiplier=sigma, expected_batch_size=m,

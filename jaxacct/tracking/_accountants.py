@@ -357,7 +357,7 @@ class EventAccountant(_Accountant):
   jaxacct one, :mod:`jaxacct.accounting.events`) repeated once per block:
   per step (``block_size=1``, e.g. ``PoissonSampledDpEvent(q,
   GaussianDpEvent(sigma))``) or per epoch (``block_size`` = steps per epoch,
-  e.g. ``RandomAllocationDpEvent(sigma=..., num_steps=t)``). ``eps[b]`` is
+  e.g. ``RandomAllocationDpEvent(sigma=..., steps_per_epoch=t)``). ``eps[b]`` is
   exactly ``PLDAccountant(...).compose(event, b).get_epsilon(delta)``: the
   tracker reports what the accountant certifies, by construction.
 

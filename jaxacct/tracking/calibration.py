@@ -23,7 +23,7 @@ __all__ = ["accountant_for"]
 SCHEMES = {"poisson": "poisson", "allocation": "balls_in_bins", "gaussian": "shuffle"}
 
 
-def accountant_for(scheme: str, *, noise_multiplier, dataset_size: int, num_epochs: int,
+def accountant_for(scheme: str, *, noise_multiplier, num_examples: int, num_epochs: int,
                    batch_size=None, num_selected: int = 1, progress: Optional[bool] = None):
   """The tracking accountant of a training run, its table the tight bound.
 
@@ -33,20 +33,20 @@ def accountant_for(scheme: str, *, noise_multiplier, dataset_size: int, num_epoc
   delta=d)[-1]`` is ``dpsgd.epsilon`` of the run):
 
   * ``"allocation"`` (balls-in-bins, ``sampling="balls_in_bins"``): ``t =
-    (num_selected * dataset_size) // batch_size`` steps per epoch; the tight
+    (num_selected * num_examples) // batch_size`` steps per epoch; the tight
     allocation PLD epoch by epoch (Feldman & Shenfeld, arXiv:2602.17284v1;
     k > 1 through Lemma 3.2), computed once per (epochs, delta).
   * ``"poisson"`` (``sampling="poisson"``): rate q = batch_size /
-    dataset_size, ``ceil(num_epochs / q)`` steps; a
+    num_examples, ``ceil(num_epochs / q)`` steps; a
     :class:`PoissonAccountant` with ``pld_every`` = the steps of one epoch
     (RDP per step, the tight PLD at every epoch end; its table computed once).
   * ``"gaussian"`` (full batch, one step per epoch; ``sampling="shuffle"``
-    with ``batch_size=dataset_size``): :class:`GaussianAccountant`, exact.
+    with ``batch_size=num_examples``): :class:`GaussianAccountant`, exact.
 
   Args:
     scheme: ``"poisson"``, ``"allocation"`` or ``"gaussian"``.
     noise_multiplier: sigma > 0 (e.g. from ``dpsgd.calibrate_noise_multiplier``).
-    dataset_size: n >= 1. num_epochs: >= 1.
+    num_examples: n >= 1. num_epochs: >= 1.
     batch_size: (expected) batch size in [1, n]; unused for ``"gaussian"``.
     num_selected: k for ``"allocation"``.
     progress: None (global switch), True or False: progress output while
@@ -59,14 +59,14 @@ def accountant_for(scheme: str, *, noise_multiplier, dataset_size: int, num_epoc
   Bound: upper.
   """
   checks.check_choice("scheme", scheme, tuple(SCHEMES))
-  checks.check_int("dataset_size", dataset_size, min_value=1)
+  checks.check_int("num_examples", num_examples, min_value=1)
   checks.check_int("num_epochs", num_epochs, min_value=1)
   checks.check_positive("noise_multiplier", noise_multiplier)
   checks.check_int("num_selected", num_selected, min_value=1)
   if batch_size is not None:
-    checks.check_int("batch_size", batch_size, min_value=1, max_value=int(dataset_size))
+    checks.check_int("batch_size", batch_size, min_value=1, max_value=int(num_examples))
   check_progress_arg(progress)
-  n, E, sigma = int(dataset_size), int(num_epochs), float(noise_multiplier)
+  n, E, sigma = int(num_examples), int(num_epochs), float(noise_multiplier)
   if scheme == "gaussian":
     return GaussianAccountant(sigma=sigma)
   if batch_size is None:
