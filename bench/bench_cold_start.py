@@ -307,7 +307,7 @@ def _union(iv):
 
 
 def _split(spans, w0, w1, first_s):
-  out = {k: sum(e - s for st, s, e, _ in spans if st == k) for k in ("trace", "lower", "compile")}
+  out = {k: float(sum(e - s for st, s, e, _ in spans if st == k)) for k in ("trace", "lower", "compile")}
   out = {f"{k}_s": v for k, v in out.items()}
   comp = [(s, e) for st, s, e, _ in spans if st == "compile"]
   out["compiles"] = len(comp)

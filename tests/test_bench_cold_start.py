@@ -47,13 +47,11 @@ def test_child_poisson_rdp_record():
   assert rec["question"] == "poisson_rdp" and rec["side"] == "ours" and rec["lib"] == "jaxacct"
   # run = first answer minus the union of the compile-event spans
   assert abs(rec["run_s"] + rec["jax_compile_union_s"] - rec["first_s"]) < 1e-9
-  # a cold process compiles (>= 1 XLA program) and loads nothing from a cache
-  assert isinstance(rec["compiles"], int) and rec["compiles"] >= 1
+  # a cold process answers the scalar Poisson RDP question on the host (issue 28: it
+  # compiles no XLA program) and loads nothing from a cache
+  assert isinstance(rec["compiles"], int) and rec["compiles"] == 0
   assert rec["cache_hits"] == 0
-  assert 1 <= len(rec["top_compile"]) <= 3
-  assert all(isinstance(f, str) and s >= 0.0 and n >= 1 for f, s, n in rec["top_compile"])
-  secs = [s for _, s, _ in rec["top_compile"]]
-  assert secs == sorted(secs, reverse=True)
+  assert rec["top_compile"] == []
   assert rec["devices"] and rec["jax"]
   # the same number as in this process (same code, same default orders)
   ref = float(np.asarray(jaxacct.poisson.epsilon(q=0.01, sigma=1.0, num_steps=10_000,

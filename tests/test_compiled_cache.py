@@ -28,16 +28,19 @@ def listener(name, duration, **kw):
     f = kw.get("fun_name", "?")
     counts[f] = counts.get(f, 0) + 1
 jax.monitoring.register_event_duration_secs_listener(listener)
+import numpy as np
 import jaxacct
-r1 = jaxacct.poisson.epsilon(q=0.01, sigma=1.0, num_steps=10000, delta=1e-5)
-r2 = jaxacct.poisson.epsilon(q=0.01, sigma=1.0, num_steps=10000, delta=1e-5, method="pld") \
+# an array sigma: a scalar Poisson question is answered on the host and compiles nothing
+sig = np.array([1.0])
+r1 = jaxacct.poisson.epsilon(q=0.01, sigma=sig, num_steps=10000, delta=1e-5)
+r2 = jaxacct.poisson.epsilon(q=0.01, sigma=sig, num_steps=10000, delta=1e-5, method="pld") \
     if "pld" in sys.argv else r1
 user = jax.jit(lambda x: x * 3.0 + 1.0)(jax.numpy.ones(7))   # the user's own program
 from jaxacct._core.compiled import CachedJit
 kernels = {f"jit({o.__name__})" for m in list(sys.modules.values())
            if getattr(m, "__name__", "").startswith("jaxacct")
            for o in list(vars(m).values()) if isinstance(o, CachedJit)}
-print(json.dumps({"rdp": float(r1.epsilon), "pld": float(r2.epsilon), "counts": counts,
+print(json.dumps({"rdp": float(np.ravel(r1.epsilon)[0]), "pld": float(np.ravel(r2.epsilon)[0]), "counts": counts,
                   "kernels": {f: n for f, n in counts.items() if f in kernels},
                   "jax_cache_dir": jax.config.jax_compilation_cache_dir}))
 """
