@@ -56,46 +56,46 @@ def log_expm1(y, xp=jnp):
 _HALF_LOG_2PI = 0.91893853320467274178
 
 
-def _stirlerr(x):
+def _stirlerr(x, xp=jnp, gammaln=gammaln):
   """Stirling-series remainder ``log x! - [(x+1/2) log x - x + log(2 pi)/2]``.
 
   Asymptotic series (5 terms, error < 3e-17) for ``x > 15``; ``gammaln``
   below (absolute error ~1e-15 there). ``x >= 1``; callers mask ``x = 0``.
   """
-  x = jnp.asarray(x, jnp.float64)
+  x = xp.asarray(x, xp.float64)
   big = x > 15.0
-  xb = jnp.where(big, x, 16.0)
+  xb = xp.where(big, x, 16.0)
   x2 = 1.0 / (xb * xb)
   series = (1.0 / 12 - (1.0 / 360 - (1.0 / 1260 - (1.0 / 1680 - x2 / 1188) * x2)
                         * x2) * x2) / xb
-  xs = jnp.where(big, 1.0, jnp.maximum(x, 1e-300))
-  small = gammaln(xs + 1.0) - (xs + 0.5) * jnp.log(xs) + xs - _HALF_LOG_2PI
-  return jnp.where(big, series, small)
+  xs = xp.where(big, 1.0, xp.maximum(x, 1e-300))
+  small = gammaln(xs + 1.0) - (xs + 0.5) * xp.log(xs) + xs - _HALF_LOG_2PI
+  return xp.where(big, series, small)
 
 
-def _bd0(x, m):
+def _bd0(x, m, xp=jnp):
   """Deviance ``x log(x/m) + m - x`` (>= 0) without cancellation (Loader 2000).
 
   For ``|x - m| < 0.1 (x + m)`` the series ``(x-m) v + 2x sum v^{2j+1}/(2j+1)``,
   ``v = (x-m)/(x+m)`` (14 terms: truncation < 1e-30 relative); otherwise the
   direct formula. ``x >= 0``, ``m > 0``.
   """
-  x = jnp.asarray(x, jnp.float64)
-  m = jnp.asarray(m, jnp.float64)
-  near = jnp.abs(x - m) < 0.1 * (x + m)
-  ms = jnp.where(m > 0, m, 1.0)
-  v = jnp.where(near, (x - m) / jnp.where(near, x + m, 1.0), 0.0)
+  x = xp.asarray(x, xp.float64)
+  m = xp.asarray(m, xp.float64)
+  near = xp.abs(x - m) < 0.1 * (x + m)
+  ms = xp.where(m > 0, m, 1.0)
+  v = xp.where(near, (x - m) / xp.where(near, x + m, 1.0), 0.0)
   v2 = v * v
-  acc = jnp.zeros_like(v)
+  acc = xp.zeros_like(v)
   for j in range(13, 0, -1):  # Horner in v^2 of sum_{j>=1} v^{2j}/(2j+1)
     acc = (acc + 1.0 / (2 * j + 1)) * v2
   ser = (x - m) * v + 2.0 * x * v * acc
-  xs = jnp.where(x > 0, x, 1.0)
-  direct = jnp.where(x > 0, xs * jnp.log(xs / ms), 0.0) + m - x
-  return jnp.where(near, ser, direct)
+  xs = xp.where(x > 0, x, 1.0)
+  direct = xp.where(x > 0, xs * xp.log(xs / ms), 0.0) + m - x
+  return xp.where(near, ser, direct)
 
 
-def log_binom_pmf(k, n, p):
+def log_binom_pmf(k, n, p, xp=jnp, gammaln=gammaln):
   """``log Bin(k; n, p)``; -inf outside ``[0, n]``; ``p`` in [0, 1] (0^0 = 1).
 
   Saddle-point form of C. Loader, "Fast and accurate computation of binomial
@@ -104,37 +104,41 @@ def log_binom_pmf(k, n, p):
   ~1e-14 even at n = 1e7 (the ``gammaln`` difference loses ~6e-8 there,
   since ``gammaln(1e7) ~ 1.5e8``); checked against mpmath in tests.
   Real (non-integer) ``k`` and ``n`` are allowed (the Gamma-function form).
+  ``xp``/``gammaln``: jax.numpy and jax's gammaln (the kernels), or NumPy and
+  a host gammaln (the shuffle host path passes XLA's own lgamma, replicated in
+  ``shuffle._host_math``, so both paths run one formula; wrap host calls in
+  ``np.errstate``).
   """
-  k = jnp.asarray(k, jnp.float64)
-  n = jnp.asarray(n, jnp.float64)
-  p = jnp.asarray(p, jnp.float64)
+  k = xp.asarray(k, xp.float64)
+  n = xp.asarray(n, xp.float64)
+  p = xp.asarray(p, xp.float64)
   ok = (k >= 0) & (k <= n)
-  ks = jnp.clip(k, 0.0, jnp.maximum(n, 0.0))
+  ks = xp.clip(k, 0.0, xp.maximum(n, 0.0))
   nk = n - ks
   q = 1.0 - p
-  ps = jnp.where(p > 0, p, 1.0)
+  ps = xp.where(p > 0, p, 1.0)
   # edges: k = 0 or k = n (also covers p in {0, 1})
-  lq_all = jnp.where(nk > 0, nk * jnp.log1p(-jnp.where(p < 1, p, 0.0)), 0.0)
-  lq_all = jnp.where((nk > 0) & (p >= 1), -jnp.inf, lq_all)
-  lp_all = jnp.where(ks > 0, ks * jnp.log(ps), 0.0)
-  lp_all = jnp.where((ks > 0) & (p <= 0), -jnp.inf, lp_all)
+  lq_all = xp.where(nk > 0, nk * xp.log1p(-xp.where(p < 1, p, 0.0)), 0.0)
+  lq_all = xp.where((nk > 0) & (p >= 1), -xp.inf, lq_all)
+  lp_all = xp.where(ks > 0, ks * xp.log(ps), 0.0)
+  lp_all = xp.where((ks > 0) & (p <= 0), -xp.inf, lp_all)
   edge = (ks == 0) | (nk == 0)
   interior_p = (p > 0) & (p < 1)
   use = ~edge & interior_p
-  kk = jnp.where(use, ks, 1.0)
-  nn = jnp.where(use, n, 2.0)
+  kk = xp.where(use, ks, 1.0)
+  nn = xp.where(use, n, 2.0)
   nkk = nn - kk
-  pp = jnp.where(use, p, 0.5)
-  qq = jnp.where(use, q, 0.5)
+  pp = xp.where(use, p, 0.5)
+  qq = xp.where(use, q, 0.5)
   # the three stirlerr and the two bd0 terms each in ONE stacked call: the
   # same values, a third of the compiled program (compile time)
-  nn, kk, nkk, pp, qq = jnp.broadcast_arrays(nn, kk, nkk, pp, qq)
-  st = _stirlerr(jnp.stack([nn, kk, nkk]))
-  bd = _bd0(jnp.stack([kk, nkk]), jnp.stack([nn * pp, nn * qq]))
+  nn, kk, nkk, pp, qq = xp.broadcast_arrays(nn, kk, nkk, pp, qq)
+  st = _stirlerr(xp.stack([nn, kk, nkk]), xp, gammaln)
+  bd = _bd0(xp.stack([kk, nkk]), xp.stack([nn * pp, nn * qq]), xp)
   saddle = (st[0] - st[1] - st[2]
             - bd[0] - bd[1]
-            + 0.5 * (jnp.log(nn) - jnp.log(kk) - jnp.log(nkk)) - _HALF_LOG_2PI)
+            + 0.5 * (xp.log(nn) - xp.log(kk) - xp.log(nkk)) - _HALF_LOG_2PI)
   # interior k with p in {0, 1}: probability 0
-  other = jnp.where(edge, log_binom(n, ks) + lp_all + lq_all, -jnp.inf)
-  out = jnp.where(use, saddle, other)
-  return jnp.where(ok, out, -jnp.inf)
+  other = xp.where(edge, log_binom(n, ks, gammaln) + lp_all + lq_all, -xp.inf)
+  out = xp.where(use, saddle, other)
+  return xp.where(ok, out, -xp.inf)

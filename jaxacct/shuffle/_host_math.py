@@ -11,7 +11,7 @@ operation for operation, evaluated by NumPy:
 * :func:`betainc` -- ``jax.scipy.special.betainc`` (DLMF 8.17.E23 continued
   fraction by the modified Lentz algorithm, symmetry DLMF 8.17.E4, 600
   iterations, tolerance eps/2);
-* :func:`log_bin_prob` -- ``jaxacct._core.logmath.log_binom_pmf`` (Loader's
+* :func:`log_bin_prob` -- ``jaxacct._core.logmath.log_binom_pmf`` itself, run in NumPy (Loader's
   saddle point); :func:`binom_sf`, :func:`window_start`, :func:`cut_mass` --
   ``jaxacct.shuffle._windows``.
 
@@ -26,9 +26,11 @@ import math
 
 import numpy as np
 
+from jaxacct._core import logmath
+from jaxacct.shuffle import _windows as windows
+
 _EPS = float(np.finfo(np.float64).eps)
 _TINY = float(np.finfo(np.float64).tiny)
-_HALF_LOG_2PI = 0.91893853320467274178
 
 # xla/client/lib/math.cc: Lanczos approximation, g = 7, n = 9
 _LANCZOS_G = 7.0
@@ -166,84 +168,23 @@ def betainc(a, b, x):
 
 
 def binom_sf(t, m, prob):
-  """Pr[Bin(m, prob) >= t] (``windows.binom_sf``)."""
-  t = np.asarray(t, np.float64)
-  m = np.asarray(m, np.float64)
-  mid = (t >= 1) & (t <= m)
-  ta = np.where(mid, t, 1.0)
-  tb = np.where(mid, m - t + 1.0, 1.0)
-  val = betainc(ta, tb, np.clip(prob, 0.0, 1.0))
-  return np.where(t <= 0, 1.0, np.where(t > m, 0.0, val))
+  """Pr[Bin(m, prob) >= t]: ``_windows.binom_sf`` run in NumPy with :func:`betainc`."""
+  return windows.binom_sf(t, m, prob, xp=np, betainc=betainc)
 
 
 def window_start(n_tr, total, width: int):
-  """``windows.window_start``."""
-  lo = np.floor(n_tr * total - 0.5 * (width - 1))
-  return np.clip(lo, 0.0, np.maximum(n_tr + 1.0 - width, 0.0))
+  """``_windows.window_start`` run in NumPy."""
+  return windows.window_start(n_tr, total, width, xp=np)
 
 
 def cut_mass(n, total, lo, width):
-  """``windows.cut_mass``: Bin(n-1, total) mass outside the window."""
-  m = n - 1.0
-  hi = lo + width - 1.0
-  tails = binom_sf(np.array([m - (lo - 1.0), hi]), np.array([m, m]),
-                   np.array([1.0 - total, total]))
-  return (tails[0] if lo >= 1 else 0.0) + tails[1]
-
-
-def _stirlerr(x):
-  x = np.asarray(x, np.float64)
-  big = x > 15.0
-  xb = np.where(big, x, 16.0)
-  x2 = 1.0 / (xb * xb)
-  series = (1.0 / 12 - (1.0 / 360 - (1.0 / 1260 - (1.0 / 1680 - x2 / 1188) * x2)
-                        * x2) * x2) / xb
-  if not np.any(~big):
-    return series
-  xs = np.where(big, 1.0, np.maximum(x, 1e-300))
-  small = lgamma(xs + 1.0) - (xs + 0.5) * np.log(xs) + xs - _HALF_LOG_2PI
-  return np.where(big, series, small)
-
-
-def _bd0(x, m):
-  near = np.abs(x - m) < 0.1 * (x + m)
-  ms = np.where(m > 0, m, 1.0)
-  v = np.where(near, (x - m) / np.where(near, x + m, 1.0), 0.0)
-  v2 = v * v
-  acc = np.zeros_like(v)
-  for j in range(13, 0, -1):
-    acc = (acc + 1.0 / (2 * j + 1)) * v2
-  ser = (x - m) * v + 2.0 * x * v * acc
-  xs = np.where(x > 0, x, 1.0)
-  direct = np.where(x > 0, xs * np.log(xs / ms), 0.0) + m - x
-  return np.where(near, ser, direct)
+  """``_windows.cut_mass`` run in NumPy with :func:`betainc`."""
+  return windows.cut_mass(n, total, lo, width, xp=np, betainc=betainc)
 
 
 def log_bin_prob(k, n, p):
-  """``log Bin(k; n, p)`` (``jaxacct._core.logmath.log_binom_pmf``)."""
+  """``log Bin(k; n, p)``: :func:`jaxacct._core.logmath.log_binom_pmf` itself, run in
+  NumPy with :func:`lgamma` (XLA's lgamma) so that host and kernel share one formula."""
   k, n, p = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (k, n, p)))
   with np.errstate(all="ignore"):
-    ok = (k >= 0) & (k <= n)
-    ks = np.clip(k, 0.0, np.maximum(n, 0.0))
-    nk = n - ks
-    q = 1.0 - p
-    ps = np.where(p > 0, p, 1.0)
-    lq_all = np.where(nk > 0, nk * np.log1p(-np.where(p < 1, p, 0.0)), 0.0)
-    lq_all = np.where((nk > 0) & (p >= 1), -np.inf, lq_all)
-    lp_all = np.where(ks > 0, ks * np.log(ps), 0.0)
-    lp_all = np.where((ks > 0) & (p <= 0), -np.inf, lp_all)
-    edge = (ks == 0) | (nk == 0)
-    use = ~edge & (p > 0) & (p < 1)
-    kk = np.where(use, ks, 1.0)
-    nn = np.where(use, n, 2.0)
-    nkk = nn - kk
-    pp = np.where(use, p, 0.5)
-    qq = np.where(use, q, 0.5)
-    saddle = (_stirlerr(nn) - _stirlerr(kk) - _stirlerr(nkk)
-              - _bd0(kk, nn * pp) - _bd0(nkk, nn * qq)
-              + 0.5 * (np.log(nn) - np.log(kk) - np.log(nkk)) - _HALF_LOG_2PI)
-    out = np.where(use, saddle, -np.inf)
-    if np.any(edge & ok):
-      lb = lgamma(n + 1.0) - lgamma(ks + 1.0) - lgamma(n - ks + 1.0)
-      out = np.where(edge, lb + lp_all + lq_all, out)
-    return np.where(ok, out, -np.inf)
+    return logmath.log_binom_pmf(k, n, p, xp=np, gammaln=lgamma)

@@ -34,16 +34,20 @@ DEFAULT_Z = 10.0
 BLOCK = 64
 
 
-def binom_sf(t, m, prob):
-  """Pr[Bin(m, prob) >= t] for real integer-valued t, m >= 0 (betainc)."""
-  t = jnp.asarray(t, jnp.float64)
-  m = jnp.asarray(m, jnp.float64)
+def binom_sf(t, m, prob, xp=jnp, betainc=betainc):
+  """Pr[Bin(m, prob) >= t] for real integer-valued t, m >= 0 (betainc).
+
+  ``xp``/``betainc``: jax.numpy and jax's betainc (the kernels), or NumPy and
+  the host replica of XLA's betainc (``_host_math``: one formula, two paths).
+  """
+  t = xp.asarray(t, xp.float64)
+  m = xp.asarray(m, xp.float64)
   mid = (t >= 1) & (t <= m)
-  ta = jnp.where(mid, t, 1.0)
-  tb = jnp.where(mid, m - t + 1.0, 1.0)
-  pr = jnp.clip(prob, 0.0, 1.0)
+  ta = xp.where(mid, t, 1.0)
+  tb = xp.where(mid, m - t + 1.0, 1.0)
+  pr = xp.clip(prob, 0.0, 1.0)
   val = betainc(ta, tb, pr)
-  return jnp.where(t <= 0, 1.0, jnp.where(t > m, 0.0, val))
+  return xp.where(t <= 0, 1.0, xp.where(t > m, 0.0, val))
 
 
 def binom_cdf(t, m, prob):
@@ -51,18 +55,18 @@ def binom_cdf(t, m, prob):
   return binom_sf(m - t, m, 1.0 - prob)
 
 
-def window_start(n_tr, total, width: int):
+def window_start(n_tr, total, width: int, xp=jnp):
   """Integer start of the window of static length ``width`` for Bin(n_tr, total).
 
   Centred on the mean, clipped to the support ``[0, n_tr]``. Jittable.
   """
   mean = n_tr * total
-  lo = jnp.floor(mean - 0.5 * (width - 1))
-  lo = jnp.clip(lo, 0.0, jnp.maximum(n_tr + 1.0 - width, 0.0))
+  lo = xp.floor(mean - 0.5 * (width - 1))
+  lo = xp.clip(lo, 0.0, xp.maximum(n_tr + 1.0 - width, 0.0))
   return lo
 
 
-def cut_mass(n, total, lo, width):
+def cut_mass(n, total, lo, width, xp=jnp, betainc=betainc):
   """Pr[Bin(n-1, total) <= lo-1] + Pr[Bin(n-1, total) >= lo+width-1].
 
   The mass of the clone count outside the window ``[lo, lo + width - 2]``
@@ -72,10 +76,10 @@ def cut_mass(n, total, lo, width):
   hi = lo + width - 1.0  # last c kept (n-trial index)
   # both tails in ONE incomplete-beta call (binom_cdf(t, m, x) is
   # binom_sf(m - t, m, 1 - x)): one copy of betainc in the compiled program
-  tl, tr, mm, xl, xr = jnp.broadcast_arrays(
-      *(jnp.asarray(v, jnp.float64) for v in (m - (lo - 1.0), hi, m, 1.0 - total, total)))
-  tails = binom_sf(jnp.stack([tl, tr]), jnp.stack([mm, mm]), jnp.stack([xl, xr]))
-  left = jnp.where(lo >= 1, tails[0], 0.0)
+  tl, tr, mm, xl, xr = xp.broadcast_arrays(
+      *(xp.asarray(v, xp.float64) for v in (m - (lo - 1.0), hi, m, 1.0 - total, total)))
+  tails = binom_sf(xp.stack([tl, tr]), xp.stack([mm, mm]), xp.stack([xl, xr]), xp, betainc)
+  left = xp.where(lo >= 1, tails[0], 0.0)
   return left + tails[1]
 
 
