@@ -43,7 +43,7 @@ kept as the test oracle).
 
 from __future__ import annotations
 
-import jax.numpy as jnp
+from jaxacct._core.namespace import JAX
 
 #: Default coarsening factor of the lower pairwise sums (static).
 COARSEN = 2
@@ -53,9 +53,11 @@ COARSEN = 2
 MIN_COARSE_N = 1024
 
 
-def coarsen_law(law, D, c: int):
+def coarsen_law(law, D, c: int, ns=JAX):
   """``law`` (fields a, g, q0 on n fine cells) merged c cells at a time:
-  n_c = ceil(n / c) coarse cells, moments in units of the coarse cell's left knot."""
+  n_c = ceil(n / c) coarse cells, moments in units of the coarse cell's left knot
+  (``ns``: the array namespace, :mod:`jaxacct._core.namespace`)."""
+  jnp = ns.xp
   n = law.a.shape[0]
   nc = -(-n // c)
   pad = jnp.zeros(nc * c - n)
@@ -65,9 +67,10 @@ def coarsen_law(law, D, c: int):
   return law._replace(a=jnp.sum(a, axis=1), g=jnp.sum(g * rl, axis=1))
 
 
-def refine_law(law, D, c: int, m: int):
+def refine_law(law, D, c: int, m: int, ns=JAX):
   """Coarse output law (step cD) re-expressed on the fine lattice (step D):
   length m, element i at fine knot c o_c + i for the coarse offset o_c."""
+  jnp = ns.xp
   a, g = law.a, law.g
   pos = a > 0
   f = jnp.where(pos, g / jnp.where(pos, a, 1.0), 1.0)
@@ -86,14 +89,15 @@ def refine_law(law, D, c: int, m: int):
   return law._replace(a=fa, g=fg)
 
 
-def coarse_sums(exact, pairs, D, n: int, m: int, c: int):
+def coarse_sums(exact, pairs, D, n: int, m: int, c: int, ns=JAX):
   """Lower sums ``P + R`` for ``(P, R, symmetric)`` in ``pairs`` on a lattice
   c times coarser (see the module docstring); returns ``(sums, o)``.
 
   ``exact(pairs, D, n)`` is the fine O(n^2) kernel, returning ``(sums, o)``
   with sums of length ``m(n)`` at knot offset ``o``; ``m`` is the fine output
   length. ``c`` None: :data:`COARSEN` where ``n >= MIN_COARSE_N``, else 1;
-  ``c = 1`` calls ``exact`` unchanged.
+  ``c = 1`` calls ``exact`` unchanged. ``ns``: the array namespace of the
+  coarsening and refining (the host twin passes ``HOST`` and its own ``exact``).
   """
   c = (COARSEN if n >= MIN_COARSE_N else 1) if c is None else int(c)
   if c <= 1:
@@ -102,10 +106,10 @@ def coarse_sums(exact, pairs, D, n: int, m: int, c: int):
 
   def co(law):   # coarsen each distinct operand once (X + X: the same object)
     if id(law) not in seen:
-      seen[id(law)] = coarsen_law(law, D, c)
+      seen[id(law)] = coarsen_law(law, D, c, ns)
     return seen[id(law)]
 
   cpairs = [(co(P), co(R), s) for P, R, s in pairs]
   nc = -(-n // c)
   sums, oc = exact(cpairs, c * D, nc)
-  return [refine_law(S, D, c, m) for S in sums], c * oc
+  return [refine_law(S, D, c, m, ns) for S in sums], c * oc

@@ -18,8 +18,10 @@ import numpy as np
 
 from jaxacct._core.batching import lanes_per_block, map_blocks
 from jaxacct._core.dtype import require_x64
+from jaxacct._core.namespace import HOST, JAX
 from jaxacct._core.solve import invert_decreasing
 from jaxacct.allocation import _sum_law as sl
+from jaxacct.allocation import _sum_law_host as slh
 from jaxacct.allocation._one_step import one_steps
 from jaxacct._core.compiled import jit
 
@@ -81,23 +83,25 @@ def laws_from_step(up, lw, lat, param, t, *, n: int, tail, lower: bool = True) -
   return assemble_final(U, Ul, ledger, Lw, Ll, t_i, n, bad, jnp.zeros(()))
 
 
-def assemble_final(U, Ul, ledger, Lw, Ll, t_i, n, bad, lo_inf) -> FinalLaws:
-  """FinalLaws from the t-fold upper/lower sum laws and the float ledger."""
-  tf = t_i.astype(jnp.float64)
-  lnt = jnp.log(tf)
+def assemble_final(U, Ul, ledger, Lw, Ll, t_i, n, bad, lo_inf, ns=JAX) -> FinalLaws:
+  """FinalLaws from the t-fold upper/lower sum laws and the float ledger
+  (``ns``: the array namespace; the host twin passes ``HOST``)."""
+  xp = ns.xp
+  tf = xp.asarray(t_i).astype(xp.float64)
+  lnt = xp.log(tf)
   m_up = U.p.shape[0]
-  up_loss = Ul.u_ref + (Ul.off + jnp.arange(m_up)) * Ul.step - lnt
+  up_loss = Ul.u_ref + (Ul.off + xp.arange(m_up)) * Ul.step - lnt
   m_lo = Lw.a.shape[0]
-  f = jnp.where(Lw.a > 0, Lw.g / jnp.where(Lw.a > 0, Lw.a, 1.0), 1.0)
-  lo_loss = Ll.u_ref + (Ll.off + jnp.arange(m_lo)) * Ll.step + jnp.log(f) - lnt
-  levels = jnp.log2(tf) + 2.0
+  f = xp.where(Lw.a > 0, Lw.g / xp.where(Lw.a > 0, Lw.a, 1.0), 1.0)
+  lo_loss = Ll.u_ref + (Ll.off + xp.arange(m_lo)) * Ll.step + xp.log(f) - lnt
+  levels = xp.log2(tf) + 2.0
   rel = _EPS * (16.0 * tf + 8.0 * n * levels)
-  bad = bad | ~(t_i >= 1)
-  rel = jnp.where(bad, jnp.nan, rel)   # invalid traced lanes -> NaN results
-  eta = ledger + 8 * _EPS * (4.0 + jnp.abs(Ul.u_ref) + jnp.abs(Ll.u_ref) + 2.0 * jnp.abs(lnt)
+  bad = bad | ~(xp.asarray(t_i) >= 1)
+  rel = xp.where(bad, xp.nan, rel)   # invalid traced lanes -> NaN results
+  eta = ledger + 8 * _EPS * (4.0 + xp.abs(Ul.u_ref) + xp.abs(Ll.u_ref) + 2.0 * xp.abs(lnt)
                              + 2.0 * m_up * (Ul.step + Ll.step))
   return FinalLaws(U.p, up_loss, U.q0, U.minf / tf, Lw.a, lo_loss, Lw.q0, rel, eta,
-                   jnp.asarray(lo_inf, jnp.float64))
+                   xp.asarray(lo_inf, xp.float64))
 
 
 def delta_one(F: FinalLaws, eps, which: int):
@@ -161,13 +165,15 @@ def auto_tail(delta):
 _CHUNK = 8  # lanes per vmapped block on accelerators (batching.lanes_per_block)
 
 
-def laws_batch(param, t, tail, *, n, mechanism, lower=True):
+def laws_batch(param, t, tail, *, n, mechanism, lower=True, host: bool = False):
   """FinalLaws for lanes (param, t, tail) (1-D arrays); n, mechanism static.
 
   The one-step laws are computed on the host (:mod:`._one_step`, NumPy) and
   passed to :func:`steps_laws_batch`, one compiled program for both
   mechanisms; traced inputs (a call inside the user's ``jit``) build them
-  in-program instead (:func:`final_laws`).
+  in-program instead (:func:`final_laws`). ``host=True`` (concrete input
+  only; traced input ignores it): the round laws are built in NumPy too
+  (:func:`steps_laws_host`, zero compiled programs; NumPy arrays out).
   """
   if any(isinstance(x, jax.core.Tracer) for x in (param, t, tail)):
     one = lambda xs: final_laws(xs[0], xs[1], n=n, tail=xs[2], mechanism=mechanism,
@@ -177,7 +183,44 @@ def laws_batch(param, t, tail, *, n, mechanism, lower=True):
   param = np.asarray(param, np.float64)
   tail = np.asarray(tail, np.float64)
   st = one_steps(mechanism, param, tail, int(n))
-  return steps_laws_batch(*st, param, np.asarray(t, np.int32), tail, n=int(n), lower=lower)
+  build = steps_laws_host if host else steps_laws_batch
+  return build(*st, param, np.asarray(t, np.int32), tail, n=int(n), lower=lower)
+
+
+def steps_laws_host(p, q0, minf, a, g, lo, D, param, t, tail, *, n, lower=True) -> FinalLaws:
+  """NumPy twin of :func:`steps_laws_batch` (same arguments): the FinalLaws of
+  the lanes, NumPy arrays with the leading lane axis, ZERO compiled programs.
+
+  Same construction (:mod:`._sum_law_host`: the jitted path's windows,
+  re-grids and level logic, the same split/barycentric pair rules); the laws
+  agree with the jitted ones to rounding (tests/test_allocation_laws_host.py).
+  Lanes run one after another (CPU, about the jitted per-lane cost once
+  compiled); for many lanes prefer the compiled kernel.
+  """
+  cols = [np.asarray(x) for x in (p, q0, minf, a, g, lo, D, param, t, tail)]
+  lanes = cols[7].shape[0]
+  with np.errstate(all="ignore"):
+    out = [_laws_host_one(*(c[i] for c in cols), n=int(n), lower=lower) for i in range(lanes)]
+  return FinalLaws(*(np.stack(x) for x in zip(*out)))
+
+
+def _laws_host_one(p, q0, minf, a, g, lo, D, param, t, tail, *, n, lower):
+  """:func:`laws_from_step` of one lane, on the host."""
+  t_i = np.int32(t)
+  tail = np.float64(tail)
+  lat = sl.Lattice(np.float64(lo), np.float64(D), 0)
+  up = sl.UpperLaw(np.asarray(p, np.float64), np.float64(q0), np.float64(minf))
+  U, Ul, ledger = slh.sum_law_upper_host(up, lat, int(t_i), n, tail, 0.0)
+  if lower:
+    lw = sl.LowerLaw(np.asarray(a, np.float64), np.asarray(g, np.float64), np.float64(0.0))
+    Lw, Ll = slh.sum_law_lower_host(lw, lat, int(t_i), n, tail, 0.0)
+  else:
+    m = sl.out_size(n)
+    Lw = sl.LowerLaw(np.zeros(m), np.zeros(m), np.zeros(()))
+    Ll = sl.Lattice(np.zeros(()), np.ones(()), np.zeros((), np.int32))
+  bad = ~(np.float64(param) > 0) | ~np.isfinite(np.float64(param))
+  F = assemble_final(U, Ul, np.float64(ledger), Lw, Ll, t_i, n, bad, 0.0, ns=HOST)
+  return FinalLaws(*(np.asarray(x, np.float64) for x in F))
 
 
 @functools.partial(jit, static_argnames=("n", "lower"))

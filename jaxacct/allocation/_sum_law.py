@@ -44,10 +44,11 @@ import numpy as np
 from jax import lax
 from jax.scipy.special import log_ndtr, ndtri
 from jaxacct.allocation import _lower_coarse as lc
+from jaxacct.allocation._regrid import (new_step, regrid_lower, regrid_upper, tables,
+                                        window_lower, window_upper)
 
 _EPS = float(np.finfo(np.float64).eps)
 UNROLL = 1
-_TINY = 1e-250   # masses below this are dropped (lower) / flushed (upper, ledgered)
 
 # 8-point Gauss-Legendre nodes/weights on [0, 1].
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
@@ -165,14 +166,6 @@ def laplace_one_step(scale, n: int, tail):
 # pairwise sums on a shared lattice (diagonal kernels)
 # ----------------------------------------------------------------------------
 
-def _tables(D, n):
-  d = jnp.arange(n, dtype=jnp.float64)
-  l1p = jnp.log1p(jnp.exp(-d * D))                       # log(1 + r^-d)
-  kap = jnp.floor(l1p / D)
-  om = jnp.clip(jnp.expm1(l1p - kap * D) / jnp.expm1(D), 0.0, 1.0)
-  return kap.astype(jnp.int32), om
-
-
 def out_size(n: int) -> int:
   """Static length of a pairwise-sum output (see conv_upper)."""
   return (3 * n) // 2 + 4
@@ -254,7 +247,7 @@ def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int
   o = kappa(n-1); the output length out_size(n) bounds n + kappa(0) - o + 1.
   ``pieces`` (static) splits the diagonal loop (:func:`_diagonal_pieces`).
   """
-  kap, om = _tables(D, n)
+  kap, om = tables(D, n)
   o = kap[n - 1]
   return _run_loops([_upper_parts(A, B, D, n, symmetric, kap, om, o)], n, pieces)[0], o
 
@@ -262,7 +255,7 @@ def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int
 def conv_upper_pair(X: UpperLaw, A: UpperLaw, B: UpperLaw, D, n: int, pieces: int = 1):
   """``(X + X, A + B, o)``: the two sums of a level in one set of diagonal loops
   (``X + X`` by the symmetric kernel: one orientation, doubled)."""
-  kap, om = _tables(D, n)
+  kap, om = tables(D, n)
   o = kap[n - 1]
   S, C = _run_loops([_upper_parts(X, X, D, n, True, kap, om, o),
                      _upper_parts(A, B, D, n, False, kap, om, o)], n, pieces)
@@ -327,7 +320,7 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o):
 
 
 def _lower_exact(pairs, D, n: int, pieces: int):   # fine O(n^2) kernel: ([P + R], o)
-  kap, _ = _tables(D, n)
+  kap, _ = tables(D, n)
   return _run_loops([_lower_parts(P, R, D, n, s, kap, kap[n - 1]) for P, R, s in pairs], n,
                     pieces), kap[n - 1]
 
@@ -356,99 +349,8 @@ def conv_lower_pair(X: LowerLaw, A: LowerLaw, B: LowerLaw, D, n: int, pieces: in
 
 
 # ----------------------------------------------------------------------------
-# re-gridding onto a fresh n-knot window
-# ----------------------------------------------------------------------------
-
-def _window(mass, mom, tail):
-  """Indices [jl, jr] keeping all but `tail` mass on the left and `tail` of
-  the (normalised) first moment on the right."""
-  tot = jnp.sum(mass)
-  cs = jnp.cumsum(jnp.stack([mass, mom[::-1]]), axis=1)  # one stacked cumsum kernel
-  jl = jnp.sum(cs[0] <= tail * tot)                      # first index with cum > tail
-  totm = jnp.sum(mom)
-  tm = cs[1][::-1]                                       # tm[j] = sum_{k >= j}
-  # last index jr with sum_{k > jr} mom <= tail * totm  <=> tm[jr+1] <= ..
-  above = tm > tail * totm
-  jr = jnp.sum(above) - 1
-  jr = jnp.maximum(jr, jl + 1)
-  return jl, jr
-
-
-def window_upper(law: UpperLaw, lat: Lattice, tail):
-  """Knot indices (absolute) of the window of an upper law."""
-  idx = lat.off + jnp.arange(law.p.shape[0])
-  ux = idx * lat.step                                    # relative log position
-  mom = law.p * jnp.exp(ux - jnp.max(jnp.where(law.p > 0, ux, -jnp.inf)))
-  jl, jr = _window(law.p, mom, tail)
-  return lat.off + jl, lat.off + jr
-
-
-def window_lower(law: LowerLaw, lat: Lattice, tail):
-  idx = lat.off + jnp.arange(law.a.shape[0])
-  ux = idx * lat.step
-  mom = law.g * jnp.exp(ux - jnp.max(jnp.where(law.a > 0, ux, -jnp.inf)))
-  jl, jr = _window(law.a, mom, tail)
-  return lat.off + jl, lat.off + jr
-
-
-def regrid_upper(law: UpperLaw, lat: Lattice, jl, D2, n: int):
-  """Mean-preserving split of every knot of `law` onto the new lattice
-  x'_c = x_{jl} r'^c, c = 0..n-1. Below x'_0: spread onto {0, x'_0}.
-  Above x'_{n-1}: Q-mass kept at x'_{n-1}, excess moment to minf."""
-  m = law.p.shape[0]
-  rel = (lat.off + jnp.arange(m) - jl).astype(jnp.float64) * lat.step   # ln(x / x'_0)
-  pos = rel / D2
-  c = jnp.clip(jnp.floor(pos), 0, n - 2).astype(jnp.int32)
-  e = rel - c * D2
-  om = jnp.clip(jnp.expm1(e) / jnp.expm1(D2), 0.0, 1.0)
-  below = rel < 0
-  above = rel > (n - 1) * D2
-  inside = ~(below | above)
-  p = law.p
-  out = jnp.zeros(n)
-  out = out.at[c].add(jnp.where(inside, p * (1.0 - om), 0.0))
-  out = out.at[c + 1].add(jnp.where(inside, p * om, 0.0))
-  wl = jnp.exp(jnp.minimum(rel, 0.0))                    # x / x'_0 for below
-  out = out.at[0].add(jnp.sum(jnp.where(below, p * wl, 0.0)))
-  q0 = law.q0 + jnp.sum(jnp.where(below, p * (1.0 - wl), 0.0))
-  out = out.at[n - 1].add(jnp.sum(jnp.where(above, p, 0.0)))
-  u_new0 = lat.u_ref + jl * lat.step
-  xl = jnp.exp(u_new0 + (n - 1) * D2)
-  ex = jnp.where(above, p * jnp.expm1(jnp.maximum(rel - (n - 1) * D2, 0.0)), 0.0)
-  minf = law.minf + xl * jnp.sum(ex) * (1.0 + 4 * _EPS)
-  new_lat = Lattice(u_new0, D2, jnp.zeros((), jnp.int32))
-  return UpperLaw(out, q0, minf), new_lat
-
-
-def regrid_lower(law: LowerLaw, lat: Lattice, jl, D2, n: int):
-  """Barycentric re-grid: every atom is accumulated (mass, exact moment) in
-  the new cell that contains it; atoms outside the window are dropped."""
-  m = law.a.shape[0]
-  a = law.a
-  f = jnp.where(a > 0, law.g / jnp.where(a > 0, a, 1.0), 1.0)
-  rel = (lat.off + jnp.arange(m) - jl).astype(jnp.float64) * lat.step + jnp.log(f)
-  pos = rel / D2
-  c = jnp.floor(pos)
-  keep = (c >= 0) & (c <= n - 1) & (a > 0)
-  ci = jnp.clip(c, 0, n - 1).astype(jnp.int32)
-  frel = jnp.exp(rel - ci * D2)
-  keep = keep & (a > _TINY)
-  outa = jnp.zeros(n).at[ci].add(jnp.where(keep, a, 0.0))
-  outg = jnp.zeros(n).at[ci].add(jnp.where(keep, a * frel, 0.0))
-  new_lat = Lattice(lat.u_ref + jl * lat.step, D2, jnp.zeros((), jnp.int32))
-  return LowerLaw(outa, outg, law.q0), new_lat
-
-
-# ----------------------------------------------------------------------------
 # t-fold sums
 # ----------------------------------------------------------------------------
-
-def _new_step(jl, jr, D, n, min_step):
-  return jnp.maximum((jr - jl).astype(jnp.float64) * D / (n - 1), min_step)
-
-
-new_step = _new_step   # public name for the PLD-mechanism ingestion module
-
 
 def _nbits(t):
   """Bit length of t >= 1 (exact integer arithmetic)."""
@@ -541,7 +443,7 @@ def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step,
   def level(carry):
     j, A, LA, B, LB, ledger = carry
     jl, jr = _joint_window(window_upper, A, LA, B, LB, tail)
-    D2 = _new_step(jl, jr, LA.step, n, min_step)
+    D2 = new_step(jl, jr, LA.step, n, min_step)
     A2, B2 = _regrid_both(regrid_upper, A, LA, B, LB, jl, D2, n)
     L2 = Lattice(LA.u_ref + jl * LA.step, D2, zero)
     bit = (t >> jnp.maximum(nb - 1 - j, 0)) & 1
@@ -581,7 +483,7 @@ def sum_law_lower(lw: LowerLaw, lat: Lattice, t, n: int, tail, min_step,
     # n new cells cover the whole of old cells jl..jr, [x_jl, x_{jr+1}): atoms
     # sit anywhere inside their cell, and a refined window (D2 < D) would
     # otherwise cut the top cell (harmless for dense laws, not for discrete ones).
-    D2 = _new_step(jl, jr + 1, LA.step, n + 1, min_step)
+    D2 = new_step(jl, jr + 1, LA.step, n + 1, min_step)
     A2, B2 = _regrid_both(regrid_lower, A, LA, B, LB, jl, D2, n)
     L2 = Lattice(LA.u_ref + jl * LA.step, D2, zero)
     bit = (t >> jnp.maximum(nb - 1 - j, 0)) & 1
