@@ -30,6 +30,8 @@ the two paths.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -42,86 +44,95 @@ from jaxacct.allocation._sum_law import Lattice, LowerLaw, UpperLaw, out_size
 _EPS = float(np.finfo(np.float64).eps)
 
 
-_BLOCK = 128   # diagonals per block of the (rows, n) product arrays
+_BLOCK = 128   # diagonals per block of the (rows, 2, L) weight arrays
 
 
-def _blocks(n: int):
-  """Diagonal blocks [d0, d1): their pairs (i, i + d) have i < n - d0."""
-  return [(d0, min(d0 + _BLOCK, n)) for d0 in range(0, n, _BLOCK)]
+@functools.lru_cache(maxsize=8)
+def _layout(n: int):
+  """Static layout of the flattened pair weights of an n-knot sum.
+
+  Blocks of diagonals ``[d0, d1)`` (pairs ``(i, i + d)``, ``i < L = n - d0``;
+  the rest of a row is zero padding) are laid out as (rows, part, i): part 0
+  (weight ``1 - omega``) goes to output cell ``start_d + i``, part 1 to
+  ``start_d + i + 1``, ``start_d = d + kappa(d) - o``. ``np.bincount`` adds its
+  weights in array order, so each output cell receives its terms one diagonal
+  after another, part 0 before part 1: the jitted loop's order
+  (``seg.at[:L].add(w0).at[1:].add(w1)`` per diagonal), hence the same sums.
+  Returns ``(blocks, static, counts)``: ``[(d0, d1, L, offset)]``, the index
+  without ``kappa(d) - o`` and the number of entries of each diagonal."""
+  blocks, static, counts, off = [], [], [], 0
+  for d0 in range(0, n, _BLOCK):
+    d1, L = min(d0 + _BLOCK, n), n - d0
+    d = np.arange(d0, d1)
+    static.append((d[:, None, None] + np.arange(2)[None, :, None]
+                   + np.arange(L)[None, None, :]).ravel())
+    counts.append(np.full(d1 - d0, 2 * L))
+    blocks.append((d0, d1, L, off))
+    off += 2 * L * (d1 - d0)
+  static = np.concatenate(static)
+  static.flags.writeable = False
+  return blocks, static, np.concatenate(counts), off
+
+
+def _index(kap, o, n):
+  blocks, static, counts, _ = _layout(n)
+  return static + np.repeat(kap.astype(np.int64) - o, counts)
 
 
 def _shifted(x, n, fill, d0, d1, L):
-  """(d1 - d0, L) array: row d is ``x[d:d + L]`` (x padded with ``fill`` past n)."""
+  """(d1 - d0, L) view: row d is ``x[d:d + L]`` (x padded with ``fill`` past n)."""
   xp = np.concatenate([x[:n], np.full(n, fill)])
   return sliding_window_view(xp, L)[d0:d1]
 
 
-def _accumulate(out, w0, w1, start, nz, d0):
-  """out[:, start_d + i] += w0[:, d, i], then out[:, start_d + i + 1] += w1[:, d, i],
-  one diagonal d after another (the jitted loop's order, per output cell);
-  row d has ``nz[d]`` possibly non-zero leading entries (the rest: zero padding)."""
-  for r in range(w0.shape[1]):
-    L = nz[d0 + r]
-    if L > 0:
-      s = start[d0 + r]
-      out[:, s:s + L] += w0[:, r, :L]
-      out[:, s + 1:s + L + 1] += w1[:, r, :L]
-
-
-def _support(laws, n, field):
-  """Per diagonal d: how many leading i may give a non-zero pair (i, i + d)."""
-  x = np.zeros(n)
-  for L in laws:
-    x = np.maximum(x, np.abs(getattr(L, field)[:n]))
-  nzi = np.flatnonzero(x)   # NaN counts as non-zero
-  top = int(nzi[-1]) + 1 if nzi.size else 0
-  return np.clip(top - np.arange(n), 0, n - np.arange(n)).tolist()
+def _finish_upper(P, R, res, D, n, o):
+  """Zero-atom cross terms of ``P + R`` (as :func:`._sum_law.conv_upper`'s finish)."""
+  i = np.arange(n)
+  inside = i >= o
+  w0 = np.exp(np.minimum(i - o, 0) * D)
+  zero_part = P.q0 * R.p[:n] + R.q0 * P.p[:n]
+  res[(i - o)[inside]] += zero_part[inside]
+  res[0] += np.sum(np.where(inside, 0.0, zero_part * w0))
+  q0 = P.q0 * R.q0 + np.sum(np.where(inside, 0.0, zero_part * (1.0 - w0)))
+  return UpperLaw(res, q0, P.minf + R.minf)
 
 
 def conv_upper_host(pairs, D, n: int):
   """NumPy twin of :func:`._sum_law.conv_upper` / ``conv_upper_pair``: the sums
   ``P + R`` of ``pairs`` ``[(P, R, symmetric)]`` (same split, same order per
-  output cell) in one pass over the diagonals; returns ``([sums], o)``."""
+  output cell); returns ``([sums], o)``."""
   kap, om = tables(D, n, HOST)
   o = int(kap[n - 1])
   m = out_size(n)
-  buf = 3 * n + 4
-  k = len(pairs)
-  start = (np.arange(n) + kap - o).tolist()
-  nz = _support([L for P, R, _ in pairs for L in (P, R)], n, "p")
-  out = np.zeros((k, buf + 1))
-  for d0, d1 in _blocks(n):
-    L = n - d0
-    v = np.empty((k, d1 - d0, L))
-    for j, (P, R, sym) in enumerate(pairs):
-      v[j] = P.p[None, :L] * _shifted(R.p, n, 0.0, d0, d1, L)
-      first = 1 if d0 == 0 else 0
-      if sym:
-        v[j, first:] *= 2.0
-      else:
-        v[j, first:] += _shifted(P.p, n, 0.0, d0, d1, L)[first:] * R.p[None, :L]
-    w = om[None, d0:d1, None]
-    _accumulate(out, v * (1.0 - w), v * w, start, nz, d0)
+  blocks, _, _, total = _layout(n)
+  idx = _index(kap, o, n)
+  ww = np.stack([1.0 - om, om], axis=1)[:, :, None]          # (n, 2, 1)
+  ww2 = ww * np.where(np.arange(n) > 0, 2.0, 1.0)[:, None, None]   # exact doubling
   sums = []
-  i = np.arange(n)
-  inside = i >= o
-  w0 = np.exp(np.minimum(i - o, 0) * D)
-  for j, (P, R, _) in enumerate(pairs):
-    res = out[j, :m].copy()
-    zero_part = P.q0 * R.p[:n] + R.q0 * P.p[:n]
-    res[(i - o)[inside]] += zero_part[inside]
-    res[0] += np.sum(np.where(inside, 0.0, zero_part * w0))
-    q0 = P.q0 * R.q0 + np.sum(np.where(inside, 0.0, zero_part * (1.0 - w0)))
-    sums.append(UpperLaw(res, q0, P.minf + R.minf))
+  for P, R, sym in pairs:
+    flat = np.empty(total)
+    for d0, d1, L, off in blocks:
+      v = P.p[None, :L] * _shifted(R.p, n, 0.0, d0, d1, L)
+      if not sym:
+        first = 1 if d0 == 0 else 0
+        v[first:] += _shifted(P.p, n, 0.0, d0, d1, L)[first:] * R.p[None, :L]
+      w = (ww2 if sym else ww)[d0:d1]
+      np.multiply(v[:, None, :], w, out=flat[off:off + 2 * L * (d1 - d0)].reshape(-1, 2, L))
+    res = np.bincount(idx, flat, minlength=m)[:m]
+    sums.append(_finish_upper(P, R, res, D, n, o))
   return sums, o
 
 
-def _split(mass, s_rel, rk, eD):
+def _split_into(wa, wg, mass, s_rel, rk, eD):
+  """Barycentric cell of each pair: mass and moment (units of the target cell's
+  left knot) into part 0 (cell start_d + i) or part 1 (the next cell)."""
   up = s_rel >= (rk * eD)[:, None]
   f = s_rel / rk[:, None]
-  m0 = np.where(up, 0.0, mass)
-  m1 = np.where(up, mass, 0.0)
-  return m0, m0 * f, m1, m1 * f / eD
+  np.multiply(mass, ~up, out=wa[:, 0])
+  np.multiply(mass, up, out=wa[:, 1])
+  np.multiply(wa[:, 0], f, out=wg[:, 0])
+  np.multiply(wa[:, 1], f, out=wg[:, 1])
+  wg[:, 1] /= eD
 
 
 def _lower_exact(pairs, D, n: int):
@@ -130,41 +141,38 @@ def _lower_exact(pairs, D, n: int):
   kap, _ = tables(D, n, HOST)
   o = int(kap[n - 1])
   m = out_size(n)
-  buf = 3 * n + 4
-  k = len(pairs)
+  blocks, _, _, total = _layout(n)
+  idx = _index(kap, o, n)
   fr = lambda X: np.where(X.a > 0, X.g / np.where(X.a > 0, X.a, 1.0), 1.0)
-  fs = [(fr(P), fr(R)) for P, R, _ in pairs]
   eD = np.exp(D)
   d = np.arange(n)
-  rd_all = np.exp(-d * D)
+  rd_all = np.exp(-d * D)[:, None]
   rk_all = np.exp(kap * D)
-  start = (d + kap - o).tolist()
-  nz = _support([L for P, R, _ in pairs for L in (P, R)], n, "a")
-  out = np.zeros((2 * k, buf + 1))     # rows: a of sum 0, g of sum 0, a of sum 1, ...
-  for d0, d1 in _blocks(n):
-    L = n - d0
-    rd, rk = rd_all[d0:d1, None], rk_all[d0:d1]
-    w0 = np.empty((2 * k, d1 - d0, L))
-    w1 = np.empty((2 * k, d1 - d0, L))
-    first = 1 if d0 == 0 else 0
-    for j, ((P, R, sym), (fp, fq)) in enumerate(zip(pairs, fs)):
-      m0, g0, m1, g1 = _split(P.a[None, :L] * _shifted(R.a, n, 0.0, d0, d1, L),
-                              _shifted(fq, n, 1.0, d0, d1, L) + fp[None, :L] * rd, rk, eD)
-      if sym:
-        for x in (m0, g0, m1, g1):
-          x[first:] *= 2.0
-      else:
-        n0, h0, n1, h1 = _split(_shifted(P.a, n, 0.0, d0, d1, L) * R.a[None, :L],
-                                _shifted(fp, n, 1.0, d0, d1, L) + fq[None, :L] * rd, rk, eD)
-        for x, y in ((m0, n0), (g0, h0), (m1, n1), (g1, h1)):
-          x[first:] += y[first:]
-      w0[2 * j], w0[2 * j + 1], w1[2 * j], w1[2 * j + 1] = m0, g0, m1, g1
-    _accumulate(out, w0, w1, start, nz, d0)
-  sums = []
   i = np.arange(n)
   keep = i >= o
-  for j, (P, R, _) in enumerate(pairs):
-    outa, outg = out[2 * j, :m].copy(), out[2 * j + 1, :m].copy()
+  sums = []
+  for P, R, sym in pairs:
+    fp, fq = fr(P), fr(R)
+    fa, fg = np.empty(total), np.empty(total)
+    for d0, d1, L, off in blocks:
+      rows = d1 - d0
+      wa = fa[off:off + 2 * L * rows].reshape(rows, 2, L)
+      wg = fg[off:off + 2 * L * rows].reshape(rows, 2, L)
+      rd, rk = rd_all[d0:d1], rk_all[d0:d1]
+      _split_into(wa, wg, P.a[None, :L] * _shifted(R.a, n, 0.0, d0, d1, L),
+                  _shifted(fq, n, 1.0, d0, d1, L) + fp[None, :L] * rd, rk, eD)
+      first = 1 if d0 == 0 else 0
+      if sym:
+        wa[first:] *= 2.0
+        wg[first:] *= 2.0
+      else:
+        ha, hg = np.empty_like(wa), np.empty_like(wg)
+        _split_into(ha, hg, _shifted(P.a, n, 0.0, d0, d1, L) * R.a[None, :L],
+                    _shifted(fp, n, 1.0, d0, d1, L) + fq[None, :L] * rd, rk, eD)
+        wa[first:] += ha[first:]
+        wg[first:] += hg[first:]
+    outa = np.bincount(idx, fa, minlength=m)[:m]
+    outg = np.bincount(idx, fg, minlength=m)[:m]
     outa[(i - o)[keep]] += (P.q0 * R.a[:n] + R.q0 * P.a[:n])[keep]
     outg[(i - o)[keep]] += (P.q0 * R.g[:n] + R.q0 * P.g[:n])[keep]
     sums.append(LowerLaw(outa, outg, P.q0 * R.q0))
