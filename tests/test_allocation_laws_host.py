@@ -1,0 +1,102 @@
+"""The allocation round laws on the host (issue 28, item 2): NumPy twin vs jitted kernels.
+
+``sum_law.steps_laws_host`` builds the same FinalLaws as the jitted
+``steps_laws_batch`` for concrete input, with ZERO compiled XLA programs: the
+same windows, re-grids and tables (one text, ``jaxacct.allocation._regrid``),
+the same level logic and the same mean-preserving split (upper) / barycentric
+(lower, coarse lower from n = 1024) pair rules, each output cell summed in the
+jitted loop's order. Source of the tolerances: the two evaluators differ only
+in rounding (NumPy's and XLA's exp/log differ by about an ulp, XLA may fuse a
+multiply-add), measured on 40 settings at n = 1024 (sigma 0.3..20, t 1..10^4,
+Gaussian and Laplace, tails 1e-13 and 1e-20): upper law fields <= 5e-13
+relative (2.4e-9 on one tiny Laplace mass), single-round upper epsilons and
+deltas <= 1.5e-12 relative (2026-11-25). The host lower law is bitwise the
+unbatched jitted one; the lane-batched jitted builder can group a few atoms
+into other cells (both exact-moment groupings), lower queries within 2.2e-4.
+"""
+
+import jax
+import numpy as np
+import pytest
+
+from jaxacct.allocation import sum_law as sl
+
+SETTINGS = [("gaussian", 2.0, 10, 1e-13), ("gaussian", 0.5, 1, 1e-20),
+            ("gaussian", 1.0, 234, 1e-12), ("gaussian", 20.0, 1000, 1e-13),
+            ("laplace", 1.0, 7, 1e-13), ("laplace", 5.0, 100, 1e-20)]
+
+
+def _args(mech, sigma, t, tail, n):
+  st = sl.one_steps(mech, np.array([sigma]), np.array([tail]), n)
+  return (*st, np.array([sigma]), np.array([t], np.int32), np.array([tail]))
+
+
+@pytest.mark.parametrize("mech,sigma,t,tail", SETTINGS)
+@pytest.mark.parametrize("n", [256, 1024])
+def test_host_laws_match_jitted(x64, mech, sigma, t, tail, n):
+  args = _args(mech, sigma, t, tail, n)
+  Fj = jax.tree.map(np.asarray, sl.steps_laws_batch(*args, n=n))
+  Fh = sl.steps_laws_host(*args, n=n)
+  assert isinstance(Fh, sl.FinalLaws)
+  for a, b in zip(Fj, Fh):
+    assert type(b) is np.ndarray and a.shape == b.shape and b.dtype == np.float64
+  for f in ("up_p", "up_q0", "up_minf_t", "rel", "eta"):
+    np.testing.assert_allclose(getattr(Fh, f), getattr(Fj, f), rtol=1e-10, atol=1e-22, err_msg=f)
+  assert np.max(np.abs(Fj.up_loss - Fh.up_loss)) <= 1e-13
+  assert Fh.lo_q0[0] == Fj.lo_q0[0] and Fh.lo_inf[0] == Fj.lo_inf[0]
+  # the lower law: same total mass and first moment (exact-moment groupings)
+  mom = lambda F: np.sum(F.lo_a * np.exp(F.lo_loss))
+  assert abs(np.sum(Fh.lo_a) - np.sum(Fj.lo_a)) <= 1e-13
+  assert abs(mom(Fh) - mom(Fj)) <= 1e-12 * mom(Fj)
+  # queries of one round, both sides (remove/add, upper/lower)
+  ej, eh = (np.asarray(sl_eps(F, 1e-6)).ravel() for F in (Fj, Fh))
+  dj, dh = (np.asarray(sl_delta(F, 0.5)).ravel() for F in (Fj, Fh))
+  np.testing.assert_allclose(eh[:2], ej[:2], rtol=1e-11, atol=0)
+  np.testing.assert_allclose(dh[:2], dj[:2], rtol=1e-11, atol=1e-300)
+  # lower side: the lane-batched jitted builder may group boundary atoms into
+  # other cells than the unbatched one, which the host matches (next test);
+  # measured up to 2.2e-4 relative (sigma 0.8, t 10^4), 0 to 1e-12 here
+  np.testing.assert_allclose(eh[2:], ej[2:], rtol=1e-3, atol=0)
+  np.testing.assert_allclose(dh[2:], dj[2:], rtol=1e-3, atol=1e-300)
+
+
+def sl_eps(F, delta):
+  return sl.eps_batch(F, np.array([delta]))   # (rem_up, add_up, rem_lo, add_lo) of one round
+
+
+def sl_delta(F, eps):
+  return sl.delta_batch(F, np.array([eps]))
+
+
+def test_host_lower_sum_is_the_jitted_construction(x64):
+  """Without the lane batching of the law builder, the host lower t-fold sum
+  is the jitted one to rounding (bitwise here: same cells, same order)."""
+  n, t, tail = 1024, 234, 1e-12
+  st = sl.one_steps("gaussian", np.array([1.0]), np.array([tail]), n)
+  lw = sl.LowerLaw(st.a[0], st.g[0], 0.0)
+  lat = sl.Lattice(st.lo[0], st.D[0], 0)
+  f = jax.jit(lambda a, g, lo, D: sl.sum_law_lower(
+      sl.LowerLaw(a, g, np.float64(0.0)), sl.Lattice(lo, D, np.int32(0)), t, n, tail, 0.0))
+  J, LJ = f(st.a[0], st.g[0], st.lo[0], st.D[0])
+  H, LH = sl.sum_law_lower_host(lw, lat, t, n, tail)
+  assert int(LJ.off) == int(LH.off) and float(LJ.step) == float(LH.step)
+  assert abs(float(LJ.u_ref) - float(LH.u_ref)) <= 1e-15
+  assert np.max(np.abs(np.asarray(J.a) - H.a)) <= 1e-15
+  assert np.max(np.abs(np.asarray(J.g) - H.g)) <= 1e-15
+
+
+def test_scalar_laws_on_host_compile_nothing(x64, compile_counter):
+  with compile_counter as c:
+    F = sl.laws_batch(np.array([2.0]), np.array([10], np.int32), np.array([1e-13]), n=1024,
+                      mechanism="gaussian", host=True)
+  assert c.count == 0
+  assert isinstance(F.up_p, np.ndarray) and F.up_p.shape == (1, 1540)
+  assert np.isfinite(F.rel).all() and abs(np.sum(F.up_p) + F.up_q0[0] - 1.0) < 1e-12
+
+
+def test_invalid_lane_is_nan_marked_like_jitted(x64):
+  args = _args("gaussian", 1.0, 3, 1e-13, 256)
+  args = args[:7] + (np.array([-1.0]),) + args[8:]
+  Fj = sl.steps_laws_batch(*args, n=256)
+  Fh = sl.steps_laws_host(*args, n=256)
+  assert np.isnan(Fh.rel[0]) and np.isnan(np.asarray(Fj.rel)[0])
