@@ -57,35 +57,35 @@ def coarsen_law(law, D, c: int, ns=JAX):
   """``law`` (fields a, g, q0 on n fine cells) merged c cells at a time:
   n_c = ceil(n / c) coarse cells, moments in units of the coarse cell's left knot
   (``ns``: the array namespace, :mod:`jaxacct._core.namespace`)."""
-  jnp = ns.xp
+  xp = ns.xp
   n = law.a.shape[0]
   nc = -(-n // c)
-  pad = jnp.zeros(nc * c - n)
-  a = jnp.concatenate([law.a, pad]).reshape(nc, c)
-  g = jnp.concatenate([law.g, pad]).reshape(nc, c)
-  rl = jnp.exp(jnp.arange(c, dtype=jnp.float64) * D)   # r^l, l = 0..c-1
-  return law._replace(a=jnp.sum(a, axis=1), g=jnp.sum(g * rl, axis=1))
+  pad = xp.zeros(nc * c - n)
+  a = xp.concatenate([law.a, pad]).reshape(nc, c)
+  g = xp.concatenate([law.g, pad]).reshape(nc, c)
+  rl = xp.exp(xp.arange(c, dtype=xp.float64) * D)   # r^l, l = 0..c-1
+  return law._replace(a=xp.sum(a, axis=1), g=xp.sum(g * rl, axis=1))
 
 
 def refine_law(law, D, c: int, m: int, ns=JAX):
   """Coarse output law (step cD) re-expressed on the fine lattice (step D):
   length m, element i at fine knot c o_c + i for the coarse offset o_c."""
-  jnp = ns.xp
+  xp = ns.xp
   a, g = law.a, law.g
   pos = a > 0
-  f = jnp.where(pos, g / jnp.where(pos, a, 1.0), 1.0)
-  l = jnp.clip(jnp.floor(jnp.log(f) / D), 0, c - 1)
-  gl = g * jnp.exp(-l * D)
-  lanes = jnp.arange(c, dtype=jnp.float64)
+  f = xp.where(pos, g / xp.where(pos, a, 1.0), 1.0)
+  l = xp.clip(xp.floor(xp.log(f) / D), 0, c - 1)
+  gl = g * xp.exp(-l * D)
+  lanes = xp.arange(c, dtype=xp.float64)
   hit = l[:, None] == lanes[None, :]                     # (m_c, c) one-hot fine slot
-  fa = jnp.where(hit, a[:, None], 0.0).reshape(-1)
-  fg = jnp.where(hit, gl[:, None], 0.0).reshape(-1)
+  fa = xp.where(hit, a[:, None], 0.0).reshape(-1)
+  fg = xp.where(hit, gl[:, None], 0.0).reshape(-1)
   k = fa.shape[0]
   if k >= m:
     fa, fg = fa[:m], fg[:m]
   else:
-    fa = jnp.concatenate([fa, jnp.zeros(m - k)])
-    fg = jnp.concatenate([fg, jnp.zeros(m - k)])
+    fa = xp.concatenate([fa, xp.zeros(m - k)])
+    fg = xp.concatenate([fg, xp.zeros(m - k)])
   return law._replace(a=fa, g=fg)
 
 
