@@ -1,10 +1,12 @@
-"""Upper and lower laws of S/t for 1-of-t random allocation: jitted kernels (private).
+"""Laws of S/t for 1-of-t random allocation: jitted kernels and host twin (private).
 
 The mathematics, validity argument and floating-point ledger are in
 :mod:`jaxacct.allocation.pld`. This module holds the laws of one 1-of-t round
 (``final_laws``), their hockey-stick profiles (``delta_one``, ``deltas``,
 ``epsilons``) and the batched jitted entry points (``laws_batch``,
-``eps_batch``, ``delta_batch``).
+``eps_batch``, ``delta_batch``), and the NumPy twin of the law builder
+(``steps_laws_host``, :mod:`._sum_law_host`: zero compiled programs for a
+concrete question; ``laws_batch(..., host=True)`` picks it).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Convex-order upper and lower laws of S = L(Y_1)+...+L(Y_t), Y ~ Q^t (private).
 
 Kernels behind :mod:`jaxacct.allocation.pld`; the mathematics and the
-validity argument are in that module's docstring. Everything here is
+validity argument are in that module's docstring. Windows and re-grids are
+in :mod:`._regrid` (one text with the NumPy twin :mod:`._sum_law_host`). Everything here is
 jittable and vmappable in ``sigma`` and ``t``; the grid size ``n`` is static.
 
 Representation of a law on a geometric lattice (all arrays length n or m):
