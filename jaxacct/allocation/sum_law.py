@@ -24,5 +24,5 @@ from jaxacct.allocation._sum_law_host import sum_law_lower_host, sum_law_upper_h
 __all__ = ["METHODS", "PIECES", "Lattice", "LowerLaw", "UpperLaw", "conv_lower",
            "conv_lower_pair", "conv_upper", "conv_upper_pair", "gaussian_one_step",
            "laplace_one_step", "one_steps", "Steps", "sum_law_lower", "sum_law_upper",
-           "FinalLaws", "delta_batch", "eps_batch", "laws_batch", "steps_laws_batch", "steps_laws_host", "sum_law_lower_host",
-           "sum_law_upper_host"]
+           "FinalLaws", "delta_batch", "eps_batch", "laws_batch", "steps_laws_batch",
+           "steps_laws_host", "sum_law_lower_host", "sum_law_upper_host"]
