@@ -115,7 +115,8 @@ from jaxacct.accounting import _mechanisms as mech
 from jaxacct.accounting._pairs import dominated_on_grid
 
 __all__ = ["symmetrize", "draw_count_law", "without_replacement_pair",
-           "with_replacement_pair", "adaptive_lower_delta", "TAIL"]
+           "with_replacement_pair", "adaptive_lower_delta", "kernels_lower_delta",
+           "TAIL"]
 
 #: P(K > k_max) below which the draw-count law is cut (charged to +inf).
 TAIL = 1e-20
@@ -358,9 +359,26 @@ def adaptive_lower_delta(kind: str, n: int, m: int, sigma: float, steps: int, *,
   cs = np.asarray(others, np.float64).ravel()
   checks.check_range("others", cs, -1.0, 1.0)
   h = float(step)
+  kern = [_instance_cells(kind, int(n), int(m), sigma, float(c), h) for c in cs]
+  return kernels_lower_delta(kern, steps, step=h, loss_range=loss_range)
+
+
+@x64_boundary
+def kernels_lower_delta(cells, steps: int, *, step: float, loss_range=(-30.0, 20.0)):
+  r"""The adaptive dynamic program of :func:`adaptive_lower_delta` over given one-step pairs.
+
+  ``cells``: a list of exact ``(p, q)`` outcome masses of one-step pairs
+  (any instances, e.g. in 2-D); before each step the adversary picks one,
+  from the outputs so far. One pair gives a fixed schedule.
+
+  Returns:
+    ``(eps, delta)`` as :func:`adaptive_lower_delta`. Bound: lower.
+  """
+  checks.check_int("steps", steps, min_value=1)
+  checks.check_positive("step", step)
+  h = float(step)
   kern = []
-  for c in cs:
-    p, q = _instance_cells(kind, int(n), int(m), sigma, float(c), h)
+  for p, q in cells:
     g = dominated_on_grid(p, q, step=h)
     kern.append((int(g.offset), np.asarray(g.probs, np.float64), float(g.inf_mass)))
   jmin = min(o for o, _, _ in kern)
