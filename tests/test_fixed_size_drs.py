@@ -140,8 +140,9 @@ def test_c_p_is_the_biconjugate_of_the_instance_minimum(n, m, sigma):
   attain f_p and f_p^{-1}). So C_p is the largest valid trade-off, i.e. the
   tightest one-step dominating pair, and by Blackwell every valid pair
   composes to at least composed C_p. Tolerance: 1e-6 absolute on the
-  trade-off (interpolation of curves sampled at 2e5 thresholds; measured
-  below 1e-8 on the hull comparison).
+  trade-off (curves sampled at 2e5 thresholds, interpolated on 2e4 alphas;
+  measured max |hull - C_p| and max (C_p - f_T): 2.7e-9, 2.2e-11, 5.8e-15
+  for the three settings).
   """
   q, mu = m / n, 2.0 / sigma
   alpha = np.linspace(0.0, 1.0, 20001)
