@@ -130,7 +130,7 @@ z = -(e1 + e2)/sqrt(2), the perpendicular part of the output (same law
 under both neighbours, correlated with K) partly reveals K, and at
 (3, 3, 1), eps = 0.5 the instance has delta >= 0.47900 (outputs binned on a
 grid: certified) against 0.478596 for the best c (c = -0.780;
-tests/test_fixed_size_wr.py). So a pair built from 1-D instances, or from
+tests/test_fixed_size_pld.py). So a pair built from 1-D instances, or from
 the hidden-K pair of "others at -e" alone (others at 0 beat it at n = 4,
 m = 2, sigma = 0.5, eps = 0: 0.42043 vs 0.41908), would be wrong. Every
 common-z instance lies in the plane of (x, x', z), so a proof that
