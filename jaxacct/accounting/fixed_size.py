@@ -48,8 +48,7 @@ probability that it is.
   revealing K >= 2 raises the loss of those draws by ``log(r/P(K=k))``,
   which dominates small deltas after many steps (n = 60000, m = 256,
   sigma = 1, 2344 steps, delta = 1e-5: upper 19.10 vs the instance's 11.56).
-  The instance is not the worst case either (brute force, n = 4, m = 2,
-  sigma = 0.5: other records at 0 give a larger TV); no tight pair is known.
+  No tighter pair is proven; see "With replacement: what is known" below.
 
 Composition: the symmetric pair is the smallest single pair that dominates
 both orders. It is Dong, Roth & Su's subsampling trade-off for sampling
@@ -59,7 +58,29 @@ conjugates, so C_p's profile is the pointwise max of the remove and add
 profiles, i.e. this pair's (tests/test_fixed_size_drs.py builds C_p from
 the trade-off curves: equal to <= 7e-8 relative at step 1e-4, eps in
 [-2, 4], four settings). Composing it (Zhu, Dong, Wang, arXiv:2106.08567)
-is therefore today's upper, not a tighter one. An adversary that moves the
+is therefore today's upper, not a tighter one.
+
+Tightness of the WOR upper among dominating-pair accountants. Write f_T for
+the trade-off function of one step on the neighbouring pair T (any records,
+any dimension, either order). A pair (A, B) is a valid one-step dominating
+pair iff T(A, B) <= f_T for every T, i.e. T(A, B) <= inf_T f_T; a trade-off
+function is convex, so T(A, B) <= (inf_T f_T)**. Dong-Roth-Su (and the BBG
+bound above) give f_T >= C_p for every T, so inf_T f_T >= C_p; the
+instances "others at -e" (remove order) and "others at +e" (its mirror)
+attain f_p and f_p^{-1}, so inf_T f_T <= min{f_p, f_p^{-1}} and
+(inf_T f_T)** <= C_p. Hence (inf_T f_T)** = C_p: the shipped symmetric
+pair is itself valid and is the largest valid trade-off, the tightest
+one-step dominating pair. Any valid (A, B) has T(A, B) <= C_p, so by
+Blackwell's theorem (A, B) is a garbling-superior experiment and its k-fold
+product is at least as informative as C_p's: composing C_p is the smallest
+bound any accountant that composes one per-step dominating pair (Zhu, Dong,
+Wang, arXiv:2106.08567) can certify. The remaining gap to the adaptive
+lower below (10.43 vs 9.49) is a property of the composed mechanism (the
+adversary's best adaptive schedule does not realise C_p at every step),
+not slack in the PLD accounting. Checked in tests/test_fixed_size_drs.py:
+the biconjugate of the minimum over 42 instance curves (others at c in
+[-1, 1], both orders) equals C_p within 2.7e-9 at three settings, and no
+instance curve falls below C_p. An adversary that moves the
 other records each step from the outputs so far does not reach it
 (:func:`adaptive_lower_delta`, a certified lower bound; delta = 1e-5):
 
@@ -94,6 +115,51 @@ or without them), although at q = 0.3 some 2-D T (x = -x' = e1, y = (0,
 collinear antipodal T dominate the rest would make the program exact;
 until then the composed C_p pair is the upper.
 
+With replacement: what is known. With the per-position coupling (draw j
+is the record with probability 1/n, else an independent uniform other z_j)
+and joint convexity over the z's, one step of any instance is dominated by
+the worst pair ``(law(sum_j b_j u_j + N), law(sum_j b_j v_j + N))``, b_j iid
+Bern(1/n), ``u_j = x - z_j``, ``v_j = x' - z_j`` (so u_j - v_j = x - x').
+A pair that hides K needs the supremum of that family. Brute force (every
+one of the n^m draw sequences, exact hockey-stick integrals; n, m, sigma =
+(4, 2, 0.5), (4, 2, 1), (3, 3, 1); eps in {0, 0.25, 0.5, 1, 2}): 1-D
+datasets with mixed others ({-1, -0.5, 0, 0.5, 1}^(n-1)) never beat the
+best common c (ratio <= 1 at every point), but the 1-D common-c family is
+not the envelope: in 2-D, x = e1, x' = -e1, every other record at
+z = -(e1 + e2)/sqrt(2), the perpendicular part of the output (same law
+under both neighbours, correlated with K) partly reveals K, and at
+(3, 3, 1), eps = 0.5 the instance has delta >= 0.47900 (outputs binned on a
+grid: certified) against 0.478596 for the best c (c = -0.780;
+tests/test_fixed_size_pld.py). So a pair built from 1-D instances, or from
+the hidden-K pair of "others at -e" alone (others at 0 beat it at n = 4,
+m = 2, sigma = 0.5, eps = 0: 0.42043 vs 0.41908), would be wrong. Every
+common-z instance lies in the plane of (x, x', z), so a proof that
+position-varying z_j never help (what the 1-D brute force suggests) would
+reduce the envelope to a 2-D family; no such proof is known here. At the
+large setting the 2-D instances are far from the worst (one instance,
+either order each step, 2344 steps, grid 2e-3, cells 0.05 sigma: 7.20 for
+x = (0.8, 0.6), z = (0, -1); 6.52 for x = (0.6, 0.8), z = (0, -1); 3.64 for
+z = e2; c = 0: 1.77; against 11.62 for c = -1), and adding them to the
+adaptive program (:func:`kernels_lower_delta`) left the adaptive lower
+unchanged at the three other settings of the table (to the 2e-3 grid) and
+gave 11.624 at the first (11.62 without them). The best known lower
+therefore stays at the "others at -e" instance and the upper stays the
+revealed-K mixture:
+
+  ===========================  =============  ==============  ======
+  N, B, sigma, steps (WR)      fixed lower    adaptive lower  upper
+  ===========================  =============  ==============  ======
+  60000, 256, 1.0, 2344        11.56          11.62           19.10
+  60000, 256, 2.0, 2344        1.112          1.096 (b)       2.938
+  50000, 500, 1.5, 1000        4.429          4.450           9.989
+  10000, 1000, 0.8, 100        86.72          87.02           104.43
+  ===========================  =============  ==============  ======
+
+  (fixed lower and upper: ``PLDAccountant(REPLACE_ONE)`` at step 1e-4;
+  adaptive: others {-1, 0, 1} plus the three 2-D instances, grid 2e-3,
+  loss range (-140, 20) at the last setting;
+  (b) grid 2e-3: below the fixed lower, which is computed at step 1e-4.)
+
 Upper: ``jaxacct.pld.poisson_gaussian`` (the shared Poisson kernel: no new
 program for a new sigma, q or n) at noise ``sigma/(2k)``, mixed, then
 symmetrised. Lower: the instance with the other records at -e (remove) /
@@ -115,7 +181,8 @@ from jaxacct.accounting import _mechanisms as mech
 from jaxacct.accounting._pairs import dominated_on_grid
 
 __all__ = ["symmetrize", "draw_count_law", "without_replacement_pair",
-           "with_replacement_pair", "adaptive_lower_delta", "TAIL"]
+           "with_replacement_pair", "adaptive_lower_delta", "kernels_lower_delta",
+           "TAIL"]
 
 #: P(K > k_max) below which the draw-count law is cut (charged to +inf).
 TAIL = 1e-20
@@ -358,9 +425,26 @@ def adaptive_lower_delta(kind: str, n: int, m: int, sigma: float, steps: int, *,
   cs = np.asarray(others, np.float64).ravel()
   checks.check_range("others", cs, -1.0, 1.0)
   h = float(step)
+  kern = [_instance_cells(kind, int(n), int(m), sigma, float(c), h) for c in cs]
+  return kernels_lower_delta(kern, steps, step=h, loss_range=loss_range)
+
+
+@x64_boundary
+def kernels_lower_delta(cells, steps: int, *, step: float, loss_range=(-30.0, 20.0)):
+  r"""The adaptive dynamic program of :func:`adaptive_lower_delta` over given one-step pairs.
+
+  ``cells``: a list of exact ``(p, q)`` outcome masses of one-step pairs
+  (any instances, e.g. in 2-D); before each step the adversary picks one,
+  from the outputs so far. One pair gives a fixed schedule.
+
+  Returns:
+    ``(eps, delta)`` as :func:`adaptive_lower_delta`. Bound: lower.
+  """
+  checks.check_int("steps", steps, min_value=1)
+  checks.check_positive("step", step)
+  h = float(step)
   kern = []
-  for c in cs:
-    p, q = _instance_cells(kind, int(n), int(m), sigma, float(c), h)
+  for p, q in cells:
     g = dominated_on_grid(p, q, step=h)
     kern.append((int(g.offset), np.asarray(g.probs, np.float64), float(g.inf_mass)))
   jmin = min(o for o, _, _ in kern)
