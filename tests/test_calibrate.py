@@ -153,6 +153,13 @@ def test_calibration_after_epsilon_question_compiles_nothing(compile_counter):
   assert np.all(calibrator.upper_epsilon([mk(x / MISS) for x in s2], dl) > eps * 1.1)
 
 
+def test_target_met_at_the_bracket_floor_returns_the_floor():
+  # every sigma in the bracket meets epsilon 100: the least sigma searched is
+  # the bracket's lo (before 2026-11-25 the search stepped below it: 0.0947)
+  s = jaxacct.calibrate(_gauss(1), 100.0, DELTA, bracket=(0.1, 100.0), rtol=RTOL)
+  assert 0.1 <= s <= 0.1 * (1 + 1e-12)
+
+
 # sigma of the solver before the few-evaluation search (5fd311a), same
 # function inverted: both lie in [root, root (1 + rtol)], so they differ by < rtol
 # MNIST (N = 60,000, B = 256, E = 10, epsilon 3: 5 evaluations then) and
