@@ -153,6 +153,44 @@ def test_calibration_after_epsilon_question_compiles_nothing(compile_counter):
   assert np.all(calibrator.upper_epsilon([mk(x / MISS) for x in s2], dl) > eps * 1.1)
 
 
+def test_target_met_at_the_bracket_floor_returns_the_floor():
+  # every sigma in the bracket meets epsilon 100: the least sigma searched is
+  # the bracket's lo (before 2026-11-25 the search stepped below it: 0.0947)
+  s = jaxacct.calibrate(_gauss(1), 100.0, DELTA, bracket=(0.1, 100.0), rtol=RTOL)
+  assert 0.1 <= s <= 0.1 * (1 + 1e-12)
+
+
+# sigma of the solver before the few-evaluation search (5fd311a), same
+# function inverted: both lie in [root, root (1 + rtol)], so they differ by < rtol
+# MNIST (N = 60,000, B = 256, E = 10, epsilon 3: 5 evaluations then) and
+# CIFAR-10 (N = 50,000, B = 4096, E = 73, epsilon 8: 4 then), delta 1e-5
+FEW_EVALS = [((60000, 256, 10, 3.0), 0.6836079811930338, 4),
+             ((50000, 4096, 73, 8.0), 1.623233655661578, 3)]
+
+
+@pytest.mark.parametrize("setting,old,max_evals", FEW_EVALS)
+def test_dpsgd_calibration_few_allocation_evaluations(monkeypatch, setting, old, max_evals):
+  # the allocation door is the cost of a calibration (lanes x rounds): count it
+  n, b, e, eps = setting
+  lanes = []
+  door = calibrator.allocation_upper_lower
+
+  def counted(sigma, delta, t, k, E):
+    lanes.append(np.size(sigma))
+    return door(sigma, delta, t, k, E)
+
+  monkeypatch.setattr(calibrator, "allocation_upper_lower", counted)
+  rtol = 2.5e-4   # dpsgd's default
+  s = dpsgd.calibrate_noise_multiplier(epsilon=eps, delta=DELTA, num_examples=n,
+                                       batch_size=b, num_epochs=e, progress=False)
+  assert len(lanes) <= max_evals and sum(lanes) <= max_evals
+  monkeypatch.undo()
+  mk = lambda x: dpsgd.event(noise_multiplier=x, num_examples=n, batch_size=b, num_epochs=e)
+  # feasible-side guarantee, re-evaluated here: s meets the target, s / (1 + rtol) does not
+  assert _up([mk(s)])[0] <= eps < _up([mk(s / (1 + rtol * (1 + 1e-6)))])[0]
+  assert abs(s / old - 1) <= rtol
+
+
 @pytest.mark.slow
 def test_dpsgd_calibration_where_the_gaussian_bound_wins():
   # t = 1 (B = N): the exact Gaussian is below the PLD upper (discretisation

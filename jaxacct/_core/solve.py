@@ -354,7 +354,7 @@ def search_decreasing_host(upper_fn: Callable, eps, hint, *, tight_hint: bool, r
       hk[f], ghi[f], lk[i], glo[i] = xj[f], gj[f], xj[i], gj[i]
     glo[lk >= hk], lk[lk >= hk] = np.nan, -np.inf      # not monotone: keep the feasible one
     hi = np.where(np.isfinite(hk), hk, np.minimum(np.maximum(hi, lk * math.exp(step0)), x_max))
-    lo = np.where(np.isfinite(lk), lk, np.minimum(lo, hk * math.exp(-step0)))
+    lo = np.where(np.isfinite(lk), lk, np.maximum(np.minimum(lo, hk * math.exp(-step0)), x_min))
   # 1. a feasible hi (grown geometrically up to x_max; infeasible there: error)
   need = np.flatnonzero(np.isnan(ghi))
   w = step0
