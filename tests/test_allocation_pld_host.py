@@ -3,10 +3,11 @@
 A question of at most ``pld.HOST_LANES`` lanes is answered on the host (NumPy
 composition and query, the same text as the jitted kernels through
 ``jaxacct._core.namespace``); larger arrays run the jitted programs. Both are
-certified (their FFT error bounds are their own), so they agree to float
-rounding of the bounds: tolerances below are measured (max 2.3e-8 relative on
-the lower side, 1e-13 on the upper side over 22 settings, see the report of
-issue 28 items 2-3) with margin.
+certified (each run's FFT error bounds are its own: pocketfft and XLA's FFT
+round differently, which can move the per-point choice of tilt and the lower
+solver's last steps), so they agree to that rounding, not bit for bit.
+Tolerances: measured on 22 default-grid settings (max relative difference
+6.3e-10 upper, 2.0e-7 lower; issue 28 items 2-3), with margin.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def test_host_epsilon_matches_jitted(s, t, k, E, q):
   host = _parts(pld.allocation_pld_epsilon(sigma=s, steps_per_epoch=t, num_selected=k,
                                            num_epochs=E, delta=q, **_KW))
   jit_ = _jitted(pld.allocation_pld_epsilon, s, t, k, E, delta=q, **_KW)
-  _check_sides(host, jit_, 1e-10, 1e-6)
+  _check_sides(host, jit_, 1e-8, 1e-5)
 
 
 @pytest.mark.parametrize("s,t,k,E", [(1.0, 100, 2, 2), (0.6, 20, 3, 3), (4.0, 50, 1, 1)])
@@ -64,14 +65,14 @@ def test_host_delta_matches_jitted(s, t, k, E):
   host = _parts(pld.allocation_pld_delta(sigma=s, steps_per_epoch=t, num_selected=k,
                                          num_epochs=E, epsilon=1.0, **_KW))
   jit_ = _jitted(pld.allocation_pld_delta, s, t, k, E, epsilon=1.0, **_KW)
-  _check_sides(host, jit_, 1e-8, 1e-6)
+  _check_sides(host, jit_, 1e-8, 1e-5)
 
 
 def test_laplace_host_matches_jitted():
   kw = dict(mechanism="laplace", delta=1e-5, **_KW)
   host = _parts(pld.allocation_pld_epsilon(sigma=2.0, steps_per_epoch=40, num_selected=3,
                                            num_epochs=2, **kw))
-  _check_sides(host, _jitted(pld.allocation_pld_epsilon, 2.0, 40, 3, 2, **kw), 1e-10, 1e-6)
+  _check_sides(host, _jitted(pld.allocation_pld_epsilon, 2.0, 40, 3, 2, **kw), 1e-8, 1e-5)
 
 
 class _Names:
