@@ -445,12 +445,14 @@ def _cut_levels(Fs, cs, mode, query, mu, xp=jnp):
 
 
 def compose_laws(F1: FinalLaws, F2: FinalLaws, c1, c2, tau, query, *, mode: str,
-                 size: int, tilts: int, want_lower: bool, ns=JAX) -> Composed:
+                 size: int, tilts: int, want_lower: bool, blocks: int = 2,
+                 ns=JAX) -> Composed:
   """Composition of c1 rounds with laws F1 and c2 rounds with laws F2 (one lane).
 
   ``mode`` ("eps": ``query`` is a delta; "delta": an epsilon; it only places
-  the tilts), ``size`` (N), ``tilts`` (per direction) and ``want_lower`` are
-  static; c1, c2 (>= 0, float; c2 = 0 leaves F2 out exactly: pass F2 = F1),
+  the tilts), ``size`` (N), ``tilts`` (per direction), ``want_lower`` and
+  ``blocks`` (1: F2 and c2 are not used; 2: c2 = 0 still leaves F2 out
+  exactly, at the cost of its arrays) are static; c1, c2 (>= 0, float),
   ``tau`` (window tail, > 0) and ``query`` traced. ``ns``: ``JAX`` (jittable)
   or ``HOST`` (NumPy, concrete input; see :mod:`jaxacct._core.namespace`).
   Bound: see the module docstring (upper and lower, float ledger included).
@@ -461,9 +463,7 @@ def compose_laws(F1: FinalLaws, F2: FinalLaws, c1, c2, tau, query, *, mode: str,
   N = int(size)
   cs = [xp.asarray(c1, xp.float64), xp.asarray(c2, xp.float64)]
   c_tot = cs[0] + cs[1]
-  Fs = [F1, F2]
-  if ns.is_host and not cs[1] > 0:     # on the host an absent block is skipped
-    Fs, cs = Fs[:1], cs[:1]
+  Fs, cs = [F1, F2][:blocks], cs[:blocks]
   mu = xp.asarray(_MU)
   log_tau = xp.log(xp.asarray(tau, xp.float64))
   t_hi, t_lo = _cut_levels(Fs, cs, mode, query, mu, xp)

@@ -158,15 +158,16 @@ def upper_feasible(C: Composed, eps, delta, ns=JAX):
 # ----------------------------------------------------------------------------
 
 def composed_lane(fr1, fa1, fr2, fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
-                  shared: bool, ns=JAX):
+                  shared: bool, blocks: int, ns=JAX):
   """(rem_up, add_up, rem_lo, add_lo) of c1 rounds F1 composed with c2 rounds
-  F2 for one lane (remove laws fr*, add laws fa*; ``shared``: fa* is fr*);
-  ``ns``: ``JAX`` (jittable) or ``HOST`` (NumPy, concrete input)."""
+  F2 for one lane (remove laws fr*, add laws fa*; ``shared``: fa* is fr*;
+  ``blocks`` 1: c1 rounds only); ``ns``: ``JAX`` (jittable) or ``HOST``
+  (NumPy, concrete input)."""
   query = composed_epsilons if mode == "eps" else composed_deltas
 
   def run(f1, f2):
     C = compose_laws(f1, f2, c1, c2, tau, q, mode=mode, size=size, tilts=tilts,
-                     want_lower=True, ns=ns)
+                     want_lower=True, blocks=blocks, ns=ns)
     return query(C, q, ns)
 
   out = run(fr1, fr2)
@@ -184,16 +185,20 @@ def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, til
   rounds F2 (remove laws Fr*, add laws Fa*; ``shared``: Fa* is Fr*; F2 = F1
   where no lane has c2 > 0). Lanes with c1 + c2 == 1 use the round's own laws
   (no lattice). No static flag depends on the counts (one program for every
-  t, k, E): a call whose lanes are all single rounds skips the composition
-  at run time (``lax.cond`` on the whole batch).
+  t, k, E); two batch-wide ``lax.cond`` (unbatched predicates: real branches
+  under the lane map) keep the run time of the former static flags: a batch
+  of single rounds skips the composition, and one with no c2 > 0 composes
+  one round type (the two-block branch leaves a c2 = 0 lane's F2 out exactly).
   """
   require_x64("allocation.pld")
   direct_fn = epsilons if mode == "eps" else deltas
+  any_two = jnp.any(c2 > 0)
 
   def lane(xs):
     fr1, fa1, fr2, fa2, cc1, cc2, qq, tt = xs
-    out = composed_lane(fr1, fa1, fr2, fa2, cc1, cc2, qq, tt, mode=mode, size=size,
-                        tilts=tilts, shared=shared)
+    comp = lambda nb: lambda: composed_lane(fr1, fa1, fr2, fa2, cc1, cc2, qq, tt, mode=mode,
+                                            size=size, tilts=tilts, shared=shared, blocks=nb)
+    out = jax.lax.cond(any_two, comp(2), comp(1))
     direct = direct_fn(fr1, qq, fa1)
     one = (cc1 + cc2) == 1
     return tuple(jnp.where(one, a, b) for a, b in zip(direct, out))
@@ -220,7 +225,7 @@ def query_host(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilt
   for i in comp:
     out[:, i] = host_call(composed_lane, row(Fr1, i), row(Fa1, i), row(Fr2, i), row(Fa2, i),
                           c1[i], c2[i], q[i], tau[i], mode=mode, size=size, tilts=tilts,
-                          shared=shared)
+                          shared=shared, blocks=2 if c2[i] > 0 else 1)
   one = np.flatnonzero(c1 + c2 == 1)
   if one.size:
     fn = eps_batch if mode == "eps" else delta_batch
