@@ -7,7 +7,11 @@ of 1-of-(f + 1) (f = floor(t/k), rho = t mod k). This module composes the
 upper and lower laws of S/t of those rounds (:mod:`._pld_laws`) on a loss
 lattice of static size N whose step h is chosen in-jit from the laws, with
 traced counts c1, c2 (the spectra are raised to the counts), so that sigma,
-t, k, E and delta can all be arrays in one compiled call.
+t, k, E and delta can all be arrays in one compiled call. The text is
+written against an array namespace ``ns`` (:mod:`jaxacct._core.namespace`):
+``JAX`` inside the jitted query, ``HOST`` (NumPy, no XLA program) for a
+question of a few concrete lanes. A block of count 0 is left out
+(``blocks=1``), or, in a two-block composition, masked to exact zeros.
 
 Mathematics (one Q-law per round serves both directions)
 ---------------------------------------------------------

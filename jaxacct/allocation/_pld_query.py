@@ -189,16 +189,16 @@ def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, til
   under the lane map) keep the run time of the former static flags: a batch
   of single rounds skips the composition, and one with no c2 > 0 composes
   one round type (the two-block branch leaves a c2 = 0 lane's F2 out exactly).
+  The branches hold whole lane maps (a branch inside the lane body changes
+  XLA's fusion of the loop body, and the float rounding with it).
   """
   require_x64("allocation.pld")
   direct_fn = epsilons if mode == "eps" else deltas
-  any_two = jnp.any(c2 > 0)
 
-  def lane(xs):
+  def lane(xs, blocks):
     fr1, fa1, fr2, fa2, cc1, cc2, qq, tt = xs
-    comp = lambda nb: lambda: composed_lane(fr1, fa1, fr2, fa2, cc1, cc2, qq, tt, mode=mode,
-                                            size=size, tilts=tilts, shared=shared, blocks=nb)
-    out = jax.lax.cond(any_two, comp(2), comp(1))
+    out = composed_lane(fr1, fa1, fr2, fa2, cc1, cc2, qq, tt, mode=mode, size=size,
+                        tilts=tilts, shared=shared, blocks=blocks)
     direct = direct_fn(fr1, qq, fa1)
     one = (cc1 + cc2) == 1
     return tuple(jnp.where(one, a, b) for a, b in zip(direct, out))
@@ -208,9 +208,10 @@ def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, til
     return direct_fn(fr1, qq, fa1)
 
   xs = (Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau)
-  size_b = lanes_per_block(batch)
-  return jax.lax.cond(jnp.any(c1 + c2 > 1), lambda: map_blocks(lane, xs, batch_size=size_b),
-                      lambda: map_blocks(direct_lane, xs, batch_size=size_b))
+  lanes = lambda f: map_blocks(f, xs, batch_size=lanes_per_block(batch))
+  composed = lambda: jax.lax.cond(jnp.any(c2 > 0), lambda: lanes(lambda x: lane(x, 2)),
+                                  lambda: lanes(lambda x: lane(x, 1)))
+  return jax.lax.cond(jnp.any(c1 + c2 > 1), composed, lambda: lanes(direct_lane))
 
 
 def query_host(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,

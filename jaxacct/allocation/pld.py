@@ -82,6 +82,12 @@ Algorithm and grid choices
   E and delta all broadcast (one compiled call). The former eager path
   (jaxacct.pld PLDs composed by ``compose_many``) remains as the PLD export
   :func:`allocation_plds` and as a test oracle.
+* Host and jit: a question of at most ``HOST_LANES`` lanes composes and
+  queries on the host (NumPy, the same text through
+  :mod:`jaxacct._core.namespace`; no query program is compiled); larger
+  arrays run the jitted ``query_batch`` in chunks. No static argument of the
+  jitted query depends on t, k or E (batch-wide ``lax.cond`` choose one or two
+  round types and skip the composition when every lane is a single round).
 
 Mechanisms given as discrete PLDs (``mechanism=`` a ``jaxacct.pld.PLD``)
 -----------------------------------------------------------------------
