@@ -6,7 +6,8 @@ which share the names used here: ``gammaln``, ``logsumexp``, ``log_ndtr``)
 runs unchanged in NumPy/SciPy on the host (:data:`HOST`, for a scalar
 question: ZERO compiled XLA programs) or traced inside a jitted kernel
 (:data:`JAX`, for arrays and traced input). The few constructs that differ
-(``lax.scan``, ``lax.map``, ``fori_loop``, ``vmap``, ``x.at[i].add``) are the small shims below.
+(``lax.scan``, ``lax.map``, ``vmap``, ``x.at[i].add``, the halving
+``bisect`` and ``newton_keep_feasible`` of :mod:`jaxacct._core.solve`) are the small shims below.
 
 The host path runs under ``numpy.errstate(all="ignore")`` (see
 :func:`host_call`): both branches of a ``where`` are evaluated, as under jit,
@@ -73,15 +74,6 @@ class Namespace:
     n = jax.tree.leaves(xs)[0].shape[0]
     outs = [f(jax.tree.map(lambda a, i=i: a[i], xs)) for i in range(n)]
     return jax.tree.map(lambda *a: np.stack(a), *outs)
-
-  def fori_loop(self, lower, upper, body, init):
-    """``jax.lax.fori_loop`` (static bounds); on the host, a Python loop."""
-    if not self.is_host:
-      return jax.lax.fori_loop(lower, upper, body, init)
-    val = init
-    for i in range(lower, upper):
-      val = body(i, val)
-    return val
 
   def bisect(self, fn, lo, hi, *, increasing, num_iters):
     """The feasible end ``x`` of :func:`jaxacct._core.solve.bisect` (halving;
