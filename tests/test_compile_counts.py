@@ -115,21 +115,13 @@ CASES = {
 }
 
 # (case, argument) -> reason: doors owned by other modules that still compile
-# for a new value (strict xfail: remove the entry once fixed).
-_ALLOC_PLD = ("allocation/pld.py recompiles laws_batch and query_batch for a new steps_per_epoch "
-              "(t sets a static shape there; allocation/_pld_*.py, another helper's files)")
-KNOWN_RECOMPILES = {
-    ("allocation_pld_epsilon_k2_E2", "steps_per_epoch"): _ALLOC_PLD,
-    ("allocation_pld_delta_k2_E2", "steps_per_epoch"): _ALLOC_PLD,
-    ("dpsgd_epsilon_balls_in_bins", "num_epochs"): (
-        "allocation/pld.py recompiles query_batch for a new num_epochs (E sets a static "
-        "shape of the composed query; another helper's files)"),
-}
+# for a new value (strict xfail: remove the entry once fixed). Empty since the
+# allocation PLD query lost its count-dependent static flags (issue 28 item 3).
+KNOWN_RECOMPILES = {}
 
-# The law builder is one program for every mechanism since issue 28 item 2 (h-alloc), so
-# in the full suite the allocation tests before this module have already compiled the
-# E = 2 programs of this door; alone, it still compiles query_batch for the new E.
-ORDER_DEPENDENT = {("dpsgd_epsilon_balls_in_bins", "num_epochs")}
+# Entries that pass only when earlier tests of the session compiled the new
+# value's program (not strict).
+ORDER_DEPENDENT = set()
 
 PARAMS = []
 for _name, (_door, _base, _new) in CASES.items():

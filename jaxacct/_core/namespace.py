@@ -6,7 +6,8 @@ which share the names used here: ``gammaln``, ``logsumexp``, ``log_ndtr``)
 runs unchanged in NumPy/SciPy on the host (:data:`HOST`, for a scalar
 question: ZERO compiled XLA programs) or traced inside a jitted kernel
 (:data:`JAX`, for arrays and traced input). The few constructs that differ
-(``lax.scan``, ``vmap``, ``x.at[i].add``) are the small shims below.
+(``lax.scan``, ``lax.map``, ``vmap``, ``x.at[i].add``, the halving
+``bisect`` and ``newton_keep_feasible`` of :mod:`jaxacct._core.solve`) are the small shims below.
 
 The host path runs under ``numpy.errstate(all="ignore")`` (see
 :func:`host_call`): both branches of a ``where`` are evaluated, as under jit,
@@ -21,6 +22,8 @@ import importlib
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxacct._core import solve
 
 __all__ = ["Namespace", "HOST", "JAX", "host_call", "host_scalars", "kernel_arg"]
 
@@ -62,6 +65,39 @@ class Namespace:
     if not self.is_host:
       return jax.vmap(f)(xs)
     return np.stack([f(x) for x in xs])
+
+  def map_seq(self, f, xs):
+    """``jax.lax.map(f, xs)`` (one traced body, lanes one after another; ``xs``
+    and the output pytrees); on the host, ``f`` on each slice, leaves stacked."""
+    if not self.is_host:
+      return jax.lax.map(f, xs)
+    n = jax.tree.leaves(xs)[0].shape[0]
+    outs = [f(jax.tree.map(lambda a, i=i: a[i], xs)) for i in range(n)]
+    return jax.tree.map(lambda *a: np.stack(a), *outs)
+
+  def bisect(self, fn, lo, hi, *, increasing, num_iters):
+    """The feasible end ``x`` of :func:`jaxacct._core.solve.bisect` (halving;
+    feasible where ``fn(x) <= 0``); on the host the same halvings in NumPy."""
+    if not self.is_host:
+      return solve.bisect(fn, lo, hi, increasing=increasing, num_iters=num_iters).x
+    a, b = np.broadcast_arrays(np.asarray(lo, np.float64), np.asarray(hi, np.float64))
+    for _ in range(num_iters):
+      m = 0.5 * (a + b)
+      feas = fn(m) <= 0
+      move_a = feas if increasing else ~feas
+      a, b = np.where(move_a, m, a), np.where(move_a, b, m)
+    return a if increasing else b
+
+  def newton_keep_feasible(self, fn, minus_slope, x0, target, *, num_iters):
+    """:func:`jaxacct._core.solve.newton_keep_feasible`; on the host in NumPy."""
+    if not self.is_host:
+      return solve.newton_keep_feasible(fn, minus_slope, x0, target, num_iters=num_iters)
+    x = x0
+    for _ in range(num_iters):
+      s = minus_slope(x)
+      x2 = x + (fn(x) - target) / np.where(s > 0, s, np.inf)
+      x = np.where(fn(x2) >= target, np.maximum(x2, x), x)
+    return x
 
   def add_at(self, a, idx, v):
     """``a.at[idx].add(v)`` (a new array; repeated indices accumulate)."""

@@ -7,7 +7,11 @@ of 1-of-(f + 1) (f = floor(t/k), rho = t mod k). This module composes the
 upper and lower laws of S/t of those rounds (:mod:`._pld_laws`) on a loss
 lattice of static size N whose step h is chosen in-jit from the laws, with
 traced counts c1, c2 (the spectra are raised to the counts), so that sigma,
-t, k, E and delta can all be arrays in one compiled call.
+t, k, E and delta can all be arrays in one compiled call. The text is
+written against an array namespace ``ns`` (:mod:`jaxacct._core.namespace`):
+``JAX`` inside the jitted query, ``HOST`` (NumPy, no XLA program) for a
+question of a few concrete lanes. A block of count 0 is left out
+(``blocks=1``), or, in a two-block composition, masked to exact zeros.
 
 Mathematics (one Q-law per round serves both directions)
 ---------------------------------------------------------
@@ -98,8 +102,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct._core.namespace import JAX
+
 from jaxacct._core.dtype import require_x64
-from jaxacct._core.solve import bisect
 from jaxacct.allocation._pld_laws import EPS64, FinalLaws
 
 DEFAULT_SIZE = 1 << 15      # lattice points N (static)
@@ -138,41 +143,51 @@ class Composed(NamedTuple):
 # helpers
 # ----------------------------------------------------------------------------
 
-def _safe_log(x):
-  return jnp.where(x > 0, jnp.log(jnp.where(x > 0, x, 1.0)), -jnp.inf)
+def _safe_log(x, xp=jnp):
+  return xp.where(x > 0, xp.log(xp.where(x > 0, x, 1.0)), -xp.inf)
 
 
-def _lmgf(logw, pos, mu):
+def _finite_atoms(logw, pos, xp):
+  """On the host, the atoms of positive mass only (the others add exact zeros)."""
+  if xp is np and logw.ndim == 1:
+    keep = np.isfinite(logw)
+    if keep.any():
+      return logw[keep], pos[keep]
+  return logw, pos
+
+
+def _lmgf(logw, pos, mu, xp=jnp):
   """log sum_i exp(logw_i + mu_g pos_i) for every mu_g (-inf if empty)."""
+  logw, pos = _finite_atoms(logw, pos, xp)
   z = logw[None, :] + mu[:, None] * pos[None, :]
-  mx = jnp.max(z, axis=1)
-  mxs = jnp.where(jnp.isfinite(mx), mx, 0.0)
-  return jnp.log(jnp.sum(jnp.exp(z - mxs[:, None]), axis=1)) + mxs
+  mx = xp.max(z, axis=1)
+  mxs = xp.where(xp.isfinite(mx), mx, 0.0)
+  return xp.log(xp.sum(xp.exp(z - mxs[:, None]), axis=1)) + mxs
 
 
-def _cmul(c, v):
+def _cmul(c, v, xp=jnp):
   """c * v with 0 * (+-inf) = 0 (a block that is absent)."""
-  return jnp.where(c > 0, c * jnp.where(jnp.isfinite(v), v, 0.0) + jnp.where(
-      jnp.isfinite(v), 0.0, v), 0.0)
+  return xp.where(c > 0, c * xp.where(xp.isfinite(v), v, 0.0) + xp.where(
+      xp.isfinite(v), 0.0, v), 0.0)
 
 
-def _expdiff(a, b):
+def _expdiff(a, b, xp=jnp):
   """exp(a) - exp(b) for a >= b (log inputs; -inf allowed), >= 0."""
-  a = jnp.maximum(a, b)
-  return jnp.where(a > -jnp.inf, jnp.exp(a) * -jnp.expm1(jnp.minimum(b - a, 0.0)), 0.0)
+  a = xp.maximum(a, b)
+  return xp.where(a > -xp.inf, xp.exp(a) * -xp.expm1(xp.minimum(b - a, 0.0)), 0.0)
 
 
-def _cpow(z, c):
+def _cpow(z, c, xp=jnp):
   """z**c (|z| <= 1, c >= 0 traced) in polar form; z**0 = 1."""
-  mag = jnp.abs(z)
-  lm = jnp.where(mag > 0, c * jnp.log(jnp.where(mag > 0, mag, 1.0)), -jnp.inf)
-  ph = c * jnp.angle(z)
-  r = jnp.where(c > 0, jnp.exp(lm), 1.0)
-  ph = jnp.where(c > 0, ph, 0.0)
-  return r * jnp.cos(ph) + 1j * (r * jnp.sin(ph))
+  mag = xp.abs(z)
+  lm = xp.where(mag > 0, c * xp.log(xp.where(mag > 0, mag, 1.0)), -xp.inf)
+  ph = c * xp.angle(z)
+  r = xp.where(c > 0, xp.exp(lm), 1.0)
+  ph = xp.where(c > 0, ph, 0.0)
+  return r * xp.cos(ph) + 1j * (r * xp.sin(ph))
 
 
-def truncate_round(F: FinalLaws, tau_hi, tau_lo) -> FinalLaws:
+def truncate_round(F: FinalLaws, tau_hi, tau_lo, ns=JAX) -> FinalLaws:
   """Cuts a round's far tails before composition (valid in both directions).
 
   Upper: the atoms above the last position whose P-mass tail exceeds tau_hi
@@ -185,158 +200,161 @@ def truncate_round(F: FinalLaws, tau_hi, tau_lo) -> FinalLaws:
   dropped (a sub-probability law below the truth). Far atoms of tiny mass
   would otherwise dominate the tilted FFTs' moment generating functions.
   """
+  xp = ns.xp
   w, loss = F.up_p, F.up_loss
-  x = jnp.exp(loss)
+  x = xp.exp(loss)
   pm = w * x
-  cs = jnp.cumsum(jnp.stack([pm[::-1], w]), axis=1)    # one stacked cumsum kernel
+  cs = xp.cumsum(xp.stack([pm[::-1], w]), axis=1)    # one stacked cumsum kernel
   tail_p = cs[0][::-1]                                  # P-mass at or above i
   head_q = cs[1]                                        # Q-mass at or below i
   n = w.shape[0]
-  i = jnp.arange(n)
-  hi = jnp.sum(tail_p > tau_hi) - 1                     # last index kept (-1: none)
-  lo = jnp.sum(head_q <= tau_lo)                        # first index kept
-  lo = jnp.minimum(lo, jnp.maximum(hi, 0))
+  i = xp.arange(n)
+  hi = xp.sum(tail_p > tau_hi) - 1                     # last index kept (-1: none)
+  lo = xp.sum(head_q <= tau_lo)                        # first index kept
+  lo = xp.minimum(lo, xp.maximum(hi, 0))
   above = i > hi
   below = i < lo
-  xb = x[jnp.clip(lo, 0, n - 1)]
-  fb = jnp.where(below, x / xb, 0.0)                    # share of each atom put at x_b
-  up_p = jnp.where(above | below, 0.0, w)
-  up_p = up_p.at[jnp.clip(lo, 0, n - 1)].add(jnp.sum(w * fb))
-  up_q0 = F.up_q0 + jnp.sum(jnp.where(above, w, 0.0)) + jnp.sum(w * jnp.where(below, 1.0 - fb,
+  xb = x[xp.clip(lo, 0, n - 1)]
+  fb = xp.where(below, x / xb, 0.0)                    # share of each atom put at x_b
+  up_p = xp.where(above | below, 0.0, w)
+  up_p = ns.add_at(up_p, xp.clip(lo, 0, n - 1), xp.sum(w * fb))
+  up_q0 = F.up_q0 + xp.sum(xp.where(above, w, 0.0)) + xp.sum(w * xp.where(below, 1.0 - fb,
                                                                                 0.0))
-  up_minf_t = F.up_minf_t + jnp.sum(jnp.where(above, pm, 0.0)) * (1.0 + 4 * _U)
-  lo_keep = (F.lo_loss <= loss[jnp.clip(hi, 0, n - 1)]) & (F.lo_loss >= loss[jnp.clip(lo, 0,
+  up_minf_t = F.up_minf_t + xp.sum(xp.where(above, pm, 0.0)) * (1.0 + 4 * _U)
+  lo_keep = (F.lo_loss <= loss[xp.clip(hi, 0, n - 1)]) & (F.lo_loss >= loss[xp.clip(lo, 0,
                                                                                          n - 1)])
-  lo_a = jnp.where(lo_keep, F.lo_a, 0.0)
+  lo_a = xp.where(lo_keep, F.lo_a, 0.0)
   return F._replace(up_p=up_p, up_q0=up_q0, up_minf_t=up_minf_t, lo_a=lo_a)
 
 
-def _upper_atoms(F: FinalLaws, h):
+def _upper_atoms(F: FinalLaws, h, xp=jnp):
   """Upper round law split (mean preserving in x) onto the h-lattice."""
   loss, w = F.up_loss, F.up_p
   ok = w > 0
-  i = jnp.floor(loss / h)
-  e = jnp.clip(loss - i * h, 0.0, h)
-  th = jnp.clip(jnp.expm1(e) / jnp.expm1(h), 0.0, 1.0)
-  idx = jnp.concatenate([i, i + 1.0]).astype(jnp.int64)
-  lw = jnp.concatenate([_safe_log(jnp.where(ok, w * (1.0 - th), 0.0)),
-                        _safe_log(jnp.where(ok, w * th, 0.0))])
-  mx = jnp.max(jnp.where(ok, jnp.abs(loss), 0.0))
+  i = xp.floor(loss / h)
+  e = xp.clip(loss - i * h, 0.0, h)
+  th = xp.clip(xp.expm1(e) / xp.expm1(h), 0.0, 1.0)
+  idx = xp.concatenate([i, i + 1.0]).astype(xp.int64)
+  lw = xp.concatenate([_safe_log(xp.where(ok, w * (1.0 - th), 0.0), xp),
+                       _safe_log(xp.where(ok, w * th, 0.0), xp)])
+  mx = xp.max(xp.where(ok, xp.abs(loss), 0.0))
   return idx, lw, mx
 
 
-def _lower_atoms(F: FinalLaws, h):
+def _lower_atoms(F: FinalLaws, h, xp=jnp):
   """Lower round law binned at the knot below each atom, exact moments kept."""
   loss, a = F.lo_loss, F.lo_a
   ok = a > 0
-  idx = jnp.floor(loss / h).astype(jnp.int64)
-  lw = _safe_log(jnp.where(ok, a, 0.0))
-  lp = jnp.where(ok, lw + loss, -jnp.inf)
-  mx = jnp.max(jnp.where(ok, jnp.abs(loss), 0.0))
+  idx = xp.floor(loss / h).astype(xp.int64)
+  lw = _safe_log(xp.where(ok, a, 0.0), xp)
+  lp = xp.where(ok, lw + loss, -xp.inf)
+  mx = xp.max(xp.where(ok, xp.abs(loss), 0.0))
   return idx, lw, lp, mx
 
 
-def _compose_law(blocks, counts, h, m, N, muk, c_tot, mu):
+def _compose_law(blocks, counts, h, m, N, muk, c_tot, mu, ns=JAX):
   """Composed values and error bounds of one lattice law.
 
   blocks: [(idx, logmass)] per round type; counts: matching traced counts;
   muk: tilt exponents (mu = 0 is the plain FFT); mu: the Chernoff grid.
   Returns (value, err_total, err_fft, K) on the window (N,) and K on the mu grid.
+  A block with count 0 adds exact zeros (and spectrum 1) and no error terms.
   """
-  pos = [b[0].astype(jnp.float64) * h for b in blocks]
-  L = [_lmgf(b[1], p, mu) for b, p in zip(blocks, pos)]            # (G,) each
-  K = sum(_cmul(c, l) for c, l in zip(counts, L))                    # composed
-  Kf = jnp.where(jnp.isfinite(K), K, jnp.inf)
-  Lk = [_lmgf(b[1], p, muk) for b, p in zip(blocks, pos)]          # (T,) each, exact
-  Kk = sum(_cmul(c, l) for c, l in zip(counts, Lk))
+  xp = ns.xp
+  pos = [b[0].astype(xp.float64) * h for b in blocks]
+  L = [_lmgf(b[1], p, mu, xp) for b, p in zip(blocks, pos)]        # (G,) each
+  K = sum(_cmul(c, l, xp) for c, l in zip(counts, L))                # composed
+  Kf = xp.where(xp.isfinite(K), K, xp.inf)
+  Lk = [_lmgf(b[1], p, muk, xp) for b, p in zip(blocks, pos)]      # (T,) each, exact
+  Kk = sum(_cmul(c, l, xp) for c, l in zip(counts, Lk))
   spec = None
-  maxpos = sum(jnp.max(jnp.where(jnp.isfinite(b[1]), jnp.abs(p), 0.0)) for b, p in
-               zip(blocks, pos))
+  maxpos = sum(xp.where(c > 0, xp.max(xp.where(xp.isfinite(b[1]), xp.abs(p), 0.0)), 0.0)
+               for b, p, c in zip(blocks, pos, counts))
   maxlm = 0.0
   for (idx, lw), p, l, c in zip(blocks, pos, Lk, counts):
-    lk = jnp.where(jnp.isfinite(l), l, 0.0)
-    maxlm = jnp.maximum(maxlm, jnp.max(jnp.abs(lk)))
-    v = jnp.exp(jnp.minimum(lw[None, :] + muk[:, None] * p[None, :] - lk[:, None], 0.0))
-    r = jnp.mod(idx, N)
-    ring = jax.vmap(lambda vv: jnp.zeros(N).at[r].add(vv))(v)        # (T+1, N)
-    f = _cpow(jnp.fft.rfft(ring, axis=-1), c)
+    lk = xp.where(xp.isfinite(l), l, 0.0)
+    maxlm = xp.maximum(maxlm, xp.where(c > 0, xp.max(xp.abs(lk)), 0.0))
+    v = xp.exp(xp.minimum(lw[None, :] + muk[:, None] * p[None, :] - lk[:, None], 0.0))
+    r = xp.mod(idx, N)
+    ring = ns.map_rows(lambda vv: ns.add_at(xp.zeros(N), r, vv), v)  # (T+1, N)
+    f = _cpow(xp.fft.rfft(ring, axis=-1), c, xp)
     spec = f if spec is None else spec * f
-  y = jnp.fft.irfft(spec, N, axis=-1)                                # (T+1, N)
-  s = m + jnp.arange(N, dtype=jnp.int64)
-  y = y[:, jnp.mod(s, N)]
-  sh = s.astype(jnp.float64) * h
-  logf = jnp.where(jnp.isfinite(Kk), Kk, -jnp.inf)[:, None] - muk[:, None] * sh[None, :]
-  val = y * jnp.exp(jnp.minimum(logf, 700.0))
+  y = xp.fft.irfft(spec, N, axis=-1)                                # (T+1, N)
+  s = m + xp.arange(N, dtype=xp.int64)
+  y = y[:, xp.mod(s, N)]
+  sh = s.astype(xp.float64) * h
+  logf = xp.where(xp.isfinite(Kk), Kk, -xp.inf)[:, None] - muk[:, None] * sh[None, :]
+  val = y * xp.exp(xp.minimum(logf, 700.0))
   # Tilted mass folded into point s: from above, P_tilt(L >= (s + N) h); from
   # below, P_tilt(L <= (s - N) h) (all folds j >= 1 included). Chernoff bounds
   # of the tilted law, evaluated on _NFOLD coarse positions and read at the
   # nearest position on the safe side (the tails are monotone).
   span = N * h
-  q = jnp.arange(_NFOLD + 1, dtype=jnp.float64) * (span / _NFOLD)
-  y_hi = (m + N).astype(jnp.float64) * h + q            # >= top of the window
-  y_lo = (m - N).astype(jnp.float64) * h + q            # <= (m - 1) h
+  q = xp.arange(_NFOLD + 1, dtype=xp.float64) * (span / _NFOLD)
+  y_hi = (m + N).astype(xp.float64) * h + q            # >= top of the window
+  y_lo = (m - N).astype(xp.float64) * h + q            # <= (m - 1) h
   dK = Kf[None, :] - Kk[:, None]                        # (T+1, G)
   dmu = mu[None, :] - muk[:, None]
-  c_hi = jnp.min(jnp.where((dmu > 0)[:, :, None], dK[:, :, None] - dmu[:, :, None]
-                           * y_hi[None, None, :], jnp.inf), axis=1)          # (T+1, Q+1)
-  c_lo = jnp.min(jnp.where((dmu < 0)[:, :, None], dK[:, :, None] - dmu[:, :, None]
-                           * y_lo[None, None, :], jnp.inf), axis=1)
-  jj = jnp.arange(N)
-  i_hi = jnp.clip(jnp.floor(jj * (_NFOLD / N)).astype(jnp.int32), 0, _NFOLD)      # y_i <= y
-  i_lo = jnp.clip(jnp.ceil(jj * (_NFOLD / N)).astype(jnp.int32), 0, _NFOLD)       # y_i >= y
-  log_alias = jnp.minimum(jnp.logaddexp(c_hi[:, i_hi], c_lo[:, i_lo]), 0.0)       # (T+1, N)
-  log_fft = math.log(32 * _U) + jnp.log((c_tot + 1.0) * (math.log2(N) + 1.0))
-  rr = 4 * _U * (c_tot * (2.0 + jnp.abs(muk) * maxpos + maxlm)
-                 + jnp.abs(jnp.where(jnp.isfinite(Kk), Kk, 0.0)) + 4.0)
-  rel = rr[:, None] + 4 * _U * jnp.abs(muk[:, None] * sh[None, :])
-  e_fft = jnp.exp(jnp.minimum(logf + log_fft, 700.0)) + jnp.abs(val) * rel
-  e_tot = jnp.exp(jnp.minimum(logf + jnp.logaddexp(log_fft, log_alias), 700.0)) \
-      + jnp.abs(val) * rel
-  pick = jnp.argmin(e_tot, axis=0)
-  take = lambda a: jnp.take_along_axis(a, pick[None, :], axis=0)[0]
+  c_hi = xp.min(xp.where((dmu > 0)[:, :, None], dK[:, :, None] - dmu[:, :, None]
+                           * y_hi[None, None, :], xp.inf), axis=1)          # (T+1, Q+1)
+  c_lo = xp.min(xp.where((dmu < 0)[:, :, None], dK[:, :, None] - dmu[:, :, None]
+                           * y_lo[None, None, :], xp.inf), axis=1)
+  jj = xp.arange(N)
+  i_hi = xp.clip(xp.floor(jj * (_NFOLD / N)).astype(xp.int32), 0, _NFOLD)      # y_i <= y
+  i_lo = xp.clip(xp.ceil(jj * (_NFOLD / N)).astype(xp.int32), 0, _NFOLD)       # y_i >= y
+  log_alias = xp.minimum(xp.logaddexp(c_hi[:, i_hi], c_lo[:, i_lo]), 0.0)       # (T+1, N)
+  log_fft = math.log(32 * _U) + xp.log((c_tot + 1.0) * (math.log2(N) + 1.0))
+  rr = 4 * _U * (c_tot * (2.0 + xp.abs(muk) * maxpos + maxlm)
+                 + xp.abs(xp.where(xp.isfinite(Kk), Kk, 0.0)) + 4.0)
+  rel = rr[:, None] + 4 * _U * xp.abs(muk[:, None] * sh[None, :])
+  e_fft = xp.exp(xp.minimum(logf + log_fft, 700.0)) + xp.abs(val) * rel
+  e_tot = xp.exp(xp.minimum(logf + xp.logaddexp(log_fft, log_alias), 700.0)) \
+      + xp.abs(val) * rel
+  pick = xp.argmin(e_tot, axis=0)
+  take = lambda a: xp.take_along_axis(a, pick[None, :], axis=0)[0]
   return take(val), take(e_tot), take(e_fft), K
 
 
-def _moments(logw, pos, mu):
+def _moments(logw, pos, mu, xp=jnp):
   """log M(mu), tilted mean and variance of the positions, for every mu_g."""
+  logw, pos = _finite_atoms(logw, pos, xp)
   z = logw[None, :] + mu[:, None] * pos[None, :]
-  mx = jnp.max(z, axis=1)
-  mxs = jnp.where(jnp.isfinite(mx), mx, 0.0)
-  e = jnp.exp(z - mxs[:, None])
-  tot = jnp.sum(e, axis=1)
-  p = e / jnp.where(tot > 0, tot, 1.0)[:, None]
-  mean = jnp.sum(p * pos[None, :], axis=1)
-  var = jnp.sum(p * (pos[None, :] - mean[:, None]) ** 2, axis=1)
-  return jnp.log(tot) + mxs, mean, var
+  mx = xp.max(z, axis=1)
+  mxs = xp.where(xp.isfinite(mx), mx, 0.0)
+  e = xp.exp(z - mxs[:, None])
+  tot = xp.sum(e, axis=1)
+  p = e / xp.where(tot > 0, tot, 1.0)[:, None]
+  mean = xp.sum(p * pos[None, :], axis=1)
+  var = xp.sum(p * (pos[None, :] - mean[:, None]) ** 2, axis=1)
+  return xp.log(tot) + mxs, mean, var
 
 
-def _window(F1, F2, c1, c2, two, log_tau, N):
+def _window(Fs, cs, log_tau, N, xp=jnp):
   """(h, m, bot, top, K, K1, K2) from Chernoff bounds of the composed
   continuous upper law; K, K1, K2: its log-MGF, tilted mean and variance on
   the mu grid."""
-  mu = jnp.asarray(_MU)
-  K, K1, K2 = (_cmul(c1, v) for v in _moments(_safe_log(F1.up_p), F1.up_loss, mu))
-  if two:
-    K_, K1_, K2_ = (_cmul(c2, v) for v in _moments(_safe_log(F2.up_p), F2.up_loss, mu))
-    K, K1, K2 = K + K_, K1 + K1_, K2 + K2_
-  Kf = jnp.where(jnp.isfinite(K), K, jnp.inf)
-  top = jnp.min(jnp.where(mu > 1.0, (Kf - log_tau) / (mu - 1.0), jnp.inf))
-  bot = jnp.max(jnp.where(mu < 0.0, (log_tau - Kf) / (-mu), -jnp.inf))
-  ok = jnp.isfinite(top) & jnp.isfinite(bot) & (top > bot)
-  top = jnp.where(ok, top, 1.0)
-  bot = jnp.where(ok, bot, -1.0)
-  h = jnp.maximum((top - bot) / (N - 16), 1e-12)
-  m = jnp.floor(bot / h).astype(jnp.int64) - 8
+  mu = xp.asarray(_MU)
+  parts = [[_cmul(c, v, xp) for v in _moments(_safe_log(F.up_p, xp), F.up_loss, mu, xp)]
+           for c, F in zip(cs, Fs)]
+  K, K1, K2 = (sum(p[i] for p in parts) for i in range(3))
+  Kf = xp.where(xp.isfinite(K), K, xp.inf)
+  top = xp.min(xp.where(mu > 1.0, (Kf - log_tau) / (mu - 1.0), xp.inf))
+  bot = xp.max(xp.where(mu < 0.0, (log_tau - Kf) / (-mu), -xp.inf))
+  ok = xp.isfinite(top) & xp.isfinite(bot) & (top > bot)
+  top = xp.where(ok, top, 1.0)
+  bot = xp.where(ok, bot, -1.0)
+  h = xp.maximum((top - bot) / (N - 16), 1e-12)
+  m = xp.floor(bot / h).astype(xp.int64) - 8
   return h, m, bot, top, Kf, K1, K2
 
 
-def _exact(blocks, counts, x):
+def _exact(blocks, counts, x, xp=jnp):
   """Composed log-MGF, tilted mean and variance at the exponents x (exact)."""
-  out = [_moments(lw, pos, x) for lw, pos in blocks]
-  return tuple(sum(_cmul(c, o[i]) for c, o in zip(counts, out)) for i in range(3))
+  out = [_moments(lw, pos, x, xp) for lw, pos in blocks]
+  return tuple(sum(_cmul(c, o[i], xp) for c, o in zip(counts, out)) for i in range(3))
 
 
-def _roots(f, lo, hi):
+def _roots(f, lo, hi, ns=JAX):
   """Roots of the elementwise decreasing ``f`` (a vector of problems) between
   ``lo`` (f > 0) and ``hi`` (f <= 0); the feasible (upper) ends.
 
@@ -345,10 +363,10 @@ def _roots(f, lo, hi):
   with an increasing ``f`` is posed in y = -x (the halving iterates are the
   exact negatives, so the root is bit for bit the one found in x).
   """
-  return bisect(f, lo, hi, increasing=False, num_iters=30).x
+  return ns.bisect(f, lo, hi, increasing=False, num_iters=30)
 
 
-def _tilts(blocks, counts, K, K1, K2, mu, mode, q, per_side):
+def _tilts(blocks, counts, K, K1, K2, mu, mode, q, per_side, ns=JAX):
   """Tilt exponents of the W-law: 0, 1, and per_side around each direction's
   relevant position.
 
@@ -362,52 +380,54 @@ def _tilts(blocks, counts, K, K1, K2, mu, mode, q, per_side):
   ``per_side - 1`` steps, plus one 1.5 / sqrt(K'') beyond each saddle.
   Tightness only: any tilt is valid, its error bound is explicit.
   """
-  q = jnp.asarray(q, jnp.float64)
+  xp = ns.xp
+  q = xp.asarray(q, xp.float64)
   G = mu.shape[0]
-  sd = lambda v: jnp.sqrt(jnp.maximum(v, 1e-16))
+  sd = lambda v: xp.sqrt(xp.maximum(v, 1e-16))
   if mode == "eps":
-    ld = jnp.log(q)
+    ld = xp.log(q)
 
     def est(x, rem):
-      k, k1, k2 = _exact(blocks, counts, x)
-      lam = jnp.where(rem, x - 1.0, -x)
-      v = k - (x - jnp.where(rem, 1.0, 0.0)) * k1 - jnp.log(sd(k2) * jnp.sqrt(2 * jnp.pi)) \
-          - jnp.log(lam * (1.0 + lam))
-      return jnp.where(jnp.isfinite(v), v, jnp.where(lam > 0, -jnp.inf, jnp.inf)) - ld
+      k, k1, k2 = _exact(blocks, counts, x, xp)
+      lam = xp.where(rem, x - 1.0, -x)
+      v = k - (x - xp.where(rem, 1.0, 0.0)) * k1 - xp.log(sd(k2) * xp.sqrt(2 * xp.pi)) \
+          - xp.log(lam * (1.0 + lam))
+      return xp.where(xp.isfinite(v), v, xp.where(lam > 0, -xp.inf, xp.inf)) - ld
 
-    lam_g = jnp.where(mu > 1.0, mu - 1.0, -mu)
-    e_g = (K - (mu - jnp.where(mu > 1.0, 1.0, 0.0)) * K1 - jnp.log(sd(K2) * jnp.sqrt(2 * jnp.pi))
-           - jnp.log(lam_g * (1.0 + lam_g)))
-    below = jnp.isfinite(e_g) & (e_g <= ld)
+    lam_g = xp.where(mu > 1.0, mu - 1.0, -mu)
+    e_g = (K - (mu - xp.where(mu > 1.0, 1.0, 0.0)) * K1 - xp.log(sd(K2) * xp.sqrt(2 * xp.pi))
+           - xp.log(lam_g * (1.0 + lam_g)))
+    below = xp.isfinite(e_g) & (e_g <= ld)
     pos_r = (mu > 1.0) & below
-    g = jnp.where(jnp.any(pos_r), jnp.argmax(pos_r), G - 1)
+    g = xp.where(xp.any(pos_r), xp.argmax(pos_r), G - 1)
     neg = (mu < 0.0) & below
-    ga = jnp.where(jnp.any(neg), G - 1 - jnp.argmax(neg[::-1]), 0)
+    ga = xp.where(xp.any(neg), G - 1 - xp.argmax(neg[::-1]), 0)
     # remove in x (decreasing), add in y = -x (est(., add) increases in x)
-    sgn = jnp.asarray([1.0, -1.0])
-    rem = jnp.asarray([True, False])
-    lo = jnp.stack([jnp.maximum(mu[g - 1], 1.0),
-                    -jnp.minimum(mu[jnp.minimum(ga + 1, G - 1)], 0.0)])
-    hi = jnp.stack([mu[g], -mu[ga]])
-    mu_r, mu_a = sgn * _roots(lambda y: est(sgn * y, rem), lo, hi)
+    sgn = xp.asarray([1.0, -1.0])
+    rem = xp.asarray([True, False])
+    lo = xp.stack([xp.maximum(mu[g - 1], 1.0),
+                    -xp.minimum(mu[xp.minimum(ga + 1, G - 1)], 0.0)])
+    hi = xp.stack([mu[g], -mu[ga]])
+    mu_r, mu_a = sgn * _roots(lambda y: est(sgn * y, rem), lo, hi, ns)
   else:
-    g = jnp.clip(jnp.sum(K1[None, :] < jnp.stack([q, -q])[:, None], axis=1), 1, G - 1)
-    target = jnp.stack([q, -q])
-    mu_r, mu_a = _roots(lambda x: target - _exact(blocks, counts, x)[1], mu[g - 1], mu[g])
-  fin = lambda x: jnp.where(jnp.isfinite(x), x, 0.0)
+    g = xp.clip(xp.sum(K1[None, :] < xp.stack([q, -q])[:, None], axis=1), 1, G - 1)
+    target = xp.stack([q, -q])
+    mu_r, mu_a = _roots(lambda x: target - _exact(blocks, counts, x, xp)[1], mu[g - 1], mu[g],
+                        ns)
+  fin = lambda x: xp.where(xp.isfinite(x), x, 0.0)
   mu_r, mu_a = fin(mu_r), fin(mu_a)
-  s_r, s_a = sd(_exact(blocks, counts, jnp.stack([mu_r, mu_a]))[2])
+  s_r, s_a = sd(_exact(blocks, counts, xp.stack([mu_r, mu_a]), xp)[2])
   # a ladder from the plain FFTs to the saddle (heavy-tailed rounds fold far
   # mass into the window at large tilts: the point-wise pick then prefers an
   # intermediate tilt), and one tilt 1.5 standard deviations beyond it
-  f = jnp.arange(1, per_side) / max(per_side - 1, 1)
+  f = xp.arange(1, per_side) / max(per_side - 1, 1)
   lad_r = 1.0 + (mu_r - 1.0) * f
   lad_a = mu_a * f
-  return jnp.concatenate([jnp.asarray([0.0, 1.0]), lad_r, jnp.atleast_1d(mu_r + 1.5 / s_r),
-                          lad_a, jnp.atleast_1d(mu_a - 1.5 / s_a)])
+  return xp.concatenate([xp.asarray([0.0, 1.0]), lad_r, xp.atleast_1d(mu_r + 1.5 / s_r),
+                          lad_a, xp.atleast_1d(mu_a - 1.5 / s_a)])
 
 
-def _cut_levels(F1, F2, c1, c2, two, mode, query, mu):
+def _cut_levels(Fs, cs, mode, query, mu, xp=jnp):
   """Per-round tail cuts (P-mass above, Q-mass below) for the composition.
 
   eps queries: CUT_EPS * delta / (k E) (the upper delta grows by at most
@@ -415,106 +435,108 @@ def _cut_levels(F1, F2, c1, c2, two, mode, query, mu):
   the two deltas at eps (bounds of the truth, so the growth is at most
   CUT_DELTA * Chernoff / delta relative), divided by k E. Tightness only.
   """
-  c_tot = jnp.maximum(c1 + c2, 1.0)
-  q = jnp.asarray(query, jnp.float64)
+  c_tot = xp.maximum(sum(cs), 1.0)
+  q = xp.asarray(query, xp.float64)
   if mode == "eps":
     lv = CUT_EPS * q / c_tot
     return lv, lv
-  K = _cmul(c1, _lmgf(_safe_log(F1.up_p), F1.up_loss, mu))
-  if two:
-    K = K + _cmul(c2, _lmgf(_safe_log(F2.up_p), F2.up_loss, mu))
-  K = jnp.where(jnp.isfinite(K), K, jnp.inf)
-  c_r = jnp.min(jnp.where(mu > 1.0, K - (mu - 1.0) * q, jnp.inf))   # P(L >= eps)
-  c_a = jnp.min(jnp.where(mu < 0.0, K + mu * q, jnp.inf))           # Q(L <= -eps)
-  f = lambda c: CUT_DELTA * jnp.exp(jnp.clip(c, -700.0, 0.0)) / c_tot
+  K = sum(_cmul(c, _lmgf(_safe_log(F.up_p, xp), F.up_loss, mu, xp), xp) for c, F in zip(cs, Fs))
+  K = xp.where(xp.isfinite(K), K, xp.inf)
+  c_r = xp.min(xp.where(mu > 1.0, K - (mu - 1.0) * q, xp.inf))   # P(L >= eps)
+  c_a = xp.min(xp.where(mu < 0.0, K + mu * q, xp.inf))           # Q(L <= -eps)
+  f = lambda c: CUT_DELTA * xp.exp(xp.clip(c, -700.0, 0.0)) / c_tot
   return f(c_r), f(c_a)
 
 
-def compose_laws(F1: FinalLaws, F2: Optional[FinalLaws], c1, c2, tau, query, *, mode: str,
-                 size: int, tilts: int, two: bool, want_lower: bool) -> Composed:
+def compose_laws(F1: FinalLaws, F2: FinalLaws, c1, c2, tau, query, *, mode: str,
+                 size: int, tilts: int, want_lower: bool, blocks: int = 2,
+                 ns=JAX) -> Composed:
   """Composition of c1 rounds with laws F1 and c2 rounds with laws F2 (one lane).
 
-  Jittable; ``mode`` ("eps": ``query`` is a delta; "delta": an epsilon; it
-  only places the tilts), ``size`` (N), ``tilts`` (per direction), ``two``
-  (F2 present) and ``want_lower`` are static; c1, c2 (>= 0, float), ``tau``
-  (window tail, > 0) and ``query`` traced.
+  ``mode`` ("eps": ``query`` is a delta; "delta": an epsilon; it only places
+  the tilts), ``size`` (N), ``tilts`` (per direction), ``want_lower`` and
+  ``blocks`` (1: F2 and c2 are not used; 2: c2 = 0 still leaves F2 out
+  exactly, at the cost of its arrays) are static; c1, c2 (>= 0, float),
+  ``tau`` (window tail, > 0) and ``query`` traced. ``ns``: ``JAX`` (jittable)
+  or ``HOST`` (NumPy, concrete input; see :mod:`jaxacct._core.namespace`).
   Bound: see the module docstring (upper and lower, float ledger included).
   """
-  require_x64("allocation.pld composition")
+  xp = ns.xp
+  if not ns.is_host:
+    require_x64("allocation.pld composition")
   N = int(size)
-  c1 = jnp.asarray(c1, jnp.float64)
-  c2 = jnp.asarray(c2, jnp.float64) if two else jnp.zeros(())
-  c_tot = c1 + c2
-  mu = jnp.asarray(_MU)
-  tau = jnp.asarray(tau, jnp.float64)
-  log_tau = jnp.log(tau)
-  t_hi, t_lo = _cut_levels(F1, F2, c1, c2, two, mode, query, mu)
-  F1 = truncate_round(F1, t_hi, t_lo)
-  F2 = truncate_round(F2, t_hi, t_lo) if two else None
-  h, m, bot, top, Kc, K1, K2 = _window(F1, F2, c1, c2, two, log_tau, N)
-  Fs = [F1, F2] if two else [F1]
-  cs = [c1, c2] if two else [c1]
-  tw = _tilts([(_safe_log(F.up_p), F.up_loss) for F in Fs], cs, Kc, K1, K2, mu, mode, query,
-              tilts)
+  cs = [xp.asarray(c1, xp.float64), xp.asarray(c2, xp.float64)]
+  c_tot = cs[0] + cs[1]
+  Fs, cs = [F1, F2][:blocks], cs[:blocks]
+  mu = xp.asarray(_MU)
+  log_tau = xp.log(xp.asarray(tau, xp.float64))
+  t_hi, t_lo = _cut_levels(Fs, cs, mode, query, mu, xp)
+  Fs = [truncate_round(F, t_hi, t_lo, ns) for F in Fs]
+  h, m, bot, top, Kc, K1, K2 = _window(Fs, cs, log_tau, N, xp)
+  tw = _tilts([(_safe_log(F.up_p, xp), F.up_loss) for F in Fs], cs, Kc, K1, K2, mu, mode, query,
+              tilts, ns)
 
   # ---- the compositions: upper Q-mass, and (want_lower) the lower atoms'
   # Q-mass W and P-mass P. One traced copy of _compose_law serves all three
   # (lax.map; the lower atom arrays are padded to the upper's length with
   # empty atoms, log-mass -inf at index 0, which add exact zeros), so the
   # program holds the composition once instead of twice.
-  ua = [_upper_atoms(F, h) for F in Fs]
-  law = lambda a: _compose_law(list(zip(a[0], a[1])), cs, h, m, N, a[2], c_tot, mu)
+  ua = [_upper_atoms(F, h, xp) for F in Fs]
+  law = lambda a: _compose_law(list(zip(a[0], a[1])), cs, h, m, N, a[2], c_tot, mu, ns)
   if want_lower:
-    la = [_lower_atoms(F, h) for F in Fs]
+    la = [_lower_atoms(F, h, xp) for F in Fs]
     size_u = ua[0][0].shape[0]
-    pad = lambda x, v: jnp.concatenate([x, jnp.full(size_u - x.shape[0], v, x.dtype)])
+    pad = lambda x, v: xp.concatenate([x, xp.full(size_u - x.shape[0], v, x.dtype)])
     idxs, lws = [], []
     for u, b in zip(ua, la):
-      idxs.append(jnp.stack([u[0], pad(b[0], 0), pad(b[0], 0)]))
-      lws.append(jnp.stack([u[1], pad(b[1], -jnp.inf), pad(b[2], -jnp.inf)]))
-    vals, errs, effts, Ks = jax.lax.map(law, (idxs, lws, jnp.stack([tw, tw, tw - 1.0])))
+      idxs.append(xp.stack([u[0], pad(b[0], 0), pad(b[0], 0)]))
+      lws.append(xp.stack([u[1], pad(b[1], -xp.inf), pad(b[2], -xp.inf)]))
+    vals, errs, effts, Ks = ns.map_seq(law, (idxs, lws, xp.stack([tw, tw, tw - 1.0])))
     wu, efu, Ku = vals[0], effts[0], Ks[0]
   else:
     wu, _, efu, Ku = law(([a[0] for a in ua], [a[1] for a in ua], tw))
-  wu = jnp.maximum(wu, 0.0) + efu
-  tot = [jnp.sum(F.up_p) for F in Fs]
-  mean = [jnp.exp(l) for l in
-          (_lmgf(a[1], a[0].astype(jnp.float64) * h, mu[_G1:_G1 + 1])[0] for a in ua)]
-  q0c = _expdiff(sum(_cmul(c, _safe_log(t + F.up_q0)) for c, t, F in zip(cs, tot, Fs)),
-                 sum(_cmul(c, _safe_log(t)) for c, t in zip(cs, tot)))
-  defc = _expdiff(sum(_cmul(c, _safe_log(a + F.up_minf_t)) for c, a, F in zip(cs, mean, Fs)),
-                  sum(_cmul(c, _safe_log(a)) for c, a in zip(cs, mean)))
-  Kuf = jnp.where(jnp.isfinite(Ku), Ku, jnp.inf)
-  topw = (m + N).astype(jnp.float64) * h
-  botw = (m - 1).astype(jnp.float64) * h
-  q_hi = jnp.min(jnp.where(mu > 0, Kuf - mu * topw, jnp.inf))
-  q_lo = jnp.min(jnp.where(mu < 0, Kuf - mu * botw, jnp.inf))
-  p_hi = jnp.min(jnp.where(mu > 1, Kuf - (mu - 1.0) * topw, jnp.inf))
-  q0u = q0c + jnp.minimum(jnp.exp(jnp.minimum(q_hi, 0.0)) + jnp.exp(jnp.minimum(q_lo, 0.0)), 1.0)
-  defu = defc + jnp.exp(jnp.minimum(p_hi, 0.0))
+  wu = xp.maximum(wu, 0.0) + efu
+  tot = [xp.sum(F.up_p) for F in Fs]
+  mean = [xp.exp(l) for l in
+          (_lmgf(a[1], a[0].astype(xp.float64) * h, mu[_G1:_G1 + 1], xp)[0] for a in ua)]
+  sl = lambda x: _safe_log(x, xp)
+  cm = lambda c, v: _cmul(c, v, xp)
+  q0c = _expdiff(sum(cm(c, sl(t + F.up_q0)) for c, t, F in zip(cs, tot, Fs)),
+                 sum(cm(c, sl(t)) for c, t in zip(cs, tot)), xp)
+  defc = _expdiff(sum(cm(c, sl(a + F.up_minf_t)) for c, a, F in zip(cs, mean, Fs)),
+                  sum(cm(c, sl(a)) for c, a in zip(cs, mean)), xp)
+  Kuf = xp.where(xp.isfinite(Ku), Ku, xp.inf)
+  topw = (m + N).astype(xp.float64) * h
+  botw = (m - 1).astype(xp.float64) * h
+  q_hi = xp.min(xp.where(mu > 0, Kuf - mu * topw, xp.inf))
+  q_lo = xp.min(xp.where(mu < 0, Kuf - mu * botw, xp.inf))
+  p_hi = xp.min(xp.where(mu > 1, Kuf - (mu - 1.0) * topw, xp.inf))
+  q0u = q0c + xp.minimum(xp.exp(xp.minimum(q_hi, 0.0)) + xp.exp(xp.minimum(q_lo, 0.0)), 1.0)
+  defu = defc + xp.exp(xp.minimum(p_hi, 0.0))
 
   # ---- lower
   if want_lower:
     wl, ewl, pl, epl = vals[1], errs[1], vals[2], errs[2]
-    wl_lo, wl_hi = jnp.maximum(wl - ewl, 0.0), jnp.maximum(wl, 0.0) + ewl
-    pl_lo, pl_hi = jnp.maximum(pl - epl, 0.0), jnp.maximum(pl, 0.0) + epl
-    totl = [jnp.sum(F.lo_a) for F in Fs]
-    q0l = _expdiff(sum(_cmul(c, _safe_log(t + F.lo_q0)) for c, t, F in zip(cs, totl, Fs)),
-                   sum(_cmul(c, _safe_log(t)) for c, t in zip(cs, totl)))
-    singl = -jnp.expm1(sum(c * jnp.log1p(-jnp.minimum(F.lo_inf, 1.0)) for c, F in zip(cs, Fs)))
+    wl_lo, wl_hi = xp.maximum(wl - ewl, 0.0), xp.maximum(wl, 0.0) + ewl
+    pl_lo, pl_hi = xp.maximum(pl - epl, 0.0), xp.maximum(pl, 0.0) + epl
+    totl = [xp.sum(F.lo_a) for F in Fs]
+    q0l = _expdiff(sum(cm(c, sl(t + F.lo_q0)) for c, t, F in zip(cs, totl, Fs)),
+                   sum(cm(c, sl(t)) for c, t in zip(cs, totl)), xp)
+    singl = -xp.expm1(sum(cm(c, xp.log1p(-xp.minimum(F.lo_inf, 1.0))) for c, F in zip(cs, Fs)))
     mx_lo = [a[3] for a in la]
   else:
     wl_lo = wl_hi = pl_lo = pl_hi = None
-    q0l = singl = jnp.zeros(())
-    mx_lo = [jnp.zeros(()) for _ in Fs]
+    q0l = singl = xp.zeros(())
+    mx_lo = [xp.zeros(()) for _ in Fs]
 
   # ---- float ledger
   slack = 64 * _U * (c_tot + 8.0) + 8 * _U * N
-  fup = jnp.exp(sum(c * jnp.log1p(F.rel) for c, F in zip(cs, Fs))) * (1.0 + slack)
-  flo = jnp.exp(sum(c * jnp.log1p(-F.rel) for c, F in zip(cs, Fs))) * (1.0 - slack)
-  eta_disc = [8 * _U * (jnp.maximum(a[2], b) + 2.0) for a, b in zip(ua, mx_lo)]
+  fup = xp.exp(sum(c * xp.log1p(F.rel) for c, F in zip(cs, Fs))) * (1.0 + slack)
+  flo = xp.exp(sum(c * xp.log1p(-F.rel) for c, F in zip(cs, Fs))) * (1.0 - slack)
+  eta_disc = [xp.where(c > 0, 8 * _U * (xp.maximum(a[2], b) + 2.0), 0.0)
+              for a, b, c in zip(ua, mx_lo, cs)]
   H = (sum(c * (F.eta + e) for c, F, e in zip(cs, Fs, eta_disc))
-       + 8 * _U * (jnp.abs(m.astype(jnp.float64) * h) + N * h + 2.0))
-  fup = jnp.where(jnp.isnan(h), jnp.nan, fup)
+       + 8 * _U * (xp.abs(m.astype(xp.float64) * h) + N * h + 2.0))
+  fup = xp.where(xp.isnan(h), xp.nan, fup)
   return Composed(h, m, wu, q0u * (1.0 + slack), defu * (1.0 + slack), wl_lo, wl_hi, pl_lo,
                   pl_hi, q0l * (1.0 - slack), singl * (1.0 - slack), fup, flo, H)

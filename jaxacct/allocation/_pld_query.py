@@ -13,39 +13,41 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxacct._core.batching import lanes_per_block, map_blocks
 from jaxacct._core.dtype import require_x64
-from jaxacct._core.solve import bisect, newton_keep_feasible
+from jaxacct._core.namespace import JAX, host_call
 from jaxacct.allocation._pld_compose import Composed, compose_laws
-from jaxacct.allocation._pld_laws import deltas, epsilons
+from jaxacct.allocation._pld_laws import delta_batch, deltas, eps_batch, epsilons
 from jaxacct._core.compiled import jit
 
 
-def _knots(C: Composed):
+def _knots(C: Composed, xp):
   N = C.wu.shape[0]
-  sh = (C.m + jnp.arange(N, dtype=jnp.int64)).astype(jnp.float64) * C.h
-  return sh, jnp.exp(sh)
+  sh = (C.m + xp.arange(N, dtype=xp.int64)).astype(xp.float64) * C.h
+  return sh, xp.exp(sh)
 
 
-def composed_deltas(C: Composed, eps):
+def composed_deltas(C: Composed, eps, ns=JAX):
   """(rem_up, add_up, rem_lo, add_lo) at eps (scalar) for one composed lane."""
-  sh, x = _knots(C)
-  e = jnp.asarray(eps, jnp.float64)
-  g = jnp.exp(e - C.H)
-  ru = C.fup * jnp.exp(C.H) * (jnp.sum(C.wu * jnp.maximum(x - g, 0.0)) + C.defu)
-  au = C.fup * (jnp.sum(C.wu * jnp.maximum(-jnp.expm1(sh + e - C.H), 0.0)) + C.q0u)
+  xp = ns.xp
+  sh, x = _knots(C, xp)
+  e = xp.asarray(eps, xp.float64)
+  g = xp.exp(e - C.H)
+  ru = C.fup * xp.exp(C.H) * (xp.sum(C.wu * xp.maximum(x - g, 0.0)) + C.defu)
+  au = C.fup * (xp.sum(C.wu * xp.maximum(-xp.expm1(sh + e - C.H), 0.0)) + C.q0u)
   if C.wl_lo is None:
-    rl = al = jnp.full((), jnp.nan)
+    rl = al = xp.full((), xp.nan)
   else:
-    gl = jnp.exp(e + C.H)
-    rl = C.flo * (jnp.exp(-C.H) * jnp.sum(jnp.maximum(C.pl_lo - gl * C.wl_hi, 0.0)) + C.singl)
-    al = C.flo * (jnp.sum(jnp.maximum(C.wl_lo - gl * C.pl_hi, 0.0)) + C.q0l)
-  bad = jnp.isnan(C.fup) | jnp.isnan(e)
-  return tuple(jnp.where(bad, jnp.nan, v) for v in (ru, au, rl, al))
+    gl = xp.exp(e + C.H)
+    rl = C.flo * (xp.exp(-C.H) * xp.sum(xp.maximum(C.pl_lo - gl * C.wl_hi, 0.0)) + C.singl)
+    al = C.flo * (xp.sum(xp.maximum(C.wl_lo - gl * C.pl_hi, 0.0)) + C.q0l)
+  bad = xp.isnan(C.fup) | xp.isnan(e)
+  return tuple(xp.where(bad, xp.nan, v) for v in (ru, au, rl, al))
 
 
-def _upper_eps(C: Composed, x, t_rem, t_add):
+def _upper_eps(C: Composed, x, t_rem, t_add, xp):
   """(gamma_rem, gamma_add): the smallest gamma with sum wu (x - gamma)_+ <= t_rem
   (remove) and with sum wu (1 - gamma x)_+ <= t_add (add), by exact segment
   inversion of the lattice law.
@@ -59,52 +61,53 @@ def _upper_eps(C: Composed, x, t_rem, t_add):
   """
   wu = C.wu
   N = x.shape[0]
-  dx = x * -jnp.expm1(-C.h)                            # x_j - x_{j-1}
-  c1 = jnp.cumsum(jnp.stack([wu[::-1], wu, wu * x]), axis=1)
+  dx = x * -xp.expm1(-C.h)                            # x_j - x_{j-1}
+  c1 = xp.cumsum(xp.stack([wu[::-1], wu, wu * x]), axis=1)
   B = c1[0][::-1]                                      # B_j = sum_{i >= j} w_i
   Cq, Kp = c1[1], c1[2]
-  Cprev = jnp.concatenate([jnp.zeros(1), Cq[:-1]])
-  c2 = jnp.cumsum(jnp.stack([(dx * B)[::-1], dx * Cprev]), axis=1)
+  Cprev = xp.concatenate([xp.zeros(1), Cq[:-1]])
+  c2 = xp.cumsum(xp.stack([(dx * B)[::-1], dx * Cprev]), axis=1)
   S = c2[0][::-1]                                      # S_l = sum_{l' >= l} dx B
   G = c2[1]                                            # G_j = sum_{i<j} w_i (x_j - x_i)
 
   # remove: largest j with D_j >= target (D decreasing); j = -1 if none
-  D = jnp.concatenate([S[1:], jnp.zeros(1)])           # D_j = delta(x_j)
-  j = jnp.sum(D >= t_rem) - 1
-  jn = jnp.clip(j + 1, 0, N - 1)
-  D_next = jnp.where(j + 1 <= N - 1, D[jn], 0.0)
+  D = xp.concatenate([S[1:], xp.zeros(1)])           # D_j = delta(x_j)
+  j = xp.sum(D >= t_rem) - 1
+  jn = xp.clip(j + 1, 0, N - 1)
+  D_next = xp.where(j + 1 <= N - 1, D[jn], 0.0)
   Bn = B[jn]
-  g = x[jn] - (t_rem - D_next) / jnp.where(Bn > 0, Bn, 1.0)
-  g = jnp.where(Bn > 0, g, x[jn])
-  g_rem = jnp.where(j >= N - 1, x[N - 1], g)
+  g = x[jn] - (t_rem - D_next) / xp.where(Bn > 0, Bn, 1.0)
+  g = xp.where(Bn > 0, g, x[jn])
+  g_rem = xp.where(j >= N - 1, x[N - 1], g)
 
   # add
   dnode = G / x                                        # delta at y = x_j (increasing)
-  j = jnp.sum(dnode <= t_add) - 1                      # last node with delta <= target
-  jc = jnp.clip(j, 0, N - 1)
+  j = xp.sum(dnode <= t_add) - 1                      # last node with delta <= target
+  jc = xp.clip(j, 0, N - 1)
   denom = Cq[jc] - t_add
-  y = jnp.where(denom > 0, Kp[jc] / jnp.where(denom > 0, denom, 1.0), jnp.inf)
-  y = jnp.clip(y, x[jc], jnp.where(jc + 1 <= N - 1, x[jnp.minimum(jc + 1, N - 1)], jnp.inf))
-  y = jnp.where(j < 0, x[0], y)                        # delta(x_0) > target: gamma >= 1/x_0
+  y = xp.where(denom > 0, Kp[jc] / xp.where(denom > 0, denom, 1.0), xp.inf)
+  y = xp.clip(y, x[jc], xp.where(jc + 1 <= N - 1, x[xp.minimum(jc + 1, N - 1)], xp.inf))
+  y = xp.where(j < 0, x[0], y)                        # delta(x_0) > target: gamma >= 1/x_0
   return g_rem, 1.0 / y
 
 
-def _lower_eps(A, B, target, g_hi, *, iters_bis=24, iters_newton=8):
+def _lower_eps(A, B, target, g_hi, ns, *, iters_bis=24, iters_newton=8):
   """Largest gamma with f(gamma) = sum (A - gamma B)_+ >= target (f convex, decreasing).
 
   Bisection in log gamma on [1, g_hi] keeping the feasible end, then Newton
   steps from it (never past the root for a convex decreasing f); returns
   gamma with f(gamma) >= target evaluated, or 0 if f(1) < target.
   """
-  f = lambda g: jnp.sum(jnp.maximum(A - g * B, 0.0))
+  xp = ns.xp
+  f = lambda g: xp.sum(xp.maximum(A - g * B, 0.0))
   ok0 = f(1.0) >= target
   # log gamma: feasible (f >= target) on [0, root]
-  a = bisect(lambda x: target - f(jnp.exp(x)), jnp.zeros(()),
-             jnp.log(jnp.maximum(g_hi, 1.0)) + 1e-9, increasing=True, num_iters=iters_bis).x
+  a = ns.bisect(lambda x: target - f(xp.exp(x)), xp.zeros(()),
+                xp.log(xp.maximum(g_hi, 1.0)) + 1e-9, increasing=True, num_iters=iters_bis)
 
-  slope = lambda g: jnp.sum(jnp.where(A > g * B, B, 0.0))
-  g = newton_keep_feasible(f, slope, jnp.exp(a), target, num_iters=iters_newton)
-  return jnp.where(ok0, g, 0.0)
+  slope = lambda g: xp.sum(xp.where(A > g * B, B, 0.0))
+  g = ns.newton_keep_feasible(f, slope, xp.exp(a), target, num_iters=iters_newton)
+  return xp.where(ok0, g, 0.0)
 
 
 #: Relative rounding allowance of the composed epsilon queries: the log of a
@@ -113,82 +116,123 @@ def _lower_eps(A, B, target, g_hi, *, iters_bis=24, iters_newton=8):
 COMPOSED_ROUNDING = 1e-12
 
 
-def composed_epsilons(C: Composed, delta):
+def composed_epsilons(C: Composed, delta, ns=JAX):
   """(rem_up, add_up, rem_lo, add_lo) epsilons at delta (scalar), one lane."""
-  sh, x = _knots(C)
-  d = jnp.asarray(delta, jnp.float64)
-  nudge = lambda e: e + COMPOSED_ROUNDING * (1.0 + jnp.abs(e))
-  t_r = d / (C.fup * jnp.exp(C.H)) - C.defu
+  xp = ns.xp
+  sh, x = _knots(C, xp)
+  d = xp.asarray(delta, xp.float64)
+  nudge = lambda e: e + COMPOSED_ROUNDING * (1.0 + xp.abs(e))
+  t_r = d / (C.fup * xp.exp(C.H)) - C.defu
   t_a = d / C.fup - C.q0u
-  g_r, g_a = _upper_eps(C, x, t_r, t_a)
-  ru = jnp.where(t_r > 0, jnp.maximum(nudge(jnp.log(jnp.maximum(g_r, 1e-300)) + C.H), 0.0),
-                 jnp.inf)
-  au = jnp.where(t_a > 0, jnp.maximum(nudge(jnp.log(jnp.maximum(g_a, 1e-300)) + C.H), 0.0),
-                 jnp.inf)
+  g_r, g_a = _upper_eps(C, x, t_r, t_a, xp)
+  ru = xp.where(t_r > 0, xp.maximum(nudge(xp.log(xp.maximum(g_r, 1e-300)) + C.H), 0.0),
+                 xp.inf)
+  au = xp.where(t_a > 0, xp.maximum(nudge(xp.log(xp.maximum(g_a, 1e-300)) + C.H), 0.0),
+                 xp.inf)
   if C.wl_lo is None:
-    rl = al = jnp.full((), jnp.nan)
+    rl = al = xp.full((), xp.nan)
   else:
     # remove: f(g) = sum (P_lo - g W_hi)_+; add: sum (W_lo - g P_hi)_+ (one traced
     # copy of the solver, lax.map over the two directions)
-    A = jnp.stack([C.pl_lo, C.wl_lo])
-    B = jnp.stack([C.wl_hi, C.pl_hi])
-    t_l = jnp.stack([(d / C.flo - C.singl) * jnp.exp(C.H), d / C.flo - C.q0l])
-    ghi = jnp.max(jnp.where(B > 0, A / jnp.where(B > 0, B, 1.0), 0.0), axis=1)
-    g = jax.lax.map(lambda a: _lower_eps(*a), (A, B, t_l, ghi))
-    rl, al = (jnp.where(t_l[i] > 0, jnp.maximum(jnp.log(jnp.maximum(g[i], 1e-300)) - C.H, 0.0),
-                        jnp.inf) for i in range(2))
-    shrink = lambda e: jnp.where(jnp.isfinite(e), e * (1.0 - COMPOSED_ROUNDING), e)
+    A = xp.stack([C.pl_lo, C.wl_lo])
+    B = xp.stack([C.wl_hi, C.pl_hi])
+    t_l = xp.stack([(d / C.flo - C.singl) * xp.exp(C.H), d / C.flo - C.q0l])
+    ghi = xp.max(xp.where(B > 0, A / xp.where(B > 0, B, 1.0), 0.0), axis=1)
+    g = ns.map_seq(lambda a: _lower_eps(*a, ns), (A, B, t_l, ghi))
+    rl, al = (xp.where(t_l[i] > 0, xp.maximum(xp.log(xp.maximum(g[i], 1e-300)) - C.H, 0.0),
+                        xp.inf) for i in range(2))
+    shrink = lambda e: xp.where(xp.isfinite(e), e * (1.0 - COMPOSED_ROUNDING), e)
     rl, al = shrink(rl), shrink(al)
-  bad = jnp.isnan(C.fup) | ~(d > 0) | ~(d < 1)
-  return tuple(jnp.where(bad, jnp.nan, v) for v in (ru, au, rl, al))
+  bad = xp.isnan(C.fup) | ~(d > 0) | ~(d < 1)
+  return tuple(xp.where(bad, xp.nan, v) for v in (ru, au, rl, al))
 
 
-def upper_feasible(C: Composed, eps, delta):
+def upper_feasible(C: Composed, eps, delta, ns=JAX):
   """Whether both upper deltas at ``eps`` are <= ``delta`` (calibration)."""
-  ru, au, _, _ = composed_deltas(C._replace(wl_lo=None), eps)
+  ru, au, _, _ = composed_deltas(C._replace(wl_lo=None), eps, ns)
   return (ru <= delta) & (au <= delta)
 
 
 # ----------------------------------------------------------------------------
-# batched entry point
+# one lane, the batched jitted entry point and the host entry point
 # ----------------------------------------------------------------------------
 
-@functools.partial(jit, static_argnames=("mode", "size", "tilts", "shared", "two",
-                                             "compose", "want_lower", "batch", "single"))
+def composed_lane(fr1, fa1, fr2, fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
+                  shared: bool, blocks: int, ns=JAX):
+  """(rem_up, add_up, rem_lo, add_lo) of c1 rounds F1 composed with c2 rounds
+  F2 for one lane (remove laws fr*, add laws fa*; ``shared``: fa* is fr*;
+  ``blocks`` 1: c1 rounds only); ``ns``: ``JAX`` (jittable) or ``HOST``
+  (NumPy, concrete input)."""
+  query = composed_epsilons if mode == "eps" else composed_deltas
+
+  def run(f1, f2):
+    C = compose_laws(f1, f2, c1, c2, tau, q, mode=mode, size=size, tilts=tilts,
+                     want_lower=True, blocks=blocks, ns=ns)
+    return query(C, q, ns)
+
+  out = run(fr1, fr2)
+  if not shared:
+    oa = run(fa1, fa2)
+    out = (out[0], oa[1], out[2], oa[3])
+  return out
+
+
+@functools.partial(jit, static_argnames=("mode", "size", "tilts", "shared", "batch"))
 def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
-                shared: bool, two: bool, compose: bool, want_lower: bool, batch: int,
-                single: bool = True):
+                shared: bool, batch: int):
   """(rem_up, add_up, rem_lo, add_lo) per lane: epsilons (mode "eps", q = delta)
   or deltas (mode "delta", q = epsilon) of c1 rounds F1 composed with c2
-  rounds F2 (remove laws Fr*, add laws Fa*; ``shared``: Fa* is Fr*).
-  Lanes with c1 + c2 == 1 use the round's own laws (no lattice); ``single``
-  (static) False promises there are none (the direct query is not compiled).
+  rounds F2 (remove laws Fr*, add laws Fa*; ``shared``: Fa* is Fr*; F2 = F1
+  where no lane has c2 > 0). Lanes with c1 + c2 == 1 use the round's own laws
+  (no lattice). No static flag depends on the counts (one program for every
+  t, k, E); two batch-wide ``lax.cond`` (unbatched predicates: real branches
+  under the lane map) keep the run time of the former static flags: a batch
+  of single rounds skips the composition, and one with no c2 > 0 composes
+  one round type (the two-block branch leaves a c2 = 0 lane's F2 out exactly).
+  The branches hold whole lane maps (a branch inside the lane body changes
+  XLA's fusion of the loop body, and the float rounding with it).
   """
   require_x64("allocation.pld")
   direct_fn = epsilons if mode == "eps" else deltas
 
-  def lane(xs):
+  def lane(xs, blocks):
     fr1, fa1, fr2, fa2, cc1, cc2, qq, tt = xs
-    if not compose:
-      return direct_fn(fr1, qq, fa1)
-    query = composed_epsilons if mode == "eps" else composed_deltas
-
-    def run(f1, f2):
-      C = compose_laws(f1, f2, cc1, cc2, tt, qq, mode=mode, size=size, tilts=tilts, two=two,
-                       want_lower=want_lower)
-      return query(C, qq)
-
-    out = run(fr1, fr2)
-    if not shared:
-      oa = run(fa1, fa2)
-      out = (out[0], oa[1], out[2], oa[3])
-    if not single:
-      return out
+    out = composed_lane(fr1, fa1, fr2, fa2, cc1, cc2, qq, tt, mode=mode, size=size,
+                        tilts=tilts, shared=shared, blocks=blocks)
     direct = direct_fn(fr1, qq, fa1)
     one = (cc1 + cc2) == 1
     return tuple(jnp.where(one, a, b) for a, b in zip(direct, out))
 
-  fr2 = Fr1 if Fr2 is None else Fr2
-  fa2 = Fa1 if Fa2 is None else Fa2
-  xs = (Fr1, Fa1, fr2, fa2, c1, c2, q, tau)
-  return map_blocks(lane, xs, batch_size=lanes_per_block(batch))
+  def direct_lane(xs):
+    fr1, fa1, _, _, _, _, qq, _ = xs
+    return direct_fn(fr1, qq, fa1)
+
+  xs = (Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau)
+  lanes = lambda f: map_blocks(f, xs, batch_size=lanes_per_block(batch))
+  composed = lambda: jax.lax.cond(jnp.any(c2 > 0), lambda: lanes(lambda x: lane(x, 2)),
+                                  lambda: lanes(lambda x: lane(x, 1)))
+  return jax.lax.cond(jnp.any(c1 + c2 > 1), composed, lambda: lanes(direct_lane))
+
+
+def query_host(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
+               shared: bool):
+  """:func:`query_batch` on the host (NumPy laws and lanes): the composed
+  lanes in NumPy (no XLA program); single-round lanes (c1 + c2 == 1) through
+  the small jitted direct query of :mod:`._pld_laws`."""
+  c1, c2, q, tau = (np.asarray(a, np.float64) for a in (c1, c2, q, tau))
+  out = np.full((4, c1.shape[0]), np.nan)
+  comp = np.flatnonzero(c1 + c2 != 1)
+  row = lambda F, i: jax.tree.map(lambda a: np.asarray(a)[i], F)
+  for i in comp:
+    out[:, i] = host_call(composed_lane, row(Fr1, i), row(Fa1, i), row(Fr2, i), row(Fa2, i),
+                          c1[i], c2[i], q[i], tau[i], mode=mode, size=size, tilts=tilts,
+                          shared=shared, blocks=2 if c2[i] > 0 else 1)
+  one = np.flatnonzero(c1 + c2 == 1)
+  if one.size:
+    fn = eps_batch if mode == "eps" else delta_batch
+    b = 1 << max(one.size - 1, 0).bit_length()       # power-of-two lanes: one shape per size
+    idx = np.concatenate([one, np.repeat(one[-1:], b - one.size)])
+    r = [np.asarray(v)[:one.size] for v in fn(row(Fr1, idx), q[idx])]
+    a = r if shared else [np.asarray(v)[:one.size] for v in fn(row(Fa1, idx), q[idx])]
+    out[:, one] = np.stack([r[0], a[1], r[2], a[3]])
+  return tuple(out)

@@ -82,6 +82,12 @@ Algorithm and grid choices
   E and delta all broadcast (one compiled call). The former eager path
   (jaxacct.pld PLDs composed by ``compose_many``) remains as the PLD export
   :func:`allocation_plds` and as a test oracle.
+* Host and jit: a question of at most ``HOST_LANES`` lanes composes and
+  queries on the host (NumPy, the same text through
+  :mod:`jaxacct._core.namespace`; no query program is compiled); larger
+  arrays run the jitted ``query_batch`` in chunks. No static argument of the
+  jitted query depends on t, k or E (batch-wide ``lax.cond`` choose one or two
+  round types and skip the composition when every lane is a single round).
 
 Mechanisms given as discrete PLDs (``mechanism=`` a ``jaxacct.pld.PLD``)
 -----------------------------------------------------------------------
@@ -224,9 +230,6 @@ class _Lanes:
     self.f, self.rho = f, rho
     self.c1 = ((k - rho) * e).astype(np.float64)
     self.c2 = (rho * e).astype(np.float64)
-    self.compose = bool(np.any(self.c1 + self.c2 > 1))
-    self.single = bool(np.any(self.c1 + self.c2 == 1))
-    self.two = self.compose and bool(np.any(rho > 0))
 
   def tails(self, tail, mode):
     kE = (self.k * self.e).astype(np.float64)
@@ -245,45 +248,76 @@ class _Lanes:
     return np.asarray(x)[:self.size].reshape(self.shape)
 
   def take(self, sl):
-    """The lanes of slice ``sl`` (same static flags: one compiled shape per chunk)."""
+    """The lanes of slice ``sl`` (one compiled shape per chunk)."""
     out = copy.copy(self)
     out.__dict__.update({k: getattr(self, k)[sl] for k in ("s", "t", "k", "e", "q", "f", "rho",
                                                             "c1", "c2")})
     return out
 
 
-def _block_laws(lanes, tl, *, grid_size, mechanism, laws, lower=True):
-  """(Fr1, Fa1, Fr2, Fa2, shared): laws of the 1-of-f (and 1-of-(f+1)) rounds."""
+def _round_laws(s, t, tl, *, n, mechanism, lower, host):
+  """Laws of 1-of-t rounds for lanes (s, t, tl): the one jitted law program
+  (``host=False``), or NumPy laws for a host question (``host=True``).
+
+  Until the host law builder lands (``laws_batch(..., host=True)``), the host
+  laws are the jitted ones converted to NumPy (one law program, no query
+  program); flip this one call at merge.
+  """
+  F = laws_batch(jnp.asarray(s), jnp.asarray(t.astype(np.int32)), jnp.asarray(tl), n=n,
+                 mechanism=mechanism, lower=lower)
+  return jax.tree.map(np.asarray, F) if host else F
+
+
+def _block_laws(lanes, tl, *, grid_size, mechanism, laws, lower=True, host=False):
+  """(Fr1, Fa1, Fr2, Fa2, shared): laws of the 1-of-f (and 1-of-(f+1)) rounds.
+
+  The 1-of-(f+1) laws are built only where some lane has rho = t mod k > 0
+  (a second call of the same shape: no new program); else F2 is F1 (its
+  count c2 is 0 in every lane, which leaves it out exactly).
+  """
   n = int(grid_size)
-  ts = np.concatenate([lanes.f, lanes.f + 1]) if lanes.two else lanes.f
-  tls = np.concatenate([tl, tl]) if lanes.two else tl
+  two = bool(np.any(lanes.rho > 0))
   if laws is None:
-    ss = np.concatenate([lanes.s, lanes.s]) if lanes.two else lanes.s
-    Fr = laws_batch(jnp.asarray(ss), jnp.asarray(ts.astype(np.int32)), jnp.asarray(tls),
-                    n=n, mechanism=mechanism, lower=lower)
-    Fa, shared = Fr, True
+    run = lambda t: _round_laws(lanes.s, t, tl, n=n, mechanism=mechanism, lower=lower,
+                                host=host)
+    Fr1 = run(lanes.f)
+    Fr2 = run(lanes.f + 1) if two else Fr1
+    Fa1, Fa2, shared = Fr1, Fr2, True
   else:
-    Fr, Fa = pld_final_laws(laws, ts, tls, n)
+    B = lanes.f.shape[0]    # one call for both round types (one mixture size)
+    Fr, Fa = pld_final_laws(laws, np.concatenate([lanes.f, lanes.f + 1]) if two else lanes.f,
+                            np.concatenate([tl, tl]) if two else tl, n)
     shared = Fa is Fr
-  B = lanes.f.shape[0]
-  head = lambda F: jax.tree.map(lambda a: a[:B], F)
-  tail_ = lambda F: jax.tree.map(lambda a: a[B:], F) if lanes.two else None
-  return head(Fr), head(Fa), tail_(Fr), tail_(Fa), shared
+    head = lambda F: jax.tree.map(lambda a: a[:B], F)
+    tail_ = lambda F: jax.tree.map(lambda a: a[B:], F) if two else head(F)
+    Fr1, Fa1, Fr2, Fa2 = head(Fr), head(Fa), tail_(Fr), tail_(Fa)
+    if host:
+      Fr1, Fa1, Fr2, Fa2 = (jax.tree.map(np.asarray, F) for F in (Fr1, Fa1, Fr2, Fa2))
+  return Fr1, Fa1, Fr2, Fa2, shared
+
+
+#: Questions of at most this many lanes (broadcast settings) are answered on
+#: the host (NumPy laws and composition: no XLA program once the host laws
+#: land); larger sweeps run the jitted programs in chunks.
+HOST_LANES = 4
 
 
 def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, tail,
          mechanism, laws, composition_size, tilts=cp.DEFAULT_TILTS):
   lanes = _Lanes(sigma, num_steps, num_selected, num_epochs, query)
   tails, taus = lanes.tails(tail, mode), lanes.tau(mode)
+  kw = dict(mode=mode, size=int(composition_size), tilts=int(tilts))
+  if lanes.size <= HOST_LANES:
+    *F, shared = _block_laws(lanes, tails, grid_size=grid_size, mechanism=mechanism, laws=laws,
+                             host=True)
+    parts = qy.query_host(*F, lanes.c1, lanes.c2, lanes.q, taus, shared=shared, **kw)
+    return tuple(lanes.unpad(p) for p in parts)
 
   def part(sl):  # the round laws and the query of one chunk of lanes
     ln = lanes.take(sl)
     *F, shared = _block_laws(ln, tails[sl], grid_size=grid_size, mechanism=mechanism, laws=laws)
     return qy.query_batch(*F, *(jnp.asarray(a) for a in (ln.c1, ln.c2, ln.q, taus[sl])),
-                          mode=mode, size=int(composition_size), tilts=int(tilts),
-                          shared=shared, two=lanes.two, compose=lanes.compose,
-                          want_lower=True, batch=BATCH,
-                          single=lanes.single or not lanes.compose)
+                          shared=shared, batch=BATCH, **kw)
 
   # Big sweeps run as equal chunks of one compiled shape (a 1,000-sigma sweep
   # compiles what a 128-sigma one does), laws and query, with progress.
