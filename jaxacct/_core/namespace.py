@@ -88,6 +88,24 @@ class Namespace:
       a, b = np.where(move_a, m, a), np.where(move_a, b, m)
     return a if increasing else b
 
+  def invert_decreasing(self, fn, target, hi, *, upper, num_iters=80):
+    """:func:`jaxacct._core.solve.invert_decreasing`; on the host the same
+    halvings in NumPy."""
+    if not self.is_host:
+      return solve.invert_decreasing(fn, target, hi, upper=upper, num_iters=num_iters)
+    target = np.asarray(target, np.float64)
+    lo = np.zeros_like(target)
+    hi = np.broadcast_to(np.asarray(hi, np.float64), target.shape)
+    a, b = lo, hi
+    for _ in range(num_iters):
+      mid = 0.5 * (a + b)
+      ok = fn(mid) <= target
+      a, b = np.where(ok, a, mid), np.where(ok, mid, b)
+    if upper:
+      res = np.where(fn(lo) <= target, 0.0, b)
+      return np.where(fn(hi) <= target, res, np.inf)
+    return np.where(fn(lo) <= target, 0.0, a)
+
   def newton_keep_feasible(self, fn, minus_slope, x0, target, *, num_iters):
     """:func:`jaxacct._core.solve.newton_keep_feasible`; on the host in NumPy."""
     if not self.is_host:

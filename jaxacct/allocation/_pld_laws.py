@@ -21,7 +21,6 @@ import numpy as np
 from jaxacct._core.batching import lanes_per_block, map_blocks
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.namespace import HOST, JAX
-from jaxacct._core.solve import invert_decreasing
 from jaxacct.allocation import _sum_law as sl
 from jaxacct.allocation import _sum_law_host as slh
 from jaxacct.allocation._one_step import one_steps
@@ -106,7 +105,7 @@ def assemble_final(U, Ul, ledger, Lw, Ll, t_i, n, bad, lo_inf, ns=JAX) -> FinalL
                    xp.asarray(lo_inf, xp.float64))
 
 
-def delta_one(F: FinalLaws, eps, which: int):
+def delta_one(F: FinalLaws, eps, which: int, *, ns=JAX):
   """One of (rem_up, add_up, rem_lo, add_lo) at eps (broadcast over eps).
 
   Floating-point ledger: masses carry a relative error <= rel and atom
@@ -114,49 +113,51 @@ def delta_one(F: FinalLaws, eps, which: int):
   up: (1 + rel) e^eta delta(eps - eta) (remove), (1 + rel) delta(eps - eta) (add);
   lo: (1 - rel) e^-eta delta(eps + eta), (1 - rel) delta(eps + eta).
   """
-  e0 = jnp.asarray(eps, jnp.float64)
+  xp = ns.xp
+  e0 = xp.asarray(eps, xp.float64)
   e = (e0 - F.eta if which < 2 else e0 + F.eta)[..., None]
   if which == 0:    # remove, upper: e^eps sum p expm1(l - eps)_+ + minf/t
-    v = jnp.exp(e[..., 0]) * jnp.sum(F.up_p * jnp.maximum(jnp.expm1(F.up_loss - e), 0.0),
+    v = xp.exp(e[..., 0]) * xp.sum(F.up_p * xp.maximum(xp.expm1(F.up_loss - e), 0.0),
                                      axis=-1) + F.up_minf_t
-    v = v * jnp.exp(F.eta)
+    v = v * xp.exp(F.eta)
   elif which == 1:  # add, upper: sum p (1 - e^{eps + l})_+ + q0
-    v = jnp.sum(F.up_p * jnp.maximum(-jnp.expm1(F.up_loss + e), 0.0), axis=-1) + F.up_q0
+    v = xp.sum(F.up_p * xp.maximum(-xp.expm1(F.up_loss + e), 0.0), axis=-1) + F.up_q0
   elif which == 2:
-    v = jnp.exp(e[..., 0]) * jnp.sum(F.lo_a * jnp.maximum(jnp.expm1(F.lo_loss - e), 0.0),
-                                     axis=-1) * jnp.exp(-F.eta) + F.lo_inf
+    v = xp.exp(e[..., 0]) * xp.sum(F.lo_a * xp.maximum(xp.expm1(F.lo_loss - e), 0.0),
+                                     axis=-1) * xp.exp(-F.eta) + F.lo_inf
   else:
-    v = jnp.sum(F.lo_a * jnp.maximum(-jnp.expm1(F.lo_loss + e), 0.0), axis=-1) + F.lo_q0
+    v = xp.sum(F.lo_a * xp.maximum(-xp.expm1(F.lo_loss + e), 0.0), axis=-1) + F.lo_q0
   if which < 2:
     v = v * (1.0 + F.rel)
   else:
     v = v * (1.0 - F.rel)
-  return jnp.where(jnp.isnan(F.rel) | jnp.isnan(e0), jnp.nan, v)
+  return xp.where(xp.isnan(F.rel) | xp.isnan(e0), xp.nan, v)
 
 
-def deltas(F: FinalLaws, eps, Fa: FinalLaws | None = None):
+def deltas(F: FinalLaws, eps, Fa: FinalLaws | None = None, *, ns=JAX):
   """(rem_up, add_up, rem_lo, add_lo) at eps (broadcast over eps's shape).
 
   ``Fa`` (default ``F``): laws for the add direction when they differ (a
   mechanism given as discrete PLDs with direction-specific laws).
   """
   Fa = F if Fa is None else Fa
-  return tuple(delta_one(G, eps, w) for w, G in zip(range(4), (F, Fa, F, Fa)))
+  return tuple(delta_one(G, eps, w, ns=ns) for w, G in zip(range(4), (F, Fa, F, Fa)))
 
 
-def epsilons(F: FinalLaws, delta, Fa: FinalLaws | None = None):
+def epsilons(F: FinalLaws, delta, Fa: FinalLaws | None = None, *, ns=JAX):
   Fa = F if Fa is None else Fa
-  d = jnp.asarray(delta, jnp.float64)
+  xp = ns.xp
+  d = xp.asarray(delta, xp.float64)
 
   def hi(p, loss):
-    return jnp.maximum(jnp.max(jnp.where(p > 0, jnp.abs(loss), 0.0)), 1.0) + 1.0
+    return xp.maximum(xp.max(xp.where(p > 0, xp.abs(loss), 0.0)), 1.0) + 1.0
 
-  er_u = invert_decreasing(lambda e: delta_one(F, e, 0), d, hi(F.up_p, F.up_loss), upper=True)
-  ea_u = invert_decreasing(lambda e: delta_one(Fa, e, 1), d, hi(Fa.up_p, Fa.up_loss), upper=True)
-  er_l = invert_decreasing(lambda e: delta_one(F, e, 2), d, hi(F.lo_a, F.lo_loss), upper=False)
-  ea_l = invert_decreasing(lambda e: delta_one(Fa, e, 3), d, hi(Fa.lo_a, Fa.lo_loss), upper=False)
-  bad = jnp.isnan(F.rel) | jnp.isnan(Fa.rel) | ~(d > 0) | ~(d < 1)
-  return tuple(jnp.where(bad, jnp.nan, v) for v in (er_u, ea_u, er_l, ea_l))
+  inv = lambda G, w, p, loss: ns.invert_decreasing(lambda e: delta_one(G, e, w, ns=ns), d,
+                                                    hi(p, loss), upper=w < 2)
+  er_u, ea_u = inv(F, 0, F.up_p, F.up_loss), inv(Fa, 1, Fa.up_p, Fa.up_loss)
+  er_l, ea_l = inv(F, 2, F.lo_a, F.lo_loss), inv(Fa, 3, Fa.lo_a, Fa.lo_loss)
+  bad = xp.isnan(F.rel) | xp.isnan(Fa.rel) | ~(d > 0) | ~(d < 1)
+  return tuple(xp.where(bad, xp.nan, v) for v in (er_u, ea_u, er_l, ea_l))
 
 
 def auto_tail(delta):

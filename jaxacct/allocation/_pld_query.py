@@ -19,7 +19,7 @@ from jaxacct._core.batching import lanes_per_block, map_blocks
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.namespace import JAX, host_call
 from jaxacct.allocation._pld_compose import Composed, compose_laws
-from jaxacct.allocation._pld_laws import delta_batch, deltas, eps_batch, epsilons
+from jaxacct.allocation._pld_laws import deltas, epsilons
 from jaxacct._core.compiled import jit
 
 
@@ -216,9 +216,10 @@ def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, til
 
 def query_host(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
                shared: bool):
-  """:func:`query_batch` on the host (NumPy laws and lanes): the composed
-  lanes in NumPy (no XLA program); single-round lanes (c1 + c2 == 1) through
-  the small jitted direct query of :mod:`._pld_laws`."""
+  """:func:`query_batch` on the host (NumPy laws and lanes), no XLA program:
+  composed lanes through :func:`composed_lane`, single-round lanes
+  (c1 + c2 == 1) through the round's own profile (:func:`._pld_laws.deltas`,
+  :func:`._pld_laws.epsilons`, the text the jitted direct query runs)."""
   c1, c2, q, tau = (np.asarray(a, np.float64) for a in (c1, c2, q, tau))
   out = np.full((4, c1.shape[0]), np.nan)
   comp = np.flatnonzero(c1 + c2 != 1)
@@ -227,12 +228,9 @@ def query_host(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilt
     out[:, i] = host_call(composed_lane, row(Fr1, i), row(Fa1, i), row(Fr2, i), row(Fa2, i),
                           c1[i], c2[i], q[i], tau[i], mode=mode, size=size, tilts=tilts,
                           shared=shared, blocks=2 if c2[i] > 0 else 1)
-  one = np.flatnonzero(c1 + c2 == 1)
-  if one.size:
-    fn = eps_batch if mode == "eps" else delta_batch
-    b = 1 << max(one.size - 1, 0).bit_length()       # power-of-two lanes: one shape per size
-    idx = np.concatenate([one, np.repeat(one[-1:], b - one.size)])
-    r = [np.asarray(v)[:one.size] for v in fn(row(Fr1, idx), q[idx])]
-    a = r if shared else [np.asarray(v)[:one.size] for v in fn(row(Fa1, idx), q[idx])]
-    out[:, one] = np.stack([r[0], a[1], r[2], a[3]])
+  direct = epsilons if mode == "eps" else deltas
+  for i in np.flatnonzero(c1 + c2 == 1):
+    r = host_call(direct, row(Fr1, i), q[i])
+    a = r if shared else host_call(direct, row(Fa1, i), q[i])
+    out[:, i] = (r[0], a[1], r[2], a[3])
   return tuple(out)

@@ -257,15 +257,14 @@ class _Lanes:
 
 def _round_laws(s, t, tl, *, n, mechanism, lower, host):
   """Laws of 1-of-t rounds for lanes (s, t, tl): the one jitted law program
-  (``host=False``), or NumPy laws for a host question (``host=True``).
-
-  Until the host law builder lands (``laws_batch(..., host=True)``), the host
-  laws are the jitted ones converted to NumPy (one law program, no query
-  program); flip this one call at merge.
-  """
-  F = laws_batch(jnp.asarray(s), jnp.asarray(t.astype(np.int32)), jnp.asarray(tl), n=n,
-                 mechanism=mechanism, lower=lower)
-  return jax.tree.map(np.asarray, F) if host else F
+  (``host=False``), or NumPy laws built on the host, no program
+  (``host=True``: :func:`._pld_laws.laws_batch`)."""
+  if host:
+    return laws_batch(np.asarray(s, np.float64), np.asarray(t, np.int32),
+                      np.asarray(tl, np.float64), n=n, mechanism=mechanism, lower=lower,
+                      host=True)
+  return laws_batch(jnp.asarray(s), jnp.asarray(t.astype(np.int32)), jnp.asarray(tl), n=n,
+                    mechanism=mechanism, lower=lower)
 
 
 def _block_laws(lanes, tl, *, grid_size, mechanism, laws, lower=True, host=False):
