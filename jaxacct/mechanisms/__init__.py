@@ -49,7 +49,10 @@ if TYPE_CHECKING:
   from jaxacct.mechanisms._kernels import laplace_rdp, pure_dp_rdp, randomized_response_rdp
   from jaxacct.mechanisms._values import EpsilonDelta, Gaussian, Laplace, RandomizedResponse
 
-__all__ = ["Gaussian", "Laplace", "RandomizedResponse", "EpsilonDelta", "gaussian_rdp",
-           "laplace_rdp", "pure_dp_rdp", "randomized_response_rdp"]
+# the values and the kernels defined here; ``gaussian_rdp`` (from jaxacct._core)
+# and ``randomized_response_rdp`` (binary randomized response: ``pure_dp_rdp``)
+# resolve here too and are listed at the top level (``jaxacct.__all__``)
+__all__ = ["Gaussian", "Laplace", "RandomizedResponse", "EpsilonDelta", "laplace_rdp",
+           "pure_dp_rdp"]
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals())

@@ -283,8 +283,8 @@ class RandomizedResponse:
     p, k = self.noise_parameter, self.num_buckets
     hit, miss = 1.0 - p + p / k, p / k
     if self.neighbouring == "replace_one":    # R(x) vs R(x'): outputs x, x', other
-      return (np.array([hit, miss, 1.0 - hit - miss]),
-              np.array([miss, hit, 1.0 - hit - miss]))
+      other = max(1.0 - hit - miss, 0.0)      # k = 2: no other bucket (rounds to -1e-17)
+      return np.array([hit, miss, other]), np.array([miss, hit, other])
     return np.array([hit, 1.0 - hit]), np.array([1.0 / k, 1.0 - 1.0 / k])
 
   def _both(self):
