@@ -239,3 +239,23 @@ def test_values_pass_through_jit_static_and_as_pytrees():
 def test_values_refuse_bad_input_naming_the_parameter(make, name):
   with pytest.raises(ValueError, match=name):
     make()
+
+
+def test_values_match_dp_accounting_live():
+  """dp_accounting's exact profiles (privacy_loss_mechanism) and its RR PLD."""
+  pytest.importorskip("dp_accounting")
+  from dp_accounting.pld import privacy_loss_distribution as pldm
+  from dp_accounting.pld import privacy_loss_mechanism as plm
+  eps = [0.0, 0.2, 1.0, 2.0]
+  for s, sens in [(0.8, 1.0), (2.0, 2.0)]:
+    ref = plm.GaussianPrivacyLoss(s, sensitivity=sens).get_delta_for_epsilon(eps)
+    np.testing.assert_allclose(M.Gaussian(s, sensitivity=sens).delta(np.array(eps)).delta,
+                               ref, rtol=1e-12)
+    ref = plm.LaplacePrivacyLoss(s, sensitivity=sens).get_delta_for_epsilon(eps)
+    np.testing.assert_allclose(M.Laplace(s, sensitivity=sens).delta(np.array(eps)).delta,
+                               ref, rtol=1e-12, atol=1e-16)
+  for p, k in [(0.5, 4), (0.2, 10)]:   # dp_accounting's PLD is pessimistic: >= exact
+    d = pldm.from_randomized_response(p, k, value_discretization_interval=1e-6)
+    for e in eps:
+      ours = float(M.RandomizedResponse(p, k).delta(e).delta)
+      assert ours - 1e-15 <= d.get_delta_for_epsilon(e) <= ours * (1 + 1e-6) + 1e-12
