@@ -148,6 +148,10 @@ BASE = {
     "jaxacct.gaussian_rdp": dict(orders=_ORD, sigma=1.0),
     "jaxacct.laplace_rdp": dict(orders=_ORD, scale=1.0),
     "jaxacct.pure_dp_rdp": dict(orders=_ORD, eps0=1.0),
+    "jaxacct.mechanisms.Gaussian": dict(noise_multiplier=1.0),
+    "jaxacct.mechanisms.Laplace": dict(scale=1.0),
+    "jaxacct.mechanisms.RandomizedResponse": dict(noise_parameter=0.5, num_buckets=4),
+    "jaxacct.mechanisms.EpsilonDelta": dict(eps0=1.0),
     "jaxacct.poisson_gaussian_rdp": dict(orders=_ORD, q=0.01, sigma=1.0),
     # poisson
     "jaxacct.poisson.epsilon": dict(q=0.01, sigma=1.0, num_steps=100, delta=1e-5,

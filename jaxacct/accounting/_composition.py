@@ -45,6 +45,7 @@ from jaxacct.accounting import _optional, _pairs as pairs
 from jaxacct.accounting import events as ev
 from jaxacct.accounting import fixed_size as fs
 from jaxacct.allocation.pld import allocation_plds
+from jaxacct.mechanisms import EpsilonDelta, Gaussian, Laplace, RandomizedResponse
 from jaxacct.shuffle import bounds as check_in
 
 AOR, REPLACE, SPECIAL = "ADD_OR_REMOVE_ONE", "REPLACE_ONE", "REPLACE_SPECIAL"
@@ -326,47 +327,67 @@ def _noop(label):
   return Component(label, noop=True)
 
 
-def _additive(name, event, rel, step):
-  """Gaussian or Laplace noise of scale ``event.noise_multiplier`` (``name`` picks)."""
-  s = float(event.noise_multiplier)
-  if s == 0:
-    return _nonprivate(f"{name}(0)")
-  sens = 2.0 if rel == REPLACE else 1.0
-  upper, lower = ((jpld.gaussian, mech.gaussian_lower) if name == "gaussian"
-                  else (jpld.laplace, mech.laplace_lower))
-  up = upper(s, step=step, pessimistic=True, sensitivity=sens)
-  lo = Lazy(lambda: _pair(lower(s, step=step, sensitivity=sens)))
-  mu = dict(gaussian_mu=sens / s) if name == "gaussian" else {}
-  return Component(f"{name}({s:g})", _pair(up), lo, lower_scope="mechanism", **mu)
+# --------------------------------------------------------------------------
+# base mechanisms: the event names a value of jaxacct.mechanisms, and the
+# value says what it knows (its PLDs here; RDP, profile, one-step law there)
 
 
-def _gaussian(event, rel, step):
-  return _additive("gaussian", event, rel, step)
+def _sensitivity(rel):
+  """Additive noise: a neighbour moves the sum by 1 (add/remove, or replacing
+  by the special zero record) or by 2 (replacing one record by another)."""
+  return 2.0 if rel == REPLACE else 1.0
 
 
-def _laplace(event, rel, step):
-  return _additive("laplace", event, rel, step)
+def base_mechanism(event, relation):
+  """The :mod:`jaxacct.mechanisms` value of a base event under ``relation``.
+
+  ``GaussianDpEvent(s)`` / ``LaplaceDpEvent(s)``: ``Gaussian(s)`` /
+  ``Laplace(s)``, sensitivity 2 under REPLACE_ONE, else 1;
+  ``RandomizedResponseDpEvent``: ``RandomizedResponse`` against a replaced
+  user (REPLACE_ONE) or against the uniform output (REPLACE_SPECIAL);
+  ``EpsilonDeltaDpEvent``: ``EpsilonDelta``. None for any other event. The
+  degenerate parameters (zero noise, p = 0, k = 1, delta >= 1) have no value:
+  :func:`build_component` makes them no-op or non-private first.
+  """
+  rel = relation_name(relation)
+  if _isinstance(event, "GaussianDpEvent"):
+    return Gaussian(float(event.noise_multiplier), sensitivity=_sensitivity(rel))
+  if _isinstance(event, "LaplaceDpEvent"):
+    return Laplace(float(event.noise_multiplier), sensitivity=_sensitivity(rel))
+  if _isinstance(event, "RandomizedResponseDpEvent"):
+    return RandomizedResponse(float(event.noise_parameter), int(event.num_buckets),
+                              neighbouring="replace_one" if rel == REPLACE else "replace_special")
+  if isinstance(event, ev.EpsilonDeltaDpEvent):
+    return EpsilonDelta(event.epsilon, event.delta)
+  return None
 
 
-def _randomized_response(event, rel, step):
-  p, k = float(event.noise_parameter), int(event.num_buckets)
-  if k == 1:
-    return _noop("randomized_response(k=1)")
-  if p == 0:
-    return _nonprivate("randomized_response(p=0)")
-  hit, miss = 1.0 - p + p / k, p / k
-  if rel == REPLACE:   # R(x) vs R(x'): outputs x, x', other
-    a = np.array([hit, miss, 1.0 - hit - miss])
-    b = np.array([miss, hit, 1.0 - hit - miss])
-  else:                # REPLACE_SPECIAL: R(x) vs uniform
-    a = np.array([hit, 1.0 - hit])
-    b = np.array([1.0 / k, 1.0 - 1.0 / k])
+def _degenerate(event):
+  """The no-op / non-private component of a base event without a value, else None."""
+  for name, cls in (("gaussian", "GaussianDpEvent"), ("laplace", "LaplaceDpEvent")):
+    if _isinstance(event, cls) and float(event.noise_multiplier) == 0:
+      return _nonprivate(f"{name}(0)")
+  if _isinstance(event, "RandomizedResponseDpEvent"):
+    if int(event.num_buckets) == 1:
+      return _noop("randomized_response(k=1)")
+    if float(event.noise_parameter) == 0:
+      return _nonprivate("randomized_response(p=0)")
+  if isinstance(event, ev.EpsilonDeltaDpEvent) and event.delta >= 1:
+    return _nonprivate("epsilon_delta(delta=1)")
+  return None
 
-  up = jpld.PairPLD(jpld.from_pair(a, b, step=step), jpld.from_pair(b, a, step=step))
-  lo = Lazy(lambda: jpld.PairPLD(pairs.dominated_on_grid(a, b, step=step),
-                                 pairs.dominated_on_grid(b, a, step=step)))
-  return Component(f"randomized_response(p={p:g}, k={k})", up, lo,
-                   lower_scope="mechanism")
+
+def _base(event, rel, step):
+  """A base event's component, asked of its mechanism value: its upper
+  ``pld``, the accountant's second-order lower (:func:`._mechanisms.lower_pld`)
+  and, for the Gaussian, mu of mu-GDP (closed-form composition)."""
+  c = _degenerate(event)
+  if c is not None:
+    return c
+  m = base_mechanism(event, rel)
+  return Component(m.label, m.pld(value_discretization_interval=step),
+                   Lazy(lambda: mech.lower_pld(m, step=step)), lower_scope="mechanism",
+                   gaussian_mu=m.gdp_mu)
 
 
 def _poisson_gaussian(event, rel, step):
@@ -378,15 +399,15 @@ def _poisson_gaussian(event, rel, step):
   label = f"poisson_gaussian(q={q:g}, sigma={s:g})"
   if rel == REPLACE:
     if q == 1:
-      return _gaussian(event.event, rel, step)._replace(label=label)
+      return _base(event.event, rel, step)._replace(label=label)
     up = mech.poisson_gaussian_replace(s, q, step=step, pessimistic=True)
     lo = Lazy(lambda: mech.poisson_gaussian_replace(s, q, step=step, pessimistic=False))
     return Component(label, up, lo, lower_scope="mechanism")
   up = jpld.poisson_gaussian_pair(s, q, step=step, pessimistic=True)
   lo = Lazy(lambda: mech.poisson_gaussian_lower(s, q, step=step) if q < 1 else
-           _pair(mech.gaussian_lower(s, step=step)))
+           mech.lower_pld(Gaussian(s), step=step))
   return Component(label, up, lo, lower_scope="mechanism",
-                   gaussian_mu=1.0 / s if q == 1 else None)
+                   gaussian_mu=Gaussian(s).gdp_mu if q == 1 else None)
 
 
 def _poisson_laplace(event, rel, step):
@@ -396,7 +417,7 @@ def _poisson_laplace(event, rel, step):
   if b == 0:
     return _nonprivate("poisson_laplace(b=0)")
   if q == 1:
-    return _laplace(event.event, rel, step)
+    return _base(event.event, rel, step)
   up = mech.poisson_laplace(b, q, step=step, pessimistic=True)
   lo = Lazy(lambda: mech.poisson_laplace(b, q, step=step, pessimistic=False))
   return Component(f"poisson_laplace(q={q:g}, b={b:g})", up, lo,
@@ -421,7 +442,7 @@ def _wor(event, rel, step):
   label = (f"sampled_without_replacement({m}/{n}, "
            f"{'gaussian' if is_gauss else 'laplace'}({s:g}))")
   if g == 1:
-    return (_gaussian if is_gauss else _laplace)(inner, rel, step)._replace(label=label)
+    return _base(inner, rel, step)._replace(label=label)
   if is_gauss:   # tight symmetric pair (jaxacct.accounting.fixed_size)
     up = fs.without_replacement_pair(n, m, s, step=step)
     lo = Lazy(lambda: fs.without_replacement_pair(n, m, s, step=step, pessimistic=False))
@@ -436,17 +457,6 @@ def _zcdp(event, rel, step):
   if rho == 0 and xi == 0:
     return _noop("zcdp(0)")
   return Component(f"zcdp(rho={rho:g}, xi={xi:g})", rdp=xi + rho * RDP_ORDERS)
-
-
-def _epsilon_delta(event, rel, step):
-  if event.delta >= 1:
-    return _nonprivate("epsilon_delta(delta=1)")
-  up = pairs.epsilon_delta_pair(event.epsilon, event.delta, step=step,
-                                pessimistic=True)
-  lo = Lazy(lambda: pairs.epsilon_delta_pair(event.epsilon, event.delta, step=step,
-                                             pessimistic=False))
-  return Component(f"epsilon_delta({event.epsilon:g}, {event.delta:g})", up, lo,
-                   lower_scope="mechanism")
 
 
 def _pld_event(event, rel, step):
@@ -555,10 +565,9 @@ def _check_in(event, rel, step):
 
 
 _BUILDERS = {
-    "gaussian": _gaussian, "laplace": _laplace,
-    "randomized_response": _randomized_response,
+    "gaussian": _base, "laplace": _base, "randomized_response": _base,
     "poisson_gaussian": _poisson_gaussian, "poisson_laplace": _poisson_laplace,
-    "wor": _wor, "zcdp": _zcdp, "epsilon_delta": _epsilon_delta,
+    "wor": _wor, "zcdp": _zcdp, "epsilon_delta": _base,
     "pld": _pld_event, "allocation": _allocation,
     "dp_allocation": _dp_allocation, "shuffle": _shuffle,
     "check_in": _check_in,

@@ -10,6 +10,9 @@ Private helpers of the accountant: every caller runs under ``x64_boundary``
 * :func:`gaussian_lower`, :func:`laplace_lower`,
   :func:`poisson_gaussian_lower` -- second-order lower PLDs of the standard
   mechanisms (their upper PLDs are ``jaxacct.pld``'s).
+* :func:`lower_pld` -- the accountant's lower pair of a base mechanism value
+  (``jaxacct.mechanisms``): the second-order lower PLDs below, or the exact
+  finite pair merged onto the grid.
 * :func:`rdp_pair` -- the dominating pair of an RDP curve.
 
 All from exact cell masses of a uniform partition of the output line
@@ -28,7 +31,9 @@ from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.conversion import rdp_to_delta
 from jaxacct._core.gaussian import gaussian_delta
-from jaxacct.accounting._pairs import dominated_on_grid, from_cells, from_profile
+from jaxacct.accounting._pairs import (dominated_on_grid, epsilon_delta_pair, from_cells,
+                                       from_profile)
+from jaxacct.mechanisms import EpsilonDelta, Gaussian, Laplace, RandomizedResponse
 
 #: Renyi orders of the RDP fallback (integers: the check-in kernels need them).
 RDP_ORDERS = np.arange(2, 257, dtype=np.float64)
@@ -236,6 +241,34 @@ def poisson_gaussian_lower(sigma: float, q: float, *, step: float,
   pm, p0 = np.exp(lmix), np.exp(l0)
   return jpld.PairPLD(dominated_on_grid(pm, p0, step=step),
                         dominated_on_grid(p0, pm, step=step))
+
+
+def lower_pld(mechanism, *, step: float):
+  r"""The accountant's dominated pair of a base mechanism value, second order.
+
+  ``Gaussian`` / ``Laplace``: :func:`gaussian_lower` / :func:`laplace_lower`
+  (exact cell masses merged onto the grid); ``RandomizedResponse``: its exact
+  outcome pair merged onto the grid (:func:`dominated_on_grid`, both
+  orientations); ``EpsilonDelta``: :func:`._pairs.epsilon_delta_pair`,
+  optimistic. Tighter than the values' own ``pld(pessimistic=False)``
+  (``jaxacct.pld``'s first-order optimistic PLDs).
+
+  Returns:
+    ``PairPLD(remove, add)``. Bound: lower.
+  """
+  m = mechanism
+  if isinstance(m, Gaussian):
+    one = gaussian_lower(m.noise_multiplier, step=step, sensitivity=m.sensitivity)
+  elif isinstance(m, Laplace):
+    one = laplace_lower(m.scale, step=step, sensitivity=m.sensitivity)
+  elif isinstance(m, EpsilonDelta):
+    return epsilon_delta_pair(m.eps0, m.delta0, step=step, pessimistic=False)
+  elif isinstance(m, RandomizedResponse):
+    a, b = m.outcome_pair()
+    return jpld.PairPLD(dominated_on_grid(a, b, step=step), dominated_on_grid(b, a, step=step))
+  else:
+    raise ValueError(f"mechanism must be a jaxacct.mechanisms value; got {m!r}.")
+  return jpld.PairPLD(one, one)
 
 
 # --------------------------------------------------------------------------

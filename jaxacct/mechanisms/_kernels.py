@@ -12,10 +12,6 @@ import jax.numpy as jnp
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import dispatch, require_x64
-from jaxacct._core.gaussian import gaussian_rdp
-
-__all__ = ["gaussian_rdp", "laplace_rdp", "pure_dp_rdp",
-           "randomized_response_rdp"]
 
 
 def laplace_rdp(orders, scale):
