@@ -226,3 +226,25 @@ def rdp_to_delta(orders, rdp, epsilon, *, method: str = "tight") -> DeltaResult:
 # Deprecated private aliases (kept while call sites migrate to the public kernels).
 _rdp_to_epsilon = rdp_to_epsilon_kernel
 _rdp_to_delta = rdp_to_delta_kernel
+
+
+def compose_rdp(*events):
+  """Composes heterogeneous RDP events over a shared order grid.
+
+  Args:
+    *events: ``(rdp_curve, count)`` pairs (or bare curves, count 1); every
+      curve is evaluated on the same orders, shape ``(..., A)``.
+
+  Returns:
+    The summed curve ``sum(count * rdp)`` (RDP composes additively:
+    Mironov, arXiv:1702.07476v3, Prop. 1).
+  """
+  total = None
+  for ev in events:
+    curve, count = (ev if isinstance(ev, tuple) else (ev, 1))
+    checks.check_range("count", count, 0, float("inf"))
+    term = jnp.asarray(curve) * count
+    total = term if total is None else total + term
+  if total is None:
+    raise ValueError("compose_rdp needs at least one event; got none.")
+  return total

@@ -75,8 +75,6 @@ from jaxacct._core.namespace import JAX
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.compiled import jit
 
-__all__ = ["poisson_gaussian_rdp", "poisson_gaussian_rdp_kernel"]
-
 _MAX_EXACT_INT_ORDER = 1024
 _INT_BLOCKS = (256, 1024)   # integer orders are summed in blocks of static length
 _QUAD_POINTS = 8192

@@ -18,8 +18,6 @@ from jaxacct._core.namespace import JAX, host_call, kernel_arg
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, concrete_bool, device_array, fast_len
 from jaxacct._core.compiled import jit
 
-__all__ = ["compose", "compose_many", "window_size"]
-
 # Chernoff orders (per unit of loss) used to size the FFT windows.
 _LAMBDAS = np.geomspace(1e-3, 1e9, 97)
 # Tilts: plain FFT plus tilted means at these fractions mean -> window top.

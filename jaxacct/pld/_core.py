@@ -57,10 +57,6 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64, x64_boundary
 from jaxacct._core.compiled import jit
 
-__all__ = ["PLD", "PairPLD", "from_losses", "from_pair", "truncate",
-           "truncate_host", "concrete_bool", "fast_len", "device_array",
-           "DEFAULT_TAIL_MASS"]
-
 DEFAULT_TAIL_MASS = 1e-18
 
 

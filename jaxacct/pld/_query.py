@@ -17,8 +17,6 @@ from jaxacct._core.namespace import JAX, host_call, kernel_arg
 from jaxacct.pld._core import PLD, PairPLD, device_array
 from jaxacct._core.compiled import jit
 
-__all__ = ["ROUNDING_ALLOWANCE", "delta", "epsilon", "delta_both", "epsilon_both"]
-
 _BLOCK = 256
 
 
