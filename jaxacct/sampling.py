@@ -29,7 +29,7 @@ and independently of earlier epochs
 ``BallsInBinsSampler(fresh_each_epoch=False)``  ``allocation.epsilon(...,
 (fixed bins: the k-subset is drawn once and    fresh_each_epoch=False)`` = one epoch at
 reused every epoch; jax_privacy 2.0's          sigma / sqrt(E)
-``BallsInBinsSampling(iterations=t*E,          (:mod:`jaxacct.allocation.fixed_bins`)
+``BallsInBinsSampling(iterations=t*E,          (``allocation.fixed_bins_pld_epsilon``)
 cycle_length=t)``)
 ``PoissonSampler``: every step each example    ``poisson.epsilon(q=q, num_steps=T)``,
 joins independently with probability q         ``tracking.PoissonAccountant``
@@ -392,7 +392,7 @@ class BallsInBinsSampler:
     Fresh draws: ``RandomAllocationDpEvent(sigma, steps_per_epoch=t, num_selected=k,
     num_epochs=E)``; fixed bins: the same event for one epoch at
     ``sigma / sqrt(E)`` (exactly the fixed-bin run, module
-    :mod:`jaxacct.allocation.fixed_bins`). Noise calibration:
+    :func:`jaxacct.allocation.fixed_bins_pld_epsilon`). Noise calibration:
     ``jaxacct.calibrate(lambda s: sampler.event(sigma=s), epsilon, delta,
     bracket=(0.01, 1e4))``.
     """

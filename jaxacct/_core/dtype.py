@@ -36,6 +36,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct._core.units import public_module
+
 F = TypeVar("F", bound=Callable)
 
 
@@ -55,7 +57,8 @@ def x64_boundary(fn: F) -> F:
            for leaf in jax.tree_util.tree_leaves((args, kwargs))):
       # traced in the user's float32 context: float64 cannot be switched on
       # inside a trace, so say what to do instead of failing on mixed dtypes.
-      require_x64(f"jaxacct.{fn.__module__.removeprefix('jaxacct.')}.{fn.__name__}")
+      module = public_module(fn.__module__)
+      require_x64(f"{module}.{fn.__name__}")
     with jax.enable_x64(True):
       return fn(*args, **kwargs)
 
