@@ -69,7 +69,7 @@ import math
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.logmath import log1m_exp, log_binom, log_expm1
 from jaxacct._core.namespace import JAX
 from jaxacct._core.orders import DEFAULT_ORDERS
@@ -402,9 +402,10 @@ def poisson_gaussian_rdp(orders=DEFAULT_ORDERS, *, q, sigma,
   """
   orders_np = checks.check_orders(orders)
   checks.check_direction(direction)
-  if checks.is_concrete((q, sigma)):
+  def validate():
     checks.check_probability("q", q)
     checks.check_positive("sigma", sigma)
-    return x64_boundary(_poisson_rdp_jit)(q, sigma, orders=tuple(orders_np.tolist()),
-                                          direction=direction)
-  return poisson_gaussian_rdp_kernel(orders_np, q, sigma, direction)
+  eager = functools.partial(_poisson_rdp_jit, orders=tuple(orders_np.tolist()),
+                            direction=direction)
+  return dispatch(lambda q, s: poisson_gaussian_rdp_kernel(orders_np, q, s, direction),
+                  (q, sigma), validate, eager=eager)
