@@ -229,7 +229,6 @@ def _init_violations(where=lambda name: True):
   return out
 
 
-@_IN_PARALLEL
 def test_is_concrete_outside_core_project():
   got = _is_concrete_outside_core()
   assert sum(got.values()) <= 2, got
@@ -278,7 +277,6 @@ def test_no_function_level_internal_imports_cut():
   assert _function_level_imports(_cut) == []
 
 
-@_IN_PARALLEL
 def test_package_inits_only_reexport_project():
   assert _init_violations() == {}
 
