@@ -24,7 +24,6 @@ def run():
 
   from jaxacct import allocation as al
   from jaxacct._core.conversion import rdp_to_epsilon
-  from jaxacct.allocation import add_rdp, bounds
   from random_allocation.comparisons.structs import PrivacyParams, SchemeConfig, Verbosity
   from random_allocation.random_allocation_scheme.direct import allocation_epsilon_direct
 
@@ -66,7 +65,7 @@ def run():
     for t in ts:   # one compiled kernel per t is not needed: t is traced
       r = al.allocation_remove_rdp(sigma=sig, num_steps=int(t), max_order=60)
       e_rem = rdp_to_epsilon(orders, r, delta).epsilon
-      e_add = bounds.direct_add_epsilon(sigma=sig, num_steps=int(t), delta=delta).epsilon
+      e_add = al.direct_add_epsilon(sigma=sig, num_steps=int(t), delta=delta).epsilon
       out.append(jnp.maximum(e_rem, e_add))
     return jnp.stack(out)
 
@@ -100,7 +99,7 @@ def run():
                   notes="power series, O(A^2 log t)"))
   # exact add-direction RDP (quadrature), one sigma, all DEFAULT_ORDERS
   from jaxacct._core.orders import DEFAULT_ORDERS
-  fa = timed(lambda: add_rdp.allocation_add_rdp(DEFAULT_ORDERS, sigma=1.0, num_steps=10**4),
+  fa = timed(lambda: al.allocation_add_rdp(DEFAULT_ORDERS, sigma=1.0, num_steps=10**4),
              repeats=2)
   rows.append(row(f"allocation add RDP (exact quadrature), {DEFAULT_ORDERS.size} orders", fa,
                   notes="4096 x 2048 trapezoid grid x 2 windows; no peer equivalent"))
@@ -113,7 +112,8 @@ def _recursive_rows():
   epsilon each, ours vs random-allocation 1.0.5's same bound (dp_accounting
   PLD, grid 1e-4, their fixed splits / decomposition bootstrap). Our PLD caches
   are cleared before every timed call (no cache hits in the steady state)."""
-  from jaxacct.allocation import bounds, recursive as rc
+  from jaxacct import allocation as al
+  from jaxacct.allocation import _recursive as rc   # its PLD caches, cleared per timed call
   from random_allocation.comparisons.structs import Direction, PrivacyParams, SchemeConfig
   from random_allocation.random_allocation_scheme.analytic import allocation_epsilon_analytic
   from random_allocation.random_allocation_scheme.recursive import allocation_epsilon_recursive
@@ -129,13 +129,13 @@ def _recursive_rows():
   for s, t in ((1.0, 10**4), (2.0, 10**6)):
     kw = dict(sigma=s, num_steps=t, delta=1e-10)
     p = PrivacyParams(sigma=s, num_steps=t, num_selected=1, num_epochs=1, delta=1e-10)
-    ours = timed(fresh(lambda: rc.truncated_poisson_epsilon(**kw).epsilon), repeats=1)
+    ours = timed(fresh(lambda: al.truncated_poisson_epsilon(**kw).epsilon), repeats=1)
     peer = timed_once(lambda: allocation_epsilon_analytic(p, SchemeConfig(), Direction.BOTH))
     rows.append(row(f"allocation truncated Poisson Thm 4.1: one eps (sigma={s:g}, t={t:.0e}, "
                     "delta=1e-10)", ours, "random-allocation 1.0.5 analytic", peer,
                     float(ours["value"]), float(peer["value"]),
                     "ours: sinh range, optimised split (3 PLD candidates); inf = vacuous"))
-    ours = timed(fresh(lambda: rc.recursive_epsilon(**kw).epsilon), repeats=1)
+    ours = timed(fresh(lambda: al.recursive_epsilon(**kw).epsilon), repeats=1)
     if t <= 10**4:
       peer = timed_once(lambda: allocation_epsilon_recursive(p, SchemeConfig(), Direction.BOTH))
       pname, pval, note = "random-allocation 1.0.5 recursive", float(peer["value"]), ""
@@ -146,7 +146,7 @@ def _recursive_rows():
                     "delta=1e-10)", ours, pname, peer, float(ours["value"]), pval,
                     "ours: allocation-PLD + Thm 4.9 bootstrap, 3 eps' candidates x 2 "
                     "directions. " + note))
-  ours = timed(lambda: bounds.decomposition_pld_epsilon(sigma=1.0, num_steps=10**4, delta=1e-8,
+  ours = timed(lambda: al.decomposition_pld_epsilon(sigma=1.0, num_steps=10**4, delta=1e-8,
                                                         num_epochs=10).epsilon, repeats=1)
   rows.append(row("allocation decomposition Thm 4.6 composed, E=10 (sigma=1, t=1e4, "
                   "delta=1e-8)", ours, ours_value=float(ours["value"]),

@@ -44,6 +44,7 @@ _LAZY = {  # public name -> (module, attribute); attribute None: the module
     "calibrate": ("jaxacct.calibrator", "calibrate"),
     "rdp_to_delta": ("jaxacct._core.conversion", "rdp_to_delta"),
     "rdp_to_epsilon": ("jaxacct._core.conversion", "rdp_to_epsilon"),
+    "compose_rdp": ("jaxacct._core.conversion", "compose_rdp"),
     "gaussian_delta": ("jaxacct._core.gaussian", "gaussian_delta"),
     "gaussian_epsilon": ("jaxacct._core.gaussian", "gaussian_epsilon"),
     "DEFAULT_INTEGER_ORDERS": ("jaxacct._core.orders", "DEFAULT_INTEGER_ORDERS"),
@@ -69,7 +70,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
   from jaxacct import (accounting, allocation, dpsgd, experimental, mechanisms, pld, plot,
                        poisson, risk, sampling, shuffle, tracking)
   from jaxacct._core.cache import enable_compilation_cache
-  from jaxacct._core.conversion import rdp_to_delta, rdp_to_epsilon
+  from jaxacct._core.conversion import compose_rdp, rdp_to_delta, rdp_to_epsilon
   from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
   from jaxacct._core.orders import DEFAULT_INTEGER_ORDERS, DEFAULT_ORDERS, integer_orders
   from jaxacct._core.progress import progress_disabled, set_progress
@@ -85,30 +86,6 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
 
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals())
-
-
-def compose_rdp(*events):
-  """Composes heterogeneous RDP events over a shared order grid.
-
-  Args:
-    *events: ``(rdp_curve, count)`` pairs (or bare curves, count 1); every
-      curve is evaluated on the same orders, shape ``(..., A)``.
-
-  Returns:
-    The summed curve ``sum(count * rdp)`` (RDP composes additively:
-    Mironov, arXiv:1702.07476v3, Prop. 1).
-  """
-  import jax.numpy as jnp
-  from jaxacct._core import checks
-  total = None
-  for ev in events:
-    curve, count = (ev if isinstance(ev, tuple) else (ev, 1))
-    checks.check_range("count", count, 0, float("inf"))
-    term = jnp.asarray(curve) * count
-    total = term if total is None else total + term
-  if total is None:
-    raise ValueError("compose_rdp needs at least one event; got none.")
-  return total
 
 
 __all__ = [

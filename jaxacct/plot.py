@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from jaxacct import dpsgd, risk
+
 __all__ = ["bounds", "epsilon", "tradeoff"]
 
 _LABELS = {"balls_in_bins": "balls-in-bins (tight allocation PLD)",
@@ -104,7 +106,6 @@ def epsilon(noise_multipliers, *, num_examples, batch_size, num_epochs, delta,
   Returns:
     The Axes (log-log; x "noise multiplier sigma", y "epsilon at delta=...").
   """
-  from jaxacct import dpsgd
   ax = _axes(ax)
   sig = np.sort(np.asarray(noise_multipliers, np.float64).ravel())
   for s in samplings:
@@ -122,7 +123,6 @@ def epsilon(noise_multipliers, *, num_examples, batch_size, num_epochs, delta,
 
 def _tradeoff_of(source, fpr, direction):
   """A :class:`jaxacct.risk.TradeOff` and a default label for ``source``."""
-  from jaxacct import risk
   if isinstance(source, risk.TradeOff):
     return source, "trade-off"
   if hasattr(source, "composed_plds"):             # a PLDAccountant

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.conversion import rdp_to_delta_kernel, rdp_to_epsilon_kernel
 from jaxacct._core.dtype import x64_boundary
@@ -53,8 +54,7 @@ def _query(quantity, value, *, q, sigma, num_steps, orders, method, conversion):
   given = "delta" if is_eps else "epsilon"
   cls = EpsilonResult if is_eps else DeltaResult
   if method == "pld":
-    from jaxacct import pld as _pld
-    front = _pld.poisson_gaussian_epsilon if is_eps else _pld.poisson_gaussian_delta
+    front = jpld.poisson_gaussian_epsilon if is_eps else jpld.poisson_gaussian_delta
     v = getattr(front(sigma=sigma, q=q, num_steps=num_steps, **{given: value}), quantity)
     return cls(**{quantity: v, given: value}, method="pld", bound="upper")
   orders_np = checks.check_orders(DEFAULT_ORDERS if orders is None else orders)

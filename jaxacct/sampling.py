@@ -29,7 +29,7 @@ and independently of earlier epochs
 ``BallsInBinsSampler(fresh_each_epoch=False)``  ``allocation.epsilon(...,
 (fixed bins: the k-subset is drawn once and    fresh_each_epoch=False)`` = one epoch at
 reused every epoch; jax_privacy 2.0's          sigma / sqrt(E)
-``BallsInBinsSampling(iterations=t*E,          (:mod:`jaxacct.allocation.fixed_bins`)
+``BallsInBinsSampling(iterations=t*E,          (``allocation.fixed_bins_pld_epsilon``)
 cycle_length=t)``)
 ``PoissonSampler``: every step each example    ``poisson.epsilon(q=q, num_steps=T)``,
 joins independently with probability q         ``tracking.PoissonAccountant``
@@ -93,6 +93,7 @@ from typing import Iterator, List, NamedTuple, Optional, Union
 
 import numpy as np
 
+from jaxacct import accounting, allocation, poisson, tracking
 from jaxacct._core import checks
 
 __all__ = ["Batch", "BallsInBinsSampler", "PoissonSampler", "capacity_for", "pad_size_for"]
@@ -383,7 +384,6 @@ class BallsInBinsSampler:
 
   def epsilon(self, *, sigma, delta, **kwargs):
     """``jaxacct.allocation.epsilon`` of the whole run (EpsilonResult; Bound: upper)."""
-    from jaxacct import allocation
     return allocation.epsilon(sigma=sigma, delta=delta, **self.accounting_kwargs(), **kwargs)
 
   def event(self, *, sigma):
@@ -392,11 +392,11 @@ class BallsInBinsSampler:
     Fresh draws: ``RandomAllocationDpEvent(sigma, steps_per_epoch=t, num_selected=k,
     num_epochs=E)``; fixed bins: the same event for one epoch at
     ``sigma / sqrt(E)`` (exactly the fixed-bin run, module
-    :mod:`jaxacct.allocation.fixed_bins`). Noise calibration:
+    :func:`jaxacct.allocation.fixed_bins_pld_epsilon`). Noise calibration:
     ``jaxacct.calibrate(lambda s: sampler.event(sigma=s), epsilon, delta,
     bracket=(0.01, 1e4))``.
     """
-    from jaxacct.accounting import events as ev   # dp_accounting loads with the events
+    ev = accounting.events   # lazy: dp_accounting loads with the events
     checks.check_positive("sigma", sigma)
     if self.fresh_each_epoch:
       return ev.RandomAllocationDpEvent(sigma=float(sigma), steps_per_epoch=self.t,
@@ -412,7 +412,6 @@ class BallsInBinsSampler:
     ``allocation.epsilon(..., num_epochs=e, fresh_each_epoch=False)`` for
     e = 0..E, which needs ``delta``.
     """
-    from jaxacct import allocation, tracking
     if self.fresh_each_epoch:
       return tracking.AllocationAccountant(sigma=sigma, num_steps=self.t,
                                            num_selected=self.k, methods=methods)
@@ -498,7 +497,6 @@ class PoissonSampler:
 
   def epsilon(self, *, sigma, delta, **kwargs):
     """``jaxacct.poisson.epsilon`` of the whole run (EpsilonResult; Bound: upper)."""
-    from jaxacct import poisson
     return poisson.epsilon(sigma=sigma, delta=delta, **self.accounting_kwargs(), **kwargs)
 
   def event(self, *, sigma):
@@ -506,7 +504,7 @@ class PoissonSampler:
     GaussianDpEvent(sigma)), T)`` (for the accountant and :func:`jaxacct.calibrate`:
     ``jaxacct.calibrate(lambda s: sampler.event(sigma=s), epsilon, delta,
     bracket=(0.01, 1e4))``)."""
-    from jaxacct.accounting import events as ev   # dp_accounting loads with the events
+    ev = accounting.events   # lazy: dp_accounting loads with the events
     checks.check_positive("sigma", sigma)
     step = ev.GaussianDpEvent(float(sigma))
     if self.q < 1:
@@ -523,7 +521,6 @@ class PoissonSampler:
     than the calibration target for the same sigma. ``kwargs`` go to
     :class:`jaxacct.tracking.PoissonAccountant` (``delta`` is unused).
     """
-    from jaxacct import tracking
     del delta
     kwargs.setdefault("pld_every", self.steps_per_epoch)
     return tracking.PoissonAccountant(q=self.q, sigma=sigma, **kwargs)

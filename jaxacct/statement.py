@@ -57,6 +57,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+import jaxacct
 from jaxacct._core import checks
 from jaxacct._core.gaussian import gaussian_epsilon
 
@@ -260,7 +261,8 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
   Bound: ``epsilon_upper`` upper, ``epsilon_lower`` lower (or None);
   comparison rows as labelled.
   """
-  from jaxacct import __version__, dpsgd   # here: jaxacct.dpsgd re-exports this module
+  # jaxacct.dpsgd re-exports this module: reached through the package at call time
+  dpsgd = jaxacct.dpsgd
 
   checks.check_choice("sampling", sampling, dpsgd.SAMPLINGS)
   checks.check_choice("neighbouring", neighbouring, NEIGHBOURINGS)
@@ -347,4 +349,4 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
       num_examples=int(sched.num_examples), batch_size=_plain(sched.batch_size),
       num_epochs=_plain(sched.num_epochs), sampling_rate=q, steps_per_epoch=spe,
       total_steps=T, divisor=_plain(sched.batch_size), comparison=(poisson, none),
-      assumptions=assumptions, version=__version__)
+      assumptions=assumptions, version=jaxacct.__version__)

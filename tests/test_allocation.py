@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 from jaxacct import allocation as al
-from jaxacct.allocation import add_rdp, bounds, monte_carlo, rdp
 
 FAST = ("rdp_direct", "rdp_add", "direct_add", "local")   # no peer PLD, no decomposition
 
@@ -147,12 +146,12 @@ def test_remove_rdp_from_moments_gaussian_equals_gaussian_kernel():
 def test_add_rdp_t1_is_gaussian_and_below_jensen_bound():
   a = np.array([1.5, 2.0, 3.0, 10.0, 64.0])
   for s in (0.3, 5.0):
-    r = np.asarray(add_rdp.allocation_add_rdp(a, sigma=s, num_steps=1))
+    r = np.asarray(al.allocation_add_rdp(a, sigma=s, num_steps=1))
     np.testing.assert_allclose(r, a / (2 * s**2), rtol=1e-10)
   # Thm 4.9's pointwise (Jensen) bound gives R <= (alpha-1)/(2 t sigma^2) + 1/(2 sigma^2)
   for t, s in [(2, 0.3), (10**6, 2.0)]:
-    r = np.asarray(add_rdp.allocation_add_rdp(a, sigma=s, num_steps=t))
-    up = np.asarray(rdp.allocation_add_rdp_upper(a, sigma=s, num_steps=t))
+    r = np.asarray(al.allocation_add_rdp(a, sigma=s, num_steps=t))
+    up = np.asarray(al.allocation_add_rdp_upper(a, sigma=s, num_steps=t))
     assert np.all(r <= up * (1 + 1e-10)), (t, s)
     assert np.all(np.isfinite(r)) and np.all(r > 0)
 
@@ -167,10 +166,10 @@ def test_add_rdp_t2_matches_scipy_dblquad_and_digest():
                                 + np.exp((2 * s * y - 1) / (2 * s * s))))**(1 - a))
     val, err = integrate.dblquad(f, -12, 12, -12, 12, epsabs=1e-13, epsrel=1e-12)
     ref = np.log(val) / (a - 1)
-    ours = float(add_rdp.allocation_add_rdp([a], sigma=s, num_steps=2)[0])
+    ours = float(al.allocation_add_rdp([a], sigma=s, num_steps=2)[0])
     np.testing.assert_allclose(ours, ref, rtol=1e-8)
   # digest Sec. 3.10: exact add R_2 at t = 2, sigma = 1 is 0.5690 (quadrature and MC)
-  ours = float(add_rdp.allocation_add_rdp([2.0], sigma=1.0, num_steps=2)[0])
+  ours = float(al.allocation_add_rdp([2.0], sigma=1.0, num_steps=2)[0])
   assert abs(ours - 0.5690) < 5e-5
 
 
@@ -178,8 +177,8 @@ def test_add_rdp_t2_matches_scipy_dblquad_and_digest():
 def test_add_rdp_grid_converged_in_hard_regimes():
   a = np.array([1.2, 2.0, 8.0, 64.0, 256.0])
   for t, s in [(2, 0.3), (10, 0.2), (10**6, 0.2), (10**7, 10.0), (10, 100.0)]:
-    r = np.asarray(add_rdp.allocation_add_rdp(a, sigma=s, num_steps=t))
-    fine = np.asarray(add_rdp.allocation_add_rdp(a, sigma=s, num_steps=t,
+    r = np.asarray(al.allocation_add_rdp(a, sigma=s, num_steps=t))
+    fine = np.asarray(al.allocation_add_rdp(a, sigma=s, num_steps=t,
                                                  num_outer=16384, num_inner=4096))
     np.testing.assert_allclose(r, fine, rtol=1e-8, err_msg=f"{t},{s}")
 
@@ -192,7 +191,7 @@ def test_add_rdp_matches_monte_carlo_moment():
   for a in (2.0, 3.0):
     x = S**(1 - a)
     ref, se = np.mean(x), np.std(x) / np.sqrt(n)
-    ours = float(add_rdp.allocation_add_rdp([a], sigma=s, num_steps=t)[0])
+    ours = float(al.allocation_add_rdp([a], sigma=s, num_steps=t)[0])
     assert abs(np.exp((a - 1) * ours) - ref) < 4 * se
 
 
@@ -261,7 +260,7 @@ def test_direct_bounds_equal_random_allocation_same_alpha_grid(s, t, k, E):
   # (digest pitfall 2), so ours = theirs + (m - 1) shift (their Gaussian root
   # finder has epsilon tolerance 1e-3).
   ref_add = ra_direct.allocation_epsilon_direct_add(p, c)
-  ours_add = float(bounds.direct_add_epsilon(sigma=s, num_steps=t, delta=delta,
+  ours_add = float(al.direct_add_epsilon(sigma=s, num_steps=t, delta=delta,
                                              num_selected=k, num_epochs=E).epsilon)
   tr, m = t // k, k * E
   assert abs(ours_add - (ref_add + (m - 1) * (1 - 1 / tr) / (2 * s * s))) < 2e-3
@@ -318,15 +317,15 @@ def test_decomposition_factor_e_over_e_minus_1():
   # digest Sec. 2.7 [checked]: gamma(t) for lambda = 1/t
   for t, g in [(10, 1.53534), (100, 1.577368), (1000, 1.581516), (10**4, 1.581931),
                (10**6, 1.581976)]:
-    assert abs(bounds.decomposition_gamma(t) - g) < 1e-5
-  assert abs(bounds.decomposition_gamma(10**7) - math.e / (math.e - 1)) < 1e-6
+    assert abs(al.decomposition_gamma(t) - g) < 1e-5
+  assert abs(al.decomposition_gamma(10**7) - math.e / (math.e - 1)) < 1e-6
 
 
 def test_decomposition_within_gamma_of_poisson_and_vs_direct():
   from jaxacct import poisson
   t, s, delta = 1000, 1.0, 1e-10
-  g = bounds.decomposition_gamma(t)
-  e_dec = float(bounds.decomposition_epsilon(sigma=s, num_steps=t, delta=delta,
+  g = al.decomposition_gamma(t)
+  e_dec = float(al.decomposition_epsilon(sigma=s, num_steps=t, delta=delta,
                                              direction="remove").epsilon)
   e_p = float(poisson.epsilon(q=1 / t, sigma=s, num_steps=t, delta=delta / g).epsilon)
   # Thm 4.6: eps_A = log(1 + gamma (e^{eps_P} - 1)) <= gamma eps_P e^{eps_P}
@@ -335,9 +334,9 @@ def test_decomposition_within_gamma_of_poisson_and_vs_direct():
   # digest Fig 2 row (t=1000, sigma=1): decomposition over a Poisson PLD
   # gave 0.8007; ours (Poisson RDP profile) is valid but looser. Never below
   # the provable lower bound:
-  lb = float(monte_carlo.delta_lower_bound(sigma=s, num_steps=t, epsilon=e_dec))
+  lb = float(al.delta_lower_bound(sigma=s, num_steps=t, epsilon=e_dec))
   assert e_dec >= 0.8007 and lb <= delta
-  d_dec = float(bounds.decomposition_delta(sigma=s, num_steps=t, epsilon=e_dec,
+  d_dec = float(al.decomposition_delta(sigma=s, num_steps=t, epsilon=e_dec,
                                            direction="remove").delta)
   assert d_dec <= delta * (1 + 1e-6)
 
@@ -374,7 +373,7 @@ def _upper_deltas(s, t, E, eps, direction):
                                 max_order=64)
   d = np.array([float(rdp_to_delta(orders, r, float(e)).delta) for e in eps])
   if direction == "add":
-    d = np.minimum(d, np.asarray(bounds.direct_add_delta(sigma=s, num_steps=t, epsilon=eps,
+    d = np.minimum(d, np.asarray(al.direct_add_delta(sigma=s, num_steps=t, epsilon=eps,
                                                          num_epochs=E).delta))
   return d
 
@@ -385,7 +384,7 @@ def test_upper_bounds_above_monte_carlo_and_lower_bound(t, s, E):
   eps = np.array([0.25, 0.5, 1.0, 1.5])
   if True:
     for d in ("remove", "add"):
-      mc = monte_carlo.delta_monte_carlo(sigma=s, num_steps=t, epsilon=eps, num_epochs=E,
+      mc = al.delta_monte_carlo(sigma=s, num_steps=t, epsilon=eps, num_epochs=E,
                                          direction=d, num_samples=100_000, seed=3)
       up = _upper_deltas(s, t, E, eps, d)
       assert np.all(up >= mc.lower), (t, s, E, d, up, mc)
@@ -394,7 +393,7 @@ def test_upper_bounds_above_monte_carlo_and_lower_bound(t, s, E):
                     methods=("rdp_direct", "rdp_add", "direct_add"), max_order=64).delta
       assert mc.lower[1] <= fd <= up[1] * (1 + 1e-9)
       if d == "remove":
-        lb = np.asarray(monte_carlo.delta_lower_bound(sigma=s, num_steps=t, epsilon=eps,
+        lb = np.asarray(al.delta_lower_bound(sigma=s, num_steps=t, epsilon=eps,
                                                       num_epochs=E))
         assert np.all(lb <= mc.upper) and np.all(lb > 0) and np.all(lb <= up)
 
@@ -403,7 +402,7 @@ def test_monte_carlo_estimate_is_close_to_exact_t1():
   # t = 1: the Gaussian itself; exact profile from jaxacct._core.gaussian
   from jaxacct._core.gaussian import gaussian_delta
   eps = np.array([0.0, 0.5, 1.0])
-  mc = monte_carlo.delta_monte_carlo(sigma=1.0, num_steps=1, epsilon=eps, num_samples=200_000)
+  mc = al.delta_monte_carlo(sigma=1.0, num_steps=1, epsilon=eps, num_samples=200_000)
   ex = np.asarray(gaussian_delta(1.0, eps).delta)
   assert np.all(mc.lower <= ex) and np.all(ex <= mc.upper)
   assert mc.bound == "estimate"
@@ -416,24 +415,24 @@ def test_jit_vmap_agree_with_eager(x64):
   ts = jnp.array([10, 1000, 10**6])
   eager = np.stack([np.asarray(al.allocation_remove_rdp(sigma=float(s), num_steps=int(t),
                                                         max_order=16)) for s, t in zip(sig, ts)])
-  jitted = jax.jit(lambda s, t: rdp.allocation_gaussian_rdp_kernel(s, t, 16))(sig, ts)
-  vm = jax.vmap(lambda s, t: rdp.allocation_gaussian_rdp_kernel(s, t, 16))(sig, ts)
+  jitted = jax.jit(lambda s, t: al.allocation_gaussian_rdp_kernel(s, t, 16))(sig, ts)
+  vm = jax.vmap(lambda s, t: al.allocation_gaussian_rdp_kernel(s, t, 16))(sig, ts)
   np.testing.assert_allclose(jitted, eager, rtol=1e-13)
   np.testing.assert_allclose(vm, eager, rtol=1e-13)
   a = jnp.array([2.0, 5.0])
-  ea = np.stack([np.asarray(add_rdp.allocation_add_rdp(a, sigma=float(s), num_steps=int(t),
+  ea = np.stack([np.asarray(al.allocation_add_rdp(a, sigma=float(s), num_steps=int(t),
                                                        num_outer=256, num_inner=256))
                  for s, t in zip(sig, ts)])
-  va = jax.jit(jax.vmap(lambda s, t: add_rdp.allocation_add_rdp_kernel(s, t, a, 256, 256)))(
+  va = jax.jit(jax.vmap(lambda s, t: al.allocation_add_rdp_kernel(s, t, a, 256, 256)))(
       sig, ts.astype(jnp.float64))
   np.testing.assert_allclose(va, ea, rtol=1e-12)
 
 
 def test_nan_policy_under_jit(x64):
-  out = jax.jit(lambda s, t: rdp.allocation_gaussian_rdp_kernel(s, t, 4))(
+  out = jax.jit(lambda s, t: al.allocation_gaussian_rdp_kernel(s, t, 4))(
       jnp.array([1.0, -1.0, 1.0]), jnp.array([10, 10, 0]))
   assert np.all(np.isfinite(out[0])) and np.all(np.isnan(out[1])) and np.all(np.isnan(out[2]))
-  out = jax.jit(lambda s: add_rdp.allocation_add_rdp_kernel(s, 10.0, jnp.array([0.5, 2.0]),
+  out = jax.jit(lambda s: al.allocation_add_rdp_kernel(s, 10.0, jnp.array([0.5, 2.0]),
                                                              256, 256))(jnp.array([1.0, -1.0]))
   assert np.isnan(out[0, 0]) and np.isfinite(out[0, 1]) and np.all(np.isnan(out[1]))
 
@@ -455,11 +454,11 @@ def test_bad_input_kernels_raise():
   with pytest.raises(ValueError, match="max_order"):
     al.allocation_remove_rdp(sigma=1.0, num_steps=10, max_order=1)
   with pytest.raises(ValueError, match="orders"):
-    add_rdp.allocation_add_rdp([1.0, 2.0], sigma=1.0, num_steps=10)
+    al.allocation_add_rdp([1.0, 2.0], sigma=1.0, num_steps=10)
   with pytest.raises(ValueError, match="log_moments"):
     al.allocation_remove_rdp_from_moments(np.array([0.0, 0.1, 1.0]), num_steps=3)
   with pytest.raises(ValueError, match="confidence"):
-    monte_carlo.delta_monte_carlo(sigma=1.0, num_steps=3, epsilon=1.0, confidence=1.0)
+    al.delta_monte_carlo(sigma=1.0, num_steps=3, epsilon=1.0, confidence=1.0)
   with pytest.raises(ValueError, match="epsilon"):
     al.delta(sigma=1.0, num_steps=10, epsilon=np.nan)
 
@@ -469,9 +468,9 @@ def test_decomposition_pld_matches_digest_fig2():
   # digest Sec. 5.3, Fig 2 (authors' code v1.0.4 + dp_accounting PLD, disc.
   # 1e-4): decomposition "both" 0.8007 (t=1000, sigma=1), 1.601 (t=100, sigma=1.2)
   for t, s, v in [(1000, 1.0, 0.8007), (100, 1.2, 1.601)]:
-    e = bounds.decomposition_pld_epsilon(sigma=s, num_steps=t, delta=1e-10).epsilon
+    e = al.decomposition_pld_epsilon(sigma=s, num_steps=t, delta=1e-10).epsilon
     assert abs(e - v) < 2e-3, (t, s, e)
-    assert e <= bounds.decomposition_epsilon(sigma=s, num_steps=t, delta=1e-10).epsilon
+    assert e <= al.decomposition_epsilon(sigma=s, num_steps=t, delta=1e-10).epsilon
 
 
 def test_rdp_doors_are_one_jit_each_and_new_values_compile_nothing(compile_counter):
@@ -480,13 +479,13 @@ def test_rdp_doors_are_one_jit_each_and_new_values_compile_nothing(compile_count
   # eager conversions; a new value in the same shape compiles nothing
   lm = np.arange(9) * (np.arange(9) - 1) / 2.0
   with compile_counter as c:
-    r1 = rdp.allocation_add_rdp_upper([2.0, 3.5], sigma=1.0, num_steps=10)
-    rdp.allocation_remove_rdp_from_moments(lm, num_steps=50)
-    rdp.allocation_remove_rdp(sigma=1.0, num_steps=10, max_order=8)
+    r1 = al.allocation_add_rdp_upper([2.0, 3.5], sigma=1.0, num_steps=10)
+    al.allocation_remove_rdp_from_moments(lm, num_steps=50)
+    al.allocation_remove_rdp(sigma=1.0, num_steps=10, max_order=8)
   assert c.count <= 3
   np.testing.assert_allclose(r1, [2.0 / 20 + 0.9 / 2, 3.5 / 20 + 0.9 / 2], rtol=1e-15)
   with compile_counter as c:
-    rdp.allocation_add_rdp_upper([2.0, 3.5], sigma=0.7, num_steps=1000)
-    rdp.allocation_remove_rdp_from_moments(lm * 1.5, num_steps=7)
-    rdp.allocation_remove_rdp(sigma=2.5, num_steps=100_000, max_order=8)
+    al.allocation_add_rdp_upper([2.0, 3.5], sigma=0.7, num_steps=1000)
+    al.allocation_remove_rdp_from_moments(lm * 1.5, num_steps=7)
+    al.allocation_remove_rdp(sigma=2.5, num_steps=100_000, max_order=8)
   assert c.count == 0

@@ -2,7 +2,7 @@
 
 Oracles: exact Gaussian profile (t = 1, jaxacct._core.gaussian), numerical
 integration with scipy (t = 2), the exact partition/power-series Renyi moments
-(jaxacct.allocation.rdp), the regression values of the digest
+(jaxacct.allocation.allocation_remove_rdp), the regression values of the digest
 /work/shared/digests/feldman-shenfeld-allocation-pld.md Sec. 5 (package
 PLD_accounting 2.0 brackets and the independent t = 2 quadrature), and
 PLD_accounting 2.0 called live (slow).
@@ -21,7 +21,7 @@ from scipy import integrate, stats
 
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 from jaxacct.allocation import pld
-from jaxacct.allocation.rdp import allocation_remove_rdp
+from jaxacct.allocation import allocation_remove_rdp
 
 N = 512  # grid size for the default tests (the default is 1024)
 

@@ -19,7 +19,6 @@ from numpy.polynomial.hermite_e import hermegauss
 from scipy.stats import norm
 
 from jaxacct import allocation as al, pld
-from jaxacct.allocation import bounds, monte_carlo, recursive as rc
 from jaxacct.allocation import pld as apld
 
 warnings.filterwarnings("ignore", message=".*optimal Renyi order.*")
@@ -84,13 +83,13 @@ def test_azuma_gaussian_with_delta0_monte_carlo():
   rng = np.random.default_rng(1)
   t, n, sigma = 30, 200_000, 2.0
   delta0 = 1e-3
-  eps0 = float(bounds.local_epsilon(sigma=sigma, delta=delta0).epsilon)
+  eps0 = float(al.local_epsilon(sigma=sigma, delta=delta0).epsilon)
   z = rng.standard_normal((n, t)) * sigma
   LQ = np.exp((2 * z - 1) / (2 * sigma**2))
   LA = LQ.copy()
   pos = rng.integers(0, t, n)
   LA[np.arange(n), pos] = np.exp((2 * (z[np.arange(n), pos] + 1) - 1) / (2 * sigma**2))
-  eta = rc.truncated_poisson_rate(sigma=sigma, num_steps=t, delta0=delta0,
+  eta = al.truncated_poisson_rate(sigma=sigma, num_steps=t, delta0=delta0,
                                   delta_tail=0.05)
   gamma = 1 - 1 / (t * float(eta))
   for L in (LQ, LA):
@@ -131,7 +130,7 @@ def test_convex_order_of_decomposition_pair():
 def _authors_rate(sigma, t, delta, azuma):
   """The authors' split through the public rate: 0.99 delta to t delta0 and
   0.005 delta to the tail (random-allocation 1.0.5's fixed split)."""
-  return float(rc.truncated_poisson_rate(sigma=sigma, num_steps=t, delta0=0.99 * delta / t,
+  return float(al.truncated_poisson_rate(sigma=sigma, num_steps=t, delta0=0.99 * delta / t,
                                          delta_tail=0.005 * delta, azuma=azuma))
 
 
@@ -151,21 +150,21 @@ def test_truncated_rate_matches_authors_and_digest():
     assert ours == pytest.approx(theirs, rel=2e-2)
     # the optimized split (best theta on a grid) with the sinh bound is no worse
     rest = 0.995 * d
-    sinh_opt = rc.truncated_poisson_rate(sigma=s, num_steps=t, delta0=theta * rest / t,
+    sinh_opt = al.truncated_poisson_rate(sigma=s, num_steps=t, delta0=theta * rest / t,
                                          delta_tail=(1.0 - theta) * rest, azuma="sinh")
     assert np.min(sinh_opt) <= ours
 
 
 def test_truncated_vacuous_and_rate():
   # digest Sec 5.3: sigma=1, t=1e6, delta=1e-10 -> gamma = 1 (vacuous): +inf
-  assert rc.truncated_poisson_epsilon(sigma=1.0, num_steps=10**6, delta=1e-10).epsilon == math.inf
-  assert rc.truncated_poisson_epsilon(sigma=1.0, num_steps=10**6, delta=1e-10,
+  assert al.truncated_poisson_epsilon(sigma=1.0, num_steps=10**6, delta=1e-10).epsilon == math.inf
+  assert al.truncated_poisson_epsilon(sigma=1.0, num_steps=10**6, delta=1e-10,
                                       azuma="cosh", split="authors").epsilon == math.inf
-  e = rc.truncated_poisson_rate(sigma=1.0, num_steps=100, delta0=[1e-12, 0.3],
+  e = al.truncated_poisson_rate(sigma=1.0, num_steps=100, delta0=[1e-12, 0.3],
                                 delta_tail=0.3)
   assert e[0] == np.inf and 1 / 100 < e[1] < 1
   # eta decreases with sigma and is never below 1/t
-  etas = [float(rc.truncated_poisson_rate(sigma=s, num_steps=10**6, delta0=1e-16,
+  etas = [float(al.truncated_poisson_rate(sigma=s, num_steps=10**6, delta0=1e-16,
                                           delta_tail=1e-12)) for s in (2.0, 4.0, 8.0)]
   assert etas[0] > etas[1] > etas[2] >= 1e-6
 
@@ -177,13 +176,13 @@ def test_truncated_poisson_fig1_sigma2():
   PLD) with their split and cosh is <= theirs; our optimised split is <= that;
   both >= the tight allocation PLD lower bound and the Chua lower bound."""
   kw = dict(sigma=2.0, num_steps=10**6, delta=1e-10)
-  auth = rc.truncated_poisson_epsilon(**kw, azuma="cosh", split="authors").epsilon
-  opt = rc.truncated_poisson_epsilon(**kw).epsilon
+  auth = al.truncated_poisson_epsilon(**kw, azuma="cosh", split="authors").epsilon
+  opt = al.truncated_poisson_epsilon(**kw).epsilon
   assert auth <= 0.044 * 1.001
   assert opt <= auth
   lower = float(apld.allocation_pld_epsilon(**kw).lower)
   assert opt >= lower
-  assert float(monte_carlo.delta_lower_bound(sigma=2.0, num_steps=10**6, epsilon=opt)) <= 1e-10
+  assert float(al.delta_lower_bound(sigma=2.0, num_steps=10**6, epsilon=opt)) <= 1e-10
 
 
 # ------------------------------------------------------------- recursive
@@ -192,24 +191,24 @@ def test_recursive_fig2_t100():
   """Fig 2 (t=100, sigma=2.5, delta=1e-10): authors' recursive 0.5738 (digest
   5.3). Ours (allocation-PLD bootstrap, optimised eps') <= it, >= the
   Chua lower bound (digest value and ours)."""
-  e = rc.recursive_epsilon(sigma=2.5, num_steps=100, delta=1e-10, tail_fractions=(0.1,)).epsilon
+  e = al.recursive_epsilon(sigma=2.5, num_steps=100, delta=1e-10, tail_fractions=(0.1,)).epsilon
   assert e <= 0.5738
   assert e >= 0.1003       # digest 5.3 Chua lower bound (tight PLD lower: slow tests)
-  assert float(monte_carlo.delta_lower_bound(sigma=2.5, num_steps=100, epsilon=e)) <= 1e-10
+  assert float(al.delta_lower_bound(sigma=2.5, num_steps=100, epsilon=e)) <= 1e-10
 
 
 def test_recursive_tail_and_bootstrap():
   ep = np.array([0.05, 0.2, 1.0])
-  t_pld = rc.recursive_tail(sigma=1.0, num_steps=100, eps_prime=ep, bootstrap=("pld",))
-  t_dir = rc.recursive_tail(sigma=1.0, num_steps=100, eps_prime=ep, bootstrap=("direct",))
-  t_both = rc.recursive_tail(sigma=1.0, num_steps=100, eps_prime=ep)
+  t_pld = al.recursive_tail(sigma=1.0, num_steps=100, eps_prime=ep, bootstrap=("pld",))
+  t_dir = al.recursive_tail(sigma=1.0, num_steps=100, eps_prime=ep, bootstrap=("direct",))
+  t_both = al.recursive_tail(sigma=1.0, num_steps=100, eps_prime=ep)
   assert np.all(t_both <= np.minimum(t_pld, t_dir) * (1 + 1e-12))
   assert np.all(t_pld <= t_dir)     # the tight PLD beats Thm 4.9 here
   # add factor = tau e^{2 eps'} = remove factor * e^{2 eps'}
-  t_add = rc.recursive_tail(sigma=1.0, num_steps=100, eps_prime=ep, direction="add")
+  t_add = al.recursive_tail(sigma=1.0, num_steps=100, eps_prime=ep, direction="add")
   np.testing.assert_allclose(t_add, t_both * np.exp(2 * ep), rtol=1e-12)
   # m rounds: linear in m
-  t2 = rc.recursive_tail(sigma=1.0, num_steps=200, eps_prime=ep, num_selected=2, num_epochs=3)
+  t2 = al.recursive_tail(sigma=1.0, num_steps=200, eps_prime=ep, num_selected=2, num_epochs=3)
   np.testing.assert_allclose(t2, 6 * t_both, rtol=1e-12)
 
 
@@ -219,10 +218,10 @@ def test_decomposition_mapped_pld_equals_formula_m1():
   """At m = 1 the mapped (P+, Q) PLD reproduces Thm 4.6 (formula on the same
   Poisson PLD) to grid accuracy, both directions (digest Fig 2 t=100,
   sigma=0.8: decomposition 4.5313)."""
-  rem, add, nu = bounds.decomposition_round_plds(sigma=0.8, num_steps=100)
+  rem, add, nu = al.decomposition_round_plds(sigma=0.8, num_steps=100)
   assert 0.0 <= nu <= 1e-40   # clipped negative mass: rounding only (5.9e-56 measured)
   for d, round_pld in (("remove", rem), ("add", add)):
-    ref = bounds.decomposition_pld_epsilon(sigma=0.8, num_steps=100, delta=1e-10,
+    ref = al.decomposition_pld_epsilon(sigma=0.8, num_steps=100, delta=1e-10,
                                            direction=d).epsilon
     # one round of the mapped pair, read directly (the composed path at m = 1)
     mine = float(pld.epsilon(round_pld, 1e-10))
@@ -237,10 +236,10 @@ def test_decomposition_composed_epochs():
   >= the allocation PLD lower bound of the same reduced object and <= the
   local (no amplification) bound."""
   kw = dict(sigma=1.0, num_steps=100, delta=1e-8, num_selected=2, num_epochs=2)
-  e = bounds.decomposition_pld_epsilon(**kw).epsilon
+  e = al.decomposition_pld_epsilon(**kw).epsilon
   b = apld.allocation_pld_epsilon(**kw)
   assert float(b.lower) <= e
-  assert e < float(bounds.local_epsilon(sigma=1.0, delta=1e-8, num_selected=2,
+  assert e < float(al.local_epsilon(sigma=1.0, delta=1e-8, num_selected=2,
                                         num_epochs=2).epsilon)
   assert e <= 1.6 * float(b.upper) + 0.05
 
@@ -249,21 +248,21 @@ def test_decomposition_composed_epochs():
 
 def test_bad_input():
   with pytest.raises(ValueError, match="sigma"):
-    rc.truncated_poisson_epsilon(sigma=-1.0, num_steps=100, delta=1e-5)
+    al.truncated_poisson_epsilon(sigma=-1.0, num_steps=100, delta=1e-5)
   with pytest.raises(ValueError, match="delta"):
-    rc.recursive_epsilon(sigma=1.0, num_steps=100, delta=1.5)
+    al.recursive_epsilon(sigma=1.0, num_steps=100, delta=1.5)
   with pytest.raises(ValueError, match="num_selected"):
-    rc.recursive_epsilon(sigma=1.0, num_steps=10, delta=1e-5, num_selected=11)
+    al.recursive_epsilon(sigma=1.0, num_steps=10, delta=1e-5, num_selected=11)
   with pytest.raises(ValueError, match="azuma"):
-    rc.truncated_poisson_epsilon(sigma=1.0, num_steps=100, delta=1e-5, azuma="tanh")
+    al.truncated_poisson_epsilon(sigma=1.0, num_steps=100, delta=1e-5, azuma="tanh")
   with pytest.raises(ValueError, match="bootstrap"):
-    rc.recursive_tail(sigma=1.0, num_steps=100, eps_prime=0.1, bootstrap=("magic",))
+    al.recursive_tail(sigma=1.0, num_steps=100, eps_prime=0.1, bootstrap=("magic",))
   with pytest.raises(ValueError, match="direction"):
-    rc.recursive_epsilon(sigma=1.0, num_steps=100, delta=1e-5, direction="up")
+    al.recursive_epsilon(sigma=1.0, num_steps=100, delta=1e-5, direction="up")
   with pytest.raises(ValueError, match="sigma"):
-    rc.recursive_epsilon(sigma=np.ones(2), num_steps=100, delta=1e-5)
+    al.recursive_epsilon(sigma=np.ones(2), num_steps=100, delta=1e-5)
   with pytest.raises(ValueError, match="num_steps"):
-    bounds.decomposition_pld_epsilon(sigma=1.0, num_steps=3, delta=1e-5, num_selected=2)
+    al.decomposition_pld_epsilon(sigma=1.0, num_steps=3, delta=1e-5, num_selected=2)
   with pytest.raises(ValueError, match="methods"):
     al.epsilon(sigma=1.0, num_steps=100, delta=1e-5, methods=("recursivee",))
 
@@ -275,20 +274,20 @@ def test_bad_input():
                                             (1000, 1.0, 1.0673)])
 def test_recursive_fig2_digest(t, sigma, theirs):
   """Digest 5.3 Fig 2 recursive column (authors' code): ours <= theirs, >= PLD lower."""
-  e = rc.recursive_epsilon(sigma=sigma, num_steps=t, delta=1e-10).epsilon
+  e = al.recursive_epsilon(sigma=sigma, num_steps=t, delta=1e-10).epsilon
   assert e <= theirs
   assert e >= float(apld.allocation_pld_epsilon(sigma=sigma, num_steps=t, delta=1e-10).lower)
-  assert float(monte_carlo.delta_lower_bound(sigma=sigma, num_steps=t, epsilon=e)) <= 1e-10
+  assert float(al.delta_lower_bound(sigma=sigma, num_steps=t, epsilon=e)) <= 1e-10
 
 
 @pytest.mark.slow
 def test_recursive_delta_consistent():
   """recursive_delta at the recursive epsilon (+5%) is ~delta (one eps' candidate)."""
-  e = rc.recursive_epsilon(sigma=2.5, num_steps=100, delta=1e-10, tail_fractions=(0.1,)).epsilon
-  d = rc.recursive_delta(sigma=2.5, num_steps=100, epsilon=e * 1.05, direction="remove",
+  e = al.recursive_epsilon(sigma=2.5, num_steps=100, delta=1e-10, tail_fractions=(0.1,)).epsilon
+  d = al.recursive_delta(sigma=2.5, num_steps=100, epsilon=e * 1.05, direction="remove",
                          eps_prime=[0.3]).delta
   assert d <= 1e-8
-  assert rc.recursive_delta(sigma=2.5, num_steps=100, epsilon=e * 0.5).delta > 1e-10
+  assert al.recursive_delta(sigma=2.5, num_steps=100, epsilon=e * 0.5).delta > 1e-10
 
 
 @pytest.mark.slow
@@ -301,7 +300,7 @@ def test_recursive_vs_authors_live():
   theirs = allocation_epsilon_recursive(PrivacyParams(sigma=2.0, num_steps=1000, num_selected=1,
                                                       num_epochs=1, delta=1e-10),
                                         SchemeConfig(), Direction.BOTH)
-  ours = rc.recursive_epsilon(sigma=2.0, num_steps=1000, delta=1e-10).epsilon
+  ours = al.recursive_epsilon(sigma=2.0, num_steps=1000, delta=1e-10).epsilon
   assert ours <= theirs
 
 
@@ -310,7 +309,7 @@ def test_fig5_k10_and_front_door():
   """Fig 5 (k=10, t=1e6, delta=1e-10): authors' analytic 0.2535 (sigma=2) and
   0.1717 (sigma=4) (digest 5.3); ours <= theirs. Front door names the winner."""
   for s, theirs in ((2.0, 0.2535), (4.0, 0.1717)):
-    e = rc.truncated_poisson_epsilon(sigma=s, num_steps=10**6, delta=1e-10,
+    e = al.truncated_poisson_epsilon(sigma=s, num_steps=10**6, delta=1e-10,
                                      num_selected=10).epsilon
     assert e <= theirs
   r = al.epsilon(sigma=2.0, num_steps=1000, delta=1e-10,
@@ -323,7 +322,7 @@ def test_fig5_k10_and_front_door():
 def test_decomposition_fig7_epochs():
   """Fig 7 (sigma=1, delta=1e-8, t=1e4, E=10): composed decomposition beats the
   direct RDP (digest 5.3: 0.8878) and stays above the PLD lower bound."""
-  e = bounds.decomposition_pld_epsilon(sigma=1.0, num_steps=10**4, delta=1e-8,
+  e = al.decomposition_pld_epsilon(sigma=1.0, num_steps=10**4, delta=1e-8,
                                        num_epochs=10).epsilon
   assert e < 0.8878
   lo = float(apld.allocation_pld_epsilon(sigma=1.0, num_steps=10**4, delta=1e-8,
@@ -339,10 +338,10 @@ def test_front_door_delta_new_methods():
   delta=1e-10 means delta(0.044) <= 1e-10 for theirs, so ours too)."""
   r = al.delta(sigma=2.0, num_steps=1000, epsilon=0.15,
                methods=("rdp_direct", "direct_add", "local", "recursive", "truncated_poisson"))
-  lb = float(monte_carlo.delta_lower_bound(sigma=2.0, num_steps=1000, epsilon=0.15))
+  lb = float(al.delta_lower_bound(sigma=2.0, num_steps=1000, epsilon=0.15))
   for d in ("remove",):
     for v in r.details[d].values():
       assert v >= lb
   assert "recursive" in r.method
-  d = rc.truncated_poisson_delta(sigma=2.0, num_steps=10**6, epsilon=0.044).delta
+  d = al.truncated_poisson_delta(sigma=2.0, num_steps=10**6, epsilon=0.044).delta
   assert d <= 1e-10

@@ -33,10 +33,9 @@ import jaxacct
 
 MODULES = (
     "jaxacct", "jaxacct.mechanisms", "jaxacct.poisson", "jaxacct.pld",
-    "jaxacct.allocation", "jaxacct.allocation.bounds",
-    "jaxacct.allocation.recursive", "jaxacct.allocation.pld",
+    "jaxacct.allocation", "jaxacct.allocation.pld",
     "jaxacct.shuffle", "jaxacct.shuffle.bounds", "jaxacct.tracking", "jaxacct.experimental",
-    "jaxacct.dpsgd", "jaxacct.sampling", "jaxacct.allocation.fixed_bins",
+    "jaxacct.dpsgd", "jaxacct.sampling",
     "jaxacct.accounting",
 )
 
@@ -83,8 +82,10 @@ EXEMPT = {
     "jaxacct.accounting.TradeOff": "result container",
     "jaxacct.accounting.GDPResult": "result container",
     "jaxacct.sampling.Batch": "data container (index batch and mask)",
-    "jaxacct.allocation.bounds.split_rounds": "arithmetic (t', m) on inputs that "
-                                              "check_scheme validated",
+    "jaxacct.allocation.allocation_gaussian_rdp_kernel": "jittable kernel (traced inputs); "
+                                                         "allocation_remove_rdp validates",
+    "jaxacct.allocation.allocation_add_rdp_kernel": "jittable kernel (traced inputs); "
+                                                    "allocation_add_rdp validates",
 }
 
 _ORD = np.array([2.0, 3.0, 4.5])
@@ -197,35 +198,42 @@ BASE = {
         log_moments=np.zeros((1, 4)), num_steps=10),
     "jaxacct.allocation.allocation_add_rdp_upper": dict(orders=_ORD, sigma=1.0,
                                                         num_steps=10),
-    "jaxacct.allocation.bounds.check_scheme": dict(sigma=1.0, num_steps=10,
+    "jaxacct.allocation.check_scheme": dict(sigma=1.0, num_steps=10,
                                                    num_selected=1, num_epochs=1),
-    "jaxacct.allocation.bounds.decomposition_gamma": dict(num_steps=10),
-    "jaxacct.allocation.bounds.decomposition_delta": dict(
+    "jaxacct.allocation.decomposition_gamma": dict(num_steps=10),
+    "jaxacct.allocation.decomposition_delta": dict(
         sigma=1.0, num_steps=10, epsilon=1.0, orders=_ORD),
-    "jaxacct.allocation.bounds.decomposition_epsilon": dict(
+    "jaxacct.allocation.decomposition_epsilon": dict(
         sigma=1.0, num_steps=10, delta=1e-5, orders=_ORD),
-    "jaxacct.allocation.bounds.decomposition_pld_epsilon": dict(
+    "jaxacct.allocation.decomposition_pld_epsilon": dict(
         sigma=1.0, num_steps=10, delta=1e-5, step=1e-2),
-    "jaxacct.allocation.bounds.decomposition_round_plds": dict(
+    "jaxacct.allocation.decomposition_round_plds": dict(
         sigma=1.0, num_steps=10, step=1e-2),
-    "jaxacct.allocation.bounds.direct_add_delta": dict(sigma=1.0, num_steps=10,
+    "jaxacct.allocation.direct_add_delta": dict(sigma=1.0, num_steps=10,
                                                        epsilon=1.0),
-    "jaxacct.allocation.bounds.direct_add_epsilon": dict(sigma=1.0, num_steps=10,
+    "jaxacct.allocation.direct_add_epsilon": dict(sigma=1.0, num_steps=10,
                                                          delta=1e-5),
-    "jaxacct.allocation.bounds.local_epsilon": dict(sigma=1.0, delta=1e-5),
-    "jaxacct.allocation.recursive.truncated_poisson_epsilon": dict(
+    "jaxacct.allocation.local_epsilon": dict(sigma=1.0, delta=1e-5),
+    "jaxacct.allocation.truncated_poisson_epsilon": dict(
         sigma=1.0, num_steps=10, delta=1e-5, step=1e-2,
         tail_fractions=(0.1,)),
-    "jaxacct.allocation.recursive.truncated_poisson_delta": dict(
+    "jaxacct.allocation.truncated_poisson_delta": dict(
         sigma=1.0, num_steps=10, epsilon=1.0, step=1e-2, tail_budgets=(1e-8,)),
-    "jaxacct.allocation.recursive.truncated_poisson_rate": dict(
+    "jaxacct.allocation.truncated_poisson_rate": dict(
         sigma=1.0, num_steps=10, delta0=1e-6, delta_tail=1e-8),
-    "jaxacct.allocation.recursive.recursive_epsilon": dict(
+    "jaxacct.allocation.recursive_epsilon": dict(
         sigma=1.0, num_steps=10, delta=1e-5, step=1e-2, tail_fractions=(0.1,)),
-    "jaxacct.allocation.recursive.recursive_delta": dict(
+    "jaxacct.allocation.recursive_delta": dict(
         sigma=1.0, num_steps=10, epsilon=1.0, step=1e-2, eps_prime=0.5),
-    "jaxacct.allocation.recursive.recursive_tail": dict(
+    "jaxacct.allocation.recursive_tail": dict(
         sigma=1.0, num_steps=10, eps_prime=0.5),
+    "jaxacct.allocation.delta_monte_carlo": dict(sigma=1.0, num_steps=10, epsilon=1.0,
+                                                 num_samples=1000, batch_size=1000),
+    "jaxacct.allocation.delta_lower_bound": dict(sigma=1.0, num_steps=10, epsilon=1.0),
+    "jaxacct.allocation.true_allocation_delta_monte_carlo": dict(
+        sigma=1.0, num_steps=10, epsilon=1.0, num_samples=1000),
+    "jaxacct.allocation.true_allocation_epsilon_monte_carlo": dict(
+        sigma=1.0, num_steps=10, delta=1e-3, num_samples=1000),
     "jaxacct.allocation.pld.allocation_pld_epsilon": dict(
         sigma=1.0, delta=1e-5, num_steps=10, tail=1e-12),
     "jaxacct.allocation.pld.allocation_pld_delta": dict(
@@ -370,12 +378,12 @@ BASE = {
     "jaxacct.sampling.PoissonSampler": dict(num_examples=100, sampling_rate=0.1,
                                             num_steps=10),
     # fixed bins
-    "jaxacct.allocation.fixed_bins.equivalent_sigma": dict(sigma=1.0, num_epochs=4),
-    "jaxacct.allocation.fixed_bins.self_composed": dict(mechanism=_Lazy(_rr_pld),
+    "jaxacct.allocation.equivalent_sigma": dict(sigma=1.0, num_epochs=4),
+    "jaxacct.allocation.self_composed": dict(mechanism=_Lazy(_rr_pld),
                                                         num_epochs=2),
-    "jaxacct.allocation.fixed_bins.fixed_bins_pld_epsilon": dict(
+    "jaxacct.allocation.fixed_bins_pld_epsilon": dict(
         sigma=1.0, delta=1e-5, num_steps=10, num_epochs=2, grid_size=64),
-    "jaxacct.allocation.fixed_bins.fixed_bins_pld_delta": dict(
+    "jaxacct.allocation.fixed_bins_pld_delta": dict(
         sigma=1.0, epsilon=1.0, num_steps=10, num_epochs=2, grid_size=64),
     "jaxacct.experimental.row_epsilon_unsafe": dict(
         delta=1e-6, n=100, mechanism="generic", eps0=_E0),

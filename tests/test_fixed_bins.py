@@ -1,4 +1,4 @@
-"""Fixed bins across epochs (jaxacct.allocation.fixed_bins, fresh_each_epoch=False).
+"""Fixed bins across epochs (jaxacct.allocation.fixed_bins_pld_*, fresh_each_epoch=False).
 
 Claim under test (module docstring): E epochs of k-of-t allocation with the
 k-set drawn once and reused = one epoch of k-of-t allocation of the E-fold
@@ -23,7 +23,6 @@ from scipy.special import ndtr, ndtri
 
 from jaxacct import allocation
 from jaxacct import pld as jpld
-from jaxacct.allocation import fixed_bins as fb
 from jaxacct.allocation import pld as apld
 
 
@@ -125,7 +124,7 @@ def test_randomized_response_exact_enumeration(t, E):
   """General-mechanism route (E-fold composed PLD, then allocation) equals the
   raw enumeration; RR's PLD at step eps0 is exact, so the upper is exact."""
   es = [0.2, 0.4, 1.1]          # off the atoms of S/t (eps = 0 sits on one: +1e-3 there)
-  r = fb.fixed_bins_pld_delta(mechanism=jpld.randomized_response(1.0), epsilon=np.array(es),
+  r = allocation.fixed_bins_pld_delta(mechanism=jpld.randomized_response(1.0), epsilon=np.array(es),
                               num_steps=t, num_epochs=E, grid_size=256)
   tot_fixed = tot_fresh = 0.0
   for i, e in enumerate(es):
@@ -152,7 +151,7 @@ def test_randomized_response_exact_enumeration(t, E):
 def test_randomized_response_k_equals_t():
   """k = t = 3, E = 2 (the composed Lemma 3.2 path): upper == exact enumeration."""
   for e in (0.2, 1.1):
-    r = fb.fixed_bins_pld_delta(mechanism=jpld.randomized_response(1.0), epsilon=e,
+    r = allocation.fixed_bins_pld_delta(mechanism=jpld.randomized_response(1.0), epsilon=e,
                                 num_steps=3, num_selected=3, num_epochs=2, grid_size=256)
     rem, add = _rr_raw_profiles(1.0, 3, 3, 2, e)
     assert float(r.lower) <= max(rem, add) * (1 + 1e-9)
@@ -166,7 +165,7 @@ def test_gaussian_raw_quadrature(E, direction):
   sigma = 1.0
   for eps in (0.5, 1.5):
     est, se = _gauss_raw_qmc(sigma, E, eps, direction)
-    r = fb.fixed_bins_pld_delta(sigma=sigma, epsilon=eps, num_steps=2, num_epochs=E,
+    r = allocation.fixed_bins_pld_delta(sigma=sigma, epsilon=eps, num_steps=2, num_epochs=E,
                                 direction=direction)
     lo, up = float(r.lower), float(r.upper)
     assert lo - 5 * se <= est <= up + 5 * se, (E, direction, eps, lo, est, up, se)
@@ -179,7 +178,7 @@ def test_gaussian_raw_monte_carlo_t100():
   raw Monte Carlo is far below it (fresh accounting would under-report)."""
   sigma, t, E, eps = 1.0, 100, 3, 0.7
   est, half = _raw_mc(_gauss_raw_loglr_remove(sigma, t, E), eps, n=100_000, seed=19)
-  r = fb.fixed_bins_pld_delta(sigma=sigma, epsilon=eps, num_steps=t, num_epochs=E,
+  r = allocation.fixed_bins_pld_delta(sigma=sigma, epsilon=eps, num_steps=t, num_epochs=E,
                               direction="remove")
   assert est - half <= float(r.upper) and float(r.lower) <= est + half, (est, half, r)
   assert half < 0.1 * est       # 99.9 % empirical-Bernstein half-width
@@ -203,7 +202,7 @@ def test_laplace_raw_monte_carlo():
     return m[:, 0] + np.log(np.exp(logA - m).mean(axis=1))
 
   est, half = _raw_mc(sample, eps, n=400_000, seed=7)
-  r = fb.fixed_bins_pld_delta(sigma=b, epsilon=eps, num_steps=t, num_epochs=E,
+  r = allocation.fixed_bins_pld_delta(sigma=b, epsilon=eps, num_steps=t, num_epochs=E,
                               mechanism="laplace", direction="remove", grid_size=256)
   assert est - half <= float(r.upper) and float(r.lower) <= est + half, (est, half, r)
   assert float(r.upper) - float(r.lower) < 0.02 * float(r.upper)
@@ -214,9 +213,9 @@ def test_gaussian_pld_route_matches_identity():
   sigma, t, E, d = 1.0, 50, 3, 1e-5
   g_up = jpld.gaussian(sigma, step=1e-3, pessimistic=True)
   g_lo = jpld.gaussian(sigma, step=1e-3, pessimistic=False)
-  via_pld = fb.fixed_bins_pld_epsilon(mechanism=(g_up, g_lo), delta=d, num_steps=t,
+  via_pld = allocation.fixed_bins_pld_epsilon(mechanism=(g_up, g_lo), delta=d, num_steps=t,
                                       num_epochs=E, grid_size=256)
-  via_sigma = fb.fixed_bins_pld_epsilon(sigma=sigma, delta=d, num_steps=t, num_epochs=E,
+  via_sigma = allocation.fixed_bins_pld_epsilon(sigma=sigma, delta=d, num_steps=t, num_epochs=E,
                                         grid_size=256)
   # brackets overlap and agree to the one-step grid's accuracy
   assert float(via_pld.lower) <= float(via_sigma.upper)
@@ -229,13 +228,13 @@ def test_gaussian_pld_route_matches_identity():
 # ---------------------------------------------------------------------------
 
 def test_equivalent_sigma():
-  np.testing.assert_allclose(fb.equivalent_sigma(np.array([1.0, 2.0]), 4), [0.5, 1.0])
+  np.testing.assert_allclose(allocation.equivalent_sigma(np.array([1.0, 2.0]), 4), [0.5, 1.0])
   with pytest.raises(ValueError, match="num_epochs"):
-    fb.equivalent_sigma(1.0, 0)
+    allocation.equivalent_sigma(1.0, 0)
 
 
 def test_one_epoch_is_fresh():
-  a = fb.fixed_bins_pld_epsilon(sigma=0.9, delta=1e-6, num_steps=100, num_epochs=1)
+  a = allocation.fixed_bins_pld_epsilon(sigma=0.9, delta=1e-6, num_steps=100, num_epochs=1)
   b = apld.allocation_pld_epsilon(sigma=0.9, delta=1e-6, num_steps=100)
   assert float(a.upper) == float(b.upper) and float(a.lower) == float(b.lower)
 
@@ -248,7 +247,7 @@ def test_front_door_fixed_bins():
   assert fixed.epsilon == same.epsilon and fixed.method == "fixed_bins:" + same.method
   assert fresh.epsilon < 0.5 * fixed.epsilon        # fresh would under-report here
   # the tight lower of the fixed-bin scheme is below the front door's upper
-  lo = fb.fixed_bins_pld_epsilon(sigma=1.0, delta=1e-6, num_steps=100, num_epochs=3).lower
+  lo = allocation.fixed_bins_pld_epsilon(sigma=1.0, delta=1e-6, num_steps=100, num_epochs=3).lower
   assert float(lo) <= fixed.epsilon
   d = allocation.delta(sigma=1.0, num_steps=100, epsilon=fixed.epsilon, num_epochs=3,
                        fresh_each_epoch=False, methods=kw["methods"])
@@ -263,8 +262,8 @@ def test_fresh_each_epoch_must_be_bool(bad):
 
 def test_bad_mechanism_args():
   with pytest.raises(ValueError, match="scale"):
-    fb.self_composed("laplace", 2)
+    allocation.self_composed("laplace", 2)
   with pytest.raises(ValueError, match="mechanism"):
-    fb.self_composed("gaussian", 2, scale=1.0)
+    allocation.self_composed("gaussian", 2, scale=1.0)
   with pytest.raises(ValueError, match="sigma"):
-    fb.fixed_bins_pld_epsilon(sigma=None, delta=1e-5, num_steps=10, num_epochs=2)
+    allocation.fixed_bins_pld_epsilon(sigma=None, delta=1e-5, num_steps=10, num_epochs=2)

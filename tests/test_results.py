@@ -97,33 +97,33 @@ def test_poisson_pld_doors_return_results():
 
 
 def test_allocation_bound_doors_return_results():
-  from jaxacct.allocation import bounds
+  from jaxacct import allocation
   kw = dict(sigma=1.0, num_steps=100)
-  for fn, method in ((bounds.direct_add_epsilon, "direct_add"),
-                     (bounds.decomposition_epsilon, "decomposition")):
+  for fn, method in ((allocation.direct_add_epsilon, "direct_add"),
+                     (allocation.decomposition_epsilon, "decomposition")):
     _check(fn(**kw, delta=1e-6), EpsilonResult, "epsilon", method, "upper")
-  for fn, method in ((bounds.direct_add_delta, "direct_add"),
-                     (bounds.decomposition_delta, "decomposition")):
+  for fn, method in ((allocation.direct_add_delta, "direct_add"),
+                     (allocation.decomposition_delta, "decomposition")):
     _check(fn(**kw, epsilon=1.0), DeltaResult, "delta", method, "upper")
-  _check(bounds.local_epsilon(sigma=np.array([1.0, 2.0]), delta=1e-6), EpsilonResult,
+  _check(allocation.local_epsilon(sigma=np.array([1.0, 2.0]), delta=1e-6), EpsilonResult,
          "epsilon", "local", "upper", (2,))
-  _check(bounds.decomposition_pld_epsilon(sigma=1.2, num_steps=20, delta=1e-8,
+  _check(allocation.decomposition_pld_epsilon(sigma=1.2, num_steps=20, delta=1e-8,
                                           direction="remove"),
          EpsilonResult, "epsilon", "decomposition_pld", "upper")
 
 
 def test_allocation_recursive_doors_return_results():
-  from jaxacct.allocation import recursive as rc
+  from jaxacct import allocation
   kw = dict(sigma=4.0, num_steps=1000, direction="remove")
-  e = _check(rc.truncated_poisson_epsilon(**kw, delta=1e-6, tail_fractions=(0.5,)),
+  e = _check(allocation.truncated_poisson_epsilon(**kw, delta=1e-6, tail_fractions=(0.5,)),
              EpsilonResult, "epsilon", "truncated_poisson", "upper")
   assert np.isfinite(e)
-  _check(rc.truncated_poisson_delta(**kw, epsilon=1.0, tail_budgets=(1e-8,)), DeltaResult,
+  _check(allocation.truncated_poisson_delta(**kw, epsilon=1.0, tail_budgets=(1e-8,)), DeltaResult,
          "delta", "truncated_poisson", "upper")
   kw = dict(sigma=2.5, num_steps=100, direction="remove", bootstrap=("direct",))
-  _check(rc.recursive_epsilon(**kw, delta=1e-8, tail_fractions=(0.1,)), EpsilonResult,
+  _check(allocation.recursive_epsilon(**kw, delta=1e-8, tail_fractions=(0.1,)), EpsilonResult,
          "epsilon", "recursive", "upper")
-  _check(rc.recursive_delta(**kw, epsilon=1.0, eps_prime=[0.3]), DeltaResult, "delta",
+  _check(allocation.recursive_delta(**kw, epsilon=1.0, eps_prime=[0.3]), DeltaResult, "delta",
          "recursive", "upper")
 
 

@@ -201,6 +201,25 @@ def check_choices(name: str, values, choices, *, allow_empty: bool = False) -> t
   return tuple(values)
 
 
+def check_static_bool(name: str, x) -> bool:
+  """:func:`check_bool` of a static choice: ValueError when ``x`` is traced."""
+  if not is_concrete(x):
+    raise ValueError(f"{name} must be a concrete bool (not traced).")
+  return check_bool(name, x)
+
+
+def check_same_step(steps, rtol: float = 1e-12) -> None:
+  """Checks that PLD grid steps agree (relative ``rtol``); tracers pass."""
+  if not is_concrete(steps):
+    return
+  s0 = float(steps[0])
+  for s in steps[1:]:
+    if abs(float(s) - s0) > rtol * s0:
+      raise ValueError(
+          f"PLDs on different grids (step {s0} vs {float(s)}); rebuild them "
+          "with one step (jaxacct.pld does not re-grid).")
+
+
 def check_bool(name: str, x) -> bool:
   """Checks a flag: a Python/NumPy bool (or a concrete 0-d bool array); returns bool.
 

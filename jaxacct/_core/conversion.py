@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.namespace import JAX
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.compiled import jit
@@ -134,11 +134,14 @@ def _host(x):
   return x if isinstance(x, jax.Array) else np.asarray(x, np.float64)
 
 
-@x64_boundary
-def _eager(kernel, orders, rdp, value, method):
-  """Concrete input: the whole conversion in one compiled program (per shapes
-  and method), not one small program per eager jnp operation."""
-  return _eager_jit(_host(orders), _host(rdp), _host(value), kernel=kernel, method=method)
+def _convert(result, orders, rdp, value, method, validate):
+  """The one entry of both conversions (:func:`jaxacct._core.dtype.dispatch`):
+  concrete input is validated and converted in one compiled program (per
+  shapes and method), not one small program per eager jnp operation; traced
+  input goes to the result kernel as it is."""
+  return dispatch(functools.partial(result, method=method), (orders, rdp, value), validate,
+                  eager=lambda o, r, v: _eager_jit(_host(o), _host(r), _host(v), kernel=result,
+                                                   method=method))
 
 
 def rdp_to_epsilon(orders, rdp, delta, *, method: str = "tight") -> EpsilonResult:
@@ -162,11 +165,10 @@ def rdp_to_epsilon(orders, rdp, delta, *, method: str = "tight") -> EpsilonResul
 
   Bound: upper. NaN lanes for invalid traced delta.
   """
-  if checks.is_concrete((orders, rdp, delta)):
+  def validate():
     _check(orders, rdp, method)
     checks.check_delta(delta)
-    return _eager(_epsilon_result, orders, rdp, delta, method)
-  return _epsilon_result(orders, rdp, delta, method)
+  return _convert(_epsilon_result, orders, rdp, delta, method, validate)
 
 
 def _epsilon_result(orders, rdp, delta, method):
@@ -216,13 +218,34 @@ def rdp_to_delta(orders, rdp, epsilon, *, method: str = "tight") -> DeltaResult:
 
   Bound: upper.
   """
-  if checks.is_concrete((orders, rdp, epsilon)):
+  def validate():
     _check(orders, rdp, method)
     checks.check_range("epsilon", epsilon, -jnp.inf, jnp.inf)
-    return _eager(_delta_result, orders, rdp, epsilon, method)
-  return _delta_result(orders, rdp, epsilon, method)
+  return _convert(_delta_result, orders, rdp, epsilon, method, validate)
 
 
 # Deprecated private aliases (kept while call sites migrate to the public kernels).
 _rdp_to_epsilon = rdp_to_epsilon_kernel
 _rdp_to_delta = rdp_to_delta_kernel
+
+
+def compose_rdp(*events):
+  """Composes heterogeneous RDP events over a shared order grid.
+
+  Args:
+    *events: ``(rdp_curve, count)`` pairs (or bare curves, count 1); every
+      curve is evaluated on the same orders, shape ``(..., A)``.
+
+  Returns:
+    The summed curve ``sum(count * rdp)`` (RDP composes additively:
+    Mironov, arXiv:1702.07476v3, Prop. 1).
+  """
+  total = None
+  for ev in events:
+    curve, count = (ev if isinstance(ev, tuple) else (ev, 1))
+    checks.check_range("count", count, 0, float("inf"))
+    term = jnp.asarray(curve) * count
+    total = term if total is None else total + term
+  if total is None:
+    raise ValueError("compose_rdp needs at least one event; got none.")
+  return total

@@ -36,6 +36,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct._core.units import public_module
+
 F = TypeVar("F", bound=Callable)
 
 
@@ -55,7 +57,8 @@ def x64_boundary(fn: F) -> F:
            for leaf in jax.tree_util.tree_leaves((args, kwargs))):
       # traced in the user's float32 context: float64 cannot be switched on
       # inside a trace, so say what to do instead of failing on mixed dtypes.
-      require_x64(f"jaxacct.{fn.__module__.removeprefix('jaxacct.')}.{fn.__name__}")
+      module = public_module(fn.__module__)
+      require_x64(f"{module}.{fn.__name__}")
     with jax.enable_x64(True):
       return fn(*args, **kwargs)
 
@@ -99,14 +102,21 @@ def _concrete_call(kernel, host, eager, *args):
   return (eager or kernel)(*args)
 
 
+def host_scalar(x, cast: Callable):
+  """``cast(x)`` (``int``, ``float``) of a concrete value, ``x`` itself when traced:
+  a result field that is a Python scalar on the host and stays traced under jit."""
+  return x if traced(x) else cast(x)
+
+
 def static_size(values, size: Callable[[], int], *, bound: Callable[[], int] | None = None,
-                default: int | None = None, need: str = "max_n") -> int:
+                default: int | None = None, need: str = "max_n",
+                message: str | None = None) -> int:
   """A static size (a summation window, a number of terms) of a jitted kernel.
 
   ``bound()`` when the caller declared a static bound (``bound`` given);
   else ``size()`` from the values when no leaf of ``values`` is traced; else
   ``default``; with none of them a ``ValueError`` asks for the static
-  keyword ``need``.
+  keyword ``need`` (or says ``message``).
   """
   if bound is not None:
     return bound()
@@ -114,6 +124,8 @@ def static_size(values, size: Callable[[], int], *, bound: Callable[[], int] | N
     return size()
   if default is not None:
     return default
+  if message is not None:
+    raise ValueError(message)
   raise ValueError(
       f"an input is traced: pass the static keyword {need} (an upper bound on n) "
       "so the summation window can be sized.")

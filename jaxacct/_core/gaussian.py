@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from jaxacct._core import checks, compiled
 from jaxacct._core.solve import bisect
-from jaxacct._core.dtype import dispatch, require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.logmath import log_ndtr, log_sub_exp
 from jaxacct._core.results import DeltaResult, EpsilonResult
 
@@ -68,7 +68,6 @@ _gaussian_delta_jit = compiled.jit(gaussian_delta_kernel)
 _gaussian_epsilon_jit = compiled.jit(gaussian_epsilon_kernel, static_argnames="num_iters")
 
 
-@x64_boundary
 def gaussian_delta(sigma, epsilon) -> DeltaResult:
   """Exact delta(epsilon) of the Gaussian mechanism, both directions.
 
@@ -85,13 +84,18 @@ def gaussian_delta(sigma, epsilon) -> DeltaResult:
 
   Bound: exact.
   """
-  checks.check_positive("sigma", sigma)
-  checks.check_range("epsilon", epsilon, -jnp.inf, jnp.inf, allow_inf=True)
+  return dispatch(_delta_result, (sigma, epsilon),
+                  lambda: (checks.check_positive("sigma", sigma),
+                           checks.check_range("epsilon", epsilon, -jnp.inf, jnp.inf,
+                                              allow_inf=True)),
+                  where="jaxacct.gaussian_delta")
+
+
+def _delta_result(sigma, epsilon):
   d = _gaussian_delta_jit(sigma, epsilon)
   return DeltaResult(d, jnp.asarray(epsilon, jnp.float64), method="gaussian", bound="exact")
 
 
-@x64_boundary
 def gaussian_epsilon(sigma, delta) -> EpsilonResult:
   """Exact epsilon(delta) of the Gaussian mechanism (bisection, upper side).
 
@@ -109,8 +113,12 @@ def gaussian_epsilon(sigma, delta) -> EpsilonResult:
 
   Bound: exact (to bisection tolerance, rounded up).
   """
-  checks.check_positive("sigma", sigma)
-  checks.check_delta(delta)
+  return dispatch(_epsilon_result, (sigma, delta),
+                  lambda: (checks.check_positive("sigma", sigma), checks.check_delta(delta)),
+                  where="jaxacct.gaussian_epsilon")
+
+
+def _epsilon_result(sigma, delta):
   e = _gaussian_epsilon_jit(sigma, delta)
   return EpsilonResult(e, jnp.asarray(delta, jnp.float64), method="gaussian", bound="exact")
 

@@ -1,7 +1,7 @@
 r"""RDP of the Poisson-subsampled Gaussian mechanism (shared kernel).
 
 Used by :mod:`jaxacct.poisson` (front doors, calibration) and by
-:mod:`jaxacct.allocation.bounds` (Poisson decomposition, Thm 4.6 of
+:func:`jaxacct.allocation.decomposition_epsilon` (Poisson decomposition, Thm 4.6 of
 arXiv:2502.08202v3), so it lives below the schemes.
 
 Each record joins each step independently with probability ``q``; the step
@@ -69,13 +69,11 @@ import math
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.logmath import log1m_exp, log_binom, log_expm1
 from jaxacct._core.namespace import JAX
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.compiled import jit
-
-__all__ = ["poisson_gaussian_rdp", "poisson_gaussian_rdp_kernel"]
 
 _MAX_EXACT_INT_ORDER = 1024
 _INT_BLOCKS = (256, 1024)   # integer orders are summed in blocks of static length
@@ -404,9 +402,10 @@ def poisson_gaussian_rdp(orders=DEFAULT_ORDERS, *, q, sigma,
   """
   orders_np = checks.check_orders(orders)
   checks.check_direction(direction)
-  if checks.is_concrete((q, sigma)):
+  def validate():
     checks.check_probability("q", q)
     checks.check_positive("sigma", sigma)
-    return x64_boundary(_poisson_rdp_jit)(q, sigma, orders=tuple(orders_np.tolist()),
-                                          direction=direction)
-  return poisson_gaussian_rdp_kernel(orders_np, q, sigma, direction)
+  eager = functools.partial(_poisson_rdp_jit, orders=tuple(orders_np.tolist()),
+                            direction=direction)
+  return dispatch(lambda q, s: poisson_gaussian_rdp_kernel(orders_np, q, s, direction),
+                  (q, sigma), validate, eager=eager)

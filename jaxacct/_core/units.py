@@ -30,6 +30,14 @@ class StepsUnitWarning(FutureWarning):
   """``num_steps`` given to a per-epoch (allocation) function without ``num_epochs``."""
 
 
+def public_module(module: str) -> str:
+  """The public path that re-exports a function of ``module``: the module path up
+  to its first private component (``jaxacct.allocation._front`` -> ``jaxacct.allocation``)."""
+  parts = module.split(".")
+  cut = next((i for i, p in enumerate(parts) if p.startswith("_")), len(parts))
+  return ".".join(parts[:cut])
+
+
 def _message(where, x):
   return (
       f"{where}: num_steps={x!r} is read as the number of steps PER EPOCH (t), for "
@@ -48,7 +56,9 @@ def per_epoch_steps(fn):
   spelling (see the module docstring). Its signature shows
   ``steps_per_epoch`` first and ``num_steps`` as a deprecated alias.
   """
-  where = f"{fn.__module__}.{fn.__qualname__}"
+  # the public path: private implementation modules (``allocation._front``) are not named
+  where = public_module(fn.__module__)
+  where = f"{where}.{fn.__qualname__}"
 
   @functools.wraps(fn)
   def wrapper(*args, steps_per_epoch=None, **kwargs):

@@ -378,8 +378,7 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     if hit is None:
       hit = comp.build_component(leaf, self.neighboring_relation, step=self._step)
       if compat and hit.upper is not None:
-        from jaxacct.accounting import mixtures as mx
-        hit = mx.with_truncated_construction(hit, leaf, self._truncated, self._step)
+        hit = mixtures.with_truncated_construction(hit, leaf, self._truncated, self._step)
       self._components[key] = hit
     return hit
 

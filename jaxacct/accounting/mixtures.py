@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import special, stats
 
+from jaxacct import pld as jpld
 from jaxacct._core.dtype import x64_boundary
 from jaxacct.accounting import _mechanisms as mech
 from jaxacct.accounting._pairs import dominated_on_grid, from_cells
@@ -45,11 +46,6 @@ _MAX_CELLS = 1 << 20
 #: (default, tighter) and dp_accounting 0.6.0's (valid, looser).
 CONSTRUCTIONS = ("jaxacct", "dp_accounting")
 _MAX_LOSS = 400.0
-
-
-def _pld():
-  from jaxacct import pld
-  return pld
 
 
 def max_loss(pld) -> float:
@@ -120,7 +116,6 @@ def discrete_laplace(a: float, sensitivity: int, *, step: float, pessimistic: bo
   Returns:
     ``PairPLD``. Bound: upper (pessimistic) / lower.
   """
-  E = _pld()
   a, s = float(a), int(sensitivity)
   k = np.arange(s + 1, dtype=np.float64)
   losses = a * (s - 2.0 * k)
@@ -137,8 +132,8 @@ def discrete_laplace(a: float, sensitivity: int, *, step: float, pessimistic: bo
     r = losses / h
     near = np.abs(r - np.round(r)) < 1e-12 * np.maximum(1.0, np.abs(r))
     losses = np.where(near, np.round(r) * h, losses)
-    one = E.from_losses(losses, p, step=h, pessimistic=True)
-  return E.PairPLD(one, one)
+    one = jpld.from_losses(losses, p, step=h, pessimistic=True)
+  return jpld.PairPLD(one, one)
 
 
 # --------------------------------------------------------------------------
@@ -211,7 +206,6 @@ def mixture_of_gaussians(sigma: float, sensitivities, probs, *, step: float,
   Returns:
     ``PairPLD(remove, add)``. Bound: upper (pessimistic) / lower.
   """
-  E = _pld()
   s = float(sigma)
   c = np.asarray(sensitivities, np.float64).ravel()
   p = np.asarray(probs, np.float64).ravel()
@@ -237,7 +231,7 @@ def mixture_of_gaussians(sigma: float, sensitivities, probs, *, step: float,
   a_, b_ = loss_at[:-1], loss_at[1:]
   rem = from_cells(lpm, lq, a_, b_, step=h, pessimistic=pessimistic)
   add = from_cells(lq, lpm, -b_, -a_, step=h, pessimistic=pessimistic)
-  return E.PairPLD(rem, add)
+  return jpld.PairPLD(rem, add)
 
 
 # --------------------------------------------------------------------------
@@ -247,7 +241,6 @@ def mixture_of_gaussians(sigma: float, sensitivities, probs, *, step: float,
 def revealed_mixture(plds, weights, extra_inf=0.0):
   """The PLD of a revealed-tag mixture: sum_k w_k PLD_k on one grid, plus
   ``extra_inf`` at +inf (host NumPy; the PLDs share ``step`` and side)."""
-  E = _pld()
   step = float(plds[0].step)
   lo = min(int(p.offset) for p in plds)
   hi = max(int(p.offset) + int(np.asarray(p.probs).size) for p in plds)
@@ -257,7 +250,7 @@ def revealed_mixture(plds, weights, extra_inf=0.0):
     a = np.asarray(p.probs, np.float64)
     out[int(p.offset) - lo:int(p.offset) - lo + a.size] += w * a
     inf += w * float(p.inf_mass)
-  return E.PLD(jnp.asarray(out), lo, step, jnp.asarray(min(inf, 1.0), jnp.float64),
+  return jpld.PLD(jnp.asarray(out), lo, step, jnp.asarray(min(inf, 1.0), jnp.float64),
                bool(plds[0].pessimistic))
 
 
@@ -274,9 +267,8 @@ def mixture(pairs, weights, *, extra_inf: float = 0.0):
   Returns:
     ``PairPLD``. Bound: as the inputs.
   """
-  E = _pld()
   w = [float(x) for x in weights]
-  return E.PairPLD(revealed_mixture([p.remove for p in pairs], w, extra_inf),
+  return jpld.PairPLD(revealed_mixture([p.remove for p in pairs], w, extra_inf),
                    revealed_mixture([p.add for p in pairs], w, extra_inf))
 
 
@@ -371,21 +363,20 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
   if construction not in CONSTRUCTIONS:
     raise ValueError(f"construction must be one of {CONSTRUCTIONS}; got "
                      f"{construction!r}.")
-  E = _pld()
   t, qt, qbar = truncation_probabilities(int(n), float(q), int(b))
   s = float(sigma)
   if not pessimistic:
     if qbar >= 1.0:
       one = mech.gaussian_lower(s, step=step)
-      return E.PairPLD(one, one)
+      return jpld.PairPLD(one, one)
     return mech.poisson_gaussian_lower(s, qbar, step=step)
-  first = E.poisson_gaussian_pair(s, float(q), step=step, pessimistic=True)
+  first = jpld.poisson_gaussian_pair(s, float(q), step=step, pessimistic=True)
   if t <= 0.0:
     return first
   if construction == "dp_accounting":
     second = mech.poisson_gaussian_replace(s / 2.0, qt, step=step, pessimistic=True)
   else:
-    second = E.poisson_gaussian_pair(s / 2.0, qt, step=step, pessimistic=True)
+    second = jpld.poisson_gaussian_pair(s / 2.0, qt, step=step, pessimistic=True)
   return mixture([first, second], [1.0 - t, t])
 
 
@@ -433,7 +424,6 @@ def with_replacement_gaussian(n: int, m: int, sigma: float, *, step: float,
   Returns:
     ``PairPLD``. Bound: upper (pessimistic) / lower.
   """
-  E = _pld()
   w, cut = _count_law(int(n), int(m))
   s = float(sigma)
   ks = np.arange(w.size, dtype=np.float64)
@@ -444,17 +434,17 @@ def with_replacement_gaussian(n: int, m: int, sigma: float, *, step: float,
     return pair
   if pessimistic:
     parts, weights, extra = [], [], cut
-    zero = E.from_losses(np.zeros(1), np.ones(1), step=step, pessimistic=True)
+    zero = jpld.from_losses(np.zeros(1), np.ones(1), step=step, pessimistic=True)
     for k, wk in enumerate(w):
       d = 2.0 * k / s
       if k == 0:
-        parts.append(E.PairPLD(zero, zero))
+        parts.append(jpld.PairPLD(zero, zero))
       elif d * d / 2.0 + 10.0 * d > _MAX_LOSS:
         extra += wk                     # too wide a grid: charged to +inf
         continue
       else:
-        g = E.gaussian(s, step=step, pessimistic=True, sensitivity=2.0 * k)
-        parts.append(E.PairPLD(g, g))
+        g = jpld.gaussian(s, step=step, pessimistic=True, sensitivity=2.0 * k)
+        parts.append(jpld.PairPLD(g, g))
       weights.append(wk)
     return mixture(parts, weights, extra_inf=extra)
   # lower: the +-1 instance
@@ -471,4 +461,4 @@ def with_replacement_gaussian(n: int, m: int, sigma: float, *, step: float,
   lq = special.logsumexp(lw + log_normal_mass((ea[:, None] + ks) / s, (eb[:, None] + ks) / s),
                          axis=1)
   one = dominated_on_grid(np.exp(lp), np.exp(lq), step=step)
-  return E.PairPLD(one, one)
+  return jpld.PairPLD(one, one)

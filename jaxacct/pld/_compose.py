@@ -13,12 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, host_scalar, require_x64, static_size, x64_boundary
 from jaxacct._core.namespace import JAX, host_call, kernel_arg
-from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, concrete_bool, device_array, fast_len
+from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, device_array, fast_len
 from jaxacct._core.compiled import jit
-
-__all__ = ["compose", "compose_many", "window_size"]
 
 # Chernoff orders (per unit of loss) used to size the FFT windows.
 _LAMBDAS = np.geomspace(1e-3, 1e9, 97)
@@ -266,21 +264,14 @@ def _pad_to(p, n):
   """``p`` zero-padded to length ``n`` (on the host when concrete: no program)."""
   if n == p.shape[0]:
     return p
-  if checks.is_concrete(p):
-    return device_array(np.pad(np.asarray(p), (0, n - p.shape[0])))
-  return jnp.pad(p, (0, n - p.shape[0]))
+  pad = (0, n - p.shape[0])
+  return dispatch(lambda x: jnp.pad(x, pad), (p,),
+                  host=lambda x: device_array(np.pad(np.asarray(x), pad)))
 
 
 def _check_same_grid(plds):
-  steps = [p.step for p in plds]
-  if all(checks.is_concrete(s) for s in steps):
-    s0 = float(steps[0])
-    for s in steps[1:]:
-      if abs(float(s) - s0) > 1e-12 * s0:
-        raise ValueError(
-            f"PLDs on different grids (step {s0} vs {float(s)}); rebuild them "
-            "with one step (jaxacct.pld does not re-grid).")
-  pess = [concrete_bool(p.pessimistic, "pessimistic") for p in plds]
+  checks.check_same_step([p.step for p in plds])
+  pess = [checks.check_static_bool("pessimistic", p.pessimistic) for p in plds]
   if len(set(pess)) > 1:
     raise ValueError("cannot compose pessimistic with optimistic PLDs.")
   return pess[0]
@@ -382,14 +373,12 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
     checks.check_int("size", size, min_value=1)
   pess = _check_same_grid(plds)
   step = plds[0].step
-  probs_list = tuple(device_array(p.probs) if checks.is_concrete(p.probs)
-                     else jnp.asarray(p.probs, jnp.float64) for p in plds)
+  probs_list = tuple(device_array(p.probs) for p in plds)
   max_idx = sum(c * (p.shape[0] - 1) for p, c in zip(probs_list, counts))
-  if size is None:
-    if not checks.is_concrete((probs_list, step)):
-      raise ValueError("compose under jit needs a static `size`.")
-    size = _natural_size(probs_list, step, counts, tail_mass)
-  size = int(size)
+  size = int(static_size((probs_list, step),
+                         lambda: _natural_size(probs_list, step, counts, tail_mass),
+                         bound=None if size is None else (lambda: size),
+                         message="compose under jit needs a static `size`."))
   # Pad inputs to few distinct lengths (fewer compiles).
   probs_list = tuple(
       _pad_to(p, min(fast_len(p.shape[0]), max(size, p.shape[0])))
@@ -402,9 +391,7 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
                                 np.bool_(pess),
                                 tuple(np.int64(c) for c in counts),
                                 size=size, tail_mass=float(tail_mass))
-  if checks.is_concrete(off):
-    off = int(off)
-  return PLD(y, off, step, inf, pess)
+  return PLD(y, host_scalar(off, int), step, inf, pess)
 
 
 def compose(pld: PLD, count: int = 1, *, size=None,

@@ -54,12 +54,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import host_scalar, require_x64, static_size, x64_boundary
 from jaxacct._core.compiled import jit
-
-__all__ = ["PLD", "PairPLD", "from_losses", "from_pair", "truncate",
-           "truncate_host", "concrete_bool", "fast_len", "device_array",
-           "DEFAULT_TAIL_MASS"]
 
 DEFAULT_TAIL_MASS = 1e-18
 
@@ -121,13 +117,6 @@ def device_array(x, dtype=np.float64):
   if isinstance(x, jax.Array):
     return x if x.dtype == dtype else jnp.asarray(x, dtype)
   return jax.device_put(np.asarray(x, dtype))
-
-
-def concrete_bool(x, name):
-  """``x`` checked as a bool; ValueError when it is traced (a static choice)."""
-  if checks.is_concrete(x):
-    return checks.check_bool(name, x)
-  raise ValueError(f"{name} must be a concrete bool (not traced).")
 
 
 # --------------------------------------------------------------------------
@@ -219,27 +208,11 @@ def from_losses(losses, probs, *, step, pessimistic: bool = True,
     checks.check_int("offset", offset, min_value=-2**62)
   if size is not None:
     checks.check_int("size", size, min_value=1)
-  pessimistic = concrete_bool(pessimistic, "pessimistic")
+  pessimistic = checks.check_static_bool("pessimistic", pessimistic)
   if offset is None or size is None:
-    if not checks.is_concrete((losses, probs, step)):
-      raise ValueError("from_losses under jit needs static `offset` and "
-                       "`size`.")
-    lv = np.ravel(np.asarray(losses, np.float64))
-    pv = np.ravel(np.asarray(probs, np.float64)) * np.ones_like(lv)
-    if np.any(np.isnan(lv)) or np.any(np.isnan(pv)) or np.any(pv < 0):
-      raise ValueError("losses must not be NaN and probs must be >= 0.")
-    fin = np.isfinite(lv) & (pv > 0)
-    if np.any((lv == -np.inf) & (pv > 0)):
-      raise ValueError("an atom with loss -inf must have P-mass 0.")
-    h = float(step)
-    if not np.any(fin):
-      lo_i, hi_i = 0, 0
-    else:
-      lo_i = int(math.floor(lv[fin].min() / h))
-      hi_i = int(math.floor(lv[fin].max() / h)) + 1
-    offset = lo_i if offset is None else int(offset)
-    size = fast_len(hi_i - offset + 1) if size is None else int(size)
-    losses, probs = lv, pv
+    offset, size, losses, probs = static_size(
+        (losses, probs, step), lambda: _grid(losses, probs, step, offset, size),
+        message="from_losses under jit needs static `offset` and `size`.")
   size = int(size)
   if size < 1:
     raise ValueError(f"size must be >= 1; got {size}.")
@@ -248,9 +221,28 @@ def from_losses(losses, probs, *, step, pessimistic: bool = True,
   p, inf = _from_losses_kernel(losses, probs_b, step, offset, inf_mass,
                                jnp.asarray(pessimistic), size=size,
                                rounding=rounding)
-  off = int(offset) if checks.is_concrete(offset) else offset
-  st = float(step) if checks.is_concrete(step) else step
-  return PLD(p, off, st, inf, pessimistic)
+  return PLD(p, host_scalar(offset, int), host_scalar(step, float), inf, pessimistic)
+
+
+def _grid(losses, probs, step, offset, size):
+  """(offset, size, losses, probs) of :func:`from_losses` from concrete atoms:
+  the grid spans the finite losses of positive mass (host glue, NumPy)."""
+  lv = np.ravel(np.asarray(losses, np.float64))
+  pv = np.ravel(np.asarray(probs, np.float64)) * np.ones_like(lv)
+  if np.any(np.isnan(lv)) or np.any(np.isnan(pv)) or np.any(pv < 0):
+    raise ValueError("losses must not be NaN and probs must be >= 0.")
+  fin = np.isfinite(lv) & (pv > 0)
+  if np.any((lv == -np.inf) & (pv > 0)):
+    raise ValueError("an atom with loss -inf must have P-mass 0.")
+  h = float(step)
+  if not np.any(fin):
+    lo_i, hi_i = 0, 0
+  else:
+    lo_i = int(math.floor(lv[fin].min() / h))
+    hi_i = int(math.floor(lv[fin].max() / h)) + 1
+  offset = lo_i if offset is None else int(offset)
+  size = fast_len(hi_i - offset + 1) if size is None else int(size)
+  return offset, size, lv, pv
 
 
 @x64_boundary

@@ -12,12 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64, x64_boundary
 from jaxacct._core.namespace import JAX, host_call, kernel_arg
 from jaxacct.pld._core import PLD, PairPLD, device_array
 from jaxacct._core.compiled import jit
-
-__all__ = ["ROUNDING_ALLOWANCE", "delta", "epsilon", "delta_both", "epsilon_both"]
 
 _BLOCK = 256
 
@@ -114,10 +112,7 @@ _epsilon_kernel = jit(_epsilon_core, static_argnames=("rounding",))
 
 def _kernel_args(pld):
   """(probs, offset, step, inf_mass) of a PLD as query-kernel arguments."""
-  if checks.is_concrete((pld.probs, pld.inf_mass)):
-    return device_array(pld.probs), pld.offset, pld.step, kernel_arg(pld.inf_mass)
-  return (jnp.asarray(pld.probs, jnp.float64), pld.offset, pld.step,
-          jnp.asarray(pld.inf_mass, jnp.float64))
+  return device_array(pld.probs), pld.offset, pld.step, kernel_arg(pld.inf_mass)
 
 
 @x64_boundary
@@ -139,8 +134,7 @@ def delta(pld: PLD, epsilon):
 
   Bound: upper for pessimistic PLDs, lower estimate for optimistic ones.
   """
-  if checks.is_concrete(epsilon):
-    checks.check_range("epsilon", epsilon, allow_inf=True)
+  checks.check_range("epsilon", epsilon, allow_inf=True)
   return _delta_kernel(*_kernel_args(pld), kernel_arg(epsilon))
 
 
@@ -171,13 +165,11 @@ def epsilon(pld: PLD, delta, *, rounding: str = "up"):
   return _epsilon_kernel(*_kernel_args(pld), kernel_arg(delta), rounding=rounding)
 
 
-@x64_boundary
 def delta_both(pair: PairPLD, epsilon):
   """max(delta_remove, delta_add) at ``epsilon``. Bound: as the inputs."""
   return _max_of(delta(pair.remove, epsilon), delta(pair.add, epsilon))
 
 
-@x64_boundary
 def epsilon_both(pair: PairPLD, delta, *, rounding: str = "up"):
   """max(eps_remove, eps_add) at ``delta``; ``rounding`` as in :func:`epsilon`.
 
@@ -190,9 +182,11 @@ def epsilon_both(pair: PairPLD, delta, *, rounding: str = "up"):
 def _max_of(a, b):
   """Elementwise max of two query results: on the host (NumPy, no compiled
   program) when both are concrete, as a jax array either way."""
-  if checks.is_concrete((a, b)):
-    return jax.device_put(np.maximum(np.asarray(a), np.asarray(b)))
-  return jnp.maximum(a, b)
+  return dispatch(jnp.maximum, (a, b), host=_host_max)
+
+
+def _host_max(a, b):
+  return jax.device_put(np.maximum(np.asarray(a), np.asarray(b)))
 
 
 def epsilon_host(pld: PLD, delta: float, *, rounding: str = "up"):

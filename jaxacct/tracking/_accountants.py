@@ -268,7 +268,7 @@ class AllocationAccountant(_Accountant):
 
   def __init__(self, *, sigma, num_steps, num_selected=1, methods=None,
                max_order: Optional[int] = None):
-    allocation.bounds.check_scheme(sigma, num_steps, num_selected, 1)
+    allocation.check_scheme(sigma, num_steps, num_selected, 1)
     if np.ndim(sigma):
       raise ValueError("AllocationAccountant takes a scalar sigma.")
     if methods is not None:

@@ -173,8 +173,8 @@ def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64):
 
   Example:
     >>> import numpy as np
-    >>> from jaxacct.allocation import rdp
-    >>> r = rdp.allocation_remove_rdp(sigma=1.0, num_steps=10, max_order=3)
+    >>> from jaxacct import allocation
+    >>> r = allocation.allocation_remove_rdp(sigma=1.0, num_steps=10, max_order=3)
     >>> np.allclose(r[0], np.log1p(np.expm1(1.0) / 10))   # R_2 closed form
     True
   """
@@ -235,7 +235,7 @@ def allocation_add_rdp_upper(orders, *, sigma, num_steps):
   .. math:: R^{\leftarrow}_\alpha \le \frac{\alpha}{2t\sigma^2} + \frac{1-1/t}{2\sigma^2}.
 
   Bound: upper (loose for small sigma; the profile form in
-  ``jaxacct.allocation.bounds.direct_add_delta`` is the same bound without
+  ``jaxacct.allocation.direct_add_delta`` is the same bound without
   the RDP conversion loss).
   """
   return dispatch(_add_rdp_upper_jit, (orders, sigma, num_steps),

@@ -84,12 +84,8 @@ from jaxacct._core.compiled import jit
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
-from jaxacct.allocation import bounds
+from jaxacct.allocation import _bounds as bounds
 from jaxacct.allocation import pld as apld
-
-__all__ = ["truncated_poisson_epsilon", "truncated_poisson_delta", "truncated_poisson_rate",
-           "recursive_epsilon", "recursive_delta", "recursive_tail",
-           "DEFAULT_TAIL_FRACTIONS"]
 
 DEFAULT_TAIL_FRACTIONS = (0.5, 0.9, 0.99)
 _REC_FRACTIONS = (0.5, 0.1, 0.01)

@@ -204,7 +204,7 @@ def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
 
   Example:
     >>> import numpy as np
-    >>> from jaxacct.allocation.add_rdp import allocation_add_rdp
+    >>> from jaxacct.allocation import allocation_add_rdp
     >>> r = allocation_add_rdp([2.0, 3.0], sigma=1.0, num_steps=1)  # t = 1: Gaussian
     >>> bool(np.allclose(r, [1.0, 1.5], rtol=1e-10))
     True

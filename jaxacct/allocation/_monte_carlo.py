@@ -60,7 +60,7 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.logmath import log_ndtr, log1m_exp, log_sub_exp
 from jaxacct._core.solve import invert_decreasing_host
-from jaxacct.allocation.bounds import split_rounds, check_scheme
+from jaxacct.allocation._bounds import check_scheme, split_rounds
 from jaxacct._core.compiled import jit
 
 
@@ -127,6 +127,7 @@ def delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1
   checks.check_range("epsilon", epsilon)
   checks.check_int("num_samples", num_samples, min_value=2)
   checks.check_int("batch_size", batch_size, min_value=1)
+  checks.check_int("seed", seed, min_value=0)
   checks.check_range("confidence", confidence, 0.0, 1.0, lo_open=True, hi_open=True)
   if num_samples % batch_size:
     raise ValueError(f"num_samples must be a multiple of batch_size={batch_size}; got {num_samples}.")
@@ -437,8 +438,10 @@ def _rigorous_delta_lower(S, pilot, eps, n, beta, remove):
 
 
 def _true_setup(sigma, num_steps, num_selected, num_epochs, direction, num_samples,
-                batch_size, confidence, beta):
+                batch_size, confidence, beta, seed, pilot_samples):
   check_scheme(sigma, num_steps, num_selected, num_epochs)
+  checks.check_int("seed", seed, min_value=0)
+  checks.check_int("pilot_samples", pilot_samples, min_value=2)
   checks.check_choice("direction", direction, ("remove", "add"))
   checks.check_int("num_samples", num_samples, min_value=2)
   checks.check_int("batch_size", batch_size, min_value=2)
@@ -495,7 +498,8 @@ def true_allocation_delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected
   """
   t0 = time.perf_counter()
   s, t, k, E, remove, z = _true_setup(sigma, num_steps, num_selected, num_epochs, direction,
-                                      num_samples, batch_size, confidence, beta)
+                                      num_samples, batch_size, confidence, beta, seed,
+                                      pilot_samples)
   checks.check_range("epsilon", epsilon, 0.0, np.inf)
   eps = np.atleast_1d(np.asarray(epsilon, np.float64))
   comps, shares, pilot = _design(seed, s, t, k, E, remove, ("eps", float(np.max(eps))),
@@ -550,7 +554,8 @@ def true_allocation_epsilon_monte_carlo(*, sigma, num_steps, delta, num_selected
   """
   t0 = time.perf_counter()
   s, t, k, E, remove, z = _true_setup(sigma, num_steps, num_selected, num_epochs, direction,
-                                      num_samples, batch_size, confidence, beta)
+                                      num_samples, batch_size, confidence, beta, seed,
+                                      pilot_samples)
   checks.check_delta(delta)
   checks.check_int("grid_points", grid_points, min_value=1)
   checks.check_range("grid_width", grid_width, 0.0, 1.0, lo_open=True, hi_open=True)

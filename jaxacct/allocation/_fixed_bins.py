@@ -95,9 +95,6 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
 from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
 
-__all__ = ["equivalent_sigma", "self_composed", "fixed_bins_pld_epsilon",
-           "fixed_bins_pld_delta"]
-
 _COMPOSE_TAIL = 1e-30
 
 
