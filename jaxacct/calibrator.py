@@ -64,7 +64,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from jaxacct import poisson
+from jaxacct import accounting, poisson
 from jaxacct._core import checks
 from jaxacct._core import progress as _progress
 from jaxacct._core.compiled import jit
@@ -155,6 +155,24 @@ def _allocation_scalar(sigma, delta, t, k, E):
   return float(r.epsilon), float(r.lower)
 
 
+@functools.lru_cache(maxsize=512)
+def _allocation_scalar_upper(sigma, delta, t, k, E):
+  """One allocation.pld upper evaluation without the certified lower (a
+  third of the host work), memoised."""
+  return float(apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=t,
+                                           num_selected=k, num_epochs=E,
+                                           with_lower=False).epsilon)
+
+
+def allocation_upper(sigma, delta, t, k, E):
+  """allocation.pld upper epsilon of k-of-t allocation over E epochs, flat arrays
+  (a scalar question skips the lower; arrays run the jitted programs)."""
+  if sigma.size == 1:
+    return np.array([_allocation_scalar_upper(float(sigma[0]), float(delta[0]), int(t),
+                                              int(k), int(E))])
+  return allocation_upper_lower(sigma, delta, t, k, E)[0]
+
+
 def allocation_upper_lower(sigma, delta, t, k, E):
   """allocation.pld (upper, lower) of k-of-t allocation over E epochs, flat arrays."""
   if sigma.size == 1:
@@ -196,14 +214,14 @@ def poisson_upper(sigma, delta, q, T):
 def _family_upper(family, key, sigma, delta, events):
   if family == "allocation":
     t, k, E = key
-    up, _ = allocation_upper_lower(sigma, delta, t, k, E)
+    up = allocation_upper(sigma, delta, t, k, E)
     return min_no_amplification(up, sigma, delta, k * E)[0]
   if family == "poisson":
     return poisson_upper(sigma, delta, *key)
   if family == "gaussian":
     return gaussian_upper(sigma, delta)
-  from jaxacct.accounting import PLDAccountant   # lazy: loads dp_accounting (see _is)
-  return np.array([PLDAccountant().compose(e).get_epsilon(float(d))
+  # accounting.PLDAccountant loads on first use (it brings dp_accounting; see _is)
+  return np.array([accounting.PLDAccountant().compose(e).get_epsilon(float(d))
                    for e, d in zip(events, delta)])
 
 

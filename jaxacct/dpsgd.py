@@ -94,7 +94,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from jaxacct import calibrator
+from jaxacct import accounting, calibrator
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core import progress as _progress
@@ -207,8 +207,7 @@ def _check_number(name, x):
 
 def _event(sched: Schedule, sigma):
   """The DpEvent of a run (see :func:`event`)."""
-  # imported here: dp_accounting loads with the events (tests/test_import_cost.py)
-  from jaxacct.accounting import events as ev
+  ev = accounting.events   # loads on first use: dp_accounting comes with the events
   if sched.sampling == "balls_in_bins":
     return ev.RandomAllocationDpEvent(sigma=sigma, steps_per_epoch=sched.steps_per_epoch,
                                       num_selected=sched.num_selected,

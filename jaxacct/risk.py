@@ -77,12 +77,14 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
+from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core import progress as _progress
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.solve import search_decreasing_host
 from jaxacct.accounting import TradeOff
+from jaxacct.allocation import pld as apld
 from jaxacct.dpsgd import Schedule, schedule
 
 __all__ = ["TradeOff", "Advantage", "tpr_from_plds", "advantage_from_plds", "tpr_at_fpr",
@@ -288,7 +290,6 @@ def _plds(sampling, n, B, E, k, t, T, q, sigma, want_lower):
   that of 1-of-t allocation when B | N (a dataset of zero gradients makes
   shuffled batches 1-of-t allocation; see :mod:`jaxacct.dpsgd`).
   """
-  from jaxacct import pld as jpld
   if sampling == "poisson":
     up = jpld.poisson_gaussian_composed(sigma=sigma, q=q, num_steps=T)
     lo = (jpld.poisson_gaussian_composed(sigma=sigma, q=q, num_steps=T, pessimistic=False)
@@ -296,7 +297,6 @@ def _plds(sampling, n, B, E, k, t, T, q, sigma, want_lower):
     return up, lo
   if sampling == "shuffle" and not (want_lower and n % int(B) == 0):
     return None, None
-  from jaxacct.allocation import pld as apld
   r = apld.allocation_plds(sigma=sigma, steps_per_epoch=t, num_selected=k, num_epochs=int(E))
   # k > 1: the Lemma 3.2 reduction is an upper bound only; its lower PLDs
   # bound the reduced object, not k-of-t allocation: no lower then.

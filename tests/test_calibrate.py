@@ -214,7 +214,7 @@ def test_dpsgd_calibration_where_the_gaussian_bound_wins():
 ])
 def test_every_door_returns_the_accountants_epsilon(sampling, kw):
   # dpsgd.epsilon, calibrator.upper_epsilon (what calibrate meets) and the
-  # accountant on dpsgd.event agree (rtol 1e-12; the dpsgd door takes the min
+  # accountant on dpsgd.event agree (rtol 1e-12, except as noted below; the dpsgd door takes the min
   # with no amplification, which does not win at sigma = 1.2 here). Poisson:
   # 1.2e-11 apart (1.67209352048617 vs 1.67209352050679, measured): the
   # accountant composes both directions at one FFT length (accountant.py).
@@ -224,7 +224,15 @@ def test_every_door_returns_the_accountants_epsilon(sampling, kw):
   acc = PLDAccountant().compose(event).get_epsilon(DELTA)
   door = dpsgd.epsilon(noise_multiplier=1.2, delta=DELTA, **cfg).epsilon
   np.testing.assert_allclose(door, acc, rtol=tol)
-  np.testing.assert_allclose(_up([event])[0], acc, rtol=tol)
+  up = _up([event])[0]
+  if sampling == "balls_in_bins":
+    # calibrate evaluates a scalar allocation question without its certified
+    # lower (allocation_pld_epsilon(with_lower=False)): the same upper, whose
+    # float ledger lacks the lower's terms: at or above the door's, 8.9e-12
+    # relative here (measured); the door itself is checked at 1e-12 below.
+    assert acc <= up <= acc * (1 + 1e-10), (up, acc)
+  else:
+    np.testing.assert_allclose(up, acc, rtol=tol)
   if sampling == "balls_in_bins":   # the allocation PLD door itself
     t, k, E = event.steps_per_epoch, event.num_selected, event.num_epochs
     r = pld.allocation_pld_epsilon(sigma=1.2, delta=DELTA, num_steps=t, num_selected=k,

@@ -175,9 +175,11 @@ import numpy as np
 from scipy import fft as sfft
 from scipy import stats
 
+from jaxacct import pld
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
 from jaxacct.accounting import _mechanisms as mech
+from jaxacct.accounting import mixtures as mx
 from jaxacct.accounting._pairs import dominated_on_grid
 
 __all__ = ["symmetrize", "draw_count_law", "without_replacement_pair",
@@ -191,7 +193,6 @@ _MAX_LOSS = 400.0
 
 
 def _pld():
-  from jaxacct import pld
   return pld
 
 
@@ -332,7 +333,6 @@ def with_replacement_pair(n: int, m: int, sigma: float, *, step: float,
   w, cut = draw_count_law(int(n), int(m))
   s = float(sigma)
   if not pessimistic:
-    from jaxacct.accounting import mixtures as mx
     ks = 2.0 * np.arange(w.size)
     return _padded(mx.mixture_of_gaussians(s, ks, w / np.sum(w), step=step,
                                            pessimistic=False))
@@ -349,7 +349,6 @@ def with_replacement_pair(n: int, m: int, sigma: float, *, step: float,
   if not comps:
     return E.PairPLD(*(2 * [E.PLD(jnp.zeros(1, jnp.float64), 0, float(step),
                                   jnp.asarray(1.0, jnp.float64), True)]))
-  from jaxacct.accounting import mixtures as mx
   one = symmetrize(mx.revealed_mixture(comps, weights, extra / r if r > 0 else extra))
   return E.PairPLD(one, one)
 
@@ -361,7 +360,6 @@ def with_replacement_pair(n: int, m: int, sigma: float, *, step: float,
 def _instance_cells(kind, n, m, sigma, c, h):
   """Exact (P, Q) cell masses of one step of the 1-D instance x = 1, x' = -1,
   every other record at c (centred; std sigma, norms <= 1)."""
-  from jaxacct.accounting import mixtures as mx
   s = float(sigma)
   if kind == "wor":
     q = m / n

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct import pld as E
 from jaxacct.allocation._pld_input import pld_final_laws
 from jaxacct.allocation._pld_laws import DEFAULT_TAIL, TAIL_FACTOR, laws_batch
 
@@ -57,7 +58,6 @@ def laws_to_plds(F, step):
   -ln(x/t), P-mass (= Q^t-mass) q (+ q0 at +inf). The float ledger is folded
   in: upper losses + eta, masses (1 + rel) e^eta; lower mirrored.
   """
-  from jaxacct import pld as E
   F = jax.tree.map(lambda a: np.asarray(a, np.float64), F)
   rel, eta = float(F.rel), float(F.eta)
   ku, kl = F.up_p > 0, F.lo_a > 0
@@ -77,7 +77,6 @@ def laws_to_plds(F, step):
 
 
 def composed_plds(param, t, k, E_, *, grid_size, tail, step, mechanism, tail_mass):
-  from jaxacct import pld as E
   comps = components(t, k)
   per = []
   for tt, c in comps:
@@ -103,7 +102,6 @@ def composed_plds(param, t, k, E_, *, grid_size, tail, step, mechanism, tail_mas
 
 
 def composed_query(param, t, k, E_, query, *, mode, grid_size, tail, step, mechanism):
-  from jaxacct import pld as E
   tm = 1e-30
   if tail is None:
     tail = float(np.clip(TAIL_FACTOR * query, 1e-30, 1e-12)) if mode == "eps" else DEFAULT_TAIL

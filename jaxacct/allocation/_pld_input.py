@@ -83,6 +83,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct import pld as E
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct.allocation import _sum_law as sl
@@ -114,7 +115,6 @@ class OneStep(NamedTuple):
 
 
 def pld_numpy(obj, name):
-  from jaxacct import pld as E
   if not isinstance(obj, E.PLD):
     raise ValueError(f"{name} must be a jaxacct.pld.PLD; got {type(obj).__name__}.")
   p = np.asarray(obj.probs, np.float64).ravel()
@@ -342,7 +342,6 @@ def pld_mechanism_laws(mechanism):
   tuple ``(upper, lower)`` of PLDs / PairPLDs (upper pessimistic; lower a
   valid pair or an optimistic PLD).
   """
-  from jaxacct import pld as E
   if isinstance(mechanism, (E.PLD, E.PairPLD)):
     up = lo = mechanism
   elif isinstance(mechanism, (tuple, list)) and len(mechanism) == 2:

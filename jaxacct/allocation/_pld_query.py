@@ -158,16 +158,17 @@ def upper_feasible(C: Composed, eps, delta, ns=JAX):
 # ----------------------------------------------------------------------------
 
 def composed_lane(fr1, fa1, fr2, fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
-                  shared: bool, blocks: int, ns=JAX):
+                  shared: bool, blocks: int, want_lower: bool = True, ns=JAX):
   """(rem_up, add_up, rem_lo, add_lo) of c1 rounds F1 composed with c2 rounds
   F2 for one lane (remove laws fr*, add laws fa*; ``shared``: fa* is fr*;
   ``blocks`` 1: c1 rounds only); ``ns``: ``JAX`` (jittable) or ``HOST``
-  (NumPy, concrete input)."""
+  (NumPy, concrete input). ``want_lower=False``: upper only (one
+  composition instead of three; the lower entries are NaN)."""
   query = composed_epsilons if mode == "eps" else composed_deltas
 
   def run(f1, f2):
     C = compose_laws(f1, f2, c1, c2, tau, q, mode=mode, size=size, tilts=tilts,
-                     want_lower=True, blocks=blocks, ns=ns)
+                     want_lower=want_lower, blocks=blocks, ns=ns)
     return query(C, q, ns)
 
   out = run(fr1, fr2)
@@ -215,7 +216,7 @@ def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, til
 
 
 def query_host(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
-               shared: bool):
+               shared: bool, want_lower: bool = True):
   """:func:`query_batch` on the host (NumPy laws and lanes), no XLA program:
   composed lanes through :func:`composed_lane`, single-round lanes
   (c1 + c2 == 1) through the round's own profile (:func:`._pld_laws.deltas`,
@@ -227,10 +228,13 @@ def query_host(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilt
   for i in comp:
     out[:, i] = host_call(composed_lane, row(Fr1, i), row(Fa1, i), row(Fr2, i), row(Fa2, i),
                           c1[i], c2[i], q[i], tau[i], mode=mode, size=size, tilts=tilts,
-                          shared=shared, blocks=2 if c2[i] > 0 else 1)
+                          shared=shared, blocks=2 if c2[i] > 0 else 1,
+                          want_lower=want_lower)
   direct = epsilons if mode == "eps" else deltas
   for i in np.flatnonzero(c1 + c2 == 1):
     r = host_call(direct, row(Fr1, i), q[i])
     a = r if shared else host_call(direct, row(Fa1, i), q[i])
     out[:, i] = (r[0], a[1], r[2], a[3])
+  if not want_lower:
+    out[2:] = np.nan
   return tuple(out)

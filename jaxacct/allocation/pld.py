@@ -302,14 +302,15 @@ HOST_LANES = 4
 
 
 def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, tail,
-         mechanism, laws, composition_size, tilts=cp.DEFAULT_TILTS):
+         mechanism, laws, composition_size, tilts=cp.DEFAULT_TILTS, want_lower=True):
   lanes = _Lanes(sigma, num_steps, num_selected, num_epochs, query)
   tails, taus = lanes.tails(tail, mode), lanes.tau(mode)
   kw = dict(mode=mode, size=int(composition_size), tilts=int(tilts))
   if lanes.size <= HOST_LANES:
     *F, shared = _block_laws(lanes, tails, grid_size=grid_size, mechanism=mechanism, laws=laws,
-                             host=True)
-    parts = qy.query_host(*F, lanes.c1, lanes.c2, lanes.q, taus, shared=shared, **kw)
+                             host=True, lower=want_lower or laws is not None)
+    parts = qy.query_host(*F, lanes.c1, lanes.c2, lanes.q, taus, shared=shared,
+                          want_lower=want_lower, **kw)
     return tuple(lanes.unpad(p) for p in parts)
 
   def part(sl):  # the round laws and the query of one chunk of lanes
@@ -354,7 +355,7 @@ def _result(parts, direction, query, mode):
 # ----------------------------------------------------------------------------
 
 def _query(mode, value, *, sigma, num_steps, num_selected, num_epochs, direction, grid_size,
-           tail, mechanism, composition_size):
+           tail, mechanism, composition_size, with_lower=True):
   """The one query behind the two front doors.
 
   ``mode`` is ``"eps"`` (``value`` is a delta; an ``EpsilonResult``) or
@@ -369,7 +370,9 @@ def _query(mode, value, *, sigma, num_steps, num_selected, num_epochs, direction
   _check_tail(tail)
   parts = _run(sigma, num_steps, num_selected, num_epochs, value, mode=mode,
                grid_size=grid_size, tail=tail, mechanism=mechanism, laws=laws,
-               composition_size=composition_size)
+               composition_size=composition_size, want_lower=bool(with_lower))
+  if not with_lower:
+    parts = (*parts[:2], *(np.full(np.shape(p), np.nan) for p in parts[2:]))
   return _result(parts, direction, value, mode)
 
 
@@ -378,7 +381,8 @@ def _query(mode, value, *, sigma, num_steps, num_selected, num_epochs, direction
 def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_epochs=1,
                            direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
                            tail=None, mechanism="gaussian",
-                           composition_size: int = DEFAULT_COMPOSITION_SIZE) -> EpsilonResult:
+                           composition_size: int = DEFAULT_COMPOSITION_SIZE,
+                           with_lower: bool = True) -> EpsilonResult:
   r"""Epsilon of k-of-t random allocation over E epochs from its tight PLD: upper and lower.
 
   Feldman & Shenfeld, "Efficient privacy loss accounting for subsampling and
@@ -413,6 +417,9 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
       exact (see the module docstring).
     composition_size: static lattice size N (a power of two) of the
       composition used where k E > 1.
+    with_lower: False skips the certified lower bound (``lower`` and the
+      lower entries of ``by_direction`` are then NaN): about a third of the
+      work of a scalar question (calibration evaluates only the upper).
 
   Returns:
     EpsilonResult: ``epsilon`` (= ``upper``) the upper bound, ``lower`` the
@@ -432,7 +439,7 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
   """
   return _query("eps", delta, sigma=sigma, num_steps=num_steps, num_selected=num_selected,
                 num_epochs=num_epochs, direction=direction, grid_size=grid_size, tail=tail,
-                mechanism=mechanism, composition_size=composition_size)
+                mechanism=mechanism, composition_size=composition_size, with_lower=with_lower)
 
 
 @per_epoch_steps
@@ -440,7 +447,8 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
 def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_epochs=1,
                          direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
                          tail=None, mechanism="gaussian",
-                         composition_size: int = DEFAULT_COMPOSITION_SIZE) -> DeltaResult:
+                         composition_size: int = DEFAULT_COMPOSITION_SIZE,
+                         with_lower: bool = True) -> DeltaResult:
   r"""Delta of k-of-t random allocation over E epochs from its tight PLD: upper and lower.
 
   Feldman & Shenfeld, arXiv:2602.17284v1; see :func:`allocation_pld_epsilon`.
@@ -451,7 +459,7 @@ def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_
 
   Args:
     sigma, num_steps, num_selected, num_epochs, direction, grid_size, tail,
-    mechanism, composition_size: as in :func:`allocation_pld_epsilon`
+    mechanism, composition_size, with_lower: as in :func:`allocation_pld_epsilon`
       (everything numeric broadcasts; ``tail`` default ``1e-20 / (k E)``).
     epsilon: >= 0; broadcasts.
 
@@ -464,7 +472,7 @@ def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_
   return _query("delta", epsilon, sigma=sigma, num_steps=num_steps,
                 num_selected=num_selected, num_epochs=num_epochs, direction=direction,
                 grid_size=grid_size, tail=tail, mechanism=mechanism,
-                composition_size=composition_size)
+                composition_size=composition_size, with_lower=with_lower)
 
 
 @per_epoch_steps
