@@ -268,7 +268,6 @@ def test_all_entries_cut():
   assert sum(got.values()) <= 75, got
 
 
-@_IN_PARALLEL
 def test_no_function_level_internal_imports_project():
   assert _function_level_imports() == []
 
