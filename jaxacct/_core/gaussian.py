@@ -7,8 +7,12 @@ privacy", arXiv:1805.06530v2, Thm 8 (tight, both directions, all real eps):
           - e^{\varepsilon}\Phi\Big(-\frac{1}{2\sigma}-\varepsilon\sigma\Big).
 
 Evaluated as ``exp(log_sub_exp(log_ndtr(a), eps + log_ndtr(b)))`` so that it
-neither overflows at large epsilon nor loses the difference to cancellation
-(relative error ~1e-15 * |log_ndtr(a)| / gap, below 1e-11 for eps <= 50).
+neither overflows at large epsilon nor loses the difference to cancellation:
+relative error ~1e-15 * |log_ndtr(a)| / gap, where gap = 1 - e^(lb - la) ~
+1/(eps sigma^2) when eps sigma is large. Measured against mpmath: below 1e-11
+wherever delta >= 1e-100; larger where both terms are astronomically small and
+nearly equal (8.5e-10 relative, below the exact value, at sigma = 8, eps = 4,
+delta ~ 1.6e-226; tests/test_mechanisms.py allows 2e-9 there).
 
 RDP: Mironov, arXiv:1702.07476v3, Prop. 7: :math:`R_\alpha = \alpha/(2\sigma^2)`.
 """
