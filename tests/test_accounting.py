@@ -338,3 +338,21 @@ print(type(acc.ledger).__name__)
       ev.SelfComposedDpEvent(ev.PoissonSampledDpEvent(0.1, ev.GaussianDpEvent(2.0)), 3),
       ev.EpsilonDeltaDpEvent(0.1, 0.0)])).get_epsilon(1e-5)
   assert float(eps) == ref and ledger == "ComposedDpEvent"
+
+
+def test_state_dict_records_the_truncated_and_shortcuts_switches():
+  # A ledger saved with truncated="dp_accounting" (their looser construction)
+  # must not load into a default accountant, which would report a different
+  # (tighter) epsilon for the same events; old states without the keys read
+  # as the defaults.
+  ev_t = ev.GaussianDpEvent(2.0)
+  acc = PLDAccountant(truncated="dp_accounting", shortcuts=False).compose(ev_t, 2)
+  sd = json.loads(json.dumps(acc.state_dict()))
+  assert sd["truncated"] == "dp_accounting" and sd["shortcuts"] is False
+  with pytest.raises(ValueError, match="truncated, shortcuts"):
+    PLDAccountant().load_state_dict(sd)
+  same = PLDAccountant(truncated="dp_accounting", shortcuts=False).load_state_dict(sd)
+  assert same.get_epsilon(1e-6) == acc.get_epsilon(1e-6)
+  old = {k: v for k, v in PLDAccountant().compose(ev_t).state_dict().items()
+         if k not in ("truncated", "shortcuts")}
+  assert PLDAccountant().load_state_dict(old).events == ((ev_t, 1),)

@@ -173,6 +173,16 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     return self._tail
 
   @property
+  def truncated(self) -> str:
+    """Which upper pair ``TruncatedSubsampledGaussianDpEvent`` gets ("jaxacct" or "dp_accounting")."""
+    return self._truncated
+
+  @property
+  def shortcuts(self) -> bool:
+    """Whether closed forms replace FFT composition where they are exact (all-Gaussian ledgers)."""
+    return self._shortcuts
+
+  @property
   def events(self) -> tuple:
     """The ``(event, count)`` pairs composed so far, in order (as given)."""
     return tuple(self._history)

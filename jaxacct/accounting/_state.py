@@ -130,6 +130,8 @@ def state_dict(acc) -> dict:
       "neighboring_relation": comp.relation_name(acc.neighboring_relation),
       "value_discretization_interval": acc.value_discretization_interval,
       "tail_mass": acc.tail_mass,
+      "truncated": acc.truncated,
+      "shortcuts": acc.shortcuts,
       "events": [{"event": encode_event(e), "count": int(n)}
                  for e, n in acc.events],
   }
@@ -138,8 +140,10 @@ def state_dict(acc) -> dict:
 def decode_state(acc, sd: dict):
   """The ``[(event, count)]`` of a state dict, checked against ``acc``'s settings.
 
-  The settings (relation, grid step, tail mass) must equal ``acc``'s: a
-  state is a ledger for one accountant configuration.
+  The settings (relation, grid step, tail mass, and where recorded the
+  ``truncated`` and ``shortcuts`` switches) must equal ``acc``'s: a state is
+  a ledger for one accountant configuration. A state written before the
+  switches were recorded reads as the defaults ("jaxacct", True).
   """
   if not isinstance(sd, dict) or sd.get("format") != FORMAT:
     raise ValueError(f"not a {FORMAT} state dict.")
@@ -148,9 +152,11 @@ def decode_state(acc, sd: dict):
   theirs = (sd.get("neighboring_relation"),
             float(sd.get("value_discretization_interval", float("nan"))),
             float(sd.get("tail_mass", float("nan"))))
+  mine += (acc.truncated, bool(acc.shortcuts))
+  theirs += (sd.get("truncated", "jaxacct"), bool(sd.get("shortcuts", True)))
   if mine != theirs:
     raise ValueError(f"state dict settings {theirs} differ from this "
                      f"accountant's {mine} (neighboring_relation, "
-                     "value_discretization_interval, tail_mass).")
+                     "value_discretization_interval, tail_mass, truncated, shortcuts).")
   return [(decode_event(item["event"]), int(item["count"]))
           for item in sd.get("events", [])]
