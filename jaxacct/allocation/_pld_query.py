@@ -147,12 +147,6 @@ def composed_epsilons(C: Composed, delta, ns=JAX):
   return tuple(xp.where(bad, xp.nan, v) for v in (ru, au, rl, al))
 
 
-def upper_feasible(C: Composed, eps, delta, ns=JAX):
-  """Whether both upper deltas at ``eps`` are <= ``delta`` (calibration)."""
-  ru, au, _, _ = composed_deltas(C._replace(wl_lo=None), eps, ns)
-  return (ru <= delta) & (au <= delta)
-
-
 # ----------------------------------------------------------------------------
 # one lane, the batched jitted entry point and the host entry point
 # ----------------------------------------------------------------------------
