@@ -16,6 +16,7 @@ import jax
 import numpy as np
 import pytest
 
+import jaxacct
 from jaxacct.allocation import pld
 
 # small grids: the comparison is between two evaluations of one construction
@@ -156,3 +157,35 @@ def test_with_lower_false_is_the_same_upper_without_the_lower(mode):
     a, b = (full.epsilon, up.epsilon) if mode == "eps" else (full.delta, up.delta)
     assert b >= a and b <= a * (1 + 1e-8), (a, b)
     assert np.isnan(up.lower) and not np.isnan(full.lower)
+
+
+@pytest.mark.parametrize("sigma", [0.1, 0.3, 50.0])
+@pytest.mark.parametrize("delta", [1e-15, 1e-6, 0.3])
+def test_host_one_of_one_brackets_the_exact_gaussian(sigma, delta):
+  """1-of-1 allocation is the Gaussian mechanism: the host path's upper and
+  lower must bracket the exact epsilon (Balle & Wang's profile,
+  ``jaxacct.gaussian_epsilon``, itself checked against mpmath in
+  tests/test_mechanisms.py), at extreme sigma and delta."""
+  r = pld.allocation_pld_epsilon(sigma=sigma, steps_per_epoch=1, delta=delta)
+  exact = float(jaxacct.gaussian_epsilon(sigma, delta).epsilon)
+  assert float(r.lower) <= exact * (1 + 1e-12) and exact <= float(r.epsilon)
+  assert float(r.epsilon) <= exact * 1.001 + 1e-9   # tight: within 0.1 % (measured <= 1.5e-4)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(sigma=50.0, steps_per_epoch=1_000_000, num_selected=1, num_epochs=3, delta=1e-15),
+    dict(sigma=0.1, steps_per_epoch=1_000_000, num_selected=2, num_epochs=2, delta=1e-15),
+    dict(sigma=0.3, steps_per_epoch=2, num_selected=1, num_epochs=3, delta=0.3),
+])
+def test_host_upper_never_below_the_jitted_certified_lower_at_extremes(kw):
+  """Extreme settings (sigma 0.1 and 50, t = 1e6, delta 1e-15): each path's
+  upper is above the other path's certified lower, and the two uppers agree
+  to 1e-7 relative (near-tie tilt choices differ with the FFT's rounding:
+  3e-8 measured at the first setting; each upper is certified by its own
+  float ledger)."""
+  h = pld.allocation_pld_epsilon(**kw)
+  j = pld.allocation_pld_epsilon(**{**kw, "sigma": np.full(pld.HOST_LANES + 1, kw["sigma"])})
+  hu, hl, ju, jl = (float(np.ravel(v)[0]) for v in (h.epsilon, h.lower, j.epsilon, j.lower))
+  assert np.isfinite(hu) and np.isfinite(ju)
+  assert hu >= jl and ju >= hl and hl <= hu
+  assert abs(hu - ju) <= 1e-7 * ju
