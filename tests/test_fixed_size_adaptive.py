@@ -29,10 +29,13 @@ def _event(kind, n, m, sigma):
 def test_adaptive_lower_between_fixed_schedule_and_upper(kind, n, m, sigma, steps):
   from jaxacct.accounting import NeighboringRelation as NR
   from jaxacct.accounting import PLDAccountant
-  h, rng = 5e-3, (-15.0, 12.0)
-  eps, adaptive = fs.adaptive_lower_delta(kind, n, m, sigma, steps, step=h, loss_range=rng)
+  # a short table (eps <= 15; read at eps <= 6 only): min_delta allows
+  # its end at delta 0.11 (measured 0.0084, 0.11, 0.0079 at the three settings)
+  h, rng, md = 5e-3, (-15.0, 12.0), 0.2
+  eps, adaptive = fs.adaptive_lower_delta(kind, n, m, sigma, steps, step=h, loss_range=rng,
+                                          min_delta=md)
   _, fixed = fs.adaptive_lower_delta(kind, n, m, sigma, steps, others=(-1.0,), step=h,
-                                     loss_range=rng)
+                                     loss_range=rng, min_delta=md)
   pick = (eps <= 6.0) & (np.arange(eps.size) % 200 == 0)
   e = eps[pick]
   acc = PLDAccountant(NR.REPLACE_ONE, h).compose(_event(kind, n, m, sigma), steps)

@@ -194,6 +194,8 @@ TAIL = 1e-20
 _MAX_LOSS = 400.0
 #: profile value below which the with-replacement upper's grid stops (the rest to +inf).
 _TINY = 1e-20
+#: largest loss grid of the adaptive program when it widens its range itself.
+_MAX_GRID = 1 << 23
 
 
 def _pld():
@@ -393,17 +395,25 @@ def with_replacement_profile(n: int, m: int, sigma: float, eps):
     mu = dk / s
     rev += np.exp(lp) * (special.ndtr(mu / 2 - lap / mu) - ap * special.ndtr(-mu / 2 - lap / mu))
   # hidden: the loss of sum_k pi_k N(dk) against N(0) increases in y; its
-  # threshold solves logsumexp_k(lpi + (dk y - dk^2/2)/s^2) = log a' (Newton
-  # from the right: the left side is convex and increasing)
-  y = np.min((lap[:, None] - lpi + d * d / (2 * s * s)) * (s * s) / d, axis=1)
-  todo = np.arange(y.size)
-  for _ in range(100):
-    t = lpi + (d * y[todo, None] - d * d / 2) / (s * s)
-    f = special.logsumexp(t, axis=1) - lap[todo]
-    y[todo] -= f / ((special.softmax(t, axis=1) * d).sum(axis=1) / (s * s))
-    todo = todo[np.abs(f) > 1e-13 * np.maximum(1.0, lap[todo])]
-    if todo.size == 0:
-      break
+  # threshold solves logsumexp_k(lpi + (dk y - dk^2/2)/s^2) = log a'. Newton
+  # (the left side is convex and increasing: from any start it lands right
+  # of the root, then descends), started from the roots at every 64th point.
+  def newton(y, lap):
+    for _ in range(100):
+      t = lpi + (d * y[:, None] - d * d / 2) / (s * s)
+      top = t.max(axis=1)
+      e = np.exp(t - top[:, None])
+      tot = e.sum(axis=1)
+      f = top + np.log(tot) - lap
+      y = y - f * (s * s) * tot / (e @ d)
+      if np.all(np.abs(f) <= 1e-13 * np.maximum(1.0, lap)):
+        return y
+    return y
+  start = np.min((lap[:, None] - lpi + d * d / (2 * s * s)) * (s * s) / d, axis=1)
+  idx = np.unique(np.append(np.arange(0, lap.size, 64), lap.size - 1))
+  order = np.argsort(lap[idx])
+  coarse = newton(start[idx], lap[idx])
+  y = newton(np.interp(lap, lap[idx][order], coarse[order]), lap)
   hid = -ap * special.ndtr(-y / s)
   for lp, dk in zip(lpi, d):
     hid += np.exp(lp) * special.ndtr((dk - y) / s)
@@ -416,21 +426,27 @@ def with_replacement_profile(n: int, m: int, sigma: float, eps):
 
 def _split_upper(n, m, sigma, step):
   """The symmetric PLD of :func:`with_replacement_pair`'s upper: connect-the-dots
-  on the profile ``upper`` at the grid points (eps = j step)."""
+  on the profile ``upper`` at grid points (eps = j step): every one while
+  delta > 1e-12, every 16th after, up to delta <= 1e-20 (the rest to +inf).
+  Any set of points is valid: a profile is convex in e^eps, so the chords of
+  its values lie above it."""
   h = float(step)
-  # the profile is decreasing: find the last grid point needed (delta > 1e-20)
-  # on a coarse scan, the rest is charged to +inf
   coarse = np.arange(0.0, _MAX_LOSS + 1.0, 1.0)
   cu = with_replacement_profile(n, m, sigma, coarse)[0]
-  top = float(coarse[np.argmax(cu <= _TINY)]) if np.any(cu <= _TINY) else _MAX_LOSS
-  eps = h * np.arange(int(math.ceil(top / h)) + 1)
+
+  def last(level):
+    return int(math.ceil(coarse[np.argmax(cu <= level)] / h)) if np.any(cu <= level) else (
+        int(math.ceil(_MAX_LOSS / h)))
+  j1, j2 = last(1e-12), last(_TINY)
+  j = np.concatenate([np.arange(j1 + 1), np.arange(j1 + 16, j2 + 16, 16)])
+  eps = h * j
   up = with_replacement_profile(n, m, sigma, eps)[0] * (1.0 + 1e-9)
   a = np.exp(eps)
   slope = np.append(np.diff(up) / np.diff(a), 0.0) if eps.size > 1 else np.zeros(1)
-  # Q-mass at loss j step is the slope increase; a negative one (float noise
+  # Q-mass at each point is the slope increase; a negative one (float noise
   # in a convex profile) is set to 0, which only raises the profile
-  q = np.maximum(np.diff(slope), 0.0)
-  probs = np.concatenate([[0.0], a[1:] * q])
+  probs = np.zeros(int(j[-1]) + 1)
+  probs[j[1:]] = a[1:] * np.maximum(np.diff(slope), 0.0)
   E = _pld()
   rem = E.PLD(jnp.asarray(probs), 0, h, jnp.asarray(float(up[-1]), jnp.float64), True)
   return symmetrize(rem)
@@ -468,7 +484,7 @@ def _instance_cells(kind, n, m, sigma, c, h):
 @x64_boundary
 def adaptive_lower_delta(kind: str, n: int, m: int, sigma: float, steps: int, *,
                          others=(-1.0, 0.0, 1.0), step: float = 2e-3,
-                         loss_range=(-30.0, 20.0)):
+                         loss_range=None, min_delta: float = 1e-10):
   r"""Certified lower bound on delta(eps) under an adversary that adapts each step.
 
   Instance (1-D, norms <= 1): the differing record is x = 1 in D and
@@ -491,7 +507,13 @@ def adaptive_lower_delta(kind: str, n: int, m: int, sigma: float, steps: int, *,
       replacement). n, m: ints, 1 <= m (<= n for "wor"). sigma: > 0
       (dp_accounting's PLD reading: replace-one moves a batch sum by <= 2).
     steps: number of compositions >= 1. others: values of c in [-1, 1].
-    step: loss grid. loss_range: range of the running loss minus eps.
+    step: loss grid. loss_range: ``(lo, hi)``, lo < 0 < hi, the range of
+      the running loss minus eps; the table covers eps in [0, -lo]. Default
+      None: (-30, 20), its lower end doubled until the table reaches
+      ``min_delta`` (a ValueError naming ``loss_range`` past 2^23 points).
+      An explicit range that does not reach it raises a ValueError naming
+      ``loss_range``: no eps past -lo could be read from the table.
+    min_delta: in (0, 1); the delta the table must reach at its largest eps.
 
   Returns:
     ``(eps, delta)``: numpy arrays on the grid, eps >= 0 ascending.
@@ -507,31 +529,57 @@ def adaptive_lower_delta(kind: str, n: int, m: int, sigma: float, steps: int, *,
   checks.check_range("others", cs, -1.0, 1.0)
   h = float(step)
   kern = [_instance_cells(kind, int(n), int(m), sigma, float(c), h) for c in cs]
-  return kernels_lower_delta(kern, steps, step=h, loss_range=loss_range)
+  return kernels_lower_delta(kern, steps, step=h, loss_range=loss_range,
+                             min_delta=min_delta)
 
 
 @x64_boundary
-def kernels_lower_delta(cells, steps: int, *, step: float, loss_range=(-30.0, 20.0)):
+def kernels_lower_delta(cells, steps: int, *, step: float, loss_range=None,
+                        min_delta: float = 1e-10):
   r"""The adaptive dynamic program of :func:`adaptive_lower_delta` over given one-step pairs.
 
   ``cells``: a list of exact ``(p, q)`` outcome masses of one-step pairs
   (any instances, e.g. in 2-D); before each step the adversary picks one,
-  from the outputs so far. One pair gives a fixed schedule.
+  from the outputs so far. One pair gives a fixed schedule. ``loss_range``
+  and ``min_delta``: as in :func:`adaptive_lower_delta` (checked: a table
+  that ends before delta falls to ``min_delta`` is widened or refused).
 
   Returns:
     ``(eps, delta)`` as :func:`adaptive_lower_delta`. Bound: lower.
   """
   checks.check_int("steps", steps, min_value=1)
   checks.check_positive("step", step)
+  if not 0.0 < float(min_delta) < 1.0:
+    raise ValueError(f"min_delta must be in (0, 1); got {min_delta}.")
+  auto = loss_range is None
+  lo, hi = (-30.0, 20.0) if auto else (float(loss_range[0]), float(loss_range[1]))
+  if not lo < 0.0 < hi:
+    raise ValueError(f"loss_range must be (lo, hi) with lo < 0 < hi; got {loss_range}.")
   h = float(step)
   kern = []
   for p, q in cells:
     g = dominated_on_grid(p, q, step=h)
     kern.append((int(g.offset), np.asarray(g.probs, np.float64), float(g.inf_mass)))
+  while True:
+    u, W = _adaptive_program(kern, int(steps), h, lo, hi)
+    if W[0] <= min_delta:      # W[0]: delta at the table's largest eps, -lo
+      break
+    if not auto or (hi - 2.0 * lo) / h > _MAX_GRID:
+      raise ValueError(
+          f"loss_range: the table ends at eps = {-lo:g} with delta {W[0]:.3g} > "
+          f"min_delta = {min_delta:g}; larger eps cannot be read from it. Widen "
+          f"loss_range[0] (e.g. to {2.0 * lo:g}){'' if not auto else ' or the step'}.")
+    lo *= 2.0
+  sel = u <= 0
+  return 0.0 - u[sel][::-1], W[sel][::-1]
+
+
+def _adaptive_program(kern, steps, h, lo, hi):
+  """``(u, W_0(u))`` on the grid ``lo + h j`` (module docstring of :func:`adaptive_lower_delta`)."""
   jmin = min(o for o, _, _ in kern)
   jmax = max(o + w.size - 1 for o, w, _ in kern)
-  k = int(round((loss_range[1] - loss_range[0]) / h)) + 1
-  u = loss_range[0] + h * np.arange(k)
+  k = int(round((hi - lo) / h)) + 1
+  u = lo + h * np.arange(k)
   padl, padr = max(0, -jmin), max(0, jmax)
   size = sfft.next_fast_len(k + padl + padr + jmax - jmin + 1, real=True)
   fk = []
@@ -541,12 +589,11 @@ def kernels_lower_delta(cells, steps: int, *, step: float, loss_range=(-30.0, 20
     fk.append((sfft.rfft(full[::-1], size), inf))
   right = -np.expm1(-(u[-1] + h * np.arange(1, padr + 1)))
   W = -np.expm1(-np.maximum(u, 0.0))
-  lo = padl + jmax
-  for _ in range(int(steps)):
+  first = padl + jmax
+  for _ in range(steps):
     f = sfft.rfft(np.concatenate([np.zeros(padl), W, right]), size)
     best = np.zeros(k)
     for fw, inf in fk:
-      best = np.maximum(best, sfft.irfft(f * fw, size)[lo:lo + k] + inf)
+      best = np.maximum(best, sfft.irfft(f * fw, size)[first:first + k] + inf)
     W = np.minimum(best, 1.0)
-  sel = u <= 0
-  return 0.0 - u[sel][::-1], W[sel][::-1]
+  return u, W
