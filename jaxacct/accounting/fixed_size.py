@@ -37,18 +37,8 @@ probability that it is.
   composed; composing the remove and add pairs separately and taking the
   larger would not be an upper bound.
 * :func:`with_replacement_pair` -- ``r = 1 - (1 - 1/n)^m`` (the record drawn
-  at least once). Draw every position's "other" candidate independently of
-  the coin that picks the record; joint convexity over (number of draws
-  K >= 1, their positions, the candidates) and the triangle inequality give
-  ``delta(eps) <= sum_{k>=1} P(K=k) H_{a'}(N(2k)||N(0))``, the remove profile
-  of the revealed-K mixture of ``((1-r) N(0) + r N(2k), N(0))`` with weights
-  ``P(K=k)/r``. The instance with every other record at -e has the hidden-K
-  pair ``(sum_k P(K=k) N(2k), N(0))``: the two differ only on {K >= 2}
-  (share ``P(K>=2)/r ~ (m-1)/(2n)``, 0.2 % at n = 60000, m = 256), but
-  revealing K >= 2 raises the loss of those draws by ``log(r/P(K=k))``,
-  which dominates small deltas after many steps (n = 60000, m = 256,
-  sigma = 1, 2344 steps, delta = 1e-5: upper 19.10 vs the instance's 11.56).
-  No tighter pair is proven; see "With replacement: what is known" below.
+  at least once, K ~ Bin(m, 1/n) times): the split bound, "With
+  replacement" below.
 
 Composition: the symmetric pair is the smallest single pair that dominates
 both orders. It is Dong, Roth & Su's subsampling trade-off for sampling
@@ -115,57 +105,75 @@ or without them), although at q = 0.3 some 2-D T (x = -x' = e1, y = (0,
 collinear antipodal T dominate the rest would make the program exact;
 until then the composed C_p pair is the upper.
 
-With replacement: what is known. With the per-position coupling (draw j
-is the record with probability 1/n, else an independent uniform other z_j)
-and joint convexity over the z's, one step of any instance is dominated by
-the worst pair ``(law(sum_j b_j u_j + N), law(sum_j b_j v_j + N))``, b_j iid
-Bern(1/n), ``u_j = x - z_j``, ``v_j = x' - z_j`` (so u_j - v_j = x - x').
-A pair that hides K needs the supremum of that family. Brute force (every
-one of the n^m draw sequences, exact hockey-stick integrals; n, m, sigma =
-(4, 2, 0.5), (4, 2, 1), (3, 3, 1); eps in {0, 0.25, 0.5, 1, 2}): 1-D
-datasets with mixed others ({-1, -0.5, 0, 0.5, 1}^(n-1)) never beat the
-best common c (ratio <= 1 at every point), but the 1-D common-c family is
-not the envelope: in 2-D, x = e1, x' = -e1, every other record at
-z = -(e1 + e2)/sqrt(2), the perpendicular part of the output (same law
-under both neighbours, correlated with K) partly reveals K, and at
-(3, 3, 1), eps = 0.5 the instance has delta >= 0.47900 (outputs binned on a
-grid: certified) against 0.478596 for the best c (c = -0.780;
-tests/test_fixed_size_pld.py). So a pair built from 1-D instances, or from
-the hidden-K pair of "others at -e" alone (others at 0 beat it at n = 4,
-m = 2, sigma = 0.5, eps = 0: 0.42043 vs 0.41908), would be wrong. Every
-common-z instance lies in the plane of (x, x', z), so a proof that
-position-varying z_j never help (what the 1-D brute force suggests) would
-reduce the envelope to a 2-D family; no such proof is known here. At the
-large setting the 2-D instances are far from the worst (one instance,
-either order each step, 2344 steps, grid 2e-3, cells 0.05 sigma: 7.20 for
-x = (0.8, 0.6), z = (0, -1); 6.52 for x = (0.6, 0.8), z = (0, -1); 3.64 for
-z = e2; c = 0: 1.77; against 11.62 for c = -1), and adding them to the
-adaptive program (:func:`kernels_lower_delta`) left the adaptive lower
-unchanged at the three other settings of the table (to the 2e-3 grid) and
-gave 11.624 at the first (11.62 without them). The best known lower
-therefore stays at the "others at -e" instance and the upper stays the
-revealed-K mixture:
+With replacement: the split bound (upper). Per-position coupling: draw j
+is the record with probability 1/n, else an independent uniform other z_j.
+Joint convexity over the z's leaves fixed z, where ``P = (1-r) R + r P'``,
+``Q = (1-r) R + r Q'``, ``R = N(sum_j z_j)`` (K = 0), ``P' = sum_{B != {}}
+pi_B N(sum_j z_j + sum_{j in B} u_j)``, Q' the same with v_j, ``u_j = x -
+z_j``, ``v_j = x' - z_j``. Only |u_j|, |u_j - v_j| <= 2 is used (so a
+diameter-2 reading of the sensitivity is covered too). The identity above,
+then convexity of ``H_{a'}(P'||.)`` in its second argument, give for
+eps >= 0, both orders, any dimension (``pi_k = P(K=k)/r``)::
 
-  ===========================  =============  ==============  ======
-  N, B, sigma, steps (WR)      fixed lower    adaptive lower  upper
-  ===========================  =============  ==============  ======
-  60000, 256, 1.0, 2344        11.56          11.62           19.10
-  60000, 256, 2.0, 2344        1.112          1.096 (b)       2.938
-  50000, 500, 1.5, 1000        4.429          4.450           9.989
-  10000, 1000, 0.8, 100        86.72          87.02           104.43
-  ===========================  =============  ==============  ======
+  delta <= r (1-b) H_{a'}(P'||R) + r b H_{a'}(P'||Q')
+        <= r (1-b) H_{a'}(sum_k pi_k N(2k)||N(0)) + r b sum_k pi_k H_{a'}(N(2k)||N(0)).
 
-  (fixed lower and upper: ``PLDAccountant(REPLACE_ONE)`` at step 1e-4;
-  adaptive: others {-1, 0, 1} plus the three 2-D instances, grid 2e-3,
-  loss range (-140, 20) at the last setting;
-  (b) grid 2e-3: below the fixed lower, which is computed at step 1e-4.)
+Second term: joint convexity over B (K revealed). First term, K hidden:
+*Lemma* (aligned mixtures): ``H_a(sum_i p_i N(mu_i, s^2 I) || N(0, s^2 I))
+<= H_a(sum_i p_i N(M_i e, s^2) || N(0, s^2))`` if |mu_i| <= M_i. Proof:
+``H_a = E[phi(sum_i p_i exp(X_i - Var X_i / 2))]``, ``phi(t) = (t - a)_+``
+(smoothed: convex, C^2), ``X_i = <mu_i, G>/s``, G standard. The mixed
+second derivatives of the integrand are ``phi'' p_i p_j e^(..) e^(..) >= 0``,
+so by Gaussian interpolation (Kahane's comparison: at fixed variances E g(X)
+grows with the covariances when g's off-diagonal second derivatives are
+>= 0) aligning the means (covariance |mu_i||mu_j|, the largest) raises
+it; aligned, with t_i = |mu_i|/s >= 0, Stein's lemma gives ``d/dt_i E
+phi(S(Y)) = p_i E[phi''(S(W)) S'(W)] >= 0`` (W ~ N(t_i, 1), S increasing),
+so raising the norms to M_i raises it too. Here |sum_{j in B} u_j| <= 2|B|.
 
-Upper: ``jaxacct.pld.poisson_gaussian`` (the shared Poisson kernel: no new
-program for a new sigma, q or n) at noise ``sigma/(2k)``, mixed, then
-symmetrised. Lower: the instance with the other records at -e (remove) /
-+e (add), exact cells merged onto the grid; composed per direction it is the
-delta of a fixed schedule, a certified lower bound (the adaptive schedules
-of Lebeda et al. can only be larger).
+So ``upper = hidden + b (revealed - hidden)`` (:func:`with_replacement_profile`):
+``hidden`` is the exact profile of the instance x = e, x' = -e, others at
+-e (a lower bound), ``revealed`` the K-revealed bound (Balle, Barthe,
+Gaboardi, arXiv:1807.01647v2, Thm 10, made mechanism-specific; Zhu, Dong,
+Wang, arXiv:2106.08567v2, Prop. 30) that was the upper before, and
+``b = a r / (r + e^eps - 1)`` falls from 1 at eps = 0 to r, so the revealed
+excess, whose log(r/P(K=k)) loss shift dominated composed tails, now has
+weight ~r there. At eps = 0 the bound is attained: x = e1, x' = -e1, others
+at -e2 give mirror images in y1, and {y1 > 0} is the best test for every K.
+For eps > 0 it is not known to be tight; the tightest per-step pair (profile
+``sup_T delta_T``, as for WOR) lies between the worst dataset and it, and no
+pair built from 1-D datasets is valid: at (n, m, sigma) = (3, 3, 1), eps =
+0.5, x = e1, x' = -e1, others at -(e1 + e2)/sqrt(2) give delta >= 0.479002
+(binned, certified) > 0.478596 (every common c, 1-D; tests/
+test_fixed_size_pld.py); split upper 0.496097, revealed 0.499565. Checked
+against brute force (every draw sequence, n <= 4, m <= 3, 1-D exact and
+2-D binned datasets, both orders; tests/test_fixed_size_wr.py). Schuchardt,
+Stoian, Kosmala, Guennemann (NeurIPS 2024, arXiv:2403.04867) compute WR as
+the double mixture ``(sum_k P(K=k) N(-k D), sum_k P(K=k) N(k D))`` (their
+code: ``plotting/camera/adp/with_replacement``); with D = 1 (others at 0
+here) it falls below the certified lower at the first setting below (1.77),
+with D = 2 it is valid-looking but above the split bound there.
+
+  ===========================  =============  ==============  ======  ======
+  N, B, sigma, steps (WR)      fixed lower    adaptive lower  upper   before
+  ===========================  =============  ==============  ======  ======
+  60000, 256, 1.0, 2344        11.56          11.62           12.586  19.10
+  60000, 256, 2.0, 2344        1.112          1.096 (b)       1.3849  2.938
+  50000, 500, 1.5, 1000        4.429          4.450           5.2736  9.989
+  10000, 1000, 0.8, 100        86.72          87.02           92.645  104.43
+  ===========================  =============  ==============  ======  ======
+
+  (fixed lower and upper: the pairs composed at step 1e-4; adaptive: others
+  {-1, 0, 1} plus three 2-D instances, grid 2e-3; (b) grid 2e-3: below the
+  fixed lower, which is computed at step 1e-4.)
+
+WOR upper: ``jaxacct.pld.poisson_gaussian`` (the shared Poisson kernel: no
+new program for a new sigma, q or n); WR upper: host NumPy, connect-the-dots
+on the profile (Doroshenko et al., arXiv:2207.04380). Lower: the instance
+with the other records at -e (remove) / +e (add), exact cells merged onto
+the grid; composed per direction it is the delta of a fixed schedule, a
+certified lower bound (the adaptive schedules of Lebeda et al. can only be
+larger).
 """
 
 from __future__ import annotations
@@ -181,6 +189,7 @@ from jaxacct import pld
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
 from jaxacct.accounting import _mechanisms as mech
+from jaxacct.accounting import _wr_profiles as wrp
 from jaxacct.accounting import mixtures as mx
 from jaxacct.accounting._pairs import dominated_on_grid
 
@@ -319,15 +328,13 @@ def with_replacement_pair(n: int, m: int, sigma: float, *, step: float,
                           pessimistic: bool = True):
   r"""One step of m draws with replacement from n records, then the Gaussian (replace-one).
 
-  Upper: :func:`symmetrize` of the mixture, with weights P(K=k)/r over
-  k >= 1 (K ~ Bin(m, 1/n), r = P(K >= 1)), of the remove PLDs of
-  ``((1-r) N(0, sigma^2) + r N(2k, sigma^2), N(0, sigma^2))`` (module
-  docstring; Balle, Barthe, Gaboardi, arXiv:1807.01647v2, Thm 2, then joint
-  convexity over K). The cut tail P(K > k_max) <= 1e-20, and components
-  whose loss range exceeds 400, go to +inf. Lower: the instance x = e,
-  x' = -e, other records at -e: ``(sum_k P(K=k) N(2k), N(0))`` (remove) and
-  its reverse (add), by :func:`jaxacct.accounting.mixtures.mixture_of_gaussians`
-  (cells merged onto the grid). n = 1 is the Gaussian of sensitivity 2m.
+  Upper: :func:`symmetrize` of the connect-the-dots PLD of
+  :func:`with_replacement_profile`'s ``upper`` (module docstring, "With
+  replacement"; +1e-9 relative for float error; the cut tail P(K > k_max)
+  <= 1e-20 and the profile past delta 1e-20 go to +inf). Lower: the
+  instance x = e, x' = -e, other records at -e: ``(sum_k P(K=k) N(2k),
+  N(0))`` (remove) and its reverse (add), cells merged onto the grid. n = 1
+  is the Gaussian of sensitivity 2m.
 
   Returns:
     ``PairPLD``. Bound: upper (pessimistic) / lower.
@@ -356,13 +363,10 @@ def with_replacement_profile(n: int, m: int, sigma: float, eps):
     exact profile of the instance x = e, x' = -e, other records at -e
     (remove order); a lower bound on the tightest one-step profile.
   * ``revealed = r sum_k pi_k H_{a'}(N(2k, sigma^2) || N(0, sigma^2))``:
-    the draw count revealed (Balle, Barthe, Gaboardi, arXiv:1807.01647v2,
-    Thm 10 made mechanism-specific; Zhu, Dong, Wang, arXiv:2106.08567v2,
-    Prop. 30); an upper bound.
-  * ``upper = r ((1 - b) H_{a'}(sum_k pi_k N(2k) || N(0)) + b revealed/r)
-    = hidden + b (revealed - hidden)``, plus the cut tail P(K > k_max):
-    an upper bound on every dataset pair's profile, both orders (module
-    docstring, "With replacement: the split bound").
+    the draw count revealed (the upper before; module docstring).
+  * ``upper = hidden + b (revealed - hidden)`` plus the cut tail
+    P(K > k_max): above every dataset pair's profile, both orders (module
+    docstring, "With replacement").
 
   Returns:
     ``(upper, revealed, hidden)``, float64 arrays shaped like ``eps``
@@ -380,48 +384,10 @@ def with_replacement_profile(n: int, m: int, sigma: float, eps):
   if np.any(~(eps >= 0)):
     raise ValueError("eps must be >= 0 (an array of non-negative floats).")
   w, cut = draw_count_law(int(n), int(m))
-  r = 1.0 - float(w[0]) if n > 1 else 1.0
-  k = np.nonzero(w[1:] > 0)[0] + 1.0
-  lpi = np.log(w[k.astype(int)] / r)
-  s, d = float(sigma), 2.0 * k
-  em1 = np.expm1(eps)
-  lap = np.log1p(em1 / r)                       # log a'
-  ap = np.exp(lap)
-  b = np.exp(eps) * r / (r + em1)
-  shape = eps.shape
-  lap, ap, b = lap.ravel(), ap.ravel(), b.ravel()
-  rev = np.zeros(lap.size)
-  for lp, dk in zip(lpi, d):                    # Gaussian of shift dk: exact
-    mu = dk / s
-    rev += np.exp(lp) * (special.ndtr(mu / 2 - lap / mu) - ap * special.ndtr(-mu / 2 - lap / mu))
-  # hidden: the loss of sum_k pi_k N(dk) against N(0) increases in y; its
-  # threshold solves logsumexp_k(lpi + (dk y - dk^2/2)/s^2) = log a'. Newton
-  # (the left side is convex and increasing: from any start it lands right
-  # of the root, then descends), started from the roots at every 64th point.
-  def newton(y, lap):
-    for _ in range(100):
-      t = lpi + (d * y[:, None] - d * d / 2) / (s * s)
-      top = t.max(axis=1)
-      e = np.exp(t - top[:, None])
-      tot = e.sum(axis=1)
-      f = top + np.log(tot) - lap
-      y = y - f * (s * s) * tot / (e @ d)
-      if np.all(np.abs(f) <= 1e-13 * np.maximum(1.0, lap)):
-        return y
-    return y
-  start = np.min((lap[:, None] - lpi + d * d / (2 * s * s)) * (s * s) / d, axis=1)
-  idx = np.unique(np.append(np.arange(0, lap.size, 64), lap.size - 1))
-  order = np.argsort(lap[idx])
-  coarse = newton(start[idx], lap[idx])
-  y = newton(np.interp(lap, lap[idx][order], coarse[order]), lap)
-  hid = -ap * special.ndtr(-y / s)
-  for lp, dk in zip(lpi, d):
-    hid += np.exp(lp) * special.ndtr((dk - y) / s)
-  hid = np.maximum(hid, 0.0)
-  rev = np.maximum(rev, hid)                    # joint convexity: hidden <= revealed
-  up = r * hid + r * b * (rev - hid)
-  return ((up + cut).reshape(shape), (r * rev + cut).reshape(shape),
-          (r * hid).reshape(shape))
+  flat = eps.ravel()
+  up, rev, hid = wrp.split(w, sigma, flat)
+  up = np.minimum(up, wrp.double_mixture(w, sigma, flat))
+  return tuple(v.reshape(eps.shape) for v in (up + cut, rev + cut, hid))
 
 
 def _split_upper(n, m, sigma, step):
@@ -440,8 +406,10 @@ def _split_upper(n, m, sigma, step):
   j1, j2 = last(1e-12), last(_TINY)
   j = np.concatenate([np.arange(j1 + 1), np.arange(j1 + 16, j2 + 16, 16)])
   eps = h * j
-  up = with_replacement_profile(n, m, sigma, eps)[0] * (1.0 + 1e-9)
   a = np.exp(eps)
+  # the upper is the min of two bounds: its greatest convex minorant in
+  # e^eps is still above every dataset's (convex) profile
+  up = wrp.lower_hull(a, with_replacement_profile(n, m, sigma, eps)[0] * (1.0 + 1e-9))
   slope = np.append(np.diff(up) / np.diff(a), 0.0) if eps.size > 1 else np.zeros(1)
   # Q-mass at each point is the slope increase; a negative one (float noise
   # in a convex profile) is set to 0, which only raises the profile
