@@ -286,7 +286,7 @@ def test_accountant_with_replacement_route_and_old_bound():
   r = PLDAccountant(NR.REPLACE_ONE, h).compose(_fixed("wr", n, m, sigma), steps
                                                ).get_epsilon_bounds(delta)
   (label, _), = r.details["components"]
-  assert "[pld: symmetric pair, draw count >= 1 revealed]" in label
+  assert "[pld: symmetric pair, draw count hidden]" in label
   old = E.epsilon(E.compose(mixtures.with_replacement_gaussian(n, m, sigma, step=h).remove,
                             steps), delta)
   # amplified in epsilon now (measured bracket [11.70, 17.17] vs the old upper 23.71)

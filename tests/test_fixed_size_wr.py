@@ -182,10 +182,23 @@ def test_split_upper_at_the_2d_counterexample():
   assert hid[0] == pytest.approx(0.4751602, abs=1e-6)  # others at -1: 0.47516025)
 
 
+@pytest.mark.parametrize("n, m, sigma", [(2, 2, 0.5), (3, 3, 1.0), (4, 2, 2.0)])
+def test_double_mixture_term_is_the_relaxed_instance(n, m, sigma):
+  # (sum_k P(K=k) N(2k), sum_k P(K=k) N(-2k)) is the law of x = 2, x' = -2,
+  # others at 0 (norms 2: outside the model, the lemma's extreme point); the
+  # upper is at most its exact profile (min with the split bound)
+  P = _law([(2.0,)] + [(0.0,)] * (n - 1), m)
+  Q = _law([(-2.0,)] + [(0.0,)] * (n - 1), m)
+  dm = np.array([_hockey_1d(P, Q, sigma, e) for e in EPS])
+  up, rev, hid = _upper(n, m, sigma, EPS)
+  assert np.all(up <= dm * (1 + 1e-9) + 1e-13)
+
+
 def test_aligned_mixture_lemma():
-  """H_a(sum_i p_i N(mu_i) || N(0)) <= H_a(sum_i p_i N(|mu_i| e) || N(0)) (the
-  lemma under the split bound): random 2-D means against their aligned
-  version; 2-D integral by a 0.01 midpoint rule (error < 1e-6 here)."""
+  """H_a(sum_i p_i N(mu_i) || sum_j q_j N(nu_j)) <= H_a(sum_i p_i N(|mu_i| e) ||
+  sum_j q_j N(-|nu_j| e)) (jaxacct.accounting._wr_profiles): random 2-D means
+  against their antipodal aligned version, Q = N(0) included; 2-D integral by
+  a 0.01 midpoint rule (error < 1e-6 here)."""
   rng = np.random.default_rng(3)
   g = np.arange(-9.0, 13.0, 0.01) + 0.005
   X, Y = np.meshgrid(g, g, indexing="ij")
@@ -194,11 +207,20 @@ def test_aligned_mixture_lemma():
     k = int(rng.integers(2, 4))
     p = rng.dirichlet(np.ones(k))
     mu = rng.normal(size=(k, 2)) * 1.3
-    lr = sum(pi * np.exp(X * a + Y * b - 0.5 * (a * a + b * b)) for pi, (a, b) in zip(p, mu))
-    norms = np.linalg.norm(mu, axis=1)
-    lr_al = sum(pi * np.exp(X * t - 0.5 * t * t) for pi, t in zip(p, norms))
+    j = int(rng.integers(1, 3))
+    qw = rng.dirichlet(np.ones(j))
+    nu = rng.normal(size=(j, 2)) * (0.0 if j == 1 else 1.0)
+
+    def lr(ws, ms):
+      return sum(c * np.exp(X * a + Y * b - 0.5 * (a * a + b * b)) for c, (a, b) in zip(ws, ms))
+
+    def lr_al(ws, ms, sign):
+      return sum(c * np.exp(sign * X * t - 0.5 * t * t)
+                 for c, t in zip(ws, np.linalg.norm(ms, axis=1)))
     for a in (1.0, 1.5, 4.0):
-      assert np.sum(np.maximum(lr - a, 0) * phi) <= np.sum(np.maximum(lr_al - a, 0) * phi) + 1e-6
+      got = np.sum(np.maximum(lr(p, mu) - a * lr(qw, nu), 0) * phi)
+      al = np.sum(np.maximum(lr_al(p, mu, 1.0) - a * lr_al(qw, nu, -1.0), 0) * phi)
+      assert got <= al + 1e-6
 
 
 def test_single_record_is_the_gaussian_and_bad_input():

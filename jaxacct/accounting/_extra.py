@@ -232,7 +232,7 @@ def build(kind, event, rel, step) -> dict:
     if s == 0:
       return dict(label=label, nonprivate=True)
     if rel == REPLACE:   # jaxacct.accounting.fixed_size: symmetric pair
-      return dict(label=label + " [pld: symmetric pair, draw count >= 1 revealed]",
+      return dict(label=label + " [pld: symmetric pair, draw count hidden]",
                   upper=fs.with_replacement_pair(n, m, s, step=h),
                   lower_fn=lambda: fs.with_replacement_pair(n, m, s, step=h,
                                                             pessimistic=False),

@@ -37,8 +37,7 @@ probability that it is.
   composed; composing the remove and add pairs separately and taking the
   larger would not be an upper bound.
 * :func:`with_replacement_pair` -- ``r = 1 - (1 - 1/n)^m`` (the record drawn
-  at least once, K ~ Bin(m, 1/n) times): the split bound, "With
-  replacement" below.
+  at least once, K ~ Bin(m, 1/n) times): "With replacement" below.
 
 Composition: the symmetric pair is the smallest single pair that dominates
 both orders. It is Dong, Roth & Su's subsampling trade-off for sampling
@@ -81,7 +80,7 @@ other records each step from the outputs so far does not reach it
   60000, 256, 2.0, 2344 (WOR)   1.0999           1.1025 (a)      1.3634
   50000, 500, 1.5, 1000 (WOR)   3.769            3.784           4.357
   10000, 1000, 0.8, 100 (WOR)   53.32            53.52           57.40
-  60000, 256, 1.0, 2344 (WR)    11.56            11.62           19.10
+  60000, 256, 1.0, 2344 (WR)    11.56            11.62           12.421
   ============================  ===============  ==============  =====
 
   (others in {-1, 0, 1}, WR {-1, 1}; grid 2e-3, (a) 5e-4; fixed schedule
@@ -105,71 +104,68 @@ or without them), although at q = 0.3 some 2-D T (x = -x' = e1, y = (0,
 collinear antipodal T dominate the rest would make the program exact;
 until then the composed C_p pair is the upper.
 
-With replacement: the split bound (upper). Per-position coupling: draw j
-is the record with probability 1/n, else an independent uniform other z_j.
-Joint convexity over the z's leaves fixed z, where ``P = (1-r) R + r P'``,
-``Q = (1-r) R + r Q'``, ``R = N(sum_j z_j)`` (K = 0), ``P' = sum_{B != {}}
-pi_B N(sum_j z_j + sum_{j in B} u_j)``, Q' the same with v_j, ``u_j = x -
-z_j``, ``v_j = x' - z_j``. Only |u_j|, |u_j - v_j| <= 2 is used (so a
-diameter-2 reading of the sensitivity is covered too). The identity above,
-then convexity of ``H_{a'}(P'||.)`` in its second argument, give for
-eps >= 0, both orders, any dimension (``pi_k = P(K=k)/r``)::
+With replacement (upper). Per-position coupling: draw j is the record with
+probability 1/n, else an independent uniform other z_j. Joint convexity
+over the z's leaves fixed z, where ``P = (1-r) R + r P'``, ``Q = (1-r) R +
+r Q'``, ``R = N(sum_j z_j)`` (K = 0), ``P' = sum_{B != {}} pi_B N(sum_j z_j
++ sum_{j in B} u_j)``, Q' the same with v_j, ``u_j = x - z_j``, ``v_j = x' -
+z_j``. Only |u_j|, |v_j|, |u_j - v_j| <= 2 is used (a diameter-2 reading
+of the sensitivity is covered too). With the aligned-mixtures lemma
+(``jaxacct.accounting._wr_profiles``: moving every mean of two Gaussian
+mixtures to the same line, P's to one side of the common centre and Q's to
+the other, at its largest norm, can only raise H_a; Kahane's Gaussian
+comparison and Stein's lemma), two bounds hold for eps >= 0, both orders,
+any dimension (``pi_k = P(K=k)/r``; :func:`with_replacement_profile` takes
+their minimum, :func:`with_replacement_pair` its greatest convex minorant
+in e^eps, which stays above every dataset's convex profile):
 
-  delta <= r (1-b) H_{a'}(P'||R) + r b H_{a'}(P'||Q')
-        <= r (1-b) H_{a'}(sum_k pi_k N(2k)||N(0)) + r b sum_k pi_k H_{a'}(N(2k)||N(0)).
+* double mixture: the lemma on (P, Q) directly: the profile of ``(sum_k
+  P(K=k) N(2k), sum_k P(K=k) N(-2k))``, a symmetric pair. This is the pair
+  Schuchardt, Stoian, Kosmala, Guennemann (NeurIPS 2024, arXiv:2403.04867)
+  compute for sampling with replacement (their code,
+  ``plotting/camera/adp/with_replacement``, shifts +-k D); with D = 1 here
+  (others at 0: an instance, not a bound) it gives 1.77 at the first
+  setting below, under the certified lower 11.62.
+* split: the identity above, then convexity of ``H_{a'}(P'||.)`` in its
+  second argument: ``delta <= r (1-b) H_{a'}(P'||R) + r b H_{a'}(P'||Q')``;
+  the lemma bounds the first by ``hidden`` (K hidden: the exact profile of
+  the instance x = e, x' = -e, others at -e), joint convexity over B the
+  second by ``revealed`` (K revealed: Balle, Barthe, Gaboardi,
+  arXiv:1807.01647v2, Thm 10 made mechanism-specific; Zhu, Dong, Wang,
+  arXiv:2106.08567v2, Prop. 30; the upper before). So ``upper = hidden +
+  b (revealed - hidden)``, ``b = a r / (r + e^eps - 1)`` from 1 at eps = 0
+  to r: the revealed excess (log(r/P(K=k)) added to the loss of K >= 2,
+  which dominated composed tails) keeps weight ~r.
 
-Second term: joint convexity over B (K revealed). First term, K hidden:
-*Lemma* (aligned mixtures): ``H_a(sum_i p_i N(mu_i, s^2 I) || N(0, s^2 I))
-<= H_a(sum_i p_i N(M_i e, s^2) || N(0, s^2))`` if |mu_i| <= M_i. Proof:
-``H_a = E[phi(sum_i p_i exp(X_i - Var X_i / 2))]``, ``phi(t) = (t - a)_+``
-(smoothed: convex, C^2), ``X_i = <mu_i, G>/s``, G standard. The mixed
-second derivatives of the integrand are ``phi'' p_i p_j e^(..) e^(..) >= 0``,
-so by Gaussian interpolation (Kahane's comparison: at fixed variances E g(X)
-grows with the covariances when g's off-diagonal second derivatives are
->= 0) aligning the means (covariance |mu_i||mu_j|, the largest) raises
-it; aligned, with t_i = |mu_i|/s >= 0, Stein's lemma gives ``d/dt_i E
-phi(S(Y)) = p_i E[phi''(S(W)) S'(W)] >= 0`` (W ~ N(t_i, 1), S increasing),
-so raising the norms to M_i raises it too. Here |sum_{j in B} u_j| <= 2|B|.
-
-So ``upper = hidden + b (revealed - hidden)`` (:func:`with_replacement_profile`):
-``hidden`` is the exact profile of the instance x = e, x' = -e, others at
--e (a lower bound), ``revealed`` the K-revealed bound (Balle, Barthe,
-Gaboardi, arXiv:1807.01647v2, Thm 10, made mechanism-specific; Zhu, Dong,
-Wang, arXiv:2106.08567v2, Prop. 30) that was the upper before, and
-``b = a r / (r + e^eps - 1)`` falls from 1 at eps = 0 to r, so the revealed
-excess, whose log(r/P(K=k)) loss shift dominated composed tails, now has
-weight ~r there. At eps = 0 the bound is attained: x = e1, x' = -e1, others
-at -e2 give mirror images in y1, and {y1 > 0} is the best test for every K.
-For eps > 0 it is not known to be tight; the tightest per-step pair (profile
-``sup_T delta_T``, as for WOR) lies between the worst dataset and it, and no
-pair built from 1-D datasets is valid: at (n, m, sigma) = (3, 3, 1), eps =
-0.5, x = e1, x' = -e1, others at -(e1 + e2)/sqrt(2) give delta >= 0.479002
-(binned, certified) > 0.478596 (every common c, 1-D; tests/
-test_fixed_size_pld.py); split upper 0.496097, revealed 0.499565. Checked
+At eps = 0 the split bound is attained: x = e1, x' = -e1, others at -e2
+give mirror images in y1, and {y1 > 0} is the best test for every K. For
+eps > 0 the bound is not known to be tight. The tightest per-step pair
+(profile ``sup_T delta_T``, as for WOR) lies between the worst dataset and
+it, and no pair built from 1-D datasets is valid: at (n, m, sigma) = (3, 3,
+1), eps = 0.5, x = e1, x' = -e1, others at -(e1 + e2)/sqrt(2) give delta >=
+0.479002 (binned, certified) > 0.478596 (every common c in 1-D;
+tests/test_fixed_size_pld.py); upper 0.496097, revealed 0.499565. Checked
 against brute force (every draw sequence, n <= 4, m <= 3, 1-D exact and
-2-D binned datasets, both orders; tests/test_fixed_size_wr.py). Schuchardt,
-Stoian, Kosmala, Guennemann (NeurIPS 2024, arXiv:2403.04867) compute WR as
-the double mixture ``(sum_k P(K=k) N(-k D), sum_k P(K=k) N(k D))`` (their
-code: ``plotting/camera/adp/with_replacement``); with D = 1 (others at 0
-here) it falls below the certified lower at the first setting below (1.77),
-with D = 2 it is valid-looking but above the split bound there.
+2-D binned datasets, both orders; tests/test_fixed_size_wr.py).
 
   ===========================  =============  ==============  ======  ======
   N, B, sigma, steps (WR)      fixed lower    adaptive lower  upper   before
   ===========================  =============  ==============  ======  ======
-  60000, 256, 1.0, 2344        11.56          11.62           12.586  19.10
-  60000, 256, 2.0, 2344        1.112          1.096 (b)       1.3849  2.938
-  50000, 500, 1.5, 1000        4.429          4.450           5.2736  9.989
-  10000, 1000, 0.8, 100        86.72          87.02           92.645  104.43
+  60000, 256, 1.0, 2344        11.56          11.62           12.421  19.10
+  60000, 256, 2.0, 2344        1.112          1.096 (b)       1.3750  2.938
+  50000, 500, 1.5, 1000        4.429          4.450           4.9237  9.989
+  10000, 1000, 0.8, 100        86.72          87.02           91.112  104.43
   ===========================  =============  ==============  ======  ======
 
-  (fixed lower and upper: the pairs composed at step 1e-4; adaptive: others
-  {-1, 0, 1} plus three 2-D instances, grid 2e-3; (b) grid 2e-3: below the
-  fixed lower, which is computed at step 1e-4.)
+  (delta = 1e-5; fixed lower and upper: the pairs composed at step 1e-4;
+  adaptive: others {-1, 0, 1} plus three 2-D instances, grid 2e-3; (b) grid
+  2e-3: below the fixed lower, which is computed at step 1e-4. The double
+  mixture is the smaller bound at large eps at all four; the split bound
+  near eps = 0.)
 
 WOR upper: ``jaxacct.pld.poisson_gaussian`` (the shared Poisson kernel: no
 new program for a new sigma, q or n); WR upper: host NumPy, connect-the-dots
-on the profile (Doroshenko et al., arXiv:2207.04380). Lower: the instance
+on the profile (Doroshenko et al., arXiv:2207.04380; no compiled program). Lower: the instance
 with the other records at -e (remove) / +e (add), exact cells merged onto
 the grid; composed per direction it is the delta of a fixed schedule, a
 certified lower bound (the adaptive schedules of Lebeda et al. can only be
