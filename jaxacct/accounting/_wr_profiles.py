@@ -132,13 +132,16 @@ def double_mixture(w, sigma, eps):
   return hockey(w, d, w, -d, float(sigma), eps)
 
 
-def lower_hull(x, y):
-  """The greatest convex minorant of the points (x ascending), at x."""
+def lower_hull(x, y, rtol=1e-9):
+  """The greatest convex minorant of the points (x ascending), at x, up to
+  concavities below ``rtol`` (relative): those are float noise, and the
+  caller's clipping of negative masses lifts the curve over them."""
   idx = np.arange(x.size)
   while idx.size > 2:
     a, b = x[idx], y[idx]
     cross = (a[1:-1] - a[:-2]) * (b[2:] - b[:-2]) - (b[1:-1] - b[:-2]) * (a[2:] - a[:-2])
-    drop = np.nonzero(cross < 0)[0] + 1         # above the chord of its neighbours
+    size = (a[2:] - a[:-2]) * np.maximum(np.abs(b[:-2]), np.abs(b[1:-1]))
+    drop = np.nonzero(cross < -rtol * size)[0] + 1   # above the chord of its neighbours
     if drop.size == 0:
       break
     drop = drop[np.insert(np.diff(drop) > 1, 0, True)]   # never two neighbours at once

@@ -130,9 +130,10 @@ in e^eps, which stays above every dataset's convex profile):
   second argument: ``delta <= r (1-b) H_{a'}(P'||R) + r b H_{a'}(P'||Q')``;
   the lemma bounds the first by ``hidden`` (K hidden: the exact profile of
   the instance x = e, x' = -e, others at -e), joint convexity over B the
-  second by ``revealed`` (K revealed: Balle, Barthe, Gaboardi,
-  arXiv:1807.01647v2, Thm 10 made mechanism-specific; Zhu, Dong, Wang,
-  arXiv:2106.08567v2, Prop. 30; the upper before). So ``upper = hidden +
+  second by ``revealed`` (K revealed; the upper before: Balle, Barthe,
+  Gaboardi's with-replacement bound via group privacy, arXiv:1807.01647,
+  made mechanism-specific; Schuchardt et al.'s code cites its agnostic form
+  as Zhu, Dong, Wang, arXiv:2106.08567, Prop. 30). So ``upper = hidden +
   b (revealed - hidden)``, ``b = a r / (r + e^eps - 1)`` from 1 at eps = 0
   to r: the revealed excess (log(r/P(K=k)) added to the loss of K >= 2,
   which dominated composed tails) keeps weight ~r.
