@@ -198,12 +198,12 @@ def test_aligned_mixture_lemma():
   """H_a(sum_i p_i N(mu_i) || sum_j q_j N(nu_j)) <= H_a(sum_i p_i N(|mu_i| e) ||
   sum_j q_j N(-|nu_j| e)) (jaxacct.accounting._wr_profiles): random 2-D means
   against their antipodal aligned version, Q = N(0) included; 2-D integral by
-  a 0.01 midpoint rule (error < 1e-6 here)."""
+  a 0.02 midpoint rule (error < 1e-5 here)."""
   rng = np.random.default_rng(3)
-  g = np.arange(-9.0, 13.0, 0.01) + 0.005
+  g = np.arange(-9.0, 13.0, 0.02) + 0.01
   X, Y = np.meshgrid(g, g, indexing="ij")
-  phi = np.exp(-0.5 * (X * X + Y * Y)) / (2 * np.pi) * 1e-4
-  for _ in range(6):
+  phi = np.exp(-0.5 * (X * X + Y * Y)) / (2 * np.pi) * 4e-4
+  for _ in range(4):
     k = int(rng.integers(2, 4))
     p = rng.dirichlet(np.ones(k))
     mu = rng.normal(size=(k, 2)) * 1.3
@@ -220,7 +220,7 @@ def test_aligned_mixture_lemma():
     for a in (1.0, 1.5, 4.0):
       got = np.sum(np.maximum(lr(p, mu) - a * lr(qw, nu), 0) * phi)
       al = np.sum(np.maximum(lr_al(p, mu, 1.0) - a * lr_al(qw, nu, -1.0), 0) * phi)
-      assert got <= al + 1e-6
+      assert got <= al + 1e-5
 
 
 def test_single_record_is_the_gaussian_and_bad_input():
