@@ -18,7 +18,9 @@ import jax
 import numpy as np
 import pytest
 
-from jaxacct import accounting, allocation, pld, shuffle
+from jaxacct import accounting, allocation, calibrator, dpsgd, pld, risk, shuffle
+from jaxacct._core.dtype import x64_boundary, x64_enabled
+from jaxacct.accounting import events, mixtures
 
 import test_api_validation as api
 
@@ -70,8 +72,9 @@ NO_OWN_BOUNDARY = {
     "pld.randomized_response": lambda: pld.randomized_response(1.0, step=0.5),
     "pld.window_size": lambda: pld.window_size([pld.randomized_response(1.0)], [3]),
     "shuffle.epsilon[rounds=1]": lambda: shuffle.epsilon(delta=1e-6, n=100, eps0=_E0),
-    "shuffle.delta[rounds=3]": lambda: shuffle.delta(epsilon=0.5, n=100, eps0=_E0,
-                                                     rounds=3),
+    "accounting.mixtures.mixture": lambda: mixtures.mixture(
+        [pld.PairPLD(pld.randomized_response(1.0, step=0.5),
+                     pld.randomized_response(1.0, step=0.5))] * 2, [0.5, 0.5]),
     "allocation.truncated_poisson_epsilon[authors]":
         lambda: allocation.truncated_poisson_epsilon(sigma=1.0, num_steps=10, delta=1e-5,
                                                      step=1e-2, split="authors"),
@@ -98,13 +101,74 @@ def test_doors_without_own_boundary_return_float64_with_x64_off(name):
     np.testing.assert_array_equal(a, b)
 
 
-def test_allocation_pld_laws_x64_off():
-  """The jittable laws door enters float64 on a concrete call (it raised the
-  require_x64 error with x64 off before)."""
+# Slower doors without a boundary of their own (FFT compositions, searches).
+SLOW_NO_OWN_BOUNDARY = {
+    "shuffle.delta[rounds=3]": lambda: shuffle.delta(epsilon=0.5, n=100, eps0=_E0, rounds=3),
+    "dpsgd.epsilon[balls_in_bins]": lambda: dpsgd.epsilon(
+        noise_multiplier=1.0, num_examples=1000, batch_size=100, num_epochs=2, delta=1e-5,
+        progress=False),
+    "dpsgd.epsilon[poisson]": lambda: dpsgd.epsilon(
+        noise_multiplier=1.0, num_examples=1000, batch_size=100, num_epochs=2, delta=1e-5,
+        sampling="poisson", progress=False),
+    "calibrator.upper_epsilon": lambda: calibrator.upper_epsilon(
+        [events.PoissonSampledDpEvent(0.01, events.GaussianDpEvent(1.0)),
+         events.GaussianDpEvent(2.0)], 1e-5),
+    "calibrator.calibrate": lambda: calibrator.calibrate(
+        events.GaussianDpEvent, 1.0, 1e-5, bracket=(0.1, 10.0), progress=False),
+    "risk.advantage": lambda: risk.advantage(noise_multiplier=1.0, num_examples=1000,
+                                             batch_size=100, num_epochs=1),
+    "risk.tpr_at_fpr": lambda: risk.tpr_at_fpr(np.array([0.01, 0.1]), noise_multiplier=1.0,
+                                               num_examples=1000, batch_size=100,
+                                               num_epochs=1, progress=False),
+    "accounting.PLDAccountant.tpr_at_fpr": lambda: accounting.PLDAccountant().compose(
+        events.PoissonSampledDpEvent(0.01, events.GaussianDpEvent(1.0)), 50
+    ).tpr_at_fpr(np.array([0.01, 0.1])),
+    "accounting.PLDAccountant.load_state_dict": lambda: accounting.PLDAccountant(
+    ).load_state_dict(accounting.PLDAccountant().compose(
+        events.PoissonSampledDpEvent(0.01, events.GaussianDpEvent(1.0)), 50).state_dict()
+    ).get_epsilon_bounds(1e-5),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SLOW_NO_OWN_BOUNDARY))
+def test_slow_doors_without_own_boundary_return_float64_with_x64_off(name):
+  _check_x64_off_call(SLOW_NO_OWN_BOUNDARY[name])
+
+
+def test_allocation_pld_laws_float32_trace_names_the_door():
+  """The jittable laws door has a boundary (a concrete call with x64 off raised
+  the kernel's require_x64 error before; see the slow test below)."""
   from jaxacct.allocation import pld as apld
-  _check_x64_off_call(lambda: apld.allocation_pld_laws(1.0, 10, grid_size=64))
   with pytest.raises(RuntimeError, match="allocation_pld_laws needs float64"):
     jax.jit(lambda s: apld.allocation_pld_laws(s, 10, grid_size=64))(1.0)
+
+
+@pytest.mark.slow
+def test_allocation_pld_laws_x64_off():
+  from jaxacct.allocation import pld as apld
+  _check_x64_off_call(lambda: apld.allocation_pld_laws(1.0, 10, grid_size=64))
+
+
+def test_x64_boundary_on_a_class_wraps_its_public_methods_only():
+  @x64_boundary
+  class Acc:
+    def public(self):
+      return x64_enabled()
+
+    def _private(self):
+      return x64_enabled()
+
+    @property
+    def prop(self):
+      return x64_enabled()
+
+  a = Acc()
+  assert not jax.config.jax_enable_x64
+  assert a.public() and not a._private() and not a.prop
+  assert not jax.config.jax_enable_x64
+  with pytest.raises(RuntimeError, match=r"Acc\.public needs float64"):
+    jax.jit(lambda x: Acc.public(x))(1.0)
 
 
 # A float32 trace of a door: the require_x64 error (naming the door, or the

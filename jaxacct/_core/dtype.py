@@ -40,6 +40,7 @@ from :func:`static_size`.
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Callable, TypeVar
 
 import jax
@@ -57,7 +58,18 @@ def x64_enabled() -> bool:
 
 
 def x64_boundary(fn: F) -> F:
-  """Runs ``fn`` with float64 enabled; the user's global config is untouched."""
+  """Runs ``fn`` with float64 enabled; the user's global config is untouched.
+
+  On a class (an accountant: one entry for its methods), every public method
+  defined in the class body (a plain function whose name does not start with
+  ``_``; not properties, static or class methods, nor inherited methods) is
+  wrapped so; the class itself is returned.
+  """
+  if isinstance(fn, type):
+    for name, attr in list(vars(fn).items()):
+      if not name.startswith("_") and inspect.isfunction(attr):
+        setattr(fn, name, x64_boundary(attr))
+    return fn
 
   @functools.wraps(fn)
   def wrapper(*args, **kwargs):
@@ -68,7 +80,7 @@ def x64_boundary(fn: F) -> F:
       # traced in the user's float32 context: float64 cannot be switched on
       # inside a trace, so say what to do instead of failing on mixed dtypes.
       module = public_module(fn.__module__)
-      require_x64(f"{module}.{fn.__name__}")
+      require_x64(f"{module}.{fn.__qualname__}")
     with jax.enable_x64(True):
       return fn(*args, **kwargs)
 
