@@ -119,6 +119,7 @@ def _gauss_eps(sigma, delta):
   return gaussian_epsilon_kernel(sigma, delta)
 
 
+@x64_boundary   # the calibrator's own float64 work (a jitted kernel)
 def gaussian_upper(sigma, delta):
   """Exact epsilon at ``delta`` of one Gaussian step of noise ``sigma`` (numpy)."""
   return np.asarray(_gauss_eps(np.asarray(sigma, np.float64), np.asarray(delta, np.float64)),
@@ -228,7 +229,6 @@ def _family_upper(family, key, sigma, delta, events):
 ACCOUNTANTS = ("pld", "rdp")
 
 
-@x64_boundary
 def upper_epsilon(events, delta, *, accountant: str = "pld") -> np.ndarray:
   """Certified upper epsilon of each event at its delta (what :func:`calibrate` meets).
 
@@ -438,7 +438,6 @@ def _model_search(scale, upper, target, d, lo, hi, rtol):
 # the calibrator
 # ---------------------------------------------------------------------------
 
-@x64_boundary
 def calibrate(make_event: Callable, target_epsilon, delta, *, bracket, discrete: bool = False,
               increasing: Optional[bool] = None, rtol: float = 1e-3, name: str = "x",
               accountant: str = "pld", progress: Optional[bool] = None):

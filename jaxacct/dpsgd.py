@@ -96,7 +96,6 @@ import numpy as np
 
 from jaxacct import accounting, calibrator
 from jaxacct._core import checks
-from jaxacct._core.dtype import x64_boundary
 from jaxacct._core import progress as _progress
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.results import EpsilonResult
@@ -317,7 +316,6 @@ def _flat_pair(a, b):
   return a.shape, a.ravel().copy(), b.ravel().copy()
 
 
-@x64_boundary
 def epsilon(*, noise_multiplier, num_examples, batch_size, delta, num_epochs=None,
             sampling: str = "balls_in_bins", num_selected: int = 1, total_steps=None,
             progress: Optional[bool] = None) -> EpsilonResult:

@@ -20,7 +20,7 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.conversion import rdp_to_delta_kernel, rdp_to_epsilon_kernel
-from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.dtype import dispatch
 from jaxacct._core.namespace import JAX, host_call, host_scalars, kernel_arg
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult
@@ -66,10 +66,13 @@ def _query(quantity, value, *, q, sigma, num_steps, orders, method, conversion):
     v, order = np.float64(v), np.float64(order)
   else:
     # one compiled program per (orders, quantity, conversion); q, sigma,
-    # num_steps and the target are traced arguments (host values, no eager jnp)
-    v, order = _rdp_query_jit(*(kernel_arg(x) for x in args),
-                              orders=tuple(orders_np.tolist()), quantity=quantity,
-                              conversion=conversion)
+    # num_steps and the target are traced arguments (host values, no eager jnp);
+    # dispatch enters float64 (concrete) or requires it (traced)
+    v, order = dispatch(
+        lambda *a: _rdp_query_jit(*(kernel_arg(x) for x in a),
+                                  orders=tuple(orders_np.tolist()), quantity=quantity,
+                                  conversion=conversion),
+        args, where=f"jaxacct.poisson.{quantity}")
   return cls(**{quantity: v, given: value}, method="rdp", bound="upper", order=order)
 
 
@@ -91,7 +94,6 @@ def _rdp_query_jit(q, sigma, steps, value, *, orders, quantity, conversion):
                     conversion=conversion)
 
 
-@x64_boundary
 def epsilon(*, q, sigma, num_steps, delta, orders=None,
             method: str = "rdp", conversion: str = "tight") -> EpsilonResult:
   """Epsilon at ``delta`` of ``num_steps`` Poisson-subsampled Gaussian steps.
@@ -124,7 +126,6 @@ def epsilon(*, q, sigma, num_steps, delta, orders=None,
                 method=method, conversion=conversion)
 
 
-@x64_boundary
 def delta(*, q, sigma, num_steps, epsilon, orders=None,
           method: str = "rdp", conversion: str = "tight") -> DeltaResult:
   """Delta at ``epsilon`` of ``num_steps`` Poisson-subsampled Gaussian steps.

@@ -80,7 +80,6 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core import progress as _progress
-from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.solve import search_decreasing_host
 from jaxacct.accounting import TradeOff
@@ -346,7 +345,6 @@ def _scalar_sigma(noise_multiplier):
   return float(noise_multiplier)
 
 
-@x64_boundary
 def tpr_at_fpr(fpr, *, noise_multiplier, num_examples, batch_size, num_epochs=None,
                sampling: str = "balls_in_bins", num_selected: int = 1, total_steps=None,
                direction: str = "both", with_lower: bool = True,
@@ -393,7 +391,6 @@ def tpr_at_fpr(fpr, *, noise_multiplier, num_examples, batch_size, num_epochs=No
   return TradeOff(a, up.reshape(a.shape), lo.reshape(a.shape))
 
 
-@x64_boundary
 def advantage(*, noise_multiplier, num_examples, batch_size, num_epochs=None,
               sampling: str = "balls_in_bins", num_selected: int = 1, total_steps=None,
               with_lower: bool = True) -> Advantage:
@@ -471,7 +468,6 @@ def _start(sched, target, alpha, upper_fn):
   return h1, False, (h0[None], u0[None])
 
 
-@x64_boundary
 def calibrate_noise_multiplier(*, num_examples, batch_size, tpr=None, fpr=None,
                                advantage=None, num_epochs=None,
                                sampling: str = "balls_in_bins", num_selected: int = 1,

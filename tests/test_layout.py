@@ -245,11 +245,19 @@ def test_x64_boundary_mentions_project():
   assert sum(got.values()) <= 40, got
 
 
+def test_x64_boundary_mentions_now():
+  # ratchet until the issue-29 count (<= 40) is met: the audit of round s4
+  # left 71 (float64 entered once per call at the public surface, see
+  # jaxacct/_core/dtype.py; every remaining door does float64 work of its own)
+  got = _text_count("x64_boundary")
+  assert sum(got.values()) <= 71, got
+
+
 def test_x64_boundary_mentions_cut():
   # the eager doors of the cut directories (decorators) and dtype itself;
   # kernels enter through dtype.dispatch, doors calling doors add none
   got = _text_count("x64_boundary", _cut)
-  assert sum(got.values()) <= 18, got
+  assert sum(got.values()) <= 16, got
 
 
 @_IN_PARALLEL

@@ -2,15 +2,26 @@
 
 jaxacct computes in float64 but never changes the user's global JAX config.
 
-Policy (tested in ``tests/test_core_dtype.py``):
+Policy (tested in ``tests/test_core_dtype.py``): float64 is entered ONCE per
+call into jaxacct, where the call crosses the public surface.
 
-* Every *eager* public entry point (front doors such as ``poisson.epsilon``)
-  is wrapped in :func:`x64_boundary`, which runs the body under
-  ``jax.enable_x64(True)``. Users who run JAX in float32 get float64 results
-  and their global setting is untouched.
-* A front door handed traced input while x64 is off (a user's float32
-  ``jit`` or ``vmap``) raises the :func:`require_x64` error: float64 cannot be
-  switched on inside a trace.
+* :func:`dispatch` enters it for the public kernels (validate eagerly, then
+  the module-level jitted kernel or its NumPy host twin).
+* A public door that does float64 work of its own -- eager ``jnp`` ops, a
+  direct call of a jitted kernel, arrays built with ``jnp`` -- is wrapped in
+  :func:`x64_boundary`, which runs the body under ``jax.enable_x64(True)``.
+* A door that only validates, works in NumPy on the host and calls
+  :func:`dispatch` or other public doors needs no boundary of its own: each
+  door it calls enters float64 itself (doors calling doors add none). A
+  boundary nested in another one costs one flag check; the boundary is kept
+  where a door's own body needs float64, not to shorten its callers' paths.
+* Users who run JAX in float32 get float64 results from every public door,
+  and their global setting is untouched (``tests/test_core_dtype.py`` calls
+  every public callable once with x64 off).
+* A door handed traced input while x64 is off (a user's float32 ``jit`` or
+  ``vmap``) raises the :func:`require_x64` error: float64 cannot be switched
+  on inside a trace. Doors that need concrete input (host doors) may instead
+  fail on the tracer's conversion to a Python number.
 * The *jittable kernels* (``*_rdp`` functions and the like) may be called
   inside a user's own ``jit``. There the body is traced with whatever x64
   setting is active, and a float32 trace would silently lose the precision
@@ -23,13 +34,13 @@ module-level jitted kernel that owns its shape buckets, through
 :func:`dispatch` -- the one place that forks on concrete vs traced input
 (with an optional NumPy host path for one concrete question). Static sizes
 that depend on concrete values (summation windows, numbers of terms) come
-from :func:`static_size`. A door that only calls other doors adds no
-boundary of its own.
+from :func:`static_size`.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Callable, TypeVar
 
 import jax
@@ -47,7 +58,18 @@ def x64_enabled() -> bool:
 
 
 def x64_boundary(fn: F) -> F:
-  """Runs ``fn`` with float64 enabled; the user's global config is untouched."""
+  """Runs ``fn`` with float64 enabled; the user's global config is untouched.
+
+  On a class (an accountant: one entry for its methods), every public method
+  defined in the class body (a plain function whose name does not start with
+  ``_``; not properties, static or class methods, nor inherited methods) is
+  wrapped so; the class itself is returned.
+  """
+  if isinstance(fn, type):
+    for name, attr in list(vars(fn).items()):
+      if not name.startswith("_") and inspect.isfunction(attr):
+        setattr(fn, name, x64_boundary(attr))
+    return fn
 
   @functools.wraps(fn)
   def wrapper(*args, **kwargs):
@@ -58,7 +80,7 @@ def x64_boundary(fn: F) -> F:
       # traced in the user's float32 context: float64 cannot be switched on
       # inside a trace, so say what to do instead of failing on mixed dtypes.
       module = public_module(fn.__module__)
-      require_x64(f"{module}.{fn.__name__}")
+      require_x64(f"{module}.{fn.__qualname__}")
     with jax.enable_x64(True):
       return fn(*args, **kwargs)
 

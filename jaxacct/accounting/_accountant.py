@@ -97,6 +97,7 @@ class _Composed:
     return dict(self.details, **self._resolve()[1])
 
 
+@x64_boundary   # one entry: every public method runs under float64
 class PLDAccountant(_optional.PrivacyAccountantBase):
   r"""Privacy accountant over jaxacct's PLDs (upper) and lower PLDs (bracket).
 
@@ -255,7 +256,6 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     """
     return self._epsilon(delta, with_lower=True)
 
-  @x64_boundary
   def _query(self, quantity: str, value, *, with_lower: bool):
     """The one query behind epsilon and delta.
 
@@ -365,7 +365,6 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
 
   # ----------------------------------------------------------- composition
 
-  @x64_boundary
   def composed_plds(self):
     """``(upper, lower)``: the composed ``PairPLD``s (lower may be None).
 

@@ -1,8 +1,8 @@
 r"""Dominating and dominated pairs of mechanisms ``jaxacct.pld`` has no constructor for.
 
-Private helpers of the accountant: every caller runs under ``x64_boundary``
-(the accountant's queries, the public constructors of ``mixtures`` and
-``fixed_size``).
+Private helpers of the accountant: every caller has entered float64 at its
+public door (the accountant's queries, the public constructors of ``mixtures``
+and ``fixed_size``; see :mod:`jaxacct._core.dtype`).
 
 * :func:`poisson_laplace`, :func:`poisson_gaussian_replace` -- the two
   subsampled mechanisms dp_accounting 0.6.0 supports that ``jaxacct.pld``

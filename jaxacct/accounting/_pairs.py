@@ -38,14 +38,13 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.compiled import jit
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import require_x64
 
 
 # --------------------------------------------------------------------------
 # re-gridding
 
 
-@x64_boundary
 def regrid(pld, step: float):
   r"""The PLD on the grid ``loss_i = i * step``, keeping its kind of bound.
 
@@ -118,7 +117,6 @@ def _chain(points_x, points_y, start_y):
   return vx, vy, slopes, mass
 
 
-@x64_boundary
 def from_profile(epsilons, delta_remove, delta_add=None, *, step: float,
                  pessimistic: bool = True):
   r"""The tightest pair (both directions) whose profiles lie above the given ones.

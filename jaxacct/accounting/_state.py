@@ -24,7 +24,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import pld as jpld
-from jaxacct._core.dtype import x64_boundary
 from jaxacct.accounting import _composition as comp
 from jaxacct.accounting import _optional
 
@@ -78,7 +77,6 @@ def encode_event(event) -> dict:
           "fields": {k: _encode(v) for k, v in _fields(event).items()}}
 
 
-@x64_boundary
 def _decode_pld(d):
   """A :class:`jaxacct.pld.PLD` from its encoded dict (float64 arrays)."""
   return jpld.PLD(jnp.asarray(np.asarray(d["probs"], np.float64)),

@@ -35,7 +35,6 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.compiled import jit
-from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_log_delta
 from jaxacct._core.solve import refine_bracket
 
@@ -110,7 +109,6 @@ def _directions(pair, direction):
   return [pair.remove, pair.add] if direction == "both" else [getattr(pair, direction)]
 
 
-@x64_boundary
 def tpr_at_fpr(upper, lower, fpr, *, direction: str = "both",
                lower_allowance: float = 0.0) -> TradeOff:
   r"""Bracket on the best membership-inference TPR at each FPR in ``fpr``.
@@ -196,7 +194,6 @@ def _mu_points(pld, delta_floor, upper: bool, allowance: float):
   return float(np.max(np.asarray(a)))
 
 
-@x64_boundary
 def gdp_mu(upper, lower=None, *, delta_floor: float = 1e-12,
            lower_allowance: float = 0.0) -> GDPResult:
   r"""mu-GDP bracket of a composed pair, on the range where delta >= ``delta_floor``.

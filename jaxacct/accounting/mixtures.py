@@ -238,6 +238,7 @@ def mixture_of_gaussians(sigma: float, sensitivities, probs, *, step: float,
 # revealed-coin mixtures
 
 
+@x64_boundary
 def revealed_mixture(plds, weights, extra_inf=0.0):
   """The PLD of a revealed-tag mixture: sum_k w_k PLD_k on one grid, plus
   ``extra_inf`` at +inf (host NumPy; the PLDs share ``step`` and side)."""

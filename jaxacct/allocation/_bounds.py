@@ -353,7 +353,6 @@ def _conditioned_pld(pld, g, direction):
   return new_loss, p[pos], min(1.0, inf + float(np.sum(p[~pos]))), nu
 
 
-@x64_boundary
 def decomposition_round_plds(*, sigma, num_steps, step=None):
   """(remove PLD, add PLD, nu) dominating one 1-of-t allocation round (Thm 4.6 pair).
 

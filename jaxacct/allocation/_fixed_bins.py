@@ -92,7 +92,6 @@ import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct._core import checks
-from jaxacct._core.dtype import x64_boundary
 from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
 
 _COMPOSE_TAIL = 1e-30
@@ -121,7 +120,6 @@ def _compose(pld, E):
                    f"or a tuple (upper, lower) of them; got {type(pld).__name__}.")
 
 
-@x64_boundary
 def self_composed(mechanism, num_epochs, *, scale=None, step: float = 1e-4):
   """The one-step mechanism of fixed-bin allocation: the E-fold self-composition.
 

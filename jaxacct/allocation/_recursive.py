@@ -208,7 +208,6 @@ def _best_rate(sigma, t, m, rest, azuma, split):
   return float(eta[i]), float(d0[i]), float(db[i])
 
 
-@x64_boundary
 def truncated_poisson_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
                               direction: str = "both", azuma: str = "sinh",
                               split: str = "optimized", tail_fractions=None, step=None):
@@ -264,7 +263,6 @@ def truncated_poisson_epsilon(*, sigma, num_steps, delta, num_selected=1, num_ep
                        method="truncated_poisson", bound="upper")
 
 
-@x64_boundary
 def truncated_poisson_delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
                             direction: str = "both", azuma: str = "sinh",
                             tail_budgets=None, step=None):

@@ -294,7 +294,6 @@ def _natural_size(probs_list, step, counts, tail_mass) -> int:
   return int(size)
 
 
-@x64_boundary
 def window_size(plds: Sequence[PLD], counts=None, *,
                 tail_mass: float = DEFAULT_TAIL_MASS) -> int:
   """The FFT length :func:`compose_many` picks when ``size`` is not given.

@@ -245,7 +245,6 @@ def _grid(losses, probs, step, offset, size):
   return offset, size, lv, pv
 
 
-@x64_boundary
 def from_pair(p, q, *, step, pessimistic: bool = True,
               rounding: str = "connect_dots") -> PLD:
   r"""PLD of the pair (P = p, Q = q) of discrete distributions.

@@ -8,7 +8,6 @@ import math
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.namespace import host_scalars
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct.pld._compose import compose, compose_host
@@ -122,7 +121,6 @@ def _poisson_gaussian_query(quantity, *, sigma, q, num_steps, value, step):
   return cls(host_f64(v), host_f64(value), method="pld", bound="upper")
 
 
-@x64_boundary
 def poisson_gaussian_epsilon(*, sigma, q, num_steps, delta, step=None):
   r"""Epsilon at ``delta`` of ``num_steps`` Poisson-subsampled Gaussian steps (PLD).
 
@@ -159,7 +157,6 @@ def poisson_gaussian_epsilon(*, sigma, q, num_steps, delta, step=None):
                                  value=delta, step=step)
 
 
-@x64_boundary
 def poisson_gaussian_delta(*, sigma, q, num_steps, epsilon, step=None):
   r"""Delta at ``epsilon`` of ``num_steps`` Poisson-subsampled Gaussian steps (PLD).
 

@@ -392,7 +392,6 @@ def poisson_gaussian_pair_host(sigma: float, q: float, *, step: float,
 # ------------------------------------------------------ randomized response
 
 
-@x64_boundary
 def randomized_response(eps0, *, delta0=0.0, step=None,
                         pessimistic: bool = True) -> PLD:
   r"""PLD of the dominating pair of (eps0, delta0)-DP (randomized response).

@@ -14,7 +14,6 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.conversion import rdp_to_delta, rdp_to_epsilon
-from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct import pld as pldlib
 from jaxacct.shuffle._clones import (clone_delta, clone_epsilon,
@@ -260,7 +259,6 @@ def _pick(res, method):
   return method, v[0], "lower" if v[1].startswith("lower") else v[1]
 
 
-@x64_boundary
 def epsilon(*, n, eps0, delta, rounds: int = 1, randomizer="generic",
             method: str = "best", step: float = 1e-4) -> EpsilonResult:
   r"""Central replacement epsilon of shuffling n eps0-LDP reports, T rounds.
@@ -306,7 +304,6 @@ def epsilon(*, n, eps0, delta, rounds: int = 1, randomizer="generic",
                        details=res)
 
 
-@x64_boundary
 def delta(*, n, eps0, epsilon, rounds: int = 1, randomizer="generic",
           method: str = "best", step: float = 1e-4) -> DeltaResult:
   r"""Central replacement delta(eps) of shuffling n eps0-LDP reports, T rounds.
