@@ -365,13 +365,13 @@ def test_truncate_to_bucket_keeps_float64_in_a_float32_session():
   # (the user's default) they were silently truncated to float32.
   import warnings
   assert not jax.config.jax_enable_x64
-  pair = pld.poisson_gaussian_pair(1.0, 0.01)
+  remove = pld.poisson_gaussian(1.0, 0.01)
   with warnings.catch_warnings():
     warnings.simplefilter("error")
-    t = pld.truncate_to_bucket(pair.remove, 1e-18)
+    t = pld.truncate_to_bucket(remove, 1e-18)
   assert np.asarray(t.probs).dtype == np.float64
   assert np.asarray(t.inf_mass).dtype == np.float64
   # masses preserved exactly (kept + moved tails)
   total = float(np.sum(np.asarray(t.probs))) + float(t.inf_mass)
-  ref = float(np.sum(np.asarray(pair.remove.probs))) + float(pair.remove.inf_mass)
+  ref = float(np.sum(np.asarray(remove.probs))) + float(remove.inf_mass)
   assert total == pytest.approx(ref, rel=1e-15)

@@ -186,7 +186,7 @@ def test_shuffgauss_reference_outputs(T, want_ss, order_ss, want_sub, order_sub)
     r = shb.shuffle_gaussian_epsilon_lower(n=6e5, sigma=1.0, delta=1 / 6e5, rounds=T, orders=o)
   assert float(r.epsilon) == pytest.approx(want_ss, abs=2e-6)
   assert float(r.order) == order_ss
-  from jaxacct import rdp_to_epsilon
+  from jaxacct.mechanisms import rdp_to_epsilon
   rdp = np.asarray(XP.subsampled_shuffle_gaussian_rdp_estimate(o, n=6e5, m=6e4, sigma=1.0))
   conv = rdp_to_epsilon(o, rdp * T, 1 / 6e5)
   eps, order = conv.epsilon, conv.order
@@ -384,7 +384,7 @@ def test_bad_input_raises(call):
 def test_eager_epsilon_results():
   r = sh.check_in_epsilon(n=1e4, p=0.01, eps0=2.0, delta=1e-4, rounds=100, orders=O16)
   assert r.bound == "upper" and r.method == "check_in_ldp_rdp"
-  from jaxacct import rdp_to_epsilon
+  from jaxacct.mechanisms import rdp_to_epsilon
   rdp = np.asarray(shb.check_in_ldp_rdp(O16, n=1e4, p=0.01, eps0=2.0))
   conv = rdp_to_epsilon(O16, 100 * rdp, 1e-4)
   e, o = conv.epsilon, conv.order

@@ -68,14 +68,16 @@ from jaxacct.allocation._recursive import (recursive_delta, recursive_epsilon, r
                                            truncated_poisson_delta, truncated_poisson_epsilon,
                                            truncated_poisson_rate)
 
+# ``METHODS`` and ``check_scheme`` are importable here for jaxacct.tracking;
+# they are not public.
 __all__ = [
     # front doors (best of the methods) and the RDP curve
-    "epsilon", "delta", "allocation_rdp", "DEFAULT_METHODS", "METHODS",
+    "epsilon", "delta", "allocation_rdp", "DEFAULT_METHODS",
     # RDP of one allocation round (remove: Thm 4.8; add: quadrature) and their kernels
     "allocation_remove_rdp", "allocation_remove_rdp_from_moments", "allocation_add_rdp",
     "allocation_add_rdp_upper", "allocation_gaussian_rdp_kernel", "allocation_add_rdp_kernel",
     # one method each (Thm 4.6 decomposition, Thm 4.9 direct add, local)
-    "check_scheme", "direct_add_epsilon", "direct_add_delta", "local_epsilon",
+    "direct_add_epsilon", "direct_add_delta", "local_epsilon",
     "decomposition_gamma", "decomposition_epsilon", "decomposition_delta",
     "decomposition_pld_epsilon", "decomposition_round_plds",
     # Thm 4.1 (truncated Poisson) and Thm 4.2 (recursive)

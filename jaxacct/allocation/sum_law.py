@@ -21,8 +21,7 @@ from jaxacct.allocation._sum_law import (METHODS, PIECES, Lattice, LowerLaw, Upp
                                          laplace_one_step, sum_law_lower, sum_law_upper)
 from jaxacct.allocation._sum_law_host import sum_law_lower_host, sum_law_upper_host
 
-__all__ = ["METHODS", "PIECES", "Lattice", "LowerLaw", "UpperLaw", "conv_lower",
-           "conv_lower_pair", "conv_upper", "conv_upper_pair", "gaussian_one_step",
-           "laplace_one_step", "one_steps", "Steps", "sum_law_lower", "sum_law_upper",
-           "FinalLaws", "delta_batch", "eps_batch", "laws_batch", "steps_laws_batch",
-           "steps_laws_host", "sum_law_lower_host", "sum_law_upper_host"]
+__all__ = ["Lattice", "LowerLaw", "conv_lower", "conv_lower_pair", "conv_upper",
+           "conv_upper_pair", "gaussian_one_step", "laplace_one_step", "one_steps",
+           "sum_law_lower", "sum_law_upper", "FinalLaws", "delta_batch", "eps_batch",
+           "laws_batch", "steps_laws_batch", "steps_laws_host", "sum_law_lower_host"]

@@ -28,8 +28,8 @@ vectorised and jittable) and for reproducing the papers' tables:
   (lower) and the doors :func:`check_in_secagg_gaussian_epsilon`,
   :func:`check_in_first_cut_dp`, :func:`check_in_first_cut_epsilon`,
   :func:`shuffle_gaussian_epsilon_lower`.
-* :func:`parse_randomizer`: the randomizer declaration of
-  :func:`jaxacct.shuffle.epsilon` as ``(kind, k)``.
+* ``parse_randomizer`` (not public: ``jaxacct.tracking`` reads the randomizer
+  declaration of :func:`jaxacct.shuffle.epsilon` with it) is importable here.
 
 Each function's docstring gives its source, theorem and ``Bound:``.
 """
@@ -71,5 +71,5 @@ __all__ = [
     "check_in_secagg_gaussian_rdp", "check_in_gaussian_rdp_lower",
     "shuffle_gaussian_rdp_lower", "check_in_secagg_gaussian_epsilon",
     "check_in_first_cut_dp", "check_in_first_cut_epsilon",
-    "shuffle_gaussian_epsilon_lower", "parse_randomizer",
+    "shuffle_gaussian_epsilon_lower",
 ]

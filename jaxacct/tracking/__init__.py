@@ -97,7 +97,7 @@ _LAZY = {
        for n in ("AllocationAccountant", "EpsilonTableAccountant", "EventAccountant",
                  "GaussianAccountant", "PoissonAccountant", "RDPAccountant",
                  "ShuffleAccountant", "epsilon_table")},
-    "accountant_for": ("jaxacct.tracking.calibration", "accountant_for"),
+    "accountant_for": ("jaxacct.tracking._calibration", "accountant_for"),
     **{n: ("jaxacct.tracking._hook", n)
        for n in ("PrivacyBudgetExceeded", "PrivacyScheduleChanged", "PrivacyTrackerState",
                  "clip_and_sum", "gaussian_noise", "privacy_spent", "track_privacy")},
@@ -109,7 +109,7 @@ if TYPE_CHECKING:
                                              EventAccountant, GaussianAccountant,
                                              PoissonAccountant, RDPAccountant,
                                              ShuffleAccountant, epsilon_table)
-  from jaxacct.tracking.calibration import accountant_for
+  from jaxacct.tracking._calibration import accountant_for
   from jaxacct.tracking._aggregate import DPAggregateState, dp_aggregate
   from jaxacct.tracking._hook import (PrivacyBudgetExceeded, PrivacyScheduleChanged,
                                       PrivacyTrackerState, clip_and_sum, gaussian_noise,
