@@ -67,9 +67,6 @@ CASES = {
     "poisson_delta_pld": (
         poisson.delta, dict(q=0.01, sigma=1.0, num_steps=100, epsilon=1.0, method="pld"),
         dict(q=0.0101, sigma=1.01, num_steps=101, epsilon=1.2)),
-    "pld_poisson_gaussian_epsilon": (
-        pld.poisson_gaussian_epsilon, dict(q=0.01, sigma=1.0, num_steps=100, delta=1e-5),
-        dict(q=0.0101, sigma=1.01, num_steps=101, delta=2e-5)),
     "allocation_pld_epsilon_k1": (
         apld.allocation_pld_epsilon,
         dict(sigma=1.0, steps_per_epoch=100, delta=1e-5, **_ALLOC_GRID),

@@ -132,12 +132,12 @@ def test_every_public_name_resolves(module):
 
 
 def test_lazy_names_are_the_real_objects():
-  from jaxacct import allocation, calibrator, dpsgd, poisson
+  from jaxacct import allocation, dpsgd, poisson
   from jaxacct._core import results
   from jaxacct.allocation import pld as alloc_pld
   assert jaxacct.poisson is poisson and jaxacct.allocation is allocation
   assert jaxacct.allocation.pld is alloc_pld
-  assert jaxacct.dpsgd is dpsgd and jaxacct.calibrate is calibrator.calibrate
+  assert jaxacct.dpsgd is dpsgd and jaxacct.calibrate.__module__ == "jaxacct.calibrator"
   assert jaxacct.EpsilonResult is results.EpsilonResult
   assert set(jaxacct.__all__) <= set(dir(jaxacct))
   with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):

@@ -86,14 +86,14 @@ def test_rdp_conversion_doors_return_results_and_jit_equals_eager(method):
 
 
 def test_poisson_pld_doors_return_results():
-  from jaxacct import pld
-  kw = dict(sigma=2.0, q=0.1, num_steps=20)
-  r = pld.poisson_gaussian_epsilon(**kw, delta=1e-5)
+  from jaxacct import poisson
+  kw = dict(sigma=2.0, q=0.1, num_steps=20, method="pld")
+  r = poisson.epsilon(**kw, delta=1e-5)
   e = _check(r, EpsilonResult, "epsilon", "pld", "upper")
   assert float(r.delta) == 1e-5
-  _check(pld.poisson_gaussian_epsilon(**kw, delta=np.array([1e-8, 1e-5])), EpsilonResult,
+  _check(poisson.epsilon(**kw, delta=np.array([1e-8, 1e-5])), EpsilonResult,
          "epsilon", "pld", "upper", (2,))
-  d = _check(pld.poisson_gaussian_delta(**kw, epsilon=float(e)), DeltaResult, "delta", "pld",
+  d = _check(poisson.delta(**kw, epsilon=float(e)), DeltaResult, "delta", "pld",
              "upper")
   assert d <= 1e-5 * (1 + 1e-6)
 
@@ -107,8 +107,6 @@ def test_allocation_bound_doors_return_results():
   for fn, method in ((allocation.direct_add_delta, "direct_add"),
                      (allocation.decomposition_delta, "decomposition")):
     _check(fn(**kw, epsilon=1.0), DeltaResult, "delta", method, "upper")
-  _check(allocation.local_epsilon(sigma=np.array([1.0, 2.0]), delta=1e-6), EpsilonResult,
-         "epsilon", "local", "upper", (2,))
   _check(allocation.decomposition_pld_epsilon(sigma=1.2, num_steps=20, delta=1e-8,
                                           direction="remove"),
          EpsilonResult, "epsilon", "decomposition_pld", "upper")

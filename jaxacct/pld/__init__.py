@@ -10,12 +10,14 @@ Public interface (a contract used by other jaxacct modules):
 * composition: :func:`compose` (self), :func:`compose_many` (heterogeneous).
 * queries: :func:`delta`, :func:`epsilon`, :func:`delta_both`,
   :func:`epsilon_both`.
-* front doors: :func:`poisson_gaussian_epsilon`, :func:`poisson_gaussian_delta`,
-  :func:`poisson_gaussian_composed` (with :func:`default_step`, their grid step);
+* the composed Poisson-subsampled Gaussian pair :func:`poisson_gaussian_composed`
+  (grid step :func:`default_step`); its epsilon/delta door is
+  ``jaxacct.poisson.epsilon`` / ``delta`` with ``method="pld"``;
   :func:`to_dp_accounting` (export).
 
 The other names importable from this package (``truncate``, ``window_size``,
-``poisson_gaussian_pair``, ``DEFAULT_STEP``, ...) are what the other jaxacct
+``poisson_gaussian_pair``, ``poisson_gaussian_epsilon`` / ``_delta`` behind
+``jaxacct.poisson``'s ``method="pld"``, ``DEFAULT_STEP``, ...) are what the other jaxacct
 packages use; they are not public (not in ``__all__``).
 
 See :mod:`jaxacct.pld._core` for the discretisation and its guarantees,
@@ -36,6 +38,6 @@ from jaxacct.pld._mechanisms import (DEFAULT_STEP, gaussian, laplace, poisson_ga
 __all__ = [
     "PLD", "PairPLD", "from_losses", "from_pair", "compose", "compose_many",
     "delta", "epsilon", "delta_both", "epsilon_both", "gaussian", "laplace",
-    "poisson_gaussian", "randomized_response", "poisson_gaussian_epsilon",
-    "poisson_gaussian_delta", "poisson_gaussian_composed", "default_step", "to_dp_accounting",
+    "poisson_gaussian", "randomized_response", "poisson_gaussian_composed", "default_step",
+    "to_dp_accounting",
 ]

@@ -115,9 +115,12 @@ if TYPE_CHECKING:
                                       PrivacyTrackerState, clip_and_sum, gaussian_noise,
                                       privacy_spent, track_privacy)
 
+# The optax states (``PrivacyTrackerState``, ``DPAggregateState``) are read by
+# name (``optax.tree.get(state, "PrivacyTrackerState")``) or through
+# :func:`privacy_spent`; importable here, not listed.
 __all__ = [
-    "PrivacyTrackerState", "PrivacyBudgetExceeded", "PrivacyScheduleChanged",
-    "track_privacy", "dp_aggregate", "DPAggregateState",
+    "PrivacyBudgetExceeded", "PrivacyScheduleChanged",
+    "track_privacy", "dp_aggregate",
     "PoissonAccountant", "AllocationAccountant", "GaussianAccountant",
     "ShuffleAccountant", "RDPAccountant", "EpsilonTableAccountant",
     "EventAccountant",
