@@ -228,6 +228,7 @@ BASE = {
     "jaxacct.shuffle.clone_rdp": dict(orders=_ORD, **_SH),
     "jaxacct.shuffle.krr_epsilon_closed_form": dict(delta=1e-6, k=3, **_SH),
     "jaxacct.shuffle.bounds.krr_thm41_delta": dict(eps=0.5, k=3, **_SH),
+    "jaxacct.shuffle.bounds.krr_thm41_epsilon": dict(delta=1e-6, k=3, **_SH),
     "jaxacct.shuffle.rr2_lower_delta": dict(eps=0.5, max_n=200, **_SH),
     "jaxacct.shuffle.rr2_lower_epsilon": dict(delta=1e-6, max_n=200, **_SH),
     "jaxacct.shuffle.stronger_clone_delta": dict(eps=0.5, max_n=200, **_SH),

@@ -75,6 +75,8 @@ _WINDOW_DOORS = {
         d, n=40, eps0=1.0), EpsilonResult, "rr2_lower", "lower", "d"),
     "rr2_lower_delta": (lambda d, e: sh.rr2_lower_delta(
         e, n=40, eps0=1.0), DeltaResult, "rr2_lower", "lower", "e"),
+    "krr_thm41_epsilon": (lambda d, e: shb.krr_thm41_epsilon(
+        d, n=40, eps0=1.0, k=3), EpsilonResult, "krr_thm41", "upper", "d"),
     "krr_thm41_delta": (lambda d, e: shb.krr_thm41_delta(
         e, n=40, eps0=1.0, k=3), DeltaResult, "krr_thm41", "upper", "e"),
     "variation_ratio_lower_epsilon": (

@@ -6,8 +6,7 @@ lists the per-theorem curves it picks from, for sweeps (the RDP kernels are
 vectorised and jittable) and for reproducing the papers' tables:
 
 * FMT'21 (arXiv:2012.12803): Thm 4.1's numerical k-RR pair
-  :func:`krr_thm41_delta` (its epsilon: ``jaxacct.shuffle.epsilon(...,
-  randomizer=("k_rr", k)).details["krr_thm41"]``).
+  :func:`krr_thm41_delta` / :func:`krr_thm41_epsilon`.
 * Wang et al. (arXiv:2304.05007v5): the variation-ratio pair
   :func:`variation_ratio_pair_delta` / :func:`variation_ratio_pair_epsilon`
   (reference kernel) and its lower bounds :func:`variation_ratio_lower_delta`
@@ -40,7 +39,7 @@ from jaxacct.shuffle._check_in import (check_in_first_cut_dp, check_in_first_cut
                                        check_in_ldp_rdp_clones, check_in_secagg_gaussian_rdp)
 from jaxacct.shuffle._check_in_lower import (check_in_gaussian_rdp_lower,
                                              shuffle_gaussian_rdp_lower)
-from jaxacct.shuffle._clones import krr_thm41_delta
+from jaxacct.shuffle._clones import krr_thm41_delta, krr_thm41_epsilon
 from jaxacct.shuffle._exact import (binary_rr_pmfs, enumerate_delta, pair_pmfs,
                                     worst_case_delta)
 from jaxacct.shuffle._front import parse_randomizer
@@ -55,7 +54,7 @@ from jaxacct.shuffle._variation_ratio import (variation_ratio_lower_delta,
                                               variation_ratio_lower_epsilon)
 
 __all__ = [
-    "krr_thm41_delta",
+    "krr_thm41_delta", "krr_thm41_epsilon",
     "variation_ratio_pair_delta", "variation_ratio_pair_epsilon",
     "variation_ratio_lower_delta", "variation_ratio_lower_epsilon",
     "worst_case_delta", "enumerate_delta", "binary_rr_pmfs", "pair_pmfs",
