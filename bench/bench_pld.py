@@ -23,9 +23,10 @@ def run():
 
   q, sigma, T, delta, step = 0.01, 1.0, 10_000, 1e-5, 1e-4
 
+  assert pld.default_step(sigma=sigma, q=q, num_steps=T) == step   # the door's grid step
+
   def ours_fn():
-    return pld.poisson_gaussian_epsilon(sigma=sigma, q=q, num_steps=T,
-                                        delta=delta, step=step).epsilon
+    return poisson.epsilon(q=q, sigma=sigma, num_steps=T, delta=delta, method="pld").epsilon
 
   def peer_fn():
     acc = PA.PLDAccountant(value_discretization_interval=step)
@@ -50,8 +51,8 @@ def run():
   # PLD vs RDP (issue 4: report how much lower the PLD epsilon is)
   for s, qq, t, d in [(1.0, 0.01, 10_000, 1e-5), (2.0, 0.1, 1_000, 1e-8),
                       (0.8, 0.005, 100_000, 1e-6)]:
-    e_pld = timed_once(lambda: pld.poisson_gaussian_epsilon(
-        sigma=s, q=qq, num_steps=t, delta=d).epsilon)
+    e_pld = timed_once(lambda: poisson.epsilon(
+        q=qq, sigma=s, num_steps=t, delta=d, method="pld").epsilon)
     e_rdp = float(poisson.epsilon(q=qq, sigma=s, num_steps=t, delta=d).epsilon)
     rows.append(row(f"PLD vs RDP eps: sigma={s} q={qq} T={t} delta={d}", e_pld,
                     "jaxacct.poisson RDP (tight conversion)", None,

@@ -3,7 +3,7 @@
 Rows, all measured in this process:
 
 * DP-SGD calibration for N=60,000, B=256, E=10, delta=1e-5, epsilon=3
-  (``jaxacct.dpsgd_calibrate_noise_multiplier``, tight allocation PLD) against
+  (``jaxacct.dpsgd.calibrate_noise_multiplier``, tight allocation PLD) against
   dp-accounting 0.6.0's ``calibrate_dp_mechanism`` on the Poisson RDP event
   that Opacus / jax_privacy account the same run with (q = B/N, T = E * N/B).
 * A 1,000-sigma sweep at t=234, E=10 in one call, and 1,000 epsilon targets
@@ -37,10 +37,10 @@ def run():
   rows = []
   # 1. calibration of the issue-17 run
   kw = dict(delta=1e-5, num_examples=60_000, batch_size=256, num_epochs=10)
-  ours = timed(lambda: jaxacct.dpsgd_calibrate_noise_multiplier(epsilon=3.0, progress=False,
+  ours = timed(lambda: jaxacct.dpsgd.calibrate_noise_multiplier(epsilon=3.0, progress=False,
                                                                 **kw), repeats=1)
   s = float(ours["value"])
-  cert = float(jaxacct.dpsgd_epsilon(noise_multiplier=s, **kw).epsilon)
+  cert = float(jaxacct.dpsgd.epsilon(noise_multiplier=s, **kw).epsilon)
   try:
     import dp_accounting as dpa
     q, steps = 256 / 60_000, 10 * (60_000 // 256)
@@ -69,7 +69,7 @@ def run():
 
   # 3. 1,000 targets calibrated in one call, E = 10
   tg = np.linspace(1.0, 8.0, 1000)
-  ours = timed_once(lambda: jaxacct.dpsgd_calibrate_noise_multiplier(
+  ours = timed_once(lambda: jaxacct.dpsgd.calibrate_noise_multiplier(
       epsilon=tg, delta=1e-5, num_examples=60_000, batch_size=256, num_epochs=10,
       progress=False))
   sv = np.asarray(ours["value"])

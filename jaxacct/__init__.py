@@ -6,7 +6,8 @@ a user's own ``jit`` require x64 and say so (see ``jaxacct._core.dtype``).
 
 Layout (one module per scheme over a small numerical core):
 
-* ``jaxacct.mechanisms`` -- RDP of base mechanisms (Gaussian, Laplace, eps0-DP).
+* ``jaxacct.mechanisms`` -- base mechanisms as values (Gaussian, Laplace, randomized
+  response, (eps, delta)-DP), their RDP kernels, RDP composition and conversion.
 * ``jaxacct.poisson``    -- Poisson-subsampled Gaussian (RDP; PLD via ``pld``).
 * ``jaxacct.allocation`` -- random allocation / balls-in-bins (Feldman-Shenfeld).
 * ``jaxacct.shuffle``    -- shuffle model (clones, variation ratio, multinomial,
@@ -15,8 +16,8 @@ Layout (one module per scheme over a small numerical core):
 * ``jaxacct.tracking``   -- optax ``GradientTransformation`` that tracks epsilon.
 * ``jaxacct.accounting`` -- dp_accounting-compatible accountant over whole runs.
 * ``jaxacct.dpsgd``      -- DP-SGD recipe: (N, B, epochs, sigma, delta, sampling)
-  to an event and a certified epsilon, and calibration (``dpsgd_epsilon``,
-  ``dpsgd_calibrate_noise_multiplier``).
+  to an event and a certified epsilon, and calibration (``dpsgd.epsilon``,
+  ``dpsgd.calibrate_noise_multiplier``).
 * ``jaxacct.calibrate``  -- the one calibrator (``jaxacct.calibrator``): the
   parameter of ``make_event(x)`` meeting (epsilon, delta) targets.
 * ``jaxacct.risk``       -- membership-inference risk (TPR at FPR, advantage) of a
@@ -40,26 +41,9 @@ _SUBMODULES = ("accounting", "allocation", "dpsgd", "experimental", "mechanisms"
                "plot", "poisson", "risk", "sampling", "shuffle", "tracking")
 _LAZY = {  # public name -> (module, attribute); attribute None: the module
     **{m: (f"jaxacct.{m}", None) for m in _SUBMODULES},
-    "bisect": ("jaxacct._core.solve", "bisect"),
     "calibrate": ("jaxacct.calibrator", "calibrate"),
-    "rdp_to_delta": ("jaxacct._core.conversion", "rdp_to_delta"),
-    "rdp_to_epsilon": ("jaxacct._core.conversion", "rdp_to_epsilon"),
-    "compose_rdp": ("jaxacct._core.conversion", "compose_rdp"),
-    "gaussian_delta": ("jaxacct._core.gaussian", "gaussian_delta"),
-    "gaussian_epsilon": ("jaxacct._core.gaussian", "gaussian_epsilon"),
-    "DEFAULT_INTEGER_ORDERS": ("jaxacct._core.orders", "DEFAULT_INTEGER_ORDERS"),
-    "DEFAULT_ORDERS": ("jaxacct._core.orders", "DEFAULT_ORDERS"),
-    "integer_orders": ("jaxacct._core.orders", "integer_orders"),
-    "BOUNDS": ("jaxacct._core.results", "BOUNDS"),
     "DeltaResult": ("jaxacct._core.results", "DeltaResult"),
     "EpsilonResult": ("jaxacct._core.results", "EpsilonResult"),
-    "gaussian_rdp": ("jaxacct.mechanisms", "gaussian_rdp"),
-    "laplace_rdp": ("jaxacct.mechanisms", "laplace_rdp"),
-    "pure_dp_rdp": ("jaxacct.mechanisms", "pure_dp_rdp"),
-    "randomized_response_rdp": ("jaxacct.mechanisms", "randomized_response_rdp"),
-    "poisson_gaussian_rdp": ("jaxacct.poisson", "poisson_gaussian_rdp"),
-    "dpsgd_calibrate_noise_multiplier": ("jaxacct.dpsgd", "calibrate_noise_multiplier"),
-    "dpsgd_epsilon": ("jaxacct.dpsgd", "epsilon"),
     "enable_compilation_cache": ("jaxacct._core.cache", "enable_compilation_cache"),
     "progress_disabled": ("jaxacct._core.progress", "progress_disabled"),
     "set_progress": ("jaxacct._core.progress", "set_progress"),
@@ -70,31 +54,21 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
   from jaxacct import (accounting, allocation, dpsgd, experimental, mechanisms, pld, plot,
                        poisson, risk, sampling, shuffle, tracking)
   from jaxacct._core.cache import enable_compilation_cache
-  from jaxacct._core.conversion import compose_rdp, rdp_to_delta, rdp_to_epsilon
-  from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
-  from jaxacct._core.orders import DEFAULT_INTEGER_ORDERS, DEFAULT_ORDERS, integer_orders
   from jaxacct._core.progress import progress_disabled, set_progress
-  from jaxacct._core.results import BOUNDS, DeltaResult, EpsilonResult
-  from jaxacct._core.solve import bisect
+  from jaxacct._core.results import DeltaResult, EpsilonResult
   from jaxacct._core.units import StepsUnitWarning
   from jaxacct.calibrator import calibrate
-  from jaxacct.dpsgd import calibrate_noise_multiplier as dpsgd_calibrate_noise_multiplier
-  from jaxacct.dpsgd import epsilon as dpsgd_epsilon
-  from jaxacct.mechanisms import (gaussian_rdp, laplace_rdp, pure_dp_rdp,
-                                  randomized_response_rdp)
-  from jaxacct.poisson import poisson_gaussian_rdp
 
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals())
 
 
+# One name, one place: a function is public in exactly one namespace; the
+# top level holds the subpackages, the result types, the calibrator and the
+# process-wide switches (CHANGELOG.md says where the former top-level names went).
 __all__ = [
-    "__version__", "DEFAULT_ORDERS", "DEFAULT_INTEGER_ORDERS", "integer_orders",
-    "EpsilonResult", "DeltaResult", "BOUNDS", "bisect", "rdp_to_epsilon", "rdp_to_delta",
-    "gaussian_delta", "gaussian_epsilon", "gaussian_rdp", "laplace_rdp",
-    "pure_dp_rdp", "randomized_response_rdp", "poisson", "poisson_gaussian_rdp",
-    "compose_rdp", "pld", "allocation", "shuffle", "tracking", "accounting",
-    "dpsgd", "dpsgd_epsilon", "dpsgd_calibrate_noise_multiplier", "calibrate", "risk",
-    "plot",
+    "accounting", "allocation", "dpsgd", "mechanisms", "pld", "plot", "poisson", "risk",
+    "shuffle", "tracking",
+    "EpsilonResult", "DeltaResult", "calibrate",
     "enable_compilation_cache", "set_progress", "progress_disabled", "StepsUnitWarning",
 ]

@@ -63,8 +63,8 @@ def _rows(args) -> List[Tuple[str, str, Callable[[float], float]]]:
        lambda c: shuffle.epsilon(n=args.num_steps, eps0=args.eps0 * c, delta=args.delta,
                                  rounds=args.num_epochs, randomizer="binary_rr").epsilon),
       ("No amplification (each step sees the example)", "exact Gaussian",
-       lambda c: jaxacct.gaussian_epsilon(
-           args.sigma * c / (args.num_selected * args.num_epochs) ** 0.5, args.delta).epsilon),
+       lambda c: jaxacct.mechanisms.Gaussian(
+           args.sigma * c / (args.num_selected * args.num_epochs) ** 0.5).epsilon(args.delta).epsilon),
   ]
 
 

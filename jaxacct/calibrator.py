@@ -74,7 +74,8 @@ from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.solve import largest_feasible_int_host, search_decreasing_host
 from jaxacct.allocation import pld as apld
 
-__all__ = ["calibrate", "upper_epsilon"]
+# ``calibrate`` is public at the top level (``jaxacct.calibrate``), its one place
+__all__ = ["upper_epsilon"]
 
 SAFETY = 1e-10    # feasible means upper epsilon <= target * (1 - SAFETY)
 

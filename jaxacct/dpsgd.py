@@ -80,9 +80,9 @@ From other libraries' configurations (all with clipping norm C and
 Example (N = 60,000, B = 256, E = 10, delta = 1e-5)::
 
   >>> import jaxacct
-  >>> r = jaxacct.dpsgd_epsilon(noise_multiplier=0.7341, num_examples=60_000,
+  >>> r = jaxacct.dpsgd.epsilon(noise_multiplier=0.7341, num_examples=60_000,
   ...                           batch_size=256, num_epochs=10, delta=1e-5)
-  >>> sigma = jaxacct.dpsgd_calibrate_noise_multiplier(
+  >>> sigma = jaxacct.dpsgd.calibrate_noise_multiplier(
   ...     epsilon=3.0, delta=1e-5, num_examples=60_000, batch_size=256,
   ...     num_epochs=10)       # about 0.684 (balls_in_bins)
 """

@@ -116,9 +116,10 @@ def epsilon(*, q, sigma, num_steps, delta, orders=None,
   NumPy/SciPy on the host (:mod:`jaxacct._core.namespace`). Arrays and
   traced input: ``method="rdp"`` compiles one program per (orders,
   conversion, input shapes); q, sigma, num_steps and delta are traced, so
-  new values compile nothing. ``method="pld"``: see
-  :func:`jaxacct.pld.poisson_gaussian_epsilon` (shape buckets set by sigma,
-  q and num_steps).
+  new values compile nothing. ``method="pld"`` (arrays): the per-step grid
+  and the FFT window are host glue; the composition and the query compile
+  once per shape bucket (power-of-two lengths set by sigma, q and num_steps).
+  The PLD grid step is :func:`jaxacct.pld.default_step`.
 
   Bound: upper. Inputs broadcast; arrays give arrays.
   """

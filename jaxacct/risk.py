@@ -86,7 +86,8 @@ from jaxacct.accounting import TradeOff
 from jaxacct.allocation import pld as apld
 from jaxacct.dpsgd import Schedule, schedule
 
-__all__ = ["TradeOff", "Advantage", "tpr_from_plds", "advantage_from_plds", "tpr_at_fpr",
+# ``TradeOff`` (the result of tpr_from_plds) is public in ``jaxacct.accounting``
+__all__ = ["Advantage", "tpr_from_plds", "advantage_from_plds", "tpr_at_fpr",
            "advantage", "calibrate_noise_multiplier"]
 
 _U = 2.0 ** -53

@@ -20,7 +20,7 @@ neighbouring relation -- into an immutable :class:`PrivacyStatement`:
 is a readable multi-line statement (as TensorFlow Privacy's
 ``compute_dp_sgd_privacy_statement``, with the bracket and the comparison).
 Nothing here computes by itself: every number comes from a front door of
-:mod:`jaxacct.dpsgd`, or from the kernel of :func:`jaxacct.gaussian_epsilon`
+:mod:`jaxacct.dpsgd`, or from the kernel of ``jaxacct.mechanisms.Gaussian.epsilon``
 (compiled as one program).
 
 Neighbouring relations each sampler's accounting supports
@@ -61,8 +61,8 @@ import jaxacct
 from jaxacct._core import checks
 from jaxacct._core.gaussian import gaussian_epsilon
 
-__all__ = ["NEIGHBOURINGS", "SUPPORTED_NEIGHBOURING", "Comparison", "PrivacyStatement",
-           "statement"]
+# ``statement`` and ``PrivacyStatement`` are public in ``jaxacct.dpsgd`` (one place)
+__all__ = ["NEIGHBOURINGS", "SUPPORTED_NEIGHBOURING", "Comparison"]
 
 NEIGHBOURINGS = ("add_remove", "replace_one")
 #: sampling -> the neighbouring relations its certified accounting covers.
@@ -106,7 +106,7 @@ class Comparison:
     sampling_rate: the rate each example joins a step (1.0: every step).
     total_steps: T, the number of noisy steps composed.
     epsilon: epsilon at the statement's delta, or None where not computed.
-    bound: ``"upper"`` or ``"exact"`` (:data:`jaxacct.BOUNDS`).
+    bound: ``"upper"`` or ``"exact"`` (:data:`jaxacct._core.results.BOUNDS`).
     method: what was computed, in words.
   """
   name: str
@@ -215,7 +215,7 @@ class PrivacyStatement:
 
 def _gaussian(sigma: float, delta: float) -> float:
   """Exact epsilon(delta) of the Gaussian mechanism, noise multiplier ``sigma``
-  (:func:`jaxacct.gaussian_epsilon`, upper side of its bisection)."""
+  (``jaxacct.mechanisms.Gaussian.epsilon``, upper side of its bisection)."""
   return float(gaussian_epsilon(np.float64(sigma), np.float64(delta)).epsilon)
 
 

@@ -3,7 +3,7 @@
 References used here (all independent of the PLD engine):
 * Gaussian mechanisms compose to one Gaussian, mu = sqrt(sum c_i / sigma_i^2)
   (Dong, Roth, Su, arXiv:1905.02383v3, Cor. 3.3); profile of Balle & Wang,
-  arXiv:1805.06530v2, Thm 8 (``jaxacct.gaussian_epsilon``, bisection).
+  arXiv:1805.06530v2, Thm 8 (``jaxacct._core.gaussian.gaussian_epsilon``, bisection).
 * (eps0, delta0) pairs compose exactly by binomial enumeration (scipy).
 * Trade-off of mu-GDP: TPR = Phi(Phi^-1(FPR) + mu) (scipy).
 """
@@ -22,16 +22,17 @@ import jaxacct
 from jaxacct import pld as jpld
 from jaxacct.accounting import (NeighboringRelation as NR, PLDAccountant,
                                 UnsupportedEventError, events as ev, from_profile, regrid)
+from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _gauss_eps(mu, delta):
-  return float(jaxacct.gaussian_epsilon(1.0 / mu, delta).epsilon)
+  return float(gaussian_epsilon(1.0 / mu, delta).epsilon)
 
 
 def _gauss_delta(mu, eps):
-  return float(jaxacct.gaussian_delta(1.0 / mu, eps).delta)
+  return float(gaussian_delta(1.0 / mu, eps).delta)
 
 
 def test_gaussian_shortcut_is_the_closed_form():
@@ -189,7 +190,7 @@ def test_from_profile_of_the_gaussian_profile():
   # exact composition: profile grid 2000 points, step 1e-4
   sigma, T = 2.0, 8
   eps = np.concatenate([[0.0], np.geomspace(1e-5, 12.0, 2000)])
-  d = np.asarray(jaxacct.gaussian_delta(sigma, eps).delta)
+  d = np.asarray(gaussian_delta(sigma, eps).delta)
   pair = from_profile(eps, d, d, step=1e-4)
   c = jpld.compose(pair.remove, T)
   exact = _gauss_eps(math.sqrt(T) / sigma, 1e-6)
@@ -284,7 +285,7 @@ def test_zcdp_event():
   acc = PLDAccountant().compose(ev.ZCDpEvent(0.5 / sigma**2), 4)
   exact = _gauss_eps(2.0 / sigma, 1e-6)
   orders = np.arange(2, 257, dtype=np.float64)   # the accountant's RDP fallback orders
-  rdp_eps = float(jaxacct.rdp_to_epsilon(orders, 4 * orders / (2 * sigma**2), 1e-6).epsilon)
+  rdp_eps = float(jaxacct.mechanisms.rdp_to_epsilon(orders, 4 * orders / (2 * sigma**2), 1e-6).epsilon)
   # (measured: rdp_eps + 3.9e-6, the profile grid term; exact is 0.39 lower)
   assert exact <= acc.get_epsilon(1e-6) <= rdp_eps + 1e-4
 

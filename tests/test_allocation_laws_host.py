@@ -1,7 +1,7 @@
 """The allocation round laws on the host (issue 28, item 2): NumPy twin vs jitted kernels.
 
-``sum_law.steps_laws_host`` builds the same FinalLaws as the jitted
-``steps_laws_batch`` for concrete input, with ZERO compiled XLA programs: the
+``sum_law.laws_batch(..., host=True)`` (the NumPy round-law builder) builds
+the same FinalLaws as the jitted builder (``host=False``) for concrete input, with ZERO compiled XLA programs: the
 same windows, re-grids and tables (one text, ``jaxacct.allocation._regrid``),
 the same level logic and the same mean-preserving split (upper) / barycentric
 (lower, coarse lower from n = 1024) pair rules, each output cell summed in the
@@ -26,18 +26,19 @@ SETTINGS = [("gaussian", 2.0, 10, 1e-13), ("gaussian", 0.5, 1, 1e-20),
             ("laplace", 1.0, 7, 1e-13), ("laplace", 5.0, 100, 1e-20)]
 
 
-def _args(mech, sigma, t, tail, n):
-  st = sl.one_steps(mech, np.array([sigma]), np.array([tail]), n)
-  return (*st, np.array([sigma]), np.array([t], np.int32), np.array([tail]))
+def _laws(mech, sigma, t, tail, n, host):
+  """The round laws of one lane (one-step laws on the host, then the jitted
+  or the NumPy round-law builder)."""
+  return sl.laws_batch(np.array([sigma]), np.array([t], np.int32), np.array([tail]), n=n,
+                       mechanism=mech, host=host)
 
 
 @pytest.mark.parametrize("mech,sigma,t,tail", SETTINGS)
 @pytest.mark.parametrize("n", [256, 1024])
 def test_host_laws_match_jitted(x64, mech, sigma, t, tail, n):
-  args = _args(mech, sigma, t, tail, n)
-  Fj = jax.tree.map(np.asarray, sl.steps_laws_batch(*args, n=n))
-  Fh = sl.steps_laws_host(*args, n=n)
-  assert isinstance(Fh, sl.FinalLaws)
+  Fj = jax.tree.map(np.asarray, _laws(mech, sigma, t, tail, n, host=False))
+  Fh = _laws(mech, sigma, t, tail, n, host=True)
+  assert type(Fh) is type(Fj)
   for a, b in zip(Fj, Fh):
     assert type(b) is np.ndarray and a.shape == b.shape and b.dtype == np.float64
   for f in ("up_p", "up_q0", "up_minf_t", "rel", "eta"):
@@ -95,8 +96,7 @@ def test_scalar_laws_on_host_compile_nothing(x64, compile_counter):
 
 
 def test_invalid_lane_is_nan_marked_like_jitted(x64):
-  args = _args("gaussian", 1.0, 3, 1e-13, 256)
-  args = args[:7] + (np.array([-1.0]),) + args[8:]
-  Fj = sl.steps_laws_batch(*args, n=256)
-  Fh = sl.steps_laws_host(*args, n=256)
+  # valid one-step laws, an invalid lane (t = 0): both builders mark it NaN
+  Fj = _laws("gaussian", 1.0, 0, 1e-13, 256, host=False)
+  Fh = _laws("gaussian", 1.0, 0, 1e-13, 256, host=True)
   assert np.isnan(Fh.rel[0]) and np.isnan(np.asarray(Fj.rel)[0])

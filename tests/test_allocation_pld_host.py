@@ -18,6 +18,7 @@ import pytest
 
 import jaxacct
 from jaxacct.allocation import pld
+from jaxacct._core.gaussian import gaussian_epsilon
 
 # small grids: the comparison is between two evaluations of one construction
 _KW = dict(grid_size=256, composition_size=4096)
@@ -164,10 +165,10 @@ def test_with_lower_false_is_the_same_upper_without_the_lower(mode):
 def test_host_one_of_one_brackets_the_exact_gaussian(sigma, delta):
   """1-of-1 allocation is the Gaussian mechanism: the host path's upper and
   lower must bracket the exact epsilon (Balle & Wang's profile,
-  ``jaxacct.gaussian_epsilon``, itself checked against mpmath in
+  ``gaussian_epsilon``, itself checked against mpmath in
   tests/test_mechanisms.py), at extreme sigma and delta."""
   r = pld.allocation_pld_epsilon(sigma=sigma, steps_per_epoch=1, delta=delta)
-  exact = float(jaxacct.gaussian_epsilon(sigma, delta).epsilon)
+  exact = float(gaussian_epsilon(sigma, delta).epsilon)
   assert float(r.lower) <= exact * (1 + 1e-12) and exact <= float(r.epsilon)
   assert float(r.epsilon) <= exact * 1.001 + 1e-9   # tight: within 0.1 % (measured <= 1.5e-4)
 

@@ -25,6 +25,7 @@ import jaxacct
 from jaxacct import allocation, pld, poisson, shuffle
 from jaxacct.accounting import PLDAccountant, events
 from jaxacct.allocation import pld as apld
+from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 
 
 def _value(r):
@@ -51,9 +52,9 @@ _ALLOC_GRID = dict(grid_size=256)
 # name: (door, base keywords, {argument: new value inside the base's bucket})
 CASES = {
     "gaussian_epsilon": (
-        jaxacct.gaussian_epsilon, dict(sigma=1.0, delta=1e-5), dict(sigma=1.1, delta=2e-5)),
+        gaussian_epsilon, dict(sigma=1.0, delta=1e-5), dict(sigma=1.1, delta=2e-5)),
     "gaussian_delta": (
-        jaxacct.gaussian_delta, dict(sigma=1.0, epsilon=1.0), dict(sigma=1.1, epsilon=1.2)),
+        gaussian_delta, dict(sigma=1.0, epsilon=1.0), dict(sigma=1.1, epsilon=1.2)),
     "poisson_epsilon_rdp": (
         poisson.epsilon, dict(q=0.01, sigma=1.0, num_steps=1000, delta=1e-5),
         dict(q=0.013, sigma=1.1, num_steps=1300, delta=2e-5)),
@@ -66,9 +67,6 @@ CASES = {
     "poisson_delta_pld": (
         poisson.delta, dict(q=0.01, sigma=1.0, num_steps=100, epsilon=1.0, method="pld"),
         dict(q=0.0101, sigma=1.01, num_steps=101, epsilon=1.2)),
-    "pld_poisson_gaussian_epsilon": (
-        pld.poisson_gaussian_epsilon, dict(q=0.01, sigma=1.0, num_steps=100, delta=1e-5),
-        dict(q=0.0101, sigma=1.01, num_steps=101, delta=2e-5)),
     "allocation_pld_epsilon_k1": (
         apld.allocation_pld_epsilon,
         dict(sigma=1.0, steps_per_epoch=100, delta=1e-5, **_ALLOC_GRID),
@@ -98,13 +96,13 @@ CASES = {
         shuffle.delta, dict(n=10_000, eps0=1.0, epsilon=0.1),
         dict(n=10_010, eps0=1.001, epsilon=0.11)),
     "dpsgd_epsilon_poisson": (
-        jaxacct.dpsgd_epsilon,
+        jaxacct.dpsgd.epsilon,
         dict(noise_multiplier=1.0, num_examples=10_000, batch_size=100, num_epochs=3,
              delta=1e-5, sampling="poisson"),
         dict(noise_multiplier=1.01, num_examples=10_100, batch_size=101, num_epochs=4,
              delta=2e-5)),
     "dpsgd_epsilon_balls_in_bins": (
-        jaxacct.dpsgd_epsilon,
+        jaxacct.dpsgd.epsilon,
         dict(noise_multiplier=1.0, num_examples=10_000, batch_size=100, num_epochs=1,
              delta=1e-5),
         dict(noise_multiplier=1.01, num_examples=10_100, batch_size=101, num_epochs=2,

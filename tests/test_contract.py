@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from jaxacct import allocation, poisson, shuffle
-from jaxacct import BOUNDS, DeltaResult, EpsilonResult
+from jaxacct import DeltaResult, EpsilonResult
+from jaxacct._core.results import BOUNDS
 from jaxacct.allocation import pld as apld
 
 

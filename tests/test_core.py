@@ -18,6 +18,8 @@ from jaxacct._core import checks, logmath
 from jaxacct._core.batching import map_blocks
 from jaxacct._core.solve import bisect, refine_bracket, safeguarded_root
 from jaxacct._core.dtype import x64_enabled
+from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
+from jaxacct._core.orders import DEFAULT_ORDERS
 
 mp.mp.dps = 50
 
@@ -25,44 +27,44 @@ mp.mp.dps = 50
 # --------------------------------------------------------------- x64 policy
 def test_eager_api_returns_float64_without_touching_global_flag():
   assert not jax.config.jax_enable_x64  # tests run in the float32 default
-  eps = jaxacct.gaussian_epsilon(1.0, 1e-5).epsilon
+  eps = gaussian_epsilon(1.0, 1e-5).epsilon
   assert eps.dtype == jnp.float64
   assert not x64_enabled()
   assert jnp.zeros(1).dtype == jnp.float32
 
 
 def test_kernel_inside_float32_jit_raises_clear_error():
-  f = jax.jit(lambda s: jaxacct.gaussian_rdp(np.array([2.0]), s))
+  f = jax.jit(lambda s: jaxacct.mechanisms.gaussian_rdp(np.array([2.0]), s))
   with pytest.raises(RuntimeError, match="needs float64"):
     f(1.0)
 
 
 def test_kernel_inside_x64_jit_works():
   with jax.enable_x64(True):
-    f = jax.jit(lambda s: jaxacct.poisson_gaussian_rdp(np.array([2.0, 2.5]),
+    f = jax.jit(lambda s: jaxacct.poisson.poisson_gaussian_rdp(np.array([2.0, 2.5]),
                                                        q=0.1, sigma=s))
     out = f(jnp.float64(1.0))
   assert out.dtype == jnp.float64
-  ref = jaxacct.poisson_gaussian_rdp(np.array([2.0, 2.5]), q=0.1, sigma=1.0)
+  ref = jaxacct.poisson.poisson_gaussian_rdp(np.array([2.0, 2.5]), q=0.1, sigma=1.0)
   np.testing.assert_allclose(out, ref, rtol=1e-14)
 
 
 # --------------------------------------------------------------- validation
 @pytest.mark.parametrize("call, match", [
-    (lambda: jaxacct.gaussian_epsilon(0.0, 1e-5), "sigma must be in"),
-    (lambda: jaxacct.gaussian_epsilon(1.0, 1.0), "delta must be in"),
-    (lambda: jaxacct.gaussian_epsilon(1.0, 0.0), "delta must be in"),
-    (lambda: jaxacct.gaussian_rdp([0.5], 1.0), "orders must be in"),
-    (lambda: jaxacct.pure_dp_rdp([2.0], -1.0), "eps0 must be in"),
-    (lambda: jaxacct.laplace_rdp([2.0], 0.0), "scale must be in"),
-    (lambda: jaxacct.rdp_to_epsilon([2.0], [0.1], 1.5), "delta must be in"),
-    (lambda: jaxacct.rdp_to_epsilon([1.0], [0.1], 1e-5), "orders must be in"),
-    (lambda: jaxacct.rdp_to_epsilon([2.0], [-0.1], 1e-5), "rdp must be in"),
-    (lambda: jaxacct.rdp_to_epsilon([2.0], [0.1], 1e-5, method="x"), "method must be one of"),
+    (lambda: gaussian_epsilon(0.0, 1e-5), "sigma must be in"),
+    (lambda: gaussian_epsilon(1.0, 1.0), "delta must be in"),
+    (lambda: gaussian_epsilon(1.0, 0.0), "delta must be in"),
+    (lambda: jaxacct.mechanisms.gaussian_rdp([0.5], 1.0), "orders must be in"),
+    (lambda: jaxacct.mechanisms.pure_dp_rdp([2.0], -1.0), "eps0 must be in"),
+    (lambda: jaxacct.mechanisms.laplace_rdp([2.0], 0.0), "scale must be in"),
+    (lambda: jaxacct.mechanisms.rdp_to_epsilon([2.0], [0.1], 1.5), "delta must be in"),
+    (lambda: jaxacct.mechanisms.rdp_to_epsilon([1.0], [0.1], 1e-5), "orders must be in"),
+    (lambda: jaxacct.mechanisms.rdp_to_epsilon([2.0], [-0.1], 1e-5), "rdp must be in"),
+    (lambda: jaxacct.mechanisms.rdp_to_epsilon([2.0], [0.1], 1e-5, method="x"), "method must be one of"),
     (lambda: jaxacct.poisson.epsilon(q=1.5, sigma=1.0, num_steps=10, delta=1e-5), "q must be in"),
     (lambda: jaxacct.poisson.epsilon(q=0.1, sigma=1.0, num_steps=2.5, delta=1e-5), "num_steps must be an integer"),
     (lambda: jaxacct.poisson.epsilon(q=0.1, sigma=np.nan, num_steps=2, delta=1e-5), "sigma must be in"),
-    (lambda: jaxacct.poisson_gaussian_rdp([2.0], q=0.1, sigma=1.0, direction="up"), "direction must be one of"),
+    (lambda: jaxacct.poisson.poisson_gaussian_rdp([2.0], q=0.1, sigma=1.0, direction="up"), "direction must be one of"),
 ])
 def test_bad_input_raises_value_error_naming_parameter(call, match):
   with pytest.raises(ValueError, match=match):
@@ -93,7 +95,7 @@ def test_log_sub_exp_and_log1m_exp_against_mpmath(x64):
 @pytest.mark.parametrize("sigma", [0.1, 0.5, 1.0, 3.0, 30.0, 100.0])
 def test_gaussian_delta_matches_mpmath(sigma):
   eps = np.array([-1.0, 0.0, 0.01, 0.5, 2.0, 10.0])
-  out = np.asarray(jaxacct.gaussian_delta(sigma, eps).delta)
+  out = np.asarray(gaussian_delta(sigma, eps).delta)
   s = mp.mpf(sigma)
   ref = [float(mp.ncdf(1 / (2 * s) - e * s) - mp.e**e * mp.ncdf(-1 / (2 * s) - e * s))
          for e in map(mp.mpf, eps)]
@@ -106,8 +108,8 @@ def test_gaussian_delta_matches_mpmath(sigma):
 def test_gaussian_epsilon_inverts_delta():
   sig = np.array([0.3, 1.0, 5.0, 50.0])
   dl = np.array([1e-14, 1e-10, 1e-5, 1e-2])
-  eps = np.asarray(jaxacct.gaussian_epsilon(sig[:, None], dl[None, :]).epsilon)
-  back = np.asarray(jaxacct.gaussian_delta(sig[:, None], eps).delta)
+  eps = np.asarray(gaussian_epsilon(sig[:, None], dl[None, :]).epsilon)
+  back = np.asarray(gaussian_delta(sig[:, None], eps).delta)
   # Upper side of the root: delta(eps) <= target, and within 1e-9 of it.
   assert np.all(back <= dl * (1 + 1e-12))
   pos = eps > 0
@@ -125,26 +127,26 @@ def test_conversion_matches_dp_accounting(delta, scale):
   R = _dp_rdp()
   orders = np.array([1.5, 2.0, 3.0, 5.0, 8.0, 16.0, 32.0, 64.0, 256.0])
   rdp = scale * orders / 2.0
-  r = jaxacct.rdp_to_epsilon(orders, rdp, delta)
+  r = jaxacct.mechanisms.rdp_to_epsilon(orders, rdp, delta)
   eps, order = r.epsilon, r.order
   ref_eps, ref_order = R.compute_epsilon(orders, rdp, delta)
   np.testing.assert_allclose(float(eps), ref_eps, rtol=1e-12)
   assert float(order) == ref_order
-  d = jaxacct.rdp_to_delta(orders, rdp, float(eps) + 0.1).delta
+  d = jaxacct.mechanisms.rdp_to_delta(orders, rdp, float(eps) + 0.1).delta
   ref_d, ref_o2 = R.compute_delta(orders, rdp, float(eps) + 0.1)
   np.testing.assert_allclose(float(d), ref_d, rtol=1e-10)
 
 
 def test_conversion_batched_and_classic_never_tighter():
-  orders = jaxacct.DEFAULT_ORDERS
+  orders = DEFAULT_ORDERS
   rdp = np.linspace(0.01, 1.0, 7)[:, None] * orders[None, :]
-  tight = jaxacct.rdp_to_epsilon(orders, rdp, 1e-6).epsilon
-  classic = jaxacct.rdp_to_epsilon(orders, rdp, 1e-6, method="classic").epsilon
+  tight = jaxacct.mechanisms.rdp_to_epsilon(orders, rdp, 1e-6).epsilon
+  classic = jaxacct.mechanisms.rdp_to_epsilon(orders, rdp, 1e-6, method="classic").epsilon
   assert tight.shape == (7,)
   assert np.all(np.asarray(tight) <= np.asarray(classic))
   # Gaussian RDP curve rho*alpha -> eps must be >= the exact Gaussian eps.
   sig = 1.0 / np.sqrt(2 * np.linspace(0.01, 1.0, 7))
-  exact = np.asarray(jaxacct.gaussian_epsilon(sig, 1e-6).epsilon)
+  exact = np.asarray(gaussian_epsilon(sig, 1e-6).epsilon)
   assert np.all(np.asarray(tight) >= exact)
 
 
@@ -153,9 +155,9 @@ def test_default_grid_is_not_the_reason_a_bound_is_loose():
   dense = np.unique(np.concatenate([1 + np.geomspace(0.001, 11, 800),
                                     np.arange(2, 1025.0)]))
   for rho, delta in [(1e-4, 1e-5), (0.01, 1e-10), (0.3, 1e-6), (3.0, 1e-3)]:
-    e_def = jaxacct.rdp_to_epsilon(jaxacct.DEFAULT_ORDERS, rho * jaxacct.DEFAULT_ORDERS,
+    e_def = jaxacct.mechanisms.rdp_to_epsilon(DEFAULT_ORDERS, rho * DEFAULT_ORDERS,
                                    delta).epsilon
-    e_den = jaxacct.rdp_to_epsilon(dense, rho * dense, delta).epsilon
+    e_den = jaxacct.mechanisms.rdp_to_epsilon(dense, rho * dense, delta).epsilon
     assert float(e_den) <= float(e_def) <= float(e_den) * 1.001
 
 

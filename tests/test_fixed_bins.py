@@ -227,10 +227,10 @@ def test_gaussian_pld_route_matches_identity():
 # API
 # ---------------------------------------------------------------------------
 
-def test_equivalent_sigma():
-  np.testing.assert_allclose(allocation.equivalent_sigma(np.array([1.0, 2.0]), 4), [0.5, 1.0])
+def test_num_epochs_is_validated():
+  # (fixed bins over E epochs = one epoch at sigma / sqrt(E): test_front_door_fixed_bins)
   with pytest.raises(ValueError, match="num_epochs"):
-    allocation.equivalent_sigma(1.0, 0)
+    allocation.fixed_bins_pld_epsilon(sigma=1.0, delta=1e-5, num_steps=10, num_epochs=0)
 
 
 def test_one_epoch_is_fresh():
@@ -261,9 +261,5 @@ def test_fresh_each_epoch_must_be_bool(bad):
 
 
 def test_bad_mechanism_args():
-  with pytest.raises(ValueError, match="scale"):
-    allocation.self_composed("laplace", 2)
-  with pytest.raises(ValueError, match="mechanism"):
-    allocation.self_composed("gaussian", 2, scale=1.0)
   with pytest.raises(ValueError, match="sigma"):
     allocation.fixed_bins_pld_epsilon(sigma=None, delta=1e-5, num_steps=10, num_epochs=2)

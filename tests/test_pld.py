@@ -222,9 +222,9 @@ SLOW_SETTINGS = [
 
 
 def _check_against_dpa(sigma, q, steps, delta):
-  step = pld.default_step(sigma=sigma, q=q, num_steps=steps)
-  ours = pld.poisson_gaussian_epsilon(sigma=sigma, q=q, num_steps=steps,
-                                      delta=delta, step=step).epsilon
+  step = pld.default_step(sigma=sigma, q=q, num_steps=steps)   # the door's grid step
+  ours = poisson.epsilon(q=q, sigma=sigma, num_steps=steps, delta=delta,
+                         method="pld").epsilon
   pess = _dpa_eps(sigma, q, steps, delta, step)
   opt = _dpa_eps(sigma, q, steps, delta, step, pessimistic=False)
   # same discretisation (step) on both sides; 1% relative (the bar)
@@ -252,10 +252,8 @@ def test_tiny_delta_many_steps_stable_where_plain_fft_is_not():
   # (measured 2026-11-23).  Ours (tilted FFT) is stable under refinement and
   # below RDP (1.430).
   s, q, t, d = 1.0, 1e-4, 100000, 1e-12
-  e1 = pld.poisson_gaussian_epsilon(sigma=s, q=q, num_steps=t, delta=d,
-                                    step=4e-5).epsilon
-  e2 = pld.poisson_gaussian_epsilon(sigma=s, q=q, num_steps=t, delta=d,
-                                    step=2e-5).epsilon
+  e1, e2 = (float(pld.epsilon_both(pld.poisson_gaussian_composed(
+      sigma=s, q=q, num_steps=t, step=h), d)) for h in (4e-5, 2e-5))
   rdp = float(poisson.epsilon(q=q, sigma=s, num_steps=t, delta=d).epsilon)
   assert e2 <= e1 <= e2 * 1.02
   assert e1 < rdp
@@ -278,8 +276,8 @@ def test_gaussian_matches_dp_accounting_and_exact():
 
 def test_pld_epsilon_not_above_rdp_epsilon():
   for sigma, q, steps, delta in [(2.0, 0.1, 100, 1e-8)]:
-    ours = pld.poisson_gaussian_epsilon(sigma=sigma, q=q, num_steps=steps,
-                                        delta=delta).epsilon
+    ours = poisson.epsilon(q=q, sigma=sigma, num_steps=steps, delta=delta,
+                           method="pld").epsilon
     rdp = float(poisson.epsilon(q=q, sigma=sigma, num_steps=steps,
                                 delta=delta).epsilon)
     assert ours <= rdp * (1 + 1e-3)
@@ -296,11 +294,11 @@ def test_poisson_front_door_pld_method():
 
 
 def test_front_door_broadcasts():
-  eps = pld.poisson_gaussian_epsilon(sigma=2.0, q=0.1, num_steps=100,
-                                     delta=np.array([1e-8, 1e-5])).epsilon
+  eps = poisson.epsilon(q=0.1, sigma=2.0, num_steps=100, delta=np.array([1e-8, 1e-5]),
+                        method="pld").epsilon
   assert eps.shape == (2,) and eps[0] > eps[1] > 0
-  assert pld.poisson_gaussian_epsilon(sigma=2.0, q=0.0, num_steps=10,
-                                      delta=1e-5).epsilon == 0.0
+  assert poisson.epsilon(q=0.0, sigma=2.0, num_steps=10, delta=1e-5,
+                         method="pld").epsilon == 0.0
 
 
 # -------------------------------------------------------- jit/vmap/errors
@@ -351,7 +349,7 @@ def test_bad_inputs_raise():
   with pytest.raises(ValueError, match="same shape"):
     pld.from_pair([0.5, 0.5], [1.0], step=0.1)
   with pytest.raises(ValueError, match="num_steps"):
-    pld.poisson_gaussian_epsilon(sigma=1.0, q=0.1, num_steps=0, delta=1e-5)
+    poisson.epsilon(q=0.1, sigma=1.0, num_steps=0, delta=1e-5, method="pld")
 
 
 def test_float32_user_gets_float64():
@@ -365,13 +363,13 @@ def test_truncate_to_bucket_keeps_float64_in_a_float32_session():
   # (the user's default) they were silently truncated to float32.
   import warnings
   assert not jax.config.jax_enable_x64
-  pair = pld.poisson_gaussian_pair(1.0, 0.01)
+  remove = pld.poisson_gaussian(1.0, 0.01)
   with warnings.catch_warnings():
     warnings.simplefilter("error")
-    t = pld.truncate_to_bucket(pair.remove, 1e-18)
+    t = pld.truncate_to_bucket(remove, 1e-18)
   assert np.asarray(t.probs).dtype == np.float64
   assert np.asarray(t.inf_mass).dtype == np.float64
   # masses preserved exactly (kept + moved tails)
   total = float(np.sum(np.asarray(t.probs))) + float(t.inf_mass)
-  ref = float(np.sum(np.asarray(pair.remove.probs))) + float(pair.remove.inf_mass)
+  ref = float(np.sum(np.asarray(remove.probs))) + float(remove.inf_mass)
   assert total == pytest.approx(ref, rel=1e-15)

@@ -11,6 +11,8 @@ from hypothesis import given, settings, strategies as st
 
 import jaxacct
 from jaxacct import pld, poisson
+from jaxacct._core.gaussian import gaussian_epsilon
+from jaxacct._core.orders import DEFAULT_INTEGER_ORDERS, DEFAULT_ORDERS
 
 R = pytest.importorskip("dp_accounting.rdp.rdp_privacy_accountant")
 dp_event = pytest.importorskip("dp_accounting.dp_event")
@@ -21,7 +23,7 @@ INT_ORDERS = np.array([2.0, 3, 4, 5, 8, 12, 16, 32, 64, 128, 256, 512, 1024])
 
 
 def test_integer_order_rdp_matches_dp_accounting_42_settings():
-  ours = np.asarray(jaxacct.poisson_gaussian_rdp(
+  ours = np.asarray(jaxacct.poisson.poisson_gaussian_rdp(
       INT_ORDERS, q=QS[:, None], sigma=SIGMAS[None, :]))
   assert ours.shape == (6, 7, INT_ORDERS.size)
   assert np.all(np.isfinite(ours))
@@ -44,14 +46,14 @@ def test_integer_orders_match_mpmath_where_dp_accounting_is_inexact():
     qq, ss = mp.mpf(q), mp.mpf(s)
     am1 = mp.fsum(mp.binomial(a, k) * qq**k * (1 - qq)**(a - k)
                   * mp.expm1((k * k - k) / (2 * ss * ss)) for k in range(2, a + 1))
-    ours = float(jaxacct.poisson_gaussian_rdp([float(a)], q=q, sigma=s)[0])
+    ours = float(jaxacct.poisson.poisson_gaussian_rdp([float(a)], q=q, sigma=s)[0])
     np.testing.assert_allclose(ours, float(mp.log1p(am1) / (a - 1)), rtol=1e-11)
 
 
 def test_order_two_closed_form_at_tiny_q():
   # A_2 = 1 + q^2 (e^{1/sigma^2} - 1) exactly.
   q, s = QS[:, None], SIGMAS[None, :]
-  ours = np.asarray(jaxacct.poisson_gaussian_rdp([2.0], q=q, sigma=s))[..., 0]
+  ours = np.asarray(jaxacct.poisson.poisson_gaussian_rdp([2.0], q=q, sigma=s))[..., 0]
   ref = np.log1p(q**2 * np.expm1(1 / s**2))
   np.testing.assert_allclose(ours, ref, rtol=1e-12)
 
@@ -73,7 +75,7 @@ def _mp_log_a(q, sigma, alpha):
 def test_fractional_orders_match_mpmath_quadrature(q, sigma):
   mp.mp.dps = 20
   orders = np.array([1.01, 1.5, 7.3, 40.5])
-  ours = np.asarray(jaxacct.poisson_gaussian_rdp(orders, q=q, sigma=sigma))
+  ours = np.asarray(jaxacct.poisson.poisson_gaussian_rdp(orders, q=q, sigma=sigma))
   ref = np.array([float(_mp_log_a(q, sigma, a) / (a - 1)) for a in orders])
   np.testing.assert_allclose(ours, ref, rtol=1e-8)
 
@@ -85,7 +87,7 @@ def test_dp_accounting_fractional_orders_are_loose_not_lower():
   # the safe side; ours must never exceed it.
   orders = np.array([1.5, 2.5, 3.5, 10.5])
   for q, s in [(0.01, 1.0), (0.001, 2.0), (0.1, 0.8)]:
-    ours = np.asarray(jaxacct.poisson_gaussian_rdp(orders, q=q, sigma=s))
+    ours = np.asarray(jaxacct.poisson.poisson_gaussian_rdp(orders, q=q, sigma=s))
     ref = R._compute_rdp_poisson_subsampled_gaussian(q, s, orders)
     fin = np.isfinite(ref)
     assert np.all(ours[fin] <= ref[fin] * (1 + 1e-10))
@@ -94,8 +96,8 @@ def test_dp_accounting_fractional_orders_are_loose_not_lower():
 def test_add_direction_is_dominated_by_remove():
   orders = np.array([1.5, 2.0, 3.0, 8.0, 32.0])
   for q, s in [(0.01, 1.0), (0.3, 0.5), (0.5, 5.0)]:
-    rem = np.asarray(jaxacct.poisson_gaussian_rdp(orders, q=q, sigma=s, direction="remove"))
-    add = np.asarray(jaxacct.poisson_gaussian_rdp(orders, q=q, sigma=s, direction="add"))
+    rem = np.asarray(jaxacct.poisson.poisson_gaussian_rdp(orders, q=q, sigma=s, direction="remove"))
+    add = np.asarray(jaxacct.poisson.poisson_gaussian_rdp(orders, q=q, sigma=s, direction="add"))
     assert np.all(add <= rem * (1 + 1e-9)) and np.all(add > 0)
   # and the add direction matches mpmath at one point
   mp.mp.dps = 30
@@ -103,13 +105,13 @@ def test_add_direction_is_dominated_by_remove():
   m0 = lambda z: mp.npdf(z, 0, ss)
   mu = lambda z: (1 - qq) * m0(z) + qq * mp.npdf(z, 1, ss)
   b = mp.quad(lambda z: mu(z) * (m0(z) / mu(z))**a, [-mp.inf, -5, 0, 1, 6, mp.inf])
-  add = np.asarray(jaxacct.poisson_gaussian_rdp([3.0], q=0.3, sigma=0.5, direction="add"))
+  add = np.asarray(jaxacct.poisson.poisson_gaussian_rdp([3.0], q=0.3, sigma=0.5, direction="add"))
   np.testing.assert_allclose(add[0], float(mp.log(b) / 2), rtol=1e-8)
 
 
 def test_extreme_inputs_are_finite():
-  orders = jaxacct.DEFAULT_ORDERS
-  out = np.asarray(jaxacct.poisson_gaussian_rdp(
+  orders = DEFAULT_ORDERS
+  out = np.asarray(jaxacct.poisson.poisson_gaussian_rdp(
       orders, q=np.array([1e-6, 0.5, 1.0])[:, None], sigma=np.array([0.1, 0.3, 100.0])[None]))
   assert np.all(np.isfinite(out)) and np.all(out >= 0)
   # Non-decreasing in alpha inside the documented accuracy range sigma >= 0.3
@@ -126,7 +128,7 @@ SETTINGS = [(q, s, T, d) for q, s, T, d in [
 
 
 def test_epsilon_matches_dp_accounting_on_shared_integer_grid():
-  orders = jaxacct.DEFAULT_INTEGER_ORDERS
+  orders = DEFAULT_INTEGER_ORDERS
   ours, theirs = [], []
   for q, s, T, d in SETTINGS:
     acc = R.RdpAccountant(list(orders))
@@ -157,7 +159,7 @@ def test_epsilon_is_vectorised_and_delta_inverts_it():
 @given(q=st.floats(1e-4, 1.0), sigma=st.floats(0.5, 20.0),
        steps=st.integers(1, 10_000), delta=st.floats(1e-12, 1e-2))
 def test_monotone_in_sigma_steps_and_q(q, sigma, steps, delta):
-  orders = jaxacct.DEFAULT_INTEGER_ORDERS[:64]
+  orders = DEFAULT_INTEGER_ORDERS[:64]
   e = lambda **kw: float(poisson.epsilon(**{**dict(q=q, sigma=sigma, num_steps=steps,
                                                    delta=delta, orders=orders), **kw}).epsilon)
   base = e()
@@ -170,7 +172,7 @@ def test_rdp_epsilon_never_below_exact_gaussian_lower_bound():
   # q = 1: T steps of N(0, sigma^2) is exactly a Gaussian with sigma/sqrt(T).
   for s, T, d in [(1.0, 1, 1e-5), (5.0, 100, 1e-6), (20.0, 1000, 1e-10)]:
     e = float(poisson.epsilon(q=1.0, sigma=s, num_steps=T, delta=d).epsilon)
-    exact = float(jaxacct.gaussian_epsilon(s / np.sqrt(T), d).epsilon)
+    exact = float(gaussian_epsilon(s / np.sqrt(T), d).epsilon)
     assert exact <= e <= exact * 1.5
 
 

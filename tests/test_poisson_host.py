@@ -2,7 +2,7 @@
 
 A scalar question (every argument a Python/NumPy scalar) to the Poisson
 doors -- ``poisson.epsilon``/``delta`` with ``method="rdp"`` or ``"pld"``,
-``pld.poisson_gaussian_epsilon``/``delta``, ``dpsgd_epsilon(sampling="poisson")``
+``dpsgd.epsilon(sampling="poisson")``
 -- runs the same formulas as the jitted kernels in NumPy/SciPy
 (``jaxacct._core.namespace``), so even the FIRST call of a fresh process
 compiles nothing (``compile_counter``, conftest.py; a persistent-cache load
@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import jaxacct
-from jaxacct import pld, poisson
+from jaxacct import poisson
+from jaxacct._core.gaussian import gaussian_epsilon
 
 SCALAR_QUESTIONS = {
     "poisson_epsilon_rdp": lambda: poisson.epsilon(q=0.01, sigma=1.0, num_steps=1000,
@@ -34,11 +35,11 @@ SCALAR_QUESTIONS = {
                                                    delta=1e-5, method="pld").epsilon,
     "poisson_delta_pld": lambda: poisson.delta(q=0.01, sigma=1.0, num_steps=100,
                                                epsilon=1.0, method="pld").delta,
-    "pld_poisson_gaussian_epsilon_q1": lambda: pld.poisson_gaussian_epsilon(
-        sigma=2.0, q=1.0, num_steps=10, delta=1e-5).epsilon,
-    "pld_poisson_gaussian_delta": lambda: pld.poisson_gaussian_delta(
-        sigma=1.0, q=0.05, num_steps=20, epsilon=0.5).delta,
-    "dpsgd_epsilon_poisson": lambda: jaxacct.dpsgd_epsilon(
+    "poisson_epsilon_pld_q1": lambda: poisson.epsilon(
+        q=1.0, sigma=2.0, num_steps=10, delta=1e-5, method="pld").epsilon,
+    "poisson_delta_pld_2": lambda: poisson.delta(
+        q=0.05, sigma=1.0, num_steps=20, epsilon=0.5, method="pld").delta,
+    "dpsgd_epsilon_poisson": lambda: jaxacct.dpsgd.epsilon(
         noise_multiplier=1.0, num_examples=10_000, batch_size=100, num_epochs=1,
         delta=1e-5, sampling="poisson").epsilon,
 }
@@ -78,20 +79,20 @@ def test_rdp_host_matches_jitted_kernel():
 
 @pytest.mark.parametrize("sigma,q,steps,delta", [(1.0, 0.01, 100, 1e-5), (2.0, 0.1, 30, 1e-6)])
 def test_pld_host_matches_jitted_kernels(sigma, q, steps, delta):
-  host = float(pld.poisson_gaussian_epsilon(sigma=sigma, q=q, num_steps=steps,
-                                            delta=delta).epsilon)
-  jit = float(pld.poisson_gaussian_epsilon(sigma=np.array([sigma]), q=q, num_steps=steps,
-                                           delta=delta).epsilon[0])
+  host = float(poisson.epsilon(q=q, sigma=sigma, num_steps=steps, delta=delta,
+                               method="pld").epsilon)
+  jit = float(poisson.epsilon(q=q, sigma=np.array([sigma]), num_steps=steps, delta=delta,
+                              method="pld").epsilon[0])
   assert host == pytest.approx(jit, rel=1e-8)
-  d_host = float(pld.poisson_gaussian_delta(sigma=sigma, q=q, num_steps=steps,
-                                            epsilon=host).delta)
+  d_host = float(poisson.delta(q=q, sigma=sigma, num_steps=steps, epsilon=host,
+                               method="pld").delta)
   assert d_host <= delta * (1 + 1e-9)   # the epsilon found meets delta (upper side)
 
 
 def test_pld_host_is_above_the_exact_gaussian():
   """q = 1: the composed Gaussian is exact (mu = sqrt(T)/sigma); the host PLD
   (pessimistic) must not be below it (Balle & Wang, arXiv:1805.06530v2, Thm 8)."""
-  exact = float(jaxacct.gaussian_epsilon(2.0 / np.sqrt(5.0), 1e-5).epsilon)
-  host = float(pld.poisson_gaussian_epsilon(sigma=2.0, q=1.0, num_steps=5,
-                                            delta=1e-5).epsilon)
+  exact = float(gaussian_epsilon(2.0 / np.sqrt(5.0), 1e-5).epsilon)
+  host = float(poisson.epsilon(q=1.0, sigma=2.0, num_steps=5, delta=1e-5,
+                               method="pld").epsilon)
   assert exact <= host <= exact * (1 + 1e-3)

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from jaxacct import DeltaResult, EpsilonResult
-from jaxacct import BOUNDS
+from jaxacct._core.results import BOUNDS
+from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
+from jaxacct._core.orders import DEFAULT_ORDERS
 
 
 def test_results_pass_through_jit_and_vmap():
@@ -49,13 +51,13 @@ def _check(r, cls, value, method, bound, shape=()):
 def test_gaussian_doors_return_results_and_jit_equals_eager():
   import jaxacct
   sig = np.array([0.5, 1.0, 4.0])
-  e = _check(jaxacct.gaussian_epsilon(sig, 1e-6), EpsilonResult, "epsilon", "gaussian",
+  e = _check(gaussian_epsilon(sig, 1e-6), EpsilonResult, "epsilon", "gaussian",
              "exact", (3,))
-  d = _check(jaxacct.gaussian_delta(sig, 1.0), DeltaResult, "delta", "gaussian", "exact", (3,))
+  d = _check(gaussian_delta(sig, 1.0), DeltaResult, "delta", "gaussian", "exact", (3,))
   with jax.enable_x64(True):
-    je = jax.jit(jaxacct.gaussian_epsilon)(sig, 1e-6)
-    jd = jax.jit(jaxacct.gaussian_delta)(sig, 1.0)
-    ve = jax.vmap(jaxacct.gaussian_epsilon, in_axes=(0, None))(sig, 1e-6)
+    je = jax.jit(gaussian_epsilon)(sig, 1e-6)
+    jd = jax.jit(gaussian_delta)(sig, 1.0)
+    ve = jax.vmap(gaussian_epsilon, in_axes=(0, None))(sig, 1e-6)
   assert je.method == "gaussian" and je.bound == "exact" and jd.bound == "exact"
   np.testing.assert_allclose(np.asarray(je.epsilon), e, rtol=1e-13)
   np.testing.assert_allclose(np.asarray(jd.delta), d, rtol=1e-13)
@@ -66,16 +68,16 @@ def test_gaussian_doors_return_results_and_jit_equals_eager():
 @pytest.mark.parametrize("method", ["tight", "classic"])
 def test_rdp_conversion_doors_return_results_and_jit_equals_eager(method):
   import jaxacct
-  orders = jaxacct.DEFAULT_ORDERS
+  orders = DEFAULT_ORDERS
   rdp = np.linspace(0.01, 1.0, 4)[:, None] * orders[None, :]
-  r = jaxacct.rdp_to_epsilon(orders, rdp, 1e-6, method=method)
+  r = jaxacct.mechanisms.rdp_to_epsilon(orders, rdp, 1e-6, method=method)
   e = _check(r, EpsilonResult, "epsilon", "rdp_" + method, "upper", (4,))
   assert np.asarray(r.order).shape == (4,) and np.all(np.isin(np.asarray(r.order), orders))
-  q = jaxacct.rdp_to_delta(orders, rdp, 1.0, method=method)
+  q = jaxacct.mechanisms.rdp_to_delta(orders, rdp, 1.0, method=method)
   d = _check(q, DeltaResult, "delta", "rdp_" + method, "upper", (4,))
   with jax.enable_x64(True):
-    je = jax.jit(lambda x, dl: jaxacct.rdp_to_epsilon(orders, x, dl, method=method))(rdp, 1e-6)
-    jd = jax.jit(lambda x, ep: jaxacct.rdp_to_delta(orders, x, ep, method=method))(rdp, 1.0)
+    je = jax.jit(lambda x, dl: jaxacct.mechanisms.rdp_to_epsilon(orders, x, dl, method=method))(rdp, 1e-6)
+    jd = jax.jit(lambda x, ep: jaxacct.mechanisms.rdp_to_delta(orders, x, ep, method=method))(rdp, 1.0)
   assert je.method == "rdp_" + method and je.bound == "upper" and jd.bound == "upper"
   np.testing.assert_allclose(np.asarray(je.epsilon), e, rtol=1e-13)
   np.testing.assert_array_equal(np.asarray(je.order), np.asarray(r.order))
@@ -84,14 +86,14 @@ def test_rdp_conversion_doors_return_results_and_jit_equals_eager(method):
 
 
 def test_poisson_pld_doors_return_results():
-  from jaxacct import pld
-  kw = dict(sigma=2.0, q=0.1, num_steps=20)
-  r = pld.poisson_gaussian_epsilon(**kw, delta=1e-5)
+  from jaxacct import poisson
+  kw = dict(sigma=2.0, q=0.1, num_steps=20, method="pld")
+  r = poisson.epsilon(**kw, delta=1e-5)
   e = _check(r, EpsilonResult, "epsilon", "pld", "upper")
   assert float(r.delta) == 1e-5
-  _check(pld.poisson_gaussian_epsilon(**kw, delta=np.array([1e-8, 1e-5])), EpsilonResult,
+  _check(poisson.epsilon(**kw, delta=np.array([1e-8, 1e-5])), EpsilonResult,
          "epsilon", "pld", "upper", (2,))
-  d = _check(pld.poisson_gaussian_delta(**kw, epsilon=float(e)), DeltaResult, "delta", "pld",
+  d = _check(poisson.delta(**kw, epsilon=float(e)), DeltaResult, "delta", "pld",
              "upper")
   assert d <= 1e-5 * (1 + 1e-6)
 
@@ -105,8 +107,6 @@ def test_allocation_bound_doors_return_results():
   for fn, method in ((allocation.direct_add_delta, "direct_add"),
                      (allocation.decomposition_delta, "decomposition")):
     _check(fn(**kw, epsilon=1.0), DeltaResult, "delta", method, "upper")
-  _check(allocation.local_epsilon(sigma=np.array([1.0, 2.0]), delta=1e-6), EpsilonResult,
-         "epsilon", "local", "upper", (2,))
   _check(allocation.decomposition_pld_epsilon(sigma=1.2, num_steps=20, delta=1e-8,
                                           direction="remove"),
          EpsilonResult, "epsilon", "decomposition_pld", "upper")

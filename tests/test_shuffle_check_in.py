@@ -182,24 +182,17 @@ def test_eq8_digest_bruteforce_values():
     (100, 0.494147, 20, 2.965032, 6), (1000, 0.519922, 20, 6.409813, 4)])
 def test_shuffgauss_reference_outputs(T, want_ss, order_ss, want_sub, order_sub):
   o = np.arange(2, 21, dtype=np.float64)
-  with pytest.warns(UserWarning) if order_ss == 20 else _nullctx():
-    r = shb.shuffle_gaussian_epsilon_lower(n=6e5, sigma=1.0, delta=1 / 6e5, rounds=T, orders=o)
+  from jaxacct.mechanisms import rdp_to_epsilon
+  # ShuffGaussRDPtoDP: the Eq. 8 lower curve composed T times, converted
+  r = rdp_to_epsilon(o, T * np.asarray(shb.shuffle_gaussian_rdp_lower(o, n=6e5, sigma=1.0)),
+                     1 / 6e5)
   assert float(r.epsilon) == pytest.approx(want_ss, abs=2e-6)
   assert float(r.order) == order_ss
-  from jaxacct import rdp_to_epsilon
   rdp = np.asarray(XP.subsampled_shuffle_gaussian_rdp_estimate(o, n=6e5, m=6e4, sigma=1.0))
   conv = rdp_to_epsilon(o, rdp * T, 1 / 6e5)
   eps, order = conv.epsilon, conv.order
   assert float(eps) == pytest.approx(want_sub, abs=2e-6)
   assert float(order) == order_sub
-
-
-class _nullctx:
-  def __enter__(self):
-    return self
-
-  def __exit__(self, *a):
-    return False
 
 
 # ---------------------------------------------------------------- Eq. 5 engine
@@ -384,7 +377,7 @@ def test_bad_input_raises(call):
 def test_eager_epsilon_results():
   r = sh.check_in_epsilon(n=1e4, p=0.01, eps0=2.0, delta=1e-4, rounds=100, orders=O16)
   assert r.bound == "upper" and r.method == "check_in_ldp_rdp"
-  from jaxacct import rdp_to_epsilon
+  from jaxacct.mechanisms import rdp_to_epsilon
   rdp = np.asarray(shb.check_in_ldp_rdp(O16, n=1e4, p=0.01, eps0=2.0))
   conv = rdp_to_epsilon(O16, 100 * rdp, 1e-4)
   e, o = conv.epsilon, conv.order
@@ -394,8 +387,9 @@ def test_eager_epsilon_results():
                                    bound="lower", num_terms=64)
   assert up.bound == "upper" and lo.bound == "estimate"
   assert float(up.epsilon) >= float(lo.epsilon)
-  sa = shb.check_in_secagg_gaussian_epsilon(n=300, p=0.1, sigma=1.0, delta=1e-5, rounds=10, orders=O16,
-                                          num_terms=64)
+  # distributed check-in with secure aggregation (Thm 4): its RDP curve, composed and converted
+  sa = rdp_to_epsilon(O16, 10 * np.asarray(shb.check_in_secagg_gaussian_rdp(
+      O16, n=300, p=0.1, sigma=1.0, num_terms=64)), 1e-5)
   assert np.isfinite(float(sa.epsilon)) and sa.bound == "upper"
 
 

@@ -150,13 +150,20 @@ def test_bad_input(kw, match):
     sh.clone_epsilon(**kw)
 
 
+def _krr_row(eps0, k):
+  """The k-RR row of the variation-ratio pair (Wang et al. Thm 5.1, digest §7.2):
+  (p, beta, q0 = q1) = (e^eps0, (e^eps0 - 1) / (e^eps0 + k - 1), e^eps0)."""
+  p = math.exp(eps0)
+  return dict(p=p, beta=(p - 1.0) / (p + k - 1.0), q0=p, q1=p)
+
+
 def test_variation_ratio_lower_and_krr_rows():
   # Wang digest §6 Table C "pair, exact" (lower bounds for k-RR)
   np.testing.assert_allclose(
-      shb.krr_lower_epsilon(1e-6, n=1e4, eps0=1.0, k=10).epsilon,
+      shb.variation_ratio_lower_epsilon(1e-6, n=1e4, **_krr_row(1.0, 10)).epsilon,
       0.0232516778, rtol=1e-8)
   np.testing.assert_allclose(
-      shb.krr_lower_epsilon(1e-6, n=1e4, eps0=2.0, k=3).epsilon,
+      shb.variation_ratio_lower_epsilon(1e-6, n=1e4, **_krr_row(2.0, 3)).epsilon,
       0.1076632150, rtol=1e-8)
   with pytest.raises(ValueError, match="q0/q1"):
     shb.variation_ratio_lower_delta(0.1, n=10, p=2.0, beta=0.3, q0=5.0, q1=1.0)

@@ -95,7 +95,10 @@ def test_upper_bounds_dominate_bruteforce_krr(k, ns):
       assert np.all(sc >= truth * (1 - 1e-12) - 1e-15), (k, n, e0, sc, truth)
       assert np.all(cl >= truth * (1 - 1e-12) - 1e-15), (k, n, e0)
       if k >= 3:
-        lo = np.asarray(shb.krr_lower_delta(grid, n=n, eps0=e0, k=k, max_n=MAXN).delta)
+        # the k-RR row of the variation-ratio lower pair (Wang et al. Thm 5.1)
+        p = math.exp(e0)
+        lo = np.asarray(shb.variation_ratio_lower_delta(
+            grid, n=n, p=p, beta=(p - 1.0) / (p + k - 1.0), q0=p, q1=p, max_n=MAXN).delta)
         assert np.all(lo <= truth * (1 + 1e-12) + 1e-15), (k, n, e0, lo, truth)
       else:
         lo = np.asarray(sh.rr2_lower_delta(grid, n=n, eps0=e0, max_n=MAXN).delta)

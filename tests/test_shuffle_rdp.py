@@ -224,13 +224,14 @@ def test_chen_cor2_values_and_failures(chen_tables):
 
 def test_chen_table1_curves_fig2():
   # [chen-digest] §4.2 Fig. 2 setting, n = 1e4, lambda = 4
-  t = shb.chen_table1_rdp([4.0], n=10**4, eps0=np.array([0.1, 2.0, 6.0]))
-  np.testing.assert_allclose(np.asarray(t["girgis_upper"])[:2, 0], [1.303970e-05, 3.215759e-01],
-                             rtol=1e-6)
-  np.testing.assert_allclose(np.asarray(t["girgis_lower"])[:, 0],
-                             [2.001661e-06, 1.103051e-03, 7.193456e-02], rtol=1e-6)
+  # Table 1's explicit curves: eq. (4) = Girgis Thm 2, eq. (5) = Girgis Cor. 2
+  e0 = np.array([0.1, 2.0, 6.0])
+  upper = np.asarray(shb.girgis_thm2_rdp([4.0], n=10**4, eps0=e0))
+  lower = np.asarray(shb.girgis_cor2_rdp([4.0], n=10**4, eps0=e0))
+  np.testing.assert_allclose(upper[:2, 0], [1.303970e-05, 3.215759e-01], rtol=1e-6)
+  np.testing.assert_allclose(lower[:, 0], [2.001661e-06, 1.103051e-03, 7.193456e-02], rtol=1e-6)
   # eq. (4) printed value 6.644059e+04 at eps0 = 6 exceeds eps0: we clip (valid).
-  assert float(t["girgis_upper"][2, 0]) == pytest.approx(6.0)
+  assert float(upper[2, 0]) == pytest.approx(6.0)
 
 
 def test_chen_monotone_and_above_lower_bounds(chen_tables):

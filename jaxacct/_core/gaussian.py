@@ -92,7 +92,7 @@ def gaussian_delta(sigma, epsilon) -> DeltaResult:
                   lambda: (checks.check_positive("sigma", sigma),
                            checks.check_range("epsilon", epsilon, -jnp.inf, jnp.inf,
                                               allow_inf=True)),
-                  where="jaxacct.gaussian_delta")
+                  where="jaxacct.mechanisms.Gaussian.delta")
 
 
 def _delta_result(sigma, epsilon):
@@ -119,7 +119,7 @@ def gaussian_epsilon(sigma, delta) -> EpsilonResult:
   """
   return dispatch(_epsilon_result, (sigma, delta),
                   lambda: (checks.check_positive("sigma", sigma), checks.check_delta(delta)),
-                  where="jaxacct.gaussian_epsilon")
+                  where="jaxacct.mechanisms.Gaussian.epsilon")
 
 
 def _epsilon_result(sigma, delta):

@@ -25,9 +25,6 @@ import numpy as np
 
 from jaxacct._core import solve
 
-__all__ = ["Namespace", "HOST", "JAX", "host_call", "host_scalars", "kernel_arg"]
-
-
 class Namespace:
   """``xp`` (array module), ``sp`` (special functions) and the shims.
 

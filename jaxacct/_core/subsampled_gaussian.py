@@ -397,7 +397,7 @@ def poisson_gaussian_rdp(orders=DEFAULT_ORDERS, *, q, sigma,
 
   Example:
     >>> import jaxacct
-    >>> float(jaxacct.poisson_gaussian_rdp([2.0], q=0.01, sigma=1.0)[0])  # doctest: +ELLIPSIS
+    >>> float(jaxacct.poisson.poisson_gaussian_rdp([2.0], q=0.01, sigma=1.0)[0])  # doctest: +ELLIPSIS
     0.000171...
   """
   orders_np = checks.check_orders(orders)

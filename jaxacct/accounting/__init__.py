@@ -53,6 +53,6 @@ if TYPE_CHECKING:
 
 __all__ = ["PLDAccountant", "NeighboringRelation", "UnsupportedEventError",
            "events", "HAS_DP_ACCOUNTING", "regrid", "from_profile",
-           "TradeOff", "GDPResult", "gaussian_tpr"]
+           "TradeOff", "gaussian_tpr"]
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals())

@@ -280,7 +280,7 @@ def rdp_pair(rdp_total, *, step: float):
 
   The profile ``delta(eps) = rdp_to_delta(orders, rdp, eps)`` (the tight
   conversion of Canonne, Kamath, Steinke, arXiv:2004.00010v5, Prop. 12 /
-  the KL-TV bound at eps = 0; ``jaxacct.rdp_to_delta``) is an upper bound at
+  the KL-TV bound at eps = 0; ``jaxacct.mechanisms.rdp_to_delta``) is an upper bound at
   every eps >= 0 in both directions; :func:`pairs.from_profile` turns it into
   the tightest pair under it (:func:`profile_grid`: 8000 linear steps up to
   where delta < 1e-40).

@@ -9,15 +9,22 @@ certified lower bound). Derivations are in each docstring; numbers are
 checked against dp_accounting 0.6.0's ``PLDAccountant`` in
 ``tests/test_accounting_events_more.py``.
 
-* :func:`discrete_laplace` -- DLap(a) noise, integer sensitivity s.
-* :func:`mixture_of_gaussians` -- N(0, s^2) against sum_i p_i N(c_i, s^2).
-* :func:`mixture` -- a revealed-coin mixture of pairs (PLDs mixed).
+Public (``__all__``):
+
 * :func:`truncated_poisson_gaussian` -- Poisson sampling truncated to a
-  maximal batch size, then the Gaussian mechanism (add/remove).
+  maximal batch size, then the Gaussian mechanism (add/remove), with
+  :func:`truncation_probabilities` (the batch-size law it truncates);
 * :func:`with_replacement_gaussian` -- a fixed batch drawn with
-  replacement, then the Gaussian mechanism (replace-one).
-* :func:`max_loss`, :func:`inf_mass` -- epsilon at delta = 0 and delta at
-  epsilon = inf of a PLD.
+  replacement, then the Gaussian mechanism (replace-one);
+* :func:`log_normal_mass` -- log(Phi(b) - Phi(a)), accurate in both tails.
+
+Used by the accountant through their events (``DiscreteLaplaceDpEvent``,
+``MixtureOfGaussiansDpEvent``, ...), not public: ``discrete_laplace`` (DLap(a)
+noise, integer sensitivity s), ``mixture_of_gaussians`` (N(0, s^2) against
+sum_i p_i N(c_i, s^2)), ``mixture`` (a revealed-coin mixture of pairs),
+``max_loss`` / ``inf_mass`` (epsilon at delta = 0 and delta at epsilon = inf
+of a PLD), ``composed_extreme``, ``revealed_mixture``, ``CONSTRUCTIONS``,
+``with_truncated_construction``.
 """
 
 from __future__ import annotations
@@ -33,11 +40,11 @@ from jaxacct._core.dtype import x64_boundary
 from jaxacct.accounting import _mechanisms as mech
 from jaxacct.accounting._pairs import dominated_on_grid, from_cells
 
-__all__ = ["discrete_laplace", "mixture_of_gaussians", "mixture",
-           "truncated_poisson_gaussian", "truncation_probabilities",
-           "with_replacement_gaussian", "max_loss", "inf_mass", "composed_extreme",
-           "log_normal_mass", "revealed_mixture", "CONSTRUCTIONS",
-           "with_truncated_construction"]
+# public: the constructions tests and researchers check directly; the others
+# (discrete_laplace, mixture_of_gaussians, mixture, max_loss, inf_mass, ...)
+# serve the accountant, whose door is the event (``jaxacct.accounting.events``)
+__all__ = ["truncated_poisson_gaussian", "truncation_probabilities",
+           "with_replacement_gaussian", "log_normal_mass"]
 
 #: tail mass per side below which the noise line is cut (charged pessimistically).
 TAIL = 1e-20

@@ -51,38 +51,44 @@ Diagnostics (not accountants): :func:`delta_monte_carlo`
 """
 
 from jaxacct.allocation import pld, sum_law
-from jaxacct.allocation._add_rdp import allocation_add_rdp, allocation_add_rdp_kernel
+from jaxacct.allocation._add_rdp import allocation_add_rdp
 from jaxacct.allocation._bounds import (check_scheme, decomposition_delta, decomposition_epsilon,
                                         decomposition_gamma, decomposition_pld_epsilon,
                                         decomposition_round_plds, direct_add_delta,
-                                        direct_add_epsilon, local_epsilon)
-from jaxacct.allocation._fixed_bins import (equivalent_sigma, fixed_bins_pld_delta,
-                                            fixed_bins_pld_epsilon, self_composed)
+                                        direct_add_epsilon)
+from jaxacct.allocation._fixed_bins import fixed_bins_pld_delta, fixed_bins_pld_epsilon
 from jaxacct.allocation._front import DEFAULT_METHODS, METHODS, allocation_rdp, delta, epsilon
 from jaxacct.allocation._monte_carlo import (delta_lower_bound, delta_monte_carlo,
                                              true_allocation_delta_monte_carlo,
                                              true_allocation_epsilon_monte_carlo)
-from jaxacct.allocation._rdp import (allocation_add_rdp_upper, allocation_gaussian_rdp_kernel,
-                                     allocation_remove_rdp, allocation_remove_rdp_from_moments)
+from jaxacct.allocation._rdp import (allocation_add_rdp_upper, allocation_remove_rdp,
+                                     allocation_remove_rdp_from_moments)
 from jaxacct.allocation._recursive import (recursive_delta, recursive_epsilon, recursive_tail,
                                            truncated_poisson_delta, truncated_poisson_epsilon,
                                            truncated_poisson_rate)
 
+# Importable for jaxacct.tracking, not public: ``METHODS``, ``check_scheme``.
+# Not re-exported: ``allocation_remove_rdp`` and
+# ``allocation_add_rdp`` are jittable themselves, so their kernels
+# (``allocation_gaussian_rdp_kernel``, ``allocation_add_rdp_kernel``) are not
+# public; ``local_epsilon`` is ``jaxacct.mechanisms.Gaussian(sigma / sqrt(kE))
+# .epsilon(delta)``; ``equivalent_sigma`` and ``self_composed`` are steps of
+# :func:`fixed_bins_pld_epsilon`.
 __all__ = [
     # front doors (best of the methods) and the RDP curve
-    "epsilon", "delta", "allocation_rdp", "DEFAULT_METHODS", "METHODS",
-    # RDP of one allocation round (remove: Thm 4.8; add: quadrature) and their kernels
+    "epsilon", "delta", "allocation_rdp", "DEFAULT_METHODS",
+    # RDP of one allocation round (remove: Thm 4.8; add: quadrature; jittable)
     "allocation_remove_rdp", "allocation_remove_rdp_from_moments", "allocation_add_rdp",
-    "allocation_add_rdp_upper", "allocation_gaussian_rdp_kernel", "allocation_add_rdp_kernel",
-    # one method each (Thm 4.6 decomposition, Thm 4.9 direct add, local)
-    "check_scheme", "direct_add_epsilon", "direct_add_delta", "local_epsilon",
+    "allocation_add_rdp_upper",
+    # one method each (Thm 4.6 decomposition, Thm 4.9 direct add)
+    "direct_add_epsilon", "direct_add_delta",
     "decomposition_gamma", "decomposition_epsilon", "decomposition_delta",
     "decomposition_pld_epsilon", "decomposition_round_plds",
     # Thm 4.1 (truncated Poisson) and Thm 4.2 (recursive)
     "truncated_poisson_rate", "truncated_poisson_epsilon", "truncated_poisson_delta",
     "recursive_tail", "recursive_epsilon", "recursive_delta",
     # fixed bins reused every epoch
-    "equivalent_sigma", "self_composed", "fixed_bins_pld_epsilon", "fixed_bins_pld_delta",
+    "fixed_bins_pld_epsilon", "fixed_bins_pld_delta",
     # diagnostics (estimates and provable lower bounds, not accountants)
     "delta_monte_carlo", "delta_lower_bound", "true_allocation_delta_monte_carlo",
     "true_allocation_epsilon_monte_carlo",

@@ -11,9 +11,11 @@ t' = floor(t/k) (Lemma 3.2; potentially loose, always valid).
   Gaussian parts compose to noise sigma sqrt(t'/m) and **the shift adds up to
   m*c** (the authors' code adds it once, which is not a valid bound for
   m > 1; see the digest, Sec. 3.2).  Bound: upper.
-* :func:`local_epsilon` -- no amplification: each example is in k*E known
-  steps, i.e. a Gaussian with noise sigma/sqrt(kE). Both directions. Bound:
-  upper (exact for the scheme in which the allocation is public).
+* :func:`local_epsilon` (the front door's ``"local"`` method; not public:
+  ``jaxacct.mechanisms.Gaussian(sigma / sqrt(kE)).epsilon(delta)``) -- no
+  amplification: each example is in k*E known steps, i.e. a Gaussian with
+  noise sigma/sqrt(kE). Both directions. Bound: upper (exact for the scheme
+  in which the allocation is public).
 * :func:`decomposition_epsilon` -- Thm 4.6 (both directions) on top of the
   Poisson-subsampled Gaussian at rate 1/t, whose per-direction profile is
   taken from its RDP (``jaxacct.poisson``, tight conversion): a valid but

@@ -79,9 +79,9 @@ allocation PLD at sigma / sqrt(E); a raw Monte Carlo at t = 100, E = 3; the
 Gaussian through the PLD route (``compose(gaussian(sigma), E)``) against
 sigma / sqrt(E); and fresh-draw accounting shown to under-report.
 
-Public API: :func:`equivalent_sigma`, :func:`self_composed`,
-:func:`fixed_bins_pld_epsilon`, :func:`fixed_bins_pld_delta` (certified
-upper and lower, ``AllocationPLDBounds``). The RDP front doors take
+Public API (``jaxacct.allocation``): :func:`fixed_bins_pld_epsilon`,
+:func:`fixed_bins_pld_delta` (certified upper and lower, ``AllocationPLDBounds``);
+their steps :func:`equivalent_sigma` and :func:`self_composed` are not public. The RDP front doors take
 ``fresh_each_epoch=False`` (``jaxacct.allocation.epsilon``/``delta``/
 ``calibrate_sigma``), which is the Gaussian identity above.
 """

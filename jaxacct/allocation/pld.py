@@ -149,12 +149,8 @@ from jaxacct.allocation._pld_laws import (DEFAULT_GRID_SIZE, DEFAULT_TAIL, TAIL_
                                           FinalLaws, delta_one, final_laws,
                                           laws_batch)
 
-__all__ = [
-    "allocation_pld_epsilon", "allocation_pld_delta",
-    "allocation_pld_laws", "allocation_plds", "AllocationPLDs", "DEFAULT_GRID_SIZE",
-    "DEFAULT_TAIL",
-    "DEFAULT_COMPOSITION_SIZE",
-]
+__all__ = ["allocation_pld_epsilon", "allocation_pld_delta", "allocation_pld_laws",
+           "allocation_plds"]
 
 DEFAULT_COMPOSITION_SIZE = cp.DEFAULT_SIZE
 TAU_FACTOR = 1e-7       # composition window tail (eps queries): TAU_FACTOR * delta

@@ -2,27 +2,34 @@
 
 The kernels live in :mod:`jaxacct.allocation._sum_law` (mathematics in
 :mod:`jaxacct.allocation.pld`); this module names the ones a test or a user
-checking the construction needs: the one-step laws (and ``one_steps``, their
-NumPy twin batched over lanes, which the law builder uses), the t-fold sum
-laws with their ``method`` switch ("fast", the default, or "reference", the
-O(n^2) oracle of the former vmapped pair of sums), and the pairwise sums. All
-but ``one_steps`` are jittable; all need float64 (``jax.enable_x64``); ``n``
-and ``method`` are static. ``steps_laws_host`` (with ``sum_law_upper_host``,
-``sum_law_lower_host``) is the NumPy twin of the jitted round-law builder
-``steps_laws_batch``: the same FinalLaws for concrete input, no compiled program.
+checking the construction needs:
+
+* the one-step laws: :func:`gaussian_one_step`, :func:`laplace_one_step`
+  (jittable) and :func:`one_steps` (their NumPy twin batched over lanes, which
+  the law builder uses); the law types :class:`LowerLaw` and :class:`Lattice`;
+* the pairwise sums :func:`conv_upper`, :func:`conv_lower` and their fused
+  pairs :func:`conv_upper_pair`, :func:`conv_lower_pair`;
+* the t-fold sum laws :func:`sum_law_upper`, :func:`sum_law_lower` with their
+  ``method`` switch ("fast", the default, or "reference", the O(n^2) oracle of
+  the former vmapped pair of sums), and :func:`sum_law_lower_host`, the NumPy
+  twin of the lower one;
+* the round laws of lanes :func:`laws_batch` (one-step laws on the host, then
+  the jitted round-law builder, or with ``host=True`` its NumPy twin: the same
+  FinalLaws for concrete input, no compiled program) and their one-round
+  queries :func:`eps_batch`, :func:`delta_batch`.
+
+All but ``one_steps`` and the host twins are jittable; all need float64
+(``jax.enable_x64``); ``n`` and ``method`` are static.
 """
 
-from jaxacct.allocation._one_step import Steps, one_steps
-from jaxacct.allocation._pld_laws import (FinalLaws, delta_batch, eps_batch, laws_batch,
-                                          steps_laws_batch, steps_laws_host)
-from jaxacct.allocation._sum_law import (METHODS, PIECES, Lattice, LowerLaw, UpperLaw,
-                                         conv_lower, conv_lower_pair, conv_upper,
-                                         conv_upper_pair, gaussian_one_step,
+from jaxacct.allocation._one_step import one_steps
+from jaxacct.allocation._pld_laws import delta_batch, eps_batch, laws_batch
+from jaxacct.allocation._sum_law import (Lattice, LowerLaw, conv_lower, conv_lower_pair,
+                                         conv_upper, conv_upper_pair, gaussian_one_step,
                                          laplace_one_step, sum_law_lower, sum_law_upper)
-from jaxacct.allocation._sum_law_host import sum_law_lower_host, sum_law_upper_host
+from jaxacct.allocation._sum_law_host import sum_law_lower_host
 
-__all__ = ["METHODS", "PIECES", "Lattice", "LowerLaw", "UpperLaw", "conv_lower",
-           "conv_lower_pair", "conv_upper", "conv_upper_pair", "gaussian_one_step",
-           "laplace_one_step", "one_steps", "Steps", "sum_law_lower", "sum_law_upper",
-           "FinalLaws", "delta_batch", "eps_batch", "laws_batch", "steps_laws_batch",
-           "steps_laws_host", "sum_law_lower_host", "sum_law_upper_host"]
+__all__ = ["Lattice", "LowerLaw", "conv_lower", "conv_lower_pair", "conv_upper",
+           "conv_upper_pair", "gaussian_one_step", "laplace_one_step", "one_steps",
+           "sum_law_lower", "sum_law_upper", "sum_law_lower_host", "laws_batch", "eps_batch",
+           "delta_batch"]

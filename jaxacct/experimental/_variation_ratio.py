@@ -18,8 +18,8 @@ shuffled delta on some datasets:
   1.0951 vs the row's 0.9756 (digest §7.2).
 
 For k-RR (and every extremal randomizer) the row's pair IS a valid LOWER
-bound (Thm 5.1): use ``jaxacct.shuffle.bounds.krr_lower_epsilon``. The valid upper
-bound for k-RR is the stronger clone (``jaxacct.shuffle.stronger_clone_*``).
+bound (Thm 5.1): use ``jaxacct.shuffle.bounds.variation_ratio_lower_epsilon``
+with the k-RR row. The valid upper bound for k-RR is the stronger clone (``jaxacct.shuffle.stronger_clone_*``).
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ def row_delta_unsafe(eps, *, n, mechanism: str, eps0: float, **options):
 
   Bound: estimate -- neither an upper bound (below the truth on known
   counterexamples) nor a lower bound in general (it is one for extremal
-  randomizers such as k-RR; use ``jaxacct.shuffle.bounds.krr_lower_epsilon``).
+  randomizers such as k-RR; use
+  ``jaxacct.shuffle.bounds.variation_ratio_lower_epsilon`` with the k-RR row).
   """
   checks.check_range("eps", eps, 0.0)
   d = _row_query(variation_ratio_pair_delta, eps, n, mechanism, eps0, options)

@@ -25,6 +25,12 @@ array of any shape S and return float64 of shape ``S + (A,)``. Eagerly called
 with concrete input they validate it and run in float64 (see
 :mod:`jaxacct._core.dtype`); under a user's ``jit`` they need x64 enabled, and
 invalid lanes give NaN.
+
+**RDP composition and conversion** (the one public place of these):
+:func:`compose_rdp` sums ``(curve, count)`` pairs on one order grid;
+:func:`rdp_to_epsilon` / :func:`rdp_to_delta` convert a curve to
+``EpsilonResult`` / ``DeltaResult`` (upper bounds; ``method="tight"``, the
+default, or ``"classic"``).
 """
 
 from typing import TYPE_CHECKING
@@ -41,18 +47,18 @@ _LAZY = {
     "gaussian_rdp": ("jaxacct._core.gaussian", "gaussian_rdp"),
     "laplace_rdp": ("jaxacct.mechanisms._kernels", "laplace_rdp"),
     "pure_dp_rdp": ("jaxacct.mechanisms._kernels", "pure_dp_rdp"),
-    "randomized_response_rdp": ("jaxacct.mechanisms._kernels", "randomized_response_rdp"),
+    "compose_rdp": ("jaxacct._core.conversion", "compose_rdp"),
+    "rdp_to_delta": ("jaxacct._core.conversion", "rdp_to_delta"),
+    "rdp_to_epsilon": ("jaxacct._core.conversion", "rdp_to_epsilon"),
 }
 
 if TYPE_CHECKING:
   from jaxacct._core.gaussian import gaussian_rdp
-  from jaxacct.mechanisms._kernels import laplace_rdp, pure_dp_rdp, randomized_response_rdp
+  from jaxacct._core.conversion import compose_rdp, rdp_to_delta, rdp_to_epsilon
+  from jaxacct.mechanisms._kernels import laplace_rdp, pure_dp_rdp
   from jaxacct.mechanisms._values import EpsilonDelta, Gaussian, Laplace, RandomizedResponse
 
-# the values and the kernels defined here; ``gaussian_rdp`` (from jaxacct._core)
-# and ``randomized_response_rdp`` (binary randomized response: ``pure_dp_rdp``)
-# resolve here too and are listed at the top level (``jaxacct.__all__``)
-__all__ = ["Gaussian", "Laplace", "RandomizedResponse", "EpsilonDelta", "laplace_rdp",
-           "pure_dp_rdp"]
+__all__ = ["Gaussian", "Laplace", "RandomizedResponse", "EpsilonDelta", "gaussian_rdp",
+           "laplace_rdp", "pure_dp_rdp", "compose_rdp", "rdp_to_epsilon", "rdp_to_delta"]
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals())

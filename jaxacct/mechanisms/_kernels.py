@@ -71,9 +71,6 @@ def pure_dp_rdp(orders, eps0):
                   lambda: (checks.check_orders(orders), checks.check_range("eps0", eps0, 0.0, jnp.inf)))
 
 
-randomized_response_rdp = pure_dp_rdp
-
-
 def _pure_dp_rdp(orders, eps0):
   require_x64("pure_dp_rdp")
   a = jnp.asarray(orders, jnp.float64)

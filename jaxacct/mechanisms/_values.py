@@ -147,11 +147,11 @@ class Gaussian:
     return gaussian_rdp(orders, self.sigma)
 
   def delta(self, epsilon) -> DeltaResult:
-    """Exact delta(epsilon), any real epsilon (:func:`jaxacct.gaussian_delta`)."""
+    """Exact delta(epsilon), any real epsilon (``jaxacct._core.gaussian.gaussian_delta``)."""
     return gaussian_delta(self.sigma, epsilon)
 
   def epsilon(self, delta) -> EpsilonResult:
-    """Exact epsilon(delta) (:func:`jaxacct.gaussian_epsilon`: bisection, upper end)."""
+    """Exact epsilon(delta) (``jaxacct._core.gaussian.gaussian_epsilon``: bisection, upper end)."""
     return gaussian_epsilon(self.sigma, delta)
 
   def pld(self, *, value_discretization_interval=jpld.DEFAULT_STEP,

@@ -13,7 +13,7 @@ from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct.pld._compose import compose, compose_host
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, PairPLD
 from jaxacct.pld._query import delta_both, delta_host, epsilon_both, epsilon_host
-from jaxacct.pld.mechanisms import (DEFAULT_STEP, truncate_to_bucket, truncate_to_bucket_host,
+from jaxacct.pld._mechanisms import (DEFAULT_STEP, truncate_to_bucket, truncate_to_bucket_host,
                                     poisson_gaussian_pair, poisson_gaussian_pair_host)
 
 _MAX_STEP_GRID = 4_000_000

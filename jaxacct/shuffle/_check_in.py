@@ -40,14 +40,15 @@ Certified (upper bounds):
 * :func:`check_in_first_cut_dp` -- Thm 1 per-round (eps, delta), either as
   derived from Eqs. 12-14 (``variant="derived"``, default) or as printed.
 * eager: :func:`check_in_epsilon`, :func:`check_in_gaussian_epsilon`,
-  :func:`check_in_secagg_gaussian_epsilon`, :func:`check_in_first_cut_epsilon`.
+  :func:`check_in_first_cut_epsilon` (the secure-aggregation curve composes and
+  converts with ``jaxacct.mechanisms.rdp_to_epsilon``).
 
 Lower bounds (Sec. 4; ``jaxacct.shuffle._check_in_lower``, re-exported here):
 
 * :func:`shuffle_gaussian_rdp_lower` -- Eq. 8 / Thm 3 (all n report).
 * :func:`check_in_gaussian_rdp_lower` -- the same pair under shuffled check-in.
-* eager: :func:`shuffle_gaussian_epsilon_lower` (the conversion of a lower RDP
-  curve, ``bound="estimate"``: reported for comparison only).
+* a lower RDP curve converted (``jaxacct.mechanisms.rdp_to_epsilon``) is no
+  bound on epsilon (an estimate, for comparison only).
 
 Not here (``jaxacct.experimental``, issue 16): the Thm 5
 subsampled-shuffle "estimate" and the paper-as-printed reproductions
@@ -453,28 +454,6 @@ def check_in_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=None,
   rdp = check_in_gaussian_rdp_lower(orders, n=n, p=p, sigma=sigma, num_terms=num_terms)
   return _compose_convert(orders, rdp, rounds, delta, conversion,
                           "check_in_gaussian_rdp_lower", "estimate")
-
-
-def check_in_secagg_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=None,
-                                     conversion: str = "tight",
-                                     num_terms=None) -> EpsilonResult:
-  """Epsilon at ``delta`` of distributed check-in with secure aggregation (Thm 4, upper)."""
-  _check_front(rounds, delta, conversion)
-  orders = DEFAULT_CHECK_IN_ORDERS if orders is None else orders
-  rdp = check_in_secagg_gaussian_rdp(orders, n=n, p=p, sigma=sigma, num_terms=num_terms)
-  return _compose_convert(orders, rdp, rounds, delta, conversion,
-                          "check_in_secagg_gaussian_rdp", "upper")
-
-
-def shuffle_gaussian_epsilon_lower(*, n, sigma, delta, rounds=1, orders=None,
-                                   conversion: str = "tight") -> EpsilonResult:
-  """Conversion of the Eq. 8 lower RDP curve (``bound="estimate"``: a converted lower RDP curve is no bound on epsilon, see
-  :func:`check_in_gaussian_epsilon`); reproduces ``shuffgauss.ShuffGaussRDPtoDP``."""
-  _check_front(rounds, delta, conversion)
-  orders = DEFAULT_CHECK_IN_ORDERS if orders is None else orders
-  rdp = shuffle_gaussian_rdp_lower(orders, n=n, sigma=sigma)
-  return _compose_convert(orders, rdp, rounds, delta, conversion,
-                          "shuffle_gaussian_rdp_lower", "estimate")
 
 
 def check_in_first_cut_epsilon(*, n, p, eps0, delta0, delta, rounds=1) -> EpsilonResult:

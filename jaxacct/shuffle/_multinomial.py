@@ -17,9 +17,9 @@ Public API:
   ``lambda`` or ``eps0``, e.g. n=1e4, eps0=6, lambda=4: 0.32 vs exact 1.87).
 * :func:`chen_gdp_mu` -- Thm 2, :math:`\mu = 2e^{\epsilon_0/2}/\sqrt{n-1}`
   (approximate GDP).
-* :func:`chen_table1_rdp` -- the explicit prior bounds compared in Table 1 /
-  Figs. 2-3 (Girgis et al. eq. (4) upper and eq. (5) lower, Erlingsson et al.
-  via Girgis eq. (10), and Cor. 2), for side-by-side plots.
+* Table 1 / Figs. 2-3 compare the explicit prior bounds: Girgis et al. eq. (4)
+  upper (``girgis_thm2_rdp``) and eq. (5) lower (``girgis_cor2_rdp``),
+  Erlingsson et al. via Girgis eq. (10) (``efm19_rdp``), and Cor. 2 above.
 * :func:`chen_epsilon` -- T-fold composition and conversion to (eps, delta).
 
 The multinomial sum (digest chen-rdp-shuffle-enhanced §2.2). With
@@ -323,31 +323,6 @@ def chen_gdp_mu(*, n, eps0):
                            checks.check_range("eps0", eps0, 0.0, np.inf)),
                   host=lambda n, eps0: _gdp_mu(np.asarray(n, np.float64), eps0),
                   where="chen_gdp_mu")
-
-
-def chen_table1_rdp(orders=DEFAULT_ORDERS, *, n, eps0):
-  r"""The explicit RDP curves compared in Chen et al. Table 1 / Figs. 2-3.
-
-  Returns a dict of float64 arrays (shape ``broadcast(n, eps0) + orders``):
-
-  * ``"girgis_upper"``: Girgis et al. eq. (4) of Chen et al. (= Girgis et al.
-    arXiv:2105.05180v1 Thm 2, eq. (9)); upper, real orders.
-  * ``"girgis_lower"``: eq. (5) (= Girgis Cor. 2, eq. (12)); lower bound for
-    integer orders (binary randomized response).
-  * ``"erlingsson"``: Erlingsson et al. SODA'19 via Girgis eq. (10),
-    :math:`2\lambda e^{4\epsilon_0}(e^{\epsilon_0}-1)^2/n` (Table 1 row [8]).
-  * ``"chen_cor2"``: Cor. 2 (approximate).
-
-  The FMT'21/'23 rows of Table 1 are only O(.) rates in the paper (no
-  explicit formula); their certified numerical counterpart is
-  :func:`chen_exact_rdp` (the clone pair).
-  """
-  return {
-      "girgis_upper": girgis.girgis_thm2_rdp(orders, n=n, eps0=eps0),
-      "girgis_lower": girgis.girgis_cor2_rdp(orders, n=n, eps0=eps0),
-      "erlingsson": girgis.efm19_rdp(orders, n=n, eps0=eps0),
-      "chen_cor2": chen_asymptotic_rdp(orders, n=n, eps0=eps0),
-  }
 
 
 def chen_epsilon(*, n, eps0, delta, rounds=1, bound: str = "exact",

@@ -10,13 +10,14 @@ vectorised and jittable) and for reproducing the papers' tables:
 * Wang et al. (arXiv:2304.05007v5): the variation-ratio pair
   :func:`variation_ratio_pair_delta` / :func:`variation_ratio_pair_epsilon`
   (reference kernel) and its lower bounds :func:`variation_ratio_lower_delta`
-  / :func:`variation_ratio_lower_epsilon`, :func:`krr_lower_delta` /
-  :func:`krr_lower_epsilon` (Thm 5.1).
+  / :func:`variation_ratio_lower_epsilon` (Thm 5.1; the k-RR row is
+  ``(p, beta, q0 = q1) = (e^eps0, (e^eps0 - 1) / (e^eps0 + k - 1), e^eps0)``).
 * Exact shuffled laws: :func:`worst_case_delta`, :func:`enumerate_delta`
   (small n, any randomizer matrix), :func:`binary_rr_pmfs` and
   :func:`pair_pmfs` (the one-step laws as probability vectors).
 * Chen et al. (arXiv:2401.04306v1): :func:`chen_exact_rdp`,
-  :func:`chen_asymptotic_rdp`, :func:`chen_gdp_mu`, :func:`chen_table1_rdp`.
+  :func:`chen_asymptotic_rdp`, :func:`chen_gdp_mu` (Table 1's other rows:
+  Girgis et al. Thm 2 / Cor. 2 and EFM19 below).
 * Girgis et al. (arXiv:2105.05180v1): :func:`girgis_thm1_rdp`,
   :func:`girgis_cor1_rdp`, :func:`girgis_thm2_rdp`, :func:`girgis_cor2_rdp`,
   :func:`girgis_mixture_rdp`, :func:`girgis_lower_rdp`, :func:`efm19_rdp`,
@@ -25,21 +26,17 @@ vectorised and jittable) and for reproducing the papers' tables:
   :func:`check_in_ldp_rdp`, :func:`check_in_ldp_rdp_clones`,
   :func:`check_in_gaussian_rdp`, :func:`check_in_secagg_gaussian_rdp` (upper),
   :func:`check_in_gaussian_rdp_lower`, :func:`shuffle_gaussian_rdp_lower`
-  (lower) and the doors :func:`check_in_secagg_gaussian_epsilon`,
-  :func:`check_in_first_cut_dp`, :func:`check_in_first_cut_epsilon`,
-  :func:`shuffle_gaussian_epsilon_lower`.
-* :func:`parse_randomizer`: the randomizer declaration of
-  :func:`jaxacct.shuffle.epsilon` as ``(kind, k)``.
+  (lower; compose and convert a curve with ``jaxacct.mechanisms.rdp_to_epsilon``)
+  and Thm 1's :func:`check_in_first_cut_dp`, :func:`check_in_first_cut_epsilon`.
+* ``parse_randomizer`` (not public: ``jaxacct.tracking`` reads the randomizer
+  declaration of :func:`jaxacct.shuffle.epsilon` with it) is importable here.
 
 Each function's docstring gives its source, theorem and ``Bound:``.
 """
 
 from jaxacct.shuffle._check_in import (check_in_first_cut_dp, check_in_first_cut_epsilon,
                                        check_in_gaussian_rdp, check_in_ldp_rdp,
-                                       check_in_ldp_rdp_clones,
-                                       check_in_secagg_gaussian_epsilon,
-                                       check_in_secagg_gaussian_rdp,
-                                       shuffle_gaussian_epsilon_lower)
+                                       check_in_ldp_rdp_clones, check_in_secagg_gaussian_rdp)
 from jaxacct.shuffle._check_in_lower import (check_in_gaussian_rdp_lower,
                                              shuffle_gaussian_rdp_lower)
 from jaxacct.shuffle._clones import krr_thm41_delta, krr_thm41_epsilon
@@ -50,26 +47,21 @@ from jaxacct.shuffle._girgis import (efm19_rdp, girgis_cor1_rdp, girgis_cor2_rdp
                                      girgis_lower_rdp, girgis_mixture_rdp,
                                      girgis_subsampled_rdp, girgis_thm1_rdp,
                                      girgis_thm2_rdp)
-from jaxacct.shuffle._multinomial import (chen_asymptotic_rdp, chen_exact_rdp,
-                                          chen_gdp_mu, chen_table1_rdp)
+from jaxacct.shuffle._multinomial import chen_asymptotic_rdp, chen_exact_rdp, chen_gdp_mu
 from jaxacct.shuffle._pair_reference import (variation_ratio_pair_delta,
                                              variation_ratio_pair_epsilon)
-from jaxacct.shuffle._variation_ratio import (krr_lower_delta, krr_lower_epsilon,
-                                              variation_ratio_lower_delta,
+from jaxacct.shuffle._variation_ratio import (variation_ratio_lower_delta,
                                               variation_ratio_lower_epsilon)
 
 __all__ = [
     "krr_thm41_delta", "krr_thm41_epsilon",
     "variation_ratio_pair_delta", "variation_ratio_pair_epsilon",
     "variation_ratio_lower_delta", "variation_ratio_lower_epsilon",
-    "krr_lower_delta", "krr_lower_epsilon",
     "worst_case_delta", "enumerate_delta", "binary_rr_pmfs", "pair_pmfs",
-    "chen_exact_rdp", "chen_asymptotic_rdp", "chen_gdp_mu", "chen_table1_rdp",
+    "chen_exact_rdp", "chen_asymptotic_rdp", "chen_gdp_mu",
     "girgis_thm1_rdp", "girgis_cor1_rdp", "girgis_thm2_rdp", "girgis_cor2_rdp",
     "girgis_mixture_rdp", "girgis_lower_rdp", "efm19_rdp", "girgis_subsampled_rdp",
     "check_in_ldp_rdp", "check_in_ldp_rdp_clones", "check_in_gaussian_rdp",
     "check_in_secagg_gaussian_rdp", "check_in_gaussian_rdp_lower",
-    "shuffle_gaussian_rdp_lower", "check_in_secagg_gaussian_epsilon",
-    "check_in_first_cut_dp", "check_in_first_cut_epsilon",
-    "shuffle_gaussian_epsilon_lower", "parse_randomizer",
+    "shuffle_gaussian_rdp_lower", "check_in_first_cut_dp", "check_in_first_cut_epsilon",
 ]

@@ -97,7 +97,7 @@ _LAZY = {
        for n in ("AllocationAccountant", "EpsilonTableAccountant", "EventAccountant",
                  "GaussianAccountant", "PoissonAccountant", "RDPAccountant",
                  "ShuffleAccountant", "epsilon_table")},
-    "accountant_for": ("jaxacct.tracking.calibration", "accountant_for"),
+    "accountant_for": ("jaxacct.tracking._calibration", "accountant_for"),
     **{n: ("jaxacct.tracking._hook", n)
        for n in ("PrivacyBudgetExceeded", "PrivacyScheduleChanged", "PrivacyTrackerState",
                  "clip_and_sum", "gaussian_noise", "privacy_spent", "track_privacy")},
@@ -109,15 +109,18 @@ if TYPE_CHECKING:
                                              EventAccountant, GaussianAccountant,
                                              PoissonAccountant, RDPAccountant,
                                              ShuffleAccountant, epsilon_table)
-  from jaxacct.tracking.calibration import accountant_for
+  from jaxacct.tracking._calibration import accountant_for
   from jaxacct.tracking._aggregate import DPAggregateState, dp_aggregate
   from jaxacct.tracking._hook import (PrivacyBudgetExceeded, PrivacyScheduleChanged,
                                       PrivacyTrackerState, clip_and_sum, gaussian_noise,
                                       privacy_spent, track_privacy)
 
+# The optax states (``PrivacyTrackerState``, ``DPAggregateState``) are read by
+# name (``optax.tree.get(state, "PrivacyTrackerState")``) or through
+# :func:`privacy_spent`; importable here, not listed.
 __all__ = [
-    "PrivacyTrackerState", "PrivacyBudgetExceeded", "PrivacyScheduleChanged",
-    "track_privacy", "dp_aggregate", "DPAggregateState",
+    "PrivacyBudgetExceeded", "PrivacyScheduleChanged",
+    "track_privacy", "dp_aggregate",
     "PoissonAccountant", "AllocationAccountant", "GaussianAccountant",
     "ShuffleAccountant", "RDPAccountant", "EpsilonTableAccountant",
     "EventAccountant",

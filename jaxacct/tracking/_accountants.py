@@ -141,7 +141,7 @@ class GaussianAccountant(_Accountant):
   ``sigma`` equal one Gaussian with noise :math:`\sigma/\sqrt{s}`; its exact
   privacy profile (Balle & Wang, "Improving the Gaussian mechanism for
   differential privacy", arXiv:1805.06530v2, Thm 8) gives
-  :math:`\varepsilon(s)` = ``jaxacct.gaussian_epsilon(sigma/sqrt(s), delta)``.
+  :math:`\varepsilon(s)` = ``jaxacct.mechanisms.Gaussian(sigma/sqrt(s)).epsilon(delta)``.
 
   Args:
     sigma: noise multiplier > 0.
@@ -170,7 +170,7 @@ class GaussianAccountant(_Accountant):
 class RDPAccountant(_Accountant):
   r"""Any mechanism given by its per-step RDP curve, composed additively.
 
-  :math:`\varepsilon(s)` = ``jaxacct.rdp_to_epsilon(orders, s * rdp, delta)``
+  :math:`\varepsilon(s)` = ``jaxacct.mechanisms.rdp_to_epsilon(orders, s * rdp, delta)``
   (Mironov, arXiv:1702.07476v3, Prop. 1 for composition; tight conversion).
 
   Args:

@@ -31,10 +31,6 @@ from jaxacct.pld._core import (PLD, PairPLD, device_array, fast_len, from_losses
                                truncate_host)
 from jaxacct._core.compiled import jit
 
-__all__ = ["gaussian", "laplace", "poisson_gaussian", "randomized_response",
-           "poisson_gaussian_pair", "poisson_gaussian_pair_host", "truncate_to_bucket",
-           "truncate_to_bucket_host", "DEFAULT_STEP"]
-
 DEFAULT_STEP = 1e-4
 _DEFAULT_TAIL = 1e-20
 

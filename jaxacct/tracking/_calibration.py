@@ -18,8 +18,6 @@ from jaxacct._core.progress import check_progress_arg, progress
 from jaxacct.tracking._accountants import (AllocationAccountant, GaussianAccountant,
                                            PoissonAccountant, rdp_table)
 
-__all__ = ["accountant_for"]
-
 SCHEMES = {"poisson": "poisson", "allocation": "balls_in_bins", "gaussian": "shuffle"}
 
 
