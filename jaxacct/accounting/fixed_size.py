@@ -192,7 +192,7 @@ from jaxacct.accounting._pairs import dominated_on_grid
 
 __all__ = ["symmetrize", "draw_count_law", "without_replacement_pair",
            "with_replacement_pair", "adaptive_lower_delta", "kernels_lower_delta",
-           "TAIL"]
+           "with_replacement_profile"]
 
 #: P(K > k_max) below which the draw-count law is cut (charged to +inf).
 TAIL = 1e-20
