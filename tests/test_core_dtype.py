@@ -20,7 +20,7 @@ import pytest
 
 from jaxacct import accounting, allocation, calibrator, dpsgd, pld, risk, shuffle
 from jaxacct._core.dtype import x64_boundary, x64_enabled
-from jaxacct.accounting import events, mixtures
+from jaxacct.accounting import events
 
 import test_api_validation as api
 
@@ -63,25 +63,19 @@ _E0 = float(np.log(3.0))
 # Doors without a boundary of their own (they call doors / dispatch and work in
 # NumPy), on the paths the sweep of BASE does not take.
 NO_OWN_BOUNDARY = {
-    "pld.poisson_gaussian_epsilon[array]": lambda: pld.poisson_gaussian_epsilon(
-        sigma=np.array([1.0, 1.5]), q=0.1, num_steps=10, delta=1e-5, step=1e-2),
-    "pld.poisson_gaussian_delta[scalar]": lambda: pld.poisson_gaussian_delta(
-        sigma=1.0, q=0.1, num_steps=10, epsilon=1.0, step=1e-2),
+    "poisson.epsilon[pld, array]": lambda: __import__("jaxacct").poisson.epsilon(
+        sigma=np.array([1.0, 1.5]), q=0.1, num_steps=10, delta=1e-5, method="pld"),
+    "poisson.delta[pld, scalar]": lambda: __import__("jaxacct").poisson.delta(
+        sigma=1.0, q=0.1, num_steps=10, epsilon=1.0, method="pld"),
     "pld.from_pair": lambda: pld.from_pair(np.array([0.7, 0.3]), np.array([0.3, 0.7]),
                                            step=0.1),
     "pld.randomized_response": lambda: pld.randomized_response(1.0, step=0.5),
-    "pld.window_size": lambda: pld.window_size([pld.randomized_response(1.0)], [3]),
     "shuffle.epsilon[rounds=1]": lambda: shuffle.epsilon(delta=1e-6, n=100, eps0=_E0),
-    "accounting.mixtures.mixture": lambda: mixtures.mixture(
-        [pld.PairPLD(pld.randomized_response(1.0, step=0.5),
-                     pld.randomized_response(1.0, step=0.5))] * 2, [0.5, 0.5]),
     "allocation.truncated_poisson_epsilon[authors]":
         lambda: allocation.truncated_poisson_epsilon(sigma=1.0, num_steps=10, delta=1e-5,
                                                      step=1e-2, split="authors"),
     "allocation.truncated_poisson_delta": lambda: allocation.truncated_poisson_delta(
         sigma=1.0, num_steps=10, epsilon=1.0, step=1e-2, tail_budgets=(1e-8,)),
-    "allocation.self_composed[laplace]": lambda: allocation.self_composed(
-        "laplace", num_epochs=2, scale=1.0, step=1e-2),
     "allocation.decomposition_round_plds": lambda: allocation.decomposition_round_plds(
         sigma=1.0, num_steps=10, step=1e-2),
     "accounting.regrid": lambda: accounting.regrid(pld.randomized_response(1.0), 0.1),
@@ -113,7 +107,7 @@ SLOW_NO_OWN_BOUNDARY = {
     "calibrator.upper_epsilon": lambda: calibrator.upper_epsilon(
         [events.PoissonSampledDpEvent(0.01, events.GaussianDpEvent(1.0)),
          events.GaussianDpEvent(2.0)], 1e-5),
-    "calibrator.calibrate": lambda: calibrator.calibrate(
+    "jaxacct.calibrate": lambda: __import__("jaxacct").calibrate(
         events.GaussianDpEvent, 1.0, 1e-5, bracket=(0.1, 10.0), progress=False),
     "risk.advantage": lambda: risk.advantage(noise_multiplier=1.0, num_examples=1000,
                                              batch_size=100, num_epochs=1),
@@ -180,11 +174,12 @@ _REFUSALS = (RuntimeError, jax.errors.ConcretizationTypeError,
 TRACED = {
     "poisson.epsilon": lambda s: __import__("jaxacct").poisson.epsilon(
         q=0.01, sigma=s, num_steps=100, delta=1e-5),
-    "pld.poisson_gaussian_epsilon": lambda s: pld.poisson_gaussian_epsilon(
-        sigma=s, q=0.1, num_steps=10, delta=1e-5, step=1e-2),
+    "poisson.epsilon[pld]": lambda s: __import__("jaxacct").poisson.epsilon(
+        sigma=s, q=0.1, num_steps=10, delta=1e-5, method="pld"),
     "pld.gaussian": lambda s: pld.gaussian(s, step=1e-2),
     "pld.randomized_response": lambda s: pld.randomized_response(s, step=0.5),
-    "allocation.local_epsilon": lambda s: allocation.local_epsilon(sigma=s, delta=1e-5),
+    "allocation.direct_add_epsilon": lambda s: allocation.direct_add_epsilon(
+        sigma=s, num_steps=10, delta=1e-5),
     "allocation.truncated_poisson_epsilon": lambda s: allocation.truncated_poisson_epsilon(
         sigma=s, num_steps=10, delta=1e-5, step=1e-2, tail_fractions=(0.1,)),
     "shuffle.epsilon": lambda s: shuffle.epsilon(delta=1e-6, n=100, eps0=s),
@@ -203,8 +198,9 @@ def test_float32_trace_of_a_door_never_yields_a_number(name):
 
 
 def test_x64_boundary_names_the_door_under_a_float32_trace():
-  with pytest.raises(RuntimeError, match=r"jaxacct\.allocation\.local_epsilon needs float64"):
-    jax.jit(lambda s: allocation.local_epsilon(sigma=s, delta=1e-5))(1.0)
+  with pytest.raises(RuntimeError,
+                     match=r"jaxacct\.allocation\.direct_add_epsilon needs float64"):
+    jax.jit(lambda s: allocation.direct_add_epsilon(sigma=s, num_steps=10, delta=1e-5))(1.0)
 
 
 # Public callables that are not float64 doors (generic or user-dtype tools).
