@@ -165,7 +165,7 @@ _MAX_COUNT = 1 << 20    # k * E (composed rounds) at most
 #: run as chunks of this many, with progress output between chunks.
 SWEEP_CHUNK = 128
 BATCH = 4               # lanes per block of the maps on accelerators (~12 MB a lane)
-#: Jitted sweeps with the default ``composition_size=None`` pick the lattice
+#: Jitted epsilon sweeps with the default ``composition_size=None`` pick the lattice
 #: per chunk from the ladder SWEEP_MIN_SIZE .. DEFAULT_COMPOSITION_SIZE (powers
 #: of two): the smallest N >= SWEEP_SIZE_FACTOR * sqrt(c * ln(1/tau) / ln(1e12))
 #: over the chunk's lanes (c = k E composed rounds, tau the window tail). The
@@ -176,6 +176,12 @@ BATCH = 4               # lanes per block of the maps on accelerators (~12 MB a 
 SWEEP_SIZE_FACTOR = 1024.0
 SWEEP_MIN_SIZE = 1 << 11
 SWEEP_TILTS = 1         # tilts per direction in jitted sweeps (plus 0, 1, two beyond the saddles)
+#: A sweep chunk where some lane's bracket (upper over lower, either direction)
+#: is wider than this runs again with the host path's settings (2**15 points,
+#: DEFAULT_TILTS, the full Chernoff grid): the ladder's estimate of the lattice
+#: error is a width argument and misses an epsilon that is tiny against the
+#: window (sigma = 50, t = 1e6, E = 3, delta = 1e-15: 10 % wider at 2**12).
+SWEEP_BRACKET = 1.005
 
 
 # ----------------------------------------------------------------------------
@@ -328,6 +334,15 @@ def sweep_size(c, tau, cap=DEFAULT_COMPOSITION_SIZE):
   return int(min(n, cap))
 
 
+def _too_wide(out):
+  """True where some lane's epsilon sweep bracket is wider than SWEEP_BRACKET (host NumPy;
+  a NaN lane, an invalid input, does not count)."""
+  ru, au, rl, al = (np.asarray(a) for a in out)
+  with np.errstate(invalid="ignore"):
+    wide = [u > SWEEP_BRACKET * np.maximum(l, 0.0) + 1e-9 for u, l in ((ru, rl), (au, al))]
+  return bool(np.any(wide[0] | wide[1]))
+
+
 def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, tail,
          mechanism, laws, composition_size, tilts=cp.DEFAULT_TILTS, want_lower=True):
   lanes = _Lanes(sigma, num_steps, num_selected, num_epochs, query)
@@ -345,10 +360,15 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
   def part(sl):  # the round laws and the query of one chunk of lanes
     ln = lanes.take(sl)
     *F, shared = _block_laws(ln, tails[sl], grid_size=grid_size, mechanism=mechanism, laws=laws)
-    k = dict(kw, size=sweep_size(ln.c1 + ln.c2, taus[sl]), tilts=SWEEP_TILTS,
-             sweep=True) if auto else kw
-    return qy.query_batch(*F, *(jnp.asarray(a) for a in (ln.c1, ln.c2, ln.q, taus[sl])),
-                          shared=shared, batch=BATCH, **k)
+    args = (*F, *(jnp.asarray(a) for a in (ln.c1, ln.c2, ln.q, taus[sl])))
+    if not auto or mode != "eps":
+      return qy.query_batch(*args, shared=shared, batch=BATCH, **kw)
+    out = qy.query_batch(*args, shared=shared, batch=BATCH, sweep=True,
+                         **dict(kw, size=sweep_size(ln.c1 + ln.c2, taus[sl]),
+                                tilts=SWEEP_TILTS))
+    if _too_wide(out):
+      out = qy.query_batch(*args, shared=shared, batch=BATCH, **kw)
+    return out
 
   # Big sweeps run as equal chunks of one compiled shape (a 1,000-sigma sweep
   # compiles what a 128-sigma one does), laws and query, with progress.
@@ -449,10 +469,13 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
     composition_size: static lattice size N (a power of two >= 256) of the
       composition used where k E > 1. None (default): DEFAULT_COMPOSITION_SIZE
       (2**15) for a question of at most ``HOST_LANES`` lanes (the host path);
-      a jitted sweep picks N per chunk of lanes from the ladder 2**11 ..
-      2**15 by the number of composed rounds (:func:`sweep_size`), with one
-      tilt per direction and a coarser Chernoff grid (tightness only: both
-      sides stay certified; the upper moves by about 1e-4 relative or less).
+      a jitted epsilon sweep picks N per chunk of lanes from the ladder
+      2**11 .. 2**15 by the number of composed rounds (:func:`sweep_size`),
+      with one tilt per direction and a coarser Chernoff grid (tightness
+      only: both sides stay certified; the upper moves by about 1e-4
+      relative or less), and runs a chunk again with the host settings
+      where a bracket is wider than ``SWEEP_BRACKET``; delta sweeps use
+      2**15.
     with_lower: False skips the certified lower bound (``lower`` and the
       lower entries of ``by_direction`` are then NaN): about a third of the
       work of a scalar question (calibration evaluates only the upper).
