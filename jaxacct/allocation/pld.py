@@ -88,6 +88,11 @@ Algorithm and grid choices
   arrays run the jitted ``query_batch`` in chunks. No static argument of the
   jitted query depends on t, k or E (batch-wide ``lax.cond`` choose one or two
   round types and skip the composition when every lane is a single round).
+  A jitted epsilon sweep with the default ``composition_size=None`` takes its
+  lattice from a ladder by k E (:func:`sweep_size`: one program per bucket
+  2**11 .. 2**15, so a new k E across a bucket boundary compiles that bucket
+  once), one tilt per direction and a coarser Chernoff grid; a chunk with a
+  bracket wider than ``SWEEP_BRACKET`` runs again with the host settings.
 
 Mechanisms given as discrete PLDs (``mechanism=`` a ``jaxacct.pld.PLD``)
 -----------------------------------------------------------------------
