@@ -135,7 +135,6 @@ Default grid 1024 knots: upper/lower <= 1.004 on the issue 10 settings.
 from __future__ import annotations
 
 import copy
-import math
 
 import jax
 import jax.numpy as jnp
@@ -148,6 +147,7 @@ from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.units import per_epoch_steps
 from jaxacct.allocation import _pld_compose as cp
 from jaxacct.allocation import _pld_query as qy
+from jaxacct.allocation._pld_query import SWEEP_BRACKET, SWEEP_TILTS, sweep_size
 from jaxacct.allocation._pld_export import AllocationPLDs, composed_plds
 from jaxacct.allocation._pld_input import (OneStep, lower_one_step, pld_final_laws,
                                            pld_mechanism_laws, upper_one_step)
@@ -170,23 +170,6 @@ _MAX_COUNT = 1 << 20    # k * E (composed rounds) at most
 #: run as chunks of this many, with progress output between chunks.
 SWEEP_CHUNK = 128
 BATCH = 4               # lanes per block of the maps on accelerators (~12 MB a lane)
-#: Jitted epsilon sweeps with the default ``composition_size=None`` pick the lattice
-#: per chunk from the ladder SWEEP_MIN_SIZE .. DEFAULT_COMPOSITION_SIZE (powers
-#: of two): the smallest N >= SWEEP_SIZE_FACTOR * sqrt(c * ln(1/tau) / ln(1e12))
-#: over the chunk's lanes (c = k E composed rounds, tau the window tail). The
-#: lattice split adds a relative spread of order (W / N)^2 / var to a law of
-#: width W ~ sqrt(c ln(1/tau)); measured (2026-11-25, 16 sigmas in [0.5, 5],
-#: t = 234 E = 10 and 100, t = 100 k = 10 E = 20) the upper moves by
-#: <= 110 c / N^2 relative, so this ladder keeps it near 1e-4 or below.
-SWEEP_SIZE_FACTOR = 1024.0
-SWEEP_MIN_SIZE = 1 << 11
-SWEEP_TILTS = 1         # tilts per direction in jitted sweeps (plus 0, 1, two beyond the saddles)
-#: A sweep chunk where some lane's bracket (upper over lower, either direction)
-#: is wider than this runs again with the host path's settings (2**15 points,
-#: DEFAULT_TILTS, the full Chernoff grid): the ladder's estimate of the lattice
-#: error is a width argument and misses an epsilon that is tiny against the
-#: window (sigma = 50, t = 1e6, E = 3, delta = 1e-15: 10 % wider at 2**12).
-SWEEP_BRACKET = 1.005
 
 
 # ----------------------------------------------------------------------------
@@ -326,28 +309,6 @@ def _block_laws(lanes, tl, *, grid_size, mechanism, laws, lower=True, host=False
 HOST_LANES = 4
 
 
-def sweep_size(c, tau, cap=DEFAULT_COMPOSITION_SIZE):
-  """The lattice size of a jitted sweep chunk: the smallest power of two in
-  [SWEEP_MIN_SIZE, cap] with N >= SWEEP_SIZE_FACTOR * sqrt(c ln(1/tau) / ln(1e12))
-  for every lane (c = c1 + c2 composed rounds, tau the window tail; host NumPy)."""
-  c = np.maximum(np.asarray(c, np.float64), 1.0)
-  z = np.maximum(-np.log(np.asarray(tau, np.float64)), 1.0) / math.log(1e12)
-  need = SWEEP_SIZE_FACTOR * math.sqrt(float(np.max(c * z)))
-  n = SWEEP_MIN_SIZE
-  while n < need and n < cap:
-    n *= 2
-  return int(min(n, cap))
-
-
-def _too_wide(out):
-  """True where some lane's epsilon sweep bracket is wider than SWEEP_BRACKET (host NumPy;
-  a NaN lane, an invalid input, does not count)."""
-  ru, au, rl, al = (np.asarray(a) for a in out)
-  with np.errstate(invalid="ignore"):
-    wide = [u > SWEEP_BRACKET * np.maximum(l, 0.0) + 1e-9 for u, l in ((ru, rl), (au, al))]
-  return bool(np.any(wide[0] | wide[1]))
-
-
 def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, tail,
          mechanism, laws, composition_size, tilts=cp.DEFAULT_TILTS, want_lower=True):
   lanes = _Lanes(sigma, num_steps, num_selected, num_epochs, query)
@@ -371,7 +332,7 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
     out = qy.query_batch(*args, shared=shared, batch=BATCH, sweep=True,
                          **dict(kw, size=sweep_size(ln.c1 + ln.c2, taus[sl]),
                                 tilts=SWEEP_TILTS))
-    if _too_wide(out):
+    if qy.too_wide(out):
       out = qy.query_batch(*args, shared=shared, batch=BATCH, **kw)
     return out
 
