@@ -2,7 +2,7 @@
 
 A sweep (more than ``pld.HOST_LANES`` lanes) picks its composition lattice
 from the ladder 2**11 .. 2**15 by k E and the window tail
-(``pld.sweep_size``), one tilt per direction and a coarser Chernoff grid
+(``pld.sweep_size``), and a coarser Chernoff grid
 (issue 28 item 5). Both sides stay certified; the values move by at most
 ~1e-4 relative against the host settings (2**15 points, 4 tilts; measured
 <= 3.5e-5 upper, 1.9e-5 lower on 128 sigmas in [0.5, 5] at t = 234, E = 10,

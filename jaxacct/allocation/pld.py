@@ -91,7 +91,7 @@ Algorithm and grid choices
   A jitted epsilon sweep with the default ``composition_size=None`` takes its
   lattice from a ladder by k E (:func:`sweep_size`: one program per bucket
   2**11 .. 2**15, so a new k E across a bucket boundary compiles that bucket
-  once), one tilt per direction and a coarser Chernoff grid; a chunk with a
+  once) and a coarser Chernoff grid; a chunk with a
   bracket wider than ``SWEEP_BRACKET`` runs again with the host settings.
 
 Mechanisms given as discrete PLDs (``mechanism=`` a ``jaxacct.pld.PLD``)
@@ -437,7 +437,7 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
       (2**15) for a question of at most ``HOST_LANES`` lanes (the host path);
       a jitted epsilon sweep picks N per chunk of lanes from the ladder
       2**11 .. 2**15 by the number of composed rounds (:func:`sweep_size`),
-      with one tilt per direction and a coarser Chernoff grid (tightness
+      with a coarser Chernoff grid (tightness
       only: both sides stay certified; the upper moves by about 1e-4
       relative or less), and runs a chunk again with the host settings
       where a bracket is wider than ``SWEEP_BRACKET``; delta sweeps use
