@@ -185,7 +185,9 @@ def test_host_upper_never_below_the_jitted_certified_lower_at_extremes(kw):
   3e-8 measured at the first setting; each upper is certified by its own
   float ledger)."""
   h = pld.allocation_pld_epsilon(**kw)
-  j = pld.allocation_pld_epsilon(**{**kw, "sigma": np.full(pld.HOST_LANES + 1, kw["sigma"])})
+  # the host path's lattice (a default jitted sweep picks a smaller one: ~1e-4)
+  j = pld.allocation_pld_epsilon(**{**kw, "sigma": np.full(pld.HOST_LANES + 1, kw["sigma"])},
+                                 composition_size=pld.DEFAULT_COMPOSITION_SIZE)
   hu, hl, ju, jl = (float(np.ravel(v)[0]) for v in (h.epsilon, h.lower, j.epsilon, j.lower))
   assert np.isfinite(hu) and np.isfinite(ju)
   assert hu >= jl and ju >= hl and hl <= hu

@@ -88,6 +88,11 @@ Algorithm and grid choices
   arrays run the jitted ``query_batch`` in chunks. No static argument of the
   jitted query depends on t, k or E (batch-wide ``lax.cond`` choose one or two
   round types and skip the composition when every lane is a single round).
+  A jitted epsilon sweep with the default ``composition_size=None`` takes its
+  lattice from a ladder by k E (:func:`sweep_size`: one program per bucket
+  2**11 .. 2**15, so a new k E across a bucket boundary compiles that bucket
+  once) and a coarser Chernoff grid; a chunk with a
+  bracket wider than ``SWEEP_BRACKET`` runs again with the host settings.
 
 Mechanisms given as discrete PLDs (``mechanism=`` a ``jaxacct.pld.PLD``)
 -----------------------------------------------------------------------
@@ -142,6 +147,7 @@ from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.units import per_epoch_steps
 from jaxacct.allocation import _pld_compose as cp
 from jaxacct.allocation import _pld_query as qy
+from jaxacct.allocation._pld_query import SWEEP_BRACKET, SWEEP_TILTS, sweep_size
 from jaxacct.allocation._pld_export import AllocationPLDs, composed_plds
 from jaxacct.allocation._pld_input import (OneStep, lower_one_step, pld_final_laws,
                                            pld_mechanism_laws, upper_one_step)
@@ -186,6 +192,8 @@ def _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_si
   checks.check_direction(direction)
   _check_static_int("grid_size", grid_size, 16)
   cs = composition_size
+  if cs is None:
+    return laws
   _check_static_int("composition_size", cs, 256)
   if int(cs) & (int(cs) - 1):
     raise ValueError(f"composition_size must be a power of two >= 256; got {cs!r}.")
@@ -301,7 +309,9 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
          mechanism, laws, composition_size, tilts=cp.DEFAULT_TILTS, want_lower=True):
   lanes = _Lanes(sigma, num_steps, num_selected, num_epochs, query)
   tails, taus = lanes.tails(tail, mode), lanes.tau(mode)
-  kw = dict(mode=mode, size=int(composition_size), tilts=int(tilts))
+  auto = composition_size is None
+  size = DEFAULT_COMPOSITION_SIZE if auto else int(composition_size)
+  kw = dict(mode=mode, size=size, tilts=int(tilts))
   if lanes.size <= HOST_LANES:
     *F, shared = _block_laws(lanes, tails, grid_size=grid_size, mechanism=mechanism, laws=laws,
                              host=True, lower=want_lower or laws is not None)
@@ -312,8 +322,15 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
   def part(sl):  # the round laws and the query of one chunk of lanes
     ln = lanes.take(sl)
     *F, shared = _block_laws(ln, tails[sl], grid_size=grid_size, mechanism=mechanism, laws=laws)
-    return qy.query_batch(*F, *(jnp.asarray(a) for a in (ln.c1, ln.c2, ln.q, taus[sl])),
-                          shared=shared, batch=BATCH, **kw)
+    args = (*F, *(jnp.asarray(a) for a in (ln.c1, ln.c2, ln.q, taus[sl])))
+    if not auto or mode != "eps":
+      return qy.query_batch(*args, shared=shared, batch=BATCH, **kw)
+    out = qy.query_batch(*args, shared=shared, batch=BATCH, sweep=True,
+                         **dict(kw, size=sweep_size(ln.c1 + ln.c2, taus[sl]),
+                                tilts=SWEEP_TILTS))
+    if qy.too_wide(out):
+      out = qy.query_batch(*args, shared=shared, batch=BATCH, **kw)
+    return out
 
   # Big sweeps run as equal chunks of one compiled shape (a 1,000-sigma sweep
   # compiles what a 128-sigma one does), laws and query, with progress.
@@ -377,7 +394,7 @@ def _query(mode, value, *, sigma, num_steps, num_selected, num_epochs, direction
 def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_epochs=1,
                            direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
                            tail=None, mechanism="gaussian",
-                           composition_size: int = DEFAULT_COMPOSITION_SIZE,
+                           composition_size=None,
                            with_lower: bool = True) -> EpsilonResult:
   r"""Epsilon of k-of-t random allocation over E epochs from its tight PLD: upper and lower.
 
@@ -411,8 +428,16 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
       discrete pair), a ``PairPLD(remove, add)``, or a tuple ``(upper, lower)``
       of PLDs/PairPLDs with ``upper`` pessimistic and ``lower`` optimistic or
       exact (see the module docstring).
-    composition_size: static lattice size N (a power of two) of the
-      composition used where k E > 1.
+    composition_size: static lattice size N (a power of two >= 256) of the
+      composition used where k E > 1. None (default): DEFAULT_COMPOSITION_SIZE
+      (2**15) for a question of at most ``HOST_LANES`` lanes (the host path);
+      a jitted epsilon sweep picks N per chunk of lanes from the ladder
+      2**11 .. 2**15 by the number of composed rounds (:func:`sweep_size`),
+      with a coarser Chernoff grid (tightness
+      only: both sides stay certified; the upper moves by about 1e-4
+      relative or less), and runs a chunk again with the host settings
+      where a bracket is wider than ``SWEEP_BRACKET``; delta sweeps use
+      2**15.
     with_lower: False skips the certified lower bound (``lower`` and the
       lower entries of ``by_direction`` are then NaN): about a third of the
       work of a scalar question (calibration evaluates only the upper).
@@ -443,7 +468,7 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
 def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_epochs=1,
                          direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
                          tail=None, mechanism="gaussian",
-                         composition_size: int = DEFAULT_COMPOSITION_SIZE,
+                         composition_size=None,
                          with_lower: bool = True) -> DeltaResult:
   r"""Delta of k-of-t random allocation over E epochs from its tight PLD: upper and lower.
 
