@@ -96,7 +96,9 @@ def assemble_final(U, Ul, ledger, Lw, Ll, t_i, n, bad, lo_inf, ns=JAX) -> FinalL
   f = xp.where(Lw.a > 0, Lw.g / xp.where(Lw.a > 0, Lw.a, 1.0), 1.0)
   lo_loss = Ll.u_ref + (Ll.off + xp.arange(m_lo)) * Ll.step + xp.log(f) - lnt
   levels = xp.log2(tf) + 2.0
-  rel = _EPS * (16.0 * tf + 8.0 * n * levels)
+  # per level: the near band's sums of <= 2n non-negative terms per cell (8 n),
+  # plus the far field's prefix sums and geometric filters (sl.far_ulps)
+  rel = _EPS * (16.0 * tf + (8.0 * n + sl.far_ulps(n)[0]) * levels)
   bad = bad | ~(xp.asarray(t_i) >= 1)
   rel = xp.where(bad, xp.nan, rel)   # invalid traced lanes -> NaN results
   eta = ledger + 8 * _EPS * (4.0 + xp.abs(Ul.u_ref) + xp.abs(Ll.u_ref) + 2.0 * xp.abs(lnt)

@@ -182,21 +182,156 @@ def _diagonal_pieces(n: int, pieces: int):
   return [(cuts[p], cuts[p + 1], n - cuts[p]) for p in range(pieces) if cuts[p + 1] > cuts[p]]
 
 
-def _run_loops(parts, n: int, pieces: int):
+def _run_loops(parts, n: int, pieces: int, band=None):
   """Runs the diagonal loops of one or more pairwise sums in one set of loops.
 
   ``parts``: ``(step, finish, init)`` per sum; ``step(L)`` is the loop body
-  over length-L vectors. Returns ``[finish(out)]``.
+  over length-L vectors. ``band`` (traced int or None: n): only the diagonals
+  d < band run here (the near band; the far field is summed in ``finish``, see
+  :func:`band_limits`), a dynamic trip count, no new static variant.
+  Returns ``[finish(out)]``.
   """
   outs = tuple(p[2] for p in parts)
   for d_lo, d_hi, L in _diagonal_pieces(n, pieces):
     steps = [p[0](L) for p in parts]
     body = lambda d, o, steps=steps: tuple(f(d, x) for f, x in zip(steps, o))
-    outs = lax.fori_loop(d_lo, d_hi, body, outs, unroll=UNROLL)
+    hi = d_hi if band is None else jnp.minimum(d_hi, band)
+    outs = lax.fori_loop(d_lo, hi, body, outs, unroll=UNROLL)
   return [p[1](x) for p, x in zip(parts, outs)]
 
 
-def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, o):
+# ----------------------------------------------------------------------------
+# far field (kappa(d) = 0): O(n) per sum by prefix sums and a geometric filter
+# ----------------------------------------------------------------------------
+
+def far_ulps(n: int):
+  """``(mass, position)``: the relative mass error and the log-position error, in
+  ulp, that one level's far field may add (:func:`far_upper`: masses within
+  ``6 ceil(log2 n) + 8`` ulp; :func:`far_lower`: positions within ``2 (3
+  ceil(log2 n) + 3)`` ulp). ``rel`` and the ``eta`` ledger add them per level."""
+  lg = int(n - 1).bit_length()
+  return 6 * lg + 8, 6 * lg + 6
+
+
+def band_limits(kap, om, n, ns=None):
+  """``(d_up, d_lo)``: the near bands of the upper and lower pairwise sums.
+
+  Diagonals ``d >= d_lo`` have ``kappa(d) = 0`` (``r^-d < r - 1``: the pair
+  sum lies in ``[x_j, x_{j+1})``, ``j = i + d`` its high knot); ``d >= d_up``
+  moreover have split weight ``omega(d) = r^-d / (r - 1) <= 1/2``. Both are
+  at least 1 (the diagonal d = 0 always runs in the loop) and at most n
+  (``n``: no far field). Traced under jit; NumPy ints with ``ns = HOST``.
+  """
+  xp = jnp if ns is None else ns.xp
+  d_lo = xp.maximum(xp.sum(kap > 0), 1)
+  d_up = xp.maximum(xp.sum((kap > 0) | (om > 0.5)), 1)
+  return d_up, d_lo
+
+
+def _shift(x, s, n):
+  """``y[..., j] = x[..., j - s]`` (0 for j < s), s traced in [0, n]."""
+  z = jnp.concatenate([jnp.zeros(x.shape[:-1] + (n,)), x], axis=-1)
+  return lax.dynamic_slice_in_dim(z, n - s, n, axis=-1)
+
+
+def geometric_prefix(x, D, n: int, ns=None):
+  """Prefix sums and geometric filters of the rows of ``x`` (shape (k, n)):
+  ``(P, Y)`` with ``P[:, j] = sum_{i <= j} x[:, i]`` and ``Y[:, j] =
+  sum_{i <= j} x[:, i] r^-(j - i)``, ``r = e^D``, by recursive doubling
+  (Hillis-Steele): after the steps ``s = 1, 2, 4, ... < n``, ``Z_j <- Z_j +
+  rho^s Z_{j - s}`` with ``rho^s = exp(-s D)`` (``rho = 1`` for P).
+
+  Float ledger: every term ``x_i rho^(j-i)`` reaches ``Y_j`` through at most
+  ``ceil(log2 n)`` products (each factor ``exp(-s D)`` within 1 ulp of the
+  real one, since the lattice's D is a float) and as many additions of
+  non-negative numbers, so P and Y carry a relative error at most
+  ``3 ceil(log2 n)`` ulp (n = 1024: 30 ulp; no overflow, no cancellation).
+  ``ns``: None (jax, a ``fori_loop`` of ceil(log2 n) steps) or ``HOST``.
+  """
+  xp = jnp if ns is None else ns.xp
+  k = x.shape[0]
+  z = xp.concatenate([x, x], axis=0)
+  rate = xp.concatenate([xp.zeros(k), xp.full(k, 1.0)]) * D    # rho = 1 | e^-D
+  steps = max(int(n - 1).bit_length(), 0)
+  if ns is not None:
+    for b in range(steps):
+      s = 1 << b
+      sh = xp.concatenate([xp.zeros((2 * k, s)), z[:, :n - s]], axis=1)
+      z = z + xp.exp(-s * rate)[:, None] * sh
+    return z[:k], z[k:]
+
+  def body(b, z):
+    s = jnp.left_shift(1, b)
+    return z + jnp.exp(-s.astype(jnp.float64) * rate)[:, None] * _shift(z, s, n)
+  z = lax.fori_loop(0, steps, body, z)
+  return z[:k], z[k:]
+
+
+def far_upper(low, high, D, d_up, n: int, ns=None):
+  """Far-field split of the pairs (i, j = i + d), ``d >= d_up``, low atom from
+  ``low`` (masses, length >= n), high atom from ``high``: ``(c0, c1)``,
+  masses to knots j and j + 1 (length n, element j).
+
+  A pair's split weight of knot j + 1 is ``w_d = r^-d / (r - 1)`` (kappa = 0);
+  summed over the pairs of high knot j: ``high_j W_j`` with ``W_j =
+  sum_{i <= j - d_up} low_i w_{j - i} = r^-d_up Y_{j - d_up} / expm1(D)``
+  (:func:`geometric_prefix`) and ``high_j (P_{j - d_up} - W_j)`` on knot j:
+  the sum of the pairs' mean-preserving splits, reassociated. Since
+  ``w_d <= 1/2`` there, ``W_j <= P/2`` and the difference loses at most a factor
+  2 in relative accuracy: both masses are within ``6 ceil(log2 n) + 8`` ulp
+  (relative) of the exact split sums (a relative perturbation of non-negative
+  masses, inside ``rel``). ``d_up`` traced; ``ns`` as in geometric_prefix.
+  """
+  xp = jnp if ns is None else ns.xp
+  P, Y = geometric_prefix(low[None, :n], D, n, ns)
+  if ns is None:
+    P, Y = _shift(P[0], d_up, n), _shift(Y[0], d_up, n)
+  else:
+    s = int(d_up)
+    P = xp.concatenate([xp.zeros(s), P[0, :n - s]])
+    Y = xp.concatenate([xp.zeros(s), Y[0, :n - s]])
+  W = Y * (xp.exp(-d_up * D) / xp.expm1(D))
+  return high[:n] * xp.maximum(P - W, 0.0), high[:n] * W
+
+
+def far_lower(low, high, D, d_lo, n: int, ns=None):
+  """Far field of a lower pairwise sum: the pairs (i, j = i + d), ``d >= d_lo``
+  (kappa = 0), low atom from ``low``, high atom from ``high`` (LowerLaw
+  fields, length >= n), grouped per high cell j into ONE barycentre:
+  ``(a0, g0, a1, g1)`` (length n, element j), mass and moment to cell j (units
+  of x_j) or to cell j + 1 (units of x_{j+1}).
+
+  The group of cell j has mass ``a_j P_j`` and moment (units of x_j)
+  ``g_j P_j + a_j T_j``, ``P_j = sum_{i <= j - d_lo} low.a_i``, ``T_j =
+  sum_{i <= j - d_lo} low.g_i r^-(j - i)`` (:func:`geometric_prefix`): its
+  exact barycentre (Jensen: a mean-preserving contraction of the group, so a
+  valid lower whatever cell it is stored in; facts 1-2 of the pld module). It
+  lies in ``[x_j f_j, x_j (f_j + r^(1 - d_lo)))`` with ``f_j < r`` and
+  ``r^-d_lo < r - 1``, so below ``x_{j+2}``: it is stored in the cell that
+  holds it (moment ``>= r`` mass: cell j + 1, moment divided by r). Floats:
+  mass and moment are sums of non-negative terms within ``3 ceil(log2 n) + 3``
+  ulp (relative) of the exact ones, so the atom's position is within twice that
+  (a log-position error, inside the per-level ``eta`` allowance).
+  """
+  xp = jnp if ns is None else ns.xp
+  P, Y = geometric_prefix(xp.stack([low.a[:n], low.g[:n]]), D, n, ns)
+  if ns is None:
+    P, T = _shift(P[0], d_lo, n), _shift(Y[1], d_lo, n)
+  else:
+    s = int(d_lo)
+    P = xp.concatenate([xp.zeros(s), P[0, :n - s]])
+    T = xp.concatenate([xp.zeros(s), Y[1, :n - s]])
+  T = T * xp.exp(-d_lo * D)
+  M = high.a[:n] * P
+  G = high.g[:n] * P + high.a[:n] * T
+  up = G >= xp.exp(D) * M
+  zero = xp.zeros(n)
+  return (xp.where(up, zero, M), xp.where(up, zero, G), xp.where(up, M, zero),
+          xp.where(up, G, zero) / xp.exp(D))
+
+
+def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, o,
+                 d_up=None):
   m = out_size(n)
   buf = 3 * n + 4
   pa = jnp.concatenate([A.p, jnp.zeros(n)])
@@ -221,6 +356,14 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
     return body
 
   def finish(out):
+    if d_up is not None:   # far field d >= d_up (kappa = 0, o = 0 when it is not empty)
+      c0, c1 = far_upper(A.p, B.p, D, d_up, n)
+      if symmetric:
+        c0, c1 = 2.0 * c0, 2.0 * c1
+      else:
+        e0, e1 = far_upper(B.p, A.p, D, d_up, n)
+        c0, c1 = c0 + e0, c1 + e1
+      out = out.at[:n].add(c0).at[1:n + 1].add(c1)
     out = out[:m]
     # zero atoms shift the other summand exactly: input knot i -> output index
     # i - o. Those below the output window (i < o; only tiny left-tail atoms)
@@ -239,7 +382,8 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
   return step, finish, jnp.zeros(buf)
 
 
-def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int = 1):
+def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int = 1,
+               far: bool = True):
   """Mean-preserving-split sum of two upper laws on the same n-knot window.
 
   A pair (i, i+d) sums to x_{i+d} (1 + r^-d) in [x_{h+k}, x_{h+k+1}],
@@ -247,23 +391,30 @@ def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int
   spread). Output element j sits at knot (window offset) + o + j with
   o = kappa(n-1); the output length out_size(n) bounds n + kappa(0) - o + 1.
   ``pieces`` (static) splits the diagonal loop (:func:`_diagonal_pieces`).
+  ``far`` (static): the diagonals past the near band (:func:`band_limits`) by
+  :func:`far_upper` in O(n log n) (the same splits, reassociated); False: every
+  diagonal in the loop (the O(n^2) oracle).
   """
   kap, om = tables(D, n)
   o = kap[n - 1]
-  return _run_loops([_upper_parts(A, B, D, n, symmetric, kap, om, o)], n, pieces)[0], o
+  d_up = band_limits(kap, om, n)[0] if far else None
+  return _run_loops([_upper_parts(A, B, D, n, symmetric, kap, om, o, d_up)], n, pieces,
+                    d_up)[0], o
 
 
-def conv_upper_pair(X: UpperLaw, A: UpperLaw, B: UpperLaw, D, n: int, pieces: int = 1):
+def conv_upper_pair(X: UpperLaw, A: UpperLaw, B: UpperLaw, D, n: int, pieces: int = 1,
+                    far: bool = True):
   """``(X + X, A + B, o)``: the two sums of a level in one set of diagonal loops
   (``X + X`` by the symmetric kernel: one orientation, doubled)."""
   kap, om = tables(D, n)
   o = kap[n - 1]
-  S, C = _run_loops([_upper_parts(X, X, D, n, True, kap, om, o),
-                     _upper_parts(A, B, D, n, False, kap, om, o)], n, pieces)
+  d_up = band_limits(kap, om, n)[0] if far else None
+  S, C = _run_loops([_upper_parts(X, X, D, n, True, kap, om, o, d_up),
+                     _upper_parts(A, B, D, n, False, kap, om, o, d_up)], n, pieces, d_up)
   return S, C, o
 
 
-def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o):
+def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d_lo=None):
   m = out_size(n)
   buf = 3 * n + 4
   fa, fb = (jnp.where(X.a > 0, X.g / jnp.where(X.a > 0, X.a, 1.0), 1.0) for X in (A, B))
@@ -307,6 +458,14 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o):
     return body
 
   def finish(out):
+    if d_lo is not None:   # far field d >= d_lo (kappa = 0, o = 0 when it is not empty)
+      c = far_lower(A, B, D, d_lo, n)
+      if symmetric:
+        c = tuple(2.0 * x for x in c)
+      else:
+        c = tuple(x + y for x, y in zip(c, far_lower(B, A, D, d_lo, n)))
+      out = out.at[:n].add(c[0]).at[1:n + 1].add(c[2])
+      out = out.at[buf:buf + n].add(c[1]).at[buf + 1:buf + n + 1].add(c[3])
     outa, outg = out[:m], out[buf:buf + m]
     # zero-atom cross terms below the output window are dropped (lower law)
     za = A.q0 * B.a + B.q0 * A.a
@@ -320,31 +479,34 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o):
   return step, finish, jnp.zeros(2 * buf)
 
 
-def _lower_exact(pairs, D, n: int, pieces: int):   # fine O(n^2) kernel: ([P + R], o)
-  kap, _ = tables(D, n)
-  return _run_loops([_lower_parts(P, R, D, n, s, kap, kap[n - 1]) for P, R, s in pairs], n,
-                    pieces), kap[n - 1]
+def _lower_exact(pairs, D, n: int, pieces: int, far: bool = True):   # fine kernel: ([P + R], o)
+  kap, om = tables(D, n)
+  d_lo = band_limits(kap, om, n)[1] if far else None
+  return _run_loops([_lower_parts(P, R, D, n, s, kap, kap[n - 1], d_lo) for P, R, s in pairs],
+                    n, pieces, d_lo), kap[n - 1]
 
 
 def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, pieces: int = 1,
-               coarsen: int | None = None):
+               coarsen: int | None = None, far: bool = True):
   """Barycentric sum of two lower laws on the same n-cell window.
 
   Atoms mu_i = x_i f_i, f = g / a in [1, r). A pair (i, i+d) with sum s is
   accumulated (mass and exact moment) in cell h + kappa(d) + [s >= x_{h+k+1}];
   any grouping with exact moments is a mean-preserving contraction. ``pieces``:
   as in :func:`conv_upper`; ``coarsen`` (static): the sum runs on a lattice that
-  many times coarser (:mod:`._lower_coarse`; None: its default; 1: exact O(n^2)).
+  many times coarser (:mod:`._lower_coarse`; None: its default; 1: full
+  resolution); ``far`` (static): the far field (kappa = 0) grouped per high cell
+  by :func:`far_lower`; False: every pair by the cell rule (the O(n^2) oracle).
   """
-  ex = lambda p, D, n: _lower_exact(p, D, n, pieces)
+  ex = lambda p, D, n: _lower_exact(p, D, n, pieces, far)
   (S,), o = lc.coarse_sums(ex, [(A, B, symmetric)], D, n, out_size(n), coarsen)
   return S, o
 
 
 def conv_lower_pair(X: LowerLaw, A: LowerLaw, B: LowerLaw, D, n: int, pieces: int = 1,
-                    coarsen: int | None = None):
+                    coarsen: int | None = None, far: bool = True):
   """``(X + X, A + B, o)`` in one set of diagonal loops (see conv_upper_pair)."""
-  ex = lambda p, D, n: _lower_exact(p, D, n, pieces)
+  ex = lambda p, D, n: _lower_exact(p, D, n, pieces, far)
   (S, C), o = lc.coarse_sums(ex, [(X, X, True), (A, B, False)], D, n, out_size(n), coarsen)
   return S, C, o
 
@@ -408,7 +570,7 @@ def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast"):
   """
   X = _pick(bit, A2, B2)
   if method == "reference":
-    C, o = jax.vmap(lambda P, R: conv(P, R, D2, n, False), out_axes=(0, None))(
+    C, o = jax.vmap(lambda P, R: conv(P, R, D2, n, False, far=False), out_axes=(0, None))(
         _stack(A2, X), _stack(B2, X))
     C1, C0 = _unstack(C)          # C1 = A2 + B2, C0 = X + X
   elif method == "fast":
@@ -455,6 +617,7 @@ def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step,
     LBn = Lattice(L2.u_ref, D2, o)
     # log-position rounding of this level (regrid offsets, lattice origin, kernel)
     ledger = ledger + 4 * _EPS * (4.0 + jnp.abs(L2.u_ref) + 2.5 * n * (LA.step + D2))
+    ledger = ledger + _EPS * far_ulps(n)[1]   # far-field barycentres (far_lower)
     return j + 1, An, LAn, Bn, LBn, ledger
 
   def cond(carry):
