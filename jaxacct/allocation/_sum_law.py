@@ -182,13 +182,14 @@ def _diagonal_pieces(n: int, pieces: int):
   return [(cuts[p], cuts[p + 1], n - cuts[p]) for p in range(pieces) if cuts[p + 1] > cuts[p]]
 
 
-def _run_loops(parts, n: int, pieces: int, band=None):
+def _run_loops(parts, n: int, pieces: int, band=None, D=None):
   """Runs the diagonal loops of one or more pairwise sums in one set of loops.
 
-  ``parts``: ``(step, finish, init)`` per sum; ``step(L)`` is the loop body
-  over length-L vectors. ``band`` (traced int or None: n): only the diagonals
-  d < band run here (the near band; the far field is summed in ``finish``, see
-  :func:`band_limits`), a dynamic trip count, no new static variant.
+  ``parts``: ``(step, finish, init, lows)`` per sum; ``step(L)`` is the loop
+  body over length-L vectors. ``band`` (traced int or None: n): only the
+  diagonals d < band run here (the near band, a dynamic trip count, no new
+  static variant); ``finish(out, pre)`` adds the far field from ``pre``, the
+  :func:`far_prefix` of its rows ``lows`` (all sums' rows in one filter).
   Returns ``[finish(out)]``.
   """
   outs = tuple(p[2] for p in parts)
@@ -197,7 +198,16 @@ def _run_loops(parts, n: int, pieces: int, band=None):
     body = lambda d, o, steps=steps: tuple(f(d, x) for f, x in zip(steps, o))
     hi = d_hi if band is None else jnp.minimum(d_hi, band)
     outs = lax.fori_loop(d_lo, hi, body, outs, unroll=UNROLL)
-  return [p[1](x) for p, x in zip(parts, outs)]
+  if band is None:
+    return [p[1](x, None) for p, x in zip(parts, outs)]
+  # the far fields of all sums: one filter over the stacked low-atom rows
+  rows = [r for p in parts for r in p[3]]
+  P, T = far_prefix(jnp.stack(rows), D, band, n)
+  res, k = [], 0
+  for p, x in zip(parts, outs):
+    res.append(p[1](x, (P[k:k + len(p[3])], T[k:k + len(p[3])])))
+    k += len(p[3])
+  return res
 
 
 # ----------------------------------------------------------------------------
@@ -267,7 +277,24 @@ def geometric_prefix(x, D, n: int, ns=None):
   return z[:k], z[k:]
 
 
-def far_upper(low, high, D, d_up, n: int, ns=None):
+def far_prefix(rows, D, band, n: int, ns=None):
+  """``(P, T)`` of the stacked rows (k, n) for a far field from diagonal
+  ``band`` on: ``P[:, j] = sum_{i <= j - band} rows[:, i]`` and ``T[:, j] =
+  sum_{i <= j - band} rows[:, i] r^-(j - i)`` (:func:`geometric_prefix`, then a
+  shift by ``band`` and the exact-to-1-ulp factor ``exp(-band D)``)."""
+  xp = jnp if ns is None else ns.xp
+  P, Y = geometric_prefix(rows[:, :n], D, n, ns)
+  if ns is None:
+    P, Y = _shift(P, band, n), _shift(Y, band, n)
+  else:
+    s = int(band)
+    z = xp.zeros((rows.shape[0], s))
+    P = xp.concatenate([z, P[:, :n - s]], axis=1)
+    Y = xp.concatenate([z, Y[:, :n - s]], axis=1)
+  return P, Y * xp.exp(-band * D)
+
+
+def far_upper(low, high, D, d_up, n: int, ns=None, pre=None):
   """Far-field split of the pairs (i, j = i + d), ``d >= d_up``, low atom from
   ``low`` (masses, length >= n), high atom from ``high``: ``(c0, c1)``,
   masses to knots j and j + 1 (length n, element j).
@@ -280,21 +307,17 @@ def far_upper(low, high, D, d_up, n: int, ns=None):
   ``w_d <= 1/2`` there, ``W_j <= P/2`` and the difference loses at most a factor
   2 in relative accuracy: both masses are within ``6 ceil(log2 n) + 8`` ulp
   (relative) of the exact split sums (a relative perturbation of non-negative
-  masses, inside ``rel``). ``d_up`` traced; ``ns`` as in geometric_prefix.
+  masses, inside ``rel``). ``d_up`` traced; ``ns`` as in geometric_prefix;
+  ``pre``: ``(P, T)`` of ``low`` (:func:`far_prefix`, rows of length n) if
+  already computed.
   """
   xp = jnp if ns is None else ns.xp
-  P, Y = geometric_prefix(low[None, :n], D, n, ns)
-  if ns is None:
-    P, Y = _shift(P[0], d_up, n), _shift(Y[0], d_up, n)
-  else:
-    s = int(d_up)
-    P = xp.concatenate([xp.zeros(s), P[0, :n - s]])
-    Y = xp.concatenate([xp.zeros(s), Y[0, :n - s]])
-  W = Y * (xp.exp(-d_up * D) / xp.expm1(D))
-  return high[:n] * xp.maximum(P - W, 0.0), high[:n] * W
+  P, T = far_prefix(low[None, :n], D, d_up, n, ns) if pre is None else pre
+  W = T[0] / xp.expm1(D)
+  return high[:n] * xp.maximum(P[0] - W, 0.0), high[:n] * W
 
 
-def far_lower(low, high, D, d_lo, n: int, ns=None):
+def far_lower(low, high, D, d_lo, n: int, ns=None, pre=None):
   """Far field of a lower pairwise sum: the pairs (i, j = i + d), ``d >= d_lo``
   (kappa = 0), low atom from ``low``, high atom from ``high`` (LowerLaw
   fields, length >= n), grouped per high cell j into ONE barycentre:
@@ -311,17 +334,13 @@ def far_lower(low, high, D, d_lo, n: int, ns=None):
   holds it (moment ``>= r`` mass: cell j + 1, moment divided by r). Floats:
   mass and moment are sums of non-negative terms within ``3 ceil(log2 n) + 3``
   ulp (relative) of the exact ones, so the atom's position is within twice that
-  (a log-position error, inside the per-level ``eta`` allowance).
+  (a log-position error, inside the per-level ``eta`` allowance). ``pre``:
+  ``(P, T)`` of the rows ``(low.a, low.g)`` (:func:`far_prefix`) if computed.
   """
   xp = jnp if ns is None else ns.xp
-  P, Y = geometric_prefix(xp.stack([low.a[:n], low.g[:n]]), D, n, ns)
-  if ns is None:
-    P, T = _shift(P[0], d_lo, n), _shift(Y[1], d_lo, n)
-  else:
-    s = int(d_lo)
-    P = xp.concatenate([xp.zeros(s), P[0, :n - s]])
-    T = xp.concatenate([xp.zeros(s), Y[1, :n - s]])
-  T = T * xp.exp(-d_lo * D)
+  if pre is None:
+    pre = far_prefix(xp.stack([low.a[:n], low.g[:n]]), D, d_lo, n, ns)
+  P, T = pre[0][0], pre[1][1]
   M = high.a[:n] * P
   G = high.g[:n] * P + high.a[:n] * T
   up = G >= xp.exp(D) * M
@@ -355,13 +374,14 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
       return lax.dynamic_update_slice(out, seg, (start,))
     return body
 
-  def finish(out):
-    if d_up is not None:   # far field d >= d_up (kappa = 0, o = 0 when it is not empty)
-      c0, c1 = far_upper(A.p, B.p, D, d_up, n)
+  def finish(out, pre):
+    if pre is not None:   # far field d >= d_up (kappa = 0, o = 0 when it is not empty)
+      P, T = pre
+      c0, c1 = far_upper(A.p, B.p, D, d_up, n, pre=(P[:1], T[:1]))
       if symmetric:
         c0, c1 = 2.0 * c0, 2.0 * c1
       else:
-        e0, e1 = far_upper(B.p, A.p, D, d_up, n)
+        e0, e1 = far_upper(B.p, A.p, D, d_up, n, pre=(P[1:], T[1:]))
         c0, c1 = c0 + e0, c1 + e1
       out = out.at[:n].add(c0).at[1:n + 1].add(c1)
     out = out[:m]
@@ -379,7 +399,7 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
     minf = A.minf + B.minf
     return UpperLaw(out, q0, minf)
 
-  return step, finish, jnp.zeros(buf)
+  return step, finish, jnp.zeros(buf), [A.p[:n]] if symmetric else [A.p[:n], B.p[:n]]
 
 
 def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int = 1,
@@ -399,7 +419,7 @@ def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int
   o = kap[n - 1]
   d_up = band_limits(kap, om, n)[0] if far else None
   return _run_loops([_upper_parts(A, B, D, n, symmetric, kap, om, o, d_up)], n, pieces,
-                    d_up)[0], o
+                    d_up, D)[0], o
 
 
 def conv_upper_pair(X: UpperLaw, A: UpperLaw, B: UpperLaw, D, n: int, pieces: int = 1,
@@ -410,7 +430,7 @@ def conv_upper_pair(X: UpperLaw, A: UpperLaw, B: UpperLaw, D, n: int, pieces: in
   o = kap[n - 1]
   d_up = band_limits(kap, om, n)[0] if far else None
   S, C = _run_loops([_upper_parts(X, X, D, n, True, kap, om, o, d_up),
-                     _upper_parts(A, B, D, n, False, kap, om, o, d_up)], n, pieces, d_up)
+                     _upper_parts(A, B, D, n, False, kap, om, o, d_up)], n, pieces, d_up, D)
   return S, C, o
 
 
@@ -457,13 +477,14 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
       return lax.dynamic_update_slice(out, sg, (start + buf,))
     return body
 
-  def finish(out):
-    if d_lo is not None:   # far field d >= d_lo (kappa = 0, o = 0 when it is not empty)
-      c = far_lower(A, B, D, d_lo, n)
+  def finish(out, pre):
+    if pre is not None:   # far field d >= d_lo (kappa = 0, o = 0 when it is not empty)
+      P, T = pre
+      c = far_lower(A, B, D, d_lo, n, pre=(P[:2], T[:2]))
       if symmetric:
         c = tuple(2.0 * x for x in c)
       else:
-        c = tuple(x + y for x, y in zip(c, far_lower(B, A, D, d_lo, n)))
+        c = tuple(x + y for x, y in zip(c, far_lower(B, A, D, d_lo, n, pre=(P[2:], T[2:]))))
       out = out.at[:n].add(c[0]).at[1:n + 1].add(c[2])
       out = out.at[buf:buf + n].add(c[1]).at[buf + 1:buf + n + 1].add(c[3])
     outa, outg = out[:m], out[buf:buf + m]
@@ -476,14 +497,15 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
     outg = outg.at[idx].add(zg, mode="drop")
     return LowerLaw(outa, outg, A.q0 * B.q0)
 
-  return step, finish, jnp.zeros(2 * buf)
+  lows = [A.a[:n], A.g[:n]] + ([] if symmetric else [B.a[:n], B.g[:n]])
+  return step, finish, jnp.zeros(2 * buf), lows
 
 
 def _lower_exact(pairs, D, n: int, pieces: int, far: bool = True):   # fine kernel: ([P + R], o)
   kap, om = tables(D, n)
   d_lo = band_limits(kap, om, n)[1] if far else None
   return _run_loops([_lower_parts(P, R, D, n, s, kap, kap[n - 1], d_lo) for P, R, s in pairs],
-                    n, pieces, d_lo), kap[n - 1]
+                    n, pieces, d_lo, D), kap[n - 1]
 
 
 def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, pieces: int = 1,
