@@ -19,20 +19,58 @@ Representation of a law on a geometric lattice (all arrays length n or m):
 
 Cost. A level of the binary powering needs X + X and A + B (X = A or B by the
 bit of t); X + X runs one orientation, doubled, and both run in one set of
-diagonal loops whose vectors shrink with d (``PIECES``): O(n^2) in all.
-``method="reference"`` keeps the vmapped pair of asymmetric sums as the test
-oracle (lower law bit for bit the same, upper masses up to fused
-multiply-add contraction, ~1e-15 relative).
+diagonal loops. A pair (i, i + d) sums to ``x_{i+d} (1 + r^-d)``, r = e^D, so
+only diagonals with ``kappa(d) >= 1`` (``r^-d >= r - 1``) reach past the next
+knot. The loop runs the *near band* ``d < d_band`` (a traced trip count,
+:func:`band_limits`); the *far field* ``d >= d_band`` is summed in O(n log n)
+per level (:func:`far_prefix`: prefix sums and the geometric filter
+``sum_i x_i r^-(j-i)`` by recursive doubling, one filter for all sums of a
+level):
+
+* upper (:func:`far_upper`): the pairs of high knot j put ``b_j sum_i a_i
+  w_{j-i}`` on knot j + 1 and the rest on knot j, ``w_d = r^-d / (r - 1)``:
+  the same mean-preserving splits as the loop, re-associated. The band ends
+  where ``w_d <= 1/2``, so the knot-j mass ``P - W`` (a difference) keeps its
+  relative accuracy (at most a factor 2 lost).
+* lower (:func:`far_lower`): the far pairs of high cell j form ONE group,
+  replaced by its exact barycentre (mass and moment are prefix sums and a
+  geometric filter of non-negative terms) and stored in the cell holding it
+  (j or j + 1): an exact-moment grouping, hence a mean-preserving contraction
+  like the loop's per-cell rule (facts 1-2 of :mod:`jaxacct.allocation.pld`).
+  The band ends where ``kappa(d) = 0``.
+
+``d_band`` is about ``ln(1/(r - 1)) / D``, so a level costs O(n d_band + n log n)
+instead of O(n^2) -- but only where the window spans more than about
+``e^{ln(2/D)}`` in x. The one-step lattice of a small sigma does (sigma = 0.5:
+D = 0.029, d_band = 147 of 1024); as S concentrates the windows narrow and D
+refines level by level, and from sigma ~ 1.2 on (t = 234, n = 1024) every level
+has d_band >= n: no far field, the plain O(n^2) loop (measured near-band share
+of the loop work over sigma in [0.5, 5], t = 234: 0.80). ``method="reference"``
+keeps the vmapped pair of asymmetric sums over every diagonal (no far field)
+as the test oracle.
+
+Float ledger of the far field. Every term reaches a prefix sum or filter
+output through at most ``ceil(log2 n)`` additions of non-negative numbers and
+as many products with factors ``exp(-s D)`` (each within 1 ulp), so P and the
+filter carry relative errors of at most ``3 ceil(log2 n)`` ulp, without
+overflow (no ``r^n`` is formed) or cancellation; the upper's ``P - W`` at most
+doubles that. So the far field perturbs masses relatively (upper; lower mass)
+and moves the lower's group barycentres by a relative (log-position) error;
+:func:`far_ulps` bounds both per level, and ``rel`` (:mod:`._pld_laws`) and the
+``eta`` ledger (:func:`sum_law_upper`) add them per level, on top of the loop's
+allowances (sums of at most 2n non-negative products per cell).
 
 Why not FFT: knots i <= j sum to knot j + log(1 + r^{-(j-i)}) / D, a function
 of neither i + j nor j - i, so a pairwise sum is no convolution of the arrays
-(grouping by i + j merges sums up to e^{n D / 2} apart). Sums are
-convolutions in x (a linear grid), but one-step laws span e^{40} in x. And
-the lower law needs exact moments: an FFT's absolute error (~u log N of the
-total mass) moves merged atoms, which one law cannot absorb for both
-directions (down is safe for remove, up for add). A sub-quadratic lower
-needs separate remove/add lower laws on linear-in-x slabs of about an
-octave, with tilted FFTs or direct convolutions per slab pair.
+(grouping by i + j merges sums up to e^{n D / 2} apart); the far field above
+is the part where that function is constant (0), and elsewhere it changes by
+about 1/2 per diagonal. Sums are convolutions in x (a linear grid), which at
+the deep levels (windows spanning e^{0.5..5} in x) would need 1-6 n linear
+points; but the lower law needs exact moments: an FFT's absolute error
+(~u log N of the total mass) moves merged atoms, which one law cannot absorb
+for both directions (down is safe for remove, up for add), and the upper needs
+relative accuracy in tails of 1e-20. A sub-quadratic near band needs tilted
+FFTs with an explicit round-off bound on linear-in-x slabs (not built).
 """
 
 from __future__ import annotations

@@ -11,11 +11,18 @@ constructions are the same, step for step:
 * the level logic (binary powering along the bits of t, ``(S_a, S_{a+1})``
   carried, the float ledger ``eta``) mirrors :func:`._sum_law.sum_law_upper`
   and :func:`._sum_law.sum_law_lower` line by line, in Python control flow;
-* the O(n^2) pairwise sums keep the mean-preserving split (upper) and the
+* the pairwise sums keep the mean-preserving split (upper) and the
   barycentric cell rule (lower) of :func:`._sum_law.conv_upper` and
-  :func:`._sum_law.conv_lower`: their per-diagonal products are formed at once
-  as (n, n) arrays (row d: the pairs (i, i + d)), and the rows are accumulated
-  into the output one diagonal after another, in the jitted loop's order.
+  :func:`._sum_law.conv_lower`: the near band's per-diagonal products
+  (diagonals d < d_band, :func:`._sum_law.band_limits`) are formed at once as
+  (d_band, n) arrays (row d: the pairs (i, i + d)) and accumulated into the
+  output one diagonal after another, in the jitted loop's order; then the far
+  field (d >= d_band) by the same functions as the jitted kernel
+  (:func:`._sum_law.far_upper`, :func:`._sum_law.far_lower`: prefix sums and a
+  geometric filter by recursive doubling, here a Python loop of ceil(log2 n)
+  NumPy steps), added in the jitted kernel's order; then the zero atoms.
+  O(n d_band + n log n) a level where the lattice spans enough (small sigma),
+  O(n^2) otherwise; the float ledger of the far field is in :mod:`._sum_law`.
 
 So each output cell receives the same terms in the same order as in the
 jitted loop, and the laws agree to rounding: the libraries' ``exp``/``log``
