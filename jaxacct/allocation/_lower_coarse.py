@@ -39,7 +39,7 @@ measured brackets are in ``tests/test_lower_fft.py``.
 
 ``c = 1`` returns the fine kernel's result unchanged. The kernel called here
 sums its far field (``kappa = 0`` on the coarse lattice) by one exact barycentre
-per high cell (:func:`._sum_law.far_lower`, another exact-moment grouping);
+per high cell (:func:`._far_field.far_lower`, another exact-moment grouping);
 ``far=False`` there runs every diagonal (the O(n^2) oracle). With the far field
 on, c = 2 stays the default: at n = 1024 the fine sum (c = 1) ran 2-3x the CPU
 time of the coarse one (one level, sigma 0.5 / 2: 1.4 / 6.7 ms against 0.7 /

@@ -14,15 +14,15 @@ constructions are the same, step for step:
 * the pairwise sums keep the mean-preserving split (upper) and the
   barycentric cell rule (lower) of :func:`._sum_law.conv_upper` and
   :func:`._sum_law.conv_lower`: the near band's per-diagonal products
-  (diagonals d < d_band, :func:`._sum_law.band_limits`) are formed at once as
+  (diagonals d < d_band, :func:`._far_field.band_limits`) are formed at once as
   (d_band, n) arrays (row d: the pairs (i, i + d)) and accumulated into the
   output one diagonal after another, in the jitted loop's order; then the far
   field (d >= d_band) by the same functions as the jitted kernel
-  (:func:`._sum_law.far_upper`, :func:`._sum_law.far_lower`: prefix sums and a
+  (:func:`._far_field.far_upper`, :func:`._far_field.far_lower`: prefix sums and a
   geometric filter by recursive doubling, here a Python loop of ceil(log2 n)
   NumPy steps), added in the jitted kernel's order; then the zero atoms.
   O(n d_band + n log n) a level where the lattice spans enough (small sigma),
-  O(n^2) otherwise; the float ledger of the far field is in :mod:`._sum_law`.
+  O(n^2) otherwise; the float ledger of the far field is in :mod:`._far_field`.
 
 So each output cell receives the same terms in the same order as in the
 jitted loop, and the laws agree to rounding: the libraries' ``exp``/``log``
@@ -46,8 +46,8 @@ from jaxacct._core.namespace import HOST
 from jaxacct.allocation import _lower_coarse as lc
 from jaxacct.allocation._regrid import (new_step, regrid_lower, regrid_upper, tables,
                                         window_lower, window_upper)
-from jaxacct.allocation._sum_law import (Lattice, LowerLaw, UpperLaw, band_limits, far_lower,
-                                         far_ulps, far_upper, out_size)
+from jaxacct.allocation._far_field import band_limits, far_lower, far_ulps, far_upper
+from jaxacct.allocation._sum_law import Lattice, LowerLaw, UpperLaw, out_size
 
 _EPS = float(np.finfo(np.float64).eps)
 
@@ -166,7 +166,7 @@ def _split_into(wa, wg, mass, s_rel, rk, eD):
 def _lower_exact(pairs, D, n: int, far: bool = True):
   """NumPy twin of the fine lower kernel of :func:`._sum_law.conv_lower_pair`
   (``([P + R], o)``, same barycentric cells, same order per output cell; the
-  far field grouped per high cell as :func:`._sum_law.far_lower`)."""
+  far field grouped per high cell as :func:`._far_field.far_lower`)."""
   kap, om = tables(D, n, HOST)
   o = int(kap[n - 1])
   m = out_size(n)
