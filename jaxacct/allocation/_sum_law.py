@@ -461,7 +461,7 @@ def _regrid_both(regrid, A, LA, B, LB, jl, D2, n):   # (regrid(A), regrid(B)), o
 #: 2 saves a quarter of the lower sums' work but compiled the laws about 1 s
 #: (CPU) slower (8-9 s against 7-8 s, 2 cores, 2026-11-25); 1 keeps the cold start.
 PIECES = 1
-METHODS = ("fast", "reference")
+METHODS = ("fast", "loop", "reference")
 
 
 def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast"):
@@ -474,22 +474,25 @@ def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast"):
 
   ``method`` (static): "fast" runs ``X + X`` through the symmetric kernel
   (one orientation, doubled: ``2 p`` is exactly ``p + p``) and ``A2 + B2``
-  through the asymmetric one, one after the other, each with the diagonal
-  loop in ``PIECES`` pieces; "reference" (the O(n^2) oracle kept for the
-  tests) runs both as asymmetric sums in one vmapped call. The two give
-  bit-for-bit the same laws (products commute, ``x + y`` is ``y + x``, and
-  the dropped padding adds exact zeros); "fast" does about half the
-  floating-point work (CPU, n = 1024, one level: the vmapped pair ran about
-  twice the time of the two sums in one loop set).
+  through the asymmetric one in one set of diagonal loops over the near band,
+  the far field by :mod:`._far_field` (upper masses equal to the loop's up to
+  re-association, ~1e-15 relative a level; the lower another exact-moment
+  grouping: same mass and first moment); "loop" is "fast" with every diagonal
+  in the loop (static trip count: for callers that vmap lanes, where a traced
+  per-lane trip count turns the loop's slices into gathers); "reference" (the
+  O(n^2) oracle kept for the tests) runs both as asymmetric sums over every
+  diagonal in one vmapped call ("loop" and "reference" give bit-for-bit the
+  same lower laws: products commute, ``x + y`` is ``y + x``, the dropped
+  padding adds exact zeros).
   """
   X = _pick(bit, A2, B2)
   if method == "reference":
     C, o = jax.vmap(lambda P, R: conv(P, R, D2, n, False, far=False), out_axes=(0, None))(
         _stack(A2, X), _stack(B2, X))
     C1, C0 = _unstack(C)          # C1 = A2 + B2, C0 = X + X
-  elif method == "fast":
+  elif method in ("fast", "loop"):
     pair = conv_upper_pair if conv is conv_upper else conv_lower_pair
-    C0, C1, o = pair(X, A2, B2, D2, n, PIECES)
+    C0, C1, o = pair(X, A2, B2, D2, n, PIECES, far=method == "fast")
   else:
     raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
   An = _pick(first.astype(jnp.int32), _pick(bit, C0, C1), A2m)
@@ -507,8 +510,9 @@ def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step,
   S_{a+1} + S_{a+1}). Both sums of a level run as one batched kernel.
   Returns (law, lattice, eta): eta bounds the accumulated log-position
   rounding error of the atoms (see pld module docstring).
-  ``method`` (static): "fast" (default) or "reference", the O(n^2) oracle
-  kept for the tests; bit-for-bit the same law (see :func:`_combine_level`).
+  ``method`` (static): "fast" (default: near band + far field), "loop" (every
+  diagonal in the loop) or "reference", the O(n^2) oracle kept for the tests
+  (see :func:`_combine_level`).
   """
   t = jnp.asarray(t, jnp.int32)
   nb = _nbits(t)
