@@ -103,7 +103,11 @@ def assemble_final(U, Ul, ledger, Lw, Ll, t_i, n, bad, lo_inf, ns=JAX) -> FinalL
   rel = xp.where(bad, xp.nan, rel)   # invalid traced lanes -> NaN results
   eta = ledger + 8 * _EPS * (4.0 + xp.abs(Ul.u_ref) + xp.abs(Ll.u_ref) + 2.0 * xp.abs(lnt)
                              + 2.0 * m_up * (Ul.step + Ll.step))
-  return FinalLaws(U.p, up_loss, U.q0, U.minf / tf, Lw.a, lo_loss, Lw.q0, rel, eta,
+  # invalid lanes: NaN laws too (explicitly; with the far field, NaN masses no
+  # longer reach every output cell through the diagonal loop)
+  up_p = xp.where(bad, xp.nan, U.p)
+  lo_a = xp.where(bad, xp.nan, Lw.a)
+  return FinalLaws(up_p, up_loss, U.q0, U.minf / tf, lo_a, lo_loss, Lw.q0, rel, eta,
                    xp.asarray(lo_inf, xp.float64))
 
 
