@@ -130,7 +130,9 @@ def test_front_door_lower_below_exact_lower_and_brackets():
   r = pld.allocation_pld_epsilon(sigma=S_, steps_per_epoch=T_, num_selected=K_, num_epochs=E_,
                                  delta=D_)
   up, lo = np.asarray(r.epsilon), np.asarray(r.lower)
-  np.testing.assert_allclose(up, UP_MAIN, rtol=1e-12, atol=0.0)
+  # far field of the sums (re-associated upper splits, ledger + far_ulps):
+  # measured 9.1e-12 relative at most (2026-11-25)
+  np.testing.assert_allclose(up, UP_MAIN, rtol=3e-11, atol=0.0)
   assert np.all(lo <= np.asarray(LO_MAIN) * (1 + 1e-12)), lo / np.asarray(LO_MAIN) - 1
   assert np.all(lo >= np.asarray(LO_MAIN) * (1 - 2e-3)), lo / np.asarray(LO_MAIN) - 1
   assert np.all(lo <= up) and np.all(up / lo <= 1.005), up / lo

@@ -37,8 +37,13 @@ so the second-order collapse error of the lower side grows about ``c^2``-fold
 in the pairwise sums (regridding between levels stays at the fine step);
 measured brackets are in ``tests/test_lower_fft.py``.
 
-``c = 1`` returns the fine kernel's result unchanged (the exact O(n^2) lower,
-kept as the test oracle).
+``c = 1`` returns the fine kernel's result unchanged. The kernel called here
+sums its far field (``kappa = 0`` on the coarse lattice) by one exact barycentre
+per high cell (:func:`._far_field.far_lower`, another exact-moment grouping);
+``far=False`` there runs every diagonal (the O(n^2) oracle). With the far field
+on, c = 2 stays the default: at n = 1024 the fine sum (c = 1) ran 2-3x the CPU
+time of the coarse one (one level, sigma 0.5 / 2: 1.4 / 6.7 ms against 0.7 /
+2.2 ms, 2026-11-25), and the far field helps both alike.
 """
 
 from __future__ import annotations

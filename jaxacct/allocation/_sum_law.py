@@ -19,20 +19,50 @@ Representation of a law on a geometric lattice (all arrays length n or m):
 
 Cost. A level of the binary powering needs X + X and A + B (X = A or B by the
 bit of t); X + X runs one orientation, doubled, and both run in one set of
-diagonal loops whose vectors shrink with d (``PIECES``): O(n^2) in all.
-``method="reference"`` keeps the vmapped pair of asymmetric sums as the test
-oracle (lower law bit for bit the same, upper masses up to fused
-multiply-add contraction, ~1e-15 relative).
+diagonal loops. A pair (i, i + d) sums to ``x_{i+d} (1 + r^-d)``, r = e^D, so
+only diagonals with ``kappa(d) >= 1`` (``r^-d >= r - 1``) reach past the next
+knot. The loop runs the *near band* ``d < d_band`` (a traced trip count,
+:func:`._far_field.band_limits`); the *far field* ``d >= d_band`` is summed in
+O(n log n) per level (:mod:`._far_field`, ``far_prefix``: prefix sums and the geometric filter
+``sum_i x_i r^-(j-i)`` by recursive doubling, one filter for all sums of a
+level):
+
+* upper (``far_upper``): the pairs of high knot j put ``b_j sum_i a_i
+  w_{j-i}`` on knot j + 1 and the rest on knot j, ``w_d = r^-d / (r - 1)``:
+  the same mean-preserving splits as the loop, re-associated. The band ends
+  where ``w_d <= 1/2``, so the knot-j mass ``P - W`` (a difference) keeps its
+  relative accuracy (at most a factor 2 lost).
+* lower (``far_lower``): the far pairs of high cell j form ONE group,
+  replaced by its exact barycentre (mass and moment are prefix sums and a
+  geometric filter of non-negative terms) and stored in the cell holding it
+  (j or j + 1): an exact-moment grouping, hence a mean-preserving contraction
+  like the loop's per-cell rule (facts 1-2 of :mod:`jaxacct.allocation.pld`).
+  The band ends where ``kappa(d) = 0``.
+
+``d_band`` is about ``ln(1/(r - 1)) / D``, so a level costs O(n d_band + n log n)
+instead of O(n^2) -- but only where the window spans more than about
+``e^{ln(2/D)}`` in x. The one-step lattice of a small sigma does (sigma = 0.5:
+D = 0.029, d_band = 147 of 1024); as S concentrates the windows narrow and D
+refines level by level, and from sigma ~ 1.2 on (t = 234, n = 1024) every level
+has d_band >= n: no far field, the plain O(n^2) loop (measured near-band share
+of the loop work over sigma in [0.5, 5], t = 234: 0.80). ``method="reference"``
+keeps the vmapped pair of asymmetric sums over every diagonal (no far field)
+as the test oracle.
+
+Float ledger of the far field: :mod:`._far_field` (``far_ulps`` per level,
+added to ``rel`` in :mod:`._pld_laws` and to the ``eta`` ledger here).
 
 Why not FFT: knots i <= j sum to knot j + log(1 + r^{-(j-i)}) / D, a function
 of neither i + j nor j - i, so a pairwise sum is no convolution of the arrays
-(grouping by i + j merges sums up to e^{n D / 2} apart). Sums are
-convolutions in x (a linear grid), but one-step laws span e^{40} in x. And
-the lower law needs exact moments: an FFT's absolute error (~u log N of the
-total mass) moves merged atoms, which one law cannot absorb for both
-directions (down is safe for remove, up for add). A sub-quadratic lower
-needs separate remove/add lower laws on linear-in-x slabs of about an
-octave, with tilted FFTs or direct convolutions per slab pair.
+(grouping by i + j merges sums up to e^{n D / 2} apart); the far field above
+is the part where that function is constant (0), and elsewhere it changes by
+about 1/2 per diagonal. Sums are convolutions in x (a linear grid), which at
+the deep levels (windows spanning e^{0.5..5} in x) would need 1-6 n linear
+points; but the lower law needs exact moments: an FFT's absolute error
+(~u log N of the total mass) moves merged atoms, which one law cannot absorb
+for both directions (down is safe for remove, up for add), and the upper needs
+relative accuracy in tails of 1e-20. A sub-quadratic near band needs tilted
+FFTs with an explicit round-off bound on linear-in-x slabs (not built).
 """
 
 from __future__ import annotations
@@ -45,6 +75,7 @@ import numpy as np
 from jax import lax
 from jax.scipy.special import log_ndtr, ndtri
 from jaxacct.allocation import _lower_coarse as lc
+from jaxacct.allocation._far_field import band_limits, far_lower, far_prefix, far_ulps, far_upper
 from jaxacct.allocation._regrid import (new_step, regrid_lower, regrid_upper, tables,
                                         window_lower, window_upper)
 
@@ -182,21 +213,36 @@ def _diagonal_pieces(n: int, pieces: int):
   return [(cuts[p], cuts[p + 1], n - cuts[p]) for p in range(pieces) if cuts[p + 1] > cuts[p]]
 
 
-def _run_loops(parts, n: int, pieces: int):
+def _run_loops(parts, n: int, pieces: int, band=None, D=None):
   """Runs the diagonal loops of one or more pairwise sums in one set of loops.
 
-  ``parts``: ``(step, finish, init)`` per sum; ``step(L)`` is the loop body
-  over length-L vectors. Returns ``[finish(out)]``.
+  ``parts``: ``(step, finish, init, lows)`` per sum; ``step(L)`` is the loop
+  body over length-L vectors. ``band`` (traced int or None: n): only the
+  diagonals d < band run here (the near band, a dynamic trip count, no new
+  static variant); ``finish(out, pre)`` adds the far field from ``pre``, the
+  :func:`far_prefix` of its rows ``lows`` (all sums' rows in one filter).
+  Returns ``[finish(out)]``.
   """
   outs = tuple(p[2] for p in parts)
   for d_lo, d_hi, L in _diagonal_pieces(n, pieces):
     steps = [p[0](L) for p in parts]
     body = lambda d, o, steps=steps: tuple(f(d, x) for f, x in zip(steps, o))
-    outs = lax.fori_loop(d_lo, d_hi, body, outs, unroll=UNROLL)
-  return [p[1](x) for p, x in zip(parts, outs)]
+    hi = d_hi if band is None else jnp.minimum(d_hi, band)
+    outs = lax.fori_loop(d_lo, hi, body, outs, unroll=UNROLL)
+  if band is None:
+    return [p[1](x, None) for p, x in zip(parts, outs)]
+  # the far fields of all sums: one filter over the stacked low-atom rows
+  rows = [r for p in parts for r in p[3]]
+  P, T = far_prefix(jnp.stack(rows), D, band, n)
+  res, k = [], 0
+  for p, x in zip(parts, outs):
+    res.append(p[1](x, (P[k:k + len(p[3])], T[k:k + len(p[3])])))
+    k += len(p[3])
+  return res
 
 
-def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, o):
+def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, o,
+                 d_up=None):
   m = out_size(n)
   buf = 3 * n + 4
   pa = jnp.concatenate([A.p, jnp.zeros(n)])
@@ -220,7 +266,16 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
       return lax.dynamic_update_slice(out, seg, (start,))
     return body
 
-  def finish(out):
+  def finish(out, pre):
+    if pre is not None:   # far field d >= d_up (kappa = 0, o = 0 when it is not empty)
+      P, T = pre
+      c0, c1 = far_upper(A.p, B.p, D, d_up, n, pre=(P[:1], T[:1]))
+      if symmetric:
+        c0, c1 = 2.0 * c0, 2.0 * c1
+      else:
+        e0, e1 = far_upper(B.p, A.p, D, d_up, n, pre=(P[1:], T[1:]))
+        c0, c1 = c0 + e0, c1 + e1
+      out = out.at[:n].add(c0).at[1:n + 1].add(c1)
     out = out[:m]
     # zero atoms shift the other summand exactly: input knot i -> output index
     # i - o. Those below the output window (i < o; only tiny left-tail atoms)
@@ -236,10 +291,11 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
     minf = A.minf + B.minf
     return UpperLaw(out, q0, minf)
 
-  return step, finish, jnp.zeros(buf)
+  return step, finish, jnp.zeros(buf), [A.p[:n]] if symmetric else [A.p[:n], B.p[:n]]
 
 
-def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int = 1):
+def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int = 1,
+               far: bool = True):
   """Mean-preserving-split sum of two upper laws on the same n-knot window.
 
   A pair (i, i+d) sums to x_{i+d} (1 + r^-d) in [x_{h+k}, x_{h+k+1}],
@@ -247,23 +303,30 @@ def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int
   spread). Output element j sits at knot (window offset) + o + j with
   o = kappa(n-1); the output length out_size(n) bounds n + kappa(0) - o + 1.
   ``pieces`` (static) splits the diagonal loop (:func:`_diagonal_pieces`).
+  ``far`` (static): the diagonals past the near band (:func:`band_limits`) by
+  :func:`far_upper` in O(n log n) (the same splits, reassociated); False: every
+  diagonal in the loop (the O(n^2) oracle).
   """
   kap, om = tables(D, n)
   o = kap[n - 1]
-  return _run_loops([_upper_parts(A, B, D, n, symmetric, kap, om, o)], n, pieces)[0], o
+  d_up = band_limits(kap, om, n)[0] if far else None
+  return _run_loops([_upper_parts(A, B, D, n, symmetric, kap, om, o, d_up)], n, pieces,
+                    d_up, D)[0], o
 
 
-def conv_upper_pair(X: UpperLaw, A: UpperLaw, B: UpperLaw, D, n: int, pieces: int = 1):
+def conv_upper_pair(X: UpperLaw, A: UpperLaw, B: UpperLaw, D, n: int, pieces: int = 1,
+                    far: bool = True):
   """``(X + X, A + B, o)``: the two sums of a level in one set of diagonal loops
   (``X + X`` by the symmetric kernel: one orientation, doubled)."""
   kap, om = tables(D, n)
   o = kap[n - 1]
-  S, C = _run_loops([_upper_parts(X, X, D, n, True, kap, om, o),
-                     _upper_parts(A, B, D, n, False, kap, om, o)], n, pieces)
+  d_up = band_limits(kap, om, n)[0] if far else None
+  S, C = _run_loops([_upper_parts(X, X, D, n, True, kap, om, o, d_up),
+                     _upper_parts(A, B, D, n, False, kap, om, o, d_up)], n, pieces, d_up, D)
   return S, C, o
 
 
-def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o):
+def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d_lo=None):
   m = out_size(n)
   buf = 3 * n + 4
   fa, fb = (jnp.where(X.a > 0, X.g / jnp.where(X.a > 0, X.a, 1.0), 1.0) for X in (A, B))
@@ -306,7 +369,16 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o):
       return lax.dynamic_update_slice(out, sg, (start + buf,))
     return body
 
-  def finish(out):
+  def finish(out, pre):
+    if pre is not None:   # far field d >= d_lo (kappa = 0, o = 0 when it is not empty)
+      P, T = pre
+      c = far_lower(A, B, D, d_lo, n, pre=(P[:2], T[:2]))
+      if symmetric:
+        c = tuple(2.0 * x for x in c)
+      else:
+        c = tuple(x + y for x, y in zip(c, far_lower(B, A, D, d_lo, n, pre=(P[2:], T[2:]))))
+      out = out.at[:n].add(c[0]).at[1:n + 1].add(c[2])
+      out = out.at[buf:buf + n].add(c[1]).at[buf + 1:buf + n + 1].add(c[3])
     outa, outg = out[:m], out[buf:buf + m]
     # zero-atom cross terms below the output window are dropped (lower law)
     za = A.q0 * B.a + B.q0 * A.a
@@ -317,34 +389,38 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o):
     outg = outg.at[idx].add(zg, mode="drop")
     return LowerLaw(outa, outg, A.q0 * B.q0)
 
-  return step, finish, jnp.zeros(2 * buf)
+  lows = [A.a[:n], A.g[:n]] + ([] if symmetric else [B.a[:n], B.g[:n]])
+  return step, finish, jnp.zeros(2 * buf), lows
 
 
-def _lower_exact(pairs, D, n: int, pieces: int):   # fine O(n^2) kernel: ([P + R], o)
-  kap, _ = tables(D, n)
-  return _run_loops([_lower_parts(P, R, D, n, s, kap, kap[n - 1]) for P, R, s in pairs], n,
-                    pieces), kap[n - 1]
+def _lower_exact(pairs, D, n: int, pieces: int, far: bool = True):   # fine kernel: ([P + R], o)
+  kap, om = tables(D, n)
+  d_lo = band_limits(kap, om, n)[1] if far else None
+  return _run_loops([_lower_parts(P, R, D, n, s, kap, kap[n - 1], d_lo) for P, R, s in pairs],
+                    n, pieces, d_lo, D), kap[n - 1]
 
 
 def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, pieces: int = 1,
-               coarsen: int | None = None):
+               coarsen: int | None = None, far: bool = True):
   """Barycentric sum of two lower laws on the same n-cell window.
 
   Atoms mu_i = x_i f_i, f = g / a in [1, r). A pair (i, i+d) with sum s is
   accumulated (mass and exact moment) in cell h + kappa(d) + [s >= x_{h+k+1}];
   any grouping with exact moments is a mean-preserving contraction. ``pieces``:
   as in :func:`conv_upper`; ``coarsen`` (static): the sum runs on a lattice that
-  many times coarser (:mod:`._lower_coarse`; None: its default; 1: exact O(n^2)).
+  many times coarser (:mod:`._lower_coarse`; None: its default; 1: full
+  resolution); ``far`` (static): the far field (kappa = 0) grouped per high cell
+  by :func:`far_lower`; False: every pair by the cell rule (the O(n^2) oracle).
   """
-  ex = lambda p, D, n: _lower_exact(p, D, n, pieces)
+  ex = lambda p, D, n: _lower_exact(p, D, n, pieces, far)
   (S,), o = lc.coarse_sums(ex, [(A, B, symmetric)], D, n, out_size(n), coarsen)
   return S, o
 
 
 def conv_lower_pair(X: LowerLaw, A: LowerLaw, B: LowerLaw, D, n: int, pieces: int = 1,
-                    coarsen: int | None = None):
+                    coarsen: int | None = None, far: bool = True):
   """``(X + X, A + B, o)`` in one set of diagonal loops (see conv_upper_pair)."""
-  ex = lambda p, D, n: _lower_exact(p, D, n, pieces)
+  ex = lambda p, D, n: _lower_exact(p, D, n, pieces, far)
   (S, C), o = lc.coarse_sums(ex, [(X, X, True), (A, B, False)], D, n, out_size(n), coarsen)
   return S, C, o
 
@@ -385,7 +461,7 @@ def _regrid_both(regrid, A, LA, B, LB, jl, D2, n):   # (regrid(A), regrid(B)), o
 #: 2 saves a quarter of the lower sums' work but compiled the laws about 1 s
 #: (CPU) slower (8-9 s against 7-8 s, 2 cores, 2026-11-25); 1 keeps the cold start.
 PIECES = 1
-METHODS = ("fast", "reference")
+METHODS = ("fast", "loop", "reference")
 
 
 def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast"):
@@ -398,22 +474,25 @@ def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast"):
 
   ``method`` (static): "fast" runs ``X + X`` through the symmetric kernel
   (one orientation, doubled: ``2 p`` is exactly ``p + p``) and ``A2 + B2``
-  through the asymmetric one, one after the other, each with the diagonal
-  loop in ``PIECES`` pieces; "reference" (the O(n^2) oracle kept for the
-  tests) runs both as asymmetric sums in one vmapped call. The two give
-  bit-for-bit the same laws (products commute, ``x + y`` is ``y + x``, and
-  the dropped padding adds exact zeros); "fast" does about half the
-  floating-point work (CPU, n = 1024, one level: the vmapped pair ran about
-  twice the time of the two sums in one loop set).
+  through the asymmetric one in one set of diagonal loops over the near band,
+  the far field by :mod:`._far_field` (upper masses equal to the loop's up to
+  re-association, ~1e-15 relative a level; the lower another exact-moment
+  grouping: same mass and first moment); "loop" is "fast" with every diagonal
+  in the loop (static trip count: for callers that vmap lanes, where a traced
+  per-lane trip count turns the loop's slices into gathers); "reference" (the
+  O(n^2) oracle kept for the tests) runs both as asymmetric sums over every
+  diagonal in one vmapped call ("loop" and "reference" give bit-for-bit the
+  same lower laws: products commute, ``x + y`` is ``y + x``, the dropped
+  padding adds exact zeros).
   """
   X = _pick(bit, A2, B2)
   if method == "reference":
-    C, o = jax.vmap(lambda P, R: conv(P, R, D2, n, False), out_axes=(0, None))(
+    C, o = jax.vmap(lambda P, R: conv(P, R, D2, n, False, far=False), out_axes=(0, None))(
         _stack(A2, X), _stack(B2, X))
     C1, C0 = _unstack(C)          # C1 = A2 + B2, C0 = X + X
-  elif method == "fast":
+  elif method in ("fast", "loop"):
     pair = conv_upper_pair if conv is conv_upper else conv_lower_pair
-    C0, C1, o = pair(X, A2, B2, D2, n, PIECES)
+    C0, C1, o = pair(X, A2, B2, D2, n, PIECES, far=method == "fast")
   else:
     raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
   An = _pick(first.astype(jnp.int32), _pick(bit, C0, C1), A2m)
@@ -431,8 +510,9 @@ def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step,
   S_{a+1} + S_{a+1}). Both sums of a level run as one batched kernel.
   Returns (law, lattice, eta): eta bounds the accumulated log-position
   rounding error of the atoms (see pld module docstring).
-  ``method`` (static): "fast" (default) or "reference", the O(n^2) oracle
-  kept for the tests; bit-for-bit the same law (see :func:`_combine_level`).
+  ``method`` (static): "fast" (default: near band + far field), "loop" (every
+  diagonal in the loop) or "reference", the O(n^2) oracle kept for the tests
+  (see :func:`_combine_level`).
   """
   t = jnp.asarray(t, jnp.int32)
   nb = _nbits(t)
@@ -455,6 +535,7 @@ def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step,
     LBn = Lattice(L2.u_ref, D2, o)
     # log-position rounding of this level (regrid offsets, lattice origin, kernel)
     ledger = ledger + 4 * _EPS * (4.0 + jnp.abs(L2.u_ref) + 2.5 * n * (LA.step + D2))
+    ledger = ledger + _EPS * far_ulps(n)[1]   # far-field barycentres (far_lower)
     return j + 1, An, LAn, Bn, LBn, ledger
 
   def cond(carry):

@@ -11,11 +11,18 @@ constructions are the same, step for step:
 * the level logic (binary powering along the bits of t, ``(S_a, S_{a+1})``
   carried, the float ledger ``eta``) mirrors :func:`._sum_law.sum_law_upper`
   and :func:`._sum_law.sum_law_lower` line by line, in Python control flow;
-* the O(n^2) pairwise sums keep the mean-preserving split (upper) and the
+* the pairwise sums keep the mean-preserving split (upper) and the
   barycentric cell rule (lower) of :func:`._sum_law.conv_upper` and
-  :func:`._sum_law.conv_lower`: their per-diagonal products are formed at once
-  as (n, n) arrays (row d: the pairs (i, i + d)), and the rows are accumulated
-  into the output one diagonal after another, in the jitted loop's order.
+  :func:`._sum_law.conv_lower`: the near band's per-diagonal products
+  (diagonals d < d_band, :func:`._far_field.band_limits`) are formed at once as
+  (d_band, n) arrays (row d: the pairs (i, i + d)) and accumulated into the
+  output one diagonal after another, in the jitted loop's order; then the far
+  field (d >= d_band) by the same functions as the jitted kernel
+  (:func:`._far_field.far_upper`, :func:`._far_field.far_lower`: prefix sums and a
+  geometric filter by recursive doubling, here a Python loop of ceil(log2 n)
+  NumPy steps), added in the jitted kernel's order; then the zero atoms.
+  O(n d_band + n log n) a level where the lattice spans enough (small sigma),
+  O(n^2) otherwise; the float ledger of the far field is in :mod:`._far_field`.
 
 So each output cell receives the same terms in the same order as in the
 jitted loop, and the laws agree to rounding: the libraries' ``exp``/``log``
@@ -39,6 +46,7 @@ from jaxacct._core.namespace import HOST
 from jaxacct.allocation import _lower_coarse as lc
 from jaxacct.allocation._regrid import (new_step, regrid_lower, regrid_upper, tables,
                                         window_lower, window_upper)
+from jaxacct.allocation._far_field import band_limits, far_lower, far_ulps, far_upper
 from jaxacct.allocation._sum_law import Lattice, LowerLaw, UpperLaw, out_size
 
 _EPS = float(np.finfo(np.float64).eps)
@@ -74,9 +82,19 @@ def _layout(n: int):
   return blocks, static, np.concatenate(counts), off
 
 
-def _index(kap, o, n):
+def _index(kap, o, n, band):
+  """Output index of every flattened weight of the diagonals d < band (blocks
+  are laid out one after another, so those weights are a prefix of the
+  layout); returns ``(blocks, index, length)``, blocks cut at ``band``."""
   blocks, static, counts, _ = _layout(n)
-  return static + np.repeat(kap.astype(np.int64) - o, counts)
+  cut, size = [], 0
+  for d0, d1, L, off in blocks:
+    if d0 >= band:
+      break
+    d1 = min(d1, band)
+    cut.append((d0, d1, L, off))
+    size = off + 2 * L * (d1 - d0)
+  return cut, static[:size] + np.repeat(kap[:band].astype(np.int64) - o, counts[:band]), size
 
 
 def _shifted(x, n, fill, d0, d1, L):
@@ -97,15 +115,16 @@ def _finish_upper(P, R, res, D, n, o):
   return UpperLaw(res, q0, P.minf + R.minf)
 
 
-def conv_upper_host(pairs, D, n: int):
+def conv_upper_host(pairs, D, n: int, far: bool = True):
   """NumPy twin of :func:`._sum_law.conv_upper` / ``conv_upper_pair``: the sums
   ``P + R`` of ``pairs`` ``[(P, R, symmetric)]`` (same split, same order per
-  output cell); returns ``([sums], o)``."""
+  output cell: the near band's diagonals, then the far field, then the zero
+  atoms); returns ``([sums], o)``."""
   kap, om = tables(D, n, HOST)
   o = int(kap[n - 1])
   m = out_size(n)
-  blocks, _, _, total = _layout(n)
-  idx = _index(kap, o, n)
+  band = int(band_limits(kap, om, n, HOST)[0]) if far else n
+  blocks, idx, total = _index(kap, o, n, band)
   ww = np.stack([1.0 - om, om], axis=1)[:, :, None]          # (n, 2, 1)
   ww2 = ww * np.where(np.arange(n) > 0, 2.0, 1.0)[:, None, None]   # exact doubling
   sums = []
@@ -119,6 +138,15 @@ def conv_upper_host(pairs, D, n: int):
       w = (ww2 if sym else ww)[d0:d1]
       np.multiply(v[:, None, :], w, out=flat[off:off + 2 * L * (d1 - d0)].reshape(-1, 2, L))
     res = np.bincount(idx, flat, minlength=m)[:m]
+    if band < n:   # far field (o = 0): as _sum_law._upper_parts' finish
+      c0, c1 = far_upper(P.p, R.p, D, band, n, HOST)
+      if sym:
+        c0, c1 = 2.0 * c0, 2.0 * c1
+      else:
+        e0, e1 = far_upper(R.p, P.p, D, band, n, HOST)
+        c0, c1 = c0 + e0, c1 + e1
+      res[:n] += c0
+      res[1:n + 1] += c1
     sums.append(_finish_upper(P, R, res, D, n, o))
   return sums, o
 
@@ -135,14 +163,15 @@ def _split_into(wa, wg, mass, s_rel, rk, eD):
   wg[:, 1] /= eD
 
 
-def _lower_exact(pairs, D, n: int):
+def _lower_exact(pairs, D, n: int, far: bool = True):
   """NumPy twin of the fine lower kernel of :func:`._sum_law.conv_lower_pair`
-  (``([P + R], o)``, same barycentric cells, same order per output cell)."""
-  kap, _ = tables(D, n, HOST)
+  (``([P + R], o)``, same barycentric cells, same order per output cell; the
+  far field grouped per high cell as :func:`._far_field.far_lower`)."""
+  kap, om = tables(D, n, HOST)
   o = int(kap[n - 1])
   m = out_size(n)
-  blocks, _, _, total = _layout(n)
-  idx = _index(kap, o, n)
+  band = int(band_limits(kap, om, n, HOST)[1]) if far else n
+  blocks, idx, total = _index(kap, o, n, band)
   fr = lambda X: np.where(X.a > 0, X.g / np.where(X.a > 0, X.a, 1.0), 1.0)
   eD = np.exp(D)
   d = np.arange(n)
@@ -173,6 +202,16 @@ def _lower_exact(pairs, D, n: int):
         wg[first:] += hg[first:]
     outa = np.bincount(idx, fa, minlength=m)[:m]
     outg = np.bincount(idx, fg, minlength=m)[:m]
+    if band < n:   # far field (o = 0): as _sum_law._lower_parts' finish
+      c = far_lower(P, R, D, band, n, HOST)
+      if sym:
+        c = tuple(2.0 * x for x in c)
+      else:
+        c = tuple(x + y for x, y in zip(c, far_lower(R, P, D, band, n, HOST)))
+      outa[:n] += c[0]
+      outa[1:n + 1] += c[2]
+      outg[:n] += c[1]
+      outg[1:n + 1] += c[3]
     outa[(i - o)[keep]] += (P.q0 * R.a[:n] + R.q0 * P.a[:n])[keep]
     outg[(i - o)[keep]] += (P.q0 * R.g[:n] + R.q0 * P.g[:n])[keep]
     sums.append(LowerLaw(outa, outg, P.q0 * R.q0))
@@ -224,6 +263,7 @@ def _powering(law, lat, t, n, tail, min_step, *, upper):
     A, B, o = _level_sums(conv, A2, B2, grow(A2), D2, n, bit, first)
     # log-position rounding of this level (as in _sum_law.sum_law_upper)
     ledger = ledger + 4 * _EPS * (4.0 + np.abs(u0) + 2.5 * n * (LA.step + D2))
+    ledger = ledger + _EPS * far_ulps(n)[1]   # far-field barycentres (far_lower)
     LA = Lattice(u0, D2, 0 if first else o)
     LB = Lattice(u0, D2, o)
   return A, LA, ledger
