@@ -226,3 +226,104 @@ def lines_min(b, mu, x, ns):
     return bt[pick] + mu[pick] * x
 
   return ns.map_rows(row, b)
+
+
+# ----------------------------------------------------------------------------
+# atoms on a lattice (allocation laws): log-MGFs and the certified composition
+# ----------------------------------------------------------------------------
+
+_NFOLD = 64                 # coarse positions of the fold (aliasing) bounds
+
+
+def finite_atoms(logw, pos, xp):
+  """On the host, the atoms of positive mass only (the others add exact zeros)."""
+  if xp is np and logw.ndim == 1:
+    keep = np.isfinite(logw)
+    if keep.any():
+      return logw[keep], pos[keep]
+  return logw, pos
+
+
+def lmgf(logw, pos, mu, xp):
+  """log sum_i exp(logw_i + mu_g pos_i) for every mu_g (-inf if empty)."""
+  logw, pos = finite_atoms(logw, pos, xp)
+  z = logw[None, :] + mu[:, None] * pos[None, :]
+  mx = xp.max(z, axis=1)
+  mxs = xp.where(xp.isfinite(mx), mx, 0.0)
+  return xp.log(xp.sum(xp.exp(z - mxs[:, None]), axis=1)) + mxs
+
+
+def moments(logw, pos, mu, xp):
+  """log M(mu), tilted mean and variance of the positions, for every mu_g."""
+  logw, pos = finite_atoms(logw, pos, xp)
+  z = logw[None, :] + mu[:, None] * pos[None, :]
+  mx = xp.max(z, axis=1)
+  mxs = xp.where(xp.isfinite(mx), mx, 0.0)
+  e = xp.exp(z - mxs[:, None])
+  tot = xp.sum(e, axis=1)
+  p = e / xp.where(tot > 0, tot, 1.0)[:, None]
+  mean = xp.sum(p * pos[None, :], axis=1)
+  var = xp.sum(p * (pos[None, :] - mean[:, None]) ** 2, axis=1)
+  return xp.log(tot) + mxs, mean, var
+
+
+def cmul(c, v, xp):
+  """c * v with 0 * (+-inf) = 0 (a block that is absent)."""
+  return xp.where(c > 0, c * xp.where(xp.isfinite(v), v, 0.0) + xp.where(
+      xp.isfinite(v), 0.0, v), 0.0)
+
+
+def compose_atoms(blocks, counts, h, m, N, muk, c_tot, mu, ns):
+  """Composed values and certified error bounds of one lattice law.
+
+  blocks: [(idx, logmass)] per input (atoms at ``idx * h``); counts: matching
+  traced counts; the window is ``[m h, (m + N - 1) h]``; muk: tilt exponents
+  (mu = 0 is the plain FFT); mu: the Chernoff grid; c_tot: the total count.
+  Returns (value, err_total, err_fft) on the window (N,) and K, the composed
+  log-MGF on the mu grid. A block with count 0 adds exact zeros (and
+  spectrum 1) and no error terms. The folded mass ``A`` is read from Chernoff
+  bounds at ``_NFOLD + 1`` coarse positions (the nearest on the safe side).
+  """
+  xp = ns.xp
+  pos = [b[0].astype(xp.float64) * h for b in blocks]
+  L = [lmgf(b[1], p, mu, xp) for b, p in zip(blocks, pos)]          # (G,) each
+  K = sum(cmul(c, l, xp) for c, l in zip(counts, L))                 # composed
+  Kf = xp.where(xp.isfinite(K), K, xp.inf)
+  Lk = [lmgf(b[1], p, muk, xp) for b, p in zip(blocks, pos)]        # (T,) each, exact
+  Kk = sum(cmul(c, l, xp) for c, l in zip(counts, Lk))
+  maxpos = sum(xp.where(c > 0, xp.max(xp.where(xp.isfinite(b[1]), xp.abs(p), 0.0)), 0.0)
+               for b, p, c in zip(blocks, pos, counts))
+  maxlm = 0.0
+  rings = []
+  for (idx, lw), p, l, c in zip(blocks, pos, Lk, counts):
+    lk = xp.where(xp.isfinite(l), l, 0.0)
+    maxlm = xp.maximum(maxlm, xp.where(c > 0, xp.max(xp.abs(lk)), 0.0))
+    v = xp.exp(xp.minimum(lw[None, :] + muk[:, None] * p[None, :] - lk[:, None], 0.0))
+    rings.append(ring(idx, v, N, ns))                                # (T+1, N)
+  y = convolve_powers(rings, counts, N, xp)                          # (T+1, N)
+  s = m + xp.arange(N, dtype=xp.int64)
+  y = y[:, xp.mod(s, N)]
+  sh = s.astype(xp.float64) * h
+  logf = xp.where(xp.isfinite(Kk), Kk, -xp.inf)[:, None] - muk[:, None] * sh[None, :]
+  # Tilted mass folded into point s: from above, P_tilt(L >= (s + N) h); from
+  # below, P_tilt(L <= (s - N) h) (all folds j >= 1 included). Chernoff bounds
+  # of the tilted law, evaluated on _NFOLD coarse positions and read at the
+  # nearest position on the safe side (the tails are monotone).
+  span = N * h
+  q = xp.arange(_NFOLD + 1, dtype=xp.float64) * (span / _NFOLD)
+  y_hi = (m + N).astype(xp.float64) * h + q            # >= top of the window
+  y_lo = (m - N).astype(xp.float64) * h + q            # <= (m - 1) h
+  dK = Kf[None, :] - Kk[:, None]                        # (T+1, G)
+  dmu = mu[None, :] - muk[:, None]
+  c_hi = xp.min(xp.where((dmu > 0)[:, :, None], dK[:, :, None] - dmu[:, :, None]
+                           * y_hi[None, None, :], xp.inf), axis=1)          # (T+1, Q+1)
+  c_lo = xp.min(xp.where((dmu < 0)[:, :, None], dK[:, :, None] - dmu[:, :, None]
+                           * y_lo[None, None, :], xp.inf), axis=1)
+  jj = xp.arange(N)
+  i_hi = xp.clip(xp.floor(jj * (_NFOLD / N)).astype(xp.int32), 0, _NFOLD)      # y_i <= y
+  i_lo = xp.clip(xp.ceil(jj * (_NFOLD / N)).astype(xp.int32), 0, _NFOLD)       # y_i >= y
+  log_alias = xp.minimum(xp.logaddexp(c_hi[:, i_hi], c_lo[:, i_lo]), 0.0)       # (T+1, N)
+  rel = exp_rounding(c_tot, muk, maxpos, maxlm, Kk, muk[:, None] * sh[None, :], xp)
+  val, e_tot, e_fft = pick_least_error(y, logf, log_fft_bound(c_tot, N, xp), log_alias, rel,
+                                       xp)
+  return val, e_tot, e_fft, K
