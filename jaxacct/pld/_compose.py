@@ -54,8 +54,9 @@ def _upper_tail_bound(up_rel, lam, gap, xp):
   """Chernoff bound on P(relative composed loss >= x).
 
   ``up_rel`` is the composed log-MGF relative to the top atom index ``J``
-  (see :func:`jaxacct._core.tilted_fft.log_mgf_lattice`) and ``gap = (J - x / step) * step`` (exact
-  from integers), so ``up - lam x = up_rel + lam * gap`` without cancellation.
+  (see :func:`jaxacct._core.tilted_fft.log_mgf_lattice`) and
+  ``gap = (J - x / step) * step`` (exact from integers), so
+  ``up - lam x = up_rel + lam * gap`` without cancellation.
   """
   return xp.minimum(xp.exp(xp.min(up_rel + lam * gap)), 1.0)
 
