@@ -62,7 +62,8 @@ defect); the three are bounded by Chernoff bounds of the discretised laws.
 Lower: folded mass is treated as error (below).
 
 A float64 FFT has absolute error ~ c * 1e-16 at every point, which swamps
-tail masses. As in :mod:`jaxacct.pld._compose`, the composition is also run on
+tail masses. As in :mod:`jaxacct.pld._compose` (one engine:
+:mod:`jaxacct._core.tilted_fft`), the composition is also run on
 exponentially tilted inputs w x^mu / M(mu) (one tilt per target position,
 spread over the window, plus the plain one) and untilted by
 exp(K(mu) - mu s h); each point keeps the tilt with the smallest error bound
@@ -103,6 +104,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core.namespace import JAX
+from jaxacct._core.tilted_fft import cmul as _cmul, compose_atoms as _compose_law
+from jaxacct._core.tilted_fft import lmgf as _lmgf, moments as _moments
 
 from jaxacct._core.dtype import require_x64
 from jaxacct.allocation._pld_laws import EPS64, FinalLaws
@@ -123,7 +126,6 @@ _G1 = int(np.argmin(np.abs(_MU - 1.0)))
 # small lattice (measured: 3.25 -> 0.62 ms per lane for the window at t = 234).
 _MU_SWEEP = np.unique(np.concatenate([np.sinh(np.linspace(-math.asinh(1e4), math.asinh(1e4),
                                                           95)), [0.0, 1.0]]))
-_NFOLD = 64                 # coarse positions of the fold (aliasing) bounds
 CUT_EPS = 1e-5              # round tail cuts, eps queries (x delta / (k E))
 CUT_DELTA = 1e-9            # round tail cuts, delta queries (x Chernoff bound / (k E))
 
@@ -154,44 +156,10 @@ def _safe_log(x, xp=jnp):
   return xp.where(x > 0, xp.log(xp.where(x > 0, x, 1.0)), -xp.inf)
 
 
-def _finite_atoms(logw, pos, xp):
-  """On the host, the atoms of positive mass only (the others add exact zeros)."""
-  if xp is np and logw.ndim == 1:
-    keep = np.isfinite(logw)
-    if keep.any():
-      return logw[keep], pos[keep]
-  return logw, pos
-
-
-def _lmgf(logw, pos, mu, xp=jnp):
-  """log sum_i exp(logw_i + mu_g pos_i) for every mu_g (-inf if empty)."""
-  logw, pos = _finite_atoms(logw, pos, xp)
-  z = logw[None, :] + mu[:, None] * pos[None, :]
-  mx = xp.max(z, axis=1)
-  mxs = xp.where(xp.isfinite(mx), mx, 0.0)
-  return xp.log(xp.sum(xp.exp(z - mxs[:, None]), axis=1)) + mxs
-
-
-def _cmul(c, v, xp=jnp):
-  """c * v with 0 * (+-inf) = 0 (a block that is absent)."""
-  return xp.where(c > 0, c * xp.where(xp.isfinite(v), v, 0.0) + xp.where(
-      xp.isfinite(v), 0.0, v), 0.0)
-
-
 def _expdiff(a, b, xp=jnp):
   """exp(a) - exp(b) for a >= b (log inputs; -inf allowed), >= 0."""
   a = xp.maximum(a, b)
   return xp.where(a > -xp.inf, xp.exp(a) * -xp.expm1(xp.minimum(b - a, 0.0)), 0.0)
-
-
-def _cpow(z, c, xp=jnp):
-  """z**c (|z| <= 1, c >= 0 traced) in polar form; z**0 = 1."""
-  mag = xp.abs(z)
-  lm = xp.where(mag > 0, c * xp.log(xp.where(mag > 0, mag, 1.0)), -xp.inf)
-  ph = c * xp.angle(z)
-  r = xp.where(c > 0, xp.exp(lm), 1.0)
-  ph = xp.where(c > 0, ph, 0.0)
-  return r * xp.cos(ph) + 1j * (r * xp.sin(ph))
 
 
 def truncate_round(F: FinalLaws, tau_hi, tau_lo, ns=JAX) -> FinalLaws:
@@ -257,83 +225,6 @@ def _lower_atoms(F: FinalLaws, h, xp=jnp):
   lp = xp.where(ok, lw + loss, -xp.inf)
   mx = xp.max(xp.where(ok, xp.abs(loss), 0.0))
   return idx, lw, lp, mx
-
-
-def _compose_law(blocks, counts, h, m, N, muk, c_tot, mu, ns=JAX):
-  """Composed values and error bounds of one lattice law.
-
-  blocks: [(idx, logmass)] per round type; counts: matching traced counts;
-  muk: tilt exponents (mu = 0 is the plain FFT); mu: the Chernoff grid.
-  Returns (value, err_total, err_fft, K) on the window (N,) and K on the mu grid.
-  A block with count 0 adds exact zeros (and spectrum 1) and no error terms.
-  """
-  xp = ns.xp
-  pos = [b[0].astype(xp.float64) * h for b in blocks]
-  L = [_lmgf(b[1], p, mu, xp) for b, p in zip(blocks, pos)]        # (G,) each
-  K = sum(_cmul(c, l, xp) for c, l in zip(counts, L))                # composed
-  Kf = xp.where(xp.isfinite(K), K, xp.inf)
-  Lk = [_lmgf(b[1], p, muk, xp) for b, p in zip(blocks, pos)]      # (T,) each, exact
-  Kk = sum(_cmul(c, l, xp) for c, l in zip(counts, Lk))
-  spec = None
-  maxpos = sum(xp.where(c > 0, xp.max(xp.where(xp.isfinite(b[1]), xp.abs(p), 0.0)), 0.0)
-               for b, p, c in zip(blocks, pos, counts))
-  maxlm = 0.0
-  for (idx, lw), p, l, c in zip(blocks, pos, Lk, counts):
-    lk = xp.where(xp.isfinite(l), l, 0.0)
-    maxlm = xp.maximum(maxlm, xp.where(c > 0, xp.max(xp.abs(lk)), 0.0))
-    v = xp.exp(xp.minimum(lw[None, :] + muk[:, None] * p[None, :] - lk[:, None], 0.0))
-    r = xp.mod(idx, N)
-    ring = ns.map_rows(lambda vv: ns.add_at(xp.zeros(N), r, vv), v)  # (T+1, N)
-    f = _cpow(xp.fft.rfft(ring, axis=-1), c, xp)
-    spec = f if spec is None else spec * f
-  y = xp.fft.irfft(spec, N, axis=-1)                                # (T+1, N)
-  s = m + xp.arange(N, dtype=xp.int64)
-  y = y[:, xp.mod(s, N)]
-  sh = s.astype(xp.float64) * h
-  logf = xp.where(xp.isfinite(Kk), Kk, -xp.inf)[:, None] - muk[:, None] * sh[None, :]
-  val = y * xp.exp(xp.minimum(logf, 700.0))
-  # Tilted mass folded into point s: from above, P_tilt(L >= (s + N) h); from
-  # below, P_tilt(L <= (s - N) h) (all folds j >= 1 included). Chernoff bounds
-  # of the tilted law, evaluated on _NFOLD coarse positions and read at the
-  # nearest position on the safe side (the tails are monotone).
-  span = N * h
-  q = xp.arange(_NFOLD + 1, dtype=xp.float64) * (span / _NFOLD)
-  y_hi = (m + N).astype(xp.float64) * h + q            # >= top of the window
-  y_lo = (m - N).astype(xp.float64) * h + q            # <= (m - 1) h
-  dK = Kf[None, :] - Kk[:, None]                        # (T+1, G)
-  dmu = mu[None, :] - muk[:, None]
-  c_hi = xp.min(xp.where((dmu > 0)[:, :, None], dK[:, :, None] - dmu[:, :, None]
-                           * y_hi[None, None, :], xp.inf), axis=1)          # (T+1, Q+1)
-  c_lo = xp.min(xp.where((dmu < 0)[:, :, None], dK[:, :, None] - dmu[:, :, None]
-                           * y_lo[None, None, :], xp.inf), axis=1)
-  jj = xp.arange(N)
-  i_hi = xp.clip(xp.floor(jj * (_NFOLD / N)).astype(xp.int32), 0, _NFOLD)      # y_i <= y
-  i_lo = xp.clip(xp.ceil(jj * (_NFOLD / N)).astype(xp.int32), 0, _NFOLD)       # y_i >= y
-  log_alias = xp.minimum(xp.logaddexp(c_hi[:, i_hi], c_lo[:, i_lo]), 0.0)       # (T+1, N)
-  log_fft = math.log(32 * _U) + xp.log((c_tot + 1.0) * (math.log2(N) + 1.0))
-  rr = 4 * _U * (c_tot * (2.0 + xp.abs(muk) * maxpos + maxlm)
-                 + xp.abs(xp.where(xp.isfinite(Kk), Kk, 0.0)) + 4.0)
-  rel = rr[:, None] + 4 * _U * xp.abs(muk[:, None] * sh[None, :])
-  e_fft = xp.exp(xp.minimum(logf + log_fft, 700.0)) + xp.abs(val) * rel
-  e_tot = xp.exp(xp.minimum(logf + xp.logaddexp(log_fft, log_alias), 700.0)) \
-      + xp.abs(val) * rel
-  pick = xp.argmin(e_tot, axis=0)
-  take = lambda a: xp.take_along_axis(a, pick[None, :], axis=0)[0]
-  return take(val), take(e_tot), take(e_fft), K
-
-
-def _moments(logw, pos, mu, xp=jnp):
-  """log M(mu), tilted mean and variance of the positions, for every mu_g."""
-  logw, pos = _finite_atoms(logw, pos, xp)
-  z = logw[None, :] + mu[:, None] * pos[None, :]
-  mx = xp.max(z, axis=1)
-  mxs = xp.where(xp.isfinite(mx), mx, 0.0)
-  e = xp.exp(z - mxs[:, None])
-  tot = xp.sum(e, axis=1)
-  p = e / xp.where(tot > 0, tot, 1.0)[:, None]
-  mean = xp.sum(p * pos[None, :], axis=1)
-  var = xp.sum(p * (pos[None, :] - mean[:, None]) ** 2, axis=1)
-  return xp.log(tot) + mxs, mean, var
 
 
 def _window(Fs, cs, log_tau, N, xp=jnp, mu=None):

@@ -1,6 +1,8 @@
 r"""FFT composition of PLDs, with exponential tilts against round-off.
 
-See :func:`compose_many` for the method and its error control, and
+See :func:`compose_many` for the method and its error control,
+:mod:`jaxacct._core.tilted_fft` for the engine (rings, powers, tilts, the
+per-point pick) shared with the allocation composition, and
 :mod:`jaxacct.pld._core` for the representation.
 """
 
@@ -12,7 +14,7 @@ from typing import Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core import checks
+from jaxacct._core import checks, tilted_fft
 from jaxacct._core.dtype import dispatch, host_scalar, require_x64, static_size, x64_boundary
 from jaxacct._core.namespace import JAX, host_call, kernel_arg
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, device_array, fast_len
@@ -24,65 +26,10 @@ _LAMBDAS = np.geomspace(1e-3, 1e9, 97)
 _TILT_FRACTIONS = (0.0, 0.3, 0.55, 0.8)
 
 
-
-
-_MGF_BLOCK = 256
-
-
-def _log_mgf_rel(probs, step, lams, ref, ns):
-  """log sum_j p_j exp(lam (j - ref) step) for each lam: the log-MGF shifted by ``lam ref step``.
-
-  ``log M(lam) = lam * ref * step + _log_mgf_rel(...)`` exactly (``ref = 0``:
-  the plain log-MGF of the relative losses ``j * step``).  Evaluated as
-  ``lam (base - ref) step + log S(lam)``, ``base`` the top atom for lam >= 0
-  (the bottom atom for lam < 0) and
-  ``S(lam) = sum_d p_{base -+ d} e^{-|lam| d step}``: a sum of positive terms
-  whose factors are all <= 1 (no overflow; ``S >= p_base > 0``), so it keeps
-  relative accuracy at large lam, where ``log M(lam)`` itself is
-  ~``lam * ref * step`` (1e9 and more) and its ulp (1e-7) would swamp
-  ``log p_ref`` (issue 20).  With ``d = b B + r`` (blocks of ``B = 256``)
-  ``e^{-|lam| d h} = e^{-|lam| b B h} e^{-|lam| r h}``, so S for every lam
-  is one matrix product plus ``(N/B + B) * len(lams)`` exponentials (not
-  ``N * len(lams)``): the cost of a scalar question on the host.
-  """
-  xp = ns.xp
-  n = probs.shape[0]
-  idx = xp.arange(n)
-  pos = probs > 0
-  top = xp.max(xp.where(pos, idx, 0))
-  bot = xp.min(xp.where(pos, idx, n - 1))
-  nb = -(-n // _MGF_BLOCK)
-  d = xp.arange(nb * _MGF_BLOCK)
-
-  def masses(src):  # P-mass at index src (0 outside the grid), as (nb, B) blocks
-    ok = (src >= 0) & (src < n)
-    return xp.where(ok, probs[xp.clip(src, 0, n - 1)], 0.0).reshape(nb, _MGF_BLOCK)
-
-  a = xp.abs(lams)
-  e_r = xp.exp(-(xp.arange(_MGF_BLOCK, dtype=xp.float64) * step)[:, None] * a[None, :])
-  e_b = xp.exp(-a[:, None] * (xp.arange(nb, dtype=xp.float64) * (_MGF_BLOCK * step))[None, :])
-  # (einsum, not BLAS: NumPy's own loop, no thread start-up for a small product)
-  s_dn = xp.einsum("lb,bl->l", e_b, xp.einsum("br,rl->bl", masses(top - d), e_r))
-  s_up = xp.einsum("lb,bl->l", e_b, xp.einsum("br,rl->bl", masses(bot + d), e_r))
-  up = lams >= 0
-  base = xp.where(up, top, bot)
-  s = xp.where(up, s_dn, s_up)
-  return xp.log(s) + lams * ((base - ref).astype(xp.float64) * step)
-
-
-def _wrap(x, n_out, xp):
-  """Rows of ``x`` (R, n) aliased (summed circularly) onto length ``n_out``."""
-  n = x.shape[-1]
-  if n <= n_out:
-    return xp.pad(x, ((0, 0), (0, n_out - n)))
-  reps = -(-n // n_out)
-  return xp.pad(x, ((0, 0), (0, reps * n_out - n))).reshape(x.shape[0], reps, n_out).sum(1)
-
-
 def _window(probs_list, counts, step, tail_mass, ns):
   """Chernoff-bounded index range [lo, hi] of the composed relative sum."""
   lam = ns.xp.asarray(_LAMBDAS, ns.xp.float64)
-  both = sum(c * _log_mgf_rel(p, step, ns.xp.concatenate([lam, -lam]), 0, ns)
+  both = sum(c * tilted_fft.log_mgf_lattice(p, step, ns.xp.concatenate([lam, -lam]), 0, ns)
              for p, c in zip(probs_list, counts))
   up, dn = both[:lam.shape[0]], both[lam.shape[0]:]
   lt = math.log(tail_mass)
@@ -107,52 +54,11 @@ def _upper_tail_bound(up_rel, lam, gap, xp):
   """Chernoff bound on P(relative composed loss >= x).
 
   ``up_rel`` is the composed log-MGF relative to the top atom index ``J``
-  (see :func:`_log_mgf_rel`) and ``gap = (J - x / step) * step`` (exact
-  from integers), so ``up - lam x = up_rel + lam * gap`` without cancellation.
+  (see :func:`jaxacct._core.tilted_fft.log_mgf_lattice`) and
+  ``gap = (J - x / step) * step`` (exact from integers), so
+  ``up - lam x = up_rel + lam * gap`` without cancellation.
   """
   return xp.minimum(xp.exp(xp.min(up_rel + lam * gap)), 1.0)
-
-
-def _cpow(z, c, xp):
-  """z**c for complex z and a (traced) integer count c >= 1, via polar form.
-
-  Relative error ~ c * 1e-16 (as repeated squaring); exact 0 at z = 0.
-  """
-  mag = xp.abs(z)
-  safe = xp.where(mag > 0, mag, 1.0)
-  lmag = xp.where(mag > 0, c * xp.log(safe), -xp.inf)
-  ph = c * xp.angle(z)
-  r = xp.exp(lmag)
-  return r * xp.cos(ph) + 1j * (r * xp.sin(ph))
-
-
-def _lines_min(b, mu, x, ns):
-  """``min_k (b[:, k] + mu[k] * x)`` for every row of ``b`` (T, K) and point of ``x`` (P,).
-
-  ``mu`` strictly increasing. The minimum of lines is their lower envelope:
-  line k is the minimum exactly on ``[L_k, U_k]`` with
-  ``c_kj = (b_k - b_j) / (mu_j - mu_k)``, ``L_k = max_{j>k} c_kj``,
-  ``U_k = min_{j<k} c_kj`` (empty when ``L_k > U_k``), and at ``x`` the
-  minimising line is the one with the largest ``L_k <= x``: one sorted search
-  per row, O(K^2 + P log K) instead of the O(K P) of taking every line.
-  """
-  xp = ns.xp
-  k = mu.shape[0]
-  dm = mu[None, :] - mu[:, None]                       # [k, j] = mu_j - mu_k
-  jk = xp.arange(k)
-  above = jk[None, :] > jk[:, None]                    # j > k
-  below = jk[None, :] < jk[:, None]
-
-  def row(bt):
-    c = (bt[:, None] - bt[None, :]) / xp.where(above | below, dm, 1.0)
-    lo = xp.max(xp.where(above, c, -xp.inf), axis=1)
-    hi = xp.min(xp.where(below, c, xp.inf), axis=1)
-    lo = xp.where(lo <= hi, lo, xp.inf)                # lines never the minimum
-    order = xp.argsort(lo)
-    pick = order[xp.clip(xp.searchsorted(lo[order], x, side="right") - 1, 0, k - 1)]
-    return bt[pick] + mu[pick] * x
-
-  return ns.map_rows(row, b)
 
 
 def _compose_core(probs_list, offsets, infs, step, pessimistic, counts, *,
@@ -191,24 +97,23 @@ def _compose_core(probs_list, offsets, infs, step, pessimistic, counts, *,
   top_j = sum(c * t for t, c in zip(tops, counts_i))  # int64
   top_idx = (m + size - 1).astype(xp.float64)
   total_count = sum(counts)
-  log_fft_err = xp.log(2.2e-16 * xp.maximum(total_count, 1.0))
   mu = lam[::4]
   fr = xp.asarray(_TILT_FRACTIONS, xp.float64)
   targets = (mean_idx + fr * xp.maximum(top_idx - mean_idx, 0.0)) * step
-  up_rel = sum(c * _log_mgf_rel(p, step, lam, t, ns)
+  up_rel = sum(c * tilted_fft.log_mgf_lattice(p, step, lam, t, ns)
                for p, t, c in zip(probs_list, tops, counts))
   up_abs = up_rel + lam * (top_j.astype(xp.float64) * step)
   lam_t = lam[xp.argmin(up_abs[None, :] - lam[None, :] * targets[:, None],
                         axis=1)]
   lam_t = xp.where(fr == 0.0, 0.0, lam_t)  # (T,) tilts, first = plain
   nt = lam_t.shape[0]
-  spec = None
   log_r_tot = xp.zeros(nt, xp.float64)
   up_t = xp.zeros((nt, mu.shape[0]), xp.float64)
   dn_t = xp.zeros((nt, mu.shape[0]), xp.float64)
+  rings = []
   for p, t, c in zip(probs_list, tops, counts):
     # one evaluation for the tilts and the tilted +-mu orders
-    r_all = _log_mgf_rel(p, step, xp.concatenate(
+    r_all = tilted_fft.log_mgf_lattice(p, step, xp.concatenate(
         [lam_t, (lam_t[:, None] + mu).ravel(), (lam_t[:, None] - mu).ravel()]), t, ns)
     log_r = r_all[:nt]
     log_r_tot = log_r_tot + c * log_r
@@ -217,12 +122,10 @@ def _compose_core(probs_list, offsets, infs, step, pessimistic, counts, *,
     j = (xp.arange(p.shape[0]) - t).astype(xp.float64) * step
     pt = p[None, :] * xp.exp(xp.minimum(
         lam_t[:, None] * j[None, :] - log_r[:, None], 700.0))
-    f = xp.fft.rfft(_wrap(pt, size, xp), axis=-1)
-    f = _cpow(f, c, xp)
-    spec = f if spec is None else spec * f
+    rings.append(tilted_fft.wrap(pt, size, xp))
   # (jnp.roll under jit mishandles int64 shifts beyond int32: reduce first)
   shift = xp.mod(-m, size).astype(xp.int32)
-  yt = xp.roll(xp.fft.irfft(spec, size, axis=-1), shift, axis=-1)
+  yt = xp.roll(tilted_fft.convolve_powers(rings, counts, size, xp), shift, axis=-1)
   # Chernoff bounds on the tilted mass outside the window, per grid point:
   # mass above the window lands (circularly) on point i from s >= m+size+i,
   # mass below it on point i from s <= m+i-size.  A per-point bound (not one
@@ -236,17 +139,17 @@ def _compose_core(probs_list, offsets, infs, step, pessimistic, counts, *,
   base_hi = up_t - log_r_tot[:, None]  # (T, M)
   base_lo = dn_t - log_r_tot[:, None]
 
-  log_a_hi = _lines_min(base_hi, mu, gap_hi - pos, ns)
-  log_a_lo = _lines_min(base_lo, mu, gap_lo + pos, ns)
+  log_a_hi = tilted_fft.lines_min(base_hi, mu, gap_hi - pos, ns)
+  log_a_lo = tilted_fft.lines_min(base_lo, mu, gap_lo + pos, ns)
   log_a_hi = xp.where(m + size - 1 >= max_idx, -xp.inf, log_a_hi)
   log_a_lo = xp.where(m <= 0, -xp.inf, log_a_lo)
   log_alias = xp.minimum(xp.logaddexp(log_a_hi, log_a_lo), 0.0)
   s_gap = (top_j - s_idx).astype(xp.float64) * step  # exact: integers
   log_err = log_r_tot[:, None] + lam_t[:, None] * s_gap[None, :]
-  crit = log_err + xp.logaddexp(log_fft_err, log_alias)
-  val = yt * xp.exp(xp.minimum(log_err, 50.0))
-  pick = xp.argmin(crit, axis=0)
-  best_y = xp.take_along_axis(val, pick[None, :], axis=0)[0]
+  # rank by the round-off estimate (see jaxacct._core.tilted_fft: the certified
+  # bound ranks worse here); the pessimistic PLD charges the tails, not this
+  best_y, _, _ = tilted_fft.pick_least_error(
+      yt, log_err, tilted_fft.log_fft_estimate(total_count, xp), log_alias, None, xp)
   y = xp.maximum(best_y, 0.0)
   tail = xp.where(m + size - 1 >= max_idx, 0.0,
                   _upper_tail_bound(up_rel, lam, gap_hi, xp))
@@ -342,7 +245,9 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
   aliases onto that point from outside the window).  All log-MGFs are kept
   relative to each input's top atom (integer offsets), so the untilting
   exponent has no cancellation even at lam ~ 1e9 (issue 20).  This is the
-  Esscher-transform trick (cf. saddlepoint methods); 4 FFT passes.
+  Esscher-transform trick (cf. saddlepoint methods); 4 FFT passes, run by
+  :mod:`jaxacct._core.tilted_fft` (whose docstring says why the tilts are
+  ranked by this estimate and not by its certified bound).
 
   Args:
     plds: sequence of :class:`PLD` on the same ``step`` (else ValueError) and
