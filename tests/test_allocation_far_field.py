@@ -125,10 +125,9 @@ def test_host_laws_with_far_field_match_jitted():
   tests/test_allocation_laws_host.py; lower mass and first moment 1e-12)."""
   n, t, tail = 1024, 100, 1e-12
   for s in (0.35, 0.6):
-    st = sl.one_steps("gaussian", np.array([s]), np.array([tail]), n)
-    args = (*st, np.array([s]), np.array([t], np.int32), np.array([tail]))
-    Fj = jax.tree.map(np.asarray, sl.steps_laws_batch(*args, n=n))
-    Fh = sl.steps_laws_host(*args, n=n)
+    args = (np.array([s]), np.array([t], np.int32), np.array([tail]))
+    Fj = jax.tree.map(np.asarray, sl.laws_batch(*args, n=n, mechanism="gaussian"))
+    Fh = sl.laws_batch(*args, n=n, mechanism="gaussian", host=True)
     for f in ("up_p", "up_q0", "up_minf_t", "rel", "eta"):
       np.testing.assert_allclose(getattr(Fh, f), getattr(Fj, f), rtol=1e-10, atol=1e-22,
                                  err_msg=f)

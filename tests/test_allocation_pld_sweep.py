@@ -62,10 +62,11 @@ def test_sweep_brackets_and_crosses_the_host_settings(t, k, E, delta):
 
 def test_sweep_brackets_the_exact_gaussian():
   """t = 1 (one Gaussian step per round), E = 6: the composition is the
-  Gaussian with sigma / sqrt(6), whose epsilon is exact (jaxacct.gaussian_epsilon)."""
+  Gaussian with sigma / sqrt(6), whose epsilon is exact (jaxacct.mechanisms.Gaussian(...).epsilon)."""
   s = np.geomspace(0.5, 5.0, 8)
   r = pld.allocation_pld_epsilon(sigma=s, steps_per_epoch=1, num_epochs=6, delta=1e-6, **_GRID)
-  exact = np.array([float(jaxacct.gaussian_epsilon(x / np.sqrt(6), 1e-6).epsilon) for x in s])
+  exact = np.array([float(jaxacct.mechanisms.Gaussian(x / np.sqrt(6)).epsilon(1e-6).epsilon)
+                    for x in s])
   assert np.all(r.lower <= exact * (1 + 1e-12)) and np.all(exact <= r.epsilon)
   np.testing.assert_allclose(r.epsilon, exact, rtol=2e-3)
 

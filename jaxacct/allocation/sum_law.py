@@ -6,7 +6,7 @@ checking the construction needs:
 
 * the one-step laws: :func:`gaussian_one_step`, :func:`laplace_one_step`
   (jittable) and :func:`one_steps` (their NumPy twin batched over lanes, which
-  the law builder uses); the law types :class:`LowerLaw` and :class:`Lattice`;
+  the law builder uses); the law types :class:`UpperLaw`, :class:`LowerLaw` and :class:`Lattice`;
 * the pairwise sums :func:`conv_upper`, :func:`conv_lower` and their fused
   pairs :func:`conv_upper_pair`, :func:`conv_lower_pair`;
 * the t-fold sum laws :func:`sum_law_upper`, :func:`sum_law_lower` with their
@@ -24,12 +24,13 @@ All but ``one_steps`` and the host twins are jittable; all need float64
 
 from jaxacct.allocation._one_step import one_steps
 from jaxacct.allocation._pld_laws import delta_batch, eps_batch, laws_batch
-from jaxacct.allocation._sum_law import (Lattice, LowerLaw, conv_lower, conv_lower_pair,
-                                         conv_upper, conv_upper_pair, gaussian_one_step,
-                                         laplace_one_step, sum_law_lower, sum_law_upper)
+from jaxacct.allocation._sum_law import (Lattice, LowerLaw, UpperLaw, conv_lower,
+                                         conv_lower_pair, conv_upper, conv_upper_pair,
+                                         gaussian_one_step, laplace_one_step, sum_law_lower,
+                                         sum_law_upper)
 from jaxacct.allocation._sum_law_host import sum_law_lower_host
 
-__all__ = ["Lattice", "LowerLaw", "conv_lower", "conv_lower_pair", "conv_upper",
+__all__ = ["Lattice", "LowerLaw", "UpperLaw", "conv_lower", "conv_lower_pair", "conv_upper",
            "conv_upper_pair", "gaussian_one_step", "laplace_one_step", "one_steps",
            "sum_law_lower", "sum_law_upper", "sum_law_lower_host", "laws_batch", "eps_batch",
            "delta_batch"]
