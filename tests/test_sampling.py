@@ -169,6 +169,12 @@ def test_accountant_matches_sampler():
   assert tab[-1] <= fixed.epsilon(sigma=1.0, delta=1e-5).epsilon == ref.epsilon
   assert tab_fresh[-1] < tab[-1]       # the fresh table would under-report fixed bins
   assert tab[10] == tab[1] and tab[11] == tab[20]   # a partial epoch is charged whole
+  pois = sampling.PoissonSampler(num_examples=100, sampling_rate=0.1, num_steps=12,
+                                 steps_per_epoch=10)
+  acc_p = pois.accountant(sigma=1.0)
+  assert acc_p.evaluate_every == 10 and acc_p.block_size == 1
+  tab_p = tracking.epsilon_table(acc_p, num_steps=12, delta=1e-5)
+  assert tab_p[-1] == PLDAccountant().compose(pois.event(sigma=1.0)).get_epsilon(1e-5)
   assert fixed.accounting_kwargs()["fresh_each_epoch"] is False
 
 

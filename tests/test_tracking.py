@@ -421,6 +421,30 @@ def test_calibrated_accountant_meets_target_tightly(scheme):
         float(gaussian_epsilon(sigma / np.sqrt(2), DELTA).epsilon), 2.0, rtol=1e-8)
 
 
+@pytest.mark.parametrize("scheme, B, tol", [
+    ("allocation", 50, 1e-12), ("gaussian", 100, 1e-12), ("gaussian", None, 1e-12),
+    # the accountant composes both directions at one FFT length; the Poisson
+    # door does not: 1.2e-11 apart here (tests/test_calibrate.py)
+    pytest.param("poisson", 50, 1e-10, marks=pytest.mark.slow)])
+def test_accountant_for_last_entry_is_dpsgd_epsilon(x64, scheme, B, tol):
+  sampling = {"poisson": "poisson", "allocation": "balls_in_bins", "gaussian": "shuffle"}[scheme]
+  cfg = dict(num_examples=1000, batch_size=1000 if B is None else B, num_epochs=2)
+  sched = jaxacct.dpsgd.schedule(sampling=sampling, **cfg)
+  acc = tracking.accountant_for(scheme, noise_multiplier=1.2, progress=False,
+                                **dict(cfg, batch_size=B))
+  assert isinstance(acc, tracking.EventAccountant)
+  tab = tracking.epsilon_table(acc, num_steps=sched.total_steps, delta=DELTA)
+  event = jaxacct.dpsgd.event(noise_multiplier=1.2, sampling=sampling, **cfg)
+  assert tab[-1] == PLDAccountant().compose(event).get_epsilon(DELTA)
+  door = jaxacct.dpsgd.epsilon(noise_multiplier=1.2, delta=DELTA, sampling=sampling,
+                               progress=False, **cfg).epsilon
+  np.testing.assert_allclose(tab[-1], door, rtol=tol)
+  # one block: an epoch (allocation; gaussian = shuffle with t batches), a step
+  # (Poisson; full batch)
+  t = sched.steps_per_epoch if scheme != "poisson" else 1
+  assert acc.block_size == (t if B is not None else 1)
+
+
 # --------------------------------------------------------------- shuffle
 
 @pytest.mark.slow
