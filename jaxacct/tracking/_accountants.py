@@ -49,7 +49,7 @@ class _Accountant:
     # that makes its optimizer): there ensure_compile_time_eval keeps the
     # table eager, once, on concrete numbers. Only there: it also evaluates a
     # kernel's constant subexpressions op by op while the kernel is traced,
-    # one compiled program each (63 instead of 1 for the Poisson RDP).
+    # one compiled program each (63 instead of 1 for a Poisson RDP kernel).
     staged = isinstance(jnp.zeros(()), jax.core.Tracer)
     with jax.enable_x64(True), (jax.ensure_compile_time_eval() if staged
                                 else contextlib.nullcontext()):
@@ -59,8 +59,9 @@ class _Accountant:
       raise ValueError(f"{type(self).__name__} produced an invalid epsilon table "
                        f"(shape {tab.shape}, NaN or negative entries).")
     # Composition never decreases epsilon: a running max keeps the table a
-    # valid upper bound and monotone even if a method switches (e.g. RDP
-    # order grid effects); it never lowers an entry.
+    # valid upper bound and monotone even if a method switches between
+    # counts (e.g. the accountant's exact and FFT paths); it never lowers an
+    # entry.
     return np.maximum.accumulate(tab)
 
 
