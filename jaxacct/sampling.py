@@ -428,6 +428,8 @@ class BallsInBinsSampler:
       return tracking.EventAccountant(epoch, block_size=self.t, **kwargs)
     if delta is None:
       raise ValueError("delta is required for the fixed-bin accountant (an epsilon table).")
+    if kwargs:
+      raise ValueError(f"fixed bins take no EventAccountant options; got {sorted(kwargs)}.")
     checks.check_delta(delta)
     eps = np.array([0.0] + [accounting.PLDAccountant().compose(ev.RandomAllocationDpEvent(
         sigma=float(sigma) / math.sqrt(e), steps_per_epoch=self.t,
