@@ -12,7 +12,6 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.conversion import rdp_to_epsilon_kernel, rdp_to_delta_kernel
-from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_delta_kernel
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult
@@ -31,7 +30,6 @@ _ALL_METHODS = METHODS
 _DEFAULT_MAX_ORDER = 256
 
 
-@x64_boundary
 def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
                    direction: str = "both", max_order: int = _DEFAULT_MAX_ORDER):
   r"""RDP curve at integer orders 2..max_order of k-of-t allocation over E epochs.
@@ -213,7 +211,6 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
 
 
 @per_epoch_steps
-@x64_boundary
 def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
             direction: str = "both", methods=None,
             max_order: int = _DEFAULT_MAX_ORDER,
@@ -257,7 +254,6 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
 
 
 @per_epoch_steps
-@x64_boundary
 def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
           direction: str = "both", methods=None,
           max_order: int = _DEFAULT_MAX_ORDER,

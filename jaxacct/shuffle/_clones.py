@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks, solve
-from jaxacct._core.dtype import dispatch, require_x64, static_size, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64, static_size
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.shuffle import _host_pair, _pair_fast as pair_fast, _pair_reference as pair_reference, _windows as windows
@@ -385,7 +385,6 @@ def rr2_lower_epsilon(delta, *, n, eps0, max_n=None):
 # Sec. 6.1: RDP
 # ---------------------------------------------------------------------------
 
-@x64_boundary
 def clone_rdp(orders, *, n, eps0):
   r"""Renyi DP of shuffling eps0-LDP reports, from the clone pair (FMT'21 Sec. 6.1).
 
