@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
 import warnings
 
 
@@ -44,7 +43,7 @@ def user_stacklevel() -> int:
   outside jaxacct (the user's line), however many jaxacct frames lie between:
   the public door (``jaxacct._core.dtype``), decorators, doors calling doors.
   Call it inside the ``warnings.warn(...)`` call."""
-  frame, level = sys._getframe(1), 1
+  frame, level = inspect.currentframe().f_back, 1
   while frame is not None and (frame.f_globals.get("__name__") or "").split(".")[0] == "jaxacct":
     frame, level = frame.f_back, level + 1
   return level
