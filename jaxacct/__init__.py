@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
   from jaxacct.calibrator import calibrate
 
 
-__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals())
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), float64=True)
 
 
 # One name, one place: a function is public in exactly one namespace; the

@@ -68,7 +68,7 @@ from jaxacct import accounting, poisson
 from jaxacct._core import checks
 from jaxacct._core import progress as _progress
 from jaxacct._core.compiled import jit
-from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.dtype import public_surface
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.solve import largest_feasible_int_host, search_decreasing_host
@@ -120,7 +120,6 @@ def _gauss_eps(sigma, delta):
   return gaussian_epsilon_kernel(sigma, delta)
 
 
-@x64_boundary   # the calibrator's own float64 work (a jitted kernel)
 def gaussian_upper(sigma, delta):
   """Exact epsilon at ``delta`` of one Gaussian step of noise ``sigma`` (numpy)."""
   return np.asarray(_gauss_eps(np.asarray(sigma, np.float64), np.asarray(delta, np.float64)),
@@ -574,3 +573,7 @@ def _search_int(upper, target, lo, hi, increasing, name):
 
   return sgn * largest_feasible_int_host(feasible, a, b, target.size, name=name,
                                          target="its epsilon target")
+
+# float64 is entered here, once per call, for every function __all__ lists
+# (jaxacct._core.dtype.public_surface)
+public_surface(globals())

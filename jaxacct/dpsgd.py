@@ -97,6 +97,7 @@ import numpy as np
 from jaxacct import accounting, calibrator
 from jaxacct._core import checks
 from jaxacct._core import progress as _progress
+from jaxacct._core.dtype import public_surface
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.results import EpsilonResult
 
@@ -407,3 +408,7 @@ def calibrate_noise_multiplier(*, epsilon, delta, num_examples, batch_size, num_
 
 
 from jaxacct.statement import PrivacyStatement, statement  # noqa: E402  (re-export)
+
+# float64 is entered here, once per call, for every function __all__ lists
+# (jaxacct._core.dtype.public_surface)
+public_surface(globals())

@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from jaxacct import dpsgd, risk
+from jaxacct._core.dtype import public_surface
 
 __all__ = ["bounds", "epsilon", "tradeoff"]
 
@@ -187,3 +188,7 @@ def tradeoff(source, *, fpr=None, ax=None, label=None, direction: str = "both",
   ax.set_ylabel("false-negative rate")
   ax.legend(fontsize=7)
   return ax
+
+# float64 is entered here, once per call, for every function __all__ lists
+# (jaxacct._core.dtype.public_surface)
+public_surface(globals())

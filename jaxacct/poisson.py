@@ -20,7 +20,7 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.conversion import rdp_to_delta_kernel, rdp_to_epsilon_kernel
-from jaxacct._core.dtype import dispatch
+from jaxacct._core.dtype import dispatch, public_surface
 from jaxacct._core.namespace import JAX, host_call, host_scalars, kernel_arg
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult
@@ -137,3 +137,7 @@ def delta(*, q, sigma, num_steps, epsilon, orders=None,
   """
   return _query("delta", epsilon, q=q, sigma=sigma, num_steps=num_steps, orders=orders,
                 method=method, conversion=conversion)
+
+# float64 is entered here, once per call, for every function __all__ lists
+# (jaxacct._core.dtype.public_surface)
+public_surface(globals())

@@ -1,25 +1,36 @@
 """The float64 policy of :mod:`jaxacct._core.dtype`, checked at the public surface.
 
-float64 is entered once per call, where the call crosses the public surface:
-``dtype.dispatch`` for the kernels, ``x64_boundary`` for a door that does
-float64 work of its own; a door that only validates, works in NumPy and calls
-other doors has no boundary of its own. Whatever the route, with the user's
-global config x64 OFF every public door returns float64 and leaves the config
-off, and a float32 trace of a door never yields a number.
+float64 is entered once per call, where the call crosses the public surface,
+by construction: every function a public ``__all__`` lists is a public door
+(``dtype.public_surface`` / ``lazy_exports(float64=True)``), the accountant's
+methods are entered by the class form of ``x64_boundary``, kernels called
+inside jaxacct enter through ``dtype.dispatch``. With the user's global
+config x64 OFF every public door returns float64 and leaves the config off,
+and a float32 trace of a door raises the require_x64 error naming it.
 
+* ``test_every_public_function_is_a_door`` (fast) checks that every function
+  in every public ``__all__`` is entered under float64 (and keeps its name,
+  docstring and signature); ``test_a_door_enters_float64_once`` checks what a
+  door does, on a probe function;
 * ``test_every_public_callable_x64_off`` (slow: ~160 first calls, minutes of
   compilation) calls every public callable of ``tests/test_api_validation.py``
   (its ``BASE`` valid arguments) once with x64 off;
-* the fast tests call the doors that rely on the doors they call (no
-  boundary of their own), on their NumPy and their array paths.
+* the fast probes call doors whose bodies are NumPy glue over other doors, on
+  their NumPy and their array paths (the same bits as under float64).
 """
+
+import importlib
+import inspect
+import pkgutil
 
 import jax
 import numpy as np
 import pytest
 
+import jaxacct
 from jaxacct import accounting, allocation, calibrator, dpsgd, pld, risk, shuffle
-from jaxacct._core.dtype import x64_boundary, x64_enabled
+from jaxacct._core.dtype import (is_public_door, public_door, public_surface, x64_boundary,
+                                 x64_enabled)
 from jaxacct.accounting import events
 
 import test_api_validation as api
@@ -60,8 +71,8 @@ def _check_x64_off_call(call):
 
 _E0 = float(np.log(3.0))
 
-# Doors without a boundary of their own (they call doors / dispatch and work in
-# NumPy), on the paths the sweep of BASE does not take.
+# Doors whose bodies validate, work in NumPy and call other doors / dispatch,
+# on the paths the sweep of BASE does not take.
 NO_OWN_BOUNDARY = {
     "poisson.epsilon[pld, array]": lambda: __import__("jaxacct").poisson.epsilon(
         sigma=np.array([1.0, 1.5]), q=0.1, num_steps=10, delta=1e-5, method="pld"),
@@ -95,7 +106,7 @@ def test_doors_without_own_boundary_return_float64_with_x64_off(name):
     np.testing.assert_array_equal(a, b)
 
 
-# Slower doors without a boundary of their own (FFT compositions, searches).
+# Slower doors of that kind (FFT compositions, searches).
 SLOW_NO_OWN_BOUNDARY = {
     "shuffle.delta[rounds=3]": lambda: shuffle.delta(epsilon=0.5, n=100, eps0=_E0, rounds=3),
     "dpsgd.epsilon[balls_in_bins]": lambda: dpsgd.epsilon(
@@ -131,8 +142,9 @@ def test_slow_doors_without_own_boundary_return_float64_with_x64_off(name):
 
 
 def test_allocation_pld_laws_float32_trace_names_the_door():
-  """The jittable laws door has a boundary (a concrete call with x64 off raised
-  the kernel's require_x64 error before; see the slow test below)."""
+  """The jittable laws door is a public door (a concrete call with x64 off
+  raised the kernel's require_x64 error before it had one; see the slow test
+  below)."""
   from jaxacct.allocation import pld as apld
   with pytest.raises(RuntimeError, match="allocation_pld_laws needs float64"):
     jax.jit(lambda s: apld.allocation_pld_laws(s, 10, grid_size=64))(1.0)
@@ -192,8 +204,10 @@ def test_float32_trace_of_a_door_never_yields_a_number(name):
   assert not jax.config.jax_enable_x64
   with pytest.raises(_REFUSALS) as err:
     jax.jit(TRACED[name])(1.0)
-  if isinstance(err.value, RuntimeError):
-    assert "needs float64" in str(err.value), err.value
+  # every public door refuses a tracer itself, naming its public path
+  assert isinstance(err.value, RuntimeError), err.value
+  door = "jaxacct." + name.split("[")[0]
+  assert f"{door} needs float64" in str(err.value), err.value
   assert not jax.config.jax_enable_x64
 
 
@@ -201,6 +215,79 @@ def test_x64_boundary_names_the_door_under_a_float32_trace():
   with pytest.raises(RuntimeError,
                      match=r"jaxacct\.allocation\.direct_add_epsilon needs float64"):
     jax.jit(lambda s: allocation.direct_add_epsilon(sigma=s, num_steps=10, delta=1e-5))(1.0)
+
+
+# Public modules whose functions are not entered at the surface, and why.
+NOT_ENTERED = {
+    "jaxacct.tracking": "optax transforms work in the user's dtype (NOT_A_FLOAT64_DOOR); "
+                        "its other functions call public doors",
+    "jaxacct.sampling": "host samplers (NumPy); accounting through the public doors",
+    "jaxacct.__main__": "the command line (calls public doors)",
+}
+
+
+def _public_modules():
+  names = ["jaxacct"]
+  for info in pkgutil.walk_packages(jaxacct.__path__, "jaxacct."):
+    if not any(p.startswith("_") for p in info.name.split(".")[1:]):
+      names.append(info.name)
+  return names
+
+
+def _surface_functions():
+  out = {}
+  for mod_name in _public_modules():
+    if mod_name in NOT_ENTERED:
+      continue
+    try:
+      mod = importlib.import_module(mod_name)
+    except ImportError:   # an optional extra (jax_privacy, matplotlib) not installed
+      continue
+    for name in getattr(mod, "__all__", ()):
+      obj = getattr(mod, name)
+      if inspect.isfunction(obj):
+        out[f"{mod_name}.{name}"] = obj
+  return out
+
+
+def test_every_public_function_is_a_door():
+  """Every function in every public ``__all__`` is entered under float64, keeps
+  what ``help`` / ``inspect.signature`` show, and is one object wherever listed."""
+  doors = _surface_functions()
+  assert len(doors) > 50, len(doors)   # the sweep reached the public modules
+  bad = sorted(q for q, fn in doors.items() if not is_public_door(fn))
+  assert not bad, f"public functions not entered under float64: {bad}"
+  for qual, fn in doors.items():
+    real = fn.__wrapped__
+    assert not is_public_door(real), qual                  # entered once, not nested
+    assert fn.__name__ == real.__name__ and fn.__doc__ == real.__doc__, qual
+    assert str(inspect.signature(fn)) == str(inspect.signature(real)), qual
+  # one door per function: a lazy re-export is the object its module lists
+  assert jaxacct.mechanisms.gaussian_rdp is public_door(jaxacct.mechanisms.gaussian_rdp, "x")
+
+
+def test_a_door_enters_float64_once():
+  seen = []
+
+  def probe(x, *, y=2.0):
+    """Probe docstring."""
+    seen.append(x64_enabled())
+    return np.float64(x) + y
+
+  namespace = {"__name__": "jaxacct.probe", "__all__": ["probe", "K"], "probe": probe,
+               "K": 3, "helper": probe}
+  public_surface(namespace)
+  door = namespace["probe"]
+  assert is_public_door(door) and door is not probe and namespace["helper"] is probe
+  assert namespace["K"] == 3 and public_door(door, "again") is door
+  assert door.__doc__ == "Probe docstring." and str(inspect.signature(door)) == "(x, *, y=2.0)"
+  assert not jax.config.jax_enable_x64
+  assert door(1.0) == 3.0 and seen == [True]
+  assert not jax.config.jax_enable_x64, "the user's float32 config was changed"
+  with jax.enable_x64(True):                # already float64: the door adds nothing
+    assert door(1.0, y=1.0) == 2.0 and seen == [True, True]
+  with pytest.raises(RuntimeError, match=r"jaxacct\.probe\.probe needs float64"):
+    jax.jit(door)(1.0)
 
 
 # Public callables that are not float64 doors (generic or user-dtype tools).

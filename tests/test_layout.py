@@ -265,7 +265,9 @@ def _reexport_only(tree):
   """Top-level statements a package ``__init__`` may hold: its docstring,
   imports, literal tables and dunder assignments (``__all__``, the PEP 562
   ``__getattr__, __dir__ = lazy_exports(...)``), ``if TYPE_CHECKING:``
-  imports and a PEP 562 ``__getattr__`` / ``__dir__``."""
+  imports, a PEP 562 ``__getattr__`` / ``__dir__`` and the one float64
+  entry of its public surface, ``public_surface(globals())``
+  (``jaxacct._core.dtype``)."""
   bad = []
   for node in tree.body:
     if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -282,6 +284,9 @@ def _reexport_only(tree):
         and all(isinstance(b, (ast.Import, ast.ImportFrom)) for b in node.body)):
       continue
     if isinstance(node, ast.FunctionDef) and node.name in ("__getattr__", "__dir__"):
+      continue
+    if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+        and getattr(node.value.func, "id", None) == "public_surface"):
       continue
     bad.append(f"line {node.lineno}: {type(node).__name__}"
                + (f" {node.name}" if hasattr(node, "name") else ""))
@@ -308,18 +313,19 @@ def test_is_concrete_outside_core_cut():
   assert _is_concrete_outside_core(_cut) == {}
 
 
-@_IN_PARALLEL
 def test_x64_boundary_mentions_project():
   got = _text_count("x64_boundary")
   assert sum(got.values()) <= 40, got
 
 
 def test_x64_boundary_mentions_now():
-  # ratchet until the issue-29 count (<= 40) is met: the audit of round s4
-  # left 71 (float64 entered once per call at the public surface, see
-  # jaxacct/_core/dtype.py; every remaining door does float64 work of its own)
+  # ratchet: 71 after round s4 (a decorator per door); float64 is now entered
+  # by construction where a call crosses the public surface (every function a
+  # public ``__all__`` lists is a door, jaxacct._core.dtype.public_surface and
+  # lazy_exports(float64=True)); what is left is dtype itself and the class
+  # form on the accountant
   got = _text_count("x64_boundary")
-  assert sum(got.values()) <= 71, got
+  assert sum(got.values()) <= 5, got
 
 
 def test_x64_boundary_mentions_cut():

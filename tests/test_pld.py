@@ -360,15 +360,21 @@ def test_float32_user_gets_float64():
 def test_truncate_to_bucket_keeps_float64_in_a_float32_session():
   # Regression: truncate_to_bucket put its host-side masses on the device
   # with jnp.asarray outside the float64 boundary, so in a float32 session
-  # (the user's default) they were silently truncated to float32.
+  # (the user's default) they were silently truncated to float32. It is
+  # internal and runs inside the public doors (float64 is entered at the
+  # public surface, jaxacct._core.dtype): the door that composes with it
+  # keeps float64 in a float32 session; as the doors call it, it keeps the mass.
   import warnings
   assert not jax.config.jax_enable_x64
   remove = pld.poisson_gaussian(1.0, 0.01)
   with warnings.catch_warnings():
     warnings.simplefilter("error")
-    t = pld.truncate_to_bucket(remove, 1e-18)
-  assert np.asarray(t.probs).dtype == np.float64
-  assert np.asarray(t.inf_mass).dtype == np.float64
+    composed = pld.poisson_gaussian_composed(sigma=1.0, q=0.01, num_steps=2)
+    with jax.enable_x64(True):
+      t = pld.truncate_to_bucket(remove, 1e-18)
+  for p in (composed.remove, composed.add, t):
+    assert np.asarray(p.probs).dtype == np.float64
+    assert np.asarray(p.inf_mass).dtype == np.float64
   # masses preserved exactly (kept + moved tails)
   total = float(np.sum(np.asarray(t.probs))) + float(t.inf_mass)
   ref = float(np.sum(np.asarray(remove.probs))) + float(remove.inf_mass)

@@ -3,25 +3,36 @@
 jaxacct computes in float64 but never changes the user's global JAX config.
 
 Policy (tested in ``tests/test_core_dtype.py``): float64 is entered ONCE per
-call into jaxacct, where the call crosses the public surface.
+call into jaxacct, where the call crosses the public surface, and it is
+entered there by construction, not door by door:
 
-* :func:`dispatch` enters it for the public kernels (validate eagerly, then
-  the module-level jitted kernel or its NumPy host twin).
-* A public door that does float64 work of its own -- eager ``jnp`` ops, a
-  direct call of a jitted kernel, arrays built with ``jnp`` -- is wrapped in
-  :func:`x64_boundary`, which runs the body under ``jax.enable_x64(True)``.
-* A door that only validates, works in NumPy on the host and calls
-  :func:`dispatch` or other public doors needs no boundary of its own: each
-  door it calls enters float64 itself (doors calling doors add none). A
-  boundary nested in another one costs one flag check; the boundary is kept
-  where a door's own body needs float64, not to shorten its callers' paths.
+* every plain function a public module or package lists in ``__all__`` is a
+  *public door* (:func:`public_door`): its body runs under
+  ``jax.enable_x64(True)``. A public module (``jaxacct.poisson``, ...) or an
+  eager package (``jaxacct.allocation``, ...) ends with
+  ``public_surface(globals())``, which binds its ``__all__`` functions (read
+  then) to their doors; a lazy package (``jaxacct``, ``jaxacct.accounting``,
+  ``jaxacct.mechanisms``) passes ``float64=True`` to
+  ``jaxacct._core.lazy.lazy_exports``, which binds each such name to its door
+  on first access. One door per function (a re-export is the same object);
+  ``functools.wraps`` keeps the name, docstring and signature.
+* Implementation modules carry no boundary: their functions run inside a
+  public door, inside the accountant (a class whose public methods are
+  entered so, :func:`x64_boundary`'s class form: classes are not wrapped by
+  the surface), or through :func:`dispatch`, which enters float64 for the
+  kernels (validate eagerly, then the module-level jitted kernel or its
+  NumPy host twin) and is what a kernel called from inside jaxacct uses.
+  Internal callers reach another package's doors through its public names.
 * Users who run JAX in float32 get float64 results from every public door,
-  and their global setting is untouched (``tests/test_core_dtype.py`` calls
-  every public callable once with x64 off).
+  and their global setting is untouched (``tests/test_core_dtype.py`` checks
+  that every function in every public ``__all__`` is a door and calls every
+  public callable once with x64 off). Public callables that work in the
+  user's dtype (the optax transforms of ``jaxacct.tracking``) are not doors:
+  ``jaxacct.tracking`` and ``jaxacct.sampling`` do not enter the surface
+  (their functions reach float64 through the public doors they call).
 * A door handed traced input while x64 is off (a user's float32 ``jit`` or
-  ``vmap``) raises the :func:`require_x64` error: float64 cannot be switched
-  on inside a trace. Doors that need concrete input (host doors) may instead
-  fail on the tracer's conversion to a Python number.
+  ``vmap``) raises the :func:`require_x64` error naming the door by its
+  public path: float64 cannot be switched on inside a trace.
 * The *jittable kernels* (``*_rdp`` functions and the like) may be called
   inside a user's own ``jit``. There the body is traced with whatever x64
   setting is active, and a float32 trace would silently lose the precision
@@ -57,6 +68,23 @@ def x64_enabled() -> bool:
   return jax.dtypes.canonicalize_dtype(np.float64) == np.float64
 
 
+def _entry(fn: F, where: Callable[[], str]) -> F:
+  """``fn`` run with float64 enabled; a float32 trace raises :func:`require_x64` naming ``where()``."""
+
+  @functools.wraps(fn)
+  def door(*args, **kwargs):
+    if x64_enabled():
+      return fn(*args, **kwargs)
+    if traced((args, kwargs)):
+      # traced in the user's float32 context: float64 cannot be switched on
+      # inside a trace, so say what to do instead of failing on mixed dtypes.
+      require_x64(where())
+    with jax.enable_x64(True):
+      return fn(*args, **kwargs)
+
+  return door  # type: ignore[return-value]
+
+
 def x64_boundary(fn: F) -> F:
   """Runs ``fn`` with float64 enabled; the user's global config is untouched.
 
@@ -70,21 +98,48 @@ def x64_boundary(fn: F) -> F:
       if not name.startswith("_") and inspect.isfunction(attr):
         setattr(fn, name, x64_boundary(attr))
     return fn
+  return _entry(fn, lambda: f"{public_module(fn.__module__)}.{fn.__qualname__}")
 
-  @functools.wraps(fn)
-  def wrapper(*args, **kwargs):
-    if x64_enabled():
-      return fn(*args, **kwargs)
-    if any(isinstance(leaf, jax.core.Tracer)
-           for leaf in jax.tree_util.tree_leaves((args, kwargs))):
-      # traced in the user's float32 context: float64 cannot be switched on
-      # inside a trace, so say what to do instead of failing on mixed dtypes.
-      module = public_module(fn.__module__)
-      require_x64(f"{module}.{fn.__qualname__}")
-    with jax.enable_x64(True):
-      return fn(*args, **kwargs)
 
-  return wrapper  # type: ignore[return-value]
+# plain function -> its public door (one door per function: a function listed
+# by two public modules is the same object in both)
+_DOORS: dict = {}
+
+
+def public_door(fn, where: str):
+  """``fn`` as a public door: entered under float64, named ``where`` (its
+  public path) in the :func:`require_x64` error of a float32 trace.
+
+  Anything but a plain function (a class, a module, a constant, a jitted
+  callable) is returned as it is, and so is a door. ``functools.wraps``
+  keeps ``fn``'s name, docstring and signature (``inspect.signature`` and
+  ``help`` show the real door; ``__wrapped__`` is ``fn``).
+  """
+  if not inspect.isfunction(fn) or is_public_door(fn):
+    return fn
+  if fn not in _DOORS:
+    _DOORS[fn] = _entry(fn, lambda: where)
+  return _DOORS[fn]
+
+
+def is_public_door(fn) -> bool:
+  """Whether ``fn`` is a door made by :func:`public_door`."""
+  return any(fn is d for d in _DOORS.values())
+
+
+def public_surface(namespace: dict) -> None:
+  """Enters float64 at a public module's surface, once, by construction.
+
+  Called at the end of a public module or package (``public_surface(globals())``):
+  every plain function its ``__all__`` lists (read now) is replaced in
+  ``namespace`` by its :func:`public_door`, so implementation modules carry no
+  boundary and no public door can forget it. A package whose names load
+  lazily gets the same doors from ``jaxacct._core.lazy.lazy_exports``.
+  """
+  module = namespace["__name__"]
+  for name in namespace.get("__all__", ()):
+    if name in namespace:
+      namespace[name] = public_door(namespace[name], f"{module}.{name}")
 
 
 def traced(args) -> bool:
@@ -98,7 +153,7 @@ def dispatch(kernel: Callable, args: tuple, validate: Callable[[], None] | None 
   """The one entry of a public kernel: the eager/traced fork lives here only.
 
   Concrete ``args``: ``validate()`` raises ``ValueError`` naming the
-  parameter; then, under float64 (:func:`x64_boundary`), ``host(*args)``
+  parameter; then, under float64 (``jax.enable_x64``), ``host(*args)``
   answers when given and not ``None`` (one question in NumPy on the host: no
   compiled program), else ``(eager or kernel)(*args)`` (the module-level
   jitted kernel, or an eager driver of it).
@@ -113,7 +168,10 @@ def dispatch(kernel: Callable, args: tuple, validate: Callable[[], None] | None 
     return kernel(*args)
   if validate is not None:
     validate()
-  return x64_boundary(_concrete_call)(kernel, host, eager, *args)
+  if x64_enabled():
+    return _concrete_call(kernel, host, eager, *args)
+  with jax.enable_x64(True):
+    return _concrete_call(kernel, host, eager, *args)
 
 
 def _concrete_call(kernel, host, eager, *args):

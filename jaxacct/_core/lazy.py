@@ -4,12 +4,18 @@ A package lists what it re-exports as ``{public name: (module, attribute)}``
 (attribute ``None``: the module itself) and gets a module ``__getattr__`` that
 imports the module on first access, and a ``__dir__`` that lists the names;
 ``import jaxacct`` then costs only what the process uses.
+
+With ``float64=True`` the package's public surface enters float64 here: a
+plain function its ``__all__`` lists is bound, on first access, to its
+``jaxacct._core.dtype.public_door`` (the lazy twin of
+``dtype.public_surface``; ``dtype`` is imported then, with the module the
+name comes from, so ``import jaxacct`` still loads no jax).
 """
 
 import importlib
 
 
-def lazy_exports(package: str, names: dict, namespace: dict):
+def lazy_exports(package: str, names: dict, namespace: dict, *, float64: bool = False):
   """``(__getattr__, __dir__)`` for ``package`` re-exporting ``names`` lazily.
 
   Args:
@@ -18,6 +24,8 @@ def lazy_exports(package: str, names: dict, namespace: dict):
       module itself.
     namespace: the package's ``globals()`` (a resolved name is stored there,
       so later lookups skip ``__getattr__``).
+    float64: bind the functions listed in ``namespace["__all__"]`` (read at
+      access) as public doors, entered under float64.
   """
 
   def __getattr__(name):
@@ -27,6 +35,9 @@ def lazy_exports(package: str, names: dict, namespace: dict):
     value = importlib.import_module(module)
     if attr is not None:
       value = getattr(value, attr)
+    if float64 and name in namespace.get("__all__", ()):
+      value = importlib.import_module("jaxacct._core.dtype").public_door(value,
+                                                                        f"{package}.{name}")
     namespace[name] = value
     return value
 

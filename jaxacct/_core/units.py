@@ -38,6 +38,17 @@ def public_module(module: str) -> str:
   return ".".join(parts[:cut])
 
 
+def user_stacklevel() -> int:
+  """The ``stacklevel`` of a ``warnings.warn`` call that names the first caller
+  outside jaxacct (the user's line), however many jaxacct frames lie between:
+  the public door (``jaxacct._core.dtype``), decorators, doors calling doors.
+  Call it inside the ``warnings.warn(...)`` call."""
+  frame, level = inspect.currentframe().f_back, 1
+  while frame is not None and (frame.f_globals.get("__name__") or "").split(".")[0] == "jaxacct":
+    frame, level = frame.f_back, level + 1
+  return level
+
+
 def _message(where, x):
   return (
       f"{where}: num_steps={x!r} is read as the number of steps PER EPOCH (t), for "
@@ -71,7 +82,8 @@ def per_epoch_steps(fn):
       kwargs["num_steps"] = steps_per_epoch
     elif kwargs.get("num_steps") is not None:
       if "num_epochs" not in kwargs:
-        warnings.warn(_message(where, kwargs["num_steps"]), StepsUnitWarning, stacklevel=2)
+        warnings.warn(_message(where, kwargs["num_steps"]), StepsUnitWarning,
+                      stacklevel=user_stacklevel())
     else:
       raise TypeError(f"{where}() missing the keyword argument 'steps_per_epoch' "
                       "(steps per epoch t).")

@@ -55,4 +55,4 @@ __all__ = ["PLDAccountant", "NeighboringRelation", "UnsupportedEventError",
            "events", "HAS_DP_ACCOUNTING", "regrid", "from_profile",
            "TradeOff", "gaussian_tpr"]
 
-__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals())
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), float64=True)

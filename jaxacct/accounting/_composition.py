@@ -390,12 +390,21 @@ def _base(event, rel, step):
                    gaussian_mu=m.gdp_mu)
 
 
-def _poisson_gaussian(event, rel, step):
+def _poisson_degenerate(event, name, noise):
+  """``(q, noise, component)`` of a Poisson-sampled event: the no-op component
+  when q = 0, the non-private one when its noise is 0, else None."""
   q, s = float(event.sampling_probability), float(event.event.noise_multiplier)
   if q == 0:
-    return _noop("poisson_gaussian(q=0)")
+    return q, s, _noop(f"{name}(q=0)")
   if s == 0:
-    return _nonprivate("poisson_gaussian(sigma=0)")
+    return q, s, _nonprivate(f"{name}({noise}=0)")
+  return q, s, None
+
+
+def _poisson_gaussian(event, rel, step):
+  q, s, c = _poisson_degenerate(event, "poisson_gaussian", "sigma")
+  if c is not None:
+    return c
   label = f"poisson_gaussian(q={q:g}, sigma={s:g})"
   if rel == REPLACE:
     if q == 1:
@@ -411,11 +420,9 @@ def _poisson_gaussian(event, rel, step):
 
 
 def _poisson_laplace(event, rel, step):
-  q, b = float(event.sampling_probability), float(event.event.noise_multiplier)
-  if q == 0:
-    return _noop("poisson_laplace(q=0)")
-  if b == 0:
-    return _nonprivate("poisson_laplace(b=0)")
+  q, b, c = _poisson_degenerate(event, "poisson_laplace", "b")
+  if c is not None:
+    return c
   if q == 1:
     return _base(event.event, rel, step)
   up = mech.poisson_laplace(b, q, step=step, pessimistic=True)

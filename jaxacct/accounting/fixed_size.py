@@ -184,7 +184,7 @@ from scipy import special, stats
 
 from jaxacct import pld
 from jaxacct._core import checks
-from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.dtype import public_surface
 from jaxacct.accounting import _mechanisms as mech
 from jaxacct.accounting import _wr_profiles as wrp
 from jaxacct.accounting import mixtures as mx
@@ -208,7 +208,6 @@ def _pld():
   return pld
 
 
-@x64_boundary
 def symmetrize(remove):
   r"""The symmetric PLD whose profile for eps >= 0 is that of ``remove``.
 
@@ -286,7 +285,6 @@ def _check(n, m, sigma, step):
   checks.check_positive("step", step)
 
 
-@x64_boundary
 def without_replacement_pair(n: int, m: int, sigma: float, *, step: float,
                              pessimistic: bool = True):
   r"""One step of m-of-n sampling without replacement, then the Gaussian (replace-one).
@@ -320,7 +318,6 @@ def without_replacement_pair(n: int, m: int, sigma: float, *, step: float,
   return E.PairPLD(one, one)
 
 
-@x64_boundary
 def with_replacement_pair(n: int, m: int, sigma: float, *, step: float,
                           pessimistic: bool = True):
   r"""One step of m draws with replacement from n records, then the Gaussian (replace-one).
@@ -446,7 +443,6 @@ def _instance_cells(kind, n, m, sigma, c, h):
   return law(means), law(means_q)
 
 
-@x64_boundary
 def adaptive_lower_delta(kind: str, n: int, m: int, sigma: float, steps: int, *,
                          others=(-1.0, 0.0, 1.0), step: float = 2e-3,
                          loss_range=None, min_delta: float = 1e-10):
@@ -498,7 +494,6 @@ def adaptive_lower_delta(kind: str, n: int, m: int, sigma: float, steps: int, *,
                              min_delta=min_delta)
 
 
-@x64_boundary
 def kernels_lower_delta(cells, steps: int, *, step: float, loss_range=None,
                         min_delta: float = 1e-10):
   r"""The adaptive dynamic program of :func:`adaptive_lower_delta` over given one-step pairs.
@@ -562,3 +557,7 @@ def _adaptive_program(kern, steps, h, lo, hi):
       best = np.maximum(best, sfft.irfft(f * fw, size)[first:first + k] + inf)
     W = np.minimum(best, 1.0)
   return u, W
+
+# float64 is entered here, once per call, for every function __all__ lists
+# (jaxacct._core.dtype.public_surface)
+public_surface(globals())

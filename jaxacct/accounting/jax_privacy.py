@@ -52,6 +52,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
       "jaxacct.accounting.jax_privacy needs jax_privacy: "
       "pip install 'jaxacct[test]' or pip install jax-privacy==2.0.0") from err
 
+from jaxacct._core.dtype import public_surface
 from jaxacct.accounting import _accountant
 from jaxacct.accounting import events as _events
 
@@ -204,3 +205,7 @@ def balls_in_bins_event(strategy, *, noise_multiplier: float, num_epochs: int = 
         "one BallsInBinsSampling per epoch and compose the event per epoch.")
   return _events.RandomAllocationDpEvent(sigma=float(noise_multiplier), steps_per_epoch=t,
                                          num_epochs=num_epochs)
+
+# float64 is entered here, once per call, for every function __all__ lists
+# (jaxacct._core.dtype.public_surface)
+public_surface(globals())

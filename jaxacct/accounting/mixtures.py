@@ -36,7 +36,7 @@ import numpy as np
 from scipy import special, stats
 
 from jaxacct import pld as jpld
-from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.dtype import public_surface
 from jaxacct.accounting import _mechanisms as mech
 from jaxacct.accounting._pairs import dominated_on_grid, from_cells
 
@@ -106,7 +106,6 @@ def log_normal_mass(a, b):
 # discrete Laplace
 
 
-@x64_boundary
 def discrete_laplace(a: float, sensitivity: int, *, step: float, pessimistic: bool = True):
   r"""The discrete Laplace mechanism, both directions (add/remove, replace-special).
 
@@ -186,7 +185,6 @@ def _mog_inverse(y, sigma, c, lp, lo, hi):
   return x
 
 
-@x64_boundary
 def mixture_of_gaussians(sigma: float, sensitivities, probs, *, step: float,
                          pessimistic: bool = True):
   r"""The mixture-of-Gaussians mechanism, both directions.
@@ -245,7 +243,6 @@ def mixture_of_gaussians(sigma: float, sensitivities, probs, *, step: float,
 # revealed-coin mixtures
 
 
-@x64_boundary
 def revealed_mixture(plds, weights, extra_inf=0.0):
   """The PLD of a revealed-tag mixture: sum_k w_k PLD_k on one grid, plus
   ``extra_inf`` at +inf (host NumPy; the PLDs share ``step`` and side)."""
@@ -311,7 +308,6 @@ def with_truncated_construction(component, event, construction: str, step: float
                             upper=upper)
 
 
-@x64_boundary
 def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: float,
                                pessimistic: bool = True, construction: str = "jaxacct"):
   r"""Poisson sampling (rate q) of n records, truncated to b, then Gaussian (add/remove).
@@ -401,7 +397,6 @@ def _count_law(n: int, m: int):
   return w[:k_max + 1], float(tail[k_max])
 
 
-@x64_boundary
 def with_replacement_gaussian(n: int, m: int, sigma: float, *, step: float,
                               special_record: bool = False,
                               pessimistic: bool = True):
@@ -470,3 +465,7 @@ def with_replacement_gaussian(n: int, m: int, sigma: float, *, step: float,
                          axis=1)
   one = dominated_on_grid(np.exp(lp), np.exp(lq), step=step)
   return jpld.PairPLD(one, one)
+
+# float64 is entered here, once per call, for every function __all__ lists
+# (jaxacct._core.dtype.public_surface)
+public_surface(globals())

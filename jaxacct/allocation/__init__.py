@@ -50,6 +50,7 @@ Diagnostics (not accountants): :func:`delta_monte_carlo`
 ``delta_lower_bound`` provable lower bound).
 """
 
+from jaxacct._core.dtype import public_surface
 from jaxacct.allocation import pld, sum_law
 from jaxacct.allocation._add_rdp import allocation_add_rdp
 from jaxacct.allocation._bounds import (check_scheme, decomposition_delta, decomposition_epsilon,
@@ -95,3 +96,7 @@ __all__ = [
     # the tight allocation PLD and the sum-law kernels
     "pld", "sum_law",
 ]
+
+# float64 is entered here, once per call, for every function __all__ lists
+# (jaxacct._core.dtype.public_surface)
+public_surface(globals())

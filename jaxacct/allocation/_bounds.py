@@ -39,7 +39,6 @@ from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.compiled import jit
 from jaxacct._core.conversion import rdp_to_delta_kernel, rdp_to_epsilon_kernel
-from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_epsilon_kernel, gaussian_log_delta
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
@@ -67,7 +66,6 @@ def check_scheme(sigma, num_steps, num_selected, num_epochs):
     raise ValueError(f"num_selected must be in [1, num_steps]; got {num_selected} > {num_steps}.")
 
 
-@x64_boundary
 def direct_add_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1):
   """Add-direction epsilon of k-of-t allocation (Thm 4.9 / Cor 4.10, Gaussian).
 
@@ -96,7 +94,6 @@ def _gauss_eps_jit(s, delta):
   return gaussian_epsilon_kernel(s, delta)
 
 
-@x64_boundary
 def direct_add_delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1):
   """Add-direction delta at ``epsilon`` (Thm 4.9 / Cor 4.10).
 
@@ -113,7 +110,6 @@ def direct_add_delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1)
   return DeltaResult(d, jnp.asarray(epsilon, jnp.float64), method="direct_add", bound="upper")
 
 
-@x64_boundary
 def local_epsilon(*, sigma, delta, num_selected=1, num_epochs=1):
   """Epsilon without amplification: Gaussian with noise sigma/sqrt(kE).
 
@@ -159,7 +155,6 @@ def decomposition_gamma(num_steps):
   return 1.0 / -np.expm1(t * np.log1p(-1.0 / t)) if t > 1 else 1.0
 
 
-@x64_boundary
 def decomposition_epsilon(*, sigma, num_steps, delta, direction="both", orders=None):
   r"""Epsilon of 1-of-t allocation by Poisson decomposition (Thm 4.6).
 
@@ -201,7 +196,6 @@ def decomposition_epsilon(*, sigma, num_steps, delta, direction="both", orders=N
                        method="decomposition", bound="upper")
 
 
-@x64_boundary
 def decomposition_delta(*, sigma, num_steps, epsilon, direction="both", orders=None):
   r"""Delta of 1-of-t allocation by Poisson decomposition (Thm 4.6), at ``epsilon``.
 
@@ -239,7 +233,6 @@ def decomposition_delta(*, sigma, num_steps, epsilon, direction="both", orders=N
                      bound="upper")
 
 
-@x64_boundary
 def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both", num_selected=1,
                               num_epochs=1, step=None):
   r"""Epsilon of 1-of-t allocation by Poisson decomposition (Thm 4.6), PLD profile.

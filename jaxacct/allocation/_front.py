@@ -12,11 +12,10 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.conversion import rdp_to_epsilon_kernel, rdp_to_delta_kernel
-from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_delta_kernel
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct._core.units import per_epoch_steps
+from jaxacct._core.units import per_epoch_steps, user_stacklevel
 from jaxacct.allocation import _bounds as bounds
 from jaxacct.allocation import _recursive as recursive
 from jaxacct.allocation import pld as apld
@@ -31,7 +30,6 @@ _ALL_METHODS = METHODS
 _DEFAULT_MAX_ORDER = 256
 
 
-@x64_boundary
 def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
                    direction: str = "both", max_order: int = _DEFAULT_MAX_ORDER):
   r"""RDP curve at integer orders 2..max_order of k-of-t allocation over E epochs.
@@ -163,7 +161,7 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
       orders_won[mth] = float(o)
       if is_eps and float(o) >= orders[-1]:
         warnings.warn(f"{mth}: optimal Renyi order is the largest one tried ({max_order}); "
-                      "increase max_order for a tighter bound.", stacklevel=4)
+                      "increase max_order for a tighter bound.", stacklevel=user_stacklevel())
   if "direct_add" in methods and "add" in dirs:
     fn = bounds.direct_add_epsilon if is_eps else bounds.direct_add_delta
     vals["add"]["direct_add"] = _value(fn(sigma=sigma, num_steps=t, **arg, **scheme))
@@ -199,7 +197,8 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
                                        num_selected=k, num_epochs=E, direction=d)
       except Exception as err:  # noqa: BLE001 -- peer engine unsupported case / failure:
         # skipping a method never invalidates the others (each is an upper bound).
-        warnings.warn(f"allocation.pld skipped ({type(err).__name__}: {err})", stacklevel=4)
+        warnings.warn(f"allocation.pld skipped ({type(err).__name__}: {err})",
+                      stacklevel=user_stacklevel())
         continue
       vals[d]["pld"] = float(r.upper)
   best, worst = _pick(vals, dirs, methods)
@@ -213,7 +212,6 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
 
 
 @per_epoch_steps
-@x64_boundary
 def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
             direction: str = "both", methods=None,
             max_order: int = _DEFAULT_MAX_ORDER,
@@ -257,7 +255,6 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
 
 
 @per_epoch_steps
-@x64_boundary
 def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
           direction: str = "both", methods=None,
           max_order: int = _DEFAULT_MAX_ORDER,

@@ -57,7 +57,6 @@ import numpy as np
 from jax import lax
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.logmath import log_ndtr, log1m_exp, log_sub_exp
 from jaxacct._core.solve import invert_decreasing_host
 from jaxacct.allocation._bounds import check_scheme, split_rounds
@@ -103,7 +102,6 @@ def _mc_jit(key, sigma, eps, *, t, m, num_samples, batch, direction):
   return jnp.sum(s1, axis=0), jnp.sum(s2_, axis=0)
 
 
-@x64_boundary
 def delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
                       direction: str = "remove", num_samples: int = 100_000,
                       seed: int = 0, confidence: float = 0.99,
@@ -148,7 +146,6 @@ def delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1
                           num_samples=int(num_samples), confidence=float(confidence))
 
 
-@x64_boundary
 def delta_lower_bound(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
                       thresholds=None):
   r"""Provable lower bound on the remove delta (Chua et al. 2024 max test).
@@ -460,7 +457,6 @@ def _design_out(comps, shares):
   return tuple((float(a), float(b), float(c)) for (a, b), c in zip(comps, shares) if c > 0)
 
 
-@x64_boundary
 def true_allocation_delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected=1,
                                       num_epochs=1, direction: str = "remove",
                                       num_samples: int = 100_000, seed: int = 0,
@@ -523,7 +519,6 @@ def true_allocation_delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected
                           seconds=time.perf_counter() - t0)
 
 
-@x64_boundary
 def true_allocation_epsilon_monte_carlo(*, sigma, num_steps, delta, num_selected=1,
                                         num_epochs=1, direction: str = "remove",
                                         num_samples: int = 100_000, seed: int = 0,

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import pld as E
+from jaxacct._core.units import user_stacklevel
 from jaxacct.allocation._pld_input import pld_final_laws
 from jaxacct.allocation._pld_laws import DEFAULT_TAIL, TAIL_FACTOR, laws_batch
 
@@ -122,7 +123,7 @@ def composed_query(param, t, k, E_, query, *, mode, grid_size, tail, step, mecha
   if rl > ru * (1 + 1e-9) + 1e-15 or al > au * (1 + 1e-9) + 1e-15:
     warnings.warn("allocation.pld: composed lower bound exceeds the upper bound "
                   f"(remove {rl} > {ru} or add {al} > {au}); lower set to NaN.",
-                  RuntimeWarning, stacklevel=3)
+                  RuntimeWarning, stacklevel=user_stacklevel())
     rl = al = float("nan")
   return ru, au, rl, al
 

@@ -81,7 +81,6 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.compiled import jit
-from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct.allocation import _bounds as bounds
@@ -160,7 +159,6 @@ def _gamma(sigma, t, delta0, delta_b, azuma):
   return np.cosh(e0) * np.sqrt(2.0 * np.log(1.0 / delta_b) / t)
 
 
-@x64_boundary
 def truncated_poisson_rate(*, sigma, num_steps, delta0, delta_tail, azuma: str = "sinh"):
   r"""Truncation rate eta of Thm 4.1 for one round of 1-of-t allocation (Gaussian).
 
@@ -343,7 +341,6 @@ def _tau_factor(eps_p, direction):
   return 1.0 / -np.expm1(-eps_p)
 
 
-@x64_boundary
 def recursive_tail(*, sigma, num_steps, eps_prime, num_selected=1, num_epochs=1,
                    direction: str = "remove", bootstrap=("pld", "direct")):
   r"""Second term of Thm 4.2 over m rounds: m tau delta_add_A(eps') (remove) or m tau e^{2 eps'} delta_add_A(eps') (add).
@@ -372,7 +369,6 @@ def _eps_grid(t):
   return np.geomspace(min(1e-3, hi / 2), hi, 400) if t > 1 else np.array([])
 
 
-@x64_boundary
 def recursive_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
                       direction: str = "both", bootstrap=("pld", "direct"),
                       tail_fractions=None, step=None):
@@ -443,7 +439,6 @@ def _rec_delta(d, epsilon):
   return DeltaResult(host_f64(d), host_f64(epsilon), method="recursive", bound="upper")
 
 
-@x64_boundary
 def recursive_delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
                     direction: str = "both", bootstrap=("pld", "direct"),
                     eps_prime=None, step=None):

@@ -141,7 +141,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.dtype import public_surface
 from jaxacct._core.progress import progress
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.units import per_epoch_steps
@@ -390,7 +390,6 @@ def _query(mode, value, *, sigma, num_steps, num_selected, num_epochs, direction
 
 
 @per_epoch_steps
-@x64_boundary
 def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_epochs=1,
                            direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
                            tail=None, mechanism="gaussian",
@@ -464,7 +463,6 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
 
 
 @per_epoch_steps
-@x64_boundary
 def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_epochs=1,
                          direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
                          tail=None, mechanism="gaussian",
@@ -497,7 +495,6 @@ def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_
 
 
 @per_epoch_steps
-@x64_boundary
 def allocation_plds(*, sigma=None, num_steps, num_selected=1, num_epochs=1,
                     grid_size: int = DEFAULT_GRID_SIZE, tail=None,
                     mechanism="gaussian", composition_step: float = 1e-4,
@@ -541,7 +538,6 @@ def allocation_plds(*, sigma=None, num_steps, num_selected=1, num_epochs=1,
                        tail_mass=float(tail_mass))
 
 
-@x64_boundary
 def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
                         tail: float = DEFAULT_TAIL, mechanism: str = "gaussian") -> FinalLaws:
   """Upper and lower laws of S/t (1-of-t), jittable/vmappable in sigma, num_steps.
@@ -565,3 +561,7 @@ def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
     checks.check_int("num_steps", num_steps, min_value=1, max_value=2**30)
   return final_laws(sigma, num_steps, n=int(grid_size), tail=float(tail),
                     mechanism=mechanism)
+
+# float64 is entered here, once per call, for every function __all__ lists
+# (jaxacct._core.dtype.public_surface)
+public_surface(globals())

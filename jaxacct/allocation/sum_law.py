@@ -22,6 +22,7 @@ All but ``one_steps`` and the host twins are jittable; all need float64
 (``jax.enable_x64``); ``n`` and ``method`` are static.
 """
 
+from jaxacct._core.dtype import public_surface
 from jaxacct.allocation._one_step import one_steps
 from jaxacct.allocation._pld_laws import delta_batch, eps_batch, laws_batch
 from jaxacct.allocation._sum_law import (Lattice, LowerLaw, UpperLaw, conv_lower,
@@ -34,3 +35,7 @@ __all__ = ["Lattice", "LowerLaw", "UpperLaw", "conv_lower", "conv_lower_pair", "
            "conv_upper_pair", "gaussian_one_step", "laplace_one_step", "one_steps",
            "sum_law_lower", "sum_law_upper", "sum_law_lower_host", "laws_batch", "eps_batch",
            "delta_batch"]
+
+# float64 is entered here, once per call, for every function __all__ lists
+# (jaxacct._core.dtype.public_surface)
+public_surface(globals())

@@ -61,4 +61,4 @@ if TYPE_CHECKING:
 __all__ = ["Gaussian", "Laplace", "RandomizedResponse", "EpsilonDelta", "gaussian_rdp",
            "laplace_rdp", "pure_dp_rdp", "compose_rdp", "rdp_to_epsilon", "rdp_to_delta"]
 
-__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals())
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), float64=True)

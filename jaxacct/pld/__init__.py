@@ -27,6 +27,7 @@ for the queries.
 
 from __future__ import annotations
 
+from jaxacct._core.dtype import public_surface
 from jaxacct.pld._compose import compose, compose_many, window_size
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, PairPLD, from_losses, from_pair, truncate
 from jaxacct.pld._doors import (default_step, poisson_gaussian_composed, poisson_gaussian_delta,
@@ -41,3 +42,7 @@ __all__ = [
     "poisson_gaussian", "randomized_response", "poisson_gaussian_composed", "default_step",
     "to_dp_accounting",
 ]
+
+# float64 is entered here, once per call, for every function __all__ lists
+# (jaxacct._core.dtype.public_surface)
+public_surface(globals())

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks, tilted_fft
-from jaxacct._core.dtype import dispatch, host_scalar, require_x64, static_size, x64_boundary
+from jaxacct._core.dtype import dispatch, host_scalar, require_x64, static_size
 from jaxacct._core.namespace import JAX, host_call, kernel_arg
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, device_array, fast_len
 from jaxacct._core.compiled import jit
@@ -221,7 +221,6 @@ def window_size(plds: Sequence[PLD], counts=None, *,
   return _natural_size(probs_list, plds[0].step, tuple(int(c) for c in counts), tail_mass)
 
 
-@x64_boundary
 def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
                  tail_mass: float = DEFAULT_TAIL_MASS) -> PLD:
   r"""Composition of heterogeneous PLDs: ``plds[k]`` composed ``counts[k]`` times.

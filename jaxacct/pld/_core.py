@@ -54,7 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import host_scalar, require_x64, static_size, x64_boundary
+from jaxacct._core.dtype import host_scalar, require_x64, static_size
 from jaxacct._core.compiled import jit
 
 DEFAULT_TAIL_MASS = 1e-18
@@ -173,7 +173,6 @@ def _from_losses_kernel(losses, probs, step, offset, inf_mass, pessimistic, *,
   return out[:size], inf_total
 
 
-@x64_boundary
 def from_losses(losses, probs, *, step, pessimistic: bool = True,
                 inf_mass=0.0, rounding: str = "connect_dots", offset=None,
                 size=None) -> PLD:
@@ -313,7 +312,6 @@ def truncate_host(pld: PLD, tail_mass: float):
   return kept, lo, inf
 
 
-@x64_boundary
 def truncate(pld: PLD, tail_mass: float = DEFAULT_TAIL_MASS) -> PLD:
   """Drops negligible tails (eager): smaller grids for later compositions.
 

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import require_x64, x64_boundary
+from jaxacct._core.dtype import require_x64
 from jaxacct._core.logmath import log_sub_exp
 from jaxacct._core.namespace import HOST, JAX, host_call
 from jaxacct.pld._core import (PLD, PairPLD, device_array, fast_len, from_losses,
@@ -126,7 +126,6 @@ def _gaussian_pld(sig, step, pessimistic, tail_mass, ns) -> PLD:
   return _kernel_pld(_gaussian_kernel, (sig,), lo_idx, step, pessimistic, size)
 
 
-@x64_boundary
 def gaussian(sigma, *, step=DEFAULT_STEP, pessimistic: bool = True,
              tail_mass: float = _DEFAULT_TAIL, sensitivity=1.0) -> PLD:
   r"""PLD of the Gaussian mechanism (both directions are the same).
@@ -182,7 +181,6 @@ def _laplace_kernel(b, lo_idx, step, pessimistic, *, size):
   return _assemble(log_mass, lo_idx, size, step, pessimistic)
 
 
-@x64_boundary
 def laplace(scale, *, step=DEFAULT_STEP, pessimistic: bool = True,
             sensitivity=1.0) -> PLD:
   r"""PLD of the Laplace mechanism (both directions are the same).
@@ -305,7 +303,6 @@ def _loss_remove(x, sigma, q):
                             (2 * sigma**2)))
 
 
-@x64_boundary
 def poisson_gaussian(sigma, q, *, direction: str = "remove",
                      step=DEFAULT_STEP, pessimistic: bool = True,
                      tail_mass: float = _DEFAULT_TAIL) -> PLD:
@@ -429,7 +426,6 @@ def truncate_to_bucket_host(pld: PLD, tail_mass: float) -> PLD:
   return PLD(kept, int(pld.offset) + lo, pld.step, np.float64(inf), pld.pessimistic)
 
 
-@x64_boundary
 def truncate_to_bucket(pld: PLD, tail_mass: float) -> PLD:
   """:func:`jaxacct.pld.truncate` done on the host, padded to a power of two.
 

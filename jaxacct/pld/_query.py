@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import dispatch, require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.namespace import JAX, host_call, kernel_arg
 from jaxacct.pld._core import PLD, PairPLD, device_array
 from jaxacct._core.compiled import jit
@@ -115,7 +115,6 @@ def _kernel_args(pld):
   return device_array(pld.probs), pld.offset, pld.step, kernel_arg(pld.inf_mass)
 
 
-@x64_boundary
 def delta(pld: PLD, epsilon):
   r"""Hockey-stick divergence ``delta(eps)`` of a PLD, vectorised over eps.
 
@@ -138,7 +137,6 @@ def delta(pld: PLD, epsilon):
   return _delta_kernel(*_kernel_args(pld), kernel_arg(epsilon))
 
 
-@x64_boundary
 def epsilon(pld: PLD, delta, *, rounding: str = "up"):
   r"""Smallest ``eps >= 0`` with ``delta(eps) <= delta`` for a PLD, vectorised.
 

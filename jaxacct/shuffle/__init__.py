@@ -46,6 +46,7 @@ never dropped silently -- and is never picked).  ``bound="lower_generic"``
 the declared class, not on the user's randomizer (see :func:`epsilon`).
 """
 
+from jaxacct._core.dtype import public_surface
 from jaxacct.shuffle._check_in import check_in_epsilon, check_in_gaussian_epsilon
 from jaxacct.shuffle._clones import (clone_delta, clone_epsilon,
                                     clone_epsilon_approx_ldp,
@@ -75,3 +76,7 @@ __all__ = [
     "binary_rr_epsilon", "binary_rr_delta", "chen_epsilon", "girgis_epsilon",
     "check_in_epsilon", "check_in_gaussian_epsilon",
 ]
+
+# float64 is entered here, once per call, for every function __all__ lists
+# (jaxacct._core.dtype.public_surface)
+public_surface(globals())

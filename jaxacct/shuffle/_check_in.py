@@ -75,6 +75,7 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import dispatch
 from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.results import EpsilonResult
+from jaxacct._core.units import user_stacklevel
 from jaxacct.shuffle import _pair_reference as pair_reference, _windows as windows
 from jaxacct.shuffle._check_in_lower import (check_in_gaussian_rdp_lower,
                                             shuffle_gaussian_rdp_lower)
@@ -412,7 +413,7 @@ def _compose_convert(orders, rdp, rounds, delta, conversion, name, bound):
   if np.any(np.asarray(order) == top):
     warnings.warn(f"{name}: the optimal Renyi order is the largest one given "
                   f"({top:g}); a larger order grid may give a smaller epsilon.",
-                  stacklevel=3)
+                  stacklevel=user_stacklevel())
   return EpsilonResult(epsilon=eps, delta=delta, method=name, bound=bound, order=order)
 
 

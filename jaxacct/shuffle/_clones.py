@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks, solve
-from jaxacct._core.dtype import dispatch, require_x64, static_size, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64, static_size
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.shuffle import _host_pair, _pair_fast as pair_fast, _pair_reference as pair_reference, _windows as windows
@@ -326,6 +326,27 @@ def _rr2_epsilon_jit(delta, n, eps0, *, width, num_iters=64):
   return jnp.maximum(out, 0.0).reshape(shp)
 
 
+def _rr2_lower(kind, value, n, eps0, max_n, check_value):
+  """The rr2 lower ``kind`` ("delta" at eps, "epsilon" at delta) through dispatch:
+  one question in NumPy on the host (the same sum / bisection, no compiled
+  program), else the jitted kernel."""
+  kernel, on_host = {"delta": (_rr2_delta_jit, _host_pair.rr2_delta),
+                     "epsilon": (_rr2_epsilon_jit, _host_pair.rr2_epsilon)}[kind]
+
+  def validate():
+    _check_common(n, eps0)
+    check_value()
+
+  def host(value, n, eps0):
+    if max_n is None and _host_pair.one_question(value, n, eps0):
+      return np.float64(on_host(*map(_host_pair.scalar, (value, n, eps0)),
+                                _rr2_width(n, eps0))).reshape(np.shape(value))
+    return None
+
+  return dispatch(lambda *a: kernel(*a, width=_rr2_width(n, eps0, max_n)),
+                  (value, n, eps0), validate, host=host, where=f"rr2_lower_{kind}")
+
+
 def rr2_lower_delta(eps, *, n, eps0, max_n=None):
   r"""Binary-RR lower bound on shuffling delta(eps) (FMT'21 App. G, Eq. (27)).
 
@@ -340,18 +361,8 @@ def rr2_lower_delta(eps, *, n, eps0, max_n=None):
     (and for shuffled binary RR itself); the window omits < 1e-20 of mass,
     which only lowers it. n, eps0 concrete (``eps`` may be traced).
   """
-  def validate():
-    _check_common(n, eps0)
-    checks.check_range("eps", eps, 0.0)
-
-  def host(eps, n, eps0):  # one question: the same sum in NumPy (no compiled program)
-    if max_n is None and _host_pair.one_question(eps, n, eps0):
-      return np.float64(_host_pair.rr2_delta(
-          *map(_host_pair.scalar, (eps, n, eps0)), _rr2_width(n, eps0))).reshape(np.shape(eps))
-    return None
-
-  d = dispatch(lambda *a: _rr2_delta_jit(*a, width=_rr2_width(n, eps0, max_n)),
-               (eps, n, eps0), validate, host=host, where="rr2_lower_delta")
+  d = _rr2_lower("delta", eps, n, eps0, max_n,
+                 lambda: checks.check_range("eps", eps, 0.0))
   return DeltaResult(delta=d, epsilon=eps, method="rr2_lower", bound="lower")
 
 
@@ -366,18 +377,7 @@ def rr2_lower_epsilon(delta, *, n, eps0, max_n=None):
     ``EpsilonResult(epsilon, delta, method="rr2_lower", bound="lower")``;
     ``epsilon`` a float64 array. Bound: lower.
   """
-  def validate():
-    _check_common(n, eps0)
-    checks.check_delta(delta)
-
-  def host(delta, n, eps0):  # one question: the same bisection in NumPy (no compiled program)
-    if max_n is None and _host_pair.one_question(delta, n, eps0):
-      return np.float64(_host_pair.rr2_epsilon(
-          *map(_host_pair.scalar, (delta, n, eps0)), _rr2_width(n, eps0))).reshape(np.shape(delta))
-    return None
-
-  e = dispatch(lambda *a: _rr2_epsilon_jit(*a, width=_rr2_width(n, eps0, max_n)),
-               (delta, n, eps0), validate, host=host, where="rr2_lower_epsilon")
+  e = _rr2_lower("epsilon", delta, n, eps0, max_n, lambda: checks.check_delta(delta))
   return EpsilonResult(epsilon=e, delta=delta, method="rr2_lower", bound="lower")
 
 
@@ -385,7 +385,6 @@ def rr2_lower_epsilon(delta, *, n, eps0, max_n=None):
 # Sec. 6.1: RDP
 # ---------------------------------------------------------------------------
 
-@x64_boundary
 def clone_rdp(orders, *, n, eps0):
   r"""Renyi DP of shuffling eps0-LDP reports, from the clone pair (FMT'21 Sec. 6.1).
 

@@ -40,7 +40,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.solve import bisect
@@ -117,7 +116,6 @@ def _check_binary(n, eps0, max_n=MAX_EXACT_BINARY_N, ms=None):
     checks.check_int("ms", list(ms), min_value=0, max_value=int(n) - 1)
 
 
-@x64_boundary
 def binary_rr_delta(eps, *, n: int, eps0: float, ms=None):
   r"""Exact replacement delta(eps) of shuffled binary randomized response.
 
@@ -145,7 +143,6 @@ def binary_rr_delta(eps, *, n: int, eps0: float, ms=None):
                      bound="exact" if ms is None else "lower")
 
 
-@x64_boundary
 def binary_rr_epsilon(delta, *, n: int, eps0: float, ms=None,
                       lower: bool = False):
   r"""Exact replacement eps(delta) of shuffled binary randomized response.

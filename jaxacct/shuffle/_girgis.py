@@ -45,7 +45,7 @@ from jax.scipy.special import gammaln
 
 from jaxacct._core import checks
 from jaxacct._core.batching import map_blocks
-from jaxacct._core.dtype import dispatch, require_x64, x64_boundary
+from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.orders import DEFAULT_INTEGER_ORDERS, DEFAULT_ORDERS
 from jaxacct._core.results import EpsilonResult
@@ -421,7 +421,6 @@ def zw19_poisson_rdp(orders, base_rdp_all, sampling_rate):
   return jnp.maximum(tot, 0.0) / (orders - 1.0)
 
 
-@x64_boundary
 def girgis_subsampled_rdp(orders=None, *, n, eps0, sampling_rate, base="thm1"):
   r"""RDP of Poisson-subsampled shuffling (Girgis Sec. 4 / Fig. 5 recipe).
 

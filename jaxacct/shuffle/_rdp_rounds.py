@@ -13,10 +13,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxacct._core.conversion import rdp_to_epsilon_kernel
-from jaxacct._core.dtype import x64_boundary
 
 
-@x64_boundary
 def compose_rdp_epsilon(orders, rdp, rounds, delta, conversion: str):
   """``(epsilon, order)`` after ``rounds`` rounds of an RDP curve.
 

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks, solve
-from jaxacct._core.dtype import dispatch, x64_boundary
+from jaxacct._core.dtype import dispatch
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.shuffle import _pair_fast as pair_fast, _pair_reference as pair_reference, _windows as windows
 from jaxacct._core.compiled import jit
@@ -110,7 +110,6 @@ def stronger_clone_epsilon(delta, *, n, eps0, max_n=None):
                        bound="upper")
 
 
-@x64_boundary
 def stronger_clone_rdp(orders, *, n, eps0):
   """RDP of the stronger-clone pair (blanket randomizers only), real orders > 1.
 

@@ -34,6 +34,7 @@ vectorised and jittable) and for reproducing the papers' tables:
 Each function's docstring gives its source, theorem and ``Bound:``.
 """
 
+from jaxacct._core.dtype import public_surface
 from jaxacct.shuffle._check_in import (check_in_first_cut_dp, check_in_first_cut_epsilon,
                                        check_in_gaussian_rdp, check_in_ldp_rdp,
                                        check_in_ldp_rdp_clones, check_in_secagg_gaussian_rdp)
@@ -65,3 +66,7 @@ __all__ = [
     "check_in_secagg_gaussian_rdp", "check_in_gaussian_rdp_lower",
     "shuffle_gaussian_rdp_lower", "check_in_first_cut_dp", "check_in_first_cut_epsilon",
 ]
+
+# float64 is entered here, once per call, for every function __all__ lists
+# (jaxacct._core.dtype.public_surface)
+public_surface(globals())
