@@ -26,7 +26,9 @@ t' = floor(t/k) (Lemma 3.2; potentially loose, always valid).
   (:func:`decomposition_round_plds`) composed m times (not in the paper,
   whose code supports k = E = 1 only). Bound: upper.
 
-Every ``*_epsilon`` returns an :class:`~jaxacct.EpsilonResult` and every
+These are the front door's methods (``jaxacct.allocation.epsilon`` / ``delta``
+with ``methods=(name,)``), not public themselves (issue 29). Every
+``*_epsilon`` returns an :class:`~jaxacct.EpsilonResult` and every
 ``*_delta`` a :class:`~jaxacct.DeltaResult` (``bound="upper"``).
 """
 

@@ -61,9 +61,12 @@ for f in ``tail_fractions`` (smallest eps' on a 400-point grid); every
 candidate with eta <= 1 is a valid bound and the minimum is returned (no
 eta cut-off beyond the theorem's eta <= 1).
 
-Public API: :func:`truncated_poisson_epsilon`, :func:`truncated_poisson_delta`,
-:func:`truncated_poisson_rate`, :func:`recursive_epsilon`,
-:func:`recursive_delta`. All are eager (scalar sigma, t, delta/eps): each
+Reached through :func:`jaxacct.allocation.epsilon` / ``delta`` with
+``methods=("truncated_poisson",)`` / ``("recursive",)`` (knobs through
+``method_options``): :func:`truncated_poisson_epsilon`,
+:func:`truncated_poisson_delta`, :func:`recursive_epsilon`,
+:func:`recursive_delta`, with the steps :func:`truncated_poisson_rate` and
+:func:`recursive_tail`. All are eager (scalar sigma, t, delta/eps): each
 candidate builds one FFT-composed Poisson PLD (about 1-5 s on 2 CPU cores).
 The ``*_epsilon`` functions return an :class:`~jaxacct.EpsilonResult`, the
 ``*_delta`` ones a :class:`~jaxacct.DeltaResult` (``bound="upper"``, numbers
