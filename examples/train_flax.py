@@ -116,7 +116,8 @@ def main(scheme: str = "poisson", *, num_epochs: int = 5, n: int = 512,
            calibrate(sampler, epsilon=epsilon, delta=delta))
   # allocation: the front door's methods plus the tight PLD the calibration met
   kw = {} if scheme == "poisson" else {"methods": tuple(
-      accountant_methods or allocation.DEFAULT_METHODS + ("pld",))}
+      accountant_methods or ("rdp_direct", "rdp_add", "direct_add", "decomposition", "local",
+                             "pld"))}
   accountant = sampler.accountant(sigma=sigma, delta=delta, **kw)
   tx = optax.chain(
       tracking.dp_aggregate(           # divides by the declared batch_size, never by n

@@ -280,7 +280,7 @@ def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both", num_
 
   Args: sigma > 0, num_steps t >= 2, delta in (0, 1) (scalars); direction;
     num_selected k, num_epochs E (floor(t/k) >= 2); step: PLD grid step
-    for k/E > 1 (default ``jaxacct.pld.default_step`` at rate 1/t').
+    for k/E > 1 (default: ``jaxacct.pld``'s step for the Poisson pair at rate 1/t').
 
   Returns: ``EpsilonResult(epsilon, delta, method="decomposition_pld",
   bound="upper")``, ``epsilon`` a ``np.float64``. Bound: upper (as the PLD

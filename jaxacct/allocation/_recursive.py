@@ -232,7 +232,7 @@ def truncated_poisson_epsilon(*, sigma, num_steps, delta, num_selected=1, num_ep
       split 0.99 / 0.005 / 0.005, for comparison).
     tail_fractions: candidate fractions of delta spent outside the Poisson
       part (default (0.5, 0.9, 0.99)); one Poisson PLD per candidate.
-    step: PLD grid step (default ``jaxacct.pld.default_step``).
+    step: PLD grid step (default: ``jaxacct.pld``'s step for the Poisson pair).
 
   Returns:
     ``EpsilonResult(epsilon, delta, method="truncated_poisson",
@@ -399,7 +399,7 @@ def recursive_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
       :func:`recursive_tail`); default ("pld", "direct").
     tail_fractions: fractions f of delta given to the tail (default
       (0.5, 0.1, 0.01)); eps' = smallest grid value with tail <= f delta.
-    step: PLD grid step (default ``jaxacct.pld.default_step``).
+    step: PLD grid step (default: ``jaxacct.pld``'s step for the Poisson pair).
 
   Returns:
     ``EpsilonResult(epsilon, delta, method="recursive", bound="upper")``;
