@@ -54,7 +54,7 @@ from flax import linen as nn
 from flax.training import train_state
 
 import jaxacct
-from jaxacct import allocation, sampling, tracking
+from jaxacct import sampling, tracking
 
 
 class MLP(nn.Module):

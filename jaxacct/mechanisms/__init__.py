@@ -26,8 +26,8 @@ with concrete input they validate it and run in float64 (see
 :mod:`jaxacct._core.dtype`); under a user's ``jit`` they need x64 enabled, and
 invalid lanes give NaN.
 
-**RDP composition and conversion** (the one public place of these):
-:func:`compose_rdp` sums ``(curve, count)`` pairs on one order grid;
+**RDP conversion** (the one public place of these; RDP composes by
+addition: ``sum(count * curve)`` on one order grid):
 :func:`rdp_to_epsilon` / :func:`rdp_to_delta` convert a curve to
 ``EpsilonResult`` / ``DeltaResult`` (upper bounds; ``method="tight"``, the
 default, or ``"classic"``).
@@ -47,18 +47,17 @@ _LAZY = {
     "gaussian_rdp": ("jaxacct._core.gaussian", "gaussian_rdp"),
     "laplace_rdp": ("jaxacct.mechanisms._kernels", "laplace_rdp"),
     "pure_dp_rdp": ("jaxacct.mechanisms._kernels", "pure_dp_rdp"),
-    "compose_rdp": ("jaxacct._core.conversion", "compose_rdp"),
     "rdp_to_delta": ("jaxacct._core.conversion", "rdp_to_delta"),
     "rdp_to_epsilon": ("jaxacct._core.conversion", "rdp_to_epsilon"),
 }
 
 if TYPE_CHECKING:
   from jaxacct._core.gaussian import gaussian_rdp
-  from jaxacct._core.conversion import compose_rdp, rdp_to_delta, rdp_to_epsilon
+  from jaxacct._core.conversion import rdp_to_delta, rdp_to_epsilon
   from jaxacct.mechanisms._kernels import laplace_rdp, pure_dp_rdp
   from jaxacct.mechanisms._values import EpsilonDelta, Gaussian, Laplace, RandomizedResponse
 
 __all__ = ["Gaussian", "Laplace", "RandomizedResponse", "EpsilonDelta", "gaussian_rdp",
-           "laplace_rdp", "pure_dp_rdp", "compose_rdp", "rdp_to_epsilon", "rdp_to_delta"]
+           "laplace_rdp", "pure_dp_rdp", "rdp_to_epsilon", "rdp_to_delta"]
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals())
