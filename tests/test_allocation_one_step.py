@@ -1,5 +1,5 @@
-"""Host one-step laws (``sum_law.one_steps``, NumPy) against the jitted ones, and the front
-door's values against pinned pre-change values.
+"""Host one-step laws (``mechanisms.Gaussian/Laplace(...).one_step_law``, NumPy) against the
+jitted ones, and the front door's values against pinned pre-change values.
 
 Issue 28, item 2: the law builder takes the Gaussian/Laplace one-step laws as inputs computed
 on the host (the in-program ``ndtri``/``log_ndtr``/Gauss-Legendre cells were about a sixth of
@@ -18,6 +18,7 @@ import jax
 import numpy as np
 import pytest
 
+from jaxacct import mechanisms as M
 from jaxacct.allocation import pld
 from jaxacct.allocation import sum_law as sl
 
@@ -30,26 +31,31 @@ N = 256
 def test_host_one_step_matches_jitted(mechanism):
   params = np.array([0.5, 1.0, 2.0, 7.0])
   tails = np.array([1e-19, 1e-13, 1e-25, 1e-15])
-  st = sl.one_steps(mechanism, params, tails, N)
+  value = M.Gaussian if mechanism == "gaussian" else M.Laplace   # Laplace: scale = b
   fn = sl.gaussian_one_step if mechanism == "gaussian" else sl.laplace_one_step
   f = jax.jit(lambda s, tl: fn(s, N, tl))
   for i in range(params.size):
+    st = value(float(params[i])).one_step_law(N, float(tails[i]))
     up, lw, lat = f(params[i], tails[i])
-    masses = [(up.p, st.p[i]), (up.q0, st.q0[i]), (up.minf, st.minf[i]), (lw.a, st.a[i]),
-              (lw.g, st.g[i])]
+    masses = [(up.p, st.p[0]), (up.q0, st.q0[0]), (up.minf, st.minf[0]), (lw.a, st.a[0]),
+              (lw.g, st.g[0])]
     for ref, got in masses:
       np.testing.assert_allclose(got, np.asarray(ref), rtol=1e-11, atol=1e-300)
-    np.testing.assert_allclose(st.lo[i], float(lat.u_ref), rtol=0, atol=1e-12)
-    np.testing.assert_allclose(st.D[i], float(lat.step), rtol=1e-13)
+    np.testing.assert_allclose(st.lo[0], float(lat.u_ref), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(st.D[0], float(lat.step), rtol=1e-13)
 
 
 def test_host_one_step_invalid_and_unknown():
-  # invalid lanes give non-finite laws (the kernel then marks the lane NaN from sigma itself)
-  st = sl.one_steps("gaussian", np.array([-1.0, np.nan, 1.0]), np.array([1e-19] * 3), N)
-  assert st.p.shape == (3, N)
-  assert not np.all(np.isfinite(st.p[1])) and np.all(np.isfinite(st.p[2]))
+  # invalid lanes give non-finite one-step laws; the law builder marks the
+  # lane NaN from sigma itself (through laws_batch, the one-step laws' door
+  # for lanes)
+  F = sl.laws_batch(np.array([-1.0, np.nan, 1.0]), np.array([10] * 3, np.int32),
+                    np.array([1e-19] * 3), n=N, mechanism="gaussian")
+  rel = np.asarray(F.rel)
+  assert np.all(np.isnan(rel[:2])) and np.isfinite(rel[2])
   with pytest.raises(ValueError, match="mechanism"):
-    sl.one_steps("cauchy", np.array([1.0]), np.array([1e-19]), N)
+    sl.laws_batch(np.array([1.0]), np.array([10], np.int32), np.array([1e-19]), n=N,
+                  mechanism="cauchy")
 
 
 @pytest.mark.parametrize("door,kwargs,up,lo", [

@@ -13,7 +13,7 @@ same methods:
   constructors: dominating (upper) when pessimistic, optimistic (lower) else;
 * ``event()`` -- the ``jaxacct.accounting.events`` event with this pair;
 * ``one_step_law(n, tail)`` -- where random allocation has one (Gaussian,
-  Laplace), its one-step laws (``jaxacct.allocation.sum_law.one_steps``).
+  Laplace), its one-step laws (NumPy; the input of the allocation law builder).
 
 The accountant (``jaxacct.accounting``) maps each base event to its value and
 asks the value, so this module is the one place that says which kernels
