@@ -4,10 +4,11 @@ The kernels live in :mod:`jaxacct.allocation._sum_law` (mathematics in
 :mod:`jaxacct.allocation.pld`); this module names the ones a test or a user
 checking the construction needs:
 
-* the one-step laws: :func:`gaussian_one_step`, :func:`laplace_one_step`
-  (jittable; their NumPy twin, which the law builder uses, is
-  ``jaxacct.mechanisms.Gaussian(sigma).one_step_law(n, tail)`` /
-  ``Laplace(...)``); the law types :class:`UpperLaw`, :class:`LowerLaw` and :class:`Lattice`;
+* the law types :class:`UpperLaw`, :class:`LowerLaw` and :class:`Lattice`;
+  the one-step laws come from ``jaxacct.mechanisms.Gaussian(sigma).one_step_law(n,
+  tail)`` / ``Laplace(b).one_step_law(...)`` (NumPy ``Steps``: ``UpperLaw(p, q0,
+  minf)``, ``LowerLaw(a, g, 0)``, ``Lattice(lo, D, 0)`` of its lane; their
+  jitted twins run inside :func:`laws_batch` on traced input);
 * the pairwise sums :func:`conv_upper`, :func:`conv_lower` and their fused
   pairs :func:`conv_upper_pair`, :func:`conv_lower_pair`;
 * the t-fold sum laws :func:`sum_law_upper`, :func:`sum_law_lower` with their
@@ -27,9 +28,8 @@ from jaxacct.allocation._one_step import one_steps   # for jaxacct.mechanisms, n
 from jaxacct.allocation._pld_laws import delta_batch, eps_batch, laws_batch
 from jaxacct.allocation._sum_law import (Lattice, LowerLaw, UpperLaw, conv_lower,
                                          conv_lower_pair, conv_upper, conv_upper_pair,
-                                         gaussian_one_step, laplace_one_step, sum_law_lower,
-                                         sum_law_upper)
+                                         sum_law_lower, sum_law_upper)
 
 __all__ = ["Lattice", "LowerLaw", "UpperLaw", "conv_lower", "conv_lower_pair", "conv_upper",
-           "conv_upper_pair", "gaussian_one_step", "laplace_one_step",
-           "sum_law_lower", "sum_law_upper", "laws_batch", "eps_batch", "delta_batch"]
+           "conv_upper_pair", "sum_law_lower", "sum_law_upper", "laws_batch", "eps_batch",
+           "delta_batch"]

@@ -19,8 +19,9 @@ The accountant (``jaxacct.accounting``) maps each base event to its value and
 asks the value, so this module is the one place that says which kernels
 belong to which mechanism.
 
-**Kernels** (``gaussian_rdp``, ``laplace_rdp``, ``pure_dp_rdp``): the
-vmappable sweep API. They take ``orders`` (1-D, shape (A,)) and a parameter
+**Kernels** (``laplace_rdp``, ``pure_dp_rdp``): the vmappable sweep API (the
+Gaussian's curve is ``orders / (2 sigma^2)``: ``Gaussian(sigma).rdp(orders)``, or
+that expression for an array of sigmas). They take ``orders`` (1-D, shape (A,)) and a parameter
 array of any shape S and return float64 of shape ``S + (A,)``. Eagerly called
 with concrete input they validate it and run in float64 (see
 :mod:`jaxacct._core.dtype`); under a user's ``jit`` they need x64 enabled, and
@@ -44,7 +45,6 @@ _LAZY = {
     "Laplace": ("jaxacct.mechanisms._values", "Laplace"),
     "RandomizedResponse": ("jaxacct.mechanisms._values", "RandomizedResponse"),
     "EpsilonDelta": ("jaxacct.mechanisms._values", "EpsilonDelta"),
-    "gaussian_rdp": ("jaxacct._core.gaussian", "gaussian_rdp"),
     "laplace_rdp": ("jaxacct.mechanisms._kernels", "laplace_rdp"),
     "pure_dp_rdp": ("jaxacct.mechanisms._kernels", "pure_dp_rdp"),
     "rdp_to_delta": ("jaxacct._core.conversion", "rdp_to_delta"),
@@ -52,12 +52,11 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-  from jaxacct._core.gaussian import gaussian_rdp
   from jaxacct._core.conversion import rdp_to_delta, rdp_to_epsilon
   from jaxacct.mechanisms._kernels import laplace_rdp, pure_dp_rdp
   from jaxacct.mechanisms._values import EpsilonDelta, Gaussian, Laplace, RandomizedResponse
 
-__all__ = ["Gaussian", "Laplace", "RandomizedResponse", "EpsilonDelta", "gaussian_rdp",
-           "laplace_rdp", "pure_dp_rdp", "rdp_to_epsilon", "rdp_to_delta"]
+__all__ = ["Gaussian", "Laplace", "RandomizedResponse", "EpsilonDelta", "laplace_rdp",
+           "pure_dp_rdp", "rdp_to_epsilon", "rdp_to_delta"]
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals())

@@ -171,8 +171,8 @@ class Gaussian:
   def one_step_law(self, n: int, tail):
     """One-step laws of random allocation with this noise: NumPy, one lane
     (``Steps``: upper masses ``p``, ``q0``, ``minf``, lower ``a``, ``g``,
-    lattice ``lo``, ``D``; the jitted twin is
-    ``jaxacct.allocation.sum_law.gaussian_one_step``)."""
+    lattice ``lo``, ``D``; wrap a lane as ``jaxacct.allocation.sum_law``'s
+    ``UpperLaw(p, q0, minf)``, ``LowerLaw(a, g, 0)``, ``Lattice(lo, D, 0)``)."""
     return one_steps("gaussian", self.sigma, tail, n)
 
 
@@ -243,8 +243,7 @@ class Laplace:
 
   def one_step_law(self, n: int, tail):
     """One-step laws of random allocation with this noise, as
-    :meth:`Gaussian.one_step_law` (jitted twin:
-    ``jaxacct.allocation.sum_law.laplace_one_step`` at scale ``b``)."""
+    :meth:`Gaussian.one_step_law` (at scale ``b = scale / sensitivity``)."""
     return one_steps("laplace", self.b, tail, n)
 
 
