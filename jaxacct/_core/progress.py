@@ -63,16 +63,6 @@ def set_progress(enabled: bool) -> bool:
   return prev
 
 
-@contextlib.contextmanager
-def progress_disabled():
-  """Context manager: no progress output inside (the previous setting is restored)."""
-  prev = set_progress(False)
-  try:
-    yield
-  finally:
-    set_progress(prev)
-
-
 def configure_progress(*, delay: Optional[float] = None, interval: Optional[float] = None,
                        backend: Optional[str] = None) -> dict:
   """Sets the delay before the first line, the interval between lines and the

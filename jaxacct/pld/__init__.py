@@ -18,10 +18,8 @@ Public interface (a contract used by other jaxacct modules):
 
 The other names importable from this package (``truncate``, ``window_size``,
 ``poisson_gaussian_pair``, ``poisson_gaussian_epsilon`` / ``_delta`` behind
-``jaxacct.poisson``'s ``method="pld"``, ``DEFAULT_STEP``, ``default_step``,
-``delta_both`` / ``epsilon_both`` behind :func:`delta` / :func:`epsilon` of a
-pair, ...) are what the other jaxacct
-packages use; they are not public (not in ``__all__``).
+``jaxacct.poisson``'s ``method="pld"``, ``DEFAULT_STEP``, ``default_step``, ...)
+are what the other jaxacct packages use; they are not public (not in ``__all__``).
 
 See :mod:`jaxacct.pld._core` for the discretisation and its guarantees,
 :mod:`jaxacct.pld._compose` for the FFT composition and :mod:`jaxacct.pld._query`
@@ -34,7 +32,7 @@ from jaxacct.pld._compose import compose, compose_many, window_size
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, PairPLD, from_losses, from_pair, truncate
 from jaxacct.pld._doors import (default_step, poisson_gaussian_composed, poisson_gaussian_delta,
                                 poisson_gaussian_epsilon, to_dp_accounting)
-from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta, delta_both, epsilon, epsilon_both
+from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta, epsilon
 from jaxacct.pld._mechanisms import (DEFAULT_STEP, gaussian, laplace, poisson_gaussian,
                                     poisson_gaussian_pair, randomized_response, truncate_to_bucket)
 
