@@ -9,11 +9,13 @@ checking the construction needs:
   tail)`` / ``Laplace(b).one_step_law(...)`` (NumPy ``Steps``: ``UpperLaw(p, q0,
   minf)``, ``LowerLaw(a, g, 0)``, ``Lattice(lo, D, 0)`` of its lane; their
   jitted twins run inside :func:`laws_batch` on traced input);
-* the pairwise sums :func:`conv_upper`, :func:`conv_lower` and their fused
-  pairs :func:`conv_upper_pair`, :func:`conv_lower_pair`;
+* the pairwise sums :func:`conv_upper`, :func:`conv_lower` (``far`` and
+  ``coarsen`` switches; the t-fold sums run a level's two sums as one fused
+  pair of these kernels);
 * the t-fold sum laws :func:`sum_law_upper`, :func:`sum_law_lower` with their
-  ``method`` switch ("fast", the default, or "reference", the O(n^2) oracle of
-  the former vmapped pair of sums) (their NumPy twins run inside
+  ``method`` switch ("fast", the default: near band in the fused loop plus the
+  far field; "loop": every diagonal in the fused loop; "reference": the
+  O(n^2) oracle, the two sums one by one) (their NumPy twins run inside
   ``laws_batch(..., host=True)``);
 * the round laws of lanes :func:`laws_batch` (one-step laws on the host, then
   the jitted round-law builder, or with ``host=True`` its NumPy twin: the same
@@ -26,10 +28,8 @@ All are jittable (``laws_batch(host=True)`` aside); all need float64
 
 from jaxacct.allocation._one_step import one_steps   # for jaxacct.mechanisms, not public
 from jaxacct.allocation._pld_laws import delta_batch, eps_batch, laws_batch
-from jaxacct.allocation._sum_law import (Lattice, LowerLaw, UpperLaw, conv_lower,
-                                         conv_lower_pair, conv_upper, conv_upper_pair,
+from jaxacct.allocation._sum_law import (Lattice, LowerLaw, UpperLaw, conv_lower, conv_upper,
                                          sum_law_lower, sum_law_upper)
 
-__all__ = ["Lattice", "LowerLaw", "UpperLaw", "conv_lower", "conv_lower_pair", "conv_upper",
-           "conv_upper_pair", "sum_law_lower", "sum_law_upper", "laws_batch", "eps_batch",
-           "delta_batch"]
+__all__ = ["Lattice", "LowerLaw", "UpperLaw", "conv_lower", "conv_upper", "sum_law_lower",
+           "sum_law_upper", "laws_batch", "eps_batch", "delta_batch"]
