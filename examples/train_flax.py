@@ -8,17 +8,19 @@ Synthetic data (no downloads), CPU, seconds::
     python examples/train_flax.py --scheme allocation --max-epsilon 2   # stops early
 
 Batches come from :mod:`jaxacct.sampling`, formed exactly as the accountant
-assumes, and the accountant comes from the sampler (``sampler.accountant``),
-so the two cannot disagree:
+assumes; sigma is calibrated on the sampler's event (``sampler.event``,
+``jaxacct.calibrate``) and the tracking accountant comes from the sampler
+(``sampler.accountant``: the same event, one block at a time, through the
+same PLD accountant), so the three cannot disagree:
 
 * ``allocation`` (balls-in-bins, fresh): every epoch each example joins one of
   the ``t`` steps, drawn uniformly and anew each epoch
-  (``BallsInBinsSampler``; accounted by ``jaxacct.allocation.epsilon``);
+  (``BallsInBinsSampler``; ``RandomAllocationDpEvent`` per epoch);
 * ``fixed_bins``: the step is drawn once and kept every epoch (jax_privacy's
   ``BallsInBinsSampling``; accounted with ``fresh_each_epoch=False``, i.e. one
   epoch at sigma / sqrt(E): more noise for the same epsilon);
 * ``poisson``: every step each example joins with probability ``q``
-  (``PoissonSampler``; ``jaxacct.poisson``).
+  (``PoissonSampler``; ``PoissonSampledDpEvent`` per step).
 
 What is trained is what is accounted. The expected batch size
 ``batch_size`` is *declared* (a number fixed before training) and is the only
@@ -100,25 +102,19 @@ def calibrate(sampler, *, epsilon: float, delta: float) -> float:
 def main(scheme: str = "poisson", *, num_epochs: int = 5, n: int = 512,
          batch_size: int = 64, epsilon: float = 4.0, delta: float = 1e-5,
          max_epsilon=None, l2_norm_clip: float = 1.0, lr: float = 0.5,
-         seed: int = 0, verbose: bool = True, noise_multiplier=None,
-         accountant_methods=None):
+         seed: int = 0, verbose: bool = True, noise_multiplier=None):
   """Trains; returns a list of dicts (epoch, step, eps, loss, exhausted), one per
   epoch (the last one possibly cut short by the budget).
 
   ``noise_multiplier``: use this sigma instead of calibrating to ``epsilon``.
-  ``accountant_methods``: ``methods`` of the allocation accountant (default:
-  the front door's plus ``"pld"``, the bound the calibration meets).
   """
   x, y = make_data(n, 16, seed)
   sampler = make_sampler(scheme, n=n, batch_size=batch_size, num_epochs=num_epochs,
                          seed=seed + 1)
   sigma = (float(noise_multiplier) if noise_multiplier is not None else
            calibrate(sampler, epsilon=epsilon, delta=delta))
-  # allocation: the front door's methods plus the tight PLD the calibration met
-  kw = {} if scheme == "poisson" else {"methods": tuple(
-      accountant_methods or ("rdp_direct", "rdp_add", "direct_add", "decomposition", "local",
-                             "pld"))}
-  accountant = sampler.accountant(sigma=sigma, delta=delta, **kw)
+  # the event the calibration met, one block (step / epoch) at a time
+  accountant = sampler.accountant(sigma=sigma, delta=delta)
   tx = optax.chain(
       tracking.dp_aggregate(           # divides by the declared batch_size, never by n
           l2_norm_clip=l2_norm_clip, noise_multiplier=sigma,

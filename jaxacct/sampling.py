@@ -23,22 +23,25 @@ Samplers and the accounting that matches them:
 sampler                                        accounting (Bound: upper)
 =============================================  ==========================================
 ``BallsInBinsSampler()`` (fresh, default):     ``allocation.epsilon(num_steps=t,
-every epoch each example joins a uniformly     num_selected=k, num_epochs=E)``,
-random k-subset of the t steps, drawn anew     ``tracking.AllocationAccountant``
-and independently of earlier epochs
+every epoch each example joins a uniformly     num_selected=k, num_epochs=E)``;
+random k-subset of the t steps, drawn anew     tracking: ``RandomAllocationDpEvent``
+and independently of earlier epochs            per epoch
 ``BallsInBinsSampler(fresh_each_epoch=False)``  ``allocation.epsilon(...,
 (fixed bins: the k-subset is drawn once and    fresh_each_epoch=False)`` = one epoch at
 reused every epoch; jax_privacy 2.0's          sigma / sqrt(E)
 ``BallsInBinsSampling(iterations=t*E,          (``allocation.fixed_bins_pld_epsilon``)
 cycle_length=t)``)
-``PoissonSampler``: every step each example    ``poisson.epsilon(q=q, num_steps=T)``,
-joins independently with probability q         ``tracking.PoissonAccountant``
+``PoissonSampler``: every step each example    ``poisson.epsilon(q=q, num_steps=T)``;
+joins independently with probability q         tracking: ``PoissonSampledDpEvent`` per step
 =============================================  ==========================================
 
 :meth:`BallsInBinsSampler.accountant` / :meth:`PoissonSampler.accountant`
-return the ``jaxacct.tracking`` accountant that matches the sampler (never the
-fresh-draw one for fixed bins), and ``.epsilon(sigma=, delta=)`` the front
-door's value for the whole run.
+return the ``jaxacct.tracking`` accountant that matches the sampler: a
+``tracking.EventAccountant`` of the event per block whose whole run is
+``.event(sigma=)`` (what ``jaxacct.calibrate`` evaluates; for fixed bins an
+``EpsilonTableAccountant`` of the same accountant's epoch-by-epoch values,
+never the fresh-draw one), and ``.epsilon(sigma=, delta=)`` the front door's
+value for the whole run.
 
 Batch sizes and the padded capacity
 -----------------------------------
@@ -404,24 +407,35 @@ class BallsInBinsSampler:
     return ev.RandomAllocationDpEvent(sigma=float(sigma) / math.sqrt(self.E), steps_per_epoch=self.t,
                                       num_selected=self.k, num_epochs=1)
 
-  def accountant(self, *, sigma, delta: Optional[float] = None, methods=None):
+  def accountant(self, *, sigma, delta: Optional[float] = None, **kwargs):
     """The ``jaxacct.tracking`` accountant that matches this sampler.
 
-    Fresh: ``tracking.AllocationAccountant(sigma, num_steps=t, num_selected=k)``.
-    Fixed bins: an ``EpsilonTableAccountant`` (block = one epoch) holding
-    ``allocation.epsilon(..., num_epochs=e, fresh_each_epoch=False)`` for
-    e = 0..E, which needs ``delta``.
+    Fresh: ``tracking.EventAccountant(RandomAllocationDpEvent(sigma,
+    steps_per_epoch=t, num_selected=k), block_size=t)``: one event per epoch,
+    e epochs accounted as :meth:`event` for E = e (``kwargs`` go to the
+    ``EventAccountant``; ``delta`` is unused). Fixed bins: after e epochs the
+    run is one epoch at sigma / sqrt(e), not a composition: an
+    ``EpsilonTableAccountant`` (block = one epoch) holding
+    ``accounting.PLDAccountant().compose(event).get_epsilon(delta)`` of that
+    event for e = 1..E, which needs ``delta``.
     """
+    ev = accounting.events   # lazy: dp_accounting loads with the events
+    checks.check_positive("sigma", sigma)
     if self.fresh_each_epoch:
-      return tracking.AllocationAccountant(sigma=sigma, num_steps=self.t,
-                                           num_selected=self.k, methods=methods)
+      del delta
+      epoch = ev.RandomAllocationDpEvent(sigma=float(sigma), steps_per_epoch=self.t,
+                                         num_selected=self.k)
+      return tracking.EventAccountant(epoch, block_size=self.t, **kwargs)
     if delta is None:
       raise ValueError("delta is required for the fixed-bin accountant (an epsilon table).")
-    eps = np.array([0.0] + [float(allocation.epsilon(
-        sigma=sigma, num_steps=self.t, delta=delta, num_selected=self.k, num_epochs=e,
-        fresh_each_epoch=False, methods=methods).epsilon) for e in range(1, self.E + 1)])
+    if kwargs:
+      raise ValueError(f"fixed bins take no EventAccountant options; got {sorted(kwargs)}.")
+    checks.check_delta(delta)
+    eps = np.array([0.0] + [accounting.PLDAccountant().compose(ev.RandomAllocationDpEvent(
+        sigma=float(sigma) / math.sqrt(e), steps_per_epoch=self.t,
+        num_selected=self.k)).get_epsilon(float(delta)) for e in range(1, self.E + 1)])
     # the first e epochs are a post-processing of the first e' >= e: a bound for e'
-    # also holds for e (keeps the table non-decreasing if methods switch)
+    # also holds for e (keeps the table non-decreasing)
     eps = np.minimum.accumulate(eps[::-1])[::-1]
     return tracking.EpsilonTableAccountant(epsilons=eps, delta=delta, block_size=self.t)
 
@@ -512,15 +526,20 @@ class PoissonSampler:
     return step if self.num_steps == 1 else ev.SelfComposedDpEvent(step, self.num_steps)
 
   def accountant(self, *, sigma, delta: Optional[float] = None, **kwargs):
-    """``tracking.PoissonAccountant(q=q, sigma=sigma, pld_every=steps_per_epoch)``.
+    """``tracking.EventAccountant(PoissonSampledDpEvent(q, GaussianDpEvent(sigma)))``.
 
-    The tight Poisson PLD at every epoch end (RDP in between), the bound that
-    ``jaxacct.calibrate`` of :meth:`event` and
-    ``dpsgd.calibrate_noise_multiplier(sampling="poisson")`` calibrate on: an
-    RDP-only accountant (``pld_every=None``) would report a larger epsilon
-    than the calibration target for the same sigma. ``kwargs`` go to
-    :class:`jaxacct.tracking.PoissonAccountant` (``delta`` is unused).
+    One event per step (``GaussianDpEvent(sigma)`` when q = 1), T of them
+    being :meth:`event`: the bound ``jaxacct.calibrate`` of :meth:`event` and
+    ``dpsgd.calibrate_noise_multiplier(sampling="poisson")`` calibrate on.
+    Every epoch end (``steps_per_epoch``) is evaluated exactly
+    (``evaluate_every``); ``kwargs`` go to :class:`jaxacct.tracking.EventAccountant`
+    (``delta`` is unused).
     """
     del delta
-    kwargs.setdefault("pld_every", self.steps_per_epoch)
-    return tracking.PoissonAccountant(q=self.q, sigma=sigma, **kwargs)
+    ev = accounting.events   # lazy: dp_accounting loads with the events
+    checks.check_positive("sigma", sigma)
+    step = ev.GaussianDpEvent(float(sigma))
+    if self.q < 1:
+      step = ev.PoissonSampledDpEvent(self.q, step)
+    kwargs.setdefault("evaluate_every", self.steps_per_epoch)
+    return tracking.EventAccountant(step, **kwargs)

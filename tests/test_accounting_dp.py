@@ -153,6 +153,7 @@ def test_jaxacct_events_are_dp_events():
     assert dpa.DpEvent.from_named_tuple(nt) == dpa.SelfComposedDpEvent(e2, 2)
 
 
+@pytest.mark.slow  # peer-live, ~40 s (dp_accounting's RDP accountant / calibrator)
 def test_sampled_without_replacement_against_rdp_accountant():
   # dp_accounting supports this only in its RDP accountant (WBK Thm 27), whose
   # noise multiplier is relative to the *replacement* sensitivity; jaxacct
@@ -170,6 +171,7 @@ def test_sampled_without_replacement_against_rdp_accountant():
   assert ours.lower <= ours.epsilon <= rdp  # lower: the worst dataset, fixed direction; upper: the symmetric one-step-exact pair
 
 
+@pytest.mark.slow  # peer-live, ~40 s (dp_accounting's RDP accountant / calibrator)
 def test_calibrate_dp_mechanism_with_the_jaxacct_accountant():
   q, steps, eps_t, delta = 0.05, 100, 2.0, 1e-6
   t = time.perf_counter()

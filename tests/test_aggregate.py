@@ -26,6 +26,7 @@ import optax
 import pytest
 
 from jaxacct import sampling, tracking
+from jaxacct.accounting import events as ev
 
 
 def _data(n, d=5, seed=0):
@@ -206,7 +207,8 @@ def test_traced_noise_multiplier_is_refused():
 # ------------------------------------------------------ fixed schedule (item 2)
 
 def _chain(sigma, m, accountant_sigma=None):
-  acc = tracking.GaussianAccountant(sigma=sigma if accountant_sigma is None else accountant_sigma)
+  acc = tracking.EventAccountant(ev.GaussianDpEvent(
+      sigma if accountant_sigma is None else accountant_sigma))
   return optax.chain(
       tracking.dp_aggregate(l2_norm_clip=1.0, noise_multiplier=sigma, expected_batch_size=m,
                             key=0),
@@ -257,10 +259,15 @@ def test_hook_refuses_a_new_accountant_mid_run():
 
 
 def test_accountants_name_their_relation():
-  assert tracking.PoissonAccountant(q=0.1, sigma=1.0).neighbouring == "add_remove"
-  assert tracking.AllocationAccountant(sigma=1.0, num_steps=4).neighbouring == "add_remove"
-  assert tracking.GaussianAccountant(sigma=1.0).neighbouring == "add_remove"
-  assert tracking.ShuffleAccountant.neighbouring == "replace_one"
+  from jaxacct.accounting import NeighboringRelation
+  poisson = ev.PoissonSampledDpEvent(0.1, ev.GaussianDpEvent(1.0))
+  assert tracking.EventAccountant(poisson).neighbouring == "add_remove"
+  alloc = ev.RandomAllocationDpEvent(sigma=1.0, steps_per_epoch=4)
+  assert tracking.EventAccountant(alloc, block_size=4).neighbouring == "add_remove"
+  assert tracking.EventAccountant(ev.GaussianDpEvent(1.0)).neighbouring == "add_remove"
+  shuffle = tracking.EventAccountant(ev.ShuffleDpEvent(n=10, eps0=1.0),
+                                     neighboring_relation=NeighboringRelation.REPLACE_ONE)
+  assert shuffle.neighbouring == "replace_one"
   assert tracking.EpsilonTableAccountant(epsilons=np.array([0.0, 1.0]),
                                          delta=1e-5).neighbouring is None
   s = sampling.BallsInBinsSampler(num_examples=100, steps_per_epoch=10, num_epochs=1,
@@ -269,11 +276,11 @@ def test_accountants_name_their_relation():
 
 
 def test_hook_refuses_a_budget_or_length_change_mid_run():
-  acc = tracking.GaussianAccountant(sigma=2.0)
+  acc = tracking.EventAccountant(ev.GaussianDpEvent(2.0))
   p = jnp.zeros(3)
   tx = tracking.track_privacy(acc, num_steps=10, delta=1e-5, max_epsilon=5.0)
   _, st = tx.update(p, tx.init(p))
-  same = tracking.track_privacy(tracking.GaussianAccountant(sigma=2.0), num_steps=10,
+  same = tracking.track_privacy(tracking.EventAccountant(ev.GaussianDpEvent(2.0)), num_steps=10,
                                 delta=1e-5, max_epsilon=5.0)
   _, st = same.update(p, st)                        # an identical rebuild is accepted
   for kw in (dict(num_steps=10, max_epsilon=50.0), dict(num_steps=20, max_epsilon=5.0),

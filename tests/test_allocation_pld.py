@@ -41,22 +41,25 @@ DELTA_CASES = [
 ]
 
 
+def _by_case(cases, r):
+  """{case: (upper, lower, (remove upper, lower), (add upper, lower))} of a batched result."""
+  return {c: (float(u), float(lo), tuple(map(float, rm)), tuple(map(float, ad)))
+          for c, u, lo, rm, ad in zip(cases, r.upper, r.lower,
+                                      zip(*r.by_direction["remove"]), zip(*r.by_direction["add"]))}
+
+
 @pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def eps_batch():
   s, t, d = map(np.array, zip(*EPS_CASES))
-  r = pld.allocation_pld_epsilon(sigma=s, num_steps=t, delta=d, grid_size=N)
-  return {c: (float(u), float(lo), tuple(map(float, rm)), tuple(map(float, ad)))
-          for c, u, lo, rm, ad in zip(EPS_CASES, r.upper, r.lower,
-                                      zip(*r.by_direction["remove"]), zip(*r.by_direction["add"]))}
+  return _by_case(EPS_CASES, pld.allocation_pld_epsilon(sigma=s, num_steps=t, delta=d,
+                                                        grid_size=N))
 
 
 @pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def delta_batch():
   s, t, e = map(np.array, zip(*DELTA_CASES))
-  r = pld.allocation_pld_delta(sigma=s, num_steps=t, epsilon=e, grid_size=N)
-  return {c: (float(u), float(lo), tuple(map(float, rm)), tuple(map(float, ad)))
-          for c, u, lo, rm, ad in zip(DELTA_CASES, r.upper, r.lower,
-                                      zip(*r.by_direction["remove"]), zip(*r.by_direction["add"]))}
+  return _by_case(DELTA_CASES, pld.allocation_pld_delta(sigma=s, num_steps=t, epsilon=e,
+                                                        grid_size=N))
 
 
 # ---------------------------------------------------------------------------

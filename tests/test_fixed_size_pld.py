@@ -23,6 +23,8 @@ from jaxacct import pld as E
 from jaxacct.accounting import fixed_size as fs
 from jaxacct.accounting import mixtures as mx
 
+from brute_force import draws_with_replacement_law
+
 EPS = np.array([0.0, 0.25, 1.0, 2.0])
 STEP = 1e-3
 
@@ -318,17 +320,6 @@ def test_new_sigma_or_size_compiles_nothing(compile_counter):
 # Sources of the numbers: this file (brute force over all n^m draw sequences).
 
 
-def _mixture_2d(points, m):
-  """(means (k, 2), weights) of the sum of m draws with replacement."""
-  out = {}
-  n = len(points)
-  for d in itertools.product(range(n), repeat=m):
-    v = tuple(np.round(np.sum([points[i] for i in d], axis=0), 12))
-    out[v] = out.get(v, 0.0) + float(n) ** -m
-  mu = np.array(sorted(out))
-  return mu, np.array([out[tuple(v)] for v in mu])
-
-
 def _cells_2d(mix, edges, s):
   mu, w = mix
   m0, m1 = (np.exp(mx.log_normal_mass((edges[None, :-1] - mu[:, i, None]) / s,
@@ -349,8 +340,8 @@ def _binned_hockey_2d(P, Q, s, eps, cell):
 def test_common_c_family_is_not_the_with_replacement_envelope():
   n, m, s, eps = 3, 3, 1.0, 0.5
   z = (-math.sqrt(0.5), -math.sqrt(0.5))
-  P = _mixture_2d([(1.0, 0.0), z, z], m)
-  Q = _mixture_2d([(-1.0, 0.0), z, z], m)
+  P = draws_with_replacement_law([(1.0, 0.0), z, z], m)
+  Q = draws_with_replacement_law([(-1.0, 0.0), z, z], m)
   two_d = _binned_hockey_2d(P, Q, s, eps, cell=0.01)     # certified lower
   assert two_d == pytest.approx(0.479002, abs=2e-6)      # measured 0.4790020 (0.4790029 at 0.005)
 
@@ -380,8 +371,8 @@ def test_two_d_adaptive_lower_stays_below_the_upper():
   cells = []
   for x, z in (((1.0, 0.0), (-math.sqrt(0.5), -math.sqrt(0.5))), ((0.8, 0.6), (0.0, -1.0))):
     xp = (-x[0], x[1])
-    P = _mixture_2d([x] + [z] * (n - 1), m)
-    Q = _mixture_2d([xp] + [z] * (n - 1), m)
+    P = draws_with_replacement_law([x] + [z] * (n - 1), m)
+    Q = draws_with_replacement_law([xp] + [z] * (n - 1), m)
     lo = min(P[0].min(), Q[0].min()) - 9 * s
     hi = max(P[0].max(), Q[0].max()) + 9 * s
     e = np.concatenate([[-np.inf], np.arange(lo, hi, 0.02 * s), [np.inf]])

@@ -23,18 +23,9 @@ from jaxacct import pld as E
 from jaxacct.accounting import fixed_size as fs
 from jaxacct.accounting import mixtures as mx
 
+from brute_force import draws_with_replacement_law
+
 EPS = np.array([0.0, 0.1, 0.5, 1.0, 2.0, 3.0])
-
-
-def _law(points, m):
-  """(means (k, d), weights): the sum of m draws with replacement from ``points``."""
-  out = {}
-  n = len(points)
-  for seq in itertools.product(range(n), repeat=m):
-    v = tuple(np.round(np.sum([points[i] for i in seq], axis=0), 12))
-    out[v] = out.get(v, 0.0) + float(n) ** -m
-  mu = np.array(sorted(out))
-  return mu, np.array([out[tuple(v)] for v in mu])
 
 
 def _logpdf_1d(mix, x, s):
@@ -128,15 +119,15 @@ def test_split_upper_above_every_1d_dataset(n, m, sigma):
   worst = np.zeros(EPS.size)
   for vals in _datasets_1d(n, rng):
     x, xp, rest = vals[0], vals[1], vals[2:]
-    P = _law([(v,) for v in [x] + rest], m)
-    Q = _law([(v,) for v in [xp] + rest], m)
+    P = draws_with_replacement_law([(v,) for v in [x] + rest], m)
+    Q = draws_with_replacement_law([(v,) for v in [xp] + rest], m)
     for A, B in ((P, Q), (Q, P)):
       worst = np.maximum(worst, [_hockey_1d(A, B, sigma, e) for e in EPS])
   assert np.all(up >= worst - 1e-12), (up, worst)
   assert np.all(pld_up >= up - 1e-12)          # the PLD is above its profile (connect-the-dots)
   # the others-at-(-1) instance is the exact `hidden` profile (checks the formula)
-  P = _law([(1.0,)] + [(-1.0,)] * (n - 1), m)
-  Q = _law([(-1.0,)] * n, m)
+  P = draws_with_replacement_law([(1.0,)] + [(-1.0,)] * (n - 1), m)
+  Q = draws_with_replacement_law([(-1.0,)] * n, m)
   np.testing.assert_allclose(hid, [_hockey_1d(P, Q, sigma, e) for e in EPS],
                              rtol=1e-9, atol=1e-13)
   assert np.all(up <= rev + 1e-15) and np.all(hid <= up + 1e-15)
@@ -150,8 +141,8 @@ def test_split_upper_above_every_2d_dataset(n, m, sigma):
   up = _upper(n, m, sigma, eps)[0]
   worst = np.zeros(eps.size)
   for pts in _datasets_2d(n, rng):
-    P = _law([pts[0]] + pts[2:], m)
-    Q = _law([pts[1]] + pts[2:], m)
+    P = draws_with_replacement_law([pts[0]] + pts[2:], m)
+    Q = draws_with_replacement_law([pts[1]] + pts[2:], m)
     worst = np.maximum(worst, np.maximum(_binned_2d(P, Q, sigma, eps),
                                          _binned_2d(Q, P, sigma, eps)))
   assert np.all(up >= worst - 1e-12), (up, worst)    # float round-off at eps = 0 (below)
@@ -164,7 +155,7 @@ def test_split_upper_is_attained_at_eps_zero(n, m, sigma):
   # sum_k P(K=k) TV(N(k), N(-k)) = the revealed (and split: b = 1) upper
   up = _upper(n, m, sigma, np.array([0.0]))[0][0]
   pts = [(1.0, 0.0), (-1.0, 0.0)] + [(0.0, -1.0)] * (n - 1)
-  P, Q = _law([pts[0]] + pts[2:], m), _law([pts[1]] + pts[2:], m)
+  P, Q = draws_with_replacement_law([pts[0]] + pts[2:], m), draws_with_replacement_law([pts[1]] + pts[2:], m)
   w = special.binom(m, np.arange(m + 1)) * (1 / n) ** np.arange(m + 1) * (
       1 - 1 / n) ** (m - np.arange(m + 1))   # P(K = k), K ~ Bin(m, 1/n)
   exact = float(np.sum(w * (2 * special.ndtr(np.arange(w.size) / sigma) - 1)))
@@ -188,8 +179,8 @@ def test_double_mixture_term_is_the_relaxed_instance(n, m, sigma):
   # (sum_k P(K=k) N(2k), sum_k P(K=k) N(-2k)) is the law of x = 2, x' = -2,
   # others at 0 (norms 2: outside the model, the lemma's extreme point); the
   # upper is at most its exact profile (min with the split bound)
-  P = _law([(2.0,)] + [(0.0,)] * (n - 1), m)
-  Q = _law([(-2.0,)] + [(0.0,)] * (n - 1), m)
+  P = draws_with_replacement_law([(2.0,)] + [(0.0,)] * (n - 1), m)
+  Q = draws_with_replacement_law([(-2.0,)] + [(0.0,)] * (n - 1), m)
   dm = np.array([_hockey_1d(P, Q, sigma, e) for e in EPS])
   up, rev, hid = _upper(n, m, sigma, EPS)
   assert np.all(up <= dm * (1 + 1e-9) + 1e-13)

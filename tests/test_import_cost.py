@@ -92,7 +92,7 @@ def test_schemes_load_only_what_they_need():
                 "tracking", "accounting", "experimental"):
         getattr(jaxacct, m)
       import jaxacct.allocation.pld
-      jaxacct.tracking.PoissonAccountant, jaxacct.tracking.accountant_for, jaxacct.calibrate
+      jaxacct.tracking.EventAccountant, jaxacct.tracking.accountant_for, jaxacct.calibrate
       jaxacct.accounting.regrid
       light = sorted({m.split(".")[0] for m in sys.modules} & set(%r))
       jaxacct.tracking.track_privacy

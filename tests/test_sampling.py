@@ -151,19 +151,30 @@ def test_poisson_sampler():
 
 
 def test_accountant_matches_sampler():
-  meth = ("rdp_direct", "direct_add", "local")
+  from jaxacct.accounting import PLDAccountant
   kw = dict(num_examples=100, steps_per_epoch=10, num_epochs=3)
   fresh = sampling.BallsInBinsSampler(**kw)
-  acc = fresh.accountant(sigma=1.0, methods=meth)
-  assert isinstance(acc, tracking.AllocationAccountant)
-  fixed = sampling.BallsInBinsSampler(fresh_each_epoch=False, **kw)
-  acc_f = fixed.accountant(sigma=1.0, delta=1e-5, methods=meth)
-  tab = tracking.epsilon_table(acc_f, num_steps=30, delta=1e-5)
-  ref = allocation.epsilon(sigma=1.0 / math.sqrt(3), steps_per_epoch=10, delta=1e-5, methods=meth)
-  assert tab[-1] == fixed.epsilon(sigma=1.0, delta=1e-5, methods=meth).epsilon == ref.epsilon
+  acc = fresh.accountant(sigma=1.0)
+  assert isinstance(acc, tracking.EventAccountant) and acc.block_size == 10
+  # the whole run's table entry is the accountant's epsilon of the sampler's event
   tab_fresh = tracking.epsilon_table(acc, num_steps=30, delta=1e-5)
+  assert tab_fresh[-1] == PLDAccountant().compose(fresh.event(sigma=1.0)).get_epsilon(1e-5)
+  fixed = sampling.BallsInBinsSampler(fresh_each_epoch=False, **kw)
+  acc_f = fixed.accountant(sigma=1.0, delta=1e-5)
+  tab = tracking.epsilon_table(acc_f, num_steps=30, delta=1e-5)
+  assert tab[-1] == PLDAccountant().compose(fixed.event(sigma=1.0)).get_epsilon(1e-5)
+  # the tight allocation PLD: below the front door's default methods (which
+  # the fixed-bin table held before issue 29)
+  ref = allocation.epsilon(sigma=1.0 / math.sqrt(3), steps_per_epoch=10, delta=1e-5)
+  assert tab[-1] <= fixed.epsilon(sigma=1.0, delta=1e-5).epsilon == ref.epsilon
   assert tab_fresh[-1] < tab[-1]       # the fresh table would under-report fixed bins
   assert tab[10] == tab[1] and tab[11] == tab[20]   # a partial epoch is charged whole
+  pois = sampling.PoissonSampler(num_examples=100, sampling_rate=0.1, num_steps=12,
+                                 steps_per_epoch=10)
+  acc_p = pois.accountant(sigma=1.0)
+  assert acc_p.evaluate_every == 10 and acc_p.block_size == 1
+  tab_p = tracking.epsilon_table(acc_p, num_steps=12, delta=1e-5)
+  assert tab_p[-1] == PLDAccountant().compose(pois.event(sigma=1.0)).get_epsilon(1e-5)
   assert fixed.accounting_kwargs()["fresh_each_epoch"] is False
 
 
@@ -199,16 +210,15 @@ def _f32_up(x):
 
 @pytest.mark.parametrize("scheme", ["allocation", "fixed_bins"])
 def test_training_example_epsilon_equals_accountant(scheme):
-  """The example's tracked epsilon is the front door's for the sampler's scheme
+  """The example's tracked epsilon is the accountant's for the sampler's event
   (float32 rounded up), and the budget stops the loop."""
+  from jaxacct.accounting import PLDAccountant
   train_flax = _train_flax()
-  meth = ("rdp_direct", "direct_add", "local")
-  kw = dict(num_epochs=2, n=256, batch_size=32, noise_multiplier=1.2,
-            accountant_methods=meth, verbose=False)
+  kw = dict(num_epochs=2, n=256, batch_size=32, noise_multiplier=1.2, verbose=False)
   hist = train_flax.main(scheme, **kw)
   assert [h["step"] for h in hist] == [8, 16]
-  ref = allocation.epsilon(sigma=1.2, num_steps=8, delta=1e-5, num_epochs=2, methods=meth,
-                           fresh_each_epoch=(scheme == "allocation")).epsilon
+  s = train_flax.make_sampler(scheme, n=256, batch_size=32, num_epochs=2)
+  ref = PLDAccountant().compose(s.event(sigma=1.2)).get_epsilon(1e-5)
   assert hist[-1]["eps"] == _f32_up(ref)
   assert hist[-1]["loss"] < 0.69                      # it learns (log 2 = chance)
   # a budget between the epoch-1 and epoch-2 values stops training after epoch 1

@@ -76,7 +76,10 @@ def _new_and_old(n):
 
 # n = 1e5 (the widest windows, 27 s of compilation) under -m slow; the default
 # suite checks n = 1e5 against scipy (test_fast_delta_vs_scipy)
-@pytest.mark.parametrize("n", [2, 3, 10, 1000, pytest.param(100000, marks=pytest.mark.slow)])
+# n = 1000 (~35 s of reference evaluation) under -m slow too; the default suite
+# checks n = 1000 in test_fast_delta_matches_reference
+@pytest.mark.parametrize("n", [2, 3, 10, pytest.param(1000, marks=pytest.mark.slow),
+                               pytest.param(100000, marks=pytest.mark.slow)])
 def test_fast_epsilon_matches_reference(x64, n):
   new, old, (dd, pp, bb, qq, e0) = _new_and_old(n)
   assert np.all(np.isfinite(new)) and np.all(np.isfinite(old))

@@ -26,30 +26,46 @@ on overflow, from the sampled batch. With a constant divisor the released
 update is exactly the accounted noisy sum, rescaled.
 
 Neighbouring relation: each accountant names the one it assumes
-(``accountant.neighbouring``: ``"add_remove"`` for Poisson, allocation and
-Gaussian; ``"replace_one"`` for shuffling; ``None`` where the user supplies
-the curve or table). Schedule: the epsilon table and the budget stop hold for
+(``accountant.neighbouring``: its ``PLDAccountant``'s relation,
+``"add_remove"`` by default and for the samplers' accountants;
+``"replace_one"`` for shuffling; ``None`` for a table the user supplies).
+Schedule: the epsilon table and the budget stop hold for
 a schedule fixed in advance (arXiv:2602.06756); :func:`track_privacy` and
 :func:`dp_aggregate` refuse a change they can see mid-run
 (:class:`PrivacyScheduleChanged`, see :func:`track_privacy`).
 
 Design (the accounting is float64 and happens once, when the hook is built):
 
-* An *accountant* (:class:`PoissonAccountant`, :class:`AllocationAccountant`,
-  :class:`GaussianAccountant`, :class:`ShuffleAccountant`,
-  :class:`RDPAccountant`, :class:`EpsilonTableAccountant`; or
-  :class:`EventAccountant`, any dp_accounting/jaxacct event per step or
-  epoch through ``jaxacct.accounting.PLDAccountant``) turns the sampling
-  scheme into an epsilon table: ``eps[b]`` is an upper bound on epsilon at
-  ``delta`` after ``b`` blocks of ``block_size`` applied updates (block = one
-  step for Poisson/full-batch/RDP schemes, one epoch for random allocation,
-  one round for shuffling). It is computed under ``jax.enable_x64(True)`` with
-  the package's functional API, so the table equals the offline numbers.
+* One event accountant: :class:`EventAccountant` describes the run as one
+  event per block (a dp_accounting or jaxacct event,
+  :mod:`jaxacct.accounting.events`) composed by
+  ``jaxacct.accounting.PLDAccountant``, the accountant behind
+  :func:`jaxacct.calibrate` and :func:`jaxacct.dpsgd.epsilon`:
+
+  - Poisson subsampling: ``PoissonSampledDpEvent(q, GaussianDpEvent(sigma))``
+    per step;
+  - full batch: ``GaussianDpEvent(sigma)`` per step;
+  - random allocation: ``RandomAllocationDpEvent(sigma=sigma,
+    steps_per_epoch=t, num_selected=k)`` per epoch (``block_size=t``);
+  - shuffling: ``ShuffleDpEvent(n, eps0)`` per round
+    (``neighboring_relation=REPLACE_ONE``).
+
+  :meth:`jaxacct.sampling.PoissonSampler.accountant`,
+  :meth:`jaxacct.sampling.BallsInBinsSampler.accountant` and
+  :func:`accountant_for` build it for their run. A table the user holds is
+  an :class:`EpsilonTableAccountant`; an RDP curve (per step) becomes one
+  through ``jaxacct.mechanisms.rdp_to_epsilon(orders, b * rdp, delta)`` for
+  b = 0..num_blocks. ``eps[b]`` is an upper bound on epsilon at ``delta``
+  after ``b`` blocks of ``block_size`` applied updates. It is computed under
+  ``jax.enable_x64(True)``, so the table equals the offline numbers.
 * Under ``jit`` the hook only does an integer lookup: ``count -> eps``. No
   float64 is needed in the user's program.
 * A step inside a block is charged the whole block (the outputs so far are a
   post-processing of the whole block's output), so the reported epsilon is an
-  upper bound at every step, exact at block ends.
+  upper bound at every step, exact at block ends. For many blocks
+  :class:`EventAccountant` evaluates a head and a geometric grid of block
+  counts (and every ``evaluate_every``-th, e.g. epoch ends) and charges a
+  count the next evaluated one (also an upper bound).
 * Past the table (``count > num_steps``) epsilon is ``+inf`` (no guarantee).
 
 Float64 policy: with x64 enabled the state's ``eps`` is float64 and equals the
@@ -94,9 +110,7 @@ from jaxacct._core.lazy import lazy_exports as _lazy_exports
 # (``track_privacy`` and its helpers), not with the accountants.
 _LAZY = {
     **{n: ("jaxacct.tracking._accountants", n)
-       for n in ("AllocationAccountant", "EpsilonTableAccountant", "EventAccountant",
-                 "GaussianAccountant", "PoissonAccountant", "RDPAccountant",
-                 "ShuffleAccountant", "epsilon_table")},
+       for n in ("EpsilonTableAccountant", "EventAccountant", "epsilon_table")},
     "accountant_for": ("jaxacct.tracking._calibration", "accountant_for"),
     **{n: ("jaxacct.tracking._hook", n)
        for n in ("PrivacyBudgetExceeded", "PrivacyScheduleChanged", "PrivacyTrackerState",
@@ -105,10 +119,8 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-  from jaxacct.tracking._accountants import (AllocationAccountant, EpsilonTableAccountant,
-                                             EventAccountant, GaussianAccountant,
-                                             PoissonAccountant, RDPAccountant,
-                                             ShuffleAccountant, epsilon_table)
+  from jaxacct.tracking._accountants import (EpsilonTableAccountant, EventAccountant,
+                                             epsilon_table)
   from jaxacct.tracking._calibration import accountant_for
   from jaxacct.tracking._aggregate import DPAggregateState, dp_aggregate
   from jaxacct.tracking._hook import (PrivacyBudgetExceeded, PrivacyScheduleChanged,
@@ -121,9 +133,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PrivacyBudgetExceeded", "PrivacyScheduleChanged",
     "track_privacy", "dp_aggregate",
-    "PoissonAccountant", "AllocationAccountant", "GaussianAccountant",
-    "ShuffleAccountant", "RDPAccountant", "EpsilonTableAccountant",
-    "EventAccountant",
+    "EventAccountant", "EpsilonTableAccountant",
     "epsilon_table", "privacy_spent", "accountant_for",
     "clip_and_sum", "gaussian_noise",
 ]

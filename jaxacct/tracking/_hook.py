@@ -91,8 +91,8 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
   up, so it adds an integer increment and a gather per step.
 
   Neighbouring relation: the accountant's (``accountant.neighbouring``;
-  ``"add_remove"`` for the Poisson, allocation and Gaussian accountants that
-  match :mod:`jaxacct.sampling`). Under add/remove the dataset size is not
+  ``"add_remove"`` for the accountants of the :mod:`jaxacct.sampling`
+  samplers). Under add/remove the dataset size is not
   public: aggregate with :func:`jaxacct.tracking.dp_aggregate` (divisor: the
   declared expected batch size), not
   ``optax.contrib.differentially_private_aggregate`` (divisor: the padded
@@ -120,7 +120,8 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
   the planned run's: a prefix is a post-processing of the whole run.)
 
   Args:
-    accountant: a ``*Accountant`` of this module (the sampling scheme).
+    accountant: an :class:`EventAccountant` (the sampling scheme as an event
+      per block) or an :class:`EpsilonTableAccountant`.
     num_steps: planned number of applied updates (>= 1); later updates
       report ``eps = +inf`` (no guarantee) and are masked if a budget is set.
     delta: in (0, 1).
@@ -138,8 +139,9 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
   Example:
     >>> import jax.numpy as jnp, optax
     >>> from jaxacct import tracking
-    >>> tx = tracking.track_privacy(tracking.GaussianAccountant(sigma=4.0),
-    ...                             num_steps=10, delta=1e-5)
+    >>> from jaxacct.accounting import events
+    >>> acc = tracking.EventAccountant(events.GaussianDpEvent(4.0))   # full batch
+    >>> tx = tracking.track_privacy(acc, num_steps=10, delta=1e-5)
     >>> st = tx.init(jnp.zeros(3))
     >>> _, st = tx.update(jnp.ones(3), st)
     >>> round(float(optax.tree.get(st, "eps")), 4)
@@ -283,7 +285,8 @@ def clip_and_sum(l2_norm_clip: float) -> optax.GradientTransformation:
         clip_and_sum(C),
         optax.MultiSteps(optax.chain(
             gaussian_noise(sigma * C / K, key),
-            track_privacy(PoissonAccountant(q=q, sigma=sigma), num_steps=T, delta=d),
+            track_privacy(EventAccountant(PoissonSampledDpEvent(q, GaussianDpEvent(sigma))),
+                          num_steps=T, delta=d),
             optax.scale(K / expected_batch_size), optax.sgd(lr)),
           every_k_schedule=K))
 
