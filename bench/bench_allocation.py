@@ -65,7 +65,8 @@ def run():
     for t in ts:   # one compiled kernel per t is not needed: t is traced
       r = al.allocation_remove_rdp(sigma=sig, num_steps=int(t), max_order=60)
       e_rem = rdp_to_epsilon(orders, r, delta).epsilon
-      e_add = al.direct_add_epsilon(sigma=sig, num_steps=int(t), delta=delta).epsilon
+      e_add = al.epsilon(sigma=sig, steps_per_epoch=int(t), delta=delta, direction="add",
+                         methods=("direct_add",)).epsilon
       out.append(jnp.maximum(e_rem, e_add))
     return jnp.stack(out)
 
@@ -127,15 +128,16 @@ def _recursive_rows():
 
   rows = []
   for s, t in ((1.0, 10**4), (2.0, 10**6)):
-    kw = dict(sigma=s, num_steps=t, delta=1e-10)
+    kw = dict(sigma=s, steps_per_epoch=t, delta=1e-10)
     p = PrivacyParams(sigma=s, num_steps=t, num_selected=1, num_epochs=1, delta=1e-10)
-    ours = timed(fresh(lambda: al.truncated_poisson_epsilon(**kw).epsilon), repeats=1)
+    ours = timed(fresh(lambda: al.epsilon(**kw, methods=("truncated_poisson",)).epsilon),
+                 repeats=1)
     peer = timed_once(lambda: allocation_epsilon_analytic(p, SchemeConfig(), Direction.BOTH))
     rows.append(row(f"allocation truncated Poisson Thm 4.1: one eps (sigma={s:g}, t={t:.0e}, "
                     "delta=1e-10)", ours, "random-allocation 1.0.5 analytic", peer,
                     float(ours["value"]), float(peer["value"]),
                     "ours: sinh range, optimised split (3 PLD candidates); inf = vacuous"))
-    ours = timed(fresh(lambda: al.recursive_epsilon(**kw).epsilon), repeats=1)
+    ours = timed(fresh(lambda: al.epsilon(**kw, methods=("recursive",)).epsilon), repeats=1)
     if t <= 10**4:
       peer = timed_once(lambda: allocation_epsilon_recursive(p, SchemeConfig(), Direction.BOTH))
       pname, pval, note = "random-allocation 1.0.5 recursive", float(peer["value"]), ""
@@ -146,8 +148,8 @@ def _recursive_rows():
                     "delta=1e-10)", ours, pname, peer, float(ours["value"]), pval,
                     "ours: allocation-PLD + Thm 4.9 bootstrap, 3 eps' candidates x 2 "
                     "directions. " + note))
-  ours = timed(lambda: al.decomposition_pld_epsilon(sigma=1.0, num_steps=10**4, delta=1e-8,
-                                                        num_epochs=10).epsilon, repeats=1)
+  ours = timed(lambda: al.epsilon(sigma=1.0, steps_per_epoch=10**4, delta=1e-8, num_epochs=10,
+                                  methods=("decomposition_pld",)).epsilon, repeats=1)
   rows.append(row("allocation decomposition Thm 4.6 composed, E=10 (sigma=1, t=1e4, "
                   "delta=1e-8)", ours, ours_value=float(ours["value"]),
                   notes="no peer equivalent (their decomposition is k = E = 1 only)"))

@@ -23,7 +23,8 @@ def run():
 
   q, sigma, T, delta, step = 0.01, 1.0, 10_000, 1e-5, 1e-4
 
-  assert pld.default_step(sigma=sigma, q=q, num_steps=T) == step   # the door's grid step
+  # the door's grid step (the default of the composed pair it queries)
+  assert pld.poisson_gaussian_composed(sigma=sigma, q=q, num_steps=T).remove.step == step
 
   def ours_fn():
     return poisson.epsilon(q=q, sigma=sigma, num_steps=T, delta=delta, method="pld").epsilon
@@ -43,7 +44,7 @@ def run():
   # query only: 100 deltas on an already composed pair
   pair = pld.poisson_gaussian_composed(sigma=sigma, q=q, num_steps=T, step=step)
   deltas = np.geomspace(1e-12, 1e-3, 100)
-  ours = timed(lambda: pld.epsilon_both(pair, deltas), repeats=3)
+  ours = timed(lambda: pld.epsilon(pair, deltas), repeats=3)
   rows.append(row("PLD eps query: 100 deltas on a composed PairPLD", ours,
                   notes=f"eps range {float(np.min(ours['value'])):.4g}.."
                         f"{float(np.max(ours['value'])):.4g}"))

@@ -45,7 +45,6 @@ _LAZY = {  # public name -> (module, attribute); attribute None: the module
     "DeltaResult": ("jaxacct._core.results", "DeltaResult"),
     "EpsilonResult": ("jaxacct._core.results", "EpsilonResult"),
     "enable_compilation_cache": ("jaxacct._core.cache", "enable_compilation_cache"),
-    "progress_disabled": ("jaxacct._core.progress", "progress_disabled"),
     "set_progress": ("jaxacct._core.progress", "set_progress"),
     "StepsUnitWarning": ("jaxacct._core.units", "StepsUnitWarning"),
 }
@@ -54,7 +53,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
   from jaxacct import (accounting, allocation, dpsgd, experimental, mechanisms, pld, plot,
                        poisson, risk, sampling, shuffle, tracking)
   from jaxacct._core.cache import enable_compilation_cache
-  from jaxacct._core.progress import progress_disabled, set_progress
+  from jaxacct._core.progress import set_progress
   from jaxacct._core.results import DeltaResult, EpsilonResult
   from jaxacct._core.units import StepsUnitWarning
   from jaxacct.calibrator import calibrate
@@ -70,5 +69,5 @@ __all__ = [
     "accounting", "allocation", "dpsgd", "mechanisms", "pld", "plot", "poisson", "risk",
     "shuffle", "tracking",
     "EpsilonResult", "DeltaResult", "calibrate",
-    "enable_compilation_cache", "set_progress", "progress_disabled", "StepsUnitWarning",
+    "enable_compilation_cache", "set_progress", "StepsUnitWarning",
 ]

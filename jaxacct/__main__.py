@@ -232,7 +232,7 @@ def dpsgd_main(argv=None) -> int:
   The statement (stdout) is :func:`jaxacct.dpsgd.statement`; ``--json``
   prints its ``to_dict()``. Progress goes to stderr only.
   """
-  samplings = ("balls_in_bins", "poisson", "shuffle")   # jaxacct.dpsgd.SAMPLINGS
+  samplings = ("balls_in_bins", "poisson", "shuffle")   # dpsgd.schedule's sampling values
   p = argparse.ArgumentParser(
       prog="jaxacct dpsgd", allow_abbrev=False,
       description="Privacy statement of a DP-SGD run: the certified epsilon bracket under "

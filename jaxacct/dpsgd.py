@@ -101,7 +101,9 @@ from jaxacct._core.dtype import public_surface
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.results import EpsilonResult
 
-__all__ = ["SAMPLINGS", "Schedule", "schedule", "event", "epsilon",
+# ``SAMPLINGS`` (the values ``sampling=`` accepts: "balls_in_bins", "poisson",
+# "shuffle") is importable for jaxacct.statement, not public.
+__all__ = ["Schedule", "schedule", "event", "epsilon",
            "calibrate_noise_multiplier", "statement", "PrivacyStatement"]
 
 SAMPLINGS = ("balls_in_bins", "poisson", "shuffle")

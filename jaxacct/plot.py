@@ -101,7 +101,8 @@ def epsilon(noise_multipliers, *, num_examples, batch_size, num_epochs, delta,
     noise_multipliers: sigmas > 0 (1-D).
     num_examples, batch_size, num_epochs, delta, num_selected: the
       configuration (:func:`jaxacct.dpsgd.epsilon`).
-    samplings: subset of ``jaxacct.dpsgd.SAMPLINGS``.
+    samplings: subset of ``("balls_in_bins", "poisson", "shuffle")`` (the
+      ``sampling`` values of :func:`jaxacct.dpsgd.schedule`).
     ax: Axes or None. progress: as in :func:`jaxacct.dpsgd.epsilon`.
 
   Returns:

@@ -119,7 +119,8 @@ def epsilon(*, q, sigma, num_steps, delta, orders=None,
   new values compile nothing. ``method="pld"`` (arrays): the per-step grid
   and the FFT window are host glue; the composition and the query compile
   once per shape bucket (power-of-two lengths set by sigma, q and num_steps).
-  The PLD grid step is :func:`jaxacct.pld.default_step`.
+  The PLD grid step is ``min(1e-4, s/1000)``, s the standard deviation of the
+  composed privacy loss (``jaxacct.pld``'s default for this pair).
 
   Bound: upper. Inputs broadcast; arrays give arrays.
   """

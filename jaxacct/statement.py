@@ -24,7 +24,7 @@ Nothing here computes by itself: every number comes from a front door of
 (compiled as one program).
 
 Neighbouring relations each sampler's accounting supports
-(:data:`SUPPORTED_NEIGHBOURING`):
+(the table below; :func:`statement` refuses the other pairs):
 
 =================  ==========================  ==================================
 ``sampling``       ``neighbouring``            bound
@@ -61,12 +61,14 @@ import jaxacct
 from jaxacct._core import checks
 from jaxacct._core.gaussian import gaussian_epsilon
 
-# ``statement`` and ``PrivacyStatement`` are public in ``jaxacct.dpsgd`` (one place)
-__all__ = ["NEIGHBOURINGS", "SUPPORTED_NEIGHBOURING", "Comparison"]
+# ``statement`` and ``PrivacyStatement`` are public in ``jaxacct.dpsgd`` (one place);
+# ``NEIGHBOURINGS`` is importable for the command line (``jaxacct.__main__``), not
+# public: the relations are the values ``statement(neighbouring=...)`` accepts.
+__all__ = ["Comparison"]
 
 NEIGHBOURINGS = ("add_remove", "replace_one")
 #: sampling -> the neighbouring relations its certified accounting covers.
-SUPPORTED_NEIGHBOURING = {
+_SUPPORTED_NEIGHBOURING = {
     "balls_in_bins": ("add_remove",),
     "poisson": ("add_remove",),
     "shuffle": ("add_remove", "replace_one"),
@@ -248,7 +250,8 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
     sampling: ``"balls_in_bins"`` (default), ``"poisson"`` or ``"shuffle"``
       (as in :func:`jaxacct.dpsgd.schedule`).
     neighbouring: ``"add_remove"`` (default) or ``"replace_one"``; each
-      sampling supports the relations in :data:`SUPPORTED_NEIGHBOURING`.
+      sampling supports the relations in the module's table (``shuffle``
+      both, the others ``"add_remove"``).
     progress: None (global switch), True or False: progress on stderr.
 
   Returns:
@@ -266,10 +269,10 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
 
   checks.check_choice("sampling", sampling, dpsgd.SAMPLINGS)
   checks.check_choice("neighbouring", neighbouring, NEIGHBOURINGS)
-  if neighbouring not in SUPPORTED_NEIGHBOURING[sampling]:
+  if neighbouring not in _SUPPORTED_NEIGHBOURING[sampling]:
     raise ValueError(
         f"neighbouring={neighbouring!r} is not supported with sampling={sampling!r}: its "
-        f"accounting covers neighbouring in {SUPPORTED_NEIGHBOURING[sampling]} (no "
+        f"accounting covers neighbouring in {_SUPPORTED_NEIGHBOURING[sampling]} (no "
         f"replace-one analysis of {sampling} is implemented).")
   if (noise_multiplier is None) == (target_epsilon is None):
     raise ValueError("give exactly one of noise_multiplier (sigma > 0) and target_epsilon "

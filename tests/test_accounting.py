@@ -225,7 +225,6 @@ def test_tpr_and_gdp_of_a_composed_gaussian():
   assert np.all(tr.lower <= exact) and np.all(exact <= tr.upper)
   # measured max gap 2.2e-6; allow 1e-4
   assert np.max(tr.upper - tr.lower) < 1e-4
-  assert np.allclose(jaxacct.accounting.gaussian_tpr(mu, fpr), exact, rtol=1e-12)
   g = acc.gdp_mu()
   assert g.lower <= mu <= g.mu and g.mu - g.lower < 1e-3 * mu
 
@@ -323,8 +322,9 @@ def test_without_dp_accounting_in_a_subprocess():
 import sys
 sys.modules["dp_accounting"] = None          # import fails: not installed
 import jaxacct
-from jaxacct.accounting import PLDAccountant, events as ev, HAS_DP_ACCOUNTING
-assert not HAS_DP_ACCOUNTING
+from jaxacct.accounting import PLDAccountant, events as ev
+# without dp_accounting the accountant's base is jaxacct's own (not dp_accounting's)
+assert not any(c.__module__.startswith("dp_accounting") for c in PLDAccountant.__mro__)
 acc = PLDAccountant(None, 1e-3).compose(ev.ComposedDpEvent([
     ev.SelfComposedDpEvent(ev.PoissonSampledDpEvent(0.1, ev.GaussianDpEvent(2.0)), 3),
     ev.EpsilonDeltaDpEvent(0.1, 0.0)]))

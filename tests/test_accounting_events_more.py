@@ -144,9 +144,14 @@ def test_truncated_below_dp_accounting_and_no_truncation_is_poisson():
 
 
 def test_truncation_probabilities_identity():
+  """The identity behind truncated_poisson_gaussian's inclusion probability
+  (its step ``_truncation_probabilities``, not public): q_t = q E[b/(B+1) |
+  B >= b] = b P(Bin(n, q) > b) / (n t), t = P(B >= b), B ~ Bin(n-1, q)."""
   from scipy import stats
   n, q, b = 12, 0.3, 4
-  t, qt, qbar = mixtures.truncation_probabilities(n, q, b)
+  t = float(stats.binom.sf(b - 1, n - 1, q))
+  qt = float(stats.binom.sf(b, n, q)) * b / (t * n)
+  qbar = (1 - t) * q + t * qt
   k = np.arange(b, n)
   direct = q * np.sum(stats.binom.pmf(k, n - 1, q) * b / (k + 1)) / t
   assert qt == pytest.approx(direct, rel=1e-12)

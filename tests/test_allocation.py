@@ -151,7 +151,7 @@ def test_add_rdp_t1_is_gaussian_and_below_jensen_bound():
   # Thm 4.9's pointwise (Jensen) bound gives R <= (alpha-1)/(2 t sigma^2) + 1/(2 sigma^2)
   for t, s in [(2, 0.3), (10**6, 2.0)]:
     r = np.asarray(al.allocation_add_rdp(a, sigma=s, num_steps=t))
-    up = np.asarray(al.allocation_add_rdp_upper(a, sigma=s, num_steps=t))
+    up = a / (2 * t * s**2) + (1 - 1 / t) / (2 * s**2)
     assert np.all(r <= up * (1 + 1e-10)), (t, s)
     assert np.all(np.isfinite(r)) and np.all(r > 0)
 
@@ -260,8 +260,8 @@ def test_direct_bounds_equal_random_allocation_same_alpha_grid(s, t, k, E):
   # (digest pitfall 2), so ours = theirs + (m - 1) shift (their Gaussian root
   # finder has epsilon tolerance 1e-3).
   ref_add = ra_direct.allocation_epsilon_direct_add(p, c)
-  ours_add = float(al.direct_add_epsilon(sigma=s, num_steps=t, delta=delta,
-                                             num_selected=k, num_epochs=E).epsilon)
+  ours_add = float(al.epsilon(sigma=s, steps_per_epoch=t, delta=delta, num_selected=k,
+                              num_epochs=E, direction="add", methods=("direct_add",)).epsilon)
   tr, m = t // k, k * E
   assert abs(ours_add - (ref_add + (m - 1) * (1 - 1 / tr) / (2 * s * s))) < 2e-3
 
@@ -313,20 +313,26 @@ def test_exact_add_rdp_beats_thm49_and_front_door_is_remove_bound_fig7():
   assert abs(r.epsilon - 0.88782) < 6e-5
 
 
+def _decomposition_gamma(t):
+  """Thm 4.6's factor gamma = 1 / (1 - (1 - 1/t)^t) (lambda = 1/t)."""
+  return 1.0 / -math.expm1(t * math.log1p(-1.0 / t))
+
+
 def test_decomposition_factor_e_over_e_minus_1():
-  # digest Sec. 2.7 [checked]: gamma(t) for lambda = 1/t
+  # digest Sec. 2.7 [checked]: gamma(t) for lambda = 1/t (the factor the
+  # decomposition method applies: next test, through the front door)
   for t, g in [(10, 1.53534), (100, 1.577368), (1000, 1.581516), (10**4, 1.581931),
                (10**6, 1.581976)]:
-    assert abs(al.decomposition_gamma(t) - g) < 1e-5
-  assert abs(al.decomposition_gamma(10**7) - math.e / (math.e - 1)) < 1e-6
+    assert abs(_decomposition_gamma(t) - g) < 1e-5
+  assert abs(_decomposition_gamma(10**7) - math.e / (math.e - 1)) < 1e-6
 
 
 def test_decomposition_within_gamma_of_poisson_and_vs_direct():
   from jaxacct import poisson
   t, s, delta = 1000, 1.0, 1e-10
-  g = al.decomposition_gamma(t)
-  e_dec = float(al.decomposition_epsilon(sigma=s, num_steps=t, delta=delta,
-                                             direction="remove").epsilon)
+  g = _decomposition_gamma(t)
+  e_dec = float(al.epsilon(sigma=s, steps_per_epoch=t, delta=delta, direction="remove",
+                           methods=("decomposition",)).epsilon)
   e_p = float(poisson.epsilon(q=1 / t, sigma=s, num_steps=t, delta=delta / g).epsilon)
   # Thm 4.6: eps_A = log(1 + gamma (e^{eps_P} - 1)) <= gamma eps_P e^{eps_P}
   np.testing.assert_allclose(e_dec, np.log1p(g * np.expm1(e_p)), rtol=1e-9)
@@ -336,8 +342,8 @@ def test_decomposition_within_gamma_of_poisson_and_vs_direct():
   # the provable lower bound:
   lb = float(al.delta_lower_bound(sigma=s, num_steps=t, epsilon=e_dec))
   assert e_dec >= 0.8007 and lb <= delta
-  d_dec = float(al.decomposition_delta(sigma=s, num_steps=t, epsilon=e_dec,
-                                           direction="remove").delta)
+  d_dec = float(al.delta(sigma=s, steps_per_epoch=t, epsilon=e_dec, direction="remove",
+                         methods=("decomposition",)).delta)
   assert d_dec <= delta * (1 + 1e-6)
 
 
@@ -373,8 +379,9 @@ def _upper_deltas(s, t, E, eps, direction):
                                 max_order=64)
   d = np.array([float(rdp_to_delta(orders, r, float(e)).delta) for e in eps])
   if direction == "add":
-    d = np.minimum(d, np.asarray(al.direct_add_delta(sigma=s, num_steps=t, epsilon=eps,
-                                                         num_epochs=E).delta))
+    d = np.minimum(d, [float(al.delta(sigma=s, steps_per_epoch=t, epsilon=float(e),
+                                      num_epochs=E, direction="add",
+                                      methods=("direct_add",)).delta) for e in eps])
   return d
 
 
@@ -473,24 +480,22 @@ def test_decomposition_pld_matches_digest_fig2():
   # digest Sec. 5.3, Fig 2 (authors' code v1.0.4 + dp_accounting PLD, disc.
   # 1e-4): decomposition "both" 0.8007 (t=1000, sigma=1), 1.601 (t=100, sigma=1.2)
   for t, s, v in [(1000, 1.0, 0.8007), (100, 1.2, 1.601)]:
-    e = al.decomposition_pld_epsilon(sigma=s, num_steps=t, delta=1e-10).epsilon
+    kw = dict(sigma=s, steps_per_epoch=t, delta=1e-10)
+    e = al.epsilon(**kw, methods=("decomposition_pld",)).epsilon
     assert abs(e - v) < 2e-3, (t, s, e)
-    assert e <= al.decomposition_epsilon(sigma=s, num_steps=t, delta=1e-10).epsilon
+    assert e <= al.epsilon(**kw, methods=("decomposition",)).epsilon
 
 
 def test_rdp_doors_are_one_jit_each_and_new_values_compile_nothing(compile_counter):
-  # the doors are dtype.dispatch over one module-level jit each: the add
-  # upper bound was 8 eager ops (8 programs), the moments door a jit plus
-  # eager conversions; a new value in the same shape compiles nothing
+  # the doors are dtype.dispatch over one module-level jit each: the moments
+  # door was a jit plus eager conversions; a new value in the same shape
+  # compiles nothing
   lm = np.arange(9) * (np.arange(9) - 1) / 2.0
   with compile_counter as c:
-    r1 = al.allocation_add_rdp_upper([2.0, 3.5], sigma=1.0, num_steps=10)
     al.allocation_remove_rdp_from_moments(lm, num_steps=50)
     al.allocation_remove_rdp(sigma=1.0, num_steps=10, max_order=8)
-  assert c.count <= 3
-  np.testing.assert_allclose(r1, [2.0 / 20 + 0.9 / 2, 3.5 / 20 + 0.9 / 2], rtol=1e-15)
+  assert c.count <= 2
   with compile_counter as c:
-    al.allocation_add_rdp_upper([2.0, 3.5], sigma=0.7, num_steps=1000)
     al.allocation_remove_rdp_from_moments(lm * 1.5, num_steps=7)
     al.allocation_remove_rdp(sigma=2.5, num_steps=100_000, max_order=8)
   assert c.count == 0

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxacct import mechanisms as M
 from jaxacct.allocation import sum_law as sl
 
 pytestmark = pytest.mark.usefixtures("x64")
@@ -105,11 +106,16 @@ def test_new_sigma_or_t_compiles_nothing(compile_counter):
   n = 256
 
   @jax.jit
-  def laws(sigma, t):
-    up, lw, lat = sl.gaussian_one_step(sigma, n, 1e-15)
+  def sums(up, lw, lat, t):
     U, _, led = sl.sum_law_upper(up, lat, t, n, 1e-15, 0.0)
     L, _ = sl.sum_law_lower(lw, lat, t, n, 1e-15, 0.0)
     return U.p, led, L.a
+
+  def laws(sigma, t):   # one-step laws on the host (NumPy: no program), sums jitted
+    st = M.Gaussian(sigma).one_step_law(n, 1e-15)
+    return sums(sl.UpperLaw(st.p[0], st.q0[0], st.minf[0]),
+                sl.LowerLaw(st.a[0], st.g[0], np.float64(0.0)),
+                sl.Lattice(st.lo[0], st.D[0], np.int32(0)), t)
 
   jax.block_until_ready(laws(0.4, 50))
   with compile_counter as c:

@@ -19,21 +19,33 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxacct import mechanisms as M
 from jaxacct.allocation import pld
 from jaxacct.allocation import sum_law as sl
 
 pytestmark = pytest.mark.usefixtures("x64")
 
 
-def _laws_fn(method, n, mechanism="gaussian"):
-  one = sl.gaussian_one_step if mechanism == "gaussian" else sl.laplace_one_step
+def _one_step(kind, param, n, tail):
+  """(UpperLaw, LowerLaw, Lattice) of one step on an n-knot lattice, from the
+  public NumPy door (``jaxacct.mechanisms.Gaussian/Laplace(...).one_step_law``;
+  Laplace: ``param`` is the scale b)."""
+  value = M.Gaussian(float(param)) if kind == "gaussian" else M.Laplace(float(param))
+  st = value.one_step_law(n, float(tail))
+  return (sl.UpperLaw(st.p[0], st.q0[0], st.minf[0]),
+          sl.LowerLaw(st.a[0], st.g[0], np.float64(0.0)),
+          sl.Lattice(st.lo[0], st.D[0], np.int32(0)))
 
+
+def _laws_fn(method, n, mechanism="gaussian"):
   @jax.jit
-  def f(param, t, tail):
-    up, lw, lat = one(param, n, tail)
+  def sums(up, lw, lat, t, tail):
     U, Ul, ledger = sl.sum_law_upper(up, lat, t, n, tail, 0.0, method=method)
     Lw, Ll = sl.sum_law_lower(lw, lat, t, n, tail, 0.0, method=method)
     return U, Ul, ledger, Lw, Ll
+
+  def f(param, t, tail):
+    return sums(*_one_step(mechanism, param, n, tail), t, tail)
   return f
 
 
@@ -106,29 +118,24 @@ def _sticks_upper(U, lat, t, eps):
 
 
 def test_pair_kernels_equal_single_sums():
-  """conv_*_pair (one set of loops, any number of pieces) equals the two sums
-  run one by one (pieces = 1); lower bit-for-bit."""
+  """The fused pair of a level (``X + X`` and ``A + B`` in one set of loops:
+  ``method="loop"``) equals the two sums run one by one as asymmetric sums
+  (``method="reference"``), every diagonal in the loop either way: lower laws
+  bit-for-bit, upper to 1e-14 relative, over t = 2, 3, 7 (both bits of the
+  powering, symmetric and asymmetric sums). (The fused pair kernels are steps
+  of the t-fold sums, not public; their ``pieces`` split is 1 in the sums.)"""
   n = 128
-  up, lw, lat = sl.gaussian_one_step(1.0, n, 1e-17)
-  up2 = up._replace(p=up.p * jnp.linspace(0.5, 1.5, n))
-  lw2 = lw._replace(a=lw.a * jnp.linspace(0.5, 1.5, n), g=lw.g * jnp.linspace(0.5, 1.5, n))
-  D = lat.step
-  for pieces in (1, 2, 3, 5):
-    S, C, o = sl.conv_lower_pair(lw, lw, lw2, D, n, pieces)
-    S1, o1 = sl.conv_lower(lw, lw, D, n, False)
-    C1, _ = sl.conv_lower(lw, lw2, D, n, False)
-    assert int(o) == int(o1)
-    for x, y in zip(jax.tree.leaves((S, C)), jax.tree.leaves((S1, C1))):
-      np.testing.assert_array_equal(x, y)
-    S, C, o = sl.conv_upper_pair(up, up, up2, D, n, pieces)
-    S1, _ = sl.conv_upper(up, up, D, n, False)
-    C1, _ = sl.conv_upper(up, up2, D, n, False)
-    for x, y in zip(jax.tree.leaves((S, C)), jax.tree.leaves((S1, C1))):
-      np.testing.assert_allclose(x, y, rtol=1e-14, atol=0.0)
+  loop, ref = _laws_fn("loop", n), _laws_fn("reference", n)
+  for t in (2, 3, 7):
+    (U, Ul, led, Lw, Ll), (U0, Ul0, led0, Lw0, Ll0) = loop(1.0, t, 1e-17), ref(1.0, t, 1e-17)
+    for x, y in zip(jax.tree.leaves((Lw, Ll)), jax.tree.leaves((Lw0, Ll0))):
+      np.testing.assert_array_equal(x, y, err_msg=f"t={t}")
+    for x, y in zip(jax.tree.leaves((U, Ul)), jax.tree.leaves((U0, Ul0))):
+      np.testing.assert_allclose(x, y, rtol=1e-14, atol=0.0, err_msg=f"t={t}")
 
 
 def test_unknown_method_raises():
-  up, lw, lat = sl.gaussian_one_step(1.0, 32, 1e-17)
+  up, lw, lat = _one_step("gaussian", 1.0, 32, 1e-17)
   with pytest.raises(ValueError, match="method"):
     sl.sum_law_upper(up, lat, 3, 32, 1e-17, 0.0, method="fft")
 

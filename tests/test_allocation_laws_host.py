@@ -69,23 +69,6 @@ def sl_delta(F, eps):
   return sl.delta_batch(F, np.array([eps]))
 
 
-def test_host_lower_sum_is_the_jitted_construction(x64):
-  """Without the lane batching of the law builder, the host lower t-fold sum
-  is the jitted one to rounding (bitwise here: same cells, same order)."""
-  n, t, tail = 1024, 234, 1e-12
-  st = sl.one_steps("gaussian", np.array([1.0]), np.array([tail]), n)
-  lw = sl.LowerLaw(st.a[0], st.g[0], 0.0)
-  lat = sl.Lattice(st.lo[0], st.D[0], 0)
-  f = jax.jit(lambda a, g, lo, D: sl.sum_law_lower(
-      sl.LowerLaw(a, g, np.float64(0.0)), sl.Lattice(lo, D, np.int32(0)), t, n, tail, 0.0))
-  J, LJ = f(st.a[0], st.g[0], st.lo[0], st.D[0])
-  H, LH = sl.sum_law_lower_host(lw, lat, t, n, tail)
-  assert int(LJ.off) == int(LH.off) and float(LJ.step) == float(LH.step)
-  assert abs(float(LJ.u_ref) - float(LH.u_ref)) <= 1e-15
-  assert np.max(np.abs(np.asarray(J.a) - H.a)) <= 1e-15
-  assert np.max(np.abs(np.asarray(J.g) - H.g)) <= 1e-15
-
-
 def test_scalar_laws_on_host_compile_nothing(x64, compile_counter):
   with compile_counter as c:
     F = sl.laws_batch(np.array([2.0]), np.array([10], np.int32), np.array([1e-13]), n=1024,

@@ -1,5 +1,5 @@
-"""Host one-step laws (``sum_law.one_steps``, NumPy) against the jitted ones, and the front
-door's values against pinned pre-change values.
+"""Host one-step laws (``mechanisms.Gaussian/Laplace(...).one_step_law``, NumPy) against the
+jitted ones, and the front door's values against pinned pre-change values.
 
 Issue 28, item 2: the law builder takes the Gaussian/Laplace one-step laws as inputs computed
 on the host (the in-program ``ndtri``/``log_ndtr``/Gauss-Legendre cells were about a sixth of
@@ -18,6 +18,7 @@ import jax
 import numpy as np
 import pytest
 
+from jaxacct import mechanisms as M
 from jaxacct.allocation import pld
 from jaxacct.allocation import sum_law as sl
 
@@ -28,28 +29,40 @@ N = 256
 
 @pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])
 def test_host_one_step_matches_jitted(mechanism):
+  """The one-step laws of concrete lanes (NumPy, ``one_step_law``) and of
+  traced lanes (built in the program) give the same round laws: laws_batch
+  of concrete input vs inside ``jax.jit`` (the same sum kernels after the
+  one-step laws; masses 1e-11 relative, log positions 1e-12 absolute)."""
   params = np.array([0.5, 1.0, 2.0, 7.0])
   tails = np.array([1e-19, 1e-13, 1e-25, 1e-15])
-  st = sl.one_steps(mechanism, params, tails, N)
-  fn = sl.gaussian_one_step if mechanism == "gaussian" else sl.laplace_one_step
-  f = jax.jit(lambda s, tl: fn(s, N, tl))
-  for i in range(params.size):
-    up, lw, lat = f(params[i], tails[i])
-    masses = [(up.p, st.p[i]), (up.q0, st.q0[i]), (up.minf, st.minf[i]), (lw.a, st.a[i]),
-              (lw.g, st.g[i])]
-    for ref, got in masses:
-      np.testing.assert_allclose(got, np.asarray(ref), rtol=1e-11, atol=1e-300)
-    np.testing.assert_allclose(st.lo[i], float(lat.u_ref), rtol=0, atol=1e-12)
-    np.testing.assert_allclose(st.D[i], float(lat.step), rtol=1e-13)
+  t = np.full(params.shape, 3, np.int32)
+  host = sl.laws_batch(params, t, tails, n=N, mechanism=mechanism)
+  traced = jax.jit(lambda p, tt, tl: sl.laws_batch(p, tt, tl, n=N, mechanism=mechanism))(
+      params, t, tails)
+  for f in ("up_p", "up_q0", "up_minf_t", "lo_a"):
+    np.testing.assert_allclose(np.asarray(getattr(host, f)), np.asarray(getattr(traced, f)),
+                               rtol=1e-11, atol=1e-300, err_msg=f)
+  for f in ("up_loss", "lo_loss"):
+    ok = np.isfinite(np.asarray(host.lo_a)) if f == "lo_loss" else slice(None)
+    np.testing.assert_allclose(np.asarray(getattr(host, f))[ok],
+                               np.asarray(getattr(traced, f))[ok], rtol=0, atol=1e-12,
+                               err_msg=f)
+  # the NumPy one-step law of one lane is what the concrete path feeds the builder
+  st = (M.Gaussian if mechanism == "gaussian" else M.Laplace)(0.5).one_step_law(N, 1e-19)
+  assert st.p.shape == (1, N) and abs(np.sum(st.p) + st.q0[0] - 1.0) < 1e-12
 
 
 def test_host_one_step_invalid_and_unknown():
-  # invalid lanes give non-finite laws (the kernel then marks the lane NaN from sigma itself)
-  st = sl.one_steps("gaussian", np.array([-1.0, np.nan, 1.0]), np.array([1e-19] * 3), N)
-  assert st.p.shape == (3, N)
-  assert not np.all(np.isfinite(st.p[1])) and np.all(np.isfinite(st.p[2]))
+  # invalid lanes give non-finite one-step laws; the law builder marks the
+  # lane NaN from sigma itself (through laws_batch, the one-step laws' door
+  # for lanes)
+  F = sl.laws_batch(np.array([-1.0, np.nan, 1.0]), np.array([10] * 3, np.int32),
+                    np.array([1e-19] * 3), n=N, mechanism="gaussian")
+  rel = np.asarray(F.rel)
+  assert np.all(np.isnan(rel[:2])) and np.isfinite(rel[2])
   with pytest.raises(ValueError, match="mechanism"):
-    sl.one_steps("cauchy", np.array([1.0]), np.array([1e-19]), N)
+    sl.laws_batch(np.array([1.0]), np.array([10], np.int32), np.array([1e-19]), n=N,
+                  mechanism="cauchy")
 
 
 @pytest.mark.parametrize("door,kwargs,up,lo", [

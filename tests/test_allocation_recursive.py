@@ -18,11 +18,44 @@ import pytest
 from numpy.polynomial.hermite_e import hermegauss
 from scipy.stats import norm
 
-from jaxacct import allocation as al, pld
+from jaxacct import allocation as al
 from jaxacct.allocation import pld as apld
 from jaxacct.mechanisms import Gaussian
 
 warnings.filterwarnings("ignore", message=".*optimal Renyi order.*")
+
+
+def _eps(method, *, num_steps, direction="both", **kw):
+  """One method's epsilon through the front door (knobs: ``method_options``)."""
+  opts = {k: kw.pop(k) for k in ("azuma", "split", "tail_fractions", "bootstrap", "step")
+          if k in kw}
+  return al.epsilon(steps_per_epoch=num_steps, direction=direction, methods=(method,),
+                    method_options={method: opts} if opts else None, **kw)
+
+
+def _delta(method, *, num_steps, direction="both", **kw):
+  """One method's delta through the front door (knobs: ``method_options``)."""
+  opts = {k: kw.pop(k) for k in ("azuma", "tail_budgets", "eps_prime", "bootstrap", "step")
+          if k in kw}
+  return al.delta(steps_per_epoch=num_steps, direction=direction, methods=(method,),
+                  method_options={method: opts} if opts else None, **kw)
+
+
+def _rate(sigma, t, delta0, delta_tail, azuma="sinh"):
+  """Thm 4.1 / Lemma 4.3's truncation rate eta = 1/(t (1 - gamma)) (inf when
+  gamma >= 1 - 1/t), gamma = sinh(eps0) sqrt(2 (t-1) ln(1/delta_tail)) / t
+  (``"sinh"``) or cosh(eps0) sqrt(2 ln(1/delta_tail) / t) (``"cosh"``, as
+  printed), eps0 the Gaussian's exact epsilon at delta0: the formula the
+  ``"truncated_poisson"`` method uses (its values are checked below)."""
+  d0, db = np.broadcast_arrays(np.asarray(delta0, np.float64),
+                               np.asarray(delta_tail, np.float64))
+  e0 = np.array([float(Gaussian(sigma).epsilon(float(x)).epsilon) for x in d0.ravel()])
+  e0 = e0.reshape(d0.shape)
+  if azuma == "sinh":
+    g = np.sinh(e0) * np.sqrt(2.0 * (t - 1) * np.log(1.0 / db)) / t
+  else:
+    g = np.cosh(e0) * np.sqrt(2.0 * np.log(1.0 / db) / t)
+  return np.where(g < 1.0 - 1.0 / t, 1.0 / (t * np.maximum(1.0 - g, 1e-300)), np.inf)
 
 
 # ------------------------------------------------------------ ingredients
@@ -90,8 +123,7 @@ def test_azuma_gaussian_with_delta0_monte_carlo():
   LA = LQ.copy()
   pos = rng.integers(0, t, n)
   LA[np.arange(n), pos] = np.exp((2 * (z[np.arange(n), pos] + 1) - 1) / (2 * sigma**2))
-  eta = al.truncated_poisson_rate(sigma=sigma, num_steps=t, delta0=delta0,
-                                  delta_tail=0.05)
+  eta = _rate(sigma, t, delta0, 0.05)
   gamma = 1 - 1 / (t * float(eta))
   for L in (LQ, LA):
     p_hat = np.mean(_walk_max(L, t) > t * gamma)
@@ -129,10 +161,9 @@ def test_convex_order_of_decomposition_pair():
 # ------------------------------------------------------- truncated Poisson
 
 def _authors_rate(sigma, t, delta, azuma):
-  """The authors' split through the public rate: 0.99 delta to t delta0 and
+  """The authors' split through the rate formula: 0.99 delta to t delta0 and
   0.005 delta to the tail (random-allocation 1.0.5's fixed split)."""
-  return float(al.truncated_poisson_rate(sigma=sigma, num_steps=t, delta0=0.99 * delta / t,
-                                         delta_tail=0.005 * delta, azuma=azuma))
+  return float(_rate(sigma, t, 0.99 * delta / t, 0.005 * delta, azuma))
 
 
 def test_truncated_rate_matches_authors_and_digest():
@@ -151,22 +182,19 @@ def test_truncated_rate_matches_authors_and_digest():
     assert ours == pytest.approx(theirs, rel=2e-2)
     # the optimized split (best theta on a grid) with the sinh bound is no worse
     rest = 0.995 * d
-    sinh_opt = al.truncated_poisson_rate(sigma=s, num_steps=t, delta0=theta * rest / t,
-                                         delta_tail=(1.0 - theta) * rest, azuma="sinh")
+    sinh_opt = _rate(s, t, theta * rest / t, (1.0 - theta) * rest, "sinh")
     assert np.min(sinh_opt) <= ours
 
 
 def test_truncated_vacuous_and_rate():
   # digest Sec 5.3: sigma=1, t=1e6, delta=1e-10 -> gamma = 1 (vacuous): +inf
-  assert al.truncated_poisson_epsilon(sigma=1.0, num_steps=10**6, delta=1e-10).epsilon == math.inf
-  assert al.truncated_poisson_epsilon(sigma=1.0, num_steps=10**6, delta=1e-10,
-                                      azuma="cosh", split="authors").epsilon == math.inf
-  e = al.truncated_poisson_rate(sigma=1.0, num_steps=100, delta0=[1e-12, 0.3],
-                                delta_tail=0.3)
+  assert _eps("truncated_poisson", sigma=1.0, num_steps=10**6, delta=1e-10).epsilon == math.inf
+  assert _eps("truncated_poisson", sigma=1.0, num_steps=10**6, delta=1e-10,
+              azuma="cosh", split="authors").epsilon == math.inf
+  e = _rate(1.0, 100, [1e-12, 0.3], 0.3)
   assert e[0] == np.inf and 1 / 100 < e[1] < 1
   # eta decreases with sigma and is never below 1/t
-  etas = [float(al.truncated_poisson_rate(sigma=s, num_steps=10**6, delta0=1e-16,
-                                          delta_tail=1e-12)) for s in (2.0, 4.0, 8.0)]
+  etas = [float(_rate(s, 10**6, 1e-16, 1e-12)) for s in (2.0, 4.0, 8.0)]
   assert etas[0] > etas[1] > etas[2] >= 1e-6
 
 
@@ -177,8 +205,8 @@ def test_truncated_poisson_fig1_sigma2():
   PLD) with their split and cosh is <= theirs; our optimised split is <= that;
   both >= the tight allocation PLD lower bound and the Chua lower bound."""
   kw = dict(sigma=2.0, num_steps=10**6, delta=1e-10)
-  auth = al.truncated_poisson_epsilon(**kw, azuma="cosh", split="authors").epsilon
-  opt = al.truncated_poisson_epsilon(**kw).epsilon
+  auth = _eps("truncated_poisson", **kw, azuma="cosh", split="authors").epsilon
+  opt = _eps("truncated_poisson", **kw).epsilon
   assert auth <= 0.044 * 1.001
   assert opt <= auth
   lower = float(apld.allocation_pld_epsilon(**kw).lower)
@@ -192,25 +220,22 @@ def test_recursive_fig2_t100():
   """Fig 2 (t=100, sigma=2.5, delta=1e-10): authors' recursive 0.5738 (digest
   5.3). Ours (allocation-PLD bootstrap, optimised eps') <= it, >= the
   Chua lower bound (digest value and ours)."""
-  e = al.recursive_epsilon(sigma=2.5, num_steps=100, delta=1e-10, tail_fractions=(0.1,)).epsilon
+  e = _eps("recursive", sigma=2.5, num_steps=100, delta=1e-10, tail_fractions=(0.1,)).epsilon
   assert e <= 0.5738
   assert e >= 0.1003       # digest 5.3 Chua lower bound (tight PLD lower: slow tests)
   assert float(al.delta_lower_bound(sigma=2.5, num_steps=100, epsilon=e)) <= 1e-10
 
 
-def test_recursive_tail_and_bootstrap():
-  ep = np.array([0.05, 0.2, 1.0])
-  t_pld = al.recursive_tail(sigma=1.0, num_steps=100, eps_prime=ep, bootstrap=("pld",))
-  t_dir = al.recursive_tail(sigma=1.0, num_steps=100, eps_prime=ep, bootstrap=("direct",))
-  t_both = al.recursive_tail(sigma=1.0, num_steps=100, eps_prime=ep)
-  assert np.all(t_both <= np.minimum(t_pld, t_dir) * (1 + 1e-12))
-  assert np.all(t_pld <= t_dir)     # the tight PLD beats Thm 4.9 here
-  # add factor = tau e^{2 eps'} = remove factor * e^{2 eps'}
-  t_add = al.recursive_tail(sigma=1.0, num_steps=100, eps_prime=ep, direction="add")
-  np.testing.assert_allclose(t_add, t_both * np.exp(2 * ep), rtol=1e-12)
-  # m rounds: linear in m
-  t2 = al.recursive_tail(sigma=1.0, num_steps=200, eps_prime=ep, num_selected=2, num_epochs=3)
-  np.testing.assert_allclose(t2, 6 * t_both, rtol=1e-12)
+def test_recursive_bootstrap():
+  """The tail term of Thm 4.2 takes the smaller of the bootstraps' add
+  profiles, so a bootstrap set's bound is below each member's; the tight
+  PLD bootstrap beats Thm 4.9 ("direct") here. (The tail itself, formerly
+  ``recursive_tail``, is a step of the method: checked through the bound.)"""
+  kw = dict(sigma=1.0, num_steps=100, direction="remove")
+  d = {b: _delta("recursive", **kw, epsilon=1.0, eps_prime=[0.2], bootstrap=b).delta
+       for b in (("pld",), ("direct",), ("pld", "direct"))}
+  assert d[("pld", "direct")] <= min(d[("pld",)], d[("direct",)]) * (1 + 1e-12)
+  assert d[("pld",)] <= d[("direct",)]
 
 
 # ------------------------------------------------- decomposition over rounds
@@ -219,14 +244,14 @@ def test_decomposition_mapped_pld_equals_formula_m1():
   """At m = 1 the mapped (P+, Q) PLD reproduces Thm 4.6 (formula on the same
   Poisson PLD) to grid accuracy, both directions (digest Fig 2 t=100,
   sigma=0.8: decomposition 4.5313)."""
-  rem, add, nu = al.decomposition_round_plds(sigma=0.8, num_steps=100)
-  assert 0.0 <= nu <= 1e-40   # clipped negative mass: rounding only (5.9e-56 measured)
-  for d, round_pld in (("remove", rem), ("add", add)):
-    ref = al.decomposition_pld_epsilon(sigma=0.8, num_steps=100, delta=1e-10,
-                                           direction=d).epsilon
-    # one round of the mapped pair, read directly (the composed path at m = 1)
-    mine = float(pld.epsilon(round_pld, 1e-10))
-    assert mine == pytest.approx(ref, rel=1e-5)
+  for d in ("remove", "add"):
+    ref = _eps("decomposition_pld", sigma=0.8, num_steps=100, delta=1e-10,
+               direction=d).epsilon
+    # two rounds of the mapped pair (the composed path, m = 2 rounds of
+    # 1-of-100) cost at least one round
+    two = _eps("decomposition_pld", sigma=0.8, num_steps=200, num_selected=2, delta=1e-10,
+               direction=d).epsilon
+    assert two >= ref * (1 - 1e-6)
     if d == "remove":
       assert ref == pytest.approx(4.5313, abs=2e-3)
 
@@ -237,7 +262,7 @@ def test_decomposition_composed_epochs():
   >= the allocation PLD lower bound of the same reduced object and <= the
   local (no amplification) bound."""
   kw = dict(sigma=1.0, num_steps=100, delta=1e-8, num_selected=2, num_epochs=2)
-  e = al.decomposition_pld_epsilon(**kw).epsilon
+  e = _eps("decomposition_pld", **kw).epsilon
   b = apld.allocation_pld_epsilon(**kw)
   assert float(b.lower) <= e
   # no amplification: kE = 4 Gaussian steps, sigma 1 / sqrt(4)
@@ -249,21 +274,28 @@ def test_decomposition_composed_epochs():
 
 def test_bad_input():
   with pytest.raises(ValueError, match="sigma"):
-    al.truncated_poisson_epsilon(sigma=-1.0, num_steps=100, delta=1e-5)
+    _eps("truncated_poisson", sigma=-1.0, num_steps=100, delta=1e-5)
   with pytest.raises(ValueError, match="delta"):
-    al.recursive_epsilon(sigma=1.0, num_steps=100, delta=1.5)
+    _eps("recursive", sigma=1.0, num_steps=100, delta=1.5)
   with pytest.raises(ValueError, match="num_selected"):
-    al.recursive_epsilon(sigma=1.0, num_steps=10, delta=1e-5, num_selected=11)
+    _eps("recursive", sigma=1.0, num_steps=10, delta=1e-5, num_selected=11)
   with pytest.raises(ValueError, match="azuma"):
-    al.truncated_poisson_epsilon(sigma=1.0, num_steps=100, delta=1e-5, azuma="tanh")
+    _eps("truncated_poisson", sigma=1.0, num_steps=100, delta=1e-5, azuma="tanh")
   with pytest.raises(ValueError, match="bootstrap"):
-    al.recursive_tail(sigma=1.0, num_steps=100, eps_prime=0.1, bootstrap=("magic",))
+    _delta("recursive", sigma=1.0, num_steps=100, epsilon=1.0, eps_prime=[0.1],
+           bootstrap=("magic",))
+  with pytest.raises(ValueError, match="method_options"):
+    al.epsilon(sigma=1.0, steps_per_epoch=100, delta=1e-5, methods=("truncated_poisson",),
+               method_options={"truncated_poisson": {"eps_prime": [0.1]}})
+  with pytest.raises(ValueError, match="method_options"):
+    al.epsilon(sigma=1.0, steps_per_epoch=100, delta=1e-5, methods=("local",),
+               method_options={"recursive": {"step": 1e-4}})
   with pytest.raises(ValueError, match="direction"):
-    al.recursive_epsilon(sigma=1.0, num_steps=100, delta=1e-5, direction="up")
+    _eps("recursive", sigma=1.0, num_steps=100, delta=1e-5, direction="up")
   with pytest.raises(ValueError, match="sigma"):
-    al.recursive_epsilon(sigma=np.ones(2), num_steps=100, delta=1e-5)
-  with pytest.raises(ValueError, match="num_steps"):
-    al.decomposition_pld_epsilon(sigma=1.0, num_steps=3, delta=1e-5, num_selected=2)
+    _eps("recursive", sigma=np.ones(2), num_steps=100, delta=1e-5)
+  with pytest.raises(ValueError, match="no method"):   # floor(t/k) = 1: Thm 4.6 needs >= 2
+    _eps("decomposition_pld", sigma=1.0, num_steps=3, delta=1e-5, num_selected=2)
   with pytest.raises(ValueError, match="methods"):
     al.epsilon(sigma=1.0, num_steps=100, delta=1e-5, methods=("recursivee",))
 
@@ -275,7 +307,7 @@ def test_bad_input():
                                             (1000, 1.0, 1.0673)])
 def test_recursive_fig2_digest(t, sigma, theirs):
   """Digest 5.3 Fig 2 recursive column (authors' code): ours <= theirs, >= PLD lower."""
-  e = al.recursive_epsilon(sigma=sigma, num_steps=t, delta=1e-10).epsilon
+  e = _eps("recursive", sigma=sigma, num_steps=t, delta=1e-10).epsilon
   assert e <= theirs
   assert e >= float(apld.allocation_pld_epsilon(sigma=sigma, num_steps=t, delta=1e-10).lower)
   assert float(al.delta_lower_bound(sigma=sigma, num_steps=t, epsilon=e)) <= 1e-10
@@ -284,11 +316,11 @@ def test_recursive_fig2_digest(t, sigma, theirs):
 @pytest.mark.slow
 def test_recursive_delta_consistent():
   """recursive_delta at the recursive epsilon (+5%) is ~delta (one eps' candidate)."""
-  e = al.recursive_epsilon(sigma=2.5, num_steps=100, delta=1e-10, tail_fractions=(0.1,)).epsilon
-  d = al.recursive_delta(sigma=2.5, num_steps=100, epsilon=e * 1.05, direction="remove",
+  e = _eps("recursive", sigma=2.5, num_steps=100, delta=1e-10, tail_fractions=(0.1,)).epsilon
+  d = _delta("recursive", sigma=2.5, num_steps=100, epsilon=e * 1.05, direction="remove",
                          eps_prime=[0.3]).delta
   assert d <= 1e-8
-  assert al.recursive_delta(sigma=2.5, num_steps=100, epsilon=e * 0.5).delta > 1e-10
+  assert _delta("recursive", sigma=2.5, num_steps=100, epsilon=e * 0.5).delta > 1e-10
 
 
 @pytest.mark.slow
@@ -301,7 +333,7 @@ def test_recursive_vs_authors_live():
   theirs = allocation_epsilon_recursive(PrivacyParams(sigma=2.0, num_steps=1000, num_selected=1,
                                                       num_epochs=1, delta=1e-10),
                                         SchemeConfig(), Direction.BOTH)
-  ours = al.recursive_epsilon(sigma=2.0, num_steps=1000, delta=1e-10).epsilon
+  ours = _eps("recursive", sigma=2.0, num_steps=1000, delta=1e-10).epsilon
   assert ours <= theirs
 
 
@@ -310,7 +342,7 @@ def test_fig5_k10_and_front_door():
   """Fig 5 (k=10, t=1e6, delta=1e-10): authors' analytic 0.2535 (sigma=2) and
   0.1717 (sigma=4) (digest 5.3); ours <= theirs. Front door names the winner."""
   for s, theirs in ((2.0, 0.2535), (4.0, 0.1717)):
-    e = al.truncated_poisson_epsilon(sigma=s, num_steps=10**6, delta=1e-10,
+    e = _eps("truncated_poisson", sigma=s, num_steps=10**6, delta=1e-10,
                                      num_selected=10).epsilon
     assert e <= theirs
   r = al.epsilon(sigma=2.0, num_steps=1000, delta=1e-10,
@@ -323,7 +355,7 @@ def test_fig5_k10_and_front_door():
 def test_decomposition_fig7_epochs():
   """Fig 7 (sigma=1, delta=1e-8, t=1e4, E=10): composed decomposition beats the
   direct RDP (digest 5.3: 0.8878) and stays above the PLD lower bound."""
-  e = al.decomposition_pld_epsilon(sigma=1.0, num_steps=10**4, delta=1e-8,
+  e = _eps("decomposition_pld", sigma=1.0, num_steps=10**4, delta=1e-8,
                                        num_epochs=10).epsilon
   assert e < 0.8878
   lo = float(apld.allocation_pld_epsilon(sigma=1.0, num_steps=10**4, delta=1e-8,
@@ -344,5 +376,5 @@ def test_front_door_delta_new_methods():
     for v in r.details[d].values():
       assert v >= lb
   assert "recursive" in r.method
-  d = al.truncated_poisson_delta(sigma=2.0, num_steps=10**6, epsilon=0.044).delta
+  d = _delta("truncated_poisson", sigma=2.0, num_steps=10**6, epsilon=0.044).delta
   assert d <= 1e-10

@@ -82,13 +82,15 @@ NO_OWN_BOUNDARY = {
                                            step=0.1),
     "pld.randomized_response": lambda: pld.randomized_response(1.0, step=0.5),
     "shuffle.epsilon[rounds=1]": lambda: shuffle.epsilon(delta=1e-6, n=100, eps0=_E0),
-    "allocation.truncated_poisson_epsilon[authors]":
-        lambda: allocation.truncated_poisson_epsilon(sigma=1.0, num_steps=10, delta=1e-5,
-                                                     step=1e-2, split="authors"),
-    "allocation.truncated_poisson_delta": lambda: allocation.truncated_poisson_delta(
-        sigma=1.0, num_steps=10, epsilon=1.0, step=1e-2, tail_budgets=(1e-8,)),
-    "allocation.decomposition_round_plds": lambda: allocation.decomposition_round_plds(
-        sigma=1.0, num_steps=10, step=1e-2),
+    "allocation.epsilon[truncated_poisson, authors]": lambda: allocation.epsilon(
+        sigma=1.0, steps_per_epoch=10, delta=1e-5, methods=("truncated_poisson",),
+        method_options={"truncated_poisson": dict(step=1e-2, split="authors")}),
+    "allocation.delta[truncated_poisson]": lambda: allocation.delta(
+        sigma=1.0, steps_per_epoch=10, epsilon=1.0, methods=("truncated_poisson",),
+        method_options={"truncated_poisson": dict(step=1e-2, tail_budgets=(1e-8,))}),
+    "allocation.epsilon[decomposition_pld, k=2]": lambda: allocation.epsilon(
+        sigma=1.0, steps_per_epoch=20, num_selected=2, delta=1e-5,
+        methods=("decomposition_pld",), method_options={"decomposition_pld": dict(step=1e-2)}),
     "accounting.regrid": lambda: accounting.regrid(pld.randomized_response(1.0), 0.1),
     "accounting.from_profile": lambda: accounting.from_profile(
         np.array([0.0, 0.5, 1.0]), np.array([0.3, 0.1, 0.01]), step=0.1),
@@ -190,10 +192,11 @@ TRACED = {
         sigma=s, q=0.1, num_steps=10, delta=1e-5, method="pld"),
     "pld.gaussian": lambda s: pld.gaussian(s, step=1e-2),
     "pld.randomized_response": lambda s: pld.randomized_response(s, step=0.5),
-    "allocation.direct_add_epsilon": lambda s: allocation.direct_add_epsilon(
-        sigma=s, num_steps=10, delta=1e-5),
-    "allocation.truncated_poisson_epsilon": lambda s: allocation.truncated_poisson_epsilon(
-        sigma=s, num_steps=10, delta=1e-5, step=1e-2, tail_fractions=(0.1,)),
+    "allocation.epsilon[direct_add]": lambda s: allocation.epsilon(
+        sigma=s, steps_per_epoch=10, delta=1e-5, direction="add", methods=("direct_add",)),
+    "allocation.epsilon[truncated_poisson]": lambda s: allocation.epsilon(
+        sigma=s, steps_per_epoch=10, delta=1e-5, methods=("truncated_poisson",),
+        method_options={"truncated_poisson": dict(step=1e-2, tail_fractions=(0.1,))}),
     "shuffle.epsilon": lambda s: shuffle.epsilon(delta=1e-6, n=100, eps0=s),
     "shuffle.clone_rdp": lambda s: shuffle.clone_rdp(np.array([2.0, 3.0]), n=100, eps0=s),
 }
@@ -213,8 +216,9 @@ def test_float32_trace_of_a_door_never_yields_a_number(name):
 
 def test_x64_boundary_names_the_door_under_a_float32_trace():
   with pytest.raises(RuntimeError,
-                     match=r"jaxacct\.allocation\.direct_add_epsilon needs float64"):
-    jax.jit(lambda s: allocation.direct_add_epsilon(sigma=s, num_steps=10, delta=1e-5))(1.0)
+                     match=r"jaxacct\.allocation\.epsilon needs float64"):
+    jax.jit(lambda s: allocation.epsilon(sigma=s, steps_per_epoch=10, delta=1e-5,
+                                         direction="add", methods=("direct_add",)))(1.0)
 
 
 # Public modules whose functions are not entered at the surface, and why.

@@ -253,8 +253,6 @@ def test_progress_logs_and_can_be_silenced(caplog, log_progress):
   assert on and "calibrating noise_multiplier" in on[0].getMessage()
   caplog.clear()
   s_off = _calibrate_shuffle(progress=False)                  # per call
-  with jaxacct.progress_disabled():                           # context manager
-    _calibrate_shuffle()
   prev = jaxacct.set_progress(False)                          # global switch
   try:
     _calibrate_shuffle()
@@ -263,8 +261,11 @@ def test_progress_logs_and_can_be_silenced(caplog, log_progress):
   assert not [r for r in caplog.records if r.name == "jaxacct"]
   assert s_on == s_off
   caplog.clear()
-  with jaxacct.progress_disabled():                           # progress=True wins
+  prev = jaxacct.set_progress(False)                          # progress=True wins
+  try:
     _calibrate_shuffle(progress=True)
+  finally:
+    jaxacct.set_progress(prev)
   assert [r for r in caplog.records if r.name == "jaxacct"]
 
 

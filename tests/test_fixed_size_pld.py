@@ -235,12 +235,6 @@ def test_symmetrize_keeps_the_positive_profile_and_mirrors():
   assert p.size in (1 << (p.size - 1).bit_length(), 3 * (1 << (p.size - 1).bit_length()) // 4)
 
 
-def test_draw_count_law():
-  w, cut = fs.draw_count_law(60000, 256)
-  assert w[1] == pytest.approx(256 / 60000 * (1 - 1 / 60000) ** 255, rel=1e-12)
-  assert cut <= 1e-20 and 1.0 - float(np.sum(w)) <= 1e-15
-
-
 @pytest.mark.parametrize("bad", [dict(n=0, m=1, sigma=1.0), dict(n=3, m=4, sigma=1.0),
                                  dict(n=3, m=1, sigma=0.0)])
 def test_bad_input_names_the_parameter(bad):

@@ -156,7 +156,8 @@ def test_split_upper_is_attained_at_eps_zero(n, m, sigma):
   up = _upper(n, m, sigma, np.array([0.0]))[0][0]
   pts = [(1.0, 0.0), (-1.0, 0.0)] + [(0.0, -1.0)] * (n - 1)
   P, Q = draws_with_replacement_law([pts[0]] + pts[2:], m), draws_with_replacement_law([pts[1]] + pts[2:], m)
-  w, _ = fs.draw_count_law(n, m)
+  w = special.binom(m, np.arange(m + 1)) * (1 / n) ** np.arange(m + 1) * (
+      1 - 1 / n) ** (m - np.arange(m + 1))   # P(K = k), K ~ Bin(m, 1/n)
   exact = float(np.sum(w * (2 * special.ndtr(np.arange(w.size) / sigma) - 1)))
   assert up == pytest.approx(exact, rel=1e-12)
   assert _binned_2d(P, Q, sigma, np.array([0.0]))[0] == pytest.approx(exact, rel=1e-9)

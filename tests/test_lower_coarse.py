@@ -22,10 +22,22 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxacct import mechanisms as M
 from jaxacct.allocation import pld
 from jaxacct.allocation import sum_law as sl
 
 pytestmark = pytest.mark.usefixtures("x64")
+
+
+def _one_step(kind, param, n, tail):
+  """(UpperLaw, LowerLaw, Lattice) of one step on an n-knot lattice, from the
+  public NumPy door (``jaxacct.mechanisms.Gaussian/Laplace(...).one_step_law``;
+  Laplace: ``param`` is the scale b)."""
+  value = M.Gaussian(float(param)) if kind == "gaussian" else M.Laplace(float(param))
+  st = value.one_step_law(n, float(tail))
+  return (sl.UpperLaw(st.p[0], st.q0[0], st.minf[0]),
+          sl.LowerLaw(st.a[0], st.g[0], np.float64(0.0)),
+          sl.Lattice(st.lo[0], st.D[0], np.int32(0)))
 
 N = 256
 # one compiled sum per (symmetric, coarsen): the laws are traced arguments
@@ -46,8 +58,7 @@ def _stop_loss(m, x, K):
 
 
 def _inputs(kind, param):
-  one = sl.gaussian_one_step if kind == "gaussian" else sl.laplace_one_step
-  _, lw, lat = one(param, N, 1e-15)
+  _, lw, lat = _one_step(kind, param, N, 1e-15)
   # a second, asymmetric operand: the same cells reweighted (moments scaled alike)
   w = jnp.linspace(0.5, 1.5, N)
   return lw, lw._replace(a=lw.a * w, g=lw.g * w), lat.step
@@ -84,16 +95,22 @@ def test_coarse_sum_is_a_lower_law_of_the_true_sum(kind, param, sym):
 
 
 def test_coarse_pair_equals_single_sums_and_coarsen_one_is_exact_kernel():
-  """conv_lower_pair equals two conv_lower calls at the same coarsening (bit for
-  bit); the default at N < 1024 knots is the exact kernel (coarsen=1)."""
+  """The fused pair of a level equals the two sums one by one at the same
+  coarsening (bit for bit): the t-fold lower law by ``method="loop"`` (the
+  fused pair) and ``"reference"`` (single asymmetric sums), at 256 knots
+  (exact kernel) and 1024 (coarsened, c = 2); the default at N < 1024 knots
+  is the exact kernel (coarsen=1)."""
+  for n in (N, 1024):
+    _, lw, lat = _one_step("gaussian", 1.0, n, 1e-15)
+    f = jax.jit(lambda lw, lat, t, n=n: (sl.sum_law_lower(lw, lat, t, n, 1e-15, 0.0,
+                                                           method="loop"),
+                                         sl.sum_law_lower(lw, lat, t, n, 1e-15, 0.0,
+                                                          method="reference")))
+    for t in (2, 3):
+      (S, LS), (S1, LS1) = f(lw, lat, t)
+      for x, y in zip(jax.tree.leaves((S, LS)), jax.tree.leaves((S1, LS1))):
+        np.testing.assert_array_equal(x, y, err_msg=f"n={n} t={t}")
   A, B, D = _inputs("gaussian", 1.0)
-  for c in (1, 2, 4):
-    S, C, o = sl.conv_lower_pair(A, A, B, D, N, 1, coarsen=c)
-    S1, o1 = sl.conv_lower(A, A, D, N, True, coarsen=c)
-    C1, _ = sl.conv_lower(A, B, D, N, False, coarsen=c)
-    assert int(o) == int(o1)
-    for x, y in zip(jax.tree.leaves((S, C)), jax.tree.leaves((S1, C1))):
-      np.testing.assert_array_equal(x, y)
   Sd, od = sl.conv_lower(A, B, D, N, False)
   Se, oe = sl.conv_lower(A, B, D, N, False, coarsen=1)
   assert int(od) == int(oe)

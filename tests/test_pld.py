@@ -146,8 +146,8 @@ def test_from_pair_infinite_loss_and_add_direction():
   pair = pld.PairPLD(rem, add)
   for e in [0.0, 0.5, 2.0]:
     ref = max(_brute_delta(p, q, 1, e), _brute_delta(q, p, 1, e))
-    assert float(pld.delta_both(pair, e)) >= ref - 1e-15
-    assert float(pld.delta_both(pair, e)) == pytest.approx(ref, rel=1e-3)
+    assert float(pld.delta(pair, e)) >= ref - 1e-15
+    assert float(pld.delta(pair, e)) == pytest.approx(ref, rel=1e-3)
   assert np.isinf(float(pld.epsilon(rem, 0.1)))  # inf_mass 0.2 > 0.1
 
 
@@ -222,7 +222,8 @@ SLOW_SETTINGS = [
 
 
 def _check_against_dpa(sigma, q, steps, delta):
-  step = pld.default_step(sigma=sigma, q=q, num_steps=steps)   # the door's grid step
+  # the door's grid step (the default of the composed pair it queries)
+  step = pld.poisson_gaussian_composed(sigma=sigma, q=q, num_steps=steps).remove.step
   ours = poisson.epsilon(q=q, sigma=sigma, num_steps=steps, delta=delta,
                          method="pld").epsilon
   pess = _dpa_eps(sigma, q, steps, delta, step)
@@ -252,7 +253,7 @@ def test_tiny_delta_many_steps_stable_where_plain_fft_is_not():
   # (measured 2026-11-23).  Ours (tilted FFT) is stable under refinement and
   # below RDP (1.430).
   s, q, t, d = 1.0, 1e-4, 100000, 1e-12
-  e1, e2 = (float(pld.epsilon_both(pld.poisson_gaussian_composed(
+  e1, e2 = (float(pld.epsilon(pld.poisson_gaussian_composed(
       sigma=s, q=q, num_steps=t, step=h), d)) for h in (4e-5, 2e-5))
   rdp = float(poisson.epsilon(q=q, sigma=s, num_steps=t, delta=d).epsilon)
   assert e2 <= e1 <= e2 * 1.02

@@ -99,32 +99,39 @@ def test_poisson_pld_doors_return_results():
 
 
 def test_allocation_bound_doors_return_results():
+  # one method through the front door: ``methods=(name,)`` (issue 29)
   from jaxacct import allocation
-  kw = dict(sigma=1.0, num_steps=100)
-  for fn, method in ((allocation.direct_add_epsilon, "direct_add"),
-                     (allocation.decomposition_epsilon, "decomposition")):
-    _check(fn(**kw, delta=1e-6), EpsilonResult, "epsilon", method, "upper")
-  for fn, method in ((allocation.direct_add_delta, "direct_add"),
-                     (allocation.decomposition_delta, "decomposition")):
-    _check(fn(**kw, epsilon=1.0), DeltaResult, "delta", method, "upper")
-  _check(allocation.decomposition_pld_epsilon(sigma=1.2, num_steps=20, delta=1e-8,
-                                          direction="remove"),
-         EpsilonResult, "epsilon", "decomposition_pld", "upper")
+  kw = dict(sigma=1.0, steps_per_epoch=100)
+  for method, direction in (("direct_add", "add"), ("decomposition", "both")):
+    name = "/".join(f"{d}:{method}" for d in
+                    (("remove", "add") if direction == "both" else (direction,)))
+    _check(allocation.epsilon(**kw, delta=1e-6, methods=(method,), direction=direction),
+           EpsilonResult, "epsilon", name, "upper")
+    _check(allocation.delta(**kw, epsilon=1.0, methods=(method,), direction=direction),
+           DeltaResult, "delta", name, "upper")
+  _check(allocation.epsilon(sigma=1.2, steps_per_epoch=20, delta=1e-8, direction="remove",
+                            methods=("decomposition_pld",)),
+         EpsilonResult, "epsilon", "remove:decomposition_pld", "upper")
 
 
 def test_allocation_recursive_doors_return_results():
   from jaxacct import allocation
-  kw = dict(sigma=4.0, num_steps=1000, direction="remove")
-  e = _check(allocation.truncated_poisson_epsilon(**kw, delta=1e-6, tail_fractions=(0.5,)),
-             EpsilonResult, "epsilon", "truncated_poisson", "upper")
+  kw = dict(sigma=4.0, steps_per_epoch=1000, direction="remove")
+  tp = ("truncated_poisson",)
+  e = _check(allocation.epsilon(**kw, delta=1e-6, methods=tp, method_options={
+      "truncated_poisson": dict(tail_fractions=(0.5,))}),
+             EpsilonResult, "epsilon", "remove:truncated_poisson", "upper")
   assert np.isfinite(e)
-  _check(allocation.truncated_poisson_delta(**kw, epsilon=1.0, tail_budgets=(1e-8,)), DeltaResult,
-         "delta", "truncated_poisson", "upper")
-  kw = dict(sigma=2.5, num_steps=100, direction="remove", bootstrap=("direct",))
-  _check(allocation.recursive_epsilon(**kw, delta=1e-8, tail_fractions=(0.1,)), EpsilonResult,
-         "epsilon", "recursive", "upper")
-  _check(allocation.recursive_delta(**kw, epsilon=1.0, eps_prime=[0.3]), DeltaResult, "delta",
-         "recursive", "upper")
+  _check(allocation.delta(**kw, epsilon=1.0, methods=tp, method_options={
+      "truncated_poisson": dict(tail_budgets=(1e-8,))}), DeltaResult,
+         "delta", "remove:truncated_poisson", "upper")
+  kw = dict(sigma=2.5, steps_per_epoch=100, direction="remove", methods=("recursive",))
+  _check(allocation.epsilon(**kw, delta=1e-8, method_options={
+      "recursive": dict(bootstrap=("direct",), tail_fractions=(0.1,))}), EpsilonResult,
+         "epsilon", "remove:recursive", "upper")
+  _check(allocation.delta(**kw, epsilon=1.0, method_options={
+      "recursive": dict(bootstrap=("direct",), eps_prime=[0.3])}), DeltaResult, "delta",
+         "remove:recursive", "upper")
 
 
 def test_experimental_variation_ratio_rows_are_estimates():

@@ -183,13 +183,25 @@ def test_pair_pmfs_match_kernel():
   assert abs(pv.sum() - 1) < 1e-9 and abs(qv.sum() - 1) < 1e-9
 
 
+def _binary_rr_pmfs(n, e0, m):
+  """(Y0, Y1): exact laws of the count of ones of shuffled binary RR (eps0 =
+  e0), user 1 holding 0 resp. 1 and m of the other n-1 holding 1 (SciPy
+  binomials: Bin(m, 1-pi) + Bin(n-1-m, pi) + the user's own report)."""
+  from scipy import stats
+  pi = 1.0 / (math.exp(e0) + 1.0)
+  z = np.convolve(stats.binom.pmf(np.arange(m + 1), m, 1.0 - pi),
+                  stats.binom.pmf(np.arange(n - m), n - 1 - m, pi))
+  zs, z = np.concatenate([[0.0], z]), np.concatenate([z, [0.0]])
+  return (1.0 - pi) * z + pi * zs, pi * z + (1.0 - pi) * zs
+
+
 def _exact_composed_eps(n, e0, rounds, delta):
   """Exact eps(delta) of T rounds of shuffled binary RR, by enumeration of the
   T-fold product for every dataset and direction."""
   def dl(eps):
     best = 0.0
     for m in range(n):
-      y0, y1 = shb.binary_rr_pmfs(n, e0, m)
+      y0, y1 = _binary_rr_pmfs(n, e0, m)
       pt, qt = y0, y1
       for _ in range(rounds - 1):
         pt = np.outer(pt, y0).ravel()

@@ -172,8 +172,11 @@ def test_bad_input_names_the_parameter(kw, name):
 
 
 def test_supported_neighbouring_table():
-  from jaxacct.statement import NEIGHBOURINGS, SUPPORTED_NEIGHBOURING
-  assert set(SUPPORTED_NEIGHBOURING) == set(dpsgd.SAMPLINGS)
-  assert all(set(v) <= set(NEIGHBOURINGS) and "add_remove" in v
-             for v in SUPPORTED_NEIGHBOURING.values())
+  # the table (module docstring) through the door: every sampling takes
+  # "add_remove"; only "shuffle" also "replace_one" (the refusals are in
+  # test_bad_input_names_the_parameter); any other relation or sampling is refused
+  for kw, name in ((dict(sampling="shuffle", neighbouring="add_one"), "neighbouring"),
+                   (dict(sampling="uniform"), "sampling")):
+    with pytest.raises(ValueError, match=name):
+      statement(**dict(CONFIG, noise_multiplier=SIGMA, **kw))
   assert dpsgd.statement is statement

@@ -25,6 +25,7 @@ from jaxacct import poisson, tracking
 from jaxacct._core.gaussian import gaussian_epsilon
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct.accounting import PLDAccountant, events as ev
+from jaxacct._core.gaussian import gaussian_rdp   # the Gaussian RDP kernel (internal)
 
 DELTA = 1e-5
 ROOT = os.path.join(os.path.dirname(__file__), "..")
@@ -115,7 +116,7 @@ def test_gaussian_exact_profile_mpmath(x64):
                                rtol=1e-9)
   # The exact Gaussian table never exceeds the RDP route for the same events
   # (an RDP curve held by the user, as an EpsilonTableAccountant).
-  rdp = np.asarray(jaxacct.mechanisms.gaussian_rdp(DEFAULT_ORDERS, sigma))
+  rdp = np.asarray(gaussian_rdp(DEFAULT_ORDERS, sigma))
   rtab = tracking.epsilon_table(_rdp_table_accountant(DEFAULT_ORDERS, rdp, n),
                                 num_steps=n, delta=DELTA)
   assert np.all(tab[1:] <= rtab[1:]) and np.all(rtab[1:] <= 1.3 * tab[1:])
@@ -131,7 +132,7 @@ def _rdp_table_accountant(orders, rdp, num_blocks, block_size=1):
 
 def test_rdp_curve_as_epsilon_table(x64):
   orders = np.array([1.5, 2.0, 4.0, 8.0, 16.0, 32.0])
-  rdp = np.asarray(jaxacct.mechanisms.gaussian_rdp(orders, 5.0))
+  rdp = np.asarray(gaussian_rdp(orders, 5.0))
   tab = tracking.epsilon_table(_rdp_table_accountant(orders, rdp, 3, block_size=3),
                                num_steps=9, delta=DELTA)
   for s, blocks in [(1, 1), (3, 1), (4, 2), (9, 3)]:   # partial block charged whole

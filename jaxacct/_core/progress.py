@@ -24,8 +24,8 @@ logging modes; tqdm throttles itself).
 Silencing, from the most local to the most global:
 
 * ``progress=False`` on any jaxacct function that takes it;
-* ``jaxacct.set_progress(False)`` (returns the previous setting), or the
-  context manager ``jaxacct.progress_disabled()``;
+* ``jaxacct.set_progress(False)`` (returns the previous setting; restore
+  it with ``jaxacct.set_progress(prev)``);
 * the environment variable ``JAXACCT_PROGRESS=0`` (read at import).
 
 ``progress=True`` forces progress on even when the global switch is off.
@@ -61,16 +61,6 @@ def set_progress(enabled: bool) -> bool:
     raise ValueError(f"enabled must be True or False; got {enabled!r}.")
   prev, _ENABLED = _ENABLED, enabled
   return prev
-
-
-@contextlib.contextmanager
-def progress_disabled():
-  """Context manager: no progress output inside (the previous setting is restored)."""
-  prev = set_progress(False)
-  try:
-    yield
-  finally:
-    set_progress(prev)
 
 
 def configure_progress(*, delay: Optional[float] = None, interval: Optional[float] = None,

@@ -1,7 +1,7 @@
 r"""RDP of the Poisson-subsampled Gaussian mechanism (shared kernel).
 
 Used by :mod:`jaxacct.poisson` (front doors, calibration) and by
-:func:`jaxacct.allocation.decomposition_epsilon` (Poisson decomposition, Thm 4.6 of
+``jaxacct.allocation.epsilon``'s ``"decomposition"`` method (Poisson decomposition, Thm 4.6 of
 arXiv:2502.08202v3), so it lives below the schemes.
 
 Each record joins each step independently with probability ``q``; the step

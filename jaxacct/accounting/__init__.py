@@ -29,10 +29,9 @@ from jaxacct._core.lazy import lazy_exports as _lazy_exports
 
 # Imported on first access (PEP 562): dp_accounting (a base class of
 # PLDAccountant when installed) loads with the accountant, not with
-# ``gaussian_tpr`` or ``regrid``.
+# ``regrid``.
 _LAZY = {
     "events": ("jaxacct.accounting.events", None),
-    "HAS_DP_ACCOUNTING": ("jaxacct.accounting._optional", "HAS_DP_ACCOUNTING"),
     "NeighboringRelation": ("jaxacct.accounting._accountant", "NeighboringRelation"),
     "PLDAccountant": ("jaxacct.accounting._accountant", "PLDAccountant"),
     "UnsupportedEventError": ("jaxacct.accounting._accountant", "UnsupportedEventError"),
@@ -40,19 +39,16 @@ _LAZY = {
     "regrid": ("jaxacct.accounting._pairs", "regrid"),
     "GDPResult": ("jaxacct.accounting._views", "GDPResult"),
     "TradeOff": ("jaxacct.accounting._views", "TradeOff"),
-    "gaussian_tpr": ("jaxacct.accounting._views", "gaussian_tpr"),
 }
 
 if TYPE_CHECKING:
   from jaxacct.accounting import events
-  from jaxacct.accounting._optional import HAS_DP_ACCOUNTING
   from jaxacct.accounting._accountant import (NeighboringRelation, PLDAccountant,
                                               UnsupportedEventError)
   from jaxacct.accounting._pairs import from_profile, regrid
-  from jaxacct.accounting._views import GDPResult, TradeOff, gaussian_tpr
+  from jaxacct.accounting._views import GDPResult, TradeOff
 
 __all__ = ["PLDAccountant", "NeighboringRelation", "UnsupportedEventError",
-           "events", "HAS_DP_ACCOUNTING", "regrid", "from_profile",
-           "TradeOff", "gaussian_tpr"]
+           "events", "regrid", "from_profile", "TradeOff"]
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), float64=True)

@@ -143,18 +143,6 @@ def tpr_at_fpr(upper, lower, fpr, *, direction: str = "both",
   return TradeOff(a, up, lo)
 
 
-def gaussian_tpr(mu, fpr):
-  r"""TPR of the best test against mu-GDP: ``Phi(Phi^{-1}(fpr) + mu)`` (exact).
-
-  Dong, Roth, Su, arXiv:1905.02383v3, Eq. (4): ``G_mu(alpha) =
-  Phi(Phi^{-1}(1 - alpha) - mu)``, and TPR = 1 - G_mu(alpha).
-  """
-  from scipy.special import ndtr, ndtri   # here: scipy loads with this function only (import cost)
-  checks.check_range("mu", mu, 0.0, np.inf, allow_inf=True)
-  checks.check_probability("fpr", fpr)
-  return ndtr(ndtri(np.asarray(fpr, np.float64)) + float(mu))
-
-
 @jit
 def _mu_of(delta_target, eps, lo, hi):
   """mu with delta_mu(eps) = delta_target, by bisection in log mu (vectorised).

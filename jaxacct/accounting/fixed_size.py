@@ -190,7 +190,7 @@ from jaxacct.accounting import _wr_profiles as wrp
 from jaxacct.accounting import mixtures as mx
 from jaxacct.accounting._pairs import dominated_on_grid
 
-__all__ = ["symmetrize", "draw_count_law", "without_replacement_pair",
+__all__ = ["symmetrize", "without_replacement_pair",
            "with_replacement_pair", "adaptive_lower_delta", "kernels_lower_delta",
            "with_replacement_profile"]
 
@@ -269,7 +269,7 @@ def _bucket(n: int) -> int:
   return 3 * p // 4 if p >= 4 and 3 * p // 4 >= n else p
 
 
-def draw_count_law(n: int, m: int):
+def _draw_count_law(n: int, m: int):
   """``(w, cut)``: ``w[k] = P(K = k)``, K ~ Bin(m, 1/n), k = 0..k_max, and P(K > k_max) <= 1e-20."""
   k = np.arange(0, m + 1)
   w = stats.binom.pmf(k, m, 1.0 / n)
@@ -337,7 +337,7 @@ def with_replacement_pair(n: int, m: int, sigma: float, *, step: float,
   if m < 1:
     raise ValueError(f"need m >= 1; got m={m}.")
   E = _pld()
-  w, cut = draw_count_law(int(n), int(m))
+  w, cut = _draw_count_law(int(n), int(m))
   s = float(sigma)
   if not pessimistic:
     ks = 2.0 * np.arange(w.size)
@@ -377,7 +377,7 @@ def with_replacement_profile(n: int, m: int, sigma: float, eps):
   eps = np.asarray(eps, np.float64)
   if np.any(~(eps >= 0)):
     raise ValueError("eps must be >= 0 (an array of non-negative floats).")
-  w, cut = draw_count_law(int(n), int(m))
+  w, cut = _draw_count_law(int(n), int(m))
   flat = eps.ravel()
   up, rev, hid = wrp.split(w, sigma, flat)
   up = np.minimum(up, wrp.double_mixture(w, sigma, flat))
@@ -427,7 +427,7 @@ def _instance_cells(kind, n, m, sigma, c, h):
     means, w = np.array([c, 1.0]), np.array([1.0 - q, q])
     means_q = np.array([c, -1.0])
   else:
-    w, _ = draw_count_law(n, m)
+    w, _ = _draw_count_law(n, m)
     k = np.arange(w.size, dtype=np.float64)
     means, means_q = k * (1.0 - c), -k * (1.0 + c)
   keep = w > 0

@@ -12,8 +12,8 @@ checked against dp_accounting 0.6.0's ``PLDAccountant`` in
 Public (``__all__``):
 
 * :func:`truncated_poisson_gaussian` -- Poisson sampling truncated to a
-  maximal batch size, then the Gaussian mechanism (add/remove), with
-  :func:`truncation_probabilities` (the batch-size law it truncates);
+  maximal batch size, then the Gaussian mechanism (add/remove) (its
+  truncation probabilities are a step: ``_truncation_probabilities``);
 * :func:`with_replacement_gaussian` -- a fixed batch drawn with
   replacement, then the Gaussian mechanism (replace-one);
 * :func:`log_normal_mass` -- log(Phi(b) - Phi(a)), accurate in both tails.
@@ -43,8 +43,7 @@ from jaxacct.accounting._pairs import dominated_on_grid, from_cells
 # public: the constructions tests and researchers check directly; the others
 # (discrete_laplace, mixture_of_gaussians, mixture, max_loss, inf_mass, ...)
 # serve the accountant, whose door is the event (``jaxacct.accounting.events``)
-__all__ = ["truncated_poisson_gaussian", "truncation_probabilities",
-           "with_replacement_gaussian", "log_normal_mass"]
+__all__ = ["truncated_poisson_gaussian", "with_replacement_gaussian", "log_normal_mass"]
 
 #: tail mass per side below which the noise line is cut (charged pessimistically).
 TAIL = 1e-20
@@ -281,7 +280,7 @@ def mixture(pairs, weights, *, extra_inf: float = 0.0):
 # truncated Poisson sampling
 
 
-def truncation_probabilities(n: int, q: float, b: int):
+def _truncation_probabilities(n: int, q: float, b: int):
   r"""``(t, q_t, q_bar)`` for Poisson sampling (rate q) of n records truncated to b.
 
   With B ~ Bin(n - 1, q) the number of other records sampled: ``t = P(B >=
@@ -327,7 +326,7 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
     others (exchangeability: the law of the batch is invariant under
     permutations of the others and its size is b). The one with the target
     includes it with probability ``q_t = P(target in batch | B >= b) =
-    E[q b/(B+1) | B >= b]`` (:func:`truncation_probabilities`), and then
+    E[q b/(B+1) | B >= b]`` (:func:`_truncation_probabilities`), and then
     the rest of its batch is a uniform (b-1)-subset of the others, else a
     uniform b-subset (exchangeability again). Couple the (b-1)-subset as S
     minus a uniform member y: the pair is exactly
@@ -367,7 +366,7 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
   if construction not in CONSTRUCTIONS:
     raise ValueError(f"construction must be one of {CONSTRUCTIONS}; got "
                      f"{construction!r}.")
-  t, qt, qbar = truncation_probabilities(int(n), float(q), int(b))
+  t, qt, qbar = _truncation_probabilities(int(n), float(q), int(b))
   s = float(sigma)
   if not pessimistic:
     if qbar >= 1.0:

@@ -40,10 +40,13 @@ name               directions  source                                       boun
                                allocation PLD / Thm 4.9 (opt-in, seconds)
 =================  ==========  ===========================================  =====
 
+One method alone: ``methods=(name,)`` (e.g. ``epsilon(..., methods=("recursive",),
+direction="remove")``); ``details`` holds every method's value per direction.
 ``decomposition_pld`` also covers k > 1 / E > 1 (the Thm 4.6 pair as a PLD,
-composed over the m rounds; :func:`decomposition_pld_epsilon`);
-``truncated_poisson`` and ``recursive`` live in
-:func:`truncated_poisson_epsilon`, :func:`recursive_epsilon` (m rounds by a union bound).
+composed over the m rounds); ``truncated_poisson`` and ``recursive`` cover the
+m rounds by a union bound. Their knobs (the paper's printed Azuma range and
+the authors' delta split, tail fractions, bootstrap, PLD grid step) go through
+``method_options={name: {keyword: value}}``.
 
 Diagnostics (not accountants): :func:`delta_monte_carlo`
 ( estimate with confidence interval,
@@ -53,20 +56,13 @@ Diagnostics (not accountants): :func:`delta_monte_carlo`
 from jaxacct._core.dtype import public_surface
 from jaxacct.allocation import pld, sum_law
 from jaxacct.allocation._add_rdp import allocation_add_rdp
-from jaxacct.allocation._bounds import (check_scheme, decomposition_delta, decomposition_epsilon,
-                                        decomposition_gamma, decomposition_pld_epsilon,
-                                        decomposition_round_plds, direct_add_delta,
-                                        direct_add_epsilon)
+from jaxacct.allocation._bounds import check_scheme
 from jaxacct.allocation._fixed_bins import fixed_bins_pld_delta, fixed_bins_pld_epsilon
-from jaxacct.allocation._front import DEFAULT_METHODS, METHODS, allocation_rdp, delta, epsilon
+from jaxacct.allocation._front import METHODS, allocation_rdp, delta, epsilon
 from jaxacct.allocation._monte_carlo import (delta_lower_bound, delta_monte_carlo,
                                              true_allocation_delta_monte_carlo,
                                              true_allocation_epsilon_monte_carlo)
-from jaxacct.allocation._rdp import (allocation_add_rdp_upper, allocation_remove_rdp,
-                                     allocation_remove_rdp_from_moments)
-from jaxacct.allocation._recursive import (recursive_delta, recursive_epsilon, recursive_tail,
-                                           truncated_poisson_delta, truncated_poisson_epsilon,
-                                           truncated_poisson_rate)
+from jaxacct.allocation._rdp import allocation_remove_rdp, allocation_remove_rdp_from_moments
 
 # Importable for jaxacct.tracking, not public: ``METHODS``, ``check_scheme``.
 # Not re-exported: ``allocation_remove_rdp`` and
@@ -74,20 +70,18 @@ from jaxacct.allocation._recursive import (recursive_delta, recursive_epsilon, r
 # (``allocation_gaussian_rdp_kernel``, ``allocation_add_rdp_kernel``) are not
 # public; ``local_epsilon`` is ``jaxacct.mechanisms.Gaussian(sigma / sqrt(kE))
 # .epsilon(delta)``; ``equivalent_sigma`` and ``self_composed`` are steps of
-# :func:`fixed_bins_pld_epsilon`.
+# :func:`fixed_bins_pld_epsilon`. One method's bound is :func:`epsilon` /
+# :func:`delta` with ``methods=(name,)`` (and ``method_options``); the steps
+# of the methods (the Thm 4.6 gamma and round PLDs, the Thm 4.1 rate, the
+# Thm 4.2 tail) live in
+# ``_bounds`` and ``_recursive`` (issue 29); the add-RDP upper bound of
+# Thm 4.9 in RDP form is gone (``allocation_add_rdp`` is the exact add RDP,
+# the ``"direct_add"`` method the same bound as a profile).
 __all__ = [
-    # front doors (best of the methods) and the RDP curve
-    "epsilon", "delta", "allocation_rdp", "DEFAULT_METHODS",
+    # front doors (best of the methods, or one with ``methods=(name,)``) and the RDP curve
+    "epsilon", "delta", "allocation_rdp",
     # RDP of one allocation round (remove: Thm 4.8; add: quadrature; jittable)
     "allocation_remove_rdp", "allocation_remove_rdp_from_moments", "allocation_add_rdp",
-    "allocation_add_rdp_upper",
-    # one method each (Thm 4.6 decomposition, Thm 4.9 direct add)
-    "direct_add_epsilon", "direct_add_delta",
-    "decomposition_gamma", "decomposition_epsilon", "decomposition_delta",
-    "decomposition_pld_epsilon", "decomposition_round_plds",
-    # Thm 4.1 (truncated Poisson) and Thm 4.2 (recursive)
-    "truncated_poisson_rate", "truncated_poisson_epsilon", "truncated_poisson_delta",
-    "recursive_tail", "recursive_epsilon", "recursive_delta",
     # fixed bins reused every epoch
     "fixed_bins_pld_epsilon", "fixed_bins_pld_delta",
     # diagnostics (estimates and provable lower bounds, not accountants)

@@ -26,7 +26,9 @@ t' = floor(t/k) (Lemma 3.2; potentially loose, always valid).
   (:func:`decomposition_round_plds`) composed m times (not in the paper,
   whose code supports k = E = 1 only). Bound: upper.
 
-Every ``*_epsilon`` returns an :class:`~jaxacct.EpsilonResult` and every
+These are the front door's methods (``jaxacct.allocation.epsilon`` / ``delta``
+with ``methods=(name,)``), not public themselves (issue 29). Every
+``*_epsilon`` returns an :class:`~jaxacct.EpsilonResult` and every
 ``*_delta`` a :class:`~jaxacct.DeltaResult` (``bound="upper"``).
 """
 
@@ -271,7 +273,7 @@ def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both", num_
 
   Args: sigma > 0, num_steps t >= 2, delta in (0, 1) (scalars); direction;
     num_selected k, num_epochs E (floor(t/k) >= 2); step: PLD grid step
-    for k/E > 1 (default ``jaxacct.pld.default_step`` at rate 1/t').
+    for k/E > 1 (default: ``jaxacct.pld``'s step for the Poisson pair at rate 1/t').
 
   Returns: ``EpsilonResult(epsilon, delta, method="decomposition_pld",
   bound="upper")``, ``epsilon`` a ``np.float64``. Bound: upper (as the PLD

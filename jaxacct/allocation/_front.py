@@ -28,6 +28,17 @@ DEFAULT_METHODS = ("rdp_direct", "rdp_add", "direct_add", "decomposition", "loca
 METHODS = DEFAULT_METHODS + ("pld", "decomposition_pld", "truncated_poisson", "recursive")
 _ALL_METHODS = METHODS
 _DEFAULT_MAX_ORDER = 256
+# The keywords a method takes through ``method_options``, per quantity
+# (each the keyword of that method's implementation in ``_bounds`` / ``_recursive``).
+_OPTIONS = {
+    ("decomposition", "epsilon"): ("orders",),
+    ("decomposition", "delta"): ("orders",),
+    ("decomposition_pld", "epsilon"): ("step",),
+    ("truncated_poisson", "epsilon"): ("azuma", "split", "tail_fractions", "step"),
+    ("truncated_poisson", "delta"): ("azuma", "tail_budgets", "step"),
+    ("recursive", "epsilon"): ("bootstrap", "tail_fractions", "step"),
+    ("recursive", "delta"): ("bootstrap", "eps_prime", "step"),
+}
 
 
 def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
@@ -90,6 +101,27 @@ def _check_scalar(**kw):
                       **kw)
 
 
+def _check_options(method_options, methods, quantity):
+  """``{method: {keyword: value}}`` from ``method_options`` (validated: each
+  method asked for in ``methods`` and each keyword one it takes)."""
+  if method_options is None:
+    return {}
+  if not isinstance(method_options, dict):
+    raise ValueError("method_options must be a dict {method: {keyword: value}} or None; "
+                     f"got {method_options!r}.")
+  takes = {m: kws for (m, q), kws in _OPTIONS.items() if q == quantity}
+  out = {}
+  for name, opts in method_options.items():
+    if name not in takes or name not in methods:
+      raise ValueError(f"method_options: {name!r} must be one of the methods asked for that "
+                       f"take options in {quantity}, {sorted(set(takes) & set(methods))}.")
+    if not isinstance(opts, dict) or not set(opts) <= set(takes[name]):
+      raise ValueError(f"method_options[{name!r}] must be a dict with keys in "
+                       f"{takes[name]}; got {opts!r}.")
+    out[name] = dict(opts)
+  return out
+
+
 def _fresh(fresh_each_epoch):
   if not isinstance(fresh_each_epoch, (bool, np.bool_)):
     raise ValueError("fresh_each_epoch must be a bool (True: a new k-of-t draw every epoch; "
@@ -119,7 +151,7 @@ def _pick(vals, dirs, methods):
 
 
 def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direction,
-           methods, max_order, fresh_each_epoch):
+           methods, max_order, fresh_each_epoch, method_options=None):
   """The one query behind :func:`epsilon` and :func:`delta`.
 
   ``quantity`` is ``"epsilon"`` (``value`` is a delta) or ``"delta"``
@@ -140,12 +172,13 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
     front = epsilon if is_eps else delta
     r = front(sigma=_fixed_sigma(sigma, num_epochs), num_steps=num_steps, **{given: value},
               num_selected=num_selected, num_epochs=1, direction=direction,
-              methods=methods, max_order=max_order)
+              methods=methods, max_order=max_order, method_options=method_options)
     return r._replace(method="fixed_bins:" + r.method)
   k, E, t = int(num_selected), int(num_epochs), int(num_steps)
   if methods is None:
     methods = DEFAULT_METHODS + (("pld",) if is_eps else ())
   methods = _check_methods(methods)
+  opts = _check_options(method_options, methods, quantity)
   dirs = ("remove", "add") if direction == "both" else (direction,)
   vals = {d: {} for d in dirs}
   orders_won = {}
@@ -168,21 +201,24 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
   if "decomposition" in methods and k == 1 and E == 1 and t >= 2:
     fn = bounds.decomposition_epsilon if is_eps else bounds.decomposition_delta
     for d in dirs:
-      vals[d]["decomposition"] = _value(fn(sigma=sigma, num_steps=t, **arg, direction=d))
+      vals[d]["decomposition"] = _value(fn(sigma=sigma, num_steps=t, **arg, direction=d,
+                                           **opts.get("decomposition", {})))
   if is_eps and "decomposition_pld" in methods and t // k >= 2:
     for d in dirs:
       vals[d]["decomposition_pld"] = float(bounds.decomposition_pld_epsilon(
-          sigma=sigma, num_steps=t, delta=value, direction=d, **scheme).epsilon)
+          sigma=sigma, num_steps=t, delta=value, direction=d, **scheme,
+          **opts.get("decomposition_pld", {})).epsilon)
   if "truncated_poisson" in methods:
     fn = recursive.truncated_poisson_epsilon if is_eps else recursive.truncated_poisson_delta
     for d in dirs:
       vals[d]["truncated_poisson"] = _value(fn(sigma=sigma, num_steps=t, **arg, **scheme,
-                                               direction=d))
+                                               direction=d, **opts.get("truncated_poisson", {})))
   if "recursive" in methods and t // k >= 2 and (is_eps or value > 0):
     fn = recursive.recursive_epsilon if is_eps else recursive.recursive_delta
     for d in dirs:
+      rec = {"bootstrap": ("pld", "direct"), **opts.get("recursive", {})}
       vals[d]["recursive"] = _value(fn(sigma=sigma, num_steps=t, **arg, **scheme, direction=d,
-                                       bootstrap=("pld", "direct")))
+                                       **rec))
   if "local" in methods:
     if is_eps:
       loc = float(bounds.local_epsilon(sigma=sigma, delta=value, **scheme).epsilon)
@@ -215,7 +251,7 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
 def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
             direction: str = "both", methods=None,
             max_order: int = _DEFAULT_MAX_ORDER,
-            fresh_each_epoch: bool = True) -> EpsilonResult:
+            fresh_each_epoch: bool = True, method_options=None) -> EpsilonResult:
   """Epsilon upper bound at ``delta`` of k-out-of-t random allocation, Gaussian.
 
   Feldman & Shenfeld, arXiv:2502.08202v3 (methods in the module table): per
@@ -239,6 +275,16 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
       exactly as one epoch at sigma / sqrt(E)
       (:func:`jaxacct.allocation.fixed_bins_pld_epsilon`), ``method`` then starts with
       ``"fixed_bins:"``.
+    method_options: None (default) or ``{method: {keyword: value}}`` for the
+      methods that take knobs (each one asked for in ``methods``):
+      "decomposition" ``orders``; "decomposition_pld" ``step`` (PLD grid
+      step); "truncated_poisson" ``azuma`` ("sinh", default, or "cosh" as
+      printed), ``split`` ("optimized", default, or "authors": their code's
+      0.99 / 0.005 / 0.005 split), ``tail_fractions`` (fractions of delta
+      spent outside the Poisson part, default (0.5, 0.9, 0.99)), ``step``;
+      "recursive" ``bootstrap`` (add-profile bounds of one round, any of
+      "pld", "direct", "decomposition"; default ("pld", "direct")),
+      ``tail_fractions`` (default (0.5, 0.1, 0.01)), ``step``.
 
   Returns:
     EpsilonResult(epsilon, delta, method, bound="upper", order, details):
@@ -251,20 +297,25 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
   """
   return _query("epsilon", delta, sigma=sigma, num_steps=num_steps, num_selected=num_selected,
                 num_epochs=num_epochs, direction=direction, methods=methods,
-                max_order=max_order, fresh_each_epoch=fresh_each_epoch)
+                max_order=max_order, fresh_each_epoch=fresh_each_epoch,
+                method_options=method_options)
 
 
 @per_epoch_steps
 def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
           direction: str = "both", methods=None,
           max_order: int = _DEFAULT_MAX_ORDER,
-          fresh_each_epoch: bool = True) -> DeltaResult:
+          fresh_each_epoch: bool = True, method_options=None) -> DeltaResult:
   """Delta upper bound at ``epsilon`` of k-out-of-t random allocation, Gaussian.
 
   Same methods and rules as :func:`epsilon` ("pld" and
   "decomposition_pld" are ignored here: epsilon-only; "truncated_poisson"
   and "recursive" are opt-in). Args as there (``fresh_each_epoch`` too),
-  with ``epsilon`` a real scalar.
+  with ``epsilon`` a real scalar; ``method_options`` as there, except
+  "truncated_poisson" takes ``tail_budgets`` (delta budgets b = m(t' delta0
+  + delta''), default 10^{-4..-16}) instead of ``split`` / ``tail_fractions``
+  and "recursive" ``eps_prime`` (candidate eps', default epsilon x (1/2, 1,
+  2, 4)) instead of ``tail_fractions``.
 
   Returns:
     DeltaResult(delta, epsilon, method, bound="upper", order, details).
@@ -273,4 +324,5 @@ def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
   """
   return _query("delta", epsilon, sigma=sigma, num_steps=num_steps, num_selected=num_selected,
                 num_epochs=num_epochs, direction=direction, methods=methods,
-                max_order=max_order, fresh_each_epoch=fresh_each_epoch)
+                max_order=max_order, fresh_each_epoch=fresh_each_epoch,
+                method_options=method_options)

@@ -223,30 +223,3 @@ def allocation_remove_rdp_from_moments(log_moments, *, num_steps):
   return dispatch(_from_moments_jit, (log_moments, num_steps),
                   lambda: _check_log_moments(log_moments, num_steps))
 
-
-def allocation_add_rdp_upper(orders, *, sigma, num_steps):
-  r"""Upper bound on the add-direction RDP of 1-of-t allocation, Gaussian.
-
-  From the pointwise bound in the proof of Feldman & Shenfeld,
-  arXiv:2502.08202v3, Thm 4.9 / Cor. 4.10: the add-direction privacy loss is
-  at most the loss of a Gaussian with noise :math:`\sqrt t\sigma` plus the
-  constant :math:`c = (1-1/t)/(2\sigma^2)`, so
-
-  .. math:: R^{\leftarrow}_\alpha \le \frac{\alpha}{2t\sigma^2} + \frac{1-1/t}{2\sigma^2}.
-
-  Bound: upper (loose for small sigma; the profile form in
-  ``jaxacct.allocation.direct_add_delta`` is the same bound without
-  the RDP conversion loss).
-  """
-  return dispatch(_add_rdp_upper_jit, (orders, sigma, num_steps),
-                  lambda: (checks.check_orders(orders), checks.check_positive("sigma", sigma),
-                           checks.check_int("num_steps", num_steps, min_value=1)))
-
-
-@jit
-def _add_rdp_upper_jit(orders, sigma, t):
-  require_x64("allocation_add_rdp_upper")
-  a = jnp.asarray(orders, jnp.float64)
-  s = jnp.asarray(sigma, jnp.float64)[..., None]
-  t = jnp.asarray(t, jnp.float64)[..., None]
-  return a / (2 * t * s**2) + (1 - 1 / t) / (2 * s**2)

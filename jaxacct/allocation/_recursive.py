@@ -61,9 +61,12 @@ for f in ``tail_fractions`` (smallest eps' on a 400-point grid); every
 candidate with eta <= 1 is a valid bound and the minimum is returned (no
 eta cut-off beyond the theorem's eta <= 1).
 
-Public API: :func:`truncated_poisson_epsilon`, :func:`truncated_poisson_delta`,
-:func:`truncated_poisson_rate`, :func:`recursive_epsilon`,
-:func:`recursive_delta`. All are eager (scalar sigma, t, delta/eps): each
+Reached through :func:`jaxacct.allocation.epsilon` / ``delta`` with
+``methods=("truncated_poisson",)`` / ``("recursive",)`` (knobs through
+``method_options``): :func:`truncated_poisson_epsilon`,
+:func:`truncated_poisson_delta`, :func:`recursive_epsilon`,
+:func:`recursive_delta`, with the steps :func:`truncated_poisson_rate` and
+:func:`recursive_tail`. All are eager (scalar sigma, t, delta/eps): each
 candidate builds one FFT-composed Poisson PLD (about 1-5 s on 2 CPU cores).
 The ``*_epsilon`` functions return an :class:`~jaxacct.EpsilonResult`, the
 ``*_delta`` ones a :class:`~jaxacct.DeltaResult` (``bound="upper"``, numbers
@@ -227,7 +230,7 @@ def truncated_poisson_epsilon(*, sigma, num_steps, delta, num_selected=1, num_ep
       split 0.99 / 0.005 / 0.005, for comparison).
     tail_fractions: candidate fractions of delta spent outside the Poisson
       part (default (0.5, 0.9, 0.99)); one Poisson PLD per candidate.
-    step: PLD grid step (default ``jaxacct.pld.default_step``).
+    step: PLD grid step (default: ``jaxacct.pld``'s step for the Poisson pair).
 
   Returns:
     ``EpsilonResult(epsilon, delta, method="truncated_poisson",
@@ -392,7 +395,7 @@ def recursive_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
       :func:`recursive_tail`); default ("pld", "direct").
     tail_fractions: fractions f of delta given to the tail (default
       (0.5, 0.1, 0.01)); eps' = smallest grid value with tail <= f delta.
-    step: PLD grid step (default ``jaxacct.pld.default_step``).
+    step: PLD grid step (default: ``jaxacct.pld``'s step for the Poisson pair).
 
   Returns:
     ``EpsilonResult(epsilon, delta, method="recursive", bound="upper")``;

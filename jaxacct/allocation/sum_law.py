@@ -4,37 +4,36 @@ The kernels live in :mod:`jaxacct.allocation._sum_law` (mathematics in
 :mod:`jaxacct.allocation.pld`); this module names the ones a test or a user
 checking the construction needs:
 
-* the one-step laws: :func:`gaussian_one_step`, :func:`laplace_one_step`
-  (jittable) and :func:`one_steps` (their NumPy twin batched over lanes, which
-  the law builder uses); the law types :class:`UpperLaw`, :class:`LowerLaw` and :class:`Lattice`;
-* the pairwise sums :func:`conv_upper`, :func:`conv_lower` and their fused
-  pairs :func:`conv_upper_pair`, :func:`conv_lower_pair`;
+* the law types :class:`UpperLaw`, :class:`LowerLaw` and :class:`Lattice`;
+  the one-step laws come from ``jaxacct.mechanisms.Gaussian(sigma).one_step_law(n,
+  tail)`` / ``Laplace(b).one_step_law(...)`` (NumPy ``Steps``: ``UpperLaw(p, q0,
+  minf)``, ``LowerLaw(a, g, 0)``, ``Lattice(lo, D, 0)`` of its lane; their
+  jitted twins run inside :func:`laws_batch` on traced input);
+* the pairwise sums :func:`conv_upper`, :func:`conv_lower` (``far`` and
+  ``coarsen`` switches; the t-fold sums run a level's two sums as one fused
+  pair of these kernels);
 * the t-fold sum laws :func:`sum_law_upper`, :func:`sum_law_lower` with their
-  ``method`` switch ("fast", the default, or "reference", the O(n^2) oracle of
-  the former vmapped pair of sums), and :func:`sum_law_lower_host`, the NumPy
-  twin of the lower one;
+  ``method`` switch ("fast", the default: near band in the fused loop plus the
+  far field; "loop": every diagonal in the fused loop; "reference": the
+  O(n^2) oracle, the two sums one by one) (their NumPy twins run inside
+  ``laws_batch(..., host=True)``);
 * the round laws of lanes :func:`laws_batch` (one-step laws on the host, then
   the jitted round-law builder, or with ``host=True`` its NumPy twin: the same
   FinalLaws for concrete input, no compiled program) and their one-round
   queries :func:`eps_batch`, :func:`delta_batch`.
 
-All but ``one_steps`` and the host twins are jittable; all need float64
+All are jittable (``laws_batch(host=True)`` aside); all need float64
 (``jax.enable_x64``); ``n`` and ``method`` are static.
 """
 
 from jaxacct._core.dtype import public_surface
-from jaxacct.allocation._one_step import one_steps
+from jaxacct.allocation._one_step import one_steps   # for jaxacct.mechanisms, not public
 from jaxacct.allocation._pld_laws import delta_batch, eps_batch, laws_batch
-from jaxacct.allocation._sum_law import (Lattice, LowerLaw, UpperLaw, conv_lower,
-                                         conv_lower_pair, conv_upper, conv_upper_pair,
-                                         gaussian_one_step, laplace_one_step, sum_law_lower,
-                                         sum_law_upper)
-from jaxacct.allocation._sum_law_host import sum_law_lower_host
+from jaxacct.allocation._sum_law import (Lattice, LowerLaw, UpperLaw, conv_lower, conv_upper,
+                                         sum_law_lower, sum_law_upper)
 
-__all__ = ["Lattice", "LowerLaw", "UpperLaw", "conv_lower", "conv_lower_pair", "conv_upper",
-           "conv_upper_pair", "gaussian_one_step", "laplace_one_step", "one_steps",
-           "sum_law_lower", "sum_law_upper", "sum_law_lower_host", "laws_batch", "eps_batch",
-           "delta_batch"]
+__all__ = ["Lattice", "LowerLaw", "UpperLaw", "conv_lower", "conv_upper", "sum_law_lower",
+           "sum_law_upper", "laws_batch", "eps_batch", "delta_batch"]
 
 # float64 is entered here, once per call, for every function __all__ lists
 # (jaxacct._core.dtype.public_surface)

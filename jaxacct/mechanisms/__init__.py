@@ -13,21 +13,22 @@ same methods:
   constructors: dominating (upper) when pessimistic, optimistic (lower) else;
 * ``event()`` -- the ``jaxacct.accounting.events`` event with this pair;
 * ``one_step_law(n, tail)`` -- where random allocation has one (Gaussian,
-  Laplace), its one-step laws (``jaxacct.allocation.sum_law.one_steps``).
+  Laplace), its one-step laws (NumPy; the input of the allocation law builder).
 
 The accountant (``jaxacct.accounting``) maps each base event to its value and
 asks the value, so this module is the one place that says which kernels
 belong to which mechanism.
 
-**Kernels** (``gaussian_rdp``, ``laplace_rdp``, ``pure_dp_rdp``): the
-vmappable sweep API. They take ``orders`` (1-D, shape (A,)) and a parameter
+**Kernels** (``laplace_rdp``, ``pure_dp_rdp``): the vmappable sweep API (the
+Gaussian's curve is ``orders / (2 sigma^2)``: ``Gaussian(sigma).rdp(orders)``, or
+that expression for an array of sigmas). They take ``orders`` (1-D, shape (A,)) and a parameter
 array of any shape S and return float64 of shape ``S + (A,)``. Eagerly called
 with concrete input they validate it and run in float64 (see
 :mod:`jaxacct._core.dtype`); under a user's ``jit`` they need x64 enabled, and
 invalid lanes give NaN.
 
-**RDP composition and conversion** (the one public place of these):
-:func:`compose_rdp` sums ``(curve, count)`` pairs on one order grid;
+**RDP conversion** (the one public place of these; RDP composes by
+addition: ``sum(count * curve)`` on one order grid):
 :func:`rdp_to_epsilon` / :func:`rdp_to_delta` convert a curve to
 ``EpsilonResult`` / ``DeltaResult`` (upper bounds; ``method="tight"``, the
 default, or ``"classic"``).
@@ -44,21 +45,18 @@ _LAZY = {
     "Laplace": ("jaxacct.mechanisms._values", "Laplace"),
     "RandomizedResponse": ("jaxacct.mechanisms._values", "RandomizedResponse"),
     "EpsilonDelta": ("jaxacct.mechanisms._values", "EpsilonDelta"),
-    "gaussian_rdp": ("jaxacct._core.gaussian", "gaussian_rdp"),
     "laplace_rdp": ("jaxacct.mechanisms._kernels", "laplace_rdp"),
     "pure_dp_rdp": ("jaxacct.mechanisms._kernels", "pure_dp_rdp"),
-    "compose_rdp": ("jaxacct._core.conversion", "compose_rdp"),
     "rdp_to_delta": ("jaxacct._core.conversion", "rdp_to_delta"),
     "rdp_to_epsilon": ("jaxacct._core.conversion", "rdp_to_epsilon"),
 }
 
 if TYPE_CHECKING:
-  from jaxacct._core.gaussian import gaussian_rdp
-  from jaxacct._core.conversion import compose_rdp, rdp_to_delta, rdp_to_epsilon
+  from jaxacct._core.conversion import rdp_to_delta, rdp_to_epsilon
   from jaxacct.mechanisms._kernels import laplace_rdp, pure_dp_rdp
   from jaxacct.mechanisms._values import EpsilonDelta, Gaussian, Laplace, RandomizedResponse
 
-__all__ = ["Gaussian", "Laplace", "RandomizedResponse", "EpsilonDelta", "gaussian_rdp",
-           "laplace_rdp", "pure_dp_rdp", "compose_rdp", "rdp_to_epsilon", "rdp_to_delta"]
+__all__ = ["Gaussian", "Laplace", "RandomizedResponse", "EpsilonDelta", "laplace_rdp",
+           "pure_dp_rdp", "rdp_to_epsilon", "rdp_to_delta"]
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), float64=True)

@@ -169,7 +169,10 @@ class Gaussian:
     return accounting.events.GaussianDpEvent(self.sigma)
 
   def one_step_law(self, n: int, tail):
-    """One-step laws of random allocation with this noise (``sum_law.one_steps``)."""
+    """One-step laws of random allocation with this noise: NumPy, one lane
+    (``Steps``: upper masses ``p``, ``q0``, ``minf``, lower ``a``, ``g``,
+    lattice ``lo``, ``D``; wrap a lane as ``jaxacct.allocation.sum_law``'s
+    ``UpperLaw(p, q0, minf)``, ``LowerLaw(a, g, 0)``, ``Lattice(lo, D, 0)``)."""
     return one_steps("gaussian", self.sigma, tail, n)
 
 
@@ -239,7 +242,8 @@ class Laplace:
     return accounting.events.LaplaceDpEvent(self.b)
 
   def one_step_law(self, n: int, tail):
-    """One-step laws of random allocation with this noise (``sum_law.one_steps``)."""
+    """One-step laws of random allocation with this noise, as
+    :meth:`Gaussian.one_step_law` (at scale ``b = scale / sensitivity``)."""
     return one_steps("laplace", self.b, tail, n)
 
 

@@ -8,17 +8,18 @@ Public interface (a contract used by other jaxacct modules):
 * constructors: :func:`from_losses`, :func:`from_pair`, :func:`gaussian`,
   :func:`laplace`, :func:`poisson_gaussian`, :func:`randomized_response`.
 * composition: :func:`compose` (self), :func:`compose_many` (heterogeneous).
-* queries: :func:`delta`, :func:`epsilon`, :func:`delta_both`,
-  :func:`epsilon_both`.
+* queries: :func:`delta`, :func:`epsilon` (of a :class:`PLD`, or of a
+  :class:`PairPLD`: the max of the two directions).
 * the composed Poisson-subsampled Gaussian pair :func:`poisson_gaussian_composed`
-  (grid step :func:`default_step`); its epsilon/delta door is
+  (default grid step ``min(1e-4, s/1000)``, s the composed loss's standard
+  deviation); its epsilon/delta door is
   ``jaxacct.poisson.epsilon`` / ``delta`` with ``method="pld"``;
   :func:`to_dp_accounting` (export).
 
 The other names importable from this package (``truncate``, ``window_size``,
 ``poisson_gaussian_pair``, ``poisson_gaussian_epsilon`` / ``_delta`` behind
-``jaxacct.poisson``'s ``method="pld"``, ``DEFAULT_STEP``, ...) are what the other jaxacct
-packages use; they are not public (not in ``__all__``).
+``jaxacct.poisson``'s ``method="pld"``, ``DEFAULT_STEP``, ``default_step``, ...)
+are what the other jaxacct packages use; they are not public (not in ``__all__``).
 
 See :mod:`jaxacct.pld._core` for the discretisation and its guarantees,
 :mod:`jaxacct.pld._compose` for the FFT composition and :mod:`jaxacct.pld._query`
@@ -32,15 +33,14 @@ from jaxacct.pld._compose import compose, compose_many, window_size
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, PairPLD, from_losses, from_pair, truncate
 from jaxacct.pld._doors import (default_step, poisson_gaussian_composed, poisson_gaussian_delta,
                                 poisson_gaussian_epsilon, to_dp_accounting)
-from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta, delta_both, epsilon, epsilon_both
+from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta, epsilon
 from jaxacct.pld._mechanisms import (DEFAULT_STEP, gaussian, laplace, poisson_gaussian,
                                     poisson_gaussian_pair, randomized_response, truncate_to_bucket)
 
 __all__ = [
     "PLD", "PairPLD", "from_losses", "from_pair", "compose", "compose_many",
-    "delta", "epsilon", "delta_both", "epsilon_both", "gaussian", "laplace",
-    "poisson_gaussian", "randomized_response", "poisson_gaussian_composed", "default_step",
-    "to_dp_accounting",
+    "delta", "epsilon", "gaussian", "laplace", "poisson_gaussian", "randomized_response",
+    "poisson_gaussian_composed", "to_dp_accounting",
 ]
 
 # float64 is entered here, once per call, for every function __all__ lists

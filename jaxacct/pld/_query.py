@@ -125,7 +125,8 @@ def delta(pld: PLD, epsilon):
   (no cancellation), O(N) + O(1) per query.
 
   Args:
-    pld: :class:`PLD`.
+    pld: :class:`PLD`, or a :class:`PairPLD` (remove, add): then the max of
+      the two directions' deltas.
     epsilon: float array (any real; broadcast shape kept).
 
   Returns:
@@ -134,6 +135,8 @@ def delta(pld: PLD, epsilon):
   Bound: upper for pessimistic PLDs, lower estimate for optimistic ones.
   """
   checks.check_range("epsilon", epsilon, allow_inf=True)
+  if isinstance(pld, PairPLD):
+    return delta_both(pld, epsilon)
   return _delta_kernel(*_kernel_args(pld), kernel_arg(epsilon))
 
 
@@ -146,7 +149,8 @@ def epsilon(pld: PLD, delta, *, rounding: str = "up"):
   ``rounding`` names. ``+inf`` when ``inf_mass >= delta``.
 
   Args:
-    pld: :class:`PLD`.
+    pld: :class:`PLD`, or a :class:`PairPLD` (remove, add): then the max of
+      the two directions' epsilons.
     delta: float array in (0, 1).
     rounding: ``"up"`` (default; for a pessimistic PLD, whose epsilon is an
       upper bound) or ``"down"`` (for an optimistic PLD read as a lower
@@ -160,16 +164,20 @@ def epsilon(pld: PLD, delta, *, rounding: str = "up"):
   """
   checks.check_delta(delta)
   checks.check_choice("rounding", rounding, ("up", "down"))
+  if isinstance(pld, PairPLD):
+    return epsilon_both(pld, delta, rounding=rounding)
   return _epsilon_kernel(*_kernel_args(pld), kernel_arg(delta), rounding=rounding)
 
 
 def delta_both(pair: PairPLD, epsilon):
-  """max(delta_remove, delta_add) at ``epsilon``. Bound: as the inputs."""
+  """max(delta_remove, delta_add) at ``epsilon`` (:func:`delta` of a
+  :class:`PairPLD`). Bound: as the inputs."""
   return _max_of(delta(pair.remove, epsilon), delta(pair.add, epsilon))
 
 
 def epsilon_both(pair: PairPLD, delta, *, rounding: str = "up"):
-  """max(eps_remove, eps_add) at ``delta``; ``rounding`` as in :func:`epsilon`.
+  """max(eps_remove, eps_add) at ``delta`` (:func:`epsilon` of a
+  :class:`PairPLD`); ``rounding`` as in :func:`epsilon`.
 
   Bound: as the inputs.
   """

@@ -13,8 +13,9 @@ vectorised and jittable) and for reproducing the papers' tables:
   / :func:`variation_ratio_lower_epsilon` (Thm 5.1; the k-RR row is
   ``(p, beta, q0 = q1) = (e^eps0, (e^eps0 - 1) / (e^eps0 + k - 1), e^eps0)``).
 * Exact shuffled laws: :func:`worst_case_delta`, :func:`enumerate_delta`
-  (small n, any randomizer matrix), :func:`binary_rr_pmfs` and
-  :func:`pair_pmfs` (the one-step laws as probability vectors).
+  (small n, any randomizer matrix) and :func:`pair_pmfs` (the variation-ratio
+  pair as probability vectors, e.g. for another PLD library); the shuffled
+  binary-RR laws are ``randomizer="binary_rr"`` of :func:`jaxacct.shuffle.epsilon`.
 * Chen et al. (arXiv:2401.04306v1): :func:`chen_exact_rdp`,
   :func:`chen_asymptotic_rdp`, :func:`chen_gdp_mu` (Table 1's other rows:
   Girgis et al. Thm 2 / Cor. 2 and EFM19 below).
@@ -29,7 +30,9 @@ vectorised and jittable) and for reproducing the papers' tables:
   (lower; compose and convert a curve with ``jaxacct.mechanisms.rdp_to_epsilon``)
   and Thm 1's :func:`check_in_first_cut_dp`, :func:`check_in_first_cut_epsilon`.
 * ``parse_randomizer`` (not public: ``jaxacct.tracking`` reads the randomizer
-  declaration of :func:`jaxacct.shuffle.epsilon` with it) is importable here.
+  declaration of :func:`jaxacct.shuffle.epsilon` with it) and ``binary_rr_pmfs``
+  (not public: ``jaxacct.accounting`` builds the shuffled binary-RR pair with
+  it) are importable here.
 
 Each function's docstring gives its source, theorem and ``Bound:``.
 """
@@ -58,7 +61,7 @@ __all__ = [
     "krr_thm41_delta", "krr_thm41_epsilon",
     "variation_ratio_pair_delta", "variation_ratio_pair_epsilon",
     "variation_ratio_lower_delta", "variation_ratio_lower_epsilon",
-    "worst_case_delta", "enumerate_delta", "binary_rr_pmfs", "pair_pmfs",
+    "worst_case_delta", "enumerate_delta", "pair_pmfs",
     "chen_exact_rdp", "chen_asymptotic_rdp", "chen_gdp_mu",
     "girgis_thm1_rdp", "girgis_cor1_rdp", "girgis_thm2_rdp", "girgis_cor2_rdp",
     "girgis_mixture_rdp", "girgis_lower_rdp", "efm19_rdp", "girgis_subsampled_rdp",
