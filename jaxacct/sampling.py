@@ -62,7 +62,7 @@ the Poisson tail increases with its mean), i.e. for the declared dataset
 refuses n p > m + 1 (a mis-declared m).
 
 Legacy capacity (``expected_batch_size=None``): the exact binomial quantile
-:func:`pad_size_for` of Bin(n, p). It depends on n, so the batch length (a
+of Bin(n, p) (``pad_size_for``, internal). It depends on n, so the batch length (a
 shape a jitted program reveals) does too; kept for backward compatibility.
 ``pad_size="max"`` gives B = n (never overflows); an int fixes B.
 
@@ -99,7 +99,9 @@ import numpy as np
 from jaxacct import accounting, allocation, poisson, tracking
 from jaxacct._core import checks
 
-__all__ = ["Batch", "BallsInBinsSampler", "PoissonSampler", "capacity_for", "pad_size_for"]
+# ``pad_size_for`` (the legacy capacity from the dataset size n) is internal: it is
+# what ``expected_batch_size=None`` does; :func:`capacity_for` is the public rule.
+__all__ = ["Batch", "BallsInBinsSampler", "PoissonSampler", "capacity_for"]
 
 # The neighbouring relation both samplers (and their accountants) assume.
 NEIGHBOURING = "add_remove"

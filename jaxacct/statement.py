@@ -64,7 +64,9 @@ from jaxacct._core.gaussian import gaussian_epsilon
 # ``statement`` and ``PrivacyStatement`` are public in ``jaxacct.dpsgd`` (one place);
 # ``NEIGHBOURINGS`` is importable for the command line (``jaxacct.__main__``), not
 # public: the relations are the values ``statement(neighbouring=...)`` accepts.
-__all__ = ["Comparison"]
+# ``Comparison`` is the type of two of ``PrivacyStatement``'s fields (read, never
+# built by a user): importable, not listed.
+__all__ = []
 
 NEIGHBOURINGS = ("add_remove", "replace_one")
 #: sampling -> the neighbouring relations its certified accounting covers.

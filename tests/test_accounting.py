@@ -21,7 +21,7 @@ from scipy import stats
 import jaxacct
 from jaxacct import pld as jpld
 from jaxacct.accounting import (NeighboringRelation as NR, PLDAccountant,
-                                UnsupportedEventError, events as ev, from_profile, regrid)
+                                UnsupportedEventError, events as ev, from_profile)
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -161,12 +161,15 @@ def test_nonprivate_and_noop():
 
 
 def test_regrid_keeps_the_direction_of_the_bound():
+  # a PLDDpEvent on step 1e-4 composed once by an accountant on 3.7e-4: the
+  # accountant re-discretises both PLDs (pessimistic by connect-the-dots,
+  # optimistic by rounding down), so the upper can only rise, the lower fall
   up = jpld.gaussian(1.0, step=1e-4)
   lo = jpld.gaussian(1.0, step=1e-4, pessimistic=False)
   eps = np.array([0.0, 0.3, 1.0, 2.5])
-  up3 = regrid(up, 3.7e-4)
-  lo3 = regrid(lo, 3.7e-4)
-  assert up3.step == 3.7e-4 and not lo3.pessimistic
+  acc = PLDAccountant(None, 3.7e-4).compose(ev.PLDDpEvent(upper=up, lower=lo, name="g"))
+  up3, lo3 = (pair.remove for pair in acc.composed_plds())
+  assert up3.step == pytest.approx(3.7e-4, rel=1e-12) and not lo3.pessimistic
   assert np.all(np.asarray(jpld.delta(up3, eps)) >= np.asarray(jpld.delta(up, eps)))
   assert np.all(np.asarray(jpld.delta(lo3, eps)) <= np.asarray(jpld.delta(lo, eps)))
 

@@ -19,11 +19,14 @@ What is trained is what is accounted:
   eagerly, masked and flagged under jit, raised by privacy_spent on the host.
 """
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from scipy import stats
 
 from jaxacct import sampling, tracking
 from jaxacct.accounting import events as ev
@@ -91,9 +94,11 @@ def test_update_is_the_same_function_of_the_sample_for_n_and_n_plus_1(x64):
 
 
 def test_legacy_optax_divisor_depends_on_n(x64):
-  """The bug: optax divides by the padded length, which pad_size_for derives from n."""
+  """The bug: optax divides by the padded length, which a capacity from the
+  dataset size n (the legacy rule: the smallest multiple of 8 with
+  steps * P(Bin(n, p) > B) <= 1e-6, here from scipy) derives from n."""
   p, steps = 0.1, 30
-  pads = {n: sampling.pad_size_for(num_examples=n, sampling_rate=p, num_steps=steps)
+  pads = {n: 8 * math.ceil(stats.binom.isf(1e-6 / steps, n, p) / 8)
           for n in range(150, 400)}
   n = next(k for k in pads if pads[k + 1] != pads[k])
   g = jnp.zeros((pads[n + 1], 3)).at[:4].set(0.1)

@@ -286,13 +286,10 @@ BASE = {
     "jaxacct.tracking.EventAccountant": dict(event=_Lazy(_gaussian_event), block_size=2,
                                              max_evaluations=8, evaluate_every=2),
     "jaxacct.accounting.PLDAccountant": dict(),
-    "jaxacct.accounting.regrid": dict(pld=_Lazy(_rr_pld), step=0.1),
     "jaxacct.accounting.from_profile": dict(epsilons=np.array([0.0, 0.5, 1.0]),
                                             delta_remove=np.array([0.3, 0.1, 0.01]),
                                             step=0.1),
     # samplers
-    "jaxacct.sampling.pad_size_for": dict(num_examples=1000, sampling_rate=0.1,
-                                          num_steps=10),
     "jaxacct.sampling.capacity_for": dict(expected_batch_size=64.0, num_steps=10),
     "jaxacct.sampling.BallsInBinsSampler": dict(num_examples=100, steps_per_epoch=10,
                                                 num_epochs=2),

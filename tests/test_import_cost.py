@@ -93,7 +93,7 @@ def test_schemes_load_only_what_they_need():
         getattr(jaxacct, m)
       import jaxacct.allocation.pld
       jaxacct.tracking.EventAccountant, jaxacct.tracking.accountant_for, jaxacct.calibrate
-      jaxacct.accounting.regrid
+      jaxacct.accounting.from_profile
       light = sorted({m.split(".")[0] for m in sys.modules} & set(%r))
       jaxacct.tracking.track_privacy
       hook = sorted({m.split(".")[0] for m in sys.modules} & set(%r))

@@ -112,9 +112,6 @@ def test_shapes_fixed_and_pad_size_exact():
   B = s.pad_size
   assert B % 8 == 0 and stats.binom.sf(B, n, 1 / t) <= target
   assert stats.binom.sf(B - 8, n, 1 / t) > target
-  # with multiple=1 it is the exact quantile
-  B1 = sampling.pad_size_for(num_examples=n, sampling_rate=1 / t, num_steps=t * E, multiple=1)
-  assert stats.binom.sf(B1, n, 1 / t) <= target < stats.binom.sf(B1 - 1, n, 1 / t)
   assert sampling.BallsInBinsSampler(num_examples=n, steps_per_epoch=t, num_epochs=1,
                                      pad_size="max").pad_size == n
 

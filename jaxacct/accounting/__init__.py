@@ -29,14 +29,13 @@ from jaxacct._core.lazy import lazy_exports as _lazy_exports
 
 # Imported on first access (PEP 562): dp_accounting (a base class of
 # PLDAccountant when installed) loads with the accountant, not with
-# ``regrid``.
+# ``from_profile``.
 _LAZY = {
     "events": ("jaxacct.accounting.events", None),
     "NeighboringRelation": ("jaxacct.accounting._accountant", "NeighboringRelation"),
     "PLDAccountant": ("jaxacct.accounting._accountant", "PLDAccountant"),
     "UnsupportedEventError": ("jaxacct.accounting._accountant", "UnsupportedEventError"),
     "from_profile": ("jaxacct.accounting._pairs", "from_profile"),
-    "regrid": ("jaxacct.accounting._pairs", "regrid"),
     "GDPResult": ("jaxacct.accounting._views", "GDPResult"),
     "TradeOff": ("jaxacct.accounting._views", "TradeOff"),
 }
@@ -45,10 +44,10 @@ if TYPE_CHECKING:
   from jaxacct.accounting import events
   from jaxacct.accounting._accountant import (NeighboringRelation, PLDAccountant,
                                               UnsupportedEventError)
-  from jaxacct.accounting._pairs import from_profile, regrid
+  from jaxacct.accounting._pairs import from_profile
   from jaxacct.accounting._views import GDPResult, TradeOff
 
 __all__ = ["PLDAccountant", "NeighboringRelation", "UnsupportedEventError",
-           "events", "regrid", "from_profile", "TradeOff"]
+           "events", "from_profile", "TradeOff"]
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals(), float64=True)
