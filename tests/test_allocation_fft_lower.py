@@ -19,22 +19,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxacct import mechanisms as M
 from jaxacct.allocation import pld
 from jaxacct.allocation import sum_law as sl
+
+from support import one_step_laws
 
 pytestmark = pytest.mark.usefixtures("x64")
 
 
-def _one_step(kind, param, n, tail):
-  """(UpperLaw, LowerLaw, Lattice) of one step on an n-knot lattice, from the
-  public NumPy door (``jaxacct.mechanisms.Gaussian/Laplace(...).one_step_law``;
-  Laplace: ``param`` is the scale b)."""
-  value = M.Gaussian(float(param)) if kind == "gaussian" else M.Laplace(float(param))
-  st = value.one_step_law(n, float(tail))
-  return (sl.UpperLaw(st.p[0], st.q0[0], st.minf[0]),
-          sl.LowerLaw(st.a[0], st.g[0], np.float64(0.0)),
-          sl.Lattice(st.lo[0], st.D[0], np.int32(0)))
 
 
 def _laws_fn(method, n, mechanism="gaussian"):
@@ -45,7 +37,7 @@ def _laws_fn(method, n, mechanism="gaussian"):
     return U, Ul, ledger, Lw, Ll
 
   def f(param, t, tail):
-    return sums(*_one_step(mechanism, param, n, tail), t, tail)
+    return sums(*one_step_laws(mechanism, param, n, tail), t, tail)
   return f
 
 
@@ -135,7 +127,7 @@ def test_pair_kernels_equal_single_sums():
 
 
 def test_unknown_method_raises():
-  up, lw, lat = _one_step("gaussian", 1.0, 32, 1e-17)
+  up, lw, lat = one_step_laws("gaussian", 1.0, 32, 1e-17)
   with pytest.raises(ValueError, match="method"):
     sl.sum_law_upper(up, lat, 3, 32, 1e-17, 0.0, method="fft")
 

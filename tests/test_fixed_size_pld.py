@@ -23,7 +23,7 @@ from jaxacct import pld as E
 from jaxacct.accounting import fixed_size as fs
 from jaxacct.accounting import mixtures as mx
 
-from brute_force import draws_with_replacement_law
+from support import draws_with_replacement_law
 
 EPS = np.array([0.0, 0.25, 1.0, 2.0])
 STEP = 1e-3

@@ -22,22 +22,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxacct import mechanisms as M
 from jaxacct.allocation import pld
 from jaxacct.allocation import sum_law as sl
+
+from support import one_step_laws
 
 pytestmark = pytest.mark.usefixtures("x64")
 
 
-def _one_step(kind, param, n, tail):
-  """(UpperLaw, LowerLaw, Lattice) of one step on an n-knot lattice, from the
-  public NumPy door (``jaxacct.mechanisms.Gaussian/Laplace(...).one_step_law``;
-  Laplace: ``param`` is the scale b)."""
-  value = M.Gaussian(float(param)) if kind == "gaussian" else M.Laplace(float(param))
-  st = value.one_step_law(n, float(tail))
-  return (sl.UpperLaw(st.p[0], st.q0[0], st.minf[0]),
-          sl.LowerLaw(st.a[0], st.g[0], np.float64(0.0)),
-          sl.Lattice(st.lo[0], st.D[0], np.int32(0)))
 
 N = 256
 # one compiled sum per (symmetric, coarsen): the laws are traced arguments
@@ -58,7 +50,7 @@ def _stop_loss(m, x, K):
 
 
 def _inputs(kind, param):
-  _, lw, lat = _one_step(kind, param, N, 1e-15)
+  _, lw, lat = one_step_laws(kind, param, N, 1e-15)
   # a second, asymmetric operand: the same cells reweighted (moments scaled alike)
   w = jnp.linspace(0.5, 1.5, N)
   return lw, lw._replace(a=lw.a * w, g=lw.g * w), lat.step
@@ -101,7 +93,7 @@ def test_coarse_pair_equals_single_sums_and_coarsen_one_is_exact_kernel():
   (exact kernel) and 1024 (coarsened, c = 2); the default at N < 1024 knots
   is the exact kernel (coarsen=1)."""
   for n in (N, 1024):
-    _, lw, lat = _one_step("gaussian", 1.0, n, 1e-15)
+    _, lw, lat = one_step_laws("gaussian", 1.0, n, 1e-15)
     f = jax.jit(lambda lw, lat, t, n=n: (sl.sum_law_lower(lw, lat, t, n, 1e-15, 0.0,
                                                            method="loop"),
                                          sl.sum_law_lower(lw, lat, t, n, 1e-15, 0.0,

@@ -1,0 +1,39 @@
+"""Helpers shared by several test modules (no test in it).
+
+* :func:`draws_with_replacement_law`: brute force for the fixed-size batch
+  tests: the exact law of the sum of ``m`` draws with replacement from
+  ``points`` (every one of the n^m draw sequences enumerated), a finite
+  mixture (means (k, d), weights).
+* :func:`one_step_laws`: the allocation round-law tests' one-step laws on an
+  n-knot lattice, built from the public NumPy door
+  (``jaxacct.mechanisms.Gaussian/Laplace(...).one_step_law``).
+"""
+
+import itertools
+
+import numpy as np
+
+from jaxacct import mechanisms
+from jaxacct.allocation import sum_law
+
+
+def draws_with_replacement_law(points, m):
+  """(means (k, d), weights): the sum of m draws with replacement from ``points``."""
+  out = {}
+  n = len(points)
+  for seq in itertools.product(range(n), repeat=m):
+    v = tuple(np.round(np.sum([points[i] for i in seq], axis=0), 12))
+    out[v] = out.get(v, 0.0) + float(n) ** -m
+  mu = np.array(sorted(out))
+  return mu, np.array([out[tuple(v)] for v in mu])
+
+
+def one_step_laws(kind, param, n, tail):
+  """(UpperLaw, LowerLaw, Lattice) of one step on an n-knot lattice (Laplace:
+  ``param`` is the scale b)."""
+  value = (mechanisms.Gaussian(float(param)) if kind == "gaussian"
+           else mechanisms.Laplace(float(param)))
+  st = value.one_step_law(n, float(tail))
+  return (sum_law.UpperLaw(st.p[0], st.q0[0], st.minf[0]),
+          sum_law.LowerLaw(st.a[0], st.g[0], np.float64(0.0)),
+          sum_law.Lattice(st.lo[0], st.D[0], np.int32(0)))
