@@ -9,6 +9,7 @@
   (``jaxacct.mechanisms.Gaussian/Laplace(...).one_step_law``).
 """
 
+import ast
 import itertools
 
 import numpy as np
@@ -37,3 +38,18 @@ def one_step_laws(kind, param, n, tail):
   return (sum_law.UpperLaw(st.p[0], st.q0[0], st.minf[0]),
           sum_law.LowerLaw(st.a[0], st.g[0], np.float64(0.0)),
           sum_law.Lattice(st.lo[0], st.D[0], np.int32(0)))
+
+
+def attribute_chains(tree, roots):
+  """``(node, root name, [attr, ...])`` for every outermost-to-root attribute
+  chain ``root.a.b`` in the AST ``tree`` whose root is a name in ``roots``
+  (each ``ast.Attribute`` node yields its own chain, as ``ast.walk`` visits it)."""
+  for node in ast.walk(tree):
+    if not isinstance(node, ast.Attribute):
+      continue
+    chain, cur = [], node
+    while isinstance(cur, ast.Attribute):
+      chain.append(cur.attr)
+      cur = cur.value
+    if isinstance(cur, ast.Name) and cur.id in roots:
+      yield node, cur.id, chain[::-1]

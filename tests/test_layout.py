@@ -12,6 +12,7 @@ import ast
 import pathlib
 
 import pytest
+from support import attribute_chains
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "jaxacct"
 SCHEMES = ("poisson", "allocation", "shuffle")
@@ -182,16 +183,8 @@ def test_tests_use_listed_names():
         for a in node.names:
           if a.name.startswith("jaxacct"):
             alias[a.asname or a.name.split(".")[0]] = a.asname and a.name or "jaxacct"
-    for node in ast.walk(tree):
-      if not isinstance(node, ast.Attribute):
-        continue
-      chain, v = [], node
-      while isinstance(v, ast.Attribute):
-        chain.append(v.attr)
-        v = v.value
-      if not (isinstance(v, ast.Name) and v.id in alias):
-        continue
-      mod, rest = alias[v.id], chain[::-1]
+    for node, root, rest in attribute_chains(tree, alias):
+      mod = alias[root]
       while rest and f"{mod}.{rest[0]}" in modules:
         mod, rest = f"{mod}.{rest[0]}", rest[1:]
       if len(rest) == 1 and mod in listed and not rest[0].startswith("_") and (

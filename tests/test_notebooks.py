@@ -19,6 +19,7 @@ import re
 import shutil
 
 import pytest
+from support import attribute_chains
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -99,22 +100,14 @@ def test_notebook_code_resolves(path):
           aliases[a.asname or a.name] = f"{node.module}.{a.name}"
   checked = 0
   for tree in trees:
-    for node in ast.walk(tree):
-      if not isinstance(node, ast.Attribute):
-        continue
-      chain, cur = [], node
-      while isinstance(cur, ast.Attribute):
-        chain.append(cur.attr)
-        cur = cur.value
-      if not (isinstance(cur, ast.Name) and cur.id in aliases):
-        continue
-      target = aliases[cur.id]
+    for node, root, chain in attribute_chains(tree, aliases):
+      target = aliases[root]
       mod, _, last = target.rpartition(".")
       try:
         obj = importlib.import_module(target)
       except ImportError:
         obj = getattr(importlib.import_module(mod), last)
-      for name in reversed(chain):
+      for name in chain:
         if not hasattr(obj, name) and isinstance(obj, type(importlib)):
           try:
             obj = importlib.import_module(f"{obj.__name__}.{name}")
@@ -124,7 +117,7 @@ def test_notebook_code_resolves(path):
         if not hasattr(obj, name):
           if not (callable(obj) or isinstance(obj, type(importlib))):
             break            # an attribute of a value (a result's field): not checked
-          raise AssertionError(f"{os.path.basename(path)}: {cur.id}.{'.'.join(reversed(chain))}"
+          raise AssertionError(f"{os.path.basename(path)}: {root}.{'.'.join(chain)}"
                                f" -- {target} has no {name!r}")
         obj = getattr(obj, name)
       checked += 1
