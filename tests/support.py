@@ -10,7 +10,10 @@
 """
 
 import ast
+import importlib
 import itertools
+import os
+import sys
 
 import numpy as np
 
@@ -53,3 +56,25 @@ def attribute_chains(tree, roots):
       cur = cur.value
     if isinstance(cur, ast.Name) and cur.id in roots:
       yield node, cur.id, chain[::-1]
+
+
+def integer_partitions(m, largest=None):
+  """The partitions of the integer m >= 0 into parts <= ``largest`` (default m),
+  each a non-increasing tuple (the brute-force oracles' sums over partitions)."""
+  largest = m if largest is None else largest
+  if m == 0:
+    yield ()
+    return
+  for first in range(min(m, largest), 0, -1):
+    for rest in integer_partitions(m - first, first):
+      yield (first,) + rest
+
+
+def example_module(name):
+  """The module ``examples/<name>.py`` of this repository, imported."""
+  here = os.path.dirname(os.path.abspath(__file__))
+  sys.path.insert(0, os.path.join(here, "..", "examples"))
+  try:
+    return importlib.import_module(name)
+  finally:
+    sys.path.pop(0)

@@ -21,19 +21,13 @@ import pytest
 
 from jaxacct import allocation as al
 
+from support import integer_partitions
+
 FAST = ("rdp_direct", "rdp_add", "direct_add", "local")   # no peer PLD, no decomposition
 
 
 # ----------------------------------------------------------------- oracles
 
-def _partitions(n, max_part=None):
-  max_part = n if max_part is None else max_part
-  if n == 0:
-    yield ()
-    return
-  for p in range(min(n, max_part), 0, -1):
-    for rest in _partitions(n - p, p):
-      yield (p,) + rest
 
 
 def _partition_rdp(alpha, sigma, t, lib=math):
@@ -45,7 +39,7 @@ def _partition_rdp(alpha, sigma, t, lib=math):
     lg = lambda x: math.lgamma(x + 1)
     ex, lg_t, s2 = math.exp, math.log(t), sigma * sigma
   terms = []
-  for part in _partitions(alpha):
+  for part in integer_partitions(alpha):
     if len(part) > t:
       continue
     counts = {}

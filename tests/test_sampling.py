@@ -24,8 +24,6 @@ per test at a random seed):
 """
 
 import math
-import os
-import sys
 
 import numpy as np
 import pytest
@@ -33,7 +31,8 @@ from scipy import stats
 
 from jaxacct import allocation, sampling, tracking
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+from support import example_module
+
 
 
 def _epoch_counts(s, epoch):
@@ -192,12 +191,7 @@ def test_bad_arguments():
 
 def _train_flax():
   pytest.importorskip("flax")
-  sys.path.insert(0, os.path.join(ROOT, "examples"))
-  try:
-    import train_flax
-  finally:
-    sys.path.pop(0)
-  return train_flax
+  return example_module("train_flax")
 
 
 def _f32_up(x):

@@ -25,6 +25,8 @@ from jaxacct._core.mixture import DEFAULT_CHECK_IN_ORDERS
 from jaxacct import shuffle as sh
 from jaxacct.shuffle import bounds as shb
 
+from support import integer_partitions
+
 O16 = np.arange(2, 17, dtype=np.float64)
 O32 = np.arange(2, 33, dtype=np.float64)
 
@@ -64,21 +66,13 @@ def _mp_mixture(n, p, lam, excess_k, cap):
   return min(mp.log(tot), cap) / (lam - 1) if cap is not None else mp.log(tot) / (lam - 1)
 
 
-def _partitions(m, largest=None):
-  largest = m if largest is None else largest
-  if m == 0:
-    yield ()
-    return
-  for first in range(min(m, largest), 0, -1):
-    for rest in _partitions(m - first, first):
-      yield (first,) + rest
 
 
 def _mp_eq8_partitions(lam, n, sigma):
   """Algorithm 2 of Liew et al. with the digest's typo fixes (mpmath)."""
   s2 = 2 * mp.mpf(sigma) ** 2
   tot = mp.mpf(0)
-  for rho in _partitions(lam):
+  for rho in integer_partitions(lam):
     if len(rho) > n:
       continue
     counts = {}

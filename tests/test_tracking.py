@@ -27,6 +27,8 @@ from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct.accounting import PLDAccountant, events as ev
 from jaxacct._core.gaussian import gaussian_rdp   # the Gaussian RDP kernel (internal)
 
+from support import example_module
+
 DELTA = 1e-5
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
@@ -474,11 +476,7 @@ def test_shuffle_event_per_round(x64):
 
 def test_flax_example_runs():
   pytest.importorskip("flax")
-  sys.path.insert(0, os.path.join(ROOT, "examples"))
-  try:
-    import train_flax
-  finally:
-    sys.path.pop(0)
+  train_flax = example_module("train_flax")
   hist = train_flax.main("poisson", num_epochs=2, n=256, batch_size=32, epsilon=3.0,
                          verbose=False)
   assert [h["step"] for h in hist] == [8, 16]
