@@ -213,7 +213,7 @@ QUESTIONS = {
     "calibrate": {
         "title": (f"6. DP-SGD calibration eps=3, delta=1e-5, N=60k, B=256, E=10 (jaxacct: "
                   f"balls_in_bins; peer: Poisson q=B/N, T={T_POISSON} steps)"),
-        "ours": (["jaxacct"], lambda: float(__import__("jaxacct").dpsgd_calibrate_noise_multiplier(
+        "ours": (["jaxacct"], lambda: float(__import__("jaxacct").dpsgd.calibrate_noise_multiplier(
             epsilon=3.0, delta=1e-5, num_examples=N, batch_size=B, num_epochs=E))),
         "peer": ("dp_accounting calibrate_dp_mechanism + PLDAccountant", DPA, _peer_calibrate)},
     "jax_privacy": {

@@ -8,6 +8,7 @@ closed forms (R_2, R_3; add RDP at t = 1 is the Gaussian's), scipy 2-D
 quadrature, Monte Carlo, and the Chua et al. max-test lower bound.
 """
 
+import collections
 import itertools
 import math
 import time
@@ -29,7 +30,6 @@ FAST = ("rdp_direct", "rdp_add", "direct_add", "local")   # no peer PLD, no deco
 # ----------------------------------------------------------------- oracles
 
 
-
 def _partition_rdp(alpha, sigma, t, lib=math):
   """Thm 4.8 / Cor 4.10 literally: sum over partitions of alpha, <= t parts."""
   if lib is mp:
@@ -42,9 +42,7 @@ def _partition_rdp(alpha, sigma, t, lib=math):
   for part in integer_partitions(alpha):
     if len(part) > t:
       continue
-    counts = {}
-    for p in part:
-      counts[p] = counts.get(p, 0) + 1
+    counts = collections.Counter(part)   # multiplicity of each part size
     # log(t!/(t-|P|)! / t^alpha) = sum_j log1p(-j/t) - (alpha - |P|) log t
     # (digest pitfall 6: no gammaln difference, no alpha log t cancellation)
     l1p = mp.log1p if lib is mp else math.log1p

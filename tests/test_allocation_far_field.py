@@ -44,12 +44,16 @@ def _laws(D, seed):
   return up, lw
 
 
+def _operands(D, sym, seeds, *, upper):
+  """The two summands (upper or lower laws): X + X when ``sym``, else A + B."""
+  A, B = (_laws(D, s)[0 if upper else 1] for s in seeds)
+  return A, (A if sym else B)
+
+
 @pytest.mark.parametrize("D", STEPS)
 @pytest.mark.parametrize("sym", [True, False])
 def test_far_upper_is_the_loop_reassociated(D, sym):
-  A, LA = _laws(D, 1)
-  B, LB = _laws(D, 2)
-  B = A if sym else B
+  A, B = _operands(D, sym, (1, 2), upper=True)
   S, o = _up(A, B, D, n=N, symmetric=sym, far=True)
   S0, o0 = _up(A, B, D, n=N, symmetric=sym, far=False)
   assert int(o) == int(o0)
@@ -75,9 +79,7 @@ def _atoms(law, D, off):
 @pytest.mark.parametrize("D", STEPS)
 @pytest.mark.parametrize("sym", [True, False])
 def test_far_lower_is_a_lower_law_of_the_true_sum(D, sym):
-  _, A = _laws(D, 3)
-  _, B = _laws(D, 4)
-  B = A if sym else B
+  A, B = _operands(D, sym, (3, 4), upper=False)
   ma, xa = _atoms(A, D, 0)
   mb, xb = _atoms(B, D, 0)
   mt = (ma[:, None] * mb[None, :]).ravel()

@@ -9,6 +9,7 @@ Sources of the reference values:
 * mpmath / scipy oracles computed here, independently of the kernels.
 """
 
+import collections
 import functools
 import itertools
 import math
@@ -75,9 +76,7 @@ def _mp_eq8_partitions(lam, n, sigma):
   for rho in integer_partitions(lam):
     if len(rho) > n:
       continue
-    counts = {}
-    for part in rho:
-      counts[part] = counts.get(part, 0) + 1
+    counts = collections.Counter(rho)   # multiplicity of each part size
     arr = mp.factorial(n) / mp.factorial(n - len(rho))
     for c in counts.values():
       arr /= mp.factorial(c)

@@ -48,45 +48,31 @@ def _second_call_compiles(fn, first, second):
 
 O = np.arange(2, 17, dtype=np.float64)
 
+
+def _first_positional(fn, name):
+  """``fn`` called as ``fn(k.pop(name), **k)`` (its first argument is positional)."""
+  return lambda **k: fn(k.pop(name), **k)
+
+
+# (first call, second call): every value new, inside the same bucket
+_RDP_ARGS = (dict(orders=O, n=1000, eps0=1.0), dict(orders=O + 0.5, n=1010, eps0=1.05))
+_EPS_ARGS = (dict(delta=1e-6, n=10_000, eps0=1.0), dict(delta=1.1e-6, n=10_100, eps0=1.02))
+_BIG_RDP_ARGS = (dict(orders=O, n=10_000, eps0=1.0), dict(orders=O, n=10_100, eps0=1.02))
+
 CASES = {
     # the issue's headline: n = 1000, orders 2..16
-    "clone_rdp": (lambda **k: shuffle.clone_rdp(k.pop("orders"), **k),
-                  dict(orders=O, n=1000, eps0=1.0),
-                  dict(orders=O + 0.5, n=1010, eps0=1.05)),
-    "stronger_clone_rdp": (
-        lambda **k: shuffle.stronger_clone_rdp(k.pop("orders"), **k),
-        dict(orders=O, n=1000, eps0=1.0),
-        dict(orders=O + 0.5, n=1010, eps0=1.05)),
-    "clone_delta": (lambda **k: shuffle.clone_delta(k.pop("eps"), **k),
-                    dict(eps=0.1, n=10_000, eps0=1.0),
-                    dict(eps=0.2, n=10_100, eps0=1.02)),
-    "clone_epsilon": (lambda **k: shuffle.clone_epsilon(k.pop("delta"), **k),
-                      dict(delta=1e-6, n=10_000, eps0=1.0),
-                      dict(delta=1.1e-6, n=10_100, eps0=1.02)),
-    "stronger_clone_epsilon": (
-        lambda **k: shuffle.stronger_clone_epsilon(k.pop("delta"), **k),
-        dict(delta=1e-6, n=10_000, eps0=1.0),
-        dict(delta=1.1e-6, n=10_100, eps0=1.02)),
-    "rr2_lower_epsilon": (
-        lambda **k: shuffle.rr2_lower_epsilon(k.pop("delta"), **k),
-        dict(delta=1e-6, n=10_000, eps0=1.0),
-        dict(delta=1.1e-6, n=10_100, eps0=1.02)),
-    "clone_epsilon_closed_form": (
-        lambda **k: shuffle.clone_epsilon_closed_form(k.pop("delta"), **k),
-        dict(delta=1e-6, n=10_000, eps0=1.0),
-        dict(delta=1.1e-6, n=10_100, eps0=1.02)),
-    "krr_epsilon_closed_form": (
-        lambda **k: shuffle.krr_epsilon_closed_form(k.pop("delta"), **k),
-        dict(delta=1e-6, n=10_000, eps0=1.0, k=4),
-        dict(delta=1.1e-6, n=10_100, eps0=1.02, k=5)),
-    "chen_asymptotic_rdp": (
-        lambda **k: shb.chen_asymptotic_rdp(k.pop("orders"), **k),
-        dict(orders=O, n=10_000, eps0=1.0),
-        dict(orders=O, n=10_100, eps0=1.02)),
-    "girgis_thm2_rdp": (lambda **k: shb.girgis_thm2_rdp(k.pop("orders"), **k),
-                        dict(orders=O, n=10_000, eps0=1.0),
-                        dict(orders=O, n=10_100, eps0=1.02)),
-    "check_in_ldp_rdp": (lambda **k: shb.check_in_ldp_rdp(k.pop("orders"), **k),
+    **{name: (_first_positional(getattr(shuffle, name), "orders"), *_RDP_ARGS)
+       for name in ("clone_rdp", "stronger_clone_rdp")},
+    "clone_delta": (_first_positional(shuffle.clone_delta, "eps"),
+                    dict(eps=0.1, n=10_000, eps0=1.0), dict(eps=0.2, n=10_100, eps0=1.02)),
+    **{name: (_first_positional(getattr(shuffle, name), "delta"), *_EPS_ARGS)
+       for name in ("clone_epsilon", "stronger_clone_epsilon", "rr2_lower_epsilon",
+                    "clone_epsilon_closed_form")},
+    "krr_epsilon_closed_form": (_first_positional(shuffle.krr_epsilon_closed_form, "delta"),
+                                *(dict(a, k=k) for a, k in zip(_EPS_ARGS, (4, 5)))),
+    **{name: (_first_positional(getattr(shb, name), "orders"), *_BIG_RDP_ARGS)
+       for name in ("chen_asymptotic_rdp", "girgis_thm2_rdp")},
+    "check_in_ldp_rdp": (_first_positional(shb.check_in_ldp_rdp, "orders"),
                          dict(orders=O, n=1000, p=0.1, eps0=1.0),
                          dict(orders=O, n=1010, p=0.11, eps0=1.02)),
     "epsilon": (shuffle.epsilon,
