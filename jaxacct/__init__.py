@@ -42,8 +42,7 @@ _SUBMODULES = ("accounting", "allocation", "dpsgd", "experimental", "mechanisms"
 _LAZY = {  # public name -> (module, attribute); attribute None: the module
     **{m: (f"jaxacct.{m}", None) for m in _SUBMODULES},
     "calibrate": ("jaxacct.calibrator", "calibrate"),
-    "DeltaResult": ("jaxacct._core.results", "DeltaResult"),
-    "EpsilonResult": ("jaxacct._core.results", "EpsilonResult"),
+    **{n: ("jaxacct._core.results", n) for n in ("DeltaResult", "EpsilonResult")},
     "enable_compilation_cache": ("jaxacct._core.cache", "enable_compilation_cache"),
     "set_progress": ("jaxacct._core.progress", "set_progress"),
     "StepsUnitWarning": ("jaxacct._core.units", "StepsUnitWarning"),

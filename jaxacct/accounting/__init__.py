@@ -32,12 +32,10 @@ from jaxacct._core.lazy import lazy_exports as _lazy_exports
 # ``from_profile``.
 _LAZY = {
     "events": ("jaxacct.accounting.events", None),
-    "NeighboringRelation": ("jaxacct.accounting._accountant", "NeighboringRelation"),
-    "PLDAccountant": ("jaxacct.accounting._accountant", "PLDAccountant"),
-    "UnsupportedEventError": ("jaxacct.accounting._accountant", "UnsupportedEventError"),
+    **{n: ("jaxacct.accounting._accountant", n)
+       for n in ("NeighboringRelation", "PLDAccountant", "UnsupportedEventError")},
     "from_profile": ("jaxacct.accounting._pairs", "from_profile"),
-    "GDPResult": ("jaxacct.accounting._views", "GDPResult"),
-    "TradeOff": ("jaxacct.accounting._views", "TradeOff"),
+    **{n: ("jaxacct.accounting._views", n) for n in ("GDPResult", "TradeOff")},
 }
 
 if TYPE_CHECKING:

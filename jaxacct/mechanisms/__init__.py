@@ -41,14 +41,10 @@ from jaxacct._core.lazy import lazy_exports as _lazy_exports
 # Imported on first access (PEP 562): the kernels load jax only; the values
 # also load ``jaxacct.pld`` and the allocation one-step laws.
 _LAZY = {
-    "Gaussian": ("jaxacct.mechanisms._values", "Gaussian"),
-    "Laplace": ("jaxacct.mechanisms._values", "Laplace"),
-    "RandomizedResponse": ("jaxacct.mechanisms._values", "RandomizedResponse"),
-    "EpsilonDelta": ("jaxacct.mechanisms._values", "EpsilonDelta"),
-    "laplace_rdp": ("jaxacct.mechanisms._kernels", "laplace_rdp"),
-    "pure_dp_rdp": ("jaxacct.mechanisms._kernels", "pure_dp_rdp"),
-    "rdp_to_delta": ("jaxacct._core.conversion", "rdp_to_delta"),
-    "rdp_to_epsilon": ("jaxacct._core.conversion", "rdp_to_epsilon"),
+    **{n: ("jaxacct.mechanisms._values", n)
+       for n in ("Gaussian", "Laplace", "RandomizedResponse", "EpsilonDelta")},
+    **{n: ("jaxacct.mechanisms._kernels", n) for n in ("laplace_rdp", "pure_dp_rdp")},
+    **{n: ("jaxacct._core.conversion", n) for n in ("rdp_to_delta", "rdp_to_epsilon")},
 }
 
 if TYPE_CHECKING:
