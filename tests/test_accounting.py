@@ -300,8 +300,12 @@ def test_event_tracker_equals_the_accountant():
   h = 1e-3      # a coarse grid keeps the test fast; equality is what matters
   tr = tracking.EventAccountant(e, value_discretization_interval=h)
   tab = tracking.epsilon_table(tr, num_steps=6, delta=1e-5)
+  # every count is composed at the largest count's FFT length (one program):
+  # the largest equals the accountant exactly, the others to a longer window's
+  # aliasing (measured 5e-13 relative; docstring: ~1e-10)
   for T in (1, 3, 6):
-    assert tab[T] == PLDAccountant(None, h).compose(e, T).get_epsilon(1e-5)
+    direct = PLDAccountant(None, h).compose(e, T).get_epsilon(1e-5)
+    assert tab[T] == (direct if T == 6 else pytest.approx(direct, rel=1e-9, abs=0.0))
   tx = tracking.track_privacy(tr, num_steps=6, delta=1e-5)
   st = tx.init(jnp.zeros(2))
   for _ in range(3):
@@ -316,7 +320,8 @@ def test_event_tracker_equals_the_accountant():
   tab2 = tracking.epsilon_table(tr2, num_steps=9, delta=1e-5)
   for T in (4, 5, 9):
     direct = PLDAccountant(None, h).compose(e, T).get_epsilon(1e-5)
-    assert tab2[T] >= direct and (T == 4 or tab2[T] == direct)
+    assert tab2[T] >= direct * (1 - 1e-9)
+    assert T == 4 or tab2[T] == (direct if T == 9 else pytest.approx(direct, rel=1e-9, abs=0.0))
   assert tab2[4] == tab2[5]
 
 

@@ -57,17 +57,6 @@ UnsupportedEventError = _optional.UnsupportedEventError
 DEFAULT_TAIL_MASS = 1e-20
 
 
-def _make_result(cls, **kw):
-  """Builds a result, keeping ``lower``/``by_direction`` in ``details`` when
-  the installed result type predates those fields."""
-  fields = getattr(cls, "_fields", ())
-  extra = {k: kw.pop(k) for k in ("lower", "by_direction") if k not in fields
-           and k in kw}
-  if extra:
-    kw["details"] = dict(kw.get("details") or {}, **extra)
-  return cls(**kw)
-
-
 class _Composed:
   """Cached composition of a ledger (upper/lower per direction)."""
 
@@ -160,6 +149,7 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
         {} if component_cache is None else component_cache)
     self._composed: Optional[_Composed] = None
     self._composed_pld: Optional[_Composed] = None
+    self._fft = [None, None]   # [floor on the FFT length, the length last used]
 
   # ------------------------------------------------------------ dp_accounting
 
@@ -273,7 +263,7 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     cls = EpsilonResult if is_eps else DeltaResult
 
     def result(v, **kw):
-      return _make_result(cls, **{quantity: v, given: value}, **kw)
+      return cls(**{quantity: v, given: value}, **kw)
 
     c = self._compose_all()
     if c.nonprivate:
@@ -472,8 +462,9 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     # is still an upper bound; it moves epsilon by ~1e-10 relative)
     size = None
     if not (len(ups) == 1 and counts[0] == 1):
-      size = max(jpld.window_size([getattr(u, d) for u in ups], counts, tail_mass=self._tail)
-                 for d in ("remove", "add"))
+      size = max([jpld.window_size([getattr(u, d) for u in ups], counts, tail_mass=self._tail)
+                  for d in ("remove", "add")] + [self._fft[0] or 0])
+      self._fft[1] = size
     upper = jpld.PairPLD(*[self._compose(
         [getattr(u, d) for u in ups], counts, size=size) for d in ("remove", "add")])
     def lower_fn():
@@ -515,18 +506,20 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
       new.compose(e, n)
     return new
 
-  def epsilons_for_counts(self, event, counts, delta: float) -> np.ndarray:
+  def epsilons_for_counts(self, event, counts, delta: float, *, on_count=None) -> np.ndarray:
     """``get_epsilon(delta)`` after composing ``event`` c times onto this ledger, per c.
 
-    Each entry equals ``self.copy().compose(event, c).get_epsilon(delta)``;
-    the per-event PLDs are built once and shared (one FFT composition per
-    count). Does not change this accountant.
+    Each entry is ``self.copy().compose(event, c).get_epsilon(delta)``, with
+    every count composed at the FFT length of the largest (counts run largest
+    first): one compiled composition and query for all counts. A longer window
+    keeps the upper bound valid (it moves epsilon by ~1e-10 relative); the
+    per-event PLDs are built once. Does not change this accountant.
 
     Args:
       event: a supported event. counts: ints >= 0. delta: in (0, 1).
+      on_count: None or a callable, called after each count (progress).
 
-    Returns:
-      float64 numpy array of ``counts``' shape.
+    Returns: float64 numpy array of ``counts``' shape.
 
     Bound: upper.
     """
@@ -534,8 +527,21 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     c = np.asarray(counts)
     checks.check_int("counts", c, min_value=0)
     out = np.empty(c.shape, np.float64)
-    for i, n in np.ndenumerate(c):
-      out[i] = self.copy().compose(event, int(n)).get_epsilon(delta)
+    saved = ([list(x) for x in self._leaves], list(self._history), self._composed,
+             self._composed_pld)
+    try:
+      for i in sorted(np.ndindex(c.shape), key=lambda i: -int(c[i])):
+        self._leaves, self._history = [list(x) for x in saved[0]], list(saved[1])
+        self._composed = self._composed_pld = None
+        if int(c[i]):
+          self.compose(event, int(c[i]))
+        out[i] = self.get_epsilon(delta)
+        self._fft[0] = self._fft[0] or self._fft[1]
+        if on_count is not None:
+          on_count()
+    finally:
+      self._leaves, self._history, self._composed, self._composed_pld = saved
+      self._fft = [None, None]
     return out
 
   def would_exceed(self, event, max_epsilon: float, delta: float) -> bool:

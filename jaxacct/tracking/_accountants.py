@@ -100,9 +100,6 @@ class EpsilonTableAccountant(_Accountant):
     return self.epsilons[:num_blocks + 1]
 
 
-_CHUNK = 8    # counts per accountant call while tabulating (progress granularity)
-
-
 class EventAccountant(_Accountant):
   r"""The run as one event per block, accounted by ``jaxacct.accounting.PLDAccountant``.
 
@@ -223,18 +220,17 @@ class EventAccountant(_Accountant):
            tuple((id(e), n) for e, n in self.accountant.events))
     if key not in self._memo:
       counts = self.evaluated_counts(num_blocks)
-      eps = np.empty(counts.size)
       fold = isinstance(self.event, accounting.events.RandomAllocationDpEvent)
-      chunk = 1 if fold else _CHUNK
       with progress(total=counts.size, enabled=self._progress,
                     desc=f"jaxacct.tracking epsilon table ({counts.size} evaluations)") as bar:
-        for i in range(0, counts.size, chunk):
-          part = counts[i:i + chunk]
-          # the accountant's own batch of counts (one place for its sharing of
-          # per-event PLDs and programs); a folded allocation event, one by one
-          eps[i:i + chunk] = ([self.epsilon_after(int(part[0]), delta)] if fold else
-                              self.accountant.epsilons_for_counts(self.event, part, delta))
-          bar.update(part.size)
+        if fold:   # a folded allocation event, count by count
+          eps = np.empty(counts.size)
+          for j, n in enumerate(counts):
+            eps[j] = self.epsilon_after(int(n), delta)
+            bar.update(1)
+        else:      # the accountant's own batch: shared per-event PLDs, one FFT length
+          eps = self.accountant.epsilons_for_counts(self.event, counts, delta,
+                                                    on_count=lambda: bar.update(1))
       b = np.arange(1, num_blocks + 1)
       nxt = np.searchsorted(counts, b, side="left")   # first evaluated count >= b
       self._memo[key] = np.concatenate([[0.0], eps[nxt]])
