@@ -532,7 +532,7 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     try:
       for i in sorted(np.ndindex(c.shape), key=lambda i: -int(c[i])):
         self._leaves, self._history = [list(x) for x in saved[0]], list(saved[1])
-        self._composed = self._composed_pld = None
+        self._composed = self._composed_pld = self._fft[1] = None   # this count's length only
         if int(c[i]):
           self.compose(event, int(c[i]))
         out[i] = self.get_epsilon(delta)
