@@ -23,16 +23,22 @@ def _alg2_numpy(lam, n, sigma):
   """Algorithm 2 of Liew et al. (typos fixed as in the digest), NumPy."""
   from scipy.special import gammaln
 
-  def parts(m, largest):
-    if m == 0:
-      yield ()
-      return
-    for first in range(min(m, largest), 0, -1):
-      for rest in parts(m - first, first):
-        yield (first,) + rest
+  def parts(m):  # the partitions of m, ascending parts (Kelleher's accel_asc)
+    a, k, y = [0] * (m + 1), 1, m - 1
+    while k != 0:
+      x, k = a[k - 1] + 1, k - 1
+      while 2 * x <= y:
+        a[k], y, k = x, y - x, k + 1
+      top = k + 1
+      while x <= y:
+        a[k], a[top] = x, y
+        yield tuple(a[:k + 2])
+        x, y = x + 1, y - 1
+      a[k], y = x + y, x + y - 1
+      yield tuple(a[:k + 1])
 
   terms = []
-  for rho in parts(lam, lam):
+  for rho in parts(lam):
     if len(rho) > n:
       continue
     r = np.array(rho, dtype=np.float64)

@@ -35,6 +35,7 @@ caches the composed PLDs (per-event PLDs are cached too, so repeated
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -84,6 +85,11 @@ class _Composed:
 
   def full_details(self):
     return dict(self.details, **self._resolve()[1])
+
+
+def _setting(attr: str, doc: str) -> property:
+  """A read-only property returning ``self.<attr>`` (an accountant's setting)."""
+  return property(operator.attrgetter(attr), doc=doc)
 
 
 @x64_boundary   # one entry: every public method runs under float64
@@ -153,25 +159,12 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
 
   # ------------------------------------------------------------ dp_accounting
 
-  @property
-  def value_discretization_interval(self) -> float:
-    """The loss grid step of every PLD."""
-    return self._step
-
-  @property
-  def tail_mass(self) -> float:
-    """Truncation mass per side of each FFT composition."""
-    return self._tail
-
-  @property
-  def truncated(self) -> str:
-    """Which upper pair ``TruncatedSubsampledGaussianDpEvent`` gets ("jaxacct" or "dp_accounting")."""
-    return self._truncated
-
-  @property
-  def shortcuts(self) -> bool:
-    """Whether closed forms replace FFT composition where they are exact (all-Gaussian ledgers)."""
-    return self._shortcuts
+  value_discretization_interval = _setting("_step", "The loss grid step of every PLD (float).")
+  tail_mass = _setting("_tail", "Truncation mass per side of each FFT composition (float).")
+  truncated = _setting("_truncated", "Which upper pair ``TruncatedSubsampledGaussianDpEvent`` "
+                       'gets ("jaxacct" or "dp_accounting").')
+  shortcuts = _setting("_shortcuts", "Whether closed forms replace FFT composition where "
+                       "they are exact (all-Gaussian ledgers; bool).")
 
   @property
   def events(self) -> tuple:

@@ -127,44 +127,48 @@ def _mog_fields(event):
   return sigma, c, p
 
 
+def _check_wr(event):
+  _int(event, "source_dataset_size", 1)
+  _int(event, "sample_size")
+  if not _is(event.event, "GaussianDpEvent"):
+    raise Unsupported("the sub-event of SampledWithReplacementDpEvent must be a "
+                      f"GaussianDpEvent; found {event.event}.", event.event)
+  _real(event.event, "noise_multiplier")
+
+
+#: dp_accounting class name -> (kind, the neighbouring relations analysed, why
+#: the others are refused, the field checks).
+_LEAVES = {
+    "DiscreteLaplaceDpEvent": (
+        "discrete_laplace", (AOR, SPECIAL),
+        "no replace-one analysis of the discrete Laplace mechanism is implemented",
+        lambda e: (_real(e, "noise_parameter"), _int(e, "sensitivity"))),
+    "MixtureOfGaussiansDpEvent": (
+        "mog", (AOR, SPECIAL),
+        "the event defines the pair N(0) vs the mixture, an add/remove pair", _mog_fields),
+    "TruncatedSubsampledGaussianDpEvent": (
+        "truncated", (AOR,),
+        "truncated Poisson sampling is analysed here for add/remove neighbours only",
+        lambda e: (_int(e, "dataset_size"), _real(e, "sampling_probability", 0.0, 1.0),
+                   _int(e, "truncated_batch_size"), _real(e, "noise_multiplier"))),
+    "SampledWithReplacementDpEvent": (
+        "with_replacement", (REPLACE, SPECIAL),
+        "a fixed-size batch: the dataset size must not change", _check_wr),
+    "SingleEpochTreeAggregationDpEvent": (
+        "tree", (SPECIAL,),
+        "tree aggregation restarts at fixed steps; a record's leaf must not move "
+        "(as dp_accounting's RDP accountant)",
+        lambda e: (_real(e, "noise_multiplier"), _tree_depth(e))),
+}
+
+
 def leaf_kind(event, rel) -> Optional[str]:
   """The kind of one of this module's events (validated for ``rel``), else None."""
-  if _is(event, "DiscreteLaplaceDpEvent"):
-    need_relation(event, rel, (AOR, SPECIAL), "no replace-one analysis of the "
-                  "discrete Laplace mechanism is implemented")
-    _real(event, "noise_parameter")
-    _int(event, "sensitivity")
-    return "discrete_laplace"
-  if _is(event, "MixtureOfGaussiansDpEvent"):
-    need_relation(event, rel, (AOR, SPECIAL), "the event defines the pair "
-                  "N(0) vs the mixture, an add/remove pair")
-    _mog_fields(event)
-    return "mog"
-  if _is(event, "TruncatedSubsampledGaussianDpEvent"):
-    need_relation(event, rel, (AOR,), "truncated Poisson sampling is analysed "
-                  "here for add/remove neighbours only")
-    _int(event, "dataset_size")
-    _real(event, "sampling_probability", 0.0, 1.0)
-    _int(event, "truncated_batch_size")
-    _real(event, "noise_multiplier")
-    return "truncated"
-  if _is(event, "SampledWithReplacementDpEvent"):
-    need_relation(event, rel, (REPLACE, SPECIAL), "a fixed-size batch: the "
-                  "dataset size must not change")
-    n, m = _int(event, "source_dataset_size", 1), _int(event, "sample_size")
-    del n, m
-    if not _is(event.event, "GaussianDpEvent"):
-      raise Unsupported("the sub-event of SampledWithReplacementDpEvent must be a "
-                        f"GaussianDpEvent; found {event.event}.", event.event)
-    _real(event.event, "noise_multiplier")
-    return "with_replacement"
-  if _is(event, "SingleEpochTreeAggregationDpEvent"):
-    need_relation(event, rel, (SPECIAL,), "tree aggregation restarts at fixed "
-                  "steps; a record's leaf must not move (as dp_accounting's RDP "
-                  "accountant)")
-    _real(event, "noise_multiplier")
-    _tree_depth(event)
-    return "tree"
+  for name, (kind, allowed, why, check) in _LEAVES.items():
+    if _is(event, name):
+      need_relation(event, rel, allowed, why)
+      check(event)
+      return kind
   if _is(event, "RepeatAndSelectDpEvent"):
     raise Unsupported(
         "RepeatAndSelectDpEvent has no known privacy loss distribution; its "

@@ -108,8 +108,50 @@ def _pair_rdp(pairs, orders):
   return np.maximum(out, 0.0)
 
 
+class _AdditiveNoise:
+  """What the additive-noise mechanisms share: a symmetric pair (remove = add)
+  given by one noise scale, ``_kind`` naming its :mod:`jaxacct.pld` builder and
+  its random-allocation one-step law. A subclass is a dataclass whose fields are
+  the noise scale (first) and ``sensitivity``, and it defines ``_kind``."""
+  _kind: str
+
+  def __post_init__(self):
+    name = dataclasses.fields(self)[0].name
+    _set(self, **{name: _number(name, getattr(self, name)),
+                  "sensitivity": _number("sensitivity", self.sensitivity)})
+
+  @property
+  def _noise(self) -> float:
+    """The noise scale as given (the first field)."""
+    return getattr(self, dataclasses.fields(self)[0].name)
+
+  @property
+  def _unit(self) -> float:
+    """The noise scale in units of the sensitivity."""
+    return self._noise / self.sensitivity
+
+  def pld(self, *, value_discretization_interval=jpld.DEFAULT_STEP,
+          pessimistic: bool = True):
+    """``PairPLD`` (both directions the same) from :func:`jaxacct.pld.gaussian`
+    or :func:`jaxacct.pld.laplace`.
+
+    Bound: upper (pessimistic) / lower (optimistic)."""
+    h = _step(value_discretization_interval, pessimistic)
+    build = jpld.gaussian if self._kind == "gaussian" else jpld.laplace
+    one = build(self._noise, step=h, pessimistic=pessimistic, sensitivity=self.sensitivity)
+    return jpld.PairPLD(one, one)
+
+  def one_step_law(self, n: int, tail):
+    """One-step laws of random allocation with this noise: NumPy, one lane
+    (``Steps``: upper masses ``p``, ``q0``, ``minf``, lower ``a``, ``g``,
+    lattice ``lo``, ``D``; wrap a lane as ``jaxacct.allocation.sum_law``'s
+    ``UpperLaw(p, q0, minf)``, ``LowerLaw(a, g, 0)``, ``Lattice(lo, D, 0)``),
+    at the noise in units of the sensitivity."""
+    return one_steps(self._kind, self._unit, tail, n)
+
+
 @dataclasses.dataclass(frozen=True)
-class Gaussian:
+class Gaussian(_AdditiveNoise):
   r"""The Gaussian mechanism: noise of standard deviation ``noise_multiplier``
   added to a sum that one neighbour moves by at most ``sensitivity`` (L2).
 
@@ -124,14 +166,12 @@ class Gaussian:
   noise_multiplier: float
   sensitivity: float = 1.0
 
-  def __post_init__(self):
-    _set(self, noise_multiplier=_number("noise_multiplier", self.noise_multiplier),
-         sensitivity=_number("sensitivity", self.sensitivity))
+  _kind = "gaussian"
 
   @property
   def sigma(self) -> float:
     """Noise in units of the sensitivity (the kernels' ``sigma``)."""
-    return self.noise_multiplier / self.sensitivity
+    return self._unit
 
   @property
   def gdp_mu(self) -> float:
@@ -154,30 +194,13 @@ class Gaussian:
     """Exact epsilon(delta) (``jaxacct._core.gaussian.gaussian_epsilon``: bisection, upper end)."""
     return gaussian_epsilon(self.sigma, delta)
 
-  def pld(self, *, value_discretization_interval=jpld.DEFAULT_STEP,
-          pessimistic: bool = True):
-    """``PairPLD`` (both directions the same) from :func:`jaxacct.pld.gaussian`.
-
-    Bound: upper (pessimistic) / lower (optimistic)."""
-    h = _step(value_discretization_interval, pessimistic)
-    one = jpld.gaussian(self.noise_multiplier, step=h, pessimistic=pessimistic,
-                        sensitivity=self.sensitivity)
-    return jpld.PairPLD(one, one)
-
   def event(self):
     """``GaussianDpEvent(sigma)`` (the pair under add/remove, sensitivity 1)."""
     return accounting.events.GaussianDpEvent(self.sigma)
 
-  def one_step_law(self, n: int, tail):
-    """One-step laws of random allocation with this noise: NumPy, one lane
-    (``Steps``: upper masses ``p``, ``q0``, ``minf``, lower ``a``, ``g``,
-    lattice ``lo``, ``D``; wrap a lane as ``jaxacct.allocation.sum_law``'s
-    ``UpperLaw(p, q0, minf)``, ``LowerLaw(a, g, 0)``, ``Lattice(lo, D, 0)``)."""
-    return one_steps("gaussian", self.sigma, tail, n)
-
 
 @dataclasses.dataclass(frozen=True)
-class Laplace:
+class Laplace(_AdditiveNoise):
   r"""The Laplace mechanism: noise of scale ``scale`` added to a sum that one
   neighbour moves by at most ``sensitivity`` (L1).
 
@@ -192,14 +215,12 @@ class Laplace:
   scale: float
   sensitivity: float = 1.0
 
-  def __post_init__(self):
-    _set(self, scale=_number("scale", self.scale),
-         sensitivity=_number("sensitivity", self.sensitivity))
+  _kind = "laplace"
 
   @property
   def b(self) -> float:
     """Scale in units of the sensitivity (the kernels' ``scale``)."""
-    return self.scale / self.sensitivity
+    return self._unit
 
   gdp_mu = None
 
@@ -227,24 +248,9 @@ class Laplace:
     eps = np.maximum(1.0 / self.b + 2.0 * np.log1p(-d), 0.0)
     return EpsilonResult(host_f64(eps), host_f64(d), method="laplace", bound="exact")
 
-  def pld(self, *, value_discretization_interval=jpld.DEFAULT_STEP,
-          pessimistic: bool = True):
-    """``PairPLD`` (both directions the same) from :func:`jaxacct.pld.laplace`.
-
-    Bound: upper (pessimistic) / lower (optimistic)."""
-    h = _step(value_discretization_interval, pessimistic)
-    one = jpld.laplace(self.scale, step=h, pessimistic=pessimistic,
-                       sensitivity=self.sensitivity)
-    return jpld.PairPLD(one, one)
-
   def event(self):
     """``LaplaceDpEvent(b)`` (the pair under add/remove, sensitivity 1)."""
     return accounting.events.LaplaceDpEvent(self.b)
-
-  def one_step_law(self, n: int, tail):
-    """One-step laws of random allocation with this noise, as
-    :meth:`Gaussian.one_step_law` (at scale ``b = scale / sensitivity``)."""
-    return one_steps("laplace", self.b, tail, n)
 
 
 _RR_NEIGHBOURING = ("replace_one", "replace_special")

@@ -23,7 +23,9 @@ import math
 
 import numpy as np
 
+from jaxacct._core.namespace import HOST
 from jaxacct.shuffle import _host_math as hm
+from jaxacct.shuffle._sym_block import sym_eval, sym_setup
 
 _EPS64 = float(np.finfo(np.float64).eps)
 
@@ -38,87 +40,16 @@ def scalar(x) -> float:
   return float(np.ravel(x)[0])
 
 
-def _sym_setup(n, p, beta, q, width):
-  alpha = beta / (p - 1.0)
-  r = alpha * p / q
-  total = 2.0 * r
-  lo = float(hm.window_start(n, total, width))
-  c = lo + np.arange(width, dtype=np.float64)
-  valid = c <= n
+def _sym_at(e, n, p, setup, block):
+  """(delta, Q-mass) at e = exp(eps), floats: :func:`._sym_block.sym_eval` on the host."""
   with np.errstate(all="ignore"):
-    w = np.where(valid, np.exp(hm.log_bin_prob(c, n, total)), 0.0)
-  tail = float(hm.cut_mass(n, total, lo, width))
-  return alpha, r, lo, c, w, tail
+    d, qm, _ = sym_eval(e, n, p, *setup, block, ns=HOST)
+  return float(d), float(qm)
 
 
-def _sym_eval(e, n, p, alpha, r, lo, c, w, tail, block):
-  """(delta, Q-mass) at e = exp(eps): ``pair_fast._sym_eval`` for one lane."""
-  width = c.shape[0]
-  nb = width // block
-  rho = 0.5
-  sig = alpha * (p - 1.0) * (1.0 + e) / r
-  v = (1.0 - p * e) * alpha / r
-  theta = min(max((p * e - 1.0) / ((p - 1.0) * (1.0 + e)), 0.0), 1.0)
-  cb = c.reshape(nb, block)
-  tb = np.floor(cb * theta) + 1.0
-  mb = cb - 1.0
-  s = np.where((np.arange(nb) == 0) & (lo == 0), 1, 0)
-  ca = cb[:, 0] + s
-  ta = np.where(s == 1, tb[:, 1], tb[:, 0])
-  ma = ca - 1.0
-  xa = hm.binom_sf(ta, ma, rho)
-  lg = np.abs(hm.lgamma(np.stack([ma + 1.0, np.maximum(ta, 1.0),
-                                  np.maximum(ma - ta + 2.0, 1.0)])))
-  mag = lg[0] + lg[1] + lg[2] + (ma + 1.0) * math.log(2.0) + 1.0
-  err_anchor = 16.0 * _EPS64 * mag * np.abs(xa)
-  lfa = hm.log_bin_prob(ta - 1.0, ma, rho)
-  ti, mi = tb[:, :-1], mb[:, :-1]
-  d = tb[:, 1:] - ti
-  ok = bool(np.all((d == 0) | (d == 1)))
-  active = np.arange(block - 1)[None, :] >= s[:, None]
-  d0 = d == 0
+def _setup(n, p, beta, q, width):
   with np.errstate(all="ignore"):
-    ratio = np.where(d0, (mi + 1.0) / (2.0 * np.maximum(mi - ti + 2.0, 1.0)),
-                     (mi + 1.0) / (2.0 * np.maximum(ti, 1.0)))
-    g = np.where(d0, 0.5, (ti - mi - 1.0) / (2.0 * np.maximum(ti, 1.0)))
-    logr = np.where(active, np.log(ratio), 0.0)
-    zero = np.zeros((nb, 1))
-    cums = np.concatenate([zero, np.cumsum(logr, axis=1)], axis=1)
-    logb = lfa[:, None] + cums
-    b = np.exp(logb)
-    incr = np.where(active, b[:, :-1] * g, 0.0)
-    gsum = np.concatenate([zero, np.cumsum(incr, axis=1)], axis=1)
-    gval = xa[:, None] + gsum
-    kk = np.maximum(np.arange(block)[None, :] - s[:, None], 0).astype(np.float64)
-    big_l = np.max(np.abs(logr), axis=1, keepdims=True)
-    fin_logb = np.where(np.isfinite(logb), np.abs(logb), 0.0)
-    rel_b = 1.01 * _EPS64 * (kk * (3.0 + big_l) + kk * kk * big_l + fin_logb + 66.0)
-    err_inc = np.where(active, np.abs(incr) * (rel_b[:, :-1] + 2.0 * _EPS64), 0.0)
-    abs_inc = np.concatenate([zero, np.cumsum(np.abs(incr), axis=1)], axis=1)
-    err_g = 1.01 * (np.concatenate([zero, np.cumsum(err_inc, axis=1)], axis=1)
-                    + (kk + 1.0) * _EPS64 * (np.abs(xa)[:, None] + abs_inc)
-                    + err_anchor[:, None])
-    x = np.clip(gval, 0.0, 1.0).reshape(-1)
-    f = b.reshape(-1)
-    err_g = err_g.reshape(-1)
-    rel_b = rel_b.reshape(-1)
-    live = (kk >= 0).reshape(-1) & ~((np.arange(block)[None, :] < s[:, None])
-                                     .reshape(-1))
-    kap = v * c
-    a1 = sig * c * rho
-    term1 = a1 * (x + f)
-    term2 = kap * (x + rho * f)
-    inner = np.where(live, np.maximum(term1 + term2, 0.0), 0.0)
-    allow = np.where(live, np.abs(a1 + kap) * err_g
-                     + np.abs(a1 + kap * rho) * f * rel_b
-                     + 4.0 * _EPS64 * (np.abs(term1) + np.abs(term2)), 0.0)
-    h = np.sum(w * inner) / n
-    allowance = 1.01 * (np.sum(w * allow) / n + 2.0 * width * _EPS64 * h)
-    qm = (alpha / r) * ((1.0 - p) * c * rho * (x + f) + p * c * (x + rho * f))
-    qmass = max(float(np.sum(np.where(live, w * qm, 0.0)) / n), 0.0)
-  dl = float(h + allowance + tail) if ok else 1.0
-  dl = 0.0 if e >= p else min(max(dl, 0.0), 1.0)
-  return dl, qmass
+    return sym_setup(n, p, beta, q, width, ns=HOST)
 
 
 def sym_bad(n, p, beta, q) -> bool:
@@ -135,8 +66,8 @@ def sym_delta(eps, n, p, beta, q, width, block):
   """``pair_fast.sym_delta_fast`` for one lane (float)."""
   if sym_bad(n, p, beta, q) or math.isnan(eps) or eps < 0:
     return float("nan")
-  setup = _sym_setup(n, p, beta, q, width)
-  return _sym_eval(math.exp(eps), n, p, *setup, block)[0]
+  setup = _setup(n, p, beta, q, width)
+  return _sym_at(math.exp(eps), n, p, setup, block)[0]
 
 
 def _propose(x, d, qm, a, b, tgt):
@@ -167,11 +98,11 @@ def sym_epsilon(delta, n, p, beta, q, width, block, max_iter=40, rtol=1e-13):
   """``pair_fast.sym_epsilon_fast`` for one lane: ``(eps, bracket width)``."""
   if (sym_bad(n, p, beta, q) or not 0.0 < delta < 1.0):
     return float("nan"), float("nan")
-  setup = _sym_setup(n, p, beta, q, width)
+  setup = _setup(n, p, beta, q, width)
   # solve.safeguarded_root, step -1 evaluating x0 = a = 0
   a, b, xn, it, wlast = 0.0, math.log(p), 0.0, -1, math.inf
   while it < max_iter:
-    d, qm = _sym_eval(math.exp(xn), n, p, *setup, block)
+    d, qm = _sym_at(math.exp(xn), n, p, setup, block)
     feas = d <= delta
     a2, b2 = (a, xn) if feas else (xn, b)
     chk = (it % 4) == 3

@@ -6,7 +6,8 @@ Thm 3.2; stronger clone, Wang et al. arXiv:2304.05007v5 generic row): same
 quantity, one incomplete-beta call per ``BLOCK`` window cells instead of one
 per cell, and eps(delta) by a safeguarded Newton solve instead of 40
 bracketing steps. Checked against the reference kernel in
-``tests/test_shuffle_fast.py``.
+``tests/test_shuffle_fast.py``. The block sum itself (one formula for this
+kernel and the host path) is :mod:`._sym_block`.
 
 For lam = 0 and q0 = q1 (FMT'21 clone pair, stronger clone) rho = 1/2 and the
 threshold of the inner sum is linear in c: a >= t_c = floor(c theta) + 1,
@@ -34,21 +35,17 @@ The members are named (``"clone"``, ``"stronger"``); :func:`member_delta`,
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import gammaln
 
 from jaxacct._core import checks, solve
 from jaxacct._core.dtype import dispatch, require_x64, static_size
-from jaxacct._core.logmath import log_binom_pmf
 from jaxacct.shuffle import _host_pair
+from jaxacct.shuffle._sym_block import sym_eval, sym_setup
 from jaxacct.shuffle._pair_reference import pair_params_invalid
-from jaxacct.shuffle._windows import (BLOCK, binom_sf, bucket_widths, cut_mass,
-                                     fast_width, raw_widths,
-                                     window_start)
+from jaxacct.shuffle._windows import BLOCK, bucket_widths, fast_width, raw_widths
 from jaxacct._core.compiled import jit
 
 _EPS64 = float(np.finfo(np.float64).eps)
@@ -59,127 +56,25 @@ _EPS64 = float(np.finfo(np.float64).eps)
 HOST_MAX_N = 200_000
 
 
-def _sym_setup(n, p, beta, q, width):
-  """e-independent parts of the fast kernel for one lane (scalars)."""
-  alpha = beta / (p - 1.0)
-  r = alpha * p / q
-  total = 2.0 * r
-  lo = window_start(n, total, width)
-  c = lo + jnp.arange(width, dtype=jnp.float64)
-  valid = c <= n
-  # Loader's saddle-point pmf (1e-14 absolute in log at n = 1e7; the gammaln
-  # difference loses ~1e-8 there)
-  w = jnp.where(valid, jnp.exp(log_binom_pmf(c, n, total)), 0.0)
-  tail = cut_mass(n, total, lo, width)
-  return alpha, r, lo, c, w, tail
-
-
-def _sym_eval(e, n, p, alpha, r, lo, c, w, tail, block):
-  """(delta, Q-mass, ok) at e = exp(eps) for one lane of the fast kernel.
-
-  delta includes the cut mass ``tail`` and the rounding allowance; Q-mass is
-  ``-d delta / d e`` (the Q-probability of the set {P > e Q}), >= 0.
-  ``ok`` is False where a threshold step was not in {0, 1} (then delta = 1,
-  the trivial bound).
-  """
-  width = c.shape[0]
-  nb = width // block
-  rho = 0.5
-  sig = alpha * (p - 1.0) * (1.0 + e) / r
-  v = (1.0 - p * e) * alpha / r
-  theta = (p * e - 1.0) / ((p - 1.0) * (1.0 + e))
-  theta = jnp.clip(theta, 0.0, 1.0)
-  cb = c.reshape(nb, block)
-  tb = jnp.floor(cb * theta) + 1.0
-  mb = cb - 1.0
-  # block 0 starts at c = 0 when lo == 0: anchor it at c = 1 (the c = 0 cell
-  # contributes exactly 0: t_0 = 1 > 0 = c)
-  s = jnp.where((jnp.arange(nb) == 0) & (lo == 0), 1, 0)
-  ca = cb[:, 0] + s
-  ta = jnp.where(s == 1, tb[:, 1], tb[:, 0])
-  ma = ca - 1.0
-  xa = binom_sf(ta, ma, rho)
-  # jax's betainc is not correctly rounded: against scipy its relative error
-  # was <= 0.5 M eps for m <= 1e7 (one outlier of 7.9 M eps at m = 3e7),
-  # with M the magnitude of the log-Gamma terms of its prefactor; allow 16 M
-  # eps on each anchor (added to delta through err_g below).
-  lg = jnp.abs(gammaln(jnp.stack([ma + 1.0, jnp.maximum(ta, 1.0),
-                                   jnp.maximum(ma - ta + 2.0, 1.0)])))  # one call
-  mag = lg[0] + lg[1] + lg[2] + (ma + 1.0) * math.log(2.0) + 1.0
-  err_anchor = 16.0 * _EPS64 * mag * jnp.abs(xa)
-  lfa = log_binom_pmf(ta - 1.0, ma, rho)
-  # steps i -> i+1 inside a block
-  ti, mi = tb[:, :-1], mb[:, :-1]
-  d = tb[:, 1:] - ti
-  ok = jnp.all((d == 0) | (d == 1))
-  active = jnp.arange(block - 1)[None, :] >= s[:, None]
-  d0 = d == 0
-  ratio = jnp.where(d0, (mi + 1.0) / (2.0 * jnp.maximum(mi - ti + 2.0, 1.0)),
-                    (mi + 1.0) / (2.0 * jnp.maximum(ti, 1.0)))
-  g = jnp.where(d0, 0.5, (ti - mi - 1.0) / (2.0 * jnp.maximum(ti, 1.0)))
-  logr = jnp.where(active, jnp.log(ratio), 0.0)
-  zero = jnp.zeros((nb, 1))
-  cums = jnp.concatenate([zero, jnp.cumsum(logr, axis=1)], axis=1)
-  logb = lfa[:, None] + cums
-  b = jnp.exp(logb)
-  incr = jnp.where(active, b[:, :-1] * g, 0.0)
-  gsum = jnp.concatenate([zero, jnp.cumsum(incr, axis=1)], axis=1)
-  gval = xa[:, None] + gsum
-  # rounding allowance of the recurrences (relative to the anchor values)
-  kk = jnp.maximum(jnp.arange(block)[None, :] - s[:, None], 0).astype(jnp.float64)
-  big_l = jnp.max(jnp.abs(logr), axis=1, keepdims=True)
-  fin_logb = jnp.where(jnp.isfinite(logb), jnp.abs(logb), 0.0)
-  # + 64: the anchor log-pmf's own absolute error (Loader form, <= ~40 eps
-  # measured against mpmath up to n = 1e9)
-  rel_b = 1.01 * _EPS64 * (kk * (3.0 + big_l) + kk * kk * big_l + fin_logb + 66.0)
-  err_inc = jnp.where(active, jnp.abs(incr) * (rel_b[:, :-1] + 2.0 * _EPS64), 0.0)
-  abs_inc = jnp.concatenate([zero, jnp.cumsum(jnp.abs(incr), axis=1)], axis=1)
-  err_g = 1.01 * (jnp.concatenate([zero, jnp.cumsum(err_inc, axis=1)], axis=1)
-                  + (kk + 1.0) * _EPS64 * (jnp.abs(xa)[:, None] + abs_inc)
-                  + err_anchor[:, None])
-  x = jnp.clip(gval, 0.0, 1.0).reshape(-1)
-  f = b.reshape(-1)
-  err_g = err_g.reshape(-1)
-  rel_b = rel_b.reshape(-1)
-  live = (kk >= 0).reshape(-1) & ~((jnp.arange(block)[None, :] < s[:, None])
-                                   .reshape(-1))
-  kap = v * c
-  a1 = sig * c * rho
-  term1 = a1 * (x + f)
-  term2 = kap * (x + rho * f)
-  inner = jnp.where(live, jnp.maximum(term1 + term2, 0.0), 0.0)
-  allow = jnp.where(live, jnp.abs(a1 + kap) * err_g
-                    + jnp.abs(a1 + kap * rho) * f * rel_b
-                    + 4.0 * _EPS64 * (jnp.abs(term1) + jnp.abs(term2)), 0.0)
-  h = jnp.sum(w * inner) / n
-  allowance = 1.01 * (jnp.sum(w * allow) / n + 2.0 * width * _EPS64 * h)
-  qm = (alpha / r) * ((1.0 - p) * c * rho * (x + f) + p * c * (x + rho * f))
-  qmass = jnp.maximum(jnp.sum(jnp.where(live, w * qm, 0.0)) / n, 0.0)
-  dl = h + allowance + tail
-  dl = jnp.where(ok, dl, 1.0)
-  dl = jnp.where(e >= p, 0.0, jnp.clip(dl, 0.0, 1.0))
-  return dl, qmass, ok
-
-
 def _sym_bad(n, p, beta, q):
   return (pair_params_invalid(n, p, beta, q, q, True)
           | (jnp.abs(beta * (p + 1.0) / (p - 1.0) - 1.0) > 1e-12))
 
 
 def _sym_fast_delta_scalar(eps, n, p, beta, q, width, block):
-  alpha, r, lo, c, w, tail = _sym_setup(n, p, beta, q, width)
-  d, _, _ = _sym_eval(jnp.exp(eps), n, p, alpha, r, lo, c, w, tail, block)
+  alpha, r, lo, c, w, tail = sym_setup(n, p, beta, q, width)
+  d, _, _ = sym_eval(jnp.exp(eps), n, p, alpha, r, lo, c, w, tail, block)
   bad = _sym_bad(n, p, beta, q) | jnp.isnan(eps) | (eps < 0)
   return jnp.where(bad, jnp.nan, d)
 
 
 def _sym_fast_eps_scalar(delta, n, p, beta, q, width, block, max_iter, rtol):
   """Safeguarded Newton for eps(delta) of one lane; returns (eps, width)."""
-  alpha, r, lo, c, w, tail = _sym_setup(n, p, beta, q, width)
+  alpha, r, lo, c, w, tail = sym_setup(n, p, beta, q, width)
   lp = jnp.log(p)
 
   def ev(x):
-    d, qm, _ = _sym_eval(jnp.exp(x), n, p, alpha, r, lo, c, w, tail, block)
+    d, qm, _ = sym_eval(jnp.exp(x), n, p, alpha, r, lo, c, w, tail, block)
     return d, qm
 
   tgt = delta

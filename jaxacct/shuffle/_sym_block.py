@@ -1,0 +1,147 @@
+r"""The block-recurrence hockey-stick sum of the symmetric zero-leftover pairs.
+
+One formula for both paths of the clone pair and the stronger clone
+(:mod:`._pair_fast`, whose docstring states the recurrences and the rounding
+allowance): ``ns = JAX`` inside the jitted kernels, ``ns = HOST`` for a
+scalar question on the host (:mod:`._host_pair`, no compiled program). The
+special functions differ only in who evaluates them: jax's, or the NumPy
+replicas of XLA's formulas in :mod:`._host_math` (:func:`_special`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from jax.scipy.special import gammaln
+
+from jaxacct._core.logmath import log_binom_pmf
+from jaxacct._core.namespace import JAX
+from jaxacct.shuffle import _host_math as hm
+from jaxacct.shuffle import _windows as windows
+
+_EPS64 = float(np.finfo(np.float64).eps)
+
+
+class _Special(NamedTuple):
+  window_start: object
+  cut_mass: object
+  log_bin_prob: object
+  binom_sf: object
+  lgamma: object
+
+
+_JAX_SPECIAL = _Special(windows.window_start, windows.cut_mass, log_binom_pmf,
+                        windows.binom_sf, gammaln)
+_HOST_SPECIAL = _Special(hm.window_start, hm.cut_mass, hm.log_bin_prob, hm.binom_sf,
+                         hm.lgamma)
+
+
+def _special(ns) -> _Special:
+  """The special functions of the namespace ``ns`` (jax's, or the host replicas)."""
+  return _HOST_SPECIAL if ns.is_host else _JAX_SPECIAL
+
+
+def sym_setup(n, p, beta, q, width, ns=JAX):
+  """e-independent parts of the fast kernel for one lane (scalars)."""
+  xp, f = ns.xp, _special(ns)
+  alpha = beta / (p - 1.0)
+  r = alpha * p / q
+  total = 2.0 * r
+  lo = f.window_start(n, total, width)
+  c = lo + xp.arange(width, dtype=xp.float64)
+  valid = c <= n
+  # Loader's saddle-point pmf (1e-14 absolute in log at n = 1e7; the gammaln
+  # difference loses ~1e-8 there)
+  w = xp.where(valid, xp.exp(f.log_bin_prob(c, n, total)), 0.0)
+  tail = f.cut_mass(n, total, lo, width)
+  return alpha, r, lo, c, w, tail
+
+
+def sym_eval(e, n, p, alpha, r, lo, c, w, tail, block, ns=JAX):
+  """(delta, Q-mass, ok) at e = exp(eps) for one lane of the fast kernel.
+
+  delta includes the cut mass ``tail`` and the rounding allowance; Q-mass is
+  ``-d delta / d e`` (the Q-probability of the set {P > e Q}), >= 0.
+  ``ok`` is False where a threshold step was not in {0, 1} (then delta = 1,
+  the trivial bound).
+  """
+  xp, f = ns.xp, _special(ns)
+  width = c.shape[0]
+  nb = width // block
+  rho = 0.5
+  sig = alpha * (p - 1.0) * (1.0 + e) / r
+  v = (1.0 - p * e) * alpha / r
+  theta = (p * e - 1.0) / ((p - 1.0) * (1.0 + e))
+  theta = xp.clip(theta, 0.0, 1.0)
+  cb = c.reshape(nb, block)
+  tb = xp.floor(cb * theta) + 1.0
+  mb = cb - 1.0
+  # block 0 starts at c = 0 when lo == 0: anchor it at c = 1 (the c = 0 cell
+  # contributes exactly 0: t_0 = 1 > 0 = c)
+  s = xp.where((xp.arange(nb) == 0) & (lo == 0), 1, 0)
+  ca = cb[:, 0] + s
+  ta = xp.where(s == 1, tb[:, 1], tb[:, 0])
+  ma = ca - 1.0
+  xa = f.binom_sf(ta, ma, rho)
+  # jax's betainc is not correctly rounded: against scipy its relative error
+  # was <= 0.5 M eps for m <= 1e7 (one outlier of 7.9 M eps at m = 3e7),
+  # with M the magnitude of the log-Gamma terms of its prefactor; allow 16 M
+  # eps on each anchor (added to delta through err_g below).
+  lg = xp.abs(f.lgamma(xp.stack([ma + 1.0, xp.maximum(ta, 1.0),
+                                   xp.maximum(ma - ta + 2.0, 1.0)])))  # one call
+  mag = lg[0] + lg[1] + lg[2] + (ma + 1.0) * math.log(2.0) + 1.0
+  err_anchor = 16.0 * _EPS64 * mag * xp.abs(xa)
+  lfa = f.log_bin_prob(ta - 1.0, ma, rho)
+  # steps i -> i+1 inside a block
+  ti, mi = tb[:, :-1], mb[:, :-1]
+  d = tb[:, 1:] - ti
+  ok = xp.all((d == 0) | (d == 1))
+  active = xp.arange(block - 1)[None, :] >= s[:, None]
+  d0 = d == 0
+  ratio = xp.where(d0, (mi + 1.0) / (2.0 * xp.maximum(mi - ti + 2.0, 1.0)),
+                    (mi + 1.0) / (2.0 * xp.maximum(ti, 1.0)))
+  g = xp.where(d0, 0.5, (ti - mi - 1.0) / (2.0 * xp.maximum(ti, 1.0)))
+  logr = xp.where(active, xp.log(ratio), 0.0)
+  zero = xp.zeros((nb, 1))
+  cums = xp.concatenate([zero, xp.cumsum(logr, axis=1)], axis=1)
+  logb = lfa[:, None] + cums
+  b = xp.exp(logb)
+  incr = xp.where(active, b[:, :-1] * g, 0.0)
+  gsum = xp.concatenate([zero, xp.cumsum(incr, axis=1)], axis=1)
+  gval = xa[:, None] + gsum
+  # rounding allowance of the recurrences (relative to the anchor values)
+  kk = xp.maximum(xp.arange(block)[None, :] - s[:, None], 0).astype(xp.float64)
+  big_l = xp.max(xp.abs(logr), axis=1, keepdims=True)
+  fin_logb = xp.where(xp.isfinite(logb), xp.abs(logb), 0.0)
+  # + 64: the anchor log-pmf's own absolute error (Loader form, <= ~40 eps
+  # measured against mpmath up to n = 1e9)
+  rel_b = 1.01 * _EPS64 * (kk * (3.0 + big_l) + kk * kk * big_l + fin_logb + 66.0)
+  err_inc = xp.where(active, xp.abs(incr) * (rel_b[:, :-1] + 2.0 * _EPS64), 0.0)
+  abs_inc = xp.concatenate([zero, xp.cumsum(xp.abs(incr), axis=1)], axis=1)
+  err_g = 1.01 * (xp.concatenate([zero, xp.cumsum(err_inc, axis=1)], axis=1)
+                  + (kk + 1.0) * _EPS64 * (xp.abs(xa)[:, None] + abs_inc)
+                  + err_anchor[:, None])
+  x = xp.clip(gval, 0.0, 1.0).reshape(-1)
+  f = b.reshape(-1)
+  err_g = err_g.reshape(-1)
+  rel_b = rel_b.reshape(-1)
+  live = (kk >= 0).reshape(-1) & ~((xp.arange(block)[None, :] < s[:, None])
+                                   .reshape(-1))
+  kap = v * c
+  a1 = sig * c * rho
+  term1 = a1 * (x + f)
+  term2 = kap * (x + rho * f)
+  inner = xp.where(live, xp.maximum(term1 + term2, 0.0), 0.0)
+  allow = xp.where(live, xp.abs(a1 + kap) * err_g
+                    + xp.abs(a1 + kap * rho) * f * rel_b
+                    + 4.0 * _EPS64 * (xp.abs(term1) + xp.abs(term2)), 0.0)
+  h = xp.sum(w * inner) / n
+  allowance = 1.01 * (xp.sum(w * allow) / n + 2.0 * width * _EPS64 * h)
+  qm = (alpha / r) * ((1.0 - p) * c * rho * (x + f) + p * c * (x + rho * f))
+  qmass = xp.maximum(xp.sum(xp.where(live, w * qm, 0.0)) / n, 0.0)
+  dl = h + allowance + tail
+  dl = xp.where(ok, dl, 1.0)
+  dl = xp.where(e >= p, 0.0, xp.clip(dl, 0.0, 1.0))
+  return dl, qmass, ok
