@@ -55,8 +55,9 @@ def _query(quantity, value, *, q, sigma, num_steps, orders, method, conversion):
   cls = EpsilonResult if is_eps else DeltaResult
   if method == "pld":
     front = jpld.poisson_gaussian_epsilon if is_eps else jpld.poisson_gaussian_delta
-    v = getattr(front(sigma=sigma, q=q, num_steps=num_steps, **{given: value}), quantity)
-    return cls(**{quantity: v, given: value}, method="pld", bound="upper")
+    r = front(sigma=sigma, q=q, num_steps=num_steps, **{given: value})
+    return cls(**{quantity: getattr(r, quantity), given: value}, method="pld", bound="upper",
+               details=r.details)
   orders_np = checks.check_orders(DEFAULT_ORDERS if orders is None else orders)
   args = (q, sigma, num_steps, value)
   if host_scalars(*args):

@@ -21,11 +21,14 @@ reports a certified bracket, not only an upper bound:
 
 How it computes (see ``jaxacct.accounting._composition``): each leaf
 event becomes upper/lower PLD pairs (or an RDP curve), composed per
-direction by one FFT (``jaxacct.pld.compose_many``). Two exact shortcuts:
-a ledger of Gaussian mechanisms only is one Gaussian mechanism (closed form,
-Balle & Wang, arXiv:1805.06530v2, Thm 8; Dong, Roth, Su, arXiv:1905.02383v3,
-Cor. 3.3), and a ledger that is one random-allocation event is exactly
-``jaxacct.allocation.pld.allocation_pld_epsilon`` / ``_delta``.
+direction by one FFT (``jaxacct.pld.compose_many``). Shortcuts: a ledger
+of Gaussian mechanisms only is one Gaussian mechanism (closed form, Balle &
+Wang, arXiv:1805.06530v2, Thm 8; Dong, Roth, Su, arXiv:1905.02383v3, Cor.
+3.3); a ledger that one scheme's door answers is that door's answer
+(``jaxacct.accounting._scheme_doors``: one random-allocation event is
+``jaxacct.allocation.pld.allocation_pld_epsilon``; one Poisson-subsampled
+Gaussian event composed T times is ``jaxacct.poisson.epsilon(method="pld")``
+on this accountant's grid), so door and accountant agree.
 
 Composition is lazy: ``compose`` only records; the first query builds and
 caches the composed PLDs (per-event PLDs are cached too, so repeated
@@ -49,7 +52,7 @@ from jaxacct.accounting import _composition as comp
 from jaxacct.accounting import _optional, _state, _views, mixtures
 from jaxacct.accounting._mechanisms import rdp_pair
 from jaxacct.accounting import events as ev
-from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
+from jaxacct.accounting._scheme_doors import scheme_door
 
 NeighboringRelation = _optional.NeighboringRelation
 UnsupportedEventError = _optional.UnsupportedEventError
@@ -62,13 +65,13 @@ class _Composed:
   """Cached composition of a ledger (upper/lower per direction)."""
 
   def __init__(self, *, method, upper=None, lower_fn=None, exact_mu=None,
-               allocation=None, nonprivate=False, empty=False, details=None):
+               door=None, nonprivate=False, empty=False, details=None):
     self.method = method
     self.upper = upper            # PairPLD (pessimistic) or None
     self._lower_fn = lower_fn     # () -> (PairPLD or None, lower details)
     self._lower = None
     self.exact_mu = exact_mu      # Gaussian shortcut
-    self.allocation = allocation  # (event, count) for the allocation shortcut
+    self.door = door              # _scheme_doors.SchemeDoor: a scheme's own door
     self.nonprivate = nonprivate
     self.empty = empty
     self.details = details or {}
@@ -108,8 +111,9 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
       composition for connect-the-dots).
     tail_mass: truncation mass per side of the FFT compositions (charged to
       delta on the upper side, allowed for on the lower side), in (0, 1e-3].
-    shortcuts: use the exact Gaussian closed form and the direct allocation
-      path when the ledger allows (default True).
+    shortcuts: use the exact Gaussian closed form, and a scheme's own door
+      for a ledger of one random-allocation event or of one Poisson-subsampled
+      Gaussian event (add/remove), when the ledger allows (default True).
     component_cache: optional dict shared by accountants with the same
       relation and grid, to reuse per-event PLDs (``copy`` shares its own).
     truncated: ``TruncatedSubsampledGaussianDpEvent``'s upper pair: ``"jaxacct"``
@@ -274,14 +278,19 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
       return result(v, method="gaussian_exact", bound="exact", lower=v,
                     by_direction={"remove": (v, v), "add": (v, v)},
                     details=dict(c.details, mu=c.exact_mu))
-    if c.allocation is not None:
-      fn = allocation_pld_epsilon if is_eps else allocation_pld_delta
-      r = fn(**{given: value}, **c.allocation)
-      bd = {d: tuple(float(x) for x in v) for d, v in r.by_direction.items()}
-      return result(float(getattr(r, quantity)), method="allocation_pld", bound="upper",
-                    lower=float(r.lower), by_direction=bd, details=dict(c.details))
-    query = jpld.epsilon if is_eps else jpld.delta
-    ups = {d: float(query(getattr(c.upper, d), value)) for d in ("remove", "add")}
+    if c.door is not None:
+      r = c.door.ask(quantity, value)
+      v = float(getattr(r, quantity))
+      if c.door.with_lower:
+        bd = {d: tuple(float(x) for x in b) for d, b in r.by_direction.items()}
+        return result(v, method=c.method, bound="upper", lower=float(r.lower),
+                      by_direction=bd, details=dict(c.details))
+      if not with_lower:
+        return result(v, method=c.method, bound="upper", details=dict(c.details))
+      ups = {d: float(r.details[d]) for d in ("remove", "add")}   # lower: c's lower_fn
+    else:
+      query = jpld.epsilon if is_eps else jpld.delta
+      ups = {d: float(query(getattr(c.upper, d), value)) for d in ("remove", "add")}
     if not with_lower:
       return result(max(ups.values()), method=c.method, bound="upper",
                     details=dict(c.details))
@@ -401,19 +410,11 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     if not live:
       self._composed = _Composed(method="none", empty=True)
       return self._composed
-    if self._shortcuts:
-      # one random-allocation event, composed once: the module's own answer
-      if len(live) == 1 and live[0][1] == 1 and isinstance(
-          live[0][0], ev.RandomAllocationDpEvent):
-        e = live[0][0]
-        kw = dict(sigma=e.sigma if isinstance(e.mechanism, str) else None,
-                  steps_per_epoch=int(e.steps_per_epoch), num_selected=int(e.num_selected),
-                  num_epochs=int(e.num_epochs), mechanism=e.mechanism)
-        det = {"components": [(str(e), 1)],
-               "lower_scope": "mechanism" if int(e.num_selected) == 1
-               else "reduction"}
-        self._composed = _Composed(method="allocation_pld", allocation=kw,
-                                   details=det)
+    if self._shortcuts:   # a ledger one scheme's own door answers (_scheme_doors)
+      door = scheme_door(live, self.neighboring_relation, self._step)
+      if door is not None:
+        self._composed = _Composed(method=door.method, door=door, details=door.details,
+                                   lower_fn=lambda: self._lower_of(self._screen(live)[0]))
         return self._composed
     items, det, done = self._screen(live)
     if done is not None:
@@ -460,22 +461,22 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
       self._fft[1] = size
     upper = jpld.PairPLD(*[self._compose(
         [getattr(u, d) for u in ups], counts, size=size) for d in ("remove", "add")])
-    def lower_fn():
-      lows = [(comp.resolve(c.lower), n) for c, n in items if c.lower is not None]
-      lower = None
-      if lows:
-        lower = jpld.PairPLD(*[self._compose(
-            [getattr(lo, d) for lo, _ in lows], [n for _, n in lows])
-            for d in ("remove", "add")])
-      scopes = {c.lower_scope if c.lower is not None else "none" for c, _ in items}
-      scope = ("reduction" if "reduction" in scopes else
-               "partial" if "none" in scopes else "mechanism")
-      return lower, {"lower_scope": scope}
-
     det.update(rdp_fallback=rdp_total is not None)
     self._composed_pld = _Composed(method=method, upper=upper,
-                                   lower_fn=lower_fn, details=det)
+                                   lower_fn=lambda: self._lower_of(items), details=det)
     return self._composed_pld
+
+  def _lower_of(self, items):
+    """``(lower PairPLD or None, {"lower_scope": ...})`` of the (component, count) items."""
+    lows = [(comp.resolve(c.lower), n) for c, n in items if c.lower is not None]
+    lower = None
+    if lows:
+      lower = jpld.PairPLD(*[self._compose([getattr(lo, d) for lo, _ in lows],
+                                           [n for _, n in lows]) for d in ("remove", "add")])
+    scopes = {c.lower_scope if c.lower is not None else "none" for c, _ in items}
+    scope = ("reduction" if "reduction" in scopes else
+             "partial" if "none" in scopes else "mechanism")
+    return lower, {"lower_scope": scope}
 
   def _compose(self, plds, counts, size=None):
     if len(plds) == 1 and counts[0] == 1:

@@ -108,16 +108,16 @@ def _poisson_gaussian_query(quantity, *, sigma, q, num_steps, value, step):
                                      step=step)
     return float(query(pair, kw[arg]))
 
+  cls = EpsilonResult if quantity == "epsilon" else DeltaResult
   if host_scalars(sigma, q, num_steps, value):
     # a scalar question: on the host, zero compiled programs
-    pair = _composed_host(float(sigma), float(q), int(num_steps), step)
-    if quantity == "epsilon":
-      v = max(epsilon_host(pld, value) for pld in pair)
-    else:
-      v = max(delta_host(pld, value) for pld in pair)
-  else:
-    v = _broadcast_loop(one, sigma=sigma, q=q, num_steps=num_steps, **{arg: value})
-  cls = EpsilonResult if quantity == "epsilon" else DeltaResult
+    h = default_step(sigma=sigma, q=q, num_steps=num_steps) if step is None else float(step)
+    pair = _composed_host(float(sigma), float(q), int(num_steps), h)
+    at = epsilon_host if quantity == "epsilon" else delta_host
+    by = {"remove": float(at(pair.remove, value)), "add": float(at(pair.add, value))}
+    return cls(host_f64(max(by.values())), host_f64(value), method="pld", bound="upper",
+               details=dict(by, step=h))
+  v = _broadcast_loop(one, sigma=sigma, q=q, num_steps=num_steps, **{arg: value})
   return cls(host_f64(v), host_f64(value), method="pld", bound="upper")
 
 
@@ -138,7 +138,10 @@ def poisson_gaussian_epsilon(*, sigma, q, num_steps, delta, step=None):
   Returns:
     ``EpsilonResult(epsilon, delta, method="pld", bound="upper")``:
     ``epsilon`` a ``np.float64`` (scalar inputs) or float64 numpy array of
-    the broadcast shape; ``delta`` the given delta (float64).
+    the broadcast shape; ``delta`` the given delta (float64). A scalar
+    question's ``details`` hold each direction's value (``"remove"``,
+    ``"add"``) and the grid ``"step"`` used (``PLDAccountant`` on that grid
+    returns the same epsilon for the same event).
 
   Compiled programs: a scalar question (every argument a Python or NumPy
   scalar) compiles NONE: the grid, truncation, tilted FFT composition and

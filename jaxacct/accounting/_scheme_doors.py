@@ -1,0 +1,87 @@
+r"""Ledgers that one scheme's own door answers: the accountant's scheme shortcuts (private).
+
+One builder per scheme serves both its front door and the accountant, so the
+two return the same number for the same event:
+
+* a ledger that is ONE random-allocation event composed once is
+  :func:`jaxacct.allocation.pld.allocation_pld_epsilon` / ``_delta`` (its
+  upper, certified lower and directions);
+* a ledger that is ONE Poisson-subsampled Gaussian event (add/remove
+  neighbours, ``0 < q < 1``, noise > 0) composed ``T`` times is
+  the Poisson door (``jaxacct.poisson.epsilon`` / ``delta(method="pld")``,
+  whose builder is ``jaxacct.pld._doors``) on the accountant's grid
+  (``step = value_discretization_interval``): the door's per-step truncation
+  and composition, on the host for a scalar question (no compiled program).
+  The door on its own grid reports it in ``details["step"]``; an accountant on
+  that grid returns the same epsilon. The door gives no lower bound: the accountant's bracket
+  takes its lower side from the general path.
+
+Anything else (and ``shortcuts=False``) takes the general FFT path of
+:mod:`jaxacct.accounting._accountant`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple, Optional
+
+from jaxacct import pld as jpld
+from jaxacct.accounting import _composition as comp
+from jaxacct.accounting import _optional
+from jaxacct.accounting import events as ev
+from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
+
+
+class SchemeDoor(NamedTuple):
+  """A scheme's door for a whole ledger: ``ask(quantity, value)`` returns the
+  door's ``EpsilonResult`` / ``DeltaResult``; ``with_lower``: whether it
+  carries a certified ``lower`` and ``by_direction`` (else the upper per
+  direction is in ``details``)."""
+  method: str
+  ask: Callable
+  with_lower: bool
+  details: dict
+
+
+def _poisson_gaussian(event, relation) -> Optional[tuple]:
+  """``(q, sigma)`` of a Poisson-subsampled Gaussian event under add/remove
+  with ``0 < q < 1`` and noise > 0, else None."""
+  cls = _optional.standard_event("PoissonSampledDpEvent")
+  gauss = _optional.standard_event("GaussianDpEvent")
+  if (cls is None or gauss is None or not isinstance(event, cls)
+      or not isinstance(event.event, gauss)
+      or comp.relation_name(relation) != "ADD_OR_REMOVE_ONE"):
+    return None
+  q, s = float(event.sampling_probability), float(event.event.noise_multiplier)
+  return (q, s) if 0.0 < q < 1.0 and s > 0.0 else None
+
+
+def scheme_door(live, relation, step: float) -> Optional[SchemeDoor]:
+  """The door that answers the ledger ``live`` (``[(leaf event, count)]``,
+  validated leaves) exactly, or None (see the module)."""
+  if len(live) != 1:
+    return None
+  event, n = live[0][0], int(live[0][1])
+  if isinstance(event, ev.RandomAllocationDpEvent) and n == 1:
+    kw = dict(sigma=event.sigma if isinstance(event.mechanism, str) else None,
+              steps_per_epoch=int(event.steps_per_epoch),
+              num_selected=int(event.num_selected), num_epochs=int(event.num_epochs),
+              mechanism=event.mechanism)
+    det = {"components": [(str(event), 1)],
+           "lower_scope": "mechanism" if int(event.num_selected) == 1 else "reduction"}
+
+    def ask_allocation(quantity, value):
+      fn = allocation_pld_epsilon if quantity == "epsilon" else allocation_pld_delta
+      return fn(**{"delta" if quantity == "epsilon" else "epsilon": value}, **kw)
+    return SchemeDoor("allocation_pld", ask_allocation, True, det)
+  qs = _poisson_gaussian(event, relation)
+  if qs is not None and n >= 1:
+    kw = dict(sigma=qs[1], q=qs[0], num_steps=n, step=float(step))
+
+    def ask_poisson(quantity, value):
+      if quantity == "epsilon":
+        return jpld.poisson_gaussian_epsilon(delta=value, **kw)
+      return jpld.poisson_gaussian_delta(epsilon=value, **kw)
+    det = {"components": [(f"poisson_gaussian(q={qs[0]:g}, sigma={qs[1]:g})", n)],
+           "neighboring_relation": "ADD_OR_REMOVE_ONE", "step": float(step)}
+    return SchemeDoor("poisson_pld", ask_poisson, False, det)
+  return None
