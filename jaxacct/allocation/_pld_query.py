@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -183,13 +186,53 @@ def sweep_size(c, tau, cap=DEFAULT_SIZE):
   return int(min(n, cap))
 
 
-def too_wide(out):
-  """True where some lane's epsilon sweep bracket is wider than SWEEP_BRACKET (host NumPy;
-  a NaN lane, an invalid input, does not count)."""
+def too_wide(out, counts):
+  """True where some composed lane's (``counts`` = c1 + c2 > 1) epsilon sweep
+  bracket is wider than SWEEP_BRACKET (host NumPy; a NaN lane, an invalid
+  input, does not count). A single-round lane is left out: its query reads the
+  round's own laws, which the host settings would not change."""
   ru, au, rl, al = (np.asarray(a) for a in out)
   with np.errstate(invalid="ignore"):
     wide = [u > SWEEP_BRACKET * np.maximum(l, 0.0) + 1e-9 for u, l in ((ru, rl), (au, al))]
-  return bool(np.any(wide[0] | wide[1]))
+  return bool(np.any((wide[0] | wide[1]) & (np.asarray(counts) > 1)))
+
+
+def sweep_threads(chunks: int) -> int:
+  """Threads running the chunks of a jitted sweep after its first: one per CPU
+  core, at most ``chunks - 1``, on the CPU backend (a compiled law or query
+  program runs its lanes one after another on one core); 1 on accelerators,
+  whose lanes already run in parallel."""
+  if chunks < 2 or jax.default_backend() != "cpu":
+    return 1
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  return max(1, min(int(cores or 1), chunks - 1))
+
+
+#: Held around a chunk's rerun with the host settings: one thread compiles
+#: that program, the others wait for it instead of compiling it again.
+RERUN = threading.Lock()
+
+
+def run_chunks(part, slices, done):
+  """``[part(sl) for sl in slices]`` as ready arrays, in order. The first chunk
+  runs alone (it compiles the programs the others reuse), the rest on
+  :func:`sweep_threads` threads; ``done(1)`` (the progress bar) is called in
+  the calling thread after each chunk. A lane's values depend only on its
+  chunk, so they are those of a serial run, bit for bit. The workers enter
+  the caller's float64 setting (JAX's ``enable_x64`` context is thread-local)."""
+  x64 = bool(jax.config.jax_enable_x64)
+
+  def one(sl):
+    with jax.enable_x64(x64):
+      return jax.block_until_ready(part(sl))
+
+  outs = [one(slices[0])]
+  done(1)
+  with ThreadPoolExecutor(sweep_threads(len(slices))) as ex:
+    for out in ex.map(one, slices[1:]):
+      outs.append(out)
+      done(1)
+  return outs
 
 
 # ----------------------------------------------------------------------------

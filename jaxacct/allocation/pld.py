@@ -328,20 +328,19 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
     out = qy.query_batch(*args, shared=shared, batch=BATCH, sweep=True,
                          **dict(kw, size=sweep_size(ln.c1 + ln.c2, taus[sl]),
                                 tilts=SWEEP_TILTS))
-    if qy.too_wide(out):
-      out = qy.query_batch(*args, shared=shared, batch=BATCH, **kw)
+    if qy.too_wide(out, ln.c1 + ln.c2):
+      with qy.RERUN:   # one thread compiles the host settings' program
+        out = qy.query_batch(*args, shared=shared, batch=BATCH, **kw)
     return out
 
   # Big sweeps run as equal chunks of one compiled shape (a 1,000-sigma sweep
   # compiles what a 128-sigma one does), laws and query, with progress.
   total = lanes.f.shape[0]          # a power of two
   chunk = min(total, SWEEP_CHUNK)   # also a power of two: chunks tile the lanes
-  outs = []
   with progress(total=total // chunk, desc=f"allocation PLD: {lanes.size} lanes",
                 enabled=None if total > chunk else False) as bar:
-    for i in range(0, total, chunk):
-      outs.append(jax.block_until_ready(part(slice(i, i + chunk))))
-      bar.update(1)
+    outs = qy.run_chunks(part, [slice(i, i + chunk) for i in range(0, total, chunk)],
+                         bar.update)
   parts = tuple(np.concatenate([np.asarray(a) for a in o]) for o in zip(*outs)) \
       if len(outs) > 1 else outs[0]
   return tuple(lanes.unpad(p) for p in parts)
