@@ -198,14 +198,14 @@ def too_wide(out, counts):
 
 
 def sweep_threads(chunks: int) -> int:
-  """Threads running the chunks of a jitted sweep after its first: one per CPU
-  core, at most ``chunks - 1``, on the CPU backend (a compiled law or query
-  program runs its lanes one after another on one core); 1 on accelerators,
-  whose lanes already run in parallel."""
+  """Threads running the chunks of a jitted sweep: one per CPU core, at most
+  ``chunks``, on the CPU backend (a compiled law or query program runs its
+  lanes one after another on one core); 1 on accelerators, whose lanes
+  already run in parallel."""
   if chunks < 2 or jax.default_backend() != "cpu":
     return 1
   cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-  return max(1, min(int(cores or 1), chunks - 1))
+  return max(1, min(int(cores or 1), chunks))
 
 
 #: Held around a chunk's rerun with the host settings: one thread compiles
@@ -213,23 +213,40 @@ def sweep_threads(chunks: int) -> int:
 RERUN = threading.Lock()
 
 
-def run_chunks(part, slices, done):
-  """``[part(sl) for sl in slices]`` as ready arrays, in order. The first chunk
-  runs alone (it compiles the programs the others reuse), the rest on
-  :func:`sweep_threads` threads; ``done(1)`` (the progress bar) is called in
-  the calling thread after each chunk. A lane's values depend only on its
-  chunk, so they are those of a serial run, bit for bit. The workers enter
-  the caller's float64 setting (JAX's ``enable_x64`` context is thread-local)."""
+def run_chunks(stages, slices, done):
+  """The chunks ``slices`` through ``stages`` (functions applied in turn, the
+  first to the slice; each output made ready before the next), on :func:`sweep_threads`
+  threads; returns the last stage's outputs in order, calling ``done(1)``
+  (the progress bar) in the calling thread as each chunk's output arrives.
+
+  Another chunk enters a stage only once the first chunk has left it (the
+  first chunk compiles each stage's program; the others reuse it instead of
+  compiling it again), so a fresh process overlaps the first chunk's query
+  compile with the next chunks' laws. A lane's values depend on its chunk
+  only: they are those of a serial run, bit for bit. The workers enter the
+  caller's float64 setting (JAX's ``enable_x64`` context is thread-local)."""
   x64 = bool(jax.config.jax_enable_x64)
+  gates = [threading.Event() for _ in stages]
 
-  def one(sl):
-    with jax.enable_x64(x64):
-      return jax.block_until_ready(part(sl))
+  def run(i):
+    x = slices[i]
+    try:
+      with jax.enable_x64(x64):
+        for gate, stage in zip(gates, stages):
+          if i:
+            gate.wait()
+          x = jax.block_until_ready(stage(x))
+          if not i:
+            gate.set()
+    finally:
+      if not i:     # a failing first chunk: the others run (and raise) alone
+        for gate in gates:
+          gate.set()
+    return x
 
-  outs = [one(slices[0])]
-  done(1)
+  outs = []
   with ThreadPoolExecutor(sweep_threads(len(slices))) as ex:
-    for out in ex.map(one, slices[1:]):
+    for out in ex.map(run, range(len(slices))):
       outs.append(out)
       done(1)
   return outs

@@ -319,9 +319,13 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
                           want_lower=want_lower, **kw)
     return tuple(lanes.unpad(p) for p in parts)
 
-  def part(sl):  # the round laws and the query of one chunk of lanes
+  def round_laws(sl):  # stage 1 of a chunk of lanes: its round laws
     ln = lanes.take(sl)
     *F, shared = _block_laws(ln, tails[sl], grid_size=grid_size, mechanism=mechanism, laws=laws)
+    return sl, ln, F, shared
+
+  def answer(st):       # stage 2: its query
+    sl, ln, F, shared = st
     args = (*F, *(jnp.asarray(a) for a in (ln.c1, ln.c2, ln.q, taus[sl])))
     if not auto or mode != "eps":
       return qy.query_batch(*args, shared=shared, batch=BATCH, **kw)
@@ -339,8 +343,8 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
   chunk = min(total, SWEEP_CHUNK)   # also a power of two: chunks tile the lanes
   with progress(total=total // chunk, desc=f"allocation PLD: {lanes.size} lanes",
                 enabled=None if total > chunk else False) as bar:
-    outs = qy.run_chunks(part, [slice(i, i + chunk) for i in range(0, total, chunk)],
-                         bar.update)
+    outs = qy.run_chunks((round_laws, answer),
+                         [slice(i, i + chunk) for i in range(0, total, chunk)], bar.update)
   parts = tuple(np.concatenate([np.asarray(a) for a in o]) for o in zip(*outs)) \
       if len(outs) > 1 else outs[0]
   return tuple(lanes.unpad(p) for p in parts)
