@@ -9,6 +9,7 @@ evaluated), with the float ledger of :mod:`._pld_compose`; and
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -224,7 +225,9 @@ def run_chunks(stages, slices, done):
   compiling it again), so a fresh process overlaps the first chunk's query
   compile with the next chunks' laws. A lane's values depend on its chunk
   only: they are those of a serial run, bit for bit. The workers enter the
-  caller's float64 setting (JAX's ``enable_x64`` context is thread-local)."""
+  caller's float64 setting (JAX's ``enable_x64`` context is thread-local);
+  with one worker (accelerators) everything runs in the calling thread, under
+  all of the caller's JAX contexts (a ``jax.default_device``, say)."""
   x64 = bool(jax.config.jax_enable_x64)
   gates = [threading.Event() for _ in stages]
 
@@ -244,9 +247,9 @@ def run_chunks(stages, slices, done):
           gate.set()
     return x
 
-  outs = []
-  with ThreadPoolExecutor(sweep_threads(len(slices))) as ex:
-    for out in ex.map(run, range(len(slices))):
+  outs, workers = [], sweep_threads(len(slices))
+  with ThreadPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as ex:
+    for out in (ex.map if ex else map)(run, range(len(slices))):
       outs.append(out)
       done(1)
   return outs
