@@ -332,14 +332,17 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
   fa, fb = (jnp.where(X.a > 0, X.g / jnp.where(X.a > 0, X.a, 1.0), 1.0) for X in (A, B))
   aa, ab = (jnp.concatenate([X.a, jnp.zeros(n)]) for X in (A, B))
   faa, fbb = (jnp.concatenate([f, jnp.ones(n)]) for f in (fa, fb))
-  eD = jnp.exp(D)
+  eD, emD = jnp.exp(D), jnp.exp(-D)
 
   def split(mass, s_rel, k):
-    # s_rel: sum / x_h; target cell offset k or k+1
-    rk = jnp.exp(k * D)
-    up, f = s_rel >= rk * eD, s_rel / rk
+    # s_rel: sum / x_h; target cell offset k or k+1. Moments in units of the
+    # cell's left knot: s_rel r^-k (r^-(k+1) for the next cell), multiplied by
+    # the rounded scalars e^{-kD}, e^{-D} (as many roundings as dividing by
+    # e^{kD}, e^D: the same position ledger; vector divisions cost ~23 % of
+    # the lower pair's CPU, n = 1024, 2026-11-25).
+    up, f = s_rel >= jnp.exp(k * D) * eD, s_rel * jnp.exp(-k * D)
     m0, m1 = jnp.where(up, 0.0, mass), jnp.where(up, mass, 0.0)
-    return m0, m0 * f, m1, m1 * f / eD
+    return m0, m0 * f, m1, m1 * f * emD
 
   def step(L):
     a_a, b_a, fa_, fb_ = A.a[:L], B.a[:L], fa[:L], fb[:L]
