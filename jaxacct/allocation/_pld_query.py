@@ -166,8 +166,8 @@ SWEEP_MIN_SIZE = 1 << 11
 #: bracket at 1.013-1.07 for t = 234, E = 3, delta = 1e-9, sigma ~ 1, at 2**11 and
 #: 2**13 alike: far mass folds in at the saddle tilt; 4: 1.0021, as at 2**15).
 SWEEP_TILTS = 4
-#: A sweep chunk where some lane's bracket (upper over lower, either direction)
-#: is wider than this runs again with the host path's settings (2**15 points,
+#: A sweep chunk where some composed lane's (k E > 1) bracket (upper over lower,
+#: either direction) is wider than this runs again with the host path's settings (2**15 points,
 #: DEFAULT_TILTS, the full Chernoff grid): the ladder's estimate of the lattice
 #: error is a width argument and misses an epsilon that is tiny against the
 #: window (sigma = 50, t = 1e6, E = 3, delta = 1e-15: 10 % wider at 2**12).

@@ -85,14 +85,15 @@ Algorithm and grid choices
 * Host and jit: a question of at most ``HOST_LANES`` lanes composes and
   queries on the host (NumPy, the same text through
   :mod:`jaxacct._core.namespace`; no query program is compiled); larger
-  arrays run the jitted ``query_batch`` in chunks. No static argument of the
+  arrays run the jitted laws and ``query_batch`` in chunks (on one thread per
+  CPU core: :func:`._pld_query.run_chunks`). No static argument of the
   jitted query depends on t, k or E (batch-wide ``lax.cond`` choose one or two
   round types and skip the composition when every lane is a single round).
   A jitted epsilon sweep with the default ``composition_size=None`` takes its
   lattice from a ladder by k E (:func:`sweep_size`: one program per bucket
   2**11 .. 2**15, so a new k E across a bucket boundary compiles that bucket
-  once) and a coarser Chernoff grid; a chunk with a
-  bracket wider than ``SWEEP_BRACKET`` runs again with the host settings.
+  once) and a coarser Chernoff grid; a chunk where a composed lane's (k E > 1)
+  bracket is wider than ``SWEEP_BRACKET`` runs again with the host settings.
 
 Mechanisms given as discrete PLDs (``mechanism=`` a ``jaxacct.pld.PLD``)
 -----------------------------------------------------------------------
@@ -438,7 +439,8 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
       with a coarser Chernoff grid (tightness
       only: both sides stay certified; the upper moves by about 1e-4
       relative or less), and runs a chunk again with the host settings
-      where a bracket is wider than ``SWEEP_BRACKET``; delta sweeps use
+      where a composed lane's bracket is wider than ``SWEEP_BRACKET``
+      (a single round's bracket is its laws'); delta sweeps use
       2**15.
     with_lower: False skips the certified lower bound (``lower`` and the
       lower entries of ``by_direction`` are then NaN): about a third of the
