@@ -371,15 +371,17 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
         use = jnp.where(d > 0, 1.0, 0.0)
         m0, g0, m1, g1 = m0 + use * n0, g0 + use * h0, m1 + use * n1, g1 + use * h1
       start = d + k - o
-      sa = lax.dynamic_slice(out, (start,), (L + 1,))
-      sa = sa.at[:L].add(m0).at[1:].add(m1)
-      out = lax.dynamic_update_slice(out, sa, (start,))
-      sg = lax.dynamic_slice(out, (start + buf,), (L + 1,))
-      sg = sg.at[:L].add(g0).at[1:].add(g1)
-      return lax.dynamic_update_slice(out, sg, (start + buf,))
+      # four rows (a, g into cell k; a, g into k + 1), added in finish as the
+      # upper's two, one slice per row: laws at 0.94x the CPU (2026-11-25)
+      for r, x in enumerate((m0, g0, m1, g1)):
+        s = start + r * buf
+        out = lax.dynamic_update_slice(out, lax.dynamic_slice(out, (s,), (L,)) + x, (s,))
+      return out
     return body
 
   def finish(out, pre):
+    nxt = lambda r: jnp.concatenate([jnp.zeros(1), out[r * buf:(r + 1) * buf - 1]])
+    out = jnp.concatenate([out[:buf] + nxt(2), out[buf:2 * buf] + nxt(3)])   # (a | g) rows
     if pre is not None:   # far field d >= d_lo (kappa = 0, o = 0 when it is not empty)
       P, T = pre
       c = far_lower(A, B, D, d_lo, n, pre=(P[:2], T[:2]))
@@ -400,7 +402,7 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
     return LowerLaw(outa, outg, A.q0 * B.q0)
 
   lows = [A.a[:n], A.g[:n]] + ([] if symmetric else [B.a[:n], B.g[:n]])
-  return step, finish, jnp.zeros(2 * buf), lows
+  return step, finish, jnp.zeros(4 * buf), lows
 
 
 def _lower_exact(pairs, D, n: int, pieces: int, far: bool = True):   # fine kernel: ([P + R], o)

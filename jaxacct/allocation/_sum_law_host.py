@@ -172,6 +172,9 @@ def _lower_exact(pairs, D, n: int, far: bool = True):
   m = out_size(n)
   band = int(band_limits(kap, om, n, HOST)[1]) if far else n
   blocks, idx, total = _index(kap, o, n, band)
+  hi = np.zeros(total, bool)     # the weights of part 1 (into cell k + 1)
+  for d0, d1, L, off in blocks:
+    hi[off:off + 2 * L * (d1 - d0)] = np.tile(np.repeat([False, True], L), d1 - d0)
   fr = lambda X: np.where(X.a > 0, X.g / np.where(X.a > 0, X.a, 1.0), 1.0)
   eD, emD = np.exp(D), np.exp(-D)
   d = np.arange(n)
@@ -200,8 +203,10 @@ def _lower_exact(pairs, D, n: int, far: bool = True):
                     _shifted(fp, n, 1.0, d0, d1, L) + fq[None, :L] * rd, rk, eD, rkm, emD)
         wa[first:] += ha[first:]
         wg[first:] += hg[first:]
-    outa = np.bincount(idx, fa, minlength=m)[:m]
-    outg = np.bincount(idx, fg, minlength=m)[:m]
+    # the cell-k and cell-(k + 1) parts summed apart, then added (the jitted rows)
+    outa, outg = (np.bincount(idx[hi], w[:total][hi], minlength=m + 1)[:m]
+                  + np.bincount(idx[~hi], w[:total][~hi], minlength=m + 1)[:m]
+                  for w in (fa, fg))
     if band < n:   # far field (o = 0): as _sum_law._lower_parts' finish
       c = far_lower(P, R, D, band, n, HOST)
       if sym:
