@@ -9,8 +9,12 @@ evaluated), with the float ledger of :mod:`._pld_compose`; and
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -162,8 +166,8 @@ SWEEP_MIN_SIZE = 1 << 11
 #: bracket at 1.013-1.07 for t = 234, E = 3, delta = 1e-9, sigma ~ 1, at 2**11 and
 #: 2**13 alike: far mass folds in at the saddle tilt; 4: 1.0021, as at 2**15).
 SWEEP_TILTS = 4
-#: A sweep chunk where some lane's bracket (upper over lower, either direction)
-#: is wider than this runs again with the host path's settings (2**15 points,
+#: A sweep chunk where some composed lane's (k E > 1) bracket (upper over lower,
+#: either direction) is wider than this runs again with the host path's settings (2**15 points,
 #: DEFAULT_TILTS, the full Chernoff grid): the ladder's estimate of the lattice
 #: error is a width argument and misses an epsilon that is tiny against the
 #: window (sigma = 50, t = 1e6, E = 3, delta = 1e-15: 10 % wider at 2**12).
@@ -183,13 +187,72 @@ def sweep_size(c, tau, cap=DEFAULT_SIZE):
   return int(min(n, cap))
 
 
-def too_wide(out):
-  """True where some lane's epsilon sweep bracket is wider than SWEEP_BRACKET (host NumPy;
-  a NaN lane, an invalid input, does not count)."""
+def too_wide(out, counts):
+  """True where some composed lane's (``counts`` = c1 + c2 > 1) epsilon sweep
+  bracket is wider than SWEEP_BRACKET (host NumPy; a NaN lane, an invalid
+  input, does not count). A single-round lane is left out: its query reads the
+  round's own laws, which the host settings would not change."""
   ru, au, rl, al = (np.asarray(a) for a in out)
   with np.errstate(invalid="ignore"):
     wide = [u > SWEEP_BRACKET * np.maximum(l, 0.0) + 1e-9 for u, l in ((ru, rl), (au, al))]
-  return bool(np.any(wide[0] | wide[1]))
+  return bool(np.any((wide[0] | wide[1]) & (np.asarray(counts) > 1)))
+
+
+def sweep_threads(chunks: int) -> int:
+  """Threads running the chunks of a jitted sweep: one per CPU core, at most
+  ``chunks``, on the CPU backend (a compiled law or query program runs its
+  lanes one after another on one core); 1 on accelerators, whose lanes
+  already run in parallel."""
+  if chunks < 2 or jax.default_backend() != "cpu":
+    return 1
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  return max(1, min(int(cores or 1), chunks))
+
+
+#: Held around a chunk's rerun with the host settings: one thread compiles
+#: that program, the others wait for it instead of compiling it again.
+RERUN = threading.Lock()
+
+
+def run_chunks(stages, slices, done):
+  """The chunks ``slices`` through ``stages`` (functions applied in turn, the
+  first to the slice; each output made ready before the next), on :func:`sweep_threads`
+  threads; returns the last stage's outputs in order, calling ``done(1)``
+  (the progress bar) in the calling thread as each chunk's output arrives.
+
+  Another chunk enters a stage only once the first chunk has left it (the
+  first chunk compiles each stage's program; the others reuse it instead of
+  compiling it again), so a fresh process overlaps the first chunk's query
+  compile with the next chunks' laws. A lane's values depend on its chunk
+  only: they are those of a serial run, bit for bit. The workers enter the
+  caller's float64 setting (JAX's ``enable_x64`` context is thread-local);
+  with one worker (accelerators) everything runs in the calling thread, under
+  all of the caller's JAX contexts (a ``jax.default_device``, say)."""
+  x64 = bool(jax.config.jax_enable_x64)
+  gates = [threading.Event() for _ in stages]
+
+  def run(i):
+    x = slices[i]
+    try:
+      with jax.enable_x64(x64):
+        for gate, stage in zip(gates, stages):
+          if i:
+            gate.wait()
+          x = jax.block_until_ready(stage(x))
+          if not i:
+            gate.set()
+    finally:
+      if not i:     # a failing first chunk: the others run (and raise) alone
+        for gate in gates:
+          gate.set()
+    return x
+
+  outs, workers = [], sweep_threads(len(slices))
+  with ThreadPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as ex:
+    for out in (ex.map if ex else map)(run, range(len(slices))):
+      outs.append(out)
+      done(1)
+  return outs
 
 
 # ----------------------------------------------------------------------------

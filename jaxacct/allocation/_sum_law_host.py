@@ -151,16 +151,16 @@ def conv_upper_host(pairs, D, n: int, far: bool = True):
   return sums, o
 
 
-def _split_into(wa, wg, mass, s_rel, rk, eD):
+def _split_into(wa, wg, mass, s_rel, rk, eD, rkm, emD):
   """Barycentric cell of each pair: mass and moment (units of the target cell's
   left knot) into part 0 (cell start_d + i) or part 1 (the next cell)."""
   up = s_rel >= (rk * eD)[:, None]
-  f = s_rel / rk[:, None]
+  f = s_rel * rkm[:, None]   # as the jitted split: times e^{-kD} (rkm), e^{-D} (emD)
   np.multiply(mass, ~up, out=wa[:, 0])
   np.multiply(mass, up, out=wa[:, 1])
   np.multiply(wa[:, 0], f, out=wg[:, 0])
   np.multiply(wa[:, 1], f, out=wg[:, 1])
-  wg[:, 1] /= eD
+  wg[:, 1] *= emD
 
 
 def _lower_exact(pairs, D, n: int, far: bool = True):
@@ -172,11 +172,14 @@ def _lower_exact(pairs, D, n: int, far: bool = True):
   m = out_size(n)
   band = int(band_limits(kap, om, n, HOST)[1]) if far else n
   blocks, idx, total = _index(kap, o, n, band)
+  hi = np.zeros(total, bool)     # the weights of part 1 (into cell k + 1)
+  for d0, d1, L, off in blocks:
+    hi[off:off + 2 * L * (d1 - d0)] = np.tile(np.repeat([False, True], L), d1 - d0)
   fr = lambda X: np.where(X.a > 0, X.g / np.where(X.a > 0, X.a, 1.0), 1.0)
-  eD = np.exp(D)
+  eD, emD = np.exp(D), np.exp(-D)
   d = np.arange(n)
   rd_all = np.exp(-d * D)[:, None]
-  rk_all = np.exp(kap * D)
+  rk_all, rkm_all = np.exp(kap * D), np.exp(-kap * D)
   i = np.arange(n)
   keep = i >= o
   sums = []
@@ -187,9 +190,9 @@ def _lower_exact(pairs, D, n: int, far: bool = True):
       rows = d1 - d0
       wa = fa[off:off + 2 * L * rows].reshape(rows, 2, L)
       wg = fg[off:off + 2 * L * rows].reshape(rows, 2, L)
-      rd, rk = rd_all[d0:d1], rk_all[d0:d1]
+      rd, rk, rkm = rd_all[d0:d1], rk_all[d0:d1], rkm_all[d0:d1]
       _split_into(wa, wg, P.a[None, :L] * _shifted(R.a, n, 0.0, d0, d1, L),
-                  _shifted(fq, n, 1.0, d0, d1, L) + fp[None, :L] * rd, rk, eD)
+                  _shifted(fq, n, 1.0, d0, d1, L) + fp[None, :L] * rd, rk, eD, rkm, emD)
       first = 1 if d0 == 0 else 0
       if sym:
         wa[first:] *= 2.0
@@ -197,11 +200,13 @@ def _lower_exact(pairs, D, n: int, far: bool = True):
       else:
         ha, hg = np.empty_like(wa), np.empty_like(wg)
         _split_into(ha, hg, _shifted(P.a, n, 0.0, d0, d1, L) * R.a[None, :L],
-                    _shifted(fp, n, 1.0, d0, d1, L) + fq[None, :L] * rd, rk, eD)
+                    _shifted(fp, n, 1.0, d0, d1, L) + fq[None, :L] * rd, rk, eD, rkm, emD)
         wa[first:] += ha[first:]
         wg[first:] += hg[first:]
-    outa = np.bincount(idx, fa, minlength=m)[:m]
-    outg = np.bincount(idx, fg, minlength=m)[:m]
+    # the cell-k and cell-(k + 1) parts summed apart, then added (the jitted rows)
+    outa, outg = (np.bincount(idx[hi], w[:total][hi], minlength=m + 1)[:m]
+                  + np.bincount(idx[~hi], w[:total][~hi], minlength=m + 1)[:m]
+                  for w in (fa, fg))
     if band < n:   # far field (o = 0): as _sum_law._lower_parts' finish
       c = far_lower(P, R, D, band, n, HOST)
       if sym:

@@ -85,14 +85,15 @@ Algorithm and grid choices
 * Host and jit: a question of at most ``HOST_LANES`` lanes composes and
   queries on the host (NumPy, the same text through
   :mod:`jaxacct._core.namespace`; no query program is compiled); larger
-  arrays run the jitted ``query_batch`` in chunks. No static argument of the
+  arrays run the jitted laws and ``query_batch`` in chunks (on one thread per
+  CPU core: :func:`._pld_query.run_chunks`). No static argument of the
   jitted query depends on t, k or E (batch-wide ``lax.cond`` choose one or two
   round types and skip the composition when every lane is a single round).
   A jitted epsilon sweep with the default ``composition_size=None`` takes its
   lattice from a ladder by k E (:func:`sweep_size`: one program per bucket
   2**11 .. 2**15, so a new k E across a bucket boundary compiles that bucket
-  once) and a coarser Chernoff grid; a chunk with a
-  bracket wider than ``SWEEP_BRACKET`` runs again with the host settings.
+  once) and a coarser Chernoff grid; a chunk where a composed lane's (k E > 1)
+  bracket is wider than ``SWEEP_BRACKET`` runs again with the host settings.
 
 Mechanisms given as discrete PLDs (``mechanism=`` a ``jaxacct.pld.PLD``)
 -----------------------------------------------------------------------
@@ -319,29 +320,32 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
                           want_lower=want_lower, **kw)
     return tuple(lanes.unpad(p) for p in parts)
 
-  def part(sl):  # the round laws and the query of one chunk of lanes
+  def round_laws(sl):  # stage 1 of a chunk of lanes: its round laws
     ln = lanes.take(sl)
     *F, shared = _block_laws(ln, tails[sl], grid_size=grid_size, mechanism=mechanism, laws=laws)
+    return sl, ln, F, shared
+
+  def answer(st):       # stage 2: its query
+    sl, ln, F, shared = st
     args = (*F, *(jnp.asarray(a) for a in (ln.c1, ln.c2, ln.q, taus[sl])))
     if not auto or mode != "eps":
       return qy.query_batch(*args, shared=shared, batch=BATCH, **kw)
     out = qy.query_batch(*args, shared=shared, batch=BATCH, sweep=True,
                          **dict(kw, size=sweep_size(ln.c1 + ln.c2, taus[sl]),
                                 tilts=SWEEP_TILTS))
-    if qy.too_wide(out):
-      out = qy.query_batch(*args, shared=shared, batch=BATCH, **kw)
+    if qy.too_wide(out, ln.c1 + ln.c2):
+      with qy.RERUN:   # one thread compiles the host settings' program
+        out = qy.query_batch(*args, shared=shared, batch=BATCH, **kw)
     return out
 
   # Big sweeps run as equal chunks of one compiled shape (a 1,000-sigma sweep
   # compiles what a 128-sigma one does), laws and query, with progress.
   total = lanes.f.shape[0]          # a power of two
   chunk = min(total, SWEEP_CHUNK)   # also a power of two: chunks tile the lanes
-  outs = []
   with progress(total=total // chunk, desc=f"allocation PLD: {lanes.size} lanes",
                 enabled=None if total > chunk else False) as bar:
-    for i in range(0, total, chunk):
-      outs.append(jax.block_until_ready(part(slice(i, i + chunk))))
-      bar.update(1)
+    outs = qy.run_chunks((round_laws, answer),
+                         [slice(i, i + chunk) for i in range(0, total, chunk)], bar.update)
   parts = tuple(np.concatenate([np.asarray(a) for a in o]) for o in zip(*outs)) \
       if len(outs) > 1 else outs[0]
   return tuple(lanes.unpad(p) for p in parts)
@@ -435,7 +439,8 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
       with a coarser Chernoff grid (tightness
       only: both sides stay certified; the upper moves by about 1e-4
       relative or less), and runs a chunk again with the host settings
-      where a bracket is wider than ``SWEEP_BRACKET``; delta sweeps use
+      where a composed lane's bracket is wider than ``SWEEP_BRACKET``
+      (a single round's bracket is its laws'); delta sweeps use
       2**15.
     with_lower: False skips the certified lower bound (``lower`` and the
       lower entries of ``by_direction`` are then NaN): about a third of the
