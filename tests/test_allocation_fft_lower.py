@@ -153,9 +153,12 @@ def test_front_door_values_unchanged_and_brackets():
                         0.7313885103261876, 4.516478509635698, 1.2124793594081564,
                         0.17745679206657253, 9.263486890369776])
   up, lo = np.asarray(r.epsilon), np.asarray(r.lower)
-  # the far field re-associates the upper's split sums (~1e-15 per level) and
-  # the float ledger grew by sl.far_ulps: measured <= 1e-11 relative (2026-11-25)
-  np.testing.assert_allclose(up, up_before, rtol=3e-11, atol=0.0)
+  # an array question composes on the sweep ladder's lattice (allocation.pld.sweep_size,
+  # a coarser Chernoff grid): uppers at or above the pinned ones (the host path's,
+  # measured <= 1e-11 apart from them) by at most the ladder's documented 8e-5
+  # (measured <= 1.53e-5, 2026-11-25)
+  assert np.all(up >= up_before * (1 - 3e-11)) and np.all(up <= up_before * (1 + 8e-5)), (
+      up / up_before - 1)
   # the lower sums run on the 2x coarser lattice since (tests/test_lower_coarse.py):
   # a certified lower never above the exact one, within 2e-3 below it
   assert np.all(lo <= lo_before * (1 + 1e-12)) and np.all(lo >= lo_before * (1 - 2e-3))
