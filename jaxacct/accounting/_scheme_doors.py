@@ -11,7 +11,8 @@ two return the same number for the same event:
   the Poisson door (``jaxacct.poisson.epsilon`` / ``delta(method="pld")``,
   whose builder is ``jaxacct.pld._doors``) on the accountant's grid
   (``step = value_discretization_interval``): the door's per-step truncation
-  and composition, on the host for a scalar question (no compiled program).
+  and composition (its own tail masses; the accountant's ``tail_mass`` is for
+  the general path), on the host for a scalar question (no compiled program).
   The door on its own grid reports it in ``details["step"]``; an accountant on
   that grid returns the same epsilon. The door gives no lower bound: the accountant's bracket
   takes its lower side from the general path.
