@@ -51,7 +51,6 @@ from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.accounting import _composition as comp
 from jaxacct.accounting import _optional, _state, _views, mixtures
 from jaxacct.accounting._mechanisms import rdp_pair
-from jaxacct.accounting import events as ev
 from jaxacct.accounting._scheme_doors import scheme_door
 
 NeighboringRelation = _optional.NeighboringRelation
@@ -167,8 +166,8 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
   tail_mass = _setting("_tail", "Truncation mass per side of each FFT composition (float).")
   truncated = _setting("_truncated", "Which upper pair ``TruncatedSubsampledGaussianDpEvent`` "
                        'gets ("jaxacct" or "dp_accounting").')
-  shortcuts = _setting("_shortcuts", "Whether closed forms replace FFT composition where "
-                       "they are exact (all-Gaussian ledgers; bool).")
+  shortcuts = _setting("_shortcuts", "Whether the Gaussian closed form and the scheme doors "
+                       "(one allocation or Poisson-Gaussian event) replace FFT composition (bool).")
 
   @property
   def events(self) -> tuple:
