@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -23,6 +22,7 @@ import numpy as np
 from jaxacct._core.batching import lanes_per_block, map_blocks
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.namespace import JAX, host_call
+from jaxacct._core.parallel import cores
 from jaxacct.allocation._pld_compose import DEFAULT_SIZE, Composed, compose_laws
 from jaxacct.allocation._pld_laws import deltas, epsilons
 from jaxacct._core.compiled import jit
@@ -205,8 +205,7 @@ def sweep_threads(chunks: int) -> int:
   already run in parallel."""
   if chunks < 2 or jax.default_backend() != "cpu":
     return 1
-  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-  return max(1, min(int(cores or 1), chunks))
+  return max(1, min(cores(), chunks))
 
 
 #: Held around a chunk's rerun with the host settings: one thread compiles

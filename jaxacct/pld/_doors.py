@@ -9,12 +9,13 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.namespace import host_scalars
+from jaxacct._core.parallel import host_map
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct.pld._compose import compose, compose_host
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, PairPLD
 from jaxacct.pld._query import delta_both, delta_host, epsilon_both, epsilon_host
 from jaxacct.pld._mechanisms import (DEFAULT_STEP, truncate_to_bucket, truncate_to_bucket_host,
-                                    poisson_gaussian_pair, poisson_gaussian_pair_host)
+                                    poisson_gaussian_host, poisson_gaussian_pair)
 
 _MAX_STEP_GRID = 4_000_000
 
@@ -73,8 +74,11 @@ def _composed_host(sigma, q, num_steps, step):
   if step is None:
     step = default_step(sigma=sigma, q=q, num_steps=num_steps)
   tail = _tail_mass(num_steps)
-  return PairPLD(*(compose_host(truncate_to_bucket_host(p, tail), int(num_steps))
-                   for p in poisson_gaussian_pair_host(sigma, q, step=step)))
+
+  def one(direction):   # each direction built and composed on its own core
+    p = poisson_gaussian_host(sigma, q, direction=direction, step=step)
+    return compose_host(truncate_to_bucket_host(p, tail), int(num_steps))
+  return PairPLD(*host_map(one, ("remove", "add")))
 
 
 def _broadcast_loop(fn, **kw):

@@ -369,17 +369,16 @@ def poisson_gaussian_pair(sigma, q, **kwargs) -> PairPLD:
                  poisson_gaussian(sigma, q, direction="add", **kwargs))
 
 
-def poisson_gaussian_pair_host(sigma: float, q: float, *, step: float,
-                               pessimistic: bool = True,
-                               tail_mass: float = _DEFAULT_TAIL) -> PairPLD:
-  """:func:`poisson_gaussian_pair` on the host (NumPy/SciPy, no compiled program).
+def poisson_gaussian_host(sigma: float, q: float, *, direction: str, step: float,
+                          pessimistic: bool = True, tail_mass: float = _DEFAULT_TAIL) -> PLD:
+  """:func:`poisson_gaussian` on the host (NumPy/SciPy, no compiled program).
 
   The same formula as the jitted grid kernel (:mod:`jaxacct._core.namespace`),
   for a scalar question; the caller has validated the (float) arguments.
-  The PLDs hold NumPy arrays. Bound: as :func:`poisson_gaussian`.
+  The PLD holds NumPy arrays. Bound: as :func:`poisson_gaussian`.
   """
-  return PairPLD(*(_poisson_gaussian(float(sigma), float(q), d, float(step), bool(pessimistic),
-                                     tail_mass, HOST) for d in ("remove", "add")))
+  return _poisson_gaussian(float(sigma), float(q), direction, float(step), bool(pessimistic),
+                           tail_mass, HOST)
 
 
 # ------------------------------------------------------ randomized response

@@ -1,0 +1,33 @@
+"""Independent host work spread over the CPU cores (private).
+
+NumPy's FFTs and its ufuncs on large arrays release the GIL, so a few
+independent NumPy computations (the two directions of a pair PLD, say) run
+side by side on threads; XLA programs on the CPU backend likewise run one lane
+after another on one core per call.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+
+def cores() -> int:
+  """The CPU cores this process may run on (its affinity mask where known)."""
+  n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  return max(1, int(n or 1))
+
+
+def host_map(fn, items) -> list:
+  """``[fn(x) for x in items]``, on ``min(len(items), cores())`` threads.
+
+  Results come back in the order of ``items``; each is what a serial call
+  returns (the items share nothing). One core or one item: no thread. An
+  exception in any call is raised here.
+  """
+  items = list(items)
+  workers = min(len(items), cores())
+  if workers < 2:
+    return [fn(x) for x in items]
+  with ThreadPoolExecutor(workers) as ex:
+    return list(ex.map(fn, items))
