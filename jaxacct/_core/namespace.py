@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core import solve
+from jaxacct._core import parallel, solve
 
 class Namespace:
   """``xp`` (array module), ``sp`` (special functions) and the shims.
@@ -65,11 +65,12 @@ class Namespace:
 
   def map_seq(self, f, xs):
     """``jax.lax.map(f, xs)`` (one traced body, lanes one after another; ``xs``
-    and the output pytrees); on the host, ``f`` on each slice, leaves stacked."""
+    and the output pytrees); on the host, ``f`` on each slice (the slices on
+    the CPU cores, :func:`jaxacct._core.parallel.host_map`), leaves stacked."""
     if not self.is_host:
       return jax.lax.map(f, xs)
     n = jax.tree.leaves(xs)[0].shape[0]
-    outs = [f(jax.tree.map(lambda a, i=i: a[i], xs)) for i in range(n)]
+    outs = parallel.host_map(lambda i: f(jax.tree.map(lambda a: a[i], xs)), range(n))
     return jax.tree.map(lambda *a: np.stack(a), *outs)
 
   def bisect(self, fn, lo, hi, *, increasing, num_iters):

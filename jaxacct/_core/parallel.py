@@ -8,6 +8,7 @@ after another on one core per call.
 
 from __future__ import annotations
 
+import contextvars
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,12 +23,14 @@ def host_map(fn, items) -> list:
   """``[fn(x) for x in items]``, on ``min(len(items), cores())`` threads.
 
   Results come back in the order of ``items``; each is what a serial call
-  returns (the items share nothing). One core or one item: no thread. An
-  exception in any call is raised here.
+  returns (the items share nothing). Each call runs in a copy of the
+  caller's context (NumPy's ``errstate`` lives in a context variable). One
+  core or one item: no thread. An exception in any call is raised here.
   """
   items = list(items)
   workers = min(len(items), cores())
   if workers < 2:
     return [fn(x) for x in items]
+  ctx = contextvars.copy_context()
   with ThreadPoolExecutor(workers) as ex:
-    return list(ex.map(fn, items))
+    return list(ex.map(lambda x: ctx.copy().run(fn, x), items))

@@ -21,6 +21,7 @@ import numpy as np
 from jaxacct._core.batching import lanes_per_block, map_blocks
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.namespace import HOST, JAX
+from jaxacct._core.parallel import host_map
 from jaxacct.allocation import _sum_law as sl
 from jaxacct.allocation import _sum_law_host as slh
 from jaxacct.allocation._one_step import one_steps
@@ -231,14 +232,14 @@ def _laws_host_one(p, q0, minf, a, g, lo, D, param, t, tail, *, n, lower):
   tail = np.float64(tail)
   lat = sl.Lattice(np.float64(lo), np.float64(D), 0)
   up = sl.UpperLaw(np.asarray(p, np.float64), np.float64(q0), np.float64(minf))
-  U, Ul, ledger = slh.sum_law_upper_host(up, lat, int(t_i), n, tail, 0.0)
-  if lower:
-    lw = sl.LowerLaw(np.asarray(a, np.float64), np.asarray(g, np.float64), np.float64(0.0))
-    Lw, Ll = slh.sum_law_lower_host(lw, lat, int(t_i), n, tail, 0.0)
-  else:
-    m = sl.out_size(n)
-    Lw = sl.LowerLaw(np.zeros(m), np.zeros(m), np.zeros(()))
-    Ll = sl.Lattice(np.zeros(()), np.ones(()), np.zeros((), np.int32))
+  lw = sl.LowerLaw(np.asarray(a, np.float64), np.asarray(g, np.float64), np.float64(0.0))
+  m = sl.out_size(n)
+  laws = (lambda: slh.sum_law_upper_host(up, lat, int(t_i), n, tail, 0.0),
+          lambda: slh.sum_law_lower_host(lw, lat, int(t_i), n, tail, 0.0) if lower else (
+              sl.LowerLaw(np.zeros(m), np.zeros(m), np.zeros(())),
+              sl.Lattice(np.zeros(()), np.ones(()), np.zeros((), np.int32))))
+  # the upper and the lower law on their own cores
+  (U, Ul, ledger), (Lw, Ll) = host_map(lambda f: f(), laws)
   bad = ~(np.float64(param) > 0) | ~np.isfinite(np.float64(param))
   F = assemble_final(U, Ul, np.float64(ledger), Lw, Ll, t_i, n, bad, 0.0, ns=HOST)
   return FinalLaws(*(np.asarray(x, np.float64) for x in F))
