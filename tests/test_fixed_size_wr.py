@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy import optimize, special, stats
+from scipy import optimize, special
 
 from jaxacct import pld as E
 from jaxacct.accounting import fixed_size as fs
@@ -264,9 +264,9 @@ def test_upper_is_within_half_a_percent_of_any_per_step_accountant(x64, n, m, si
   60000/256/2.0/2344, 0.36 % at 10000/1000/0.8/100.
   """
   h = 1e-3
-  k = np.arange(m + 1)                       # K ~ Bin(m, 1/n) draws of the record
-  floor_one = fs.symmetrize(mx.mixture_of_gaussians(
-      sigma, 2.0 * k, stats.binom.pmf(k, m, 1.0 / n), step=h, pessimistic=False).remove)
+  # the lower pair is that dataset (remove order), optimistic on the grid
+  floor_one = fs.symmetrize(fs.with_replacement_pair(n, m, sigma, step=h,
+                                                     pessimistic=False).remove)
   floor = float(E.epsilon(E.compose(floor_one, steps), 1e-5))
   upper = float(E.epsilon(E.compose(fs.with_replacement_pair(n, m, sigma, step=h).remove,
                                     steps), 1e-5))
