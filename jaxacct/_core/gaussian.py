@@ -19,52 +19,66 @@ RDP: Mironov, arXiv:1702.07476v3, Prop. 7: :math:`R_\alpha = \alpha/(2\sigma^2)`
 
 from __future__ import annotations
 
+import contextlib
+
 import jax.numpy as jnp
+import numpy as np
 
 from jaxacct._core import checks, compiled
-from jaxacct._core.solve import bisect
 from jaxacct._core.dtype import dispatch, require_x64
-from jaxacct._core.logmath import log_ndtr, log_sub_exp
-from jaxacct._core.results import DeltaResult, EpsilonResult
+from jaxacct._core.logmath import log_sub_exp
+from jaxacct._core.namespace import HOST, JAX, host_scalars
+from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 
 
-def gaussian_log_delta(sigma, epsilon):
-  """Log of the exact Gaussian privacy profile (jittable kernel)."""
-  require_x64("gaussian_log_delta")
-  sigma = jnp.asarray(sigma, jnp.float64)
-  epsilon = jnp.asarray(epsilon, jnp.float64)
+def gaussian_log_delta(sigma, epsilon, ns=JAX):
+  """Log of the exact Gaussian privacy profile (jittable kernel; ``ns=HOST``:
+  the same formula in NumPy/SciPy, :mod:`jaxacct._core.namespace`)."""
+  xp = ns.xp
+  if not ns.is_host:
+    require_x64("gaussian_log_delta")
+  sigma = xp.asarray(sigma, xp.float64)
+  epsilon = xp.asarray(epsilon, xp.float64)
   a = 0.5 / sigma - epsilon * sigma
   b = -0.5 / sigma - epsilon * sigma
-  la = log_ndtr(a)
-  lb = epsilon + log_ndtr(b)
-  out = log_sub_exp(la, jnp.minimum(lb, la))
-  out = jnp.where(epsilon == jnp.inf, -jnp.inf, out)
-  return jnp.where(sigma > 0, out, jnp.nan)
+  la = ns.sp.log_ndtr(a)
+  lb = epsilon + ns.sp.log_ndtr(b)
+  out = log_sub_exp(la, xp.minimum(lb, la), xp)
+  out = xp.where(epsilon == xp.inf, -xp.inf, out)
+  return xp.where(sigma > 0, out, xp.nan)
 
 
-def gaussian_delta_kernel(sigma, epsilon):
-  """Exact Gaussian privacy profile delta(epsilon) (jittable kernel)."""
-  return jnp.exp(gaussian_log_delta(sigma, epsilon))
+def gaussian_delta_kernel(sigma, epsilon, ns=JAX):
+  """Exact Gaussian privacy profile delta(epsilon) (jittable kernel; ``ns`` as above)."""
+  return ns.xp.exp(gaussian_log_delta(sigma, epsilon, ns))
 
 
-def gaussian_epsilon_kernel(sigma, delta, num_iters: int = 80):
-  """Smallest epsilon >= 0 with delta(epsilon) <= delta (jittable kernel).
+def gaussian_epsilon_kernel(sigma, delta, num_iters: int = 80, ns=JAX):
+  """Smallest epsilon >= 0 with delta(epsilon) <= delta (jittable kernel; ``ns`` as above).
 
   Bisection on ``[0, 1/(2 sigma^2) + sqrt(2 log(1/delta))/sigma]`` (the upper
   end is the RDP bound at the optimal order, so it is always feasible),
   returning the feasible (upper) end: never below the true epsilon.
   """
-  require_x64("gaussian_epsilon")
-  sigma = jnp.asarray(sigma, jnp.float64)
-  delta = jnp.asarray(delta, jnp.float64)
-  sigma, delta = jnp.broadcast_arrays(sigma, delta)
-  log_delta = jnp.log(delta)
-  hi = 0.5 / sigma**2 + jnp.sqrt(-2.0 * log_delta) / sigma + 1e-12
-  res = bisect(lambda e: gaussian_log_delta(sigma, e) - log_delta,
-               jnp.zeros_like(hi), hi, increasing=False, num_iters=num_iters)
-  eps = jnp.where(gaussian_log_delta(sigma, 0.0) <= log_delta, 0.0, res.x)
+  xp = ns.xp
+  if not ns.is_host:
+    require_x64("gaussian_epsilon")
+  sigma = xp.asarray(sigma, xp.float64)
+  delta = xp.asarray(delta, xp.float64)
+  sigma, delta = xp.broadcast_arrays(sigma, delta)
+  with _quiet(ns):
+    log_delta = xp.log(delta)
+    hi = 0.5 / sigma**2 + xp.sqrt(-2.0 * log_delta) / sigma + 1e-12
+    x = ns.bisect(lambda e: gaussian_log_delta(sigma, e, ns) - log_delta,
+                  xp.zeros_like(hi), hi, increasing=False, num_iters=num_iters)
+    eps = xp.where(gaussian_log_delta(sigma, 0.0, ns) <= log_delta, 0.0, x)
   bad = ~(sigma > 0) | ~(delta > 0) | ~(delta < 1)
-  return jnp.where(bad, jnp.nan, eps)
+  return xp.where(bad, xp.nan, eps)
+
+
+def _quiet(ns):
+  """NumPy's floating-point warnings off on the host (NaN lanes are answers there)."""
+  return np.errstate(all="ignore") if ns.is_host else contextlib.nullcontext()
 
 
 # one compiled program per shape for the eager doors (eager jnp would compile ~45 tiny ones)
@@ -92,7 +106,15 @@ def gaussian_delta(sigma, epsilon) -> DeltaResult:
                   lambda: (checks.check_positive("sigma", sigma),
                            checks.check_range("epsilon", epsilon, -jnp.inf, jnp.inf,
                                               allow_inf=True)),
-                  where="jaxacct.mechanisms.Gaussian.delta")
+                  host=_delta_host, where="jaxacct.mechanisms.Gaussian.delta")
+
+
+def _delta_host(sigma, epsilon):
+  """A scalar question on the host (no compiled program); None otherwise."""
+  if not host_scalars(sigma, epsilon):
+    return None
+  d = gaussian_delta_kernel(sigma, epsilon, ns=HOST)
+  return DeltaResult(host_f64(d), host_f64(epsilon), method="gaussian", bound="exact")
 
 
 def _delta_result(sigma, epsilon):
@@ -119,7 +141,15 @@ def gaussian_epsilon(sigma, delta) -> EpsilonResult:
   """
   return dispatch(_epsilon_result, (sigma, delta),
                   lambda: (checks.check_positive("sigma", sigma), checks.check_delta(delta)),
-                  where="jaxacct.mechanisms.Gaussian.epsilon")
+                  host=_epsilon_host, where="jaxacct.mechanisms.Gaussian.epsilon")
+
+
+def _epsilon_host(sigma, delta):
+  """A scalar question on the host (no compiled program); None otherwise."""
+  if not host_scalars(sigma, delta):
+    return None
+  e = gaussian_epsilon_kernel(sigma, delta, ns=HOST)
+  return EpsilonResult(host_f64(e), host_f64(delta), method="gaussian", bound="exact")
 
 
 def _epsilon_result(sigma, delta):

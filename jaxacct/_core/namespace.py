@@ -57,6 +57,15 @@ class Namespace:
       ys = None
     return carry, ys
 
+  def fori_loop(self, lo, hi, body, init):
+    """``jax.lax.fori_loop``; on the host a Python loop over ``range(lo, hi)``."""
+    if not self.is_host:
+      return jax.lax.fori_loop(lo, hi, body, init)
+    x = init
+    for i in range(int(lo), int(hi)):
+      x = body(i, x)
+    return x
+
   def map_rows(self, f, xs):
     """``jax.vmap(f)(xs)`` (one traced body); on the host, ``f`` row by row, stacked."""
     if not self.is_host:

@@ -13,6 +13,7 @@ import numpy as np
 from jaxacct._core import checks
 from jaxacct._core.conversion import rdp_to_epsilon_kernel, rdp_to_delta_kernel
 from jaxacct._core.gaussian import gaussian_delta_kernel
+from jaxacct._core.namespace import HOST
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.units import per_epoch_steps, user_stacklevel
@@ -70,13 +71,24 @@ def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
   orders = np.arange(2, int(max_order) + 1, dtype=np.float64)
   out = None
   if direction in ("remove", "both"):
-    out = allocation_remove_rdp(sigma=sigma, num_steps=t.astype(np.int64),
-                                max_order=max_order) * jnp.asarray(m)[..., None]
+    out = _times(allocation_remove_rdp(sigma=sigma, num_steps=t.astype(np.int64),
+                                       max_order=max_order), m)
   if direction in ("add", "both"):
-    add = allocation_add_rdp(orders, sigma=sigma, num_steps=t.astype(np.int64)
-                             ) * jnp.asarray(m)[..., None]
-    out = add if out is None else jnp.maximum(out, add)
+    add = _times(allocation_add_rdp(orders, sigma=sigma, num_steps=t.astype(np.int64)), m)
+    out = add if out is None else (np.maximum(out, add) if _on_host(out, add)
+                                   else jnp.maximum(out, add))
   return orders, out
+
+
+def _on_host(*xs):
+  return all(isinstance(x, np.ndarray) for x in xs)
+
+
+def _times(rdp, m):
+  """``rdp * m`` per lane: NumPy for a host result (no compiled op), else jnp."""
+  if _on_host(rdp):
+    return rdp * np.asarray(m)[..., None]
+  return rdp * jnp.asarray(m)[..., None]
 
 
 def _direction_rdp(sigma, t, k, E, d, max_order):
@@ -87,8 +99,9 @@ def _direction_rdp(sigma, t, k, E, d, max_order):
     return allocation_rdp(sigma=sigma, num_steps=t, num_selected=k, num_epochs=E,
                           direction="remove", max_order=max_order)
   tr, m = bounds.split_rounds(t, k, E)
-  return DEFAULT_ORDERS, allocation_add_rdp(DEFAULT_ORDERS, sigma=sigma,
-                                            num_steps=int(tr)) * float(m)
+  # one question: the RDP curve comes to the host (no eager jnp op compiles)
+  return DEFAULT_ORDERS, np.asarray(allocation_add_rdp(DEFAULT_ORDERS, sigma=sigma,
+                                                       num_steps=int(tr))) * float(m)
 
 
 def _check_methods(methods):
@@ -184,12 +197,12 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
   orders_won = {}
   arg = {given: value}                       # the given quantity, by name
   scheme = dict(num_selected=k, num_epochs=E)
-  v_arr = jnp.asarray(value, jnp.float64)
   convert = rdp_to_epsilon_kernel if is_eps else rdp_to_delta_kernel
   for mth, d in (("rdp_direct", "remove"), ("rdp_add", "add")):
     if mth in methods and d in dirs:
       orders, rdp = _direction_rdp(sigma, t, k, E, d, max_order)
-      v, o = convert(jnp.asarray(orders), rdp, v_arr, "tight")
+      with np.errstate(all="ignore"):   # the scalar question's conversion, in NumPy
+        v, o = convert(np.asarray(orders), np.asarray(rdp), float(value), "tight", ns=HOST)
       vals[d][mth] = float(v)
       orders_won[mth] = float(o)
       if is_eps and float(o) >= orders[-1]:
@@ -223,20 +236,20 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
     if is_eps:
       loc = float(bounds.local_epsilon(sigma=sigma, delta=value, **scheme).epsilon)
     else:
-      loc = float(gaussian_delta_kernel(sigma / np.sqrt(k * E), value))
+      loc = float(gaussian_delta_kernel(float(sigma) / np.sqrt(k * E), float(value), ns=HOST))
     for d in dirs:
       vals[d]["local"] = loc
   if is_eps and "pld" in methods:
-    for d in dirs:
-      try:
-        r = apld.allocation_pld_epsilon(sigma=sigma, delta=value, num_steps=t,
-                                       num_selected=k, num_epochs=E, direction=d)
-      except Exception as err:  # noqa: BLE001 -- peer engine unsupported case / failure:
-        # skipping a method never invalidates the others (each is an upper bound).
-        warnings.warn(f"allocation.pld skipped ({type(err).__name__}: {err})",
-                      stacklevel=user_stacklevel())
-        continue
-      vals[d]["pld"] = float(r.upper)
+    try:   # one call answers both directions (their round laws are shared)
+      r = apld.allocation_pld_epsilon(sigma=sigma, delta=value, num_steps=t,
+                                     num_selected=k, num_epochs=E, direction=direction)
+    except Exception as err:  # noqa: BLE001 -- peer engine unsupported case / failure:
+      # skipping a method never invalidates the others (each is an upper bound).
+      warnings.warn(f"allocation.pld skipped ({type(err).__name__}: {err})",
+                    stacklevel=user_stacklevel())
+    else:
+      for d in dirs:
+        vals[d]["pld"] = float(r.by_direction[d][0])
   best, worst = _pick(vals, dirs, methods)
   name = best[worst][0]
   answer = best[worst][1] if is_eps else min(best[worst][1], 1.0)

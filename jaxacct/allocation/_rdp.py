@@ -36,93 +36,96 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import gammaln
 
 from jaxacct._core import checks
 from jaxacct._core.batching import map_blocks
 from jaxacct._core.dtype import dispatch, require_x64
-from jaxacct._core.logmath import logsumexp
+from jaxacct._core.namespace import HOST, JAX, host_scalars
 from jaxacct._core.compiled import jit
 
 _NBITS = 31  # t < 2^31
 
 
-def _log_poly_mul(a, b):
+def _log_poly_mul(a, b, ns=JAX):
   """Log-coefficients of the product of two power series, truncated."""
+  xp = ns.xp
   n = a.shape[-1]
   i = np.arange(n)
   diff = i[:, None] - i[None, :]                 # n - k
   valid = diff >= 0
-  bk = jnp.where(valid, b[..., np.clip(diff, 0, n - 1)], -jnp.inf)  # (.., n, k)
-  return logsumexp(a[..., None, :] + bk, axis=-1)
+  bk = xp.where(valid, b[..., np.clip(diff, 0, n - 1)], -xp.inf)  # (.., n, k)
+  return ns.sp.logsumexp(a[..., None, :] + bk, axis=-1)
 
 
-def _log_exp_series(p, n):
+def _log_exp_series(p, n, ns=JAX):
   """Log-coefficients of e^{p x} (p >= 0), degree < n: n log p - log n!."""
-  j = jnp.arange(n, dtype=jnp.float64)
-  p = jnp.asarray(p, jnp.float64)[..., None]
-  safe = jnp.where(p > 0, p, 1.0)
-  val = jnp.where(p > 0, j * jnp.log(safe), jnp.where(j == 0, 0.0, -jnp.inf)) - gammaln(j + 1.0)
-  return jnp.where(j == 0, 0.0, val)
+  xp = ns.xp
+  j = xp.arange(n, dtype=xp.float64)
+  p = xp.asarray(p, xp.float64)[..., None]
+  safe = xp.where(p > 0, p, 1.0)
+  val = xp.where(p > 0, j * xp.log(safe), xp.where(j == 0, 0.0, -xp.inf)) - ns.sp.gammaln(j + 1.0)
+  return xp.where(j == 0, 0.0, val)
 
 
-def _log_power_excess(logh, t, nbits=_NBITS):
+def _log_power_excess(logh, t, nbits=_NBITS, ns=JAX):
   r"""Log-coefficients of :math:`(e^x + h(x))^t - e^{tx}` (t >= 1, traced ok).
 
   Binary powering on pairs :math:`(p, G_p)`, :math:`G_p = f^p - e^{px}`,
   :math:`f = e^x + h`: :math:`G_{p+q} = e^{px}G_q + e^{qx}G_p + G_pG_q`, all
   series with non-negative coefficients (``h >= 0``), so every log-sum-exp
   adds positive terms: the excess over the ``L == 1`` case keeps full
-  relative accuracy even when the RDP is ~1e-12.
+  relative accuracy even when the RDP is ~1e-12. ``ns``: ``JAX`` (jittable)
+  or ``HOST`` (NumPy, concrete input; :mod:`jaxacct._core.namespace`).
   """
+  xp = ns.xp
   n = logh.shape[-1]
-  zero = jnp.full(logh.shape, -jnp.inf)
-  t = jnp.asarray(t).astype(jnp.int64)
-  f64 = jnp.float64
+  zero = xp.full(logh.shape, -xp.inf)
+  t = xp.asarray(t).astype(xp.int64)
+  f64 = xp.float64
+  mul = lambda a, b: _log_poly_mul(a, b, ns)
+  exps = lambda p: _log_exp_series(p, n, ns)
 
   def combine(p, gp, q, gq):
-    return jnp.logaddexp(jnp.logaddexp(_log_poly_mul(_log_exp_series(p, n), gq),
-                                       _log_poly_mul(_log_exp_series(q, n), gp)),
-                         _log_poly_mul(gp, gq))
+    return xp.logaddexp(xp.logaddexp(mul(exps(p), gq), mul(exps(q), gp)), mul(gp, gq))
 
   def body(k, carry):
     r, gr, b, gb = carry
     bit = (t >> k) & 1
     new_gr = combine(r, gr, b, gb)
-    gr = jnp.where((bit == 1)[..., None], new_gr, gr)
-    r = jnp.where(bit == 1, r + b, r)
-    gb = jnp.logaddexp(jnp.log(2.0) + _log_poly_mul(_log_exp_series(b, n), gb),
-                       _log_poly_mul(gb, gb))
+    gr = xp.where((bit == 1)[..., None], new_gr, gr)
+    r = xp.where(bit == 1, r + b, r)
+    gb = xp.logaddexp(xp.log(2.0) + mul(exps(b), gb), mul(gb, gb))
     return r, gr, 2.0 * b, gb
 
-  init = (jnp.zeros(t.shape, f64), zero, jnp.ones(t.shape, f64), logh)
-  _, gr, _, _ = jax.lax.fori_loop(0, nbits, body, init)
+  init = (xp.zeros(t.shape, f64), zero, xp.ones(t.shape, f64), logh)
+  _, gr, _, _ = ns.fori_loop(0, nbits, body, init)
   return gr
 
 
-def _rdp_from_log_moments(log_moments, t, nbits=_NBITS):
+def _rdp_from_log_moments(log_moments, t, nbits=_NBITS, ns=JAX):
   r"""RDP at orders 2..A of 1-of-t allocation given log m_j, j = 0..A.
 
   :math:`E[S^\alpha] - 1 = \alpha!\,t^{-\alpha}[x^\alpha]((e^x+h)^t - e^{tx})`
   with :math:`h = \sum_{j\ge2}(m_j-1)x^j/j!` (``m_j >= 1`` by Jensen), then
   :math:`R_\alpha = \log1p(E[S^\alpha]-1)/(\alpha-1)`.
   """
+  xp = ns.xp
   A = log_moments.shape[-1] - 1
-  j = jnp.arange(A + 1, dtype=jnp.float64)
-  lm = jnp.maximum(log_moments, 0.0)
+  j = xp.arange(A + 1, dtype=xp.float64)
+  lm = xp.maximum(log_moments, 0.0)
   big = lm > 1.0
-  log_d = jnp.where(big, lm + jnp.log1p(-jnp.exp(-jnp.where(big, lm, 1.0))),
-                    jnp.log(jnp.expm1(jnp.where(big, 1.0, lm))))   # log(m_j - 1)
-  logh = jnp.where(j >= 2, log_d - gammaln(j + 1.0), -jnp.inf)
-  g = _log_power_excess(logh, t, nbits)
+  log_d = xp.where(big, lm + xp.log1p(-xp.exp(-xp.where(big, lm, 1.0))),
+                   xp.log(xp.expm1(xp.where(big, 1.0, lm))))   # log(m_j - 1)
+  logh = xp.where(j >= 2, log_d - ns.sp.gammaln(j + 1.0), -xp.inf)
+  g = _log_power_excess(logh, t, nbits, ns)
   alpha = j[2:]
-  t = jnp.asarray(t, jnp.float64)[..., None]
-  log_am1 = gammaln(alpha + 1.0) + g[..., 2:] - alpha * jnp.log(t)
-  return jnp.logaddexp(0.0, log_am1) / (alpha - 1.0)
+  t = xp.asarray(t, xp.float64)[..., None]
+  log_am1 = ns.sp.gammaln(alpha + 1.0) + g[..., 2:] - alpha * xp.log(t)
+  return xp.logaddexp(0.0, log_am1) / (alpha - 1.0)
 
 
-def _gaussian_log_moments(sigma, A):
-  j = jnp.arange(A + 1, dtype=jnp.float64)
+def _gaussian_log_moments(sigma, A, xp=jnp):
+  j = xp.arange(A + 1, dtype=xp.float64)
   return j * (j - 1.0) / (2.0 * sigma**2)
 
 
@@ -143,6 +146,17 @@ def allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits=_NBITS):
 
   out = map_blocks(one, (flat_s, flat_t), batch_size=64)
   return out.reshape(sigma.shape + (max_order - 1,))
+
+
+def _remove_rdp_host(sigma, t, *, max_order):
+  """One (sigma, t) question on the host: :func:`allocation_gaussian_rdp_kernel`'s
+  formula in NumPy (no compiled program); None for arrays (the jitted kernel)."""
+  if not host_scalars(sigma, t):
+    return None
+  t = int(t)
+  lm = _gaussian_log_moments(float(sigma), int(max_order), np)
+  with np.errstate(all="ignore"):
+    return _rdp_from_log_moments(lm, np.int64(t), max(t.bit_length(), 1), HOST)
 
 
 @functools.partial(jit, static_argnames=("max_order",))
@@ -183,7 +197,8 @@ def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64):
                   (sigma, num_steps),
                   lambda: (checks.check_positive("sigma", sigma),
                            checks.check_int("num_steps", num_steps, min_value=1,
-                                            max_value=2**31 - 1)))
+                                            max_value=2**31 - 1)),
+                  host=functools.partial(_remove_rdp_host, max_order=int(max_order)))
 
 
 @jit
