@@ -1,0 +1,91 @@
+"""A scalar question to the allocation front door is answered on the host.
+
+``jaxacct.allocation.epsilon`` / ``delta`` with one (sigma, t, k, E) run the
+remove RDP (Thm 4.8 powering), direct_add, local, the RDP conversions and
+decomposition's conversion in NumPy: the formulas the kernels run, written
+once against the array namespace (``jaxacct._core.namespace``). Only the
+add-direction RDP quadrature and decomposition's Poisson RDP keep their
+compiled programs. Checked here: the jitted kernels are not called (they are
+replaced by ones that raise), and host values equal the kernels' to stated
+tolerances (float round-off of log-sum-exps: the tiniest RDP at t = 1e6 keeps
+1.7e-13 relative).
+"""
+
+import numpy as np
+import pytest
+
+from jaxacct import allocation, mechanisms
+from jaxacct.allocation import _bounds as bounds_mod
+from jaxacct.allocation import _rdp as rdp_mod
+from jaxacct._core import conversion as conv_mod
+from jaxacct._core import gaussian as gauss_mod
+
+
+def _boom(*a, **k):
+  raise AssertionError("a compiled kernel was called for a scalar question")
+
+
+@pytest.fixture
+def no_kernels(monkeypatch):
+  for mod, name in ((rdp_mod, "_remove_rdp_jit"), (bounds_mod, "_direct_add_eps_jit"),
+                    (bounds_mod, "_gauss_eps_jit"), (conv_mod, "_min_over_orders_jit"),
+                    (gauss_mod, "_gaussian_epsilon_jit"), (gauss_mod, "_gaussian_delta_jit")):
+    monkeypatch.setattr(mod, name, _boom)
+
+
+@pytest.mark.parametrize("quantity", ["epsilon", "delta"])
+def test_front_door_scalar_question_calls_no_kernel(no_kernels, quantity):
+  kw = dict(sigma=1.3, steps_per_epoch=77, num_epochs=3,
+            methods=("rdp_direct", "direct_add", "local"))
+  if quantity == "epsilon":
+    r = allocation.epsilon(delta=1e-6, **kw)
+    v = r.epsilon
+  else:
+    r = allocation.delta(epsilon=1.0, **kw)
+    v = r.delta
+  assert np.isfinite(v) and v > 0
+  assert set(r.details["remove"]) == {"rdp_direct", "local"}
+  # k = E = 1: decomposition's conversion and bisection on the host too
+  r1 = allocation.epsilon(sigma=1.1, steps_per_epoch=50, delta=1e-6, num_epochs=1,
+                          methods=("rdp_direct", "decomposition", "local", "direct_add"))
+  assert np.isfinite(r1.epsilon) and r1.epsilon < r1.details["remove"]["local"]
+
+
+def test_front_door_values_equal_the_kernels():
+  """Host front door (scalar) against the same methods on arrays of one lane,
+  each method's value; rtol 1e-12 (the conversions pick the same order)."""
+  kw = dict(steps_per_epoch=234, num_epochs=10, delta=1e-5,
+            methods=("rdp_direct", "direct_add", "local"))
+  host = allocation.epsilon(sigma=1.0, **kw)
+  orders, rdp = allocation.allocation_rdp(sigma=np.array([1.0]), num_steps=234, num_epochs=10,
+                                          direction="remove")
+  jit_eps = mechanisms.rdp_to_epsilon(orders, np.asarray(rdp), np.array([1e-5])).epsilon
+  assert host.details["remove"]["rdp_direct"] == pytest.approx(float(np.asarray(jit_eps)[0]),
+                                                               rel=1e-12)
+  g = mechanisms.Gaussian(1.0 / np.sqrt(10.0))
+  assert host.details["add"]["local"] == pytest.approx(
+      float(np.asarray(g.epsilon(np.array([1e-5])).epsilon)[0]), rel=1e-13)
+  # published value (README / digest): remove-direction RDP epsilon at this setting
+  assert host.details["remove"]["rdp_direct"] == pytest.approx(1.3185623699365, rel=1e-12)
+
+
+@pytest.mark.parametrize("sigma,t", [(1.0, 234), (0.5, 1), (3.0, 10**6), (0.3, 2**31 - 1)])
+def test_remove_rdp_host_equals_kernel(sigma, t):
+  host = allocation.allocation_remove_rdp(sigma=sigma, num_steps=t, max_order=64)
+  jit = allocation.allocation_remove_rdp(sigma=np.array([sigma]), num_steps=t, max_order=64)
+  assert isinstance(host, np.ndarray)
+  np.testing.assert_allclose(host, np.asarray(jit)[0], rtol=1e-12)
+
+
+def test_gaussian_doors_scalar_on_host(compile_counter):
+  """Balle-Wang profile (arXiv:1805.06530v2 Thm 8): scalar questions are
+  NumPy floats, equal to the kernel on arrays within 1e-14, no program."""
+  with compile_counter as c:
+    e = mechanisms.Gaussian(1.0).epsilon(1e-5).epsilon
+    d = mechanisms.Gaussian(2.0).delta(0.5).delta
+  assert c.count == 0
+  assert isinstance(e, np.floating) and isinstance(d, np.floating)
+  ea = mechanisms.Gaussian(1.0).epsilon(np.array([1e-5])).epsilon
+  da = mechanisms.Gaussian(2.0).delta(np.array([0.5])).delta
+  assert float(e) == pytest.approx(float(np.asarray(ea)[0]), rel=1e-14)
+  assert float(d) == pytest.approx(float(np.asarray(da)[0]), rel=1e-14)
