@@ -20,6 +20,7 @@ RDP: Mironov, arXiv:1702.07476v3, Prop. 7: :math:`R_\alpha = \alpha/(2\sigma^2)`
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import jax.numpy as jnp
 import numpy as np
@@ -86,6 +87,24 @@ _gaussian_delta_jit = compiled.jit(gaussian_delta_kernel)
 _gaussian_epsilon_jit = compiled.jit(gaussian_epsilon_kernel, static_argnames="num_iters")
 
 
+def _answer(quantity, sigma, x, *, host):
+  """The result of a ``quantity`` ("delta" at epsilon ``x``, or "epsilon" at
+  delta ``x``) question: ``host=True`` answers a scalar question in NumPy (no
+  compiled program; None for anything else), ``host=False`` runs the jitted
+  kernel."""
+  cls, given, kernel, jitted = (
+      (DeltaResult, "epsilon", gaussian_delta_kernel, _gaussian_delta_jit)
+      if quantity == "delta" else
+      (EpsilonResult, "delta", gaussian_epsilon_kernel, _gaussian_epsilon_jit))
+  if host:
+    if not host_scalars(sigma, x):
+      return None
+    v, g = host_f64(kernel(sigma, x, ns=HOST)), host_f64(x)
+  else:
+    v, g = jitted(sigma, x), jnp.asarray(x, jnp.float64)
+  return cls(**{quantity: v, given: g}, method="gaussian", bound="exact")
+
+
 def gaussian_delta(sigma, epsilon) -> DeltaResult:
   """Exact delta(epsilon) of the Gaussian mechanism, both directions.
 
@@ -102,24 +121,12 @@ def gaussian_delta(sigma, epsilon) -> DeltaResult:
 
   Bound: exact.
   """
-  return dispatch(_delta_result, (sigma, epsilon),
+  return dispatch(functools.partial(_answer, "delta", host=False), (sigma, epsilon),
                   lambda: (checks.check_positive("sigma", sigma),
                            checks.check_range("epsilon", epsilon, -jnp.inf, jnp.inf,
                                               allow_inf=True)),
-                  host=_delta_host, where="jaxacct.mechanisms.Gaussian.delta")
-
-
-def _delta_host(sigma, epsilon):
-  """A scalar question on the host (no compiled program); None otherwise."""
-  if not host_scalars(sigma, epsilon):
-    return None
-  d = gaussian_delta_kernel(sigma, epsilon, ns=HOST)
-  return DeltaResult(host_f64(d), host_f64(epsilon), method="gaussian", bound="exact")
-
-
-def _delta_result(sigma, epsilon):
-  d = _gaussian_delta_jit(sigma, epsilon)
-  return DeltaResult(d, jnp.asarray(epsilon, jnp.float64), method="gaussian", bound="exact")
+                  host=functools.partial(_answer, "delta", host=True),
+                  where="jaxacct.mechanisms.Gaussian.delta")
 
 
 def gaussian_epsilon(sigma, delta) -> EpsilonResult:
@@ -139,22 +146,10 @@ def gaussian_epsilon(sigma, delta) -> EpsilonResult:
 
   Bound: exact (to bisection tolerance, rounded up).
   """
-  return dispatch(_epsilon_result, (sigma, delta),
+  return dispatch(functools.partial(_answer, "epsilon", host=False), (sigma, delta),
                   lambda: (checks.check_positive("sigma", sigma), checks.check_delta(delta)),
-                  host=_epsilon_host, where="jaxacct.mechanisms.Gaussian.epsilon")
-
-
-def _epsilon_host(sigma, delta):
-  """A scalar question on the host (no compiled program); None otherwise."""
-  if not host_scalars(sigma, delta):
-    return None
-  e = gaussian_epsilon_kernel(sigma, delta, ns=HOST)
-  return EpsilonResult(host_f64(e), host_f64(delta), method="gaussian", bound="exact")
-
-
-def _epsilon_result(sigma, delta):
-  e = _gaussian_epsilon_jit(sigma, delta)
-  return EpsilonResult(e, jnp.asarray(delta, jnp.float64), method="gaussian", bound="exact")
+                  host=functools.partial(_answer, "epsilon", host=True),
+                  where="jaxacct.mechanisms.Gaussian.epsilon")
 
 
 def gaussian_rdp(orders, sigma):
