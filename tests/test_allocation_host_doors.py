@@ -93,3 +93,12 @@ def test_gaussian_doors_scalar_on_host(compile_counter):
   da = mechanisms.Gaussian(2.0).delta(np.array([0.5])).delta
   assert float(e) == pytest.approx(float(np.asarray(ea)[0]), rel=1e-14)
   assert float(d) == pytest.approx(float(np.asarray(da)[0]), rel=1e-14)
+
+
+def test_remove_rdp_large_orders_stay_on_the_kernel():
+  """Above max_order 256 the host powering (O(A^2 log t) log-sum-exps) is slower
+  than the compiled kernel: those questions keep it (same values either way)."""
+  big = allocation.allocation_remove_rdp(sigma=1.0, num_steps=1000, max_order=300)
+  small = allocation.allocation_remove_rdp(sigma=1.0, num_steps=1000, max_order=256)
+  assert not isinstance(big, np.ndarray) and isinstance(small, np.ndarray)
+  np.testing.assert_allclose(np.asarray(big)[:255], small, rtol=1e-12)
