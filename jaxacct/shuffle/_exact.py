@@ -68,7 +68,7 @@ def binary_rr_pmfs(n: int, eps0: float, m: int):
   checks.check_int("m", m, min_value=0, max_value=int(n) - 1)
   pi = 1.0 / (math.exp(eps0) + 1.0)
   with jax.enable_x64(True):
-    a, b = _count_laws(jnp.arange(int(n), dtype=jnp.float64), float(m), pi)
+    a, b = _count_laws(np.arange(int(n), dtype=np.float64), float(m), pi)
   a = np.asarray(a)[:int(m) + 1]
   b = np.asarray(b)[:int(n) - int(m)]
   z = np.convolve(a, b)
