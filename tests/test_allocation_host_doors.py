@@ -5,12 +5,16 @@ remove RDP (Thm 4.8 powering), direct_add, local, the RDP conversions and
 decomposition's conversion in NumPy: the formulas the kernels run, written
 once against the array namespace (``jaxacct._core.namespace``). Only the
 add-direction RDP quadrature and decomposition's Poisson RDP keep their
-compiled programs. Checked here: the jitted kernels are not called (they are
-recorded: only the add-RDP quadrature and decomposition's Poisson RDP may run), and host values equal the kernels' to stated
-tolerances (float round-off of log-sum-exps: the tiniest RDP at t = 1e6 keeps
-1.7e-13 relative).
+compiled programs. Checked here: the jitted kernels a scalar question calls
+(recorded: only the add-RDP quadrature and decomposition's Poisson RDP may
+run), and host values against the kernels (float round-off of two
+log-sum-exp implementations: 1.4e-12 relative at RDP ~ 1e-13) and against
+mpmath where a closed form exists (R_2 of Thm 4.8; the Gaussian profile's
+extremes are checked against the kernel, itself checked against mpmath in
+tests/test_mechanisms.py).
 """
 
+import mpmath as mp
 import numpy as np
 import pytest
 
@@ -73,12 +77,23 @@ def test_front_door_values_equal_the_kernels():
   # and mpmath in tests/test_allocation.py)
 
 
-@pytest.mark.parametrize("sigma,t", [(1.0, 234), (0.5, 1), (3.0, 10**6), (0.3, 2**31 - 1)])
-def test_remove_rdp_host_equals_kernel(sigma, t):
-  host = allocation.allocation_remove_rdp(sigma=sigma, num_steps=t, max_order=64)
-  jit = allocation.allocation_remove_rdp(sigma=np.array([sigma]), num_steps=t, max_order=64)
+@pytest.mark.parametrize("sigma,t,order", [(1.0, 234, 64), (0.5, 1, 64), (3.0, 10**6, 64),
+                                           (0.3, 2**31 - 1, 64), (0.1, 10**7, 256),
+                                           (50.0, 2**31 - 1, 256)])
+def test_remove_rdp_host_equals_kernel(sigma, t, order):
+  """Extremes included: sigma 0.1 (RDP ~ alpha / 0.02 at alpha 256), sigma 50 at
+  t = 2^31 - 1 (RDP ~ 1e-13: the excess's relative accuracy)."""
+  host = allocation.allocation_remove_rdp(sigma=sigma, num_steps=t, max_order=order)
+  jit = allocation.allocation_remove_rdp(sigma=np.array([sigma]), num_steps=t, max_order=order)
+  assert np.all(np.isfinite(host)) and np.all(host > 0)
   assert isinstance(host, np.ndarray)
-  np.testing.assert_allclose(host, np.asarray(jit)[0], rtol=1e-12)
+  # two log-sum-exp implementations (SciPy's, XLA's) over 31 powering levels:
+  # 1.4e-12 relative at RDP ~ 1e-13 (sigma 50), 2e-16 elsewhere
+  np.testing.assert_allclose(host, np.asarray(jit)[0], rtol=2e-12)
+  # order 2 in closed form, R_2 = log1p(expm1(1/sigma^2)/t) (Thm 4.8, mpmath, 40 digits)
+  mp.mp.dps = 40
+  exact = float(mp.log1p(mp.expm1(1 / mp.mpf(sigma) ** 2) / t))
+  assert host[0] == pytest.approx(exact, rel=1e-13)
 
 
 def test_gaussian_doors_scalar_on_host(compile_counter):
@@ -93,6 +108,11 @@ def test_gaussian_doors_scalar_on_host(compile_counter):
   da = mechanisms.Gaussian(2.0).delta(np.array([0.5])).delta
   assert float(e) == pytest.approx(float(np.asarray(ea)[0]), rel=1e-14)
   assert float(d) == pytest.approx(float(np.asarray(da)[0]), rel=1e-14)
+  # extremes: never below the kernel's (feasible-end) epsilon by more than round-off
+  for s, dl in ((0.1, 1e-300), (50.0, 1e-15), (0.5, 0.5), (1e3, 1e-6)):
+    h = float(mechanisms.Gaussian(s).epsilon(dl).epsilon)
+    k = float(np.asarray(mechanisms.Gaussian(s).epsilon(np.array([dl])).epsilon)[0])
+    assert np.isfinite(h) and h == pytest.approx(k, rel=1e-12, abs=1e-300), (s, dl)
 
 
 def test_remove_rdp_large_orders_stay_on_the_kernel():
