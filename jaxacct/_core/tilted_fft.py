@@ -84,6 +84,35 @@ def cpow(z, c, xp):
   return r * xp.cos(ph) + 1j * (r * xp.sin(ph))
 
 
+def ipow(z, c, ns):
+  """``z**c`` for an integer-valued count ``c >= 0`` (traced, float or int) by
+  binary powering: ``bit_length(c)`` squarings and at most as many products,
+  no transcendental (:func:`cpow` takes six per coefficient: most of the FFT
+  composition's cost at 2**12 points). ``z**0 = 1``.
+
+  Error (``|z| <= 1``): a complex product errs by at most ``sqrt(5) u``
+  relative (the standard formula), squaring doubles the relative error it is
+  given, and a product adds its operands' errors, so ``z**c`` is within
+  ``(c - 1) sqrt(5) u`` (first order) relative of the exact power: inside the
+  ``(c pi + 2) u`` that :func:`log_fft_bound` charges for the power.
+  """
+  xp = ns.xp
+  if ns.is_host:
+    k = int(c)
+    bits = k.bit_length()
+  else:
+    k = xp.asarray(c).astype(xp.int64)
+    bits = xp.sum((k >> xp.arange(63, dtype=xp.int64)) > 0)
+
+  def body(i, rb):
+    r, b = rb
+    r = xp.where((k >> i) & 1 == 1, r * b, r)
+    return r, b * b
+
+  one = xp.ones_like(z)
+  return ns.fori_loop(0, bits, body, (one, z))[0]
+
+
 def wrap(x, n_out, xp):
   """Rows of the dense ``x`` (R, n) as rings of ``n_out`` cells (summed mod ``n_out``)."""
   n = x.shape[-1]
@@ -100,12 +129,14 @@ def ring(idx, v, n, ns):
   return ns.map_rows(lambda vv: ns.add_at(xp.zeros(n), r, vv), v)
 
 
-def convolve_powers(rings, counts, n, xp):
+def convolve_powers(rings, counts, n, xp, ns=None):
   """Circular convolution of ``rings[k]`` (R, n) raised to ``counts[k]`` (traced
-  counts >= 0; count 0 gives the unit), row by row: the composed law mod ``n``."""
+  counts >= 0; count 0 gives the unit), row by row: the composed law mod ``n``.
+  ``ns`` (integer-valued counts only): powers by :func:`ipow`; None: :func:`cpow`."""
   spec = None
   for x, c in zip(rings, counts):
-    f = cpow(xp.fft.rfft(x, axis=-1), c, xp)
+    z = xp.fft.rfft(x, axis=-1)
+    f = cpow(z, c, xp) if ns is None else ipow(z, c, ns)
     spec = f if spec is None else spec * f
   return xp.fft.irfft(spec, n, axis=-1)
 
@@ -134,7 +165,7 @@ def log_fft_estimate(c_tot, xp):
   return xp.log(2.2e-16 * xp.maximum(c_tot, 1.0))
 
 
-def pick_least_error(y, log_untilt, log_fft, log_alias, rel, xp):
+def pick_least_error(y, log_untilt, log_fft, log_alias, rel, xp, alias=None):
   """Untilts the tilted compositions ``y`` (T, P) and keeps, per point, the tilt
   with the smallest error ``e`` (module docstring).
 
@@ -142,16 +173,26 @@ def pick_least_error(y, log_untilt, log_fft, log_alias, rel, xp):
   :func:`log_fft_estimate`); ``log_alias`` (T, P): log of the folded tilted
   mass; ``rel`` (T, P): :func:`exp_rounding`, or None for a ranking without
   the rounding term (then compared in log space, and ``e``, ``e_fft`` are None).
-  Returns ``(value, e, e_fft)`` (P,) each, ``e_fft`` the bound without the
-  folded mass.
+  ``alias`` (T, P, with ``rel`` only): the folded tilted mass itself (at most 1)
+  in place of ``log_alias``, so that the point-wise bound costs one
+  exponential (``U``) instead of five: ``e = U (eps_fft + A) + |v| r`` with
+  ``U = exp(min(log U, 700))``; where ``log U > 700`` the value is clipped
+  and ``e`` is at least ``e^700`` (such a tilt is never the least error of a
+  usable point). Returns ``(value, e, e_fft)`` (P,) each, ``e_fft`` the bound
+  without the folded mass.
   """
-  val = y * xp.exp(xp.minimum(log_untilt, 700.0))
   if rel is None:
+    val = y * xp.exp(xp.minimum(log_untilt, 700.0))
     pick = xp.argmin(log_untilt + xp.logaddexp(log_fft, log_alias), axis=0)
     return xp.take_along_axis(val, pick[None, :], axis=0)[0], None, None
-  e_fft = xp.exp(xp.minimum(log_untilt + log_fft, 700.0)) + xp.abs(val) * rel
-  e_tot = xp.exp(xp.minimum(log_untilt + xp.logaddexp(log_fft, log_alias), 700.0)) \
-      + xp.abs(val) * rel
+  if alias is None:
+    alias = xp.exp(xp.minimum(log_alias, 0.0))
+  big = log_untilt > 700.0
+  u = xp.exp(xp.minimum(log_untilt, 700.0))
+  val = y * u
+  e_fft = u * xp.exp(log_fft) + xp.abs(val) * rel
+  e_tot = e_fft + u * alias
+  e_fft, e_tot = (xp.where(big, xp.maximum(e, 1e304), e) for e in (e_fft, e_tot))
   pick = xp.argmin(e_tot, axis=0)
   take = lambda a: xp.take_along_axis(a, pick[None, :], axis=0)[0]
   return take(val), take(e_tot), take(e_fft)
@@ -273,20 +314,23 @@ def cmul(c, v, xp):
       xp.isfinite(v), 0.0, v), 0.0)
 
 
-def compose_atoms(blocks, counts, h, m, N, muk, c_tot, mu, ns):
+def compose_atoms(blocks, counts, h, m, N, muk, c_tot, mu, ns, grid_lmgf=None):
   """Composed values and certified error bounds of one lattice law.
 
   blocks: [(idx, logmass)] per input (atoms at ``idx * h``); counts: matching
-  traced counts; the window is ``[m h, (m + N - 1) h]``; muk: tilt exponents
+  traced counts (integer-valued: the powers are :func:`ipow`'s); the window is ``[m h, (m + N - 1) h]``; muk: tilt exponents
   (mu = 0 is the plain FFT); mu: the Chernoff grid; c_tot: the total count.
   Returns (value, err_total, err_fft) on the window (N,) and K, the composed
   log-MGF on the mu grid. A block with count 0 adds exact zeros (and
   spectrum 1) and no error terms. The folded mass ``A`` is read from Chernoff
   bounds at ``_NFOLD + 1`` coarse positions (the nearest on the safe side).
+  ``grid_lmgf``: each block's :func:`lmgf` on ``mu`` if the caller has it (a
+  caller that pads blocks with empty atoms computes it on the unpadded ones).
   """
   xp = ns.xp
   pos = [b[0].astype(xp.float64) * h for b in blocks]
-  L = [lmgf(b[1], p, mu, xp) for b, p in zip(blocks, pos)]          # (G,) each
+  L = ([lmgf(b[1], p, mu, xp) for b, p in zip(blocks, pos)] if grid_lmgf is None
+       else list(grid_lmgf))                                           # (G,) each
   K = sum(cmul(c, l, xp) for c, l in zip(counts, L))                 # composed
   Kf = xp.where(xp.isfinite(K), K, xp.inf)
   Lk = [lmgf(b[1], p, muk, xp) for b, p in zip(blocks, pos)]        # (T,) each, exact
@@ -300,7 +344,7 @@ def compose_atoms(blocks, counts, h, m, N, muk, c_tot, mu, ns):
     maxlm = xp.maximum(maxlm, xp.where(c > 0, xp.max(xp.abs(lk)), 0.0))
     v = xp.exp(xp.minimum(lw[None, :] + muk[:, None] * p[None, :] - lk[:, None], 0.0))
     rings.append(ring(idx, v, N, ns))                                # (T+1, N)
-  y = convolve_powers(rings, counts, N, xp)                          # (T+1, N)
+  y = convolve_powers(rings, counts, N, xp, ns)   # (T+1, N); counts are integers
   s = m + xp.arange(N, dtype=xp.int64)
   y = y[:, xp.mod(s, N)]
   sh = s.astype(xp.float64) * h
@@ -322,8 +366,10 @@ def compose_atoms(blocks, counts, h, m, N, muk, c_tot, mu, ns):
   jj = xp.arange(N)
   i_hi = xp.clip(xp.floor(jj * (_NFOLD / N)).astype(xp.int32), 0, _NFOLD)      # y_i <= y
   i_lo = xp.clip(xp.ceil(jj * (_NFOLD / N)).astype(xp.int32), 0, _NFOLD)       # y_i >= y
-  log_alias = xp.minimum(xp.logaddexp(c_hi[:, i_hi], c_lo[:, i_lo]), 0.0)       # (T+1, N)
+  # the folded mass, exponentiated at the coarse positions (gathers, not exps, per point)
+  a_hi, a_lo = (xp.exp(xp.minimum(c, 0.0)) for c in (c_hi, c_lo))
+  alias = xp.minimum(a_hi[:, i_hi] + a_lo[:, i_lo], 1.0)                        # (T+1, N)
   rel = exp_rounding(c_tot, muk, maxpos, maxlm, Kk, muk[:, None] * sh[None, :], xp)
-  val, e_tot, e_fft = pick_least_error(y, logf, log_fft_bound(c_tot, N, xp), log_alias, rel,
-                                       xp)
+  val, e_tot, e_fft = pick_least_error(y, logf, log_fft_bound(c_tot, N, xp), None, rel, xp,
+                                       alias=alias)
   return val, e_tot, e_fft, K

@@ -382,19 +382,25 @@ def compose_laws(F1: FinalLaws, F2: FinalLaws, c1, c2, tau, query, *, mode: str,
   # empty atoms, log-mass -inf at index 0, which add exact zeros), so the
   # program holds the composition once instead of twice.
   ua = [_upper_atoms(F, h, xp) for F in Fs]
-  law = lambda a: _compose_law(list(zip(a[0], a[1])), cs, h, m, N, a[2], c_tot, mu, ns)
+  law = lambda a: _compose_law(list(zip(a[0], a[1])), cs, h, m, N, a[2], c_tot, mu, ns,
+                               grid_lmgf=a[3])
+  # each law's log-MGF on the Chernoff grid, on its own atoms (the lower ones
+  # unpadded: half the upper's count, and most of the exponentials of a lane)
+  grid = lambda idx, lw: _lmgf(lw, idx.astype(xp.float64) * h, mu, xp)
   if want_lower:
     la = [_lower_atoms(F, h, xp) for F in Fs]
     size_u = ua[0][0].shape[0]
     pad = lambda x, v: xp.concatenate([x, xp.full(size_u - x.shape[0], v, x.dtype)])
-    idxs, lws = [], []
+    idxs, lws, gls = [], [], []
     for u, b in zip(ua, la):
       idxs.append(xp.stack([u[0], pad(b[0], 0), pad(b[0], 0)]))
       lws.append(xp.stack([u[1], pad(b[1], -xp.inf), pad(b[2], -xp.inf)]))
-    vals, errs, effts, Ks = ns.map_seq(law, (idxs, lws, xp.stack([tw, tw, tw - 1.0])))
+      gls.append(xp.stack([grid(u[0], u[1]), grid(b[0], b[1]), grid(b[0], b[2])]))
+    vals, errs, effts, Ks = ns.map_seq(law, (idxs, lws, xp.stack([tw, tw, tw - 1.0]), gls))
     wu, efu, Ku = vals[0], effts[0], Ks[0]
   else:
-    wu, _, efu, Ku = law(([a[0] for a in ua], [a[1] for a in ua], tw))
+    wu, _, efu, Ku = law(([a[0] for a in ua], [a[1] for a in ua], tw,
+                          [grid(a[0], a[1]) for a in ua]))
   wu = xp.maximum(wu, 0.0) + efu
   tot = [xp.sum(F.up_p) for F in Fs]
   mean = [xp.exp(l) for l in

@@ -213,7 +213,13 @@ def sweep_threads(chunks: int) -> int:
 RERUN = threading.Lock()
 
 
-def run_chunks(stages, slices, done):
+#: Stage keys (``run_chunks``' ``keys``) whose first chunk has run in this
+#: process: their programs are compiled, so later calls need not wait for a
+#: first chunk before the other threads enter the stage.
+_WARM = set()
+
+
+def run_chunks(stages, slices, done, keys=None):
   """The chunks ``slices`` through ``stages`` (functions applied in turn, the
   first to the slice; each output made ready before the next), on :func:`sweep_threads`
   threads; returns the last stage's outputs in order, calling ``done(1)``
@@ -222,24 +228,34 @@ def run_chunks(stages, slices, done):
   Another chunk enters a stage only once the first chunk has left it (the
   first chunk compiles each stage's program; the others reuse it instead of
   compiling it again), so a fresh process overlaps the first chunk's query
-  compile with the next chunks' laws. A lane's values depend on its chunk
+  compile with the next chunks' laws. ``keys`` (optional, one hashable or None
+  per stage): a stage whose key has run before in this process (its program
+  compiled) is not gated, so a warm sweep keeps every core busy from the
+  start; a key that misses a static only costs a second compile, never a
+  wrong value. A lane's values depend on its chunk
   only: they are those of a serial run, bit for bit. The workers enter the
   caller's float64 setting (JAX's ``enable_x64`` context is thread-local);
   with one worker (accelerators) everything runs in the calling thread, under
   all of the caller's JAX contexts (a ``jax.default_device``, say)."""
   x64 = bool(jax.config.jax_enable_x64)
+  keys = list(keys) if keys is not None else [None] * len(stages)
   gates = [threading.Event() for _ in stages]
+  for gate, key in zip(gates, keys):
+    if key is not None and key in _WARM:
+      gate.set()
 
   def run(i):
     x = slices[i]
     try:
       with jax.enable_x64(x64):
-        for gate, stage in zip(gates, stages):
+        for gate, stage, key in zip(gates, stages, keys):
           if i:
             gate.wait()
           x = jax.block_until_ready(stage(x))
           if not i:
             gate.set()
+            if key is not None:
+              _WARM.add(key)
     finally:
       if not i:     # a failing first chunk: the others run (and raise) alone
         for gate in gates:

@@ -213,22 +213,37 @@ def _diagonal_pieces(n: int, pieces: int):
   return [(cuts[p], cuts[p + 1], n - cuts[p]) for p in range(pieces) if cuts[p + 1] > cuts[p]]
 
 
-def _run_loops(parts, n: int, pieces: int, band=None, D=None):
-  """Runs the diagonal loops of one or more pairwise sums in one set of loops.
+def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None):
+  """Runs the diagonal loops of one or more pairwise sums.
 
   ``parts``: ``(step, finish, init, lows)`` per sum; ``step(L)`` is the loop
-  body over length-L vectors. ``band`` (traced int or None: n): only the
+  body over length-L vectors for the diagonals d >= 1, ``step(L, True)`` the
+  body of the main diagonal d = 0 (applied once, before the loop, so that the
+  loop body needs no ``d > 0`` mask; every product and sum is the one the
+  masked body formed). ``band`` (traced int or None: n): only the
   diagonals d < band run here (the near band, a dynamic trip count, no new
   static variant); ``finish(out, pre)`` adds the far field from ``pre``, the
   :func:`far_prefix` of its rows ``lows`` (all sums' rows in one filter).
+  ``active`` (traced bools, one per sum, or None): each sum runs its own
+  diagonal loop, with no trip where it is False (a level whose sum is not
+  used: its output is then only the main diagonal and the far field, never
+  read); None: one loop for all sums.
   Returns ``[finish(out)]``.
   """
   outs = tuple(p[2] for p in parts)
   for d_lo, d_hi, L in _diagonal_pieces(n, pieces):
+    if d_lo == 0:   # the main diagonal once, outside the loop (band >= 1: it always runs)
+      zero = jnp.zeros((), jnp.int32)
+      outs = tuple(p[0](L, True)(zero, x) for p, x in zip(parts, outs))
+      d_lo = 1
     steps = [p[0](L) for p in parts]
-    body = lambda d, o, steps=steps: tuple(f(d, x) for f, x in zip(steps, o))
     hi = d_hi if band is None else jnp.minimum(d_hi, band)
-    outs = lax.fori_loop(d_lo, hi, body, outs, unroll=UNROLL)
+    if active is None:
+      body = lambda d, o, steps=steps: tuple(f(d, x) for f, x in zip(steps, o))
+      outs = lax.fori_loop(d_lo, hi, body, outs, unroll=UNROLL)
+    else:
+      outs = tuple(lax.fori_loop(d_lo, jnp.where(act, hi, d_lo), f, x, unroll=UNROLL)
+                   for f, x, act in zip(steps, outs, active))
   if band is None:
     return [p[1](x, None) for p, x in zip(parts, outs)]
   # the far fields of all sums: one filter over the stacked low-atom rows
@@ -248,18 +263,20 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
   pa = jnp.concatenate([A.p, jnp.zeros(n)])
   pb = jnp.concatenate([B.p, jnp.zeros(n)])
 
-  def step(L):
+  def step(L, main=False):
     ap, bp = A.p[:L], B.p[:L]
 
     def body(d, out):
       k = kap[d]
       w = om[d]
       bd = lax.dynamic_slice(pb, (d,), (L,))
-      if symmetric:
-        v = ap * bd * jnp.where(d > 0, 2.0, 1.0)
+      if main:         # d = 0: one orientation, not doubled
+        v = ap * bd
+      elif symmetric:  # X + X off the main diagonal: both orientations
+        v = ap * bd * 2.0
       else:
         ad = lax.dynamic_slice(pa, (d,), (L,))
-        v = ap * bd + jnp.where(d > 0, ad * bp, 0.0)
+        v = ap * bd + ad * bp
       # the knot-j and knot-(j+1) parts go to two rows, added in finish: each
       # output cell is still one sum of non-negative terms (the ledger counts
       # terms, not their order); one slice per row ran the pair of sums in
@@ -322,14 +339,15 @@ def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int
 
 
 def conv_upper_pair(X: UpperLaw, A: UpperLaw, B: UpperLaw, D, n: int, pieces: int = 1,
-                    far: bool = True):
-  """``(X + X, A + B, o)``: the two sums of a level in one set of diagonal loops
-  (``X + X`` by the symmetric kernel: one orientation, doubled)."""
+                    far: bool = True, active=None):
+  """``(X + X, A + B, o)``: the two sums of a level (``X + X`` by the symmetric
+  kernel: one orientation, doubled); ``active``: see :func:`_run_loops`."""
   kap, om = tables(D, n)
   o = kap[n - 1]
   d_up = band_limits(kap, om, n)[0] if far else None
   S, C = _run_loops([_upper_parts(X, X, D, n, True, kap, om, o, d_up),
-                     _upper_parts(A, B, D, n, False, kap, om, o, d_up)], n, pieces, d_up, D)
+                     _upper_parts(A, B, D, n, False, kap, om, o, d_up)], n, pieces, d_up, D,
+                    active)
   return S, C, o
 
 
@@ -351,7 +369,7 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
     m0, m1 = jnp.where(up, 0.0, mass), jnp.where(up, mass, 0.0)
     return m0, m0 * f, m1, m1 * f * emD
 
-  def step(L):
+  def step(L, main=False):
     a_a, b_a, fa_, fb_ = A.a[:L], B.a[:L], fa[:L], fb[:L]
 
     def body(d, out):
@@ -361,15 +379,13 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
       fbd = lax.dynamic_slice(fbb, (d,), (L,))
       # orientation 1: low from A (index i), high from B (index i+d)
       m0, g0, m1, g1 = split(a_a * bd, fbd + fa_ * rd, k)
-      if symmetric:
-        fac = jnp.where(d > 0, 2.0, 1.0)
-        m0, g0, m1, g1 = m0 * fac, g0 * fac, m1 * fac, g1 * fac
-      else:
+      if symmetric and not main:    # X + X off the main diagonal: both orientations
+        m0, g0, m1, g1 = m0 * 2.0, g0 * 2.0, m1 * 2.0, g1 * 2.0
+      if not (main or symmetric):    # d = 0 has one orientation
         ad = lax.dynamic_slice(aa, (d,), (L,))
         fad = lax.dynamic_slice(faa, (d,), (L,))
         n0, h0, n1, h1 = split(ad * b_a, fad + fb_ * rd, k)
-        use = jnp.where(d > 0, 1.0, 0.0)
-        m0, g0, m1, g1 = m0 + use * n0, g0 + use * h0, m1 + use * n1, g1 + use * h1
+        m0, g0, m1, g1 = m0 + n0, g0 + h0, m1 + n1, g1 + h1
       start = d + k - o
       # four rows (a, g into cell k; a, g into k + 1), added in finish as the
       # upper's two, one slice per row: laws at 0.94x the CPU (2026-11-25)
@@ -405,11 +421,12 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
   return step, finish, jnp.zeros(4 * buf), lows
 
 
-def _lower_exact(pairs, D, n: int, pieces: int, far: bool = True):   # fine kernel: ([P + R], o)
+def _lower_exact(pairs, D, n: int, pieces: int, far: bool = True, active=None):
+  # the fine kernel: ([P + R], o)
   kap, om = tables(D, n)
   d_lo = band_limits(kap, om, n)[1] if far else None
   return _run_loops([_lower_parts(P, R, D, n, s, kap, kap[n - 1], d_lo) for P, R, s in pairs],
-                    n, pieces, d_lo, D), kap[n - 1]
+                    n, pieces, d_lo, D, active), kap[n - 1]
 
 
 def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, pieces: int = 1,
@@ -430,9 +447,9 @@ def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, pieces: int
 
 
 def conv_lower_pair(X: LowerLaw, A: LowerLaw, B: LowerLaw, D, n: int, pieces: int = 1,
-                    coarsen: int | None = None, far: bool = True):
-  """``(X + X, A + B, o)`` in one set of diagonal loops (see conv_upper_pair)."""
-  ex = lambda p, D, n: _lower_exact(p, D, n, pieces, far)
+                    coarsen: int | None = None, far: bool = True, active=None):
+  """``(X + X, A + B, o)`` (see conv_upper_pair)."""
+  ex = lambda p, D, n: _lower_exact(p, D, n, pieces, far, active)
   (S, C), o = lc.coarse_sums(ex, [(X, X, True), (A, B, False)], D, n, out_size(n), coarsen)
   return S, C, o
 
@@ -479,7 +496,7 @@ PIECES = 2
 METHODS = ("fast", "loop", "reference")
 
 
-def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast"):
+def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast", last=None):
   """One level of the binary powering: (A, B) -> (A + X, B + X) on the new lattice.
 
   ``X`` is ``A2`` or ``B2`` by the current bit of ``t``: the level needs
@@ -494,7 +511,13 @@ def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast"):
   re-association, ~1e-15 relative a level; the lower another exact-moment
   grouping: same mass and first moment); "loop" is "fast" with every diagonal
   in the loop (static trip count: for callers that vmap lanes, where a traced
-  per-lane trip count turns the loop's slices into gathers); "reference" (the
+  per-lane trip count turns the loop's slices into gathers). "fast" runs only
+  the sums a level uses (``last``: the final level): the first level only
+  ``X + X`` (its ``A2 + B2`` is ``S_1 + S_1`` again), the last only the one it
+  returns (``X + X`` where the bit is 0, ``A2 + B2`` where it is 1); the other
+  sum's diagonal loop makes no trip (``active`` of :func:`_run_loops`): 10
+  instead of 12 sums' worth of loops at t = 234, values unchanged.
+  "reference" (the
   O(n^2) oracle kept for the tests) runs both as asymmetric sums over every
   diagonal in one vmapped call ("loop" and "reference" give bit-for-bit the
   same lower laws: products commute, ``x + y`` is ``y + x``, the dropped
@@ -507,7 +530,12 @@ def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast"):
     C1, C0 = _unstack(C)          # C1 = A2 + B2, C0 = X + X
   elif method in ("fast", "loop"):
     pair = conv_upper_pair if conv is conv_upper else conv_lower_pair
-    C0, C1, o = pair(X, A2, B2, D2, n, PIECES, far=method == "fast")
+    active = None
+    if method == "fast" and last is not None:
+      one = first & last                       # t = 1: the level returns A2m
+      active = [~one & (first | ~last | (bit == 0)),     # X + X
+                ~first & (~last | (bit == 1))]           # A2 + B2
+    C0, C1, o = pair(X, A2, B2, D2, n, PIECES, far=method == "fast", active=active)
   else:
     raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
   An = _pick(first.astype(jnp.int32), _pick(bit, C0, C1), A2m)
@@ -545,7 +573,8 @@ def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step,
     bit = (t >> jnp.maximum(nb - 1 - j, 0)) & 1
     first = j == 0
     A2m = UpperLaw(jnp.concatenate([A2.p, pad]), A2.q0, A2.minf)
-    An, Bn, o = _combine_level(conv_upper, A2, B2, A2m, D2, n, bit, first, method)
+    An, Bn, o = _combine_level(conv_upper, A2, B2, A2m, D2, n, bit, first, method,
+                               last=j == nb - 1)
     LAn = Lattice(L2.u_ref, D2, jnp.where(first, zero, o))
     LBn = Lattice(L2.u_ref, D2, o)
     # log-position rounding of this level (regrid offsets, lattice origin, kernel)
@@ -586,7 +615,8 @@ def sum_law_lower(lw: LowerLaw, lat: Lattice, t, n: int, tail, min_step,
     bit = (t >> jnp.maximum(nb - 1 - j, 0)) & 1
     first = j == 0
     A2m = LowerLaw(jnp.concatenate([A2.a, pad]), jnp.concatenate([A2.g, pad]), A2.q0)
-    An, Bn, o = _combine_level(conv_lower, A2, B2, A2m, D2, n, bit, first, method)
+    An, Bn, o = _combine_level(conv_lower, A2, B2, A2m, D2, n, bit, first, method,
+                               last=j == nb - 1)
     LAn = Lattice(L2.u_ref, D2, jnp.where(first, zero, o))
     LBn = Lattice(L2.u_ref, D2, o)
     return j + 1, An, LAn, Bn, LBn

@@ -229,13 +229,20 @@ def conv_lower_host(pairs, D, n: int, coarsen: int | None = None):
   return lc.coarse_sums(_lower_exact, pairs, D, n, out_size(n), coarsen, ns=HOST)
 
 
-def _level_sums(conv, A2, B2, A2m, D2, n, bit, first):
+def _level_sums(conv, A2, B2, A2m, D2, n, bit, first, last=False):
   """(A_next, B_next, o) of one level (see :func:`._sum_law._combine_level`):
-  ``X + X`` (X = A2 or B2 by the bit) and ``A2 + B2`` in one pass."""
+  ``X + X`` (X = A2 or B2 by the bit) and ``A2 + B2`` in one pass; only the
+  sum that is used at the first level (``X + X``) and at the last (the one
+  returned as A; B_next is then None)."""
   X = B2 if bit else A2
   if first:        # (S_1, S_2): A + B is not used
+    if last:       # t = 1
+      return A2m, None, 0
     (C0,), o = conv([(X, X, True)], D2, n)
     return A2m, C0, o
+  if last:
+    (C,), o = conv([(A2, B2, False)] if bit else [(X, X, True)], D2, n)
+    return C, None, o
   (C0, C1), o = conv([(X, X, True), (A2, B2, False)], D2, n)
   return (C1, C0, o) if bit else (C0, C1, o)
 
@@ -265,7 +272,7 @@ def _powering(law, lat, t, n, tail, min_step, *, upper):
     u0 = LA.u_ref + jl * LA.step
     bit = (t >> max(nb - 1 - j, 0)) & 1
     first = j == 0
-    A, B, o = _level_sums(conv, A2, B2, grow(A2), D2, n, bit, first)
+    A, B, o = _level_sums(conv, A2, B2, grow(A2), D2, n, bit, first, last=j == nb - 1)
     # log-position rounding of this level (as in _sum_law.sum_law_upper)
     ledger = ledger + 4 * _EPS * (4.0 + np.abs(u0) + 2.5 * n * (LA.step + D2))
     ledger = ledger + _EPS * far_ulps(n)[1]   # far-field barycentres (far_lower)

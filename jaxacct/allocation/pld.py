@@ -345,10 +345,27 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
   with progress(total=total // chunk, desc=f"allocation PLD: {lanes.size} lanes",
                 enabled=None if total > chunk else False) as bar:
     outs = qy.run_chunks((round_laws, answer),
-                         [slice(i, i + chunk) for i in range(0, total, chunk)], bar.update)
+                         [slice(i, i + chunk) for i in range(0, total, chunk)], bar.update,
+                         keys=_stage_keys(lanes, taus, chunk, mode, auto, kw, grid_size,
+                                          mechanism, laws))
   parts = tuple(np.concatenate([np.asarray(a) for a in o]) for o in zip(*outs)) \
       if len(outs) > 1 else outs[0]
   return tuple(lanes.unpad(p) for p in parts)
+
+
+def _stage_keys(lanes, taus, chunk, mode, auto, kw, grid_size, mechanism, laws):
+  """What the first chunk's law and query programs depend on, for
+  :func:`._pld_query.run_chunks` (a stage whose key ran before is not gated);
+  None (always gated) for mechanisms given as PLDs."""
+  if laws is not None:
+    return None
+  first = lanes.take(slice(0, chunk))
+  two = bool(np.any(first.rho > 0))
+  size = sweep_size(first.c1 + first.c2, taus[:chunk]) if auto and mode == "eps" \
+      else kw["size"]
+  base = (chunk, two, int(grid_size), str(mechanism), bool(jax.config.jax_enable_x64),
+          jax.default_backend())
+  return ("laws",) + base, ("query", mode, auto, size, kw["tilts"]) + base
 
 
 def _result(parts, direction, query, mode):
