@@ -9,11 +9,10 @@ evaluated), with the float ledger of :mod:`._pld_compose`; and
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
+import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -225,49 +224,93 @@ def run_chunks(stages, slices, done, keys=None):
   threads; returns the last stage's outputs in order, calling ``done(1)``
   (the progress bar) in the calling thread as each chunk's output arrives.
 
-  Another chunk enters a stage only once the first chunk has left it (the
-  first chunk compiles each stage's program; the others reuse it instead of
-  compiling it again), so a fresh process overlaps the first chunk's query
-  compile with the next chunks' laws. ``keys`` (optional, one hashable or None
-  per stage): a stage whose key has run before in this process (its program
-  compiled) is not gated, so a warm sweep keeps every core busy from the
-  start; a key that misses a static only costs a second compile, never a
-  wrong value. A lane's values depend on its chunk
-  only: they are those of a serial run, bit for bit. The workers enter the
-  caller's float64 setting (JAX's ``enable_x64`` context is thread-local);
-  with one worker (accelerators) everything runs in the calling thread, under
-  all of the caller's JAX contexts (a ``jax.default_device``, say)."""
+  Scheduling: a free thread takes the earliest chunk whose next stage may
+  run. Another chunk enters a stage only once the first chunk has left it
+  (the first chunk compiles each stage's program; the others reuse it instead
+  of compiling it again); meanwhile the other threads go on with the stages
+  that may run (in a fresh process: the next chunks' laws while the first
+  chunk compiles its query), never waiting while there is work. ``keys``
+  (optional, one hashable or None per stage): a stage whose key has run
+  before in this process (its program compiled) is not gated, so a warm sweep
+  keeps every core busy from the start; a key that misses a static only
+  costs a second compile, never a wrong value. A lane's values depend on its
+  chunk only: they are those of a serial run, bit for bit. The workers enter
+  the caller's float64 setting (JAX's ``enable_x64`` context is
+  thread-local); with one worker (accelerators) everything runs in the
+  calling thread, under all of the caller's JAX contexts (a
+  ``jax.default_device``, say). An exception in a stage stops the workers
+  and is raised here."""
   x64 = bool(jax.config.jax_enable_x64)
-  keys = list(keys) if keys is not None else [None] * len(stages)
-  gates = [threading.Event() for _ in stages]
-  for gate, key in zip(gates, keys):
-    if key is not None and key in _WARM:
-      gate.set()
-
-  def run(i):
-    x = slices[i]
-    try:
-      with jax.enable_x64(x64):
-        for gate, stage, key in zip(gates, stages, keys):
-          if i:
-            gate.wait()
-          x = jax.block_until_ready(stage(x))
-          if not i:
-            gate.set()
-            if key is not None:
-              _WARM.add(key)
-    finally:
-      if not i:     # a failing first chunk: the others run (and raise) alone
-        for gate in gates:
-          gate.set()
-    return x
-
-  outs, workers = [], sweep_threads(len(slices))
-  with ThreadPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as ex:
-    for out in (ex.map if ex else map)(run, range(len(slices))):
-      outs.append(out)
+  n_st, n_ch = len(stages), len(slices)
+  keys = list(keys) if keys is not None else [None] * n_st
+  workers = sweep_threads(n_ch)
+  if workers <= 1:
+    outs = []
+    for x in slices:
+      for stage in stages:
+        x = jax.block_until_ready(stage(x))
+      outs.append(x)
       done(1)
-  return outs
+    return outs
+
+  open_ = [key is not None and key in _WARM for key in keys]
+  nxt, busy, vals = [0] * n_ch, [False] * n_ch, list(slices)
+  errors, finished = [], queue.Queue()
+  cv = threading.Condition()
+
+  def pick():
+    for i in range(n_ch):
+      k = nxt[i]
+      if k < n_st and not busy[i] and (i == 0 or open_[k]):
+        return i
+    return None
+
+  def worker():
+    with jax.enable_x64(x64):
+      while True:
+        with cv:
+          while True:
+            if errors:
+              return
+            i = pick()
+            if i is not None:
+              break
+            if all(k == n_st or b for k, b in zip(nxt, busy)):
+              return          # whatever is left is running on another thread
+            cv.wait()
+          busy[i], k = True, nxt[i]
+        try:
+          y = jax.block_until_ready(stages[k](vals[i]))
+        except BaseException as e:   # noqa: BLE001 -- re-raised by the caller
+          with cv:
+            errors.append(e)
+            cv.notify_all()
+          finished.put(None)
+          return
+        with cv:
+          vals[i], nxt[i], busy[i] = y, k + 1, False
+          if i == 0:
+            open_[k] = True
+            if keys[k] is not None:
+              _WARM.add(keys[k])
+          cv.notify_all()
+        if k + 1 == n_st:
+          finished.put(i)
+
+  threads = [threading.Thread(target=worker, daemon=True) for _ in range(workers)]
+  for th in threads:
+    th.start()
+  try:
+    for _ in range(n_ch):
+      if finished.get() is None:
+        break
+      done(1)
+  finally:
+    for th in threads:
+      th.join()
+  if errors:
+    raise errors[0]
+  return vals
 
 
 # ----------------------------------------------------------------------------
