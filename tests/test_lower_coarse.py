@@ -113,6 +113,29 @@ def test_coarse_pair_equals_single_sums_and_coarsen_one_is_exact_kernel():
     np.testing.assert_array_equal(x, y)
 
 
+def test_fast_levels_skip_only_unused_sums():
+  """The default ("fast") t-fold sums run only the sums a level uses (the first
+  level X + X, the last the sum it returns): the laws equal the O(n^2)
+  reference's (the two sums one by one, every diagonal) to re-association,
+  1e-12 relative, at t = 1, 2, 3 (first = last, even, odd last bit) and 234,
+  235; a skipped sum would leave the returned law far off (or all zero).
+  sigma = 5 at 256 knots: no level has a far field (every diagonal is in the
+  near band), so the two methods sum the same pairs."""
+  n = 256
+  up, lw, lat = one_step_laws("gaussian", 5.0, n, 1e-15)
+  f = jax.jit(lambda t, method: (sl.sum_law_upper(up, lat, t, n, 1e-15, 0.0, method=method),
+                                 sl.sum_law_lower(lw, lat, t, n, 1e-15, 0.0, method=method)),
+              static_argnames="method")
+  for t in (1, 2, 3, 234, 235):
+    (U, LU, eu), (W, LW) = f(t, "fast")
+    (U1, LU1, eu1), (W1, LW1) = f(t, "reference")
+    np.testing.assert_allclose(U.p, U1.p, rtol=1e-12, atol=1e-300, err_msg=f"t={t}")
+    assert float(eu) == float(eu1) and int(LU.off) == int(LU1.off)
+    np.testing.assert_allclose(W.a, W1.a, rtol=1e-12, atol=1e-300, err_msg=f"t={t}")
+    np.testing.assert_allclose(W.g, W1.g, rtol=1e-12, atol=1e-300, err_msg=f"t={t}")
+    assert abs(float(np.sum(U.p)) + float(U.q0) - 1.0) < 1e-12
+
+
 # sigma, t, k, E, delta: 20 settings, default grid (1024 knots: coarsened lower sums)
 S_ = np.array([0.5, 0.7, 1.0, 1.0, 1.5, 2.0, 3.0, 5.0, 0.8, 1.2, 2.5, 4.0, 0.6, 1.0, 2.0, 1.0,
                0.9, 3.0, 1.3, 5.0])

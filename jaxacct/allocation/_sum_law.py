@@ -18,8 +18,9 @@ Representation of a law on a geometric lattice (all arrays length n or m):
   atom ``q0`` at 0. Mass outside the window is dropped (sub-probability).
 
 Cost. A level of the binary powering needs X + X and A + B (X = A or B by the
-bit of t); X + X runs one orientation, doubled, and both run in one set of
-diagonal loops. A pair (i, i + d) sums to ``x_{i+d} (1 + r^-d)``, r = e^D, so
+bit of t); X + X runs one orientation, doubled, and each sum runs its own
+diagonal loop, with no trip at the first level (A + B) and the last (the sum
+not returned), where that sum is not used. A pair (i, i + d) sums to ``x_{i+d} (1 + r^-d)``, r = e^D, so
 only diagonals with ``kappa(d) >= 1`` (``r^-d >= r - 1``) reach past the next
 knot. The loop runs the *near band* ``d < d_band`` (a traced trip count,
 :func:`._far_field.band_limits`); the *far field* ``d >= d_band`` is summed in
