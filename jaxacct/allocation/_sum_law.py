@@ -18,9 +18,7 @@ Representation of a law on a geometric lattice (all arrays length n or m):
   atom ``q0`` at 0. Mass outside the window is dropped (sub-probability).
 
 Cost. A level of the binary powering needs X + X and A + B (X = A or B by the
-bit of t); X + X runs one orientation, doubled, and each sum runs its own
-diagonal loop, with no trip at the first level (A + B) and the last (the sum
-not returned), where that sum is not used. A pair (i, i + d) sums to ``x_{i+d} (1 + r^-d)``, r = e^D, so
+bit of t; X + X runs one orientation, doubled), each in its own loop. A pair (i, i + d) sums to ``x_{i+d} (1 + r^-d)``, r = e^D, so
 only diagonals with ``kappa(d) >= 1`` (``r^-d >= r - 1``) reach past the next
 knot. The loop runs the *near band* ``d < d_band`` (a traced trip count,
 :func:`._far_field.band_limits`); the *far field* ``d >= d_band`` is summed in
@@ -55,15 +53,10 @@ added to ``rel`` in :mod:`._pld_laws` and to the ``eta`` ledger here).
 
 Why not FFT: knots i <= j sum to knot j + log(1 + r^{-(j-i)}) / D, a function
 of neither i + j nor j - i, so a pairwise sum is no convolution of the arrays
-(grouping by i + j merges sums up to e^{n D / 2} apart); the far field above
-is the part where that function is constant (0), and elsewhere it changes by
-about 1/2 per diagonal. Sums are convolutions in x (a linear grid), which at
-the deep levels (windows spanning e^{0.5..5} in x) would need 1-6 n linear
-points; but the lower law needs exact moments: an FFT's absolute error
-(~u log N of the total mass) moves merged atoms, which one law cannot absorb
-for both directions (down is safe for remove, up for add), and the upper needs
-relative accuracy in tails of 1e-20. A sub-quadratic near band needs tilted
-FFTs with an explicit round-off bound on linear-in-x slabs (not built).
+(the far field is where it is constant). In x (a linear grid) it is, but the
+lower law needs exact moments (an FFT's absolute error moves merged atoms) and
+the upper relative accuracy in 1e-20 tails: a sub-quadratic near band needs
+tilted FFTs with a round-off bound on linear-in-x slabs (not built).
 """
 
 from __future__ import annotations
@@ -225,10 +218,8 @@ def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None):
   diagonals d < band run here (the near band, a dynamic trip count, no new
   static variant); ``finish(out, pre)`` adds the far field from ``pre``, the
   :func:`far_prefix` of its rows ``lows`` (all sums' rows in one filter).
-  ``active`` (traced bools, one per sum, or None): each sum runs its own
-  diagonal loop, with no trip where it is False (a level whose sum is not
-  used: its output is then only the main diagonal and the far field, never
-  read); None: one loop for all sums.
+  ``active`` (traced bools, one per sum, or None: one loop for all): each sum
+  runs its own loop, with no trip where False (a sum the level does not read).
   Returns ``[finish(out)]``.
   """
   outs = tuple(p[2] for p in parts)
@@ -278,11 +269,8 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
       else:
         ad = lax.dynamic_slice(pa, (d,), (L,))
         v = ap * bd + ad * bp
-      # the knot-j and knot-(j+1) parts go to two rows, added in finish: each
-      # output cell is still one sum of non-negative terms (the ledger counts
-      # terms, not their order); one slice per row ran the pair of sums in
-      # 0.7x the CPU of overlapping slices of one row (n = 1024; the laws of 125
-      # sigmas 0.86x, t = 234 and 1000, 2026-11-25)
+      # knot-j and knot-(j+1) parts in two rows, added in finish (one slice per
+      # row: 0.7x the CPU of overlapping slices of one row, 2026-11-25)
       start = d + k - o
       lo = lax.dynamic_slice(out, (start,), (L,)) + v * (1.0 - w)
       out = lax.dynamic_update_slice(out, lo, (start,))
@@ -361,11 +349,8 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
   eD, emD = jnp.exp(D), jnp.exp(-D)
 
   def split(mass, s_rel, k):
-    # s_rel: sum / x_h; target cell offset k or k+1. Moments in units of the
-    # cell's left knot: s_rel r^-k (r^-(k+1) for the next cell), multiplied by
-    # the rounded scalars e^{-kD}, e^{-D} (as many roundings as dividing by
-    # e^{kD}, e^D: the same position ledger; vector divisions cost ~23 % of
-    # the lower pair's CPU, n = 1024, 2026-11-25).
+    # s_rel: sum / x_h; cell offset k or k+1; moments in units of the cell's
+    # left knot: times the rounded e^{-kD}, e^{-D} (the ledger of a division).
     up, f = s_rel >= jnp.exp(k * D) * eD, s_rel * jnp.exp(-k * D)
     m0, m1 = jnp.where(up, 0.0, mass), jnp.where(up, mass, 0.0)
     return m0, m0 * f, m1, m1 * f * emD
@@ -388,8 +373,7 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
         n0, h0, n1, h1 = split(ad * b_a, fad + fb_ * rd, k)
         m0, g0, m1, g1 = m0 + n0, g0 + h0, m1 + n1, g1 + h1
       start = d + k - o
-      # four rows (a, g into cell k; a, g into k + 1), added in finish as the
-      # upper's two, one slice per row: laws at 0.94x the CPU (2026-11-25)
+      # four rows (a, g into cell k; a, g into k + 1), added in finish
       for r, x in enumerate((m0, g0, m1, g1)):
         s = start + r * buf
         out = lax.dynamic_update_slice(out, lax.dynamic_slice(out, (s,), (L,)) + x, (s,))
@@ -487,12 +471,9 @@ def _regrid_both(regrid, A, LA, B, LB, jl, D2, n):   # (regrid(A), regrid(B)), o
   return _unstack(jax.vmap(lambda X, LX: regrid(X, LX, jl, D2, n)[0])(_stack(A, B), _stack(LA, LB)))
 
 
-#: Static diagonal pieces of the pairwise sums in the default ("fast") method
-#: (:func:`_diagonal_pieces`; the laws are bit for bit those of one piece):
-#: 2 runs the diagonals d >= n/2 over half-length vectors. Measured on 125
-#: sigmas in [0.5, 5] (n = 1024, 2 cores, 2026-11-25): laws 3.49 -> 2.97 CPU-s
-#: (t = 234) and 4.68 -> 3.90 (t = 1000), first call (compile + run) 6.8 /
-#: 7.9 s either way; 4 pieces: 2.84 CPU-s but about 1.5 s more compile.
+#: Static diagonal pieces of the pairwise sums (:func:`_diagonal_pieces`; same
+#: laws): 2 runs d >= n/2 over half-length vectors (laws 0.84x the CPU, 125
+#: sigmas, n = 1024, 2026-11-25; 4 pieces: 0.81x, 1.5 s more compile).
 PIECES = 2
 METHODS = ("fast", "loop", "reference")
 
@@ -505,24 +486,15 @@ def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast", last=Non
   the first level keeps ``A2m`` (``A2`` padded). Returns ``(A_next, B_next,
   offset)``.
 
-  ``method`` (static): "fast" runs ``X + X`` through the symmetric kernel
-  (one orientation, doubled: ``2 p`` is exactly ``p + p``) and ``A2 + B2``
-  through the asymmetric one in one set of diagonal loops over the near band,
-  the far field by :mod:`._far_field` (upper masses equal to the loop's up to
-  re-association, ~1e-15 relative a level; the lower another exact-moment
-  grouping: same mass and first moment); "loop" is "fast" with every diagonal
-  in the loop (static trip count: for callers that vmap lanes, where a traced
-  per-lane trip count turns the loop's slices into gathers). "fast" runs only
-  the sums a level uses (``last``: the final level): the first level only
-  ``X + X`` (its ``A2 + B2`` is ``S_1 + S_1`` again), the last only the one it
-  returns (``X + X`` where the bit is 0, ``A2 + B2`` where it is 1); the other
-  sum's diagonal loop makes no trip (``active`` of :func:`_run_loops`): 10
-  instead of 12 sums' worth of loops at t = 234, values unchanged.
-  "reference" (the
-  O(n^2) oracle kept for the tests) runs both as asymmetric sums over every
-  diagonal in one vmapped call ("loop" and "reference" give bit-for-bit the
-  same lower laws: products commute, ``x + y`` is ``y + x``, the dropped
-  padding adds exact zeros).
+  ``method`` (static): "fast" runs ``X + X`` by the symmetric kernel (one
+  orientation, doubled) and ``A2 + B2`` by the asymmetric one over the near
+  band, the far field by :mod:`._far_field` (upper masses equal up to
+  re-association in the bulk; the lower another exact-moment grouping), and
+  only the sums a level reads (``last``: the final level; ``active`` of
+  :func:`_run_loops`); "loop" has every diagonal in the loop (static trip
+  count, for callers that vmap lanes) and both sums; "reference" (the O(n^2)
+  oracle) runs both as asymmetric sums over every diagonal in one vmapped call
+  (bit for bit the lower laws of "loop").
   """
   X = _pick(bit, A2, B2)
   if method == "reference":
@@ -551,8 +523,7 @@ def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step,
   Carries (S_a, S_{a+1}) along the binary digits of t from the top: level 0
   makes (S_1, S_2); then bit b maps a -> 2a + b with (S_{2a}, S_{2a+1}) =
   (S_a + S_a, S_a + S_{a+1}) and (S_{2a+1}, S_{2a+2}) = (S_a + S_{a+1},
-  S_{a+1} + S_{a+1}). Both sums of a level run as one batched kernel.
-  Returns (law, lattice, eta): eta bounds the accumulated log-position
+  S_{a+1} + S_{a+1}). Returns (law, lattice, eta): eta bounds the accumulated log-position
   rounding error of the atoms (see pld module docstring).
   ``method`` (static): "fast" (default: near band + far field), "loop" (every
   diagonal in the loop) or "reference", the O(n^2) oracle kept for the tests
@@ -607,9 +578,7 @@ def sum_law_lower(lw: LowerLaw, lat: Lattice, t, n: int, tail, min_step,
   def level(carry):
     j, A, LA, B, LB = carry
     jl, jr = _joint_window(window_lower, A, LA, B, LB, tail)
-    # n new cells cover the whole of old cells jl..jr, [x_jl, x_{jr+1}): atoms
-    # sit anywhere inside their cell, and a refined window (D2 < D) would
-    # otherwise cut the top cell (harmless for dense laws, not for discrete ones).
+    # n new cells cover old cells jl..jr whole (atoms sit anywhere in a cell)
     D2 = new_step(jl, jr + 1, LA.step, n + 1, min_step)
     A2, B2 = _regrid_both(regrid_lower, A, LA, B, LB, jl, D2, n)
     L2 = Lattice(LA.u_ref + jl * LA.step, D2, zero)
