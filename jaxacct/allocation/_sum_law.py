@@ -248,38 +248,61 @@ def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None):
   return res
 
 
+def _low(x, L: int):
+  """``(x_i, x_{i-1})`` for i = 0..L (zero outside 0..L-1): the low operand of a
+  diagonal at an output element and one to its left (two static arrays)."""
+  z = jnp.zeros(1)
+  return jnp.concatenate([x[:L], z]), jnp.concatenate([z, x[:L]])
+
+
+def _high(x, n: int):
+  """``x`` with one zero before and n + 1 after: element ``d + 1 + j`` is
+  ``x_{d+j}`` (the high operand of diagonal d; a slice never clamps)."""
+  return jnp.concatenate([jnp.zeros(1), x, jnp.zeros(n + 1)])
+
+
+def _slices(low, high, d, L: int):
+  """``(low_i, high_{i+d})`` and ``(low_{i-1}, high_{i-1+d})``, i = 0..L."""
+  return ((low[0], lax.dynamic_slice(high, (d + 1,), (L + 1,))),
+          (low[1], lax.dynamic_slice(high, (d,), (L + 1,))))
+
+
+def _products(low, high, d, L: int):
+  """``(v_i, v_{i-1})``, v_j = low_j high_{j+d}: a diagonal's pair masses at an
+  output element and one to its left."""
+  return tuple(x * y for x, y in _slices(low, high, d, L))
+
+
 def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, o,
                  d_up=None):
   m = out_size(n)
   buf = 3 * n + 4
-  pa = jnp.concatenate([A.p, jnp.zeros(n)])
-  pb = jnp.concatenate([B.p, jnp.zeros(n)])
+  hA, hB = (_high(X.p, n) for X in (A, B))
 
   def step(L, main=False):
-    ap, bp = A.p[:L], B.p[:L]
+    lA, lB = (_low(X.p, L) for X in (A, B))
 
     def body(d, out):
+      # The pair sums of low element j (a_j b_{j+d} + a_{j+d} b_j) go to output
+      # elements start + j (weight 1 - w) and start + j + 1 (w): element
+      # start + i gets (1 - w) v_i + w v_{i-1}, i = 0..L, in ONE in-place slice
+      # update (one fused kernel a diagonal; two rows, one a knot to the right,
+      # cost 1.3x the CPU, 2026-11-26).
       k = kap[d]
       w = om[d]
-      bd = lax.dynamic_slice(pb, (d,), (L,))
-      if main:         # d = 0: one orientation, not doubled
-        v = ap * bd
-      elif symmetric:  # X + X off the main diagonal: both orientations
-        v = ap * bd * 2.0
-      else:
-        ad = lax.dynamic_slice(pa, (d,), (L,))
-        v = ap * bd + ad * bp
-      # knot-j and knot-(j+1) parts in two rows, added in finish (one slice per
-      # row: 0.7x the CPU of overlapping slices of one row, 2026-11-25)
+      v0, v1 = _products(lA, hB, d, L)
+      if not (main or symmetric):
+        u0, u1 = _products(lB, hA, d, L)
+        v0, v1 = v0 + u0, v1 + u1
+      x = v0 * (1.0 - w) + v1 * w
+      if symmetric and not main:   # X + X off the main diagonal: both orientations
+        x = x * 2.0
       start = d + k - o
-      lo = lax.dynamic_slice(out, (start,), (L,)) + v * (1.0 - w)
-      out = lax.dynamic_update_slice(out, lo, (start,))
-      hi = lax.dynamic_slice(out, (start + buf,), (L,)) + v * w
-      return lax.dynamic_update_slice(out, hi, (start + buf,))
+      seg = lax.dynamic_slice(out, (start,), (L + 1,)) + x
+      return lax.dynamic_update_slice(out, seg, (start,))
     return body
 
   def finish(out, pre):
-    out = out[:buf] + jnp.concatenate([jnp.zeros(1), out[buf:2 * buf - 1]])   # rows -> knots
     if pre is not None:   # far field d >= d_up (kappa = 0, o = 0 when it is not empty)
       P, T = pre
       c0, c1 = far_upper(A.p, B.p, D, d_up, n, pre=(P[:1], T[:1]))
@@ -304,7 +327,7 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
     minf = A.minf + B.minf
     return UpperLaw(out, q0, minf)
 
-  return step, finish, jnp.zeros(2 * buf), [A.p[:n]] if symmetric else [A.p[:n], B.p[:n]]
+  return step, finish, jnp.zeros(buf), [A.p[:n]] if symmetric else [A.p[:n], B.p[:n]]
 
 
 def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int = 1,
@@ -344,45 +367,52 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
   m = out_size(n)
   buf = 3 * n + 4
   fa, fb = (jnp.where(X.a > 0, X.g / jnp.where(X.a > 0, X.a, 1.0), 1.0) for X in (A, B))
-  aa, ab = (jnp.concatenate([X.a, jnp.zeros(n)]) for X in (A, B))
-  faa, fbb = (jnp.concatenate([f, jnp.ones(n)]) for f in (fa, fb))
+  hA, hB = (_high(X.a, n) for X in (A, B))
+  hfA, hfB = (_high(f, n) for f in (fa, fb))
   eD, emD = jnp.exp(D), jnp.exp(-D)
 
-  def split(mass, s_rel, k):
-    # s_rel: sum / x_h; cell offset k or k+1; moments in units of the cell's
-    # left knot: times the rounded e^{-kD}, e^{-D} (the ledger of a division).
-    up, f = s_rel >= jnp.exp(k * D) * eD, s_rel * jnp.exp(-k * D)
-    m0, m1 = jnp.where(up, 0.0, mass), jnp.where(up, mass, 0.0)
-    return m0, m0 * f, m1, m1 * f * emD
-
   def step(L, main=False):
-    a_a, b_a, fa_, fb_ = A.a[:L], B.a[:L], fa[:L], fb[:L]
+    lA, lB = (_low(X.a, L) for X in (A, B))
+    lfA, lfB = (_low(f, L) for f in (fa, fb))
 
     def body(d, out):
+      # As the upper body: low element j's pair (mass, exact moment) goes to
+      # output cell start + j (sum below x_{h+k+1}) or start + j + 1; element
+      # start + i gets the first part of element i and the second of i - 1.
+      # Mass a and moment g ride in one complex row (a + i g): ONE in-place
+      # slice update a diagonal (four real rows: 2x the CPU, 2026-11-26).
+      # Moments in units of the cell's left knot: times the rounded e^{-kD},
+      # e^{-D} (the ledger of a division).
       k = kap[d]
       rd = jnp.exp(-d * D)
-      bd = lax.dynamic_slice(ab, (d,), (L,))
-      fbd = lax.dynamic_slice(fbb, (d,), (L,))
-      # orientation 1: low from A (index i), high from B (index i+d)
-      m0, g0, m1, g1 = split(a_a * bd, fbd + fa_ * rd, k)
-      if symmetric and not main:    # X + X off the main diagonal: both orientations
-        m0, g0, m1, g1 = m0 * 2.0, g0 * 2.0, m1 * 2.0, g1 * 2.0
-      if not (main or symmetric):    # d = 0 has one orientation
-        ad = lax.dynamic_slice(aa, (d,), (L,))
-        fad = lax.dynamic_slice(faa, (d,), (L,))
-        n0, h0, n1, h1 = split(ad * b_a, fad + fb_ * rd, k)
-        m0, g0, m1, g1 = m0 + n0, g0 + h0, m1 + n1, g1 + h1
+      th, sc = jnp.exp(k * D) * eD, jnp.exp(-k * D)
+
+      def parts(la, lf, ha, hf):
+        # c = 0: pairs of element i staying in their cell; c = 1: pairs of
+        # element i - 1 moving one cell up
+        out_a = out_g = 0.0
+        for c, ((ma, mb), (fl, fh)) in enumerate(zip(_slices(la, ha, d, L),
+                                                     _slices(lf, hf, d, L))):
+          mass, s_rel = ma * mb, fh + fl * rd
+          up = s_rel >= th
+          mm = jnp.where(up, mass, 0.0) if c else jnp.where(up, 0.0, mass)
+          gg = mm * (s_rel * sc)
+          out_a, out_g = out_a + mm, out_g + (gg * emD if c else gg)
+        return out_a, out_g
+
+      xa, xg = parts(lA, lfA, hB, hfB)        # orientation 1: low from A, high from B
+      if not (main or symmetric):             # orientation 2: low from B, high from A
+        ya, yg = parts(lB, lfB, hA, hfA)
+        xa, xg = xa + ya, xg + yg
+      if symmetric and not main:   # X + X off the main diagonal: both orientations
+        xa, xg = xa * 2.0, xg * 2.0
       start = d + k - o
-      # four rows (a, g into cell k; a, g into k + 1), added in finish
-      for r, x in enumerate((m0, g0, m1, g1)):
-        s = start + r * buf
-        out = lax.dynamic_update_slice(out, lax.dynamic_slice(out, (s,), (L,)) + x, (s,))
-      return out
+      seg = lax.dynamic_slice(out, (start,), (L + 1,)) + lax.complex(xa, xg)
+      return lax.dynamic_update_slice(out, seg, (start,))
     return body
 
   def finish(out, pre):
-    nxt = lambda r: jnp.concatenate([jnp.zeros(1), out[r * buf:(r + 1) * buf - 1]])
-    out = jnp.concatenate([out[:buf] + nxt(2), out[buf:2 * buf] + nxt(3)])   # (a | g) rows
+    out = jnp.concatenate([out.real, out.imag])   # (a | g) rows
     if pre is not None:   # far field d >= d_lo (kappa = 0, o = 0 when it is not empty)
       P, T = pre
       c = far_lower(A, B, D, d_lo, n, pre=(P[:2], T[:2]))
@@ -403,7 +433,7 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
     return LowerLaw(outa, outg, A.q0 * B.q0)
 
   lows = [A.a[:n], A.g[:n]] + ([] if symmetric else [B.a[:n], B.g[:n]])
-  return step, finish, jnp.zeros(4 * buf), lows
+  return step, finish, jnp.zeros(buf, jnp.complex128), lows
 
 
 def _lower_exact(pairs, D, n: int, pieces: int, far: bool = True, active=None):

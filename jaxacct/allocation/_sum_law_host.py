@@ -52,7 +52,7 @@ from jaxacct.allocation._sum_law import Lattice, LowerLaw, UpperLaw, out_size
 _EPS = float(np.finfo(np.float64).eps)
 
 
-_BLOCK = 128   # diagonals per block of the (rows, 2, L) weight arrays
+_BLOCK = 128   # diagonals per block of the (rows, L + 1) weight arrays
 
 
 @functools.lru_cache(maxsize=8)
@@ -60,23 +60,23 @@ def _layout(n: int):
   """Static layout of the flattened pair weights of an n-knot sum.
 
   Blocks of diagonals ``[d0, d1)`` (pairs ``(i, i + d)``, ``i < L = n - d0``;
-  the rest of a row is zero padding) are laid out as (rows, part, i): part 0
-  (weight ``1 - omega``) goes to output cell ``start_d + i``, part 1 to
-  ``start_d + i + 1``, ``start_d = d + kappa(d) - o``. ``np.bincount`` adds its
-  weights in array order, so each output cell receives its terms one diagonal
-  after another, part 0 before part 1: the jitted loop's order
-  (``seg.at[:L].add(w0).at[1:].add(w1)`` per diagonal), hence the same sums.
-  Returns ``(blocks, static, counts)``: ``[(d0, d1, L, offset)]``, the index
-  without ``kappa(d) - o`` and the number of entries of each diagonal."""
+  the rest of a row is zero padding) are laid out as (rows, i), i = 0..L: the
+  weight of diagonal d at output cell ``start_d + i``, ``start_d = d + kappa(d)
+  - o``, is the part of its pair i that stays in the cell plus the part of its
+  pair i - 1 that moves one cell up: the jitted loop body's one slice update
+  per diagonal. ``np.bincount`` adds its weights in array order, so each output
+  cell receives its terms one diagonal after another, in the jitted loop's
+  order, hence the same sums. Returns ``(blocks, static, counts)``:
+  ``[(d0, d1, L, offset)]``, the index without ``kappa(d) - o`` and the number of
+  entries of each diagonal."""
   blocks, static, counts, off = [], [], [], 0
   for d0 in range(0, n, _BLOCK):
     d1, L = min(d0 + _BLOCK, n), n - d0
     d = np.arange(d0, d1)
-    static.append((d[:, None, None] + np.arange(2)[None, :, None]
-                   + np.arange(L)[None, None, :]).ravel())
-    counts.append(np.full(d1 - d0, 2 * L))
+    static.append((d[:, None] + np.arange(L + 1)[None, :]).ravel())
+    counts.append(np.full(d1 - d0, L + 1))
     blocks.append((d0, d1, L, off))
-    off += 2 * L * (d1 - d0)
+    off += (L + 1) * (d1 - d0)
   static = np.concatenate(static)
   static.flags.writeable = False
   return blocks, static, np.concatenate(counts), off
@@ -93,8 +93,18 @@ def _index(kap, o, n, band):
       break
     d1 = min(d1, band)
     cut.append((d0, d1, L, off))
-    size = off + 2 * L * (d1 - d0)
+    size = off + (L + 1) * (d1 - d0)
   return cut, static[:size] + np.repeat(kap[:band].astype(np.int64) - o, counts[:band]), size
+
+
+def _combine(out, stay, move):
+  """``out[:, i] = stay[:, i] + move[:, i - 1]`` (i = 0..L; a zero past either
+  end): a diagonal's weights per output cell, as the jitted body adds them."""
+  L = stay.shape[1]
+  out[:, :L] = stay
+  out[:, L] = 0.0
+  out[:, 1:] += move
+  return out
 
 
 def _shifted(x, n, fill, d0, d1, L):
@@ -136,7 +146,7 @@ def conv_upper_host(pairs, D, n: int, far: bool = True):
         first = 1 if d0 == 0 else 0
         v[first:] += _shifted(P.p, n, 0.0, d0, d1, L)[first:] * R.p[None, :L]
       w = (ww2 if sym else ww)[d0:d1]
-      np.multiply(v[:, None, :], w, out=flat[off:off + 2 * L * (d1 - d0)].reshape(-1, 2, L))
+      _combine(flat[off:off + (L + 1) * (d1 - d0)].reshape(-1, L + 1), v * w[:, 0], v * w[:, 1])
     res = np.bincount(idx, flat, minlength=m)[:m]
     if band < n:   # far field (o = 0): as _sum_law._upper_parts' finish
       c0, c1 = far_upper(P.p, R.p, D, band, n, HOST)
@@ -172,9 +182,6 @@ def _lower_exact(pairs, D, n: int, far: bool = True):
   m = out_size(n)
   band = int(band_limits(kap, om, n, HOST)[1]) if far else n
   blocks, idx, total = _index(kap, o, n, band)
-  hi = np.zeros(total, bool)     # the weights of part 1 (into cell k + 1)
-  for d0, d1, L, off in blocks:
-    hi[off:off + 2 * L * (d1 - d0)] = np.tile(np.repeat([False, True], L), d1 - d0)
   fr = lambda X: np.where(X.a > 0, X.g / np.where(X.a > 0, X.a, 1.0), 1.0)
   eD, emD = np.exp(D), np.exp(-D)
   d = np.arange(n)
@@ -188,25 +195,24 @@ def _lower_exact(pairs, D, n: int, far: bool = True):
     fa, fg = np.empty(total), np.empty(total)
     for d0, d1, L, off in blocks:
       rows = d1 - d0
-      wa = fa[off:off + 2 * L * rows].reshape(rows, 2, L)
-      wg = fg[off:off + 2 * L * rows].reshape(rows, 2, L)
+      ca = fa[off:off + (L + 1) * rows].reshape(rows, L + 1)
+      cg = fg[off:off + (L + 1) * rows].reshape(rows, L + 1)
       rd, rk, rkm = rd_all[d0:d1], rk_all[d0:d1], rkm_all[d0:d1]
+      wa, wg = np.empty((rows, 2, L)), np.empty((rows, 2, L))
       _split_into(wa, wg, P.a[None, :L] * _shifted(R.a, n, 0.0, d0, d1, L),
                   _shifted(fq, n, 1.0, d0, d1, L) + fp[None, :L] * rd, rk, eD, rkm, emD)
+      _combine(ca, wa[:, 0], wa[:, 1])
+      _combine(cg, wg[:, 0], wg[:, 1])
       first = 1 if d0 == 0 else 0
       if sym:
-        wa[first:] *= 2.0
-        wg[first:] *= 2.0
+        ca[first:] *= 2.0
+        cg[first:] *= 2.0
       else:
-        ha, hg = np.empty_like(wa), np.empty_like(wg)
-        _split_into(ha, hg, _shifted(P.a, n, 0.0, d0, d1, L) * R.a[None, :L],
+        _split_into(wa, wg, _shifted(P.a, n, 0.0, d0, d1, L) * R.a[None, :L],
                     _shifted(fp, n, 1.0, d0, d1, L) + fq[None, :L] * rd, rk, eD, rkm, emD)
-        wa[first:] += ha[first:]
-        wg[first:] += hg[first:]
-    # the cell-k and cell-(k + 1) parts summed apart, then added (the jitted rows)
-    outa, outg = (np.bincount(idx[hi], w[:total][hi], minlength=m + 1)[:m]
-                  + np.bincount(idx[~hi], w[:total][~hi], minlength=m + 1)[:m]
-                  for w in (fa, fg))
+        ca[first:] += _combine(np.empty_like(ca), wa[:, 0], wa[:, 1])[first:]
+        cg[first:] += _combine(np.empty_like(cg), wg[:, 0], wg[:, 1])[first:]
+    outa, outg = (np.bincount(idx, w[:total], minlength=m + 1)[:m] for w in (fa, fg))
     if band < n:   # far field (o = 0): as _sum_law._lower_parts' finish
       c = far_lower(P, R, D, band, n, HOST)
       if sym:
