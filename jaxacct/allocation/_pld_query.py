@@ -340,48 +340,64 @@ def composed_lane(fr1, fa1, fr2, fa2, c1, c2, q, tau, *, mode: str, size: int, t
   return out
 
 
-@functools.partial(jit, static_argnames=("mode", "size", "tilts", "shared", "batch", "sweep"))
-def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
-                shared: bool, batch: int, sweep: bool = False):
-  """(rem_up, add_up, rem_lo, add_lo) per lane: epsilons (mode "eps", q = delta)
-  or deltas (mode "delta", q = epsilon) of c1 rounds F1 composed with c2
-  rounds F2 (remove laws Fr*, add laws Fa*; ``shared``: Fa* is Fr*; F2 = F1
-  where no lane has c2 > 0). Lanes with c1 + c2 == 1 use the round's own laws
-  (no lattice). No static flag depends on the counts (one program for every
-  t, k, E); two batch-wide ``lax.cond`` (unbatched predicates: real branches
-  under the lane map) keep the run time of the former static flags: a batch
-  of single rounds skips the composition, and one with no c2 > 0 composes
-  one round type (the two-block branch leaves a c2 = 0 lane's F2 out exactly).
-  The branches hold whole lane maps (a branch inside the lane body changes
-  XLA's fusion of the loop body, and the float rounding with it). The single
-  round lanes' direct profile runs as its own lane map, only where a batch
-  has such lanes (a third batch-wide ``lax.cond``), not inside every composed
-  lane (about 2.5 ms a lane at 1,540 atoms on the CPU). ``sweep``: the coarser
-  Chernoff grid of :func:`._pld_compose.compose_laws` (tightness only).
-  """
+@functools.partial(jit, static_argnames=("mode", "batch"))
+def direct_batch(Fr1, Fa1, q, *, mode: str, batch: int):
+  """(rem_up, add_up, rem_lo, add_lo) per lane of single-round lanes (c1 + c2
+  = 1): the round's own profile (:func:`._pld_laws.epsilons` / ``deltas``), no
+  lattice; mode "eps" (q = delta) or "delta" (q = epsilon)."""
   require_x64("allocation.pld")
   direct_fn = epsilons if mode == "eps" else deltas
+  return map_blocks(lambda xs: direct_fn(xs[0], xs[2], xs[1]), (Fr1, Fa1, q),
+                    batch_size=lanes_per_block(batch))
 
-  def lane(xs, blocks):
+
+@functools.partial(jit, static_argnames=("mode", "size", "tilts", "shared", "batch", "sweep",
+                                         "blocks"))
+def composed_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
+                   shared: bool, batch: int, sweep: bool = False, blocks: int = 2):
+  """(rem_up, add_up, rem_lo, add_lo) per lane of c1 rounds F1 composed with c2
+  rounds F2 (:func:`composed_lane` over the lanes; ``blocks`` 1: c1 rounds
+  only, F2 left out exactly; 2: both; a lane with c2 = 0 leaves F2 out
+  exactly either way)."""
+  require_x64("allocation.pld")
+
+  def lane(xs):
     fr1, fa1, fr2, fa2, cc1, cc2, qq, tt = xs
     return composed_lane(fr1, fa1, fr2, fa2, cc1, cc2, qq, tt, mode=mode, size=size,
                          tilts=tilts, shared=shared, blocks=blocks, sweep=sweep)
 
-  def direct_lane(xs):
-    fr1, fa1, _, _, _, _, qq, _ = xs
-    return direct_fn(fr1, qq, fa1)
+  return map_blocks(lane, (Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau),
+                    batch_size=lanes_per_block(batch))
 
-  xs = (Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau)
-  lanes = lambda f: map_blocks(f, xs, batch_size=lanes_per_block(batch))
-  one = (c1 + c2) == 1
-  direct = lambda: lanes(direct_lane)
-  nan = lambda: tuple(jnp.full(c1.shape, jnp.nan) for _ in range(4))
-  composed = lambda: jax.lax.cond(jnp.any(c2 > 0), lambda: lanes(lambda x: lane(x, 2)),
-                                  lambda: lanes(lambda x: lane(x, 1)))
 
-  d = jax.lax.cond(jnp.any(one), direct, nan)
-  out = jax.lax.cond(jnp.any(~one), composed, nan)
-  return tuple(jnp.where(one, a, b) for a, b in zip(d, out))
+def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
+                shared: bool, batch: int, sweep: bool = False):
+  """(rem_up, add_up, rem_lo, add_lo) per lane (NumPy): epsilons (mode "eps", q
+  = delta) or deltas (mode "delta", q = epsilon) of c1 rounds F1 composed with
+  c2 rounds F2 (remove laws Fr*, add laws Fa*; ``shared``: Fa* is Fr*; F2 =
+  F1 where no lane has c2 > 0). The host picks the compiled programs a batch
+  needs from its counts (host NumPy ``c1``, ``c2``): single-round lanes (c1 +
+  c2 = 1) through :func:`direct_batch`, the others through
+  :func:`composed_batch` with one round type (no lane has c2 > 0) or two. So
+  a question compiles only the programs of its round types (a sweep at E =
+  10: the one-block composition, 2.4 s, not the 4.7 s of all three in one
+  program), and a new t, k or E compiles nothing unless it brings a round
+  type the process has not compiled yet (each of the three once, per shape
+  and static setting). ``sweep``: the coarser Chernoff grid of
+  :func:`._pld_compose.compose_laws` (tightness only).
+  """
+  c1n, c2n = np.asarray(c1, np.float64), np.asarray(c2, np.float64)
+  one = (c1n + c2n) == 1
+  out = [np.full(one.shape, np.nan) for _ in range(4)]
+  if np.any(one):
+    d = direct_batch(Fr1, Fa1, q, mode=mode, batch=batch)
+    out = [np.where(one, np.asarray(a), b) for a, b in zip(d, out)]
+  if not np.all(one):
+    c = composed_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, mode=mode, size=size, tilts=tilts,
+                       shared=shared, batch=batch, sweep=sweep,
+                       blocks=2 if np.any(c2n > 0) else 1)
+    out = [np.where(one, b, np.asarray(a)) for a, b in zip(c, out)]
+  return tuple(out)
 
 
 def query_host(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,

@@ -370,6 +370,11 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
   hA, hB = (_high(X.a, n) for X in (A, B))
   hfA, hfB = (_high(f, n) for f in (fa, fb))
   eD, emD = jnp.exp(D), jnp.exp(-D)
+  # per diagonal (tables: no scalar kernel in the loop body): r^-d, the cell
+  # test e^{kD} e^D and the moment scale e^{-kD} of k = kappa(d)
+  kf = kap.astype(jnp.float64)
+  rdt = jnp.exp(-jnp.arange(n, dtype=jnp.float64) * D)
+  tht, sct = jnp.exp(kf * D) * eD, jnp.exp(-kf * D)
 
   def step(L, main=False):
     lA, lB = (_low(X.a, L) for X in (A, B))
@@ -384,8 +389,7 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
       # Moments in units of the cell's left knot: times the rounded e^{-kD},
       # e^{-D} (the ledger of a division).
       k = kap[d]
-      rd = jnp.exp(-d * D)
-      th, sc = jnp.exp(k * D) * eD, jnp.exp(-k * D)
+      rd, th, sc = rdt[d], tht[d], sct[d]
 
       def parts(la, lf, ha, hf):
         # c = 0: pairs of element i staying in their cell; c = 1: pairs of
