@@ -13,6 +13,11 @@ exact crossing of each side's certified lower by the other's upper.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import jax
 import numpy as np
 import pytest
@@ -146,3 +151,39 @@ def test_chunked_sweep_equals_its_chunks():
       np.testing.assert_array_equal(whole.by_direction[d][j],
                                     np.concatenate([p.by_direction[d][j] for p in parts]))
   assert np.all(np.isfinite(whole.epsilon)) and np.all(whole.lower > 0)
+
+
+_FRESH = r"""
+import json, sys
+import jax
+counts = {}
+def listener(name, duration, **kw):
+  if name == "/jax/core/compile/backend_compile_duration":
+    f = kw.get("fun_name", "?")
+    counts[f] = counts.get(f, 0) + 1
+jax.monitoring.register_event_duration_secs_listener(listener)
+import numpy as np
+from jaxacct.allocation import pld
+r = pld.allocation_pld_epsilon(**json.loads(sys.argv[1]), sigma=np.geomspace(0.8, 3.0, 256))
+print(json.dumps({"counts": counts, "epsilon": r.epsilon.tolist(), "lower": r.lower.tolist()}))
+"""
+
+
+def test_fresh_sweep_compiles_each_program_once():
+  """A sweep in a fresh process (jaxacct's store off) compiles its law program
+  and its one query program (one round type: the one-block composition) once
+  each, the query's from the laws' shapes on the other core before any chunk
+  runs it (``run_chunks``' prepares); a chunk that called a program the
+  prepare had not stored would compile it again. Values: bit for bit those of
+  the same sweep in this process."""
+  # two chunks of 128; the default grid (at 256 knots some chunk's bracket is
+  # over SWEEP_BRACKET and reruns with the host settings: a third program)
+  kw = dict(steps_per_epoch=234, num_epochs=10, delta=1e-5)
+  env = dict(os.environ, JAXACCT_COMPILATION_CACHE="0")
+  out = subprocess.run([sys.executable, "-c", _FRESH, json.dumps(kw)], capture_output=True,
+                       text=True, env=env, check=True)
+  got = json.loads(out.stdout.strip().splitlines()[-1])
+  assert got["counts"] == {"jit(steps_laws_batch)": 1, "jit(composed_batch)": 1}, got["counts"]
+  here = pld.allocation_pld_epsilon(**kw, sigma=np.geomspace(0.8, 3.0, 256))
+  np.testing.assert_array_equal(got["epsilon"], here.epsilon)
+  np.testing.assert_array_equal(got["lower"], here.lower)

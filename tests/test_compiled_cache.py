@@ -125,6 +125,34 @@ def test_in_process_store_and_traced_calls(tmp_path, monkeypatch, compile_counte
   np.testing.assert_array_equal(np.asarray(again), np.asarray(a))
 
 
+def test_precompile_from_shapes_serves_later_calls(tmp_path, monkeypatch, compile_counter):
+  """``precompile`` with ``jax.ShapeDtypeStruct``s compiles once, runs nothing
+  and writes nothing with the store off; calls of that key then run the
+  executable (no compile), other keys still compile, values as jax.jit's."""
+  monkeypatch.setenv("JAXACCT_COMPILATION_CACHE", "0")
+  monkeypatch.setenv("JAXACCT_COMPILATION_CACHE_DIR", str(tmp_path / "store"))
+
+  def f(x, *, mode):
+    return jnp.cumsum(x) * (2.0 if mode == "a" else 3.0)
+
+  k = compiled.jit(f, static_argnames="mode")
+  with jax.enable_x64(True):
+    with compile_counter as c:
+      assert k.precompile(jax.ShapeDtypeStruct((5,), jnp.float64), mode="a") is None
+    assert c.count == 1
+    x = jnp.arange(5.0)
+    with compile_counter as c:
+      a = k(x, mode="a")
+    assert c.count == 0
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(jax.jit(f, static_argnames="mode")(
+        x, mode="a")))
+    with compile_counter as c:
+      k(x, mode="b")                   # a key nobody precompiled: compiled as jax.jit does
+      k(jnp.arange(6.0), mode="a")
+    assert c.count == 2
+  assert not (tmp_path / "store").exists()
+
+
 def test_settings(monkeypatch, tmp_path):
   monkeypatch.setenv("JAXACCT_COMPILATION_CACHE_DIR", str(tmp_path / "d"))
   assert compiled.cache_dir() == str(tmp_path / "d")

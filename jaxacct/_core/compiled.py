@@ -183,6 +183,7 @@ class CachedJit:
     self._jitted = jax.jit(fun, static_argnames=tuple(sorted(names)) or None, **jit_kwargs)
     self._varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
     self._name = name or f"{fun.__module__}.{fun.__qualname__}"
+    self._precompiled = False   # precompile() put an executable in _MEMORY
     functools.update_wrapper(self, fun)
 
   # the plain jax.jit object, for lowering/inspection by tests and tools
@@ -198,13 +199,13 @@ class CachedJit:
       raise AttributeError(name)
     return getattr(self._jitted, name)
 
-  def __call__(self, *args, **kwargs):
-    if not cache_enabled():
-      return self._jitted(*args, **kwargs)
+  def _key(self, args, kwargs):
+    """``(key, dynamic args, dynamic kwargs)`` of a call, or None where the
+    call has no stable key (traced arguments, unstable static values)."""
     try:
       bound = self._sig.bind(*args, **kwargs)
     except TypeError:
-      return self._jitted(*args, **kwargs)
+      return None
     statics = []
     for name in sorted(self._static):
       if name in bound.arguments:
@@ -216,12 +217,12 @@ class CachedJit:
         v = None if p is None else p.default
       s = _stable(v)
       if s is None:
-        return self._jitted(*args, **kwargs)
+        return None
       statics.append((name, s))
     # the dynamic arguments in the caller's own form, as jax.jit sees them
     n_pos = len(self._positional)
     if len(args) > n_pos and not self._varargs:
-      return self._jitted(*args, **kwargs)
+      return None
     dyn_args = tuple(a for i, a in enumerate(args)
                      if i >= n_pos or self._positional[i] not in self._static)
     dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self._static}
@@ -230,12 +231,37 @@ class CachedJit:
     for leaf in leaves:
       a = _aval(leaf)
       if a is None:                       # traced: the user's jit/vmap/grad
-        return self._jitted(*args, **kwargs)
+        return None
       avals.append(a)
     x64 = bool(jax.config.jax_enable_x64)
-    key = repr((self._name, statics, str(tree), avals, x64))
+    return repr((self._name, statics, str(tree), avals, x64)), dyn_args, dyn_kwargs
+
+  def precompile(self, *args, **kwargs) -> None:
+    """Compiles the program of a call with these arguments (arrays or
+    ``jax.ShapeDtypeStruct``s, the static ones as values) without running it,
+    into the in-process store: a later call of the same key runs it, with the
+    disk store off too (and it is written to disk where the store is on). A
+    sweep compiles its query program this way on one core while the other
+    compiles and runs the laws (:func:`jaxacct.allocation._pld_query.run_chunks`).
+    Arguments with no stable key compile nothing here."""
+    k = self._key(args, kwargs)
+    if k is None or k[0] in _MEMORY:
+      return
+    self._load_or_compile(k[0], args, kwargs, use_disk=cache_enabled(), store=cache_enabled())
+    self._precompiled = True
+
+  def __call__(self, *args, **kwargs):
+    enabled = cache_enabled()
+    if not (enabled or self._precompiled):
+      return self._jitted(*args, **kwargs)
+    k = self._key(args, kwargs)
+    if k is None:
+      return self._jitted(*args, **kwargs)
+    key, dyn_args, dyn_kwargs = k
     exe = _MEMORY.get(key)
     if exe is None:
+      if not enabled:      # a key nobody precompiled: the plain jitted call
+        return self._jitted(*args, **kwargs)
       exe = self._load_or_compile(key, args, kwargs)
     if key not in _UNVERIFIED:
       return exe(*dyn_args, **dyn_kwargs)
@@ -264,7 +290,7 @@ class CachedJit:
     except OSError:
       pass
 
-  def _load_or_compile(self, key, args, kwargs, use_disk=True):
+  def _load_or_compile(self, key, args, kwargs, use_disk=True, store=True):
     path = self._path(key)
     exe = _read(path) if use_disk else None
     if exe is not None:
@@ -277,7 +303,7 @@ class CachedJit:
       # user's, or the CLI's opt-in) re-serialises without its object code on
       # XLA:CPU: it would load in the next process and fail to run. Only
       # executables compiled here are stored.
-      if _JAX_CACHE_HITS[0] == hits:
+      if store and _JAX_CACHE_HITS[0] == hits:
         _write(path, compiled)
     with _LOCK:
       _MEMORY[key] = exe

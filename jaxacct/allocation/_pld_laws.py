@@ -24,7 +24,7 @@ from jaxacct._core.namespace import HOST, JAX
 from jaxacct._core.parallel import host_map
 from jaxacct.allocation import _sum_law as sl
 from jaxacct.allocation import _sum_law_host as slh
-from jaxacct.allocation._one_step import one_steps
+from jaxacct.allocation._one_step import gaussian_one_step, laplace_one_step, one_steps
 from jaxacct._core.compiled import jit
 
 DEFAULT_GRID_SIZE = 1024
@@ -54,9 +54,9 @@ class FinalLaws(NamedTuple):
 
 def one_step(mechanism, param, n, tail):
   if mechanism == "gaussian":
-    return sl.gaussian_one_step(param, n, tail)
+    return gaussian_one_step(param, n, tail)
   if mechanism == "laplace":
-    return sl.laplace_one_step(param, n, tail)
+    return laplace_one_step(param, n, tail)
   raise ValueError(f"mechanism must be 'gaussian' or 'laplace'; got {mechanism!r}.")
 
 
@@ -187,7 +187,8 @@ def _map_lanes(one, xs):
   return jax.lax.map(one, xs) if b == 1 else map_blocks(one, xs, batch_size=b)
 
 
-def laws_batch(param, t, tail, *, n, mechanism, lower=True, host: bool = False):
+def laws_batch(param, t, tail, *, n, mechanism, lower=True, host: bool = False,
+               aot: str | None = None):
   """FinalLaws for lanes (param, t, tail) (1-D arrays); n, mechanism static.
 
   The one-step laws are computed on the host (:mod:`._one_step`, NumPy) and
@@ -196,6 +197,10 @@ def laws_batch(param, t, tail, *, n, mechanism, lower=True, host: bool = False):
   in-program instead (:func:`final_laws`). ``host=True`` (concrete input
   only; traced input ignores it): the round laws are built in NumPy too
   (:func:`steps_laws_host`, zero compiled programs; NumPy arrays out).
+  ``aot`` (concrete input, jitted path): ``"compile"`` compiles the program
+  these lanes would run (``CachedJit.precompile``) without running it and
+  returns None; ``"shapes"`` returns its output as ``jax.ShapeDtypeStruct``s
+  (nothing compiled or run).
   """
   if any(isinstance(x, jax.core.Tracer) for x in (param, t, tail)):
     one = lambda xs: final_laws(xs[0], xs[1], n=n, tail=xs[2], mechanism=mechanism,
@@ -206,6 +211,9 @@ def laws_batch(param, t, tail, *, n, mechanism, lower=True, host: bool = False):
   tail = np.asarray(tail, np.float64)
   st = one_steps(mechanism, param, tail, int(n))
   build = steps_laws_host if host else steps_laws_batch
+  if aot is not None and not host:
+    build = {"compile": steps_laws_batch.precompile,
+             "shapes": steps_laws_batch.eval_shape}[aot]
   return build(*st, param, np.asarray(t, np.int32), tail, n=int(n), lower=lower)
 
 

@@ -218,7 +218,7 @@ RERUN = threading.Lock()
 _WARM = set()
 
 
-def run_chunks(stages, slices, done, keys=None):
+def run_chunks(stages, slices, done, keys=None, prepares=None):
   """The chunks ``slices`` through ``stages`` (functions applied in turn, the
   first to the slice; each output made ready before the next), on :func:`sweep_threads`
   threads; returns the last stage's outputs in order, calling ``done(1)``
@@ -239,7 +239,18 @@ def run_chunks(stages, slices, done, keys=None):
   thread-local); with one worker (accelerators) everything runs in the
   calling thread, under all of the caller's JAX contexts (a
   ``jax.default_device``, say). An exception in a stage stops the workers
-  and is raised here."""
+  and is raised here.
+
+  ``prepares`` (optional, one callable or None per stage; several workers
+  only, for the stages whose key has not run): compiles that stage's programs
+  without running them (``CachedJit.precompile``); a free thread takes it once
+  the stages before it are open (XLA's compile of one program already uses
+  more than one core), and the stage opens to every chunk when it returns,
+  instead of after the first chunk. In a fresh process: the law program is
+  compiled, then one core compiles the query program from the laws' shapes
+  while the other runs the first chunks' laws (before: the query's compile
+  waited for the first chunk's laws). A prepare that raises only opens its
+  stage (the chunks compile what they need)."""
   x64 = bool(jax.config.jax_enable_x64)
   n_st, n_ch = len(stages), len(slices)
   keys = list(keys) if keys is not None else [None] * n_st
@@ -254,16 +265,31 @@ def run_chunks(stages, slices, done, keys=None):
     return outs
 
   open_ = [key is not None and key in _WARM for key in keys]
+  prep = [None if open_[k] or prepares is None else prepares[k] for k in range(n_st)]
+  todo = [k for k in range(n_st) if prep[k] is not None]   # prepares not taken yet
   nxt, busy, vals = [0] * n_ch, [False] * n_ch, list(slices)
   errors, finished = [], queue.Queue()
   cv = threading.Condition()
 
   def pick():
+    # prepares in stage order, each once the one before it is done: the first
+    # compile has the cores to itself, the next overlaps the first stage's runs
+    if todo and all(open_[k] for k in range(todo[0])):
+      return ("prepare", todo.pop(0))
     for i in range(n_ch):
       k = nxt[i]
-      if k < n_st and not busy[i] and (i == 0 or open_[k]):
+      if k < n_st and not busy[i] and (open_[k] or (i == 0 and prep[k] is None)):
         return i
     return None
+
+  def prepare(k):
+    try:
+      prep[k]()
+    except Exception:   # noqa: BLE001 -- the chunks compile what they need
+      pass
+    with cv:
+      open_[k] = True
+      cv.notify_all()
 
   def worker():
     with jax.enable_x64(x64):
@@ -278,7 +304,14 @@ def run_chunks(stages, slices, done, keys=None):
             if all(k == n_st or b for k, b in zip(nxt, busy)):
               return          # whatever is left is running on another thread
             cv.wait()
-          busy[i], k = True, nxt[i]
+          if isinstance(i, tuple):
+            task = i
+          else:
+            task = None
+            busy[i], k = True, nxt[i]
+        if task is not None:
+          prepare(task[1])
+          continue
         try:
           y = jax.block_until_ready(stages[k](vals[i]))
         except BaseException as e:   # noqa: BLE001 -- re-raised by the caller
@@ -371,7 +404,7 @@ def composed_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, 
 
 
 def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
-                shared: bool, batch: int, sweep: bool = False):
+                shared: bool, batch: int, sweep: bool = False, precompile: bool = False):
   """(rem_up, add_up, rem_lo, add_lo) per lane (NumPy): epsilons (mode "eps", q
   = delta) or deltas (mode "delta", q = epsilon) of c1 rounds F1 composed with
   c2 rounds F2 (remove laws Fr*, add laws Fa*; ``shared``: Fa* is Fr*; F2 =
@@ -384,19 +417,27 @@ def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, til
   program), and a new t, k or E compiles nothing unless it brings a round
   type the process has not compiled yet (each of the three once, per shape
   and static setting). ``sweep``: the coarser Chernoff grid of
-  :func:`._pld_compose.compose_laws` (tightness only).
+  :func:`._pld_compose.compose_laws` (tightness only). ``precompile``: the
+  laws may be ``jax.ShapeDtypeStruct``s; the programs this batch would run are
+  compiled (``CachedJit.precompile``), nothing runs, None is returned.
   """
   c1n, c2n = np.asarray(c1, np.float64), np.asarray(c2, np.float64)
   one = (c1n + c2n) == 1
-  out = [np.full(one.shape, np.nan) for _ in range(4)]
+  programs = []
   if np.any(one):
-    d = direct_batch(Fr1, Fa1, q, mode=mode, batch=batch)
-    out = [np.where(one, np.asarray(a), b) for a, b in zip(d, out)]
+    programs.append((direct_batch, (Fr1, Fa1, q), dict(mode=mode, batch=batch)))
   if not np.all(one):
-    c = composed_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, mode=mode, size=size, tilts=tilts,
-                       shared=shared, batch=batch, sweep=sweep,
-                       blocks=2 if np.any(c2n > 0) else 1)
-    out = [np.where(one, b, np.asarray(a)) for a, b in zip(c, out)]
+    programs.append((composed_batch, (Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau),
+                     dict(mode=mode, size=size, tilts=tilts, shared=shared, batch=batch,
+                          sweep=sweep, blocks=2 if np.any(c2n > 0) else 1)))
+  if precompile:
+    for f, args, kw in programs:
+      f.precompile(*args, **kw)
+    return None
+  out = [np.full(one.shape, np.nan) for _ in range(4)]
+  for f, args, kw in programs:
+    sel = one if f is direct_batch else ~one
+    out = [np.where(sel, np.asarray(a), b) for a, b in zip(f(*args, **kw), out)]
   return tuple(out)
 
 

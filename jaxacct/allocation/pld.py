@@ -54,9 +54,9 @@ Algorithm and grid choices
   On a geometric lattice x_i + x_j = x_h (1 + r^{-d}) (h = max, d = |i-j|,
   r = e^D), so the position of a pairwise sum relative to the lattice depends
   on d only: one table kappa(d), omega(d) per stage, and a sum is a loop over
-  diagonals d of *vector* multiply-adds into a slice (no scatter). This is
-  O(n^2) per pairwise sum (a level's X + X and A + B in one loop set; why not
-  FFT: :mod:`._sum_law`), branch-free; on GPU the win is vmap over sigma/t.
+  diagonals d of *vector* multiply-adds into a slice (no scatter): O(n^2) per
+  pairwise sum, far field O(n log n), branch-free (cost and why not FFT:
+  :mod:`._sum_law`).
 * Upper: each sum atom is split linearly (mean preserving) between the two
   knots around it. Lower: each sum atom is accumulated with its exact moment
   in the cell holding it (barycentre). Both errors are second order in D,
@@ -79,16 +79,16 @@ Algorithm and grid choices
   E[(1 - e^eps L_1 L_2)_+] under Q x Q, are convex and non-negative in each
   likelihood ratio separately, so the convex-order (upper) and
   convex-non-negative (lower) comparisons survive composition. sigma, t, k,
-  E and delta all broadcast (one compiled call). The former eager path
-  (jaxacct.pld PLDs composed by ``compose_many``) remains as the PLD export
-  :func:`allocation_plds` and as a test oracle.
+  E and delta all broadcast. The former eager path (``compose_many``) remains
+  as the PLD export :func:`allocation_plds` and as a test oracle.
 * Host and jit: a question of at most ``HOST_LANES`` lanes composes and
   queries on the host (NumPy, the same text through
   :mod:`jaxacct._core.namespace`; no query program is compiled); larger
   arrays run the jitted laws and ``query_batch`` in chunks (on one thread per
-  CPU core: :func:`._pld_query.run_chunks`). No static argument of the
-  jitted query depends on t, k or E (batch-wide ``lax.cond`` choose one or two
-  round types and skip the composition when every lane is a single round).
+  CPU core: :func:`._pld_query.run_chunks`; a fresh process compiles the
+  query on one core while the other compiles and runs the laws). The query is
+  one program per round type (single rounds, one or two types composed),
+  picked on the host: a new t, k or E of the same round type compiles nothing.
   A jitted epsilon sweep with the default ``composition_size=None`` takes its
   lattice from a ladder by k E (:func:`sweep_size`: one program per bucket
   2**11 .. 2**15, so a new k E across a bucket boundary compiles that bucket
@@ -138,7 +138,6 @@ from __future__ import annotations
 import copy
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
@@ -163,9 +162,7 @@ DEFAULT_COMPOSITION_SIZE = cp.DEFAULT_SIZE
 TAU_FACTOR = 1e-7       # composition window tail (eps queries): TAU_FACTOR * delta
 DELTA_TAU = 1e-22       # composition window tail for delta(eps) queries
 _MAX_COUNT = 1 << 20    # k * E (composed rounds) at most
-#: Lanes (broadcast settings) per jitted call of a front door; larger sweeps
-#: run as chunks of this many, with progress output between chunks.
-SWEEP_CHUNK = 128
+SWEEP_CHUNK = 128       # lanes per jitted call (larger sweeps: chunks, with progress)
 BATCH = 4               # lanes per block of the maps on accelerators (~12 MB a lane)
 
 
@@ -260,16 +257,14 @@ class _Lanes:
     return out
 
 
-def _round_laws(s, t, tl, *, n, mechanism, lower, host):
+def _round_laws(s, t, tl, *, n, mechanism, lower, host, aot=None):
   """Laws of 1-of-t rounds for lanes (s, t, tl): the one jitted law program
   (``host=False``), or NumPy laws built on the host, no program
-  (``host=True``: :func:`._pld_laws.laws_batch`)."""
-  if host:
-    return laws_batch(np.asarray(s, np.float64), np.asarray(t, np.int32),
-                      np.asarray(tl, np.float64), n=n, mechanism=mechanism, lower=lower,
-                      host=True)
-  return laws_batch(jnp.asarray(s), jnp.asarray(t.astype(np.int32)), jnp.asarray(tl), n=n,
-                    mechanism=mechanism, lower=lower)
+  (``host=True``: :func:`._pld_laws.laws_batch`); ``aot``: the jitted
+  program compiled only, or its output shapes (``laws_batch``'s ``aot``)."""
+  return laws_batch(np.asarray(s, np.float64), np.asarray(t, np.int32),
+                    np.asarray(tl, np.float64), n=n, mechanism=mechanism, lower=lower,
+                    host=host, aot=aot)   # NumPy in: no eager device-put program
 
 
 def _block_laws(lanes, tl, *, grid_size, mechanism, laws, lower=True, host=False):
@@ -301,8 +296,7 @@ def _block_laws(lanes, tl, *, grid_size, mechanism, laws, lower=True, host=False
 
 
 #: Questions of at most this many lanes (broadcast settings) are answered on
-#: the host (NumPy laws and composition: no XLA program once the host laws
-#: land); larger sweeps run the jitted programs in chunks.
+#: the host (NumPy laws and composition: no XLA program); larger ones in chunks.
 HOST_LANES = 4
 
 
@@ -325,29 +319,41 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
     *F, shared = _block_laws(ln, tails[sl], grid_size=grid_size, mechanism=mechanism, laws=laws)
     return sl, ln, F, shared
 
+  def query(sl, ln, F, shared, precompile=False, host_settings=False):
+    args = (*F, *(np.asarray(a, np.float64) for a in (ln.c1, ln.c2, ln.q, taus[sl])))
+    qkw = dict(kw, shared=shared, batch=BATCH, precompile=precompile)
+    if auto and mode == "eps" and not host_settings:   # the sweep ladder, coarser grid
+      qkw.update(sweep=True, size=sweep_size(ln.c1 + ln.c2, taus[sl]), tilts=SWEEP_TILTS)
+    return qy.query_batch(*args, **qkw)
+
   def answer(st):       # stage 2: its query
-    sl, ln, F, shared = st
-    args = (*F, *(jnp.asarray(a) for a in (ln.c1, ln.c2, ln.q, taus[sl])))
-    if not auto or mode != "eps":
-      return qy.query_batch(*args, shared=shared, batch=BATCH, **kw)
-    out = qy.query_batch(*args, shared=shared, batch=BATCH, sweep=True,
-                         **dict(kw, size=sweep_size(ln.c1 + ln.c2, taus[sl]),
-                                tilts=SWEEP_TILTS))
-    if qy.too_wide(out, ln.c1 + ln.c2):
+    out = query(*st)
+    if auto and mode == "eps" and qy.too_wide(out, st[1].c1 + st[1].c2):
       with qy.RERUN:   # one thread compiles the host settings' program
-        out = qy.query_batch(*args, shared=shared, batch=BATCH, **kw)
+        out = query(*st, host_settings=True)
     return out
 
   # Big sweeps run as equal chunks of one compiled shape (a 1,000-sigma sweep
   # compiles what a 128-sigma one does), laws and query, with progress.
   total = lanes.f.shape[0]          # a power of two
   chunk = min(total, SWEEP_CHUNK)   # also a power of two: chunks tile the lanes
+  first = slice(0, chunk)
+
+  def prepare(stage):   # run_chunks' prepares: the first chunk's programs compiled, not run
+    ln = lanes.take(first)
+    F = _round_laws(ln.s, ln.f, tails[first], n=int(grid_size), mechanism=mechanism,
+                    lower=True, host=False, aot="shapes" if stage else "compile")
+    if stage:           # the query's, from the laws' shapes
+      query(first, ln, (F,) * 4, True, precompile=True)
+
   with progress(total=total // chunk, desc=f"allocation PLD: {lanes.size} lanes",
                 enabled=None if total > chunk else False) as bar:
     outs = qy.run_chunks((round_laws, answer),
                          [slice(i, i + chunk) for i in range(0, total, chunk)], bar.update,
                          keys=_stage_keys(lanes, taus, chunk, mode, auto, kw, grid_size,
-                                          mechanism, laws))
+                                          mechanism, laws),
+                         prepares=None if laws is not None else (lambda: prepare(0),
+                                                                 lambda: prepare(1)))
   parts = tuple(np.concatenate([np.asarray(a) for a in o]) for o in zip(*outs)) \
       if len(outs) > 1 else outs[0]
   return tuple(lanes.unpad(p) for p in parts)
