@@ -27,6 +27,11 @@ def timed(fn: Callable[[], Any], repeats: int = 3) -> Dict[str, Any]:
   return {"first_s": first, "steady_s": best, "value": out}
 
 
+def bracket(r):
+  """``(upper, lower)`` of a result (``r[:2]`` is ``(epsilon, delta)``)."""
+  return (r.epsilon, r.lower)
+
+
 def timed_once(fn: Callable[[], Any]) -> Dict[str, Any]:
   t0 = time.perf_counter()
   out = fn()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from _common import row, timed, timed_once
+from _common import bracket, row, timed, timed_once
 
 # issue 10 table, PLD_accounting 2.0, this machine: (upper, lower, seconds)
 _RECORDED = {
@@ -62,8 +62,8 @@ def sweep_rows():
   rows = []
   sig = np.geomspace(0.5, 5.0, 1000)
   for t, E in ((234, 10), (1000, 1)):
-    fn = lambda t=t, E=E: tuple(pld.allocation_pld_epsilon(sigma=sig, num_steps=t, num_epochs=E,
-                                                           delta=1e-5)[:2])
+    fn = lambda t=t, E=E: bracket(pld.allocation_pld_epsilon(sigma=sig, num_steps=t, num_epochs=E,
+                                                           delta=1e-5))
     ours = timed(fn, repeats=1)
     u, lo = map(np.asarray, ours["value"])
     rows.append(row(f"allocation PLD eps: 1,000-sigma sweep (t={t}, E={E}, delta=1e-5, "
@@ -81,7 +81,7 @@ def run():
   for (sigma, t, E, delta) in _RECORDED:
     fn = lambda: pld.allocation_pld_epsilon(sigma=sigma, num_steps=t, num_epochs=E,
                                             delta=delta)
-    ours = timed(lambda: tuple(fn()[:2]), repeats=1 if E > 1 else 2)
+    ours = timed(lambda: bracket(fn()), repeats=1 if E > 1 else 2)
     u, lo = ours["value"]
     pu, plo, _ = _RECORDED[(sigma, t, E, delta)]
     rows.append(row(f"allocation PLD eps: sigma={sigma}, t={t}, k=1, E={E}, delta={delta:g}",
@@ -97,8 +97,8 @@ def run():
         delta=1e-10, sigma=1.0, num_steps=100))
   except Exception as exc:  # pragma: no cover - optional peer
     peer, pa = None, exc
-  ours = timed(lambda: tuple(pld.allocation_pld_epsilon(sigma=1.0, num_steps=100,
-                                                         delta=1e-10)[:2]))
+  ours = timed(lambda: bracket(pld.allocation_pld_epsilon(sigma=1.0, num_steps=100,
+                                                         delta=1e-10)))
   u, lo = ours["value"]
   rows.append(row("allocation PLD eps: sigma=1, t=100, delta=1e-10 (peer live)", ours,
                   "PLD_accounting 2.0 gaussian_allocation_epsilon_range (live)", peer,
@@ -107,8 +107,8 @@ def run():
 
   # 1,000-sigma sweep, one call (grid_size 256 keeps it CPU-friendly)
   sig = np.geomspace(0.5, 5.0, 1000)
-  ours = timed(lambda: tuple(pld.allocation_pld_epsilon(sigma=sig, num_steps=1000,
-                                                         delta=1e-8, grid_size=256)[:2]),
+  ours = timed(lambda: bracket(pld.allocation_pld_epsilon(sigma=sig, num_steps=1000,
+                                                         delta=1e-8, grid_size=256)),
                repeats=1)
   u, lo = map(np.asarray, ours["value"])
   rows.append(row("allocation PLD eps: 1,000-sigma sweep (t=1000, delta=1e-8, n=256)", ours,
@@ -118,8 +118,8 @@ def run():
   # mechanisms given as discrete PLDs (jaxacct.pld), t = 1e4
   from jaxacct import pld as jpld
   rr = jpld.randomized_response(1.0)
-  ours = timed(lambda: tuple(pld.allocation_pld_epsilon(mechanism=rr, num_steps=10_000,
-                                                         delta=1e-8)[:2]))
+  ours = timed(lambda: bracket(pld.allocation_pld_epsilon(mechanism=rr, num_steps=10_000,
+                                                         delta=1e-8)))
   u, lo = ours["value"]
   ex = _rr_exact_epsilon(1.0, 10_000, 1e-8)
   rows.append(row("allocation PLD eps: randomized response eps0=1 as a PLD, t=1e4, "
@@ -128,8 +128,8 @@ def run():
                   f"{float(lo) <= ex <= float(u)}"))
   lap_up = jpld.laplace(1.0, step=1e-4)
   lap_lo = jpld.laplace(1.0, step=1e-4, pessimistic=False)
-  ours = timed(lambda: tuple(pld.allocation_pld_epsilon(mechanism=(lap_up, lap_lo),
-                                                         num_steps=10_000, delta=1e-8)[:2]))
+  ours = timed(lambda: bracket(pld.allocation_pld_epsilon(mechanism=(lap_up, lap_lo),
+                                                         num_steps=10_000, delta=1e-8)))
   u, lo = ours["value"]
   ref = pld.allocation_pld_epsilon(sigma=1.0, mechanism="laplace", num_steps=10_000,
                                    delta=1e-8)

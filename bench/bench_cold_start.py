@@ -81,6 +81,8 @@ DOORS = {
 }
 TARGETS = {"poisson_rdp": 0.5, "poisson_pld": 1.0, "shuffle": 1.0, "allocation_k10": 1.5,
            "calibrate": 3.0}
+# issue 28 item 5: a 1,000-sigma sweep in <= 10 s on 2 cores (here: in a fresh process)
+SECONDS_TARGETS = {"sweep_t234_E10": 10.0, "sweep_t1000_E1": 10.0}
 IMPORT_TARGET = 1.2
 
 
@@ -115,6 +117,19 @@ def _alloc(**kw):
   from jaxacct.allocation import pld
   r = pld.allocation_pld_epsilon(**kw)
   return _f(r.epsilon), None if r.lower is None else _f(r.lower)
+
+
+def _sweep(t, E):
+  """1,000 sigmas in one call (jitted laws and query, chunks on every core);
+  the value is the widest bracket (upper / lower) over the lanes."""
+  import numpy as np
+  from jaxacct.allocation import pld
+  r = pld.allocation_pld_epsilon(sigma=np.geomspace(0.5, 5.0, 1000), steps_per_epoch=t,
+                                 num_epochs=E, delta=1e-5)
+  ratio = np.asarray(r.epsilon) / np.asarray(r.lower)
+  return {"value": float(np.max(ratio)),
+          "note": f"value: widest bracket of 1,000 lanes; eps at sigma 1 ~ "
+                  f"{float(np.interp(1.0, np.geomspace(0.5, 5.0, 1000), r.epsilon)):.5g}"}
 
 
 def _peer_pld_accounting(**kw):
@@ -227,6 +242,13 @@ QUESTIONS = {
     "cli": {
         "title": "8. CLI table `python -m jaxacct` (whole process)",
         "ours": (["jaxacct", "jaxacct.__main__"], None), "peer": None},
+    "sweep_t234_E10": {
+        "title": "9. allocation tight PLD, 1,000 sigmas in [0.5, 5] in one call (t=234, E=10, "
+                 "delta=1e-5), certified lower included",
+        "ours": (["jaxacct", "jaxacct.allocation.pld"], lambda: _sweep(234, 10)), "peer": None},
+    "sweep_t1000_E1": {
+        "title": "10. the same sweep at t=1000, E=1",
+        "ours": (["jaxacct", "jaxacct.allocation.pld"], lambda: _sweep(1000, 1)), "peer": None},
 }
 for _name in DOORS:
   for _qty in ("epsilon", "delta"):
@@ -447,6 +469,9 @@ def table(rows):
     if r.get("target") is not None and r.get("first_over_y") is not None:
       met = "met" if r["first_over_y"] <= r["target"] else "missed"
       notes.append(f"target <= {r['target']:g} Y: {met}")
+    if r.get("target_s") is not None:
+      met = "met" if r["first_s"] <= r["target_s"] else "missed"
+      notes.append(f"target <= {r['target_s']:g} s: {met}")
     if r.get("is_y"):
       notes.append("this is Y")
     if r.get("cache_files") is not None:
@@ -529,6 +554,7 @@ def main(argv=None):
       ours["ratio_total"] = ((ours["import_s"] + ours["first_s"])
                              / (peer["import_s"] + peer["first_s"]))
     ours["target"] = TARGETS.get(name)
+    ours["target_s"] = SECONDS_TARGETS.get(name)
     rows.append(ours)
     if peer:
       rows.append(peer)
@@ -563,6 +589,11 @@ def main(argv=None):
       summary.append(f"{r['question']}: jaxacct first answer {r['first_s']:.2f} s = "
                      f"{r['first_over_y']:.2f} Y (target <= {r['target']:g} Y: "
                      f"{'met' if r['first_over_y'] <= r['target'] else 'missed'})")
+  for r in rows:
+    if r.get("target_s") is not None and "first_s" in r:
+      summary.append(f"{r['question']}: jaxacct first answer {r['first_s']:.2f} s in a fresh "
+                     f"process (target <= {r['target_s']:g} s: "
+                     f"{'met' if r['first_s'] <= r['target_s'] else 'missed'})")
   md = table(rows)
   head = (f"Cold start ({tag}), {meta['date']}, jax {meta['jax']}, devices {meta['devices']}, "
           f"{meta['cpu_count']} CPUs, load average {meta['loadavg_start']} at start, "

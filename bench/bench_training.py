@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from _common import row, timed, timed_once
+from _common import bracket, row, timed, timed_once
 
 
 def _fmt(u, lo):
@@ -60,8 +60,8 @@ def run():
   # 2. 1,000-sigma sweep at E = 10, one call
   sig = np.geomspace(0.5, 5.0, 1000)
   # one call only (compile + run): on 2 CPU cores it takes minutes (see notes)
-  ours = timed_once(lambda: tuple(pld.allocation_pld_epsilon(
-      sigma=sig, steps_per_epoch=234, num_epochs=10, delta=1e-5)[:2]))
+  ours = timed_once(lambda: bracket(pld.allocation_pld_epsilon(
+      sigma=sig, steps_per_epoch=234, num_epochs=10, delta=1e-5)))
   u, lo = (np.asarray(v) for v in ours["value"])
   rows.append(row("allocation PLD, 1,000 sigmas in one call, t=234, E=10, delta=1e-5", ours,
                   ours_value=f"max upper/lower {float(np.max(u / lo)):.4f}",
@@ -77,9 +77,9 @@ def run():
                   ours_value=f"all finite: {bool(np.isfinite(sv).all())}"))
 
   # 4. k = 10 of t = 100 against PLD_accounting (live)
-  one = lambda: tuple(pld.allocation_pld_epsilon(sigma=2.0, steps_per_epoch=100,  # noqa: E731
+  one = lambda: bracket(pld.allocation_pld_epsilon(sigma=2.0, steps_per_epoch=100,  # noqa: E731
                                                  num_selected=10, num_epochs=1,
-                                                 delta=1e-6)[:2])
+                                                 delta=1e-6))
   ours = timed(one)
   try:
     import PLD_accounting as pa
