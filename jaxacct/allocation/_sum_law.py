@@ -49,15 +49,16 @@ keeps the vmapped pair of asymmetric sums over every diagonal (no far field)
 as the test oracle.
 
 The loop body of a diagonal is ONE fused kernel and ONE in-place slice
-update of the output row: the upper's knot-j and knot-(j+1) parts enter as
-``(1 - w) v_i + w v_{i-1}`` at output element ``start + i`` (``v_i``: the pair
-mass of low element i), the lower's mass and moment ride in one complex row
-(``a + i g``), and its per-diagonal scalars come from tables. XLA:CPU pays a
-fixed cost per kernel of a loop trip (about 0.3-0.5 us), which the former
-two (upper) and four (lower) rows and the lower's in-loop exponentials paid
-several times a diagonal: laws 1.3x (upper) and 2.1x (coarse lower) faster
-at n = 1024 (2026-11-26). More diagonals per trip (2, 4, 8 in one fused
-update) gained nothing more: the upper is then bound by its arithmetic.
+update of one complex output row: the upper's knot-j and knot-(j+1) parts as
+its real and imaginary parts (added, one knot apart, in finish); the lower's
+mass and moment as ``a + i g``, the part of a pair that moves one cell up
+entering at the next element (``m_i + m'_{i-1}``), its per-diagonal scalars
+from tables. XLA:CPU pays a fixed cost per kernel of a loop trip (about
+0.3-0.5 us), which the former two (upper) and four (lower) real rows and the
+lower's in-loop exponentials paid several times a diagonal: laws 1.4x (upper)
+and 2.1x (coarse lower) faster at n = 1024 (2026-11-26). More diagonals per
+trip (2, 4, 8 in one fused update) gained nothing more: the upper is then
+bound by its arithmetic.
 
 Float ledger of the far field: :mod:`._far_field` (``far_ulps`` per level,
 added to ``rel`` in :mod:`._pld_laws` and to the ``eta`` ledger here).
@@ -196,29 +197,29 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
   hA, hB = (_high(X.p, n) for X in (A, B))
 
   def step(L, main=False):
-    lA, lB = (_low(X.p, L) for X in (A, B))
+    lA, lB = (_low(X.p, L) for X in (A, B))   # [0]: element j, zero at j = L
 
     def body(d, out):
-      # The pair sums of low element j (a_j b_{j+d} + a_{j+d} b_j) go to output
-      # elements start + j (weight 1 - w) and start + j + 1 (w): element
-      # start + i gets (1 - w) v_i + w v_{i-1}, i = 0..L, in ONE in-place slice
-      # update (one fused kernel a diagonal; two rows, one a knot to the right,
-      # cost 1.3x the CPU, 2026-11-26).
+      # The pair sums of low element j (v_j = a_j b_{j+d} + a_{j+d} b_j) go to
+      # output knots start + j (weight 1 - w) and start + j + 1 (w): both parts
+      # at element start + j of one complex row (real: knot j, imaginary: the
+      # knot to its right, shifted in finish), ONE in-place slice update a
+      # diagonal (two real rows, two kernels: 1.3x the CPU; one real row with
+      # (1 - w) v_j + w v_{j-1}: 1.1x, v formed twice; 2026-11-26).
       k = kap[d]
       w = om[d]
-      v0, v1 = _products(lA, hB, d, L)
+      v = lA[0] * lax.dynamic_slice(hB, (d + 1,), (L + 1,))
       if not (main or symmetric):
-        u0, u1 = _products(lB, hA, d, L)
-        v0, v1 = v0 + u0, v1 + u1
-      x = v0 * (1.0 - w) + v1 * w
+        v = v + lB[0] * lax.dynamic_slice(hA, (d + 1,), (L + 1,))
       if symmetric and not main:   # X + X off the main diagonal: both orientations
-        x = x * 2.0
+        v = v * 2.0
       start = d + k - o
-      seg = lax.dynamic_slice(out, (start,), (L + 1,)) + x
+      seg = lax.dynamic_slice(out, (start,), (L + 1,)) + lax.complex(v * (1.0 - w), v * w)
       return lax.dynamic_update_slice(out, seg, (start,))
     return body
 
   def finish(out, pre):
+    out = out.real + jnp.concatenate([jnp.zeros(1), out.imag[:-1]])   # knot j, knot j + 1
     if pre is not None:   # far field d >= d_up (kappa = 0, o = 0 when it is not empty)
       P, T = pre
       c0, c1 = far_upper(A.p, B.p, D, d_up, n, pre=(P[:1], T[:1]))
@@ -243,7 +244,7 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
     minf = A.minf + B.minf
     return UpperLaw(out, q0, minf)
 
-  return step, finish, jnp.zeros(buf), [A.p[:n]] if symmetric else [A.p[:n], B.p[:n]]
+  return step, finish, jnp.zeros(buf, jnp.complex128), [A.p[:n]] if symmetric else [A.p[:n], B.p[:n]]
 
 
 def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int = 1,

@@ -60,13 +60,14 @@ def _layout(n: int):
   """Static layout of the flattened pair weights of an n-knot sum.
 
   Blocks of diagonals ``[d0, d1)`` (pairs ``(i, i + d)``, ``i < L = n - d0``;
-  the rest of a row is zero padding) are laid out as (rows, i), i = 0..L: the
-  weight of diagonal d at output cell ``start_d + i``, ``start_d = d + kappa(d)
-  - o``, is the part of its pair i that stays in the cell plus the part of its
-  pair i - 1 that moves one cell up: the jitted loop body's one slice update
-  per diagonal. ``np.bincount`` adds its weights in array order, so each output
-  cell receives its terms one diagonal after another, in the jitted loop's
-  order, hence the same sums. Returns ``(blocks, static, counts)``:
+  the rest of a row is zero padding) are laid out as (rows, i), i = 0..L, the
+  weights of diagonal d at output element ``start_d + i``, ``start_d = d +
+  kappa(d) - o``, as the jitted loop body adds them in its one slice update per
+  diagonal: upper, pair i's part on knot j and (a second array) on knot j + 1;
+  lower, the part of pair i that stays in the cell plus the part of pair i - 1
+  that moves one cell up. ``np.bincount`` adds its weights in array order, so
+  each output element receives its terms one diagonal after another, in the
+  jitted loop's order, hence the same sums. Returns ``(blocks, static, counts)``:
   ``[(d0, d1, L, offset)]``, the index without ``kappa(d) - o`` and the number of
   entries of each diagonal."""
   blocks, static, counts, off = [], [], [], 0
@@ -139,15 +140,20 @@ def conv_upper_host(pairs, D, n: int, far: bool = True):
   ww2 = ww * np.where(np.arange(n) > 0, 2.0, 1.0)[:, None, None]   # exact doubling
   sums = []
   for P, R, sym in pairs:
-    flat = np.empty(total)
+    flat, flat1 = np.empty(total), np.empty(total)
     for d0, d1, L, off in blocks:
       v = P.p[None, :L] * _shifted(R.p, n, 0.0, d0, d1, L)
       if not sym:
         first = 1 if d0 == 0 else 0
         v[first:] += _shifted(P.p, n, 0.0, d0, d1, L)[first:] * R.p[None, :L]
       w = (ww2 if sym else ww)[d0:d1]
-      _combine(flat[off:off + (L + 1) * (d1 - d0)].reshape(-1, L + 1), v * w[:, 0], v * w[:, 1])
-    res = np.bincount(idx, flat, minlength=m)[:m]
+      for f, part in ((flat, 0), (flat1, 1)):   # knot j / knot j + 1, at element j
+        blk = f[off:off + (L + 1) * (d1 - d0)].reshape(-1, L + 1)
+        blk[:, :L] = v * w[:, part]
+        blk[:, L] = 0.0
+    # the two parts summed apart, then added one knot apart (the jitted complex row)
+    r0, r1 = (np.bincount(idx, f[:total], minlength=m)[:m] for f in (flat, flat1))
+    res = r0 + np.concatenate([np.zeros(1), r1[:-1]])
     if band < n:   # far field (o = 0): as _sum_law._upper_parts' finish
       c0, c1 = far_upper(P.p, R.p, D, band, n, HOST)
       if sym:
