@@ -115,7 +115,7 @@ def test_pair_kernels_equal_single_sums():
   (``method="reference"``), every diagonal in the loop either way: lower laws
   bit-for-bit, upper to 1e-14 relative, over t = 2, 3, 7 (both bits of the
   powering, symmetric and asymmetric sums). (The fused pair kernels are steps
-  of the t-fold sums, not public; the sums split them in ``PIECES`` = 2 pieces.)"""
+  of the t-fold sums, not public; the sums split them in ``PIECES`` = 4 pieces.)"""
   n = 128
   loop, ref = _laws_fn("loop", n), _laws_fn("reference", n)
   for t in (2, 3, 7):

@@ -153,8 +153,12 @@ UP_MAIN, LO_MAIN = np.array(_MAIN["upper"]), np.array(_MAIN["lower"])
 
 @pytest.mark.slow   # 20 settings (32 lanes) through the default-grid laws and compositions
 def test_front_door_lower_below_exact_lower_and_brackets():
+  # the composition at the pinned values' own settings (2**15 points): an array
+  # question's default is the sweep ladder (allocation.pld.sweep_size), whose
+  # uppers sit up to 1.5e-5 relative from these (either side; both certified),
+  # and this test is about the laws (the pinned call predates the ladder)
   r = pld.allocation_pld_epsilon(sigma=S_, steps_per_epoch=T_, num_selected=K_, num_epochs=E_,
-                                 delta=D_)
+                                 delta=D_, composition_size=pld.DEFAULT_COMPOSITION_SIZE)
   up, lo = np.asarray(r.epsilon), np.asarray(r.lower)
   # far field of the sums (re-associated upper splits, ledger + far_ulps):
   # measured 9.1e-12 relative at most (2026-11-25)

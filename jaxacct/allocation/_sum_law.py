@@ -423,9 +423,13 @@ def _regrid_both(regrid, A, LA, B, LB, jl, D2, n):   # (regrid(A), regrid(B)), o
 
 
 #: Static diagonal pieces of the pairwise sums (:func:`_diagonal_pieces`; same
-#: laws): 2 runs d >= n/2 over half-length vectors (laws 0.84x the CPU, 125
-#: sigmas, n = 1024, 2026-11-25; 4 pieces: 0.81x, 1.5 s more compile).
-PIECES = 2
+#: laws): piece p runs its diagonals over vectors of length n - p n / PIECES.
+#: With one slice update a diagonal the loops are bound by their arithmetic
+#: and memory traffic, so the elements count: 4 pieces (0.625 n^2 a sum
+#: against 0.75 n^2 for 2) take the laws of 128 sigmas (t = 234) from 0.78 to
+#: 0.65 s for 0.34 s more compile (1.59 -> 1.93 s; 3 pieces: 0.73 s, 1.80 s;
+#: 2026-11-26).
+PIECES = 4
 METHODS = ("fast", "loop", "reference")
 
 
