@@ -4,6 +4,8 @@
   tests: the exact law of the sum of ``m`` draws with replacement from
   ``points`` (every one of the n^m draw sequences enumerated), a finite
   mixture (means (k, d), weights).
+* :data:`COUNT_COMPILES`: the head of a fresh-process child script that
+  counts XLA compilations per function.
 * :func:`one_step_laws`: the allocation round-law tests' one-step laws on an
   n-knot lattice, built from the public NumPy door
   (``jaxacct.mechanisms.Gaussian/Laplace(...).one_step_law``).
@@ -30,6 +32,21 @@ def draws_with_replacement_law(points, m):
     out[v] = out.get(v, 0.0) + float(n) ** -m
   mu = np.array(sorted(out))
   return mu, np.array([out[tuple(v)] for v in mu])
+
+
+#: Head of a child script for a fresh process (``python -c``): counts XLA
+#: compilations per function in ``counts`` (jax.monitoring backend-compile
+#: events; a persistent-cache load counts too).
+COUNT_COMPILES = r"""
+import json, sys
+import jax
+counts = {}
+def listener(name, duration, **kw):
+  if name == "/jax/core/compile/backend_compile_duration":
+    f = kw.get("fun_name", "?")
+    counts[f] = counts.get(f, 0) + 1
+jax.monitoring.register_event_duration_secs_listener(listener)
+"""
 
 
 def one_step_laws(kind, param, n, tail):

@@ -24,6 +24,7 @@ import pytest
 
 import jaxacct
 from jaxacct.allocation import pld
+from support import COUNT_COMPILES
 
 _GRID = dict(grid_size=256)
 
@@ -153,15 +154,7 @@ def test_chunked_sweep_equals_its_chunks():
   assert np.all(np.isfinite(whole.epsilon)) and np.all(whole.lower > 0)
 
 
-_FRESH = r"""
-import json, sys
-import jax
-counts = {}
-def listener(name, duration, **kw):
-  if name == "/jax/core/compile/backend_compile_duration":
-    f = kw.get("fun_name", "?")
-    counts[f] = counts.get(f, 0) + 1
-jax.monitoring.register_event_duration_secs_listener(listener)
+_FRESH = COUNT_COMPILES + r"""
 import numpy as np
 from jaxacct.allocation import pld
 r = pld.allocation_pld_epsilon(**json.loads(sys.argv[1]), sigma=np.geomspace(0.8, 3.0, 256))

@@ -18,16 +18,9 @@ import numpy as np
 import pytest
 
 from jaxacct._core import compiled
+from support import COUNT_COMPILES
 
-_CHILD = r"""
-import json, sys
-import jax
-counts = {}
-def listener(name, duration, **kw):
-  if name == "/jax/core/compile/backend_compile_duration":
-    f = kw.get("fun_name", "?")
-    counts[f] = counts.get(f, 0) + 1
-jax.monitoring.register_event_duration_secs_listener(listener)
+_CHILD = COUNT_COMPILES + r"""
 import numpy as np
 import jaxacct
 # an array sigma: a scalar Poisson question is answered on the host and compiles nothing
