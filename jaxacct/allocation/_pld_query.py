@@ -1,10 +1,13 @@
-"""Queries on composed allocation laws, and the batched jitted entry point (private).
+"""Queries on composed allocation laws, and the batched jitted entry points (private).
 
 Hockey-stick deltas and epsilons of a :class:`._pld_compose.Composed` lane
 (upper: exact segment inversion of the lattice law; lower: bisection then
 Newton steps from the feasible side on the merged atoms, every iterate
-evaluated), with the float ledger of :mod:`._pld_compose`; and
-:func:`query_batch`, the one jitted call behind the epsilon/delta front doors.
+evaluated), with the float ledger of :mod:`._pld_compose`;
+:func:`query_batch`, the host dispatch behind the epsilon/delta front doors
+to the jitted programs of each round type (:func:`direct_batch`,
+:func:`composed_batch`); and :func:`run_chunks`, the scheduler of a sweep's
+chunks on the CPU cores.
 """
 
 from __future__ import annotations
