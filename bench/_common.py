@@ -28,8 +28,8 @@ def timed(fn: Callable[[], Any], repeats: int = 3) -> Dict[str, Any]:
 
 
 def bracket(r):
-  """``(upper, lower)`` of a result (``r[:2]`` is ``(epsilon, delta)``)."""
-  return (r.epsilon, r.lower)
+  """``(r.upper, r.lower)`` as a tuple (``r[:2]`` is ``(epsilon, delta)``)."""
+  return (r.upper, r.lower)
 
 
 def timed_once(fn: Callable[[], Any]) -> Dict[str, Any]:

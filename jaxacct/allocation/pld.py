@@ -371,7 +371,9 @@ def _stage_keys(lanes, taus, chunk, mode, auto, kw, grid_size, mechanism, laws):
       else kw["size"]
   base = (chunk, two, int(grid_size), str(mechanism), bool(jax.config.jax_enable_x64),
           jax.default_backend())
-  return ("laws",) + base, ("query", mode, auto, size, kw["tilts"]) + base
+  one = first.c1 + first.c2 == 1     # the round types: which query programs run
+  return ("laws",) + base, ("query", mode, auto, size, kw["tilts"], bool(np.any(one)),
+                            bool(np.all(one))) + base
 
 
 def _result(parts, direction, query, mode):
