@@ -45,12 +45,14 @@ _LAZY = {  # public name -> (module, attribute); attribute None: the module
     **{n: ("jaxacct._core.results", n) for n in ("DeltaResult", "EpsilonResult")},
     "enable_compilation_cache": ("jaxacct._core.cache", "enable_compilation_cache"),
     "set_progress": ("jaxacct._core.progress", "set_progress"),
+    "set_layout": ("jaxacct._core.batching", "set_layout"),
     "StepsUnitWarning": ("jaxacct._core.units", "StepsUnitWarning"),
 }
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
   from jaxacct import (accounting, allocation, dpsgd, experimental, mechanisms, pld, plot,
                        poisson, risk, sampling, shuffle, tracking)
+  from jaxacct._core.batching import set_layout
   from jaxacct._core.cache import enable_compilation_cache
   from jaxacct._core.progress import set_progress
   from jaxacct._core.results import DeltaResult, EpsilonResult
@@ -68,5 +70,5 @@ __all__ = [
     "accounting", "allocation", "dpsgd", "mechanisms", "pld", "plot", "poisson", "risk",
     "shuffle", "tracking",
     "EpsilonResult", "DeltaResult", "calibrate",
-    "enable_compilation_cache", "set_progress", "StepsUnitWarning",
+    "enable_compilation_cache", "set_layout", "set_progress", "StepsUnitWarning",
 ]

@@ -8,15 +8,119 @@ lanes to whole blocks instead (repeating the last lane) and drops the padded
 results, so ``f`` is traced once whatever the lane count.
 
 :func:`lanes_per_block` is the one block-size policy: lanes one at a time on
-the CPU, vmapped blocks on accelerators.
+the CPU layout, vmapped blocks on the accelerator layout. :func:`layout` says
+which layout the kernels are built for: ``"accelerator"`` on a GPU or TPU,
+``"cpu"`` on the CPU, unless forced by the environment variable
+``JAXACCT_LAYOUT`` (``auto``, ``cpu`` or ``accelerator``, read at import) or
+by :func:`set_layout` (public as ``jaxacct.set_layout``), so that a CPU
+machine can run and test the accelerator programs.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import os
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
+
+LAYOUTS = ("auto", "cpu", "accelerator")
+_FORCED: list = []   # [layout] once set_layout was called; else the environment decides
+
+
+def _env_layout() -> str:
+  v = os.environ.get("JAXACCT_LAYOUT", "auto").strip().lower() or "auto"
+  if v not in LAYOUTS:
+    raise ValueError(f"JAXACCT_LAYOUT must be one of {LAYOUTS}; got {v!r}.")
+  return v
+
+
+def set_layout(name: Optional[str] = "auto"):
+  """Forces the kernels' layout for this process: ``"accelerator"``, ``"cpu"`` or ``"auto"``.
+
+  ``"auto"`` (default) follows the default JAX backend: the accelerator
+  layout on a GPU or TPU, the CPU layout on the CPU. ``"accelerator"`` on a
+  CPU machine runs the accelerator programs (lanes as the leading axis of
+  every op, no run-time trip counts) there, to test or count them. The
+  choice is part of every compiled program's key, so switching recompiles
+  and never reuses the other layout's programs. Also usable as a context
+  manager (``with jaxacct.set_layout("accelerator"): ...``), which restores
+  the previous setting on exit. The environment variable
+  ``JAXACCT_LAYOUT`` sets the starting value.
+
+  Raises ``ValueError`` naming ``name`` for any other value.
+  """
+  if name is None:
+    name = "auto"
+  if not isinstance(name, str) or name.lower() not in LAYOUTS:
+    raise ValueError(f"name must be one of {LAYOUTS}; got {name!r}.")
+  before = list(_FORCED)
+  _FORCED[:] = [name.lower()]
+  return _Restorer(before)
+
+
+class _Restorer:
+  """The value of :func:`set_layout`: ignorable, or a context manager that undoes it."""
+
+  def __init__(self, before):
+    self._before = before
+
+  def __enter__(self):
+    return layout()
+
+  def __exit__(self, *exc):
+    _FORCED[:] = self._before
+    return False
+
+  def __repr__(self):
+    return f"<jaxacct layout {layout()!r}>"
+
+
+def layout() -> str:
+  """The layout in force: ``"accelerator"`` or ``"cpu"`` (resolved from "auto")."""
+  v = _FORCED[0] if _FORCED else _env_layout()
+  if v == "auto":
+    return "cpu" if jax.default_backend() == "cpu" else "accelerator"
+  return v
+
+
+def accelerator_layout() -> bool:
+  """Whether the accelerator layout is in force (see :func:`layout`)."""
+  return layout() == "accelerator"
+
+
+def device_memory_bytes() -> int:
+  """Usable memory of the default device in bytes (4 GiB where it cannot be read).
+
+  On a GPU this is the allocator's limit; a CPU (also with the accelerator
+  layout forced) gets a fixed 4 GiB budget, so block sizes there are the same
+  on every machine and tests can count them.
+  """
+  dev = jax.devices()[0]
+  if dev.platform != "cpu":
+    try:
+      stats = dev.memory_stats() or {}
+      lim = int(stats.get("bytes_limit", 0))
+      if lim > 0:
+        return lim
+    except Exception:   # pragma: no cover - backends without memory_stats
+      pass
+  return 4 << 30
+
+
+def lanes_for_memory(bytes_per_lane: float, *, fraction: float = 0.25,
+                     lo: int = 8, hi: int = 1 << 16) -> int:
+  """Lanes per block on the accelerator layout: a power of two in [lo, hi]
+  whose block uses at most ``fraction`` of :func:`device_memory_bytes`.
+
+  A function of the device alone (never of the batch), so one compiled block
+  program serves every batch size, and its peak memory is the same at 1e3
+  and 1e5 lanes.
+  """
+  budget = fraction * device_memory_bytes()
+  b = max(int(budget // max(float(bytes_per_lane), 1.0)), 1)
+  p = 1 << (b.bit_length() - 1)
+  return int(min(max(p, lo), hi))
 
 
 def map_blocks(f: Callable, xs, *, batch_size: int):
@@ -42,7 +146,7 @@ def map_blocks(f: Callable, xs, *, batch_size: int):
 
 
 def lanes_per_block(accelerator_lanes: int) -> int:
-  """Lanes per vmapped block: 1 on the CPU, ``accelerator_lanes`` elsewhere.
+  """Lanes per vmapped block: 1 on the CPU layout, ``accelerator_lanes`` on the accelerator one.
 
   On the CPU a vmapped block buys no parallelism, and lane-dependent dynamic
   slices (the allocation laws' pairwise sums slide by an offset that depends
@@ -53,4 +157,4 @@ def lanes_per_block(accelerator_lanes: int) -> int:
   vmapped lanes in parallel.
   Called at trace time (a static block size).
   """
-  return 1 if jax.default_backend() == "cpu" else int(accelerator_lanes)
+  return int(accelerator_lanes) if accelerator_layout() else 1

@@ -53,6 +53,8 @@ from typing import Any, Callable, Optional
 import jax
 import numpy as np
 
+from jaxacct._core.batching import layout
+
 _OFF = ("0", "false", "off", "no")
 _DEFAULT_MAX_BYTES = 2 * 2**30
 _FORMAT = 2     # bump when the entry layout changes (2: no entries re-serialised from JAX's cache)
@@ -180,13 +182,27 @@ class CachedJit:
     self._positional = [p.name for p in params
                         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     self._static = frozenset(names)
-    self._jitted = jax.jit(fun, static_argnames=tuple(sorted(names)) or None, **jit_kwargs)
+    # one jax.jit object per layout (jaxacct._core.batching.layout): the
+    # layout is read at trace time, and jax.jit's own trace cache knows
+    # nothing of it, so a switched layout gets its own traces
+    self._jit_args = (tuple(sorted(names)) or None, jit_kwargs)
+    self._by_layout = {}
     self._varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
     self._name = name or f"{fun.__module__}.{fun.__qualname__}"
     self._precompiled = False   # precompile() put an executable in _MEMORY
     functools.update_wrapper(self, fun)
 
-  # the plain jax.jit object, for lowering/inspection by tests and tools
+  @property
+  def _jitted(self):
+    lay = layout()
+    j = self._by_layout.get(lay)
+    if j is None:
+      names, kw = self._jit_args
+      j = self._by_layout.setdefault(lay, jax.jit(self._fun, static_argnames=names, **kw))
+    return j
+
+  # the plain jax.jit object of the layout in force, for lowering/inspection
+  # by tests and tools
   @property
   def jitted(self):
     return self._jitted
@@ -195,7 +211,7 @@ class CachedJit:
     return self._jitted.lower(*args, **kwargs)
 
   def __getattr__(self, name):       # eval_shape, trace, ... of the jax.jit object
-    if name.startswith("__") or name == "_jitted":
+    if name.startswith("__") or name in ("_jitted", "_by_layout", "_fun", "_jit_args"):
       raise AttributeError(name)
     return getattr(self._jitted, name)
 
@@ -234,7 +250,8 @@ class CachedJit:
         return None
       avals.append(a)
     x64 = bool(jax.config.jax_enable_x64)
-    return repr((self._name, statics, str(tree), avals, x64)), dyn_args, dyn_kwargs
+    return (repr((self._name, statics, str(tree), avals, x64, layout())), dyn_args,
+            dyn_kwargs)
 
   def precompile(self, *args, **kwargs) -> None:
     """Compiles the program of a call with these arguments (arrays or

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core.batching import lanes_per_block, map_blocks
+from jaxacct._core.batching import accelerator_layout, lanes_per_block, map_blocks
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.namespace import JAX, host_call
 from jaxacct._core.parallel import cores
@@ -205,7 +205,7 @@ def sweep_threads(chunks: int) -> int:
   ``chunks``, on the CPU backend (a compiled law or query program runs its
   lanes one after another on one core); 1 on accelerators, whose lanes
   already run in parallel."""
-  if chunks < 2 or jax.default_backend() != "cpu":
+  if chunks < 2 or accelerator_layout():
     return 1
   return max(1, min(cores(), chunks))
 

@@ -140,6 +140,7 @@ import copy
 import jax
 import numpy as np
 
+from jaxacct._core.batching import layout
 from jaxacct._core import checks
 from jaxacct._core.dtype import public_surface
 from jaxacct._core.progress import progress
@@ -370,7 +371,7 @@ def _stage_keys(lanes, taus, chunk, mode, auto, kw, grid_size, mechanism, laws):
   size = sweep_size(first.c1 + first.c2, taus[:chunk]) if auto and mode == "eps" \
       else kw["size"]
   base = (chunk, two, int(grid_size), str(mechanism), bool(jax.config.jax_enable_x64),
-          jax.default_backend())
+          jax.default_backend(), layout())
   one = first.c1 + first.c2 == 1     # the round types: which query programs run
   return ("laws",) + base, ("query", mode, auto, size, kw["tilts"], bool(np.any(one)),
                             bool(np.all(one))) + base
