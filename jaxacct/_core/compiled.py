@@ -198,7 +198,11 @@ class CachedJit:
     j = self._by_layout.get(lay)
     if j is None:
       names, kw = self._jit_args
-      j = self._by_layout.setdefault(lay, jax.jit(self._fun, static_argnames=names, **kw))
+      fun = self._fun
+      # a function object of its own: JAX caches traces per function, across
+      # jax.jit objects
+      own = functools.wraps(fun)(lambda *a, **k: fun(*a, **k))
+      j = self._by_layout.setdefault(lay, jax.jit(own, static_argnames=names, **kw))
     return j
 
   # the plain jax.jit object of the layout in force, for lowering/inspection

@@ -172,7 +172,8 @@ def auto_tail(delta):
   return jnp.clip(TAIL_FACTOR * jnp.asarray(delta, jnp.float64), 1e-30, 1e-12)
 
 
-_CHUNK = 8  # lanes per vmapped block on accelerators (batching.lanes_per_block)
+_CHUNK = 1 << 16  # lanes per vmapped block on the accelerator layout: the whole
+                 # call (its chunk is sized from device memory by the caller)
 
 
 def _map_lanes(one, xs):
