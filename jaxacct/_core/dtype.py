@@ -33,6 +33,12 @@ entered there by construction, not door by door:
 * A door handed traced input while x64 is off (a user's float32 ``jit`` or
   ``vmap``) raises the :func:`require_x64` error naming the door by its
   public path: float64 cannot be switched on inside a trace.
+* A door that runs host-side code (NumPy on its arguments, a Python loop
+  over lanes, a host root search: :data:`HOST_DOORS`) cannot be traced. Handed
+  a tracer where it needs a concrete value, it raises :class:`NotTraceableError`
+  (a ``TypeError``) at its entry, before any work, naming the door, the
+  parameter and what to call instead (:func:`require_concrete`). Every other
+  door traces: under ``jit``/``vmap`` it runs its jitted kernels.
 * The *jittable kernels* (``*_rdp`` functions and the like) may be called
   inside a user's own ``jit``. There the body is traced with whatever x64
   setting is active, and a float32 trace would silently lose the precision
@@ -52,7 +58,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Callable, TypeVar
+from typing import Callable, NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -68,11 +74,17 @@ def x64_enabled() -> bool:
   return jax.dtypes.canonicalize_dtype(np.float64) == np.float64
 
 
-def _entry(fn: F, where: Callable[[], str]) -> F:
-  """``fn`` run with float64 enabled; a float32 trace raises :func:`require_x64` naming ``where()``."""
+def _entry(fn: F, where: Callable[[], str], host: HostDoor | None = None) -> F:
+  """``fn`` run with float64 enabled; a float32 trace raises :func:`require_x64` naming ``where()``.
+
+  ``host`` (a host-side door, :data:`HOST_DOORS`): a traced argument it needs
+  concrete raises :class:`NotTraceableError` first (:func:`require_concrete`).
+  """
 
   @functools.wraps(fn)
   def door(*args, **kwargs):
+    if host is not None:
+      require_concrete(fn, where(), host, args, kwargs)
     if x64_enabled():
       return fn(*args, **kwargs)
     if traced((args, kwargs)):
@@ -82,6 +94,7 @@ def _entry(fn: F, where: Callable[[], str]) -> F:
     with jax.enable_x64(True):
       return fn(*args, **kwargs)
 
+  door._host_door = host   # the HOST_DOORS entry (None: the door traces)
   return door  # type: ignore[return-value]
 
 
@@ -108,7 +121,9 @@ _DOORS: dict = {}
 
 def public_door(fn, where: str):
   """``fn`` as a public door: entered under float64, named ``where`` (its
-  public path) in the :func:`require_x64` error of a float32 trace.
+  public path) in the :func:`require_x64` error of a float32 trace; a
+  host-side door (``where`` in :data:`HOST_DOORS`) refuses traced arguments
+  (:func:`require_concrete`).
 
   Anything but a plain function (a class, a module, a constant, a jitted
   callable) is returned as it is, and so is a door. ``functools.wraps``
@@ -118,7 +133,7 @@ def public_door(fn, where: str):
   if not inspect.isfunction(fn) or is_public_door(fn):
     return fn
   if fn not in _DOORS:
-    _DOORS[fn] = _entry(fn, lambda: where)
+    _DOORS[fn] = _entry(fn, lambda: where, HOST_DOORS.get(where))
   return _DOORS[fn]
 
 
@@ -145,6 +160,128 @@ def public_surface(namespace: dict) -> None:
 def traced(args) -> bool:
   """Whether a leaf of the pytree ``args`` is a JAX tracer (inside a trace)."""
   return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(args))
+
+
+class NotTraceableError(TypeError):
+  """A public door that runs host-side code was handed a traced argument.
+
+  Raised at the door's entry, before any work, when an argument the door needs
+  concrete is a ``jax.core.Tracer`` (inside the user's ``jit``, ``vmap`` or
+  ``grad``). The message names the door, the parameter and what to call
+  instead (:data:`HOST_DOORS`).
+  """
+
+
+class HostDoor(NamedTuple):
+  """A public door that runs host-side code and so cannot be traced.
+
+  Attributes:
+    instead: what to call instead (the jittable kernel, or the door itself
+      outside ``jit`` on concrete arrays); the error message ends with it.
+    params: the parameters that must be concrete; ``None``: every one.
+    when: ``((parameter, value), ...)``: only calls with these argument values
+      (defaults applied) run on the host, e.g. ``(("method", "pld"),)``.
+  """
+  instead: str
+  params: tuple | None = None
+  when: tuple = ()
+
+
+_OUTSIDE = "Call it outside jit/vmap, on concrete values"
+_ALLOCATION_RDP = ("inside jit/vmap use the jittable RDP curve "
+                   "jaxacct.allocation.allocation_rdp (sigma may be traced) with "
+                   "jaxacct.mechanisms.rdp_to_epsilon or jaxacct.mechanisms.rdp_to_delta")
+_ALLOCATION_PLD = HostDoor(
+    f"{_OUTSIDE}: it takes arrays (sigma, steps_per_epoch, num_selected, num_epochs and "
+    "the target broadcast) and runs its own jitted programs, one call for a whole sweep; "
+    f"{_ALLOCATION_RDP} (an upper bound), or the jittable laws "
+    "jaxacct.allocation.pld.allocation_pld_laws.")
+_SHUFFLE = HostDoor(
+    "Inside jit/vmap use the jittable kernels jaxacct.shuffle.clone_epsilon, "
+    "jaxacct.shuffle.clone_delta, jaxacct.shuffle.stronger_clone_epsilon, "
+    "jaxacct.shuffle.stronger_clone_delta, jaxacct.shuffle.rr2_lower_epsilon, "
+    "jaxacct.shuffle.girgis_epsilon or jaxacct.shuffle.clone_epsilon_closed_form "
+    "(n, eps0 and delta may be traced; a traced n needs the static max_n); "
+    "or call this one outside jit/vmap.")
+_HOST_ONLY = HostDoor(f"{_OUTSIDE}.")
+_PLD_BUILD = HostDoor(
+    "Build the PLD outside jit/vmap, on concrete values; a PLD is a pytree: pass it into "
+    "jit/vmap and query it there with jaxacct.pld.epsilon or jaxacct.pld.delta "
+    "(jaxacct.pld.compose with a static size).")
+_DPSGD = HostDoor(
+    f"{_OUTSIDE}; inside jit/vmap use jaxacct.poisson.epsilon (Poisson sampling, "
+    "method='rdp') or, for balls-in-bins sampling, jaxacct.allocation.allocation_rdp with "
+    "jaxacct.mechanisms.rdp_to_epsilon.")
+_CALIBRATE = HostDoor(f"{_OUTSIDE}: it is a host root search; it takes an array of targets "
+                      "(one lane each).")
+
+#: The public doors that run host-side code (NumPy on their arguments, Python
+#: loops over lanes, host root searches) and cannot be traced, by public path:
+#: each refuses a traced argument at its entry with a :class:`NotTraceableError`
+#: that names what to call instead. Every other door traces (its values under
+#: jit/vmap equal the eager ones: ``tests/test_traced_doors.py``). A door that
+#: becomes jittable leaves this table.
+HOST_DOORS: dict = {
+    **{f"jaxacct.poisson.{n}": HostDoor(
+        "Inside jit/vmap use method='rdp' (jittable: q, sigma, num_steps and the target "
+        "may be traced), or call method='pld' outside jit/vmap on concrete arrays.",
+        when=(("method", "pld"),)) for n in ("epsilon", "delta")},
+    **{f"jaxacct.allocation.{n}": HostDoor(
+        f"{_OUTSIDE}; {_ALLOCATION_RDP}; for grids outside jit use "
+        "jaxacct.allocation.pld.allocation_pld_epsilon or "
+        "jaxacct.allocation.pld.allocation_pld_delta (arrays in one call).")
+       for n in ("epsilon", "delta")},
+    "jaxacct.allocation.allocation_rdp": HostDoor(
+        "Pass num_steps, num_selected and num_epochs as concrete numbers or arrays; sigma "
+        "may be traced.", params=("num_steps", "num_selected", "num_epochs")),
+    "jaxacct.allocation.delta_lower_bound": HostDoor(
+        "Pass num_steps, num_selected and num_epochs as concrete numbers or arrays; sigma "
+        "and epsilon may be traced.", params=("num_steps", "num_selected", "num_epochs")),
+    **{f"jaxacct.allocation.{n}": _HOST_ONLY
+       for n in ("fixed_bins_pld_epsilon", "fixed_bins_pld_delta", "delta_monte_carlo",
+                 "true_allocation_delta_monte_carlo", "true_allocation_epsilon_monte_carlo")},
+    **{f"jaxacct.allocation.pld.{n}": _ALLOCATION_PLD
+       for n in ("allocation_pld_epsilon", "allocation_pld_delta", "allocation_plds")},
+    **{f"jaxacct.shuffle.{n}": _SHUFFLE
+       for n in ("epsilon", "delta", "dominating_pairs", "subsampled_epsilon",
+                 "subsampled_delta", "binary_rr_epsilon", "binary_rr_delta",
+                 "clone_epsilon_approx_ldp", "clone_rdp", "stronger_clone_rdp",
+                 "check_in_epsilon", "check_in_gaussian_epsilon")},
+    **{f"jaxacct.shuffle.{n}": _HOST_ONLY
+       for n in ("amplify_epsilon_delta", "check_blanket_condition")},
+    **{f"jaxacct.pld.{n}": _PLD_BUILD
+       for n in ("gaussian", "laplace", "poisson_gaussian", "randomized_response",
+                 "from_pair", "poisson_gaussian_composed")},
+    "jaxacct.pld.to_dp_accounting": _HOST_ONLY,
+    "jaxacct.dpsgd.epsilon": _DPSGD,
+    **{f"jaxacct.dpsgd.{n}": _HOST_ONLY for n in ("schedule", "event", "statement")},
+    "jaxacct.dpsgd.calibrate_noise_multiplier": _CALIBRATE,
+    "jaxacct.calibrate": _CALIBRATE,
+}
+
+
+def require_concrete(fn: Callable, where: str, host: HostDoor, args: tuple,
+                     kwargs: dict) -> None:
+  """Raises :class:`NotTraceableError` when the call ``fn(*args, **kwargs)`` of the
+  host-side door ``where`` hands a tracer to a parameter ``host`` needs
+  concrete; names the first such parameter and what to call instead."""
+  if not traced((args, kwargs)):
+    return
+  try:
+    bound = inspect.signature(fn).bind_partial(*args, **kwargs)
+  except TypeError:
+    return            # a wrong call: the door's own error says so
+  bound.apply_defaults()
+  values = bound.arguments
+  if not all(isinstance(values.get(k), str) and values[k] == v for k, v in host.when):
+    return
+  for name, value in values.items():
+    if (host.params is None or name in host.params) and traced(value):
+      what = ", ".join(f"{k}={v!r}" for k, v in host.when)
+      raise NotTraceableError(
+          f"{where}{f' ({what})' if what else ''} runs host-side code and cannot be traced "
+          f"(jax.jit, jax.vmap, jax.grad): its argument {name!r} is a tracer. "
+          f"{host.instead}")
 
 
 def dispatch(kernel: Callable, args: tuple, validate: Callable[[], None] | None = None, *,
