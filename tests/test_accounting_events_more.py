@@ -137,8 +137,9 @@ def test_truncated_below_dp_accounting_and_no_truncation_is_poisson():
   g = PLDAccountant(None, 1e-2).compose(de.GaussianDpEvent(0.4), 2)
   assert r.lower <= r.epsilon <= g.get_epsilon(1e-5)
   assert b.get_epsilon(1e-5) > r.lower
-  # b >= n: never truncated, exactly the Poisson-subsampled Gaussian
-  t = PLDAccountant(None, 1e-2).compose(de.TruncatedSubsampledGaussianDpEvent(5, 0.3, 5, 0.8), 2)
+  # b > n: never truncated, exactly the Poisson-subsampled Gaussian (b = n: the
+  # add neighbour, n + 1 records, can truncate; tests/test_truncated_neighbours.py)
+  t = PLDAccountant(None, 1e-2).compose(de.TruncatedSubsampledGaussianDpEvent(5, 0.3, 6, 0.8), 2)
   p = PLDAccountant(None, 1e-2).compose(de.PoissonSampledDpEvent(0.3, de.GaussianDpEvent(0.8)), 2)
   assert t.get_epsilon(1e-5) == pytest.approx(p.get_epsilon(1e-5), rel=1e-12)
 

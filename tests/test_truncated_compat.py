@@ -10,7 +10,10 @@ theirs is valid and ours below it), by numerical integration of the exact
 hockey-stick divergences; (2) with the switch our value equals dp_accounting's
 live value; (3) the default stays below it, above our certified lower bound.
 The full ledger of dp_accounting's own test (17.904330 with the switch,
-16.45651 without) runs under ``-m slow`` in tests/test_dp_accounting_conformance.py.
+17.44642 without: both neighbours of ``dataset_size``, issue 48; 16.45651 at
+the remove neighbour alone) runs under ``-m slow`` in
+tests/test_dp_accounting_conformance.py. The switch builds theirs at
+``dataset_size`` only, as dp_accounting does (tests/test_truncated_neighbours.py).
 """
 
 import numpy as np
