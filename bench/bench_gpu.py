@@ -74,8 +74,8 @@ def _sweep_rows(t, E):
   fam = f"sweep_t{t}_E{E}"
   out = {}
   for rank, (tag, full, quick, lim) in enumerate((("1e3", 1_000, 8, (30, 20)),
-                                                  ("1e4", 10_000, 16, (30, 15)),
-                                                  ("1e5", 100_000, 32, (45, 15)))):
+                                                  ("1e4", 10_000, 12, (30, 15)),
+                                                  ("1e5", 100_000, 16, (45, 15)))):
     out[f"{fam}_{tag}"] = (f"tight allocation PLD, sigmas geometric in [0.5, 5], t={t}, E={E}, "
                            f"delta=1e-5", fam, rank, {"full": full, "quick": quick}, lim)
   return out
@@ -166,7 +166,7 @@ def _question(name, quick):
 
     def fn():
       return np.asarray(shuffle.clone_epsilon(1e-6, n=n, eps0=e0).epsilon), None
-    return fn, nn * ne, "epsilon", f"{nn} n in [1e3, {n.max():.0e}] x {ne} eps0"
+    return fn, nn * ne, "epsilon", f"{nn} n in [1,000, {int(n.max()):,}] x {ne} eps0"
   if fam == "calibrate":
     import jaxacct
     from jaxacct.accounting import events as ev
@@ -479,6 +479,8 @@ def table(rows):
         notes.append(f"{side}: {st}")
       if s and s.get("programs") is not None:
         notes.append(f"{side} compile {s['compile_s']:.2f} s ({s['programs']} programs)")
+    if r.get("max_rel_diff_lower") is not None:
+      notes.append(f"lowers GPU vs CPU: max rel diff {r['max_rel_diff_lower']:.2e}")
     diff = r.get("max_rel_diff_upper")
     dcell = "" if diff is None else f"{diff:.2e} ({r['value_check']})"
     if diff is None and r.get("value_check"):
