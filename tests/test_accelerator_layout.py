@@ -18,10 +18,9 @@ import numpy as np
 import pytest
 
 import jaxacct
-from jaxacct._core import batching
-from jaxacct.allocation import _pld_laws, _pld_query, pld
-from jaxacct.allocation import _sum_law as sl
-from jaxacct.allocation._one_step import one_steps
+from jaxacct._core import batching, compiled
+from jaxacct._core.batching import set_layout
+from jaxacct.allocation import pld, sum_law
 
 sys.path.insert(0, os.path.dirname(__file__))
 import hlo_loops  # noqa: E402
@@ -39,62 +38,61 @@ def test_switch_env_and_context():
   bad = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
   assert bad.returncode != 0 and "JAXACCT_LAYOUT must be one of" in bad.stderr
   with pytest.raises(ValueError, match="name must be one of"):
-    jaxacct.set_layout("tpu")
+    set_layout("tpu")
   assert batching.layout() == "cpu"          # the default on a CPU machine
-  with jaxacct.set_layout("accelerator"):
+  with set_layout("accelerator"):
     assert batching.lanes_per_block(8) == 8
   assert batching.lanes_per_block(8) == 1
 
 
 def test_block_size_is_a_function_of_the_device():
-  with jaxacct.set_layout("accelerator"):
-    b = pld.sweep_chunk()
-    # CPU: a fixed 4 GiB budget, a quarter of it, 16 MB a lane
-    assert b == batching.lanes_for_memory(pld.LANE_BYTES) == 64
-  assert pld.sweep_chunk() == pld.SWEEP_CHUNK
+  # the CPU's fixed 4 GiB budget: a quarter of it, 16 MB a lane (a sweep's chunk)
+  assert batching.lanes_for_memory(16 << 20) == 64
+  assert batching.lanes_for_memory(1e12) == 8 and batching.lanes_for_memory(1) == 1 << 16
 
 
 def _laws(D, n, rng):
-  A = sl.UpperLaw(jnp.asarray(rng.random(n) * np.exp(-np.linspace(0, 10, n))),
+  A = sum_law.UpperLaw(jnp.asarray(rng.random(n) * np.exp(-np.linspace(0, 10, n))),
                   jnp.float64(0.01), jnp.float64(0.0))
-  B = sl.UpperLaw(jnp.asarray(rng.random(n)), jnp.float64(0.02), jnp.float64(0.0))
+  B = sum_law.UpperLaw(jnp.asarray(rng.random(n)), jnp.float64(0.02), jnp.float64(0.0))
   fa, fb = (1 + rng.random(n) * np.expm1(D) for _ in range(2))
-  LA = sl.LowerLaw(A.p, A.p * fa, jnp.float64(0.01))
-  LB = sl.LowerLaw(B.p, B.p * fb, jnp.float64(0.02))
+  LA = sum_law.LowerLaw(A.p, A.p * fa, jnp.float64(0.01))
+  LB = sum_law.LowerLaw(B.p, B.p * fb, jnp.float64(0.02))
   return A, B, LA, LB
 
 
 @pytest.mark.parametrize("D", [0.2, 0.029, 0.005])
 def test_pairwise_sums_equal_across_layouts(D, x64):
-  """Both sums of a level (X + X and A + B), upper and lower (full resolution),
-  near band and far field: the two layouts agree to rounding (1e-13 relative;
-  measured <= 1e-15)."""
+  """A + B and X + X, upper and lower (full resolution), near band and far
+  field: the two layouts agree to rounding (1e-13 relative; measured <= 1e-15)."""
   n = 256
   A, B, LA, LB = _laws(D, n, np.random.default_rng(0))
   out = {}
   for lay in ("cpu", "accelerator"):
-    with jaxacct.set_layout(lay):
-      S, C, o = jax.jit(lambda X, A, B, D: sl.conv_upper_pair(X, A, B, D, n, 4))(
-          A, A, B, jnp.float64(D))
-      S2, C2, o2 = jax.jit(lambda X, A, B, D: sl.conv_lower_pair(X, A, B, D, n, 4, coarsen=1))(
-          LA, LA, LB, jnp.float64(D))
-      out[lay] = [np.asarray(x) for x in (S.p, C.p, S2.a, S2.g, C2.a, C2.g, o, o2)]
+    with set_layout(lay):
+      up = jax.jit(lambda A, B, D: [sum_law.conv_upper(A, B, D, n, False, 4),
+                                    sum_law.conv_upper(A, A, D, n, True, 4)])
+      lo = jax.jit(lambda A, B, D: [sum_law.conv_lower(A, B, D, n, False, 4, coarsen=1),
+                                    sum_law.conv_lower(A, A, D, n, True, 4, coarsen=1)])
+      (C, o1), (S, o2) = up(A, B, jnp.float64(D))
+      (C2, o3), (S2, o4) = lo(LA, LB, jnp.float64(D))
+      out[lay] = [np.asarray(x) for x in (S.p, C.p, S2.a, S2.g, C2.a, C2.g, o1, o3)]
   for a, b in zip(out["cpu"], out["accelerator"]):
     np.testing.assert_allclose(b, a, rtol=1e-13, atol=0)
 
 
 def test_round_laws_equal_across_layouts(x64):
-  """The laws program of a sweep (8 lanes, t = 50, grid 256) on both layouts:
-  the final laws' arrays agree to 1e-12 relative (upper and lower), and the
+  """The round laws of 8 lanes (t = 50, grid 256) on both layouts: every
+  array of the final laws agrees to 1e-12 relative (upper and lower), and the
   log positions near 0 to 1e-14 absolute (their ulp scale is that of the whole
   axis; measured 1.3e-15)."""
   sig = np.linspace(0.6, 4.0, 8)
-  tail = np.full(8, 1e-12)
-  args = (*one_steps("gaussian", sig, tail, 256), sig, np.full(8, 50, np.int32), tail)
   out = {}
   for lay in ("cpu", "accelerator"):
-    with jaxacct.set_layout(lay):
-      out[lay] = [np.asarray(x) for x in _pld_laws.steps_laws_batch(*args, n=256, lower=True)]
+    with set_layout(lay):
+      F = sum_law.laws_batch(sig, np.full(8, 50), np.full(8, 1e-12), n=256,
+                             mechanism="gaussian")
+      out[lay] = [np.asarray(x) for x in F]
   for a, b in zip(out["cpu"], out["accelerator"]):
     np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
 
@@ -107,7 +105,7 @@ def test_sweep_equal_across_layouts():
   sig = np.linspace(0.5, 5.0, 16)
   res = {}
   for lay in ("cpu", "accelerator"):
-    with jaxacct.set_layout(lay):
+    with set_layout(lay):
       r = pld.allocation_pld_epsilon(sigma=sig, num_steps=234, num_epochs=10, delta=1e-5)
       res[lay] = (np.asarray(r.epsilon), np.asarray(r.lower))
   np.testing.assert_allclose(res["accelerator"][0], res["cpu"][0], rtol=1e-11)
@@ -115,72 +113,52 @@ def test_sweep_equal_across_layouts():
   assert np.all(res["accelerator"][1] <= res["accelerator"][0])
 
 
-def _laws_program(lanes, t=234, n=1024):
-  sig = np.linspace(0.5, 5.0, lanes)
-  tail = np.full(lanes, 1e-12)
-  args = (*one_steps("gaussian", sig, tail, n), sig, np.full(lanes, t, np.int32), tail)
-  return _pld_laws.steps_laws_batch.lower(*args, n=n, lower=True).compile().as_text()
-
-
-class _Stop(Exception):
-  pass
+def _sweep(lanes, epochs):
+  return pld.allocation_pld_epsilon(sigma=np.geomspace(0.5, 5.0, lanes), num_steps=234,
+                                    num_epochs=epochs, delta=1e-5)
 
 
 @pytest.fixture(scope="module")
 def accelerator_programs():
-  """The compiled law programs of 64 and 128 lanes and the query programs of a
-  64-lane sweep (t = 234; E = 10: the composition; E = 1: the direct query),
-  accelerator layout. The query programs are caught at their call (their
-  text recorded, the sweep stopped there)."""
-  progs, saved = {}, (_pld_query.composed_batch, _pld_query.direct_batch)
-
-  def catcher(orig, name):
-    def call(*a, **k):
-      progs[name] = orig.lower(*a, **k).compile().as_text()
-      raise _Stop()
-    call.precompile = lambda *a, **k: None
-    return call
-
-  _pld_query.composed_batch = catcher(saved[0], "composed_batch")
-  _pld_query.direct_batch = catcher(saved[1], "direct_batch")
-  try:
-    with jax.enable_x64(True), jaxacct.set_layout("accelerator"):
-      progs["laws64"], progs["laws128"] = _laws_program(64), _laws_program(128)
-      sig = np.linspace(0.5, 5.0, 64)
-      for e in (10, 1):
-        with pytest.raises(_Stop):
-          pld.allocation_pld_epsilon(sigma=sig, num_steps=234, num_epochs=e, delta=1e-5)
-  finally:
-    _pld_query.composed_batch, _pld_query.direct_batch = saved
-  return progs
+  """The compiled programs of 64-lane sweeps (t = 234; E = 10: the laws and the
+  composition; E = 1: the direct query) on the accelerator layout, and the
+  programs a 128-lane sweep added after them."""
+  with set_layout("accelerator"):
+    before = set(compiled.programs())
+    _sweep(64, 10)
+    _sweep(64, 1)
+    got = {k: v for k, v in compiled.programs().items()
+           if k not in before and "accelerator" in k}
+    _sweep(128, 10)
+    more = set(compiled.programs()) - before - set(got)
+  pick = lambda name: [v for k, v in got.items() if name in k]
+  return {"laws": pick("steps_laws_batch"), "composed": pick("composed_batch"),
+          "direct": pick("direct_batch"), "added_by_128_lanes": more}
 
 
 def test_at_most_two_loops_without_known_trip_count(accelerator_programs):
   """Each program of a sweep: at most 2 while loops whose trip count XLA does
-  not know (the binary powering's levels, one per law: a handful of trips,
-  log2 t); the CPU layout's law program has 18."""
-  for name, text in accelerator_programs.items():
-    unknown = [b for b, n in hlo_loops.while_loops(text) if n is None]
-    assert len(unknown) <= 2, (name, unknown)
-  with jax.enable_x64(True):
-    cpu = _laws_program(64)
-  assert sum(n is None for _, n in hlo_loops.while_loops(cpu)) > 10
+  not know (the binary powering's levels, one per law: log2 t trips); the CPU
+  layout's law program has 18 (gpu-path digest)."""
+  texts = [t for k in ("laws", "composed", "direct") for t in accelerator_programs[k]]
+  assert len(accelerator_programs["laws"]) == 1 and len(texts) == 3
+  for text in texts:
+    assert sum(n is None for _, n in hlo_loops.while_loops(text)) <= 2
 
 
-def test_loops_do_not_grow_with_lanes(accelerator_programs):
-  """The laws' loops and trip counts are the same at 64 and 128 lanes: no map
-  or scan over lanes (the CPU layout's scan over lanes has trip count = lanes)."""
-  a = sorted(n or 0 for _, n in hlo_loops.while_loops(accelerator_programs["laws64"]))
-  b = sorted(n or 0 for _, n in hlo_loops.while_loops(accelerator_programs["laws128"]))
-  assert a == b
+def test_programs_do_not_grow_with_lanes(accelerator_programs):
+  """A 128-lane sweep compiles nothing new after the 64-lane one: the chunk
+  (64 lanes here, from the device's memory) is the programs' lane count, so
+  their loops, shapes and largest intermediates are the same for any batch."""
+  assert accelerator_programs["added_by_128_lanes"] == set()
+  assert "f64[64," in accelerator_programs["laws"][0]
 
 
 def test_sweep_trips_bounded(accelerator_programs):
   """A 64-lane sweep executes at most 1,000 sequential loop trips (laws and
   query, nested loops multiplied out, each unknown loop counted at the level
-  count of t = 234 plus one). The CPU layout executes ~95,000 for its laws."""
+  count of t = 234 plus one). The CPU layout's law program runs ~95,000."""
   levels = int(234).bit_length() + 1
-  total = sum(hlo_loops.sequential_trips(accelerator_programs[k], levels)
-              for k in ("laws64", "composed_batch"))
-  assert total <= 1000, total
-  assert hlo_loops.sequential_trips(accelerator_programs["direct_batch"], levels) <= 1000
+  laws = hlo_loops.sequential_trips(accelerator_programs["laws"][0], levels)
+  for q in ("composed", "direct"):
+    assert laws + hlo_loops.sequential_trips(accelerator_programs[q][0], levels) <= 1000

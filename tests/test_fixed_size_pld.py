@@ -21,7 +21,7 @@ from scipy import integrate, optimize, special
 
 from jaxacct import pld as E
 from jaxacct.accounting import fixed_size as fs
-from jaxacct.accounting import mixtures as mx
+from jaxacct._core.gaussian import log_normal_mass
 
 from support import draws_with_replacement_law
 
@@ -322,7 +322,7 @@ def test_new_sigma_or_size_compiles_nothing(compile_counter):
 
 def _cells_2d(mix, edges, s):
   mu, w = mix
-  m0, m1 = (np.exp(mx.log_normal_mass((edges[None, :-1] - mu[:, i, None]) / s,
+  m0, m1 = (np.exp(log_normal_mass((edges[None, :-1] - mu[:, i, None]) / s,
                                       (edges[None, 1:] - mu[:, i, None]) / s)) for i in (0, 1))
   return (m0.T * w) @ m1
 

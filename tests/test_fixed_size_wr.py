@@ -21,7 +21,7 @@ from scipy import optimize, special
 
 from jaxacct import pld as E
 from jaxacct.accounting import fixed_size as fs
-from jaxacct.accounting import mixtures as mx
+from jaxacct._core.gaussian import log_normal_mass
 
 from support import draws_with_replacement_law
 
@@ -70,7 +70,7 @@ def _binned_2d(P, Q, s, eps, cell=0.02):
 
   def cells(mix):
     mu, w = mix
-    m0, m1 = (np.exp(mx.log_normal_mass((e[None, :-1] - mu[:, i, None]) / s,
+    m0, m1 = (np.exp(log_normal_mass((e[None, :-1] - mu[:, i, None]) / s,
                                         (e[None, 1:] - mu[:, i, None]) / s)) for i in (0, 1))
     return (m0.T * w) @ m1
   p, q = cells(P), cells(Q)

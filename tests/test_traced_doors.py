@@ -134,7 +134,7 @@ def test_host_door_table_is_current():
   jaxacct name its advice gives resolves."""
   for path, host in HOST_DOORS.items():
     door = _door(path)
-    assert door._host_door is host, path
+    assert door.host_door is host, path
     params = inspect.signature(door).parameters
     assert set(host.params or ()) <= set(params), path
     assert {k for k, _ in host.when} <= set(params), path

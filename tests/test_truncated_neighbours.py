@@ -118,7 +118,7 @@ def _ours(n, q, b, sigma, eps, step):
 def _old(n, q, b, sigma, eps, step):
   """The mixture at n = N alone (before issue 48): (remove, add) deltas."""
   with jax.enable_x64(True):
-    pair = mixtures._pair_at(n, q, b, sigma, step=step, construction="jaxacct")
+    pair = mixtures.truncated_poisson_gaussian(n, q, b, sigma, step=step, neighbours="remove")
     return (np.asarray(jpld.delta(pair.remove, np.asarray(eps))),
             np.asarray(jpld.delta(pair.add, np.asarray(eps))))
 
@@ -202,25 +202,30 @@ def test_dp_accounting_construction_covers_the_add_neighbour_here(n):
           assert r["remove"][0] >= fwd[j] - 1e-12 and r["add"][0] >= bwd[j] - 1e-12
 
 
+def _grid_profile(pair, step, top):
+  """Each direction's delta at the grid losses 0, step, .., top * step."""
+  eps = np.arange(top + 1) * step
+  return [np.asarray(jpld.delta(getattr(pair, d), eps)) for d in ("remove", "add")]
+
+
 def test_no_truncation_at_either_neighbour_is_poisson_and_worse_of_is_the_max():
   with jax.enable_x64(True):
-    pg = jpld.poisson_gaussian_pair(0.8, 0.3, step=1e-2, pessimistic=True)
-    # b > N: neither neighbour truncates (t = 0 at N and N + 1): exactly PG
+    # b > N: neither neighbour truncates (t = 0 at N and N + 1): the plain
+    # Poisson-subsampled Gaussian pair, whichever neighbour is asked for
     same = mixtures.truncated_poisson_gaussian(5, 0.3, 6, 0.8, step=1e-2)
+    pg = mixtures.truncated_poisson_gaussian(5, 0.3, 6, 0.8, step=1e-2, neighbours="add")
     for d in ("remove", "add"):
       assert np.array_equal(np.asarray(getattr(same, d).probs), np.asarray(getattr(pg, d).probs))
-    # b = N: the add neighbour (N + 1 records) can truncate
-    pairs = [mixtures._pair_at(m, 0.3, 5, 0.8, step=1e-2, construction="jaxacct")
-             for m in (5, 6)]
-    assert pairs[0].remove is not pairs[1].remove
+    # b = N: the add neighbour (N + 1 records) can truncate, the remove one cannot
+    pairs = [mixtures.truncated_poisson_gaussian(5, 0.3, 5, 0.8, step=1e-2, neighbours=nb)
+             for nb in ("remove", "add")]
     both = mixtures.truncated_poisson_gaussian(5, 0.3, 5, 0.8, step=1e-2)
-    assert mixtures.worse_of([pairs[0], pairs[0]], step=1e-2) is pairs[0]
-    # at every grid loss >= 0, the pair's profile is the max of the two (host
-    # profiles, both directions), so it is the least pair above both there
-    eps, rem, add = mixtures._grid_profiles(pairs, 1e-2)
-    _, got_rem, got_add = mixtures._grid_profiles([both], 1e-2)
-    k = min(eps.size, got_rem.size)
-    np.testing.assert_allclose(got_rem[:k], rem[:k], rtol=1e-9, atol=1e-15)
-    np.testing.assert_allclose(got_add[:k], add[:k], rtol=1e-9, atol=1e-15)
-    _, pg_rem, pg_add = mixtures._grid_profiles([pg], 1e-2)
-    assert got_rem[5] > pg_rem[5]
+    # at every grid loss >= 0 the pair's profile is the max of the two
+    # neighbours' (both directions): the least pair above both there
+    top = 400
+    want = [np.maximum(a, b) for a, b in zip(*(_grid_profile(p, 1e-2, top) for p in pairs))]
+    got = _grid_profile(both, 1e-2, top)
+    for g, w in zip(got, want):
+      np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-15)
+    rem_only = _grid_profile(pairs[0], 1e-2, top)
+    assert got[0][5] > rem_only[0][5] or got[1][5] > rem_only[1][5]

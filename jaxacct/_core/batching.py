@@ -23,6 +23,7 @@ from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 LAYOUTS = ("auto", "cpu", "accelerator")
 _FORCED: list = []   # [layout] once set_layout was called; else the environment decides
@@ -158,3 +159,33 @@ def lanes_per_block(accelerator_lanes: int) -> int:
   Called at trace time (a static block size).
   """
   return int(accelerator_lanes) if accelerator_layout() else 1
+
+
+def run_blocks(program, args, lanes: int):
+  """``program`` over the broadcast ``args``, ``lanes`` lanes a call (a host loop).
+
+  Args:
+    program: a function of ``len(args)`` float64 arrays of shape ``(lanes,)``
+      returning a pytree of arrays whose leading axis is the lane.
+    args: concrete values; broadcast together and flattened to L lanes.
+    lanes: lanes per call (static: one compiled program serves every L).
+
+  Returns:
+    the pytree with leaves of shape ``broadcast shape + leaf.shape[1:]`` (jax
+    arrays, put on the device without a program). The last block is padded
+    by repeating the last lane, and the padded lanes' results are dropped.
+    The calls are dispatched before any result is read, so the blocks queue
+    on an accelerator.
+  """
+  arrs = np.broadcast_arrays(*(np.asarray(a, np.float64) for a in args))
+  shape = arrs[0].shape
+  flat = [a.reshape(-1) for a in arrs]
+  n = flat[0].size
+  blocks = max(-(-n // lanes), 1)
+  pad = blocks * lanes - n
+  if pad:
+    flat = [np.concatenate([a, np.repeat(a[-1:] if n else np.ones(1), pad)]) for a in flat]
+  outs = jax.device_get([program(*(a[i * lanes:(i + 1) * lanes] for a in flat))
+                         for i in range(blocks)])
+  return jax.tree.map(lambda *xs: jax.device_put(
+      np.concatenate(xs)[:n].reshape(shape + xs[0].shape[1:])), *outs)

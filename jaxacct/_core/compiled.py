@@ -56,6 +56,12 @@ import numpy as np
 from jaxacct._core.batching import layout
 
 _OFF = ("0", "false", "off", "no")
+#: XLA options of the large vmapped kernels. XLA:GPU's fusion autotuner times
+#: Triton candidates of every large fusion while compiling: on an H200 (jax
+#: 0.11.2, 2026-11-26) a 1,024-lane Poisson RDP block did not compile in 100 s
+#: with it and compiled in 0.86 s without it (1e5 lanes then ran in 0.43 s).
+#: Given per kernel (top-level calls only); the CPU backend ignores it.
+ACCELERATOR_OPTIONS = {"xla_gpu_experimental_enable_fusion_autotuner": False}
 _DEFAULT_MAX_BYTES = 2 * 2**30
 _FORMAT = 2     # bump when the entry layout changes (2: no entries re-serialised from JAX's cache)
 _LOCK = threading.Lock()
@@ -173,6 +179,9 @@ class CachedJit:
   def __init__(self, fun: Callable, static_argnames, static_argnums, jit_kwargs,
                name: Optional[str] = None):
     self._fun = fun
+    # XLA options of this kernel's own compilations (a top-level program only:
+    # a call inside the user's jit is compiled with the user's program)
+    self._options = dict(jit_kwargs.pop("compiler_options", None) or {})
     sig = inspect.signature(fun)
     params = list(sig.parameters.values())
     names = set(static_argnames or ())
@@ -215,7 +224,8 @@ class CachedJit:
     return self._jitted.lower(*args, **kwargs)
 
   def __getattr__(self, name):       # eval_shape, trace, ... of the jax.jit object
-    if name.startswith("__") or name in ("_jitted", "_by_layout", "_fun", "_jit_args"):
+    if name.startswith("__") or name in ("_jitted", "_by_layout", "_fun", "_jit_args",
+                                         "_options"):
       raise AttributeError(name)
     return getattr(self._jitted, name)
 
@@ -254,8 +264,8 @@ class CachedJit:
         return None
       avals.append(a)
     x64 = bool(jax.config.jax_enable_x64)
-    return (repr((self._name, statics, str(tree), avals, x64, layout())), dyn_args,
-            dyn_kwargs)
+    return (repr((self._name, statics, str(tree), avals, x64, layout(),
+                  sorted(self._options.items()))), dyn_args, dyn_kwargs)
 
   def precompile(self, *args, **kwargs) -> None:
     """Compiles the program of a call with these arguments (arrays or
@@ -273,7 +283,7 @@ class CachedJit:
 
   def __call__(self, *args, **kwargs):
     enabled = cache_enabled()
-    if not (enabled or self._precompiled):
+    if not (enabled or self._precompiled or self._options):
       return self._jitted(*args, **kwargs)
     k = self._key(args, kwargs)
     if k is None:
@@ -281,9 +291,9 @@ class CachedJit:
     key, dyn_args, dyn_kwargs = k
     exe = _MEMORY.get(key)
     if exe is None:
-      if not enabled:      # a key nobody precompiled: the plain jitted call
+      if not (enabled or self._options):   # a key nobody precompiled: the plain jitted call
         return self._jitted(*args, **kwargs)
-      exe = self._load_or_compile(key, args, kwargs)
+      exe = self._load_or_compile(key, args, kwargs, use_disk=enabled, store=enabled)
     if key not in _UNVERIFIED:
       return exe(*dyn_args, **dyn_kwargs)
     # First run of an executable read from disk: an entry that loads but cannot
@@ -318,7 +328,8 @@ class CachedJit:
       _UNVERIFIED.add(key)
     else:
       hits = _JAX_CACHE_HITS[0]
-      compiled = self._jitted.lower(*args, **kwargs).compile()
+      compiled = self._jitted.lower(*args, **kwargs).compile(
+          compiler_options=self._options or None)
       exe = compiled
       # An executable that JAX itself loaded from its own persistent cache (the
       # user's, or the CLI's opt-in) re-serialises without its object code on
@@ -390,6 +401,17 @@ def _prune(root: str) -> None:
       return
 
 
+def programs(name: str = "") -> dict:
+  """``{key: optimised HLO text}`` of the executables jaxacct's kernels hold in
+  this process (compiled, precompiled or loaded from the store) whose kernel
+  name contains ``name``; a key names the kernel, its statics, shapes and the
+  layout. For tests and tools that count loops in compiled programs (calls
+  that went to the plain ``jax.jit`` path are not here)."""
+  with _LOCK:
+    items = list(_MEMORY.items())
+  return {k: exe.as_text() for k, exe in items if name in k}
+
+
 def jit(fun: Optional[Callable] = None, *, static_argnames=None, static_argnums=None,
         name: Optional[str] = None, **jit_kwargs: Any):
   """``jax.jit`` with jaxacct's persistent executable store (module docstring).
@@ -398,7 +420,11 @@ def jit(fun: Optional[Callable] = None, *, static_argnames=None, static_argnums=
   ``jit(f, static_argnums=3)``. ``static_argnums`` are turned into names.
   ``name`` identifies the kernel in the store's keys (default: the function's
   module and qualified name; a factory that jits a local function passes the
-  name of what it wraps).
+  name of what it wraps). ``compiler_options`` (XLA options, e.g. turning the
+  GPU fusion autotuner off) apply to the kernel's own compilations, on
+  concrete arguments; inside the user's ``jit``/``vmap`` the kernel is part
+  of the user's program and compiled with its options (JAX accepts options on
+  a top-level program only).
   """
   if fun is None:
     return functools.partial(jit, static_argnames=static_argnames,

@@ -94,7 +94,7 @@ def _entry(fn: F, where: Callable[[], str], host: HostDoor | None = None) -> F:
     with jax.enable_x64(True):
       return fn(*args, **kwargs)
 
-  door._host_door = host   # the HOST_DOORS entry (None: the door traces)
+  door.host_door = host   # the HOST_DOORS entry (None: the door traces)
   return door  # type: ignore[return-value]
 
 

@@ -24,6 +24,7 @@ import functools
 
 import jax.numpy as jnp
 import numpy as np
+from scipy import special
 
 from jaxacct._core import checks, compiled
 from jaxacct._core.dtype import dispatch, require_x64
@@ -176,3 +177,18 @@ def _gaussian_rdp(orders, sigma):
   sigma = jnp.asarray(sigma, jnp.float64)[..., None]
   out = orders / (2.0 * sigma**2)
   return jnp.where(sigma > 0, out, jnp.nan)
+
+
+def log_normal_mass(a, b):
+  """log(Phi(b) - Phi(a)) for a <= b, accurate in both tails (NumPy, host).
+
+  The normal masses of the Gaussian mixtures of :mod:`jaxacct.accounting`
+  (cells of a loss partition, fixed-size batches)."""
+  a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+  flip = a > 0
+  lo, hi = np.where(flip, -b, a), np.where(flip, -a, b)
+  la, lb = special.log_ndtr(lo), special.log_ndtr(hi)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    d = np.minimum(la - lb, 0.0)
+    out = lb + np.where(d > -0.6931471805599453, np.log(-np.expm1(d)), np.log1p(-np.exp(d)))
+  return np.where(lb == -np.inf, -np.inf, out)

@@ -59,6 +59,15 @@ Numerics (no catastrophic cancellation, all in log space):
 
 Bound: exact RDP (upper bound on the mechanism's RDP, tight for the
 dominating pair).
+
+Layouts (:mod:`jaxacct._core.batching`). On the CPU layout an array question
+is one program over the whole batch. On the accelerator layout it is one
+block program of :func:`rdp_block_lanes` lanes (a function of the orders and
+the device's memory, never of the batch), called from a host loop over
+blocks (:func:`run_blocks`): its compile time and peak memory are the same
+at 1e3 and 1e5 lanes (a whole-batch program held f64[S, 255, 255],
+f64[S, 162, 320] and f64[S, 48, 1023] temporaries: 135 GB at S = 1e5). The
+same kernel, so the same values (a test holds the layouts equal to 1e-12).
 """
 
 from __future__ import annotations
@@ -68,12 +77,16 @@ import math
 
 import numpy as np
 
+import jax
+
 from jaxacct._core import checks
+from jaxacct._core.batching import accelerator_layout, lanes_for_memory, run_blocks
+from jaxacct._core.conversion import rdp_to_delta_kernel, rdp_to_epsilon_kernel
 from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.logmath import log1m_exp, log_binom, log_expm1
 from jaxacct._core.namespace import JAX
 from jaxacct._core.orders import DEFAULT_ORDERS
-from jaxacct._core.compiled import jit
+from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
 
 _MAX_EXACT_INT_ORDER = 1024
 _INT_BLOCKS = (256, 1024)   # integer orders are summed in blocks of static length
@@ -83,6 +96,7 @@ _QUAD_POINTS_ADD_SMALL = 2048   # add direction, alpha <= 16
 _SMALL_ALPHA = 16.0
 _QUAD_HALF_WIDTH = 14.0     # Gaussian tail e^{-98} beyond it
 _FACT = [float(math.factorial(k)) for k in range(21)]
+_MEMORY_FRACTION = 1.0 / 16   # of the device's memory, for one block (rdp_block_lanes)
 
 
 
@@ -216,9 +230,9 @@ def _log_moment_minus_1_quad(ns, gamma, alpha_for_range, q, sigma,
   ell = xp.logaddexp(log1q, logq + v)                       # log(1+x)
   vs = xp.clip(v, -700.0, 700.0)
   x = q * xp.expm1(vs)
-  vpos = xp.maximum(v, 1e-300)
-  vneg = xp.minimum(v, -1e-300)
-  log_abs_em1 = xp.where(v > 0, vpos + log1m_exp(-vpos, xp), log1m_exp(vneg, xp))
+  # log|e^v - 1| = max(v, 0) + log(1 - e^{-|v|}): one log1m_exp (the same
+  # bits as the two-sided where; v = 0 is masked below)
+  log_abs_em1 = xp.maximum(v, 0.0) + log1m_exp(-xp.abs(v), xp)
   logabs_x = logq + log_abs_em1
   logabs_x = xp.where(v == 0, -xp.inf, logabs_x)
   log_phi = -0.5 * u**2 - 0.5 * xp.log(2 * xp.pi)
@@ -240,6 +254,14 @@ def _split_orders(orders: np.ndarray):
 
 @functools.partial(jit, static_argnames=("orders", "direction"))
 def _poisson_rdp_jit(q, sigma, *, orders, direction):
+  return poisson_gaussian_rdp_kernel(np.asarray(orders), q, sigma, direction)
+
+
+@functools.partial(jit, static_argnames=("orders", "direction"),
+                   compiler_options=ACCELERATOR_OPTIONS)
+def _poisson_rdp_block(q, sigma, *, orders, direction):
+  """The accelerator layout's block program of :func:`poisson_gaussian_rdp`
+  (always called at the top level: XLA takes compiler options only there)."""
   return poisson_gaussian_rdp_kernel(np.asarray(orders), q, sigma, direction)
 
 
@@ -374,6 +396,90 @@ def poisson_gaussian_rdp_kernel(orders: np.ndarray, q, sigma, direction: str, ns
   return xp.where(bad[..., None], xp.nan, rdp)
 
 
+def rdp_lane_bytes(orders, direction: str = "both") -> int:
+  """Bytes one lane of :func:`poisson_gaussian_rdp_kernel` holds at its peak (an estimate).
+
+  Twice the float64 size of its largest temporaries (the binomial terms of
+  each integer block and the quadrature nodes of each group, counted as the
+  kernel groups the orders): XLA:CPU's measured temporaries were 1.40 MB a
+  lane for ``DEFAULT_ORDERS`` (2026-11-26), this estimate 2.7 MB.
+  """
+  orders = np.asarray(orders, np.float64).ravel()
+  is_int = _split_orders(orders)
+  small = orders <= _SMALL_ALPHA
+  elements = 0
+  if direction == "add":
+    groups = [(small, _QUAD_POINTS_ADD_SMALL), (~small, _QUAD_POINTS)]
+  else:
+    fl = np.floor(orders[~is_int & (np.ceil(orders) <= _MAX_EXACT_INT_ORDER)])
+    need = np.unique(np.concatenate([orders[is_int], fl[fl >= 2], fl + 1.0]))
+    lo = 1
+    for block in _INT_BLOCKS:
+      elements += int(np.count_nonzero((need > lo) & (need <= block))) * block
+      lo = block
+    groups = [(~is_int & small, _QUAD_POINTS_SMALL), (~is_int & ~small, _QUAD_POINTS)]
+  elements += sum(int(np.count_nonzero(m)) * n for m, n in groups)
+  return 2 * 8 * (elements + 8 * orders.size)
+
+
+def rdp_block_lanes(orders, direction: str = "both") -> int:
+  """Lanes of the accelerator layout's block program for these orders.
+
+  :func:`jaxacct._core.batching.lanes_for_memory` of :func:`rdp_lane_bytes`
+  at a sixteenth of the device's memory: a power of two set by the orders and
+  the device alone (64 for ``DEFAULT_ORDERS`` on the CPU's fixed 4 GiB
+  budget, 2,048 on an H200). A few thousand lanes fill a GPU: on an H200,
+  1e5 sigmas ran in 0.43 s in blocks of 1,024 and 0.45 s in blocks of 8,192
+  (2026-11-26), so the block holds ~1 GB, not a quarter of the card.
+  """
+  return lanes_for_memory(rdp_lane_bytes(orders, direction), fraction=_MEMORY_FRACTION)
+
+
+def poisson_rdp_query(q, sigma, steps, value, *, orders, quantity, conversion, ns=JAX):
+  """RDP curve of ``steps`` composed steps, then epsilon (``quantity="epsilon"``,
+  ``value`` a delta) or delta (``value`` an epsilon): ``(value, order)``.
+
+  The kernel of :func:`jaxacct.poisson.epsilon`/``delta`` (``method="rdp"``);
+  ``ns``: ``JAX`` (in :data:`poisson_rdp_query_jit`) or ``HOST`` (a scalar
+  question). Shapes broadcast; lanes are the leading axes.
+  """
+  orders_np = np.asarray(orders)
+  rdp = poisson_gaussian_rdp_kernel(orders_np, q, sigma, "both", ns)
+  kernel = rdp_to_epsilon_kernel if quantity == "epsilon" else rdp_to_delta_kernel
+  return kernel(ns.xp.asarray(orders_np), rdp * steps[..., None], value, conversion, ns)
+
+
+@functools.partial(jit, static_argnames=("orders", "quantity", "conversion"))
+def poisson_rdp_query_jit(q, sigma, steps, value, *, orders, quantity, conversion):
+  """:func:`poisson_rdp_query` in one compiled program of the whole batch (the
+  CPU layout, and traced input on either layout)."""
+  return poisson_rdp_query(q, sigma, steps, value, orders=orders, quantity=quantity,
+                           conversion=conversion)
+
+
+@functools.partial(jit, static_argnames=("orders", "quantity", "conversion"),
+                   compiler_options=ACCELERATOR_OPTIONS)
+def poisson_rdp_block_jit(q, sigma, steps, value, *, orders, quantity, conversion):
+  """The accelerator layout's block program: :func:`poisson_rdp_query` at
+  :func:`rdp_block_lanes` lanes, called at the top level (XLA takes compiler
+  options only there) by :func:`poisson_rdp_query_blocks`."""
+  return poisson_rdp_query(q, sigma, steps, value, orders=orders, quantity=quantity,
+                           conversion=conversion)
+
+
+def poisson_rdp_query_blocks(q, sigma, steps, value, *, orders, quantity, conversion):
+  """:data:`poisson_rdp_block_jit` over concrete arrays on the accelerator
+  layout: blocks of :func:`rdp_block_lanes` lanes (:func:`run_blocks`)."""
+  program = functools.partial(poisson_rdp_block_jit, orders=tuple(orders),
+                              quantity=quantity, conversion=conversion)
+  return run_blocks(program, (q, sigma, steps, value), rdp_block_lanes(orders))
+
+
+def _rdp_blocks(q, sigma, *, orders, direction):
+  program = functools.partial(_poisson_rdp_block, orders=orders, direction=direction)
+  return run_blocks(program, (q, sigma), rdp_block_lanes(orders, direction))
+
+
 def poisson_gaussian_rdp(orders=DEFAULT_ORDERS, *, q, sigma,
                          direction: str = "both"):
   r"""RDP of the Poisson-subsampled Gaussian mechanism (one step).
@@ -407,5 +513,9 @@ def poisson_gaussian_rdp(orders=DEFAULT_ORDERS, *, q, sigma,
     checks.check_positive("sigma", sigma)
   eager = functools.partial(_poisson_rdp_jit, orders=tuple(orders_np.tolist()),
                             direction=direction)
+  if accelerator_layout() and (np.ndim(q) or np.ndim(sigma)):
+    # arrays on the accelerator layout: one block program, a host loop
+    eager = functools.partial(_rdp_blocks, orders=tuple(orders_np.tolist()),
+                              direction=direction)
   return dispatch(lambda q, s: poisson_gaussian_rdp_kernel(orders_np, q, s, direction),
                   (q, sigma), validate, eager=eager)

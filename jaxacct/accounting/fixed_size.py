@@ -204,6 +204,7 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import public_surface
 from jaxacct.accounting import _mechanisms as mech
 from jaxacct.accounting import _wr_profiles as wrp
+from jaxacct._core.gaussian import log_normal_mass
 from jaxacct.accounting import mixtures as mx
 from jaxacct.accounting._pairs import dominated_on_grid
 
@@ -454,7 +455,7 @@ def _instance_cells(kind, n, m, sigma, c, h):
   e = np.concatenate([[-np.inf], np.arange(lo, hi, h * s * s / 4.0), [np.inf]])
 
   def law(mu):
-    lm = mx.log_normal_mass((e[None, :-1] - mu[:, None]) / s, (e[None, 1:] - mu[:, None]) / s)
+    lm = log_normal_mass((e[None, :-1] - mu[:, None]) / s, (e[None, 1:] - mu[:, None]) / s)
     return np.exp(lm).T @ w
 
   return law(means), law(means_q)

@@ -16,7 +16,6 @@ Public (``__all__``):
   truncation probabilities are a step: ``_truncation_probabilities``);
 * :func:`with_replacement_gaussian` -- a fixed batch drawn with
   replacement, then the Gaussian mechanism (replace-one);
-* :func:`log_normal_mass` -- log(Phi(b) - Phi(a)), accurate in both tails.
 
 Used by the accountant through their events (``DiscreteLaplaceDpEvent``,
 ``MixtureOfGaussiansDpEvent``, ...), not public: ``discrete_laplace`` (DLap(a)
@@ -37,16 +36,18 @@ import numpy as np
 from scipy import special, stats
 
 from jaxacct import pld as jpld
+from jaxacct._core import checks
 from jaxacct._core.dtype import public_surface
+from jaxacct._core.gaussian import log_normal_mass
 from jaxacct._core.namespace import host_call
 from jaxacct.accounting import _mechanisms as mech
 from jaxacct.accounting._pairs import dominated_on_grid, from_cells, from_profile
-from jaxacct.pld._query import _delta_core
+
 
 # public: the constructions tests and researchers check directly; the others
 # (discrete_laplace, mixture_of_gaussians, mixture, max_loss, inf_mass, ...)
 # serve the accountant, whose door is the event (``jaxacct.accounting.events``)
-__all__ = ["truncated_poisson_gaussian", "with_replacement_gaussian", "log_normal_mass"]
+__all__ = ["truncated_poisson_gaussian", "with_replacement_gaussian"]
 
 #: tail mass per side below which the noise line is cut (charged pessimistically).
 TAIL = 1e-20
@@ -90,18 +91,6 @@ def composed_extreme(quantity: str, plds_counts) -> float:
   for p, n in plds_counts:
     keep += n * math.log1p(-min(inf_mass(p), 1.0)) if inf_mass(p) < 1 else -math.inf
   return max(0.0, float(-math.expm1(keep)))
-
-
-def log_normal_mass(a, b):
-  """log(Phi(b) - Phi(a)) for a <= b, accurate in both tails (NumPy)."""
-  a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
-  flip = a > 0
-  lo, hi = np.where(flip, -b, a), np.where(flip, -a, b)
-  la, lb = special.log_ndtr(lo), special.log_ndtr(hi)
-  with np.errstate(divide="ignore", invalid="ignore"):
-    d = np.minimum(la - lb, 0.0)
-    out = lb + np.where(d > -0.6931471805599453, np.log(-np.expm1(d)), np.log1p(-np.exp(d)))
-  return np.where(lb == -np.inf, -np.inf, out)
 
 
 # --------------------------------------------------------------------------
@@ -334,7 +323,7 @@ def _grid_profiles(pairs, step: float):
   eps = np.arange(max(top, 0) + 1, dtype=np.float64) * h
 
   def prof(p):
-    return np.asarray(host_call(_delta_core, np.asarray(p.probs, np.float64),
+    return np.asarray(host_call(jpld.delta_core, np.asarray(p.probs, np.float64),
                                 np.int64(p.offset), h, np.float64(p.inf_mass), eps))
 
   rem = np.max([prof(pair.remove) for pair in pairs], axis=0)
@@ -370,7 +359,8 @@ def worse_of(pairs, *, step: float):
 
 
 def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: float,
-                               pessimistic: bool = True, construction: str = "jaxacct"):
+                               pessimistic: bool = True, construction: str = "jaxacct",
+                               neighbours: str = "both"):
   r"""Poisson sampling (rate q) of N records, truncated to b, then Gaussian (add/remove).
 
   dp_accounting's ``TruncatedSubsampledGaussianDpEvent`` (arXiv:2508.15089):
@@ -443,15 +433,23 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
   probability ``q_bar`` and the pair is exactly PG(sigma, q_bar), at the m
   of larger ``q_bar`` (m = N: more others, more truncation, smaller q_bar).
 
+  ``neighbours``: ``"both"`` (default: the bound of the event), or one
+  neighbour alone, ``"remove"`` (the mixture at m = N) or ``"add"`` (at m =
+  N + 1), for checks of each neighbour's construction.
+
   Returns:
     ``PairPLD``. Bound: upper (pessimistic) / lower.
   """
   if construction not in CONSTRUCTIONS:
     raise ValueError(f"construction must be one of {CONSTRUCTIONS}; got "
                      f"{construction!r}.")
+  checks.check_choice("neighbours", neighbours, ("both", "remove", "add"))
   n, q, b, s = int(n), float(q), int(b), float(sigma)
+  sizes = {"both": (n, n + 1), "remove": (n,), "add": (n + 1,)}[neighbours]
+  if pessimistic and len(sizes) == 1:
+    return _pair_at(sizes[0], q, b, s, step=step, construction=construction)
   if not pessimistic:
-    qbar = max(_truncation_probabilities(m, q, b)[2] for m in (n, n + 1))
+    qbar = max(_truncation_probabilities(m, q, b)[2] for m in sizes)
     if qbar >= 1.0:
       one = mech.gaussian_lower(s, step=step)
       return jpld.PairPLD(one, one)

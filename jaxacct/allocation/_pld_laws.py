@@ -25,7 +25,7 @@ from jaxacct._core.parallel import host_map
 from jaxacct.allocation import _sum_law as sl
 from jaxacct.allocation import _sum_law_host as slh
 from jaxacct.allocation._one_step import gaussian_one_step, laplace_one_step, one_steps
-from jaxacct._core.compiled import jit
+from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
 
 DEFAULT_GRID_SIZE = 1024
 DEFAULT_TAIL = 1e-20   # per-stage tail cut for delta(eps) queries
@@ -254,7 +254,8 @@ def _laws_host_one(p, q0, minf, a, g, lo, D, param, t, tail, *, n, lower):
   return FinalLaws(*(np.asarray(x, np.float64) for x in F))
 
 
-@functools.partial(jit, static_argnames=("n", "lower"))
+@functools.partial(jit, static_argnames=("n", "lower"),
+                   compiler_options=ACCELERATOR_OPTIONS)
 def steps_laws_batch(p, q0, minf, a, g, lo, D, param, t, tail, *, n, lower=True):
   """FinalLaws for lanes of one-step laws (:class:`._one_step.Steps` fields)
   and (param, t, tail) (1-D arrays); ``n``, ``lower`` static.

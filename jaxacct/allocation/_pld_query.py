@@ -21,13 +21,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core.batching import accelerator_layout, lanes_per_block, map_blocks
+from jaxacct._core.batching import (accelerator_layout, lanes_for_memory, lanes_per_block,
+                                    map_blocks)
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.namespace import JAX, host_call
 from jaxacct._core.parallel import cores
 from jaxacct.allocation._pld_compose import DEFAULT_SIZE, Composed, compose_laws
 from jaxacct.allocation._pld_laws import deltas, epsilons
-from jaxacct._core.compiled import jit
+from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
 
 
 def _knots(C: Composed, xp):
@@ -198,6 +199,22 @@ def too_wide(out, counts):
   with np.errstate(invalid="ignore"):
     wide = [u > SWEEP_BRACKET * np.maximum(l, 0.0) + 1e-9 for u, l in ((ru, rl), (au, al))]
   return bool(np.any((wide[0] | wide[1]) & (np.asarray(counts) > 1)))
+
+
+SWEEP_CHUNK = 128       # lanes per jitted call on the CPU layout (larger sweeps: chunks)
+#: Device memory a lane of a sweep chunk takes on the accelerator layout (the
+#: query's tilted FFTs dominate: ~12 MB a lane; the laws' diagonal blocks
+#: ~2 MB): chunks there are sized from the device's memory
+#: (:func:`jaxacct._core.batching.lanes_for_memory`), each one vmapped block.
+LANE_BYTES = 16 << 20
+
+
+def sweep_chunk() -> int:
+  """Lanes per jitted call: ``SWEEP_CHUNK`` on the CPU layout; on the
+  accelerator layout as many as a quarter of the device's memory holds (a
+  power of two, a function of the device only: one compiled shape for every
+  batch of at least that many lanes), all in one vmapped block."""
+  return lanes_for_memory(LANE_BYTES) if accelerator_layout() else SWEEP_CHUNK
 
 
 def sweep_threads(chunks: int) -> int:
@@ -376,7 +393,8 @@ def composed_lane(fr1, fa1, fr2, fa2, c1, c2, q, tau, *, mode: str, size: int, t
   return out
 
 
-@functools.partial(jit, static_argnames=("mode", "batch"))
+@functools.partial(jit, static_argnames=("mode", "batch"),
+                   compiler_options=ACCELERATOR_OPTIONS)
 def direct_batch(Fr1, Fa1, q, *, mode: str, batch: int):
   """(rem_up, add_up, rem_lo, add_lo) per lane of single-round lanes (c1 + c2
   = 1): the round's own profile (:func:`._pld_laws.epsilons` / ``deltas``), no
@@ -388,7 +406,8 @@ def direct_batch(Fr1, Fa1, q, *, mode: str, batch: int):
 
 
 @functools.partial(jit, static_argnames=("mode", "size", "tilts", "shared", "batch", "sweep",
-                                         "blocks"))
+                                         "blocks"),
+                   compiler_options=ACCELERATOR_OPTIONS)
 def composed_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
                    shared: bool, batch: int, sweep: bool = False, blocks: int = 2):
   """(rem_up, add_up, rem_lo, add_lo) per lane of c1 rounds F1 composed with c2

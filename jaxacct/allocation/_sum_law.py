@@ -60,6 +60,10 @@ and 2.1x (coarse lower) faster at n = 1024 (2026-11-26). More diagonals per
 trip (2, 4, 8 in one fused update) gained nothing more: the upper is then
 bound by its arithmetic.
 
+Accelerator layout (:func:`jaxacct._core.batching.layout`): the near band in
+static blocks of diagonals, one gather-reduction a trip
+(:mod:`._diagonal_blocks`); the same pairs, weights and cell rule.
+
 Float ledger of the far field: :mod:`._far_field` (``far_ulps`` per level,
 added to ``rel`` in :mod:`._pld_laws` and to the ``eta`` ledger here).
 
@@ -80,6 +84,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jaxacct._core.batching import accelerator_layout
+from jaxacct.allocation import _diagonal_blocks as db
 from jaxacct.allocation import _lower_coarse as lc
 from jaxacct.allocation._far_field import band_limits, far_lower, far_prefix, far_ulps, far_upper
 from jaxacct.allocation._regrid import (new_step, regrid_lower, regrid_upper, tables,
@@ -150,8 +155,8 @@ def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None):
     if d_hi <= d_lo:
       continue
     hi = d_hi if band is None else jnp.minimum(d_hi, band)
-    if dense:   # static blocks of K diagonals, a static trip count (_dense_pairs)
-      K = min(DIAGONAL_BLOCK, d_hi - d_lo)
+    if dense:   # static blocks of K diagonals, static trip counts (._diagonal_blocks)
+      K = min(db.DIAGONAL_BLOCK, d_hi - d_lo)
       his = [hi if active is None else jnp.where(act, hi, d_lo)
              for act in (active or [None] * len(parts))]
       blocks = [p[4](L, K) for p in parts]
@@ -203,50 +208,6 @@ def _products(low, high, d, L: int):
   return tuple(x * y for x, y in _slices(low, high, d, L))
 
 
-#: Diagonals per trip of the accelerator layout's pairwise sums (static).
-DIAGONAL_BLOCK = 64
-
-
-def _dense_pairs(d0, K: int, L: int, hi, kap, o, n: int):
-  """The accelerator layout of a block of diagonals ``d0 .. d0 + K - 1``.
-
-  Diagonal d adds its pair of low element j (pair ``(j, j + d)``) at output
-  element ``start_d + j``, ``start_d = d + kappa(d) - o``. ``kappa`` drops by at
-  most 1 a diagonal (``log(1 + r^-d) / D`` falls by at most 1/2), so
-  ``start_d`` is non-decreasing and the block's outputs lie in the window
-  ``base = start_{d0}``, ``base .. base + L + K - 1``. Returns ``(base, d, j,
-  ok)``: per (diagonal k, window element c) the pair's low index ``j = c -
-  (start_{d0+k} - base)`` and whether it is a pair of the block (d < hi, both
-  indices on the window). The block's sum at element c is then one reduction
-  over k of gathers from the length-n operands (``live``: d < hi per k): no
-  per-diagonal slice update,
-  lanes as the leading axis when vmapped, and the same products and weights as
-  the CPU layout's loop (re-associated: nonnegative terms, so the rounding
-  ledger, which counts terms, is unchanged).
-  """
-  d = d0 + jnp.arange(K, dtype=jnp.int32)
-  dk = jnp.minimum(d, n - 1)
-  start = d + kap[dk] - o
-  c = jnp.arange(L + K, dtype=jnp.int32)
-  j = c[None, :] - (start - start[0])[:, None]
-  return start[0], dk, j, (d < hi)[:, None]
-
-
-def _gather_pair(lo, hi_, j, dk, live, n: int):
-  """``(lo[j], hi_[j + d])`` at the block's (k, c) grid; 0 where the pair is not
-  one of the block (a dead diagonal, or an index off the window)."""
-  jh = j + dk[:, None]
-  ok = live & (j >= 0) & (jh < n)
-  return (jnp.where(ok, lo[jnp.clip(j, 0, n - 1)], 0.0),
-          jnp.where(ok, hi_[jnp.clip(jh, 0, n - 1)], 0.0))
-
-
-def _add_window(out, base, seg):
-  """``out[base : base + len(seg)] += seg`` (one slice update a block)."""
-  return lax.dynamic_update_slice(out, lax.dynamic_slice(out, (base,), seg.shape) + seg,
-                                  (base,))
-
-
 def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, o,
                  d_up=None):
   m = out_size(n)
@@ -275,22 +236,8 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
       return lax.dynamic_update_slice(out, seg, (start,))
     return body
 
-  def block(L, K):
-    Ap, Bp = A.p[:n], B.p[:n]
-
-    def body(d0, hi, out):   # the accelerator layout of `body` (_dense_pairs)
-      base, dk, j, live = _dense_pairs(d0, K, L, hi, kap, o, n)
-      lo, hg = _gather_pair(Ap, Bp, j, dk, live, n)
-      v = lo * hg
-      if symmetric:
-        v = v * 2.0
-      else:
-        lo2, hg2 = _gather_pair(Bp, Ap, j, dk, live, n)
-        v = v + lo2 * hg2
-      w = om[dk][:, None]
-      return _add_window(out, base, lax.complex(jnp.sum(v * (1.0 - w), axis=0),
-                                                jnp.sum(v * w, axis=0)))
-    return body
+  block = db.upper_block(jnp.stack([A.p[:n]] if symmetric else [A.p[:n], B.p[:n]], axis=-1),
+                         symmetric, kap, om, o, n)
 
   def finish(out, pre):
     out = out.real + jnp.concatenate([jnp.zeros(1), out.imag[:-1]])   # knot j, knot j + 1
@@ -407,35 +354,8 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
       return lax.dynamic_update_slice(out, seg, (start,))
     return body
 
-  def block(L, K):
-    Aa, Ba, Af, Bf = A.a[:n], B.a[:n], fa[:n], fb[:n]
-
-    def body(d0, hi, out):   # the accelerator layout of `body` (_dense_pairs)
-      base, dk, j, live = _dense_pairs(d0, K, L, hi, kap, o, n)
-      rd, th, sc = rdt[dk][:, None], tht[dk][:, None], sct[dk][:, None]
-
-      def parts(la, lf, ha, hf):
-        # c = 0: the pair of element j staying in its cell; c = 1: the pair of
-        # element j - 1 moving one cell up
-        out_a = out_g = 0.0
-        for c, jj in enumerate((j, j - 1)):
-          ma, mb = _gather_pair(la, ha, jj, dk, live, n)
-          fl, fh = _gather_pair(lf, hf, jj, dk, live, n)
-          mass, s_rel = ma * mb, fh + fl * rd
-          up = s_rel >= th
-          mm = jnp.where(up, mass, 0.0) if c else jnp.where(up, 0.0, mass)
-          gg = mm * (s_rel * sc)
-          out_a, out_g = out_a + mm, out_g + (gg * emD if c else gg)
-        return out_a, out_g
-
-      xa, xg = parts(Aa, Af, Ba, Bf)
-      if symmetric:
-        xa, xg = xa * 2.0, xg * 2.0
-      else:
-        ya, yg = parts(Ba, Bf, Aa, Af)
-        xa, xg = xa + ya, xg + yg
-      return _add_window(out, base, lax.complex(jnp.sum(xa, axis=0), jnp.sum(xg, axis=0)))
-    return body
+  block = db.lower_block(jnp.stack([A.a[:n], fa[:n]] + ([] if symmetric else [B.a[:n], fb[:n]]),
+                                   axis=-1), symmetric, kap, o, n, (rdt, tht, sct, emD))
 
   def finish(out, pre):
     out = jnp.concatenate([out.real, out.imag])   # (a | g) rows

@@ -140,7 +140,7 @@ import copy
 import jax
 import numpy as np
 
-from jaxacct._core.batching import accelerator_layout, lanes_for_memory, layout
+from jaxacct._core.batching import layout
 from jaxacct._core import checks
 from jaxacct._core.dtype import public_surface
 from jaxacct._core.progress import progress
@@ -163,20 +163,6 @@ DEFAULT_COMPOSITION_SIZE = cp.DEFAULT_SIZE
 TAU_FACTOR = 1e-7       # composition window tail (eps queries): TAU_FACTOR * delta
 DELTA_TAU = 1e-22       # composition window tail for delta(eps) queries
 _MAX_COUNT = 1 << 20    # k * E (composed rounds) at most
-SWEEP_CHUNK = 128       # lanes per jitted call on the CPU layout (larger sweeps: chunks)
-#: Device memory a lane of a sweep chunk takes on the accelerator layout (the
-#: query's tilted FFTs dominate: ~12 MB a lane; the laws' diagonal blocks
-#: ~2 MB): chunks there are sized from the device's memory
-#: (:func:`jaxacct._core.batching.lanes_for_memory`), each one vmapped block.
-LANE_BYTES = 16 << 20
-
-
-def sweep_chunk() -> int:
-  """Lanes per jitted call: ``SWEEP_CHUNK`` on the CPU layout; on the
-  accelerator layout as many as a quarter of the device's memory holds (a
-  power of two, a function of the device only: one compiled shape for every
-  batch of at least that many lanes), all in one vmapped block."""
-  return lanes_for_memory(LANE_BYTES) if accelerator_layout() else SWEEP_CHUNK
 
 
 # ----------------------------------------------------------------------------
@@ -349,7 +335,7 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
   # Big sweeps run as equal chunks of one compiled shape (a 1,000-sigma sweep
   # compiles what a 128-sigma one does), laws and query, with progress.
   total = lanes.f.shape[0]          # a power of two
-  chunk = min(total, sweep_chunk())   # also a power of two: chunks tile the lanes
+  chunk = min(total, qy.sweep_chunk())   # also a power of two: chunks tile the lanes
   first = slice(0, chunk)
 
   def prepare(stage):   # run_chunks' prepares: the first chunk's programs compiled, not run

@@ -33,7 +33,7 @@ from jaxacct.pld._compose import compose, compose_many, window_size
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, PairPLD, from_losses, from_pair, truncate
 from jaxacct.pld._doors import (default_step, poisson_gaussian_composed, poisson_gaussian_delta,
                                 poisson_gaussian_epsilon, to_dp_accounting)
-from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta, epsilon
+from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta, delta_core, epsilon
 from jaxacct.pld._mechanisms import (DEFAULT_STEP, gaussian, laplace, poisson_gaussian,
                                     poisson_gaussian_pair, randomized_response, truncate_to_bucket)
 

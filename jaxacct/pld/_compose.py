@@ -161,6 +161,9 @@ def _compose_core(probs_list, offsets, infs, step, pessimistic, counts, *,
 
 
 _compose_kernel = jit(_compose_core, static_argnames=("size", "tail_mass"))
+#: the formulas under public names, for the block programs that vmap them
+#: (:mod:`jaxacct.pld._poisson_blocks`)
+compose_core, window_range = _compose_core, _window_range
 
 
 def _pad_to(p, n):

@@ -8,11 +8,13 @@ import math
 import numpy as np
 
 from jaxacct._core import checks
+from jaxacct._core.batching import accelerator_layout
 from jaxacct._core.namespace import host_scalars
 from jaxacct._core.parallel import host_map
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct.pld._compose import compose, compose_host
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, PairPLD
+from jaxacct.pld._poisson_blocks import door_blocks
 from jaxacct.pld._query import delta_both, delta_host, epsilon_both, epsilon_host
 from jaxacct.pld._mechanisms import (DEFAULT_STEP, truncate_to_bucket, truncate_to_bucket_host,
                                     poisson_gaussian_host, poisson_gaussian_pair)
@@ -121,7 +123,11 @@ def _poisson_gaussian_query(quantity, *, sigma, q, num_steps, value, step):
     by = {"remove": float(at(pair.remove, value)), "add": float(at(pair.add, value))}
     return cls(host_f64(max(by.values())), host_f64(value), method="pld", bound="upper",
                details=dict(by, step=h))
-  v = _broadcast_loop(one, sigma=sigma, q=q, num_steps=num_steps, **{arg: value})
+  if accelerator_layout():   # blocks of lanes, one program per shape bucket
+    v = door_blocks(quantity, one, arg, sigma=sigma, q=q, num_steps=num_steps, value=value,
+                    step=step, default_step=default_step, tail_mass=_tail_mass)
+  else:
+    v = _broadcast_loop(one, sigma=sigma, q=q, num_steps=num_steps, **{arg: value})
   return cls(host_f64(v), host_f64(value), method="pld", bound="upper")
 
 

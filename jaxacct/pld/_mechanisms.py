@@ -363,6 +363,39 @@ def _poisson_gaussian(sigma, q, direction, step, pessimistic, tail_mass, ns):
   return PLD(probs, lo_idx, step, inf, bool(pessimistic))
 
 
+def poisson_grid_bounds(sigma, q, step, add, tail_mass: float = _DEFAULT_TAIL):
+  """``(lo_idx, size)`` of :func:`_poisson_gaussian`'s grid for arrays of lanes.
+
+  The same formulas as the scalar code there, as NumPy ufuncs over float64
+  arrays ``sigma``, ``q`` (in (0, 1)), ``step`` and the bool array ``add``;
+  returns int64 arrays (the first grid index and the bucketed grid length).
+  Used by the accelerator layout's block programs (``_poisson_blocks``).
+  """
+  z = _tail_z(tail_mass)
+  x = 1.0 + z * sigma
+  l_top = np.logaddexp(np.log1p(-q), np.log(q) + (2 * x - 1) / (2 * sigma**2))
+  l_bot = np.log1p(-q)
+  lo = np.where(add, np.floor(-l_top / step), np.floor(l_bot / step))
+  hi = np.where(add, np.floor(-l_bot / step) + 1, np.ceil(l_top / step))
+  lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+  return lo, fast_lens(np.maximum(hi - lo + 1, 2))
+
+
+def fast_lens(n):
+  """:func:`jaxacct.pld._core.fast_len` of an int64 array (elementwise)."""
+  n = np.maximum(np.asarray(n, np.int64), 1)
+  bits = np.ceil(np.log2(n)).astype(np.int64)
+  p = np.left_shift(np.int64(1), bits)
+  p = np.where(p < n, p * 2, p)                    # log2 rounding guard
+  p = np.where((p // 2 >= n) & (p > 1), p // 2, p)
+  three = 3 * p // 4
+  return np.where((three >= n) & (p >= 4), three, p)
+
+
+#: :func:`_poisson_intervals` under a public name (the block programs use it).
+poisson_intervals = _poisson_intervals
+
+
 def poisson_gaussian_pair(sigma, q, **kwargs) -> PairPLD:
   """Both directions of :func:`poisson_gaussian` as a :class:`PairPLD`."""
   return PairPLD(poisson_gaussian(sigma, q, direction="remove", **kwargs),

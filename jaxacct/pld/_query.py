@@ -108,6 +108,9 @@ def _epsilon_core(probs, offset, step, inf_mass, dlt, rounding="up", ns=JAX):
 
 
 _epsilon_kernel = jit(_epsilon_core, static_argnames=("rounding",))
+#: the query formulas under public names, for the block programs that vmap
+#: them (:mod:`jaxacct.pld._poisson_blocks`)
+epsilon_core, delta_core = _epsilon_core, _delta_core
 
 
 def _kernel_args(pld):
