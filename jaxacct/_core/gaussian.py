@@ -24,7 +24,6 @@ import functools
 
 import jax.numpy as jnp
 import numpy as np
-from scipy import special
 
 from jaxacct._core import checks, compiled
 from jaxacct._core.dtype import dispatch, require_x64
@@ -184,6 +183,8 @@ def log_normal_mass(a, b):
 
   The normal masses of the Gaussian mixtures of :mod:`jaxacct.accounting`
   (cells of a loss partition, fixed-size batches)."""
+  from scipy import special   # here: a scheme that never calls it does not load SciPy
+
   a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
   flip = a > 0
   lo, hi = np.where(flip, -b, a), np.where(flip, -a, b)
