@@ -533,9 +533,10 @@ class PoissonSampler:
     One event per step (``GaussianDpEvent(sigma)`` when q = 1), T of them
     being :meth:`event`: the bound ``jaxacct.calibrate`` of :meth:`event` and
     ``dpsgd.calibrate_noise_multiplier(sampling="poisson")`` calibrate on.
-    Every epoch end (``steps_per_epoch``) is evaluated exactly
-    (``evaluate_every``); ``kwargs`` go to :class:`jaxacct.tracking.EventAccountant`
-    (``delta`` is unused).
+    Every step is evaluated exactly (the tracker's default table); in its
+    cheaper ``max_evaluations`` mode every epoch end is evaluated too
+    (``evaluate_every``). ``kwargs`` go to
+    :class:`jaxacct.tracking.EventAccountant` (``delta`` is unused).
     """
     del delta
     ev = accounting.events   # lazy: dp_accounting loads with the events

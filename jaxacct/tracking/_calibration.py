@@ -34,14 +34,16 @@ def accountant_for(scheme: str, *, noise_multiplier, num_examples: int, num_epoc
     ``RandomAllocationDpEvent(sigma, steps_per_epoch=t, num_selected=k)`` per
     epoch (``block_size=t``, t = ``(num_selected * num_examples) //
     batch_size``): the tight allocation PLD (Feldman & Shenfeld,
-    arXiv:2602.17284v1; k > 1 through Lemma 3.2) after each epoch.
+    arXiv:2602.17284v1; k > 1 through Lemma 3.2) after each epoch, and for
+    k = 1 the released prefix's bound at the steps inside an epoch
+    (:func:`epsilon_table`).
     (``dpsgd.epsilon`` also takes the min with no amplification, k E
     Gaussian steps; where that wins, rare, the table is larger.)
   * ``"poisson"`` (``sampling="poisson"``): ``PoissonSampledDpEvent(q,
     GaussianDpEvent(sigma))`` per step, q = batch_size / num_examples,
-    ``ceil(num_epochs / q)`` steps; every epoch end (``ceil(T / E)`` steps)
-    evaluated exactly (``evaluate_every``), the steps between charged the
-    next evaluated count.
+    ``ceil(num_epochs / q)`` steps, every step evaluated
+    (``evaluate_every``, the epoch length, serves the cheaper
+    ``max_evaluations`` grid only).
   * ``"gaussian"`` (no amplification, ``sampling="shuffle"``):
     ``GaussianDpEvent(sigma)`` per epoch (``block_size`` = ``num_examples //
     batch_size`` steps, 1 without ``batch_size``: full batch), exact.

@@ -153,7 +153,10 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
   if max_epsilon is not None:
     checks.check_positive("max_epsilon", max_epsilon, allow_inf=True)
   n = int(num_steps)
-  table64 = np.concatenate([epsilon_table(accountant, num_steps=n, delta=delta), [np.inf]])
+  table64 = epsilon_table(accountant, num_steps=n, delta=delta)
+  if max_epsilon is not None:   # the crossing on the accountant's own numbers
+    table64 = accountant.at_budget(table64, float(max_epsilon), float(delta))
+  table64 = np.concatenate([table64, [np.inf]])
   # allowed[c]: may the update that moves count c -> c + 1 be applied?
   if max_epsilon is None:
     allowed = np.ones(n + 2, bool)
