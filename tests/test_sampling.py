@@ -212,11 +212,17 @@ def test_training_example_epsilon_equals_accountant(scheme):
   ref = PLDAccountant().compose(s.event(sigma=1.2)).get_epsilon(1e-5)
   assert hist[-1]["eps"] == _f32_up(ref)
   assert hist[-1]["loss"] < 0.69                      # it learns (log 2 = chance)
-  # a budget between the epoch-1 and epoch-2 values stops training after epoch 1
+  # a budget between the epoch-1 and epoch-2 values stops training inside
+  # epoch 2: fixed bins are charged whole epochs (it stops after epoch 1);
+  # balls-in-bins charges the released prefix of an epoch (issue 44), so the
+  # first steps of epoch 2 may still fit the budget
   budget = 0.5 * (hist[0]["eps"] + hist[1]["eps"])
   stopped = train_flax.main(scheme, max_epsilon=budget, **kw)
-  assert stopped[-1]["exhausted"] and stopped[-1]["step"] == 8
-  assert stopped[-1]["eps"] == hist[0]["eps"] <= budget
+  assert stopped[-1]["exhausted"] and stopped[-1]["eps"] <= budget
+  if scheme == "fixed_bins":
+    assert stopped[-1]["step"] == 8 and stopped[-1]["eps"] == hist[0]["eps"]
+  else:
+    assert 8 <= stopped[-1]["step"] < 16 and stopped[-1]["eps"] >= hist[0]["eps"]
 
 
 # ------------------------------------------------ declared capacity (issue 31)
