@@ -29,7 +29,10 @@ The members are named (``"clone"``, ``"stronger"``); :func:`member_delta`,
 :func:`member_epsilon`, :func:`member_epsilon_grouped` and
 :func:`member_width` are the kernels behind ``clones.clone_delta`` /
 ``clone_epsilon`` and ``variation_ratio.stronger_clone_delta`` /
-``stronger_clone_epsilon``.
+``stronger_clone_epsilon``. On the accelerator layout
+(:mod:`jaxacct._core.batching`) concrete arrays run through one block program
+of :func:`member_block_lanes` lanes per window (the CPU layout's windows),
+called once per block (:func:`member_blocks`).
 """
 
 from __future__ import annotations
@@ -40,13 +43,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core import checks, solve
+from jaxacct._core import batching, checks, solve
+from jaxacct._core.batching import accelerator_layout, lanes_for_memory
 from jaxacct._core.dtype import dispatch, require_x64, static_size
 from jaxacct.shuffle import _host_pair
 from jaxacct.shuffle._sym_block import sym_eval, sym_setup
 from jaxacct.shuffle._pair_reference import pair_params_invalid
 from jaxacct.shuffle._windows import BLOCK, bucket_widths, fast_width, raw_widths
-from jaxacct._core.compiled import jit
+from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
 
 _EPS64 = float(np.finfo(np.float64).eps)
 #: Largest n answered on the host for one question: the host twin agrees with
@@ -61,16 +65,17 @@ def _sym_bad(n, p, beta, q):
           | (jnp.abs(beta * (p + 1.0) / (p - 1.0) - 1.0) > 1e-12))
 
 
-def _sym_fast_delta_scalar(eps, n, p, beta, q, width, block):
-  alpha, r, lo, c, w, tail = sym_setup(n, p, beta, q, width)
+def _sym_fast_delta_scalar(eps, n, p, beta, q, width, block, fixed_tail=False):
+  alpha, r, lo, c, w, tail = sym_setup(n, p, beta, q, width, fixed_tail=fixed_tail)
   d, _, _ = sym_eval(jnp.exp(eps), n, p, alpha, r, lo, c, w, tail, block)
   bad = _sym_bad(n, p, beta, q) | jnp.isnan(eps) | (eps < 0)
   return jnp.where(bad, jnp.nan, d)
 
 
-def _sym_fast_eps_scalar(delta, n, p, beta, q, width, block, max_iter, rtol):
+def _sym_fast_eps_scalar(delta, n, p, beta, q, width, block, max_iter, rtol,
+                         fixed_tail=False):
   """Safeguarded Newton for eps(delta) of one lane; returns (eps, width)."""
-  alpha, r, lo, c, w, tail = sym_setup(n, p, beta, q, width)
+  alpha, r, lo, c, w, tail = sym_setup(n, p, beta, q, width, fixed_tail=fixed_tail)
   lp = jnp.log(p)
 
   def ev(x):
@@ -120,8 +125,9 @@ def _flat(*xs):
   return args[0].shape, [a.reshape(-1) for a in args]
 
 
-@functools.partial(jit, static_argnames=("width", "block"))
-def sym_delta_fast(eps, n, p, beta, q, *, width: int, block: int = BLOCK):
+@functools.partial(jit, static_argnames=("width", "block", "fixed_tail"))
+def sym_delta_fast(eps, n, p, beta, q, *, width: int, block: int = BLOCK,
+                   fixed_tail: bool = False):
   r"""delta(eps) of a symmetric zero-leftover pair (fast block-recurrence kernel).
 
   Same quantity as ``pair_delta(..., q0=q, q1=q, symmetric=True)`` for
@@ -134,6 +140,7 @@ def sym_delta_fast(eps, n, p, beta, q, *, width: int, block: int = BLOCK):
     eps: >= 0. n: integer-valued >= 1. p > 1. beta: (p-1)/(p+1) (other values
       give NaN). q: blanket ratio >= 1 with ``2 p/((p+1) q) <= 1``.
     width: static window length, a multiple of ``block`` (``fast_width``).
+    fixed_tail: the cut mass by a loop of known trip count (``sym_setup``).
 
   Returns:
     float64 array of the broadcast shape. Bound: upper bound of the pair's
@@ -141,15 +148,15 @@ def sym_delta_fast(eps, n, p, beta, q, *, width: int, block: int = BLOCK):
   """
   require_x64("shuffle sym_delta_fast")
   shape, flat = _flat(eps, n, p, beta, q)
-  f = jax.vmap(lambda *a: _sym_fast_delta_scalar(*a, width, block))
+  f = jax.vmap(lambda *a: _sym_fast_delta_scalar(*a, width, block, fixed_tail))
   return f(*flat).reshape(shape)
 
 
 @functools.partial(jit, static_argnames=("width", "block", "max_iter",
-                                             "with_width"))
+                                             "with_width", "fixed_tail"))
 def sym_epsilon_fast(delta, n, p, beta, q, *, width: int, block: int = BLOCK,
                      max_iter: int = 40, rtol: float = 1e-13,
-                     with_width: bool = False):
+                     with_width: bool = False, fixed_tail: bool = False):
   r"""eps(delta) of a symmetric zero-leftover pair: safeguarded Newton.
 
   delta(e) of the pair is a sum of ``(P - e Q)_+``: convex, decreasing and
@@ -164,6 +171,8 @@ def sym_epsilon_fast(delta, n, p, beta, q, *, width: int, block: int = BLOCK,
   when ``b - a <= rtol b`` (typically 4-8 evaluations) or after
   ``max_iter``.
 
+  ``fixed_tail``: see :func:`sym_delta_fast` (the accelerator layout).
+
   Returns:
     float64 array (broadcast shape), or ``(eps, bracket_width)`` with
     ``with_width``. Bound: upper bound of the pair's exact eps(delta).
@@ -174,7 +183,7 @@ def sym_epsilon_fast(delta, n, p, beta, q, *, width: int, block: int = BLOCK,
 
   def one(dl, n_, p_, b_, q_):
     e, wd = _sym_fast_eps_scalar(dl, n_, p_, b_, q_, width, block, max_iter,
-                                 rtol)
+                                 rtol, fixed_tail)
     bad = _sym_bad(n_, p_, b_, q_) | (dl <= 0) | (dl >= 1) | jnp.isnan(dl)
     return jnp.where(bad, jnp.nan, e), jnp.where(bad, jnp.nan, wd)
 
@@ -195,18 +204,25 @@ def sym_epsilon_grouped(delta, n, p, beta, q, *, coarse: bool = False,
   """
   args = np.broadcast_arrays(*[np.asarray(x, np.float64)
                                for x in (delta, n, p, beta, q)])
-  shape = args[0].shape
-  dl, nn, pp, bb, qq = [a.reshape(-1) for a in args]
-  total = 2.0 * (bb / (pp - 1.0)) * pp / qq
-  raw, _ = raw_widths(nn, total, dl)
-  widths = bucket_widths(raw, nn, block, coarse)
-  out = np.full(dl.shape, np.nan)
+  flat = [a.reshape(-1) for a in args]
+  run = lambda *a, width: sym_epsilon_fast(*a, width=width, block=block, max_iter=max_iter)
+  return _per_window(_lane_windows(*flat, block, coarse), flat, run).reshape(args[0].shape)
+
+
+def _lane_windows(delta, n, p, beta, q, block, coarse):
+  """Each lane's window of :func:`sym_epsilon_grouped` (flat float64 numpy lanes)."""
+  raw, _ = raw_widths(n, 2.0 * (beta / (p - 1.0)) * p / q, delta)
+  return bucket_widths(raw, n, block, coarse)
+
+
+def _per_window(widths, lanes, run):
+  """``run(*lanes, width=w)`` over the lanes of each window ``w``, one call per
+  window, gathered in the lanes' order (float64 numpy)."""
+  out = np.full(widths.shape, np.nan)
   for wd in np.unique(widths):
     idx = np.nonzero(widths == wd)[0]
-    out[idx] = np.asarray(sym_epsilon_fast(dl[idx], nn[idx], pp[idx], bb[idx],
-                                           qq[idx], width=int(wd),
-                                           block=block, max_iter=max_iter))
-  return out.reshape(shape)
+    out[idx] = np.asarray(run(*(a[idx] for a in lanes), width=int(wd)))
+  return out
 
 
 # ---------------------------------------------------------------------------
@@ -269,6 +285,63 @@ def member_epsilon_grouped(delta, n, eps0, *, member: str, coarse: bool = True):
   return sym_epsilon_grouped(delta, n, p, beta, q, coarse=coarse)
 
 
+@functools.partial(jit, static_argnames=("quantity", "member", "width"),
+                   compiler_options=ACCELERATOR_OPTIONS)
+def member_block(value, n, eps0, *, quantity: str, member: str, width: int):
+  """The accelerator layout's block program: a member's delta(eps)
+  (``quantity="delta"``, ``value`` the eps) or eps(delta), the CPU kernels
+  with the cut mass in a loop of known trip count. While loops of run-time
+  trip count left: jax's incomplete beta of the block anchors (<= 599 trips,
+  until every anchor of the lane converged), and for eps(delta) the
+  safeguarded Newton around it (<= 41 trips); neither grows with lanes."""
+  p, beta, q = member_params(jnp.asarray(eps0, jnp.float64), member)
+  if quantity == "delta":
+    return sym_delta_fast(value, n, p, beta, q, width=width, fixed_tail=True)
+  return sym_epsilon_fast(value, n, p, beta, q, width=width, fixed_tail=True)
+
+
+def member_lane_bytes(width: int) -> int:
+  """Bytes one lane of :data:`member_block` holds at its peak (an estimate):
+  twice 24 float64 per window cell (XLA:CPU measured ~16 for delta, ~21 for
+  eps)."""
+  return 2 * 24 * 8 * int(width)
+
+
+def member_block_lanes(width: int) -> int:
+  """Lanes of :data:`member_block`: ``lanes_for_memory`` of
+  :func:`member_lane_bytes` at 1/64 of the device's memory (128 at width
+  1024 on the CPU's fixed budget, 4,096 on an H200): a lane is a whole
+  window, so a block of millions of cells fills a GPU."""
+  return lanes_for_memory(member_lane_bytes(width), fraction=1.0 / 64)
+
+
+def member_blocks(quantity, value, n, eps0, *, member: str, width: int):
+  """:data:`member_block` over concrete arrays, blocks of
+  :func:`member_block_lanes` lanes (:func:`run_blocks`)."""
+  program = functools.partial(member_block, quantity=quantity, member=member,
+                              width=int(width))
+  return batching.run_blocks(program, (value, n, eps0), member_block_lanes(width))
+
+
+def _arrays_on_accelerator(*args) -> bool:
+  """Whether a concrete call runs in blocks: an array argument on the accelerator layout."""
+  return accelerator_layout() and any(np.ndim(a) for a in args)
+
+
+def member_epsilon_blocks(delta, n, eps0, *, member: str):
+  """eps(delta) over concrete arrays on the accelerator layout: lanes grouped
+  by window as in :func:`sym_epsilon_grouped` (power-of-two buckets, so the
+  same windows and values as the CPU layout), each bucket through
+  :func:`member_blocks`. The window's rounding allowance grows with its
+  length, so one window for the whole batch would move eps (by up to 1e-11
+  relative at n = 1e3..1e5)."""
+  args = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (delta, n, eps0)))
+  lanes = [a.reshape(-1) for a in args]
+  widths = _lane_windows(*lanes[:2], *member_params(lanes[2], member), BLOCK, True)
+  run = functools.partial(member_blocks, "epsilon", member=member)
+  return _per_window(widths, lanes, run).reshape(args[0].shape)
+
+
 
 def _check_member_inputs(n, eps0):
   checks.check_int("n", n, min_value=1)
@@ -312,7 +385,12 @@ def member_delta_checked(eps, *, n, eps0, max_n, member: str, where: str):
     return member_delta(eps, n, eps0, member=member,
                         width=member_width(n, eps0, max_n, member=member))
 
-  return dispatch(kernel, (eps, n, eps0), validate, host=host, where=where)
+  def blocks(eps, n, eps0):  # concrete arrays on the accelerator layout
+    return member_blocks("delta", eps, n, eps0, member=member,
+                         width=member_width(n, eps0, max_n, member=member))
+
+  eager = blocks if _arrays_on_accelerator(eps, n, eps0) else None
+  return dispatch(kernel, (eps, n, eps0), validate, host=host, where=where, eager=eager)
 
 
 def member_epsilon_checked(delta, *, n, eps0, max_n, member: str, where: str):
@@ -336,6 +414,11 @@ def member_epsilon_checked(delta, *, n, eps0, max_n, member: str, where: str):
                           width=member_width(n, eps0, max_n, member=member))
 
   def eager(delta, n, eps0):  # concrete arrays: lanes grouped by window bucket
+    if _arrays_on_accelerator(delta, n, eps0):  # blocks of a fixed lane count
+      if max_n is not None:
+        return member_blocks("epsilon", delta, n, eps0, member=member,
+                             width=member_width(n, eps0, max_n, member=member))
+      return member_epsilon_blocks(delta, n, eps0, member=member)
     if max_n is not None:
       return kernel(delta, n, eps0)
     return member_epsilon_grouped(delta, n, eps0, member=member)

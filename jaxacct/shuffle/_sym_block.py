@@ -43,8 +43,12 @@ def _special(ns) -> _Special:
   return _HOST_SPECIAL if ns.is_host else _JAX_SPECIAL
 
 
-def sym_setup(n, p, beta, q, width, ns=JAX):
-  """e-independent parts of the fast kernel for one lane (scalars)."""
+def sym_setup(n, p, beta, q, width, ns=JAX, fixed_tail: bool = False):
+  """e-independent parts of the fast kernel for one lane (scalars).
+
+  ``fixed_tail`` (``ns = JAX``): the cut mass by
+  :func:`._windows.betainc_fixed`, a loop of known trip count (the
+  accelerator layout; the same formula, rounding apart)."""
   xp, f = ns.xp, _special(ns)
   alpha = beta / (p - 1.0)
   r = alpha * p / q
@@ -55,7 +59,10 @@ def sym_setup(n, p, beta, q, width, ns=JAX):
   # Loader's saddle-point pmf (1e-14 absolute in log at n = 1e7; the gammaln
   # difference loses ~1e-8 there)
   w = xp.where(valid, xp.exp(f.log_bin_prob(c, n, total)), 0.0)
-  tail = f.cut_mass(n, total, lo, width)
+  if fixed_tail:
+    tail = windows.cut_mass(n, total, lo, width, betainc=windows.betainc_fixed)
+  else:
+    tail = f.cut_mass(n, total, lo, width)
   return alpha, r, lo, c, w, tail
 
 
