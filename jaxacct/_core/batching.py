@@ -11,7 +11,7 @@ results, so ``f`` is traced once whatever the lane count.
 the CPU layout, vmapped blocks on the accelerator layout. :func:`layout` says
 which layout the kernels are built for: ``"accelerator"`` on a GPU or TPU,
 ``"cpu"`` on the CPU, unless forced by the environment variable
-``JAXACCT_LAYOUT`` (``auto``, ``cpu`` or ``accelerator``, read at import) or
+``JAXACCT_LAYOUT`` (``auto``, ``cpu`` or ``accelerator``, read at each call) or
 by :func:`set_layout` (public as ``jaxacct.set_layout``), so that a CPU
 machine can run and test the accelerator programs.
 """
