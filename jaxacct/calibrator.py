@@ -167,11 +167,13 @@ def _allocation_scalar_upper(sigma, delta, t, k, E):
 
 def allocation_upper(sigma, delta, t, k, E):
   """allocation.pld upper epsilon of k-of-t allocation over E epochs, flat arrays
-  (a scalar question skips the lower; arrays run the jitted programs)."""
+  (the lower is skipped; arrays run the jitted programs)."""
   if sigma.size == 1:
     return np.array([_allocation_scalar_upper(float(sigma[0]), float(delta[0]), int(t),
                                               int(k), int(E))])
-  return allocation_upper_lower(sigma, delta, t, k, E)[0]
+  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=int(t),
+                                  num_selected=int(k), num_epochs=int(E), with_lower=False)
+  return np.broadcast_to(np.asarray(r.epsilon, np.float64), sigma.shape).copy()
 
 
 def allocation_upper_lower(sigma, delta, t, k, E):

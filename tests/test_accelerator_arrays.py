@@ -43,6 +43,9 @@ def values():
       "clone_epsilon": lambda: shuffle.clone_epsilon(1e-6, n=N, eps0=EPS0).epsilon,
       "clone_delta": lambda: shuffle.clone_delta(
           np.array([0.15, 0.2]), n=N, eps0=EPS0).delta,
+      "delta_lower_bound": lambda: allocation.delta_lower_bound(
+          sigma=SIGMAS, num_steps=STEPS, epsilon=np.array([0.5, 2.0])[:, None, None],
+          num_epochs=2),
   }
   out = {}
   for name, fn in doors.items():
@@ -55,14 +58,19 @@ def values():
 
 
 @pytest.mark.parametrize("name,shape", [("remove", (3, 3, 15)), ("add", (3, 3, 15)),
-                                        ("clone_epsilon", (2, 2)), ("clone_delta", (2, 2))])
+                                        ("clone_epsilon", (2, 2)), ("clone_delta", (2, 2)),
+                                        ("delta_lower_bound", (2, 3, 3))])
 def test_layouts_equal(values, name, shape):
   """The same per-lane formula on both layouts (the shuffle windows too; the
   cut mass there by a loop of known trip count: rounding of a mass
   < 1e-20). Measured: allocation within 7e-14, shuffle 2e-15."""
   cpu, acc = values[name]
   assert acc.shape == shape and acc.dtype == np.float64
-  assert np.all(np.isfinite(acc) & (acc > 0))
+  assert np.all(np.isfinite(acc) & (acc >= 0))
+  if name == "delta_lower_bound":   # a probability difference: 0 where no C separates
+    assert 0 < acc.max() < 1 and acc.min() == 0
+  else:
+    assert np.all(acc > 0)
   if name == "clone_delta":
     assert np.all((acc > 1e-9) & (acc < 1e-2))
   np.testing.assert_allclose(acc, cpu, rtol=1e-12, atol=0)
@@ -97,7 +105,7 @@ def _calls(monkeypatch, run):
 
 
 DOORS = ["allocation_rdp", "clone_epsilon", "clone_delta", "stronger_clone_epsilon",
-         "stronger_clone_delta"]
+         "stronger_clone_delta", "delta_lower_bound"]
 
 
 @pytest.mark.parametrize("door", DOORS)
@@ -109,6 +117,9 @@ def test_block_calls_do_not_depend_on_the_batch(door, monkeypatch):
     if door == "allocation_rdp":
       sig = np.linspace(0.5, 5.0, lanes)
       return lambda: allocation.allocation_rdp(sigma=sig, num_steps=100, max_order=64)
+    if door == "delta_lower_bound":
+      sig = np.linspace(0.5, 5.0, lanes)
+      return lambda: allocation.delta_lower_bound(sigma=sig, num_steps=100, epsilon=1.0)
     n = np.round(np.geomspace(1e3, 1e5, lanes))
     fn = getattr(shuffle, door)
     return lambda: fn(1e-6 if door.endswith("epsilon") else 0.1, n=n, eps0=1.0)
@@ -116,8 +127,8 @@ def test_block_calls_do_not_depend_on_the_batch(door, monkeypatch):
   small, calls_small = _calls(monkeypatch, run(1_000))
   large, calls_large = _calls(monkeypatch, run(100_000))
   assert small == large and calls_large > calls_small
-  expect = {"remove_rdp_block", "add_rdp_block"} if door == "allocation_rdp" else {
-      "member_block"}
+  expect = {"allocation_rdp": {"remove_rdp_block", "add_rdp_block"},
+            "delta_lower_bound": {"lower_bound_block"}}.get(door, {"member_block"})
   assert set(small) == expect
   for shapes in small.values():
     for lanes, args in shapes:

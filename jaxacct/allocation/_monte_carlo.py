@@ -146,40 +146,6 @@ def delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1
                           num_samples=int(num_samples), confidence=float(confidence))
 
 
-def delta_lower_bound(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
-                      thresholds=None):
-  r"""Provable lower bound on the remove delta (Chua et al. 2024 max test).
-
-  Args:
-    sigma: > 0 (scalar or array). num_steps: t >= 1. epsilon: real (broadcast).
-    num_selected, num_epochs: k, E (the m = kE round 1-of-t' pair).
-    thresholds: grid of C (default ``-5 sigma .. 1 + 12 sigma + 8``, 4001
-      points).
-
-  Returns:
-    float64 array (broadcast of sigma and epsilon): max over C of
-    ``p(C)^m - e^eps q(C)^m``, clipped at 0. Bound: lower.
-  """
-  check_scheme(sigma, num_steps, num_selected, num_epochs)
-  checks.check_range("epsilon", epsilon)
-  t, m = split_rounds(num_steps, num_selected, num_epochs)
-  s = jnp.asarray(sigma, jnp.float64)
-  e = jnp.asarray(epsilon, jnp.float64)
-  s, e = jnp.broadcast_arrays(s, e)
-  if thresholds is None:
-    u = jnp.linspace(0.0, 1.0, 4001)
-    c = -5.0 * s[..., None] + u * (1.0 + 17.0 * s[..., None] + 8.0)
-  else:
-    c = jnp.broadcast_to(jnp.asarray(thresholds, jnp.float64), s.shape + (len(thresholds),))
-  lp_le = log_ndtr((c - 1.0) / s[..., None]) + (t - 1.0) * log_ndtr(c / s[..., None])
-  lq_le = t * log_ndtr(c / s[..., None])
-  lp = m * log1m_exp(jnp.minimum(lp_le, 0.0))     # log P(max > C)^m
-  lq = m * log1m_exp(jnp.minimum(lq_le, 0.0))
-  a, b = lp, e[..., None] + lq
-  val = jnp.where(a > b, log_sub_exp(a, jnp.minimum(a, b)), -jnp.inf)
-  return jnp.maximum(jnp.exp(jnp.max(val, axis=-1)), 0.0)
-
-
 # ----------------------------------------------------------------------------
 # Monte Carlo of the TRUE k-of-t allocation pair (no Lemma 3.2 reduction)
 # ----------------------------------------------------------------------------
