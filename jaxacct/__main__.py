@@ -19,7 +19,7 @@ from typing import Callable, List, Tuple
 import jaxacct
 from jaxacct._core.cache import compile_timer
 from jaxacct._core.progress import progress
-from jaxacct.statement import NEIGHBOURINGS, statement
+from jaxacct.dpsgd import NEIGHBOURINGS, statement
 
 
 def _rows(args) -> List[Tuple[str, str, Callable[[float], float]]]:
