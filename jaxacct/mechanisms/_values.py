@@ -13,8 +13,8 @@ from jaxacct._core import checks
 from jaxacct._core.events import (EpsilonDeltaDpEvent, GaussianDpEvent, LaplaceDpEvent,
                                   RandomizedResponseDpEvent)
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon, gaussian_rdp
+from jaxacct._core.one_step import one_steps
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
-from jaxacct.allocation.sum_law import one_steps
 from jaxacct.mechanisms._kernels import laplace_rdp, pure_dp_rdp
 
 
