@@ -18,7 +18,7 @@ dpa = pytest.importorskip("dp_accounting")
 from dp_accounting import dp_event as de  # noqa: E402
 from dp_accounting.pld import pld_privacy_accountant as theirs  # noqa: E402
 
-from jaxacct import pld as E  # noqa: E402
+from jaxacct import pld as jpld  # noqa: E402
 from jaxacct.accounting import NeighboringRelation as NR  # noqa: E402
 from jaxacct.accounting import PLDAccountant, UnsupportedEventError  # noqa: E402
 from jaxacct.accounting import mixtures  # noqa: E402
@@ -112,7 +112,7 @@ EPS = np.array([0.0, 0.5, 1.0, 2.0])
 @pytest.mark.parametrize("n, q, b, sigma", [(4, 0.5, 2, 1.0), (4, 0.9, 1, 1.0)])
 def test_truncated_upper_above_brute_force(n, q, b, sigma):
   up = mixtures.truncated_poisson_gaussian(n, q, b, sigma, step=1e-3)
-  ub = np.maximum(np.asarray(E.delta(up.remove, EPS)), np.asarray(E.delta(up.add, EPS)))
+  ub = np.maximum(np.asarray(jpld.delta(up.remove, EPS)), np.asarray(jpld.delta(up.add, EPS)))
   worst = np.zeros(EPS.size)
   for others in itertools.product([-1.0, 0.0, 1.0], repeat=n - 1):
     d = _truncated_batches(list(others) + [1.0], q, b)
@@ -121,7 +121,7 @@ def test_truncated_upper_above_brute_force(n, q, b, sigma):
                                          _hockey(dp, d, sigma, EPS)))
   assert np.all(worst <= ub + 1e-9)          # measured margin >= 4e-5
   lo = mixtures.truncated_poisson_gaussian(n, q, b, sigma, step=1e-3, pessimistic=False)
-  lb = np.maximum(np.asarray(E.delta(lo.remove, EPS)), np.asarray(E.delta(lo.add, EPS)))
+  lb = np.maximum(np.asarray(jpld.delta(lo.remove, EPS)), np.asarray(jpld.delta(lo.add, EPS)))
   assert np.all(lb <= worst + 1e-6)          # the lower is an instance's (0-valued others)
 
 
@@ -175,8 +175,8 @@ def test_with_replacement_replace_one_above_brute_force():
   n, m, sigma = 3, 2, 1.0
   up = mixtures.with_replacement_gaussian(n, m, sigma, step=1e-3)
   lo = mixtures.with_replacement_gaussian(n, m, sigma, step=1e-3, pessimistic=False)
-  ub = np.asarray(E.delta(up.remove, EPS))
-  lb = np.asarray(E.delta(lo.remove, EPS))
+  ub = np.asarray(jpld.delta(up.remove, EPS))
+  lb = np.asarray(jpld.delta(lo.remove, EPS))
   worst = np.zeros(EPS.size)
   for others in itertools.product([-1.0, 0.0, 1.0], repeat=n - 1):
     d = _wr_batches([1.0] + list(others), m)

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from scipy.special import gammaln
 
-from jaxacct import pld as E
+from jaxacct import pld as jpld
 from jaxacct._core.gaussian import gaussian_epsilon
 from jaxacct.allocation import pld
 
@@ -73,7 +73,7 @@ Q3 = np.array([0.25, 0.35, 0.4])
 
 @pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def rr_batch():
-  rr = E.randomized_response(1.0)
+  rr = jpld.randomized_response(1.0)
   ts = np.array([1, 2, 3, 10, 1, 2, 3, 100])
   es = np.array([0.0, 0.0, 0.0, 0.0, 0.3, 0.3, 0.3, 0.3])
   return ts, es, pld.allocation_pld_delta(mechanism=rr, num_steps=ts, epsilon=es, grid_size=N)
@@ -106,7 +106,7 @@ def test_randomized_response_exact_enumeration(rr_batch):
 def test_randomized_response_with_delta0():
   # (eps0, delta0) pair: P has delta0 where Q = 0 (inf_mass) and Q has delta0
   # where P = 0 (the 0-atom of X).
-  rr = E.randomized_response(0.5, delta0=1e-3)
+  rr = jpld.randomized_response(0.5, delta0=1e-3)
   ts = np.array([1, 2, 3, 10] * 2)
   es = np.array([0.0] * 4 + [0.3] * 4)
   r = pld.allocation_pld_delta(mechanism=rr, num_steps=ts, epsilon=es, grid_size=N)
@@ -126,7 +126,7 @@ def test_large_zero_atom_valid():
   # of zeros (t = 2 by hand: add delta(0.1) = q0^2 + 2 q0 (1 - q0) (1 - e^0.1
   # e^0.3 / 2) = 0.16474...).
   import jax.numpy as jnp
-  mech = E.PLD(jnp.asarray([1.0]), 3, 0.1, jnp.asarray(0.0), True)
+  mech = jpld.PLD(jnp.asarray([1.0]), 3, 0.1, jnp.asarray(0.0), True)
   P, Q = np.array([1.0, 0.0]), np.array([math.exp(-0.3), 1 - math.exp(-0.3)])
   ts = np.array([1, 2, 3, 10] * 2)   # as the delta0 test: one compile (16 components)
   es = np.array([0.0] * 4 + [0.1] * 4)
@@ -148,10 +148,10 @@ def test_asymmetric_pair_and_pairpld_enumeration():
   # optimistic lower (from_pair); also PairPLD(remove, add) with the add PLD
   # of the reversed pair (add orientation), which must give the same brackets.
   h = 0.01
-  up = E.from_pair(P3, Q3, step=h)
-  lo = E.from_pair(P3, Q3, step=h, pessimistic=False)
-  pair_up = E.PairPLD(up, E.from_pair(Q3, P3, step=h))
-  pair_lo = E.PairPLD(lo, E.from_pair(Q3, P3, step=h, pessimistic=False))
+  up = jpld.from_pair(P3, Q3, step=h)
+  lo = jpld.from_pair(P3, Q3, step=h, pessimistic=False)
+  pair_up = jpld.PairPLD(up, jpld.from_pair(Q3, P3, step=h))
+  pair_lo = jpld.PairPLD(lo, jpld.from_pair(Q3, P3, step=h, pessimistic=False))
   ts = np.array([1, 2, 3, 4, 1, 2, 3, 4])
   es = np.array([0.0] * 4 + [0.2] * 4)
   r1 = pld.allocation_pld_delta(mechanism=(up, lo), num_steps=ts, epsilon=es, grid_size=N)
@@ -172,8 +172,8 @@ def test_asymmetric_pair_and_pairpld_enumeration():
 
 @pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def gauss_pld():
-  up = E.gaussian(1.0, step=1e-3)
-  lo = E.gaussian(1.0, step=1e-3, pessimistic=False)
+  up = jpld.gaussian(1.0, step=1e-3)
+  lo = jpld.gaussian(1.0, step=1e-3, pessimistic=False)
   return up, lo
 
 
@@ -219,8 +219,8 @@ def test_gaussian_as_pld_matches_builtin(gauss_pld):
 
 
 def test_laplace_as_pld_matches_builtin():
-  up = E.laplace(1.0, step=1e-4)
-  lo = E.laplace(1.0, step=1e-4, pessimistic=False)
+  up = jpld.laplace(1.0, step=1e-4)
+  lo = jpld.laplace(1.0, step=1e-4, pessimistic=False)
   ts = np.array([1, 2, 10, 100, 1, 2, 10, 100])
   es = np.array([0.3] * 4 + [0.8] * 4)
   r = pld.allocation_pld_delta(mechanism=(up, lo), num_steps=ts, epsilon=es, grid_size=N)
@@ -237,7 +237,7 @@ def test_laplace_as_pld_matches_builtin():
 
 
 def test_large_t_finite():
-  rr = E.randomized_response(1.0)
+  rr = jpld.randomized_response(1.0)
   ts = np.array([10**4, 10**5, 10**6, 10**7] * 2)
   ds = np.array([1e-8] * 4 + [1e-14] * 4)
   r = pld.allocation_pld_epsilon(mechanism=rr, num_steps=ts, delta=ds, grid_size=N)
@@ -251,7 +251,7 @@ def test_large_t_finite():
 @pytest.mark.slow
 def test_scalar_matches_batch(rr_batch):
   ts, es, r = rr_batch
-  rr = E.randomized_response(1.0)
+  rr = jpld.randomized_response(1.0)
   s = pld.allocation_pld_delta(mechanism=rr, num_steps=10, epsilon=0.0, grid_size=N)
   assert np.ndim(s.upper) == 0
   np.testing.assert_allclose([float(s.upper), float(s.lower)],
@@ -274,7 +274,7 @@ def _composed_rr_exact(t, E_, eps):
 
 
 def test_epochs_and_export_composition():
-  rr = E.randomized_response(1.0)
+  rr = jpld.randomized_response(1.0)
   r = pld.allocation_pld_delta(mechanism=rr, num_steps=10, num_epochs=2, epsilon=0.2,
                                grid_size=N)
   ex = _composed_rr_exact(10, 2, 0.2)
@@ -288,27 +288,27 @@ def test_epochs_and_export_composition():
                              [float(r.upper), float(r.lower)], rtol=1e-12)
   P = pld.allocation_plds(mechanism=rr, num_steps=10, num_epochs=2, grid_size=N,
                           composition_step=1e-3)
-  assert float(E.delta(P.remove_lower, 0.2)) <= ex <= float(E.delta(P.remove_upper, 0.2))
+  assert float(jpld.delta(P.remove_lower, 0.2)) <= ex <= float(jpld.delta(P.remove_upper, 0.2))
 
 
 @pytest.mark.parametrize("bad", ["mass", "negative", "optimistic_upper", "sigma",
                                  "object", "not_a_pair", "step"])
 def test_invalid_pld_raises(bad):
-  rr = E.randomized_response(1.0)
+  rr = jpld.randomized_response(1.0)
   kw = dict(num_steps=10, delta=1e-6, grid_size=N)
   if bad == "mass":       # masses sum to 1.5
     mech = rr._replace(probs=np.asarray(rr.probs) * 1.5)
   elif bad == "negative":
     mech = rr._replace(probs=np.array([-0.1, 0.0, 0.731, 0.0]))
   elif bad == "optimistic_upper":
-    mech = E.gaussian(1.0, step=1e-2, pessimistic=False)
+    mech = jpld.gaussian(1.0, step=1e-2, pessimistic=False)
   elif bad == "sigma":
     mech = rr
     kw["sigma"] = 1.0
   elif bad == "object":
     mech = (1.0, 2.0)
   elif bad == "not_a_pair":   # optimistic masses labelled pessimistic: E e^-L > 1
-    mech = E.gaussian(1.0, step=1e-2, pessimistic=False)._replace(pessimistic=True)
+    mech = jpld.gaussian(1.0, step=1e-2, pessimistic=False)._replace(pessimistic=True)
   else:
     mech = rr._replace(step=-1.0)
   with pytest.raises(ValueError):
@@ -321,7 +321,7 @@ def test_optimistic_gaussian_is_not_a_pair():
   # its pessimistic (connect-the-dots) PLD is a valid pair with E_P[e^-L] <= 1.
   for s in (0.5, 1.0, 2.0):
     for pess in (True, False):
-      p = E.gaussian(s, step=1e-2, pessimistic=pess)
+      p = jpld.gaussian(s, step=1e-2, pessimistic=pess)
       loss = (p.offset + np.arange(p.probs.shape[0])) * p.step
       W = float(np.sum(np.asarray(p.probs) * np.exp(-loss)))
       assert (W <= 1 + 1e-12) if pess else (W > 1 + 1e-4), (s, pess, W)
@@ -351,8 +351,8 @@ def test_convex_order_of_one_step_laws(sigma):
   d1 = (-np.log(a) + s**2 / 2) / s
   C_true = norm.cdf(d1) - a * norm.cdf(d1 - s)
   P_true = a * norm.cdf(-(d1 - s)) - norm.cdf(-d1)
-  up = pld.upper_one_step(E.gaussian(sigma, step=2e-2))
-  lo = pld.lower_one_step(E.gaussian(sigma, step=2e-2, pessimistic=False))
+  up = pld.upper_one_step(jpld.gaussian(sigma, step=2e-2))
+  lo = pld.lower_one_step(jpld.gaussian(sigma, step=2e-2, pessimistic=False))
   Cu, Pu = _law_functions(up, a)
   Cu = Cu + up.minf
   Cl, Pl = _law_functions(lo, a)
@@ -367,7 +367,7 @@ def test_convex_order_of_one_step_laws(sigma):
   w /= w.sum()
   mu = 0.5 / sigma**2
   loss_q = -mu + z / sigma                      # ln X under Q at quantile nodes
-  ceil = E.from_losses(loss_q, w * np.exp(loss_q), step=2e-2, rounding="ceil")
+  ceil = jpld.from_losses(loss_q, w * np.exp(loss_q), step=2e-2, rounding="ceil")
   Cs = np.sum(w[None, :] * np.maximum(np.exp(loss_q)[None, :] - a[:, None], 0), axis=1)
   Ps = np.sum(w[None, :] * np.maximum(a[:, None] - np.exp(loss_q)[None, :], 0), axis=1)
   uc = pld.upper_one_step(ceil)

@@ -229,6 +229,21 @@ def test_unit_trap_on_every_allocation_front_door():
     assert "steps_per_epoch" in inspect.signature(fn).parameters
 
 
+@pytest.mark.parametrize("door", ["epsilon", "pld_epsilon"])
+def test_errors_name_steps_per_epoch_when_given(door):
+  # issue 46: the error names the keyword the user passed, not the internal num_steps
+  from jaxacct.allocation import pld as apld
+  fn = allocation.epsilon if door == "epsilon" else apld.allocation_pld_epsilon
+  with pytest.raises(ValueError, match=r"^steps_per_epoch must be") as e:
+    fn(sigma=1.0, delta=DELTA, steps_per_epoch=0)
+  assert "num_steps" not in str(e.value)
+  with pytest.raises(ValueError, match=r"steps_per_epoch") as e:
+    fn(sigma=1.0, delta=DELTA, steps_per_epoch=3, num_selected=5)
+  assert "num_steps" not in str(e.value)
+  with pytest.raises(ValueError, match=r"^num_steps must be"):   # the deprecated spelling
+    fn(sigma=1.0, delta=DELTA, num_steps=0, num_epochs=1)
+
+
 # ----------------------------------------------------------------- progress
 
 @pytest.fixture

@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 from scipy import special
 
-from jaxacct import pld as E
+from jaxacct import pld as jpld
 from jaxacct.accounting import fixed_size as fs
 
 _EPS = np.array([-2.0, -0.5, -1e-3, 0.0, 1e-3, 0.01, 0.1, 0.5, 1.0, 2.0, 4.0])
@@ -51,7 +51,7 @@ def test_drs_symmetrised_trade_off_is_our_upper_pair(n, m, sigma):
   drs = _drs_profile(m / n, 2.0 / sigma, _EPS)
   up = fs.without_replacement_pair(n, m, sigma, step=1e-3)
   assert up.remove is up.add                 # one symmetric pair, both orders
-  ours = np.asarray(E.delta(up.remove, _EPS))
+  ours = np.asarray(jpld.delta(up.remove, _EPS))
   # pessimistic: never below the exact profile; step 1e-3: within 2e-3 relative
   # (measured 7e-8 at step 1e-4 with this curve resolution)
   assert np.all(ours >= drs * (1 - 1e-9))

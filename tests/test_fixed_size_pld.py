@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, special
 
-from jaxacct import pld as E
+from jaxacct import pld as jpld
 from jaxacct.accounting import fixed_size as fs
 from jaxacct._core.gaussian import log_normal_mass
 
@@ -145,8 +145,8 @@ def _gauss_delta(mu, eps):
 @pytest.mark.parametrize("sigma", [0.5, 1.0, 2.0])
 def test_without_replacement_one_step_is_the_brute_force_worst_case(n, m, sigma):
   up = fs.without_replacement_pair(n, m, sigma, step=STEP)
-  ub = np.asarray(E.delta(up.remove, EPS))
-  assert np.array_equal(ub, np.asarray(E.delta(up.add, EPS)))    # symmetric
+  ub = np.asarray(jpld.delta(up.remove, EPS))
+  assert np.array_equal(ub, np.asarray(jpld.delta(up.add, EPS)))    # symmetric
   worst, extremal = _worst(n, m, sigma, replace=False)
   # upper: above every configuration, both orders (measured margin >= 0)
   assert np.all(ub >= worst - 1e-12)
@@ -157,7 +157,7 @@ def test_without_replacement_one_step_is_the_brute_force_worst_case(n, m, sigma)
   # connect-the-dots is exact; 1e-3 allowed)
   np.testing.assert_array_less(ub, extremal * (1 + 1e-3) + 1e-12)
   lo = fs.without_replacement_pair(n, m, sigma, step=STEP, pessimistic=False)
-  lb = np.asarray(E.delta(lo.remove, EPS))
+  lb = np.asarray(jpld.delta(lo.remove, EPS))
   assert np.all(lb <= extremal + 1e-12)              # certified lower
   assert np.all(lb >= extremal * (1 - 2e-3) - 1e-12)  # and close (measured <= 5e-6)
 
@@ -166,14 +166,14 @@ def test_without_replacement_one_step_is_the_brute_force_worst_case(n, m, sigma)
 @pytest.mark.parametrize("sigma", [0.5, 1.0, 2.0])
 def test_with_replacement_one_step_above_brute_force(n, m, sigma):
   up = fs.with_replacement_pair(n, m, sigma, step=STEP)
-  ub = np.asarray(E.delta(up.remove, EPS))
+  ub = np.asarray(jpld.delta(up.remove, EPS))
   worst, extremal = _worst(n, m, sigma, replace=True)
   assert np.all(ub >= worst - 1e-12)
   # unlike WOR, others at -1 is not always the worst WR configuration: at
   # eps = 0, n = 4, m = 2, sigma = 0.5 others at 0 give TV 0.42043 > 0.41908
   assert np.all(worst >= extremal - 1e-14)
   lo = fs.with_replacement_pair(n, m, sigma, step=STEP, pessimistic=False)
-  lb = np.asarray(E.delta(lo.remove, EPS))
+  lb = np.asarray(jpld.delta(lo.remove, EPS))
   assert np.all(lb <= extremal + 1e-12)                 # certified lower (an instance)
   if m == 1:   # one draw: no hidden draw count, the upper is tight (measured excess <= 3e-16)
     np.testing.assert_array_less(ub, worst * (1 + 1e-3) + 1e-12)
@@ -186,7 +186,7 @@ def test_full_batch_and_single_record_are_the_gaussian():
   mu = np.array([2.0 / 0.8, 2.0 * 3 / 2.0])
   for pair, m_u in ((fs.without_replacement_pair(5, 5, 0.8, step=STEP), mu[0]),
                     (fs.with_replacement_pair(1, 3, 2.0, step=STEP), mu[1])):
-    got = np.asarray(E.delta(pair.remove, EPS))
+    got = np.asarray(jpld.delta(pair.remove, EPS))
     exact = _gauss_delta(m_u, EPS)
     assert np.all(got >= exact - 1e-12)
     np.testing.assert_allclose(got, exact, rtol=2e-3)   # connect-the-dots, 1e-3 grid
@@ -199,8 +199,8 @@ def test_full_batch_and_single_record_are_the_gaussian():
 def test_two_steps_above_every_schedule(replace, n, m, sigma):
   eps = 1.0
   build = fs.with_replacement_pair if replace else fs.without_replacement_pair
-  up2 = E.compose(build(n, m, sigma, step=STEP).remove, 2)
-  ub = float(E.delta(up2, eps))
+  up2 = jpld.compose(build(n, m, sigma, step=STEP).remove, 2)
+  ub = float(jpld.delta(up2, eps))
   best = 0.0
   # fixed schedules of the others' value, a direction flip included ((1, -1)
   # is the mirror of (-1, 1))
@@ -218,10 +218,10 @@ def test_two_steps_above_every_schedule(replace, n, m, sigma):
 
 
 def test_symmetrize_keeps_the_positive_profile_and_mirrors():
-  rem = E.poisson_gaussian(0.5, 0.1, direction="remove", step=1e-2)
+  rem = jpld.poisson_gaussian(0.5, 0.1, direction="remove", step=1e-2)
   sym = fs.symmetrize(rem)
   e = np.array([0.0, 0.3, 1.0, 3.0])
-  np.testing.assert_allclose(np.asarray(E.delta(sym, e)), np.asarray(E.delta(rem, e)),
+  np.testing.assert_allclose(np.asarray(jpld.delta(sym, e)), np.asarray(jpld.delta(rem, e)),
                              rtol=1e-12, atol=1e-15)
   p = np.asarray(sym.probs)
   losses = (sym.offset + np.arange(p.size)) * sym.step
@@ -283,7 +283,7 @@ def test_accountant_with_replacement_route_and_old_bound():
                                                ).get_epsilon_bounds(delta)
   (label, _), = r.details["components"]
   assert "[pld: symmetric pair, draw count hidden]" in label
-  old = E.epsilon(E.compose(mixtures.with_replacement_gaussian(n, m, sigma, step=h).remove,
+  old = jpld.epsilon(jpld.compose(mixtures.with_replacement_gaussian(n, m, sigma, step=h).remove,
                             steps), delta)
   # amplified in epsilon now (measured bracket [11.70, 17.17] vs the old upper 23.71)
   assert r.lower <= r.epsilon < float(old)
@@ -357,7 +357,7 @@ def test_common_c_family_is_not_the_with_replacement_envelope():
   assert two_d > best + 3e-4                            # the 2-D instance is worse
   # the shipped (revealed-K) upper stays above it
   up = fs.with_replacement_pair(n, m, s, step=1e-3)
-  assert float(E.delta(up.remove, np.array([eps]))[0]) >= two_d
+  assert float(jpld.delta(up.remove, np.array([eps]))[0]) >= two_d
 
 
 def test_two_d_adaptive_lower_stays_below_the_upper():

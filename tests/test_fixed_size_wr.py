@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from scipy import optimize, special
 
-from jaxacct import pld as E
+from jaxacct import pld as jpld
 from jaxacct.accounting import fixed_size as fs
 from jaxacct._core.gaussian import log_normal_mass
 
@@ -115,7 +115,7 @@ def _upper(n, m, s, eps):
 def test_split_upper_above_every_1d_dataset(n, m, sigma):
   rng = np.random.default_rng(1000 * n + 10 * m + int(10 * sigma))
   up, rev, hid = _upper(n, m, sigma, EPS)
-  pld_up = np.asarray(E.delta(fs.with_replacement_pair(n, m, sigma, step=1e-3).remove, EPS))
+  pld_up = np.asarray(jpld.delta(fs.with_replacement_pair(n, m, sigma, step=1e-3).remove, EPS))
   worst = np.zeros(EPS.size)
   for vals in _datasets_1d(n, rng):
     x, xp, rest = vals[0], vals[1], vals[2:]
@@ -267,8 +267,8 @@ def test_upper_is_within_half_a_percent_of_any_per_step_accountant(x64, n, m, si
   # the lower pair is that dataset (remove order), optimistic on the grid
   floor_one = fs.symmetrize(fs.with_replacement_pair(n, m, sigma, step=h,
                                                      pessimistic=False).remove)
-  floor = float(E.epsilon(E.compose(floor_one, steps), 1e-5))
-  upper = float(E.epsilon(E.compose(fs.with_replacement_pair(n, m, sigma, step=h).remove,
+  floor = float(jpld.epsilon(jpld.compose(floor_one, steps), 1e-5))
+  upper = float(jpld.epsilon(jpld.compose(fs.with_replacement_pair(n, m, sigma, step=h).remove,
                                     steps), 1e-5))
   assert floor <= upper <= floor * 1.005
   # regression pins, not an independent reference: our own values at step 1e-3

@@ -17,12 +17,16 @@ spelling loud:
   ``FutureWarning``, shown by default) saying that ``x`` is taken as steps
   *per epoch* for *one* epoch, and how to say otherwise.
 * both ``steps_per_epoch`` and ``num_steps``: ``ValueError``.
+
+Errors name what the user passed: a ``ValueError`` of the function about its
+``num_steps`` reads ``steps_per_epoch`` when that is the keyword given.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import re
 import warnings
 
 
@@ -59,6 +63,9 @@ def _message(where, x):
       "num_steps is deprecated here in favour of steps_per_epoch.")
 
 
+_NUM_STEPS = re.compile(r"\bnum_steps\b")
+
+
 def per_epoch_steps(fn):
   """Decorator: adds ``steps_per_epoch`` (an alias of the per-epoch ``num_steps``).
 
@@ -80,6 +87,12 @@ def per_epoch_steps(fn):
             f"num_steps, not both; got steps_per_epoch={steps_per_epoch!r}, "
             f"num_steps={kwargs['num_steps']!r}.")
       kwargs["num_steps"] = steps_per_epoch
+      try:
+        return fn(*args, **kwargs)
+      except ValueError as e:   # the function's checks name its own parameter
+        if type(e) is not ValueError or not _NUM_STEPS.search(str(e)):
+          raise
+        raise ValueError(_NUM_STEPS.sub("steps_per_epoch", str(e))) from None
     elif kwargs.get("num_steps") is not None:
       if "num_epochs" not in kwargs:
         warnings.warn(_message(where, kwargs["num_steps"]), StepsUnitWarning,

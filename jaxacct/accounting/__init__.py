@@ -35,7 +35,7 @@ _LAZY = {
     **{n: ("jaxacct.accounting._accountant", n)
        for n in ("NeighboringRelation", "PLDAccountant", "UnsupportedEventError")},
     "from_profile": ("jaxacct.accounting._pairs", "from_profile"),
-    **{n: ("jaxacct.accounting._views", n) for n in ("GDPResult", "TradeOff")},
+    **{n: ("jaxacct.accounting._tradeoff", n) for n in ("GDPResult", "TradeOff")},
 }
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
   from jaxacct.accounting._accountant import (NeighboringRelation, PLDAccountant,
                                               UnsupportedEventError)
   from jaxacct.accounting._pairs import from_profile
-  from jaxacct.accounting._views import GDPResult, TradeOff
+  from jaxacct.accounting._tradeoff import GDPResult, TradeOff
 
 __all__ = ["PLDAccountant", "NeighboringRelation", "UnsupportedEventError",
            "events", "from_profile", "TradeOff"]

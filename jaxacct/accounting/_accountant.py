@@ -14,7 +14,7 @@ reports a certified bracket, not only an upper bound:
   ``DeltaResult`` with ``lower`` (certified lower bound), ``by_direction``
   and ``details`` (method, components, what the lower bound is of).
 * ``tpr_at_fpr``, ``gdp_mu``: membership-inference and GDP views
-  (``jaxacct.accounting._views``).
+  (``jaxacct.accounting._tradeoff``).
 * ``state_dict`` / ``load_state_dict``: JSON state
   (``jaxacct.accounting._state``); ``would_exceed``: a budget check that
   does not change the accountant.
@@ -49,7 +49,7 @@ from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.accounting import _composition as comp
-from jaxacct.accounting import _state, _views, mixtures
+from jaxacct.accounting import _state, _tradeoff, mixtures
 from jaxacct.accounting._mechanisms import rdp_pair
 from jaxacct.accounting._scheme_doors import scheme_door
 
@@ -563,17 +563,17 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
   def tpr_at_fpr(self, fpr, *, direction: str = "both"):
     """Membership-inference view: TPR bounds at false-positive rates ``fpr``.
 
-    See ``jaxacct.accounting._views.tpr_at_fpr``; computed from
+    See ``jaxacct.accounting._tradeoff.tpr_at_fpr``; computed from
     :meth:`composed_plds`. Returns ``TradeOff(fpr, upper, lower)``.
     """
     up, lo = self.composed_plds()
-    return _views.tpr_at_fpr(up, lo, fpr, direction=direction,
+    return _tradeoff.tpr_at_fpr(up, lo, fpr, direction=direction,
                             lower_allowance=self._lower_allowance())
 
   def gdp_mu(self, *, delta_floor: float = 1e-12):
-    """mu-GDP bracket of the composition (``jaxacct.accounting._views.gdp_mu``)."""
+    """mu-GDP bracket of the composition (``jaxacct.accounting._tradeoff.gdp_mu``)."""
     up, lo = self.composed_plds()
-    return _views.gdp_mu(up, lo, delta_floor=delta_floor,
+    return _tradeoff.gdp_mu(up, lo, delta_floor=delta_floor,
                         lower_allowance=self._lower_allowance())
 
   def state_dict(self) -> dict:

@@ -27,7 +27,7 @@ the add/remove pair; for shuffling and check-in it is a replacement), and
 returned only where it is valid for the relation; otherwise the event is
 unsupported and the error names it (dp_accounting's wording,
 "neighboring_relation must be ..."). dp_accounting 0.6.0's newer events are
-checked and built in ``jaxacct.accounting._extra``.
+checked and built in ``jaxacct.accounting._newer_events``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct import shuffle as sh
 from jaxacct._core import dp_bridge
-from jaxacct.accounting import _extra as extra
+from jaxacct.accounting import _newer_events
 from jaxacct.accounting import _mechanisms as mech
 from jaxacct.accounting import _pairs as pairs
 from jaxacct.accounting import events as ev
@@ -150,11 +150,11 @@ def check_event(event, relation) -> Optional[Any]:
   return None
 
 
-_Unsupported = extra.Unsupported
+_Unsupported = _newer_events.Unsupported
 
 
 def _replacement_only(event, rel, what):
-  extra.need_relation(event, rel, (REPLACE, SPECIAL), f"{what} is accounted "
+  _newer_events.need_relation(event, rel, (REPLACE, SPECIAL), f"{what} is accounted "
                       "for replacement neighbours: one user's input changes")
 
 
@@ -171,12 +171,12 @@ def _leaf_kind(event, rel) -> str:
   """Validates a leaf and names its kind (raises _Unsupported)."""
   kind = _additive_kind(event)
   if kind == "laplace" and rel == REPLACE:
-    extra.need_relation(event, rel, (AOR, SPECIAL), "as dp_accounting: the "
+    _newer_events.need_relation(event, rel, (AOR, SPECIAL), "as dp_accounting: the "
                         "noise is relative to an L1 bound per record")
   if kind is not None:
     return kind
   if _isinstance(event, "RandomizedResponseDpEvent"):
-    extra.need_relation(event, rel, (REPLACE, SPECIAL), "randomized response "
+    _newer_events.need_relation(event, rel, (REPLACE, SPECIAL), "randomized response "
                         "replaces a user's bucket; it has no add/remove pair")
     p, k = event.noise_parameter, event.num_buckets
     if not (0 <= float(p) <= 1) or int(k) < 1:
@@ -190,7 +190,7 @@ def _leaf_kind(event, rel) -> str:
                          event)
     inner = event.event
     if _isinstance(inner, "LaplaceDpEvent"):
-      extra.need_relation(event, rel, (AOR, SPECIAL), "no replace-one pair of "
+      _newer_events.need_relation(event, rel, (AOR, SPECIAL), "no replace-one pair of "
                           "Poisson-subsampled Laplace noise is implemented")
     kind = _additive_kind(inner)
     if kind is not None:
@@ -233,10 +233,10 @@ def _leaf_kind(event, rel) -> str:
           "REPLACE_SPECIAL neighbours (no replacement analysis of random "
           "allocation is implemented); found REPLACE_ONE.", event)
     return "allocation"
-  dra = extra.dp_random_allocation_class()
+  dra = _newer_events.dp_random_allocation_class()
   if dra is not None and isinstance(event, dra):
     try:
-      extra.from_dp_random_allocation(event)
+      _newer_events.from_dp_random_allocation(event)
     except (ValueError, TypeError) as e:
       raise _Unsupported(str(e), event) from None
     if rel == REPLACE:
@@ -249,7 +249,7 @@ def _leaf_kind(event, rel) -> str:
   if isinstance(event, ev.ShuffledCheckInDpEvent):
     _replacement_only(event, rel, "ShuffledCheckInDpEvent")
     return "check_in"
-  kind = extra.leaf_kind(event, rel)
+  kind = _newer_events.leaf_kind(event, rel)
   if kind is not None:
     return kind
   raise _Unsupported("Unsupported event.", event)
@@ -304,8 +304,8 @@ def build_component(event, relation, *, step: float) -> Component:
   if _isinstance(event, "NonPrivateDpEvent"):
     return _nonprivate("non_private")
   kind = _leaf_kind(event, rel)
-  if kind in extra.KINDS:
-    fields = extra.build(kind, event, rel, float(step))
+  if kind in _newer_events.KINDS:
+    fields = _newer_events.build(kind, event, rel, float(step))
     fn = fields.pop("lower_fn", None)
     return Component(**fields, lower=Lazy(fn) if fn is not None else None)
   return _BUILDERS[kind](event, rel, float(step))
@@ -506,7 +506,7 @@ def _allocation(event, rel, step):
 
 
 def _dp_allocation(event, rel, step):
-  return _allocation(extra.from_dp_random_allocation(event), rel, step)
+  return _allocation(_newer_events.from_dp_random_allocation(event), rel, step)
 
 
 _SHUFFLE_MAX_ATOMS = 4_000_000

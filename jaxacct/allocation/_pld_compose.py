@@ -264,7 +264,7 @@ def _roots(f, lo, hi, ns=JAX):
   return ns.bisect(f, lo, hi, increasing=False, num_iters=30)
 
 
-def _tilts(blocks, counts, K, K1, K2, mu, mode, q, per_side, ns=JAX):
+def _tilts(blocks, counts, K, K1, K2, mu, mode, value, per_side, ns=JAX):
   """Tilt exponents of the W-law: 0, 1, and per_side around each direction's
   relevant position.
 
@@ -279,11 +279,11 @@ def _tilts(blocks, counts, K, K1, K2, mu, mode, q, per_side, ns=JAX):
   Tightness only: any tilt is valid, its error bound is explicit.
   """
   xp = ns.xp
-  q = xp.asarray(q, xp.float64)
+  value = xp.asarray(value, xp.float64)
   G = mu.shape[0]
   sd = lambda v: xp.sqrt(xp.maximum(v, 1e-16))
   if mode == "eps":
-    ld = xp.log(q)
+    ld = xp.log(value)
 
     def est(x, rem):
       k, k1, k2 = _exact(blocks, counts, x, xp)
@@ -308,8 +308,8 @@ def _tilts(blocks, counts, K, K1, K2, mu, mode, q, per_side, ns=JAX):
     hi = xp.stack([mu[g], -mu[ga]])
     mu_r, mu_a = sgn * _roots(lambda y: est(sgn * y, rem), lo, hi, ns)
   else:
-    g = xp.clip(xp.sum(K1[None, :] < xp.stack([q, -q])[:, None], axis=1), 1, G - 1)
-    target = xp.stack([q, -q])
+    g = xp.clip(xp.sum(K1[None, :] < xp.stack([value, -value])[:, None], axis=1), 1, G - 1)
+    target = xp.stack([value, -value])
     mu_r, mu_a = _roots(lambda x: target - _exact(blocks, counts, x, xp)[1], mu[g - 1], mu[g],
                         ns)
   fin = lambda x: xp.where(xp.isfinite(x), x, 0.0)
@@ -334,14 +334,14 @@ def _cut_levels(Fs, cs, mode, query, mu, xp=jnp):
   CUT_DELTA * Chernoff / delta relative), divided by k E. Tightness only.
   """
   c_tot = xp.maximum(sum(cs), 1.0)
-  q = xp.asarray(query, xp.float64)
+  value = xp.asarray(query, xp.float64)
   if mode == "eps":
-    lv = CUT_EPS * q / c_tot
+    lv = CUT_EPS * value / c_tot
     return lv, lv
   K = sum(_cmul(c, _lmgf(_safe_log(F.up_p, xp), F.up_loss, mu, xp), xp) for c, F in zip(cs, Fs))
   K = xp.where(xp.isfinite(K), K, xp.inf)
-  c_r = xp.min(xp.where(mu > 1.0, K - (mu - 1.0) * q, xp.inf))   # P(L >= eps)
-  c_a = xp.min(xp.where(mu < 0.0, K + mu * q, xp.inf))           # Q(L <= -eps)
+  c_r = xp.min(xp.where(mu > 1.0, K - (mu - 1.0) * value, xp.inf))   # P(L >= eps)
+  c_a = xp.min(xp.where(mu < 0.0, K + mu * value, xp.inf))           # Q(L <= -eps)
   f = lambda c: CUT_DELTA * xp.exp(xp.clip(c, -700.0, 0.0)) / c_tot
   return f(c_r), f(c_a)
 

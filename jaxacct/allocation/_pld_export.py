@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct import pld as E
+from jaxacct import pld as jpld
 from jaxacct._core.units import user_stacklevel
 from jaxacct.allocation._pld_input import pld_final_laws
 from jaxacct.allocation._pld_laws import DEFAULT_TAIL, TAIL_FACTOR, laws_batch
@@ -66,13 +66,13 @@ def laws_to_plds(F, step):
   ll, pl = F.lo_loss[kl], F.lo_a[kl]
   fu = (1.0 + rel) * math.exp(eta)
   fl = (1.0 - rel) * math.exp(-eta)
-  ru = E.from_losses(lu + eta, pu * np.exp(lu) * fu, step=step, pessimistic=True,
+  ru = jpld.from_losses(lu + eta, pu * np.exp(lu) * fu, step=step, pessimistic=True,
                      inf_mass=min(1.0, float(F.up_minf_t) * fu))
-  au = E.from_losses(-lu + eta, pu * fu, step=step, pessimistic=True,
+  au = jpld.from_losses(-lu + eta, pu * fu, step=step, pessimistic=True,
                      inf_mass=min(1.0, float(F.up_q0) * fu))
-  rl = E.from_losses(ll - eta, pl * np.exp(ll) * fl, step=step, pessimistic=False,
+  rl = jpld.from_losses(ll - eta, pl * np.exp(ll) * fl, step=step, pessimistic=False,
                      inf_mass=min(1.0, float(F.lo_inf) * fl))
-  al = E.from_losses(-ll - eta, pl * fl, step=step, pessimistic=False,
+  al = jpld.from_losses(-ll - eta, pl * fl, step=step, pessimistic=False,
                      inf_mass=min(1.0, float(F.lo_q0) * fl))
   return ru, au, rl, al
 
@@ -98,7 +98,7 @@ def composed_plds(param, t, k, E_, *, grid_size, tail, step, mechanism, tail_mas
     if len(plds) == 1 and counts[0] == 1:
       out.append(plds[0])
     else:
-      out.append(E.compose_many(plds, counts, tail_mass=tail_mass))
+      out.append(jpld.compose_many(plds, counts, tail_mass=tail_mass))
   return AllocationPLDs(*out, tail_mass=tail_mass)
 
 
@@ -110,16 +110,16 @@ def composed_query(param, t, k, E_, query, *, mode, grid_size, tail, step, mecha
   P = composed_plds(param, t, k, E_, grid_size=grid_size, tail=float(tail), step=step,
                      mechanism=mechanism, tail_mass=tm)
   if mode == "eps":
-    ru = float(E.epsilon(P.remove_upper, query))  # noqa: E501
-    au = float(E.epsilon(P.add_upper, query))
+    ru = float(jpld.epsilon(P.remove_upper, query))  # noqa: E501
+    au = float(jpld.epsilon(P.add_upper, query))
     q2 = min(query + tm, 0.999999)
-    rl = float(E.epsilon(P.remove_lower, q2, rounding="down"))
-    al = float(E.epsilon(P.add_lower, q2, rounding="down"))
+    rl = float(jpld.epsilon(P.remove_lower, q2, rounding="down"))
+    al = float(jpld.epsilon(P.add_lower, q2, rounding="down"))
   else:
-    ru = float(E.delta(P.remove_upper, query))
-    au = float(E.delta(P.add_upper, query))
-    rl = max(float(E.delta(P.remove_lower, query)) - tm, 0.0)
-    al = max(float(E.delta(P.add_lower, query)) - tm, 0.0)
+    ru = float(jpld.delta(P.remove_upper, query))
+    au = float(jpld.delta(P.add_upper, query))
+    rl = max(float(jpld.delta(P.remove_lower, query)) - tm, 0.0)
+    al = max(float(jpld.delta(P.add_lower, query)) - tm, 0.0)
   if rl > ru * (1 + 1e-9) + 1e-15 or al > au * (1 + 1e-9) + 1e-15:
     warnings.warn("allocation.pld: composed lower bound exceeds the upper bound "
                   f"(remove {rl} > {ru} or add {al} > {au}); lower set to NaN.",

@@ -83,7 +83,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct import pld as E
+from jaxacct import pld as jpld
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct.allocation import _sum_law as sl
@@ -115,7 +115,7 @@ class OneStep(NamedTuple):
 
 
 def pld_numpy(obj, name):
-  if not isinstance(obj, E.PLD):
+  if not isinstance(obj, jpld.PLD):
     raise ValueError(f"{name} must be a jaxacct.pld.PLD; got {type(obj).__name__}.")
   p = np.asarray(obj.probs, np.float64).ravel()
   step = float(np.asarray(obj.step))
@@ -342,7 +342,7 @@ def pld_mechanism_laws(mechanism):
   tuple ``(upper, lower)`` of PLDs / PairPLDs (upper pessimistic; lower a
   valid pair or an optimistic PLD).
   """
-  if isinstance(mechanism, (E.PLD, E.PairPLD)):
+  if isinstance(mechanism, (jpld.PLD, jpld.PairPLD)):
     up = lo = mechanism
   elif isinstance(mechanism, (tuple, list)) and len(mechanism) == 2:
     up, lo = mechanism
@@ -351,9 +351,9 @@ def pld_mechanism_laws(mechanism):
                      f"PairPLD or a tuple (upper, lower) of them; got {type(mechanism).__name__}.")
 
   def pick(x, d, name):
-    if isinstance(x, E.PairPLD):
+    if isinstance(x, jpld.PairPLD):
       return (x.remove, "remove") if d == "remove" else (x.add, "add")
-    if isinstance(x, E.PLD):
+    if isinstance(x, jpld.PLD):
       return x, "remove"
     raise ValueError(f"{name} must be a jaxacct.pld.PLD or PairPLD; got {type(x).__name__}.")
 

@@ -380,7 +380,7 @@ def run_chunks(stages, slices, done, keys=None, prepares=None):
 # one lane, the batched jitted entry point and the host entry point
 # ----------------------------------------------------------------------------
 
-def composed_lane(fr1, fa1, fr2, fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
+def composed_lane(fr1, fa1, fr2, fa2, c1, c2, value, tau, *, mode: str, size: int, tilts: int,
                   shared: bool, blocks: int, want_lower: bool = True, sweep: bool = False,
                   ns=JAX):
   """(rem_up, add_up, rem_lo, add_lo) of c1 rounds F1 composed with c2 rounds
@@ -392,9 +392,9 @@ def composed_lane(fr1, fa1, fr2, fa2, c1, c2, q, tau, *, mode: str, size: int, t
   query = composed_epsilons if mode == "eps" else composed_deltas
 
   def run(f1, f2):
-    C = compose_laws(f1, f2, c1, c2, tau, q, mode=mode, size=size, tilts=tilts,
+    C = compose_laws(f1, f2, c1, c2, tau, value, mode=mode, size=size, tilts=tilts,
                      want_lower=want_lower, blocks=blocks, sweep=sweep, ns=ns)
-    return query(C, q, ns)
+    return query(C, value, ns)
 
   out = run(fr1, fr2)
   if not shared:
@@ -405,20 +405,20 @@ def composed_lane(fr1, fa1, fr2, fa2, c1, c2, q, tau, *, mode: str, size: int, t
 
 @functools.partial(jit, static_argnames=("mode", "batch"),
                    compiler_options=ACCELERATOR_OPTIONS)
-def direct_batch(Fr1, Fa1, q, *, mode: str, batch: int):
+def direct_batch(Fr1, Fa1, value, *, mode: str, batch: int):
   """(rem_up, add_up, rem_lo, add_lo) per lane of single-round lanes (c1 + c2
   = 1): the round's own profile (:func:`._pld_laws.epsilons` / ``deltas``), no
-  lattice; mode "eps" (q = delta) or "delta" (q = epsilon)."""
+  lattice; mode "eps" (value = delta) or "delta" (value = epsilon)."""
   require_x64("allocation.pld")
   direct_fn = epsilons if mode == "eps" else deltas
-  return map_blocks(lambda xs: direct_fn(xs[0], xs[2], xs[1]), (Fr1, Fa1, q),
+  return map_blocks(lambda xs: direct_fn(xs[0], xs[2], xs[1]), (Fr1, Fa1, value),
                     batch_size=lanes_per_block(batch))
 
 
 @functools.partial(jit, static_argnames=("mode", "size", "tilts", "shared", "batch", "sweep",
                                          "blocks"),
                    compiler_options=ACCELERATOR_OPTIONS)
-def composed_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
+def composed_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, value, tau, *, mode: str, size: int, tilts: int,
                    shared: bool, batch: int, sweep: bool = False, blocks: int = 2):
   """(rem_up, add_up, rem_lo, add_lo) per lane of c1 rounds F1 composed with c2
   rounds F2 (:func:`composed_lane` over the lanes; ``blocks`` 1: c1 rounds
@@ -427,18 +427,18 @@ def composed_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, 
   require_x64("allocation.pld")
 
   def lane(xs):
-    fr1, fa1, fr2, fa2, cc1, cc2, qq, tt = xs
-    return composed_lane(fr1, fa1, fr2, fa2, cc1, cc2, qq, tt, mode=mode, size=size,
+    fr1, fa1, fr2, fa2, cc1, cc2, vv, tt = xs
+    return composed_lane(fr1, fa1, fr2, fa2, cc1, cc2, vv, tt, mode=mode, size=size,
                          tilts=tilts, shared=shared, blocks=blocks, sweep=sweep)
 
-  return map_blocks(lane, (Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau),
+  return map_blocks(lane, (Fr1, Fa1, Fr2, Fa2, c1, c2, value, tau),
                     batch_size=lanes_per_block(batch))
 
 
-def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
+def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, value, tau, *, mode: str, size: int, tilts: int,
                 shared: bool, batch: int, sweep: bool = False, precompile: bool = False):
-  """(rem_up, add_up, rem_lo, add_lo) per lane (NumPy): epsilons (mode "eps", q
-  = delta) or deltas (mode "delta", q = epsilon) of c1 rounds F1 composed with
+  """(rem_up, add_up, rem_lo, add_lo) per lane (NumPy): epsilons (mode "eps", value
+  = delta) or deltas (mode "delta", value = epsilon) of c1 rounds F1 composed with
   c2 rounds F2 (remove laws Fr*, add laws Fa*; ``shared``: Fa* is Fr*; F2 =
   F1 where no lane has c2 > 0). The host picks the compiled programs a batch
   needs from its counts (host NumPy ``c1``, ``c2``): single-round lanes (c1 +
@@ -457,9 +457,9 @@ def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, til
   one = (c1n + c2n) == 1
   programs = []
   if np.any(one):
-    programs.append((direct_batch, (Fr1, Fa1, q), dict(mode=mode, batch=batch)))
+    programs.append((direct_batch, (Fr1, Fa1, value), dict(mode=mode, batch=batch)))
   if not np.all(one):
-    programs.append((composed_batch, (Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau),
+    programs.append((composed_batch, (Fr1, Fa1, Fr2, Fa2, c1, c2, value, tau),
                      dict(mode=mode, size=size, tilts=tilts, shared=shared, batch=batch,
                           sweep=sweep, blocks=2 if np.any(c2n > 0) else 1)))
   if precompile:
@@ -473,25 +473,25 @@ def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, til
   return tuple(out)
 
 
-def query_host(Fr1, Fa1, Fr2, Fa2, c1, c2, q, tau, *, mode: str, size: int, tilts: int,
+def query_host(Fr1, Fa1, Fr2, Fa2, c1, c2, value, tau, *, mode: str, size: int, tilts: int,
                shared: bool, want_lower: bool = True):
   """:func:`query_batch` on the host (NumPy laws and lanes), no XLA program:
   composed lanes through :func:`composed_lane`, single-round lanes
   (c1 + c2 == 1) through the round's own profile (:func:`._pld_laws.deltas`,
   :func:`._pld_laws.epsilons`, the text the jitted direct query runs)."""
-  c1, c2, q, tau = (np.asarray(a, np.float64) for a in (c1, c2, q, tau))
+  c1, c2, value, tau = (np.asarray(a, np.float64) for a in (c1, c2, value, tau))
   out = np.full((4, c1.shape[0]), np.nan)
   comp = np.flatnonzero(c1 + c2 != 1)
   row = lambda F, i: jax.tree.map(lambda a: np.asarray(a)[i], F)
   for i in comp:
     out[:, i] = host_call(composed_lane, row(Fr1, i), row(Fa1, i), row(Fr2, i), row(Fa2, i),
-                          c1[i], c2[i], q[i], tau[i], mode=mode, size=size, tilts=tilts,
+                          c1[i], c2[i], value[i], tau[i], mode=mode, size=size, tilts=tilts,
                           shared=shared, blocks=2 if c2[i] > 0 else 1,
                           want_lower=want_lower)
   direct = epsilons if mode == "eps" else deltas
   for i in np.flatnonzero(c1 + c2 == 1):
-    r = host_call(direct, row(Fr1, i), q[i])
-    a = r if shared else host_call(direct, row(Fa1, i), q[i])
+    r = host_call(direct, row(Fr1, i), value[i])
+    a = r if shared else host_call(direct, row(Fa1, i), value[i])
     out[:, i] = (r[0], a[1], r[2], a[3])
   if not want_lower:
     out[2:] = np.nan

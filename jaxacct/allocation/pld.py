@@ -218,7 +218,7 @@ class _Lanes:
     self.size = arrs[0].size
     b = 1 << max(self.size - 1, 0).bit_length()
     pad = lambda a: np.concatenate([a.ravel(), np.repeat(a.ravel()[-1:], b - self.size)])
-    s, t, k, e, q = (pad(a) for a in arrs)
+    s, t, k, e, value = (pad(a) for a in arrs)
     t, k, e = (np.round(a).astype(np.int64) for a in (t, k, e))
     if np.any(k > t):
       i = int(np.argmax(k > t))
@@ -227,7 +227,7 @@ class _Lanes:
       raise ValueError(f"num_selected * num_epochs must be <= {_MAX_COUNT}; got "
                        f"{int(np.max(k * e))}.")
     f, rho = np.divmod(t, k)
-    self.s, self.t, self.k, self.e, self.q = s, t, k, e, q
+    self.s, self.t, self.k, self.e, self.value = s, t, k, e, value
     self.f, self.rho = f, rho
     self.c1 = ((k - rho) * e).astype(np.float64)
     self.c2 = (rho * e).astype(np.float64)
@@ -235,15 +235,15 @@ class _Lanes:
   def tails(self, tail, mode):
     kE = (self.k * self.e).astype(np.float64)
     if tail is not None:
-      return np.full(self.q.shape, float(tail))
+      return np.full(self.value.shape, float(tail))
     if mode == "eps":
-      return np.clip(TAIL_FACTOR * self.q, 1e-30, 1e-12) / kE
-    return np.full(self.q.shape, DEFAULT_TAIL) / kE
+      return np.clip(TAIL_FACTOR * self.value, 1e-30, 1e-12) / kE
+    return np.full(self.value.shape, DEFAULT_TAIL) / kE
 
   def tau(self, mode):
     if mode == "eps":
-      return np.clip(TAU_FACTOR * self.q, 1e-300, 1e-10)
-    return np.full(self.q.shape, DELTA_TAU)
+      return np.clip(TAU_FACTOR * self.value, 1e-300, 1e-10)
+    return np.full(self.value.shape, DELTA_TAU)
 
   def unpad(self, x):   # host side (NumPy: no eager program per shape)
     return np.asarray(x)[:self.size].reshape(self.shape)
@@ -251,7 +251,7 @@ class _Lanes:
   def take(self, sl):
     """The lanes of slice ``sl`` (one compiled shape per chunk)."""
     out = copy.copy(self)
-    out.__dict__.update({k: getattr(self, k)[sl] for k in ("s", "t", "k", "e", "q", "f", "rho",
+    out.__dict__.update({k: getattr(self, k)[sl] for k in ("s", "t", "k", "e", "value", "f", "rho",
                                                             "c1", "c2")})
     return out
 
@@ -309,7 +309,7 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
   if lanes.size <= HOST_LANES:
     *F, shared = _block_laws(lanes, tails, grid_size=grid_size, mechanism=mechanism, laws=laws,
                              host=True, lower=want_lower or laws is not None)
-    parts = qy.query_host(*F, lanes.c1, lanes.c2, lanes.q, taus, shared=shared,
+    parts = qy.query_host(*F, lanes.c1, lanes.c2, lanes.value, taus, shared=shared,
                           want_lower=want_lower, **kw)
     return tuple(lanes.unpad(p) for p in parts)
 
@@ -319,7 +319,7 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
     return sl, ln, F, shared
 
   def query(sl, ln, F, shared, precompile=False, host_settings=False):
-    args = (*F, *(np.asarray(a, np.float64) for a in (ln.c1, ln.c2, ln.q, taus[sl])))
+    args = (*F, *(np.asarray(a, np.float64) for a in (ln.c1, ln.c2, ln.value, taus[sl])))
     qkw = dict(kw, shared=shared, batch=chunk, precompile=precompile)
     if auto and mode == "eps" and not host_settings:   # the sweep ladder, coarser grid
       qkw.update(sweep=True, size=sweep_size(ln.c1 + ln.c2, taus[sl]), tilts=SWEEP_TILTS)

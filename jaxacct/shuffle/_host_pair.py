@@ -25,7 +25,7 @@ import numpy as np
 
 from jaxacct._core.namespace import HOST
 from jaxacct.shuffle import _host_math as hm
-from jaxacct.shuffle._sym_block import sym_eval, sym_setup
+from jaxacct.shuffle._symmetric_pair_sum import sym_eval, sym_setup
 
 _EPS64 = float(np.finfo(np.float64).eps)
 
@@ -41,7 +41,7 @@ def scalar(x) -> float:
 
 
 def _sym_at(e, n, p, setup, block):
-  """(delta, Q-mass) at e = exp(eps), floats: :func:`._sym_block.sym_eval` on the host."""
+  """(delta, Q-mass) at e = exp(eps), floats: :func:`._symmetric_pair_sum.sym_eval` on the host."""
   with np.errstate(all="ignore"):
     d, qm, _ = sym_eval(e, n, p, *setup, block, ns=HOST)
   return float(d), float(qm)

@@ -7,7 +7,7 @@ quantity, one incomplete-beta call per ``BLOCK`` window cells instead of one
 per cell, and eps(delta) by a safeguarded Newton solve instead of 40
 bracketing steps. Checked against the reference kernel in
 ``tests/test_shuffle_fast.py``. The block sum itself (one formula for this
-kernel and the host path) is :mod:`._sym_block`.
+kernel and the host path) is :mod:`._symmetric_pair_sum`.
 
 For lam = 0 and q0 = q1 (FMT'21 clone pair, stronger clone) rho = 1/2 and the
 threshold of the inner sum is linear in c: a >= t_c = floor(c theta) + 1,
@@ -47,7 +47,7 @@ from jaxacct._core import batching, checks, sharding, solve
 from jaxacct._core.batching import block_programs, lanes_for_memory
 from jaxacct._core.dtype import dispatch, require_x64, static_size
 from jaxacct.shuffle import _host_pair
-from jaxacct.shuffle._sym_block import sym_eval, sym_setup
+from jaxacct.shuffle._symmetric_pair_sum import sym_eval, sym_setup
 from jaxacct.shuffle._pair_reference import pair_params_invalid
 from jaxacct.shuffle._windows import BLOCK, bucket_widths, fast_width, raw_widths
 from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
