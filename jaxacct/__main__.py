@@ -13,13 +13,31 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Callable, List, Tuple
 
 from jaxacct import allocation, mechanisms, poisson, shuffle
 from jaxacct._core.cache import compile_timer, enable_compilation_cache
 from jaxacct._core.progress import progress
+from jaxacct._core.version import __version__
 from jaxacct.dpsgd import NEIGHBOURINGS, statement
+
+
+#: the one meaning of "no amplification" (here and in ``jaxacct dpsgd``): the example's
+#: own k E participations composed, with no amplification from which steps they are
+NO_AMPLIFICATION = "No amplification (the example's k*E steps)"
+
+# ``--help`` text: plain (the module docstring is reStructuredText, for the docs)
+_TABLE_HELP = """\
+A table of epsilon across sampling schemes.
+
+Default setting (override with the flags): sigma = 1.0, t = 10,000 steps per
+epoch, one epoch, each example used once per epoch (random allocation k = 1,
+Poisson at rate k/t), delta = 1e-10; for shuffling, n = t users each applying
+an eps0-LDP randomizer with eps0 = 1. The last row, no amplification, is the
+Gaussian mechanism of the example's own k*E steps (sigma / sqrt(kE)).
+"""
 
 
 def _rows(args) -> List[Tuple[str, str, Callable[[float], float]]]:
@@ -60,7 +78,7 @@ def _rows(args) -> List[Tuple[str, str, Callable[[float], float]]]:
       (shuf, "binary randomized response (best)",
        lambda c: shuffle.epsilon(n=args.num_steps, eps0=args.eps0 * c, delta=args.delta,
                                  rounds=args.num_epochs, randomizer="binary_rr").epsilon),
-      ("No amplification (each step sees the example)", "exact Gaussian",
+      (NO_AMPLIFICATION, "exact Gaussian, sigma/sqrt(kE)",
        lambda c: mechanisms.Gaussian(
            args.sigma * c / (args.num_selected * args.num_epochs) ** 0.5).epsilon(args.delta).epsilon),
   ]
@@ -103,20 +121,59 @@ def _setup_logging():
 
 
 def main(argv=None) -> int:
+  """``jaxacct``: the table, or ``jaxacct dpsgd ...``; the exit status.
+
+  A reader that goes away (``jaxacct --json | head``) ends the run quietly:
+  no ``BrokenPipeError`` traceback.
+  """
   argv = sys.argv[1:] if argv is None else list(argv)
-  if argv[:1] == ["dpsgd"]:
-    return dpsgd_main(argv[1:])
+  try:
+    try:
+      return dpsgd_main(argv[1:]) if argv[:1] == ["dpsgd"] else table_main(argv)
+    finally:
+      sys.stdout.flush()
+  except BrokenPipeError:
+    # what is left for stdout goes nowhere (the interpreter's last flush included)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 1
+
+
+def _epochs_flags(p, *, type, required=False):
+  """``--num-epochs`` (shown) and ``--epochs`` (its hidden alias), one ``num_epochs``."""
+  p.add_argument("--num-epochs", type=type, default=None,
+                 help="epochs E" + ("" if required else " (default 1)")
+                      + (" (an integer, except for poisson)" if required else ""))
+  p.add_argument("--epochs", type=type, dest="num_epochs", default=None,
+                 help=argparse.SUPPRESS)
+
+
+def _epochs_flag(argv):
+  """The spelling of the epochs flag the user gave (errors name it)."""
+  given = [a.split("=")[0] for a in argv if a.split("=")[0] in ("--epochs", "--num-epochs")]
+  return given[-1] if given else "--num-epochs"
+
+
+def table_main(argv) -> int:
+  """``jaxacct``: the table of epsilon across sampling schemes (text or ``--json``)."""
   # allow_abbrev=False: "--eps 3" must not be read silently as "--eps0 3"
-  p = argparse.ArgumentParser(prog="jaxacct", description=__doc__, allow_abbrev=False,
+  p = argparse.ArgumentParser(prog="jaxacct", description=_TABLE_HELP, allow_abbrev=False,
                               formatter_class=argparse.RawDescriptionHelpFormatter,
                               epilog="subcommand: jaxacct dpsgd --help (privacy statement "
                                      "of a DP-SGD run)")
-  p.add_argument("--sigma", type=float, default=1.0)
-  p.add_argument("--num-steps", type=int, default=10_000, help="steps per epoch t")
-  p.add_argument("--num-selected", type=int, default=1, help="k: steps per example per epoch")
-  p.add_argument("--num-epochs", type=int, default=1)
-  p.add_argument("--delta", type=float, default=1e-10)
-  p.add_argument("--eps0", type=float, default=1.0, help="local epsilon for shuffling")
+  p.add_argument("--version", action="version", version=f"jaxacct {__version__}")
+  # every value is checked here, before any computation (argparse: one error line, status 2)
+  p.add_argument("--sigma", type=_real("sigma"), default=1.0,
+                 help="noise multiplier sigma > 0 (default 1.0)")
+  p.add_argument("--num-steps", type=_count("num-steps"), default=10_000,
+                 help="steps per epoch t (default 10,000); also the shuffling n")
+  p.add_argument("--num-selected", type=_count("num-selected"), default=1,
+                 help="k: steps per example per epoch, <= t (default 1)")
+  _epochs_flags(p, type=_count("num-epochs"))
+  p.add_argument("--delta", type=_real("delta", 0.0, 1.0), default=1e-10,
+                 help="delta in (0, 1) (default 1e-10)")
+  p.add_argument("--eps0", type=_real("eps0"), default=1.0,
+                 help="local epsilon > 0 for shuffling (default 1.0)")
   p.add_argument("--no-cache", action="store_true",
                  help="do not use the persistent JAX compilation cache")
   p.add_argument("--cache-dir", default=None,
@@ -129,6 +186,11 @@ def main(argv=None) -> int:
   p.add_argument("--json", action="store_true",
                  help="print the table as JSON on stdout (progress stays on stderr)")
   args = p.parse_args(argv)
+  if args.num_epochs is None:
+    args.num_epochs = 1
+  if args.num_selected > args.num_steps:
+    p.error(f"argument --num-selected: must be <= --num-steps = {args.num_steps}; "
+            f"got {args.num_selected}")
   cache = None
   if not args.no_cache:
     try:
@@ -213,15 +275,16 @@ def _real(name, lo=0.0, hi=None):
 
 
 def _epochs(s):
-  """``--epochs``: an int when integral (balls_in_bins, shuffle), else a real > 0."""
-  v = _real("epochs")(s)
+  """``--num-epochs``: an int when integral (balls_in_bins, shuffle), else a real > 0."""
+  v = _real("num-epochs")(s)
   return int(v) if v.is_integer() else v
 
 
 _FLAGS = {"num_examples": "--num-examples", "batch_size": "--batch-size",
-          "num_epochs": "--epochs", "delta": "--delta", "noise_multiplier": "--noise-multiplier",
-          "target_epsilon": "--target-epsilon", "epsilon": "--target-epsilon",
-          "sampling": "--sampling", "neighbouring": "--neighbouring"}
+          "num_epochs": "--num-epochs", "delta": "--delta",
+          "noise_multiplier": "--noise-multiplier", "target_epsilon": "--target-epsilon",
+          "epsilon": "--target-epsilon", "sampling": "--sampling",
+          "neighbouring": "--neighbouring"}
 
 
 def dpsgd_main(argv=None) -> int:
@@ -234,15 +297,16 @@ def dpsgd_main(argv=None) -> int:
   p = argparse.ArgumentParser(
       prog="jaxacct dpsgd", allow_abbrev=False,
       description="Privacy statement of a DP-SGD run: the certified epsilon bracket under "
-                  "the sampler, Poisson at q = B/N and no amplification side by side, the "
-                  "units, the divisor and the assumptions (jaxacct.dpsgd.statement).")
+                  "the sampler, Poisson at q = B/N and full batch (every example in every "
+                  "step) side by side, the units, the divisor and the assumptions "
+                  "(jaxacct.dpsgd.statement).")
+  p.add_argument("--version", action="version", version=f"jaxacct {__version__}")
   p.add_argument("--num-examples", type=_count("num-examples"), required=True,
                  help="dataset size N")
   p.add_argument("--batch-size", type=_real("batch-size"), required=True,
                  help="batch size B (the expected batch for poisson); updates divide the "
                       "noisy sum by B")
-  p.add_argument("--epochs", type=_epochs, required=True,
-                 help="epochs E (an integer, except for poisson)")
+  _epochs_flags(p, type=_epochs, required=True)
   p.add_argument("--delta", type=_real("delta", 0.0, 1.0), required=True, help="delta in (0, 1)")
   g = p.add_mutually_exclusive_group(required=True)
   g.add_argument("--noise-multiplier", type=_real("noise-multiplier"),
@@ -256,17 +320,21 @@ def dpsgd_main(argv=None) -> int:
   p.add_argument("--json", action="store_true", help="print the statement as JSON")
   p.add_argument("--quiet", action="store_true", help="no progress output (stderr)")
   args = p.parse_args(argv)
+  epochs_flag = _epochs_flag(argv)
+  if args.num_epochs is None:
+    p.error("the following arguments are required: --num-epochs")
   batch = int(args.batch_size) if args.batch_size.is_integer() else args.batch_size
   _setup_logging()
   try:
     st = statement(num_examples=args.num_examples, batch_size=batch,
-                   num_epochs=args.epochs, delta=args.delta,
+                   num_epochs=args.num_epochs, delta=args.delta,
                    noise_multiplier=args.noise_multiplier,
                    target_epsilon=args.target_epsilon, sampling=args.sampling,
                    neighbouring=args.neighbouring, progress=False if args.quiet else None)
   except ValueError as e:   # a cross-flag error (B > N, ...): name the flag
     msg = str(e)
-    flags = [f for n, f in _FLAGS.items() if msg.startswith(n) or f"{n}=" in msg
+    names = {**_FLAGS, "num_epochs": epochs_flag}
+    flags = [f for n, f in names.items() if msg.startswith(n) or f"{n}=" in msg
              or f"{n} " in msg.split(";")[0]]
     p.error(f"{'/'.join(dict.fromkeys(flags)) or 'invalid input'}: {msg}")
   print(json.dumps(st.to_dict(), indent=2) if args.json else str(st))

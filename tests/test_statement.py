@@ -9,7 +9,7 @@ T = 2340). Sources of the numbers:
 * the Poisson column against dp_accounting 0.6.0's PLDAccountant
   (value_discretization_interval 1e-4), computed live: 2.481879102 at
   q = 256/60000, T = 2340 (jaxacct 2.481879101; absolute tolerance 1e-3);
-* the no-amplification column against the Gaussian mechanism's exact delta
+* the full-batch column against the Gaussian mechanism's exact delta
   (Balle & Wang, arXiv:1805.06530v2, Thm 8) evaluated here with scipy's
   log_ndtr: delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu),
   mu = sqrt(T) / sigma.
@@ -65,14 +65,14 @@ def test_comparison_columns(bib):
       "poisson", B / N, 2340, "upper")
   assert poisson.epsilon == pytest.approx(2.481879, abs=1e-5)   # dp_accounting: 2.481879102
   assert (none.name, none.sampling_rate, none.total_steps, none.bound) == (
-      "no_amplification", 1.0, 2340, "exact")
+      "full_batch", 1.0, 2340, "exact")
   mu = math.sqrt(2340) / SIGMA
   # the exact root of delta(eps) = 1e-5, to 1e-9 relative (upper side)
   assert _gaussian_log_delta(mu, none.epsilon) <= math.log(DELTA) + 1e-9
   assert _gaussian_log_delta(mu, none.epsilon * (1 - 1e-9)) > math.log(DELTA)
   assert none.epsilon == pytest.approx(2451.144, rel=1e-6)
   # ordering at these settings: allocation <= Poisson (same rate, same steps)
-  # << no amplification (every example in every step)
+  # << full batch (every example in every step)
   assert bib.epsilon_upper < poisson.epsilon < none.epsilon
   assert none.epsilon > 100 * poisson.epsilon
 
@@ -95,7 +95,7 @@ def test_to_dict_json_round_trip(bib):
   for key in ("noise_multiplier", "delta", "sampling", "sampling_rate", "steps_per_epoch",
               "total_steps", "num_epochs", "num_examples", "batch_size", "divisor"):
     assert d[key] == getattr(bib, key)
-  assert set(d["comparison"]) == {"poisson", "no_amplification"}
+  assert set(d["comparison"]) == {"poisson", "full_batch"}
   assert all(isinstance(a, str) for a in d["assumptions"]) and len(d["assumptions"]) == 4
   for word in ("adding or removing", "non-adaptive", "balls_in_bins", "divisor"):
     assert any(word in a for a in d["assumptions"]), word

@@ -10,9 +10,9 @@ neighbouring relation -- into an immutable :class:`PrivacyStatement`:
   ``target_epsilon``, sigma from :func:`jaxacct.dpsgd.calibrate_noise_multiplier`
   (so ``epsilon.upper <= target_epsilon``);
 * side by side, at the same sigma and delta: Poisson subsampling at rate
-  q = B/N over the same number of steps T (tight PLD upper bound), and no
-  amplification (every example in every one of the T steps: T full-batch
-  Gaussian steps, exact epsilon of one Gaussian with sigma / sqrt(T));
+  q = B/N over the same number of steps T (tight PLD upper bound), and full
+  batch (every example in every one of the T steps: T full-batch Gaussian
+  steps, exact epsilon of one Gaussian with sigma / sqrt(T));
 * the units (``sampling_rate``, ``steps_per_epoch``, ``total_steps``, ...),
   the divisor of the noisy sum and the assumptions the numbers rest on.
 
@@ -101,7 +101,8 @@ class Comparison:
   """One comparison row of a :class:`PrivacyStatement` (same sigma and delta).
 
   Attributes:
-    name: ``"poisson"`` or ``"no_amplification"``.
+    name: ``"poisson"`` or ``"full_batch"`` (every example in every one of the T
+      steps; "no amplification" means the example's own steps, as for ``shuffle``).
     sampling_rate: the rate each example joins a step (1.0: every step).
     total_steps: T, the number of noisy steps composed.
     epsilon: epsilon at the statement's delta, or None where not computed.
@@ -138,7 +139,7 @@ class PrivacyStatement:
     steps_per_epoch: t (int); for Poisson the expected N / B (float).
     total_steps: T, the number of noisy updates.
     divisor: the data-independent constant the noisy sum is divided by (B).
-    comparison: :class:`Comparison` rows (``"poisson"``, ``"no_amplification"``).
+    comparison: :class:`Comparison` rows (``"poisson"``, ``"full_batch"``).
     assumptions: the assumptions the numbers rest on, one sentence each.
     version: the jaxacct version that computed the statement.
   """
@@ -203,8 +204,8 @@ class PrivacyStatement:
     ]
     for c in self.comparison:
       what = {"poisson": f"Poisson at q = {c.sampling_rate:.6g}, T = {c.total_steps}",
-              "no_amplification": f"no amplification (every example in all "
-                                  f"T = {c.total_steps} steps)"}.get(c.name, c.name)
+              "full_batch": f"full batch (every example in all T = {c.total_steps} "
+                            "steps)"}.get(c.name, c.name)
       val = "not computed" if c.epsilon is None else f"{c.bound} {c.epsilon:.6g}"
       lines.append(f"  {what}: {val}")
       lines.append(f"    ({c.method})")
@@ -322,7 +323,7 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
     poisson = Comparison("poisson", q, T, float(p.epsilon), "upper",
                          f"{p.method}, q = B/N, the run's T steps")
   one = sigma / scale / math.sqrt(T)
-  none = Comparison("no_amplification", 1.0, T,
+  full = Comparison("full_batch", 1.0, T,
                     _gaussian(one, delta), "exact",
                     f"T = {T} full-batch Gaussian steps of sensitivity {scale:g}C = one "
                     f"Gaussian mechanism with noise multiplier sigma / "
@@ -345,5 +346,5 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
       epsilon_upper=upper, epsilon_lower=lower, method=method,
       num_examples=int(sched.num_examples), batch_size=_plain(sched.batch_size),
       num_epochs=_plain(sched.num_epochs), sampling_rate=q, steps_per_epoch=spe,
-      total_steps=T, divisor=_plain(sched.batch_size), comparison=(poisson, none),
+      total_steps=T, divisor=_plain(sched.batch_size), comparison=(poisson, full),
       assumptions=assumptions, version=__version__)
