@@ -102,6 +102,22 @@ def test_schemes_load_only_what_they_need():
   assert got["light"] == [], got["light"]
   assert "optax" in got["hook"], got["hook"]   # the first access of the optax hook loads it
 
+def test_mechanism_values_load_dp_accounting_with_their_events():
+  """A mechanism value (``jaxacct.mechanisms.Gaussian``) builds its event from
+  ``jaxacct._core.events`` (the events sit below the mechanisms, issue 46), but
+  dp_accounting comes with the first ``event()``, not with the value."""
+  got = _fresh("""
+      import json, sys
+      import jaxacct
+      g = jaxacct.mechanisms.Gaussian(2.0)
+      before = "dp_accounting" in sys.modules or "scipy" in sys.modules
+      e = g.event()
+      print(json.dumps({"before": before, "event": type(e).__name__,
+                        "sigma": float(e.noise_multiplier)}))
+      """)
+  assert got == {"before": False, "event": "GaussianDpEvent", "sigma": 2.0}
+
+
 def test_importing_every_module_compiles_nothing():
   """No module computes with jnp at import (each eager op is a compiled program)."""
   mods = [m.name for m in pkgutil.walk_packages(jaxacct.__path__, "jaxacct.")

@@ -45,3 +45,22 @@ def lazy_exports(package: str, names: dict, namespace: dict, *, float64: bool = 
     return sorted(set(namespace) | set(names))
 
   return __getattr__, __dir__
+
+
+class LazyModule:
+  """A module imported on its first attribute access (for a module-level name).
+
+  ``events = LazyModule("jaxacct._core.events")`` at the top of a module (with
+  the real import under ``if TYPE_CHECKING:``, so readers and tools see the
+  arrow) keeps a heavy dependency of that module (dp_accounting, with the
+  events) out of the importer's cold start until it is used.
+  """
+
+  def __init__(self, name: str):
+    self.__name = name
+
+  def __getattr__(self, attr):
+    return getattr(importlib.import_module(self.__name), attr)
+
+  def __repr__(self):
+    return f"<lazy module {self.__name!r}>"

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct._core import checks
-from jaxacct._core.events import (EpsilonDeltaDpEvent, GaussianDpEvent, LaplaceDpEvent,
-                                  RandomizedResponseDpEvent)
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon, gaussian_rdp
+from jaxacct._core.lazy import LazyModule
 from jaxacct._core.one_step import one_steps
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct.mechanisms._kernels import laplace_rdp, pure_dp_rdp
+
+if TYPE_CHECKING:
+  from jaxacct._core import events
+else:   # imported at the first event(): dp_accounting (when installed) comes with the events
+  events = LazyModule("jaxacct._core.events")
 
 
 # --------------------------------------------------------------------------
@@ -197,7 +202,7 @@ class Gaussian(_AdditiveNoise):
 
   def event(self):
     """``GaussianDpEvent(sigma)`` (the pair under add/remove, sensitivity 1)."""
-    return GaussianDpEvent(self.sigma)
+    return events.GaussianDpEvent(self.sigma)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,7 +256,7 @@ class Laplace(_AdditiveNoise):
 
   def event(self):
     """``LaplaceDpEvent(b)`` (the pair under add/remove, sensitivity 1)."""
-    return LaplaceDpEvent(self.b)
+    return events.LaplaceDpEvent(self.b)
 
 
 _RR_NEIGHBOURING = ("replace_one", "replace_special")
@@ -330,7 +335,7 @@ class RandomizedResponse:
   def event(self):
     """``RandomizedResponseDpEvent(p, k)`` (under REPLACE_ONE or REPLACE_SPECIAL,
     as ``neighbouring`` says)."""
-    return RandomizedResponseDpEvent(self.noise_parameter, self.num_buckets)
+    return events.RandomizedResponseDpEvent(self.noise_parameter, self.num_buckets)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -400,7 +405,7 @@ class EpsilonDelta:
 
   def event(self):
     """``EpsilonDeltaDpEvent(epsilon, delta)``."""
-    return EpsilonDeltaDpEvent(self.eps0, self.delta0)
+    return events.EpsilonDeltaDpEvent(self.eps0, self.delta0)
 
 
 for _cls in (Gaussian, Laplace, RandomizedResponse, EpsilonDelta):
