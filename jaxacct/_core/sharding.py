@@ -144,9 +144,14 @@ def run_items(fn: Callable, items: Sequence, done: Optional[Callable] = None) ->
   finished: queue.Queue = queue.Queue()
   x64 = bool(jax.config.jax_enable_x64)
 
+  default = jax.local_devices()[0] if jax.config.jax_default_device is None else None
+
   def worker(dev, idx):
+    # the process's default device runs as an unsharded call does (the same
+    # compiled programs, no second compile); the others under default_device
+    place = contextlib.nullcontext() if dev == default else jax.default_device(dev)
     try:
-      with jax.enable_x64(x64), jax.default_device(dev):
+      with jax.enable_x64(x64), place:
         for i in idx:
           if errors:
             return
