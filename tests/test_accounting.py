@@ -252,6 +252,17 @@ def test_state_dict_round_trip_through_json():
   assert new.get_epsilon(1e-6) == pytest.approx(acc.get_epsilon(1e-6), rel=1e-12)
 
 
+def test_state_dict_names_the_events_public_module():
+  # issue 46: the event types moved to jaxacct._core.events; saved states name their
+  # public module, and states naming the former home of the stand-ins still load
+  sd = PLDAccountant().compose(ev.EpsilonDeltaDpEvent(0.2, 1e-9), 2).state_dict()
+  assert sd["events"][0]["event"]["event"] == "jaxacct.accounting.events.EpsilonDeltaDpEvent"
+  old = json.loads(json.dumps(PLDAccountant().compose(ev.GaussianDpEvent(8.0)).state_dict()))
+  old["events"][0]["event"]["event"] = "jaxacct.accounting._optional.GaussianDpEvent"
+  new = PLDAccountant().load_state_dict(old)
+  assert list(new.events) == [(ev.GaussianDpEvent(8.0), 1)]
+
+
 def test_would_exceed_does_not_change_the_accountant():
   acc = PLDAccountant().compose(ev.GaussianDpEvent(4.0), 2)
   before = acc.get_epsilon(1e-5)

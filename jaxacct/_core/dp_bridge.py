@@ -91,7 +91,7 @@ else:
 
   STANDARD_EVENTS = {n: _make_standard(n, f) for n, f in _STANDARD_FIELDS.items()}
   for _cls in STANDARD_EVENTS.values():
-    _cls.__module__ = __name__
+    _cls.__module__ = "jaxacct.accounting.events"   # their public home (saved states name it)
     _cls.__qualname__ = _cls.__name__
     globals()[_cls.__name__] = _cls
   # ComposedDpEvent holds a list: hash by identity (it is never a dict key).

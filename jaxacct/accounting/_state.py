@@ -29,6 +29,8 @@ from jaxacct.accounting import _composition as comp
 
 FORMAT = "jaxacct.accounting.state/1"
 _ALLOWED_PREFIXES = ("jaxacct.", "dp_accounting.")
+# modules that events were saved from and that have moved: where they are now
+_MOVED = {"jaxacct.accounting._optional": "jaxacct.accounting.events"}   # stand-ins
 
 
 def _fields(event):
@@ -110,6 +112,7 @@ def decode_event(d: dict):
   if not isinstance(name, str) or "." not in name:
     raise ValueError(f"bad event entry: {d!r}.")
   mod, _, cls_name = name.rpartition(".")
+  mod = _MOVED.get(mod, mod)
   if not mod.startswith(_ALLOWED_PREFIXES):
     raise ValueError(f"refusing to load event class {name!r}: only jaxacct "
                      "and dp_accounting events are rebuilt.")
