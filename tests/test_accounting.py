@@ -347,6 +347,10 @@ assert not any(c.__module__.startswith("dp_accounting") for c in PLDAccountant._
 acc = PLDAccountant(None, 1e-3).compose(ev.ComposedDpEvent([
     ev.SelfComposedDpEvent(ev.PoissonSampledDpEvent(0.1, ev.GaussianDpEvent(2.0)), 3),
     ev.EpsilonDeltaDpEvent(0.1, 0.0)]))
+# the stand-ins are saved under their public module, and load back
+sd = acc.state_dict()
+assert sd["events"][0]["event"]["event"] == "jaxacct.accounting.events.ComposedDpEvent", sd
+assert PLDAccountant(None, 1e-3).load_state_dict(sd).get_epsilon(1e-5) == acc.get_epsilon(1e-5)
 print(repr(acc.get_epsilon(1e-5)))
 print(type(acc.ledger).__name__)
 """
