@@ -10,50 +10,8 @@ certified upper epsilon meets the target.
 :func:`jaxacct.risk.calibrate_noise_multiplier` (TPR / advantage targets, not
 epsilon) drives the same host solver.
 
-Events are evaluated by :func:`upper_epsilon`, one dispatch on the event type
-with a vectorised door per family (lanes = targets, evaluated together):
-
-=====================================  =============================================
-event (``x`` anywhere in it)           evaluated by
-=====================================  =============================================
-``RandomAllocationDpEvent`` (Gaussian)  ``allocation.pld.allocation_pld_epsilon``
-                                       (its compiled programs, one lane per
-                                       target), min with no amplification (k E
-                                       Gaussian steps: exact, sigma/sqrt(kE))
-``PoissonSampledDpEvent(q, Gaussian)``  ``poisson.epsilon(method="pld")`` (tight PLD)
-(optionally ``SelfComposedDpEvent``)
-``GaussianDpEvent`` (optionally self-   exact Gaussian epsilon (mu = sqrt(n)/sigma;
-composed n times)                      Dong, Roth & Su, arXiv:1905.02383v3, Cor. 3.3)
-anything else                          ``PLDAccountant().compose(event)`` per lane
-=====================================  =============================================
-
-Each door returns the accountant's epsilon for the same event (a test checks
-it); the allocation door may return a smaller (still certified) value where
-no amplification wins.
-
-Search (host, NumPy; it compiles nothing of its own):
-
-* continuous ``x`` (log scale, bracket ``0 < lo < hi``):
-  :func:`jaxacct._core.solve.search_decreasing_host`, bracketing and secant
-  steps until an evaluated-feasible ``x`` is within ``rtol`` of an
-  evaluated-infeasible one. Where ``x`` is a noise scale (``make_event``
-  scales one family's sigma), :func:`_model_search` first: the Gaussian-DP
-  (CLT) model's root, the model rescaled by the measured ratio, then
-  inverse-quadratic / secant steps on log epsilon vs log x, each probe
-  placed so that it can close the bracket (DP-SGD balls-in-bins, 12
-  settings at rtol 2.5e-4: 2 to 6 evaluations, 3.7 on average; 4.5 before).
-  One lane per target per round: an evaluation costs per lane on the host
-  and a new lane count is a new compiled shape (padded to a power of two).
-* ``discrete=True``: integer bisection on ``[lo, hi]`` (all lanes together).
-
-Direction: epsilon decreases with a noise scale (``increasing=False``: the
-smallest feasible ``x``) and increases with epochs, steps, rate or batch size
-(``increasing=True``: the largest feasible ``x``). Left ``None``, it is known
-for a noise scale, else read from one evaluation at each bracket end.
-
-Bound: upper (every returned ``x`` is evaluated feasible by a certified upper
-epsilon; the next ``x`` by ``rtol`` or by 1 towards less privacy is evaluated
-infeasible, unless ``x`` is the bracket end).
+Proofs and sources: docs/bounds/numerics.md ("Bounds and proofs /
+Numerics").
 """
 
 from __future__ import annotations

@@ -4,69 +4,8 @@ The hypothesis-testing view of a neighbouring pair (A = the output law with a
 record, B = without it): an attack that says "member" with false-positive
 rate :math:`\alpha = B(\text{say member})` has true-positive rate at most
 
-.. math:: \mathrm{TPR}(\alpha) = \inf_{\varepsilon \in \mathbb{R}}
-          \big[H_{e^\varepsilon}(A\|B) + e^\varepsilon \alpha\big]
-          = 1 - \beta(\alpha),\qquad
-          \beta(\alpha) = \sup_\varepsilon\big[1 - \delta(\varepsilon)
-          - e^\varepsilon \alpha\big],
-
-where :math:`H_\gamma(A\|B) = \sup_S A(S) - \gamma B(S)` is the hockey-stick
-divergence (the delta(eps) curve) and :math:`\beta = T(B, A)` is the trade-off
-function (smallest false-negative rate at FPR alpha) of Dong, Roth & Su,
-"Gaussian differential privacy", arXiv:1905.02383v3, Prop. 2.12 (the
-Neyman-Pearson problem and its Lagrange dual). The negative-epsilon half is
-read off the *other* direction (the symmetric side):
-:math:`H_{e^{-\varepsilon}}(A\|B) = 1 - e^{-\varepsilon}
-+ e^{-\varepsilon} H_{e^\varepsilon}(B\|A)`, so
-
-.. math:: \mathrm{TPR}(\alpha) = \min\Big(\inf_{\varepsilon\ge 0}
-          [\delta_{rem}(\varepsilon) + e^\varepsilon\alpha],\;
-          \inf_{\varepsilon\ge 0}\big[1 - e^{-\varepsilon}
-          (1 - \delta_{add}(\varepsilon) - \alpha)\big]\Big)
-
-uses only epsilon >= 0 of both directions' delta curves (what an (eps,
-delta) accountant certifies). This is the TPR/FPR view of risk calibration
-in Kulynych, Gomez, Kaissis, du Pin Calmon, Troncoso, "Attack-aware noise
-calibration for differential privacy", arXiv:2407.02191 (riskcal; Poisson
-only there); here also for balls-in-bins (random allocation, tight PLD of
-Feldman & Shenfeld, arXiv:2602.17284v1) and shuffled batches.
-
-Which side, and why. Both expressions increase with delta, so plugging in
-the *upper* (pessimistic, dominating) PLDs of jaxacct gives an upper bound
-on the TPR of every attack: a certified, conservative risk. The optimistic
-(dominated) PLDs give a lower bound on the TPR of the best attack against
-the accounted pair (the worst case over datasets), which says how much the
-upper bound may overstate; it uses the first formula over every real
-epsilon of the attack's own direction (an optimistic PLD is below the true
-hockey stick at every epsilon). For a discrete PLD, delta is linear in
-:math:`e^\varepsilon` between grid losses, so each infimum is a minimum over
-epsilon = 0 and the grid losses: exact for the discrete pair (host NumPy;
-nothing is compiled here). ``direction="remove"`` is the attack above
-(H1: member), ``"add"`` the reverse orientation (H1: non-member),
-``"both"`` the max of the two.
-
-Advantage: :math:`\max_\alpha \mathrm{TPR}(\alpha) - \alpha` is the total
-variation :math:`H_1 = \delta(0)` (the same in both orientations).
-
-Float rounding: delta at the grid points is a sum of n non-negative terms
-(relative error <= 4 (n + 2) u, u = 2^-53); the upper TPR is computed from
-deltas inflated by that factor and then moved up by 16 u (relative and
-absolute), the lower one mirrored. This ledger is argued, not machine-checked.
-
-Public API: :func:`tpr_at_fpr` and :func:`advantage` (DP-SGD configuration,
-as :func:`jaxacct.dpsgd.epsilon`), :func:`calibrate_noise_multiplier` (the
-smallest certified noise multiplier meeting TPR-at-FPR or advantage targets,
-vectorised over targets), :func:`tpr_from_plds` and
-:func:`advantage_from_plds` (any ``jaxacct.pld.PairPLD``, e.g. from
-``PLDAccountant.composed_plds()``).
-
-Example (N = 60,000, B = 256, E = 10)::
-
-  >>> from jaxacct import risk
-  >>> r = risk.tpr_at_fpr([1e-3, 1e-2], noise_multiplier=1.0, num_examples=60_000,
-  ...                     batch_size=256, num_epochs=10)      # r.upper, r.lower
-  >>> s = risk.calibrate_noise_multiplier(tpr=0.1, fpr=1e-3, num_examples=60_000,
-  ...                                     batch_size=256, num_epochs=10)
+Proofs and sources: docs/bounds/dpsgd.md ("Bounds and proofs /
+DP-SGD: schedule, samplers, statement, risk").
 """
 
 from __future__ import annotations

@@ -7,85 +7,8 @@ pass the mask to :func:`jaxacct.tracking.dp_aggregate` (or multiply
 per-example gradients by it: a clipped zero gradient stays zero), and nothing
 outside the batch influences the step.
 
-Neighbouring relation: ``neighbouring = "add_remove"`` (class attribute of
-both samplers). Adding or removing one example changes nothing else: every
-example joins steps independently of the others (Poisson: its own coins;
-balls-in-bins: its own k-subset), so the accountants below hold for
-add/remove neighbours, under which the dataset size n is *not* public.
-What a training step releases must therefore not depend on n: the divisor of
-the noisy sum is the declared ``expected_batch_size`` (never the padded
-length or the count of real rows; :func:`jaxacct.tracking.dp_aggregate`),
-and so is the padded capacity (below).
-
-Samplers and the accounting that matches them:
-
-=============================================  ==========================================
-sampler                                        accounting (Bound: upper)
-=============================================  ==========================================
-``BallsInBinsSampler()`` (fresh, default):     ``allocation.epsilon(num_steps=t,
-every epoch each example joins a uniformly     num_selected=k, num_epochs=E)``;
-random k-subset of the t steps, drawn anew     tracking: ``RandomAllocationDpEvent``
-and independently of earlier epochs            per epoch
-``BallsInBinsSampler(fresh_each_epoch=False)``  ``allocation.epsilon(...,
-(fixed bins: the k-subset is drawn once and    fresh_each_epoch=False)`` = one epoch at
-reused every epoch; jax_privacy 2.0's          sigma / sqrt(E)
-``BallsInBinsSampling(iterations=t*E,          (``allocation.fixed_bins_pld_epsilon``)
-cycle_length=t)``)
-``PoissonSampler``: every step each example    ``poisson.epsilon(q=q, num_steps=T)``;
-joins independently with probability q         tracking: ``PoissonSampledDpEvent`` per step
-=============================================  ==========================================
-
-:meth:`BallsInBinsSampler.accountant` / :meth:`PoissonSampler.accountant`
-return the ``jaxacct.tracking`` accountant that matches the sampler: a
-``tracking.EventAccountant`` of the event per block whose whole run is
-``.event(sigma=)`` (what ``jaxacct.calibrate`` evaluates; for fixed bins an
-``EpsilonTableAccountant`` of the same accountant's epoch-by-epoch values,
-never the fresh-draw one), and ``.epsilon(sigma=, delta=)`` the front door's
-value for the whole run.
-
-Batch sizes and the padded capacity
------------------------------------
-In both schemes the number of examples in one given step is exactly
-Binomial(n, p) with p = k/t (balls-in-bins: an example's k-subset contains a
-given step with probability k/t, independently across examples) or p = q
-(Poisson).
-
-Declared capacity (``expected_batch_size=m`` given; the documented path):
-the capacity B is :func:`capacity_for`, the smallest multiple of ``multiple``
-(default 8) with ``num_steps * P(Poisson(m + 1) > B) <= overflow_prob``. It
-reads only declared public numbers, never n. The Poisson tail bounds the
-binomial one for every dataset with n p <= m + 1 (Anderson & Samuels 1967,
-"Some inequalities among binomial and Poisson probabilities", Proc. 5th
-Berkeley Symp. 1: P(Bin(n, p) >= j) <= P(Poisson(np) >= j) for j >= np + 1;
-the Poisson tail increases with its mean), i.e. for the declared dataset
-(n p = m) and each of its add/remove neighbours (n p = m +- p). The sampler
-refuses n p > m + 1 (a mis-declared m).
-
-Legacy capacity (``expected_batch_size=None``): the exact binomial quantile
-of Bin(n, p) (``pad_size_for``, internal). It depends on n, so the batch length (a
-shape a jitted program reveals) does too; kept for backward compatibility.
-``pad_size="max"`` gives B = n (never overflows); an int fixes B.
-
-Overflow (a batch larger than B): the batch is *not* truncated and no example
-is dropped; it is padded to the next multiple of B (one more compile of the
-step for that shape) and a ``RuntimeWarning`` says so. The released update
-does not change: :func:`jaxacct.tracking.dp_aggregate` sums every real row
-and divides by the declared ``expected_batch_size`` whatever the length, so
-the update is exactly the accounted subsampled Gaussian (a constant rescaling
-of the noisy sum) and its (epsilon, delta) needs no correction. Only the
-batch *length* (a recompile, step time) reveals the overflow event; if that
-is observable, the run is (epsilon, delta + (1 + e^epsilon) P) with P =
-``overflow_bound`` (:meth:`BallsInBinsSampler.delta_with_overflow`): the
-released transcript differs from one with every length B with probability
-<= P under each of the two neighbours (total variation), for every
-neighbouring pair with n p <= m + 1. Splitting an oversized batch into an
-extra noisy step, dropping examples, or dividing by the realised length
-would each change the mechanism the accountant analyses (opacus#819;
-arXiv:2605.15648: accounting the plain sampled Gaussian then under-reports).
-
-Randomness: numpy ``Generator`` seeded from ``(seed, epoch)`` (balls-in-bins)
-or ``(seed, step)`` (Poisson), so any epoch or step can be regenerated on its
-own; the same seed gives the same batches.
+Proofs and sources: docs/bounds/dpsgd.md ("Bounds and proofs /
+DP-SGD: schedule, samplers, statement, risk").
 """
 
 from __future__ import annotations

@@ -2,56 +2,8 @@
 
 jaxacct computes in float64 but never changes the user's global JAX config.
 
-Policy (tested in ``tests/test_core_dtype.py``): float64 is entered ONCE per
-call into jaxacct, where the call crosses the public surface, and it is
-entered there by construction, not door by door:
-
-* every plain function a public module or package lists in ``__all__`` is a
-  *public door* (:func:`public_door`): its body runs under
-  ``jax.enable_x64(True)``. A public module (``jaxacct.poisson``, ...) or an
-  eager package (``jaxacct.allocation``, ...) ends with
-  ``public_surface(globals())``, which binds its ``__all__`` functions (read
-  then) to their doors; a lazy package (``jaxacct``, ``jaxacct.accounting``,
-  ``jaxacct.mechanisms``) passes ``float64=True`` to
-  ``jaxacct._core.lazy.lazy_exports``, which binds each such name to its door
-  on first access. One door per function (a re-export is the same object);
-  ``functools.wraps`` keeps the name, docstring and signature.
-* Implementation modules carry no boundary: their functions run inside a
-  public door, inside the accountant (a class whose public methods are
-  entered so, :func:`x64_boundary`'s class form: classes are not wrapped by
-  the surface), or through :func:`dispatch`, which enters float64 for the
-  kernels (validate eagerly, then the module-level jitted kernel or its
-  NumPy host twin) and is what a kernel called from inside jaxacct uses.
-  Internal callers reach another package's doors through its public names.
-* Users who run JAX in float32 get float64 results from every public door,
-  and their global setting is untouched (``tests/test_core_dtype.py`` checks
-  that every function in every public ``__all__`` is a door and calls every
-  public callable once with x64 off). Public callables that work in the
-  user's dtype (the optax transforms of ``jaxacct.tracking``) are not doors:
-  ``jaxacct.tracking`` and ``jaxacct.sampling`` do not enter the surface
-  (their functions reach float64 through the public doors they call).
-* A door handed traced input while x64 is off (a user's float32 ``jit`` or
-  ``vmap``) raises the :func:`require_x64` error naming the door by its
-  public path: float64 cannot be switched on inside a trace.
-* A door that runs host-side code (NumPy on its arguments, a Python loop
-  over lanes, a host root search: :data:`HOST_DOORS`) cannot be traced. Handed
-  a tracer where it needs a concrete value, it raises :class:`NotTraceableError`
-  (a ``TypeError``) at its entry, before any work, naming the door, the
-  parameter and what to call instead (:func:`require_concrete`). Every other
-  door traces: under ``jit``/``vmap`` it runs its jitted kernels.
-* The *jittable kernels* (``*_rdp`` functions and the like) may be called
-  inside a user's own ``jit``. There the body is traced with whatever x64
-  setting is active, and a float32 trace would silently lose the precision
-  the bounds need; so kernels call :func:`require_x64` at trace time, which
-  raises a ``RuntimeError`` telling the user to enable x64 (globally, or with
-  ``with jax.enable_x64(True):`` around their jitted call).
-
-The entry template of a public kernel (issue 29): validate eagerly, then one
-module-level jitted kernel that owns its shape buckets, through
-:func:`dispatch` -- the one place that forks on concrete vs traced input
-(with an optional NumPy host path for one concrete question). Static sizes
-that depend on concrete values (summation windows, numbers of terms) come
-from :func:`static_size`.
+Proofs and sources: docs/bounds/numerics.md ("Bounds and proofs /
+Numerics").
 """
 
 from __future__ import annotations

@@ -5,41 +5,8 @@ these functions, with one failure semantics: the jittable kernels return a
 status (``ok``) and the eager callers turn a target that cannot be met into a
 ``ValueError`` naming the bracket (never an infeasible value, a silent 0 or +inf).
 
-* :func:`bisect` -- monotone ``fn`` on a real bracket (halving or Illinois).
-* :func:`bracket_decreasing` -- :func:`bisect` for a non-increasing ``fn`` whose end
-  values the caller supplies (one copy of ``fn`` in the compiled graph; the
-  shuffle pair kernels).
-* :func:`invert_decreasing` -- epsilon(delta) from a decreasing delta(epsilon),
-  upper (smallest feasible) or lower (largest infeasible) end.
-* :func:`refine_bracket` -- bisection on a (costly) feasibility predicate until
-  every live bracket is narrower than ``tol`` (while loop, early stop).
-* :func:`safeguarded_root` -- a problem-specific Newton step inside a kept
-  bracket, with a halving guard (the shuffle fast pair kernel's eps(delta)).
-* :func:`newton_keep_feasible` -- Newton steps on a convex decreasing function
-  from its feasible side, each kept only if still feasible.
-* :func:`newton` -- fixed-iteration Newton steps with a lower safeguard.
-* host side (eager, numpy, costly non-jittable functions):
-  :func:`search_decreasing_host` (vector of targets: bracketing, then secant
-  steps on log x; ``jaxacct.calibrate`` and the risk calibration),
-  :func:`largest_feasible_int_host` (vector of lanes: the largest feasible
-  integer of a monotone predicate; ``jaxacct.calibrate(discrete=True)``),
-  :func:`invert_decreasing_host` (twin of :func:`invert_decreasing`),
-  :func:`first_feasible_on_ladder_host` (first feasible point of a ladder
-  ``x -> x * factor + shift``; +inf if none).
-
-``bisect(fn, lo, hi, increasing=...)`` looks for the boundary of the feasible
-set ``{x : fn(x) <= 0}`` of a monotone ``fn``:
-
-* ``increasing=True``: feasible set is ``[lo, root]``; returns the largest
-  point known to be feasible (the lower bracket end).
-* ``increasing=False``: feasible set is ``[root, hi]``; returns the smallest
-  point known to be feasible (the upper bracket end).
-
-The returned point is therefore always feasible when ``ok`` is True, as
-dp_accounting's ``calibrate_dp_mechanism`` keeps the conservative side. With
-``log_scale=True`` the bracket is bisected geometrically (for positive
-parameters such as sigma that span decades). ``num_iters`` is static, so a
-whole vector of targets runs in one compiled call (``fn`` acts elementwise).
+Proofs and sources: docs/bounds/numerics.md ("Bounds and proofs /
+Numerics").
 """
 
 from __future__ import annotations

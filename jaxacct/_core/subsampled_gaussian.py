@@ -4,70 +4,8 @@ Used by :mod:`jaxacct.poisson` (front doors, calibration) and by
 ``jaxacct.allocation.epsilon``'s ``"decomposition"`` method (Poisson decomposition, Thm 4.6 of
 arXiv:2502.08202v3), so it lives below the schemes.
 
-Each record joins each step independently with probability ``q``; the step
-adds Gaussian noise of standard deviation ``sigma`` (sensitivity 1).
-
-RDP. With :math:`\mu_0=\mathcal N(0,\sigma^2)`, :math:`\mu_1=\mathcal N(1,\sigma^2)`
-and :math:`\mu=(1-q)\mu_0+q\mu_1`, the remove direction is
-:math:`A_\alpha = E_{\mu_0}[(\mu/\mu_0)^\alpha]` and the add direction
-:math:`B_\alpha = E_{\mu}[(\mu_0/\mu)^\alpha]`; :math:`R_\alpha=\log(\cdot)/(\alpha-1)`.
-Mironov, Talwar & Zhang, "Renyi differential privacy of the sampled Gaussian
-mechanism", arXiv:1908.10530v1, Sec. 3, show :math:`A_\alpha \ge B_\alpha`, so
-``direction="both"`` (the max) is :math:`A_\alpha`; ``tests/test_poisson.py``
-checks :math:`B_\alpha \le A_\alpha` numerically on a grid.
-
-Numerics (no catastrophic cancellation, all in log space):
-
-* integer orders <= 1024: the exact binomial expansion (MTZ19 Sec. 3.3, the
-  integer case) written as a sum of *positive* terms,
-  :math:`A_\alpha - 1 = \sum_{k\ge2}\binom{\alpha}{k}q^k(1-q)^{\alpha-k}
-  (e^{k(k-1)/(2\sigma^2)}-1)` (the k = 0, 1 terms cancel against the 1), so
-  :math:`\log(A_\alpha-1)` has full relative precision even at q = 1e-6,
-  where ``log A`` itself is below the float64 resolution of 1 + x;
-* other orders (fractional, or integer > 1024): MTZ19 give a convergent
-  series for fractional orders; its tail decays only polynomially (like
-  :math:`i^{-\alpha-1}` when q is not small), so a fixed-length jittable
-  truncation is inaccurate. We evaluate the same quantity as the integral
-  :math:`A_\alpha-1=E_{u\sim N(0,1)}[f(x(u))]`,
-  :math:`f(x)=(1+x)^\alpha-1-\alpha x\ge 0`,
-  :math:`x=q(e^{u/\sigma-1/(2\sigma^2)}-1)` (the linear term has mean zero),
-  by the trapezoidal rule on ``[-14, alpha/sigma + 14]`` with 320 points
-  for alpha <= 16 and 8192 points above.
-  The integrand is analytic in the strip :math:`|\Im u|<\pi\sigma`, so the
-  relative error is about :math:`e^{-2\pi^2\sigma/h}`, below 1e-13 for
-  alpha <= 16 at sigma >= 0.3 and for :math:`\alpha/\sigma^2 \lesssim 1500`
-  above (all orders that matter at sigma >= 0.3). Where the estimate exceeds
-  1e-13 (smaller sigma, huge alpha/sigma^2) we return the smaller of two
-  upper bounds: A inflated by 100x the estimate, and the log-convex
-  interpolation of log A between the neighbouring integer orders (valid
-  because alpha -> log A_alpha is a log moment generating function). The MTZ19 series at
-  50 digits (mpmath) is the test oracle.
-* add direction (all orders): :math:`B_\alpha-1=E_{\mu_0}[(1+x)^{\gamma}-1-\gamma x]`
-  with :math:`\gamma=1-\alpha<0`, same quadrature, with the integrand written as
-  :math:`g(\gamma\ell)-\gamma g(\ell)`, :math:`g(y)=e^y-1-y\ge0`,
-  :math:`\ell=\log(1+x)`: two nonnegative terms, no cancellation and no series in
-  x (a binomial series in x diverges for :math:`|x|\ge1`, which near
-  :math:`\alpha=1` gave values 6e4x too large and 1.3 % too small, issue 20).
-  The integrand is :math:`O(x^2)` for small x and :math:`O(x)` for large x, so
-  the window ends at :math:`\min(\alpha, 2)/\sigma+14`, and orders <= 16 get
-  2048 points: the drop of :math:`(1+x)^\gamma` is double-exponential, and the
-  remove window :math:`\alpha/\sigma+14` with 320 (or 8192) points left
-  values up to 4.2e-6 relative under mpmath (alpha = 16 and 1024, sigma =
-  0.3-0.5). Now within 1e-14 of mpmath for sigma in [0.1, 5], q in [1e-6, 0.9],
-  alpha in [1.01, 1024].
-  Oracle: mpmath quadrature at 40 digits, :math:`\alpha\in(1, 2]` and beyond.
-
-Bound: exact RDP (upper bound on the mechanism's RDP, tight for the
-dominating pair).
-
-Layouts (:mod:`jaxacct._core.batching`). On the CPU layout an array question
-is one program over the whole batch. On the accelerator layout it is one
-block program of :func:`rdp_block_lanes` lanes (a function of the orders and
-the device's memory, never of the batch), called from a host loop over
-blocks (:func:`run_blocks`): its compile time and peak memory are the same
-at 1e3 and 1e5 lanes (a whole-batch program held f64[S, 255, 255],
-f64[S, 162, 320] and f64[S, 48, 1023] temporaries: 135 GB at S = 1e5). The
-same kernel, so the same values (a test holds the layouts equal to 1e-12).
+Proofs and sources: docs/bounds/poisson.md ("Bounds and proofs /
+Poisson subsampling").
 """
 
 from __future__ import annotations
@@ -163,7 +101,7 @@ def _log_f_negative(xp, gamma, ell, x):
   With ell = log(1+x) and g(y) = e^y - 1 - y >= 0,
   (1+x)^gamma - 1 - gamma x = g(gamma ell) - gamma g(ell): for gamma < 0 a
   sum of two nonnegative terms, so no series in x (the binomial series
-  diverges for |x| >= 1, which issue 20 hit at alpha near 1) and no
+  diverges for |x| >= 1, as at alpha near 1) and no
   cancellation.  ell is recomputed as log1p(x) where |x| <= 1/2, so it
   has relative precision when x is tiny.
   """
@@ -215,7 +153,7 @@ def _log_moment_minus_1_quad(ns, gamma, alpha_for_range, q, sigma,
   if negative:
     # (1+x)^gamma <= (1-q)^gamma and <= (q e^v)^gamma: the integrand's left
     # tail is below e^{-98} relative beyond -sqrt(14^2 + 2|gamma| L),
-    # L = -log(1-q), and beyond -(|gamma|/sigma + 14) (issue 20: at q = 0.999,
+    # L = -log(1-q), and beyond -(|gamma|/sigma + 14) (at q = 0.999,
     # alpha = 256 the fixed -14 cut off the dominant part, 1e-4 under).
     ng = -g
     lo = -xp.minimum(
@@ -325,7 +263,7 @@ def poisson_gaussian_rdp_kernel(orders: np.ndarray, q, sigma, direction: str, ns
   # quadrature groups
   if add:
     # (1+x)^(1-alpha) drops double-exponentially: 320 points left 8.7e-9
-    # under mpmath at alpha = 16, sigma = 0.3 (issue 20 follow-up)
+    # under mpmath at alpha = 16, sigma = 0.3
     groups = [(small, _QUAD_POINTS_ADD_SMALL), (~small, _QUAD_POINTS)]
   else:
     groups = [(~is_int & small, _QUAD_POINTS_SMALL), (~is_int & ~small, _QUAD_POINTS)]
@@ -402,7 +340,7 @@ def rdp_lane_bytes(orders, direction: str = "both") -> int:
   Twice the float64 size of its largest temporaries (the binomial terms of
   each integer block and the quadrature nodes of each group, counted as the
   kernel groups the orders): XLA:CPU's measured temporaries were 1.40 MB a
-  lane for ``DEFAULT_ORDERS`` (2026-11-26), this estimate 2.7 MB.
+  lane for ``DEFAULT_ORDERS``, this estimate 2.7 MB.
   """
   orders = np.asarray(orders, np.float64).ravel()
   is_int = _split_orders(orders)
@@ -430,7 +368,7 @@ def rdp_block_lanes(orders, direction: str = "both") -> int:
   the device alone (64 for ``DEFAULT_ORDERS`` on the CPU's fixed 4 GiB
   budget, 2,048 on an H200). A few thousand lanes fill a GPU: on an H200,
   1e5 sigmas ran in 0.43 s in blocks of 1,024 and 0.45 s in blocks of 8,192
-  (2026-11-26), so the block holds ~1 GB, not a quarter of the card.
+, so the block holds ~1 GB, not a quarter of the card.
   """
   return lanes_for_memory(rdp_lane_bytes(orders, direction), fraction=_MEMORY_FRACTION)
 

@@ -7,58 +7,8 @@ counts, both directions). The text is written against an array namespace
 ``ns`` (:mod:`jaxacct._core.namespace`): ``JAX`` inside a jitted kernel,
 ``HOST`` (NumPy, no compiled program) for a scalar question.
 
-Method
-------
-The masses of each input are put on a ring of ``N`` cells (index mod ``N``:
-:func:`wrap` for a dense grid, :func:`ring` for atoms at integer indices),
-so that the inverse FFT of the product of the spectra raised to the counts
-(:func:`convolve_powers`, powers in polar form by :func:`cpow`, so that a
-count can be traced) is the composed law folded mod ``N``. A plain float64
-FFT has absolute error ~ ``c u`` at every point, which swamps tail masses;
-the composition is therefore also run on exponentially tilted inputs
-``p_j e^{mu x_j} / M(mu)`` (Esscher transform) and untilted by
-``M(mu)^c e^{-mu x}``. Each point keeps the tilt with the smallest error
-bound (:func:`pick_least_error`).
-
-Error control (one model for both callers)
-------------------------------------------
-At a point ``s`` and tilt ``mu`` with untilting factor
-``U = exp(K(mu) - mu x_s)``, the bound is
-
-.. math:: e(\mu, s) = U\,(\varepsilon_{fft} + A(\mu, s)) + |v|\, r(\mu, s),
-
-* ``eps_fft = 32 u (c + 1)(log2 N + 1)`` (:func:`log_fft_bound`, ``u`` =
-  :data:`EPS64`) bounds the per-point absolute error of the normalised
-  (total mass <= 1) tilted convolution: the forward and inverse FFT each err
-  by <= log2(N) * ~7u in 2-norm (Higham, "Accuracy and Stability of
-  Numerical Algorithms", 2nd ed., Thm 24.2), the polar power ``z^c`` by
-  <= (c pi + 2) u per coefficient (``|z| <= 1``), and an error ``dz`` of a
-  coefficient becomes <= ``c |dz|`` after the power; a factor 4 of margin is
-  included. This bound is argued, not machine-checked;
-* ``A(mu, s)`` bounds (Chernoff) the tilted mass outside the window that
-  folds onto ``s``; the caller computes it (:func:`lines_min` gives the
-  exact per-point minimum over Chernoff orders);
-* ``r(mu, s)`` (:func:`exp_rounding`) bounds the relative rounding of the
-  tilt and untilt exponentials: ``4u (c (2 + |mu| max|x| + max|log M|) +
-  |K| + |mu x_s| + 4)``. The normaliser ``M(mu)`` itself need not be exact:
-  the same float is used to tilt and to untilt, so its error cancels.
-
-Which of the two former controls is kept, and why: the allocation engine's
-ledger, because it is a bound in every term (the PLD engine's
-``c * 2.2e-16`` is an estimate, and it left out the exponent rounding),
-so one number both ranks the tilts and, where a caller charges it, keeps a
-certified side certified: :mod:`jaxacct.allocation._pld_compose` adds ``e``
-to its upper masses and subtracts it from its lower ones.
-:mod:`jaxacct.pld._compose` keeps ranking by the estimate
-(:func:`log_fft_estimate`, ``rel=None``) and charges nothing for round-off,
-as before (its values are bitwise those of the former engine). Measured
-reason: the normwise Higham bound is ~``32 (log2 N + 1)`` times the real
-per-point error, and ranking the PLD tilts by it prefers tilts whose folded
-mass is the larger real error: Poisson Gaussian sigma 1, q 0.01, 30 steps,
-step 1e-3: 226 window points changed, relative error against a direct
-(positive, relatively exact) float64 convolution 2.8e-3 instead of 5.1e-5,
-epsilon at delta 1e-10 moved by 9e-6 relative. A tighter per-point FFT bound
-would let both callers rank and charge with one number; not done.
+Proofs and sources: docs/bounds/numerics.md ("Bounds and proofs /
+Numerics").
 """
 
 from __future__ import annotations
@@ -209,7 +159,7 @@ def log_mgf_lattice(probs, step, lams, ref, ns):
   whose factors are all <= 1 (no overflow; ``S >= p_base > 0``), so it keeps
   relative accuracy at large lam, where ``log M(lam)`` itself is
   ~``lam * ref * step`` (1e9 and more) and its ulp (1e-7) would swamp
-  ``log p_ref`` (issue 20).  With ``d = b B + r`` (blocks of ``B = 256``)
+  ``log p_ref``.  With ``d = b B + r`` (blocks of ``B = 256``)
   ``e^{-|lam| d h} = e^{-|lam| b B h} e^{-|lam| r h}``, so S for every lam
   is one matrix product plus ``(N/B + B) * len(lams)`` exponentials (not
   ``N * len(lams)``): the cost of a scalar question on the host.

@@ -7,50 +7,8 @@ Front doors: :func:`epsilon` and :func:`delta` return the best valid bound
 method that won. Sigma calibration: :func:`jaxacct.calibrate` of a
 ``jaxacct.accounting.events.RandomAllocationDpEvent`` (tight allocation PLD).
 
-k-out-of-t over E epochs is accounted as m = kE compositions of 1-out-of-t'
-allocation, t' = floor(t/k) (Lemma 3.2; valid, loose for large k).
-
-Epochs: ``fresh_each_epoch=True`` (default) accounts a *new* k-of-t draw per
-example every epoch (``jaxacct.sampling.BallsInBinsSampler``);
-``fresh_each_epoch=False`` accounts *fixed* bins reused every epoch (jax_privacy
-2.0 ``BallsInBinsSampling(iterations=t*E, cycle_length=t)``), which is exactly
-one epoch at sigma / sqrt(E) (:func:`fixed_bins_pld_epsilon`). Accounting
-a fixed-bin sampler as fresh draws under-reports epsilon.
-
-Methods (``methods=`` keyword), per direction:
-
-=================  ==========  ===========================================  =====
-name               directions  source                                       bound
-=================  ==========  ===========================================  =====
-``rdp_direct``     remove      Thm 4.8 / Cor 4.10 (power series), x m,      upper
-                               Canonne et al. conversion (exact RDP)
-``rdp_add``        add         exact add-direction RDP (``add_rdp``,        upper
-                               quadrature; not in the paper), x m
-``direct_add``     add         Thm 4.9 / Cor 4.10, Gaussian sigma sqrt(t'/m)  upper
-                               with the loss shift m(1-1/t')/(2 sigma^2)
-``decomposition``  both        Thm 4.6 on the Poisson(1/t) profile from     upper
-                               its RDP (``jaxacct.poisson``); k = E = 1
-``decomposition_pld``  both    Thm 4.6 on the Poisson(1/t) PLD           upper
-                               (``jaxacct.pld``, tighter, slower; opt-in)
-``local``          both        no amplification: Gaussian sigma/sqrt(kE)    upper
-``pld``            both        tight allocation PLD (``allocation.pld``)    upper
-``truncated_poisson``  both    Thm 4.1 (Lemma 4.3, sinh Azuma range,      upper
-                               optimised delta split; opt-in, seconds)
-``recursive``      both        Thm 4.2, add profile bootstrapped by the     upper
-                               allocation PLD / Thm 4.9 (opt-in, seconds)
-=================  ==========  ===========================================  =====
-
-One method alone: ``methods=(name,)`` (e.g. ``epsilon(..., methods=("recursive",),
-direction="remove")``); ``details`` holds every method's value per direction.
-``decomposition_pld`` also covers k > 1 / E > 1 (the Thm 4.6 pair as a PLD,
-composed over the m rounds); ``truncated_poisson`` and ``recursive`` cover the
-m rounds by a union bound. Their knobs (the paper's printed Azuma range and
-the authors' delta split, tail fractions, bootstrap, PLD grid step) go through
-``method_options={name: {keyword: value}}``.
-
-Diagnostics (not accountants): :func:`delta_monte_carlo`
-( estimate with confidence interval,
-``delta_lower_bound`` provable lower bound).
+Proofs and sources: docs/bounds/allocation_rdp.md ("Bounds and proofs /
+Random allocation: RDP and analytic bounds").
 """
 
 from jaxacct._core.dtype import public_surface
@@ -75,7 +33,7 @@ from jaxacct.allocation._rdp import allocation_remove_rdp, allocation_remove_rdp
 # :func:`delta` with ``methods=(name,)`` (and ``method_options``); the steps
 # of the methods (the Thm 4.6 gamma and round PLDs, the Thm 4.1 rate, the
 # Thm 4.2 tail) live in
-# ``_bounds`` and ``_recursive`` (issue 29); the add-RDP upper bound of
+# ``_bounds`` and ``_recursive``; the add-RDP upper bound of
 # Thm 4.9 in RDP form is gone (``allocation_add_rdp`` is the exact add RDP,
 # the ``"direct_add"`` method the same bound as a profile).
 __all__ = [

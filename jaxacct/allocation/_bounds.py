@@ -10,7 +10,7 @@ t' = floor(t/k) (Lemma 3.2; potentially loose, always valid).
   with noise sqrt(t') sigma plus c = (1-1/t')/(2 sigma^2). Over m rounds the
   Gaussian parts compose to noise sigma sqrt(t'/m) and **the shift adds up to
   m*c** (the authors' code adds it once, which is not a valid bound for
-  m > 1; see the digest, Sec. 3.2).  Bound: upper.
+  m > 1).  Bound: upper.
 * :func:`local_epsilon` (the front door's ``"local"`` method; not public:
   ``jaxacct.mechanisms.Gaussian(sigma / sqrt(kE)).epsilon(delta)``) -- no
   amplification: each example is in k*E known steps, i.e. a Gaussian with
@@ -27,7 +27,7 @@ t' = floor(t/k) (Lemma 3.2; potentially loose, always valid).
   whose code supports k = E = 1 only). Bound: upper.
 
 These are the front door's methods (``jaxacct.allocation.epsilon`` / ``delta``
-with ``methods=(name,)``), not public themselves (issue 29). Every
+with ``methods=(name,)``), not public themselves. Every
 ``*_epsilon`` returns an :class:`~jaxacct.EpsilonResult` and every
 ``*_delta`` a :class:`~jaxacct.DeltaResult` (``bound="upper"``).
 """

@@ -5,7 +5,7 @@ diagonal a loop trip, a slice update each, with a run-time trip count (the
 near band). Here a trip sums ``DIAGONAL_BLOCK`` diagonals at once, as one
 reduction of gathers from the length-n operands and one slice update, with a
 static trip count: lanes are the leading axis of every op when vmapped, and
-XLA:GPU runs no loop whose length it does not know (issue 45).
+XLA:GPU runs no loop whose length it does not know.
 """
 
 from __future__ import annotations

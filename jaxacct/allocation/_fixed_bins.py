@@ -3,87 +3,8 @@ r"""Random allocation with *fixed* bins across epochs (jax_privacy's balls-in-bi
 Two samplers share the name "balls-in-bins" and the same per-epoch batches,
 but not the same privacy:
 
-* **fresh** (``fresh_each_epoch=True``, jaxacct's default and
-  :class:`jaxacct.sampling.BallsInBinsSampler`): every epoch each example
-  draws a *new* uniformly random set of k of the t steps, independently of
-  earlier epochs. Accounted as the E-fold composition of k-of-t allocation.
-* **fixed** (``fresh_each_epoch=False``): the k-set is drawn once and reused
-  in every epoch (the example sits in the same bins, at the same positions,
-  every cycle). This is jax_privacy 2.0's
-  ``BallsInBinsSampling(iterations=t * E, cycle_length=t)`` (example 7 at
-  steps 78, 312, 546 for t = 234) and
-  ``jaxacct.sampling.BallsInBinsSampler(fresh_each_epoch=False)``.
-  Accounting it as fresh draws *under-reports* epsilon (sigma = 1, t = 100,
-  E = 3, delta = 1e-6: fresh 1.181, fixed 4.660).
-
-Result (this module's; Bound: exact reduction)
-----------------------------------------------
-Fixed bins over E epochs with a one-step dominating pair (P, Q) is *exactly*
-one epoch of k-of-t allocation with the one-step pair (P^E, Q^E) (the E-fold
-composition), in both directions and for every k >= 1. For the Gaussian
-mechanism (P, Q) = (N(1, s^2), N(0, s^2)), (P^E, Q^E) is equivalent to
-(N(1, s^2/E), N(0, s^2/E)), so
-
-.. math:: \delta^{\mathrm{fixed}}_{t,k,E}(\varepsilon;\sigma)
-          = \delta^{\mathrm{alloc}}_{t,k,1}(\varepsilon;\sigma/\sqrt{E})
-          \quad\text{(remove and add)}.
-
-Derivation.
-
-1. *Reduction to a randomizer.* Feldman & Shenfeld, "Privacy amplification
-   by random allocation", arXiv:2502.08202v3, Thm 3.1, bound the adaptive
-   t-step algorithm by its non-adaptive randomizer R (dominating pair
-   (R(*), R(bot)) = (P, Q)). The proof conditions on the allocation of the
-   other n - 1 examples (quasi-convexity of the hockey stick) and then maps
-   the randomizer's outputs to the algorithm's step by step with randomized
-   post-processings phi_{v^{i-1}} (Lemma 2.10); it uses only that the target's
-   participation pattern is drawn independently of the data. It therefore
-   applies verbatim to the E t-step algorithm whose pattern is the set of
-   steps {(e, j) : j in S, e = 1..E} with S a uniform k-subset of [t], drawn
-   once. The dominating pair of fixed bins is the mixture over S of
-   prod_{e,j} (P if j in S else Q) against Q^{E t} (remove; add = swapped).
-2. *Regrouping by position.* Reordering coordinates is a bijection (a
-   post-processing both ways), so group the E observations at each position
-   j: block j is P^E if j in S, Q^E otherwise. The pair is then
-   (mean_S prod_j (P^E if j in S else Q^E), (Q^E)^t): k-of-t allocation of
-   the one-step pair (P^E, Q^E), one epoch. This holds for any mechanism.
-3. *Gaussian.* (N(1_E, s^2 I_E), N(0, s^2 I_E)) and (N(1, s^2/E), N(0, s^2/E))
-   are equivalent pairs (each a post-processing of the other, with the same
-   kernel under both hypotheses): forward, w = mean of the E coordinates;
-   backward, y = w 1_E + s (I - 1 1^T / E)^{1/2} z with fresh z ~ N(0, I_E),
-   which restores the exact law (the mean is a sufficient statistic for the
-   location family and the residual is ancillary). Equivalently the
-   likelihood ratio of the fixed-bin pair,
-   ``L(y) = C(t,k)^{-1} sum_S prod_{j in S} exp(z_j / s^2 - E / (2 s^2))``,
-   ``z_j = sum_e y_{e,j}``, depends on y only through w = z / E, where it
-   equals the k-of-t allocation ratio at s' = s / sqrt(E):
-   ``exp(E w / s^2 - E/(2 s^2)) = exp(w / s'^2 - 1/(2 s'^2))``. Allocation
-   maps equivalent one-step pairs to equivalent pairs (each coordinate is
-   post-processed by the same kernel), so every hockey-stick divergence, of
-   both directions and at every epsilon (including epsilon < 0), coincides.
-   Nothing in 1-3 uses k = 1.
-4. *Mechanisms given as PLDs (and Laplace).* By step 2 the fixed-bin scheme
-   is 1 epoch of k-of-t allocation of the E-fold self-composition.
-   :func:`self_composed` builds it with ``jaxacct.pld.compose``: the
-   composition of pessimistic PLDs is pessimistic (a convex-order increase of
-   the Q-law of the likelihood ratio: FFT composition, tail charges to
-   +inf), which is what ``allocation.pld`` needs for its upper bound; the
-   composition of optimistic PLDs keeps every atom's P-mass at a loss no
-   larger than the true one (up to the composition's 1e-30 aliasing mass),
-   the contract of ``allocation.pld``'s lower path. The Laplace mechanism
-   ("laplace") goes through ``jaxacct.pld.laplace`` the same way.
-
-Checked (tests/test_fixed_bins.py): exact quadrature of the *raw* E t-
-dimensional pair (t = 2, E = 2 and 3, no use of the reduction) against the
-allocation PLD at sigma / sqrt(E); a raw Monte Carlo at t = 100, E = 3; the
-Gaussian through the PLD route (``compose(gaussian(sigma), E)``) against
-sigma / sqrt(E); and fresh-draw accounting shown to under-report.
-
-Public API (``jaxacct.allocation``): :func:`fixed_bins_pld_epsilon`,
-:func:`fixed_bins_pld_delta` (certified upper and lower, ``AllocationPLDBounds``);
-their steps :func:`equivalent_sigma` and :func:`self_composed` are not public. The RDP front doors take
-``fresh_each_epoch=False`` (``jaxacct.allocation.epsilon``/``delta``/
-``calibrate_sigma``), which is the Gaussian identity above.
+Proofs and sources: docs/bounds/fixed_bins.md ("Bounds and proofs /
+Fixed bins").
 """
 
 from __future__ import annotations

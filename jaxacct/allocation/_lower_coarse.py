@@ -1,4 +1,4 @@
-"""Certified lower pairwise sums on a coarsened lattice (private; issue 28, item 5).
+"""Certified lower pairwise sums on a coarsened lattice (private).
 
 The lower law of :mod:`._sum_law` (per cell ``[x_j, x_{j+1})`` a mass ``a``
 and a moment ``g`` in units of ``x_j``; ``x_j = exp(u_ref + j D)``) only has
@@ -7,43 +7,10 @@ below, sub-probability allowed; :mod:`jaxacct.allocation.pld`, facts 1-3):
 any grouping of atoms whose groups are replaced by their barycentres (exact
 mass and first moment) is valid, and so is dropping mass. This module runs the
 exact O(n^2) barycentric kernel of :func:`._sum_law.conv_lower` on a lattice
-``c`` times coarser, which costs about ``1/c^2`` of the fine sum:
+``c`` times coarser, which costs about ``1/c^2`` of the fine sum.
 
-1. *Coarsen* each operand: the ``c`` fine cells ``ck .. ck+c-1`` become one
-   coarse cell ``[x_{ck}, x_{c(k+1)})`` of step ``cD`` holding their total
-   mass and total moment ``sum_l g_{ck+l} r^l`` (``r = e^D``, units of
-   ``x_{ck}``): their barycentre, a contraction (Jensen).
-2. *Sum* the coarse operands with the exact kernel (step ``cD``, ``n/c``
-   cells): every coarse pair sum is accumulated with its exact moment in the
-   coarse cell holding it, a contraction of the sum of the contractions, which
-   is a contraction of the true sum (convex order is preserved by independent
-   sums, fact 2).
-3. *Refine* the output: each coarse output atom (mass ``a``, position
-   ``x_{ck} g / a`` with ``g / a`` in ``[1, r^c)``) is stored unchanged in the
-   fine cell ``ck + l`` that holds it, ``l = floor(ln(g / a) / D)`` clipped to
-   ``[0, c - 1]``, with its moment re-expressed in units of ``x_{ck+l}``
-   (``g / r^l``): the same measure on the fine lattice of the caller (offset
-   ``c o_c`` for the coarse kernel's offset ``o_c``). Atoms past the fine
-   output length (the extreme right edge only) are dropped (a sub-measure).
-
-So the result is a certified lower law, with the same representation as the
-fine kernel's, and positions exact up to rounding: the moment sums and the
-two re-scalings by ``r^l`` add at most about 4 ulp of relative position error
-per level (a log-position shift), far inside the per-level position allowance
-of the float ledger (``eta``, :mod:`jaxacct.allocation.pld`; at least 16 ulp
-per level). Masses are sums of non-negative products as before (relative
-error only). Tightness: a group spans up to ``c`` fine cells instead of one,
-so the second-order collapse error of the lower side grows about ``c^2``-fold
-in the pairwise sums (regridding between levels stays at the fine step);
-measured brackets are in ``tests/test_lower_fft.py``.
-
-``c = 1`` returns the fine kernel's result unchanged. The kernel called here
-sums its far field (``kappa = 0`` on the coarse lattice) by one exact barycentre
-per high cell (:func:`._far_field.far_lower`, another exact-moment grouping);
-``far=False`` there runs every diagonal (the O(n^2) oracle). With the far field
-on, c = 2 stays the default: at n = 1024 the fine sum (c = 1) ran 2-3x the CPU
-time of the coarse one (one level, sigma 0.5 / 2: 1.4 / 6.7 ms against 0.7 /
-2.2 ms, 2026-11-25), and the far field helps both alike.
+Proofs and sources: docs/bounds/allocation_pld.md ("Bounds and proofs /
+Random allocation: the tight PLD").
 """
 
 from __future__ import annotations

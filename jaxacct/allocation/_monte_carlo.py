@@ -1,47 +1,9 @@
 r"""Monte Carlo estimate and a provable lower bound for random allocation.
 
-Not accountants: sanity checks for the upper bounds (digest pitfall 13).
+Not accountants: sanity checks for the upper bounds.
 
-* :func:`delta_monte_carlo` -- Monte Carlo **estimate** of the hockey-stick
-  divergence of the dominating pair used by every bound here (Feldman &
-  Shenfeld, arXiv:2502.08202v3, Thm 3.1 + Lemma 3.2: m = kE rounds of
-  1-out-of-t' allocation, t' = floor(t/k)), in the style of Chua et al. 2024
-  ("How private are DP-SGD implementations?", arXiv:2403.17673) as used in
-  App. F.1:
-
-  .. math:: H_{e^\varepsilon}(P\|Q) = E_{\omega\sim P}\big[[1-e^{\varepsilon-\ell(\omega)}]_+\big],
-
-  per-round loss (remove) :math:`\ell = \mathrm{LSE}_i(x_i/\sigma^2) - \ln t'
-  - \frac1{2\sigma^2}` with :math:`x = e_1 + \mathcal N(0,\sigma^2 I_{t'})`;
-  (add) :math:`x\sim\mathcal N(0,\sigma^2 I_{t'})` and the loss negated. The
-  m round losses add. Every sample lies in [0, 1]; the confidence interval is
-  the two-sided empirical-Bernstein bound (Maurer & Pontil 2009, Thm 4).
-  Plain sampling, no importance sampling: resolves delta down to about
-  10/num_samples. For k = 1 the pair is exactly the scheme's; for k > 1 it is
-  the Lemma 3.2 pair (so the estimate may exceed the true k-of-t delta).
-  Bound: estimate (with a confidence interval), not a guarantee.
-
-* :func:`delta_lower_bound` -- provable lower bound on the remove-direction
-  delta (Chua et al. 2024 "max" test, digest Sec. 3.8): for any threshold C,
-  :math:`\delta \ge p(C)^m - e^\varepsilon q(C)^m` with
-  :math:`p(C)=1-\Phi(\frac{C-1}\sigma)\Phi(\frac C\sigma)^{t'-1}`,
-  :math:`q(C)=1-\Phi(\frac C\sigma)^{t'}` (the event "max exceeds C in every
-  round"), maximised over a grid of C. Bound: lower (for the m-round
-  1-of-t' pair; for k = 1 a lower bound on the scheme itself).
-
-* :func:`true_allocation_delta_monte_carlo`,
-  :func:`true_allocation_epsilon_monte_carlo` -- Monte Carlo of the TRUE
-  k-of-t allocation pair over E fresh epochs (no Lemma 3.2 reduction): the
-  likelihood ratio ``e_k(x) / C(t, k)`` by a stable O(t k) recurrence, an
-  adapted mixture of symmetric importance samplers (deltas down to 1e-8 and
-  below), an estimate with a normal-approximation interval, and a lower bound
-  that holds with probability 1 - beta (empirical Bernstein on truncated
-  samples). For k > 1 this says how far the reduction's upper bound is from
-  the scheme (the certified ``lower`` of ``allocation.pld`` bounds the reduced
-  object only). Bound: estimate (``lower``: lower with probability 1 - beta).
-  Measured (remove direction, which binds; CPU shared by ~5 jobs):
-  sigma = 2, k = 10, t = 100, delta = 1e-6: 2.4035, 99 % CI [2.4016, 2.4054],
-  1e-3-lower 2.3968 (2.1e5 samples, 34 s), vs the reduction's upper 2.4246.
+Proofs and sources: docs/bounds/allocation_rdp.md ("Bounds and proofs /
+Random allocation: RDP and analytic bounds").
 """
 
 from __future__ import annotations

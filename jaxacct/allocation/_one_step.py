@@ -7,7 +7,7 @@ builder (:func:`jaxacct.allocation._pld_laws.laws_batch`) takes the host arrays 
 inputs for concrete lanes instead of computing them in-program: the quantile
 ``ndtri``, the four ``log_ndtr`` tails and the Gauss-Legendre cell integrals
 were about a sixth of its instructions (1,030 of 5,719 optimised HLO
-instructions, 2026-11-25), compiled on every fresh process, for work that takes
+instructions), compiled on every fresh process, for work that takes
 well under a millisecond per lane on the host. It also lets one compiled
 program serve both mechanisms.
 """

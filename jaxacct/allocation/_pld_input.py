@@ -6,71 +6,8 @@ and their 1-of-t sum laws (``pld_final_laws``). The validity argument for the
 sums is in the docstring of :mod:`jaxacct.allocation.pld`; the one for the
 one-step laws follows.
 
-A PLD (P-masses p_i at losses l_i, ``inf_mass`` at +inf) is the pair
-(P = p, Q = e^{-l} p + the rest where P = 0). The Q-law of X = L(Y) has atoms
-x_i = e^{l_i} with Q-mass e^{-l_i} p_i, an atom at x = 0 with the remaining
-Q-mass 1 - sum e^{-l_i} p_i, and ``inf_mass`` as a first moment at +inf (the
-upper law's ``minf``: H_rem of the allocation gets exactly inf_mass, one
-coordinate being P-distributed; E_Q X = 1 - inf_mass).
-
-* Upper: from a pessimistic PLD. Claim (checked): jaxacct.pld's pessimistic
-  PLDs are convex-order increases of the true Q-law of L, so their canonical
-  pair Blackwell-dominates the true pair (both directions at once), and by
-  Feldman & Shenfeld, "Privacy amplification by random allocation",
-  arXiv:2502.08202v3, Thm 3.1 (allocation of a mechanism dominated by a
-  randomizer R is dominated by the allocation of R; with Lemma 2.10,
-  Kairouz-Oh-Viswanath, the allocation pair is Blackwell-monotone in the
-  one-step pair) the allocation built from it dominates the true allocation
-  in both directions. Per rounding: connect-the-dots (Doroshenko
-  et al., arXiv:2207.04380v1 Sec. 3) keeps P- and Q-mass of every cell, i.e.
-  in x-space a mean-preserving split onto the two knots around the atom.
-  "ceil" rounding and the moves of tail mass to the first grid point keep the
-  P-mass (= the first moment of X) but lose Q-mass: the atom moves up from x
-  to x' > x with Q-mass p/x' and the lost Q-mass p/x - p/x' lands at x = 0,
-  i.e. a mean-preserving split onto {0, x'}, again a convex-order increase
-  provided the 0-atom is taken as the *residual* 1 - sum e^{-l} p (it is).
-  Mass moved to +inf: a split onto {0, +inf} (the ``minf`` slot).
-  A P-mass deficit is put at +inf; a float excess E_P[e^-L] - 1 <= 1e-6 is
-  repaired by moving the lowest-loss P-mass to +inf; larger excess raises.
-* Finding: jaxacct.pld's *optimistic* PLDs are not pairs (losses rounded
-  down with the P-mass kept: E_P[e^-L] > 1 by about step/2), and no single
-  law below the truth exists from rounded-down atoms alone when the 0-atom is
-  short: a true cell barycentre can be anywhere in [x, x e^h). The lower law
-  is therefore built from the bounds they do give (``lower_one_step``): with
-  w_i = p_i e^{-l_i} (the most Q-mass a true cell can have), Jensen per cell
-  gives C(a) = E(X - a)_+ >= sum w_i (x_i - a)_+ and P(a) = E(a - X)_+ >=
-  a - sum w_i min(x_i, a) - (missing P-mass) =: g(a), g convex. The law with
-  P-function max(g, 0) keeps the atoms above the root a* of g and collapses
-  all lower ones into one atom at a* with mass 1 - (kept mass) and their
-  moment: it is below the truth for every non-negative monotone convex
-  function (increasing: remove; decreasing: add), which is what sums need.
-  For an exact pair (e.g. ``randomized_response(eps0)`` at step eps0, or
-  ``from_pair`` on grid losses) it is the exact Q-law. A single pessimistic
-  PLD given alone is used for both bounds: the lower then bounds the
-  allocation of that discrete pair (the true one when it is exact).
-* ``PairPLD(remove, add)``: the remove allocation uses the remove PLD, the
-  add allocation the add PLD read as the reversed pair (x = e^{-l}, Q-mass p,
-  0-atom inf_mass; its lower atoms sit at the top of their cells, valid for
-  the decreasing add profiles): two S-laws. ``(upper, lower)`` tuples take
-  PLDs or PairPLDs.
-* Checked against exact enumeration (randomized response, a 3-outcome pair:
-  multinomial sums), the built-in Gaussian/Laplace laws, and exact
-  composition (tests/test_allocation_pld_mechanism.py).
-* A 0-atom q0 of X (Q-mass where P = 0, e.g. randomized response with
-  delta0 > 0, or a PLD with E_P[e^-L] < 1): inside the sum kernels a sum
-  0 + x lies at x, below the pairwise sum's window when the law is
-  concentrated, and would be dropped (lower) or split onto {0, x_0} (upper):
-  valid but loose (q0 = 0.26, t = 2: [0.067, 0.195] around 0.165). So when
-  1e-12 < q0 < 0.5 the laws are split exactly: S_t = S~_K with S~ the sum of
-  the law given X > 0 and t - K ~ Bin(t, q0); the components K = t - z,
-  z < zc (zc <= 64, P(Z >= zc) <= 1e-3 tail) are computed as extra lanes,
-  weighted and concatenated (profiles are linear in the law), K = 0 adds
-  q0^t at S = 0 and the remaining binomial tail is charged to the upper and
-  dropped from the lower (``_pld_laws_batch``). Then q0 = 0.26, t = 2 gives
-  [0.1647482, 0.1647482] and randomized response with delta0 = 1e-3 brackets
-  the exact enumeration to ~1e-9 relative at t <= 3. If zc would exceed 64
-  the 0-atom stays in the kernels (valid, looser). The one-step PLD is first re-gridded (split / collapse)
-  onto the n-knot lattice, so its own size only costs an O(size) pass.
+Proofs and sources: docs/bounds/allocation_pld.md ("Bounds and proofs /
+Random allocation: the tight PLD").
 """
 
 from __future__ import annotations

@@ -161,7 +161,7 @@ def composed_epsilons(C: Composed, delta, ns=JAX):
 #: of two): the smallest N >= SWEEP_SIZE_FACTOR * sqrt(c * ln(1/tau) / ln(1e12))
 #: over the chunk's lanes (c = k E composed rounds, tau the window tail). The
 #: lattice split adds a relative spread of order (W / N)^2 / var to a law of
-#: width W ~ sqrt(c ln(1/tau)); measured (2026-11-25, 16 sigmas in [0.5, 5],
+#: width W ~ sqrt(c ln(1/tau)); measured (16 sigmas in [0.5, 5],
 #: t = 234 E = 10 and 100, t = 100 k = 10 E = 20) the upper moves by
 #: <= 110 c / N^2 relative, so this ladder keeps it near 1e-4 or below.
 SWEEP_SIZE_FACTOR = 1024.0

@@ -5,72 +5,8 @@ arXiv:2502.08202v3, Lemma 4.3, Thm 4.1, Thm 4.2 (Gaussian randomizer,
 sensitivity 1). k-out-of-t over E epochs is m = kE rounds of 1-out-of-t',
 t' = floor(t/k) (Lemma 3.2). Each round satisfies Lemma 4.3,
 
-.. math:: \delta_{A_{t'}}(\varepsilon) \le \delta_{P_{t',\eta}}(\varepsilon) + \beta(\eta),
-
-where the extra term is the probability of the event on which the posterior
-scheme and its truncation at rate eta differ (a coupling), so over m
-(adaptively) composed rounds the profiles add up to
-delta_{P_{t',eta}^{(m)}}(eps) + m beta (union bound over the rounds, as in
-the paper's Lemma C.2). The Poisson part is the pessimistic (upper) PLD of
-``jaxacct.pld`` (t' m composed Poisson-subsampled Gaussian steps at rate eta),
-not dp-accounting's 1e-4 grid: our values are therefore lower than the
-authors' where theirs is discretisation-limited (digest Sec. 5.3, pitfall 9).
-
-Truncated Poisson / "analytic" (Thm 4.1)
-----------------------------------------
-beta <= t' delta0 + delta'' with (eps0, delta0) one Gaussian step's exact
-profile and, by maximal Azuma-Hoeffding on S_i = sum_{j<=i} (1 - L(Y_j)),
-
-.. math:: \gamma = w(\varepsilon_0)\sqrt{2 (t'-1) \ln(1/\delta'')}/t', \qquad
-          \eta = 1/(t'(1-\gamma)).
-
-The paper prints w = cosh(eps0); the increments of the pure-eps0 randomizer
-R-hat (Claim B.8) lie in [1 - e^{eps0}, 1 - e^{-eps0}], an interval of length
-2 sinh(eps0), so **w = sinh(eps0)** (``azuma="sinh"``, default). Argument:
-under A(*) (posterior scheme), E[D_{i+1} | prefix] = lambda_i (1 - e^{R_2})
-<= 0, and under Q^t it is 0; Hoeffding's lemma for a mean <= 0 variable in an
-interval of length c gives E[e^{s D}|F] <= e^{s^2 c^2/8}, so
-exp(s S_i - i s^2 c^2/8) is a non-negative supermartingale and Ville's
-inequality gives P(max_{i<=t'-1} S_i >= x) <= exp(-2 x^2/((t'-1) c^2)); B(eta)
-is {max_{i<=t'-1} S_i > t' gamma}. The tests check the resulting tail against
-a Monte Carlo of the first-passage event. ``azuma="cosh"`` with
-``split="authors"`` reproduces the authors' code (t' in place of t'-1,
-delta0 = 0.99 delta/(t' m), delta_P = 0.005 delta, delta'' = 0.005 delta/m).
-gamma >= 1 - 1/t' (eta >= 1: no amplification left) returns +inf (vacuous).
-The default split searches delta_P / delta over ``tail_fractions`` and, for
-each, the delta0 / delta'' split minimising gamma on a 256-point grid
-(closed form, cheap): every candidate is a valid bound, the minimum is kept.
-
-Recursive (Thm 4.2)
--------------------
-Per round, with eta = e^{2 eps'}/t' <= 1 and tau = 1/(e^{eps'}(e^{eps'}-1)),
-
-.. math:: \vec\delta \le \vec\delta_{P_{t',\eta}} + \tau\,\overleftarrow\delta_{A_{t'}}(\varepsilon'),
-          \qquad \overleftarrow\delta \le \overleftarrow\delta_{P_{t',\eta}}
-          + \tau e^{2\varepsilon'}\,\overleftarrow\delta_{A_{t'}}(\varepsilon').
-
-The factor 1 in tau (the paper's Claim B.10 as printed gives 2) rests on the
-one-sided bound P_P(loss > 2e) <= H_{e^e}(P||Q)/(1 - e^{-e}): with
-C = {loss > 2e}, H_{e^e}(P||Q) >= P(C) - e^e Q(C) >= P(C)(1 - e^{-e}) since
-Q(C) <= e^{-2e} P(C) (tested on the Gaussian pair). The add profile of one
-round is bootstrapped with the best valid bound available: the tight
-allocation PLD upper bound (``allocation.pld``, default), the direct add bound
-(Thm 4.9) or the decomposition (Thm 4.6); the minimum of those requested.
-eps' is chosen so that the tail m tau delta_A(eps') is a fraction f of delta
-for f in ``tail_fractions`` (smallest eps' on a 400-point grid); every
-candidate with eta <= 1 is a valid bound and the minimum is returned (no
-eta cut-off beyond the theorem's eta <= 1).
-
-Reached through :func:`jaxacct.allocation.epsilon` / ``delta`` with
-``methods=("truncated_poisson",)`` / ``("recursive",)`` (knobs through
-``method_options``): :func:`truncated_poisson_epsilon`,
-:func:`truncated_poisson_delta`, :func:`recursive_epsilon`,
-:func:`recursive_delta`, with the steps :func:`truncated_poisson_rate` and
-:func:`recursive_tail`. All are eager (scalar sigma, t, delta/eps): each
-candidate builds one FFT-composed Poisson PLD (about 1-5 s on 2 CPU cores).
-The ``*_epsilon`` functions return an :class:`~jaxacct.EpsilonResult`, the
-``*_delta`` ones a :class:`~jaxacct.DeltaResult` (``bound="upper"``, numbers
-as ``np.float64``).
+Proofs and sources: docs/bounds/allocation_rdp.md ("Bounds and proofs /
+Random allocation: RDP and analytic bounds").
 """
 
 from __future__ import annotations

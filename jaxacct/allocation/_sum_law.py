@@ -5,74 +5,8 @@ validity argument are in that module's docstring. Windows and re-grids are
 in :mod:`._regrid` (one text with the NumPy twin :mod:`._sum_law_host`). Everything here is
 jittable and vmappable in ``sigma`` and ``t``; the grid size ``n`` is static.
 
-Representation of a law on a geometric lattice (all arrays length n or m):
-
-* lattice: knots ``x_j = exp(u_ref + j * D)`` for integer ``j``; an array
-  carries an integer ``off`` so that its element ``i`` sits at knot
-  ``off + i``.
-* upper law: masses ``p`` *at the knots*, an atom ``q0`` at ``x = 0`` and a
-  moment defect ``minf`` (first moment carried "at infinity": it adds
-  ``minf / t`` to the remove profile and nothing to the add profile).
-* lower law: per cell ``[x_j, x_{j+1})`` a mass ``a`` and a moment ``g``
-  measured in units of ``x_j`` (so the atom sits at ``x_j * g / a``), plus an
-  atom ``q0`` at 0. Mass outside the window is dropped (sub-probability).
-
-Cost. A level of the binary powering needs X + X and A + B (X = A or B by the
-bit of t; X + X runs one orientation, doubled), each in its own loop. A pair (i, i + d) sums to ``x_{i+d} (1 + r^-d)``, r = e^D, so
-only diagonals with ``kappa(d) >= 1`` (``r^-d >= r - 1``) reach past the next
-knot. The loop runs the *near band* ``d < d_band`` (a traced trip count,
-:func:`._far_field.band_limits`); the *far field* ``d >= d_band`` is summed in
-O(n log n) per level (:mod:`._far_field`, ``far_prefix``: prefix sums and the geometric filter
-``sum_i x_i r^-(j-i)`` by recursive doubling, one filter for all sums of a
-level):
-
-* upper (``far_upper``): the pairs of high knot j put ``b_j sum_i a_i
-  w_{j-i}`` on knot j + 1 and the rest on knot j, ``w_d = r^-d / (r - 1)``:
-  the same mean-preserving splits as the loop, re-associated. The band ends
-  where ``w_d <= 1/2``, so the knot-j mass ``P - W`` (a difference) keeps its
-  relative accuracy (at most a factor 2 lost).
-* lower (``far_lower``): the far pairs of high cell j form ONE group,
-  replaced by its exact barycentre (mass and moment are prefix sums and a
-  geometric filter of non-negative terms) and stored in the cell holding it
-  (j or j + 1): an exact-moment grouping, hence a mean-preserving contraction
-  like the loop's per-cell rule (facts 1-2 of :mod:`jaxacct.allocation.pld`).
-  The band ends where ``kappa(d) = 0``.
-
-``d_band`` is about ``ln(1/(r - 1)) / D``, so a level costs O(n d_band + n log n)
-instead of O(n^2) -- but only where the window spans more than about
-``e^{ln(2/D)}`` in x. The one-step lattice of a small sigma does (sigma = 0.5:
-D = 0.029, d_band = 147 of 1024); as S concentrates the windows narrow and D
-refines level by level, and from sigma ~ 1.2 on (t = 234, n = 1024) every level
-has d_band >= n: no far field, the plain O(n^2) loop (measured near-band share
-of the loop work over sigma in [0.5, 5], t = 234: 0.80). ``method="reference"``
-keeps the vmapped pair of asymmetric sums over every diagonal (no far field)
-as the test oracle.
-
-The loop body of a diagonal is ONE fused kernel and ONE in-place slice
-update of one complex output row: the upper's knot-j and knot-(j+1) parts as
-its real and imaginary parts (added, one knot apart, in finish); the lower's
-mass and moment as ``a + i g``, the part of a pair that moves one cell up
-entering at the next element (``m_i + m'_{i-1}``), its per-diagonal scalars
-from tables. XLA:CPU pays a fixed cost per kernel of a loop trip (about
-0.3-0.5 us), which the former two (upper) and four (lower) real rows and the
-lower's in-loop exponentials paid several times a diagonal: laws 1.4x (upper)
-and 2.1x (coarse lower) faster at n = 1024 (2026-11-26). More diagonals per
-trip (2, 4, 8 in one fused update) gained nothing more: the upper is then
-bound by its arithmetic.
-
-Accelerator layout (:func:`jaxacct._core.batching.layout`): the near band in
-static blocks of diagonals, one gather-reduction a trip
-(:mod:`._diagonal_blocks`); the same pairs, weights and cell rule.
-
-Float ledger of the far field: :mod:`._far_field` (``far_ulps`` per level,
-added to ``rel`` in :mod:`._pld_laws` and to the ``eta`` ledger here).
-
-Why not FFT: knots i <= j sum to knot j + log(1 + r^{-(j-i)}) / D, a function
-of neither i + j nor j - i, so a pairwise sum is no convolution of the arrays
-(the far field is where it is constant). In x (a linear grid) it is, but the
-lower law needs exact moments (an FFT's absolute error moves merged atoms) and
-the upper relative accuracy in 1e-20 tails: a sub-quadratic near band needs
-tilted FFTs with a round-off bound on linear-in-x slabs (not built).
+Proofs and sources: docs/bounds/allocation_pld.md ("Bounds and proofs /
+Random allocation: the tight PLD").
 """
 
 from __future__ import annotations
@@ -223,7 +157,7 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
       # at element start + j of one complex row (real: knot j, imaginary: the
       # knot to its right, shifted in finish), ONE in-place slice update a
       # diagonal (two real rows, two kernels: 1.3x the CPU; one real row with
-      # (1 - w) v_j + w v_{j-1}: 1.1x, v formed twice; 2026-11-26).
+      # (1 - w) v_j + w v_{j-1}: 1.1x, v formed twice).
       k = kap[d]
       w = om[d]
       v = lA[0] * lax.dynamic_slice(hB, (d + 1,), (L + 1,))
@@ -324,7 +258,7 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
       # output cell start + j (sum below x_{h+k+1}) or start + j + 1; element
       # start + i gets the first part of element i and the second of i - 1.
       # Mass a and moment g ride in one complex row (a + i g): ONE in-place
-      # slice update a diagonal (four real rows: 2x the CPU, 2026-11-26).
+      # slice update a diagonal (four real rows: 2x the CPU).
       # Moments in units of the cell's left knot: times the rounded e^{-kD},
       # e^{-D} (the ledger of a division).
       k = kap[d]
@@ -452,8 +386,7 @@ def _regrid_both(regrid, A, LA, B, LB, jl, D2, n):   # (regrid(A), regrid(B)), o
 #: With one slice update a diagonal the loops are bound by their arithmetic
 #: and memory traffic, so the elements count: 4 pieces (0.625 n^2 a sum
 #: against 0.75 n^2 for 2) take the laws of 128 sigmas (t = 234) from 0.78 to
-#: 0.65 s for 0.34 s more compile (1.59 -> 1.93 s; 3 pieces: 0.73 s, 1.80 s;
-#: 2026-11-26).
+#: 0.65 s for 0.34 s more compile (1.59 -> 1.93 s; 3 pieces: 0.73 s, 1.80 s).
 PIECES = 4
 METHODS = ("fast", "loop", "reference")
 

@@ -5,48 +5,8 @@ One call turns a training configuration -- dataset size N
 target epsilon to calibrate it to), ``delta``, the batch ``sampling`` and the
 neighbouring relation -- into an immutable :class:`PrivacyStatement`:
 
-* the certified epsilon bracket of the run under the sampler used (upper,
-  and lower where one is known), from :func:`jaxacct.dpsgd.epsilon`; with
-  ``target_epsilon``, sigma from :func:`jaxacct.dpsgd.calibrate_noise_multiplier`
-  (so ``epsilon.upper <= target_epsilon``);
-* side by side, at the same sigma and delta: Poisson subsampling at rate
-  q = B/N over the same number of steps T (tight PLD upper bound), and full
-  batch (every example in every one of the T steps: T full-batch Gaussian
-  steps, exact epsilon of one Gaussian with sigma / sqrt(T));
-* the units (``sampling_rate``, ``steps_per_epoch``, ``total_steps``, ...),
-  the divisor of the noisy sum and the assumptions the numbers rest on.
-
-``to_dict()`` is JSON-ready (plain floats, ints, strings, None); ``str()``
-is a readable multi-line statement (as TensorFlow Privacy's
-``compute_dp_sgd_privacy_statement``, with the bracket and the comparison).
-Nothing here computes by itself: every number comes from a front door of
-:mod:`jaxacct.dpsgd`, or from the kernel of ``jaxacct.mechanisms.Gaussian.epsilon``
-(compiled as one program).
-
-Neighbouring relations each sampler's accounting supports
-(the table below; :func:`statement` refuses the other pairs):
-
-=================  ==========================  ==================================
-``sampling``       ``neighbouring``            bound
-=================  ==========================  ==================================
-``balls_in_bins``  ``"add_remove"``            random-allocation PLD (add/remove,
-                                               zero-out convention); no replace-
-                                               one analysis is implemented
-``poisson``        ``"add_remove"``            Poisson-subsampled Gaussian PLD
-                                               (add/remove)
-``shuffle``        ``"add_remove"``,           no amplification: exact Gaussian
-                   ``"replace_one"``           with sigma / sqrt(E) (add/remove)
-                                               or sigma / (2 sqrt(E)) (replace:
-                                               the sum moves by <= 2C)
-=================  ==========================  ==================================
-
-Example::
-
-  >>> from jaxacct.dpsgd import statement
-  >>> s = statement(num_examples=60_000, batch_size=256, num_epochs=10,
-  ...               delta=1e-5, target_epsilon=3.0)   # doctest: +SKIP
-  >>> s.noise_multiplier, s.epsilon_upper <= 3.0      # doctest: +SKIP
-  (0.6835..., True)
+Proofs and sources: docs/bounds/dpsgd.md ("Bounds and proofs /
+DP-SGD: schedule, samplers, statement, risk").
 """
 
 from __future__ import annotations

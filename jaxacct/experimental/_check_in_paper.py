@@ -1,8 +1,8 @@
 r"""Shuffled check-in as printed by Liew et al.: NOT valid privacy bounds.
 
 Source: Liew, Hasegawa & Takahashi, "Privacy Amplification via Shuffled
-Check-Ins", arXiv:2206.03151v2 (digest ``shared/digests/liew-shuffled-check-in.md``).
-Moved out of the shuffle check-in module (issue 16): nothing here is used by
+Check-Ins", arXiv:2206.03151v2.
+Moved out of the shuffle check-in module: nothing here is used by
 a front door, and every result says ``bound="estimate"`` (:data:`UNSOUND`).
 The certified bounds for the same mechanisms are
 ``jaxacct.shuffle.check_in_epsilon`` / ``check_in_gaussian_epsilon`` (upper)
@@ -10,7 +10,7 @@ and the curves of ``jaxacct.shuffle.bounds`` (``check_in_*_rdp``, upper;
 ``*_rdp_lower``, lower).
 
 * :func:`paper_lemma1_rdp` -- Lemma 1 (Eq. 2), the DP->RDP "conversion" as
-  printed. Counterexample (digest Sec. 1.3; regression
+  printed. Counterexample (regression
   ``tests/test_shuffle_check_in.py::test_printed_lemma1_is_unsound``): at
   eps = 1, delta = 0, order 2 it returns < 1e-10, although binary randomized
   response with eps = 1 -- which is (1, 0)-DP -- has RDP 0.7353 at order 2;
@@ -60,7 +60,7 @@ def fmt_shuffle_dp(k, eps0, delta0, delta1):
   """FMT 'Hiding among the clones' Thm 3.8 as printed in Liew et al. Eqs. 10-11.
 
   Falls back to (eps0, delta0) (no amplification) when the FMT condition
-  eps0 <= log(k / (16 log(2/delta1))) fails (the paper does not say; digest 3.3).
+  eps0 <= log(k / (16 log(2/delta1))) fails (the paper does not say).
   (``jaxacct.shuffle.clone_epsilon_closed_form`` is the sound Thm 3.1 with the
   4/delta condition; this one keeps the paper's printed 2/delta.)
   """
@@ -195,7 +195,7 @@ def paper_lemma1_rdp(orders, *, eps, delta):
   \big(r^\lambda(r-\delta)^{1-\lambda}+(1-r)^\lambda(e^\epsilon-r+\delta)^{1-\lambda}\big)`.
   The minimum over r returns the *least* divergence compatible with the
   (eps, delta) boundary, so this is not an upper bound (at delta = 0 it is
-  ~0 for every eps; no finite DP->RDP bound exists for delta > 0). Digest Sec. 1.3.
+  ~0 for every eps; no finite DP->RDP bound exists for delta > 0).
 
   Returns: float64, shape ``broadcast(eps, delta).shape + (len(orders),)``.
   Bound: none (unsound).

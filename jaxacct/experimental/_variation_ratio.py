@@ -3,11 +3,11 @@ r"""Per-randomizer variation-ratio rows (Wang et al.) -- NOT upper bounds.
 Source: S. Wang et al., "Privacy Amplification via Shuffling: Unified,
 Simplified, and Tightened", arXiv:2304.05007v5, Table 6 / repository README
 (``wangsw/PrivacyAmplification``), parameter rows ``(p, beta, q)`` per
-randomizer; jaxacct digest ``wang-variation-ratio-shuffle.md`` §2 and §7.
+randomizer.
 
 Every row with leftover weight ``1 - alpha - p alpha > 0`` (i.e.
 ``beta < (p-1)/(p+1)``) rests on App. C's Lemma 4.5, whose post-processing
-step is not exact (digest §7.1). The pair's delta is then BELOW the true
+step is not exact. The pair's delta is then BELOW the true
 shuffled delta on some datasets:
 
 * 4-RR, n = 3, e^eps0 = 3, e^eps = 2: the k-RR row certifies 7/216; exact
@@ -15,7 +15,7 @@ shuffled delta on some datasets:
   with both others on a third value). Regression test:
   ``tests/test_shuffle_exact.py::test_vr_krr_k4_n3_exceeds_pair``.
 * 3-RR, n = 16, eps0 = ln 3, delta = 1e-6, others holding x^0: true eps >=
-  1.0951 vs the row's 0.9756 (digest §7.2).
+  1.0951 vs the row's 0.9756.
 
 For k-RR (and every extremal randomizer) the row's pair IS a valid LOWER
 bound (Thm 5.1): use ``jaxacct.shuffle.bounds.variation_ratio_lower_epsilon``
@@ -34,7 +34,7 @@ from jaxacct.shuffle.bounds import variation_ratio_pair_delta, variation_ratio_p
 
 
 def row_parameters(mechanism: str, eps0: float, **options):
-  """``(p, beta, q)`` of a README / Table 6 row (digest §2). Not a bound.
+  """``(p, beta, q)`` of a README / Table 6 row. Not a bound.
 
   Supported: ``"k_rr"`` (option ``k``), ``"laplace"`` (on [0, 1]),
   ``"rappor"``, ``"local_hash"`` (option ``l``), ``"generic"``.

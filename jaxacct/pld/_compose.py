@@ -87,7 +87,7 @@ def _compose_core(probs_list, offsets, infs, step, pessimistic, counts, *,
   # All log-MGFs are taken relative to each input's top atom index (integer
   # bookkeeping), so the untilting exponent is
   #   sum_k c_k R_k(lam) + lam h (J - s),  J = sum_k c_k top_k,
-  # with no cancellation of the large terms lam * L (issue 20: at lam = 1e9
+  # with no cancellation of the large terms lam * L (at lam = 1e9
   # the absolute form lost 2e-7 per factor on discrete PLDs).
   s_idx = m + xp.arange(size)
   mean_idx = sum(c * xp.sum(xp.arange(p.shape[0]) * p) /
@@ -130,7 +130,7 @@ def _compose_core(probs_list, offsets, infs, step, pessimistic, counts, *,
   # mass above the window lands (circularly) on point i from s >= m+size+i,
   # mass below it on point i from s <= m+i-size.  A per-point bound (not one
   # number per tilt) keeps a steep tilt selectable near the window top when
-  # its own top tail aliases onto the bottom (issue 20: composed RR at the
+  # its own top tail aliases onto the bottom (composed RR at the
   # support edge kept a flatter tilt, 1e-8..1e-5 relative error in the top
   # atoms).  Integer gaps to the edges, in loss units.
   gap_hi = (top_j - (m + size)).astype(xp.float64) * step
@@ -246,7 +246,7 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
   round-off ``count * 2.2e-16`` + a Chernoff bound on the tilted mass that
   aliases onto that point from outside the window).  All log-MGFs are kept
   relative to each input's top atom (integer offsets), so the untilting
-  exponent has no cancellation even at lam ~ 1e9 (issue 20).  This is the
+  exponent has no cancellation even at lam ~ 1e9.  This is the
   Esscher-transform trick (cf. saddlepoint methods); 4 FFT passes, run by
   :mod:`jaxacct._core.tilted_fft` (whose docstring says why the tilts are
   ranked by this estimate and not by its certified bound).

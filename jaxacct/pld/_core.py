@@ -4,42 +4,8 @@ Composition (FFT, exponential tilts) lives in :mod:`jaxacct.pld._compose`,
 the delta/epsilon queries in :mod:`jaxacct.pld._query`; all are re-exported
 by :mod:`jaxacct.pld`.
 
-A :class:`PLD` stores the P-mass of the privacy loss ``L = log(P(o)/Q(o))``,
-``o ~ P``, on the uniform grid ``loss_i = (offset + i) * step``, plus
-``inf_mass`` (mass at ``L = +inf``, and every truncated tail that is charged
-to delta).  The hockey-stick divergence is
-
-.. math:: \delta(\varepsilon) = \text{inf\_mass}
-          + \sum_i p_i\,(1 - e^{\varepsilon - \text{loss}_i})_+ ,
-
-and composition is convolution of the P-distributions of the losses (done by
-FFT).  References: Koskela, Jalko, Honkela, "Computing tight differential
-privacy guarantees using FFT", arXiv:1906.03049v2 (FFT accountant, aliasing);
-Meiser & Mohammadi, "Tight on budget?", CCS 2018 (privacy-loss buckets);
-Doroshenko, Ghazi, Kamath, Kumar, Manurangsi, "Connect the dots: tighter
-discrete approximations of privacy loss distributions", arXiv:2207.04380v1,
-Sec. 3 (the dominating discretisation used here by default).
-
-Rounding and the Q-side mass.  Each atom (loss ``L``, P-mass ``p``) also
-carries Q-mass ``p e^{-L}``.
-
-* ``"connect_dots"`` (pessimistic default): an atom with
-  ``loss_i <= L < loss_{i+1}`` is split into ``a`` at ``loss_i`` and ``b`` at
-  ``loss_{i+1}`` with ``a + b = p`` AND ``a e^{-loss_i} + b e^{-loss_{i+1}} =
-  p e^{-L}`` (both the P- and the Q-mass are kept).  Its hockey-stick
-  contribution is then the chord (in ``e^eps``) of the convex original one,
-  hence >= it for every eps: the discrete pair dominates the true pair, so
-  compositions stay valid upper bounds.  The error is second order in step.
-* ``"ceil"`` (pessimistic): loss rounded up; the Q-mass drops (the missing
-  Q-mass sits where P = 0, which does not change any delta): dominating.
-* optimistic (``pessimistic=False``): loss rounded down.  The implied Q-mass
-  exceeds 1 (not a valid pair), but by the coupling ``sum of rounded-down
-  losses <= true sum`` every delta is a lower estimate.
-
-Truncation: pessimistic PLDs move tail mass below the grid up to the first
-grid point, and charge tail mass above the grid (and FFT windows' upper
-tails, bounded by a Chernoff bound) to ``inf_mass``.  Optimistic PLDs round
-the upper tail down to the last point and drop the lower one.
+Proofs and sources: docs/bounds/numerics.md ("Bounds and proofs /
+Numerics").
 """
 
 

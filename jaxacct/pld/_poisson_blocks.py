@@ -42,7 +42,7 @@ from jaxacct.pld._core import DEFAULT_TAIL_MASS
 from jaxacct.pld._mechanisms import fast_lens, poisson_grid_bounds, poisson_intervals
 from jaxacct.pld._query import delta_core, epsilon_core
 
-# Bytes per item, from XLA:CPU's temporaries (2026-11-26) with a margin: the
+# Bytes per item, from XLA:CPU's temporaries with a margin: the
 # scan 545 a buffer point at 2,048 points (358 at 65,536), the query 260 a
 # window point. Blocks are as large as a quarter of the device's memory holds:
 # the query's positive recurrences (``jaxacct.pld._query``) are scans of

@@ -1,62 +1,14 @@
 r"""Shuffled check-in: clients check in independently with probability p, then shuffle.
 
 Source: Liew, Hasegawa & Takahashi, "Privacy Amplification via Shuffled
-Check-Ins", arXiv:2206.03151v2 (digest: ``shared/digests/liew-shuffled-check-in.md``).
+Check-Ins", arXiv:2206.03151v2.
 The paper calls the check-in probability :math:`\gamma`; here it is ``p``.
 Adjacency is *replacement* throughout (one of the n records is replaced), so a
 Gaussian report of clipping norm C has sensitivity 2C: pass
 ``sigma = noise_std / (2 C)``.
 
-The engine is Thm 2 (Eq. 5): the number k of check-ins is public and has the
-same law Bin(n, p) under both datasets, so the Renyi moment is *exactly* the
-binomial mixture of the per-k moments of "subsample k of n, shuffle k":
-
-.. math:: e^{(\lambda-1)\varepsilon(\lambda)} = \sum_{k=0}^n \binom nk p^k(1-p)^{n-k}
-          \mathbb E_{q_k}[(p_k/q_k)^\lambda].
-
-We evaluate it in log space as ``1 + sum_k w_k (E_k - 1)`` over a static window
-of ``num_terms`` values of k around np; the mass outside the window is bounded
-by the Chernoff bound :math:`e^{-n\,\mathrm{KL}(a/n\|p)}` and multiplied by a
-safe cap of ``E_k - 1`` (the un-amplified local mechanism), so the result stays
-an upper bound for any window size (a small window only loosens it). Per-k
-moments use Wang-Balle-Kasiviswanathan's Thm 9 (arXiv:1808.00087v2) for
-subsampling without replacement, as in the paper.
-
-Public functions (``orders`` = integer Renyi orders >= 2, concrete; the other
-inputs broadcast; kernels return ``broadcast shape + (len(orders),)`` float64,
-are jittable and vmappable; invalid traced lanes are NaN):
-
-Certified (upper bounds):
-
-* :func:`check_in_ldp_rdp` -- eps0-LDP randomizer (pure), Eq. 5 + WBK with the
-  randomized-response RDP curve as base (shuffling only as post-processing).
-* :func:`check_in_ldp_rdp_clones` -- eps0-LDP, the certified analogue of the
-  paper's Approach 1: Eq. 5 + WBK over the FMT clone-pair RDP of k reports
-  (uses the shuffle; eager only).
-* :func:`check_in_gaussian_rdp` -- Gaussian local randomizer, Eq. 5 + WBK with
-  the Gaussian RDP :math:`j/(2\sigma^2)` as base.
-* :func:`check_in_secagg_gaussian_rdp` -- Thm 4 (distributed check-in with
-  secure aggregation), with the k = 0 term the printed theorem drops.
-* :func:`check_in_first_cut_dp` -- Thm 1 per-round (eps, delta), either as
-  derived from Eqs. 12-14 (``variant="derived"``, default) or as printed.
-* eager: :func:`check_in_epsilon`, :func:`check_in_gaussian_epsilon`,
-  :func:`check_in_first_cut_epsilon` (the secure-aggregation curve composes and
-  converts with ``jaxacct.mechanisms.rdp_to_epsilon``).
-
-Lower bounds (Sec. 4; ``jaxacct.shuffle._check_in_lower``, re-exported here):
-
-* :func:`shuffle_gaussian_rdp_lower` -- Eq. 8 / Thm 3 (all n report).
-* :func:`check_in_gaussian_rdp_lower` -- the same pair under shuffled check-in.
-* a lower RDP curve converted (``jaxacct.mechanisms.rdp_to_epsilon``) is no
-  bound on epsilon (an estimate, for comparison only).
-
-Not here (``jaxacct.experimental``, issue 16): the Thm 5
-subsampled-shuffle "estimate" and the paper-as-printed reproductions
-(``paper_lemma1_rdp``, ``paper_approach_rdp``, ``paper_table2_epsilon``),
-which are not valid bounds; the counterexamples are listed there.
-
-The shared kernels (WBK Thm 9, the Eq. 5 mixture, window sizes) live in
-``jaxacct._core.mixture``.
+Proofs and sources: docs/bounds/check_in.md ("Bounds and proofs /
+Shuffled check-in").
 """
 
 from __future__ import annotations
@@ -169,8 +121,8 @@ def check_in_ldp_rdp_clones(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, eps0, num_t
   result is min'ed with :func:`check_in_ldp_rdp` (all valid upper bounds).
 
   Eager only (static pair windows from concrete n, p, eps0); scalars.
-  Cost ~ num_terms x J x (pair window): EXPENSIVE -- about 200 s on 2 CPU
-  cores for n = 1e4, p = 1e-2, eps0 = 2, orders 2..64 (window 512), where it
+  Cost ~ num_terms x J x (pair window): EXPENSIVE -- minutes on a CPU
+  for n = 1e4, p = 1e-2, eps0 = 2, orders 2..64 (window 512), where it
   gives eps = 0.34 after 100 rounds at delta = 1e-4 vs 1.44 without the
   shuffle; keep orders short and ``num_terms`` small (any value is sound).
 
@@ -316,7 +268,7 @@ def check_in_secagg_gaussian_rdp(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, sigma,
             +\sum_{j\ge3}2(\tfrac kn)^j\binom\lambda je^{2j(j-1)/(k\sigma^2)}\Big)
 
   mixed over k ~ Bin(n, p) *including* the k = 0 term (1-p)^n that the
-  printed theorem omits (digest Sec. 2.5). WBK's bound is not monotone in
+  printed theorem omits. WBK's bound is not monotone in
   the order at rates near 1; we return its monotone envelope (min over
   larger orders in the grid), valid since RDP is non-decreasing in the order.
 

@@ -1,8 +1,7 @@
 r"""Lower bounds for shuffled Gaussian reports, with and without check-in.
 
 Source: Liew, Hasegawa & Takahashi, "Privacy Amplification via Shuffled
-Check-Ins", arXiv:2206.03151v2, Sec. 4 (Thm 3, Eq. 8 = Eq. 19); jaxacct
-digest ``liew-shuffled-check-in.md``.
+Check-Ins", arXiv:2206.03151v2, Sec. 4 (Thm 3, Eq. 8 = Eq. 19).
 
 * :func:`shuffle_gaussian_rdp_lower` -- Eq. 8 / Thm 3 (all n report), by an
   exact O(lambda^2) power recurrence (Algorithm 2's partition sum is the test

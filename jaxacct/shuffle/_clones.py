@@ -18,7 +18,7 @@ All bounds are for **replacement** neighbours, both directions, for any
   §8); outside it the trivial ``eps0`` is returned.
 * ``clone_epsilon_approx_ldp``: Thm 3.8 with the numerical clone delta.
 * ``krr_epsilon_closed_form``: Cor 4.2 Eq. (11) for k-ary RR, with the
-  condition ``p4 >= 8 ln(2/delta)/n`` checked directly (digest §2.6: the printed
+  condition ``p4 >= 8 ln(2/delta)/n`` checked directly (the printed
   condition is insufficient for large k).
 * ``rr2_lower_delta`` / ``rr2_lower_epsilon``: App. G, shuffled binary RR on
   ``(0,...,0)`` vs ``(1,0,...,0)``: a LOWER bound for every generic theorem.
@@ -64,7 +64,7 @@ def clone_delta(eps, *, n, eps0, max_n=None, devices=None):
   r"""Replacement delta(eps) of shuffling eps0-LDP reports (FMT'21 clone pair).
 
   Feldman, McMillan, Talwar, arXiv:2012.12803, Thm 3.2 (pair) and App. F,
-  Lemma F.1 (exact inner sum); evaluated as in the jaxacct digest §0/§3.1.
+  Lemma F.1 (exact inner sum).
 
   .. math:: \delta(\varepsilon)=H_{e^\varepsilon}\big((A+\Delta, C-A+1-\Delta)\,\|\,
      (A+1-\Delta, C-A+\Delta)\big),\ C\sim\mathrm{Bin}(n-1,e^{-\varepsilon_0}),
@@ -118,7 +118,7 @@ def clone_epsilon(delta, *, n, eps0, max_n=None, devices=None):
   the host (no compiled program; within 3e-12 relative of the kernel).
 
   Bound: upper (any eps0-LDP randomizer). Regression: (1e5, 4, 1e-6) ->
-  0.169769747 (digest anchor); NaN for invalid traced lanes. Not covered by
+  0.169769747; NaN for invalid traced lanes. Not covered by
   the allowance: the float64 error of jax's ``betainc``/``gammaln`` at the
   anchors and weights (~1e-11 relative at c ~ 1e5, ~1e-8 at c ~ 1e7).
   """
@@ -147,7 +147,7 @@ def clone_epsilon_closed_form(delta, *, n, eps0):
      \Big(\frac{8\sqrt{e^{\varepsilon_0}\ln(4/\delta)}}{\sqrt n}+\frac{8e^{\varepsilon_0}}{n}\Big)\Big)
 
   valid when ``eps0 <= ln(n / (16 ln(4/delta)))`` (the condition the proof of
-  Lemma A.1 needs; the paper prints 2/delta, digest §8). Outside that range the
+  Lemma A.1 needs; the paper prints 2/delta). Outside that range the
   trivially valid ``eps0`` is returned. Jittable.
 
   Returns:
@@ -177,7 +177,7 @@ def clone_epsilon_approx_ldp(delta, *, n, eps0, delta0, num_refine: int = 3):
   .. math:: \delta_{\rm tot}(\varepsilon)=\delta_{\rm clone}(\varepsilon)
      +(e^{\varepsilon}+1)(1+e^{-\varepsilon_0}/2)\,n\,\delta_0 .
 
-  Inverted by the non-increasing fixed-point sequence of the digest §3.7 (every
+  Inverted by a non-increasing fixed-point sequence (every
   iterate is valid). If no split of delta works, returns ``eps0`` when
   ``delta0 <= delta`` (shuffling never hurts), else ``inf`` (no guarantee).
 
@@ -374,7 +374,7 @@ def rr2_lower_epsilon(delta, *, n, eps0, max_n=None):
   r"""Binary-RR lower bound on shuffling eps(delta) (FMT'21 App. G, BinSLower).
 
   See ``rr2_lower_delta``. Returns the lower end of the final bracket.
-  Regression (issue 11 table, independent evaluation in the Wang digest §6):
+  Regression (an independent evaluation):
   (1e4, 1, 1e-6) -> 0.035659, (1e5, 1) -> 0.010142, (1e5, 4) -> 0.084714.
 
   Returns:
@@ -393,7 +393,7 @@ def clone_rdp(orders, *, n, eps0):
   r"""Renyi DP of shuffling eps0-LDP reports, from the clone pair (FMT'21 Sec. 6.1).
 
   Feldman, McMillan, Talwar, arXiv:2012.12803, Sec. 6.1 (Thm 3.2 + data
-  processing); count form of the digest §2.8:
+  processing), in count form:
 
   .. math:: e^{(\alpha-1)D_\alpha}=\sum_{c}\frac{w_c}{2^c(c+1)(e^{\varepsilon_0}+1)}
      \sum_a\binom{c+1}{a}(e^{\varepsilon_0}a+b)^\alpha(a+e^{\varepsilon_0}b)^{1-\alpha}
@@ -432,7 +432,7 @@ def _krr41_params(eps0, k):
 
 
 def _krr41_delta_scalar(eps, n, eps0, k, wm, wz, lower):
-  """Digest §3.8 double sum, windowed in m (Bin(n-1, 3 p4)) and z (Bin(s, 1/3))."""
+  """The Thm 4.1 double sum, windowed in m (Bin(n-1, 3 p4)) and z (Bin(s, 1/3))."""
   p4, q4 = _krr41_params(eps0, k)
   tm = 3.0 * p4
   e = jnp.exp(eps)
@@ -522,14 +522,14 @@ def krr_thm41_delta(eps, *, n, eps0, k):
   parameters ``p4 = k/((k+1)(e^eps0+k-1))``, ``q4 = (e^eps0-1)/(e^eps0+k-1)``:
   the pair ``(A+G, B, C+1-G)`` vs ``(A, B+G, C+1-G)``,
   ``(A,B,C,.) ~ Mult(n-1; p4,p4,p4,1-3p4)``, ``G ~ Bern(q4)``; delta by the
-  digest §3.8 double sum (closed-form inner expectation), windowed in both
+  Thm 4.1 double sum (closed-form inner expectation), windowed in both
   sums with the cut mass added. Valid for k-RR composed with any (adaptive)
   pre-processing; needs no condition on n (unlike Eq. (11)).
 
   Returns:
     ``DeltaResult(delta, epsilon=eps, method="krr_thm41", bound="upper")``;
     ``delta`` a float64 array. Bound: upper (k-RR only).
-  Regression (digest §5.3 Table E, n=1e4, delta=1e-6): eps0=1, k=10 ->
+  Regression: eps0=1, k=10 ->
   eps 0.02461579492.
   """
   _check_common(n, eps0)

@@ -10,7 +10,7 @@ dominating pairs (probability vectors) for tight composition with ``jaxacct.pld`
 
   and the exact replacement profile is ``max_m max(H(Y0||Y1), H(Y1||Y0))``
   (Feldman, McMillan, Talwar, arXiv:2012.12803, App. G gives the ``m = 0``
-  case; the max over ``m`` is the jaxacct clones digest §3.5). The flip
+  case; the max over ``m`` covers the rest). The flip
   symmetry ``m <-> n-1-m`` (reversing the direction) halves the work. The
   per-``m`` pmfs are built once (O(n^2) total, numpy, positive terms only);
   the delta/eps evaluation over that table is a jitted kernel. Exact up to

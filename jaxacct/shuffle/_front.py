@@ -64,7 +64,7 @@ def parse_randomizer(randomizer):
 
 
 def _rr2_key(kind):
-  """details key of the FMT'21 App. G binary-RR value (issue 20.4).
+  """details key of the FMT'21 App. G binary-RR value.
 
   For ``binary_rr`` it is a lower bound on the declared mechanism
   (``"rr2_lower"``, bound ``"lower"``).  For ``generic``/``blanket`` it is

@@ -14,17 +14,17 @@ Public API (all jittable and vmappable over n, eps0; orders are static):
 * :func:`girgis_thm2_rdp` -- Thm 2, eq. (9); upper, real orders.
 * :func:`efm19_rdp` -- the Erlingsson et al. baseline, eq. (10).
 * :func:`girgis_mixture_rdp` -- the exact binomial mixture behind Thm 1
-  (digest §2.7, eqs. (40)-(43) before the Chernoff step); upper, integer.
+-(43) before the Chernoff step); upper, integer.
 * :func:`girgis_lower_rdp` -- Thm 3 / eq. (11) evaluated as the positive
   direct sum (exact RDP of shuffled binary RR on the worst pair used by the
   paper); lower, real orders. :func:`girgis_cor2_rdp` -- Cor. 2 eq. (12).
 * :func:`girgis_subsampled_rdp` -- Poisson subsampling of clients (paper
   Sec. 4 / Fig. 5 recipe) with Zhu & Wang, "Poisson subsampled Renyi
-  differential privacy", ICML 2019 (general upper bound, the factor-3 form
-  quoted in the Girgis digest §1.6; it reproduces the digest's Fig. 5 vector).
+  differential privacy", ICML 2019 (general upper bound, in its factor-3
+  form).
 * :func:`girgis_epsilon` -- composition over rounds and (eps, delta).
 
-Every upper bound is clipped at eps0 (digest §2.8: the shuffled mechanism is
+Every upper bound is clipped at eps0 (the shuffled mechanism is
 eps0-DP, so :math:`\epsilon(\lambda)\le\epsilon_0`) and replaced by its
 reverse cumulative minimum over the order grid (the true curve is
 non-decreasing in the order, so a bound at a larger order on the grid is one
@@ -179,7 +179,7 @@ def girgis_cor1_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0):
   :math:`\epsilon(\lambda)\le\frac1{\lambda-1}\log(1+\binom\lambda2
   \frac{4(e^{\epsilon_0}-1)^2}{n})` for integer :math:`\lambda\ge2` with
   :math:`\lambda^4e^{5\epsilon_0}<n/9` (arXiv:2105.05180v1). Outside that
-  domain the formula can fall below the true RDP (digest §2.2), so it is not
+  domain the formula can fall below the true RDP, so it is not
   used there (+inf, then the universal clip at eps0).
 
   Returns: float64, ``broadcast(n, eps0).shape + (len(orders),)``.
@@ -250,7 +250,7 @@ def girgis_cor2_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0):
   :math:`\epsilon(\lambda)\ge\frac1{\lambda-1}\log\big(1+\binom\lambda2
   \frac{(e^{\epsilon_0}-1)^2}{ne^{\epsilon_0}}\big)`, integer orders >= 2.
 
-  Bound: lower (the odd central moments dropped are >= 0; digest §2.5).
+  Bound: lower (the odd central moments dropped are >= 0).
   """
   return _door(_k_cor2, "girgis_cor2_rdp", _int_orders(orders), n, eps0)
 
@@ -353,14 +353,14 @@ def girgis_mixture_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0, num: int = 256
   r"""Upper RDP bound: Girgis' reduction with the exact binomial mixture.
 
   Girgis et al., arXiv:2105.05180v1, eqs. (40)-(43) (Thm 4 + Thm 5 + Thm 6 +
-  Lemma 8) without the Chernoff step of Thm 1 (digest §2.7):
+  Lemma 8) without the Chernoff step of Thm 1:
 
   .. math:: \epsilon(\lambda)\le\frac1{\lambda-1}\log\mathbb E_{m\sim
      \mathrm{Bin}(n-1,e^{-\epsilon_0})}\big[\min(U_1(m+1),U_2(m+1),
      e^{(\lambda-1)\epsilon_0})\big],\quad U_2(m)=e^{\lambda^2(e^{\epsilon_0}-1)^2/m}.
 
   ``paper_caps=True`` uses :math:`\min(U_1(m+1), e^{\lambda\epsilon_0})` (the
-  digest's regression form). The summand is non-increasing in m, so each
+  regression form). The summand is non-increasing in m, so each
   grid bin uses its left end and a log-concave upper bound on its mass.
   Always <= Thm 1 (up to the grid slack, < 1e-3 relative by default).
 
@@ -425,11 +425,11 @@ def girgis_subsampled_rdp(orders=None, *, n, eps0, sampling_rate, base="thm1"):
   r"""RDP of Poisson-subsampled shuffling (Girgis Sec. 4 / Fig. 5 recipe).
 
   Per-round shuffle RDP of ``n`` *sampled* clients (the paper's Fig. 5 uses
-  ``n = gamma * N``; digest §4.4) from ``base`` ("thm1", "thm2", "mixture"
+  ``n = gamma * N``) from ``base`` ("thm1", "thm2", "mixture"
   upper; "lower" gives what the lower curve would give), fed to Zhu & Wang
   general factor-3 bound at every integer order 2..max(orders).
 
-  Caveats (digest §2.9, §7.13): ZW19 is for add/remove neighbours while the
+  Caveats: ZW19 is for add/remove neighbours while the
   shuffle RDP is replace-one, and the number of sampled clients is random;
   the paper ignores both, and so does this function (it reproduces the
   paper's recipe). Bound: upper for the paper's model, eager only.

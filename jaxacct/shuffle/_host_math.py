@@ -2,7 +2,7 @@ r"""Host (NumPy, float64) twins of the jitted special functions of the pair kern
 
 A scalar shuffling question (one ``n``, ``eps0``, ``delta``) would otherwise pay
 2-4 s of XLA compilation in a fresh process for a computation that takes
-milliseconds (issue 28). These are the SAME formulas as the jitted kernels,
+milliseconds. These are the SAME formulas as the jitted kernels,
 operation for operation, evaluated by NumPy:
 
 * :func:`lgamma` -- the Lanczos approximation XLA's ``lgamma`` uses

@@ -4,59 +4,8 @@ Chen et al. (the author list is missing from our text copy), "Renyi
 Differential Privacy in the Shuffle Model: Enhanced Amplification Bounds",
 arXiv:2401.04306v1.
 
-Public API:
-
-* :func:`chen_exact_rdp` -- the "exact RDP bound" of Sec. 3.1: the Renyi
-  divergence of the Feldman-McMillan-Talwar clone pair (Prop. 1), i.e. the
-  multinomial sum, evaluated through its binomial factorisation with a
-  certified binned summation (upper bound; ``bound="lower"`` gives the
-  matching lower bracket of the same sum). Valid for real orders > 1,
-  replace-one neighbours, adaptive eps0-LDP randomizers.
-* :func:`chen_asymptotic_rdp` -- Cor. 2, :math:`2e^{\epsilon_0}\lambda/(n-1)`
-  (an *approximation*, not a certified bound: it under-reports for large
-  ``lambda`` or ``eps0``, e.g. n=1e4, eps0=6, lambda=4: 0.32 vs exact 1.87).
-* :func:`chen_gdp_mu` -- Thm 2, :math:`\mu = 2e^{\epsilon_0/2}/\sqrt{n-1}`
-  (approximate GDP).
-* Table 1 / Figs. 2-3 compare the explicit prior bounds: Girgis et al. eq. (4)
-  upper (``girgis_thm2_rdp``) and eq. (5) lower (``girgis_cor2_rdp``),
-  Erlingsson et al. via Girgis eq. (10) (``efm19_rdp``), and Cor. 2 above.
-* :func:`chen_epsilon` -- T-fold composition and conversion to (eps, delta).
-
-The multinomial sum (digest chen-rdp-shuffle-enhanced §2.2). With
-:math:`p=e^{-\epsilon_0}`, :math:`w_c=\mathrm{Bin}(c;n-1,p)`,
-:math:`x_a=\tanh(\epsilon_0/2)(2a/(c+1)-1)`:
-
-.. math:: e^{(\lambda-1)D_\lambda} = \sum_{c=0}^{n-1} w_c\,G_c,\qquad
-   G_c = \mathbb E_{a\sim\mathrm{Bin}(c+1,1/2)}\big[(1+x_a)^\lambda
-   (1-x_a)^{1-\lambda}\big].
-
-Evaluation (certified). :math:`G_c-1=\mathbb E[\phi(x_a)]` with
-:math:`\phi(x)=(1+x)^\lambda(1-x)^{1-\lambda}-1-(2\lambda-1)x\ge0` (convex,
-:math:`\mathbb E x_a = 0`), decreasing for :math:`a<(c+1)/2`, increasing
-above; :math:`G_c` is non-increasing in c (the (c+1)-clone pair is the
-c-clone pair plus one fresh clone: data processing). So with a static grid of
-edges in c and in a (traced values, dense near the mode, geometric at both
-ends) and log-concave upper bounds on each bin's pmf mass (``_binned``),
-
-.. math:: e^{(\lambda-1)D_\lambda}-1 \le \sum_{\text{c-bins }[x,y]}
-   \overline{w}[x,y]\,\overline{(G_x - 1)},
-
-every term positive, summed by log-sum-exp: no cancellation, no truncation
-(the grids span the whole supports, which matters at large
-:math:`\lambda\epsilon_0` where small c dominate). Inside an a-bin the sum
-of pmf times phi is bounded by the pmf's geometric envelope times the chord
-of phi, or (right of the centre, where log h is convex) times the log-chord
-of :math:`h\ge\phi`. The grids put most points at the pmf mode and at the
-tilted peak of the summand (analytic in a; in c, the best grid point of the
-previous pass, 3 passes). Cost per (n, eps0) is about
-``3 * num_c * num_a * len(orders)``, independent of n; when n (or c) is
-below the grid size every integer is an edge and the sum is exact. Measured
-slack of the default grid (num_c = num_a = 160) at n = 1e4 against the
-digest's full sum: 0.1-0.7 % for lambda <= 64, 1.7 % at (eps0, lambda) =
-(3, 128), 11-36 % at lambda = 1000 (the c-bins' left-end rule on a steep
-summand); larger ``num_c`` tightens it. The result is clipped at eps0 (the
-shuffled mechanism is eps0-DP) and replaced by its reverse cumulative
-minimum over the orders (the true curve is non-decreasing in the order).
+Proofs and sources: docs/bounds/shuffle.md ("Bounds and proofs /
+Shuffling").
 """
 
 from __future__ import annotations
@@ -303,7 +252,7 @@ def chen_asymptotic_rdp(orders=DEFAULT_ORDERS, *, n, eps0):
 
   Bound: approximate. Loose by ((e^eps0+1)/(e^eps0-1))^2 in the bulk, and
   BELOW the exact sum when n e^{-eps0} is small relative to lambda
-  (digest §2.4, checked in tests). Never use it to certify.
+. Never use it to certify.
   """
   return _closed(_asym, "chen_asymptotic_rdp", orders, n, eps0)
 

@@ -6,43 +6,8 @@ arXiv:2304.05007v5, appendix (repo ``wangsw/PrivacyAmplification``, appendix.pdf
 App. E/H and Prop. I.1 (closed n-trial form as in the jaxacct digest
 ``wang-variation-ratio-shuffle.md`` §0/§3.2).
 
-The pair, with parameters ``(p, beta, q0, q1)``:
-``alpha = beta/(p-1)``, ``r0 = alpha p/q0``, ``r1 = alpha p/q1``,
-``s = 1 - r0 - r1``, ``rho = r0/(r0+r1)``, ``lam = 1 - alpha - p alpha``.
-Draw ``C ~ Bin(n-1, r0+r1)``, ``A | C ~ Bin(C, rho)`` and
-``(D1, D2) = (1,0), (0,1), (0,0)`` w.p. ``p alpha, alpha, lam``;
-``P = (A + D1, C - A + D2)`` and ``Q = (A + D2, C - A + D1)``.
-
-.. math::
-  H_{e^\varepsilon}(P\|Q) = \frac1n\sum_{c=0}^{n}\mathrm{Bin}(c;n,r_0{+}r_1)
-    \sum_{a}\mathrm{Bin}(a;c,\rho)\Big[u a + v (c-a) + w (n-c)\Big]_+,
-
-with ``u = (p - e^eps) alpha / r0``, ``v = (1 - p e^eps) alpha / r1`` and
-``w = (1 - e^eps) lam / s``; the inner sum is two binomial tails.
-``H(Q||P)`` is the same sum with ``r0`` and ``r1`` swapped.
-
-Members used by jaxacct (all with ``lam = 0``, i.e. ``beta = (p-1)/(p+1)``):
-
-* FMT'21 clone pair (Feldman, McMillan, Talwar, arXiv:2012.12803, Thm 3.2):
-  ``p = e^eps0``, ``q = 2 e^{2 eps0} / (e^eps0 + 1)`` (so ``r0 + r1 = e^-eps0``).
-* Stronger clone = generic variation-ratio row: ``p = q = e^eps0``
-  (``r0 + r1 = 2/(e^eps0+1)``).
-
-Windowing: only ``c`` in a window of static length ``W`` around the mean is
-summed; the ``P``-mass (and ``Q``-mass) of the cut totals is at most
-``Pr[Bin(n-1, r0+r1) notin [lo, lo+W-2]]``, which is computed (regularised
-incomplete beta) and ADDED to delta, so windowed deltas are upper bounds of the
-pair's exact delta. With the default ``z = 10`` the added mass is < 1e-20
-(window policy: ``jaxacct.shuffle._windows``).
-
-This is the reference kernel: any pair ``(p, beta, q0, q1)``, one
-incomplete-beta call per window cell, and the eps(delta) inversion by 40
-bracketing steps (:func:`jaxacct._core.solve.bracket_decreasing`). The symmetric zero-leftover
-members (clone pair, stronger clone) have a faster kernel in
-``jaxacct.shuffle._pair_fast``, checked against this one in
-``tests/test_shuffle_fast.py``. Binomial weights use the Loader saddle-point
-log-pmf ``jaxacct._core.logmath.log_binom_pmf`` (the ``gammaln`` difference
-used before loses ~1e-7 relative at n ~ 1e6, issue 16).
+Proofs and sources: docs/bounds/shuffle.md ("Bounds and proofs /
+Shuffling").
 """
 
 from __future__ import annotations
@@ -149,8 +114,8 @@ def pair_delta(eps, *, n, p, beta, q0, q1, width: int,
                symmetric: bool = False):
   r"""Exact (windowed, tail added) delta(eps) of the variation-ratio pair.
 
-  Wang et al., arXiv:2304.05007v5, App. H + Prop. I.1 (n-trial form of the
-  jaxacct digest, §0). Replacement neighbours, max of both directions.
+  Wang et al., arXiv:2304.05007v5, App. H + Prop. I.1 (in n-trial
+  form). Replacement neighbours, max of both directions.
 
   Args:
     eps: epsilon >= 0 (float64 array).
@@ -331,8 +296,8 @@ def _pair_query(sym_kernel, kernel, value, n, p, beta, q0, q1):
 def variation_ratio_pair_delta(eps, *, n, p, beta, q0, q1=None):
   r"""delta(eps) of the variation-ratio pair (reference kernel).
 
-  Wang et al., arXiv:2304.05007v5, App. H + Prop. I.1 (n-trial form of the
-  jaxacct digest, §0): the pair with probability-ratio bound ``p``,
+  Wang et al., arXiv:2304.05007v5, App. H + Prop. I.1 (in n-trial
+  form): the pair with probability-ratio bound ``p``,
   total-variation bound ``beta`` and blanket ratios ``q0``, ``q1`` (``q1``
   defaults to ``q0``: the symmetric pair), replacement neighbours, max of
   both directions; the c-window is sized from concrete ``n`` and the cut

@@ -5,9 +5,9 @@ Simplified, and Tightened", arXiv:2304.05007v5 (appendix: Lemma 4.4-4.6,
 Thm 5.1, Prop. I.1); V. Feldman, A. McMillan, K. Talwar, "Stronger Privacy
 Amplification by Shuffling for Renyi and Approximate Differential Privacy",
 arXiv:2208.04591 (SODA 2023; its current version carries an erratum restricting
-the general bound). jaxacct digest ``wang-variation-ratio-shuffle.md`` §7.
+the general bound).
 
-What is offered here, and why (digest §7.4):
+What is offered here, and why:
 
 * ``stronger_clone_delta`` / ``stronger_clone_epsilon``: the generic row
   ``p = q = e^eps0``, ``beta = (e^eps0-1)/(e^eps0+1)`` (= FMT22's stronger
@@ -91,8 +91,8 @@ def stronger_clone_delta(eps, *, n, eps0, max_n=None, devices=None):
 def stronger_clone_epsilon(delta, *, n, eps0, max_n=None, devices=None):
   r"""Replacement eps(delta) of shuffling, stronger-clone pair (blanket randomizers only).
 
-  See ``stronger_clone_delta`` (also for ``devices``). Issue-11 table (independent evaluation, Wang
-  digest §6 Table A): (1e4, 1, 1e-6) -> 0.0432061581, (1e5, 1) ->
+  See ``stronger_clone_delta`` (also for ``devices``). Independent evaluation (Wang et al.'s
+  code, Table A): (1e4, 1, 1e-6) -> 0.0432061581, (1e5, 1) ->
   0.0124298975, (1e5, 4) -> 0.1181530665.
 
   Returns:
@@ -250,7 +250,7 @@ def krr_lower_delta(eps, *, n, eps0, k, max_n=None):
 
   Dataset: user 1 holds 1 vs 2, all others a third value; the pair with
   ``(p, beta, q) = (e^eps0, (e^eps0-1)/(e^eps0+k-1), e^eps0)`` is the law of
-  the counts of outputs 1 and 2 (digest §7.2), exact for k = 3.
+  the counts of outputs 1 and 2, exact for k = 3.
 
   Returns:
     ``DeltaResult(delta, epsilon=eps, method="krr_lower", bound="lower")``;
@@ -262,7 +262,7 @@ def krr_lower_delta(eps, *, n, eps0, k, max_n=None):
 def krr_lower_epsilon(delta, *, n, eps0, k, max_n=None):
   """Lower bound on shuffled k-RR eps(delta), k >= 3 (see ``krr_lower_delta``).
 
-  Regression (Wang digest §6 Table C, "pair, exact"): (1e4, 1, 1e-6, k=10) ->
+  Regression: (1e4, 1, 1e-6, k=10) ->
   0.0232516778.
 
   Returns:
@@ -290,7 +290,7 @@ def check_blanket_condition(matrix, eps0=None, *, rtol: float = 1e-12):
   .. math:: R(x)[y]\ \ge\ \frac{R(x^0)[y]+R(x^1)[y]}{e^{\varepsilon_0}+1}
      \quad\forall\,x,x^0,x^1,y
 
-  (Wang digest §7.4(2)), under which ``stronger_clone_*`` is a valid upper
+), under which ``stronger_clone_*`` is a valid upper
   bound.
 
   Returns:

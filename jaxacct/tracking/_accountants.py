@@ -160,8 +160,8 @@ class EventAccountant(_Accountant):
     table is within 1e-11 of a direct (FFT-free) convolution, so it equals
     ``get_epsilon`` after b blocks to the accountant's round-off, not to
     1e-12; the last count is the accountant's own ``get_epsilon`` (the run's
-    epsilon, as calibrated). A 10,000-step Poisson table costs 5-9 s on 2
-    CPU cores.
+    epsilon, as calibrated). A 10,000-step Poisson table costs seconds on
+    a CPU.
 
   ``max_evaluations`` (an int) is the cheaper mode of old: every count up to
   ``max_evaluations``; beyond, the first ``min(32, max_evaluations // 2)``
@@ -169,7 +169,7 @@ class EventAccountant(_Accountant):
   ``evaluate_every``; a count between two evaluated ones is charged the next
   evaluated one. That is an upper bound but it OVERSTATES epsilon between the
   evaluated counts, by up to the gap to the next one: +40 % mid-run for a
-  2,344-step Poisson run at 16 evaluations (issue 44), and a budget stop then
+  2,344-step Poisson run at 16 evaluations, and a budget stop then
   fires long before the run's epsilon reaches the budget.
 
   The table is computed once per ``(num_blocks, delta)`` and ledger and reused
