@@ -28,11 +28,10 @@ Layout (one module per scheme over a small numerical core):
   (kept for reproduction, with their counterexamples as tests).
 """
 
-__version__ = "0.1.0"
-
 from typing import TYPE_CHECKING
 
 from jaxacct._core.lazy import lazy_exports as _lazy_exports
+from jaxacct._core.version import __version__
 
 # Nothing heavy is imported here: ``import jaxacct`` loads neither jax nor a
 # scheme. Every public name below is imported on first access (PEP 562), so a

@@ -16,18 +16,16 @@ import json
 import sys
 from typing import Callable, List, Tuple
 
-import jaxacct
-from jaxacct._core.cache import compile_timer
+from jaxacct import allocation, mechanisms, poisson, shuffle
+from jaxacct._core.cache import compile_timer, enable_compilation_cache
 from jaxacct._core.progress import progress
-from jaxacct.statement import NEIGHBOURINGS, statement
+from jaxacct.dpsgd import NEIGHBOURINGS, statement
 
 
 def _rows(args) -> List[Tuple[str, str, Callable[[float], float]]]:
   """(scheme, method, fn): ``fn(scale)`` computes the row's epsilon with sigma
   (or eps0 for shuffling) multiplied by ``scale`` (1 for the table; a new value
   for the optional second call, which shows whether new values recompile)."""
-  # the schemes load on first access (lazy names of jaxacct): only those used
-  allocation, poisson, shuffle = jaxacct.allocation, jaxacct.poisson, jaxacct.shuffle
   q = args.num_selected / args.num_steps
   T = args.num_steps * args.num_epochs
   tight = {}
@@ -63,7 +61,7 @@ def _rows(args) -> List[Tuple[str, str, Callable[[float], float]]]:
        lambda c: shuffle.epsilon(n=args.num_steps, eps0=args.eps0 * c, delta=args.delta,
                                  rounds=args.num_epochs, randomizer="binary_rr").epsilon),
       ("No amplification (each step sees the example)", "exact Gaussian",
-       lambda c: jaxacct.mechanisms.Gaussian(
+       lambda c: mechanisms.Gaussian(
            args.sigma * c / (args.num_selected * args.num_epochs) ** 0.5).epsilon(args.delta).epsilon),
   ]
 
@@ -134,7 +132,7 @@ def main(argv=None) -> int:
   cache = None
   if not args.no_cache:
     try:
-      cache = jaxacct.enable_compilation_cache(args.cache_dir)
+      cache = enable_compilation_cache(args.cache_dir)
     except OSError as e:   # e.g. a read-only home: run without the cache
       print(f"(compilation cache not enabled: {e})", file=sys.stderr)
   _setup_logging()

@@ -44,17 +44,17 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from jaxacct import pld as jpld
-from jaxacct._core import checks
+from jaxacct._core import checks, dp_bridge
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.accounting import _composition as comp
-from jaxacct.accounting import _optional, _state, _views, mixtures
+from jaxacct.accounting import _state, _views, mixtures
 from jaxacct.accounting._mechanisms import rdp_pair
 from jaxacct.accounting._scheme_doors import scheme_door
 
-NeighboringRelation = _optional.NeighboringRelation
-UnsupportedEventError = _optional.UnsupportedEventError
+NeighboringRelation = dp_bridge.NeighboringRelation
+UnsupportedEventError = dp_bridge.UnsupportedEventError
 
 #: tail mass per side of every FFT composition (aliasing allowance).
 DEFAULT_TAIL_MASS = 1e-20
@@ -95,7 +95,7 @@ def _setting(attr: str, doc: str) -> property:
 
 
 @x64_boundary   # one entry: every public method runs under float64
-class PLDAccountant(_optional.PrivacyAccountantBase):
+class PLDAccountant(dp_bridge.PrivacyAccountantBase):
   r"""Privacy accountant over jaxacct's PLDs (upper) and lower PLDs (bracket).
 
   Args:
@@ -187,7 +187,7 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
 
   def _maybe_compose(self, event, count, do_compose):
     if not isinstance(count, (int, np.integer)) or count < 0:
-      return _optional.CompositionErrorDetails(
+      return dp_bridge.CompositionErrorDetails(
           invalid_event=event, error_message=f"count must be an int >= 0; got "
           f"{count!r}.")
     err = comp.check_event(event, self.neighboring_relation)
@@ -367,7 +367,7 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
     return c.upper, c.lower
 
   def _component(self, leaf) -> comp.Component:
-    trunc = _optional.standard_event("TruncatedSubsampledGaussianDpEvent")
+    trunc = dp_bridge.standard_event("TruncatedSubsampledGaussianDpEvent")
     compat = self._truncated != "jaxacct" and trunc is not None and isinstance(leaf, trunc)
     key = (self._truncated, leaf) if compat else leaf
     try:
@@ -486,7 +486,7 @@ class PLDAccountant(_optional.PrivacyAccountantBase):
 
   def _reset(self):
     """Empties the ledger (settings and the per-event PLD cache are kept)."""
-    _optional.PrivacyAccountantBase.__init__(self, self.neighboring_relation)
+    dp_bridge.PrivacyAccountantBase.__init__(self, self.neighboring_relation)
     self._leaves, self._history = [], []
     self._composed = self._composed_pld = None
 

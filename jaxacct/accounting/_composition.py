@@ -39,9 +39,10 @@ import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct import shuffle as sh
+from jaxacct._core import dp_bridge
 from jaxacct.accounting import _extra as extra
 from jaxacct.accounting import _mechanisms as mech
-from jaxacct.accounting import _optional, _pairs as pairs
+from jaxacct.accounting import _pairs as pairs
 from jaxacct.accounting import events as ev
 from jaxacct.accounting import fixed_size as fs
 from jaxacct.allocation.pld import allocation_plds
@@ -109,7 +110,7 @@ class Component(NamedTuple):
 
 
 def _cls(name):
-  return _optional.standard_event(name)
+  return dp_bridge.standard_event(name)
 
 
 def _isinstance(event, name):
@@ -122,7 +123,7 @@ def _isinstance(event, name):
 
 
 def _err(event, msg):
-  return _optional.CompositionErrorDetails(invalid_event=event,
+  return dp_bridge.CompositionErrorDetails(invalid_event=event,
                                            error_message=msg)
 
 

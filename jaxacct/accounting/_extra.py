@@ -33,8 +33,9 @@ from typing import Any, Optional
 import numpy as np
 
 from jaxacct import pld as jpld
+from jaxacct._core import dp_bridge
 from jaxacct.accounting import _mechanisms as mech
-from jaxacct.accounting import _optional, fixed_size as fs, mixtures as mx
+from jaxacct.accounting import fixed_size as fs, mixtures as mx
 from jaxacct.accounting import events as ev
 
 AOR, REPLACE, SPECIAL = "ADD_OR_REMOVE_ONE", "REPLACE_ONE", "REPLACE_SPECIAL"
@@ -52,7 +53,7 @@ class Unsupported(Exception):
 
 def dp_random_allocation_class():
   """dp_accounting's own RandomAllocationDpEvent, when the installed version has it."""
-  if not _optional.HAS_DP_ACCOUNTING:
+  if not dp_bridge.HAS_DP_ACCOUNTING:
     return None
   from dp_accounting import dp_event   # optional dependency: loaded only when installed
   return getattr(dp_event, "RandomAllocationDpEvent", None)
@@ -77,7 +78,7 @@ def from_dp_random_allocation(event):
 
 
 def _is(event, name):
-  c = _optional.standard_event(name)
+  c = dp_bridge.standard_event(name)
   return c is not None and isinstance(event, c)
 
 

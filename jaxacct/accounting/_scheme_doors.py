@@ -27,7 +27,7 @@ from typing import Callable, NamedTuple, Optional
 
 from jaxacct import pld as jpld
 from jaxacct.accounting import _composition as comp
-from jaxacct.accounting import _optional
+from jaxacct._core import dp_bridge
 from jaxacct.accounting import events as ev
 from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
 
@@ -46,8 +46,8 @@ class SchemeDoor(NamedTuple):
 def _poisson_gaussian(event, relation) -> Optional[tuple]:
   """``(q, sigma)`` of a Poisson-subsampled Gaussian event under add/remove
   with ``0 < q < 1`` and noise > 0, else None."""
-  cls = _optional.standard_event("PoissonSampledDpEvent")
-  gauss = _optional.standard_event("GaussianDpEvent")
+  cls = dp_bridge.standard_event("PoissonSampledDpEvent")
+  gauss = dp_bridge.standard_event("GaussianDpEvent")
   if (cls is None or gauss is None or not isinstance(event, cls)
       or not isinstance(event.event, gauss)
       or comp.relation_name(relation) != "ADD_OR_REMOVE_ONE"):

@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import pld as jpld
+from jaxacct._core import dp_bridge
 from jaxacct.accounting import _composition as comp
-from jaxacct.accounting import _optional
 
 FORMAT = "jaxacct.accounting.state/1"
 _ALLOWED_PREFIXES = ("jaxacct.", "dp_accounting.")
@@ -45,7 +45,7 @@ def _fields(event):
 
 
 def _encode(v):
-  if isinstance(v, _optional.DpEvent):
+  if isinstance(v, dp_bridge.DpEvent):
     return encode_event(v)
   if isinstance(v, jpld.PairPLD):
     return {"pair_pld": [_encode(v.remove), _encode(v.add)]}
@@ -114,7 +114,7 @@ def decode_event(d: dict):
     raise ValueError(f"refusing to load event class {name!r}: only jaxacct "
                      "and dp_accounting events are rebuilt.")
   cls = getattr(importlib.import_module(mod), cls_name, None)
-  if not (isinstance(cls, type) and issubclass(cls, _optional.DpEvent)):
+  if not (isinstance(cls, type) and issubclass(cls, dp_bridge.DpEvent)):
     raise ValueError(f"{name!r} is not a DpEvent class.")
   fields = {k: _decode(v) for k, v in d.get("fields", {}).items()}
   return cls(**fields)

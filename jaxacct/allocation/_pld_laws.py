@@ -21,10 +21,11 @@ import numpy as np
 from jaxacct._core.batching import lanes_per_block, map_blocks
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.namespace import HOST, JAX
+from jaxacct._core.one_step import one_steps
 from jaxacct._core.parallel import host_map
 from jaxacct.allocation import _sum_law as sl
 from jaxacct.allocation import _sum_law_host as slh
-from jaxacct.allocation._one_step import gaussian_one_step, laplace_one_step, one_steps
+from jaxacct.allocation._one_step import gaussian_one_step, laplace_one_step
 from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
 
 DEFAULT_GRID_SIZE = 1024

@@ -27,7 +27,6 @@ All are jittable (``laws_batch(host=True)`` aside); all need float64
 """
 
 from jaxacct._core.dtype import public_surface
-from jaxacct.allocation._one_step import one_steps   # for jaxacct.mechanisms, not public
 from jaxacct.allocation._pld_laws import delta_batch, eps_batch, laws_batch
 from jaxacct.allocation._sum_law import (Lattice, LowerLaw, UpperLaw, conv_lower, conv_upper,
                                          sum_law_lower, sum_law_upper)

@@ -8,12 +8,13 @@ import math
 import jax
 import numpy as np
 
-from jaxacct import accounting
 from jaxacct import pld as jpld
 from jaxacct._core import checks
+from jaxacct._core.events import (EpsilonDeltaDpEvent, GaussianDpEvent, LaplaceDpEvent,
+                                  RandomizedResponseDpEvent)
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon, gaussian_rdp
+from jaxacct._core.one_step import one_steps
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
-from jaxacct.allocation.sum_law import one_steps
 from jaxacct.mechanisms._kernels import laplace_rdp, pure_dp_rdp
 
 
@@ -196,7 +197,7 @@ class Gaussian(_AdditiveNoise):
 
   def event(self):
     """``GaussianDpEvent(sigma)`` (the pair under add/remove, sensitivity 1)."""
-    return accounting.events.GaussianDpEvent(self.sigma)
+    return GaussianDpEvent(self.sigma)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,7 +251,7 @@ class Laplace(_AdditiveNoise):
 
   def event(self):
     """``LaplaceDpEvent(b)`` (the pair under add/remove, sensitivity 1)."""
-    return accounting.events.LaplaceDpEvent(self.b)
+    return LaplaceDpEvent(self.b)
 
 
 _RR_NEIGHBOURING = ("replace_one", "replace_special")
@@ -329,8 +330,7 @@ class RandomizedResponse:
   def event(self):
     """``RandomizedResponseDpEvent(p, k)`` (under REPLACE_ONE or REPLACE_SPECIAL,
     as ``neighbouring`` says)."""
-    return accounting.events.RandomizedResponseDpEvent(self.noise_parameter,
-                                                       self.num_buckets)
+    return RandomizedResponseDpEvent(self.noise_parameter, self.num_buckets)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -400,7 +400,7 @@ class EpsilonDelta:
 
   def event(self):
     """``EpsilonDeltaDpEvent(epsilon, delta)``."""
-    return accounting.events.EpsilonDeltaDpEvent(self.eps0, self.delta0)
+    return EpsilonDeltaDpEvent(self.eps0, self.delta0)
 
 
 for _cls in (Gaussian, Laplace, RandomizedResponse, EpsilonDelta):

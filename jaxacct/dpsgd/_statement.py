@@ -1,0 +1,349 @@
+r"""A structured privacy statement for a DP-SGD run (:func:`statement`).
+
+One call turns a training configuration -- dataset size N
+(``num_examples``), batch size B, epochs E, the noise multiplier sigma (or a
+target epsilon to calibrate it to), ``delta``, the batch ``sampling`` and the
+neighbouring relation -- into an immutable :class:`PrivacyStatement`:
+
+* the certified epsilon bracket of the run under the sampler used (upper,
+  and lower where one is known), from :func:`jaxacct.dpsgd.epsilon`; with
+  ``target_epsilon``, sigma from :func:`jaxacct.dpsgd.calibrate_noise_multiplier`
+  (so ``epsilon.upper <= target_epsilon``);
+* side by side, at the same sigma and delta: Poisson subsampling at rate
+  q = B/N over the same number of steps T (tight PLD upper bound), and no
+  amplification (every example in every one of the T steps: T full-batch
+  Gaussian steps, exact epsilon of one Gaussian with sigma / sqrt(T));
+* the units (``sampling_rate``, ``steps_per_epoch``, ``total_steps``, ...),
+  the divisor of the noisy sum and the assumptions the numbers rest on.
+
+``to_dict()`` is JSON-ready (plain floats, ints, strings, None); ``str()``
+is a readable multi-line statement (as TensorFlow Privacy's
+``compute_dp_sgd_privacy_statement``, with the bracket and the comparison).
+Nothing here computes by itself: every number comes from a front door of
+:mod:`jaxacct.dpsgd`, or from the kernel of ``jaxacct.mechanisms.Gaussian.epsilon``
+(compiled as one program).
+
+Neighbouring relations each sampler's accounting supports
+(the table below; :func:`statement` refuses the other pairs):
+
+=================  ==========================  ==================================
+``sampling``       ``neighbouring``            bound
+=================  ==========================  ==================================
+``balls_in_bins``  ``"add_remove"``            random-allocation PLD (add/remove,
+                                               zero-out convention); no replace-
+                                               one analysis is implemented
+``poisson``        ``"add_remove"``            Poisson-subsampled Gaussian PLD
+                                               (add/remove)
+``shuffle``        ``"add_remove"``,           no amplification: exact Gaussian
+                   ``"replace_one"``           with sigma / sqrt(E) (add/remove)
+                                               or sigma / (2 sqrt(E)) (replace:
+                                               the sum moves by <= 2C)
+=================  ==========================  ==================================
+
+Example::
+
+  >>> from jaxacct.dpsgd import statement
+  >>> s = statement(num_examples=60_000, batch_size=256, num_epochs=10,
+  ...               delta=1e-5, target_epsilon=3.0)   # doctest: +SKIP
+  >>> s.noise_multiplier, s.epsilon_upper <= 3.0      # doctest: +SKIP
+  (0.6835..., True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional, Tuple
+
+import numpy as np
+
+from jaxacct._core import checks
+from jaxacct._core.gaussian import gaussian_epsilon
+from jaxacct._core.version import __version__
+from jaxacct.dpsgd._recipe import SAMPLINGS, calibrate_noise_multiplier, epsilon, schedule
+
+# the values ``statement(neighbouring=...)`` accepts
+NEIGHBOURINGS = ("add_remove", "replace_one")
+#: sampling -> the neighbouring relations its certified accounting covers.
+_SUPPORTED_NEIGHBOURING = {
+    "balls_in_bins": ("add_remove",),
+    "poisson": ("add_remove",),
+    "shuffle": ("add_remove", "replace_one"),
+}
+_SENSITIVITY = {"add_remove": 1.0, "replace_one": 2.0}   # in units of the clipping norm C
+
+_NEIGHBOUR_TEXT = {
+    "add_remove": ("neighbouring datasets differ by adding or removing one example "
+                   "(zero-out convention: N and the batch layout are public, the removed "
+                   "example contributes a zero gradient); per-example gradients clipped "
+                   "to L2 norm C, so one example moves the noisy sum by at most C"),
+    "replace_one": ("neighbouring datasets differ by replacing one example by another; "
+                    "per-example gradients clipped to L2 norm C, so the noisy sum moves by "
+                    "at most 2C (accounted as sensitivity 2: sigma / 2)"),
+}
+_SAMPLER_TEXT = {
+    "balls_in_bins": ("sampler balls_in_bins: each epoch, every example joins one of the "
+                      "t = floor(N/B) steps chosen uniformly at random, independently of "
+                      "the other examples (batch sizes vary; expected batch N/t >= B); "
+                      "T = t E steps"),
+    "poisson": ("sampler poisson: every example joins every step independently with "
+                "probability q = B/N (batch sizes vary, expected B); T = ceil(E N / B) "
+                "steps; steps_per_epoch is the expected N/B"),
+    "shuffle": ("sampler shuffle: a fresh uniformly random permutation each epoch, cut "
+                "into t = floor(N/B) batches of exactly B examples (the last N - tB "
+                "dropped); T = t E steps; no amplification is claimed from shuffling "
+                "(each example is in exactly one batch per epoch)"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+  """One comparison row of a :class:`PrivacyStatement` (same sigma and delta).
+
+  Attributes:
+    name: ``"poisson"`` or ``"no_amplification"``.
+    sampling_rate: the rate each example joins a step (1.0: every step).
+    total_steps: T, the number of noisy steps composed.
+    epsilon: epsilon at the statement's delta, or None where not computed.
+    bound: ``"upper"`` or ``"exact"`` (:data:`jaxacct._core.results.BOUNDS`).
+    method: what was computed, in words.
+  """
+  name: str
+  sampling_rate: float
+  total_steps: int
+  epsilon: Optional[float]
+  bound: str
+  method: str
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacyStatement:
+  """A DP-SGD privacy statement (immutable; see :func:`statement`).
+
+  Attributes:
+    sampling, neighbouring: the sampler and the neighbouring relation.
+    noise_multiplier: sigma (noise std / clipping norm C).
+    noise_multiplier_source: ``"given"`` or ``"calibrated"``.
+    target_epsilon: the calibration target, or None.
+    delta: the delta of every epsilon here.
+    epsilon_upper: certified upper bound on epsilon under ``sampling``.
+    epsilon_lower: certified lower bound (no run of this kind is more
+      private), or None where none is known.
+    method: how ``epsilon_upper`` was computed.
+    num_examples, batch_size, num_epochs: N, B, E as given.
+    sampling_rate: q = B / N.
+    steps_per_epoch: t (int); for Poisson the expected N / B (float).
+    total_steps: T, the number of noisy updates.
+    divisor: the data-independent constant the noisy sum is divided by (B).
+    comparison: :class:`Comparison` rows (``"poisson"``, ``"no_amplification"``).
+    assumptions: the assumptions the numbers rest on, one sentence each.
+    version: the jaxacct version that computed the statement.
+  """
+  sampling: str
+  neighbouring: str
+  noise_multiplier: float
+  noise_multiplier_source: str
+  target_epsilon: Optional[float]
+  delta: float
+  epsilon_upper: float
+  epsilon_lower: Optional[float]
+  method: str
+  num_examples: int
+  batch_size: float
+  num_epochs: float
+  sampling_rate: float
+  steps_per_epoch: float
+  total_steps: int
+  divisor: float
+  comparison: Tuple[Comparison, ...]
+  assumptions: Tuple[str, ...]
+  version: str
+
+  def to_dict(self) -> dict:
+    """The statement as a JSON-ready dict (floats, ints, strings, None, lists).
+
+    ``epsilon`` is ``{"upper", "lower", "method"}``; ``comparison`` maps each
+    row's name to its fields; ``assumptions`` is a list of strings.
+    """
+    d = {}
+    for f in dataclasses.fields(self):
+      if f.name == "epsilon_upper":
+        d["epsilon"] = {"upper": self.epsilon_upper, "lower": self.epsilon_lower,
+                        "method": self.method}
+      elif f.name not in ("epsilon_lower", "method"):
+        d[f.name] = getattr(self, f.name)
+    d["comparison"] = {c.name: c.to_dict() for c in self.comparison}
+    d["assumptions"] = list(self.assumptions)
+    return d
+
+  def __str__(self) -> str:
+    n = self.num_examples
+    src = (f"calibrated: smallest certified sigma with epsilon <= {self.target_epsilon:g}"
+           if self.noise_multiplier_source == "calibrated" else "given")
+    spe = (f"{self.steps_per_epoch:g} expected steps per epoch (N/B)"
+           if self.sampling == "poisson" else f"{self.steps_per_epoch} steps per epoch")
+    lo = "none known" if self.epsilon_lower is None else f"{self.epsilon_lower:.6g}"
+    lines = [
+        "DP-SGD privacy statement (jaxacct %s)" % self.version,
+        f"  dataset size N = {n}, batch size B = {self.batch_size:g}, "
+        f"epochs E = {self.num_epochs:g}",
+        f"  sampling {self.sampling}: sampling rate B/N = {self.sampling_rate:.6g}, {spe}, "
+        f"{self.total_steps} steps in all",
+        f"  noise multiplier sigma = {self.noise_multiplier:.6g} ({src})",
+        f"  neighbouring relation: {self.neighbouring}",
+        f"  updates divide the noisy sum by the constant B = {self.divisor:g}",
+        "",
+        f"Epsilon at delta = {self.delta:g}:",
+        f"  {self.sampling} (this run): certified upper {self.epsilon_upper:.6g}, "
+        f"lower {lo}",
+        f"    ({self.method})",
+    ]
+    for c in self.comparison:
+      what = {"poisson": f"Poisson at q = {c.sampling_rate:.6g}, T = {c.total_steps}",
+              "no_amplification": f"no amplification (every example in all "
+                                  f"T = {c.total_steps} steps)"}.get(c.name, c.name)
+      val = "not computed" if c.epsilon is None else f"{c.bound} {c.epsilon:.6g}"
+      lines.append(f"  {what}: {val}")
+      lines.append(f"    ({c.method})")
+    lines += ["", "Assumptions:"] + [f"  - {a}" for a in self.assumptions]
+    return "\n".join(lines)
+
+
+def _gaussian(sigma: float, delta: float) -> float:
+  """Exact epsilon(delta) of the Gaussian mechanism, noise multiplier ``sigma``
+  (``jaxacct.mechanisms.Gaussian.epsilon``, upper side of its bisection)."""
+  return float(gaussian_epsilon(np.float64(sigma), np.float64(delta)).epsilon)
+
+
+def _is_number(x) -> bool:
+  return isinstance(x, (int, float)) and not isinstance(x, bool) or (
+      hasattr(x, "dtype") and getattr(x, "shape", None) == () and x.dtype.kind in "iuf")
+
+
+def _plain(x):
+  """A Python int for integral values, else a float (JSON-ready units)."""
+  x = float(x)
+  return int(x) if x.is_integer() else x
+
+
+def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=None,
+              target_epsilon=None, sampling: str = "balls_in_bins",
+              neighbouring: str = "add_remove",
+              progress: Optional[bool] = None) -> PrivacyStatement:
+  """A structured privacy statement of a DP-SGD run (certified bracket + comparison).
+
+  Args:
+    num_examples: N >= 1 (int).
+    batch_size: B in [1, N] (int; for ``"poisson"`` the expected batch, real).
+    num_epochs: E >= 1 (int; for ``"poisson"`` any real > 0).
+    delta: in (0, 1).
+    noise_multiplier: sigma > 0 (noise std / clipping norm). Give exactly
+      one of ``noise_multiplier`` and ``target_epsilon``.
+    target_epsilon: > 0; sigma is then the smallest certified noise
+      multiplier meeting it (:func:`jaxacct.dpsgd.calibrate_noise_multiplier`).
+    sampling: ``"balls_in_bins"`` (default), ``"poisson"`` or ``"shuffle"``
+      (as in :func:`jaxacct.dpsgd.schedule`).
+    neighbouring: ``"add_remove"`` (default) or ``"replace_one"``; each
+      sampling supports the relations in the module's table (``shuffle``
+      both, the others ``"add_remove"``).
+    progress: None (global switch), True or False: progress on stderr.
+
+  Returns:
+    :class:`PrivacyStatement`.
+
+  Raises:
+    ValueError: invalid input (naming the parameter and its valid range), or
+      a neighbouring relation the sampling's accounting does not cover.
+
+  Bound: ``epsilon_upper`` upper, ``epsilon_lower`` lower (or None);
+  comparison rows as labelled.
+  """
+  checks.check_choice("sampling", sampling, SAMPLINGS)
+  checks.check_choice("neighbouring", neighbouring, NEIGHBOURINGS)
+  if neighbouring not in _SUPPORTED_NEIGHBOURING[sampling]:
+    raise ValueError(
+        f"neighbouring={neighbouring!r} is not supported with sampling={sampling!r}: its "
+        f"accounting covers neighbouring in {_SUPPORTED_NEIGHBOURING[sampling]} (no "
+        f"replace-one analysis of {sampling} is implemented).")
+  if (noise_multiplier is None) == (target_epsilon is None):
+    raise ValueError("give exactly one of noise_multiplier (sigma > 0) and target_epsilon "
+                     f"(> 0); got noise_multiplier={noise_multiplier!r}, "
+                     f"target_epsilon={target_epsilon!r}.")
+  for name, v in (("noise_multiplier", noise_multiplier), ("target_epsilon", target_epsilon),
+                  ("delta", delta)):
+    if v is not None and not _is_number(v):
+      raise ValueError(f"{name} must be a real number; got {v!r}.")
+  # validates N, B, E and sampling (ValueError naming the parameter)
+  sched = schedule(num_examples=num_examples, batch_size=batch_size,
+                   num_epochs=num_epochs, sampling=sampling)
+  checks.check_delta(delta)
+  delta = float(delta)
+  scale = _SENSITIVITY[neighbouring]   # sigma / scale is the add/remove noise multiplier
+  common = dict(num_examples=num_examples, batch_size=batch_size, delta=delta,
+                progress=progress)
+  if target_epsilon is not None:
+    checks.check_positive("target_epsilon", target_epsilon)
+    target_epsilon = float(target_epsilon)
+    sigma = scale * float(calibrate_noise_multiplier(
+        epsilon=target_epsilon, num_epochs=num_epochs, sampling=sampling, **common))
+    source = "calibrated"
+  else:
+    checks.check_positive("noise_multiplier", noise_multiplier)
+    sigma, source = float(noise_multiplier), "given"
+  run = epsilon(noise_multiplier=sigma / scale, num_epochs=num_epochs, sampling=sampling,
+                **common)
+  upper, method, lower = float(run.epsilon), str(run.method), run.lower
+  if scale != 1:
+    method += f" at noise multiplier sigma / {scale:g} (sensitivity {scale:g}C)"
+    # a replacement by a zero-gradient example is the zero-out add/remove pair:
+    # the add/remove lower at sigma bounds the replace-one epsilon from below
+    lower = epsilon(noise_multiplier=sigma, num_epochs=num_epochs, sampling=sampling,
+                    **common).lower
+  lower = None if lower is None else min(float(lower), upper)
+  if target_epsilon is not None and not upper <= target_epsilon:
+    raise RuntimeError(f"calibrated sigma={sigma!r} gives certified epsilon {upper!r} > "
+                       f"target_epsilon={target_epsilon!r}; please report this.")
+  T = int(sched.total_steps)
+  q = float(sched.batch_size) / sched.num_examples
+  spe = (sched.num_examples / sched.batch_size if sched.steps_per_epoch is None
+         else int(sched.steps_per_epoch))
+
+  if neighbouring != "add_remove":
+    poisson = Comparison("poisson", q, T, None, "upper",
+                         "not computed: no replace-one accounting of Poisson subsampling "
+                         "on this path")
+  elif sampling == "poisson":   # the run itself: same rate, same steps
+    poisson = Comparison("poisson", q, T, upper, "upper", run.method)
+  else:
+    p = epsilon(noise_multiplier=sigma, total_steps=T, sampling="poisson", **common)
+    poisson = Comparison("poisson", q, T, float(p.epsilon), "upper",
+                         f"{p.method}, q = B/N, the run's T steps")
+  one = sigma / scale / math.sqrt(T)
+  none = Comparison("no_amplification", 1.0, T,
+                    _gaussian(one, delta), "exact",
+                    f"T = {T} full-batch Gaussian steps of sensitivity {scale:g}C = one "
+                    f"Gaussian mechanism with noise multiplier sigma / "
+                    f"{'' if scale == 1 else f'({scale:g} '}sqrt(T)"
+                    f"{'' if scale == 1 else ')'} = {one:.6g} (Dong, Roth & Su, "
+                    "arXiv:1905.02383v3, Cor. 3.3; Balle & Wang, arXiv:1805.06530v2, Thm 8)")
+  assumptions = (
+      _NEIGHBOUR_TEXT[neighbouring],
+      "predetermined (non-adaptive) schedule: N, B, E, sigma, the clipping norm C and the "
+      "sampler are fixed before training, not chosen from the data or from training "
+      "outputs; every one of the T noisy updates may be released",
+      _SAMPLER_TEXT[sampling],
+      f"divisor: each update divides the noisy sum (clipped gradients + N(0, sigma^2 C^2 "
+      f"I)) by the data-independent constant B = {_plain(sched.batch_size)} (the declared "
+      "expected batch size), never by the realised batch size",
+  )
+  return PrivacyStatement(
+      sampling=sampling, neighbouring=neighbouring, noise_multiplier=sigma,
+      noise_multiplier_source=source, target_epsilon=target_epsilon, delta=delta,
+      epsilon_upper=upper, epsilon_lower=lower, method=method,
+      num_examples=int(sched.num_examples), batch_size=_plain(sched.batch_size),
+      num_epochs=_plain(sched.num_epochs), sampling_rate=q, steps_per_epoch=spe,
+      total_steps=T, divisor=_plain(sched.batch_size), comparison=(poisson, none),
+      assumptions=assumptions, version=__version__)
