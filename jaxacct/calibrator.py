@@ -65,7 +65,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from jaxacct import accounting, poisson
-from jaxacct._core import checks
+from jaxacct._core import checks, sharding
 from jaxacct._core import progress as _progress
 from jaxacct._core.compiled import jit
 from jaxacct._core.dtype import public_surface
@@ -442,7 +442,7 @@ def _model_search(scale, upper, target, d, lo, hi, rtol):
 
 def calibrate(make_event: Callable, target_epsilon, delta, *, bracket, discrete: bool = False,
               increasing: Optional[bool] = None, rtol: float = 1e-3, name: str = "x",
-              accountant: str = "pld", progress: Optional[bool] = None):
+              accountant: str = "pld", progress: Optional[bool] = None, devices=None):
   """The least private parameter ``x`` whose event meets each (epsilon, delta) target.
 
   Args:
@@ -463,6 +463,9 @@ def calibrate(make_event: Callable, target_epsilon, delta, *, bracket, discrete:
     accountant: ``"pld"`` (default: tight, the accountant's epsilon) or
       ``"rdp"`` (Poisson / Gaussian events; see :func:`upper_epsilon`).
     progress: None (global switch), True or False.
+    devices: None (the default device), or jax devices or a
+      ``jax.sharding.Mesh``: each evaluation's lanes run on them (the array
+      doors' ``devices=``); the result is that of one device.
 
   Returns:
     float or int (scalar targets), else a numpy array of the broadcast shape:
@@ -489,6 +492,13 @@ def calibrate(make_event: Callable, target_epsilon, delta, *, bracket, discrete:
   if isinstance(name, bytes) or not isinstance(name, str):
     raise ValueError(f"name must be a str; got {name!r}.")
   checks.check_bracket("bracket", bracket, lo=-np.inf if discrete else 0.0)
+  with sharding.use_devices(devices):   # every evaluation's block programs on them
+    return _calibrate(make_event, target_epsilon, delta, bracket, discrete, increasing, rtol,
+                      name, accountant, progress)
+
+
+def _calibrate(make_event, target_epsilon, delta, bracket, discrete, increasing, rtol, name,
+               accountant, progress):
   lo, hi = (float(v) for v in bracket)
   if discrete and not (lo.is_integer() and hi.is_integer()):
     raise ValueError(f"bracket must hold integers with discrete=True; got {bracket!r}.")

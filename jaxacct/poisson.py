@@ -18,8 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import pld as jpld
-from jaxacct._core import checks
-from jaxacct._core.batching import accelerator_layout
+from jaxacct._core import checks, sharding
+from jaxacct._core.batching import block_programs
 from jaxacct._core.dtype import dispatch, public_surface
 from jaxacct._core.namespace import host_call, host_scalars, kernel_arg
 from jaxacct._core.orders import DEFAULT_ORDERS
@@ -36,7 +36,7 @@ def _validate_common(q, sigma, num_steps):
   checks.check_int("num_steps", num_steps, min_value=1)
 
 
-def _query(quantity, value, *, q, sigma, num_steps, orders, method, conversion):
+def _query(quantity, value, *, q, sigma, num_steps, orders, method, conversion, devices=None):
   """The one query behind :func:`epsilon` and :func:`delta`.
 
   ``quantity`` is ``"epsilon"`` (``value`` is a delta) or ``"delta"``
@@ -50,6 +50,12 @@ def _query(quantity, value, *, q, sigma, num_steps, orders, method, conversion):
     checks.check_range("epsilon", value)
   checks.check_choice("method", method, ("rdp", "pld"))
   checks.check_choice("conversion", conversion, checks.CONVERSIONS)
+  with sharding.use_devices(devices):   # block programs spread over the devices
+    return _answer(quantity, value, is_eps, q=q, sigma=sigma, num_steps=num_steps,
+                   orders=orders, method=method, conversion=conversion)
+
+
+def _answer(quantity, value, is_eps, *, q, sigma, num_steps, orders, method, conversion):
   given = "delta" if is_eps else "epsilon"
   cls = EpsilonResult if is_eps else DeltaResult
   if method == "pld":
@@ -71,7 +77,7 @@ def _query(quantity, value, *, q, sigma, num_steps, orders, method, conversion):
     # accelerator layout concrete arrays run in blocks of a fixed lane count
     # (one program whatever the batch); traced input is one program as here.
     blocks = None
-    if accelerator_layout():
+    if block_programs():
       blocks = functools.partial(poisson_rdp_query_blocks, **static)
     v, order = dispatch(
         lambda *a: poisson_rdp_query_jit(*(kernel_arg(x) for x in a), **static),
@@ -80,7 +86,7 @@ def _query(quantity, value, *, q, sigma, num_steps, orders, method, conversion):
 
 
 def epsilon(*, q, sigma, num_steps, delta, orders=None,
-            method: str = "rdp", conversion: str = "tight") -> EpsilonResult:
+            method: str = "rdp", conversion: str = "tight", devices=None) -> EpsilonResult:
   """Epsilon at ``delta`` of ``num_steps`` Poisson-subsampled Gaussian steps.
 
   Args:
@@ -92,6 +98,10 @@ def epsilon(*, q, sigma, num_steps, delta, orders=None,
     method: ``"rdp"`` (RDP composition + ``conversion``) or ``"pld"`` (tight
       FFT-composed privacy loss distribution, :mod:`jaxacct.pld`).
     conversion: ``"tight"`` or ``"classic"`` (RDP only).
+    devices: None (the default device), or a sequence of jax devices or a
+      ``jax.sharding.Mesh`` (also spanning hosts): arrays run in the block
+      programs (as on the accelerator layout), block ``i`` on device
+      ``i mod D``; the values are bitwise those of one device.
 
   Returns:
     ``EpsilonResult``; ``order`` is the optimal Renyi order for RDP.
@@ -117,11 +127,11 @@ def epsilon(*, q, sigma, num_steps, delta, orders=None,
   Bound: upper. Inputs broadcast; arrays give arrays.
   """
   return _query("epsilon", delta, q=q, sigma=sigma, num_steps=num_steps, orders=orders,
-                method=method, conversion=conversion)
+                method=method, conversion=conversion, devices=devices)
 
 
 def delta(*, q, sigma, num_steps, epsilon, orders=None,
-          method: str = "rdp", conversion: str = "tight") -> DeltaResult:
+          method: str = "rdp", conversion: str = "tight", devices=None) -> DeltaResult:
   """Delta at ``epsilon`` of ``num_steps`` Poisson-subsampled Gaussian steps.
 
   Same arguments as :func:`epsilon`, with ``epsilon`` (real) instead of delta.
@@ -129,7 +139,7 @@ def delta(*, q, sigma, num_steps, epsilon, orders=None,
   Bound: upper.
   """
   return _query("delta", epsilon, q=q, sigma=sigma, num_steps=num_steps, orders=orders,
-                method=method, conversion=conversion)
+                method=method, conversion=conversion, devices=devices)
 
 # float64 is entered here, once per call, for every function __all__ lists
 # (jaxacct._core.dtype.public_surface)

@@ -25,6 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct._core import sharding
+
 LAYOUTS = ("auto", "cpu", "accelerator")
 _FORCED: list = []   # [layout] once set_layout was called; else the environment decides
 
@@ -90,13 +92,32 @@ def accelerator_layout() -> bool:
   return layout() == "accelerator"
 
 
+def block_programs() -> bool:
+  """Whether concrete arrays run in the block programs (:func:`run_blocks`):
+  on the accelerator layout, or under a lanes mesh (a door's ``devices=``,
+  :mod:`jaxacct._core.sharding`), on any layout."""
+  return accelerator_layout() or sharding.active()
+
+
 def device_memory_bytes() -> int:
   """Usable memory of the default device in bytes (4 GiB where it cannot be read).
 
   On a GPU this is the allocator's limit; a CPU (also with the accelerator
   layout forced) gets a fixed 4 GiB budget, so block sizes there are the same
-  on every machine and tests can count them.
+  on every machine and tests can count them. The environment variable
+  ``JAXACCT_DEVICE_MEMORY`` (bytes, read at each call) overrides both: a
+  share of a GPU used by others, or small blocks to spread a small sweep over
+  a lanes mesh (:mod:`jaxacct._core.sharding`).
   """
+  env = os.environ.get("JAXACCT_DEVICE_MEMORY", "").strip()
+  if env:
+    try:
+      value = int(float(env))
+    except ValueError:
+      value = 0
+    if value <= 0:
+      raise ValueError(f"JAXACCT_DEVICE_MEMORY must be a positive number of bytes; got {env!r}.")
+    return value
   dev = jax.devices()[0]
   if dev.platform != "cpu":
     try:
@@ -191,11 +212,30 @@ def run_blocks(program, args, lanes: int):
   shape = arrs[0].shape
   flat = [a.reshape(-1) for a in arrs]
   n = flat[0].size
+  mesh = sharding.current_mesh()
+  if mesh is not None:
+    # a lanes mesh (a door's ``devices=``): the same blocks, spread over its
+    # devices (jaxacct._core.sharding)
+    return _run_blocks_sharded(program, flat, n, shape, lanes, mesh)
   blocks = max(-(-n // lanes), 1)
   pad = blocks * lanes - n
   if pad:
     flat = [np.concatenate([a, np.repeat(a[-1:] if n else np.ones(1), pad)]) for a in flat]
   outs = jax.device_get([program(*(a[i * lanes:(i + 1) * lanes] for a in flat))
                          for i in range(blocks)])
+  return jax.tree.map(lambda *xs: jax.device_put(
+      np.concatenate(xs)[:n].reshape(shape + xs[0].shape[1:])), *outs)
+
+
+def _run_blocks_sharded(program, flat, n, shape, lanes, mesh):
+  """:func:`run_blocks` over a lanes mesh: the same blocks of ``lanes`` lanes,
+  block ``i`` on mesh device ``i mod D`` (:func:`jaxacct._core.sharding.run_items`;
+  every process gets the whole result)."""
+  blocks = max(-(-n // lanes), 1)
+  pad = blocks * lanes - n
+  if pad:
+    flat = [np.concatenate([a, np.repeat(a[-1:] if n else np.ones(1), pad)]) for a in flat]
+  outs = sharding.run_items(lambda i: program(*(a[i * lanes:(i + 1) * lanes] for a in flat)),
+                            list(range(blocks)))
   return jax.tree.map(lambda *xs: jax.device_put(
       np.concatenate(xs)[:n].reshape(shape + xs[0].shape[1:])), *outs)

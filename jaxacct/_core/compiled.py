@@ -54,6 +54,7 @@ import jax
 import numpy as np
 
 from jaxacct._core.batching import layout
+from jaxacct._core.sharding import device_key
 
 _OFF = ("0", "false", "off", "no")
 #: XLA options of the large vmapped kernels. XLA:GPU's fusion autotuner times
@@ -264,8 +265,9 @@ class CachedJit:
         return None
       avals.append(a)
     x64 = bool(jax.config.jax_enable_x64)
-    return (repr((self._name, statics, str(tree), avals, x64, layout(),
-                  sorted(self._options.items()))), dyn_args, dyn_kwargs)
+    parts = (self._name, statics, str(tree), avals, x64, layout(), sorted(self._options.items()))
+    dev = device_key()    # a device of a lanes mesh (None: the default device)
+    return (repr(parts if dev is None else parts + (dev,)), dyn_args, dyn_kwargs)
 
   def precompile(self, *args, **kwargs) -> None:
     """Compiles the program of a call with these arguments (arrays or

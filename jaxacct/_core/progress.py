@@ -207,6 +207,15 @@ class _Lines(_Null):
       self._show(final=True)
 
 
+def _process_zero() -> bool:
+  """False in processes 1, 2, ... of a ``jax.distributed`` run: progress is
+  reported once, by process 0 (``jaxacct.sweep``)."""
+  jax = sys.modules.get("jax")
+  if jax is None or not jax.distributed.is_initialized():
+    return True
+  return jax.process_index() == 0
+
+
 @contextlib.contextmanager
 def progress(*, total: Optional[int] = None, desc: str = "jaxacct",
              enabled: Optional[bool] = None):
@@ -223,7 +232,7 @@ def progress(*, total: Optional[int] = None, desc: str = "jaxacct",
     line on stdout that does not garble the display); no-ops (``echo`` still
     prints) when progress is off.
   """
-  on = _ENABLED if enabled is None else bool(enabled)
+  on = (_ENABLED if enabled is None else bool(enabled)) and _process_zero()
   if not on:
     yield _Null()
     return

@@ -47,8 +47,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
 
-from jaxacct._core import batching, checks
-from jaxacct._core.batching import accelerator_layout, lanes_for_memory
+from jaxacct._core import batching, checks, sharding
+from jaxacct._core.batching import block_programs, lanes_for_memory
 from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.logmath import log_expm1, logsumexp
 from jaxacct._core.solve import newton
@@ -216,7 +216,7 @@ def _check_add_rdp(orders, sigma, num_steps):
 
 
 def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
-                       num_outer: int = 4096, num_inner: int = 2048):
+                       num_outer: int = 4096, num_inner: int = 2048, devices=None):
   r"""Add-direction RDP of 1-out-of-``num_steps`` allocation, Gaussian (exact).
 
   Feldman & Shenfeld, arXiv:2502.08202v3, dominating pair of Thm 3.1 in the
@@ -230,6 +230,9 @@ def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
     num_steps: t, integer >= 1.
     max_order: used when ``orders`` is None.
     num_outer, num_inner: trapezoid grid sizes (static).
+    devices: None (the default device), or jax devices or a
+      ``jax.sharding.Mesh``: arrays run in blocks spread over them (values
+      bitwise those of one device; :mod:`jaxacct.sweep` across hosts).
 
   Returns:
     float64 array ``broadcast(sigma, num_steps).shape + (len(orders),)``: RDP
@@ -253,8 +256,9 @@ def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
   if orders is None:
     orders = np.arange(2, int(max_order) + 1, dtype=np.float64)
   grid = dict(num_outer=int(num_outer), num_inner=int(num_inner))
-  eager = None
-  if accelerator_layout() and (np.ndim(sigma) or np.ndim(num_steps)):
-    eager = functools.partial(_add_rdp_blocks, **grid)
-  return dispatch(functools.partial(_add_rdp_jit, **grid), (sigma, num_steps, orders),
-                  lambda: _check_add_rdp(orders, sigma, num_steps), eager=eager)
+  with sharding.use_devices(devices):
+    eager = None
+    if block_programs() and (np.ndim(sigma) or np.ndim(num_steps)):
+      eager = functools.partial(_add_rdp_blocks, **grid)
+    return dispatch(functools.partial(_add_rdp_jit, **grid), (sigma, num_steps, orders),
+                    lambda: _check_add_rdp(orders, sigma, num_steps), eager=eager)

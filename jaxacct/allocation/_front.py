@@ -10,7 +10,7 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core import checks
+from jaxacct._core import checks, sharding
 from jaxacct._core.conversion import rdp_to_epsilon_kernel, rdp_to_delta_kernel
 from jaxacct._core.gaussian import gaussian_delta_kernel
 from jaxacct._core.namespace import HOST
@@ -43,7 +43,8 @@ _OPTIONS = {
 
 
 def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
-                   direction: str = "both", max_order: int = _DEFAULT_MAX_ORDER):
+                   direction: str = "both", max_order: int = _DEFAULT_MAX_ORDER,
+                   devices=None):
   r"""RDP curve at integer orders 2..max_order of k-of-t allocation over E epochs.
 
   Feldman & Shenfeld, arXiv:2502.08202v3: ``remove`` is m = kE times the
@@ -56,6 +57,9 @@ def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
     num_steps: t >= 1 (scalar or array). num_selected: k in [1, t] (scalar).
     num_epochs: E >= 1 (scalar). direction: "remove", "add" or "both".
     max_order: largest integer order (static).
+    devices: None (the default device), or jax devices or a
+      ``jax.sharding.Mesh``: arrays run in blocks spread over them (values
+      bitwise those of one device; :mod:`jaxacct.sweep` across hosts).
 
   Returns:
     (orders, rdp): orders ``2..max_order`` (float64 numpy) and rdp of shape
@@ -69,6 +73,11 @@ def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
   checks.check_int("max_order", max_order, min_value=2, max_value=4096)
   t, m = bounds.split_rounds(num_steps, num_selected, num_epochs)
   orders = np.arange(2, int(max_order) + 1, dtype=np.float64)
+  with sharding.use_devices(devices):
+    return orders, _rdp_curve(sigma, t, m, orders, direction, max_order)
+
+
+def _rdp_curve(sigma, t, m, orders, direction, max_order):
   out = None
   if direction in ("remove", "both"):
     out = _times(allocation_remove_rdp(sigma=sigma, num_steps=t.astype(np.int64),
@@ -77,7 +86,7 @@ def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
     add = _times(allocation_add_rdp(orders, sigma=sigma, num_steps=t.astype(np.int64)), m)
     out = add if out is None else (np.maximum(out, add) if _on_host(out, add)
                                    else jnp.maximum(out, add))
-  return orders, out
+  return out
 
 
 def _on_host(*xs):

@@ -23,6 +23,7 @@ import numpy as np
 
 from jaxacct._core.batching import (accelerator_layout, lanes_for_memory, lanes_per_block,
                                     map_blocks)
+from jaxacct._core import sharding
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.namespace import JAX, host_call
 from jaxacct._core.parallel import cores
@@ -238,6 +239,13 @@ RERUN = threading.Lock()
 _WARM = set()
 
 
+def _through(stages, x):
+  """One chunk through every stage (each output made ready before the next)."""
+  for stage in stages:
+    x = jax.block_until_ready(stage(x))
+  return x
+
+
 def run_chunks(stages, slices, done, keys=None, prepares=None):
   """The chunks ``slices`` through ``stages`` (functions applied in turn, the
   first to the slice; each output made ready before the next), on :func:`sweep_threads`
@@ -271,6 +279,8 @@ def run_chunks(stages, slices, done, keys=None, prepares=None):
   while the other runs the first chunks' laws (before: the query's compile
   waited for the first chunk's laws). A prepare that raises only opens its
   stage (the chunks compile what they need)."""
+  if sharding.active():   # a lanes mesh (``devices=``): chunk i on its device i mod D
+    return sharding.run_items(functools.partial(_through, stages), slices, done)
   x64 = bool(jax.config.jax_enable_x64)
   n_st, n_ch = len(stages), len(slices)
   keys = list(keys) if keys is not None else [None] * n_st

@@ -43,8 +43,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core import batching, checks
-from jaxacct._core.batching import accelerator_layout, lanes_for_memory, map_blocks
+from jaxacct._core import batching, checks, sharding
+from jaxacct._core.batching import block_programs, lanes_for_memory, map_blocks
 from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.namespace import HOST, JAX, host_scalars
 from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
@@ -221,7 +221,7 @@ def _remove_rdp_jit(sigma, t, *, max_order):
   return allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits)
 
 
-def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64):
+def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64, devices=None):
   r"""Remove-direction RDP of 1-out-of-``num_steps`` allocation, Gaussian.
 
   Feldman & Shenfeld, arXiv:2502.08202v3, Cor. 4.10 (via Thm 4.8).
@@ -230,6 +230,9 @@ def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64):
     sigma: noise multiplier > 0; any shape, broadcast with ``num_steps``.
     num_steps: t, integer >= 1 (< 2^31).
     max_order: largest integer order A (static); orders are ``2..A``.
+    devices: None (the default device), or jax devices or a
+      ``jax.sharding.Mesh``: arrays run in blocks spread over them (values
+      bitwise those of one device; :mod:`jaxacct.sweep` across hosts).
 
   Returns:
     float64 array of shape ``broadcast(sigma, num_steps).shape + (A-1,)``:
@@ -245,8 +248,13 @@ def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64):
     True
   """
   checks.check_int("max_order", max_order, min_value=2, max_value=4096)
+  with sharding.use_devices(devices):
+    return _remove_rdp(sigma, num_steps, int(max_order))
+
+
+def _remove_rdp(sigma, num_steps, max_order):
   eager = None
-  if accelerator_layout() and (np.ndim(sigma) or np.ndim(num_steps)):
+  if block_programs() and (np.ndim(sigma) or np.ndim(num_steps)):
     eager = functools.partial(_remove_rdp_blocks, max_order=int(max_order))
   return dispatch(functools.partial(_remove_rdp_jit, max_order=int(max_order)),
                   (sigma, num_steps),

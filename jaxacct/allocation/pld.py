@@ -141,7 +141,7 @@ import jax
 import numpy as np
 
 from jaxacct._core.batching import layout, padded_lanes
-from jaxacct._core import checks
+from jaxacct._core import checks, sharding
 from jaxacct._core.dtype import public_surface
 from jaxacct._core.progress import progress
 from jaxacct._core.results import DeltaResult, EpsilonResult
@@ -396,7 +396,7 @@ def _result(parts, direction, query, mode):
 # ----------------------------------------------------------------------------
 
 def _query(mode, value, *, sigma, num_steps, num_selected, num_epochs, direction, grid_size,
-           tail, mechanism, composition_size, with_lower=True):
+           tail, mechanism, composition_size, with_lower=True, devices=None):
   """The one query behind the two front doors.
 
   ``mode`` is ``"eps"`` (``value`` is a delta; an ``EpsilonResult``) or
@@ -409,9 +409,10 @@ def _query(mode, value, *, sigma, num_steps, num_selected, num_epochs, direction
   else:
     checks.check_range("epsilon", value, 0.0, np.inf)
   _check_tail(tail)
-  parts = _run(sigma, num_steps, num_selected, num_epochs, value, mode=mode,
-               grid_size=grid_size, tail=tail, mechanism=mechanism, laws=laws,
-               composition_size=composition_size, want_lower=bool(with_lower))
+  with sharding.use_devices(devices):   # chunks spread over the devices' lanes mesh
+    parts = _run(sigma, num_steps, num_selected, num_epochs, value, mode=mode,
+                 grid_size=grid_size, tail=tail, mechanism=mechanism, laws=laws,
+                 composition_size=composition_size, want_lower=bool(with_lower))
   if not with_lower:
     parts = (*parts[:2], *(np.full(np.shape(p), np.nan) for p in parts[2:]))
   return _result(parts, direction, value, mode)
@@ -422,7 +423,7 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
                            direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
                            tail=None, mechanism="gaussian",
                            composition_size=None,
-                           with_lower: bool = True) -> EpsilonResult:
+                           with_lower: bool = True, devices=None) -> EpsilonResult:
   r"""Epsilon of k-of-t random allocation over E epochs from its tight PLD: upper and lower.
 
   Feldman & Shenfeld, "Efficient privacy loss accounting for subsampling and
@@ -469,6 +470,8 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
     with_lower: False skips the certified lower bound (``lower`` and the
       lower entries of ``by_direction`` are then NaN): about a third of the
       work of a scalar question (calibration evaluates only the upper).
+    devices: None (one device), jax devices or a ``jax.sharding.Mesh`` (also
+      across hosts): the sweep's chunks spread over them, values unchanged.
 
   Returns:
     EpsilonResult: ``epsilon`` (= ``upper``) the upper bound, ``lower`` the
@@ -488,7 +491,8 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
   """
   return _query("eps", delta, sigma=sigma, num_steps=num_steps, num_selected=num_selected,
                 num_epochs=num_epochs, direction=direction, grid_size=grid_size, tail=tail,
-                mechanism=mechanism, composition_size=composition_size, with_lower=with_lower)
+                mechanism=mechanism, composition_size=composition_size, with_lower=with_lower,
+                devices=devices)
 
 
 @per_epoch_steps
@@ -496,7 +500,7 @@ def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_
                          direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
                          tail=None, mechanism="gaussian",
                          composition_size=None,
-                         with_lower: bool = True) -> DeltaResult:
+                         with_lower: bool = True, devices=None) -> DeltaResult:
   r"""Delta of k-of-t random allocation over E epochs from its tight PLD: upper and lower.
 
   Feldman & Shenfeld, arXiv:2602.17284v1; see :func:`allocation_pld_epsilon`.
@@ -507,7 +511,7 @@ def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_
 
   Args:
     sigma, num_steps, num_selected, num_epochs, direction, grid_size, tail,
-    mechanism, composition_size, with_lower: as in :func:`allocation_pld_epsilon`
+    mechanism, composition_size, with_lower, devices: as in :func:`allocation_pld_epsilon`
       (everything numeric broadcasts; ``tail`` default ``1e-20 / (k E)``).
     epsilon: >= 0; broadcasts.
 
@@ -520,7 +524,7 @@ def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_
   return _query("delta", epsilon, sigma=sigma, num_steps=num_steps,
                 num_selected=num_selected, num_epochs=num_epochs, direction=direction,
                 grid_size=grid_size, tail=tail, mechanism=mechanism,
-                composition_size=composition_size, with_lower=with_lower)
+                composition_size=composition_size, with_lower=with_lower, devices=devices)
 
 
 @per_epoch_steps

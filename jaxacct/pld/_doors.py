@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.batching import accelerator_layout
+from jaxacct._core.batching import block_programs
 from jaxacct._core.namespace import host_scalars
 from jaxacct._core.parallel import host_map
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
@@ -123,7 +123,7 @@ def _poisson_gaussian_query(quantity, *, sigma, q, num_steps, value, step):
     by = {"remove": float(at(pair.remove, value)), "add": float(at(pair.add, value))}
     return cls(host_f64(max(by.values())), host_f64(value), method="pld", bound="upper",
                details=dict(by, step=h))
-  if accelerator_layout():   # blocks of lanes, one program per shape bucket
+  if block_programs():   # blocks of lanes, one program per shape bucket
     v = door_blocks(quantity, one, arg, sigma=sigma, q=q, num_steps=num_steps, value=value,
                     step=step, default_step=default_step, tail_mass=_tail_mass)
   else:

@@ -60,7 +60,7 @@ def _check_max_n(max_n):
     checks.check_int("max_n", max_n, min_value=1)
 
 
-def clone_delta(eps, *, n, eps0, max_n=None):
+def clone_delta(eps, *, n, eps0, max_n=None, devices=None):
   r"""Replacement delta(eps) of shuffling eps0-LDP reports (FMT'21 clone pair).
 
   Feldman, McMillan, Talwar, arXiv:2012.12803, Thm 3.2 (pair) and App. F,
@@ -75,6 +75,9 @@ def clone_delta(eps, *, n, eps0, max_n=None):
     n: number of shuffled users, integer >= 1 (up to ~1e8).
     eps0: local epsilon > 0.
     max_n: static upper bound on n, needed only when n or eps0 is traced.
+    devices: None (the default device), or jax devices or a
+      ``jax.sharding.Mesh``: arrays run in blocks spread over them (values
+      bitwise those of one device).
 
   Returns:
     ``DeltaResult(delta, epsilon=eps, method="clone", bound="upper")``;
@@ -85,11 +88,11 @@ def clone_delta(eps, *, n, eps0, max_n=None):
   pair's exact profile plus a computed tail mass < 1e-20. NaN for invalid lanes.
   """
   d = pair_fast.member_delta_checked(eps, n=n, eps0=eps0, max_n=max_n,
-                                     member="clone", where="clone_delta")
+                                     member="clone", where="clone_delta", devices=devices)
   return DeltaResult(delta=d, epsilon=eps, method="clone", bound="upper")
 
 
-def clone_epsilon(delta, *, n, eps0, max_n=None):
+def clone_epsilon(delta, *, n, eps0, max_n=None, devices=None):
   r"""Replacement eps(delta) of shuffling eps0-LDP reports (FMT'21 clone pair).
 
   Feldman, McMillan, Talwar, arXiv:2012.12803, Thm 3.2 + App. F (BinS, Alg. 4:
@@ -97,7 +100,7 @@ def clone_epsilon(delta, *, n, eps0, max_n=None):
 
   Args:
     delta: target delta in (0, 1).
-    n: integer >= 1. eps0: > 0. max_n: see ``clone_delta``.
+    n: integer >= 1. eps0: > 0. max_n, devices: see ``clone_delta``.
 
   Returns:
     ``EpsilonResult(epsilon, delta, method="clone", bound="upper")``;
@@ -120,7 +123,8 @@ def clone_epsilon(delta, *, n, eps0, max_n=None):
   anchors and weights (~1e-11 relative at c ~ 1e5, ~1e-8 at c ~ 1e7).
   """
   e = pair_fast.member_epsilon_checked(delta, n=n, eps0=eps0, max_n=max_n,
-                                       member="clone", where="clone_epsilon")
+                                       member="clone", where="clone_epsilon",
+                                       devices=devices)
   return EpsilonResult(epsilon=e, delta=delta, method="clone", bound="upper")
 
 

@@ -43,8 +43,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core import batching, checks, solve
-from jaxacct._core.batching import accelerator_layout, lanes_for_memory
+from jaxacct._core import batching, checks, sharding, solve
+from jaxacct._core.batching import block_programs, lanes_for_memory
 from jaxacct._core.dtype import dispatch, require_x64, static_size
 from jaxacct.shuffle import _host_pair
 from jaxacct.shuffle._sym_block import sym_eval, sym_setup
@@ -325,7 +325,7 @@ def member_blocks(quantity, value, n, eps0, *, member: str, width: int):
 
 def _arrays_on_accelerator(*args) -> bool:
   """Whether a concrete call runs in blocks: an array argument on the accelerator layout."""
-  return accelerator_layout() and any(np.ndim(a) for a in args)
+  return block_programs() and any(np.ndim(a) for a in args)
 
 
 def member_epsilon_blocks(delta, n, eps0, *, member: str):
@@ -364,7 +364,7 @@ def _host_member_epsilon(delta, n, eps0, member):
                                            width, BLOCK)[0])
 
 
-def member_delta_checked(eps, *, n, eps0, max_n, member: str, where: str):
+def member_delta_checked(eps, *, n, eps0, max_n, member: str, where: str, devices=None):
   """Front door of a member's delta(eps): concrete inputs are validated
   (ValueError); one concrete question (scalars, no ``max_n``) is answered on
   the host (``_host_pair``: the same formula in NumPy, no compiled program),
@@ -389,11 +389,12 @@ def member_delta_checked(eps, *, n, eps0, max_n, member: str, where: str):
     return member_blocks("delta", eps, n, eps0, member=member,
                          width=member_width(n, eps0, max_n, member=member))
 
-  eager = blocks if _arrays_on_accelerator(eps, n, eps0) else None
-  return dispatch(kernel, (eps, n, eps0), validate, host=host, where=where, eager=eager)
+  with sharding.use_devices(devices):   # a lanes mesh: blocks over its devices
+    eager = blocks if _arrays_on_accelerator(eps, n, eps0) else None
+    return dispatch(kernel, (eps, n, eps0), validate, host=host, where=where, eager=eager)
 
 
-def member_epsilon_checked(delta, *, n, eps0, max_n, member: str, where: str):
+def member_epsilon_checked(delta, *, n, eps0, max_n, member: str, where: str, devices=None):
   """Front door of a member's eps(delta) (see :func:`member_delta_checked`);
   concrete arrays without ``max_n`` are grouped by window bucket
   (:func:`member_epsilon_grouped`), one question goes to the host path."""
@@ -423,4 +424,5 @@ def member_epsilon_checked(delta, *, n, eps0, max_n, member: str, where: str):
       return kernel(delta, n, eps0)
     return member_epsilon_grouped(delta, n, eps0, member=member)
 
-  return dispatch(kernel, (delta, n, eps0), validate, host=host, eager=eager, where=where)
+  with sharding.use_devices(devices):   # a lanes mesh: blocks over its devices
+    return dispatch(kernel, (delta, n, eps0), validate, host=host, eager=eager, where=where)

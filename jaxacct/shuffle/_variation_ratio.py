@@ -60,7 +60,7 @@ def _check(n, eps0):
   checks.check_positive("eps0", eps0)
 
 
-def stronger_clone_delta(eps, *, n, eps0, max_n=None):
+def stronger_clone_delta(eps, *, n, eps0, max_n=None, devices=None):
   r"""Replacement delta(eps) of shuffling, stronger-clone pair (blanket randomizers only).
 
   Wang et al., arXiv:2304.05007v5, App. H + Prop. I.1 with the generic row
@@ -70,6 +70,7 @@ def stronger_clone_delta(eps, *, n, eps0, max_n=None):
 
   Args:
     eps: >= 0. n: integer >= 1. eps0: > 0. max_n: static bound on a traced n.
+    devices: as in ``clones.clone_delta`` (arrays in blocks over the devices).
 
   Returns:
     ``DeltaResult(delta, epsilon=eps, method="stronger_clone",
@@ -82,15 +83,15 @@ def stronger_clone_delta(eps, *, n, eps0, max_n=None):
   """
   d = pair_fast.member_delta_checked(eps, n=n, eps0=eps0, max_n=max_n,
                                      member="stronger",
-                                     where="stronger_clone_delta")
+                                     where="stronger_clone_delta", devices=devices)
   return DeltaResult(delta=d, epsilon=eps, method="stronger_clone",
                      bound="upper")
 
 
-def stronger_clone_epsilon(delta, *, n, eps0, max_n=None):
+def stronger_clone_epsilon(delta, *, n, eps0, max_n=None, devices=None):
   r"""Replacement eps(delta) of shuffling, stronger-clone pair (blanket randomizers only).
 
-  See ``stronger_clone_delta``. Issue-11 table (independent evaluation, Wang
+  See ``stronger_clone_delta`` (also for ``devices``). Issue-11 table (independent evaluation, Wang
   digest §6 Table A): (1e4, 1, 1e-6) -> 0.0432061581, (1e5, 1) ->
   0.0124298975, (1e5, 4) -> 0.1181530665.
 
@@ -105,7 +106,7 @@ def stronger_clone_epsilon(delta, *, n, eps0, max_n=None):
   """
   e = pair_fast.member_epsilon_checked(delta, n=n, eps0=eps0, max_n=max_n,
                                        member="stronger",
-                                       where="stronger_clone_epsilon")
+                                       where="stronger_clone_epsilon", devices=devices)
   return EpsilonResult(epsilon=e, delta=delta, method="stronger_clone",
                        bound="upper")
 

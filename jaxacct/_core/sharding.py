@@ -1,0 +1,195 @@
+"""Lanes over several devices and hosts: one 1-D ``"lanes"`` mesh, one place.
+
+Every array door's programs take fixed-size blocks of lanes (the block
+programs of :func:`jaxacct._core.batching.run_blocks`, the allocation sweep's
+chunks, :func:`jaxacct.allocation._pld_query.run_chunks`). A door called with
+``devices=`` (a sequence of jax devices or a ``jax.sharding.Mesh``) enters
+:func:`use_devices`, which sets the lanes mesh of this context (a
+``contextvars`` variable: a door called inside another door with
+``devices=None`` keeps the outer one). The runners then hand their blocks to
+:func:`run_items`: block ``i`` runs on mesh device ``i mod D``, each device's
+blocks in a thread of their own, as the very program one device runs
+(compiled for that device: the kernels' executable keys name it), so a
+sharded sweep is bitwise the unsharded one. (``jax.shard_map`` over a
+``NamedSharding(mesh, P("lanes"))`` was tried first: XLA's SPMD pipeline
+rewrites some divisions differently, ~1e-14 relative apart on the Poisson
+RDP quadrature.)
+
+Across hosts (``jax.distributed.initialize``: the user's own, or
+``python -m jaxacct.sweep``) every process runs the same door with the same
+inputs over a mesh of the global devices; each process computes the blocks of
+its own devices, and one all-gather (``process_allgather``) gives every
+process the whole result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import queue
+import threading
+from typing import Callable, Optional, Sequence
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh
+
+AXIS = "lanes"
+_MESH: contextvars.ContextVar = contextvars.ContextVar("jaxacct_lanes_mesh", default=None)
+
+
+def as_mesh(devices) -> Optional[Mesh]:
+  """The 1-D ``"lanes"`` mesh of ``devices`` (None: None).
+
+  ``devices``: a non-empty sequence of distinct jax devices of one platform,
+  or a ``jax.sharding.Mesh`` (its devices in order, whatever its axes).
+  Raises ``ValueError`` naming ``devices`` for anything else.
+  """
+  if devices is None:
+    return None
+  if isinstance(devices, Mesh):
+    devs = list(np.asarray(devices.devices).ravel())
+  elif isinstance(devices, (str, bytes)) or not hasattr(devices, "__iter__"):
+    devs = None
+  else:
+    devs = list(devices)
+  if (not devs or not all(isinstance(d, jax.Device) for d in devs)
+      or len({d.id for d in devs}) != len(devs) or len({d.platform for d in devs}) != 1):
+    raise ValueError("devices must be None, a non-empty sequence of distinct jax devices of "
+                     f"one platform, or a jax.sharding.Mesh; got {devices!r}.")
+  if isinstance(devices, Mesh) and devices.axis_names == (AXIS,):
+    return devices
+  return Mesh(np.asarray(devs, dtype=object), (AXIS,))
+
+
+def check_devices(devices) -> None:
+  """Validates a door's ``devices=`` argument (``ValueError`` naming ``devices``)."""
+  as_mesh(devices)
+
+
+@contextlib.contextmanager
+def use_devices(devices):
+  """Runs the block programs of the array doors on ``devices`` inside the block.
+
+  ``None`` keeps the setting in force (the default: one device, the JAX
+  default); otherwise see :func:`as_mesh`.
+  """
+  mesh = as_mesh(devices)
+  if mesh is None:
+    yield _MESH.get()
+    return
+  token = _MESH.set(mesh)
+  try:
+    yield mesh
+  finally:
+    _MESH.reset(token)
+
+
+def current_mesh() -> Optional[Mesh]:
+  """The lanes mesh in force (None: the default device, unsharded)."""
+  return _MESH.get()
+
+
+def active() -> bool:
+  """Whether a lanes mesh is in force (the doors then take their block programs)."""
+  return _MESH.get() is not None
+
+
+def device_key():
+  """The device a program called now runs on, for the kernels' executable keys
+  (:mod:`jaxacct._core.compiled`): None for the process's default device
+  (unsharded calls keep their keys), else ``(platform, id)``."""
+  d = jax.config.jax_default_device
+  if d is None or isinstance(d, str):
+    return d
+  return None if d == jax.local_devices()[0] else (d.platform, d.id)
+
+
+def mesh_devices(mesh: Mesh) -> list:
+  """The mesh's devices in lane order (block ``i`` runs on entry ``i mod D``)."""
+  return list(np.asarray(mesh.devices).ravel())
+
+
+def run_items(fn: Callable, items: Sequence, done: Optional[Callable] = None) -> list:
+  """``[fn(item) for item in items]`` over the lanes mesh in force.
+
+  Item ``i`` runs on mesh device ``i mod D``, under ``jax.default_device``
+  of it, in one thread per device of this process (a device's items in
+  order); each process computes its own devices' items and an all-gather
+  gives every process every result. ``fn(item)`` returns a pytree of arrays
+  of one structure and shape for every item. ``done(1)`` is called in the
+  calling thread as each of this process's items finishes (a progress bar).
+  The workers enter the caller's float64 setting. An exception in a worker
+  stops the others and is raised here. Without a mesh: a plain loop.
+
+  Returns:
+    the results in item order, as NumPy pytrees.
+  """
+  mesh = _MESH.get()
+  if mesh is None:
+    out = []
+    for it in items:
+      out.append(jax.device_get(fn(it)))
+      if done is not None:
+        done(1)
+    return out
+  devs = mesh_devices(mesh)
+  me = jax.process_index()
+  n = len(items)
+  owner = [devs[i % len(devs)] for i in range(n)]
+  mine = {d: [i for i in range(n) if owner[i] == d] for d in devs if d.process_index == me}
+  results: dict = {}
+  errors: list = []
+  finished: queue.Queue = queue.Queue()
+  x64 = bool(jax.config.jax_enable_x64)
+
+  def worker(dev, idx):
+    try:
+      with jax.enable_x64(x64), jax.default_device(dev):
+        for i in idx:
+          if errors:
+            return
+          results[i] = jax.device_get(fn(items[i]))
+          finished.put(i)
+    except BaseException as e:   # noqa: BLE001 -- re-raised by the caller
+      errors.append(e)
+    finally:
+      finished.put(None)
+
+  threads = [threading.Thread(target=worker, args=(d, idx), daemon=True)
+             for d, idx in mine.items() if idx]
+  for th in threads:
+    th.start()
+  live = len(threads)
+  while live:
+    i = finished.get()
+    if i is None:
+      live -= 1
+    elif done is not None:
+      done(1)
+  for th in threads:
+    th.join()
+  if errors:
+    raise errors[0]
+  if jax.process_count() == 1:
+    return [results[i] for i in range(n)]
+  return _allgather(results, owner, fn, items)
+
+
+def _allgather(results: dict, owner: list, fn, items) -> list:
+  """Every process's items to every process (one ``process_allgather``)."""
+  procs = jax.process_count()
+  me = jax.process_index()
+  by_proc = [[i for i, d in enumerate(owner) if d.process_index == p] for p in range(procs)]
+  width = max(max(len(b) for b in by_proc), 1)
+  mine = by_proc[me]
+  # a process with no item of its own sends item 0's shape (computed here)
+  template = results[mine[0]] if mine else jax.device_get(fn(items[0]))
+  rows = [results[i] for i in mine]
+  rows += [jax.tree.map(np.zeros_like, template)] * (width - len(rows))
+  stacked = jax.tree.map(lambda *xs: np.stack(xs), *rows)
+  allg = multihost_utils.process_allgather(stacked)     # leaves: (procs, width, ...)
+  pos = {i: (p, k) for p in range(procs) for k, i in enumerate(by_proc[p])}
+  return [jax.tree.map(lambda a, i=i: np.asarray(a[pos[i][0], pos[i][1]]), allg)
+          for i in range(len(owner))]
