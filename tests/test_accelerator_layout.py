@@ -128,11 +128,14 @@ def accelerator_programs():
     _sweep(64, 10)
     first = {k: v for k, v in compiled.programs().items()
              if k not in before and "accelerator" in k}
+    _sweep(5, 10)   # padded to the chunk: the 64-lane programs
+    fewer = {k for k in compiled.programs() if k not in before and k not in first}
     _sweep(128, 1)
     more = {k: v for k, v in compiled.programs().items() if k not in before and k not in first}
   pick = lambda progs, name: [v for k, v in progs.items() if name in k]
   return {"laws": pick(first, "steps_laws_batch"), "composed": pick(first, "composed_batch"),
-          "direct": pick(more, "direct_batch"), "added_by_128_lanes": sorted(more)}
+          "direct": pick(more, "direct_batch"), "added_by_128_lanes": sorted(more),
+          "added_by_5_lanes": sorted(fewer)}
 
 
 def test_at_most_two_loops_without_known_trip_count(accelerator_programs):
@@ -146,10 +149,13 @@ def test_at_most_two_loops_without_known_trip_count(accelerator_programs):
 
 
 def test_programs_do_not_grow_with_lanes(accelerator_programs):
-  """A 128-lane sweep compiles no new law program after the 64-lane one (only
-  the direct query of its new round type): the chunk (64 lanes here, from the
-  device's memory) is the programs' lane count, so their loops, shapes and
-  largest intermediates are the same for any batch."""
+  """A 5-lane sweep compiles nothing after the 64-lane one (every batch is
+  padded to a multiple of the device's chunk), and a 128-lane sweep compiles
+  no new law program (only the direct query of its new round type): the
+  chunk (64 lanes here, from the device's memory) is the programs' lane
+  count, so their loops, shapes and largest intermediates are the same for
+  any batch."""
+  assert accelerator_programs["added_by_5_lanes"] == []   # 5 lanes: the 64-lane programs
   added = accelerator_programs["added_by_128_lanes"]
   assert len(added) == 1 and "direct_batch" in added[0], added
   assert "f64[64," in accelerator_programs["laws"][0]

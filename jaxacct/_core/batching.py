@@ -181,6 +181,16 @@ def lanes_per_block(accelerator_lanes: int) -> int:
   return int(accelerator_lanes) if accelerator_layout() else 1
 
 
+def padded_lanes(size: int, chunk: int, *, host: bool = False) -> int:
+  """Lanes a chunked program computes for ``size`` lanes (the last repeated):
+  on the accelerator layout a multiple of ``chunk``, so every batch runs the
+  one compiled chunk program (its lanes run in parallel there); on the CPU
+  layout, and on the host, the next power of two."""
+  if accelerator_layout() and not host:
+    return max(-(-int(size) // int(chunk)), 1) * int(chunk)
+  return 1 << max(int(size) - 1, 0).bit_length()
+
+
 def run_blocks(program, args, lanes: int):
   """``program`` over the broadcast ``args``, ``lanes`` lanes a call (a host loop).
 

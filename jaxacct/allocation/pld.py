@@ -19,7 +19,7 @@ import copy
 import jax
 import numpy as np
 
-from jaxacct._core.batching import layout
+from jaxacct._core.batching import layout, padded_lanes
 from jaxacct._core import checks, sharding
 from jaxacct._core.dtype import public_surface
 from jaxacct._core.progress import progress
@@ -87,7 +87,7 @@ def _check_tail(tail):
 
 
 class _Lanes:
-  """Broadcast, flattened, power-of-two padded lanes of one front-door call."""
+  """Broadcast, flattened, padded lanes of one front-door call (``batching.padded_lanes``)."""
 
   def __init__(self, sigma, num_steps, num_selected, num_epochs, query):
     arrs = np.broadcast_arrays(np.asarray(0.0 if sigma is None else sigma, np.float64),
@@ -95,7 +95,7 @@ class _Lanes:
                                np.asarray(num_epochs), np.asarray(query, np.float64))
     self.shape = arrs[0].shape
     self.size = arrs[0].size
-    b = 1 << max(self.size - 1, 0).bit_length()
+    b = padded_lanes(self.size, qy.sweep_chunk(), host=self.size <= HOST_LANES)
     pad = lambda a: np.concatenate([a.ravel(), np.repeat(a.ravel()[-1:], b - self.size)])
     s, t, k, e, value = (pad(a) for a in arrs)
     t, k, e = (np.round(a).astype(np.int64) for a in (t, k, e))
@@ -213,8 +213,8 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
 
   # Big sweeps run as equal chunks of one compiled shape (a 1,000-sigma sweep
   # compiles what a 128-sigma one does), laws and query, with progress.
-  total = lanes.f.shape[0]          # a power of two
-  chunk = min(total, qy.sweep_chunk())   # also a power of two: chunks tile the lanes
+  total = lanes.f.shape[0]          # a power of two, or a multiple of the chunk
+  chunk = min(total, qy.sweep_chunk())   # chunks tile the lanes
   first = slice(0, chunk)
 
   def prepare(stage):   # run_chunks' prepares: the first chunk's programs compiled, not run
