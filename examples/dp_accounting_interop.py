@@ -2,7 +2,7 @@
 
 Needs the optional ``dp_accounting`` package (``pip install dp-accounting``)::
 
-    python examples/dp_accounting_interop.py            # minutes on a CPU (compiles)
+    python examples/dp_accounting_interop.py            # under a minute on a CPU
 
 1. Accounts one run mixing random allocation (two phases), Gaussian
    evaluation queries and shuffled rounds with ``jaxacct.accounting.PLDAccountant``

@@ -1,8 +1,9 @@
 """Train a small Flax MLP with DP-SGD and track epsilon with jaxacct.
 
-Synthetic data (no downloads), CPU, seconds::
+Synthetic data (no downloads), CPU; each run takes seconds (the first one in a fresh
+process mostly compiles)::
 
-    python examples/train_flax.py --scheme allocation --epochs 5   # first run compiles ~1 min
+    python examples/train_flax.py --scheme allocation --epochs 5
     python examples/train_flax.py --scheme poisson --epochs 5
     python examples/train_flax.py --scheme fixed_bins --epochs 5
     python examples/train_flax.py --scheme allocation --max-epsilon 2   # stops early
@@ -156,15 +157,22 @@ def main(scheme: str = "poisson", *, num_epochs: int = 5, n: int = 512,
             f"epsilon {rec['eps']:.4f} at delta {delta:g} (sigma {sigma:.4f}, "
             f"{scheme}){' [budget exhausted: stopped]' if rec['exhausted'] else ''}")
 
+  epoch_start = 0                   # updates applied before the current epoch
   for batch in sampler:
     if batch.epoch != epoch:
       record(epoch)
-      epoch = batch.epoch
+      epoch, epoch_start = batch.epoch, int(count)
     state, eps, count, exhausted = step(state, jnp.asarray(batch.indices),
                                         jnp.asarray(batch.mask))
     if bool(exhausted):             # the tracker masked this update: budget spent
       break
-  record(epoch)
+  if int(count) > epoch_start or not history:
+    record(epoch)
+  else:                             # stopped before any update of this epoch: the
+    history[-1]["exhausted"] = True   # last record is the run's end, not a new epoch
+    if verbose:
+      print(f"budget exhausted before epoch {epoch + 1}: stopped after "
+            f"{history[-1]['step']} steps")
   tracking.privacy_spent(state.opt_state)   # host-side: raises if the schedule changed
   return history
 

@@ -1,15 +1,15 @@
 """Every notebook in notebooks/ runs end to end (nbclient, CPU) from a copy
 outside the repository, prints no ``nan`` and no float32-truncation warning,
-and is stored without outputs.
+and is stored with its outputs and plots (so that it reads on GitHub and in the
+documentation), produced by the current API (no warning, no error).
 
 The notebooks are part of the documentation: a newcomer runs them, so a
 broken cell is a broken release. Each one asserts its own key numbers against
 an independent computation (a peer, a paper value, or another jaxacct method
 with a documented relation), so executing it is a test.
 
-Each notebook is executed once (01-04 under ``-m slow``), from a temporary directory (issue 19: notebook
-04 imported ``examples/train_flax.py`` through a relative path and failed
-outside a checkout; notebook 03 printed ``nan``). ``PYTHONPATH`` points at the
+Each notebook is executed once (01-04 under ``-m slow``), from a temporary
+directory (a notebook must not import from the checkout by relative path). ``PYTHONPATH`` points at the
 checkout under test, as an installed package would be found.
 """
 
@@ -39,12 +39,24 @@ def test_there_are_notebooks():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
-def test_notebook_is_stored_without_outputs(path):
+def test_notebook_is_stored_with_outputs(path):
+  """Re-execute and store: ``python -m nbclient``-style, see docs (Tutorials)."""
   nb = nbformat.read(path, as_version=4)
-  for cell in nb.cells:
-    if cell.cell_type == "code":
-      assert not cell.outputs and cell.execution_count is None, (
-          f"{os.path.basename(path)}: strip outputs before committing")
+  name = os.path.basename(path)
+  code = [c for c in nb.cells if c.cell_type == "code"]
+  assert all(c.execution_count is not None for c in code), f"{name}: not executed"
+  counts = [c.execution_count for c in code]
+  assert counts == sorted(counts), f"{name}: cells executed out of order"
+  outputs = [o for c in code for o in c.outputs]
+  assert any(o.output_type == "stream" for o in outputs), f"{name}: no printed output"
+  for o in outputs:
+    assert o.output_type != "error", f"{name}: stored output holds an error"
+    text = o.get("text", "") if o.output_type == "stream" else ""
+    assert "Warning" not in text, f"{name}: stored output holds a warning:\n{text}"
+  texts = "".join(c.source for c in nb.cells)
+  if "plt.show()" in texts:
+    assert any("image/png" in o.get("data", {}) for o in outputs), f"{name}: plots not stored"
+  assert not re.search(r"[Ii]ssue \d+|[Dd]igest", texts), f"{name}: cites project history"
 
 
 def _texts(nb):
