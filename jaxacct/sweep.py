@@ -69,6 +69,8 @@ def parser() -> argparse.ArgumentParser:
                  help="a process silent this long fails the run (default 30)")
   p.add_argument("--layout", choices=("auto", "cpu", "accelerator"), default="auto",
                  help="kernel layout (jaxacct.set_layout)")
+  p.add_argument("--repeat", type=int, default=1, metavar="N",
+                 help="run the door N times (timing: the first run compiles)")
   p.add_argument("--quiet", action="store_true", help="no progress")
   p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
   return p

@@ -278,7 +278,9 @@ def run_chunks(stages, slices, done, keys=None, prepares=None):
   compiled, then one core compiles the query program from the laws' shapes
   while the other runs the first chunks' laws (before: the query's compile
   waited for the first chunk's laws). A prepare that raises only opens its
-  stage (the chunks compile what they need)."""
+  stage (the chunks compile what they need). Under a lanes mesh (a door's
+  ``devices=``) chunk ``i`` runs on mesh device ``i mod D``, every stage in
+  that device's thread (:func:`jaxacct._core.sharding.run_items`)."""
   if sharding.active():   # a lanes mesh (``devices=``): chunk i on its device i mod D
     return sharding.run_items(functools.partial(_through, stages), slices, done)
   x64 = bool(jax.config.jax_enable_x64)
