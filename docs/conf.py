@@ -90,7 +90,12 @@ def _keep_raw(app, what, name, obj, options, lines):
   _RAW[(what, name)] = list(lines)
 
 
+_ROLE_IN_FIELD_NAME = re.compile(r"^\s*:\w+ [^\n]*:\w+:`[^\n]*:(\s|$)", re.MULTILINE)
+
+
 def _is_clean_rst(text):
+  if _ROLE_IN_FIELD_NAME.search(text):   # napoleon made a field of a wrapped line
+    return False
   # a role that opens a line reads as a field marker to docutils: keep it one
   text = re.sub(r"^(\s*):[\w:]+:`", r"\1:f: `", text, flags=re.MULTILINE)
   text = _SPHINX_ROLE.sub("`", text)
