@@ -56,3 +56,24 @@ def test_readme_examples_print_what_they_show(monkeypatch):
                             report=True)
   assert result.attempted >= 10, result
   assert result.failed == 0, result
+
+
+def test_readme_quick_start_table_is_what_the_cli_prints(monkeypatch):
+  """The README's table summarises the main job (``jaxacct dpsgd ...
+  --target-epsilon 3 --sampling S``): the same statements, at the printed
+  precision."""
+  import jaxacct
+  monkeypatch.setenv("JAXACCT_PROGRESS", "0")
+  text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+  rows = re.findall(r"^\| `(\w+)` \([^|]*\) \| ([\d.]+) \| ([^|]*) \|$", text, re.MULTILINE)
+  assert [r[0] for r in rows] == ["balls_in_bins", "poisson", "shuffle"], rows
+  for sampling, sigma, eps in rows:
+    d = jaxacct.dpsgd.statement(num_examples=60_000, batch_size=256, num_epochs=10,
+                                delta=1e-5, target_epsilon=3.0, sampling=sampling).to_dict()
+    assert f"{d['noise_multiplier']:.6g}" == sigma, (sampling, d["noise_multiplier"])
+    shown = [float(x) for x in re.findall(r"[\d.]+", eps)]
+    upper, lower = d["epsilon"]["upper"], d["epsilon"].get("lower")
+    if len(shown) == 2:
+      assert [f"{lower:.5g}", f"{upper:.6g}"] == [f"{shown[0]:.5g}", f"{shown[1]:.6g}"], d
+    else:
+      assert f"{upper:.6g}" == f"{shown[0]:.6g}", d
