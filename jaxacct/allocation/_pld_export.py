@@ -1,18 +1,18 @@
-"""Eager export of the allocation PLD as jaxacct.pld PLDs (and the test oracle).
+"""Eager export of the allocation PLD as jaxacct.pld PLDs.
 
 k-of-t over E epochs by converting each Lemma 3.2 block's laws to
 ``jaxacct.pld`` PLDs (upper: connect-the-dots, lower: rounded down) and
-composing them with the FFT engine (``compose_many``). This was the
-production path for k > 1 / E > 1 before the fixed-grid jitted composition
-(:mod:`jaxacct.allocation._pld_compose`); it stays as the PLD export
-(:func:`jaxacct.allocation.pld.allocation_plds`) and as an independent
-oracle in the tests (``composed_query``). Eager, scalar.
+composing them with the FFT engine (``compose_many``):
+:func:`jaxacct.allocation.pld.allocation_plds`, the PLDs the accountant composes
+with other events and ``jaxacct.risk`` reads. The epsilon/delta queries compose
+the same round laws in-jit (:mod:`jaxacct.allocation._pld_compose`); the tests
+hold the two against each other (tests/test_allocation_pld_compose.py). Eager,
+scalar.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -20,9 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import pld as jpld
-from jaxacct._core.units import user_stacklevel
 from jaxacct.allocation._pld_input import pld_final_laws
-from jaxacct.allocation._pld_laws import DEFAULT_TAIL, TAIL_FACTOR, laws_batch
+from jaxacct.allocation._pld_laws import laws_batch
 
 def components(t, k):
   """Lemma 3.2 blocks: [(t', count)] with (k - rho) x 1-of-floor(t/k) and
@@ -100,30 +99,3 @@ def composed_plds(param, t, k, E_, *, grid_size, tail, step, mechanism, tail_mas
     else:
       out.append(jpld.compose_many(plds, counts, tail_mass=tail_mass))
   return AllocationPLDs(*out, tail_mass=tail_mass)
-
-
-def composed_query(param, t, k, E_, query, *, mode, grid_size, tail, step, mechanism):
-  tm = 1e-30
-  if tail is None:
-    tail = float(np.clip(TAIL_FACTOR * query, 1e-30, 1e-12)) if mode == "eps" else DEFAULT_TAIL
-    tail = tail / (k * E_)
-  P = composed_plds(param, t, k, E_, grid_size=grid_size, tail=float(tail), step=step,
-                     mechanism=mechanism, tail_mass=tm)
-  if mode == "eps":
-    ru = float(jpld.epsilon(P.remove_upper, query))  # noqa: E501
-    au = float(jpld.epsilon(P.add_upper, query))
-    q2 = min(query + tm, 0.999999)
-    rl = float(jpld.epsilon(P.remove_lower, q2, rounding="down"))
-    al = float(jpld.epsilon(P.add_lower, q2, rounding="down"))
-  else:
-    ru = float(jpld.delta(P.remove_upper, query))
-    au = float(jpld.delta(P.add_upper, query))
-    rl = max(float(jpld.delta(P.remove_lower, query)) - tm, 0.0)
-    al = max(float(jpld.delta(P.add_lower, query)) - tm, 0.0)
-  if rl > ru * (1 + 1e-9) + 1e-15 or al > au * (1 + 1e-9) + 1e-15:
-    warnings.warn("allocation.pld: composed lower bound exceeds the upper bound "
-                  f"(remove {rl} > {ru} or add {al} > {au}); lower set to NaN.",
-                  RuntimeWarning, stacklevel=user_stacklevel())
-    rl = al = float("nan")
-  return ru, au, rl, al
-
