@@ -98,12 +98,18 @@ def active() -> bool:
 
 def device_key():
   """The device a program called now runs on, for the kernels' executable keys
-  (:mod:`jaxacct._core.compiled`): None for the process's default device
-  (unsharded calls keep their keys), else ``(platform, id)``."""
+  (:mod:`jaxacct._core.compiled`): None for the default device of a
+  single-process run (unsharded calls keep their keys), else
+  ``(platform, id)`` (processes of one ``jax.distributed`` run on one machine
+  share the on-disk store without loading each other's executables)."""
   d = jax.config.jax_default_device
-  if d is None or isinstance(d, str):
+  if isinstance(d, str):
     return d
-  return None if d == jax.local_devices()[0] else (d.platform, d.id)
+  first = jax.local_devices()[0]
+  d = first if d is None else d
+  if d == first and jax.process_count() == 1:
+    return None
+  return (d.platform, d.id)
 
 
 def mesh_devices(mesh: Mesh) -> list:
