@@ -59,8 +59,8 @@ from jaxacct._core.sharding import device_key
 _OFF = ("0", "false", "off", "no")
 #: XLA options of the large vmapped kernels. XLA:GPU's fusion autotuner times
 #: Triton candidates of every large fusion while compiling: on an H200 (jax
-#: 0.11.2) a 1,024-lane Poisson RDP block did not compile in 100 s
-#: with it and compiled in 0.86 s without it (1e5 lanes then ran in 0.43 s).
+#: 0.11.2) a 1,024-lane Poisson RDP block did not compile in minutes
+#: with it and compiled in under a second without it.
 #: Given per kernel (top-level calls only); the CPU backend ignores it.
 ACCELERATOR_OPTIONS = {"xla_gpu_experimental_enable_fusion_autotuner": False}
 _DEFAULT_MAX_BYTES = 2 * 2**30

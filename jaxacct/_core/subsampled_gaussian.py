@@ -367,8 +367,8 @@ def rdp_block_lanes(orders, direction: str = "both") -> int:
   at a sixteenth of the device's memory: a power of two set by the orders and
   the device alone (64 for ``DEFAULT_ORDERS`` on the CPU's fixed 4 GiB
   budget, 2,048 on an H200). A few thousand lanes fill a GPU: on an H200,
-  1e5 sigmas ran in 0.43 s in blocks of 1,024 and 0.45 s in blocks of 8,192
-, so the block holds ~1 GB, not a quarter of the card.
+  1e5 sigmas ran as fast in blocks of 1,024 as in blocks of 8,192,
+  so the block holds ~1 GB, not a quarter of the card.
   """
   return lanes_for_memory(rdp_lane_bytes(orders, direction), fraction=_MEMORY_FRACTION)
 

@@ -3,8 +3,8 @@ r"""Exact add-direction RDP of 1-out-of-t random allocation, Gaussian noise.
 Feldman & Shenfeld, "Privacy amplification by random allocation",
 arXiv:2502.08202v3, Sec. 3 (dominating pair, Thm 3.1) and Lemma F.1 (add
 analogue). The paper gives no composable add-direction bound: Thm 4.9 /
-Cor. 4.10 carry a loss shift that adds up linearly over the m = kE rounds
-. This module computes the add-direction RDP itself,
+Cor. 4.10 carry a loss shift that adds up linearly over the m = kE rounds.
+This module computes the add-direction RDP itself,
 which composes additively, by an exact integral representation.
 
 With :math:`S = \frac1t\sum_{i=1}^t L_i`, :math:`L_i = e^{X_i}` i.i.d.,

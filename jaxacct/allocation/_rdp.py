@@ -193,9 +193,9 @@ def _remove_rdp_blocks(sigma, t, *, max_order):
   return batching.run_blocks(program, (sigma, t), remove_block_lanes(max_order))
 
 
-#: Largest max_order answered on the host: its O(A^2 log t) powering runs in
-#: ~0.17 s at A = 256 (t = 1e6) against ~0.5 s to compile the kernel, but 1.7 s
-#: at A = 1024, where the compiled kernel (0.8 s cold, ~1 ms warm) is cheaper.
+#: Largest max_order answered on the host: its O(A^2 log t) powering is cheaper
+#: than compiling the kernel at A = 256 (t = 1e6), but not at A = 1024, where
+#: the compiled kernel is cheaper.
 HOST_MAX_ORDER = 256
 
 

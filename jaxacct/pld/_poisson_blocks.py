@@ -48,8 +48,8 @@ from jaxacct.pld._query import delta_core, epsilon_core
 # the query's positive recurrences (``jaxacct.pld._query``) are scans of
 # window/256 sequential trips a block, whatever its lanes, so small blocks
 # pay them many times (on an H200, blocks of at most 2^21 window points: 1e3
-# sigmas in [0.5, 5], q 0.01, 1e4 steps, took ~2 min cold and warm together,
-# 1e4 sigmas more than 52 s; blocks sized by memory are not yet measured there).
+# sigmas in [0.5, 5], q 0.01, 1e4 steps, took minutes,
+# and 1e4 sigmas longer; blocks sized by memory are not yet measured there).
 _SCAN_BYTES_PER_POINT = 768
 _QUERY_BYTES_PER_POINT = 512
 

@@ -6,8 +6,8 @@ pair and the stronger clone) and of the App. G binary-RR lower bound
 in NumPy float64 with the special functions of
 :mod:`jaxacct.shuffle._host_math`. The eager doors use it for a single
 (scalar) question, where the jitted kernels would cost 1-3 s of XLA
-compilation each in a fresh process for a few milliseconds of arithmetic
-; arrays still go to the vmapped jitted kernels (the sweep API).
+compilation each in a fresh process for a few milliseconds of arithmetic;
+arrays still go to the vmapped jitted kernels (the sweep API).
 
 Same formulas, same window, same rounding allowance, same safeguarded Newton
 iteration (``solve.safeguarded_root``) and bisection (``solve.bracket_decreasing``

@@ -251,8 +251,8 @@ def chen_asymptotic_rdp(orders=DEFAULT_ORDERS, *, n, eps0):
     float64, shape ``broadcast(n, eps0).shape + (len(orders),)``.
 
   Bound: approximate. Loose by ((e^eps0+1)/(e^eps0-1))^2 in the bulk, and
-  BELOW the exact sum when n e^{-eps0} is small relative to lambda
-. Never use it to certify.
+  BELOW the exact sum when n e^{-eps0} is small relative to lambda.
+  Never use it to certify.
   """
   return _closed(_asym, "chen_asymptotic_rdp", orders, n, eps0)
 

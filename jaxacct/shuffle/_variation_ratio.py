@@ -290,8 +290,7 @@ def check_blanket_condition(matrix, eps0=None, *, rtol: float = 1e-12):
   .. math:: R(x)[y]\ \ge\ \frac{R(x^0)[y]+R(x^1)[y]}{e^{\varepsilon_0}+1}
      \quad\forall\,x,x^0,x^1,y
 
-), under which ``stronger_clone_*`` is a valid upper
-  bound.
+  under which ``stronger_clone_*`` is a valid upper bound.
 
   Returns:
     ``(ok, eps0)``: bool and the eps0 used (float).
