@@ -44,7 +44,11 @@ def _distributed(port, pid, timeout=5):
 
 
 def test_two_processes_equal_one(tmp_path):
-  one = _launch(tmp_path / "one")
+  # the one-process run reads its grid from a file (the same sigmas)
+  (tmp_path / "grid.json").write_text(json.dumps({"sigma": np.linspace(0.5, 5, 96).tolist()}))
+  one = subprocess.Popen([sys.executable, "-m", "jaxacct.sweep", GRID[0], *GRID[3:], "--grid",
+                          str(tmp_path / "grid.json"), "--out", str(tmp_path / "one")],
+                         env=ENV, cwd=ROOT, stderr=subprocess.PIPE, text=True)
   port = _port()
   procs = [_launch(tmp_path / "two", *_distributed(port, pid)) for pid in (0, 1)]
   errs = [p.communicate(timeout=240)[1] for p in [one] + procs]
@@ -57,6 +61,7 @@ def test_two_processes_equal_one(tmp_path):
   assert summary["complete"] and summary["processes"] == 2 and summary["devices"] == 2
   assert summary["points"] == 96
   assert not list(tmp_path.glob("*.tmp"))
+  assert json.loads((tmp_path / "one.json").read_text())["grid"].endswith("grid.json")
 
 
 def test_killed_peer_fails_the_run(tmp_path):
