@@ -235,6 +235,6 @@ def _run_blocks_sharded(program, flat, n, shape, lanes, mesh):
   if pad:
     flat = [np.concatenate([a, np.repeat(a[-1:] if n else np.ones(1), pad)]) for a in flat]
   outs = sharding.run_items(lambda i: program(*(a[i * lanes:(i + 1) * lanes] for a in flat)),
-                            list(range(blocks)))
+                            list(range(blocks)), ahead=True)
   return jax.tree.map(lambda *xs: jax.device_put(
       np.concatenate(xs)[:n].reshape(shape + xs[0].shape[1:])), *outs)

@@ -117,7 +117,8 @@ def mesh_devices(mesh: Mesh) -> list:
   return list(np.asarray(mesh.devices).ravel())
 
 
-def run_items(fn: Callable, items: Sequence, done: Optional[Callable] = None) -> list:
+def run_items(fn: Callable, items: Sequence, done: Optional[Callable] = None,
+              ahead: bool = False) -> list:
   """``[fn(item) for item in items]`` over the lanes mesh in force.
 
   Item ``i`` runs on mesh device ``i mod D``, under ``jax.default_device``
@@ -128,6 +129,9 @@ def run_items(fn: Callable, items: Sequence, done: Optional[Callable] = None) ->
   calling thread as each of this process's items finishes (a progress bar).
   The workers enter the caller's float64 setting. An exception in a worker
   stops the others and is raised here. Without a mesh: a plain loop.
+  ``ahead``: each device's items are all dispatched before any result is
+  read (asynchronous programs queue on the device; ``done`` then follows the
+  reads).
 
   Returns:
     the results in item order, as NumPy pytrees.
@@ -161,7 +165,11 @@ def run_items(fn: Callable, items: Sequence, done: Optional[Callable] = None) ->
         for i in idx:
           if errors:
             return
-          results[i] = jax.device_get(fn(items[i]))
+          results[i] = fn(items[i]) if ahead else jax.device_get(fn(items[i]))
+          if not ahead:
+            finished.put(i)
+        for i in idx if ahead else ():
+          results[i] = jax.device_get(results[i])
           finished.put(i)
     except BaseException as e:   # noqa: BLE001 -- re-raised by the caller
       errors.append(e)
