@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 
@@ -28,9 +28,15 @@ from jaxacct._core import progress as _progress
 from jaxacct._core.compiled import jit
 from jaxacct._core.dtype import public_surface
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
+from jaxacct._core.lazy import LazyModule
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.solve import largest_feasible_int_host, search_decreasing_host
 from jaxacct.allocation import pld as apld
+
+if TYPE_CHECKING:
+  from jaxacct._core import events
+else:   # imported at the first lane: dp_accounting (when installed) comes with the events
+  events = LazyModule("jaxacct._core.events")
 
 # ``calibrate`` is public at the top level (``jaxacct.calibrate``), its one place
 __all__ = ["upper_epsilon"]
@@ -42,34 +48,20 @@ SAFETY = 1e-10    # feasible means upper epsilon <= target * (1 - SAFETY)
 # the families: one lane = one event, grouped by family and static key
 # ---------------------------------------------------------------------------
 
-def _is(event, name):
-  """Whether ``event`` is a ``name`` event, by class name (this module does
-  not import the events: dp_accounting loads with them, tests/test_import_cost.py)."""
-  return any(c.__name__ == name for c in type(event).__mro__)
-
-
 def lane(event):
   """``(family, key, sigma)`` of an event: the vectorised door that evaluates it.
 
-  ``family`` is ``"allocation"`` (key ``(t, k, E)``), ``"poisson"`` (key
-  ``(q, num_steps)``), ``"gaussian"`` (key ``()``, ``sigma`` the effective
-  single-step noise sigma / sqrt(n)) or ``"accountant"`` (key: the lane's
-  own event; ``sigma`` None).
+  ``family`` is ``"allocation"`` (key ``(t, k, E)``; Gaussian noise),
+  ``"poisson"`` (key ``(q, num_steps)``), ``"gaussian"`` (key ``()``, ``sigma``
+  the effective single-step noise sigma / sqrt(n)) or ``"accountant"`` (key:
+  the lane's own event; ``sigma`` None): :func:`jaxacct._core.events.family`,
+  the one table of event kinds.
   """
-  if (_is(event, "RandomAllocationDpEvent") and event.mechanism == "gaussian"
-      and event.sigma is not None and float(event.sigma) > 0):
-    return ("allocation", (int(event.steps_per_epoch), int(event.num_selected),
-                           int(event.num_epochs)), float(event.sigma))
-  n, inner = 1, event
-  if _is(inner, "SelfComposedDpEvent") and int(inner.count) >= 1:
-    n, inner = int(inner.count), inner.event
-  if _is(inner, "PoissonSampledDpEvent") and _is(inner.event, "GaussianDpEvent"):
-    q, s = float(inner.sampling_probability), float(inner.event.noise_multiplier)
-    if 0 < q < 1 and s > 0:
-      return "poisson", (q, n), s
-    inner = inner.event if q == 1 else inner
-  if _is(inner, "GaussianDpEvent") and float(inner.noise_multiplier) > 0:
-    return "gaussian", (), float(inner.noise_multiplier) / math.sqrt(n)
+  f = events.family(event)
+  if f.name == "allocation" and isinstance(f.mechanism, str) and f.mechanism == "gaussian":
+    return "allocation", f.key, f.sigma
+  if f.name in ("poisson", "gaussian"):
+    return f.name, f.key, f.sigma
   return "accountant", event, None
 
 

@@ -39,6 +39,7 @@ field) and do no accounting.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
@@ -321,6 +322,64 @@ def _check_number(name, value):
     float(value)
   except (TypeError, ValueError):
     raise ValueError(f"{name} must be a real scalar; got {value!r}.") from None
+
+
+
+# ---------------------------------------------------------------------------
+# families: which vectorised door answers an event (one table, read by the
+# calibrator's lanes and the accountant's scheme doors)
+# ---------------------------------------------------------------------------
+
+class Family(NamedTuple):
+  """The door family of an event (see :func:`family`).
+
+  Attributes:
+    name: ``"allocation"`` (key ``(t, k, E)``), ``"poisson"`` (key ``(q,
+      count)``), ``"gaussian"`` (key ``()``) or ``"other"`` (key ``()``).
+    key: the family's static key.
+    sigma: the noise: the allocation's ``sigma`` (None for a PLD mechanism),
+      the Poisson-sampled Gaussian's noise multiplier, or the Gaussian's
+      effective single-step noise sigma / sqrt(count); None for ``"other"``.
+    mechanism: the allocation's per-step mechanism (``"gaussian"``,
+      ``"laplace"`` or a PLD); ``"gaussian"`` for the Poisson and Gaussian
+      families.
+  """
+  name: str
+  key: tuple
+  sigma: Optional[float]
+  mechanism: Any = "gaussian"
+
+
+_OTHER = Family("other", (), None, None)
+
+
+def family(event, count: int = 1) -> Family:
+  """The family of ``event`` composed ``count`` times (one table: event kind -> family).
+
+  * ``RandomAllocationDpEvent`` -> ``"allocation"`` (its own count is its
+    epochs; ``count`` is not folded in);
+  * ``PoissonSampledDpEvent(q, GaussianDpEvent(s))`` with 0 < q < 1 and s > 0,
+    alone or self-composed -> ``"poisson"`` (key ``(q, count)``); q = 1 is the
+    Gaussian;
+  * ``GaussianDpEvent(s)``, s > 0, alone or self-composed -> ``"gaussian"``
+    (sigma / sqrt(count): one Gaussian of the composed noise);
+  * anything else -> ``"other"`` (the accountant's leaves and builders).
+  """
+  if isinstance(event, RandomAllocationDpEvent):
+    sigma = None if event.sigma is None else float(event.sigma)
+    return Family("allocation", (int(event.steps_per_epoch), int(event.num_selected),
+                                 int(event.num_epochs)), sigma, event.mechanism)
+  n, inner = int(count), event
+  if isinstance(inner, SelfComposedDpEvent) and int(inner.count) >= 1:
+    n, inner = n * int(inner.count), inner.event
+  if isinstance(inner, PoissonSampledDpEvent) and isinstance(inner.event, GaussianDpEvent):
+    q, s = float(inner.sampling_probability), float(inner.event.noise_multiplier)
+    if 0 < q < 1 and s > 0:
+      return Family("poisson", (q, n), s)
+    inner = inner.event if q == 1 else inner
+  if isinstance(inner, GaussianDpEvent) and float(inner.noise_multiplier) > 0:
+    return Family("gaussian", (), float(inner.noise_multiplier) / math.sqrt(n))
+  return _OTHER
 
 
 for _cls in (RandomAllocationDpEvent, ShuffleDpEvent, ShuffledCheckInDpEvent,

@@ -26,9 +26,8 @@ from __future__ import annotations
 from typing import Callable, NamedTuple, Optional
 
 from jaxacct import pld as jpld
+from jaxacct._core.events import family
 from jaxacct.accounting import _composition as comp
-from jaxacct._core import dp_bridge
-from jaxacct.accounting import events as ev
 from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
 
 
@@ -43,26 +42,14 @@ class SchemeDoor(NamedTuple):
   details: dict
 
 
-def _poisson_gaussian(event, relation) -> Optional[tuple]:
-  """``(q, sigma)`` of a Poisson-subsampled Gaussian event under add/remove
-  with ``0 < q < 1`` and noise > 0, else None."""
-  cls = dp_bridge.standard_event("PoissonSampledDpEvent")
-  gauss = dp_bridge.standard_event("GaussianDpEvent")
-  if (cls is None or gauss is None or not isinstance(event, cls)
-      or not isinstance(event.event, gauss)
-      or comp.relation_name(relation) != "ADD_OR_REMOVE_ONE"):
-    return None
-  q, s = float(event.sampling_probability), float(event.event.noise_multiplier)
-  return (q, s) if 0.0 < q < 1.0 and s > 0.0 else None
-
-
 def scheme_door(live, relation, step: float) -> Optional[SchemeDoor]:
   """The door that answers the ledger ``live`` (``[(leaf event, count)]``,
   validated leaves) exactly, or None (see the module)."""
   if len(live) != 1:
     return None
   event, n = live[0][0], int(live[0][1])
-  if isinstance(event, ev.RandomAllocationDpEvent) and n == 1:
+  f = family(event, n)
+  if f.name == "allocation" and n == 1:
     kw = dict(sigma=event.sigma if isinstance(event.mechanism, str) else None,
               steps_per_epoch=int(event.steps_per_epoch),
               num_selected=int(event.num_selected), num_epochs=int(event.num_epochs),
@@ -74,8 +61,9 @@ def scheme_door(live, relation, step: float) -> Optional[SchemeDoor]:
       fn = allocation_pld_epsilon if quantity == "epsilon" else allocation_pld_delta
       return fn(**{"delta" if quantity == "epsilon" else "epsilon": value}, **kw)
     return SchemeDoor("allocation_pld", ask_allocation, True, det)
-  qs = _poisson_gaussian(event, relation)
-  if qs is not None and n >= 1:
+  if (f.name == "poisson" and n >= 1
+      and comp.relation_name(relation) == "ADD_OR_REMOVE_ONE"):
+    qs = (f.key[0], f.sigma)
     kw = dict(sigma=qs[1], q=qs[0], num_steps=n, step=float(step))
 
     def ask_poisson(quantity, value):
