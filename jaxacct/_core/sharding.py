@@ -63,11 +63,6 @@ def as_mesh(devices) -> Optional[Mesh]:
   return Mesh(np.asarray(devs, dtype=object), (AXIS,))
 
 
-def check_devices(devices) -> None:
-  """Validates a door's ``devices=`` argument (``ValueError`` naming ``devices``)."""
-  as_mesh(devices)
-
-
 @contextlib.contextmanager
 def use_devices(devices):
   """Runs the block programs of the array doors on ``devices`` inside the block.
