@@ -49,6 +49,8 @@ nb_execution_timeout = 600
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
 nb_merge_streams = True
+# text/markdown outputs (the benchmark tables) are rendered as MyST (tables)
+nb_render_markdown_format = "myst"
 
 # Names such as `lower` or `p` are fields of several result types; an
 # ambiguous cross-reference inside a docstring resolves to the first.
@@ -137,7 +139,17 @@ def _report(app, exc):
       print(f"{sec:7.2f} s  {name}")
 
 
+def _skip_field_aliases(app, what, name, obj, skip, options):
+  # NamedTuple fields: their "Alias for field number i" adds nothing to the
+  # class docstring's field list
+  doc = getattr(obj, "__doc__", None) or ""
+  if isinstance(doc, str) and doc.startswith("Alias for field number"):
+    return True
+  return None
+
+
 def setup(app):
+  app.connect("autodoc-skip-member", _skip_field_aliases)
   app.connect("autodoc-process-docstring", _keep_raw, priority=100)
   app.connect("autodoc-process-docstring", _literal_if_invalid, priority=900)
   app.connect("source-read", _read_start)

@@ -366,7 +366,7 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
 
     >>> from jaxacct import pld as jpld
     >>> r = allocation_pld_epsilon(mechanism=jpld.randomized_response(1.0),
-    ...                            num_steps=10_000, delta=1e-8)
+    ...                            steps_per_epoch=10_000, delta=1e-8)
   """
   return _query("eps", delta, sigma=sigma, num_steps=num_steps, num_selected=num_selected,
                 num_epochs=num_epochs, direction=direction, grid_size=grid_size, tail=tail,
