@@ -48,7 +48,7 @@ from jaxacct._core import checks, dp_bridge
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct.accounting import _composition as comp
+from jaxacct.accounting import _composition
 from jaxacct.accounting import _state, _tradeoff, mixtures
 from jaxacct.accounting._mechanisms import rdp_pair
 from jaxacct.accounting._scheme_doors import scheme_door
@@ -137,7 +137,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     checks.check_choice("truncated", truncated, ("jaxacct", "dp_accounting"))
     if neighboring_relation is None:
       neighboring_relation = NeighboringRelation.ADD_OR_REMOVE_ONE
-    comp.relation_name(neighboring_relation)
+    _composition.relation_name(neighboring_relation)
     for name, v in (("value_discretization_interval", value_discretization_interval),
                     ("tail_mass", tail_mass)):
       if isinstance(v, (bool, str, bytes)) or not isinstance(v, (int, float, np.integer,
@@ -154,7 +154,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     self._truncated = truncated
     self._leaves: List[List[Any]] = []      # [leaf event, count]
     self._history: List[tuple] = []         # top-level (event, count)
-    self._components: Dict[Any, comp.Component] = (
+    self._components: Dict[Any, _composition.Component] = (
         {} if component_cache is None else component_cache)
     self._composed: Optional[_Composed] = None
     self._composed_pld: Optional[_Composed] = None
@@ -190,11 +190,11 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
       return dp_bridge.CompositionErrorDetails(
           invalid_event=event, error_message=f"count must be an int >= 0; got "
           f"{count!r}.")
-    err = comp.check_event(event, self.neighboring_relation)
+    err = _composition.check_event(event, self.neighboring_relation)
     if err is not None or not do_compose:
       return err
     self._history.append((event, int(count)))
-    for leaf, c in comp.leaves(event, int(count)):
+    for leaf, c in _composition.leaves(event, int(count)):
       for item in self._leaves:
         if item[0] == leaf:
           item[1] += c
@@ -323,7 +323,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     method = "pld" if all(c.upper is not None for c, _ in items) else "pld+rdp"
     if not with_lower:
       return result(max(ups.values()), method=method, bound="upper", details=det)
-    lows = [(comp.resolve(c.lower), n) for c, n in items if c.lower is not None]
+    lows = [(_composition.resolve(c.lower), n) for c, n in items if c.lower is not None]
     los = {d: min(ups[d], mixtures.composed_extreme(
         quantity, [(getattr(lo, d), n) for lo, n in lows])) for d in ups}
     return result(max(ups.values()), method=method, bound="upper",
@@ -366,7 +366,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     c = self._compose_general()
     return c.upper, c.lower
 
-  def _component(self, leaf) -> comp.Component:
+  def _component(self, leaf) -> _composition.Component:
     trunc = dp_bridge.standard_event("TruncatedSubsampledGaussianDpEvent")
     compat = self._truncated != "jaxacct" and trunc is not None and isinstance(leaf, trunc)
     key = (self._truncated, leaf) if compat else leaf
@@ -376,7 +376,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
       key = ("id", id(leaf), compat and self._truncated)
       hit = self._components.get(key)
     if hit is None:
-      hit = comp.build_component(leaf, self.neighboring_relation, step=self._step)
+      hit = _composition.build_component(leaf, self.neighboring_relation, step=self._step)
       if compat and hit.upper is not None:
         hit = mixtures.with_truncated_construction(hit, leaf, self._truncated, self._step)
       self._components[key] = hit
@@ -384,7 +384,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
 
   def _describe(self, items):
     return {"components": [(c.label, int(n)) for c, n in items],
-            "neighboring_relation": comp.relation_name(self.neighboring_relation)}
+            "neighboring_relation": _composition.relation_name(self.neighboring_relation)}
 
   def _screen(self, live):
     """``(items, details, answer)`` of the live leaves.
@@ -467,7 +467,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
 
   def _lower_of(self, items):
     """``(lower PairPLD or None, {"lower_scope": ...})`` of the (component, count) items."""
-    lows = [(comp.resolve(c.lower), n) for c, n in items if c.lower is not None]
+    lows = [(_composition.resolve(c.lower), n) for c, n in items if c.lower is not None]
     lower = None
     if lows:
       lower = jpld.PairPLD(*[self._compose([getattr(lo, d) for lo, _ in lows],

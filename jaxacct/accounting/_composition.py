@@ -38,19 +38,15 @@ from typing import Any, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from jaxacct import pld as jpld
-from jaxacct import shuffle as sh
+from jaxacct import shuffle
 from jaxacct._core import dp_bridge
-from jaxacct.accounting import _newer_events
-from jaxacct.accounting import _mechanisms as mech
-from jaxacct.accounting import _pairs as pairs
-from jaxacct.accounting import events as ev
-from jaxacct.accounting import fixed_size as fs
+from jaxacct.accounting import _mechanisms, _newer_events, _pairs, events, fixed_size
 from jaxacct.allocation.pld import allocation_plds
 from jaxacct.mechanisms import EpsilonDelta, Gaussian, Laplace, RandomizedResponse
-from jaxacct.shuffle import bounds as check_in
+from jaxacct.shuffle import bounds
 
 AOR, REPLACE, SPECIAL = "ADD_OR_REMOVE_ONE", "REPLACE_ONE", "REPLACE_SPECIAL"
-RDP_ORDERS = mech.RDP_ORDERS
+RDP_ORDERS = _mechanisms.RDP_ORDERS
 
 
 def relation_name(relation) -> str:
@@ -222,11 +218,11 @@ def _leaf_kind(event, rel) -> str:
     if not (rho >= 0 and xi >= 0):
       raise _Unsupported(f"rho and xi must be >= 0; got {rho}, {xi}.", event)
     return "zcdp"
-  if isinstance(event, ev.EpsilonDeltaDpEvent):
+  if isinstance(event, events.EpsilonDeltaDpEvent):
     return "epsilon_delta"
-  if isinstance(event, ev.PLDDpEvent):
+  if isinstance(event, events.PLDDpEvent):
     return "pld"
-  if isinstance(event, ev.RandomAllocationDpEvent):
+  if isinstance(event, events.RandomAllocationDpEvent):
     if rel == REPLACE:
       raise _Unsupported(
           "RandomAllocationDpEvent is accounted for ADD_OR_REMOVE_ONE or "
@@ -243,10 +239,10 @@ def _leaf_kind(event, rel) -> str:
       raise _Unsupported("random allocation needs ADD_OR_REMOVE_ONE or "
                          "REPLACE_SPECIAL; found REPLACE_ONE.", event)
     return "dp_allocation"
-  if isinstance(event, ev.ShuffleDpEvent):
+  if isinstance(event, events.ShuffleDpEvent):
     _replacement_only(event, rel, "ShuffleDpEvent")
     return "shuffle"
-  if isinstance(event, ev.ShuffledCheckInDpEvent):
+  if isinstance(event, events.ShuffledCheckInDpEvent):
     _replacement_only(event, rel, "ShuffledCheckInDpEvent")
     return "check_in"
   kind = _newer_events.leaf_kind(event, rel)
@@ -317,7 +313,7 @@ def _pair(p):
 
 
 def _regrid_pair(pair, step):
-  return jpld.PairPLD(pairs.regrid(pair.remove, step), pairs.regrid(pair.add, step))
+  return jpld.PairPLD(_pairs.regrid(pair.remove, step), _pairs.regrid(pair.add, step))
 
 
 def _nonprivate(label):
@@ -358,7 +354,7 @@ def base_mechanism(event, relation):
   if _isinstance(event, "RandomizedResponseDpEvent"):
     return RandomizedResponse(float(event.noise_parameter), int(event.num_buckets),
                               neighbouring="replace_one" if rel == REPLACE else "replace_special")
-  if isinstance(event, ev.EpsilonDeltaDpEvent):
+  if isinstance(event, events.EpsilonDeltaDpEvent):
     return EpsilonDelta(event.epsilon, event.delta)
   return None
 
@@ -373,7 +369,7 @@ def _degenerate(event):
       return _noop("randomized_response(k=1)")
     if float(event.noise_parameter) == 0:
       return _nonprivate("randomized_response(p=0)")
-  if isinstance(event, ev.EpsilonDeltaDpEvent) and event.delta >= 1:
+  if isinstance(event, events.EpsilonDeltaDpEvent) and event.delta >= 1:
     return _nonprivate("epsilon_delta(delta=1)")
   return None
 
@@ -387,7 +383,7 @@ def _base(event, rel, step):
     return c
   m = base_mechanism(event, rel)
   return Component(m.label, m.pld(value_discretization_interval=step),
-                   Lazy(lambda: mech.lower_pld(m, step=step)), lower_scope="mechanism",
+                   Lazy(lambda: _mechanisms.lower_pld(m, step=step)), lower_scope="mechanism",
                    gaussian_mu=m.gdp_mu)
 
 
@@ -410,12 +406,12 @@ def _poisson_gaussian(event, rel, step):
   if rel == REPLACE:
     if q == 1:
       return _base(event.event, rel, step)._replace(label=label)
-    up = mech.poisson_gaussian_replace(s, q, step=step, pessimistic=True)
-    lo = Lazy(lambda: mech.poisson_gaussian_replace(s, q, step=step, pessimistic=False))
+    up = _mechanisms.poisson_gaussian_replace(s, q, step=step, pessimistic=True)
+    lo = Lazy(lambda: _mechanisms.poisson_gaussian_replace(s, q, step=step, pessimistic=False))
     return Component(label, up, lo, lower_scope="mechanism")
   up = jpld.poisson_gaussian_pair(s, q, step=step, pessimistic=True)
-  lo = Lazy(lambda: mech.poisson_gaussian_lower(s, q, step=step) if q < 1 else
-           mech.lower_pld(Gaussian(s), step=step))
+  lo = Lazy(lambda: _mechanisms.poisson_gaussian_lower(s, q, step=step) if q < 1 else
+           _mechanisms.lower_pld(Gaussian(s), step=step))
   return Component(label, up, lo, lower_scope="mechanism",
                    gaussian_mu=Gaussian(s).gdp_mu if q == 1 else None)
 
@@ -426,8 +422,8 @@ def _poisson_laplace(event, rel, step):
     return c
   if q == 1:
     return _base(event.event, rel, step)
-  up = mech.poisson_laplace(b, q, step=step, pessimistic=True)
-  lo = Lazy(lambda: mech.poisson_laplace(b, q, step=step, pessimistic=False))
+  up = _mechanisms.poisson_laplace(b, q, step=step, pessimistic=True)
+  lo = Lazy(lambda: _mechanisms.poisson_laplace(b, q, step=step, pessimistic=False))
   return Component(f"poisson_laplace(q={q:g}, b={b:g})", up, lo,
                    lower_scope="mechanism")
 
@@ -452,11 +448,11 @@ def _wor(event, rel, step):
   if g == 1:
     return _base(inner, rel, step)._replace(label=label)
   if is_gauss:   # tight symmetric pair (jaxacct.accounting.fixed_size)
-    up = fs.without_replacement_pair(n, m, s, step=step)
-    lo = Lazy(lambda: fs.without_replacement_pair(n, m, s, step=step, pessimistic=False))
+    up = fixed_size.without_replacement_pair(n, m, s, step=step)
+    lo = Lazy(lambda: fixed_size.without_replacement_pair(n, m, s, step=step, pessimistic=False))
     return Component(label + " [pld: one-step-exact symmetric pair]", up, lo,
                      lower_scope="mechanism")
-  up = mech.sampled_without_replacement_upper("laplace", s, g, step=step)
+  up = _mechanisms.sampled_without_replacement_upper("laplace", s, g, step=step)
   return Component(label + " [pld: BBG profile]", up, None, lower_scope="none")
 
 
@@ -472,7 +468,7 @@ def _pld_event(event, rel, step):
   lo = None
   if event.lower is not None:
     lo = _pair(event.lower)
-    lo = jpld.PairPLD(*[pairs.regrid(p, step) if not p.pessimistic else
+    lo = jpld.PairPLD(*[_pairs.regrid(p, step) if not p.pessimistic else
                         _as_optimistic(p, step) for p in lo])
   return Component(event.name, up, lo,
                    lower_scope="mechanism" if lo is not None else "none")
@@ -484,7 +480,7 @@ def _as_optimistic(p, step):
   keep = probs > 0
   losses = (int(p.offset) + np.arange(probs.size)) * float(p.step)
   pm = probs[keep]
-  return pairs.dominated_on_grid(pm, pm * np.exp(-losses[keep]), step=step,
+  return _pairs.dominated_on_grid(pm, pm * np.exp(-losses[keep]), step=step,
                                  inf_mass=min(1.0, float(p.inf_mass)))
 
 
@@ -536,25 +532,25 @@ def _shuffle(event, rel, step):
   up = rdp = None
   if atoms <= _SHUFFLE_MAX_ATOMS:
     rr = "generic" if kind == "generic" else "blanket"
-    (a, b), = sh.dominating_pairs(n=n, eps0=eps0, randomizer=rr)
+    (a, b), = shuffle.dominating_pairs(n=n, eps0=eps0, randomizer=rr)
     up = jpld.PairPLD(jpld.from_pair(a, b, step=step, pessimistic=True),
                       jpld.from_pair(b, a, step=step, pessimistic=True))
   else:
-    rdp = np.asarray(sh.bounds.chen_exact_rdp(RDP_ORDERS, n=n, eps0=eps0), np.float64)
+    rdp = np.asarray(shuffle.bounds.chen_exact_rdp(RDP_ORDERS, n=n, eps0=eps0), np.float64)
     rdp = np.minimum(rdp, eps0)   # and never above the local guarantee
   lo = None
   if kind != "k_rr":
     def build():
       best, best_d = None, -1.0
       for mm in range(0, min(_SHUFFLE_LOWER_M, n)):
-        y0, y1 = sh.bounds.binary_rr_pmfs(n, eps0, mm)
+        y0, y1 = shuffle.bounds.binary_rr_pmfs(n, eps0, mm)
         d = float(np.sum(np.maximum(y0 - p ** 0.5 * y1, 0.0))) + float(
             np.sum(np.maximum(y1 - p ** 0.5 * y0, 0.0)))
         if d > best_d:
           best, best_d = (y0, y1), d
       y0, y1 = best
-      return jpld.PairPLD(pairs.dominated_on_grid(y0, y1, step=step),
-                          pairs.dominated_on_grid(y1, y0, step=step))
+      return jpld.PairPLD(_pairs.dominated_on_grid(y0, y1, step=step),
+                          _pairs.dominated_on_grid(y1, y0, step=step))
     lo = Lazy(build)
   return Component(label, up, lo, rdp=rdp,
                    lower_scope="mechanism" if lo is not None else "none")
@@ -563,10 +559,10 @@ def _shuffle(event, rel, step):
 def _check_in(event, rel, step):
   n, p = int(event.n), float(event.p)
   if event.eps0 is not None:
-    rdp = check_in.check_in_ldp_rdp(RDP_ORDERS, n=n, p=p, eps0=float(event.eps0))
+    rdp = bounds.check_in_ldp_rdp(RDP_ORDERS, n=n, p=p, eps0=float(event.eps0))
     label = f"check_in(n={n}, p={p:g}, eps0={event.eps0:g})"
   else:
-    rdp = check_in.check_in_gaussian_rdp(RDP_ORDERS, n=n, p=p,
+    rdp = bounds.check_in_gaussian_rdp(RDP_ORDERS, n=n, p=p,
                                          sigma=float(event.sigma))
     label = f"check_in(n={n}, p={p:g}, sigma={event.sigma:g})"
   return Component(label, rdp=np.asarray(rdp, np.float64))

@@ -34,9 +34,7 @@ import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct._core import dp_bridge
-from jaxacct.accounting import _mechanisms as mech
-from jaxacct.accounting import fixed_size as fs, mixtures as mx
-from jaxacct.accounting import events as ev
+from jaxacct.accounting import _mechanisms, events, fixed_size, mixtures
 
 AOR, REPLACE, SPECIAL = "ADD_OR_REMOVE_ONE", "REPLACE_ONE", "REPLACE_SPECIAL"
 KINDS = ("discrete_laplace", "mog", "truncated", "with_replacement", "tree",
@@ -71,7 +69,7 @@ def from_dp_random_allocation(event):
   if sigma is None or t is None:
     raise ValueError("dp_accounting's RandomAllocationDpEvent has no "
                      "noise_multiplier/num_steps field this version reads.")
-  return ev.RandomAllocationDpEvent(
+  return events.RandomAllocationDpEvent(
       sigma=float(sigma), steps_per_epoch=int(t),
       num_selected=int(get("num_selected", default=1)),
       num_epochs=int(get("num_epochs", default=1)))
@@ -202,8 +200,8 @@ def build(kind, event, rel, step) -> dict:
       return dict(label=label, noop=True)
     if a == 0:
       return dict(label=label, nonprivate=True)
-    return dict(label=label, upper=mx.discrete_laplace(a, s, step=h),
-                lower_fn=lambda: mx.discrete_laplace(a, s, step=h, pessimistic=False),
+    return dict(label=label, upper=mixtures.discrete_laplace(a, s, step=h),
+                lower_fn=lambda: mixtures.discrete_laplace(a, s, step=h, pessimistic=False),
                 lower_scope="mechanism")
   if kind == "mog":
     sigma, c, p = _mog_fields(event)
@@ -212,8 +210,8 @@ def build(kind, event, rel, step) -> dict:
       return dict(label=label, noop=True)
     if sigma == 0:
       return dict(label=label, nonprivate=True)
-    return dict(label=label, upper=mx.mixture_of_gaussians(sigma, c, p, step=h),
-                lower_fn=lambda: mx.mixture_of_gaussians(sigma, c, p, step=h,
+    return dict(label=label, upper=mixtures.mixture_of_gaussians(sigma, c, p, step=h),
+                lower_fn=lambda: mixtures.mixture_of_gaussians(sigma, c, p, step=h,
                                                          pessimistic=False),
                 lower_scope="mechanism")
   if kind == "truncated":
@@ -224,8 +222,8 @@ def build(kind, event, rel, step) -> dict:
       return dict(label=label, noop=True)
     if s == 0:
       return dict(label=label, nonprivate=True)
-    return dict(label=label, upper=mx.truncated_poisson_gaussian(n, q, b, s, step=h),
-                lower_fn=lambda: mx.truncated_poisson_gaussian(n, q, b, s, step=h,
+    return dict(label=label, upper=mixtures.truncated_poisson_gaussian(n, q, b, s, step=h),
+                lower_fn=lambda: mixtures.truncated_poisson_gaussian(n, q, b, s, step=h,
                                                                pessimistic=False),
                 lower_scope="mechanism")
   if kind == "with_replacement":
@@ -238,13 +236,13 @@ def build(kind, event, rel, step) -> dict:
       return dict(label=label, nonprivate=True)
     if rel == REPLACE:   # jaxacct.accounting.fixed_size: symmetric pair
       return dict(label=label + " [pld: symmetric pair, draw count hidden]",
-                  upper=fs.with_replacement_pair(n, m, s, step=h),
-                  lower_fn=lambda: fs.with_replacement_pair(n, m, s, step=h,
+                  upper=fixed_size.with_replacement_pair(n, m, s, step=h),
+                  lower_fn=lambda: fixed_size.with_replacement_pair(n, m, s, step=h,
                                                             pessimistic=False),
                   lower_scope="mechanism")
-    return dict(label=label, upper=mx.with_replacement_gaussian(n, m, s, step=h,
+    return dict(label=label, upper=mixtures.with_replacement_gaussian(n, m, s, step=h,
                                                                 special_record=True),
-                lower_fn=lambda: mx.with_replacement_gaussian(
+                lower_fn=lambda: mixtures.with_replacement_gaussian(
                     n, m, s, step=h, special_record=True, pessimistic=False),
                 lower_scope="mechanism")
   if kind == "tree":
@@ -260,7 +258,7 @@ def build(kind, event, rel, step) -> dict:
     se = s / math.sqrt(depth)
     g = jpld.gaussian(se, step=h, pessimistic=True)
     return dict(label=label, upper=jpld.PairPLD(g, g),
-                lower_fn=lambda: _pair(mech.gaussian_lower(se, step=h)),
+                lower_fn=lambda: _pair(_mechanisms.gaussian_lower(se, step=h)),
                 lower_scope="mechanism", gaussian_mu=1.0 / se)
   raise ValueError(f"unknown kind {kind!r}")  # pragma: no cover
 

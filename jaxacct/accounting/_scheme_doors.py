@@ -27,7 +27,7 @@ from typing import Callable, NamedTuple, Optional
 
 from jaxacct import pld as jpld
 from jaxacct._core.events import family
-from jaxacct.accounting import _composition as comp
+from jaxacct.accounting import _composition
 from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
 
 
@@ -62,7 +62,7 @@ def scheme_door(live, relation, step: float) -> Optional[SchemeDoor]:
       return fn(**{"delta" if quantity == "epsilon" else "epsilon": value}, **kw)
     return SchemeDoor("allocation_pld", ask_allocation, True, det)
   if (f.name == "poisson" and n >= 1
-      and comp.relation_name(relation) == "ADD_OR_REMOVE_ONE"):
+      and _composition.relation_name(relation) == "ADD_OR_REMOVE_ONE"):
     qs = (f.key[0], f.sigma)
     kw = dict(sigma=qs[1], q=qs[0], num_steps=n, step=float(step))
 

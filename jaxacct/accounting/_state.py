@@ -25,7 +25,7 @@ import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct._core import dp_bridge
-from jaxacct.accounting import _composition as comp
+from jaxacct.accounting import _composition
 
 FORMAT = "jaxacct.accounting.state/1"
 _ALLOWED_PREFIXES = ("jaxacct.", "dp_accounting.")
@@ -128,7 +128,7 @@ def state_dict(acc) -> dict:
   return {
       "format": FORMAT,
       "accountant": type(acc).__name__,
-      "neighboring_relation": comp.relation_name(acc.neighboring_relation),
+      "neighboring_relation": _composition.relation_name(acc.neighboring_relation),
       "value_discretization_interval": acc.value_discretization_interval,
       "tail_mass": acc.tail_mass,
       "truncated": acc.truncated,
@@ -148,7 +148,7 @@ def decode_state(acc, sd: dict):
   """
   if not isinstance(sd, dict) or sd.get("format") != FORMAT:
     raise ValueError(f"not a {FORMAT} state dict.")
-  rel = comp.relation_name(acc.neighboring_relation)
+  rel = _composition.relation_name(acc.neighboring_relation)
   mine = (rel, float(acc.value_discretization_interval), float(acc.tail_mass))
   theirs = (sd.get("neighboring_relation"),
             float(sd.get("value_discretization_interval", float("nan"))),

@@ -25,10 +25,10 @@ from scipy import special, stats
 from jaxacct import pld
 from jaxacct._core import checks
 from jaxacct._core.dtype import public_surface
-from jaxacct.accounting import _mechanisms as mech
-from jaxacct.accounting import _wr_profiles as wrp
+from jaxacct.accounting import _mechanisms
+from jaxacct.accounting import _wr_profiles
 from jaxacct._core.gaussian import log_normal_mass
-from jaxacct.accounting import mixtures as mx
+from jaxacct.accounting import mixtures
 from jaxacct.accounting._pairs import dominated_on_grid
 
 __all__ = ["symmetrize", "without_replacement_pair",
@@ -150,10 +150,10 @@ def without_replacement_pair(n: int, m: int, sigma: float, *, step: float,
     if pessimistic:
       g = E.gaussian(s, step=step, pessimistic=True)
       return E.PairPLD(g, g)
-    g = mech.gaussian_lower(s, step=step)
+    g = _mechanisms.gaussian_lower(s, step=step)
     return E.PairPLD(g, g)
   if not pessimistic:
-    return _padded(mech.poisson_gaussian_lower(s, q, step=step))
+    return _padded(_mechanisms.poisson_gaussian_lower(s, q, step=step))
   one = symmetrize(E.poisson_gaussian(s, q, direction="remove", step=step,
                                       pessimistic=True))
   return E.PairPLD(one, one)
@@ -182,7 +182,7 @@ def with_replacement_pair(n: int, m: int, sigma: float, *, step: float,
   s = float(sigma)
   if not pessimistic:
     ks = 2.0 * np.arange(w.size)
-    return _padded(mx.mixture_of_gaussians(s, ks, w / np.sum(w), step=step,
+    return _padded(mixtures.mixture_of_gaussians(s, ks, w / np.sum(w), step=step,
                                            pessimistic=False))
   return E.PairPLD(*(2 * [_split_upper(n, m, s, step)]))
 
@@ -220,8 +220,8 @@ def with_replacement_profile(n: int, m: int, sigma: float, eps):
     raise ValueError("eps must be >= 0 (an array of non-negative floats).")
   w, cut = _draw_count_law(int(n), int(m))
   flat = eps.ravel()
-  up, rev, hid = wrp.split(w, sigma, flat)
-  up = np.minimum(up, wrp.double_mixture(w, sigma, flat))
+  up, rev, hid = _wr_profiles.split(w, sigma, flat)
+  up = np.minimum(up, _wr_profiles.double_mixture(w, sigma, flat))
   return tuple(v.reshape(eps.shape) for v in (up + cut, rev + cut, hid))
 
 
@@ -244,7 +244,7 @@ def _split_upper(n, m, sigma, step):
   a = np.exp(eps)
   # the upper is the min of two bounds: its greatest convex minorant in
   # e^eps is still above every dataset's (convex) profile
-  up = wrp.lower_hull(a, with_replacement_profile(n, m, sigma, eps)[0] * (1.0 + 1e-9))
+  up = _wr_profiles.lower_hull(a, with_replacement_profile(n, m, sigma, eps)[0] * (1.0 + 1e-9))
   slope = np.append(np.diff(up) / np.diff(a), 0.0) if eps.size > 1 else np.zeros(1)
   # Q-mass at each point is the slope increase; a negative one (float noise
   # in a convex profile) is set to 0, which only raises the profile

@@ -40,7 +40,7 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import public_surface
 from jaxacct._core.gaussian import log_normal_mass
 from jaxacct._core.namespace import host_call
-from jaxacct.accounting import _mechanisms as mech
+from jaxacct.accounting import _mechanisms
 from jaxacct.accounting._pairs import dominated_on_grid, from_cells, from_profile
 
 
@@ -307,7 +307,7 @@ def _pair_at(m: int, q: float, b: int, sigma: float, *, step: float, constructio
   if t <= 0.0:
     return first
   if construction == "dp_accounting":
-    second = mech.poisson_gaussian_replace(sigma / 2.0, qt, step=step, pessimistic=True)
+    second = _mechanisms.poisson_gaussian_replace(sigma / 2.0, qt, step=step, pessimistic=True)
   else:
     second = jpld.poisson_gaussian_pair(sigma / 2.0, qt, step=step, pessimistic=True)
   return mixture([first, second], [1.0 - t, t])
@@ -451,9 +451,9 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
   if not pessimistic:
     qbar = max(_truncation_probabilities(m, q, b)[2] for m in sizes)
     if qbar >= 1.0:
-      one = mech.gaussian_lower(s, step=step)
+      one = _mechanisms.gaussian_lower(s, step=step)
       return jpld.PairPLD(one, one)
-    return mech.poisson_gaussian_lower(s, qbar, step=step)
+    return _mechanisms.poisson_gaussian_lower(s, qbar, step=step)
   if construction == "dp_accounting" or _truncation_probabilities(n + 1, q, b)[0] <= 0.0:
     # theirs at m = N; or no truncation at N + 1 (hence at N): PG at both
     return _pair_at(n, q, b, s, step=step, construction=construction)
