@@ -10,23 +10,8 @@ y*)`` at the root y* of ``log p(y) - log q(y) = eps``: a monotone root,
 found by bisection at every 64th point and a safeguarded Newton iteration
 from there (each root bracketed by its neighbours' roots).
 
-Lemma (aligned mixtures) behind :func:`double_mixture` and the hidden term
-of :func:`split`: for means with ``|mu_i| <= M_i`` and ``|nu_j| <= N_j``
-(any dimension, noise N(0, s^2 I)),
-``H_a(sum_i p_i N(mu_i) || sum_j q_j N(nu_j)) <= H_a(sum_i p_i N(M_i e) ||
-sum_j q_j N(-N_j e))``. Proof: ``H_a = E[phi(sum_i p_i e^{X_i - Var X_i/2}
-- a sum_j q_j e^{Y_j - Var Y_j/2})]`` with ``phi(t) = t_+`` (smoothed:
-convex, C^2), ``X_i = <mu_i, G>/s``, ``Y_j = <nu_j, G>/s``, G standard.
-The integrand's mixed second derivatives are ``>= 0`` in (X_i, X_i'),
-(Y_j, Y_j') and ``<= 0`` in (X_i, Y_j); by Gaussian interpolation
-(Kahane's comparison: at fixed variances ``d/dt E g = 1/2 sum_{i != j}
-dCov_ij E d_ij g``) moving to the antipodal aligned means (covariances
-``|mu_i||mu_i'|``, ``|nu_j||nu_j'|`` the largest, ``-|mu_i||nu_j|`` the
-smallest) can only raise it. On the line, with ``t_i, u_j >= 0`` the
-scaled norms and ``D(y) = sum p_i e^{t_i y - t_i^2/2} - a sum q_j e^{-u_j
-y - u_j^2/2}`` increasing, Stein's lemma gives ``d/dt_i E phi(D(Y)) = p_i
-E[phi''(D(W)) D'(W)] >= 0`` (W ~ N(t_i, 1)) and the same sign in u_j, so
-raising the norms to M_i, N_j raises it too.
+Derivations and sources: docs/bounds/fixed_size.md ("Bounds and proofs /
+Fixed-size batches").
 """
 
 from __future__ import annotations

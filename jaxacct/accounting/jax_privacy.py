@@ -1,43 +1,6 @@
 r"""jax_privacy adapter: run jax_privacy's accounting through jaxacct.
 
-jax_privacy (``pip install jax-privacy``; tested with 2.0.0) takes its
-accountant from a ``jax_privacy.accounting.DpAccountantConfig``:
-``DpsgdTrainingAccountant``, ``calibrate_noise_multiplier``,
-``calibrate_num_updates`` and ``calibrate_batch_size`` call
-``config.create_accountant()`` once per evaluation and compose
-dp_accounting events into it. :class:`JaxacctPldAccountantConfig` returns
-jaxacct's :class:`~jaxacct.accounting.PLDAccountant` there (the dp_accounting
-drop-in), so the same code gets jaxacct's PLDs::
-
-    from jax_privacy import accounting as jpa
-    from jaxacct.accounting.jax_privacy import JaxacctPldAccountantConfig
-
-    acct = jpa.DpsgdTrainingAccountant(JaxacctPldAccountantConfig())
-    params = jpa.DpParams(noise_multipliers=1.0, num_samples=60_000,
-                          batch_size=256, delta=1e-5)
-    eps = acct.compute_epsilon(2344, params)
-
-It subclasses jax_privacy's ``PldAccountantConfig`` (same field,
-``value_discretization_interval``, default 1e-4), so jax_privacy's checks
-that ask for a PLD accountant (``truncated_batch_size``) accept it. One
-exception: ``DpsgdTrainingUserLevelAccountant`` also checks that the
-accountant is a ``dp_accounting.pld.PLDAccountant`` and refuses ours with
-its own ``ValueError``.
-
-Balls-in-bins batches (jax_privacy's ``batch_selection.BallsInBinsSampling``:
-each record goes to one of ``cycle_length`` bins uniformly at random and
-takes part in every step of its bin) are a random allocation; jax_privacy's
-DP-SGD accountants have no event for it (its Monte Carlo estimator in
-``jax_privacy.experimental`` is an estimate, not a bound).
-:func:`balls_in_bins_event` gives the jaxacct event for one cycle of it,
-accounted by the tight random-allocation PLD (``jaxacct.allocation.pld``)::
-
-    acc = JaxacctPldAccountantConfig().create_accountant()
-    acc.compose(balls_in_bins_event(strategy, noise_multiplier=1.0, num_epochs=3))
-    acc.get_epsilon(1e-5)
-
-Importing this module without jax_privacy raises ``ImportError`` naming the
-extra; ``import jaxacct`` and ``jaxacct.accounting`` never import it.
+Derivations and sources: docs/how-to/jax_privacy.md ("How-to / The jax_privacy config").
 """
 
 from __future__ import annotations

@@ -7,35 +7,8 @@ Cor. 4.10 carry a loss shift that adds up linearly over the m = kE rounds.
 This module computes the add-direction RDP itself,
 which composes additively, by an exact integral representation.
 
-With :math:`S = \frac1t\sum_{i=1}^t L_i`, :math:`L_i = e^{X_i}` i.i.d.,
-:math:`X_i\sim\mathcal N(-\tau^2/2, \tau^2)`, :math:`\tau = 1/\sigma` (the
-likelihood ratio of :math:`(\mathcal N(1,\sigma^2), \mathcal N(0,\sigma^2))`
-under the null), and :math:`s = \alpha - 1 > 0`,
-
-.. math::
-   e^{(\alpha-1) R^{\leftarrow}_\alpha}
-   = E_{\bar P}\big[(Q^{\otimes t}/\bar P)^{\alpha}\big] = E_Q[S^{-s}]
-   = \frac{1}{\Gamma(s)}\int_{-\infty}^{\infty} e^{s w}\,
-     \varphi(e^{w}/t)^t\,dw,\qquad \varphi(v) = E[e^{-vL}],
-
-from :math:`y^{-s} = \Gamma(s)^{-1}\int_0^\infty u^{s-1}e^{-uy}du` and
-independence. Both integrals are trapezoidal rules (exponentially convergent
-for these smooth, rapidly decaying integrands): the inner one over
-:math:`\xi = (X+\tau^2/2)/\tau` in a window of half-width 38 that follows
-the cut-off of :math:`e^{-vL}` into the left tail, the outer one over
-:math:`w` on a grid shared by all orders. The integrand of the
-``L == 1`` case (which integrates to exactly 1) is subtracted so that
-``A - 1 >= 0`` is summed directly (tiny RDP at large t keeps its relative
-accuracy).
-
-Bound: exact up to quadrature error (validated in ``tests/test_allocation.py``
-against t = 1 closed form alpha/(2 sigma^2), 2-D scipy quadrature at t = 2,
-a finer grid, and Monte Carlo). Accurate for sigma >= 0.2 with the default
-grid sizes; for smaller sigma raise ``num_inner``.
-
-Layouts (:mod:`jaxacct._core.batching`): the CPU layout runs the lanes one at
-a time (a ``lax.map`` over the batch); the accelerator layout runs one block
-program of :func:`add_block_lanes` lanes, vmapped, once per block.
+Derivations and sources: docs/bounds/allocation_rdp.md ("Bounds and proofs /
+Random allocation: RDP and analytic bounds").
 """
 
 from __future__ import annotations

@@ -5,31 +5,8 @@ arXiv:2502.08202v3. k-out-of-t allocation over E epochs is accounted, for
 every bound here, as m = k*E compositions of 1-out-of-t' allocation with
 t' = floor(t/k) (Lemma 3.2; potentially loose, always valid).
 
-* :func:`direct_add_epsilon` / :func:`direct_add_delta` -- Thm 4.9 / Cor. 4.10
-  (add direction, Gaussian): the add-direction loss is at most a Gaussian loss
-  with noise sqrt(t') sigma plus c = (1-1/t')/(2 sigma^2). Over m rounds the
-  Gaussian parts compose to noise sigma sqrt(t'/m) and **the shift adds up to
-  m*c** (the authors' code adds it once, which is not a valid bound for
-  m > 1).  Bound: upper.
-* :func:`local_epsilon` (the front door's ``"local"`` method; not public:
-  ``jaxacct.mechanisms.Gaussian(sigma / sqrt(kE)).epsilon(delta)``) -- no
-  amplification: each example is in k*E known steps, i.e. a Gaussian with
-  noise sigma/sqrt(kE). Both directions. Bound: upper (exact for the scheme
-  in which the allocation is public).
-* :func:`decomposition_epsilon` -- Thm 4.6 (both directions) on top of the
-  Poisson-subsampled Gaussian at rate 1/t, whose per-direction profile is
-  taken from its RDP (``jaxacct.poisson``, tight conversion): a valid but
-  not tight profile (the paper uses a PLD). k = E = 1 only, as in the paper.
-  Bound: upper.
-* :func:`decomposition_pld_epsilon` -- Thm 4.6 on the Poisson PLD; for
-  k > 1 or E > 1 the per-round dominating pair (P+, Q) of Thm 4.6 as a PLD
-  (:func:`decomposition_round_plds`) composed m times (not in the paper,
-  whose code supports k = E = 1 only). Bound: upper.
-
-These are the front door's methods (``jaxacct.allocation.epsilon`` / ``delta``
-with ``methods=(name,)``), not public themselves. Every
-``*_epsilon`` returns an :class:`~jaxacct.EpsilonResult` and every
-``*_delta`` a :class:`~jaxacct.DeltaResult` (``bound="upper"``).
+Derivations and sources: docs/bounds/allocation_rdp.md ("Bounds and proofs /
+Random allocation: RDP and analytic bounds").
 """
 
 from __future__ import annotations

@@ -6,33 +6,8 @@ Earlier versions of the paper misprint the combinatorial coefficient; the
 plots (and this module) use the corrected one, checked here against a
 literal partition enumeration and mpmath.
 
-For 1-out-of-t allocation with one-step dominating pair (P, Q),
-:math:`L = dP/dQ` and moments :math:`m_j = E_Q[L^j] = e^{(j-1)R_j(P\|Q)}`:
-
-.. math:: e^{(\alpha-1)R_\alpha} = E\Big[\Big(\frac1t\sum_{i=1}^t L_i\Big)^\alpha\Big]
-          = \frac{\alpha!}{t^\alpha}\,[x^\alpha]\,f(x)^t,\qquad
-          f(x) = \sum_{j\ge0}\frac{m_j}{j!}x^j
-
-(the sum over integer partitions of alpha in Thm 4.8 is exactly this
-coefficient). We compute the excess :math:`f^t - e^{tx}` (the ``L == 1``
-baseline, whose coefficient gives exactly 1) truncated at degree A by binary
-powering of log-coefficient vectors, :math:`f = e^x + h`, ``h`` with the
-non-negative coefficients :math:`(m_j-1)/j!`: every term positive, so each
-log-sum-exp is exact to rounding and tiny RDP (huge t, large sigma) keeps its
-relative accuracy: O(A^2 log t) per (sigma, t), all integer orders 2..A at
-once, jittable and vmappable over sigma and t. The literal partition sum is
-kept in the tests as the oracle.
-
-Gaussian: :math:`\log m_j = j(j-1)/(2\sigma^2)`.
-
-Layouts (:mod:`jaxacct._core.batching`): on the CPU layout an array question
-is one program over the whole batch (64-lane blocks in a ``lax.map``, the
-powering's trip count read from the largest t at run time); on the accelerator
-layout it is one block program of :func:`remove_block_lanes` lanes (vmapped,
-the trip count static), called once per block. Same per-lane formula.
-
-Bound: exact RDP of the remove direction (Thm 4.8 is an equality for the
-dominating randomizer; it upper-bounds every mechanism it dominates).
+Derivations and sources: docs/bounds/allocation_rdp.md ("Bounds and proofs /
+Random allocation: RDP and analytic bounds").
 """
 
 from __future__ import annotations

@@ -3,36 +3,10 @@
 A concrete (scalar or small-batch) allocation question builds its 1-of-t
 round laws here, in NumPy, with ZERO compiled XLA programs; arrays of many
 lanes and traced input keep the jitted kernels (:mod:`._pld_laws`). The
-constructions are the same, step for step:
+constructions are the same, step for step.
 
-* windows, re-grids and the pair tables are the same text as the jitted
-  path's (:mod:`._regrid`, evaluated with ``ns = HOST``), and so are the
-  coarsen/refine steps of the coarse lower (:mod:`._lower_coarse`);
-* the level logic (binary powering along the bits of t, ``(S_a, S_{a+1})``
-  carried, the float ledger ``eta``) mirrors :func:`._sum_law.sum_law_upper`
-  and :func:`._sum_law.sum_law_lower` line by line, in Python control flow;
-* the pairwise sums keep the mean-preserving split (upper) and the
-  barycentric cell rule (lower) of :func:`._sum_law.conv_upper` and
-  :func:`._sum_law.conv_lower`: the near band's per-diagonal products
-  (diagonals d < d_band, :func:`._far_field.band_limits`) are formed at once as
-  (d_band, n) arrays (row d: the pairs (i, i + d)) and accumulated into the
-  output one diagonal after another, in the jitted loop's order; then the far
-  field (d >= d_band) by the same functions as the jitted kernel
-  (:func:`._far_field.far_upper`, :func:`._far_field.far_lower`: prefix sums and a
-  geometric filter by recursive doubling, here a Python loop of ceil(log2 n)
-  NumPy steps), added in the jitted kernel's order; then the zero atoms.
-  O(n d_band + n log n) a level where the lattice spans enough (small sigma),
-  O(n^2) otherwise; the float ledger of the far field is in :mod:`._far_field`.
-
-So each output cell receives the same terms in the same order as in the
-jitted loop, and the laws agree to rounding: the libraries' ``exp``/``log``
-differ by about an ulp and XLA may contract a product and a sum into one
-fused multiply-add (~1e-15 relative, as between the jitted "fast" and
-"reference" methods). Validity does not depend on the evaluator: every mass
-is a sum of non-negative products (relative error, inside ``rel``) and every
-position is rounded within the ``eta`` allowance of the float ledger
-(:mod:`jaxacct.allocation.pld`). tests/test_allocation_laws_host.py compares
-the two paths.
+Derivations and sources: docs/bounds/allocation_pld.md ("Bounds and proofs /
+Random allocation: the tight PLD").
 """
 
 from __future__ import annotations

@@ -4,34 +4,7 @@ Girgis, Data, Diggavi, Suresh & Kairouz, "On the Renyi Differential Privacy
 of the Shuffle Model", arXiv:2105.05180v1 (CCS'21). Replace-one neighbours,
 n clients, the same eps0-LDP randomizer with a discrete range.
 
-Public API (all jittable and vmappable over n, eps0; orders are static):
-
-* :func:`girgis_thm1_rdp` -- Thm 1, eq. (6) (+ Remark 3 Chernoff slack);
-  upper, integer orders.
-* :func:`girgis_cor1_rdp` -- Cor. 1, eq. (7); upper, integer orders, only
-  where :math:`\lambda^4 e^{5\epsilon_0} < n/9` (elsewhere: eps0, the
-  universal clip).
-* :func:`girgis_thm2_rdp` -- Thm 2, eq. (9); upper, real orders.
-* :func:`efm19_rdp` -- the Erlingsson et al. baseline, eq. (10).
-* :func:`girgis_mixture_rdp` -- the exact binomial mixture behind Thm 1
--(43) before the Chernoff step); upper, integer.
-* :func:`girgis_lower_rdp` -- Thm 3 / eq. (11) evaluated as the positive
-  direct sum (exact RDP of shuffled binary RR on the worst pair used by the
-  paper); lower, real orders. :func:`girgis_cor2_rdp` -- Cor. 2 eq. (12).
-* :func:`girgis_subsampled_rdp` -- Poisson subsampling of clients (paper
-  Sec. 4 / Fig. 5 recipe) with Zhu & Wang, "Poisson subsampled Renyi
-  differential privacy", ICML 2019 (general upper bound, in its factor-3
-  form).
-* :func:`girgis_epsilon` -- composition over rounds and (eps, delta).
-
-Every upper bound is clipped at eps0 (the shuffled mechanism is
-eps0-DP, so :math:`\epsilon(\lambda)\le\epsilon_0`) and replaced by its
-reverse cumulative minimum over the order grid (the true curve is
-non-decreasing in the order, so a bound at a larger order on the grid is one
-at every smaller order). Sums are in log space
-(``logsumexp``, ``softplus`` for ``log(1 + tiny)``); binomial sums are
-evaluated as :math:`1+\sum \mathrm{pmf}\cdot\phi` with the convex gap
-:math:`\phi\ge 0` (no cancellation) on certified bins (``_binned``).
+Derivations and sources: docs/bounds/shuffle.md ("Bounds and proofs / Shuffling").
 """
 
 from __future__ import annotations

@@ -9,30 +9,7 @@ bracketing steps. Checked against the reference kernel in
 ``tests/test_shuffle_fast.py``. The block sum itself (one formula for this
 kernel and the host path) is :mod:`._symmetric_pair_sum`.
 
-For lam = 0 and q0 = q1 (FMT'21 clone pair, stronger clone) rho = 1/2 and the
-threshold of the inner sum is linear in c: a >= t_c = floor(c theta) + 1,
-theta = (p e - 1)/((p - 1)(1 + e)) in [1/2, 1) for e in [1, p). Along the
-c-window the pair (m, t) = (c - 1, t_c) moves by (1, d), d in {0, 1}, and
-
-  G(m+1, t+d) = G(m, t) + b(t-1; m) (1/2 if d == 0 else (t - m - 1)/(2 t)),
-  b(t+d-1; m+1) = b(t-1; m) (m+1)/(2(m-t+2)) if d == 0 else (m+1)/(2 t),
-
-with G(m, t) = Pr[Bin(m, 1/2) >= t] and b(j; m) = Bin(j; m, 1/2). The window
-is cut into blocks of ``block`` cells; each block is anchored by one
-incomplete-beta call (as the reference kernel makes for EVERY cell) and the
-other cells follow by the exact recurrences (cumulative sums/products). A
-running bound on the rounding error of the recurrences is propagated to the
-hockey-stick sum and ADDED to delta, together with the rounding of the
-cancelling two-term inner sum and of the final summation.
-
-The members are named (``"clone"``, ``"stronger"``); :func:`member_delta`,
-:func:`member_epsilon`, :func:`member_epsilon_grouped` and
-:func:`member_width` are the kernels behind ``clones.clone_delta`` /
-``clone_epsilon`` and ``variation_ratio.stronger_clone_delta`` /
-``stronger_clone_epsilon``. On the accelerator layout
-(:mod:`jaxacct._core.batching`) concrete arrays run through one block program
-of :func:`member_block_lanes` lanes per window (the CPU layout's windows),
-called once per block (:func:`member_blocks`).
+Derivations and sources: docs/bounds/shuffle.md ("Bounds and proofs / Shuffling").
 """
 
 from __future__ import annotations

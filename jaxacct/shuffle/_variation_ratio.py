@@ -7,32 +7,7 @@ Amplification by Shuffling for Renyi and Approximate Differential Privacy",
 arXiv:2208.04591 (SODA 2023; its current version carries an erratum restricting
 the general bound).
 
-What is offered here, and why:
-
-* ``stronger_clone_delta`` / ``stronger_clone_epsilon``: the generic row
-  ``p = q = e^eps0``, ``beta = (e^eps0-1)/(e^eps0+1)`` (= FMT22's stronger
-  clone, clone probability ``2/(e^eps0+1)``). An UPPER bound only for
-  randomizers that satisfy the pointwise blanket condition
-
-  .. math:: \mathcal R(x)[y]\ \ge\ \frac{\mathcal R(x^0)[y]+\mathcal R(x^1)[y]}{e^{\varepsilon_0}+1}
-     \qquad\forall\,y,x,x^0,x^1,
-
-  which holds for binary and k-ary randomized response and every randomizer
-  whose likelihood ratio is extremal (``e^{\pm eps0}`` or 1) at every output.
-  Then the leftover weight is zero and the label reduction is exact. For an
-  arbitrary eps0-LDP randomizer this is NOT proven; use FMT'21's clone bound
-  (``jaxacct.shuffle._clones``). ``check_blanket_condition`` tests a
-  randomizer given as a matrix.
-* ``variation_ratio_lower_delta`` / ``variation_ratio_lower_epsilon``: the pair
-  with general ``(p, beta, q0, q1)``, a LOWER bound for "extremal" randomizers
-  (Thm 5.1: the pair is a post-processing of a real dataset), e.g.
-  ``krr_lower_epsilon`` for k-RR with the others holding a third value.
-* The per-randomizer parameter rows of the paper (leftover weight > 0) are
-  NOT upper bounds (counterexample: 4-RR, n = 3, e^eps0 = 3, e^eps = 2, true
-  delta 5/108 > 7/216); they live in ``jaxacct.experimental`` (``row_*_unsafe``).
-
-Every ``*_epsilon`` returns an :class:`~jaxacct.EpsilonResult` and every
-``*_delta`` a :class:`~jaxacct.DeltaResult` (``bound`` upper or lower).
+Derivations and sources: docs/bounds/shuffle.md ("Bounds and proofs / Shuffling").
 """
 
 from __future__ import annotations

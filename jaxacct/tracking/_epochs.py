@@ -5,31 +5,10 @@ in one uniformly random step, independently), the released outputs are those
 of steps 1..s. Conditioned on the others' assignments, with
 ``P0 = N(0, sigma^2 I_s)`` (the example absent) and
 ``A_s = (1/s) sum_{i<=s} N(e_i, sigma^2 I_s)`` (1-of-s allocation), the
-prefix pair is
+prefix pair is ``(1 - s/t) P0 + (s/t) A_s``.
 
-.. math:: P_1 = (1 - \gamma) P_0 + \gamma A_s, \qquad \gamma = s / t,
-
-since the example lands among the first s steps with probability s/t, and
-then uniformly. Its likelihood ratio is ``dP1/dP0 = (1 - gamma) + gamma S_s/s
-= E[S_t/t | Y_1..Y_s]`` (``S_s/s`` the ratio of 1-of-s allocation): the
-conditional expectation of the whole epoch's ratio, hence smaller in convex
-order (Jensen), and every hockey-stick divergence of either direction, a
-convex function of it, is at most the whole epoch's: the bound is never
-looser than charging the whole epoch.
-
-Construction (:func:`prefix_pair`): the convex-order dominating law of
-``S_s/s`` of :func:`jaxacct.allocation.pld.allocation_pld_laws` (Feldman &
-Shenfeld, arXiv:2602.17284v1; this package's convex-order rounding and float
-ledger) mapped by the affine ``R -> 1 - gamma + gamma R``, which keeps the
-convex order; remove PLD: losses ``log R'`` with P-mass ``Q-mass * R'`` (and
-``gamma`` times the law's excess first moment at +inf, the integrand's slope
-being ``gamma``); add PLD: losses ``-log R'`` with the Q-masses (the Q-mass at
-``R = 0`` sits at ``-log(1 - gamma)``, finite). A pair whose Q-law of the ratio
-dominates in convex order dominates in both directions (Blackwell), and the
-connect-the-dots grid (:func:`jaxacct.pld.from_losses`) keeps it dominating,
-so composing it after e - 1 whole epochs (:mod:`._powers`) is an upper bound
-for step ``(e - 1) t + s``. ``s = t`` gives the whole epoch's pair. Bound:
-upper.
+Derivations and sources: docs/bounds/tracking.md ("Bounds and proofs /
+Tracking during training").
 """
 
 from __future__ import annotations
