@@ -224,7 +224,7 @@ class BallsInBinsSampler:
     expected_batch_size: m > 0, declared (public) expected batch size, or
       None. Given: the capacity is :func:`capacity_for` (no n in it) and m
       must satisfy n k / t <= m + 1. None (legacy): the binomial quantile of
-      n (module docstring). Pass the same m to
+      n (docs/bounds/dpsgd.md). Pass the same m to
       :func:`jaxacct.tracking.dp_aggregate` as its divisor.
     pad_size: None (from ``expected_batch_size``/``overflow_prob``, module
       docstring), ``"max"`` (n) or an int.
@@ -273,7 +273,7 @@ class BallsInBinsSampler:
     """delta + (1 + e^epsilon) * overflow_bound: the run's delta when batch lengths
     (an overflow's extra padding) are observable as well as the updates.
 
-    The updates alone are (epsilon, delta) (module docstring: overflow pads,
+    The updates alone are (epsilon, delta) (docs/bounds/dpsgd.md: overflow pads,
     the divisor is constant); capped at 1.
     """
     return _delta_with_overflow(epsilon, delta, self.overflow_bound)

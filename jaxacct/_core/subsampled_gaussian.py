@@ -29,7 +29,7 @@ from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
 _MAX_EXACT_INT_ORDER = 1024
 _INT_BLOCKS = (256, 1024)   # integer orders are summed in blocks of static length
 _QUAD_POINTS = 8192
-_QUAD_POINTS_SMALL = 320    # enough for alpha <= 16 (see module docstring)
+_QUAD_POINTS_SMALL = 320    # enough for alpha <= 16 (docs/bounds/poisson.md)
 _QUAD_POINTS_ADD_SMALL = 2048   # add direction, alpha <= 16
 _SMALL_ALPHA = 16.0
 _QUAD_HALF_WIDTH = 14.0     # Gaussian tail e^{-98} beyond it
@@ -422,7 +422,7 @@ def poisson_gaussian_rdp(orders=DEFAULT_ORDERS, *, q, sigma,
                          direction: str = "both"):
   r"""RDP of the Poisson-subsampled Gaussian mechanism (one step).
 
-  Mironov, Talwar & Zhang, arXiv:1908.10530v1, Sec. 3 (see module docstring
+  Mironov, Talwar & Zhang, arXiv:1908.10530v1, Sec. 3 (docs/bounds/poisson.md
   for the evaluation). ``"both"`` and ``"remove"`` return
   :math:`\log A_\alpha/(\alpha-1)`, which dominates the add direction
   (MTZ19); ``"add"`` returns :math:`\log B_\alpha/(\alpha-1)` by quadrature.

@@ -93,12 +93,12 @@ def convolve_powers(rings, counts, n, xp, ns=None):
 
 def log_fft_bound(c_tot, n, xp):
   """``log eps_fft``: the per-point FFT error bound of a normalised composition
-  of ``c_tot`` inputs on ``n`` cells (module docstring; Higham Thm 24.2)."""
+  of ``c_tot`` inputs on ``n`` cells (docs/bounds/numerics.md; Higham Thm 24.2)."""
   return math.log(32 * EPS64) + xp.log((c_tot + 1.0) * (math.log2(n) + 1.0))
 
 
 def exp_rounding(c_tot, mu, maxpos, maxlm, log_m, mu_x, xp):
-  """Relative rounding ``r`` (T, P) of the tilt/untilt exponentials (module docstring).
+  """Relative rounding ``r`` (T, P) of the tilt/untilt exponentials (docs/bounds/numerics.md).
 
   ``mu`` (T,) tilts, ``maxpos`` the largest ``|x|`` of an input atom,
   ``maxlm`` the largest ``|log M_k(mu)|``, ``log_m`` (T,) the composed
@@ -117,7 +117,7 @@ def log_fft_estimate(c_tot, xp):
 
 def pick_least_error(y, log_untilt, log_fft, log_alias, rel, xp, alias=None):
   """Untilts the tilted compositions ``y`` (T, P) and keeps, per point, the tilt
-  with the smallest error ``e`` (module docstring).
+  with the smallest error ``e`` (docs/bounds/numerics.md).
 
   ``log_untilt`` (T, P): ``log U``; ``log_fft``: :func:`log_fft_bound` (or
   :func:`log_fft_estimate`); ``log_alias`` (T, P): log of the folded tilted

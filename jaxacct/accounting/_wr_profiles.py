@@ -1,7 +1,7 @@
 r"""One-step privacy profiles for m draws with replacement, then the Gaussian (host NumPy).
 
 Helpers of :func:`jaxacct.accounting.fixed_size.with_replacement_profile`
-(the derivations are in :mod:`jaxacct.accounting.fixed_size`'s docstring,
+(the derivations are in docs/bounds/fixed_size.md,
 "With replacement"). Inputs: ``w[k] = P(K = k)``, K ~ Bin(m, 1/n), k =
 0..k_max; sigma > 0; ``eps >= 0`` (1-D float64 array). Every profile is
 ``H_{e^eps}`` of a pair of 1-D Gaussian mixtures with shifts ``2k`` whose

@@ -132,7 +132,7 @@ def without_replacement_pair(n: int, m: int, sigma: float, *, step: float,
 
   Upper (``pessimistic=True``): :func:`symmetrize` of the remove PLD of
   ``((1-q) N(0, sigma^2) + q N(2, sigma^2), N(0, sigma^2))``, q = m/n
-  (module docstring: the exact one-step profile, from Balle, Barthe,
+  (docs/bounds/fixed_size.md: the exact one-step profile, from Balle, Barthe,
   Gaboardi, arXiv:1807.01647v2, Thm 2; both orders of the neighbours).
   Lower: that pair (remove) and its reverse (add), cells merged onto the
   grid: the instance x = e, x' = -e, other records at -e (resp. +e).
@@ -164,7 +164,7 @@ def with_replacement_pair(n: int, m: int, sigma: float, *, step: float,
   r"""One step of m draws with replacement from n records, then the Gaussian (replace-one).
 
   Upper: :func:`symmetrize` of the connect-the-dots PLD of
-  :func:`with_replacement_profile`'s ``upper`` (module docstring, "With
+  :func:`with_replacement_profile`'s ``upper`` (docs/bounds/fixed_size.md, "With
   replacement"; +1e-9 relative for float error; the cut tail P(K > k_max)
   <= 1e-20 and the profile past delta 1e-20 go to +inf). Lower: the
   instance x = e, x' = -e, other records at -e: ``(sum_k P(K=k) N(2k),
@@ -198,7 +198,7 @@ def with_replacement_profile(n: int, m: int, sigma: float, eps):
     exact profile of the instance x = e, x' = -e, other records at -e
     (remove order); a lower bound on the tightest one-step profile.
   * ``revealed = r sum_k pi_k H_{a'}(N(2k, sigma^2) || N(0, sigma^2))``:
-    the draw count revealed (the upper before; module docstring).
+    the draw count revealed (the upper before; docs/bounds/fixed_size.md).
   * ``upper = hidden + b (revealed - hidden)`` plus the cut tail
     P(K > k_max): above every dataset pair's profile, both orders (module
     docstring, "With replacement").
@@ -376,7 +376,7 @@ def kernels_lower_delta(cells, steps: int, *, step: float, loss_range=None,
 
 
 def _adaptive_program(kern, steps, h, lo, hi):
-  """``(u, W_0(u))`` on the grid ``lo + h j`` (module docstring of :func:`adaptive_lower_delta`)."""
+  """``(u, W_0(u))`` on the grid ``lo + h j`` (docs/bounds/fixed_size.md, adaptive lower)."""
   jmin = min(o for o, _, _ in kern)
   jmax = max(o + w.size - 1 for o, w, _ in kern)
   k = int(round((hi - lo) / h)) + 1

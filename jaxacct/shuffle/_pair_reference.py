@@ -38,7 +38,7 @@ def stronger_q(eps0):
 
 
 def pair_params(p, beta, q0, q1):
-  """(alpha, r0, r1, lam, s) of the pair (see module docstring)."""
+  """(alpha, r0, r1, lam, s) of the pair (docs/bounds/shuffle.md)."""
   alpha = beta / (p - 1.0)
   r0 = alpha * p / q0
   r1 = alpha * p / q1
@@ -221,7 +221,7 @@ def pair_rdp(orders, *, n, p, beta, q0, q1, wc: int, wa: int,
              symmetric: bool = False):
   r"""Renyi divergence of the pair, max of both directions, real orders > 1.
 
-  Wang et al. arXiv:2304.05007v5 pair (module docstring); for the clone
+  Wang et al. arXiv:2304.05007v5 pair (docs/bounds/shuffle.md); for the clone
   member this is FMT'21 (arXiv:2012.12803) Sec. 6.1.
 
   .. math:: D_\alpha = \frac{1}{\alpha-1}\log\sum_{a,b} P(a,b)^\alpha Q(a,b)^{1-\alpha}
