@@ -39,6 +39,7 @@ field) and do no accounting.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, NamedTuple, Optional, Union
 
@@ -326,9 +327,66 @@ def _check_number(name, value):
 
 
 # ---------------------------------------------------------------------------
-# families: which vectorised door answers an event (one table, read by the
-# calibrator's lanes and the accountant's scheme doors)
+# kinds and families: the one table of event types. Every module that must
+# tell events apart asks :func:`kind` (the accountant's leaves, builders and
+# mechanism values, the tracker) or :func:`family` (the calibrator's lanes and
+# the accountant's scheme doors); none tests an event's class itself.
 # ---------------------------------------------------------------------------
+
+#: event class -> kind, tried in this order: dp_accounting's classes (by name,
+#: through the bridge; absent ones skipped), jaxacct's own, and dp_accounting's
+#: own ``RandomAllocationDpEvent`` (kind ``"dp_allocation"``) where it exists.
+KIND_TABLE = (
+    ("NoOpDpEvent", "noop"), ("NonPrivateDpEvent", "non_private"),
+    ("SelfComposedDpEvent", "self_composed"), ("ComposedDpEvent", "composed"),
+    ("GaussianDpEvent", "gaussian"), ("LaplaceDpEvent", "laplace"),
+    ("RandomizedResponseDpEvent", "randomized_response"),
+    ("PoissonSampledDpEvent", "poisson_sampled"),
+    ("SampledWithoutReplacementDpEvent", "without_replacement"),
+    ("ZCDpEvent", "zcdp"),
+    ("EpsilonDeltaDpEvent", "epsilon_delta"), ("PLDDpEvent", "pld"),
+    ("RandomAllocationDpEvent", "allocation"), ("dp_accounting.RandomAllocationDpEvent",
+                                                 "dp_allocation"),
+    ("ShuffleDpEvent", "shuffle"), ("ShuffledCheckInDpEvent", "check_in"),
+    ("DiscreteLaplaceDpEvent", "discrete_laplace"), ("MixtureOfGaussiansDpEvent", "mog"),
+    ("TruncatedSubsampledGaussianDpEvent", "truncated"),
+    ("SampledWithReplacementDpEvent", "with_replacement"),
+    ("SingleEpochTreeAggregationDpEvent", "tree"),
+    ("RepeatAndSelectDpEvent", "repeat_and_select"),
+    ("UnsupportedDpEvent", "unsupported"),
+)
+
+
+def dp_random_allocation_class():
+  """dp_accounting's own RandomAllocationDpEvent, when the installed version has it."""
+  if not dp_bridge.HAS_DP_ACCOUNTING:
+    return None
+  from dp_accounting import dp_event   # optional dependency: loaded only when installed
+  return getattr(dp_event, "RandomAllocationDpEvent", None)
+
+
+@functools.lru_cache(maxsize=None)
+def _kind_classes() -> tuple:
+  ours = {c.__name__: c for c in (RandomAllocationDpEvent, ShuffleDpEvent,
+                                  ShuffledCheckInDpEvent, EpsilonDeltaDpEvent, PLDDpEvent)}
+  out = []
+  for name, k in KIND_TABLE:
+    if name.startswith("dp_accounting."):
+      cls = dp_random_allocation_class()
+    else:
+      cls = ours.get(name) or dp_bridge.standard_event(name)
+    if cls is not None:
+      out.append((cls, k))
+  return tuple(out)
+
+
+def kind(event) -> Optional[str]:
+  """The kind of ``event`` (:data:`KIND_TABLE`), or None for an event of no known kind."""
+  for cls, k in _kind_classes():
+    if isinstance(event, cls):
+      return k
+  return None
+
 
 class Family(NamedTuple):
   """The door family of an event (see :func:`family`).
@@ -365,19 +423,19 @@ def family(event, count: int = 1) -> Family:
     (sigma / sqrt(count): one Gaussian of the composed noise);
   * anything else -> ``"other"`` (the accountant's leaves and builders).
   """
-  if isinstance(event, RandomAllocationDpEvent):
+  if kind(event) == "allocation":
     sigma = None if event.sigma is None else float(event.sigma)
     return Family("allocation", (int(event.steps_per_epoch), int(event.num_selected),
                                  int(event.num_epochs)), sigma, event.mechanism)
   n, inner = int(count), event
-  if isinstance(inner, SelfComposedDpEvent) and int(inner.count) >= 1:
+  if kind(inner) == "self_composed" and int(inner.count) >= 1:
     n, inner = n * int(inner.count), inner.event
-  if isinstance(inner, PoissonSampledDpEvent) and isinstance(inner.event, GaussianDpEvent):
+  if kind(inner) == "poisson_sampled" and kind(inner.event) == "gaussian":
     q, s = float(inner.sampling_probability), float(inner.event.noise_multiplier)
     if 0 < q < 1 and s > 0:
       return Family("poisson", (q, n), s)
     inner = inner.event if q == 1 else inner
-  if isinstance(inner, GaussianDpEvent) and float(inner.noise_multiplier) > 0:
+  if kind(inner) == "gaussian" and float(inner.noise_multiplier) > 0:
     return Family("gaussian", (), float(inner.noise_multiplier) / math.sqrt(n))
   return _OTHER
 

@@ -46,6 +46,7 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct._core import checks, dp_bridge
 from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.events import kind
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.accounting import _composition
@@ -367,8 +368,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     return c.upper, c.lower
 
   def _component(self, leaf) -> _composition.Component:
-    trunc = dp_bridge.standard_event("TruncatedSubsampledGaussianDpEvent")
-    compat = self._truncated != "jaxacct" and trunc is not None and isinstance(leaf, trunc)
+    compat = self._truncated != "jaxacct" and kind(leaf) == "truncated"
     key = (self._truncated, leaf) if compat else leaf
     try:
       hit = self._components.get(key)

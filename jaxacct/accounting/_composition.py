@@ -40,7 +40,8 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct import shuffle
 from jaxacct._core import dp_bridge
-from jaxacct.accounting import _mechanisms, _newer_events, _pairs, events, fixed_size
+from jaxacct._core.events import kind
+from jaxacct.accounting import _mechanisms, _newer_events, _pairs, fixed_size
 from jaxacct.allocation.pld import allocation_plds
 from jaxacct.mechanisms import EpsilonDelta, Gaussian, Laplace, RandomizedResponse
 from jaxacct.shuffle import bounds
@@ -105,15 +106,6 @@ class Component(NamedTuple):
   noop: bool = False
 
 
-def _cls(name):
-  return dp_bridge.standard_event(name)
-
-
-def _isinstance(event, name):
-  c = _cls(name)
-  return c is not None and isinstance(event, c)
-
-
 # --------------------------------------------------------------------------
 # support check and flattening
 
@@ -127,13 +119,14 @@ def check_event(event, relation) -> Optional[Any]:
   """None if ``event`` can be accounted under ``relation``, else the
   ``CompositionErrorDetails`` naming the offending sub-event."""
   rel = relation_name(relation)
-  if _isinstance(event, "NoOpDpEvent") or _isinstance(event, "NonPrivateDpEvent"):
+  k = kind(event)
+  if k in ("noop", "non_private"):
     return None
-  if _isinstance(event, "SelfComposedDpEvent"):
+  if k == "self_composed":
     if not isinstance(event.count, (int, np.integer)) or event.count < 0:
       return _err(event, f"count must be an int >= 0; got {event.count!r}.")
     return check_event(event.event, relation)
-  if _isinstance(event, "ComposedDpEvent"):
+  if k == "composed":
     for e in event.events:
       r = check_event(e, relation)
       if r is not None:
@@ -156,98 +149,122 @@ def _replacement_only(event, rel, what):
 
 def _additive_kind(event):
   """``"gaussian"`` / ``"laplace"`` for those events (noise checked >= 0), else None."""
-  for kind, cls in (("gaussian", "GaussianDpEvent"), ("laplace", "LaplaceDpEvent")):
-    if _isinstance(event, cls):
-      _nonneg(event, "noise_multiplier", event.noise_multiplier)
-      return kind
+  k = kind(event)
+  if k in ("gaussian", "laplace"):
+    _nonneg(event, "noise_multiplier", event.noise_multiplier)
+    return k
   return None
 
 
-def _leaf_kind(event, rel) -> str:
-  """Validates a leaf and names its kind (raises _Unsupported)."""
-  kind = _additive_kind(event)
-  if kind == "laplace" and rel == REPLACE:
+def _additive_leaf(event, rel):
+  k = _additive_kind(event)
+  if k == "laplace" and rel == REPLACE:
     _newer_events.need_relation(event, rel, (AOR, SPECIAL), "as dp_accounting: the "
                         "noise is relative to an L1 bound per record")
-  if kind is not None:
-    return kind
-  if _isinstance(event, "RandomizedResponseDpEvent"):
-    _newer_events.need_relation(event, rel, (REPLACE, SPECIAL), "randomized response "
-                        "replaces a user's bucket; it has no add/remove pair")
-    p, k = event.noise_parameter, event.num_buckets
-    if not (0 <= float(p) <= 1) or int(k) < 1:
-      raise _Unsupported(f"noise_parameter must be in [0, 1] and num_buckets "
-                         f">= 1; got {p!r}, {k!r}.", event)
-    return "randomized_response"
-  if _isinstance(event, "PoissonSampledDpEvent"):
-    q = float(event.sampling_probability)
-    if not 0 <= q <= 1:
-      raise _Unsupported(f"sampling_probability must be in [0, 1]; got {q}.",
-                         event)
-    inner = event.event
-    if _isinstance(inner, "LaplaceDpEvent"):
-      _newer_events.need_relation(event, rel, (AOR, SPECIAL), "no replace-one pair of "
-                          "Poisson-subsampled Laplace noise is implemented")
-    kind = _additive_kind(inner)
-    if kind is not None:
-      return "poisson_" + kind
-    why = (" (no PLD of a subsampled zCDP mechanism is known and no subsampled-"
-           "RDP bound for it is implemented)" if _isinstance(inner, "ZCDpEvent") else "")
-    raise _Unsupported("the sub-event of PoissonSampledDpEvent must be a "
-                       f"GaussianDpEvent or LaplaceDpEvent; found {inner}{why}.",
-                       inner)
-  if _isinstance(event, "SampledWithoutReplacementDpEvent"):
-    if rel != REPLACE:
-      raise _Unsupported(
-          "SampledWithoutReplacementDpEvent is accounted for REPLACE_ONE "
-          "neighbours only (fixed-size sampling changes size under add/remove; "
-          "the amplification bound used is for substitution); found "
-          f"{rel}.", event)
-    n, m = int(event.source_dataset_size), int(event.sample_size)
-    if not (n >= 1 and 0 <= m <= n):
-      raise _Unsupported(f"need 0 <= sample_size <= source_dataset_size; got "
-                         f"{m} and {n}.", event)
-    inner = event.event
-    if _additive_kind(inner) is not None:
-      return "wor"
-    raise _Unsupported("the sub-event of SampledWithoutReplacementDpEvent must "
-                       f"be a GaussianDpEvent or LaplaceDpEvent; found {inner}.",
-                       inner)
-  if _isinstance(event, "ZCDpEvent"):
-    rho, xi = float(event.rho), float(getattr(event, "xi", 0.0))
-    if not (rho >= 0 and xi >= 0):
-      raise _Unsupported(f"rho and xi must be >= 0; got {rho}, {xi}.", event)
-    return "zcdp"
-  if isinstance(event, events.EpsilonDeltaDpEvent):
-    return "epsilon_delta"
-  if isinstance(event, events.PLDDpEvent):
-    return "pld"
-  if isinstance(event, events.RandomAllocationDpEvent):
-    if rel == REPLACE:
-      raise _Unsupported(
-          "RandomAllocationDpEvent is accounted for ADD_OR_REMOVE_ONE or "
-          "REPLACE_SPECIAL neighbours (no replacement analysis of random "
-          "allocation is implemented); found REPLACE_ONE.", event)
-    return "allocation"
-  dra = _newer_events.dp_random_allocation_class()
-  if dra is not None and isinstance(event, dra):
-    try:
-      _newer_events.from_dp_random_allocation(event)
-    except (ValueError, TypeError) as e:
-      raise _Unsupported(str(e), event) from None
-    if rel == REPLACE:
-      raise _Unsupported("random allocation needs ADD_OR_REMOVE_ONE or "
-                         "REPLACE_SPECIAL; found REPLACE_ONE.", event)
-    return "dp_allocation"
-  if isinstance(event, events.ShuffleDpEvent):
-    _replacement_only(event, rel, "ShuffleDpEvent")
-    return "shuffle"
-  if isinstance(event, events.ShuffledCheckInDpEvent):
-    _replacement_only(event, rel, "ShuffledCheckInDpEvent")
-    return "check_in"
-  kind = _newer_events.leaf_kind(event, rel)
-  if kind is not None:
-    return kind
+  return k
+
+
+def _randomized_response_leaf(event, rel):
+  _newer_events.need_relation(event, rel, (REPLACE, SPECIAL), "randomized response "
+                      "replaces a user's bucket; it has no add/remove pair")
+  p, k = event.noise_parameter, event.num_buckets
+  if not (0 <= float(p) <= 1) or int(k) < 1:
+    raise _Unsupported(f"noise_parameter must be in [0, 1] and num_buckets "
+                       f">= 1; got {p!r}, {k!r}.", event)
+  return "randomized_response"
+
+
+def _poisson_leaf(event, rel):
+  q = float(event.sampling_probability)
+  if not 0 <= q <= 1:
+    raise _Unsupported(f"sampling_probability must be in [0, 1]; got {q}.",
+                       event)
+  inner = event.event
+  if kind(inner) == "laplace":
+    _newer_events.need_relation(event, rel, (AOR, SPECIAL), "no replace-one pair of "
+                        "Poisson-subsampled Laplace noise is implemented")
+  k = _additive_kind(inner)
+  if k is not None:
+    return "poisson_" + k
+  why = (" (no PLD of a subsampled zCDP mechanism is known and no subsampled-"
+         "RDP bound for it is implemented)" if kind(inner) == "zcdp" else "")
+  raise _Unsupported("the sub-event of PoissonSampledDpEvent must be a "
+                     f"GaussianDpEvent or LaplaceDpEvent; found {inner}{why}.",
+                     inner)
+
+
+def _without_replacement_leaf(event, rel):
+  if rel != REPLACE:
+    raise _Unsupported(
+        "SampledWithoutReplacementDpEvent is accounted for REPLACE_ONE "
+        "neighbours only (fixed-size sampling changes size under add/remove; "
+        "the amplification bound used is for substitution); found "
+        f"{rel}.", event)
+  n, m = int(event.source_dataset_size), int(event.sample_size)
+  if not (n >= 1 and 0 <= m <= n):
+    raise _Unsupported(f"need 0 <= sample_size <= source_dataset_size; got "
+                       f"{m} and {n}.", event)
+  inner = event.event
+  if _additive_kind(inner) is not None:
+    return "wor"
+  raise _Unsupported("the sub-event of SampledWithoutReplacementDpEvent must "
+                     f"be a GaussianDpEvent or LaplaceDpEvent; found {inner}.",
+                     inner)
+
+
+def _zcdp_leaf(event, rel):
+  rho, xi = float(event.rho), float(getattr(event, "xi", 0.0))
+  if not (rho >= 0 and xi >= 0):
+    raise _Unsupported(f"rho and xi must be >= 0; got {rho}, {xi}.", event)
+  return "zcdp"
+
+
+def _allocation_leaf(event, rel):
+  if rel == REPLACE:
+    raise _Unsupported(
+        "RandomAllocationDpEvent is accounted for ADD_OR_REMOVE_ONE or "
+        "REPLACE_SPECIAL neighbours (no replacement analysis of random "
+        "allocation is implemented); found REPLACE_ONE.", event)
+  return "allocation"
+
+
+def _dp_allocation_leaf(event, rel):
+  try:
+    _newer_events.from_dp_random_allocation(event)
+  except (ValueError, TypeError) as e:
+    raise _Unsupported(str(e), event) from None
+  if rel == REPLACE:
+    raise _Unsupported("random allocation needs ADD_OR_REMOVE_ONE or "
+                       "REPLACE_SPECIAL; found REPLACE_ONE.", event)
+  return "dp_allocation"
+
+
+#: event kind (:func:`jaxacct._core.events.kind`) -> its leaf check: validates
+#: the event for the relation (raises ``_Unsupported`` with the message) and
+#: names its builder in :data:`_BUILDERS` (or ``_newer_events.KINDS``).
+_LEAVES = {
+    "gaussian": _additive_leaf, "laplace": _additive_leaf,
+    "randomized_response": _randomized_response_leaf,
+    "poisson_sampled": _poisson_leaf,
+    "without_replacement": _without_replacement_leaf,
+    "zcdp": _zcdp_leaf,
+    "epsilon_delta": lambda event, rel: "epsilon_delta",
+    "pld": lambda event, rel: "pld",
+    "allocation": _allocation_leaf, "dp_allocation": _dp_allocation_leaf,
+    "shuffle": lambda event, rel: _replacement_only(event, rel, "ShuffleDpEvent") or "shuffle",
+    "check_in": lambda event, rel: (_replacement_only(event, rel, "ShuffledCheckInDpEvent")
+                                    or "check_in"),
+}
+
+
+def _leaf_kind(event, rel) -> str:
+  """Validates a leaf and names its builder (raises _Unsupported)."""
+  k = kind(event)
+  if k in _LEAVES:
+    return _LEAVES[k](event, rel)
+  built = _newer_events.leaf_kind(k, event, rel)
+  if built is not None:
+    return built
   raise _Unsupported("Unsupported event.", event)
 
 
@@ -276,11 +293,12 @@ def leaves(event, count: int) -> List[Tuple[Any, int]]:
     out.append([leaf, c])
 
   def walk(e, c):
-    if _isinstance(e, "NoOpDpEvent"):
+    k = kind(e)
+    if k == "noop":
       return
-    if _isinstance(e, "SelfComposedDpEvent"):
+    if k == "self_composed":
       walk(e.event, c * int(e.count))
-    elif _isinstance(e, "ComposedDpEvent"):
+    elif k == "composed":
       for x in e.events:
         walk(x, c)
     else:
@@ -297,14 +315,14 @@ def leaves(event, count: int) -> List[Tuple[Any, int]]:
 def build_component(event, relation, *, step: float) -> Component:
   """The :class:`Component` of a supported leaf event (see module docstring)."""
   rel = relation_name(relation)
-  if _isinstance(event, "NonPrivateDpEvent"):
+  if kind(event) == "non_private":
     return _nonprivate("non_private")
-  kind = _leaf_kind(event, rel)
-  if kind in _newer_events.KINDS:
-    fields = _newer_events.build(kind, event, rel, float(step))
+  built = _leaf_kind(event, rel)
+  if built in _newer_events.KINDS:
+    fields = _newer_events.build(built, event, rel, float(step))
     fn = fields.pop("lower_fn", None)
     return Component(**fields, lower=Lazy(fn) if fn is not None else None)
-  return _BUILDERS[kind](event, rel, float(step))
+  return _BUILDERS[built](event, rel, float(step))
 
 
 
@@ -347,29 +365,30 @@ def base_mechanism(event, relation):
   :func:`build_component` makes them no-op or non-private first.
   """
   rel = relation_name(relation)
-  if _isinstance(event, "GaussianDpEvent"):
+  k = kind(event)
+  if k == "gaussian":
     return Gaussian(float(event.noise_multiplier), sensitivity=_sensitivity(rel))
-  if _isinstance(event, "LaplaceDpEvent"):
+  if k == "laplace":
     return Laplace(float(event.noise_multiplier), sensitivity=_sensitivity(rel))
-  if _isinstance(event, "RandomizedResponseDpEvent"):
+  if k == "randomized_response":
     return RandomizedResponse(float(event.noise_parameter), int(event.num_buckets),
                               neighbouring="replace_one" if rel == REPLACE else "replace_special")
-  if isinstance(event, events.EpsilonDeltaDpEvent):
+  if k == "epsilon_delta":
     return EpsilonDelta(event.epsilon, event.delta)
   return None
 
 
 def _degenerate(event):
   """The no-op / non-private component of a base event without a value, else None."""
-  for name, cls in (("gaussian", "GaussianDpEvent"), ("laplace", "LaplaceDpEvent")):
-    if _isinstance(event, cls) and float(event.noise_multiplier) == 0:
-      return _nonprivate(f"{name}(0)")
-  if _isinstance(event, "RandomizedResponseDpEvent"):
+  k = kind(event)
+  if k in ("gaussian", "laplace") and float(event.noise_multiplier) == 0:
+    return _nonprivate(f"{k}(0)")
+  if k == "randomized_response":
     if int(event.num_buckets) == 1:
       return _noop("randomized_response(k=1)")
     if float(event.noise_parameter) == 0:
       return _nonprivate("randomized_response(p=0)")
-  if isinstance(event, events.EpsilonDeltaDpEvent) and event.delta >= 1:
+  if k == "epsilon_delta" and event.delta >= 1:
     return _nonprivate("epsilon_delta(delta=1)")
   return None
 
@@ -442,7 +461,7 @@ def _wor(event, rel, step):
   if s == 0:
     return _nonprivate("sampled_without_replacement(noise 0)")
   g = m / n
-  is_gauss = _isinstance(inner, "GaussianDpEvent")
+  is_gauss = kind(inner) == "gaussian"
   label = (f"sampled_without_replacement({m}/{n}, "
            f"{'gaussian' if is_gauss else 'laplace'}({s:g}))")
   if g == 1:

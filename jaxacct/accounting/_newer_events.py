@@ -33,7 +33,7 @@ from typing import Any, Optional
 import numpy as np
 
 from jaxacct import pld as jpld
-from jaxacct._core import dp_bridge
+from jaxacct._core.events import kind
 from jaxacct.accounting import _mechanisms, events, fixed_size, mixtures
 
 AOR, REPLACE, SPECIAL = "ADD_OR_REMOVE_ONE", "REPLACE_ONE", "REPLACE_SPECIAL"
@@ -47,14 +47,6 @@ class Unsupported(Exception):
   def __init__(self, msg, event=None):
     super().__init__(msg)
     self.event = event
-
-
-def dp_random_allocation_class():
-  """dp_accounting's own RandomAllocationDpEvent, when the installed version has it."""
-  if not dp_bridge.HAS_DP_ACCOUNTING:
-    return None
-  from dp_accounting import dp_event   # optional dependency: loaded only when installed
-  return getattr(dp_event, "RandomAllocationDpEvent", None)
 
 
 def from_dp_random_allocation(event):
@@ -73,11 +65,6 @@ def from_dp_random_allocation(event):
       sigma=float(sigma), steps_per_epoch=int(t),
       num_selected=int(get("num_selected", default=1)),
       num_epochs=int(get("num_epochs", default=1)))
-
-
-def _is(event, name):
-  c = dp_bridge.standard_event(name)
-  return c is not None and isinstance(event, c)
 
 
 def need_relation(event, rel, allowed, why):
@@ -129,46 +116,47 @@ def _mog_fields(event):
 def _check_wr(event):
   _int(event, "source_dataset_size", 1)
   _int(event, "sample_size")
-  if not _is(event.event, "GaussianDpEvent"):
+  if kind(event.event) != "gaussian":
     raise Unsupported("the sub-event of SampledWithReplacementDpEvent must be a "
                       f"GaussianDpEvent; found {event.event}.", event.event)
   _real(event.event, "noise_multiplier")
 
 
-#: dp_accounting class name -> (kind, the neighbouring relations analysed, why
-#: the others are refused, the field checks).
+#: event kind (:func:`jaxacct._core.events.kind`) -> (the neighbouring
+#: relations analysed, why the others are refused, the field checks).
 _LEAVES = {
-    "DiscreteLaplaceDpEvent": (
-        "discrete_laplace", (AOR, SPECIAL),
+    "discrete_laplace": (
+        (AOR, SPECIAL),
         "no replace-one analysis of the discrete Laplace mechanism is implemented",
         lambda e: (_real(e, "noise_parameter"), _int(e, "sensitivity"))),
-    "MixtureOfGaussiansDpEvent": (
-        "mog", (AOR, SPECIAL),
+    "mog": (
+        (AOR, SPECIAL),
         "the event defines the pair N(0) vs the mixture, an add/remove pair", _mog_fields),
-    "TruncatedSubsampledGaussianDpEvent": (
-        "truncated", (AOR,),
+    "truncated": (
+        (AOR,),
         "truncated Poisson sampling is analysed here for add/remove neighbours only",
         lambda e: (_int(e, "dataset_size"), _real(e, "sampling_probability", 0.0, 1.0),
                    _int(e, "truncated_batch_size"), _real(e, "noise_multiplier"))),
-    "SampledWithReplacementDpEvent": (
-        "with_replacement", (REPLACE, SPECIAL),
+    "with_replacement": (
+        (REPLACE, SPECIAL),
         "a fixed-size batch: the dataset size must not change", _check_wr),
-    "SingleEpochTreeAggregationDpEvent": (
-        "tree", (SPECIAL,),
+    "tree": (
+        (SPECIAL,),
         "tree aggregation restarts at fixed steps; a record's leaf must not move "
         "(as dp_accounting's RDP accountant)",
         lambda e: (_real(e, "noise_multiplier"), _tree_depth(e))),
 }
 
 
-def leaf_kind(event, rel) -> Optional[str]:
-  """The kind of one of this module's events (validated for ``rel``), else None."""
-  for name, (kind, allowed, why, check) in _LEAVES.items():
-    if _is(event, name):
-      need_relation(event, rel, allowed, why)
-      check(event)
-      return kind
-  if _is(event, "RepeatAndSelectDpEvent"):
+def leaf_kind(k, event, rel) -> Optional[str]:
+  """``k`` when ``event`` (of kind ``k``) is one of this module's events,
+  validated for ``rel``; else None."""
+  if k in _LEAVES:
+    allowed, why, check = _LEAVES[k]
+    need_relation(event, rel, allowed, why)
+    check(event)
+    return k
+  if k == "repeat_and_select":
     raise Unsupported(
         "RepeatAndSelectDpEvent has no known privacy loss distribution; its "
         "bound (Papernot & Steinke, arXiv:2110.03620) is stated in RDP of the "
@@ -187,13 +175,13 @@ def _tree_depth(event) -> int:
 
 
 
-def build(kind, event, rel, step) -> dict:
+def build(k, event, rel, step) -> dict:
   """Fields of the ``Component`` (``jaxacct.accounting._composition``) of a leaf.
 
   ``lower_fn`` (when present) builds the lower pair on first use.
   """
   h = float(step)
-  if kind == "discrete_laplace":
+  if k == "discrete_laplace":
     a, s = float(event.noise_parameter), int(event.sensitivity)
     label = f"discrete_laplace(a={a:g}, s={s})"
     if s == 0:
@@ -203,7 +191,7 @@ def build(kind, event, rel, step) -> dict:
     return dict(label=label, upper=mixtures.discrete_laplace(a, s, step=h),
                 lower_fn=lambda: mixtures.discrete_laplace(a, s, step=h, pessimistic=False),
                 lower_scope="mechanism")
-  if kind == "mog":
+  if k == "mog":
     sigma, c, p = _mog_fields(event)
     label = f"mixture_of_gaussians(sigma={sigma:g}, {c.size} components)"
     if float(c.max()) == 0.0:
@@ -214,7 +202,7 @@ def build(kind, event, rel, step) -> dict:
                 lower_fn=lambda: mixtures.mixture_of_gaussians(sigma, c, p, step=h,
                                                          pessimistic=False),
                 lower_scope="mechanism")
-  if kind == "truncated":
+  if k == "truncated":
     n, q = int(event.dataset_size), float(event.sampling_probability)
     b, s = int(event.truncated_batch_size), float(event.noise_multiplier)
     label = f"truncated_poisson_gaussian(n={n}, q={q:g}, b={b}, sigma={s:g})"
@@ -226,7 +214,7 @@ def build(kind, event, rel, step) -> dict:
                 lower_fn=lambda: mixtures.truncated_poisson_gaussian(n, q, b, s, step=h,
                                                                pessimistic=False),
                 lower_scope="mechanism")
-  if kind == "with_replacement":
+  if k == "with_replacement":
     n, m = int(event.source_dataset_size), int(event.sample_size)
     s = float(event.event.noise_multiplier)
     label = f"sampled_with_replacement({m} of {n}, gaussian({s:g}))"
@@ -245,7 +233,7 @@ def build(kind, event, rel, step) -> dict:
                 lower_fn=lambda: mixtures.with_replacement_gaussian(
                     n, m, s, step=h, special_record=True, pessimistic=False),
                 lower_scope="mechanism")
-  if kind == "tree":
+  if k == "tree":
     # each record sits in one leaf of one tree, so in <= depth nodes, each
     # with its own N(0, sigma^2) noise: a Gaussian mechanism of L2
     # sensitivity sqrt(depth) (Kairouz et al., arXiv:2103.00039v3, App. D)
@@ -260,7 +248,7 @@ def build(kind, event, rel, step) -> dict:
     return dict(label=label, upper=jpld.PairPLD(g, g),
                 lower_fn=lambda: _pair(_mechanisms.gaussian_lower(se, step=h)),
                 lower_scope="mechanism", gaussian_mu=1.0 / se)
-  raise ValueError(f"unknown kind {kind!r}")  # pragma: no cover
+  raise ValueError(f"unknown kind {k!r}")  # pragma: no cover
 
 
 def _pair(p: Any):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import jax
 import jax.numpy as jnp
@@ -22,10 +22,16 @@ import numpy as np
 from jaxacct import accounting
 from jaxacct._core import checks
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
+from jaxacct._core.lazy import LazyModule
 from jaxacct._core.namespace import host_call
 from jaxacct._core.progress import check_progress_arg, progress
 from jaxacct.tracking._epochs import allocation_steps
 from jaxacct.tracking._powers import pair_epsilons
+
+if TYPE_CHECKING:
+  from jaxacct._core import events
+else:   # imported with the first event: dp_accounting (when installed) comes with the events
+  events = LazyModule("jaxacct._core.events")
 
 
 # --------------------------------------------------------------------------
@@ -246,7 +252,7 @@ class EventAccountant(_Accountant):
     return e, int(count)
 
   def _is_allocation(self) -> bool:
-    return isinstance(self.event, accounting.events.RandomAllocationDpEvent)
+    return events.kind(self.event) == "allocation"
 
   def epsilon_after(self, count: int, delta: float) -> float:
     """Epsilon at ``delta`` after ``count`` blocks (onto the ledger), float: the
@@ -306,9 +312,8 @@ class EventAccountant(_Accountant):
   def _closed_form(self, delta):
     """``(mu_ledger, mu_event)`` when the accountant answers every count in closed
     form (a ledger of Gaussian events and a Gaussian event), else None."""
-    gauss = accounting.events.GaussianDpEvent
-    if (gauss is None or not self.accountant.shortcuts or not isinstance(self.event, gauss)
-        or not all(isinstance(e, gauss) for e, _ in self.accountant.events)):
+    if (not self.accountant.shortcuts or events.kind(self.event) != "gaussian"
+        or not all(events.kind(e) == "gaussian" for e, _ in self.accountant.events)):
       return None
     one = self._fresh().compose(self.event).get_epsilon_bounds(delta)
     if one.method != "gaussian_exact":
