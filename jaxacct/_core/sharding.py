@@ -35,6 +35,8 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
+from jaxacct._core.parallel import cores
+
 AXIS = "lanes"
 _MESH: contextvars.ContextVar = contextvars.ContextVar("jaxacct_lanes_mesh", default=None)
 
@@ -118,7 +120,8 @@ def run_items(fn: Callable, items: Sequence, done: Optional[Callable] = None,
 
   Item ``i`` runs on mesh device ``i mod D``, under ``jax.default_device``
   of it, in one thread per device of this process (a device's items in
-  order); each process computes its own devices' items and an all-gather
+  order; a CPU device gets ``cores // local devices`` threads, started once
+  its first item, which compiles the programs, is done); each process computes its own devices' items and an all-gather
   gives every process every result. ``fn(item)`` returns a pytree of arrays
   of one structure and shape for every item. ``done(1)`` is called in the
   calling thread as each of this process's items finishes (a progress bar).
@@ -150,29 +153,47 @@ def run_items(fn: Callable, items: Sequence, done: Optional[Callable] = None,
   x64 = bool(jax.config.jax_enable_x64)
 
   default = jax.local_devices()[0] if jax.config.jax_default_device is None else None
+  lock = threading.Lock()
 
-  def worker(dev, idx):
+  def worker(dev, todo, first_done, lead):
     # the process's default device runs as an unsharded call does (the same
     # compiled programs, no second compile); the others under default_device
     place = contextlib.nullcontext() if dev == default else jax.default_device(dev)
+    mine_ = []
     try:
+      if not lead:   # the device's first item compiles its programs alone
+        first_done.wait()
       with jax.enable_x64(x64), place:
-        for i in idx:
-          if errors:
-            return
+        while not errors:
+          with lock:
+            if not todo:
+              break
+            i = todo.pop(0)
           results[i] = fn(items[i]) if ahead else jax.device_get(fn(items[i]))
-          if not ahead:
+          if ahead:
+            mine_.append(i)
+          else:
             finished.put(i)
-        for i in idx if ahead else ():
+          first_done.set()
+        for i in mine_:
           results[i] = jax.device_get(results[i])
           finished.put(i)
     except BaseException as e:   # noqa: BLE001 -- re-raised by the caller
       errors.append(e)
     finally:
+      first_done.set()
       finished.put(None)
 
-  threads = [threading.Thread(target=worker, args=(d, idx), daemon=True)
-             for d, idx in mine.items() if idx]
+  # a CPU device is the whole CPU: several threads take its items (a CPU
+  # layout program runs its lanes on one core); other devices: one thread
+  local = [d for d, idx in mine.items() if idx]
+  threads = []
+  for d in local:
+    per = max(1, min(len(mine[d]), cores() // len(local))) if d.platform == "cpu" else 1
+    first_done = threading.Event()
+    todo = list(mine[d])
+    threads += [threading.Thread(target=worker, args=(d, todo, first_done, k == 0), daemon=True)
+                for k in range(per)]
   for th in threads:
     th.start()
   live = len(threads)
