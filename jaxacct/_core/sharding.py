@@ -8,7 +8,7 @@ chunks, :func:`jaxacct.allocation._pld_query.run_chunks`). A door called with
 ``contextvars`` variable: a door called inside another door with
 ``devices=None`` keeps the outer one). The runners then hand their blocks to
 :func:`run_items`: block ``i`` runs on mesh device ``i mod D``, each device's
-blocks in a thread of their own, as the very program one device runs
+blocks in threads of their own, as the very program one device runs
 (compiled for that device: the kernels' executable keys name it), so a
 sharded sweep is bitwise the unsharded one. (``jax.shard_map`` over a
 ``NamedSharding(mesh, P("lanes"))`` was tried first: XLA's SPMD pipeline
