@@ -449,3 +449,41 @@ def test_general_path_against_the_scheme_door_and_risk(scheme):
                              np.asarray(risk.tpr_from_plds(upper, fpr).upper), rtol=_RTOL)
   assert risk.advantage(**kw).upper == pytest.approx(
       risk.advantage_from_plds(upper).upper, rel=_RTOL, abs=0)
+
+
+# A Poisson run where the Poisson door picks a finer grid than the
+# accountant's default step 1e-4 (its own step: 6.14e-5 here): the door's
+# doors (poisson.epsilon, dpsgd.epsilon, the calibrator's lane, the sampler's
+# door) agree, the accountant's doors (PLDAccountant, tracking) agree, and the
+# two groups differ by the grid. An accountant on the door's step gives the
+# door's number.
+FINER_GRID_GAP = (
+    4.069e-5,
+    "the accountant discretises on its value_discretization_interval (1e-4); the "
+    "Poisson door (jaxacct.pld's) sizes its own step from sigma, q and T (finer here)")
+
+
+def test_one_poisson_run_where_the_door_picks_a_finer_grid():
+  sigma, q, steps, n = 0.8, 0.001, 1000, 100_000
+  step = ev.PoissonSampledDpEvent(q, ev.GaussianDpEvent(sigma))
+  run = ev.SelfComposedDpEvent(step, steps)
+  door = poisson.epsilon(q=q, sigma=sigma, num_steps=steps, delta=DELTA, method="pld")
+  sampler = sampling.PoissonSampler(num_examples=n, sampling_rate=q, num_steps=steps)
+  by_door = {
+      "poisson.epsilon": float(door.epsilon),
+      "calibrator": float(calibrator.upper_epsilon([run], DELTA)[0]),
+      "dpsgd.epsilon": float(dpsgd.epsilon(noise_multiplier=sigma, num_examples=n,
+                                           batch_size=100, num_epochs=1, delta=DELTA,
+                                           sampling="poisson").epsilon),
+      "sampler_door": float(sampler.epsilon(sigma=sigma, delta=DELTA, method="pld").epsilon),
+      "accountant_on_door_step": accounting.PLDAccountant(
+          value_discretization_interval=door.details["step"]).compose(run).get_epsilon(DELTA),
+  }
+  _check_doors(by_door)
+  by_accountant = {
+      "accountant": accounting.PLDAccountant().compose(run).get_epsilon(DELTA),
+      "tracking": tracking.EventAccountant(step).epsilon_after(steps, DELTA),
+  }
+  _check_doors(by_accountant)
+  got = (by_accountant["accountant"] - by_door["dpsgd.epsilon"]) / by_door["dpsgd.epsilon"]
+  assert got == pytest.approx(FINER_GRID_GAP[0], rel=0.05), got
