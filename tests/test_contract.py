@@ -487,3 +487,22 @@ def test_one_poisson_run_where_the_door_picks_a_finer_grid():
   _check_doors(by_accountant)
   got = (by_accountant["accountant"] - by_door["dpsgd.epsilon"]) / by_door["dpsgd.epsilon"]
   assert got == pytest.approx(FINER_GRID_GAP[0], rel=0.05), got
+
+
+# A composite ledger of allocation: the one-epoch event composed E times goes
+# through the general path; the E-epoch event (and the tracker, which folds
+# its epochs into num_epochs) through the allocation door.
+EPOCHS_AS_COUNT_GAP = (
+    5.061e-4,
+    "compose(epoch, E) composes E one-epoch allocation PLDs by the general FFT "
+    "on the accountant's grid; RandomAllocationDpEvent(num_epochs=E) is the door's "
+    "own epoch composition (allocation_pld_epsilon): two discretisations")
+
+
+@pytest.mark.slow
+def test_allocation_epochs_as_a_count_against_the_door():
+  epoch = ev.RandomAllocationDpEvent(sigma=SIGMA, steps_per_epoch=T_EPOCH)
+  run = ev.RandomAllocationDpEvent(sigma=SIGMA, steps_per_epoch=T_EPOCH, num_epochs=EPOCHS)
+  door = accounting.PLDAccountant().compose(run).get_epsilon(DELTA)
+  count = accounting.PLDAccountant().compose(epoch, EPOCHS).get_epsilon(DELTA)
+  assert (count - door) / door == pytest.approx(EPOCHS_AS_COUNT_GAP[0], rel=0.05)
