@@ -380,12 +380,15 @@ def _kind_classes() -> tuple:
   return tuple(out)
 
 
+_KIND_OF_TYPE: dict = {}   # type(event) -> kind, filled on first sight
+
+
 def kind(event) -> Optional[str]:
   """The kind of ``event`` (:data:`KIND_TABLE`), or None for an event of no known kind."""
-  for cls, k in _kind_classes():
-    if isinstance(event, cls):
-      return k
-  return None
+  t = type(event)
+  if t not in _KIND_OF_TYPE:
+    _KIND_OF_TYPE[t] = next((k for cls, k in _kind_classes() if isinstance(event, cls)), None)
+  return _KIND_OF_TYPE[t]
 
 
 class Family(NamedTuple):
