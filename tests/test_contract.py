@@ -16,7 +16,9 @@ the shuffle model) and ``steps`` the count that makes it larger. For each row:
   nothing (XLA backend compilations counted by ``jax.monitoring``).
 """
 
+import ast
 import json
+import pathlib
 
 import jax
 import numpy as np
@@ -506,3 +508,32 @@ def test_allocation_epochs_as_a_count_against_the_door():
   door = accounting.PLDAccountant().compose(run).get_epsilon(DELTA)
   count = accounting.PLDAccountant().compose(epoch, EPOCHS).get_epsilon(DELTA)
   assert (count - door) / door == pytest.approx(EPOCHS_AS_COUNT_GAP[0], rel=0.05)
+
+
+# ------------------------------------------------------ one dispatcher --
+
+def test_only_the_event_table_tells_event_types_apart():
+  """Which code answers an event is decided in one table,
+  ``jaxacct._core.events`` (``kind`` / ``family``): no other module tests an
+  event against an event class (``isinstance(x, SomeDpEvent)``) or looks a
+  class up by name (``standard_event``). Allowed: the bridge's stand-in
+  builder (below the table: it mirrors dp_accounting's ``DpEventBuilder``)
+  and the base-class test ``isinstance(x, DpEvent)`` (is it an event at all)."""
+  root = pathlib.Path(accounting.__file__).parents[1]
+  allowed = {root / "_core" / "events.py", root / "_core" / "dp_bridge.py"}
+  bad = []
+  for f in sorted(root.rglob("*.py")):
+    if f in allowed:
+      continue
+    for node in ast.walk(ast.parse(f.read_text())):
+      if not isinstance(node, ast.Call):
+        continue
+      name = ast.unparse(node.func)
+      if name in ("isinstance", "issubclass") and len(node.args) == 2:
+        cls = ast.unparse(node.args[1])
+        if "DpEvent" in cls and not cls.endswith(("dp_bridge.DpEvent", "(DpEvent)")) \
+            and cls != "DpEvent":
+          bad.append(f"{f.relative_to(root)}:{node.lineno} {ast.unparse(node)}")
+      elif name.endswith("standard_event"):
+        bad.append(f"{f.relative_to(root)}:{node.lineno} {ast.unparse(node)}")
+  assert bad == [], bad
