@@ -17,7 +17,7 @@ from jaxacct.allocation._add_rdp import allocation_add_rdp
 from jaxacct.allocation._bounds import check_scheme
 from jaxacct.allocation._fixed_bins import fixed_bins_pld_delta, fixed_bins_pld_epsilon
 from jaxacct.allocation._front import METHODS, allocation_rdp, delta, epsilon
-from jaxacct.allocation._max_test import delta_lower_bound
+from jaxacct.allocation._max_lower import delta_lower_bound
 from jaxacct.allocation._monte_carlo import (delta_monte_carlo,
                                              true_allocation_delta_monte_carlo,
                                              true_allocation_epsilon_monte_carlo)

@@ -22,7 +22,7 @@ from jaxacct._core.logmath import log_ndtr, log1m_exp, log_sub_exp
 from jaxacct.allocation._bounds import check_scheme, split_rounds
 
 
-def _max_test_lower(s, e, t, m, c):
+def _max_lower(s, e, t, m, c):
   """``max_C p(C)^m - e^e q(C)^m`` (clipped at 0) of broadcast lanes ``s, e, t, m``
   over the thresholds ``c`` (their shape plus one trailing axis)."""
   s, e, t, m = (x[..., None] for x in (s, e, t, m))
@@ -54,7 +54,7 @@ def lower_bound_block(s, e, t, m, grid, *, scaled):
   (the CPU layout, a traced call). The threshold grid is a dynamic argument
   (a new grid, t or epsilon compiles nothing)."""
   require_x64("delta_lower_bound")
-  return _max_test_lower(s, e, t, m, _thresholds(s, grid, scaled))
+  return _max_lower(s, e, t, m, _thresholds(s, grid, scaled))
 
 
 def lower_bound_lanes(num_thresholds: int) -> int:
