@@ -18,6 +18,7 @@ from jaxacct import calibrator
 from jaxacct._core import batching
 from jaxacct._core.results import EpsilonResult
 from jaxacct.accounting.events import RandomAllocationDpEvent
+from jaxacct import allocation
 from jaxacct.allocation import pld
 
 DELTA = 1e-5
@@ -89,3 +90,26 @@ def test_layouts_calibrate_alike():
       got[lay] = _calibrate(eps)
   np.testing.assert_allclose(got["accelerator"], got["cpu"], rtol=1e-9)
   assert np.all(calibrator.upper_epsilon([_event(s) for s in got["accelerator"]], DELTA) <= eps)
+
+
+@pytest.mark.parametrize("delta", [1e-12, 1e-3])
+def test_accelerator_upper_at_extremes_is_certified(delta, monkeypatch):
+  """Small sigma (down to 0.1) and tiny delta on the accelerator layout (one
+  8-lane chunk: a 512 MiB "device"): each upper is at least the CPU layout's
+  certified lower and at least the epsilon that the max-test lower bound
+  (``allocation.delta_lower_bound``, an independent provable lower bound on
+  delta) forces, and equals the CPU layout's upper to 1e-9."""
+  monkeypatch.setenv("JAXACCT_DEVICE_MEMORY", str(512 << 20))
+  sig = np.array([0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0, 4.0])   # > 4 lanes: not the host
+  kw = dict(sigma=sig, steps_per_epoch=10, delta=delta)
+  with jaxacct.set_layout("cpu"):
+    cpu = pld.allocation_pld_epsilon(**kw)
+  with jaxacct.set_layout("accelerator"):
+    acc = pld.allocation_pld_epsilon(**kw)
+  up, lo = np.asarray(acc.epsilon), np.asarray(cpu.lower)
+  assert np.all(np.isfinite(up)) and np.all(up >= lo)
+  np.testing.assert_allclose(up, np.asarray(cpu.epsilon), rtol=1e-9)
+  # the max test: delta_LB(eps) > delta proves epsilon(delta) > eps; at the
+  # returned upper it must not exceed delta
+  d_lb = np.asarray(allocation.delta_lower_bound(sigma=sig, num_steps=10, epsilon=up))
+  assert np.all(d_lb <= delta * (1 + 1e-9)), (d_lb, delta)

@@ -491,3 +491,19 @@ def test_rdp_doors_are_one_jit_each_and_new_values_compile_nothing(compile_count
     al.allocation_remove_rdp_from_moments(lm * 1.5, num_steps=7)
     al.allocation_remove_rdp(sigma=2.5, num_steps=100_000, max_order=8)
   assert c.count == 0
+
+
+def test_max_test_lower_bound_matches_mpmath_in_the_upper_tail():
+  """The max test where Q's tail mass is ~1e-14 (C / sigma ~ 7.9): mpmath at 50
+  digits, exact formula P(max > C) - e^eps Q(max > C), t = 10, sigma = 0.2.
+  jax's log_ndtr kept ~1e-16 absolute there, which put this lower bound 3 %
+  above the truth at C = 1.587 (jaxacct._core.logmath.log_ndtr now keeps the
+  tail's relative precision)."""
+  s, t, eps = 0.2, 10, 24.8795219755992
+  for C in (1.55, 1.587, 1.62, 1.7):
+    with mp.workdps(50):
+      Cm = mp.mpf(C)
+      ref = (1 - mp.ncdf((Cm - 1) / s) * mp.ncdf(Cm / s) ** (t - 1)
+             - mp.e ** mp.mpf(eps) * (1 - mp.ncdf(Cm / s) ** t))
+    got = float(al.delta_lower_bound(sigma=s, num_steps=t, epsilon=eps, thresholds=[C]))
+    assert got == pytest.approx(float(ref), rel=1e-6), (C, got, float(ref))

@@ -266,7 +266,7 @@ def test_host_front_doors_refuse_tracers_loudly(name, fn, noises, steps, deltas,
 # jax_privacy config (``JaxacctPldAccountantConfig``) and the scheme's own
 # door. Doors that agree today agree pairwise to 1e-12 (relative). Doors that
 # do not are listed in EXPECTED_GAPS with the measured gap and its reason:
-# the test fails when such a gap changes (closing it included: then the pair
+# the test fails when a discretisation gap changes (closing it included: then the pair
 # moves to the agreeing doors).
 
 N, B, EPOCHS, SIGMA, DELTA = 1000, 10, 2, 1.0, 1e-5
@@ -297,15 +297,29 @@ def _cli_upper(sampling, capsys):
   return json.loads(capsys.readouterr().out)["epsilon"]["upper"]
 
 
+#: Gaps below this (relative) are float64 round-off of two evaluation orders:
+#: bounded (within 10x the measured one), not pinned, since their exact value
+#: follows XLA's fusion and vectorisation choices. Larger gaps are
+#: discretisation choices, pinned to 5 % so a change in either door shows.
+ROUND_OFF = 1e-9
+
+
+def _check_gap(got, gap, what):
+  if abs(gap) < ROUND_OFF:
+    assert abs(got) <= 10 * abs(gap), (what, got, gap)
+  else:
+    assert got == pytest.approx(gap, rel=0.05), (what, got, gap)
+
+
 def _check_doors(eps, expected=None):
   """Every pair of ``eps`` (name -> epsilon) agrees to 1e-12, except the
   pairs of ``expected`` ((door, reference) -> relative gap), whose gap must
-  stay the measured one (5 % of it)."""
+  stay the measured one (:func:`_check_gap`)."""
   expected = expected or {}
   gapped = {a for a, _ in expected}
   for (door, ref), (gap, _) in expected.items():
     got = (eps[door] - eps[ref]) / eps[ref]
-    assert got == pytest.approx(gap, rel=0.05), (door, ref, got, gap)
+    _check_gap(got, gap, (door, ref))
   names = [n for n in eps if n not in gapped]
   for a in names:
     for b in names:
@@ -442,7 +456,7 @@ def test_general_path_against_the_scheme_door_and_risk(scheme):
   door = accounting.PLDAccountant().compose(run).get_epsilon(DELTA)
   general = accounting.PLDAccountant(shortcuts=False).compose(run)
   got = (general.get_epsilon(DELTA) - door) / door
-  assert got == pytest.approx(GENERAL_PATH_GAPS[scheme][0], rel=0.05), (scheme, got)
+  _check_gap(got, GENERAL_PATH_GAPS[scheme][0], scheme)
   upper = general.composed_plds()[0]
   fpr = np.array([1e-3, 1e-2, 0.1])
   kw = dict(noise_multiplier=SIGMA, num_examples=N, batch_size=B, num_epochs=EPOCHS,
