@@ -143,6 +143,28 @@ def host_call(fn, *args, **kwargs):
     return fn(*args, ns=HOST, **kwargs)
 
 
+def for_inputs(*xs, max_lanes: int = 1) -> Namespace:
+  """The host-or-jitted choice, made once per question (the one rule).
+
+  :data:`HOST` when no ``x`` is a jax array or a tracer and the inputs
+  broadcast to at most ``max_lanes`` lanes (a question small enough that
+  NumPy answers it before XLA could compile a program); else :data:`JAX`.
+  ``None`` entries are ignored.
+  """
+  sizes = []
+  for x in xs:
+    if x is None:
+      continue
+    if isinstance(x, (jax.Array, jax.core.Tracer)):
+      return JAX
+    sizes.append(np.shape(x))
+  try:
+    lanes = int(np.prod(np.broadcast_shapes(*sizes))) if sizes else 1
+  except ValueError:
+    return JAX        # shapes that do not broadcast: the kernel's checks name them
+  return HOST if lanes <= max_lanes else JAX
+
+
 def host_scalars(*xs) -> bool:
   """True when every ``x`` is a concrete Python/NumPy scalar (not a jax array).
 
