@@ -17,7 +17,8 @@ Public interface (a contract used by other jaxacct modules):
   :func:`to_dp_accounting` (export).
 
 The other names importable from this package (``truncate``, ``window_size``,
-``poisson_gaussian_pair``, ``poisson_gaussian_epsilon`` / ``_delta`` behind
+``poisson_gaussian_pair``, the repeated-event engine ``pair_epsilons`` /
+``direction_epsilons`` (:mod:`jaxacct.pld._powers`), ``poisson_gaussian_epsilon`` / ``_delta`` behind
 ``jaxacct.poisson``'s ``method="pld"``, ``DEFAULT_STEP``, ``default_step``, ...)
 are what the other jaxacct packages use; they are not public (not in ``__all__``).
 
@@ -32,8 +33,10 @@ from jaxacct._core.dtype import public_surface
 from jaxacct.pld._compose import compose, compose_many, window_size
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, PairPLD, from_losses, from_pair, truncate
 from jaxacct.pld._doors import (default_step, poisson_gaussian_composed, poisson_gaussian_delta,
+                                poisson_gaussian_epsilons,
                                 poisson_gaussian_epsilon, to_dp_accounting)
 from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta, delta_core, epsilon
+from jaxacct.pld._powers import direction_delta, direction_epsilons, law, pair_epsilons
 from jaxacct.pld._mechanisms import (DEFAULT_STEP, gaussian, laplace, poisson_gaussian,
                                     poisson_gaussian_pair, randomized_response, truncate_to_bucket)
 

@@ -307,25 +307,3 @@ def compose(pld: PLD, count: int = 1, *, size=None,
   Bound: as the input (upper for pessimistic PLDs).
   """
   return compose_many([pld], [count], size=size, tail_mass=tail_mass)
-
-
-
-def compose_host(pld: PLD, count: int, *, tail_mass: float = DEFAULT_TAIL_MASS) -> PLD:
-  """:func:`compose` of a concrete PLD on the host (NumPy, no compiled program).
-
-  The same formula as the jitted kernel (:mod:`jaxacct._core.namespace`),
-  for a scalar question; the caller has validated ``count`` and ``tail_mass``.
-  Returns a :class:`PLD` with NumPy ``probs`` and ``inf_mass``.
-
-  Bound: as the input (upper for pessimistic PLDs).
-  """
-  count = int(count)
-  pess = _check_same_grid([pld])
-  p = np.asarray(pld.probs, np.float64)
-  size = _natural_size((p,), pld.step, (count,), tail_mass)
-  if p.shape[0] < size:
-    p = np.pad(p, (0, min(fast_len(p.shape[0]), size) - p.shape[0]))
-  y, off, inf = host_call(_compose_core, (p,), (np.int64(pld.offset),),
-                          (np.float64(pld.inf_mass),), pld.step, pess, (np.int64(count),),
-                          size=size, tail_mass=float(tail_mass))
-  return PLD(y, int(off), pld.step, np.float64(inf), pess)

@@ -9,13 +9,13 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.batching import block_programs
-from jaxacct._core.namespace import host_scalars
-from jaxacct._core.parallel import host_map
+from jaxacct._core.namespace import for_inputs
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
-from jaxacct.pld._compose import compose, compose_host
+from jaxacct.pld._compose import compose
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, PairPLD
 from jaxacct.pld._poisson_blocks import door_blocks
-from jaxacct.pld._query import delta_both, delta_host, epsilon_both, epsilon_host
+from jaxacct.pld._powers import direction_delta, direction_epsilons, pair_epsilons
+from jaxacct.pld._query import delta_both, epsilon_both
 from jaxacct.pld._mechanisms import (DEFAULT_STEP, truncate_to_bucket, truncate_to_bucket_host,
                                     poisson_gaussian_host, poisson_gaussian_pair)
 
@@ -65,22 +65,33 @@ def poisson_gaussian_composed(*, sigma, q, num_steps, step=None,
 
 
 def _tail_mass(num_steps):
-  """Per-step truncation mass of :func:`poisson_gaussian_composed`."""
-  return min(DEFAULT_TAIL_MASS, 1e-16 / int(num_steps))
+  """Per-step truncation mass of :func:`poisson_gaussian_composed`: at most
+  ``1e-16`` in all, on one PLD per power-of-two bucket of counts (counts
+  ``2^(a-1) + 1 .. 2^a`` share it, so a table over counts composes few PLDs)."""
+  return min(DEFAULT_TAIL_MASS, 1e-16 / (1 << (int(num_steps) - 1).bit_length()))
 
 
-def _composed_host(sigma, q, num_steps, step):
-  """:func:`poisson_gaussian_composed` (pessimistic) of a scalar question on the
-  host: the same grid, truncation and composition formulas in NumPy/SciPy,
-  no compiled program."""
-  if step is None:
-    step = default_step(sigma=sigma, q=q, num_steps=num_steps)
+def _step_pair_host(sigma, q, num_steps, step):
+  """The truncated per-step pair the door composes ``num_steps`` times (host)."""
   tail = _tail_mass(num_steps)
+  return PairPLD(*[truncate_to_bucket_host(poisson_gaussian_host(sigma, q, direction=d,
+                                                                 step=step), tail)
+                   for d in ("remove", "add")])
 
-  def one(direction):   # each direction built and composed on its own core
-    p = poisson_gaussian_host(sigma, q, direction=direction, step=step)
-    return compose_host(truncate_to_bucket_host(p, tail), int(num_steps))
-  return PairPLD(*host_map(one, ("remove", "add")))
+
+def poisson_gaussian_epsilons(*, sigma, q, counts, delta, step):
+  """The scalar door's epsilon (:func:`poisson_gaussian_epsilon` on the host) for
+  each of ``counts`` (sorted ints >= 1), computed together: the same truncated
+  per-step pairs, the same repeated-event engine (:mod:`jaxacct.pld._powers`),
+  so each entry equals the door's answer for that count to the last bit."""
+  counts = np.asarray(counts, np.int64)
+  buckets = np.array([(int(n) - 1).bit_length() for n in counts])
+  out = np.empty(counts.size)
+  for b in np.unique(buckets):
+    at = np.flatnonzero(buckets == b)
+    pair = _step_pair_host(float(sigma), float(q), int(counts[at[0]]), float(step))
+    out[at] = pair_epsilons(pair, counts[at], float(delta), tail_mass=DEFAULT_TAIL_MASS)
+  return out
 
 
 def _broadcast_loop(fn, **kw):
@@ -115,14 +126,23 @@ def _poisson_gaussian_query(quantity, *, sigma, q, num_steps, value, step):
     return float(query(pair, kw[arg]))
 
   cls = EpsilonResult if quantity == "epsilon" else DeltaResult
-  if host_scalars(sigma, q, num_steps, value):
-    # a scalar question: on the host, zero compiled programs
-    h = default_step(sigma=sigma, q=q, num_steps=num_steps) if step is None else float(step)
-    pair = _composed_host(float(sigma), float(q), int(num_steps), h)
-    at = epsilon_host if quantity == "epsilon" else delta_host
-    by = {"remove": float(at(pair.remove, value)), "add": float(at(pair.add, value))}
-    return cls(host_f64(max(by.values())), host_f64(value), method="pld", bound="upper",
-               details=dict(by, step=h))
+  if for_inputs(sigma, q, num_steps, value).is_host:
+    # one question: on the host, zero compiled programs
+    shape = np.broadcast_shapes(*map(np.shape, (sigma, q, num_steps, value)))
+    s1, q1, t1, v1 = (np.ravel(x)[0] for x in (sigma, q, num_steps, value))
+    h = default_step(sigma=s1, q=q1, num_steps=t1) if step is None else float(step)
+    # the repeated-event engine (jaxacct.pld._powers): the accountant's and the
+    # tracking table's number for this count
+    pair, n = _step_pair_host(float(s1), float(q1), int(t1), h), int(t1)
+    if quantity == "epsilon":
+      by = {d: float(direction_epsilons(getattr(pair, d), [n], float(v1),
+                                        tail_mass=DEFAULT_TAIL_MASS)[0])
+            for d in ("remove", "add")}
+    else:
+      by = {d: direction_delta(getattr(pair, d), n, float(v1), tail_mass=DEFAULT_TAIL_MASS)
+            for d in ("remove", "add")}
+    return cls(host_f64(np.full(shape, max(by.values()))), host_f64(value), method="pld",
+               bound="upper", details=dict(by, step=h))
   if block_programs():   # blocks of lanes, one program per shape bucket
     v = door_blocks(quantity, one, arg, sigma=sigma, q=q, num_steps=num_steps, value=value,
                     step=step, default_step=default_step, tail_mass=_tail_mass)
@@ -156,8 +176,9 @@ def poisson_gaussian_epsilon(*, sigma, q, num_steps, delta, step=None):
   Compiled programs: a scalar question (every argument a Python or NumPy
   scalar) compiles NONE: the grid, truncation, tilted FFT composition and
   query run on the host in NumPy/SciPy, the same formulas as the kernels
-  (:mod:`jaxacct._core.namespace`; values within ~1e-8 relative of the
-  jitted path, FFT round-off). Arrays: the per-step grid and the FFT window
+  (:mod:`jaxacct._core.namespace`), composed by the repeated-event engine
+  (:mod:`jaxacct.pld._powers`, within 1e-11 of a direct convolution; the
+  jitted path's tilted FFT is within ~1e-6 relative at delta 1e-10). Arrays: the per-step grid and the FFT window
   are host glue (no program); the composition and the query are compiled
   once per shape bucket: the truncated per-step PLD has a power-of-two length
   and the composed window a length ``2^a`` or ``3 * 2^(a-2)``, both set by

@@ -26,7 +26,7 @@ from jaxacct._core.lazy import LazyModule
 from jaxacct._core.namespace import host_call
 from jaxacct._core.progress import check_progress_arg, progress
 from jaxacct.tracking._epochs import allocation_steps
-from jaxacct.tracking._powers import pair_epsilons
+from jaxacct.pld import pair_epsilons
 
 if TYPE_CHECKING:
   from jaxacct._core import events

@@ -21,7 +21,7 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct._core.compiled import jit
 from jaxacct.allocation import pld as apld
-from jaxacct.tracking._powers import law, pair_epsilons
+from jaxacct.pld import law, pair_epsilons
 
 
 def _laws(sigma, num_steps, mechanism):
@@ -100,7 +100,7 @@ def allocation_steps(event, epoch_eps, *, delta: float, step: float, tail_mass: 
     val[i, 0] = float(jpld.epsilon(pre, delta))
     if n_ep > 1:
       val[i, 1:] = pair_epsilons(whole, np.arange(1, n_ep), delta, factor=pre,
-                                 tail_mass=tail_mass, floor=0.99 * eps[1])
+                                 tail_mass=tail_mass)
   val = np.minimum(val, eps[None, 1:])
   # step s of an epoch: the first evaluated prefix >= s
   pick = np.searchsorted(grid, np.arange(1, t), side="left")

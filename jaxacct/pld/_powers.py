@@ -35,10 +35,10 @@ import threading
 import numpy as np
 
 from jaxacct._core import tilted_fft
-from jaxacct._core.namespace import HOST
+from jaxacct._core.namespace import HOST, host_call
 from jaxacct._core.parallel import cores, host_map
-from jaxacct import pld as jpld
-from jaxacct.pld import ROUNDING_ALLOWANCE
+from jaxacct.pld._core import PairPLD
+from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta_core
 
 # Chernoff orders (per unit of loss), as jaxacct.pld.compose_many's.
 _LAMBDAS = np.geomspace(1e-3, 1e9, 97)
@@ -108,8 +108,8 @@ def law(pld):
   ``PairPLD`` of them for a pair; pass it again to reuse the memos."""
   if isinstance(pld, _Law):
     return pld
-  if isinstance(pld, jpld.PairPLD):
-    return jpld.PairPLD(law(pld.remove), law(pld.add))
+  if isinstance(pld, PairPLD):
+    return PairPLD(law(pld.remove), law(pld.add))
   return _Law(pld)
 
 
@@ -298,7 +298,7 @@ def _buffers(size):
   return memo[1], memo[2]
 
 
-def _run_chunk(pair, rows, size, lam, delta, floor):
+def _run_chunk(pair, rows, size, lam, delta, floor, spec=None):
   """Epsilons of one chunk of counts (one direction, ``rows`` a slice): FFT
   length ``size``, tilt ``lam``, ``floor`` a loss below the chunk's epsilons."""
   h = pair.h
@@ -310,8 +310,10 @@ def _run_chunk(pair, rows, size, lam, delta, floor):
   tail = np.where(m + size - 1 >= pair.max_idx[rows], 0.0, tail)
   targets = delta - np.minimum(pair.inf[rows] + tail, 1.0)
   nrow = len(pair.counts[rows])
-  spec, y = _buffers(size)
-  np.fft.irfft(pair.spectra(rows, size, lam, spec), size, axis=-1, out=y[:nrow])
+  buf, y = _buffers(size)
+  if spec is None:
+    spec = pair.spectra(rows, size, lam, buf)
+  np.fft.irfft(spec[:nrow], size, axis=-1, out=y[:nrow])
   y = y[:nrow]
   first = _first_read(pair, rows, size, floor)
   out = _solve(pair, rows, y, size, lam, first, targets, below_ok=bool(np.all(first == m)))
@@ -323,9 +325,45 @@ def _run_chunk(pair, rows, size, lam, delta, floor):
   return np.maximum(out, 0.0)
 
 
-def direction_epsilons(pld, counts, delta, *, factor=None, tail_mass=1e-20,
-                       split=True, floor=None):
+def _estimate(pair, i, delta):
+  """Epsilon of the count ``pair.counts[i]`` alone (a loss to read from): the
+  untilted natural window, then again tilted at its answer."""
+  rows, floor = slice(i, i + 1), 0.0
+  for _ in range(2):
+    lam, size = _tilt_and_size(pair, rows, int(pair.natural[i]), floor, delta)
+    e = _run_chunk(pair, rows, size, lam, delta, floor)[0]
+    floor = (1.0 - 1e-3) * e if np.isfinite(e) else floor
+  return floor
+
+
+def _block(base, factor, j, wanted, delta, tail_mass):
+  """Epsilons of the counts ``wanted`` of canonical block ``j`` (counts
+  ``_ROWS j .. _ROWS j + _ROWS - 1``, from 1).
+
+  Every choice (read floor, tilt, FFT length) is made from the whole block,
+  never from the counts asked, and the powers run along the block from its
+  first count: a count's epsilon is the same number whether it is asked
+  alone or with others.
+  """
+  canon = np.arange(max(1, _ROWS * j), _ROWS * (j + 1), dtype=np.int64)
+  pair = _Pair(base, factor, canon, tail_mass)
+  floor = _estimate(pair, 0, delta)
+  rows = slice(0, canon.size)
+  lam, size = _tilt_and_size(pair, rows, int(np.max(pair.natural)), floor, delta)
+  upto = int(np.max(wanted)) - int(canon[0]) + 1
+  spec, y = _buffers(size)
+  pair.spectra(slice(0, upto), size, lam, spec)
+  pick = (np.asarray(wanted, np.int64) - canon[0])
+  sub = _Pair(base, factor, canon[pick], tail_mass)
+  spec[:pick.size] = spec[pick]
+  return _run_chunk(sub, slice(0, pick.size), size, lam, delta, floor, spec=spec)
+
+
+def direction_epsilons(pld, counts, delta, *, factor=None, tail_mass=1e-20, split=True):
   """Epsilon at ``delta`` after each count of ``pld``, composed onto ``factor``.
+
+  Each count's number does not depend on the other counts asked (the
+  accountant asks one count, a table many; they agree to the last bit).
 
   Args:
     pld: pessimistic :class:`jaxacct.pld.PLD` of one repetition.
@@ -333,42 +371,57 @@ def direction_epsilons(pld, counts, delta, *, factor=None, tail_mass=1e-20,
     delta: in (0, 1).
     factor: None or a pessimistic PLD on the same grid step, composed once.
     tail_mass: Chernoff window tail per side (as ``compose_many``'s).
-    split: spread long lists over the CPU cores (contiguous stretches).
-    floor: None or a loss at most the first count's epsilon (where the query
-      starts reading; a wrong one costs a second read, not accuracy).
+    split: spread long lists over the CPU cores (whole blocks of counts).
 
   Returns:
     float64 numpy array of ``counts``' shape.
   """
   counts = np.asarray(counts, np.int64)
-  parts = min(cores(), counts.size // (8 * _ROWS)) if split else 1
-  if parts >= 2:   # contiguous stretches of counts on the cores (NumPy releases the GIL)
-    cuts = np.array_split(counts, parts)
-    return np.concatenate(host_map(
-        lambda c: direction_epsilons(pld, c, delta, factor=factor, tail_mass=tail_mass,
-                                     split=False), cuts))
-  given = floor is not None
-  pair = _Pair(law(pld), None if factor is None else law(factor), counts, tail_mass)
-  out = np.empty(counts.size)
-  i, floor = 0, (max(float(floor), 0.0) if given else 0.0)
-  while i < counts.size:
-    size = int(pair.natural[i])
-    j = i + 1
-    while j < counts.size and pair.natural[j] <= size and j - i < _ROWS:
-      j += 1
-    rows = slice(i, j)
-    for _ in range(1 if (i or given) else 2):   # the first chunk: again, tilted at its epsilon
-      lam, n_fft = _tilt_and_size(pair, rows, size, floor, delta)
-      out[rows] = _run_chunk(pair, rows, n_fft, lam, delta, floor)
-      fin = out[rows][np.isfinite(out[rows])]
-      floor = (1.0 - 1e-3) * float(np.min(fin)) if fin.size else floor
-    fin = out[rows][np.isfinite(out[rows])]
-    floor = float(np.min(fin)) if fin.size else floor
-    i = j
-  return out
+  base, fac = law(pld), None if factor is None else law(factor)
+  blocks = counts // _ROWS
+  cuts = np.flatnonzero(np.diff(blocks)) + 1
+  groups = np.split(counts, cuts)
+  ids = [int(g[0] // _ROWS) for g in groups]
+  parts = min(cores(), len(groups) // 8) if split else 1
+  run = lambda a: [_block(base, fac, ids[k], groups[k], delta, tail_mass) for k in a]  # noqa: E731
+  if parts >= 2:   # whole blocks on the cores (NumPy releases the GIL)
+    outs = host_map(run, np.array_split(np.arange(len(groups)), parts))
+    return np.concatenate([np.concatenate(o) for o in outs])
+  return np.concatenate(run(range(len(groups)))) if groups else np.empty(0)
 
 
-def pair_epsilons(pair, counts, delta, *, factor=None, tail_mass=1e-20, every=64, floor=None):
+def direction_delta(pld, count, epsilon, *, factor=None, tail_mass=1e-20):
+  """Delta at ``epsilon`` after ``count`` repetitions of ``pld`` (onto ``factor``).
+
+  The composed masses of :func:`direction_epsilons`'s engine (window, tail
+  charges, tilt chosen at ``epsilon``), untilted on the points above one
+  below ``epsilon``, and the query of :func:`jaxacct.pld.delta` on them.
+  """
+  pair = _Pair(law(pld), None if factor is None else law(factor),
+               np.array([int(count)], np.int64), tail_mass)
+  rows, h = slice(0, 1), pair.h
+  guess = 0.5
+  for _ in range(2):      # a first guess of delta sets the fold tolerance of the tilt
+    lam, size = _tilt_and_size(pair, rows, int(pair.natural[0]), float(epsilon), guess)
+    m = int(pair.start(rows, size)[0])
+    gap = float(m + size) * h
+    tail = 0.0 if m + size - 1 >= pair.max_idx[0] else min(
+        1.0, math.exp(float(np.min(pair.up[0] - _LAMBDAS * gap))))
+    buf, y = _buffers(size)
+    np.fft.irfft(pair.spectra(rows, size, lam, buf)[:1], size, axis=-1, out=y[:1])
+    first = int(_first_read(pair, rows, size, float(epsilon))[0])
+    idx = np.arange(first, m + size)
+    vals = np.maximum(y[0, idx % size], 0.0)
+    log_u = float(pair.kn(np.array([lam]), rows)[0, 0]) - lam * h * idx.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+      masses = np.where(vals > 0, vals * np.exp(np.minimum(log_u, 700.0)), 0.0)
+    out = host_call(delta_core, masses, np.int64(pair.shift[0] + first), h,
+                    np.float64(min(pair.inf[0] + tail, 1.0)), np.float64(epsilon))
+    guess = min(max(float(out), 1e-300), 0.5)
+  return float(out)
+
+
+def pair_epsilons(pair, counts, delta, *, factor=None, tail_mass=1e-20, every=64):
   """max over the two directions of :func:`direction_epsilons` (a ``PairPLD``).
 
   Up to ``every`` counts: both directions at every count. Beyond, the
@@ -384,8 +437,7 @@ def pair_epsilons(pair, counts, delta, *, factor=None, tail_mass=1e-20, every=64
   fac = {d: None if factor is None else getattr(factor, d) for d in ("remove", "add")}
 
   def run(d, c):
-    return direction_epsilons(getattr(pair, d), c, delta, factor=fac[d], tail_mass=tail_mass,
-                              floor=floor)
+    return direction_epsilons(getattr(pair, d), c, delta, factor=fac[d], tail_mass=tail_mass)
   if counts.size <= every:
     return np.maximum(run("remove", counts), run("add", counts))
   last = {d: run(d, counts[-1:])[0] for d in ("remove", "add")}
