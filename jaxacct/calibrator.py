@@ -25,10 +25,10 @@ import numpy as np
 from jaxacct import accounting, poisson
 from jaxacct._core import checks, sharding
 from jaxacct._core import progress as _progress
-from jaxacct._core.compiled import jit
 from jaxacct._core.dtype import public_surface
-from jaxacct._core.gaussian import gaussian_epsilon_kernel
+from jaxacct._core.gaussian import gaussian_epsilon_jit, gaussian_epsilon_kernel
 from jaxacct._core.lazy import LazyModule
+from jaxacct._core.namespace import for_inputs, host_call
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.solve import largest_feasible_int_host, search_decreasing_host
 from jaxacct.allocation import pld as apld
@@ -65,15 +65,13 @@ def lane(event):
   return "accountant", event, None
 
 
-@jit
-def _gauss_eps(sigma, delta):
-  return gaussian_epsilon_kernel(sigma, delta)
-
-
 def gaussian_upper(sigma, delta):
-  """Exact epsilon at ``delta`` of one Gaussian step of noise ``sigma`` (numpy)."""
-  return np.asarray(_gauss_eps(np.asarray(sigma, np.float64), np.asarray(delta, np.float64)),
-                    np.float64)
+  """Exact epsilon at ``delta`` of one Gaussian step of noise ``sigma`` (numpy;
+  one lane in NumPy, arrays by the jitted kernel: :func:`for_inputs`)."""
+  sigma, delta = np.asarray(sigma, np.float64), np.asarray(delta, np.float64)
+  if for_inputs(sigma, delta).is_host:
+    return np.asarray(host_call(gaussian_epsilon_kernel, sigma, delta), np.float64)
+  return np.asarray(gaussian_epsilon_jit(sigma, delta), np.float64)
 
 
 def gaussian_lower(sigma, delta):
@@ -118,7 +116,7 @@ def _allocation_scalar_upper(sigma, delta, t, k, E):
 def allocation_upper(sigma, delta, t, k, E):
   """allocation.pld upper epsilon of k-of-t allocation over E epochs, flat arrays
   (the lower is skipped; arrays run the jitted programs)."""
-  if sigma.size == 1:
+  if for_inputs(sigma, delta).is_host:
     return np.array([_allocation_scalar_upper(float(sigma[0]), float(delta[0]), int(t),
                                               int(k), int(E))])
   r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=int(t),
@@ -128,7 +126,7 @@ def allocation_upper(sigma, delta, t, k, E):
 
 def allocation_upper_lower(sigma, delta, t, k, E):
   """allocation.pld (upper, lower) of k-of-t allocation over E epochs, flat arrays."""
-  if sigma.size == 1:
+  if for_inputs(sigma, delta).is_host:
     u, l_ = _allocation_scalar(float(sigma[0]), float(delta[0]), int(t), int(k), int(E))
     return np.array([u]), np.array([l_])
   r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=int(t),
@@ -157,7 +155,7 @@ def _poisson_scalar(q, sigma, T, delta):
 
 def poisson_upper(sigma, delta, q, T):
   """Tight Poisson PLD upper epsilon (``poisson.epsilon(method="pld")``), flat arrays."""
-  if sigma.size == 1:
+  if for_inputs(sigma, delta).is_host:
     return np.array([_poisson_scalar(float(q), float(sigma[0]), int(T), float(delta[0]))])
   up = poisson.epsilon(q=float(q), sigma=sigma, num_steps=int(T), delta=delta,
                        method="pld").epsilon

@@ -21,9 +21,9 @@ from jaxacct import pld as jpld
 from jaxacct._core import checks, sharding
 from jaxacct._core.batching import block_programs
 from jaxacct._core.dtype import dispatch, public_surface
-from jaxacct._core.namespace import host_call, host_scalars, kernel_arg
+from jaxacct._core.namespace import for_inputs, host_call, kernel_arg
 from jaxacct._core.orders import DEFAULT_ORDERS
-from jaxacct._core.results import DeltaResult, EpsilonResult
+from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct._core.subsampled_gaussian import (poisson_gaussian_rdp, poisson_rdp_query,
                                                poisson_rdp_query_blocks, poisson_rdp_query_jit)
 
@@ -66,10 +66,11 @@ def _answer(quantity, value, is_eps, *, q, sigma, num_steps, orders, method, con
   orders_np = checks.check_orders(DEFAULT_ORDERS if orders is None else orders)
   args = (q, sigma, num_steps, value)
   static = dict(orders=tuple(orders_np.tolist()), quantity=quantity, conversion=conversion)
-  if host_scalars(*args):
-    # a scalar question: the same formula in NumPy/SciPy, no compiled program
-    v, order = host_call(poisson_rdp_query, *(np.float64(x) for x in args), **static)
-    v, order = np.float64(v), np.float64(order)
+  if for_inputs(*args).is_host:
+    # one question: the same formula in NumPy/SciPy, no compiled program
+    v, order = host_call(poisson_rdp_query, *(np.asarray(x, np.float64) for x in args),
+                         **static)
+    v, order = host_f64(v), host_f64(order)
   else:
     # one compiled program per (orders, quantity, conversion); q, sigma,
     # num_steps and the target are traced arguments (host values, no eager jnp);

@@ -58,14 +58,14 @@ def _rel(a, b):
 
 
 def test_rdp_host_matches_jitted_kernel():
-  """Host (scalar) vs jitted (1-element array) RDP epsilon on 36 settings, incl.
+  """Host (one question) vs jitted (a 2-lane array) RDP epsilon on 36 settings, incl.
   q = 1, tiny q and huge T: within 1e-12 relative."""
   worst = 0.0
   grid = itertools.product([1e-7, 0.01, 1.0], [0.5, 1.0, 8.0], [1, 10**4], [1e-10, 1e-5])
   n = 0
   for q, s, t, d in grid:
     host = poisson.epsilon(q=q, sigma=s, num_steps=t, delta=d)
-    jit = poisson.epsilon(q=np.array([q]), sigma=s, num_steps=t, delta=d)
+    jit = poisson.epsilon(q=np.array([q, q]), sigma=s, num_steps=t, delta=d)
     assert isinstance(host.epsilon, np.float64)
     worst = max(worst, _rel(float(host.epsilon), float(np.asarray(jit.epsilon)[0])))
     assert float(host.order) == float(np.asarray(jit.order)[0])
@@ -81,7 +81,7 @@ def test_rdp_host_matches_jitted_kernel():
 def test_pld_host_matches_jitted_kernels(sigma, q, steps, delta):
   host = float(poisson.epsilon(q=q, sigma=sigma, num_steps=steps, delta=delta,
                                method="pld").epsilon)
-  jit = float(poisson.epsilon(q=q, sigma=np.array([sigma]), num_steps=steps, delta=delta,
+  jit = float(poisson.epsilon(q=q, sigma=np.array([sigma, sigma]), num_steps=steps, delta=delta,
                               method="pld").epsilon[0])
   assert host == pytest.approx(jit, rel=1e-8)
   d_host = float(poisson.delta(q=q, sigma=sigma, num_steps=steps, epsilon=host,

@@ -28,7 +28,7 @@ import numpy as np
 from jaxacct._core import checks, compiled
 from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.logmath import log_sub_exp
-from jaxacct._core.namespace import HOST, JAX, host_scalars
+from jaxacct._core.namespace import JAX, for_inputs, host_call
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 
 
@@ -82,24 +82,24 @@ def _quiet(ns):
   return np.errstate(all="ignore") if ns.is_host else contextlib.nullcontext()
 
 
-# one compiled program per shape for the eager doors (eager jnp would compile ~45 tiny ones)
+# one compiled program per shape for the eager doors (eager jnp would compile
+# ~45 tiny ones); ``gaussian_epsilon_jit`` is THE jitted Gaussian-epsilon
+# kernel: every door that needs it on arrays calls this one
 _gaussian_delta_jit = compiled.jit(gaussian_delta_kernel)
-_gaussian_epsilon_jit = compiled.jit(gaussian_epsilon_kernel, static_argnames="num_iters")
+gaussian_epsilon_jit = compiled.jit(gaussian_epsilon_kernel, static_argnames="num_iters")
 
 
-def _answer(quantity, sigma, x, *, host):
+def _answer(quantity, sigma, x):
   """The result of a ``quantity`` ("delta" at epsilon ``x``, or "epsilon" at
-  delta ``x``) question: ``host=True`` answers a scalar question in NumPy (no
-  compiled program; None for anything else), ``host=False`` runs the jitted
+  delta ``x``) question; ``ns`` (:func:`jaxacct._core.namespace.for_inputs`)
+  decides once: one question in NumPy (no compiled program), else the jitted
   kernel."""
   cls, given, kernel, jitted = (
       (DeltaResult, "epsilon", gaussian_delta_kernel, _gaussian_delta_jit)
       if quantity == "delta" else
-      (EpsilonResult, "delta", gaussian_epsilon_kernel, _gaussian_epsilon_jit))
-  if host:
-    if not host_scalars(sigma, x):
-      return None
-    v, g = host_f64(kernel(sigma, x, ns=HOST)), host_f64(x)
+      (EpsilonResult, "delta", gaussian_epsilon_kernel, gaussian_epsilon_jit))
+  if for_inputs(sigma, x).is_host:
+    v, g = host_f64(host_call(kernel, sigma, x)), host_f64(x)
   else:
     v, g = jitted(sigma, x), jnp.asarray(x, jnp.float64)
   return cls(**{quantity: v, given: g}, method="gaussian", bound="exact")
@@ -121,11 +121,10 @@ def gaussian_delta(sigma, epsilon) -> DeltaResult:
 
   Bound: exact.
   """
-  return dispatch(functools.partial(_answer, "delta", host=False), (sigma, epsilon),
+  return dispatch(functools.partial(_answer, "delta"), (sigma, epsilon),
                   lambda: (checks.check_positive("sigma", sigma),
                            checks.check_range("epsilon", epsilon, -jnp.inf, jnp.inf,
                                               allow_inf=True)),
-                  host=functools.partial(_answer, "delta", host=True),
                   where="jaxacct.mechanisms.Gaussian.delta")
 
 
@@ -146,9 +145,8 @@ def gaussian_epsilon(sigma, delta) -> EpsilonResult:
 
   Bound: exact (to bisection tolerance, rounded up).
   """
-  return dispatch(functools.partial(_answer, "epsilon", host=False), (sigma, delta),
+  return dispatch(functools.partial(_answer, "epsilon"), (sigma, delta),
                   lambda: (checks.check_positive("sigma", sigma), checks.check_delta(delta)),
-                  host=functools.partial(_answer, "epsilon", host=True),
                   where="jaxacct.mechanisms.Gaussian.epsilon")
 
 

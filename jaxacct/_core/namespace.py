@@ -113,6 +113,24 @@ class Namespace:
       return np.where(fn(hi) <= target, res, np.inf)
     return np.where(fn(lo) <= target, 0.0, a)
 
+  def safeguarded_root(self, evaluate, propose, a, b, x0, *, target, max_iter, rtol):
+    """:func:`jaxacct._core.solve.safeguarded_root` (one lane); on the host the
+    same steps in NumPy, its ``while`` loop in Python."""
+    if not self.is_host:
+      return solve.safeguarded_root(evaluate, propose, a, b, x0, target=target,
+                                    max_iter=max_iter, rtol=rtol)
+    xn, it, wlast = x0, -1, np.inf
+    while it < max_iter:
+      value, *aux = evaluate(xn)
+      a2, b2 = (a, xn) if value <= target else (xn, b)
+      slow = it % 4 == 3 and (b2 - a2) > 0.5 * wlast
+      wlast = b2 - a2 if it % 4 == 3 else wlast
+      xn = 0.5 * (a2 + b2) if slow else propose(xn, value, *aux, a2, b2)
+      a, b, it = a2, b2, it + 1
+      if (b2 - a2) <= rtol * b2:
+        break
+    return a, b
+
   def newton_keep_feasible(self, fn, minus_slope, x0, target, *, num_iters):
     """:func:`jaxacct._core.solve.newton_keep_feasible`; on the host in NumPy."""
     if not self.is_host:
@@ -163,23 +181,6 @@ def for_inputs(*xs, max_lanes: int = 1) -> Namespace:
   except ValueError:
     return JAX        # shapes that do not broadcast: the kernel's checks name them
   return HOST if lanes <= max_lanes else JAX
-
-
-def host_scalars(*xs) -> bool:
-  """True when every ``x`` is a concrete Python/NumPy scalar (not a jax array).
-
-  The entry rule of the scalar doors: such a question is answered on the
-  host (:data:`HOST`); arrays and traced input go to the jitted kernels.
-  """
-  for x in xs:
-    if isinstance(x, (jax.Array, jax.core.Tracer)):
-      return False
-    if isinstance(x, (bool, int, float, np.generic)):
-      continue
-    if isinstance(x, np.ndarray) and x.ndim == 0:
-      continue
-    return False
-  return True
 
 
 def kernel_arg(x, dtype=np.float64):

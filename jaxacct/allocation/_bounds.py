@@ -18,8 +18,8 @@ from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.compiled import jit
 from jaxacct._core.conversion import rdp_to_delta_kernel, rdp_to_epsilon_kernel
-from jaxacct._core.gaussian import gaussian_epsilon_kernel, gaussian_log_delta
-from jaxacct._core.namespace import HOST, JAX, host_scalars
+from jaxacct._core.gaussian import gaussian_epsilon_jit, gaussian_epsilon_kernel, gaussian_log_delta
+from jaxacct._core.namespace import HOST, JAX, for_inputs, host_call
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct._core.solve import bisect, first_feasible_on_ladder_host
@@ -58,8 +58,8 @@ def direct_add_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1)
   check_scheme(sigma, num_steps, num_selected, num_epochs)
   checks.check_delta(delta)
   t, m = split_rounds(num_steps, num_selected, num_epochs)
-  if host_scalars(sigma, delta, t, m):      # one question: NumPy, no compiled program
-    e = _direct_add_eps(float(sigma), t, m, float(delta), ns=HOST)
+  if for_inputs(sigma, delta, t, m).is_host:   # one question: NumPy, no compiled program
+    e = host_call(_direct_add_eps, np.float64(sigma), t, m, np.float64(delta))
     return EpsilonResult(host_f64(e), host_f64(delta), method="direct_add", bound="upper")
   e = _direct_add_eps_jit(jnp.asarray(sigma, jnp.float64), jnp.asarray(t),
                           jnp.asarray(m), jnp.asarray(delta, jnp.float64))
@@ -75,11 +75,6 @@ def _direct_add_eps(s, t, m, delta, ns=JAX):
 _direct_add_eps_jit = jit(_direct_add_eps)
 
 
-@jit
-def _gauss_eps_jit(s, delta):
-  return gaussian_epsilon_kernel(s, delta)
-
-
 def direct_add_delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1):
   """Add-direction delta at ``epsilon`` (Thm 4.9 / Cor 4.10).
 
@@ -90,7 +85,7 @@ def direct_add_delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1)
   check_scheme(sigma, num_steps, num_selected, num_epochs)
   checks.check_range("epsilon", epsilon)
   t, m = split_rounds(num_steps, num_selected, num_epochs)
-  ns = HOST if host_scalars(sigma, epsilon, t, m) else JAX   # one question: NumPy
+  ns = for_inputs(sigma, epsilon, t, m)   # one question: NumPy, no compiled program
   xp = ns.xp
   s = xp.asarray(sigma, xp.float64)
   shift = m * (1.0 - 1.0 / t) / (2.0 * s**2)
@@ -112,11 +107,11 @@ def local_epsilon(*, sigma, delta, num_selected=1, num_epochs=1):
   checks.check_int("num_selected", num_selected, min_value=1)
   checks.check_int("num_epochs", num_epochs, min_value=1)
   m = np.asarray(num_selected, np.float64) * np.asarray(num_epochs, np.float64)
-  if host_scalars(sigma, delta, m):         # one question: NumPy, no compiled program
-    e = gaussian_epsilon_kernel(float(sigma) / np.sqrt(m), float(delta), ns=HOST)
+  if for_inputs(sigma, delta, m).is_host:   # one question: NumPy, no compiled program
+    e = host_call(gaussian_epsilon_kernel, np.float64(sigma) / np.sqrt(m), np.float64(delta))
     return EpsilonResult(host_f64(e), host_f64(delta), method="local", bound="upper")
-  e = _gauss_eps_jit(jnp.asarray(sigma, jnp.float64) / jnp.sqrt(m),
-                     jnp.asarray(delta, jnp.float64))
+  e = gaussian_epsilon_jit(jnp.asarray(sigma, jnp.float64) / jnp.sqrt(m),
+                           jnp.asarray(delta, jnp.float64))
   return EpsilonResult(e, jnp.asarray(delta, jnp.float64), method="local", bound="upper")
 
 

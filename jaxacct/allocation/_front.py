@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import warnings
 
-import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks, sharding
 from jaxacct._core.conversion import rdp_to_epsilon_kernel, rdp_to_delta_kernel
 from jaxacct._core.gaussian import gaussian_delta_kernel
-from jaxacct._core.namespace import HOST
+from jaxacct._core.namespace import HOST, for_inputs
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.units import per_epoch_steps, user_stacklevel
@@ -78,26 +77,21 @@ def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
 
 
 def _rdp_curve(sigma, t, m, orders, direction, max_order):
+  # one question: its (concrete) curves combined in NumPy, no compiled op
+  xp = for_inputs(sigma, t, m).xp
   out = None
   if direction in ("remove", "both"):
     out = _times(allocation_remove_rdp(sigma=sigma, num_steps=t.astype(np.int64),
-                                       max_order=max_order), m)
+                                       max_order=max_order), m, xp)
   if direction in ("add", "both"):
-    add = _times(allocation_add_rdp(orders, sigma=sigma, num_steps=t.astype(np.int64)), m)
-    out = add if out is None else (np.maximum(out, add) if _on_host(out, add)
-                                   else jnp.maximum(out, add))
+    add = _times(allocation_add_rdp(orders, sigma=sigma, num_steps=t.astype(np.int64)), m, xp)
+    out = add if out is None else xp.maximum(out, add)
   return out
 
 
-def _on_host(*xs):
-  return all(isinstance(x, np.ndarray) for x in xs)
-
-
-def _times(rdp, m):
-  """``rdp * m`` per lane: NumPy for a host result (no compiled op), else jnp."""
-  if _on_host(rdp):
-    return rdp * np.asarray(m)[..., None]
-  return rdp * jnp.asarray(m)[..., None]
+def _times(rdp, m, xp):
+  """``rdp * m`` per lane."""
+  return xp.asarray(rdp) * xp.asarray(m)[..., None]
 
 
 def _direction_rdp(sigma, t, k, E, d, max_order):

@@ -21,7 +21,7 @@ import numpy as np
 from jaxacct._core import batching, checks, sharding
 from jaxacct._core.batching import block_programs, lanes_for_memory, map_blocks
 from jaxacct._core.dtype import dispatch, require_x64
-from jaxacct._core.namespace import HOST, JAX, host_scalars
+from jaxacct._core.namespace import HOST, JAX, for_inputs
 from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
 
 _NBITS = 31  # t < 2^31
@@ -170,20 +170,19 @@ def _remove_rdp_blocks(sigma, t, *, max_order):
 
 #: Largest max_order answered on the host: its O(A^2 log t) powering is cheaper
 #: than compiling the kernel at A = 256 (t = 1e6), but not at A = 1024, where
-#: the compiled kernel is cheaper.
+#: the compiled kernel is cheaper (the one cost cap beside :func:`for_inputs`).
 HOST_MAX_ORDER = 256
 
 
 def _remove_rdp_host(sigma, t, *, max_order):
   """One (sigma, t) question on the host: :func:`allocation_gaussian_rdp_kernel`'s
-  formula in NumPy (no compiled program); None for arrays and for
-  ``max_order > HOST_MAX_ORDER`` (the jitted kernel)."""
-  if not host_scalars(sigma, t) or max_order > HOST_MAX_ORDER:
-    return None
-  t = int(t)
-  lm = _gaussian_log_moments(float(sigma), int(max_order), np)
+  formula in NumPy (no compiled program), shape ``broadcast + (A-1,)``."""
+  shape = np.broadcast_shapes(np.shape(sigma), np.shape(t))
+  t = int(np.ravel(t)[0])
+  lm = _gaussian_log_moments(float(np.ravel(sigma)[0]), int(max_order), np)
   with np.errstate(all="ignore"):
-    return _rdp_from_log_moments(lm, np.int64(t), max(t.bit_length(), 1), HOST)
+    out = _rdp_from_log_moments(lm, np.int64(t), max(t.bit_length(), 1), HOST)
+  return out.reshape(shape + out.shape[-1:])
 
 
 @functools.partial(jit, static_argnames=("max_order",))
@@ -228,15 +227,17 @@ def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64, devices=None
 
 
 def _remove_rdp(sigma, num_steps, max_order):
+  ns = for_inputs(sigma, num_steps) if max_order <= HOST_MAX_ORDER else JAX
   eager = None
-  if block_programs() and (np.ndim(sigma) or np.ndim(num_steps)):
+  if ns.is_host:
+    eager = functools.partial(_remove_rdp_host, max_order=int(max_order))
+  elif block_programs() and (np.ndim(sigma) or np.ndim(num_steps)):
     eager = functools.partial(_remove_rdp_blocks, max_order=int(max_order))
   return dispatch(functools.partial(_remove_rdp_jit, max_order=int(max_order)),
                   (sigma, num_steps),
                   lambda: (checks.check_positive("sigma", sigma),
                            checks.check_int("num_steps", num_steps, min_value=1,
                                             max_value=2**31 - 1)),
-                  host=functools.partial(_remove_rdp_host, max_order=int(max_order)),
                   eager=eager)
 
 

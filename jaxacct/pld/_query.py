@@ -191,7 +191,7 @@ def epsilon_both(pair: PairPLD, delta, *, rounding: str = "up"):
 def _max_of(a, b):
   """Elementwise max of two query results: on the host (NumPy, no compiled
   program) when both are concrete, as a jax array either way."""
-  return dispatch(jnp.maximum, (a, b), host=_host_max)
+  return dispatch(jnp.maximum, (a, b), eager=_host_max)
 
 
 def _host_max(a, b):

@@ -40,8 +40,10 @@ import numpy as np
 from jaxacct._core import checks, solve
 from jaxacct._core.dtype import dispatch, require_x64, static_size
 from jaxacct._core.logmath import log_binom_pmf
-from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct.shuffle import _host_pair, _pair_fast as pair_fast, _pair_reference as pair_reference, _windows as windows
+from jaxacct._core.namespace import JAX, for_inputs, host_call
+from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
+from jaxacct.shuffle import _pair_fast as pair_fast, _pair_reference as pair_reference, _windows as windows
+from jaxacct.shuffle._symmetric_pair_sum import special
 from jaxacct._core.compiled import jit
 
 
@@ -128,8 +130,9 @@ def clone_epsilon(delta, *, n, eps0, max_n=None, devices=None):
   return EpsilonResult(epsilon=e, delta=delta, method="clone", bound="upper")
 
 
-def _closed_form(delta, n, eps0, xp=jnp):
-  """FMT'21 Eq. (1); ``xp`` is ``jnp`` (traced) or ``np`` (host, no compiled program)."""
+def _closed_form(delta, n, eps0, ns=JAX):
+  """FMT'21 Eq. (1); ``ns``: traced, or concrete input on the host (no compiled program)."""
+  xp = ns.xp
   e0 = xp.exp(eps0)
   w0 = (e0 - 1.0) / (e0 + 1.0)
   l4 = xp.log(4.0 / delta)
@@ -159,10 +162,10 @@ def clone_epsilon_closed_form(delta, *, n, eps0):
     _check_common(n, eps0)
     checks.check_delta(delta)
 
-  def host(*args):  # NumPy on the host, no compiled program
-    return jax.device_put(_closed_form(*(np.asarray(v, np.float64) for v in args), xp=np))
+  def concrete(*args):  # elementwise: NumPy on the host for any lane count, no program
+    return jax.device_put(host_call(_closed_form, *(np.asarray(v, np.float64) for v in args)))
 
-  e = dispatch(_closed_form, (delta, n, eps0), validate, host=host,
+  e = dispatch(_closed_form, (delta, n, eps0), validate, eager=concrete,
                where="clone_epsilon_closed_form")
   return EpsilonResult(epsilon=e, delta=delta, method="clone_closed_form",
                        bound="upper")
@@ -259,40 +262,34 @@ def krr_epsilon_closed_form(delta, *, n, eps0, k):
 # App. G: the binary-RR lower bound
 # ---------------------------------------------------------------------------
 
-def _rr2_pmfs(n, eps0, width):
-  """eps-independent part of :func:`_rr2_delta_scalar`: the two count pmfs on
+def _rr2_pmfs(n, eps0, width, ns=JAX):
+  """eps-independent part of the App. G sums: the two count pmfs on
   the y-window (one ``log_binom_pmf`` call over ``width + 1`` points) and
-  the window start."""
-  pi = 1.0 / (jnp.exp(eps0) + 1.0)
-  lpi, l1pi = -jnp.log1p(jnp.exp(eps0)), -jnp.log1p(jnp.exp(-eps0))
+  the window start (``ns``: the jitted kernels, or one question on the host)."""
+  xp, f = ns.xp, special(ns)
+  pi = 1.0 / (xp.exp(eps0) + 1.0)
+  lpi, l1pi = -xp.log1p(xp.exp(eps0)), -xp.log1p(xp.exp(-eps0))
   m = n - 1.0
-  lo = windows.window_start(n, pi, width)
-  y = lo + jnp.arange(width, dtype=jnp.float64)
+  lo = f.window_start(n, pi, width)
+  y = lo + xp.arange(width, dtype=xp.float64)
   # Z = Bin(n-1, pi);  Y0 = Z + Bern(pi),  Y1 = Z + Bern(1-pi);
   # log P(Z = y - 1) and log P(Z = y) from one evaluation at lo - 1, ..., lo + width - 1
-  lz_ext = log_binom_pmf(lo - 1.0 + jnp.arange(width + 1, dtype=jnp.float64), m, pi)
+  lz_ext = f.log_bin_prob(lo - 1.0 + xp.arange(width + 1, dtype=xp.float64), m, pi)
   lz, lzm = lz_ext[1:], lz_ext[:-1]
-  l0 = jnp.logaddexp(l1pi + lz, lpi + lzm)
-  l1 = jnp.logaddexp(lpi + lz, l1pi + lzm)
+  l0 = xp.logaddexp(l1pi + lz, lpi + lzm)
+  l1 = xp.logaddexp(lpi + lz, l1pi + lzm)
   keep = y <= n
-  return jnp.exp(l0), jnp.exp(l1), keep, lo, pi
+  return xp.exp(l0), xp.exp(l1), keep, lo, pi
 
 
-def _rr2_hockey(eps, eps0, p0, p1, keep):
+def _rr2_hockey(eps, eps0, p0, p1, keep, ns=JAX):
   """max of both directions of the windowed hockey-stick sum at ``eps``."""
-  e = jnp.exp(eps)
-  h01 = jnp.sum(jnp.where(keep, jnp.maximum(p0 - e * p1, 0.0), 0.0))
-  h10 = jnp.sum(jnp.where(keep, jnp.maximum(p1 - e * p0, 0.0), 0.0))
-  d = jnp.maximum(h01, h10)
-  return jnp.where(eps >= eps0, 0.0, d)
-
-
-def _rr2_delta_scalar(eps, n, eps0, width):
-  """max of both directions of H between Bin(n, pi) and Bern(1-pi)*Bin(n-1, pi),
-  pi = 1/(e^eps0+1), on a y-window; the cut mass is added."""
-  p0, p1, keep, lo, pi = _rr2_pmfs(n, eps0, width)
-  tail = windows.cut_mass(n, pi, lo, width)
-  return _rr2_hockey(eps, eps0, p0, p1, keep), tail
+  xp = ns.xp
+  e = xp.exp(eps)
+  h01 = xp.sum(xp.where(keep, xp.maximum(p0 - e * p1, 0.0), 0.0))
+  h10 = xp.sum(xp.where(keep, xp.maximum(p1 - e * p0, 0.0), 0.0))
+  d = xp.maximum(h01, h10)
+  return xp.where(eps >= eps0, 0.0, d)
 
 
 def _rr2_width(n, eps0, max_n=None):
@@ -302,11 +299,34 @@ def _rr2_width(n, eps0, max_n=None):
       bound=None if max_n is None else (lambda: windows.window_size(max_n, 0.5)))
 
 
+def _rr2_delta_lane(eps, n, eps0, width, ns=JAX):
+  """The windowed sum of one lane (a lower bound: the cut mass is left out)."""
+  return _rr2_hockey(eps, eps0, *_rr2_pmfs(n, eps0, width, ns)[:3], ns)
+
+
+def _rr2_epsilon_lane(dl, n, eps0, width, num_iters=64, ns=JAX):
+  """eps(delta) of one lane: the LOWER (infeasible) end of ``num_iters``
+  halvings (BinSLower, Alg. 7). The windowed sum (without the tail) is <= the
+  true delta, so the smallest eps with windowed delta <= target is <= the
+  true eps. The pmfs do not depend on eps: computed once, outside the loop."""
+  xp = ns.xp
+  p0, p1, keep, _, _ = _rr2_pmfs(n, eps0, width, ns)
+
+  def halve(_, ab):
+    a, b = ab
+    m = 0.5 * (a + b)
+    feas = _rr2_hockey(m, eps0, p0, p1, keep, ns) - dl <= 0
+    return xp.where(feas, a, m), xp.where(feas, m, b)
+
+  a, _ = ns.fori_loop(0, num_iters, halve, (xp.zeros_like(dl), xp.zeros_like(dl) + eps0))
+  return xp.maximum(a, 0.0)
+
+
 @functools.partial(jit, static_argnames=("width",))
 def _rr2_delta_jit(eps, n, eps0, *, width):
   args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64) for x in (eps, n, eps0)])
   shp = args[0].shape
-  f = jax.vmap(lambda a, b, c: _rr2_hockey(a, c, *_rr2_pmfs(b, c, width)[:3]))
+  f = jax.vmap(lambda a, b, c: _rr2_delta_lane(a, b, c, width))
   return f(*[x.reshape(-1) for x in args]).reshape(shp)
 
 
@@ -314,41 +334,33 @@ def _rr2_delta_jit(eps, n, eps0, *, width):
 def _rr2_epsilon_jit(delta, n, eps0, *, width, num_iters=64):
   args = jnp.broadcast_arrays(*[jnp.asarray(x, jnp.float64) for x in (delta, n, eps0)])
   shp = args[0].shape
-
-  def one(dl, n_, e0):
-    # lower bound: the windowed sum (without the tail) is <= the true delta,
-    # so the smallest eps with windowed delta <= target is <= the true eps.
-    # The pmfs do not depend on eps: computed once, outside the bracket loop.
-    p0, p1, keep, _, _ = _rr2_pmfs(n_, e0, width)
-    fn = lambda e: _rr2_hockey(e, e0, p0, p1, keep) - dl
-    _, lo = solve.bracket_decreasing(fn, 0.0, e0, 1.0 - dl, -dl,
-                                      num_iters=num_iters, illinois=False)
-    # the LOWER (infeasible) end of the bracket (BinSLower, Alg. 7)
-    return lo
-
-  out = jax.vmap(one)(*[x.reshape(-1) for x in args])
-  return jnp.maximum(out, 0.0).reshape(shp)
+  f = jax.vmap(lambda a, b, c: _rr2_epsilon_lane(a, b, c, width, num_iters))
+  return f(*[x.reshape(-1) for x in args]).reshape(shp)
 
 
 def _rr2_lower(kind, value, n, eps0, max_n, check_value):
   """The rr2 lower ``kind`` ("delta" at eps, "epsilon" at delta) through dispatch:
-  one question in NumPy on the host (the same sum / bisection, no compiled
-  program), else the jitted kernel."""
-  kernel, on_host = {"delta": (_rr2_delta_jit, _host_pair.rr2_delta),
-                     "epsilon": (_rr2_epsilon_jit, _host_pair.rr2_epsilon)}[kind]
+  one question (:func:`for_inputs`, no ``max_n``) on the host (the lane's
+  formula with ``ns = HOST``, no compiled program), else the jitted kernel."""
+  kernel, lane = {"delta": (_rr2_delta_jit, _rr2_delta_lane),
+                  "epsilon": (_rr2_epsilon_jit, _rr2_epsilon_lane)}[kind]
 
   def validate():
     _check_common(n, eps0)
     check_value()
 
-  def host(value, n, eps0):
-    if max_n is None and _host_pair.one_question(value, n, eps0):
-      return np.float64(on_host(*map(_host_pair.scalar, (value, n, eps0)),
-                                _rr2_width(n, eps0))).reshape(np.shape(value))
-    return None
+  def jitted(value, n, eps0):
+    return kernel(value, n, eps0, width=_rr2_width(n, eps0, max_n))
 
-  return dispatch(lambda *a: kernel(*a, width=_rr2_width(n, eps0, max_n)),
-                  (value, n, eps0), validate, host=host, where=f"rr2_lower_{kind}")
+  def concrete(value, n, eps0):
+    if max_n is None and for_inputs(value, n, eps0).is_host:
+      shape = np.broadcast_shapes(*map(np.shape, (value, n, eps0)))
+      one = [np.float64(np.ravel(x)[0]) for x in (value, n, eps0)]
+      return host_f64(np.full(shape, host_call(lane, *one, _rr2_width(n, eps0))))
+    return jitted(value, n, eps0)
+
+  return dispatch(jitted, (value, n, eps0), validate, where=f"rr2_lower_{kind}",
+                  eager=concrete)
 
 
 def rr2_lower_delta(eps, *, n, eps0, max_n=None):

@@ -1,23 +1,22 @@
-r"""Host (NumPy, float64) twins of the jitted special functions of the pair kernels.
+r"""Host (NumPy, float64) evaluations of the two special functions of the pair kernels.
 
-A scalar shuffling question (one ``n``, ``eps0``, ``delta``) would otherwise pay
-2-4 s of XLA compilation in a fresh process for a computation that takes
-milliseconds. These are the SAME formulas as the jitted kernels,
-operation for operation, evaluated by NumPy:
+The HOST namespace's ``lgamma`` and ``betainc`` for
+:func:`._symmetric_pair_sum.special` (one question answered without a
+compiled program): XLA's and jax's own formulas, evaluated by NumPy, so that
+the host path keeps the jitted kernel's values. SciPy's ``gammaln`` and
+``betainc`` are more accurate, and that is the point: jax's ``betainc`` at
+arguments ~1e5 is off by up to ~1e-10 relative (the rounding of XLA's
+``lgamma`` in its log-Beta prefactor, covered by the kernels' rounding
+allowance), and SciPy's would move the host values by as much.
 
 * :func:`lgamma` -- the Lanczos approximation XLA's ``lgamma`` uses
   (``xla/client/lib/math.cc``, g = 7, 9 coefficients, reflection for x < 1/2),
-  so the log-Gamma terms round like the jitted ones;
+  with XLA-CPU's ``log1p`` (:func:`log1p`) and fused multiply-add (:func:`fma`);
 * :func:`betainc` -- ``jax.scipy.special.betainc`` (DLMF 8.17.E23 continued
   fraction by the modified Lentz algorithm, symmetry DLMF 8.17.E4, 600
-  iterations, tolerance eps/2);
-* :func:`log_bin_prob` -- ``jaxacct._core.logmath.log_binom_pmf`` itself, run in NumPy (Loader's
-  saddle point); :func:`binom_sf`, :func:`window_start`, :func:`cut_mass` --
-  ``jaxacct.shuffle._windows``.
+  iterations, tolerance eps/2).
 
-The values agree with the jitted ones to rounding (checked in
-``tests/test_shuffle_host.py``); the rounding allowances of the pair kernels
-are the same. No compiled program, no JAX call.
+Agreement with the jitted kernels: ``tests/test_shuffle_host.py``.
 """
 
 from __future__ import annotations
@@ -26,8 +25,6 @@ import math
 
 import numpy as np
 
-from jaxacct._core import logmath
-from jaxacct.shuffle import _windows as windows
 
 _EPS = float(np.finfo(np.float64).eps)
 _TINY = float(np.finfo(np.float64).tiny)
@@ -165,26 +162,3 @@ def betainc(a, b, x):
     out = np.where(res_zero, 0.0, out)
     out = np.where(res_one, 1.0, out)
     return np.where(res_nan, np.nan, out).reshape(shape)
-
-
-def binom_sf(t, m, prob):
-  """Pr[Bin(m, prob) >= t]: ``_windows.binom_sf`` run in NumPy with :func:`betainc`."""
-  return windows.binom_sf(t, m, prob, xp=np, betainc=betainc)
-
-
-def window_start(n_tr, total, width: int):
-  """``_windows.window_start`` run in NumPy."""
-  return windows.window_start(n_tr, total, width, xp=np)
-
-
-def cut_mass(n, total, lo, width):
-  """``_windows.cut_mass`` run in NumPy with :func:`betainc`."""
-  return windows.cut_mass(n, total, lo, width, xp=np, betainc=betainc)
-
-
-def log_bin_prob(k, n, p):
-  """``log Bin(k; n, p)``: :func:`jaxacct._core.logmath.log_binom_pmf` itself, run in
-  NumPy with :func:`lgamma` (XLA's lgamma) so that host and kernel share one formula."""
-  k, n, p = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (k, n, p)))
-  with np.errstate(all="ignore"):
-    return logmath.log_binom_pmf(k, n, p, xp=np, gammaln=lgamma)

@@ -270,7 +270,7 @@ def chen_gdp_mu(*, n, eps0):
   return dispatch(_gdp_mu, (n, eps0),
                   lambda: (checks.check_int("n", n, min_value=2),
                            checks.check_range("eps0", eps0, 0.0, np.inf)),
-                  host=lambda n, eps0: _gdp_mu(np.asarray(n, np.float64), eps0),
+                  eager=lambda n, eps0: _gdp_mu(np.asarray(n, np.float64), eps0),
                   where="chen_gdp_mu")
 
 

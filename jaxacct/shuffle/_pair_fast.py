@@ -23,78 +23,92 @@ import numpy as np
 from jaxacct._core import batching, checks, sharding, solve
 from jaxacct._core.batching import block_programs, lanes_for_memory
 from jaxacct._core.dtype import dispatch, require_x64, static_size
-from jaxacct.shuffle import _host_pair
+from jaxacct._core.namespace import JAX, for_inputs, host_call
+from jaxacct._core.results import host_f64
 from jaxacct.shuffle._symmetric_pair_sum import sym_eval, sym_setup
 from jaxacct.shuffle._pair_reference import pair_params_invalid
 from jaxacct.shuffle._windows import BLOCK, bucket_widths, fast_width, raw_widths
 from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
 
 _EPS64 = float(np.finfo(np.float64).eps)
-#: Largest n answered on the host for one question: the host twin agrees with
+#: Largest n answered on the host for one question: the host path agrees with
 #: the jitted kernel to 3e-12 relative up to n = 1e5 but drifts to 3e-11 at
 #: n = 1e6 (XLA's summation order in the cancelling hockey-stick sum), so
 #: larger n keeps the jitted kernel.
 HOST_MAX_N = 200_000
 
 
-def _sym_bad(n, p, beta, q):
-  return (pair_params_invalid(n, p, beta, q, q, True)
-          | (jnp.abs(beta * (p + 1.0) / (p - 1.0) - 1.0) > 1e-12))
+def _sym_bad(n, p, beta, q, xp=jnp):
+  return (pair_params_invalid(n, p, beta, q, q, True, xp)
+          | (xp.abs(beta * (p + 1.0) / (p - 1.0) - 1.0) > 1e-12))
 
 
-def _sym_fast_delta_scalar(eps, n, p, beta, q, width, block, fixed_tail=False):
-  alpha, r, lo, c, w, tail = sym_setup(n, p, beta, q, width, fixed_tail=fixed_tail)
-  d, _, _ = sym_eval(jnp.exp(eps), n, p, alpha, r, lo, c, w, tail, block)
-  bad = _sym_bad(n, p, beta, q) | jnp.isnan(eps) | (eps < 0)
-  return jnp.where(bad, jnp.nan, d)
+def _sym_fast_delta_scalar(eps, n, p, beta, q, width, block, fixed_tail=False, ns=JAX):
+  """delta(eps) of one lane (``ns``: the jitted kernel, or one question on the host)."""
+  xp = ns.xp
+  alpha, r, lo, c, w, tail = sym_setup(n, p, beta, q, width, ns=ns, fixed_tail=fixed_tail)
+  d, _, _ = sym_eval(xp.exp(eps), n, p, alpha, r, lo, c, w, tail, block, ns=ns)
+  bad = _sym_bad(n, p, beta, q, xp) | xp.isnan(eps) | (eps < 0)
+  return xp.where(bad, xp.nan, d)
 
 
 def _sym_fast_eps_scalar(delta, n, p, beta, q, width, block, max_iter, rtol,
-                         fixed_tail=False):
-  """Safeguarded Newton for eps(delta) of one lane; returns (eps, width)."""
-  alpha, r, lo, c, w, tail = sym_setup(n, p, beta, q, width, fixed_tail=fixed_tail)
-  lp = jnp.log(p)
+                         fixed_tail=False, ns=JAX):
+  """Safeguarded Newton for eps(delta) of one lane; returns (eps, width) (``ns``
+  as in :func:`_sym_fast_delta_scalar`)."""
+  xp = ns.xp
+  alpha, r, lo, c, w, tail = sym_setup(n, p, beta, q, width, ns=ns, fixed_tail=fixed_tail)
+  lp = xp.log(p)
 
   def ev(x):
-    d, qm, _ = sym_eval(jnp.exp(x), n, p, alpha, r, lo, c, w, tail, block)
+    d, qm, _ = sym_eval(xp.exp(x), n, p, alpha, r, lo, c, w, tail, block, ns=ns)
     return d, qm
 
   tgt = delta
 
   def propose(x, d, qm, a, b):
-    e = jnp.exp(x)
+    e = xp.exp(x)
     feas = d <= tgt
     # far above the target: Newton on log delta (fast, may overshoot);
     # close: Newton on delta in e, which stays left of the root (delta is
     # convex in e), pushed right by 1e-3 of the step (+ a few ulps) so that
     # the end of the convergence lands on the feasible side.
-    safe_q = jnp.where(qm > 0, qm, 1.0)
-    ratio = jnp.where(d > 0, d / tgt, 1.0)
+    safe_q = xp.where(qm > 0, qm, 1.0)
+    ratio = xp.where(d > 0, d / tgt, 1.0)
     # Newton on phi = sqrt(-2 log delta), nearly linear in eps for
     # Gaussian-like profiles (falls back to log delta where delta >= 1/2)
-    ld = jnp.log(jnp.where(d > 0, d, 1.0))
-    lt = jnp.log(tgt)
-    phi = jnp.sqrt(jnp.maximum(-2.0 * ld, 0.0))
-    phi_t = jnp.sqrt(-2.0 * lt)
-    dphi = e * safe_q / jnp.where(d > 0, d, 1.0) / jnp.where(phi > 0, phi, 1.0)
+    ld = xp.log(xp.where(d > 0, d, 1.0))
+    lt = xp.log(tgt)
+    phi = xp.sqrt(xp.maximum(-2.0 * ld, 0.0))
+    phi_t = xp.sqrt(-2.0 * lt)
+    dphi = e * safe_q / xp.where(d > 0, d, 1.0) / xp.where(phi > 0, phi, 1.0)
     x_phi = x + (phi_t - phi) / dphi
-    x_log = jnp.where((d < 0.5) & (tgt < 0.5), x_phi,
-                      x + jnp.log(ratio) * d / (e * safe_q))
+    x_log = xp.where((d < 0.5) & (tgt < 0.5), x_phi,
+                     x + xp.log(ratio) * d / (e * safe_q))
     step_e = (d - tgt) / safe_q
-    x_lin = jnp.log(e + step_e * 1.001) + 8.0 * _EPS64 * (1.0 + x)
+    x_lin = xp.log(e + step_e * 1.001) + 8.0 * _EPS64 * (1.0 + x)
     # from the feasible side log-Newton converges from the right (log delta
     # is concave there in practice); undershoot it by 1e-3 of the step so
     # that near the root a point on the infeasible side certifies the bracket
     x_logf = x_log - 1e-3 * (x - x_log) - 8.0 * _EPS64 * (1.0 + x)
-    x_new = jnp.where(feas, x_logf, jnp.where(d > 20.0 * tgt, x_log, x_lin))
-    good = (qm > 0) & (d > 0) & jnp.isfinite(x_new) & (x_new > a) & (x_new < b)
-    return jnp.where(good, x_new, 0.5 * (a + b))
+    x_new = xp.where(feas, x_logf, xp.where(d > 20.0 * tgt, x_log, x_lin))
+    good = (qm > 0) & (d > 0) & xp.isfinite(x_new) & (x_new > a) & (x_new < b)
+    return xp.where(good, x_new, 0.5 * (a + b))
 
   # the first point is eps = 0: feasible there, the bracket is [0, 0]
-  a0 = jnp.zeros(())
-  a, b = solve.safeguarded_root(ev, propose, a0, lp, a0, target=tgt,
-                                max_iter=max_iter, rtol=rtol)
+  a0 = xp.zeros(())
+  a, b = ns.safeguarded_root(ev, propose, a0, lp, a0, target=tgt,
+                             max_iter=max_iter, rtol=rtol)
   return b, b - a
+
+
+def _sym_eps_lane(dl, n, p, beta, q, width, block, max_iter, rtol, fixed_tail=False, ns=JAX):
+  """:func:`_sym_fast_eps_scalar` with the invalid lanes as NaN."""
+  xp = ns.xp
+  e, wd = _sym_fast_eps_scalar(dl, n, p, beta, q, width, block, max_iter, rtol,
+                               fixed_tail, ns)
+  bad = _sym_bad(n, p, beta, q, xp) | (dl <= 0) | (dl >= 1) | xp.isnan(dl)
+  return xp.where(bad, xp.nan, e), xp.where(bad, xp.nan, wd)
 
 
 def _flat(*xs):
@@ -158,13 +172,8 @@ def sym_epsilon_fast(delta, n, p, beta, q, *, width: int, block: int = BLOCK,
   require_x64("shuffle sym_epsilon_fast")
   shape, flat = _flat(delta, n, p, beta, q)
 
-  def one(dl, n_, p_, b_, q_):
-    e, wd = _sym_fast_eps_scalar(dl, n_, p_, b_, q_, width, block, max_iter,
-                                 rtol, fixed_tail)
-    bad = _sym_bad(n_, p_, b_, q_) | (dl <= 0) | (dl >= 1) | jnp.isnan(dl)
-    return jnp.where(bad, jnp.nan, e), jnp.where(bad, jnp.nan, wd)
-
-  e, wd = jax.vmap(one)(*flat)
+  e, wd = jax.vmap(lambda *a: _sym_eps_lane(*a, width, block, max_iter, rtol,
+                                             fixed_tail))(*flat)
   if with_width:
     return e.reshape(shape), wd.reshape(shape)
   return e.reshape(shape)
@@ -325,50 +334,62 @@ def _check_member_inputs(n, eps0):
   checks.check_positive("eps0", eps0)
 
 
+def _one(x):
+  return np.float64(np.ravel(x)[0])
+
+
+def _on_host(max_n, *args) -> bool:
+  """Whether a concrete (validated) question is answered on the host: one
+  lane (:func:`for_inputs`), no ``max_n``, ``n <= HOST_MAX_N``."""
+  return (max_n is None and for_inputs(*args).is_host
+          and float(np.ravel(args[1])[0]) <= HOST_MAX_N)
+
+
 def _host_member_delta(eps, n, eps0, member):
-  p, beta, q = (float(v) for v in member_params(np.float64(eps0), member))
+  """One delta(eps) question of a member: :func:`_sym_fast_delta_scalar` on the host."""
+  shape = np.broadcast_shapes(*map(np.shape, (eps, n, eps0)))
+  eps, n, eps0 = map(_one, (eps, n, eps0))
+  p, beta, q = member_params(eps0, member)
   width = fast_width(n, member_total(eps0, member), None)
-  return np.float64(_host_pair.sym_delta(float(eps), float(n), p, beta, q,
-                                         width, BLOCK))
+  return host_f64(np.full(shape, host_call(_sym_fast_delta_scalar, eps, n, p, beta, q,
+                                           width, BLOCK)))
 
 
 def _host_member_epsilon(delta, n, eps0, member):
-  p, beta, q = (float(v) for v in member_params(np.float64(eps0), member))
-  raw, _ = raw_widths(np.float64(n), 2.0 * (beta / (p - 1.0)) * p / q,
-                      np.float64(delta))
-  width = int(bucket_widths(raw, np.float64(n), BLOCK, True))
-  return np.float64(_host_pair.sym_epsilon(float(delta), float(n), p, beta, q,
-                                           width, BLOCK)[0])
+  """One eps(delta) question of a member: :func:`_sym_eps_lane` on the host."""
+  shape = np.broadcast_shapes(*map(np.shape, (delta, n, eps0)))
+  delta, n, eps0 = map(_one, (delta, n, eps0))
+  p, beta, q = member_params(eps0, member)
+  raw, _ = raw_widths(n, 2.0 * (beta / (p - 1.0)) * p / q, delta)
+  width = int(bucket_widths(raw, n, BLOCK, True))
+  e, _ = host_call(_sym_eps_lane, delta, n, p, beta, q, width, BLOCK, 40, 1e-13)
+  return host_f64(np.full(shape, e))
 
 
 def member_delta_checked(eps, *, n, eps0, max_n, member: str, where: str, devices=None):
   """Front door of a member's delta(eps): concrete inputs are validated
-  (ValueError); one concrete question (scalars, no ``max_n``) is answered on
-  the host (``_host_pair``: the same formula in NumPy, no compiled program),
+  (ValueError); one concrete question (one lane, no ``max_n``) is answered on
+  the host (the kernel's formula with ``ns = HOST``, no compiled program),
   arrays by the jitted kernel under the float64 boundary; traced inputs need
   x64 (RuntimeError naming ``where``) and a static window (``max_n``)."""
   def validate():
     _check_member_inputs(n, eps0)
     checks.check_range("eps", eps, 0.0)
 
-  def host(eps, n, eps0):
-    if (max_n is None and _host_pair.one_question(eps, n, eps0)
-        and float(np.ravel(n)[0]) <= HOST_MAX_N):
-      return _host_member_delta(*map(_host_pair.scalar, (eps, n, eps0)),
-                                member).reshape(np.shape(eps))
-    return None
-
   def kernel(eps, n, eps0):
     return member_delta(eps, n, eps0, member=member,
                         width=member_width(n, eps0, max_n, member=member))
 
-  def blocks(eps, n, eps0):  # concrete arrays on the accelerator layout
-    return member_blocks("delta", eps, n, eps0, member=member,
-                         width=member_width(n, eps0, max_n, member=member))
+  def concrete(eps, n, eps0):
+    if _on_host(max_n, eps, n, eps0):
+      return _host_member_delta(eps, n, eps0, member)
+    if _arrays_on_accelerator(eps, n, eps0):   # blocks of a fixed lane count
+      return member_blocks("delta", eps, n, eps0, member=member,
+                           width=member_width(n, eps0, max_n, member=member))
+    return kernel(eps, n, eps0)
 
   with sharding.use_devices(devices):   # a lanes mesh: blocks over its devices
-    eager = blocks if _arrays_on_accelerator(eps, n, eps0) else None
-    return dispatch(kernel, (eps, n, eps0), validate, host=host, where=where, eager=eager)
+    return dispatch(kernel, (eps, n, eps0), validate, where=where, eager=concrete)
 
 
 def member_epsilon_checked(delta, *, n, eps0, max_n, member: str, where: str, devices=None):
@@ -379,19 +400,13 @@ def member_epsilon_checked(delta, *, n, eps0, max_n, member: str, where: str, de
     _check_member_inputs(n, eps0)
     checks.check_delta(delta)
 
-  def host(delta, n, eps0):
-    if (max_n is None and _host_pair.one_question(delta, n, eps0)
-        and float(np.ravel(n)[0]) <= HOST_MAX_N):
-      shape = np.broadcast_shapes(*map(np.shape, (delta, n, eps0)))
-      return _host_member_epsilon(*map(_host_pair.scalar, (delta, n, eps0)),
-                                  member).reshape(shape)
-    return None
-
   def kernel(delta, n, eps0):
     return member_epsilon(delta, n, eps0, member=member,
                           width=member_width(n, eps0, max_n, member=member))
 
-  def eager(delta, n, eps0):  # concrete arrays: lanes grouped by window bucket
+  def concrete(delta, n, eps0):
+    if _on_host(max_n, delta, n, eps0):
+      return _host_member_epsilon(delta, n, eps0, member)
     if _arrays_on_accelerator(delta, n, eps0):  # blocks of a fixed lane count
       if max_n is not None:
         return member_blocks("epsilon", delta, n, eps0, member=member,
@@ -399,7 +414,7 @@ def member_epsilon_checked(delta, *, n, eps0, max_n, member: str, where: str, de
       return member_epsilon_blocks(delta, n, eps0, member=member)
     if max_n is not None:
       return kernel(delta, n, eps0)
-    return member_epsilon_grouped(delta, n, eps0, member=member)
+    return member_epsilon_grouped(delta, n, eps0, member=member)  # lanes by window bucket
 
   with sharding.use_devices(devices):   # a lanes mesh: blocks over its devices
-    return dispatch(kernel, (delta, n, eps0), validate, host=host, eager=eager, where=where)
+    return dispatch(kernel, (delta, n, eps0), validate, where=where, eager=concrete)

@@ -97,14 +97,14 @@ def _pair_delta_scalar(eps, n, p, beta, q0, q1, width, symmetric=False):
   return jnp.where(bad, jnp.nan, d)
 
 
-def pair_params_invalid(n, p, beta, q0, q1, symmetric=False):
-  """Invalid-lane mask for the pair parameters (jittable)."""
+def pair_params_invalid(n, p, beta, q0, q1, symmetric=False, xp=jnp):
+  """Invalid-lane mask for the pair parameters (jittable; ``xp``: NumPy on the host)."""
   alpha = beta / (p - 1.0)
   s = 1.0 - alpha * p / q0 - alpha * p / q1
   bad = ((p <= 1.0) | (beta <= 0) | (beta > (p - 1.0) / (p + 1.0) * (1 + 1e-12))
          | (q0 < 1.0) | (q1 < 1.0) | (q0 > p * q1 * (1 + 1e-12))
          | (q1 > p * q0 * (1 + 1e-12)) | (s < -1e-12) | (n < 1)
-         | (n != jnp.floor(n)) | jnp.isnan(p + beta + q0 + q1 + n))
+         | (n != xp.floor(n)) | xp.isnan(p + beta + q0 + q1 + n))
   if symmetric:
     bad = bad | (q0 != q1)
   return bad

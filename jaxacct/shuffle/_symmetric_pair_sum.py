@@ -2,14 +2,18 @@ r"""The block-recurrence hockey-stick sum of the symmetric zero-leftover pairs.
 
 One formula for both paths of the clone pair and the stronger clone
 (:mod:`._pair_fast`, whose docstring states the recurrences and the rounding
-allowance): ``ns = JAX`` inside the jitted kernels, ``ns = HOST`` for a
-scalar question on the host (:mod:`._host_pair`, no compiled program). The
-special functions differ only in who evaluates them: jax's, or the NumPy
-replicas of XLA's formulas in :mod:`._host_math` (:func:`_special`).
+allowance): ``ns = JAX`` inside the jitted kernels, ``ns = HOST`` for one
+question on the host (no compiled program). The special functions differ
+only in who evaluates them (:func:`special`): jax's ``gammaln`` and
+``betainc``, or their host evaluations by XLA's own formulas
+(:mod:`._host_math`; SciPy's more accurate ones would move the values by up
+to 1.2e-10 relative, the float64 error of jax's ``betainc`` at large
+arguments, which the kernel's rounding allowance covers).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -24,7 +28,7 @@ from jaxacct.shuffle import _windows as windows
 _EPS64 = float(np.finfo(np.float64).eps)
 
 
-class _Special(NamedTuple):
+class Special(NamedTuple):
   window_start: object
   cut_mass: object
   log_bin_prob: object
@@ -32,14 +36,18 @@ class _Special(NamedTuple):
   lgamma: object
 
 
-_JAX_SPECIAL = _Special(windows.window_start, windows.cut_mass, log_binom_pmf,
-                        windows.binom_sf, gammaln)
-_HOST_SPECIAL = _Special(hm.window_start, hm.cut_mass, hm.log_bin_prob, hm.binom_sf,
-                         hm.lgamma)
+_JAX_SPECIAL = Special(windows.window_start, windows.cut_mass, log_binom_pmf,
+                       windows.binom_sf, gammaln)
+_HOST_SPECIAL = Special(functools.partial(windows.window_start, xp=np),
+                        functools.partial(windows.cut_mass, xp=np, betainc=hm.betainc),
+                        functools.partial(log_binom_pmf, xp=np, gammaln=hm.lgamma),
+                        functools.partial(windows.binom_sf, xp=np, betainc=hm.betainc),
+                        hm.lgamma)
 
 
-def _special(ns) -> _Special:
-  """The special functions of the namespace ``ns`` (jax's, or the host replicas)."""
+def special(ns) -> Special:
+  """The binomial helpers of the namespace ``ns``: jax's special functions,
+  or on the host XLA's formulas for them (:mod:`._host_math`)."""
   return _HOST_SPECIAL if ns.is_host else _JAX_SPECIAL
 
 
@@ -49,7 +57,7 @@ def sym_setup(n, p, beta, q, width, ns=JAX, fixed_tail: bool = False):
   ``fixed_tail`` (``ns = JAX``): the cut mass by
   :func:`._windows.betainc_fixed`, a loop of known trip count (the
   accelerator layout; the same formula, rounding apart)."""
-  xp, f = ns.xp, _special(ns)
+  xp, f = ns.xp, special(ns)
   alpha = beta / (p - 1.0)
   r = alpha * p / q
   total = 2.0 * r
@@ -74,7 +82,7 @@ def sym_eval(e, n, p, alpha, r, lo, c, w, tail, block, ns=JAX):
   ``ok`` is False where a threshold step was not in {0, 1} (then delta = 1,
   the trivial bound).
   """
-  xp, f = ns.xp, _special(ns)
+  xp, f = ns.xp, special(ns)
   width = c.shape[0]
   nb = width // block
   rho = 0.5
