@@ -345,7 +345,9 @@ def _model_search(scale, upper, target, d, lo, hi, rtol):
   L0 = math.log1p(rtol)
   L = L0 * 0.98
   lt = np.log(target)
-  u = np.log(np.clip(_model_sigma(target, d, rounds), lo * c, hi * c))
+  # a hair (1e-9) above the model's root: where the model is exact (one Gaussian
+  # step), the first probe then lies on the feasible side of the round-off
+  u = np.log(np.clip(_model_sigma(target, d, rounds) * (1.0 + 1e-9), lo * c, hi * c))
   U, G, A = np.empty((0, m)), np.empty((0, m)), np.empty((0, m))
   open_ = np.arange(m)
   for k in range(1, _MAX_ROUNDS + 1):
