@@ -8,10 +8,12 @@ arXiv:2502.08202v3: (k - rho) E rounds of 1-of-floor(t/k), rho E rounds of
   (Kairouz et al., arXiv:1311.0776v4 Thm 3.4): the ratio of a 1-of-t round is
   S/t = (j e^eps0 + (t - j) e^-eps0) / t, j ~ Bin(t, 1/(1 + e^eps0)) under Q,
   and the composition multiplies independent ratios (products enumerated);
-* the eager composition of the same rounds' laws by jaxacct.pld
-  (``allocation_plds``: connect-the-dots upper, rounded-down lower PLDs,
-  FFT ``compose_many``), an independent code path (its lower is first order
-  in the step, ours second order);
+* the eager composition of the same rounds' PLDs by jaxacct.pld
+  (tests/allocation_pld_oracle.py: each round's connect-the-dots upper and
+  rounded-down lower PLDs, FFT ``compose_many``), an independent code path
+  (its lower is first order in the step, ours second order); the PLD export
+  ``allocation_plds`` (this engine's window as PLDs) is held against it and
+  against the doors;
 * the identities of Lemma 3.2 (k-of-(k f) = k epochs of 1-of-f) and of the
   k = E = 1 path (no lattice), and monotonicity in sigma and in E.
 
@@ -29,6 +31,7 @@ import jaxacct
 from jaxacct import pld as jpld
 from jaxacct.accounting import events
 from jaxacct.allocation import pld
+from allocation_pld_oracle import eager_allocation_plds
 
 N = 256
 M = 4096
@@ -100,20 +103,48 @@ def eps_batch():
 def test_gaussian_composition_agrees_with_eager_oracle(eps_batch):
   # sigma = 2, 10 of 100 (10 rounds of 1-of-10) and sigma = 1, 5 of 23
   # (2 x 1-of-4 + 3 x 1-of-5, two epochs): our bracket and the eager one
-  # (allocation_plds: same round laws, CtD / rounded-down PLDs at step 1e-3,
+  # (the eager oracle: same round laws, CtD / rounded-down PLDs at step 1e-3,
   # compose_many) intersect; the uppers agree to a tenth of the eager
   # bracket's width (measured: < 5e-6 absolute); our lower is tighter.
   for i in (0, 1):
     sg, tt, kk, ee = LANES[i]
-    P = pld.allocation_plds(sigma=sg, num_steps=tt, num_selected=kk, num_epochs=ee,
-                            grid_size=N, tail=1e-13, composition_step=1e-3)
-    ou = max(float(jpld.epsilon(P.remove_upper, 1e-6)), float(jpld.epsilon(P.add_upper, 1e-6)))
-    ol = max(float(jpld.epsilon(P.remove_lower, 1e-6)), float(jpld.epsilon(P.add_lower, 1e-6)))
+    P = eager_allocation_plds(sigma=sg, num_steps=tt, num_selected=kk, num_epochs=ee,
+                              grid_size=N, tail=1e-13, composition_step=1e-3)
+    ou = max(float(jpld.epsilon(P[0], 1e-6)), float(jpld.epsilon(P[1], 1e-6)))
+    ol = max(float(jpld.epsilon(P[2], 1e-6)), float(jpld.epsilon(P[3], 1e-6)))
     u, lo = float(eps_batch.upper[i]), float(eps_batch.lower[i])
     assert lo <= u and ol <= ou
     assert lo <= ou and ol <= u, (LANES[i], lo, u, ol, ou)
     assert abs(u - ou) <= 0.1 * (ou - ol), (LANES[i], u, ou, ol)
     assert lo >= ol - 1e-9, (LANES[i], lo, ol)
+
+
+# The export (allocation_plds: this engine's composed window as PLDs) against
+# the eager oracle and the doors, on the rounds' laws both build (grid N,
+# tail 1e-13): (sigma, t, k, E, delta, mechanism); two round types, Laplace,
+# a PLD mechanism.
+EXPORT_CASES = [(1.0, 23, 5, 2, 1e-6, "gaussian"), (2.0, 30, 1, 3, 1e-8, "laplace"),
+                (None, 10, 1, 2, 1e-5, "rr")]
+
+
+@pytest.mark.parametrize("case", EXPORT_CASES)
+def test_export_against_eager_oracle_and_door(case):
+  sg, tt, kk, ee, d, mech = case
+  step = 1e-4
+  kw = dict(sigma=sg, num_steps=tt, num_selected=kk, num_epochs=ee, grid_size=N, tail=1e-13,
+            mechanism=jpld.randomized_response(1.0) if mech == "rr" else mech)
+  P = pld.allocation_plds(composition_step=step, **kw)
+  O = eager_allocation_plds(composition_step=step, **kw)
+  r = pld.allocation_pld_epsilon(delta=d, **kw)
+  eps = lambda a, b, rnd, q=d: float(jpld.epsilon(jpld.PairPLD(a, b), q, rounding=rnd))
+  up, lo = eps(P.remove_upper, P.add_upper, "up"), eps(P.remove_lower, P.add_lower, "down")
+  ou, ol = eps(*O[:2], "up"), eps(*O[2:], "down")
+  du, dl = float(r.upper), float(r.lower)
+  assert lo <= dl <= du <= up + 1e-6 * du, (case, lo, dl, du, up)   # door: same laws
+  assert abs(up - ou) <= 1e-5 * ou and lo >= ol - step, (case, up, ou, lo, ol)
+  for q in (1e-3, 1e-10):   # every delta: the same PLD (measured gaps < 4e-6)
+    a, b = eps(P.remove_upper, P.add_upper, "up", q), eps(*O[:2], "up", q)
+    assert abs(a - b) <= 1e-5 * b, (case, q, a, b)
 
 
 def test_lemma_3_2_identity_monotone_and_directions(eps_batch):

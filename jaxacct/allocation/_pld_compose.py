@@ -137,10 +137,12 @@ def _lower_atoms(F: FinalLaws, h, xp=jnp):
   return idx, lw, lp, mx
 
 
-def _window(Fs, cs, log_tau, N, xp=jnp, mu=None):
+def _window(Fs, cs, log_tau, N, xp=jnp, mu=None, step=None):
   """(h, m, bot, top, K, K1, K2) from Chernoff bounds of the composed
   continuous upper law; K, K1, K2: its log-MGF, tilted mean and variance on
-  the mu grid (default ``_MU``)."""
+  the mu grid (default ``_MU``). ``step`` (optional): h is moved up to the
+  nearest step / j or j step (j a positive integer), so that every multiple
+  of ``step`` is a lattice point (the PLD export's grid)."""
   mu = xp.asarray(_MU) if mu is None else mu
   parts = [[_cmul(c, v, xp) for v in _moments(_safe_log(F.up_p, xp), F.up_loss, mu, xp)]
            for c, F in zip(cs, Fs)]
@@ -152,6 +154,9 @@ def _window(Fs, cs, log_tau, N, xp=jnp, mu=None):
   top = xp.where(ok, top, 1.0)
   bot = xp.where(ok, bot, -1.0)
   h = xp.maximum((top - bot) / (N - 16), 1e-12)
+  if step is not None:
+    j = xp.floor(step / h)
+    h = xp.where(j >= 1, step / xp.maximum(j, 1.0), step * xp.ceil(h / step))
   m = xp.floor(bot / h).astype(xp.int64) - 8
   return h, m, bot, top, Kf, K1, K2
 
@@ -256,9 +261,32 @@ def _cut_levels(Fs, cs, mode, query, mu, xp=jnp):
   return f(c_r), f(c_a)
 
 
+def _prepare(F1, F2, c1, c2, tau, query, mode, blocks, sweep, xp, ns):
+  """(Fs, cs, c_tot, mu, log_tau): the rounds cut (:func:`truncate_round`) and counted."""
+  cs = [xp.asarray(c1, xp.float64), xp.asarray(c2, xp.float64)]
+  c_tot = cs[0] + cs[1]
+  Fs, cs = [F1, F2][:blocks], cs[:blocks]
+  mu = xp.asarray(_MU_SWEEP if sweep else _MU)
+  log_tau = xp.log(xp.asarray(tau, xp.float64))
+  t_hi, t_lo = _cut_levels(Fs, cs, mode, min(query) if isinstance(query, tuple) else query,
+                           mu, xp)
+  Fs = [truncate_round(F, t_hi, t_lo, ns) for F in Fs]
+  return Fs, cs, c_tot, mu, log_tau
+
+
+def window_span(F1: FinalLaws, F2: FinalLaws, c1, c2, tau, query, *, mode: str,
+                blocks: int = 2, ns=JAX):
+  """Width top - bot of the window :func:`compose_laws` puts its lattice on
+  (the same arguments): the lattice step is about width / (size - 16)."""
+  xp = ns.xp
+  Fs, cs, _, mu, log_tau = _prepare(F1, F2, c1, c2, tau, query, mode, blocks, False, xp, ns)
+  _, _, bot, top, _, _, _ = _window(Fs, cs, log_tau, 1 << 15, xp, mu)
+  return top - bot
+
+
 def compose_laws(F1: FinalLaws, F2: FinalLaws, c1, c2, tau, query, *, mode: str,
                  size: int, tilts: int, want_lower: bool, blocks: int = 2,
-                 sweep: bool = False, ns=JAX) -> Composed:
+                 sweep: bool = False, step=None, ns=JAX) -> Composed:
   """Composition of c1 rounds with laws F1 and c2 rounds with laws F2 (one lane).
 
   ``mode`` ("eps": ``query`` is a delta; "delta": an epsilon; it only places
@@ -269,22 +297,22 @@ def compose_laws(F1: FinalLaws, F2: FinalLaws, c1, c2, tau, query, *, mode: str,
   or ``HOST`` (NumPy, concrete input; see :mod:`jaxacct._core.namespace`).
   ``sweep`` (static): the coarser Chernoff grid ``_MU_SWEEP`` for the window,
   the tilts and the fold bounds (valid for any grid; tightness only).
+  ``query`` may be a tuple of values (static length): tilts for each, the
+  cuts for the smallest. ``step`` (optional, > 0): the lattice step is moved
+  up to step / j or j step (j a positive integer), so the lattice holds the
+  grid of multiples of ``step`` (the PLD export's; tightness only).
   Bound: see the module docstring (upper and lower, float ledger included).
   """
   xp = ns.xp
   if not ns.is_host:
     require_x64("allocation.pld composition")
   N = int(size)
-  cs = [xp.asarray(c1, xp.float64), xp.asarray(c2, xp.float64)]
-  c_tot = cs[0] + cs[1]
-  Fs, cs = [F1, F2][:blocks], cs[:blocks]
-  mu = xp.asarray(_MU_SWEEP if sweep else _MU)
-  log_tau = xp.log(xp.asarray(tau, xp.float64))
-  t_hi, t_lo = _cut_levels(Fs, cs, mode, query, mu, xp)
-  Fs = [truncate_round(F, t_hi, t_lo, ns) for F in Fs]
-  h, m, bot, top, Kc, K1, K2 = _window(Fs, cs, log_tau, N, xp, mu)
-  tw = _tilts([(_safe_log(F.up_p, xp), F.up_loss) for F in Fs], cs, Kc, K1, K2, mu, mode, query,
-              tilts, ns)
+  Fs, cs, c_tot, mu, log_tau = _prepare(F1, F2, c1, c2, tau, query, mode, blocks, sweep, xp,
+                                        ns)
+  h, m, bot, top, Kc, K1, K2 = _window(Fs, cs, log_tau, N, xp, mu, step)
+  tw = xp.concatenate([_tilts([(_safe_log(F.up_p, xp), F.up_loss) for F in Fs], cs, Kc, K1, K2,
+                              mu, mode, q, tilts, ns)
+                       for q in (query if isinstance(query, tuple) else (query,))])
 
   # ---- the compositions: upper Q-mass, and (want_lower) the lower atoms'
   # Q-mass W and P-mass P. One traced copy of _compose_law serves all three

@@ -411,11 +411,17 @@ def allocation_plds(*, sigma=None, num_steps, num_selected=1, num_epochs=1,
                     grid_size: int = DEFAULT_GRID_SIZE, tail=None,
                     mechanism="gaussian", composition_step: float = 1e-4,
                     tail_mass: float = 1e-30) -> AllocationPLDs:
-  """PLDs of k-of-t random allocation over E epochs, upper and lower (eager export).
+  """PLDs of k-of-t random allocation over E epochs, upper and lower (export).
 
-  Feldman & Shenfeld, arXiv:2602.17284v1; composition by jaxacct.pld (FFT).
-  Convert with ``jaxacct.pld.to_dp_accounting(r.remove_upper, r.add_upper)``
-  to compose with dp_accounting events.
+  Feldman & Shenfeld, arXiv:2602.17284v1. The rounds' laws (Lemma 3.2) are
+  composed by the engine of :func:`allocation_pld_epsilon` (the fixed-lattice
+  tilted FFT of :mod:`._pld_compose`, on the host), on a lattice that holds
+  the grid of multiples of ``composition_step``, and the composed window is
+  converted to ``jaxacct.pld`` PLDs: upper by connect-the-dots, lower with
+  losses rounded down, the float ledger folded in (docs/bounds/allocation_pld.md,
+  "The composed window as PLDs"). One round (k E = 1): its own laws. Convert
+  with ``jaxacct.pld.to_dp_accounting(r.remove_upper, r.add_upper)`` to
+  compose with dp_accounting events.
 
   Args:
     sigma: scalar > 0 (None for a PLD mechanism); num_steps, num_selected,
@@ -423,13 +429,15 @@ def allocation_plds(*, sigma=None, num_steps, num_selected=1, num_epochs=1,
     grid_size, tail, mechanism: as in :func:`allocation_pld_epsilon`
       (tail default 1e-20 / (k E)).
     composition_step: loss-grid step of the returned PLDs.
-    tail_mass: FFT window tail (aliasing allowance; lower side).
+    tail_mass: tail of the composition window (charged to the upper PLDs'
+      ``inf_mass``, dropped from the lower ones).
 
   Returns:
     AllocationPLDs(remove_upper, add_upper, remove_lower, add_lower).
 
-  Bound: the ``*_upper`` PLDs dominate (pessimistic); the ``*_lower`` PLDs
-  are dominated (optimistic, on the reduced object when k > 1).
+  Bound: the ``*_upper`` PLDs dominate (pessimistic; FFT round-off certified);
+  the ``*_lower`` PLDs are dominated (optimistic, on the reduced object when
+  k > 1).
   """
   laws = _check_common(sigma, num_steps, num_selected, num_epochs, "both", grid_size,
                        mechanism, DEFAULT_COMPOSITION_SIZE)
@@ -443,11 +451,13 @@ def allocation_plds(*, sigma=None, num_steps, num_selected=1, num_epochs=1,
   k, E_ = int(num_selected), int(num_epochs)
   if k > int(num_steps):
     raise ValueError(f"num_selected must be <= num_steps; got {k} > {int(num_steps)}.")
-  tl = DEFAULT_TAIL / (k * E_) if tail is None else float(tail)
-  return composed_plds(None if laws is not None else float(sigma), int(num_steps), k, E_,
-                       grid_size=grid_size, tail=tl, step=float(composition_step),
-                       mechanism=mechanism if laws is None else laws,
-                       tail_mass=float(tail_mass))
+  lanes = _Lanes(sigma, num_steps, num_selected, num_epochs, 0.0)
+  tl = np.full(lanes.value.shape, DEFAULT_TAIL / (k * E_) if tail is None else float(tail))
+  *F, shared = _block_laws(lanes, tl, grid_size=grid_size, mechanism=mechanism, laws=laws,
+                           host=True)
+  row = lambda G: jax.tree.map(lambda a: np.asarray(a)[0], G)
+  return composed_plds(*(row(G) for G in F), lanes.c1[0], lanes.c2[0], shared,
+                       step=float(composition_step), tail_mass=float(tail_mass))
 
 
 def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
