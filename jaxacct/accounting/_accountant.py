@@ -50,7 +50,7 @@ from jaxacct._core.events import kind
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.accounting import _composition
-from jaxacct.accounting import _state, _tradeoff, mixtures
+from jaxacct.accounting import _repeated, _state, _tradeoff, mixtures
 from jaxacct.accounting._mechanisms import rdp_pair
 from jaxacct.accounting._scheme_doors import scheme_door
 
@@ -65,9 +65,10 @@ class _Composed:
   """Cached composition of a ledger (upper/lower per direction)."""
 
   def __init__(self, *, method, upper=None, lower_fn=None, exact_mu=None,
-               door=None, nonprivate=False, empty=False, details=None):
+               door=None, nonprivate=False, empty=False, details=None, repeated=None):
     self.method = method
     self.upper = upper            # PairPLD (pessimistic) or None
+    self.repeated = repeated      # (per-event PairPLD, count): one event, repeated
     self._lower_fn = lower_fn     # () -> (PairPLD or None, lower details)
     self._lower = None
     self.exact_mu = exact_mu      # Gaussian shortcut
@@ -159,7 +160,6 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
         {} if component_cache is None else component_cache)
     self._composed: Optional[_Composed] = None
     self._composed_pld: Optional[_Composed] = None
-    self._fft = [None, None]   # [floor on the FFT length, the length last used]
 
   # ------------------------------------------------------------ dp_accounting
 
@@ -169,6 +169,13 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
                        'gets ("jaxacct" or "dp_accounting").')
   shortcuts = _setting("_shortcuts", "Whether the Gaussian closed form and the scheme doors "
                        "(one allocation or Poisson-Gaussian event) replace FFT composition (bool).")
+
+  @property
+  def method(self) -> str:
+    """The path that answers this ledger: ``"poisson_pld"`` or ``"allocation_pld"``
+    (a scheme's door), ``"gaussian_exact"``, ``"pld"`` / ``"pld+rdp"`` (FFT
+    composition), ``"non_private"`` or ``"none"`` (as results' ``method``)."""
+    return self._compose_all().method
 
   @property
   def events(self) -> tuple:
@@ -288,6 +295,8 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
       if not with_lower:
         return result(v, method=c.method, bound="upper", details=dict(c.details))
       ups = {d: float(r.details[d]) for d in ("remove", "add")}   # lower: c's lower_fn
+    elif c.repeated is not None:   # one event n times: the repeated-event engine
+      ups = _repeated.direction_values(quantity, c.repeated, value, self._tail)
     else:
       query = jpld.epsilon if is_eps else jpld.delta
       ups = {d: float(query(getattr(c.upper, d), value)) for d in ("remove", "add")}
@@ -455,14 +464,14 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     # is still an upper bound; it moves epsilon by ~1e-10 relative)
     size = None
     if not (len(ups) == 1 and counts[0] == 1):
-      size = max([jpld.window_size([getattr(u, d) for u in ups], counts, tail_mass=self._tail)
-                  for d in ("remove", "add")] + [self._fft[0] or 0])
-      self._fft[1] = size
+      size = max(jpld.window_size([getattr(u, d) for u in ups], counts, tail_mass=self._tail)
+                 for d in ("remove", "add"))
     upper = jpld.PairPLD(*[self._compose(
         [getattr(u, d) for u in ups], counts, size=size) for d in ("remove", "add")])
     det.update(rdp_fallback=rdp_total is not None)
     self._composed_pld = _Composed(method=method, upper=upper,
-                                   lower_fn=lambda: self._lower_of(items), details=det)
+                                   lower_fn=lambda: self._lower_of(items), details=det,
+                                   repeated=(ups[0], counts[0]) if len(ups) == 1 else None)
     return self._composed_pld
 
   def _lower_of(self, items):
@@ -502,40 +511,20 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
   def epsilons_for_counts(self, event, counts, delta: float, *, on_count=None) -> np.ndarray:
     """``get_epsilon(delta)`` after composing ``event`` c times onto this ledger, per c.
 
-    Each entry is ``self.copy().compose(event, c).get_epsilon(delta)``, with
-    every count composed at the FFT length of the largest (counts run largest
-    first): one compiled composition and query for all counts. A longer window
-    keeps the upper bound valid (it moves epsilon by ~1e-10 relative); the
-    per-event PLDs are built once. Does not change this accountant.
+    One vectorised evaluation (:func:`jaxacct.accounting._repeated.epsilons_for_counts`):
+    on an empty ledger each entry is ``self.copy().compose(event, c).get_epsilon(delta)``
+    to the last bit; onto a ledger, to the FFT round-off. Does not change this
+    accountant.
 
     Args:
       event: a supported event. counts: ints >= 0. delta: in (0, 1).
-      on_count: None or a callable, called after each count (progress).
+      on_count: None or a callable, called once per count (progress).
 
     Returns: float64 numpy array of ``counts``' shape.
 
     Bound: upper.
     """
-    checks.check_delta(delta)
-    c = np.asarray(counts)
-    checks.check_int("counts", c, min_value=0)
-    out = np.empty(c.shape, np.float64)
-    saved = ([list(x) for x in self._leaves], list(self._history), self._composed,
-             self._composed_pld)
-    try:
-      for i in sorted(np.ndindex(c.shape), key=lambda i: -int(c[i])):
-        self._leaves, self._history = [list(x) for x in saved[0]], list(saved[1])
-        self._composed = self._composed_pld = self._fft[1] = None   # this count's length only
-        if int(c[i]):
-          self.compose(event, int(c[i]))
-        out[i] = self.get_epsilon(delta)
-        self._fft[0] = self._fft[0] or self._fft[1]
-        if on_count is not None:
-          on_count()
-    finally:
-      self._leaves, self._history, self._composed, self._composed_pld = saved
-      self._fft = [None, None]
-    return out
+    return _repeated.epsilons_for_counts(self, event, counts, delta, on_count=on_count)
 
   def would_exceed(self, event, max_epsilon: float, delta: float) -> bool:
     """Whether composing ``event`` would push epsilon at ``delta`` above ``max_epsilon``.

@@ -35,11 +35,13 @@ class SchemeDoor(NamedTuple):
   """A scheme's door for a whole ledger: ``ask(quantity, value)`` returns the
   door's ``EpsilonResult`` / ``DeltaResult``; ``with_lower``: whether it
   carries a certified ``lower`` and ``by_direction`` (else the upper per
-  direction is in ``details``)."""
+  direction is in ``details``); ``counts``, where given, the door's epsilon
+  after each of several counts of the ledger's event, bitwise ``ask``'s."""
   method: str
   ask: Callable
   with_lower: bool
   details: dict
+  counts: Optional[Callable] = None   # (counts, delta) -> epsilon after each count
 
 
 def scheme_door(live, relation, step: float) -> Optional[SchemeDoor]:
@@ -72,5 +74,8 @@ def scheme_door(live, relation, step: float) -> Optional[SchemeDoor]:
       return jpld.poisson_gaussian_delta(epsilon=value, **kw)
     det = {"components": [(f"poisson_gaussian(q={qs[0]:g}, sigma={qs[1]:g})", n)],
            "neighboring_relation": "ADD_OR_REMOVE_ONE", "step": float(step)}
-    return SchemeDoor("poisson_pld", ask_poisson, False, det)
+    def at_counts(counts, delta):
+      return jpld.poisson_gaussian_epsilons(sigma=qs[1], q=qs[0], counts=counts, delta=delta,
+                                            step=float(step))
+    return SchemeDoor("poisson_pld", ask_poisson, False, det, at_counts)
   return None

@@ -241,8 +241,10 @@ def _solve(pair, rows, y, size, lam, first, targets, below_ok):
   q = int(np.max(m + size - first))
   nb = -(-q // _BLOCK)
   buf = np.zeros((len(first), nb * _BLOCK))
+  top = pair.max_idx[rows]
   for i, (f, mi) in enumerate(zip(first, m)):     # the read range, unrolled, clipped at 0
-    n_read, r0 = int(mi + size - f), int(f % size)
+    # (points above the composed support's top hold only round-off: read as 0)
+    n_read, r0 = max(int(min(mi + size, top[i] + 1) - f), 0), int(f % size)
     a = min(n_read, size - r0)
     np.maximum(y[i, r0:r0 + a], 0.0, out=buf[i, :a])
     np.maximum(y[i, :n_read - a], 0.0, out=buf[i, a:n_read])
@@ -410,7 +412,7 @@ def direction_delta(pld, count, epsilon, *, factor=None, tail_mass=1e-20):
     buf, y = _buffers(size)
     np.fft.irfft(pair.spectra(rows, size, lam, buf)[:1], size, axis=-1, out=y[:1])
     first = int(_first_read(pair, rows, size, float(epsilon))[0])
-    idx = np.arange(first, m + size)
+    idx = np.arange(first, min(m + size, int(pair.max_idx[0]) + 1))
     vals = np.maximum(y[0, idx % size], 0.0)
     log_u = float(pair.kn(np.array([lam]), rows)[0, 0]) - lam * h * idx.astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):

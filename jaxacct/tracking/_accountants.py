@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 from typing import TYPE_CHECKING, Optional
 
 import jax
@@ -26,7 +25,6 @@ from jaxacct._core.lazy import LazyModule
 from jaxacct._core.namespace import host_call
 from jaxacct._core.progress import check_progress_arg, progress
 from jaxacct.tracking._epochs import allocation_steps
-from jaxacct.pld import pair_epsilons
 
 if TYPE_CHECKING:
   from jaxacct._core import events
@@ -155,19 +153,16 @@ class EventAccountant(_Accountant):
     number of :func:`jaxacct.dpsgd.epsilon`), one evaluation per epoch; for
     1-of-t allocation the steps inside an epoch get the released prefix's
     own bound (:func:`epsilon_table`; ``jaxacct.tracking._epochs``);
-  * any other event (Poisson, shuffling, ...): the b-fold compositions are
-    powers of one characteristic function: the accountant's per-event PLD pair
-    (``PLDAccountant.composed_plds`` of the event, composed onto the ledger's)
-    raised to every b as batched inverse FFTs on its grid, window and tail
-    charges (``jaxacct.tracking._powers``), each tilted at its epsilon. The
-    accountant's own FFT composition carries round-off of up to about 1e-10
-    relative in epsilon at delta = 1e-5 (1e-7 at 1e-10: two of its own paths,
-    the Poisson door and the general composition, differ by that much); the
-    table is within 1e-11 of a direct (FFT-free) convolution, so it equals
-    ``get_epsilon`` after b blocks to the accountant's round-off, not to
-    1e-12; the last count is the accountant's own ``get_epsilon`` (the run's
-    epsilon, as calibrated). A 10,000-step Poisson table costs seconds on
-    a CPU.
+  * any other event (Poisson, shuffling, ...): the accountant's own batch
+    (``PLDAccountant.epsilons_for_counts``): the b-fold compositions are
+    powers of one characteristic function, evaluated as batched inverse FFTs
+    by the engine that answers the accountant's ``get_epsilon`` for one event
+    repeated (``jaxacct.pld._powers``; within 1e-11 of a direct, FFT-free
+    convolution), so each entry IS ``get_epsilon`` after b blocks, to the last
+    bit, on an empty ledger; onto a ledger of earlier events, the event's
+    powers are composed onto the ledger's composed pair (equal to the
+    accountant to its FFT round-off, about 1e-10 relative). A 10,000-step
+    Poisson table costs seconds on a CPU.
 
   ``max_evaluations`` (an int) is the cheaper mode of old: every count up to
   ``max_evaluations``; beyond, the first ``min(32, max_evaluations // 2)``
@@ -286,21 +281,10 @@ class EventAccountant(_Accountant):
     if mu is not None:                  # the accountant's Gaussian closed form
       bar.update(counts.size)
       return gaussian_epsilons(mu, counts, delta)
-    if self.max_evaluations is not None:   # the grid of old: the accountant's own batch
-      return self.accountant.epsilons_for_counts(self.event, counts, delta,
-                                                 on_count=lambda: bar.update(1))
-    upper = self._pairs(delta)
-    if upper is None:                   # nothing to compose: no-op or non-private
-      bar.update(counts.size)
-      return np.full(counts.size, self.epsilon_after(1, delta))
-    eps = pair_epsilons(upper[0], counts, delta, factor=upper[1],
-                        tail_mass=self.accountant.tail_mass)
-    # the last count is the accountant's own number: the run's epsilon, the one
-    # jaxacct.calibrate and dpsgd.epsilon certify (the others agree with it to
-    # its FFT round-off)
-    eps[-1] = self.epsilon_after(int(counts[-1]), delta)
-    bar.update(counts.size)
-    return eps
+    # the accountant's own batch: bitwise its get_epsilon per count on an empty
+    # ledger (the repeated-event engine), to its round-off onto a ledger
+    return self.accountant.epsilons_for_counts(self.event, counts, delta,
+                                               on_count=lambda: bar.update(1))
 
   def _fresh(self):
     """An empty accountant with this one's settings."""
@@ -322,18 +306,6 @@ class EventAccountant(_Accountant):
       return 0.0, float(one.details["mu"])
     led = self.accountant.get_epsilon_bounds(delta)
     return float(led.details["mu"]), float(one.details["mu"])
-
-  def _pairs(self, delta):
-    """``(event pair, ledger pair or None)``: the accountant's upper PairPLDs; None
-    when the event has none (a no-op or non-private event) or the ledger is
-    non-private (every count then has the accountant's count-1 answer)."""
-    pair = self._fresh().compose(self.event).composed_plds()[0]
-    if pair is None or not self.accountant.events:
-      return None if pair is None else (pair, None)
-    ledger = self.accountant.composed_plds()[0]
-    if ledger is None and math.isinf(self.accountant.get_epsilon(delta)):
-      return None
-    return pair, ledger
 
   def step_table(self, num_steps: int, delta: float) -> np.ndarray:
     """float64 (num_steps + 1,): epsilon after each applied update (see :func:`epsilon_table`)."""

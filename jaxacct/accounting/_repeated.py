@@ -1,0 +1,82 @@
+"""One event repeated: the accountant's numbers for every count at once.
+
+A ledger that is one event composed ``n`` times is answered by the
+repeated-event engine (:mod:`jaxacct.pld._powers`, powers of one spectrum),
+which gives a count's epsilon independently of the other counts asked; so
+:func:`epsilons_for_counts` (a table over counts, the tracker's) equals the
+accountant's ``get_epsilon`` count by count, to the last bit, on an empty
+ledger. Bound: upper (the accountant's).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from jaxacct import pld as jpld
+from jaxacct._core import checks
+from jaxacct.accounting._scheme_doors import scheme_door
+
+
+def direction_values(quantity, repeated, value, tail_mass) -> dict:
+  """Per direction: epsilon at delta ``value`` (or delta at epsilon ``value``)
+  after ``repeated = (PairPLD of one event, count)``."""
+  pair, n = repeated
+  if quantity == "epsilon":
+    return {d: float(jpld.direction_epsilons(getattr(pair, d), [int(n)], value,
+                                             tail_mass=tail_mass)[0])
+            for d in ("remove", "add")}
+  return {d: jpld.direction_delta(getattr(pair, d), int(n), value, tail_mass=tail_mass)
+          for d in ("remove", "add")}
+
+
+def epsilons_for_counts(acc, event, counts, delta, *, on_count=None) -> np.ndarray:
+  """``acc.copy().compose(event, c).get_epsilon(delta)`` for every count c.
+
+  Empty ledger: the path the accountant takes for ``(event, c)`` (the Poisson
+  door, the Gaussian closed form, or the repeated-event engine), vectorised
+  over the counts, bitwise the accountant's. Onto a ledger: the engine on the
+  event's pair composed onto the ledger's composed pair (equal to the
+  accountant's composition of the whole ledger to its FFT round-off, about
+  1e-10 relative); a non-private ledger or event: the accountant's answer.
+  """
+  checks.check_delta(delta)
+  c = np.asarray(counts)
+  checks.check_int("counts", c, min_value=0)
+  flat = c.ravel().astype(np.int64)
+  out = np.zeros(flat.size)
+  pos = np.flatnonzero(flat > 0)
+  if pos.size:
+    want, inv = np.unique(flat[pos], return_inverse=True)
+    out[pos] = _positive(acc, event, want, float(delta))[inv]
+  if np.any(flat == 0):
+    out[flat == 0] = acc.get_epsilon(delta)
+  if on_count is not None:
+    for _ in range(flat.size):
+      on_count()
+  return out.reshape(c.shape)
+
+
+def _positive(acc, event, counts, delta):
+  """Epsilons after each of ``counts`` (sorted, unique, >= 1)."""
+  def each():
+    return np.array([acc.copy().compose(event, int(n)).get_epsilon(delta) for n in counts])
+  one = acc.copy().compose(event, 1)
+  if not acc.events:
+    method = one.method
+    if method == "poisson_pld":
+      door = scheme_door([(event, 1)], acc.neighboring_relation,
+                         acc.value_discretization_interval)
+      return each() if door is None or door.counts is None else door.counts(counts, delta)
+    if method in ("pld", "pld+rdp"):
+      return jpld.pair_epsilons(one.composed_plds()[0], counts, delta,
+                                tail_mass=acc.tail_mass)
+    return each()
+  fresh = type(acc)(acc.neighboring_relation, acc.value_discretization_interval,
+                    tail_mass=acc.tail_mass, shortcuts=acc.shortcuts, truncated=acc.truncated)
+  pair = fresh.compose(event).composed_plds()[0]
+  ledger = acc.composed_plds()[0]
+  if pair is None or ledger is None or math.isinf(acc.get_epsilon(delta)):
+    return each()
+  return jpld.pair_epsilons(pair, counts, delta, factor=ledger, tail_mass=acc.tail_mass)
