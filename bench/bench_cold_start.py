@@ -65,7 +65,7 @@ EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace",
 # DP-SGD: N = 60,000, B = 256, E = 10; Poisson steps T = ceil(E N / B) = 2344.
 N, B, E = 60_000, 256, 10
 T_POISSON = -(-E * N // B)
-# The contract suite's front doors (tests/test_contract.py DOORS), each at its
+# The contract suite's front doors (tests/project/test_contract.py DOORS), each at its
 # row's middle noise, first step count, first delta (epsilon door) / first
 # epsilon (delta door).
 DOORS = {

@@ -100,5 +100,5 @@ def run():
   ours["value"] = None
   rows.append(row("PLDAccountant, RandomAllocationDpEvent(sigma=2, k=10, t=100), delta=1e-6",
                   ours, ours_value=_fmt(r.epsilon, r.lower),
-                  notes="equals allocation.pld to 1e-12 (tests/test_accounting_slow.py)"))
+                  notes="equals allocation.pld to 1e-12 (tests/accounting/test_accounting_slow.py)"))
   return rows

@@ -29,7 +29,7 @@ extensions = [
 ]
 
 # The notebooks in notebooks/ are stored with their outputs; they are shown as
-# stored (not re-executed here: tests/test_notebooks.py executes them).
+# stored (not re-executed here: tests/project/test_notebooks.py executes them).
 _TUTORIALS = os.path.join(os.path.dirname(__file__), "tutorials")
 os.makedirs(_TUTORIALS, exist_ok=True)
 for _name in sorted(os.listdir(os.path.join(ROOT, "notebooks"))):

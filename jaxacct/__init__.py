@@ -35,7 +35,7 @@ from jaxacct._core.version import __version__
 
 # Nothing heavy is imported here: ``import jaxacct`` loads neither jax nor a
 # scheme. Every public name below is imported on first access (PEP 562), so a
-# process pays only for the schemes it uses (tests/test_import_cost.py).
+# process pays only for the schemes it uses (tests/project/test_import_cost.py).
 _SUBMODULES = ("accounting", "allocation", "dpsgd", "experimental", "mechanisms", "pld",
                "plot", "poisson", "risk", "sampling", "shuffle", "tracking")
 _LAZY = {  # public name -> (module, attribute); attribute None: the module

@@ -14,7 +14,7 @@ import tempfile
 # jaxacct's own store of compiled kernels (jaxacct._core.compiled) is off for
 # the suite: the compile counters below count XLA compilations, and the store
 # would turn a kernel another test session compiled into a silent load.
-# tests/test_compiled_cache.py turns it on in its own subprocesses.
+# tests/_core/test_compiled_cache.py turns it on in its own subprocesses.
 os.environ.setdefault("JAXACCT_COMPILATION_CACHE", "0")
 
 # One persistent compilation cache per test session, shared by the xdist

@@ -171,7 +171,7 @@ _CALIBRATE = HostDoor(f"{_OUTSIDE}: it is a host root search; it takes an array 
 #: loops over lanes, host root searches) and cannot be traced, by public path:
 #: each refuses a traced argument at its entry with a :class:`NotTraceableError`
 #: that names what to call instead. Every other door traces (its values under
-#: jit/vmap equal the eager ones: ``tests/test_traced_doors.py``). A door that
+#: jit/vmap equal the eager ones: ``tests/project/test_traced_doors.py``). A door that
 #: becomes jittable leaves this table.
 HOST_DOORS: dict = {
     **{f"jaxacct.poisson.{n}": HostDoor(

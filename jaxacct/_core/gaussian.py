@@ -12,7 +12,7 @@ relative error ~1e-15 * |log_ndtr(a)| / gap, where gap = 1 - e^(lb - la) ~
 1/(eps sigma^2) when eps sigma is large. Measured against mpmath: below 1e-11
 wherever delta >= 1e-100; larger where both terms are astronomically small and
 nearly equal (8.5e-10 relative, below the exact value, at sigma = 8, eps = 4,
-delta ~ 1.6e-226; tests/test_mechanisms.py allows 2e-9 there).
+delta ~ 1.6e-226; tests/mechanisms/test_mechanisms.py allows 2e-9 there).
 
 RDP: Mironov, arXiv:1702.07476v3, Prop. 7: :math:`R_\alpha = \alpha/(2\sigma^2)`.
 """

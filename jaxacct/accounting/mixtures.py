@@ -7,7 +7,7 @@ below the PLD's, so compositions stay upper bounds) or optimistic
 (dominated, from an explicit instance of the mechanism, so every delta is a
 certified lower bound). Derivations are in each docstring; numbers are
 checked against dp_accounting 0.6.0's ``PLDAccountant`` in
-``tests/test_accounting_events_more.py``.
+``tests/accounting/test_accounting_events_more.py``.
 
 Public (``__all__``):
 
@@ -405,7 +405,7 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
   coincide, e.g. no truncation at either). The bound is nearly tight
   (below), so the convention matters: at m = N alone, (N, q, b, sigma) =
   (20, 0.9, 19, 2.0) reports 0.55x the add neighbour's exact delta at
-  eps = 1, add direction (tests/test_truncated_neighbours.py). dp_accounting
+  eps = 1, add direction (tests/accounting/test_truncated_neighbours.py). dp_accounting
   0.6.0 (``from_truncated_subsampled_gaussian_mechanism``) uses the same mixture
   at m = ``dataset_size`` only, with the *replace-one* pair ``((1-q_t)
   N(0) + q_t N(1), (1-q_t) N(0) + q_t N(-1))`` at sigma/2 in the second
@@ -415,19 +415,19 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
   for theirs, 0 for ours, and ``Q(x > c)`` is smaller at y = -1 on the
   upper sets where the divergence lives; numerically at std in {0.25, 0.5,
   1, 2} and q_t in {0.01, 0.1, 0.5, 0.9, 0.99}, eps in [0, 12];
-  tests/test_truncated_compat.py keeps nine of them), so theirs is valid
+  tests/accounting/test_truncated_compat.py keeps nine of them), so theirs is valid
   for the remove neighbour and ours is below it up to discretisation.
   ``construction="dp_accounting"`` builds theirs exactly as they do, at m =
   N only (:func:`jaxacct.accounting._mechanisms.poisson_gaussian_replace` in
   the second branch; our own code, for ``PLDAccountant(truncated=
   "dp_accounting")``, whose contract is their value): its slack covered the
   add neighbour in every brute-force case of
-  tests/test_truncated_neighbours.py, but that is not proven. The default
+  tests/accounting/test_truncated_neighbours.py, but that is not proven. The default
   ``"jaxacct"`` builds ours. Brute force: the exact hockey stick of 1-D
   instances (x = 1, others in {-1, 0, 1}, every sampled set and truncation
   enumerated, both neighbours) stays below this bound, within 2% of it at
   n = 5, q = 0.8, b = 1, sigma = 1, two steps, delta = 1e-5 (9.825 vs
-  10.002; tests/test_dp_accounting_conformance.py), within 0.1 % at n = 4,
+  10.002; tests/accounting/test_dp_accounting_conformance.py), within 0.1 % at n = 4,
   q = 0.95, b = 3, sigma = 2, one step, add direction. Lower: the instance whose
   other records are all 0 and x = 1: the target is in the batch with
   probability ``q_bar`` and the pair is exactly PG(sigma, q_bar), at the m

@@ -224,7 +224,7 @@ def steps_laws_host(p, q0, minf, a, g, lo, D, param, t, tail, *, n, lower=True) 
 
   Same construction (:mod:`._sum_law_host`: the jitted path's windows,
   re-grids and level logic, the same split/barycentric pair rules); the laws
-  agree with the jitted ones to rounding (tests/test_allocation_laws_host.py).
+  agree with the jitted ones to rounding (tests/allocation/test_allocation_laws_host.py).
   Lanes run one after another (CPU, about the jitted per-lane cost once
   compiled); for many lanes prefer the compiled kernel.
   """

@@ -11,7 +11,7 @@ and the curves of ``jaxacct.shuffle.bounds`` (``check_in_*_rdp``, upper;
 
 * :func:`paper_lemma1_rdp` -- Lemma 1 (Eq. 2), the DP->RDP "conversion" as
   printed. Counterexample (regression
-  ``tests/test_shuffle_check_in.py::test_printed_lemma1_is_unsound``): at
+  ``tests/shuffle/test_shuffle_check_in.py::test_printed_lemma1_is_unsound``): at
   eps = 1, delta = 0, order 2 it returns < 1e-10, although binary randomized
   response with eps = 1 -- which is (1, 0)-DP -- has RDP 0.7353 at order 2;
   at eps = 2, delta = 1e-8, order 4 it returns 1.3e-5 instead of ~1.96. No

@@ -13,7 +13,7 @@ shuffled delta on some datasets:
 * 4-RR, n = 3, e^eps0 = 3, e^eps = 2: the k-RR row certifies 7/216; exact
   enumeration of the shuffled histograms gives 11/216 (worst dataset; 5/108
   with both others on a third value). Regression test:
-  ``tests/test_shuffle_exact.py::test_vr_krr_k4_n3_exceeds_pair``.
+  ``tests/shuffle/test_shuffle_exact.py::test_vr_krr_k4_n3_exceeds_pair``.
 * 3-RR, n = 16, eps0 = ln 3, delta = 1e-6, others holding x^0: true eps >=
   1.0951 vs the row's 0.9756.
 

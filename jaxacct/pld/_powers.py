@@ -18,7 +18,7 @@ below ``_FOLD * delta`` (Chernoff); a longer FFT is taken while the estimate
 exceeds ``_ROUND``. Masses are clipped at zero, as in ``compose_many``.
 Measured against a direct (FFT-free) convolution: within 1e-11 relative in
 epsilon at delta 1e-5 to 1e-10, where the accountant's own four-tilt
-composition is up to 1e-7 off (tests/test_tracking_table.py).
+composition is up to 1e-7 off (tests/tracking/test_tracking_table.py).
 
 Validity does not rest on these choices: folded mass from above the window is
 charged to ``inf_mass`` as well, mass folded from below moves up.

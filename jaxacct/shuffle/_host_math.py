@@ -16,7 +16,7 @@ allowance), and SciPy's would move the host values by as much.
   fraction by the modified Lentz algorithm, symmetry DLMF 8.17.E4, 600
   iterations, tolerance eps/2).
 
-Agreement with the jitted kernels: ``tests/test_shuffle_host.py``.
+Agreement with the jitted kernels: ``tests/shuffle/test_shuffle_host.py``.
 """
 
 from __future__ import annotations

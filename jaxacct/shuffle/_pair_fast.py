@@ -6,7 +6,7 @@ Thm 3.2; stronger clone, Wang et al. arXiv:2304.05007v5 generic row): same
 quantity, one incomplete-beta call per ``BLOCK`` window cells instead of one
 per cell, and eps(delta) by a safeguarded Newton solve instead of 40
 bracketing steps. Checked against the reference kernel in
-``tests/test_shuffle_fast.py``. The block sum itself (one formula for this
+``tests/shuffle/test_shuffle_fast.py``. The block sum itself (one formula for this
 kernel and the host path) is :mod:`._symmetric_pair_sum`.
 
 Derivations and sources: docs/bounds/shuffle.md ("Bounds and proofs / Shuffling").

@@ -77,7 +77,7 @@ def dp_aggregate(*, l2_norm_clip: float, noise_multiplier: float,
   is the data). Here the divisor is a declared constant, the noise a
   function of the key only, and padding rows contribute exactly zero, so
   the update is the same function of the sampled examples for any n and any
-  padded length (tests/test_aggregate.py).
+  padded length (tests/tracking/test_aggregate.py).
 
   Args:
     l2_norm_clip: C > 0, per-example L2 clipping norm (global over leaves).

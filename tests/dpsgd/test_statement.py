@@ -1,0 +1,182 @@
+"""jaxacct.dpsgd.statement: the structured DP-SGD privacy statement (issue 31, item 3).
+
+Reference configuration (issue 17, tests/dpsgd/test_dpsgd.py): N = 60,000, B = 256,
+E = 10, delta = 1e-5, sigma = 0.7341 (balls_in_bins: t = 234 steps per epoch,
+T = 2340). Sources of the numbers:
+
+* the bracket is :func:`jaxacct.dpsgd.epsilon` itself (tight allocation PLD,
+  2.357 at sigma 0.7341: tests/dpsgd/test_dpsgd.py, issue 17);
+* the Poisson column against dp_accounting 0.6.0's PLDAccountant
+  (value_discretization_interval 1e-4), computed live: 2.481879102 at
+  q = 256/60000, T = 2340 (jaxacct 2.481879101; absolute tolerance 1e-3);
+* the full-batch column against the Gaussian mechanism's exact delta
+  (Balle & Wang, arXiv:1805.06530v2, Thm 8) evaluated here with scipy's
+  log_ndtr: delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu),
+  mu = sqrt(T) / sigma.
+"""
+
+import json
+import math
+
+import pytest
+
+from jaxacct import dpsgd
+from jaxacct.dpsgd import PrivacyStatement, statement
+
+N, B, E, DELTA, SIGMA = 60_000, 256, 10, 1e-5, 0.7341
+CONFIG = dict(num_examples=N, batch_size=B, num_epochs=E, delta=DELTA)
+
+
+@pytest.fixture(scope="session")
+def bib():
+  return statement(noise_multiplier=SIGMA, progress=False, **CONFIG)
+
+
+@pytest.fixture(scope="session")
+def shuffled():
+  return statement(noise_multiplier=SIGMA, sampling="shuffle", progress=False, **CONFIG)
+
+
+def _gaussian_log_delta(mu, eps):
+  """log delta(eps) of the Gaussian mechanism with mu = sensitivity / sigma (exact)."""
+  from scipy.special import log_ndtr
+  a = log_ndtr(mu / 2 - eps / mu)
+  b = eps + log_ndtr(-mu / 2 - eps / mu)
+  return a + math.log1p(-math.exp(b - a))
+
+
+def test_units_and_bracket(bib):
+  assert isinstance(bib, PrivacyStatement)
+  assert (bib.sampling, bib.neighbouring, bib.noise_multiplier_source) == (
+      "balls_in_bins", "add_remove", "given")
+  assert (bib.num_examples, bib.batch_size, bib.num_epochs) == (N, B, E)
+  assert bib.steps_per_epoch == 234 and bib.total_steps == 2340    # floor(N/B), t E
+  assert bib.sampling_rate == B / N and bib.divisor == B
+  ref = dpsgd.epsilon(noise_multiplier=SIGMA, progress=False, **CONFIG)
+  assert bib.epsilon_upper == ref.epsilon and bib.epsilon_lower == ref.lower
+  assert bib.epsilon_upper == pytest.approx(2.357, abs=2e-3)        # issue 17
+  assert bib.epsilon_lower <= bib.epsilon_upper
+  assert bib.epsilon_upper - bib.epsilon_lower < 1e-2               # tight bracket
+
+
+def test_comparison_columns(bib):
+  poisson, none = bib.comparison
+  assert (poisson.name, poisson.sampling_rate, poisson.total_steps, poisson.bound) == (
+      "poisson", B / N, 2340, "upper")
+  assert poisson.epsilon == pytest.approx(2.481879, abs=1e-5)   # dp_accounting: 2.481879102
+  assert (none.name, none.sampling_rate, none.total_steps, none.bound) == (
+      "full_batch", 1.0, 2340, "exact")
+  mu = math.sqrt(2340) / SIGMA
+  # the exact root of delta(eps) = 1e-5, to 1e-9 relative (upper side)
+  assert _gaussian_log_delta(mu, none.epsilon) <= math.log(DELTA) + 1e-9
+  assert _gaussian_log_delta(mu, none.epsilon * (1 - 1e-9)) > math.log(DELTA)
+  assert none.epsilon == pytest.approx(2451.144, rel=1e-6)
+  # ordering at these settings: allocation <= Poisson (same rate, same steps)
+  # << full batch (every example in every step)
+  assert bib.epsilon_upper < poisson.epsilon < none.epsilon
+  assert none.epsilon > 100 * poisson.epsilon
+
+
+def test_poisson_column_matches_dp_accounting(bib):
+  dpa = pytest.importorskip("dp_accounting")
+  from dp_accounting.pld import pld_privacy_accountant
+  poisson = bib.comparison[0]
+  acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+  acc.compose(dpa.PoissonSampledDpEvent(poisson.sampling_rate,
+                                        dpa.GaussianDpEvent(SIGMA)), poisson.total_steps)
+  assert poisson.epsilon == pytest.approx(acc.get_epsilon(DELTA), abs=1e-3)
+
+
+def test_to_dict_json_round_trip(bib):
+  d = bib.to_dict()
+  assert json.loads(json.dumps(d)) == d
+  assert d["epsilon"] == {"upper": bib.epsilon_upper, "lower": bib.epsilon_lower,
+                          "method": bib.method}
+  for key in ("noise_multiplier", "delta", "sampling", "sampling_rate", "steps_per_epoch",
+              "total_steps", "num_epochs", "num_examples", "batch_size", "divisor"):
+    assert d[key] == getattr(bib, key)
+  assert set(d["comparison"]) == {"poisson", "full_batch"}
+  assert all(isinstance(a, str) for a in d["assumptions"]) and len(d["assumptions"]) == 4
+  for word in ("adding or removing", "non-adaptive", "balls_in_bins", "divisor"):
+    assert any(word in a for a in d["assumptions"]), word
+
+
+def test_immutable(bib):
+  with pytest.raises(AttributeError):
+    bib.noise_multiplier = 1.0
+  with pytest.raises(AttributeError):
+    bib.comparison[0].epsilon = 0.0
+  assert isinstance(bib.assumptions, tuple) and isinstance(bib.comparison, tuple)
+
+
+def test_str_has_the_key_numbers(bib):
+  s = str(bib)
+  assert len(s.splitlines()) > 10
+  for x in (f"{bib.epsilon_upper:.6g}", f"{bib.epsilon_lower:.6g}", "0.7341", "2340", "234",
+            "60000", "256", "1e-05", f"{bib.comparison[0].epsilon:.6g}",
+            f"{bib.comparison[1].epsilon:.6g}", "balls_in_bins", "add_remove"):
+    assert x in s, x
+
+
+def test_shuffle_is_the_gaussian_over_epochs(shuffled, bib):
+  # no amplification from shuffling: E Gaussian steps = sigma / sqrt(E)
+  mu = math.sqrt(E) / SIGMA
+  assert _gaussian_log_delta(mu, shuffled.epsilon_upper) <= math.log(DELTA) + 1e-9
+  assert shuffled.epsilon_upper == pytest.approx(26.9575, abs=1e-4)
+  assert shuffled.epsilon_lower is None            # 256 does not divide 60000
+  assert (shuffled.steps_per_epoch, shuffled.total_steps) == (234, 2340)
+  # same rate and steps as balls_in_bins here: the same comparison numbers
+  assert shuffled.comparison == bib.comparison
+  assert bib.epsilon_upper < shuffled.epsilon_upper < shuffled.comparison[1].epsilon
+
+
+def test_shuffle_replace_one_doubles_the_sensitivity(shuffled):
+  r = statement(noise_multiplier=SIGMA, sampling="shuffle", neighbouring="replace_one",
+                progress=False, **CONFIG)
+  half = dpsgd.epsilon(noise_multiplier=SIGMA / 2, sampling="shuffle", progress=False,
+                       **CONFIG)   # the sum moves by <= 2C: sensitivity 2 = sigma / 2
+  assert r.epsilon_upper == half.epsilon > shuffled.epsilon_upper
+  assert _gaussian_log_delta(2 * math.sqrt(E) / SIGMA, r.epsilon_upper) <= math.log(DELTA) + 1e-9
+  mu = 2 * math.sqrt(2340) / SIGMA
+  assert _gaussian_log_delta(mu, r.comparison[1].epsilon) <= math.log(DELTA) + 1e-9
+  assert _gaussian_log_delta(mu, r.comparison[1].epsilon * (1 - 1e-9)) > math.log(DELTA)
+  assert r.comparison[0].epsilon is None                    # no replace-one Poisson here
+  assert json.loads(json.dumps(r.to_dict())) == r.to_dict()
+  assert "replacing one example" in r.assumptions[0]
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(num_examples=-5), "num_examples"),
+    (dict(num_examples=0), "num_examples"),
+    (dict(batch_size=60_001), "batch_size"),
+    (dict(batch_size=0), "batch_size"),
+    (dict(num_epochs=0), "num_epochs"),
+    (dict(num_epochs=1.5), "num_epochs"),
+    (dict(delta=0.0), "delta"),
+    (dict(delta=1.5), "delta"),
+    (dict(noise_multiplier=-1.0), "noise_multiplier"),
+    (dict(noise_multiplier="1"), "noise_multiplier"),
+    (dict(noise_multiplier=None, target_epsilon=0.0), "target_epsilon"),
+    (dict(target_epsilon=3.0), "exactly one of noise_multiplier"),     # both
+    (dict(noise_multiplier=None), "exactly one of noise_multiplier"),  # neither
+    (dict(sampling="fixed"), "sampling"),
+    (dict(neighbouring="replace"), "neighbouring"),
+    (dict(neighbouring="replace_one"), "neighbouring"),                # balls_in_bins
+    (dict(neighbouring="replace_one", sampling="poisson"), "neighbouring"),
+])
+def test_bad_input_names_the_parameter(kw, name):
+  args = dict(CONFIG, noise_multiplier=SIGMA)
+  args.update(kw)
+  with pytest.raises(ValueError, match=name):
+    statement(**args)
+
+
+def test_supported_neighbouring_table():
+  # the table (module docstring) through the door: every sampling takes
+  # "add_remove"; only "shuffle" also "replace_one" (the refusals are in
+  # test_bad_input_names_the_parameter); any other relation or sampling is refused
+  for kw, name in ((dict(sampling="shuffle", neighbouring="add_one"), "neighbouring"),
+                   (dict(sampling="uniform"), "sampling")):
+    with pytest.raises(ValueError, match=name):
+      statement(**dict(CONFIG, noise_multiplier=SIGMA, **kw))
+  assert dpsgd.statement is statement

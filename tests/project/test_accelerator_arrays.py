@@ -1,0 +1,159 @@
+"""The allocation RDP and shuffle clone array doors on the accelerator layout,
+forced on the CPU (issue 45).
+
+Concrete arrays run as one block program of a fixed lane count (from the
+device's memory and the per-lane size: the orders, the quadrature grid, the
+shuffle window), called once per block by ``run_blocks``. Checked here: the
+two layouts give the same values (the same per-lane formula), 1e3 and 1e5
+lanes reach the block programs as calls of one shape (a stand-in
+``run_blocks`` that computes nothing), and the compiled block programs'
+while loops.
+"""
+
+import os
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+import jaxacct
+from jaxacct import allocation, shuffle
+from jaxacct._core import batching, compiled
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import hlo_loops  # noqa: E402
+
+SIGMAS = np.array([0.5, 1.3, 4.0])[:, None]
+STEPS = np.array([1, 100, 5000])[None, :]
+# (n, eps0) lanes of one shuffle window (eps(delta) groups lanes by window)
+N = np.array([1_000.0, 1_500.0])[:, None]
+EPS0 = np.array([1.0, 1.5])[None, :]
+
+
+@pytest.fixture(scope="module")
+def values():
+  """Each door on both layouts: ``{name: (cpu, accelerator)}``."""
+  doors = {
+      "remove": lambda: allocation.allocation_rdp(sigma=SIGMAS, num_steps=STEPS,
+                                                  direction="remove", max_order=16)[1],
+      # the default quadrature grid: one lane a block on the CPU's budget
+      "add": lambda: allocation.allocation_rdp(sigma=SIGMAS, num_steps=STEPS,
+                                               direction="add", max_order=16)[1],
+      "clone_epsilon": lambda: shuffle.clone_epsilon(1e-6, n=N, eps0=EPS0).epsilon,
+      "clone_delta": lambda: shuffle.clone_delta(
+          np.array([0.15, 0.2]), n=N, eps0=EPS0).delta,
+      "delta_lower_bound": lambda: allocation.delta_lower_bound(
+          sigma=SIGMAS, num_steps=STEPS, epsilon=np.array([0.5, 2.0])[:, None, None],
+          num_epochs=2),
+  }
+  out = {}
+  for name, fn in doors.items():
+    got = {}
+    for lay in ("cpu", "accelerator"):
+      with jaxacct.set_layout(lay):
+        got[lay] = np.asarray(fn())
+    out[name] = (got["cpu"], got["accelerator"])
+  return out
+
+
+@pytest.mark.parametrize("name,shape", [("remove", (3, 3, 15)), ("add", (3, 3, 15)),
+                                        ("clone_epsilon", (2, 2)), ("clone_delta", (2, 2)),
+                                        ("delta_lower_bound", (2, 3, 3))])
+def test_layouts_equal(values, name, shape):
+  """The same per-lane formula on both layouts (the shuffle windows too; the
+  cut mass there by a loop of known trip count: rounding of a mass
+  < 1e-20). Measured: allocation within 7e-14, shuffle 2e-15."""
+  cpu, acc = values[name]
+  assert acc.shape == shape and acc.dtype == np.float64
+  assert np.all(np.isfinite(acc) & (acc >= 0))
+  if name == "delta_lower_bound":   # a probability difference: 0 where no C separates
+    assert 0 < acc.max() < 1 and acc.min() == 0
+  else:
+    assert np.all(acc > 0)
+  if name == "clone_delta":
+    assert np.all((acc > 1e-9) & (acc < 1e-2))
+  np.testing.assert_allclose(acc, cpu, rtol=1e-12, atol=0)
+
+
+def _calls(monkeypatch, run):
+  """``run()`` on the accelerator layout with a stand-in ``run_blocks``:
+  ``{program name: {(lanes, call shapes)}}`` and the number of calls (no
+  compute: each call returns zeros of the program's output shape)."""
+  seen, count, shapes = {}, [0], {}
+  real = batching.run_blocks
+
+  def stand_in(program, args, lanes):
+    name = program.func.__qualname__
+    static = repr(sorted(program.keywords.items()))
+
+    def fake(*blocks):
+      count[0] += 1
+      key = (name, static, tuple(b.shape for b in blocks))
+      seen.setdefault(name, set()).add((lanes, key[2]))
+      if key not in shapes:
+        shapes[key] = jax.eval_shape(program, *blocks)
+      return jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes[key])
+
+    return real(fake, args, lanes)
+
+  with jaxacct.set_layout("accelerator"), monkeypatch.context() as m:
+    m.setattr(batching, "run_blocks", stand_in)
+    with jax.enable_x64(True):
+      run()
+  return seen, count[0]
+
+
+DOORS = ["allocation_rdp", "clone_epsilon", "clone_delta", "stronger_clone_epsilon",
+         "stronger_clone_delta", "delta_lower_bound"]
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_block_calls_do_not_depend_on_the_batch(door, monkeypatch):
+  """1e3 and 1e5 lanes (the same value range) reach the block programs as
+  calls of one shape each, the lane count of the block: one program, one
+  peak memory, whatever the batch; the number of calls grows with it."""
+  def run(lanes):
+    if door == "allocation_rdp":
+      sig = np.linspace(0.5, 5.0, lanes)
+      return lambda: allocation.allocation_rdp(sigma=sig, num_steps=100, max_order=64)
+    if door == "delta_lower_bound":
+      sig = np.linspace(0.5, 5.0, lanes)
+      return lambda: allocation.delta_lower_bound(sigma=sig, num_steps=100, epsilon=1.0)
+    n = np.round(np.geomspace(1e3, 1e5, lanes))
+    fn = getattr(shuffle, door)
+    return lambda: fn(1e-6 if door.endswith("epsilon") else 0.1, n=n, eps0=1.0)
+
+  small, calls_small = _calls(monkeypatch, run(1_000))
+  large, calls_large = _calls(monkeypatch, run(100_000))
+  assert small == large and calls_large > calls_small
+  expect = {"allocation_rdp": {"remove_rdp_block", "add_rdp_block"},
+            "delta_lower_bound": {"lower_bound_block"}}.get(door, {"member_block"})
+  assert set(small) == expect
+  for shapes in small.values():
+    for lanes, args in shapes:
+      assert all(a == (lanes,) for a in args)
+  if door.endswith("clone_epsilon"):   # one program per window, as on the CPU layout
+    assert len(small["member_block"]) > 1
+  else:
+    assert all(len(s) == 1 for s in small.values())
+
+
+def _programs(name):
+  texts = [t for k, t in compiled.programs(name).items() if "accelerator" in k]
+  assert texts, f"no compiled {name} program"
+  return texts
+
+
+def test_block_programs_loops(values):
+  """While loops of run-time trip count in the compiled block programs: none
+  in the allocation RDP programs (the powering has bit_length(max t) static
+  rounds, the Lambert-W Newton 30); one in the shuffle delta program and two
+  in the eps program (jax's incomplete beta of the block anchors, <= 599
+  trips, until every anchor converged; the safeguarded Newton around it,
+  <= 41 trips): neither grows with lanes. The cut mass uses a loop of known
+  trip count."""
+  unknown = lambda t: sum(n is None for _, n in hlo_loops.while_loops(t))
+  for name in ("remove_rdp_block", "add_rdp_block"):
+    assert all(unknown(t) == 0 for t in _programs(name))
+  assert sorted(unknown(t) for t in _programs("member_block")) == [1, 2]

@@ -1,0 +1,171 @@
+"""The accelerator layout, forced on the CPU (issue 45, items 1-2).
+
+What XLA:GPU pays for is counted on the compiled programs here (no GPU
+needed): while loops without a known trip count (each trip a host round trip
+there), loop trips executed per sweep (nested loops multiplied out), and
+whether a program's loops or shapes grow with the number of lanes. Values:
+the accelerator layout computes the CPU layout's formula (re-associated sums of
+nonnegative terms), held equal here.
+"""
+
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxacct
+from jaxacct._core import batching, compiled
+from jaxacct._core.batching import set_layout
+from jaxacct.allocation import pld, sum_law
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import hlo_loops  # noqa: E402
+
+
+def test_switch_env_and_context():
+  code = ("import jaxacct; from jaxacct._core.batching import layout; print(layout());"
+          "s = jaxacct.set_layout('cpu'); print(layout());"
+          "\nwith jaxacct.set_layout('accelerator') as l: print(l)\nprint(layout())")
+  env = dict(os.environ, JAXACCT_LAYOUT="accelerator", JAX_PLATFORMS="cpu")
+  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       check=True).stdout.split()
+  assert out == ["accelerator", "cpu", "accelerator", "cpu"]
+  env["JAXACCT_LAYOUT"] = "gpu"
+  bad = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+  assert bad.returncode != 0 and "JAXACCT_LAYOUT must be one of" in bad.stderr
+  with pytest.raises(ValueError, match="name must be one of"):
+    set_layout("tpu")
+  assert batching.layout() == "cpu"          # the default on a CPU machine
+  with set_layout("accelerator"):
+    assert batching.lanes_per_block(8) == 8
+  assert batching.lanes_per_block(8) == 1
+
+
+def test_block_size_is_a_function_of_the_device():
+  # the CPU's fixed 4 GiB budget: a quarter of it, 16 MB a lane (a sweep's chunk)
+  assert batching.lanes_for_memory(16 << 20) == 64
+  assert batching.lanes_for_memory(1e12) == 8 and batching.lanes_for_memory(1) == 1 << 16
+
+
+def _laws(D, n, rng):
+  A = sum_law.UpperLaw(jnp.asarray(rng.random(n) * np.exp(-np.linspace(0, 10, n))),
+                  jnp.float64(0.01), jnp.float64(0.0))
+  B = sum_law.UpperLaw(jnp.asarray(rng.random(n)), jnp.float64(0.02), jnp.float64(0.0))
+  fa, fb = (1 + rng.random(n) * np.expm1(D) for _ in range(2))
+  LA = sum_law.LowerLaw(A.p, A.p * fa, jnp.float64(0.01))
+  LB = sum_law.LowerLaw(B.p, B.p * fb, jnp.float64(0.02))
+  return A, B, LA, LB
+
+
+@pytest.mark.parametrize("D", [0.2, 0.029, 0.005])
+def test_pairwise_sums_equal_across_layouts(D, x64):
+  """A + B and X + X, upper and lower (full resolution), near band and far
+  field: the two layouts agree to rounding (1e-13 relative; measured <= 1e-15)."""
+  n = 256
+  A, B, LA, LB = _laws(D, n, np.random.default_rng(0))
+  out = {}
+  for lay in ("cpu", "accelerator"):
+    with set_layout(lay):
+      up = jax.jit(lambda A, B, D: [sum_law.conv_upper(A, B, D, n, False, 4),
+                                    sum_law.conv_upper(A, A, D, n, True, 4)])
+      lo = jax.jit(lambda A, B, D: [sum_law.conv_lower(A, B, D, n, False, 4, coarsen=1),
+                                    sum_law.conv_lower(A, A, D, n, True, 4, coarsen=1)])
+      (C, o1), (S, o2) = up(A, B, jnp.float64(D))
+      (C2, o3), (S2, o4) = lo(LA, LB, jnp.float64(D))
+      out[lay] = [np.asarray(x) for x in (S.p, C.p, S2.a, S2.g, C2.a, C2.g, o1, o3)]
+  for a, b in zip(out["cpu"], out["accelerator"]):
+    np.testing.assert_allclose(b, a, rtol=1e-13, atol=0)
+
+
+def test_round_laws_equal_across_layouts(x64):
+  """The round laws of 8 lanes (t = 50, grid 256) on both layouts: every
+  array of the final laws agrees to 1e-12 relative (upper and lower), and the
+  log positions near 0 to 1e-14 absolute (their ulp scale is that of the whole
+  axis; measured 1.3e-15)."""
+  sig = np.linspace(0.6, 4.0, 8)
+  out = {}
+  for lay in ("cpu", "accelerator"):
+    with set_layout(lay):
+      F = sum_law.laws_batch(sig, np.full(8, 50), np.full(8, 1e-12), n=256,
+                             mechanism="gaussian")
+      out[lay] = [np.asarray(x) for x in F]
+  for a, b in zip(out["cpu"], out["accelerator"]):
+    np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.slow
+def test_sweep_equal_across_layouts():
+  """The public door on both layouts (16 lanes, t = 234, E = 10): uppers to
+  1e-11 relative (the epsilon solver's resolution; measured 1.7e-12 at grid
+  256), lowers to 1e-5 (the lower solver's resolution; measured 7e-7)."""
+  sig = np.linspace(0.5, 5.0, 16)
+  res = {}
+  for lay in ("cpu", "accelerator"):
+    with set_layout(lay):
+      r = pld.allocation_pld_epsilon(sigma=sig, num_steps=234, num_epochs=10, delta=1e-5)
+      res[lay] = (np.asarray(r.epsilon), np.asarray(r.lower))
+  np.testing.assert_allclose(res["accelerator"][0], res["cpu"][0], rtol=1e-11)
+  np.testing.assert_allclose(res["accelerator"][1], res["cpu"][1], rtol=1e-5)
+  assert np.all(res["accelerator"][1] <= res["accelerator"][0])
+
+
+def _sweep(lanes, epochs):
+  return pld.allocation_pld_epsilon(sigma=np.geomspace(0.5, 5.0, lanes), num_steps=234,
+                                    num_epochs=epochs, delta=1e-5)
+
+
+@pytest.fixture(scope="module")
+def accelerator_programs():
+  """The compiled programs of a 64-lane sweep (t = 234, E = 10: the laws and
+  the composition) on the accelerator layout, then those a 128-lane sweep at
+  E = 1 added (the direct query; its laws are the 64-lane program's, twice)."""
+  with set_layout("accelerator"):
+    before = set(compiled.programs())
+    _sweep(64, 10)
+    first = {k: v for k, v in compiled.programs().items()
+             if k not in before and "accelerator" in k}
+    _sweep(5, 10)   # padded to the chunk: the 64-lane programs
+    fewer = {k for k in compiled.programs() if k not in before and k not in first}
+    _sweep(128, 1)
+    more = {k: v for k, v in compiled.programs().items() if k not in before and k not in first}
+  pick = lambda progs, name: [v for k, v in progs.items() if name in k]
+  return {"laws": pick(first, "steps_laws_batch"), "composed": pick(first, "composed_batch"),
+          "direct": pick(more, "direct_batch"), "added_by_128_lanes": sorted(more),
+          "added_by_5_lanes": sorted(fewer)}
+
+
+def test_at_most_two_loops_without_known_trip_count(accelerator_programs):
+  """Each program of a sweep: at most 2 while loops whose trip count XLA does
+  not know (the binary powering's levels, one per law: log2 t trips); the CPU
+  layout's law program has 18 (gpu-path digest)."""
+  texts = [t for k in ("laws", "composed", "direct") for t in accelerator_programs[k]]
+  assert len(accelerator_programs["laws"]) == 1 and len(texts) == 3
+  for text in texts:
+    assert sum(n is None for _, n in hlo_loops.while_loops(text)) <= 2
+
+
+def test_programs_do_not_grow_with_lanes(accelerator_programs):
+  """A 5-lane sweep compiles nothing after the 64-lane one (every batch is
+  padded to a multiple of the device's chunk), and a 128-lane sweep compiles
+  no new law program (only the direct query of its new round type): the
+  chunk (64 lanes here, from the device's memory) is the programs' lane
+  count, so their loops, shapes and largest intermediates are the same for
+  any batch."""
+  assert accelerator_programs["added_by_5_lanes"] == []   # 5 lanes: the 64-lane programs
+  added = accelerator_programs["added_by_128_lanes"]
+  assert len(added) == 1 and "direct_batch" in added[0], added
+  assert "f64[64," in accelerator_programs["laws"][0]
+
+
+def test_sweep_trips_bounded(accelerator_programs):
+  """A 64-lane sweep executes at most 1,000 sequential loop trips (laws and
+  query, nested loops multiplied out, each unknown loop counted at the level
+  count of t = 234 plus one). The CPU layout's law program runs ~95,000."""
+  levels = int(234).bit_length() + 1
+  laws = hlo_loops.sequential_trips(accelerator_programs["laws"][0], levels)
+  for q in ("composed", "direct"):
+    assert laws + hlo_loops.sequential_trips(accelerator_programs[q][0], levels) <= 1000

@@ -1,0 +1,134 @@
+"""The Poisson doors on the accelerator layout, forced on the CPU (issue 45).
+
+Array questions run as one compiled block program of a fixed lane count (set
+by the orders and the device's memory), called once per block: the same
+program, compile time and peak memory for 1e3 and 1e5 lanes. Checked here:
+the two layouts give the same values (the same kernel: RDP to 1e-12, measured
+bitwise), the door cuts 1e3 and 1e5 lanes into blocks of one shape, and that
+block program's largest intermediate and loops (compiled HLO) do not depend
+on the lane count.
+"""
+
+import os
+import re
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxacct
+from jaxacct import poisson
+from jaxacct._core import subsampled_gaussian as sg
+from jaxacct._core.orders import DEFAULT_ORDERS
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import hlo_loops  # noqa: E402
+
+SIGMAS = np.linspace(0.4, 6.0, 50)
+# a few orders of each kind (fractional <= 16, integer <= 256 and above):
+# a small program, compiled in ~1 s
+FEW_ORDERS = (1.5, 2.0, 3.0, 4.5, 8.0, 20.0, 300.0)
+
+
+def _both(fn):
+  out = {}
+  for lay in ("cpu", "accelerator"):
+    with jaxacct.set_layout(lay):
+      out[lay] = fn()
+  return out["cpu"], out["accelerator"]
+
+
+def test_rdp_epsilon_layouts_equal():
+  cpu, acc = _both(lambda: poisson.epsilon(q=0.01, sigma=SIGMAS, num_steps=10_000,
+                                           delta=1e-5))
+  assert acc.epsilon.shape == (50,) and acc.epsilon.dtype == np.float64
+  np.testing.assert_allclose(acc.epsilon, cpu.epsilon, rtol=1e-12, atol=0)
+  np.testing.assert_array_equal(acc.order, cpu.order)
+
+
+def test_rdp_delta_layouts_equal_q_and_sigma_arrays():
+  q = np.geomspace(1e-4, 0.9, 10)[:, None]
+  sigma = np.linspace(0.5, 4.0, 5)[None, :]
+  cpu, acc = _both(lambda: poisson.delta(q=q, sigma=sigma, num_steps=np.array([[100], [1000]])
+                                         .repeat(5, 0), epsilon=2.0, orders=FEW_ORDERS))
+  assert acc.delta.shape == (10, 5)
+  np.testing.assert_allclose(acc.delta, cpu.delta, rtol=1e-12, atol=0)
+  np.testing.assert_array_equal(acc.order, cpu.order)
+
+
+def test_rdp_curve_layouts_equal():
+  q = np.geomspace(1e-5, 0.5, 7)
+  cpu, acc = _both(lambda: poisson.poisson_gaussian_rdp(FEW_ORDERS, q=q, sigma=0.9))
+  assert acc.shape == (7, len(FEW_ORDERS))
+  np.testing.assert_allclose(acc, cpu, rtol=1e-12, atol=0)
+
+
+def test_traced_input_is_one_program_of_the_whole_batch():
+  """Under the user's jit the door traces the whole batch, as on the CPU layout."""
+  f = jax.jit(lambda s: poisson.epsilon(q=0.01, sigma=s, num_steps=100, delta=1e-5,
+                                        orders=FEW_ORDERS).epsilon)
+  with jax.enable_x64(True), jaxacct.set_layout("accelerator"):
+    assert f.lower(jnp.asarray(SIGMAS)).as_text().count("tensor<50x") > 0
+    traced = np.asarray(f(jnp.asarray(SIGMAS)))
+  eager = poisson.epsilon(q=0.01, sigma=SIGMAS, num_steps=100, delta=1e-5, orders=FEW_ORDERS)
+  np.testing.assert_allclose(traced, eager.epsilon, rtol=1e-12)
+
+
+def test_pld_layouts_agree():
+  """The PLD door's blocks (grid, truncation, window, composition, query on the
+  device) against the CPU layout's lanes (grid and truncation on the host).
+  Given the same grid the two give bitwise the same epsilon; the grid's
+  special functions (XLA's against SciPy's) differ by ~1e-12 relative on the
+  connect-the-dots split, which the composition moves by up to ~1e-9 relative
+  (1e-13 noise on the host grid moved epsilon by 3e-9 at sigma 0.7, q 1e-3,
+  2,000 steps); these sigmas share one bucket of each program."""
+  sig = np.array([3.15, 3.3])
+  cpu, acc = _both(lambda: poisson.epsilon(q=0.01, sigma=sig, num_steps=10_000, delta=1e-5,
+                                           method="pld"))
+  assert acc.epsilon.shape == (2,)
+  np.testing.assert_allclose(acc.epsilon, cpu.epsilon, rtol=1e-9)
+
+
+def _largest_array(text):
+  """(elements, shape) of the largest array in optimised HLO text."""
+  best = (0, ())
+  for dims in re.findall(r"\b(?:f64|f32|s64|s32|pred|c128)\[([\d,]*)\]", text):
+    shape = tuple(int(d) for d in dims.split(",") if d)
+    best = max(best, (int(np.prod(shape)), shape))
+  return best
+
+
+def test_block_program_is_independent_of_the_batch(monkeypatch):
+  """The door cuts 1e3 and 1e5 lanes into calls of one shape (counted by a
+  stand-in program, no compute), and that program compiled has the same
+  largest intermediate whatever the batch (it holds ~2^18 floats a lane;
+  lanes x that at most the memory estimate) and no while loop."""
+  calls = []
+
+  def stand_in(*args, **static):
+    calls.append((tuple(a.shape for a in args), tuple(sorted(static.items()))))
+    return np.zeros(args[0].shape), np.zeros(args[0].shape)
+
+  lanes = sg.rdp_block_lanes(DEFAULT_ORDERS)
+  assert lanes == 64             # CPU: a fixed 4 GiB budget, a sixteenth of it
+  with jaxacct.set_layout("accelerator"), monkeypatch.context() as m:
+    m.setattr(sg, "poisson_rdp_block_jit", stand_in)
+    seen = {}
+    for n in (1_000, 100_000):
+      calls.clear()
+      r = poisson.epsilon(q=0.01, sigma=np.linspace(0.5, 5, n), num_steps=10_000, delta=1e-5)
+      assert r.epsilon.shape == (n,)
+      assert len(calls) == -(-n // lanes)
+      seen[n] = set(calls)
+  assert seen[1_000] == seen[100_000] and len(seen[1_000]) == 1
+  (shapes, static), = seen[1_000]
+  assert shapes == ((lanes,),) * 4
+  arg = jax.ShapeDtypeStruct((lanes,), jnp.float64)
+  with jax.enable_x64(True), jaxacct.set_layout("accelerator"):
+    text = sg.poisson_rdp_block_jit.lower(arg, arg, arg, arg, **dict(static)).compile().as_text()
+  size, shape = _largest_array(text)
+  assert shape[0] == lanes and size <= lanes * 255 * 255, shape
+  assert 8 * size <= lanes * sg.rdp_lane_bytes(DEFAULT_ORDERS)
+  assert [n for _, n in hlo_loops.while_loops(text) if n is None] == []

@@ -1,0 +1,134 @@
+"""``jaxacct dpsgd`` (jaxacct/__main__.py; issue 31, item 4) and the table's ``--json``.
+
+The subprocess tests run ``sys.executable -m jaxacct`` in a fresh process
+(JAXACCT_COMPILATION_CACHE=0 is inherited from tests/conftest.py), parse
+stdout as JSON (progress may be on stderr, never on stdout) and check:
+
+* calibration: N = 60,000, B = 256, E = 10, delta = 1e-5, target epsilon 3,
+  balls_in_bins: sigma about 0.6835 (the issue's bisection on the tight
+  allocation upper; tests/dpsgd/test_dpsgd.py), rtol 1e-3, with epsilon.upper <= 3;
+* Poisson at sigma 0.7341: epsilon.upper equals dp_accounting 0.6.0's
+  PLDAccountant (value_discretization_interval 1e-4) with
+  PoissonSampledDpEvent(q, GaussianDpEvent(0.7341)) composed total_steps
+  times, at the q and total_steps the JSON reports, computed live here
+  (2.483503871 at q = 256/60000, T = 2344); absolute tolerance 1e-3.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jaxacct.__main__ import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BASE = ["--num-examples", "60000", "--batch-size", "256", "--num-epochs", "10", "--delta",
+        "1e-5"]
+
+
+def _run(*args):
+  env = dict(os.environ)
+  env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+  assert env.get("JAXACCT_COMPILATION_CACHE") == "0"      # set by conftest, inherited
+  p = subprocess.run([sys.executable, "-m", "jaxacct", *args], capture_output=True,
+                     text=True, env=env, cwd=ROOT, timeout=900)
+  assert p.returncode == 0, p.stderr[-3000:]
+  return json.loads(p.stdout)   # stdout is the JSON only
+
+
+def test_cli_calibrates_sigma_for_target_epsilon():
+  d = _run("dpsgd", *BASE, "--target-epsilon", "3", "--json")
+  assert d["sampling"] == "balls_in_bins" and d["noise_multiplier_source"] == "calibrated"
+  assert d["noise_multiplier"] == pytest.approx(0.6835, rel=1e-3)
+  assert d["epsilon"]["upper"] <= 3.0
+  assert d["epsilon"]["lower"] <= d["epsilon"]["upper"]
+  assert d["target_epsilon"] == 3.0 and d["delta"] == 1e-5
+  assert (d["sampling_rate"], d["steps_per_epoch"], d["total_steps"]) == (256 / 60000, 234,
+                                                                           2340)
+  assert d["divisor"] == 256
+
+
+def test_cli_poisson_matches_dp_accounting():
+  dpa = pytest.importorskip("dp_accounting")
+  from dp_accounting.pld import pld_privacy_accountant
+  d = _run("dpsgd", *BASE, "--sampling", "poisson", "--noise-multiplier", "0.7341", "--json")
+  assert d["sampling"] == "poisson" and d["noise_multiplier"] == 0.7341
+  assert d["sampling_rate"] == 256 / 60000 and d["total_steps"] == 2344   # ceil(E N / B)
+  assert d["steps_per_epoch"] == 60000 / 256
+  acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+  acc.compose(dpa.PoissonSampledDpEvent(d["sampling_rate"], dpa.GaussianDpEvent(0.7341)),
+              d["total_steps"])
+  ref = acc.get_epsilon(1e-5)
+  assert ref == pytest.approx(2.4835, abs=1e-4)
+  assert d["epsilon"]["upper"] == pytest.approx(ref, abs=1e-3)
+  assert d["epsilon"]["lower"] is None
+  assert d["comparison"]["poisson"]["epsilon"] == d["epsilon"]["upper"]
+  assert d["comparison"]["full_batch"]["epsilon"] > 100 * d["epsilon"]["upper"]
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--num-examples", "-5"], "--num-examples"),
+    (["--num-examples", "abc"], "--num-examples"),
+    (["--batch-size", "60001"], "--batch-size"),          # B > N
+    (["--batch-size", "0"], "--batch-size"),
+    (["--epochs", "0"], "--epochs"),
+    (["--epochs", "1.5"], "--epochs"),                    # balls_in_bins: an integer
+    (["--delta", "1"], "--delta"),
+    (["--noise-multiplier", "0"], "--noise-multiplier"),
+    (["--sampling", "fixed"], "--sampling"),
+    (["--neighbouring", "replace_one"], "--neighbouring"),   # balls_in_bins: add_remove only
+])
+def test_bad_flags_name_the_flag(argv, flag, capsys):
+  args = dict(zip(BASE[::2], BASE[1::2]))
+  args["--noise-multiplier"] = "1.0"
+  extra = {}
+  for k, v in zip(argv[::2], argv[1::2]):
+    (args if k in args else extra)[k] = v
+  with pytest.raises(SystemExit) as e:
+    main(["dpsgd"] + [x for kv in {**args, **extra}.items() for x in kv])
+  assert e.value.code == 2
+  err = capsys.readouterr().err
+  assert flag in err, err
+
+
+@pytest.mark.parametrize("sigma_target", [[], ["--noise-multiplier", "1", "--target-epsilon",
+                                                 "3"]])
+def test_exactly_one_of_sigma_and_target(sigma_target, capsys):
+  with pytest.raises(SystemExit) as e:
+    main(["dpsgd", *BASE, *sigma_target])
+  assert e.value.code == 2
+  err = capsys.readouterr().err
+  assert "--noise-multiplier" in err and "--target-epsilon" in err
+
+
+def test_dpsgd_help_lists_the_flags(capsys):
+  with pytest.raises(SystemExit) as e:
+    main(["dpsgd", "--help"])
+  assert e.value.code == 0
+  out = capsys.readouterr().out
+  for flag in ("--num-examples", "--batch-size", "--num-epochs", "--delta", "--noise-multiplier",
+               "--target-epsilon", "--sampling", "--neighbouring", "--json"):
+    assert flag in out
+  for s in ("balls_in_bins", "poisson", "shuffle"):
+    assert s in out
+
+
+def test_table_help_lists_json_and_the_subcommand(capsys):
+  with pytest.raises(SystemExit) as e:
+    main(["--help"])
+  assert e.value.code == 0
+  out = capsys.readouterr().out
+  assert "--json" in out and "jaxacct dpsgd" in out
+
+
+@pytest.mark.slow
+def test_table_json(capsys):
+  """The table as JSON: every row has a value and no error (small setting)."""
+  status = main(["--json", "--quiet", "--no-cache", "--num-steps", "100", "--delta", "1e-6"])
+  out = capsys.readouterr().out
+  d = json.loads(out)
+  assert status == 0
+  assert d["settings"]["num_steps"] == 100 and len(d["rows"]) == 8
+  assert all(r["error"] is None and r["epsilon"] > 0 for r in d["rows"])

@@ -1,0 +1,127 @@
+"""The ``jaxacct`` command line as a new user meets it (issue 46, item 6).
+
+* the table checks its input up front: a bad value is one argparse error line
+  naming the flag, exit status 2, no traceback and no table (``--num-steps 0``
+  was a ``ZeroDivisionError`` traceback; ``--sigma -1``, ``--delta 2``,
+  ``--eps0 -1`` ran the whole table with the errors in cut-off cells);
+* "no amplification" means one thing: the example's own k*E steps (the
+  table's last row, ``jaxacct dpsgd --sampling shuffle``); the statement's
+  sigma / sqrt(T) row is "full batch";
+* ``--num-epochs`` in both commands (``--epochs``, the old spelling of
+  ``jaxacct dpsgd``, a hidden alias in both);
+* ``--help`` is plain text (no reStructuredText markup); ``--version``;
+* a reader that goes away (``jaxacct --json | head``) gives no
+  ``BrokenPipeError`` traceback.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import jaxacct
+from jaxacct.__main__ import NO_AMPLIFICATION, main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DPSGD = ["dpsgd", "--num-examples", "60000", "--batch-size", "256", "--delta", "1e-5",
+         "--noise-multiplier", "1.0"]
+
+
+def _env():
+  env = dict(os.environ)
+  env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+  return env
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--num-steps", "0"], "--num-steps"),
+    (["--num-steps", "ten"], "--num-steps"),
+    (["--sigma", "-1"], "--sigma"),
+    (["--sigma", "0"], "--sigma"),
+    (["--delta", "2"], "--delta"),
+    (["--delta", "0"], "--delta"),
+    (["--eps0", "-1"], "--eps0"),
+    (["--num-selected", "0"], "--num-selected"),
+    (["--num-selected", "5", "--num-steps", "3"], "--num-selected"),
+    (["--num-epochs", "0"], "--num-epochs"),
+    (["--epochs", "0"], "--epochs"),
+])
+def test_table_checks_input_up_front(argv, flag, capsys):
+  with pytest.raises(SystemExit) as e:
+    main(argv)
+  assert e.value.code == 2
+  out, err = capsys.readouterr()
+  assert out == ""                       # no table, not even its header
+  lines = err.strip().splitlines()
+  assert lines[-1].startswith(f"jaxacct: error: argument {flag}:"), err
+  assert lines[0].startswith("usage:")   # the usage (wrapped), then one error line
+  assert [ln for ln in lines if not ln.startswith(("usage:", " "))] == lines[-1:], err
+  assert "Traceback" not in err
+
+
+def test_num_steps_zero_in_a_fresh_process():
+  p = subprocess.run([sys.executable, "-m", "jaxacct", "--num-steps", "0"], env=_env(),
+                     cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert p.returncode == 2 and p.stdout == ""
+  assert "Traceback" not in p.stderr and "ZeroDivisionError" not in p.stderr
+  assert "argument --num-steps: must be an integer >= 1; got '0'" in p.stderr
+
+
+def test_no_amplification_has_one_meaning(capsys):
+  # the table's row: the example's k*E steps composed (sigma / sqrt(kE)), the
+  # meaning of jaxacct.dpsgd's shuffle sampling; not "each step sees the example"
+  assert "k*E steps" in NO_AMPLIFICATION and "each step" not in NO_AMPLIFICATION
+  with pytest.raises(SystemExit):
+    main(["--help"])
+  assert "sigma / sqrt(kE)" in capsys.readouterr().out
+  with pytest.raises(SystemExit):
+    main(["dpsgd", "--help"])
+  out = capsys.readouterr().out
+  assert "full batch" in out and "no amplification" not in out.lower()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["dpsgd", "--help"]])
+def test_help_is_plain_text(argv, capsys):
+  with pytest.raises(SystemExit) as e:
+    main(argv)
+  assert e.value.code == 0
+  out = capsys.readouterr().out
+  for markup in ("``", ":func:", ":mod:", ":class:", ".. "):
+    assert markup not in out, markup
+  assert "--num-epochs" in out and "--epochs" not in out.replace("--num-epochs", "")
+  assert "--version" in out
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["dpsgd", "--version"]])
+def test_version(argv, capsys):
+  with pytest.raises(SystemExit) as e:
+    main(argv)
+  assert e.value.code == 0
+  assert capsys.readouterr().out.strip() == f"jaxacct {jaxacct.__version__}"
+
+
+def test_epochs_spellings_in_dpsgd(capsys):
+  # --epochs (the old spelling) still works, hidden; the errors name the spelling given
+  for flag in ("--num-epochs", "--epochs"):
+    with pytest.raises(SystemExit) as e:
+      main([*DPSGD, flag, "1.5"])   # balls_in_bins needs an integer number of epochs
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{flag}: " in err and "Traceback" not in err, err
+  with pytest.raises(SystemExit) as e:
+    main(DPSGD)
+  assert e.value.code == 2
+  assert "required: --num-epochs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["dpsgd", "--help"]])
+def test_closed_pipe_gives_no_traceback(argv):
+  """``jaxacct ... | head``: the reader is gone before jaxacct writes."""
+  p = subprocess.Popen([sys.executable, "-m", "jaxacct", *argv], env=_env(), cwd=ROOT,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  p.stdout.close()
+  err = p.stderr.read().decode()
+  p.wait(timeout=300)
+  assert "Traceback" not in err and "BrokenPipeError" not in err, err
+  assert p.returncode in (0, 1)
