@@ -8,8 +8,8 @@ prefix sums and a geometric filter of the low law instead of one diagonal at a
 time (:func:`far_upper`: the same mean-preserving splits, re-associated;
 :func:`far_lower`: one exact barycentre per high cell). The near band (the
 other diagonals, :func:`band_limits`) stays in the diagonal loop of
-:mod:`._sum_law`. The same functions serve the NumPy twin
-(:mod:`._sum_law_host`, ``ns = HOST``).
+:mod:`._sum_law`. The same functions serve the host path
+(``ns = HOST``: NumPy, no compiled program).
 
 Float ledger. :func:`geometric_prefix` forms no power ``r^n`` (no overflow)
 and subtracts nothing: every term reaches an output through at most
@@ -30,6 +30,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
+from jaxacct._core.namespace import JAX
+
 
 def far_ulps(n: int):
   """``(mass, position)``: the relative mass error and the log-position error, in
@@ -40,7 +42,7 @@ def far_ulps(n: int):
   return 6 * lg + 8, 6 * lg + 6
 
 
-def band_limits(kap, om, n, ns=None):
+def band_limits(kap, om, n, ns=JAX):
   """``(d_up, d_lo)``: the near bands of the upper and lower pairwise sums.
 
   Diagonals ``d >= d_lo`` have ``kappa(d) = 0`` (``r^-d < r - 1``: the pair
@@ -49,7 +51,7 @@ def band_limits(kap, om, n, ns=None):
   at least 1 (the diagonal d = 0 always runs in the loop) and at most n
   (``n``: no far field). Traced under jit; NumPy ints with ``ns = HOST``.
   """
-  xp = jnp if ns is None else ns.xp
+  xp = ns.xp
   d_lo = xp.maximum(xp.sum(kap > 0), 1)
   d_up = xp.maximum(xp.sum((kap > 0) | (om > 0.5)), 1)
   return d_up, d_lo
@@ -61,7 +63,7 @@ def _shift(x, s, n):
   return lax.dynamic_slice_in_dim(z, n - s, n, axis=-1)
 
 
-def geometric_prefix(x, D, n: int, ns=None):
+def geometric_prefix(x, D, n: int, ns=JAX):
   """Prefix sums and geometric filters of the rows of ``x`` (shape (k, n)):
   ``(P, Y)`` with ``P[:, j] = sum_{i <= j} x[:, i]`` and ``Y[:, j] =
   sum_{i <= j} x[:, i] r^-(j - i)``, ``r = e^D``, by recursive doubling
@@ -73,14 +75,14 @@ def geometric_prefix(x, D, n: int, ns=None):
   real one, since the lattice's D is a float) and as many additions of
   non-negative numbers, so P and Y carry a relative error at most
   ``3 ceil(log2 n)`` ulp (n = 1024: 30 ulp; no overflow, no cancellation).
-  ``ns``: None (jax, a ``fori_loop`` of ceil(log2 n) steps) or ``HOST``.
+  ``ns``: ``JAX`` (a ``fori_loop`` of ceil(log2 n) steps) or ``HOST``.
   """
-  xp = jnp if ns is None else ns.xp
+  xp = ns.xp
   k = x.shape[0]
   z = xp.concatenate([x, x], axis=0)
   rate = xp.concatenate([xp.zeros(k), xp.full(k, 1.0)]) * D    # rho = 1 | e^-D
   steps = max(int(n - 1).bit_length(), 0)
-  if ns is not None:
+  if ns.is_host:
     for b in range(steps):
       s = 1 << b
       sh = xp.concatenate([xp.zeros((2 * k, s)), z[:, :n - s]], axis=1)
@@ -94,14 +96,14 @@ def geometric_prefix(x, D, n: int, ns=None):
   return z[:k], z[k:]
 
 
-def far_prefix(rows, D, band, n: int, ns=None):
+def far_prefix(rows, D, band, n: int, ns=JAX):
   """``(P, T)`` of the stacked rows (k, n) for a far field from diagonal
   ``band`` on: ``P[:, j] = sum_{i <= j - band} rows[:, i]`` and ``T[:, j] =
   sum_{i <= j - band} rows[:, i] r^-(j - i)`` (:func:`geometric_prefix`, then a
   shift by ``band`` and the exact-to-1-ulp factor ``exp(-band D)``)."""
-  xp = jnp if ns is None else ns.xp
+  xp = ns.xp
   P, Y = geometric_prefix(rows[:, :n], D, n, ns)
-  if ns is None:
+  if not ns.is_host:
     P, Y = _shift(P, band, n), _shift(Y, band, n)
   else:
     s = int(band)
@@ -111,7 +113,7 @@ def far_prefix(rows, D, band, n: int, ns=None):
   return P, Y * xp.exp(-band * D)
 
 
-def far_upper(low, high, D, d_up, n: int, ns=None, pre=None):
+def far_upper(low, high, D, d_up, n: int, ns=JAX, pre=None):
   """Far-field split of the pairs (i, j = i + d), ``d >= d_up``, low atom from
   ``low`` (masses, length >= n), high atom from ``high``: ``(c0, c1)``,
   masses to knots j and j + 1 (length n, element j).
@@ -128,13 +130,13 @@ def far_upper(low, high, D, d_up, n: int, ns=None, pre=None):
   ``pre``: ``(P, T)`` of ``low`` (:func:`far_prefix`, rows of length n) if
   already computed.
   """
-  xp = jnp if ns is None else ns.xp
+  xp = ns.xp
   P, T = far_prefix(low[None, :n], D, d_up, n, ns) if pre is None else pre
   W = T[0] / xp.expm1(D)
   return high[:n] * xp.maximum(P[0] - W, 0.0), high[:n] * W
 
 
-def far_lower(low, high, D, d_lo, n: int, ns=None, pre=None):
+def far_lower(low, high, D, d_lo, n: int, ns=JAX, pre=None):
   """Far field of a lower pairwise sum: the pairs (i, j = i + d), ``d >= d_lo``
   (kappa = 0), low atom from ``low``, high atom from ``high`` (LowerLaw
   fields, length >= n), grouped per high cell j into ONE barycentre:
@@ -154,7 +156,7 @@ def far_lower(low, high, D, d_lo, n: int, ns=None, pre=None):
   (a log-position error, inside the per-level ``eta`` allowance). ``pre``:
   ``(P, T)`` of the rows ``(low.a, low.g)`` (:func:`far_prefix`) if computed.
   """
-  xp = jnp if ns is None else ns.xp
+  xp = ns.xp
   if pre is None:
     pre = far_prefix(xp.stack([low.a[:n], low.g[:n]]), D, d_lo, n, ns)
   P, T = pre[0][0], pre[1][1]

@@ -1,12 +1,13 @@
-"""Laws of S/t for 1-of-t random allocation: jitted kernels and host twin (private).
+"""Laws of S/t for 1-of-t random allocation: kernels and batched entry points (private).
 
 The mathematics, validity argument and floating-point ledger are in
 :mod:`jaxacct.allocation.pld`. This module holds the laws of one 1-of-t round
 (``final_laws``), their hockey-stick profiles (``delta_one``, ``deltas``,
 ``epsilons``) and the batched jitted entry points (``laws_batch``,
-``eps_batch``, ``delta_batch``), and the NumPy twin of the law builder
-(``steps_laws_host``, :mod:`._sum_law_host`: zero compiled programs for a
-concrete question; ``laws_batch(..., host=True)`` picks it).
+``eps_batch``, ``delta_batch``), and the host law builder
+(``steps_laws_host``: the same kernels of :mod:`._sum_law` with ``ns = HOST``,
+zero compiled programs for a concrete question; ``laws_batch(..., host=True)``
+picks it).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from jaxacct._core.namespace import HOST, JAX
 from jaxacct._core.one_step import one_steps
 from jaxacct._core.parallel import host_map
 from jaxacct.allocation import _sum_law as sl
-from jaxacct.allocation import _sum_law_host as slh
 from jaxacct.allocation._one_step import gaussian_one_step, laplace_one_step
 from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
 
@@ -219,12 +219,11 @@ def laws_batch(param, t, tail, *, n, mechanism, lower=True, host: bool = False,
 
 
 def steps_laws_host(p, q0, minf, a, g, lo, D, param, t, tail, *, n, lower=True) -> FinalLaws:
-  """NumPy twin of :func:`steps_laws_batch` (same arguments): the FinalLaws of
+  """:func:`steps_laws_batch` on the host (same arguments): the FinalLaws of
   the lanes, NumPy arrays with the leading lane axis, ZERO compiled programs.
 
-  Same construction (:mod:`._sum_law_host`: the jitted path's windows,
-  re-grids and level logic, the same split/barycentric pair rules); the laws
-  agree with the jitted ones to rounding (tests/allocation/test_allocation_laws_host.py).
+  The same text (:mod:`._sum_law` with ``ns = HOST``); the laws agree with
+  the jitted ones to rounding (tests/allocation/test_allocation_laws_host.py).
   Lanes run one after another (CPU, about the jitted per-lane cost once
   compiled); for many lanes prefer the compiled kernel.
   """
@@ -243,8 +242,8 @@ def _laws_host_one(p, q0, minf, a, g, lo, D, param, t, tail, *, n, lower):
   up = sl.UpperLaw(np.asarray(p, np.float64), np.float64(q0), np.float64(minf))
   lw = sl.LowerLaw(np.asarray(a, np.float64), np.asarray(g, np.float64), np.float64(0.0))
   m = sl.out_size(n)
-  laws = (lambda: slh.sum_law_upper_host(up, lat, int(t_i), n, tail, 0.0),
-          lambda: slh.sum_law_lower_host(lw, lat, int(t_i), n, tail, 0.0) if lower else (
+  laws = (lambda: sl.sum_law_upper(up, lat, t_i, n, tail, 0.0, ns=HOST),
+          lambda: sl.sum_law_lower(lw, lat, t_i, n, tail, 0.0, ns=HOST) if lower else (
               sl.LowerLaw(np.zeros(m), np.zeros(m), np.zeros(())),
               sl.Lattice(np.zeros(()), np.ones(()), np.zeros((), np.int32))))
   # the upper and the lower law on their own cores

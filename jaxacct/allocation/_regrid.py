@@ -1,8 +1,8 @@
 """Windows, re-grids and pair tables of the round laws: one text for both paths (private).
 
-The level logic of :mod:`._sum_law` (the jitted kernels) and of
-:mod:`._sum_law_host` (the NumPy twin answering a concrete question with
-zero compiled programs) share these formulas through an array namespace
+The level logic of :mod:`._sum_law`, jitted (``ns = JAX``) or on the host
+(``ns = HOST``: a concrete question with zero compiled programs), reads these
+formulas through an array namespace
 ``ns`` (:mod:`jaxacct._core.namespace`: ``ns.xp`` is ``jax.numpy`` by default,
 ``numpy`` on the host; ``ns.add_at`` is ``x.at[i].add``). The mathematics
 (mean-preserving splits for the upper law, barycentric grouping for the

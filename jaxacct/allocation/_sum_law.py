@@ -2,8 +2,12 @@
 
 Kernels behind :mod:`jaxacct.allocation.pld`; the mathematics and the
 validity argument are in that module's docstring. Windows and re-grids are
-in :mod:`._regrid` (one text with the NumPy twin :mod:`._sum_law_host`). Everything here is
-jittable and vmappable in ``sigma`` and ``t``; the grid size ``n`` is static.
+in :mod:`._regrid`. One text for both paths (:mod:`jaxacct._core.namespace`):
+``ns = JAX`` (the default) is jittable and vmappable in ``sigma`` and ``t``;
+``ns = HOST`` answers a concrete question in NumPy with no compiled program,
+the diagonals of a pairwise sum then taken a block of rows at a time and each
+output cell summed in the jitted loop's order (:func:`_accumulate`). The grid
+size ``n`` is static.
 
 Proofs and sources: docs/bounds/allocation_pld.md ("Bounds and proofs /
 Random allocation: the tight PLD").
@@ -11,13 +15,17 @@ Random allocation: the tight PLD").
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from numpy.lib.stride_tricks import sliding_window_view
+
 from jaxacct._core.batching import accelerator_layout
+from jaxacct._core.namespace import JAX
 from jaxacct.allocation import _diagonal_blocks as db
 from jaxacct.allocation import _lower_coarse as lc
 from jaxacct.allocation._far_field import band_limits, far_lower, far_prefix, far_ulps, far_upper
@@ -64,52 +72,102 @@ def _diagonal_pieces(n: int, pieces: int):
   return [(cuts[p], cuts[p + 1], n - cuts[p]) for p in range(pieces) if cuts[p + 1] > cuts[p]]
 
 
-def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None):
+#: Diagonals per block of rows on the host (``ns = HOST``; :func:`_run_loops`).
+HOST_ROWS = 128
+
+
+def _accumulate(out, terms, d, L: int, ns):
+  """Adds the terms ``(start, re, im)`` of diagonal ``d`` at output elements
+  ``start .. start + L`` (``re``: real row, ``im``: imaginary row).
+
+  Jitted: ``d`` a scalar, ONE in-place slice update of the complex row
+  ``out``. Host: ``d`` a column of consecutive diagonals (one a row) and
+  ``out`` the pair (real, imaginary) of rows; ``np.bincount`` adds its weights
+  in array order, the row first, then the block's terms diagonal after
+  diagonal: each output element receives its terms in the jitted loop's
+  order, hence the same sums.
+  """
+  start, re, im = terms(d)
+  if not ns.is_host:
+    seg = lax.dynamic_slice(out, (start,), (L + 1,)) + lax.complex(re, im)
+    return lax.dynamic_update_slice(out, seg, (start,))
+  size, shape = out[0].shape[0], (start + np.arange(L + 1)).shape
+  idx = np.empty(size + int(np.prod(shape)), np.intp)
+  idx[:size] = np.arange(size)
+  idx[size:].reshape(shape)[...] = start + np.arange(L + 1)
+  wts = np.empty(idx.shape)
+
+  def add(row, w):
+    wts[:size] = row
+    wts[size:].reshape(shape)[...] = w
+    return np.bincount(idx, wts, minlength=size)[:size]
+  return add(out[0], re), add(out[1], im)
+
+
+def _host_row(re, im):
+  """The complex row ``re + i im`` of the host's pair of rows."""
+  out = np.empty(re.shape, np.complex128)
+  out.real, out.imag = re, im
+  return out
+
+
+def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None, ns=JAX):
   """Runs the diagonal loops of one or more pairwise sums.
 
-  ``parts``: ``(step, finish, init, lows)`` per sum; ``step(L)`` is the loop
-  body over length-L vectors for the diagonals d >= 1, ``step(L, True)`` the
-  body of the main diagonal d = 0 (applied once, before the loop, so that the
-  loop body needs no ``d > 0`` mask; every product and sum is the one the
-  masked body formed). ``band`` (traced int or None: n): only the
+  ``parts``: ``(terms, finish, init, lows, block)`` per sum; ``terms(L)`` maps
+  a diagonal d >= 1 to its terms over length-L vectors (:func:`_accumulate`),
+  ``terms(L, True)`` those of the main diagonal d = 0 (applied once, before the
+  loop, so that the loop needs no ``d > 0`` mask; every product and sum is the
+  one a masked body formed). ``band`` (traced int or None: n): only the
   diagonals d < band run here (the near band, a dynamic trip count, no new
   static variant); ``finish(out, pre)`` adds the far field from ``pre``, the
   :func:`far_prefix` of its rows ``lows`` (all sums' rows in one filter).
   ``active`` (traced bools, one per sum, or None: one loop for all): each sum
   runs its own loop, with no trip where False (a sum the level does not read).
-  Returns ``[finish(out)]``.
+  ``block``: the accelerator layout's trip body (:mod:`._diagonal_blocks`).
+  ``ns = HOST``: blocks of :data:`HOST_ROWS` diagonals as rows. Returns
+  ``[finish(out)]``.
   """
+  xp = ns.xp
   outs = tuple(p[2] for p in parts)
-  dense = accelerator_layout()
+  dense = not ns.is_host and accelerator_layout()
+  host_d = lambda lo, hi: np.arange(lo, hi)[:, None]
   for d_lo, d_hi, L in _diagonal_pieces(n, pieces):
     if d_lo == 0:   # the main diagonal once, outside the loop (band >= 1: it always runs)
-      zero = jnp.zeros((), jnp.int32)
-      outs = tuple(p[0](L, True)(zero, x) for p, x in zip(parts, outs))
+      zero = host_d(0, 1) if ns.is_host else jnp.zeros((), jnp.int32)
+      outs = tuple(_accumulate(x, p[0](L, True), zero, L, ns) for p, x in zip(parts, outs))
       d_lo = 1
     if d_hi <= d_lo:
       continue
-    hi = d_hi if band is None else jnp.minimum(d_hi, band)
+    hi = d_hi if band is None else xp.minimum(d_hi, band)
+    his = [hi if act is None else xp.where(act, hi, d_lo)
+           for act in (active or [None] * len(parts))]
     if dense:   # static blocks of K diagonals, static trip counts (._diagonal_blocks)
       K = min(db.DIAGONAL_BLOCK, d_hi - d_lo)
-      his = [hi if active is None else jnp.where(act, hi, d_lo)
-             for act in (active or [None] * len(parts))]
       blocks = [p[4](L, K) for p in parts]
       body = lambda b, o, blocks=blocks, his=his, d_lo=d_lo, K=K: tuple(
           f(d_lo + b * K, h, x) for f, h, x in zip(blocks, his, o))
       outs = lax.fori_loop(0, -(-(d_hi - d_lo) // K), body, outs)
       continue
     steps = [p[0](L) for p in parts]
-    if active is None:
-      body = lambda d, o, steps=steps: tuple(f(d, x) for f, x in zip(steps, o))
+    if ns.is_host:
+      outs = tuple(functools.reduce(
+          lambda o, b, f=f, h=int(h): _accumulate(o, f, host_d(b, min(b + HOST_ROWS, h)), L, ns),
+          range(d_lo, int(h), HOST_ROWS), x) for f, h, x in zip(steps, his, outs))
+    elif active is None:
+      body = lambda d, o, steps=steps: tuple(_accumulate(x, f, d, L, ns)
+                                             for f, x in zip(steps, o))
       outs = lax.fori_loop(d_lo, hi, body, outs, unroll=UNROLL)
     else:
-      outs = tuple(lax.fori_loop(d_lo, jnp.where(act, hi, d_lo), f, x, unroll=UNROLL)
-                   for f, x, act in zip(steps, outs, active))
+      outs = tuple(lax.fori_loop(d_lo, h, lambda d, o, f=f: _accumulate(o, f, d, L, ns), x,
+                                 unroll=UNROLL) for f, x, h in zip(steps, outs, his))
+  if ns.is_host:
+    outs = tuple(_host_row(*x) for x in outs)
   if band is None:
     return [p[1](x, None) for p, x in zip(parts, outs)]
   # the far fields of all sums: one filter over the stacked low-atom rows
   rows = [r for p in parts for r in p[3]]
-  P, T = far_prefix(jnp.stack(rows), D, band, n)
+  P, T = far_prefix(xp.stack(rows), D, band, n, ns)
   res, k = [], 0
   for p, x in zip(parts, outs):
     res.append(p[1](x, (P[k:k + len(p[3])], T[k:k + len(p[3])])))
@@ -117,41 +175,55 @@ def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None):
   return res
 
 
-def _low(x, L: int):
+def _buf(n: int) -> int:
+  """Length of a pairwise sum's accumulation row (every ``start + L`` < it)."""
+  return 3 * n + 4
+
+
+def _low(x, L: int, xp=jnp):
   """``(x_i, x_{i-1})`` for i = 0..L (zero outside 0..L-1): the low operand of a
   diagonal at an output element and one to its left (two static arrays)."""
-  z = jnp.zeros(1)
-  return jnp.concatenate([x[:L], z]), jnp.concatenate([z, x[:L]])
+  z = xp.zeros(1)
+  return xp.concatenate([x[:L], z]), xp.concatenate([z, x[:L]])
 
 
-def _high(x, n: int):
+def _high(x, n: int, xp=jnp):
   """``x`` with one zero before and n + 1 after: element ``d + 1 + j`` is
   ``x_{d+j}`` (the high operand of diagonal d; a slice never clamps)."""
-  return jnp.concatenate([jnp.zeros(1), x, jnp.zeros(n + 1)])
+  return xp.concatenate([xp.zeros(1), x, xp.zeros(n + 1)])
 
 
-def _slices(low, high, d, L: int):
+def _dslice(x, start, size: int, ns):
+  """``x[start : start + size]``; on the host ``start`` is a column of
+  consecutive starts, one row each (a strided view, nothing copied)."""
+  if ns.is_host:
+    return sliding_window_view(x, size)[start[0, 0]:start[-1, 0] + 1]
+  return lax.dynamic_slice(x, (start,), (size,))
+
+
+def _slices(low, high, d, L: int, ns=JAX):
   """``(low_i, high_{i+d})`` and ``(low_{i-1}, high_{i-1+d})``, i = 0..L."""
-  return ((low[0], lax.dynamic_slice(high, (d + 1,), (L + 1,))),
-          (low[1], lax.dynamic_slice(high, (d,), (L + 1,))))
+  return ((low[0], _dslice(high, d + 1, L + 1, ns)), (low[1], _dslice(high, d, L + 1, ns)))
 
 
-def _products(low, high, d, L: int):
-  """``(v_i, v_{i-1})``, v_j = low_j high_{j+d}: a diagonal's pair masses at an
-  output element and one to its left."""
-  return tuple(x * y for x, y in _slices(low, high, d, L))
+def _add_drop(out, idx, v, ns):
+  """``out.at[idx].add(v, mode="drop")`` (indices past the end dropped)."""
+  if ns.is_host:
+    keep = idx < out.shape[0]
+    return ns.add_at(out, idx[keep], v[keep])
+  return out.at[idx].add(v, mode="drop")
 
 
 def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, o,
-                 d_up=None):
+                 d_up=None, ns=JAX):
+  xp = ns.xp
   m = out_size(n)
-  buf = 3 * n + 4
-  hA, hB = (_high(X.p, n) for X in (A, B))
+  hA, hB = (_high(X.p, n, xp) for X in (A, B))
 
-  def step(L, main=False):
-    lA, lB = (_low(X.p, L) for X in (A, B))   # [0]: element j, zero at j = L
+  def terms(L, main=False):
+    lA, lB = (_low(X.p, L, xp) for X in (A, B))   # [0]: element j, zero at j = L
 
-    def body(d, out):
+    def at(d):
       # The pair sums of low element j (v_j = a_j b_{j+d} + a_{j+d} b_j) go to
       # output knots start + j (weight 1 - w) and start + j + 1 (w): both parts
       # at element start + j of one complex row (real: knot j, imaginary: the
@@ -160,51 +232,49 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
       # (1 - w) v_j + w v_{j-1}: 1.1x, v formed twice).
       k = kap[d]
       w = om[d]
-      v = lA[0] * lax.dynamic_slice(hB, (d + 1,), (L + 1,))
+      v = lA[0] * _dslice(hB, d + 1, L + 1, ns)
       if not (main or symmetric):
-        v = v + lB[0] * lax.dynamic_slice(hA, (d + 1,), (L + 1,))
+        v = v + lB[0] * _dslice(hA, d + 1, L + 1, ns)
       if symmetric and not main:   # X + X off the main diagonal: both orientations
         v = v * 2.0
-      start = d + k - o
-      seg = lax.dynamic_slice(out, (start,), (L + 1,)) + lax.complex(v * (1.0 - w), v * w)
-      return lax.dynamic_update_slice(out, seg, (start,))
-    return body
+      return d + k - o, v * (1.0 - w), v * w
+    return at
 
-  block = db.upper_block(jnp.stack([A.p[:n]] if symmetric else [A.p[:n], B.p[:n]], axis=-1),
-                         symmetric, kap, om, o, n)
+  block = None if ns.is_host else db.upper_block(
+      jnp.stack([A.p[:n]] if symmetric else [A.p[:n], B.p[:n]], axis=-1),
+      symmetric, kap, om, o, n)
 
   def finish(out, pre):
-    out = out.real + jnp.concatenate([jnp.zeros(1), out.imag[:-1]])   # knot j, knot j + 1
+    out = out.real + xp.concatenate([xp.zeros(1), out.imag[:-1]])   # knot j, knot j + 1
     if pre is not None:   # far field d >= d_up (kappa = 0, o = 0 when it is not empty)
       P, T = pre
-      c0, c1 = far_upper(A.p, B.p, D, d_up, n, pre=(P[:1], T[:1]))
+      c0, c1 = far_upper(A.p, B.p, D, d_up, n, ns, pre=(P[:1], T[:1]))
       if symmetric:
         c0, c1 = 2.0 * c0, 2.0 * c1
       else:
-        e0, e1 = far_upper(B.p, A.p, D, d_up, n, pre=(P[1:], T[1:]))
+        e0, e1 = far_upper(B.p, A.p, D, d_up, n, ns, pre=(P[1:], T[1:]))
         c0, c1 = c0 + e0, c1 + e1
-      out = out.at[:n].add(c0).at[1:n + 1].add(c1)
+      out = ns.add_at(ns.add_at(out, slice(0, n), c0), slice(1, n + 1), c1)
     out = out[:m]
     # zero atoms shift the other summand exactly: input knot i -> output index
     # i - o. Those below the output window (i < o; only tiny left-tail atoms)
     # are spread onto {0, first output knot} (mean preserving).
     zero_part = A.q0 * B.p + B.q0 * A.p
-    i = jnp.arange(n)
+    i = xp.arange(n)
     inside = i >= o
-    out = out.at[jnp.where(inside, i - o, m)].add(jnp.where(inside, zero_part, 0.0),
-                                                 mode="drop")
-    w0 = jnp.exp(jnp.minimum(i - o, 0) * D)
-    out = out.at[0].add(jnp.sum(jnp.where(inside, 0.0, zero_part * w0)))
-    q0 = A.q0 * B.q0 + jnp.sum(jnp.where(inside, 0.0, zero_part * (1.0 - w0)))
+    out = _add_drop(out, xp.where(inside, i - o, m), xp.where(inside, zero_part, 0.0), ns)
+    w0 = xp.exp(xp.minimum(i - o, 0) * D)
+    out = ns.add_at(out, 0, xp.sum(xp.where(inside, 0.0, zero_part * w0)))
+    q0 = A.q0 * B.q0 + xp.sum(xp.where(inside, 0.0, zero_part * (1.0 - w0)))
     minf = A.minf + B.minf
     return UpperLaw(out, q0, minf)
 
-  return (step, finish, jnp.zeros(buf, jnp.complex128),
-          [A.p[:n]] if symmetric else [A.p[:n], B.p[:n]], block)
+  init = (np.zeros(_buf(n)),) * 2 if ns.is_host else jnp.zeros(_buf(n), jnp.complex128)
+  return (terms, finish, init, [A.p[:n]] if symmetric else [A.p[:n], B.p[:n]], block)
 
 
 def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int = 1,
-               far: bool = True):
+               far: bool = True, ns=JAX):
   """Mean-preserving-split sum of two upper laws on the same n-knot window.
 
   A pair (i, i+d) sums to x_{i+d} (1 + r^-d) in [x_{h+k}, x_{h+k+1}],
@@ -214,47 +284,49 @@ def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int
   ``pieces`` (static) splits the diagonal loop (:func:`_diagonal_pieces`).
   ``far`` (static): the diagonals past the near band (:func:`band_limits`) by
   :func:`far_upper` in O(n log n) (the same splits, reassociated); False: every
-  diagonal in the loop (the O(n^2) oracle).
+  diagonal in the loop (the O(n^2) oracle). ``ns``: the array namespace.
   """
-  kap, om = tables(D, n)
+  kap, om = tables(D, n, ns)
   o = kap[n - 1]
-  d_up = band_limits(kap, om, n)[0] if far else None
-  return _run_loops([_upper_parts(A, B, D, n, symmetric, kap, om, o, d_up)], n, pieces,
-                    d_up, D)[0], o
+  d_up = band_limits(kap, om, n, ns)[0] if far else None
+  return _run_loops([_upper_parts(A, B, D, n, symmetric, kap, om, o, d_up, ns)], n, pieces,
+                    d_up, D, ns=ns)[0], o
 
 
 def conv_upper_pair(X: UpperLaw, A: UpperLaw, B: UpperLaw, D, n: int, pieces: int = 1,
-                    far: bool = True, active=None):
+                    far: bool = True, active=None, ns=JAX):
   """``(X + X, A + B, o)``: the two sums of a level (``X + X`` by the symmetric
   kernel: one orientation, doubled); ``active``: see :func:`_run_loops`."""
-  kap, om = tables(D, n)
+  kap, om = tables(D, n, ns)
   o = kap[n - 1]
-  d_up = band_limits(kap, om, n)[0] if far else None
-  S, C = _run_loops([_upper_parts(X, X, D, n, True, kap, om, o, d_up),
-                     _upper_parts(A, B, D, n, False, kap, om, o, d_up)], n, pieces, d_up, D,
-                    active)
+  d_up = band_limits(kap, om, n, ns)[0] if far else None
+  S, C = _run_loops([_upper_parts(X, X, D, n, True, kap, om, o, d_up, ns),
+                     _upper_parts(A, B, D, n, False, kap, om, o, d_up, ns)], n, pieces, d_up, D,
+                    active, ns)
   return S, C, o
 
 
-def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d_lo=None):
+def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d_lo=None,
+                 ns=JAX):
+  xp = ns.xp
   m = out_size(n)
-  buf = 3 * n + 4
-  fa, fb = (jnp.where(X.a > 0, X.g / jnp.where(X.a > 0, X.a, 1.0), 1.0) for X in (A, B))
-  hA, hB = (_high(X.a, n) for X in (A, B))
-  hfA, hfB = (_high(f, n) for f in (fa, fb))
-  eD, emD = jnp.exp(D), jnp.exp(-D)
+  buf = _buf(n)
+  fa, fb = (xp.where(X.a > 0, X.g / xp.where(X.a > 0, X.a, 1.0), 1.0) for X in (A, B))
+  hA, hB = (_high(X.a, n, xp) for X in (A, B))
+  hfA, hfB = (_high(f, n, xp) for f in (fa, fb))
+  eD, emD = xp.exp(D), xp.exp(-D)
   # per diagonal (tables: no scalar kernel in the loop body): r^-d, the cell
   # test e^{kD} e^D and the moment scale e^{-kD} of k = kappa(d)
-  kf = kap.astype(jnp.float64)
-  rdt = jnp.exp(-jnp.arange(n, dtype=jnp.float64) * D)
-  tht, sct = jnp.exp(kf * D) * eD, jnp.exp(-kf * D)
+  kf = kap.astype(xp.float64)
+  rdt = xp.exp(-xp.arange(n, dtype=xp.float64) * D)
+  tht, sct = xp.exp(kf * D) * eD, xp.exp(-kf * D)
 
-  def step(L, main=False):
-    lA, lB = (_low(X.a, L) for X in (A, B))
-    lfA, lfB = (_low(f, L) for f in (fa, fb))
+  def terms(L, main=False):
+    lA, lB = (_low(X.a, L, xp) for X in (A, B))
+    lfA, lfB = (_low(f, L, xp) for f in (fa, fb))
 
-    def body(d, out):
-      # As the upper body: low element j's pair (mass, exact moment) goes to
+    def at(d):
+      # As the upper terms: low element j's pair (mass, exact moment) goes to
       # output cell start + j (sum below x_{h+k+1}) or start + j + 1; element
       # start + i gets the first part of element i and the second of i - 1.
       # Mass a and moment g ride in one complex row (a + i g): ONE in-place
@@ -268,11 +340,11 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
         # c = 0: pairs of element i staying in their cell; c = 1: pairs of
         # element i - 1 moving one cell up
         out_a = out_g = 0.0
-        for c, ((ma, mb), (fl, fh)) in enumerate(zip(_slices(la, ha, d, L),
-                                                     _slices(lf, hf, d, L))):
+        for c, ((ma, mb), (fl, fh)) in enumerate(zip(_slices(la, ha, d, L, ns),
+                                                     _slices(lf, hf, d, L, ns))):
           mass, s_rel = ma * mb, fh + fl * rd
           up = s_rel >= th
-          mm = jnp.where(up, mass, 0.0) if c else jnp.where(up, 0.0, mass)
+          mm = xp.where(up, mass, 0.0) if c else xp.where(up, 0.0, mass)
           gg = mm * (s_rel * sc)
           out_a, out_g = out_a + mm, out_g + (gg * emD if c else gg)
         return out_a, out_g
@@ -283,49 +355,49 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
         xa, xg = xa + ya, xg + yg
       if symmetric and not main:   # X + X off the main diagonal: both orientations
         xa, xg = xa * 2.0, xg * 2.0
-      start = d + k - o
-      seg = lax.dynamic_slice(out, (start,), (L + 1,)) + lax.complex(xa, xg)
-      return lax.dynamic_update_slice(out, seg, (start,))
-    return body
+      return d + k - o, xa, xg
+    return at
 
-  block = db.lower_block(jnp.stack([A.a[:n], fa[:n]] + ([] if symmetric else [B.a[:n], fb[:n]]),
-                                   axis=-1), symmetric, kap, o, n, (rdt, tht, sct, emD))
+  block = None if ns.is_host else db.lower_block(
+      jnp.stack([A.a[:n], fa[:n]] + ([] if symmetric else [B.a[:n], fb[:n]]), axis=-1),
+      symmetric, kap, o, n, (rdt, tht, sct, emD))
 
   def finish(out, pre):
-    out = jnp.concatenate([out.real, out.imag])   # (a | g) rows
+    out = xp.concatenate([out.real, out.imag])   # (a | g) rows
     if pre is not None:   # far field d >= d_lo (kappa = 0, o = 0 when it is not empty)
       P, T = pre
-      c = far_lower(A, B, D, d_lo, n, pre=(P[:2], T[:2]))
+      c = far_lower(A, B, D, d_lo, n, ns, pre=(P[:2], T[:2]))
       if symmetric:
         c = tuple(2.0 * x for x in c)
       else:
-        c = tuple(x + y for x, y in zip(c, far_lower(B, A, D, d_lo, n, pre=(P[2:], T[2:]))))
-      out = out.at[:n].add(c[0]).at[1:n + 1].add(c[2])
-      out = out.at[buf:buf + n].add(c[1]).at[buf + 1:buf + n + 1].add(c[3])
+        c = tuple(x + y for x, y in zip(c, far_lower(B, A, D, d_lo, n, ns, pre=(P[2:], T[2:]))))
+      for part, lo in ((c[0], 0), (c[2], 1), (c[1], buf), (c[3], buf + 1)):
+        out = ns.add_at(out, slice(lo, lo + n), part)
     outa, outg = out[:m], out[buf:buf + m]
     # zero-atom cross terms below the output window are dropped (lower law)
     za = A.q0 * B.a + B.q0 * A.a
     zg = A.q0 * B.g + B.q0 * A.g
-    i = jnp.arange(n)
-    idx = jnp.where(i >= o, i - o, m)
-    outa = outa.at[idx].add(za, mode="drop")
-    outg = outg.at[idx].add(zg, mode="drop")
+    i = xp.arange(n)
+    idx = xp.where(i >= o, i - o, m)
+    outa = _add_drop(outa, idx, za, ns)
+    outg = _add_drop(outg, idx, zg, ns)
     return LowerLaw(outa, outg, A.q0 * B.q0)
 
   lows = [A.a[:n], A.g[:n]] + ([] if symmetric else [B.a[:n], B.g[:n]])
-  return step, finish, jnp.zeros(buf, jnp.complex128), lows, block
+  init = (np.zeros(buf),) * 2 if ns.is_host else jnp.zeros(buf, jnp.complex128)
+  return terms, finish, init, lows, block
 
 
-def _lower_exact(pairs, D, n: int, pieces: int, far: bool = True, active=None):
+def _lower_exact(pairs, D, n: int, pieces: int, far: bool = True, active=None, ns=JAX):
   # the fine kernel: ([P + R], o)
-  kap, om = tables(D, n)
-  d_lo = band_limits(kap, om, n)[1] if far else None
-  return _run_loops([_lower_parts(P, R, D, n, s, kap, kap[n - 1], d_lo) for P, R, s in pairs],
-                    n, pieces, d_lo, D, active), kap[n - 1]
+  kap, om = tables(D, n, ns)
+  d_lo = band_limits(kap, om, n, ns)[1] if far else None
+  return _run_loops([_lower_parts(P, R, D, n, s, kap, kap[n - 1], d_lo, ns)
+                     for P, R, s in pairs], n, pieces, d_lo, D, active, ns), kap[n - 1]
 
 
 def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, pieces: int = 1,
-               coarsen: int | None = None, far: bool = True):
+               coarsen: int | None = None, far: bool = True, ns=JAX):
   """Barycentric sum of two lower laws on the same n-cell window.
 
   Atoms mu_i = x_i f_i, f = g / a in [1, r). A pair (i, i+d) with sum s is
@@ -336,16 +408,17 @@ def conv_lower(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, pieces: int
   resolution); ``far`` (static): the far field (kappa = 0) grouped per high cell
   by :func:`far_lower`; False: every pair by the cell rule (the O(n^2) oracle).
   """
-  ex = lambda p, D, n: _lower_exact(p, D, n, pieces, far)
-  (S,), o = lc.coarse_sums(ex, [(A, B, symmetric)], D, n, out_size(n), coarsen)
+  ex = lambda p, D, n: _lower_exact(p, D, n, pieces, far, ns=ns)
+  (S,), o = lc.coarse_sums(ex, [(A, B, symmetric)], D, n, out_size(n), coarsen, ns)
   return S, o
 
 
 def conv_lower_pair(X: LowerLaw, A: LowerLaw, B: LowerLaw, D, n: int, pieces: int = 1,
-                    coarsen: int | None = None, far: bool = True, active=None):
+                    coarsen: int | None = None, far: bool = True, active=None, ns=JAX):
   """``(X + X, A + B, o)`` (see conv_upper_pair)."""
-  ex = lambda p, D, n: _lower_exact(p, D, n, pieces, far, active)
-  (S, C), o = lc.coarse_sums(ex, [(X, X, True), (A, B, False)], D, n, out_size(n), coarsen)
+  ex = lambda p, D, n: _lower_exact(p, D, n, pieces, far, active, ns)
+  (S, C), o = lc.coarse_sums(ex, [(X, X, True), (A, B, False)], D, n, out_size(n), coarsen,
+                             ns)
   return S, C, o
 
 
@@ -353,14 +426,14 @@ def conv_lower_pair(X: LowerLaw, A: LowerLaw, B: LowerLaw, D, n: int, pieces: in
 # t-fold sums
 # ----------------------------------------------------------------------------
 
-def _nbits(t):
+def _nbits(t, xp=jnp):
   """Bit length of t >= 1 (exact integer arithmetic)."""
-  bits = jnp.arange(31, dtype=jnp.int32)
-  return jnp.sum(((t[..., None] >> bits) > 0).astype(jnp.int32), axis=-1)
+  bits = xp.arange(31, dtype=xp.int32)
+  return xp.sum(((t[..., None] >> bits) > 0).astype(xp.int32), axis=-1)
 
 
-def _pick(bit, x, y):
-  return jax.tree.map(lambda u, v: jnp.where(bit == 1, v, u), x, y)
+def _pick(bit, x, y, xp=jnp):
+  return jax.tree.map(lambda u, v: xp.where(bit == 1, v, u), x, y)
 
 
 def _stack(x, y):
@@ -371,14 +444,12 @@ def _unstack(z):
   return jax.tree.map(lambda u: u[0], z), jax.tree.map(lambda u: u[1], z)
 
 
-def _joint_window(win, A, LA, B, LB, tail):
-  # A and B through one vmapped copy of the window (half the code to compile)
-  l, r = jax.vmap(lambda X, LX: win(X, LX, tail))(_stack(A, B), _stack(LA, LB))
-  return jnp.minimum(l[0], l[1]), jnp.maximum(r[0], r[1])
-
-
-def _regrid_both(regrid, A, LA, B, LB, jl, D2, n):   # (regrid(A), regrid(B)), one vmapped copy
-  return _unstack(jax.vmap(lambda X, LX: regrid(X, LX, jl, D2, n)[0])(_stack(A, B), _stack(LA, LB)))
+def _both(f, A, LA, B, LB, ns):
+  """``(f(A, LA), f(B, LB))``: one vmapped copy under jit (half the code to
+  compile), two calls on the host."""
+  if ns.is_host:
+    return f(A, LA), f(B, LB)
+  return _unstack(jax.vmap(f)(_stack(A, B), _stack(LA, LB)))
 
 
 #: Static diagonal pieces of the pairwise sums (:func:`_diagonal_pieces`; same
@@ -391,7 +462,7 @@ PIECES = 4
 METHODS = ("fast", "loop", "reference")
 
 
-def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast", last=None):
+def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast", last=None, ns=JAX):
   """One level of the binary powering: (A, B) -> (A + X, B + X) on the new lattice.
 
   ``X`` is ``A2`` or ``B2`` by the current bit of ``t``: the level needs
@@ -406,10 +477,11 @@ def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast", last=Non
   only the sums a level reads (``last``: the final level; ``active`` of
   :func:`_run_loops`); "loop" has every diagonal in the loop (static trip
   count, for callers that vmap lanes) and both sums; "reference" (the O(n^2)
-  oracle) runs both as asymmetric sums over every diagonal in one vmapped call
-  (bit for bit the lower laws of "loop").
+  oracle, jitted only) runs both as asymmetric sums over every diagonal in one
+  vmapped call (bit for bit the lower laws of "loop").
   """
-  X = _pick(bit, A2, B2)
+  xp = ns.xp
+  X = _pick(bit, A2, B2, xp)
   if method == "reference":
     C, o = jax.vmap(lambda P, R: conv(P, R, D2, n, False, far=False), out_axes=(0, None))(
         _stack(A2, X), _stack(B2, X))
@@ -421,16 +493,56 @@ def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast", last=Non
       one = first & last                       # t = 1: the level returns A2m
       active = [~one & (first | ~last | (bit == 0)),     # X + X
                 ~first & (~last | (bit == 1))]           # A2 + B2
-    C0, C1, o = pair(X, A2, B2, D2, n, PIECES, far=method == "fast", active=active)
+    C0, C1, o = pair(X, A2, B2, D2, n, PIECES, far=method == "fast", active=active, ns=ns)
   else:
     raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
-  An = _pick(first.astype(jnp.int32), _pick(bit, C0, C1), A2m)
-  Bn = _pick(bit, C1, C0)
+  An = _pick(first.astype(xp.int32), _pick(bit, C0, C1, xp), A2m, xp)
+  Bn = _pick(bit, C1, C0, xp)
   return An, Bn, o
 
 
+def _powering(law, lat, t, n: int, tail, min_step, method, ns, *, upper: bool):
+  """The t-fold sum of ``law`` (see :func:`sum_law_upper`): ``(law, lattice, eta)``."""
+  xp = ns.xp
+  t = xp.asarray(t, xp.int32)
+  nb = _nbits(t, xp)
+  pad = xp.zeros(out_size(n) - n)
+  if upper:
+    grow = lambda L: UpperLaw(xp.concatenate([L.p, pad]), L.q0, L.minf)
+    win, regrid, conv = window_upper, regrid_upper, conv_upper
+  else:
+    grow = lambda L: LowerLaw(xp.concatenate([L.a, pad]), xp.concatenate([L.g, pad]), L.q0)
+    win, regrid, conv = window_lower, regrid_lower, conv_lower
+  zero = xp.zeros((), xp.int32)
+
+  def level(j, carry):
+    A, LA, B, LB, ledger = carry
+    (la, ra), (lb, rb) = _both(lambda X, LX: win(X, LX, tail, ns), A, LA, B, LB, ns)
+    jl, jr = xp.minimum(la, lb), xp.maximum(ra, rb)
+    if upper:
+      D2 = new_step(jl, jr, LA.step, n, min_step, ns)
+    else:   # n new cells cover old cells jl..jr whole (atoms sit anywhere in a cell)
+      D2 = new_step(jl, jr + 1, LA.step, n + 1, min_step, ns)
+    A2, B2 = _both(lambda X, LX: regrid(X, LX, jl, D2, n, ns)[0], A, LA, B, LB, ns)
+    L2 = Lattice(LA.u_ref + jl * LA.step, D2, zero)
+    bit = (t >> xp.maximum(nb - 1 - j, 0)) & 1
+    first = xp.asarray(j == 0)
+    An, Bn, o = _combine_level(conv, A2, B2, grow(A2), D2, n, bit, first, method,
+                               last=xp.asarray(j == nb - 1), ns=ns)
+    LAn = Lattice(L2.u_ref, D2, xp.where(first, zero, o))
+    LBn = Lattice(L2.u_ref, D2, o)
+    if upper:   # log-position rounding of this level (regrid offsets, lattice origin, kernel)
+      ledger = ledger + 4 * _EPS * (4.0 + xp.abs(L2.u_ref) + 2.5 * n * (LA.step + D2))
+      ledger = ledger + _EPS * far_ulps(n)[1]   # far-field barycentres (far_lower)
+    return An, LAn, Bn, LBn, ledger
+
+  A = grow(law)
+  A, LA, _, _, ledger = ns.fori_loop(0, nb, level, (A, lat, A, lat, xp.zeros(())))
+  return A, LA, ledger
+
+
 def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step,
-                  method: str = "fast"):
+                  method: str = "fast", ns=JAX):
   """Upper (convex-order dominating) law of the t-fold sum, t >= 1 traced.
 
   Carries (S_a, S_{a+1}) along the binary digits of t from the top: level 0
@@ -440,73 +552,17 @@ def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step,
   rounding error of the atoms (see pld module docstring).
   ``method`` (static): "fast" (default: near band + far field), "loop" (every
   diagonal in the loop) or "reference", the O(n^2) oracle kept for the tests
-  (see :func:`_combine_level`).
+  (see :func:`_combine_level`). ``ns``: ``JAX`` (jittable) or ``HOST`` (NumPy,
+  concrete input, a Python loop over the levels).
   """
-  t = jnp.asarray(t, jnp.int32)
-  nb = _nbits(t)
-  m = out_size(n)
-  pad = jnp.zeros(m - n)
-  A = UpperLaw(jnp.concatenate([up.p, pad]), up.q0, up.minf)
-  zero = jnp.zeros((), jnp.int32)
-
-  def level(carry):
-    j, A, LA, B, LB, ledger = carry
-    jl, jr = _joint_window(window_upper, A, LA, B, LB, tail)
-    D2 = new_step(jl, jr, LA.step, n, min_step)
-    A2, B2 = _regrid_both(regrid_upper, A, LA, B, LB, jl, D2, n)
-    L2 = Lattice(LA.u_ref + jl * LA.step, D2, zero)
-    bit = (t >> jnp.maximum(nb - 1 - j, 0)) & 1
-    first = j == 0
-    A2m = UpperLaw(jnp.concatenate([A2.p, pad]), A2.q0, A2.minf)
-    An, Bn, o = _combine_level(conv_upper, A2, B2, A2m, D2, n, bit, first, method,
-                               last=j == nb - 1)
-    LAn = Lattice(L2.u_ref, D2, jnp.where(first, zero, o))
-    LBn = Lattice(L2.u_ref, D2, o)
-    # log-position rounding of this level (regrid offsets, lattice origin, kernel)
-    ledger = ledger + 4 * _EPS * (4.0 + jnp.abs(L2.u_ref) + 2.5 * n * (LA.step + D2))
-    ledger = ledger + _EPS * far_ulps(n)[1]   # far-field barycentres (far_lower)
-    return j + 1, An, LAn, Bn, LBn, ledger
-
-  def cond(carry):
-    return carry[0] < nb
-
-  carry = (zero, A, lat, A, lat, jnp.zeros(()))
-  _, A, LA, B, LB, ledger = lax.while_loop(cond, level, carry)
-  return A, LA, ledger
+  return _powering(up, lat, t, n, tail, min_step, method, ns, upper=True)
 
 
 def sum_law_lower(lw: LowerLaw, lat: Lattice, t, n: int, tail, min_step,
-                  method: str = "fast"):
+                  method: str = "fast", ns=JAX):
   """Lower (convex-order dominated, sub-probability) law of the t-fold sum.
 
-  ``method`` (static): as in :func:`sum_law_upper` (same values either way).
+  ``method``, ``ns``: as in :func:`sum_law_upper` (same values either way).
   """
-  t = jnp.asarray(t, jnp.int32)
-  nb = _nbits(t)
-  m = out_size(n)
-  pad = jnp.zeros(m - n)
-  A = LowerLaw(jnp.concatenate([lw.a, pad]), jnp.concatenate([lw.g, pad]), lw.q0)
-  zero = jnp.zeros((), jnp.int32)
-
-  def level(carry):
-    j, A, LA, B, LB = carry
-    jl, jr = _joint_window(window_lower, A, LA, B, LB, tail)
-    # n new cells cover old cells jl..jr whole (atoms sit anywhere in a cell)
-    D2 = new_step(jl, jr + 1, LA.step, n + 1, min_step)
-    A2, B2 = _regrid_both(regrid_lower, A, LA, B, LB, jl, D2, n)
-    L2 = Lattice(LA.u_ref + jl * LA.step, D2, zero)
-    bit = (t >> jnp.maximum(nb - 1 - j, 0)) & 1
-    first = j == 0
-    A2m = LowerLaw(jnp.concatenate([A2.a, pad]), jnp.concatenate([A2.g, pad]), A2.q0)
-    An, Bn, o = _combine_level(conv_lower, A2, B2, A2m, D2, n, bit, first, method,
-                               last=j == nb - 1)
-    LAn = Lattice(L2.u_ref, D2, jnp.where(first, zero, o))
-    LBn = Lattice(L2.u_ref, D2, o)
-    return j + 1, An, LAn, Bn, LBn
-
-  def cond(carry):
-    return carry[0] < nb
-
-  carry = (zero, A, lat, A, lat)
-  _, A, LA, B, LB = lax.while_loop(cond, level, carry)
+  A, LA, _ = _powering(lw, lat, t, n, tail, min_step, method, ns, upper=False)
   return A, LA

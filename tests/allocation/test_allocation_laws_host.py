@@ -1,18 +1,17 @@
-"""The allocation round laws on the host (issue 28, item 2): NumPy twin vs jitted kernels.
+"""The allocation round laws on the host (issue 28, item 2): ``ns = HOST`` vs jitted kernels.
 
-``sum_law.laws_batch(..., host=True)`` (the NumPy round-law builder) builds
-the same FinalLaws as the jitted builder (``host=False``) for concrete input, with ZERO compiled XLA programs: the
-same windows, re-grids and tables (one text, ``jaxacct.allocation._regrid``),
-the same level logic and the same mean-preserving split (upper) / barycentric
-(lower, coarse lower from n = 1024) pair rules, each output cell summed in the
-jitted loop's order. Source of the tolerances: the two evaluators differ only
-in rounding (NumPy's and XLA's exp/log differ by about an ulp, XLA may fuse a
-multiply-add), measured on 40 settings at n = 1024 (sigma 0.3..20, t 1..10^4,
-Gaussian and Laplace, tails 1e-13 and 1e-20): upper law fields <= 5e-13
-relative (2.4e-9 on one tiny Laplace mass), single-round upper epsilons and
-deltas <= 1.5e-12 relative (2026-11-25). The host lower law is bitwise the
-unbatched jitted one; the lane-batched jitted builder can group a few atoms
-into other cells (both exact-moment groupings), lower queries within 2.2e-4.
+``sum_law.laws_batch(..., host=True)`` builds the round laws with the jitted
+path's own text (``jaxacct.allocation._sum_law`` and ``_regrid`` evaluated with
+``ns = HOST``): the same FinalLaws as the jitted builder (``host=False``) for
+concrete input, with ZERO compiled XLA programs, each output cell summed in
+the jitted loop's order. Source of the tolerances: the two evaluators differ
+only in rounding (NumPy's and XLA's exp/log differ by about an ulp, XLA may
+fuse a multiply-add), measured on 40 settings at n = 1024 (sigma 0.3..20, t
+1..10^4, Gaussian and Laplace, tails 1e-13 and 1e-20): upper law fields <=
+5e-13 relative (2.4e-9 on one tiny Laplace mass), single-round upper epsilons
+and deltas <= 1.5e-12 relative. The host lower law is bitwise the unbatched
+jitted one; the lane-batched jitted builder can group a few atoms into other
+cells (both exact-moment groupings), lower queries within 2.2e-4.
 """
 
 import jax
