@@ -28,7 +28,7 @@ import numpy as np
 from jaxacct._core import checks, compiled
 from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.logmath import log_sub_exp
-from jaxacct._core.namespace import JAX, for_inputs, host_call
+from jaxacct._core.namespace import HOST, JAX, for_inputs, host_call
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 
 
@@ -176,18 +176,8 @@ def _gaussian_rdp(orders, sigma):
   return jnp.where(sigma > 0, out, jnp.nan)
 
 
-def log_normal_mass(a, b):
-  """log(Phi(b) - Phi(a)) for a <= b, accurate in both tails (NumPy, host).
-
-  The normal masses of the Gaussian mixtures of :mod:`jaxacct.accounting`
-  (cells of a loss partition, fixed-size batches)."""
-  from scipy import special   # here: a scheme that never calls it does not load SciPy
-
-  a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
-  flip = a > 0
-  lo, hi = np.where(flip, -b, a), np.where(flip, -a, b)
-  la, lb = special.log_ndtr(lo), special.log_ndtr(hi)
-  with np.errstate(divide="ignore", invalid="ignore"):
-    d = np.minimum(la - lb, 0.0)
-    out = lb + np.where(d > -0.6931471805599453, np.log(-np.expm1(d)), np.log1p(-np.exp(d)))
-  return np.where(lb == -np.inf, -np.inf, out)
+def normal_tail_z(tail_mass) -> float:
+  """``z`` with ``Phi(-z) <= tail_mass`` (slightly conservative: +0.05), for
+  ``tail_mass`` in (0, 0.5]: where the grids of the Gaussian constructions stop."""
+  checks.check_range("tail_mass", tail_mass, 0.0, 0.5, lo_open=True)
+  return float(-HOST.sp.ndtri(tail_mass)) + 0.05

@@ -6,7 +6,10 @@ import jax.numpy as jnp
 from jax.scipy.special import gammaln, logsumexp, ndtr
 from jax.scipy.special import log_ndtr as jax_log_ndtr
 
+from jaxacct._core.namespace import JAX
+
 log_add_exp = jnp.logaddexp
+LOG_HALF = -0.6931471805599453
 
 
 def log_ndtr(x):
@@ -46,6 +49,33 @@ def log_sub_exp(a, b, xp=jnp):
   out = xp.where(a == -xp.inf, -xp.inf, out)
   out = xp.where(a == xp.inf, xp.where(b == xp.inf, xp.nan, xp.inf), out)
   return xp.where(b > a, xp.nan, out)
+
+
+def log_ndtr_diff(a, b, ns=JAX):
+  """``log(Phi(b) - Phi(a))`` for ``a <= b`` (+-inf allowed), accurate in both tails.
+
+  Cells of a normal law: both ends reflected to the left tail when ``a > 0``,
+  then :func:`log_sub_exp` of ``ns.sp.log_ndtr`` at both (one stacked call:
+  a small program). ``ns``: :data:`jaxacct._core.namespace.JAX` (jittable)
+  or ``HOST`` (NumPy/SciPy; through ``host_call``).
+  """
+  xp = ns.xp
+  a, b = xp.broadcast_arrays(xp.asarray(a, xp.float64), xp.asarray(b, xp.float64))
+  flip = a > 0
+  lo = xp.where(flip, -b, a)
+  hi = xp.where(flip, -a, b)
+  both = ns.sp.log_ndtr(xp.stack([hi, lo]))
+  return log_sub_exp(both[0], both[1], xp)
+
+
+def log_laplace_cells(x1, x2, scale, xp=jnp):
+  """Log masses of ``Lap(0, scale)`` and ``Lap(1, scale)`` on ``(x1, x2)``,
+  ``0 <= x1 <= x2 <= 1`` (-inf for an empty cell):
+  ``log(e^{-x1/b} - e^{-x2/b}) - log 2`` and ``log(e^{(x2-1)/b} - e^{(x1-1)/b}) - log 2``.
+  """
+  w = xp.maximum(x2 - x1, 0.0) / scale
+  lw = xp.where(w > 0, xp.log(-xp.expm1(-xp.maximum(w, 1e-300))), -xp.inf)
+  return LOG_HALF - x1 / scale + lw, LOG_HALF - (1.0 - x2) / scale + lw
 
 
 def log_binom(n, k, gammaln=gammaln):

@@ -25,12 +25,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
 from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.conversion import rdp_to_delta
-from jaxacct._core.gaussian import gaussian_delta
+from jaxacct._core.gaussian import gaussian_delta, normal_tail_z
+from jaxacct._core.logmath import LOG_HALF, log_laplace_cells, log_ndtr_diff
+from jaxacct._core.namespace import host_call
 from jaxacct.accounting._pairs import (dominated_on_grid, epsilon_delta_pair, from_cells,
                                        from_profile)
 from jaxacct.mechanisms import EpsilonDelta, Gaussian, Laplace, RandomizedResponse
@@ -38,6 +39,7 @@ from jaxacct.mechanisms import EpsilonDelta, Gaussian, Laplace, RandomizedRespon
 #: Renyi orders of the RDP fallback (integers: the check-in kernels need them).
 RDP_ORDERS = np.arange(2, 257, dtype=np.float64)
 _PROFILE_DELTA_FLOOR = 1e-40
+_MAX_CELLS = 1 << 22
 
 
 def profile_grid(top: float, num: int = 8000) -> np.ndarray:
@@ -48,28 +50,24 @@ def profile_grid(top: float, num: int = 8000) -> np.ndarray:
   return np.unique(np.concatenate([lin, geo]))
 
 
-
-def _log_sub(a, b):
-  """log(e^a - e^b), a >= b (elementwise; -inf when equal)."""
-  a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
-  with np.errstate(invalid="ignore", divide="ignore"):
-    d = np.minimum(b - a, 0.0)
-    out = a + np.where(d > -0.6931471805599453, np.log(-np.expm1(d)),
-                       np.log1p(-np.exp(d)))
-  return np.where(a == -np.inf, -np.inf, out)
+def _uniform_edges(lo, hi, dx, max_cells=_MAX_CELLS):
+  """Edges of a uniform grid on [lo, hi], spacing <= dx (16 to ``max_cells`` cells)."""
+  n = int(min(max(math.ceil((hi - lo) / dx), 16), max_cells))
+  return np.linspace(lo, hi, n + 1)
 
 
-def _log_ndtr_diff(a, b):
-  """log(Phi(b) - Phi(a)), a <= b, accurate in both tails (NumPy)."""
-  a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
-  flip = a > 0
-  lo = np.where(flip, -b, a)
-  hi = np.where(flip, -a, b)
-  return _log_sub(special.log_ndtr(hi), special.log_ndtr(lo))
+def _gauss_cells(edges, mu, s):
+  """Log masses of N(mu, s^2) on the cells of ``edges`` and the two tails."""
+  e = np.concatenate([[-np.inf], edges, [np.inf]])
+  return host_call(log_ndtr_diff, (e[:-1] - mu) / s, (e[1:] - mu) / s)
 
 
-def _tail_z(tail_mass):
-  return float(-special.ndtri(tail_mass)) + 0.05
+def _laplace_cells(edges, b):
+  """Log masses of Lap(0, b) and Lap(1, b) on x <= 0, the cells of ``edges``
+  (a grid of [0, 1]) and x >= 1."""
+  l0, l1 = log_laplace_cells(edges[:-1], edges[1:], b, np)
+  return (np.concatenate([[LOG_HALF], l0, [LOG_HALF - 1.0 / b]]),
+          np.concatenate([[LOG_HALF - 1.0 / b], l1, [LOG_HALF]]))
 
 
 def poisson_gaussian_replace(sigma: float, q: float, *, step: float,
@@ -101,20 +99,13 @@ def poisson_gaussian_replace(sigma: float, q: float, *, step: float,
       dn = np.logaddexp(l1q, lq + (2 * x - 1) / (2 * s * s))
     return up - dn
 
-  z = _tail_z(tail_mass)
-  lo, hi = -1.0 - z * s, 1.0 + z * s
-  dx = float(step) * s * s / 2.0
-  n = int(min(max(math.ceil((hi - lo) / dx), 16), 4_000_000))
-  e = np.linspace(lo, hi, n + 1)
-  edges = np.concatenate([[-np.inf], e, [np.inf]])
-
-  def mix(shift):   # log mass of (1-q) N(0) + q N(shift) on the cells
-    a, b = edges[:-1], edges[1:]
-    l0 = _log_ndtr_diff(a / s, b / s)
-    l1 = _log_ndtr_diff((a - shift) / s, (b - shift) / s)
-    return np.logaddexp(l1q + l0, lq + l1)
-
-  lp, lqm = mix(-1.0), mix(1.0)
+  z = normal_tail_z(tail_mass)
+  e = _uniform_edges(-1.0 - z * s, 1.0 + z * s, float(step) * s * s / 2.0,
+                     max_cells=4_000_000)
+  l0 = _gauss_cells(e, 0.0, s)
+  # log mass of (1-q) N(0) + q N(-+1) on the cells
+  lp = np.logaddexp(l1q + l0, lq + _gauss_cells(e, -1.0, s))
+  lqm = np.logaddexp(l1q + l0, lq + _gauss_cells(e, 1.0, s))
   le = loss(e)
   loss_hi = np.concatenate([[np.inf], le])      # loss decreasing in x
   loss_lo = np.concatenate([le, [-np.inf]])
@@ -141,18 +132,9 @@ def poisson_laplace(scale: float, q: float, *, step: float,
   checks.check_probability("q", q, open_lo=True)
   b, q = float(scale), float(q)
   l1q = math.log1p(-q) if q < 1 else -np.inf
-  lq, lh = math.log(q), math.log(0.5)
-  dx = float(step) * b / 2.0
-  n = int(min(max(math.ceil(1.0 / dx), 16), 4_000_000))
-  e = np.linspace(0.0, 1.0, n + 1)
-  a_, b_ = e[:-1], e[1:]
-  w = b_ - a_
-  # Lap(0) on (a, b) subset (0, 1): 0.5 (e^{-a/b} - e^{-b/b})
-  l0 = lh - a_ / b + np.log(-np.expm1(-w / b))
-  # Lap(1) on (a, b): 0.5 (e^{(b-1)/b} - e^{(a-1)/b})
-  l1 = lh + (b_ - 1.0) / b + np.log(-np.expm1(-w / b))
-  l0 = np.concatenate([[lh], l0, [lh - 1.0 / b]])       # x<=0, cells, x>=1
-  l1 = np.concatenate([[lh - 1.0 / b], l1, [lh]])
+  lq = math.log(q)
+  e = _uniform_edges(0.0, 1.0, float(step) * b / 2.0, max_cells=4_000_000)
+  l0, l1 = _laplace_cells(e, b)
   lmix = np.logaddexp(l1q + l0, lq + l1)
 
   def loss(x):
@@ -170,17 +152,6 @@ def poisson_laplace(scale: float, q: float, *, step: float,
 # lower (dominated) PLDs of the standard additive mechanisms, from exact cells
 
 
-_MAX_CELLS = 1 << 22
-
-
-def _uniform_edges(lo, hi, dx):
-  n = int(min(max(math.ceil((hi - lo) / dx), 16), _MAX_CELLS))
-  return np.linspace(lo, hi, n + 1)
-
-
-def _gauss_cells(edges, mu, s):
-  e = np.concatenate([[-np.inf], edges, [np.inf]])
-  return _log_ndtr_diff((e[:-1] - mu) / s, (e[1:] - mu) / s)
 
 
 def gaussian_lower(sigma: float, *, step: float, sensitivity: float = 1.0,
@@ -195,7 +166,7 @@ def gaussian_lower(sigma: float, *, step: float, sensitivity: float = 1.0,
   Bound: lower.
   """
   s, d = float(sigma) / float(sensitivity), 1.0
-  z = _tail_z(tail_mass)
+  z = normal_tail_z(tail_mass)
   edges = _uniform_edges(-z * s, d + z * s, float(step) * s * s / 2.0)
   lp, lq = _gauss_cells(edges, 0.0, s), _gauss_cells(edges, d, s)
   return dominated_on_grid(np.exp(lp), np.exp(lq), step=step)
@@ -211,13 +182,7 @@ def laplace_lower(scale: float, *, step: float, sensitivity: float = 1.0):
   Bound: lower.
   """
   b = float(scale) / float(sensitivity)
-  e = _uniform_edges(0.0, 1.0, float(step) * b / 4.0)
-  a_, b_ = e[:-1], e[1:]
-  w = b_ - a_
-  lh = math.log(0.5)
-  lp = np.concatenate([[lh], lh - a_ / b + np.log(-np.expm1(-w / b)), [lh - 1.0 / b]])
-  lq = np.concatenate([[lh - 1.0 / b], lh + (b_ - 1.0) / b + np.log(-np.expm1(-w / b)),
-                       [lh]])
+  lp, lq = _laplace_cells(_uniform_edges(0.0, 1.0, float(step) * b / 4.0), b)
   return dominated_on_grid(np.exp(lp), np.exp(lq), step=step)
 
 
@@ -233,7 +198,7 @@ def poisson_gaussian_lower(sigma: float, q: float, *, step: float,
     ``PairPLD(remove, add)``. Bound: lower.
   """
   s, q = float(sigma), float(q)
-  z = _tail_z(tail_mass)
+  z = normal_tail_z(tail_mass)
   edges = _uniform_edges(-z * s, 1.0 + z * s, float(step) * s * s / 2.0)
   l0 = _gauss_cells(edges, 0.0, s)
   l1 = _gauss_cells(edges, 1.0, s)

@@ -20,14 +20,15 @@ import math
 import jax.numpy as jnp
 import numpy as np
 from scipy import fft as sfft
-from scipy import special, stats
+from scipy import stats
 
 from jaxacct import pld
 from jaxacct._core import checks
 from jaxacct._core.dtype import public_surface
+from jaxacct._core.logmath import log_ndtr_diff
+from jaxacct._core.namespace import host_call
 from jaxacct.accounting import _mechanisms
 from jaxacct.accounting import _wr_profiles
-from jaxacct._core.gaussian import log_normal_mass
 from jaxacct.accounting import mixtures
 from jaxacct.accounting._pairs import dominated_on_grid
 
@@ -278,7 +279,8 @@ def _instance_cells(kind, n, m, sigma, c, h):
   e = np.concatenate([[-np.inf], np.arange(lo, hi, h * s * s / 4.0), [np.inf]])
 
   def law(mu):
-    lm = log_normal_mass((e[None, :-1] - mu[:, None]) / s, (e[None, 1:] - mu[:, None]) / s)
+    lm = host_call(log_ndtr_diff, (e[None, :-1] - mu[:, None]) / s,
+                   (e[None, 1:] - mu[:, None]) / s)
     return np.exp(lm).T @ w
 
   return law(means), law(means_q)

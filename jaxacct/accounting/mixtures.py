@@ -38,7 +38,8 @@ from scipy import special, stats
 from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.dtype import public_surface
-from jaxacct._core.gaussian import log_normal_mass
+from jaxacct._core.gaussian import normal_tail_z
+from jaxacct._core.logmath import log_ndtr_diff
 from jaxacct._core.namespace import host_call
 from jaxacct.accounting import _mechanisms
 from jaxacct.accounting._pairs import dominated_on_grid, from_cells, from_profile
@@ -208,7 +209,7 @@ def mixture_of_gaussians(sigma: float, sensitivities, probs, *, step: float,
   keep = p > 0
   c, p = c[keep], p[keep] / np.sum(p[keep])
   lp = np.log(p)
-  z = float(-special.ndtri(TAIL)) + 0.05
+  z = normal_tail_z(TAIL)
   lo, hi = float(c.min()) - z * s, float(c.max()) + z * s
   l_lo, l_hi = (float(v) for v in _mog_loss_slope(np.array([lo, hi]), s, c, lp,
                                                       slope=False))
@@ -221,9 +222,9 @@ def mixture_of_gaussians(sigma: float, sensitivities, probs, *, step: float,
   edges = np.concatenate([[-np.inf, lo], xs, [hi, np.inf]])
   loss_at = np.concatenate([[left, l_lo], grid, [l_hi, np.inf]])
   ea, eb = edges[:-1], edges[1:]
-  lq = log_normal_mass(ea / s, eb / s)
-  lpm = special.logsumexp(lp[None, :] + log_normal_mass(
-      (ea[:, None] - c[None, :]) / s, (eb[:, None] - c[None, :]) / s), axis=1)
+  lq = host_call(log_ndtr_diff, ea / s, eb / s)
+  lpm = special.logsumexp(lp[None, :] + host_call(
+      log_ndtr_diff, (ea[:, None] - c[None, :]) / s, (eb[:, None] - c[None, :]) / s), axis=1)
   a_, b_ = loss_at[:-1], loss_at[1:]
   rem = from_cells(lpm, lq, a_, b_, step=h, pessimistic=pessimistic)
   add = from_cells(lq, lpm, -b_, -a_, step=h, pessimistic=pessimistic)
@@ -528,7 +529,7 @@ def with_replacement_gaussian(n: int, m: int, sigma: float, *, step: float,
       weights.append(wk)
     return mixture(parts, weights, extra_inf=extra)
   # lower: the +-1 instance
-  z = float(-special.ndtri(TAIL)) + 0.05
+  z = normal_tail_z(TAIL)
   top = ks[-1] + z * s
   slope = 2.0 * ks[-1] / (s * s)
   n_cells = int(min(max(math.ceil(2 * top * slope / (0.5 * float(step))), 16), _MAX_CELLS))
@@ -536,10 +537,10 @@ def with_replacement_gaussian(n: int, m: int, sigma: float, *, step: float,
   ea = np.concatenate([[-np.inf], e])
   eb = np.concatenate([e, [np.inf]])
   lw = np.log(w)[None, :]
-  lp = special.logsumexp(lw + log_normal_mass((ea[:, None] - ks) / s, (eb[:, None] - ks) / s),
-                         axis=1)
-  lq = special.logsumexp(lw + log_normal_mass((ea[:, None] + ks) / s, (eb[:, None] + ks) / s),
-                         axis=1)
+  lp = special.logsumexp(
+      lw + host_call(log_ndtr_diff, (ea[:, None] - ks) / s, (eb[:, None] - ks) / s), axis=1)
+  lq = special.logsumexp(
+      lw + host_call(log_ndtr_diff, (ea[:, None] + ks) / s, (eb[:, None] + ks) / s), axis=1)
   one = dominated_on_grid(np.exp(lp), np.exp(lq), step=step)
   return jpld.PairPLD(one, one)
 

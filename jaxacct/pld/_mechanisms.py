@@ -25,7 +25,8 @@ import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64
-from jaxacct._core.logmath import log_sub_exp
+from jaxacct._core.gaussian import normal_tail_z
+from jaxacct._core.logmath import log_laplace_cells, log_ndtr_diff
 from jaxacct._core.namespace import HOST, JAX, host_call
 from jaxacct.pld._core import (PLD, PairPLD, device_array, fast_len, from_losses,
                                truncate_host)
@@ -33,22 +34,6 @@ from jaxacct._core.compiled import jit
 
 DEFAULT_STEP = 1e-4
 _DEFAULT_TAIL = 1e-20
-
-
-def _log_ndtr_diff(a, b, ns=JAX):
-  """log(Phi(b) - Phi(a)), a <= b (+-inf allowed), accurate in both tails."""
-  xp = ns.xp
-  flip = a > 0
-  lo = xp.where(flip, -b, a)
-  hi = xp.where(flip, -a, b)
-  return log_sub_exp(ns.sp.log_ndtr(hi), ns.sp.log_ndtr(lo), xp)
-
-
-def _tail_z(tail_mass):
-  """z with Phi(-z) <= tail_mass (slightly conservative)."""
-  from scipy.special import ndtri
-  checks.check_range("tail_mass", tail_mass, 0.0, 0.5, lo_open=True)
-  return float(-ndtri(tail_mass)) + 0.05
 
 
 def _assemble(log_mass, lo_idx, size, step, pessimistic, ns=JAX):
@@ -103,8 +88,8 @@ def _gaussian_core(sigma, lo_idx, step, pessimistic, *, size, ns=JAX):
   s = 1.0 / sigma
 
   def log_mass(lo, hi):
-    return (_log_ndtr_diff((lo - mu) / s, (hi - mu) / s, ns),
-            _log_ndtr_diff((lo + mu) / s, (hi + mu) / s, ns))
+    return (log_ndtr_diff((lo - mu) / s, (hi - mu) / s, ns),
+            log_ndtr_diff((lo + mu) / s, (hi + mu) / s, ns))
 
   return _assemble(log_mass, lo_idx, size, step, pessimistic, ns)
 
@@ -115,7 +100,7 @@ _gaussian_kernel = jit(_gaussian_core, static_argnames=("size",))
 def _gaussian_pld(sig, step, pessimistic, tail_mass, ns) -> PLD:
   """The Gaussian PLD of :func:`gaussian` (validated, sensitivity 1); ``ns`` as above."""
   mu, s = 0.5 / sig**2, 1.0 / sig
-  z = _tail_z(tail_mass)
+  z = normal_tail_z(tail_mass)
   lo_idx = int(math.floor((mu - z * s) / step))
   hi_idx = int(math.ceil((mu + z * s) / step))
   size = fast_len(hi_idx - lo_idx + 1)  # bucketed: fewer compiles
@@ -165,11 +150,7 @@ def _laplace_kernel(b, lo_idx, step, pessimistic, *, size):
     # x in ((1-b hi)/2, (1-b lo)/2].
     x1 = jnp.clip((1.0 - b * hi) / 2.0, 0.0, 1.0)
     x2 = jnp.clip((1.0 - b * lo) / 2.0, 0.0, 1.0)
-    w = jnp.maximum(x2 - x1, 0.0) / b
-    lw = jnp.where(w > 0, jnp.log(-jnp.expm1(-jnp.maximum(w, 1e-300))),
-                   -jnp.inf)
-    lp = lhalf - x1 / b + lw
-    lq = lhalf - (1.0 - x2) / b + lw
+    lp, lq = log_laplace_cells(x1, x2, b)
     in_top = (lo <= top) & (top < hi)
     in_bot = (lo <= -top) & (-top < hi)
     lp = jnp.where(in_top, jnp.logaddexp(lp, lhalf), lp)
@@ -220,16 +201,6 @@ def _x_of_loss(ell, sigma, log_q, log_1mq, xp=jnp):
   return xp.where(ell == xp.inf, xp.inf, x)
 
 
-def _log_ndtr_diff_stacked(a, b, ns):
-  """:func:`_log_ndtr_diff` of stacked pairs, with ONE ``log_ndtr`` call (small program)."""
-  xp = ns.xp
-  flip = a > 0
-  lo = xp.where(flip, -b, a)
-  hi = xp.where(flip, -a, b)
-  both = ns.sp.log_ndtr(xp.stack([hi, lo]))
-  return log_sub_exp(both[0], both[1], xp)
-
-
 def _poisson_intervals(sigma, q, lo_idx, i, size, step, add, ns=JAX):
   """Connect-the-dots split of the intervals ``i`` (a float array of indices).
 
@@ -256,8 +227,8 @@ def _poisson_intervals(sigma, q, lo_idx, i, size, step, add, ns=JAX):
   # Q = mixture, loss = -ell(x) decreasing in x.
   x1 = _x_of_loss(xp.where(add, -hi_e, lo_e), sigma, log_q, log_1mq, xp)
   x2 = _x_of_loss(xp.where(add, -lo_e, hi_e), sigma, log_q, log_1mq, xp)
-  l0, l1 = _log_ndtr_diff_stacked(xp.stack([x1 / sigma, (x1 - 1.0) / sigma]),
-                                  xp.stack([x2 / sigma, (x2 - 1.0) / sigma]), ns)
+  l0, l1 = log_ndtr_diff(xp.stack([x1 / sigma, (x1 - 1.0) / sigma]),
+                         xp.stack([x2 / sigma, (x2 - 1.0) / sigma]), ns)
   lmix = xp.logaddexp(log_1mq + l0, log_q + l1)
   lp = xp.where(add, l0, lmix)
   lq = xp.where(add, lmix, l0)
@@ -334,7 +305,7 @@ def poisson_gaussian(sigma, q, *, direction: str = "remove",
   checks.check_positive("step", step)
   checks.check_choice("direction", direction, ("remove", "add"))
   checks.check_bool("pessimistic", pessimistic)
-  _tail_z(tail_mass)
+  normal_tail_z(tail_mass)
   sigma, q, step = float(sigma), float(q), float(step)
   return _poisson_gaussian(sigma, q, direction, step, pessimistic, tail_mass, JAX)
 
@@ -348,7 +319,7 @@ def _poisson_gaussian(sigma, q, direction, step, pessimistic, tail_mass, ns):
     if ns.is_host:
       return _gaussian_pld(sigma, step, pessimistic, tail_mass, HOST)
     return gaussian(sigma, step=step, pessimistic=pessimistic, tail_mass=tail_mass)
-  z = _tail_z(tail_mass)
+  z = normal_tail_z(tail_mass)
   l_top = _loss_remove(1.0 + z * sigma, sigma, q)
   l_bot = float(np.log1p(-q))
   if direction == "remove":
@@ -371,7 +342,7 @@ def poisson_grid_bounds(sigma, q, step, add, tail_mass: float = _DEFAULT_TAIL):
   returns int64 arrays (the first grid index and the bucketed grid length).
   Used by the accelerator layout's block programs (``_poisson_blocks``).
   """
-  z = _tail_z(tail_mass)
+  z = normal_tail_z(tail_mass)
   x = 1.0 + z * sigma
   l_top = np.logaddexp(np.log1p(-q), np.log(q) + (2 * x - 1) / (2 * sigma**2))
   l_bot = np.log1p(-q)

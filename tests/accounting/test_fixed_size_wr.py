@@ -21,7 +21,8 @@ from scipy import optimize, special
 
 from jaxacct import pld as jpld
 from jaxacct.accounting import fixed_size as fs
-from jaxacct._core.gaussian import log_normal_mass
+from jaxacct._core.logmath import log_ndtr_diff
+from jaxacct._core.namespace import host_call
 
 from support import draws_with_replacement_law
 
@@ -70,8 +71,8 @@ def _binned_2d(P, Q, s, eps, cell=0.02):
 
   def cells(mix):
     mu, w = mix
-    m0, m1 = (np.exp(log_normal_mass((e[None, :-1] - mu[:, i, None]) / s,
-                                        (e[None, 1:] - mu[:, i, None]) / s)) for i in (0, 1))
+    m0, m1 = (np.exp(host_call(log_ndtr_diff, (e[None, :-1] - mu[:, i, None]) / s,
+                               (e[None, 1:] - mu[:, i, None]) / s)) for i in (0, 1))
     return (m0.T * w) @ m1
   p, q = cells(P), cells(Q)
   return np.array([float(np.sum(np.maximum(p - math.exp(x) * q, 0.0))) for x in eps])
