@@ -167,12 +167,14 @@ compose_core, window_range = _compose_core, _window_range
 
 
 def _pad_to(p, n):
-  """``p`` zero-padded to length ``n`` (on the host when concrete: no program)."""
+  """``p`` zero-padded to length ``n``: traced, in the caller's trace; concrete,
+  on the host (NumPy, no compiled program for a new length), as
+  ``pld._query._max_of`` does."""
   if n == p.shape[0]:
     return p
   pad = (0, n - p.shape[0])
   return dispatch(lambda x: jnp.pad(x, pad), (p,),
-                  host=lambda x: device_array(np.pad(np.asarray(x), pad)))
+                  eager=lambda x: device_array(np.pad(np.asarray(x), pad)))
 
 
 def _check_same_grid(plds):
