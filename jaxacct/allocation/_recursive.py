@@ -19,8 +19,7 @@ import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct._core import checks
-from jaxacct._core.compiled import jit
-from jaxacct._core.gaussian import gaussian_epsilon_kernel
+from jaxacct._core.gaussian import gaussian_epsilon_jit
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct.allocation import _bounds as bounds
 from jaxacct.allocation import pld as apld
@@ -81,13 +80,10 @@ def _check(sigma, num_steps, num_selected, num_epochs):
 
 # ------------------------------------------------------- Thm 4.1 (analytic)
 
-@jit
-def _eps0_jit(sigma, delta0):
-  return gaussian_epsilon_kernel(sigma, delta0)
-
-
 def _eps0(sigma, delta0):
-  return np.asarray(_eps0_jit(jnp.asarray(sigma, jnp.float64), jnp.asarray(delta0, jnp.float64)))
+  """Gaussian epsilon at delta0 (the one jitted kernel)."""
+  return np.asarray(gaussian_epsilon_jit(jnp.asarray(sigma, jnp.float64),
+                                         jnp.asarray(delta0, jnp.float64)))
 
 
 def _gamma(sigma, t, delta0, delta_b, azuma):

@@ -22,6 +22,7 @@ import numpy as np
 from jaxacct._core.batching import layout, padded_lanes
 from jaxacct._core import checks, sharding
 from jaxacct._core.dtype import public_surface
+from jaxacct._core.namespace import for_inputs
 from jaxacct._core.progress import progress
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.units import per_epoch_steps
@@ -90,12 +91,15 @@ class _Lanes:
   """Broadcast, flattened, padded lanes of one front-door call (``batching.padded_lanes``)."""
 
   def __init__(self, sigma, num_steps, num_selected, num_epochs, query):
+    # the host-or-jitted choice, once (NumPy laws and composition: no program)
+    self.ns = for_inputs(sigma, num_steps, num_selected, num_epochs, query,
+                         max_lanes=HOST_LANES)
     arrs = np.broadcast_arrays(np.asarray(0.0 if sigma is None else sigma, np.float64),
                                np.asarray(num_steps), np.asarray(num_selected),
                                np.asarray(num_epochs), np.asarray(query, np.float64))
     self.shape = arrs[0].shape
     self.size = arrs[0].size
-    b = padded_lanes(self.size, qy.sweep_chunk(), host=self.size <= HOST_LANES)
+    b = padded_lanes(self.size, qy.sweep_chunk(), host=self.ns.is_host)
     pad = lambda a: np.concatenate([a.ravel(), np.repeat(a.ravel()[-1:], b - self.size)])
     s, t, k, e, value = (pad(a) for a in arrs)
     t, k, e = (np.round(a).astype(np.int64) for a in (t, k, e))
@@ -174,7 +178,8 @@ def _block_laws(lanes, tl, *, grid_size, mechanism, laws, lower=True, host=False
 
 
 #: Questions of at most this many lanes (broadcast settings) are answered on
-#: the host (NumPy laws and composition: no XLA program); larger ones in chunks.
+#: the host (NumPy laws and composition: no XLA program; the ``max_lanes`` of
+#: :func:`jaxacct._core.namespace.for_inputs`); larger ones in chunks.
 HOST_LANES = 4
 
 
@@ -185,7 +190,7 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
   auto = composition_size is None
   size = DEFAULT_COMPOSITION_SIZE if auto else int(composition_size)
   kw = dict(mode=mode, size=size, tilts=int(tilts))
-  if lanes.size <= HOST_LANES:
+  if lanes.ns.is_host:
     *F, shared = _block_laws(lanes, tails, grid_size=grid_size, mechanism=mechanism, laws=laws,
                              host=True, lower=want_lower or laws is not None)
     parts = qy.query_host(*F, lanes.c1, lanes.c2, lanes.value, taus, shared=shared,
