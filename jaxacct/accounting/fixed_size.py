@@ -20,7 +20,6 @@ import math
 import jax.numpy as jnp
 import numpy as np
 from scipy import fft as sfft
-from scipy import stats
 
 from jaxacct import pld
 from jaxacct._core import checks
@@ -36,8 +35,6 @@ __all__ = ["symmetrize", "without_replacement_pair",
            "with_replacement_pair", "adaptive_lower_delta", "kernels_lower_delta",
            "with_replacement_profile"]
 
-#: P(K > k_max) below which the draw-count law is cut (charged to +inf).
-TAIL = 1e-20
 #: a component whose one-step loss range would exceed this is charged to +inf.
 _MAX_LOSS = 400.0
 #: profile value below which the with-replacement upper's grid stops (the rest to +inf).
@@ -111,15 +108,6 @@ def _bucket(n: int) -> int:
   return 3 * p // 4 if p >= 4 and 3 * p // 4 >= n else p
 
 
-def _draw_count_law(n: int, m: int):
-  """``(w, cut)``: ``w[k] = P(K = k)``, K ~ Bin(m, 1/n), k = 0..k_max, and P(K > k_max) <= 1e-20."""
-  k = np.arange(0, m + 1)
-  w = stats.binom.pmf(k, m, 1.0 / n)
-  tail = stats.binom.sf(k, m, 1.0 / n)
-  k_max = int(np.argmax(tail <= TAIL)) if np.any(tail <= TAIL) else m
-  return w[:k_max + 1], float(tail[k_max]) if k_max < m else 0.0
-
-
 def _check(n, m, sigma, step):
   checks.check_int("n", n, min_value=1)
   checks.check_int("m", m, min_value=0)
@@ -179,7 +167,7 @@ def with_replacement_pair(n: int, m: int, sigma: float, *, step: float,
   if m < 1:
     raise ValueError(f"need m >= 1; got m={m}.")
   E = _pld()
-  w, cut = _draw_count_law(int(n), int(m))
+  w, cut = mixtures.draw_count_law(int(n), int(m))
   s = float(sigma)
   if not pessimistic:
     ks = 2.0 * np.arange(w.size)
@@ -219,7 +207,7 @@ def with_replacement_profile(n: int, m: int, sigma: float, eps):
   eps = np.asarray(eps, np.float64)
   if np.any(~(eps >= 0)):
     raise ValueError("eps must be >= 0 (an array of non-negative floats).")
-  w, cut = _draw_count_law(int(n), int(m))
+  w, cut = mixtures.draw_count_law(int(n), int(m))
   flat = eps.ravel()
   up, rev, hid = _wr_profiles.split(w, sigma, flat)
   up = np.minimum(up, _wr_profiles.double_mixture(w, sigma, flat))
@@ -269,7 +257,7 @@ def _instance_cells(kind, n, m, sigma, c, h):
     means, w = np.array([c, 1.0]), np.array([1.0 - q, q])
     means_q = np.array([c, -1.0])
   else:
-    w, _ = _draw_count_law(n, m)
+    w, _ = mixtures.draw_count_law(n, m)
     k = np.arange(w.size, dtype=np.float64)
     means, means_q = k * (1.0 - c), -k * (1.0 + c)
   keep = w > 0

@@ -24,7 +24,7 @@ sum_i p_i N(c_i, s^2)), ``mixture`` (a revealed-coin mixture of pairs),
 ``max_loss`` / ``inf_mass`` (epsilon at delta = 0 and delta at epsilon = inf
 of a PLD), ``composed_extreme``, ``revealed_mixture``, ``worse_of`` (one pair
 above several: the max of their profiles), ``CONSTRUCTIONS``,
-``with_truncated_construction``.
+``with_truncated_construction``, ``draw_count_law`` (also :mod:`.fixed_size`'s).
 """
 
 from __future__ import annotations
@@ -466,8 +466,10 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
 # fixed batches drawn with replacement
 
 
-def _count_law(n: int, m: int):
-  """Weights b_k = P(K = k), K ~ Bin(m, 1/n), for k = 0..k_max, and the cut tail."""
+def draw_count_law(n: int, m: int):
+  """``(w, cut)``: ``w[k] = P(K = k)``, K ~ Bin(m, 1/n) (the draws of one record
+  among m with replacement from n), k = 0..k_max, and the cut tail
+  ``cut = P(K > k_max) <= 1e-20`` (0 when k_max = m)."""
   k = np.arange(0, m + 1)
   w = stats.binom.pmf(k, m, 1.0 / n)
   tail = stats.binom.sf(k, m, 1.0 / n)         # P(K > k)
@@ -505,7 +507,7 @@ def with_replacement_gaussian(n: int, m: int, sigma: float, *, step: float,
   Returns:
     ``PairPLD``. Bound: upper (pessimistic) / lower.
   """
-  w, cut = _count_law(int(n), int(m))
+  w, cut = draw_count_law(int(n), int(m))
   s = float(sigma)
   ks = np.arange(w.size, dtype=np.float64)
   if special_record:

@@ -354,13 +354,7 @@ def poisson_grid_bounds(sigma, q, step, add, tail_mass: float = _DEFAULT_TAIL):
 
 def fast_lens(n):
   """:func:`jaxacct.pld._core.fast_len` of an int64 array (elementwise)."""
-  n = np.maximum(np.asarray(n, np.int64), 1)
-  bits = np.ceil(np.log2(n)).astype(np.int64)
-  p = np.left_shift(np.int64(1), bits)
-  p = np.where(p < n, p * 2, p)                    # log2 rounding guard
-  p = np.where((p // 2 >= n) & (p > 1), p // 2, p)
-  three = 3 * p // 4
-  return np.where((three >= n) & (p >= 4), three, p)
+  return np.vectorize(fast_len, otypes=[np.int64])(np.asarray(n, np.int64))
 
 
 #: :func:`_poisson_intervals` under a public name (the block programs use it).
