@@ -237,15 +237,14 @@ def require_concrete(fn: Callable, where: str, host: HostDoor, args: tuple,
 
 
 def dispatch(kernel: Callable, args: tuple, validate: Callable[[], None] | None = None, *,
-             host: Callable | None = None, eager: Callable | None = None,
-             where: str | None = None):
+             eager: Callable | None = None, where: str | None = None):
   """The one entry of a public kernel: the eager/traced fork lives here only.
 
   Concrete ``args``: ``validate()`` raises ``ValueError`` naming the
-  parameter; then, under float64 (``jax.enable_x64``), ``host(*args)``
-  answers when given and not ``None`` (one question in NumPy on the host: no
-  compiled program), else ``(eager or kernel)(*args)`` (the module-level
-  jitted kernel, or an eager driver of it).
+  parameter; then, under float64 (``jax.enable_x64``), ``(eager or
+  kernel)(*args)``: ``eager`` is the door's concrete path (a host formula
+  chosen by :func:`jaxacct._core.namespace.for_inputs`, or an eager driver of
+  the kernel), else the module-level jitted kernel.
 
   Traced ``args`` (the user's ``jit``/``vmap``): ``kernel(*args)``, after
   :func:`require_x64` naming ``where`` when given (else the kernel calls it);
@@ -258,17 +257,9 @@ def dispatch(kernel: Callable, args: tuple, validate: Callable[[], None] | None 
   if validate is not None:
     validate()
   if x64_enabled():
-    return _concrete_call(kernel, host, eager, *args)
+    return (eager or kernel)(*args)
   with jax.enable_x64(True):
-    return _concrete_call(kernel, host, eager, *args)
-
-
-def _concrete_call(kernel, host, eager, *args):
-  if host is not None:
-    out = host(*args)
-    if out is not None:
-      return out
-  return (eager or kernel)(*args)
+    return (eager or kernel)(*args)
 
 
 def host_scalar(x, cast: Callable):
