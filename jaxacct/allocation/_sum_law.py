@@ -6,7 +6,7 @@ in :mod:`._regrid`. One text for both paths (:mod:`jaxacct._core.namespace`):
 ``ns = JAX`` (the default) is jittable and vmappable in ``sigma`` and ``t``;
 ``ns = HOST`` answers a concrete question in NumPy with no compiled program,
 the diagonals of a pairwise sum then taken a block of rows at a time and each
-output cell summed in the jitted loop's order (:func:`_accumulate`). The grid
+output cell summed in the jitted loop's order (:func:`_host_sums`). The grid
 size ``n`` is static.
 
 Proofs and sources: docs/bounds/allocation_pld.md ("Bounds and proofs /
@@ -15,7 +15,8 @@ Random allocation: the tight PLD").
 
 from __future__ import annotations
 
-import functools
+import contextlib
+import threading
 from typing import NamedTuple
 
 import jax
@@ -72,43 +73,69 @@ def _diagonal_pieces(n: int, pieces: int):
   return [(cuts[p], cuts[p + 1], n - cuts[p]) for p in range(pieces) if cuts[p + 1] > cuts[p]]
 
 
-#: Diagonals per block of rows on the host (``ns = HOST``; :func:`_run_loops`).
+#: Diagonals per block of rows on the host (``ns = HOST``; :func:`_host_sums`).
 HOST_ROWS = 128
 
 
-def _accumulate(out, terms, d, L: int, ns):
-  """Adds the terms ``(start, re, im)`` of diagonal ``d`` at output elements
-  ``start .. start + L`` (``re``: real row, ``im``: imaginary row).
-
-  Jitted: ``d`` a scalar, ONE in-place slice update of the complex row
-  ``out``. Host: ``d`` a column of consecutive diagonals (one a row) and
-  ``out`` the pair (real, imaginary) of rows; ``np.bincount`` adds its weights
-  in array order, the row first, then the block's terms diagonal after
-  diagonal: each output element receives its terms in the jitted loop's
-  order, hence the same sums.
-  """
+def _accumulate(out, terms, d, L: int):
+  """Jitted: adds the terms ``(start, re, im)`` of diagonal ``d`` at elements
+  ``start .. start + L`` of the complex row ``out``, ONE in-place slice update
+  (``re``: real row, ``im``: imaginary row; the host: :func:`_host_sums`)."""
   start, re, im = terms(d)
-  if not ns.is_host:
-    seg = lax.dynamic_slice(out, (start,), (L + 1,)) + lax.complex(re, im)
-    return lax.dynamic_update_slice(out, seg, (start,))
-  size, shape = out[0].shape[0], (start + np.arange(L + 1)).shape
-  idx = np.empty(size + int(np.prod(shape)), np.intp)
-  idx[:size] = np.arange(size)
-  idx[size:].reshape(shape)[...] = start + np.arange(L + 1)
-  wts = np.empty(idx.shape)
-
-  def add(row, w):
-    wts[:size] = row
-    wts[size:].reshape(shape)[...] = w
-    return np.bincount(idx, wts, minlength=size)[:size]
-  return add(out[0], re), add(out[1], im)
+  seg = lax.dynamic_slice(out, (start,), (L + 1,)) + lax.complex(re, im)
+  return lax.dynamic_update_slice(out, seg, (start,))
 
 
-def _host_row(re, im):
-  """The complex row ``re + i im`` of the host's pair of rows."""
-  out = np.empty(re.shape, np.complex128)
-  out.real, out.imag = re, im
-  return out
+_WORK = threading.local()   # ns = HOST: the flat rows of this thread's t-fold sum
+
+
+@contextlib.contextmanager
+def _host_workspace(ns):
+  """Host: a t-fold sum's levels on this thread share one set of flat rows
+  (:func:`_flat_rows`; fresh ones, some MB a sum handed back to the OS between
+  levels, cost a fresh process more in page faults than the sums). Jitted: nothing."""
+  prev = getattr(_WORK, "rows", None)
+  _WORK.rows = () if ns.is_host else prev
+  try:
+    yield
+  finally:
+    _WORK.rows = prev
+
+
+def _flat_rows(total: int):
+  """Uninitialised ``(index, real, imaginary)`` rows of length ``total``: views
+  of the workspace's (grown as needed) where one is open."""
+  rows = getattr(_WORK, "rows", None)
+  if not rows or rows[0].shape[0] < total:
+    rows = (np.empty(total, np.intp), np.empty(total), np.empty(total))
+    if getattr(_WORK, "rows", None) is not None:
+      _WORK.rows = rows
+  return tuple(r[:total] for r in rows)
+
+
+def _host_sums(inits, blocks):
+  """Host: the complex rows of the sums, sum k's ``blocks[k]`` ``(terms, d,
+  L)`` (``d`` a column of consecutive diagonals, one a row; the main diagonal,
+  then d ascending) laid out one after another after its ``init`` rows in flat
+  rows (:func:`_flat_rows`) and summed by ONE ``np.bincount`` per part, which
+  adds in array order: each output element receives its terms diagonal after
+  diagonal, in the jitted loop's order (:func:`_accumulate`), the same sums."""
+  outs = []
+  for (re0, im0), blks in zip(inits, blocks):
+    size = re0.shape[0]
+    idx, re, im = _flat_rows(size + sum(d.shape[0] * (L + 1) for _, d, L in blks))
+    idx[:size], re[:size], im[:size] = np.arange(size), re0, im0
+    k = size
+    for terms, d, L in blks:
+      start, r, i = terms(d)
+      c = d.shape[0] * (L + 1)
+      for row, v in ((idx, start + np.arange(L + 1)), (re, r), (im, i)):
+        row[k:k + c].reshape(-1, L + 1)[...] = v
+      k += c
+    out = np.empty(size, np.complex128)
+    out.real, out.imag = (np.bincount(idx, w, minlength=size)[:size] for w in (re, im))
+    outs.append(out)
+  return tuple(outs)
 
 
 def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None, ns=JAX):
@@ -125,17 +152,21 @@ def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None, ns=JA
   ``active`` (traced bools, one per sum, or None: one loop for all): each sum
   runs its own loop, with no trip where False (a sum the level does not read).
   ``block``: the accelerator layout's trip body (:mod:`._diagonal_blocks`).
-  ``ns = HOST``: blocks of :data:`HOST_ROWS` diagonals as rows. Returns
+  ``ns = HOST``: blocks of :data:`HOST_ROWS` diagonals, :func:`_host_sums`. Returns
   ``[finish(out)]``.
   """
   xp = ns.xp
   outs = tuple(p[2] for p in parts)
   dense = not ns.is_host and accelerator_layout()
-  host_d = lambda lo, hi: np.arange(lo, hi)[:, None]
+  host = [[] for _ in parts]   # ns = HOST: each sum's blocks (_host_sums)
   for d_lo, d_hi, L in _diagonal_pieces(n, pieces):
     if d_lo == 0:   # the main diagonal once, outside the loop (band >= 1: it always runs)
-      zero = host_d(0, 1) if ns.is_host else jnp.zeros((), jnp.int32)
-      outs = tuple(_accumulate(x, p[0](L, True), zero, L, ns) for p, x in zip(parts, outs))
+      if ns.is_host:
+        for p, blks in zip(parts, host):
+          blks.append((p[0](L, True), np.zeros((1, 1), np.intp), L))
+      else:
+        zero = jnp.zeros((), jnp.int32)
+        outs = tuple(_accumulate(x, p[0](L, True), zero, L) for p, x in zip(parts, outs))
       d_lo = 1
     if d_hi <= d_lo:
       continue
@@ -150,19 +181,19 @@ def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None, ns=JA
       outs = lax.fori_loop(0, -(-(d_hi - d_lo) // K), body, outs)
       continue
     steps = [p[0](L) for p in parts]
-    if ns.is_host:
-      outs = tuple(functools.reduce(
-          lambda o, b, f=f, h=int(h): _accumulate(o, f, host_d(b, min(b + HOST_ROWS, h)), L, ns),
-          range(d_lo, int(h), HOST_ROWS), x) for f, h, x in zip(steps, his, outs))
+    if ns.is_host:   # blocks of HOST_ROWS diagonals as rows
+      for f, h, blks in zip(steps, his, host):
+        blks.extend((f, np.arange(b, min(b + HOST_ROWS, int(h)))[:, None], L)
+                    for b in range(d_lo, int(h), HOST_ROWS))
     elif active is None:
-      body = lambda d, o, steps=steps: tuple(_accumulate(x, f, d, L, ns)
+      body = lambda d, o, steps=steps: tuple(_accumulate(x, f, d, L)
                                              for f, x in zip(steps, o))
       outs = lax.fori_loop(d_lo, hi, body, outs, unroll=UNROLL)
     else:
-      outs = tuple(lax.fori_loop(d_lo, h, lambda d, o, f=f: _accumulate(o, f, d, L, ns), x,
+      outs = tuple(lax.fori_loop(d_lo, h, lambda d, o, f=f: _accumulate(o, f, d, L), x,
                                  unroll=UNROLL) for f, x, h in zip(steps, outs, his))
   if ns.is_host:
-    outs = tuple(_host_row(*x) for x in outs)
+    outs = _host_sums(outs, host)
   if band is None:
     return [p[1](x, None) for p, x in zip(parts, outs)]
   # the far fields of all sums: one filter over the stacked low-atom rows
@@ -537,7 +568,8 @@ def _powering(law, lat, t, n: int, tail, min_step, method, ns, *, upper: bool):
     return An, LAn, Bn, LBn, ledger
 
   A = grow(law)
-  A, LA, _, _, ledger = ns.fori_loop(0, nb, level, (A, lat, A, lat, xp.zeros(())))
+  with _host_workspace(ns):
+    A, LA, _, _, ledger = ns.fori_loop(0, nb, level, (A, lat, A, lat, xp.zeros(())))
   return A, LA, ledger
 
 
