@@ -15,15 +15,16 @@ checking the construction needs:
 * the t-fold sum laws :func:`sum_law_upper`, :func:`sum_law_lower` with their
   ``method`` switch ("fast", the default: near band in the fused loop plus the
   far field; "loop": every diagonal in the fused loop; "reference": the
-  O(n^2) oracle, the two sums one by one) (their NumPy twins run inside
-  ``laws_batch(..., host=True)``);
+  O(n^2) oracle, the two sums one by one);
 * the round laws of lanes :func:`laws_batch` (one-step laws on the host, then
-  the jitted round-law builder, or with ``host=True`` its NumPy twin: the same
-  FinalLaws for concrete input, no compiled program) and their one-round
-  queries :func:`eps_batch`, :func:`delta_batch`.
+  the jitted round-law builder, or with ``host=True`` the same kernels
+  evaluated in NumPy, ``ns = HOST`` of :mod:`jaxacct._core.namespace`: one
+  text, the same FinalLaws for concrete input, no compiled program) and their
+  one-round queries :func:`eps_batch`, :func:`delta_batch`.
 
 All are jittable (``laws_batch(host=True)`` aside); all need float64
-(``jax.enable_x64``); ``n`` and ``method`` are static.
+(``jax.enable_x64``); ``n`` and ``method`` are static. The host path is
+described in docs/bounds/allocation_pld.md ("The host path").
 """
 
 from jaxacct._core.dtype import public_surface
