@@ -149,8 +149,7 @@ def log_binom_pmf(k, n, p, xp=jnp, gammaln=gammaln):
   since ``gammaln(1e7) ~ 1.5e8``); checked against mpmath in tests.
   Real (non-integer) ``k`` and ``n`` are allowed (the Gamma-function form).
   ``xp``/``gammaln``: jax.numpy and jax's gammaln (the kernels), or NumPy and
-  a host gammaln (the shuffle host path passes XLA's own lgamma, replicated in
-  ``shuffle._host_math``, so both paths run one formula; wrap host calls in
+  a host gammaln (SciPy's: one formula, two evaluations; wrap host calls in
   ``np.errstate``).
   """
   k = xp.asarray(k, xp.float64)

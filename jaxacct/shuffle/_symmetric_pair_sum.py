@@ -5,10 +5,10 @@ One formula for both paths of the clone pair and the stronger clone
 allowance): ``ns = JAX`` inside the jitted kernels, ``ns = HOST`` for one
 question on the host (no compiled program). The special functions differ
 only in who evaluates them (:func:`special`): jax's ``gammaln`` and
-``betainc``, or their host evaluations by XLA's own formulas
-(:mod:`._host_math`; SciPy's more accurate ones would move the values by up
-to 1.2e-10 relative, the float64 error of jax's ``betainc`` at large
-arguments, which the kernel's rounding allowance covers).
+``betainc`` in the kernels, SciPy's on the host. They differ by up to 1.2e-10
+relative (the float64 error of jax's ``betainc`` at arguments ~1e5, from the
+rounding of XLA's ``lgamma`` in its log-Beta prefactor), which the kernels'
+rounding allowance covers; the host values are the more accurate ones.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from jaxacct._core.logmath import log_binom_pmf
-from jaxacct._core.namespace import JAX
-from jaxacct.shuffle import _host_math as hm
+from jaxacct._core.namespace import HOST, JAX
 from jaxacct.shuffle import _windows as windows
 
 _EPS64 = float(np.finfo(np.float64).eps)
@@ -38,17 +37,22 @@ class Special(NamedTuple):
 
 _JAX_SPECIAL = Special(windows.window_start, windows.cut_mass, log_binom_pmf,
                        windows.binom_sf, gammaln)
-_HOST_SPECIAL = Special(functools.partial(windows.window_start, xp=np),
-                        functools.partial(windows.cut_mass, xp=np, betainc=hm.betainc),
-                        functools.partial(log_binom_pmf, xp=np, gammaln=hm.lgamma),
-                        functools.partial(windows.binom_sf, xp=np, betainc=hm.betainc),
-                        hm.lgamma)
+
+
+@functools.lru_cache(maxsize=None)
+def _host_special() -> Special:
+  sp = HOST.sp   # scipy.special, imported with the first host question
+  return Special(functools.partial(windows.window_start, xp=np),
+                 functools.partial(windows.cut_mass, xp=np, betainc=sp.betainc),
+                 functools.partial(log_binom_pmf, xp=np, gammaln=sp.gammaln),
+                 functools.partial(windows.binom_sf, xp=np, betainc=sp.betainc),
+                 sp.gammaln)
 
 
 def special(ns) -> Special:
-  """The binomial helpers of the namespace ``ns``: jax's special functions,
-  or on the host XLA's formulas for them (:mod:`._host_math`)."""
-  return _HOST_SPECIAL if ns.is_host else _JAX_SPECIAL
+  """The binomial helpers of the namespace ``ns``: jax's special functions in
+  the kernels, SciPy's on the host."""
+  return _host_special() if ns.is_host else _JAX_SPECIAL
 
 
 def sym_setup(n, p, beta, q, width, ns=JAX, fixed_tail: bool = False):

@@ -100,7 +100,7 @@ def binom_sf(t, m, prob, xp=jnp, betainc=betainc):
   """Pr[Bin(m, prob) >= t] for real integer-valued t, m >= 0 (betainc).
 
   ``xp``/``betainc``: jax.numpy and jax's betainc (the kernels), or NumPy and
-  the host replica of XLA's betainc (``_host_math``: one formula, two paths).
+  SciPy's betainc (the host path: one formula, two evaluations).
   """
   t = xp.asarray(t, xp.float64)
   m = xp.asarray(m, xp.float64)
