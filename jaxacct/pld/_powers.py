@@ -38,7 +38,7 @@ from jaxacct._core import tilted_fft
 from jaxacct._core.namespace import HOST, host_call
 from jaxacct._core.parallel import cores, host_map
 from jaxacct.pld._core import PairPLD
-from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta_core
+from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta_core, epsilon_core
 
 # Chernoff orders (per unit of loss), as jaxacct.pld.compose_many's.
 _LAMBDAS = np.geomspace(1e-3, 1e9, 97)
@@ -380,6 +380,10 @@ def direction_epsilons(pld, counts, delta, *, factor=None, tail_mass=1e-20, spli
   """
   counts = np.asarray(counts, np.int64)
   base, fac = law(pld), None if factor is None else law(factor)
+  if fac is None and counts.size and counts[0] == 1:   # one repetition: the PLD itself
+    one = np.array([_direct("epsilon", base, delta)])
+    return np.concatenate([one, direction_epsilons(base, counts[1:], delta, tail_mass=tail_mass,
+                                                   split=split)]) if counts.size > 1 else one
   blocks = counts // _ROWS
   cuts = np.flatnonzero(np.diff(blocks)) + 1
   groups = np.split(counts, cuts)
@@ -392,6 +396,13 @@ def direction_epsilons(pld, counts, delta, *, factor=None, tail_mass=1e-20, spli
   return np.concatenate(run(range(len(groups)))) if groups else np.empty(0)
 
 
+def _direct(quantity, base, value):
+  """The query of :mod:`jaxacct.pld._query` on one repetition's PLD (no FFT)."""
+  core = epsilon_core if quantity == "epsilon" else delta_core
+  return float(host_call(core, base.p, np.int64(base.offset), base.step, np.float64(base.inf),
+                         np.float64(value)))
+
+
 def direction_delta(pld, count, epsilon, *, factor=None, tail_mass=1e-20):
   """Delta at ``epsilon`` after ``count`` repetitions of ``pld`` (onto ``factor``).
 
@@ -399,6 +410,8 @@ def direction_delta(pld, count, epsilon, *, factor=None, tail_mass=1e-20):
   charges, tilt chosen at ``epsilon``), untilted on the points above one
   below ``epsilon``, and the query of :func:`jaxacct.pld.delta` on them.
   """
+  if factor is None and int(count) == 1:   # one repetition: the PLD itself
+    return _direct("delta", law(pld), epsilon)
   pair = _Pair(law(pld), None if factor is None else law(factor),
                np.array([int(count)], np.int64), tail_mass)
   rows, h = slice(0, 1), pair.h

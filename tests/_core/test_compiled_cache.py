@@ -23,8 +23,9 @@ from support import COUNT_COMPILES
 _CHILD = COUNT_COMPILES + r"""
 import numpy as np
 import jaxacct
-# an array sigma: a scalar Poisson question is answered on the host and compiles nothing
-sig = np.array([1.0])
+# two lanes: one lane (a scalar, or a one-element array) is answered on the host and
+# compiles nothing (jaxacct._core.namespace.for_inputs)
+sig = np.array([1.0, 1.1])
 r1 = jaxacct.poisson.epsilon(q=0.01, sigma=sig, num_steps=10000, delta=1e-5)
 r2 = jaxacct.poisson.epsilon(q=0.01, sigma=sig, num_steps=10000, delta=1e-5, method="pld") \
     if "pld" in sys.argv else r1

@@ -70,7 +70,7 @@ def test_help():
 def test_doors_cover_the_contract_suite():
   """One door row per scheme of tests/project/test_contract.py (epsilon and delta)."""
   import ast
-  tree = ast.parse(open(os.path.join(ROOT, "tests", "test_contract.py")).read())
+  tree = ast.parse(open(os.path.join(ROOT, "tests", "project", "test_contract.py")).read())
   doors = next(n.value for n in tree.body if isinstance(n, ast.Assign)
                and getattr(n.targets[0], "id", None) == "DOORS")
   contract = {k.value for k in doors.keys}
