@@ -3,22 +3,26 @@ r"""Epsilon after every count of one repeated event: powers of one spectrum.
 After n repetitions of an event with PLD ``p``, composed onto an optional
 fixed PLD ``f`` (a ledger spent before, a partial epoch), the composed PLD is
 ``f * p^{*n}``, whose spectrum is ``F Z^n``. :func:`direction_epsilons`
-evaluates a list of counts as batched inverse FFTs (chunks of 32 counts on
-one FFT length, the powers by products), with the window and tail charges of
+evaluates a list of counts as batched inverse FFTs (canonical blocks: each
+count below 32 alone, then 32 consecutive counts on one FFT length, the powers
+by products), with the window and tail charges of
 :func:`jaxacct.pld.compose_many` (Chernoff window at ``tail_mass``; the mass
 above it charged to ``inf_mass``, the mass below it folded upward), and solves
 epsilon at delta on the upper tail with the segment formula of
-:func:`jaxacct.pld.epsilon` (rounded up by ``ROUNDING_ALLOWANCE``).
+:func:`jaxacct.pld.epsilon` (rounded up by ``ROUNDING_ALLOWANCE``). Every
+choice is the block's, never the asked counts': a count's epsilon is the same
+number alone (the accountant) or in a table.
 
-Round-off: each chunk runs on inputs tilted by ``e^{lam L} / M(lam)``
-(Esscher). Among the Chernoff orders up to the saddle point of the previous
-chunk's epsilon, ``lam`` is the one with the least round-off estimate whose
+Round-off: each block runs on inputs tilted by ``e^{lam L} / M(lam)``
+(Esscher). Among the Chernoff orders up to the saddle point of the block's
+first epsilon (estimated alone: tilted first at the Chernoff bound's point,
+then at its answer), ``lam`` is the one with the least round-off estimate whose
 folded tilted mass on the points the query reads (those above epsilon) is
 below ``_FOLD * delta`` (Chernoff); a longer FFT is taken while the estimate
-exceeds ``_ROUND``. Masses are clipped at zero, as in ``compose_many``.
-Measured against a direct (FFT-free) convolution: within 1e-11 relative in
-epsilon at delta 1e-5 to 1e-10, where the accountant's own four-tilt
-composition is up to 1e-7 off (tests/tracking/test_tracking_table.py).
+exceeds ``_ROUND``. Masses are clipped at zero and read as zero above the
+support's last atom. Measured against a direct (FFT-free) convolution: within
+1e-11 relative in epsilon at delta 1e-5 to 1e-15, sigma 0.1 to 0.9
+(tests/tracking/test_tracking_table.py).
 
 Validity does not rest on these choices: folded mass from above the window is
 charged to ``inf_mass`` as well, mass folded from below moves up.
@@ -73,7 +77,8 @@ class _Law:
     self.offset = int(pld.offset)
     self.inf = float(pld.inf_mass)
     self.step = float(pld.step)
-    self.top = self.p.size - 1
+    pos = np.flatnonzero(self.p > 0)
+    self.top = int(pos[-1]) if pos.size else 0   # the last atom: the support's top
     self._memo = {}
 
   def lmgf(self, lams):
@@ -194,9 +199,9 @@ def _first_read(pair, rows, size, floor):
       np.int64)
 
 
-def _tilt_and_size(pair, rows, size, floor, delta):
+def _tilt_and_size(pair, rows, size, floor, delta, at=None, grow=4):
   """The tilt and FFT length of a chunk: over the tilts from 0 to the saddle
-  point at ``floor`` (at most), the one with the least round-off estimate
+  point at ``at`` (default ``floor``; at most), the one with the least round-off estimate
   ``U(first) / (1 - e^{-lam h})`` (``U`` the untilting factor, the read points'
   sum of a unit error) among those whose folded tilted mass, untilted, is at
   most ``_FOLD * delta`` (a Chernoff bound) for every count; the length is
@@ -204,7 +209,7 @@ def _tilt_and_size(pair, rows, size, floor, delta):
   h, start_size = pair.h, size
   last = np.arange(pair.counts.size)[rows][-1]
   lams = np.concatenate([[0.0], _LAMBDAS])
-  x = max(floor, 0.0) - pair.shift[last] * h
+  x = max(floor if at is None else at, 0.0) - pair.shift[last] * h
   k_last = pair.kn(lams, slice(last, last + 1))[0]
   top = int(np.argmin(k_last - lams * x))                         # the saddle point
   lams = lams[np.unique(np.concatenate([[0], np.arange(top, 0, -2)[:_TILTS]]))]
@@ -220,7 +225,7 @@ def _tilt_and_size(pair, rows, size, floor, delta):
       best = int(np.argmin(score))
       # relative round-off estimate in delta: count * u per point, untilted, summed
       est = float(pair.counts[last]) * 2.2e-16 * math.exp(min(score[best], 700.0)) / delta
-      if best == len(lams) - 1 or est <= _ROUND or done or size >= 4 * start_size:
+      if best == len(lams) - 1 or est <= _ROUND or done or size >= grow * start_size:
         return float(lams[best]), size
     if size >= (1 << 24):
       return 0.0, size
@@ -327,27 +332,47 @@ def _run_chunk(pair, rows, size, lam, delta, floor, spec=None):
   return np.maximum(out, 0.0)
 
 
+def _chernoff(pair, i, delta):
+  """An upper bound on the count's epsilon (delta(eps) <= P(L > eps) <=
+  e^{K(lam) - lam eps}): where the first pass tilts to (a plain FFT would leave
+  only absolute accuracy at a tiny delta)."""
+  k = pair.kn(_LAMBDAS, slice(i, i + 1))[0]
+  return float(np.min((k - math.log(delta)) / _LAMBDAS)) + pair.shift[i] * pair.h
+
+
 def _estimate(pair, i, delta):
   """Epsilon of the count ``pair.counts[i]`` alone (a loss to read from): the
-  untilted natural window, then again tilted at its answer."""
-  rows, floor = slice(i, i + 1), 0.0
-  for _ in range(2):
-    lam, size = _tilt_and_size(pair, rows, int(pair.natural[i]), floor, delta)
+  whole window tilted at the Chernoff bound's point, then again tilted at its
+  answer."""
+  rows, floor, at = slice(i, i + 1), 0.0, _chernoff(pair, i, delta)
+  for grow in (1, 4):    # (the first pass only aims: no longer FFT)
+    lam, size = _tilt_and_size(pair, rows, int(pair.natural[i]), floor, delta, at=at,
+                               grow=grow)
     e = _run_chunk(pair, rows, size, lam, delta, floor)[0]
-    floor = (1.0 - 1e-3) * e if np.isfinite(e) else floor
+    floor = at = (1.0 - 1e-3) * e if np.isfinite(e) else floor
   return floor
 
 
-def _block(base, factor, j, wanted, delta, tail_mass):
-  """Epsilons of the counts ``wanted`` of canonical block ``j`` (counts
-  ``_ROWS j .. _ROWS j + _ROWS - 1``, from 1).
+def _block_of(n):
+  """``(first count, width)`` of the canonical block holding count ``n``: single
+  counts below 32 (where a block's epsilons would differ several-fold), then
+  32 consecutive counts aligned at multiples of 32."""
+  n = int(n)
+  if n < _ROWS:
+    return n, 1
+  return (n // _ROWS) * _ROWS, _ROWS
+
+
+def _block(base, factor, block, wanted, delta, tail_mass):
+  """Epsilons of the counts ``wanted`` of the canonical block ``(first, width)``
+  (:func:`_block_of`).
 
   Every choice (read floor, tilt, FFT length) is made from the whole block,
   never from the counts asked, and the powers run along the block from its
   first count: a count's epsilon is the same number whether it is asked
   alone or with others.
   """
-  canon = np.arange(max(1, _ROWS * j), _ROWS * (j + 1), dtype=np.int64)
+  canon = np.arange(block[0], block[0] + block[1], dtype=np.int64)
   pair = _Pair(base, factor, canon, tail_mass)
   floor = _estimate(pair, 0, delta)
   rows = slice(0, canon.size)
@@ -384,10 +409,10 @@ def direction_epsilons(pld, counts, delta, *, factor=None, tail_mass=1e-20, spli
     one = np.array([_direct("epsilon", base, delta)])
     return np.concatenate([one, direction_epsilons(base, counts[1:], delta, tail_mass=tail_mass,
                                                    split=split)]) if counts.size > 1 else one
-  blocks = counts // _ROWS
-  cuts = np.flatnonzero(np.diff(blocks)) + 1
+  starts = np.array([_block_of(n)[0] for n in counts.tolist()], np.int64)
+  cuts = np.flatnonzero(np.diff(starts)) + 1
   groups = np.split(counts, cuts)
-  ids = [int(g[0] // _ROWS) for g in groups]
+  ids = [_block_of(g[0]) for g in groups]
   parts = min(cores(), len(groups) // 8) if split else 1
   run = lambda a: [_block(base, fac, ids[k], groups[k], delta, tail_mass) for k in a]  # noqa: E731
   if parts >= 2:   # whole blocks on the cores (NumPy releases the GIL)
@@ -430,8 +455,11 @@ def direction_delta(pld, count, epsilon, *, factor=None, tail_mass=1e-20):
     log_u = float(pair.kn(np.array([lam]), rows)[0, 0]) - lam * h * idx.astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
       masses = np.where(vals > 0, vals * np.exp(np.minimum(log_u, 700.0)), 0.0)
-    out = host_call(delta_core, masses, np.int64(pair.shift[0] + first), h,
-                    np.float64(min(pair.inf[0] + tail, 1.0)), np.float64(epsilon))
+    inf = np.float64(min(pair.inf[0] + tail, 1.0))
+    if masses.size == 0:    # no composed atom above epsilon
+      return float(inf)
+    out = host_call(delta_core, masses, np.int64(pair.shift[0] + first), h, inf,
+                    np.float64(epsilon))
     guess = min(max(float(out), 1e-300), 0.5)
   return float(out)
 
