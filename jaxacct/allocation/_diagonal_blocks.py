@@ -2,109 +2,138 @@
 
 The CPU layout (:func:`jaxacct.allocation._sum_law._run_loops`) runs one
 diagonal a loop trip, a slice update each, with a run-time trip count (the
-near band). Here a trip sums ``DIAGONAL_BLOCK`` diagonals at once, as one
-reduction of gathers from the length-n operands and one slice update, with a
-static trip count: lanes are the leading axis of every op when vmapped, and
-XLA:GPU runs no loop whose length it does not know.
+near band). Here every block of ``DIAGONAL_BLOCK`` diagonals of every piece
+is summed at once into its own window (a gather-reduction; a static loop of
+``DIAGONAL_BLOCK / DIAGONALS_PER_TRIP`` trips bounds the gathers'
+temporaries), and the windows are combined into the output row by one
+output-stationary gather-reduction: float64 rows only, no scatter, no slice
+update, no loop whose trip count depends on the lanes or the data. Lanes are
+the leading axis of every op when vmapped.
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
-#: Diagonals per trip of the accelerator layout's pairwise sums (static).
+#: Diagonals per block (one window each; static).
 DIAGONAL_BLOCK = 64
+#: Diagonals of every block summed per loop trip (static; DIAGONAL_BLOCK: no
+#: loop). The gathers of a trip hold (blocks, DIAGONALS_PER_TRIP, window)
+#: elements per operand column and lane where XLA materialises them.
+DIAGONALS_PER_TRIP = 8
 
 
-def dense_pairs(d0, K: int, L: int, hi, kap, o, n: int):
-  """The index grid of the block of diagonals ``d0 .. d0 + K - 1``.
+def _grid(d, base, kap, o, hi, W: int, n: int):
+  """Per diagonal ``d`` (shape (nb, U)) of blocks whose windows start at output
+  element ``base`` (nb,): the pair's low index ``j = c - (start_d - base)``
+  at window element c (shape (nb, U, W)), the clipped diagonal, and whether
+  the pair is one of the sum (``d < hi``, both indices inside 0..n-1).
 
-  Diagonal d adds its pair of low element j (pair ``(j, j + d)``) at output
-  element ``start_d + j``, ``start_d = d + kappa(d) - o``. ``kappa`` drops by at
-  most 1 a diagonal (``log(1 + r^-d) / D`` falls by at most 1/2), so
-  ``start_d`` is non-decreasing and the block's outputs lie in the window
-  ``base = start_{d0}`` .. ``base + L + K - 1``. Returns ``(base, d, j,
-  live)``: per (diagonal k, window element c) the pair's low index ``j = c -
-  (start_{d0+k} - base)``, and ``live`` (d < hi, per k). The block's sum at
-  element c is one reduction over k of gathers from the length-n operands:
-  the same products and weights as the CPU layout's loop, re-associated
-  (nonnegative terms: the rounding ledger, which counts terms, is unchanged).
-  """
-  d = d0 + jnp.arange(K, dtype=jnp.int32)
+  Diagonal d adds its pair (j, j + d) at output element ``start_d + j``,
+  ``start_d = d + kappa(d) - o``; ``kappa`` drops by at most 1 a diagonal, so
+  ``start_d`` is non-decreasing and a block's pairs lie in its window
+  ``base .. base + W - 1`` (W = L + K)."""
   dk = jnp.minimum(d, n - 1)
   start = d + kap[dk] - o
-  c = jnp.arange(L + K, dtype=jnp.int32)
-  j = c[None, :] - (start - start[0])[:, None]
-  return start[0], dk, j, (d < hi)[:, None]
+  c = jnp.arange(W, dtype=jnp.int32)
+  j = c - (start - base[:, None])[..., None]
+  ok = (d < hi)[..., None] & (j >= 0) & (j + dk[..., None] < n)
+  return dk, j, ok
 
 
-def gather_rows(X, j, dk, live, n: int):
-  """``(X[j], X[j + d])`` at the block's (k, c) grid, rows of the stacked
-  operands ``X`` (shape (n, r)): one gather for the low and one for the high
-  element of every operand; 0 where the pair is not one of the block (a dead
-  diagonal, or an index off the window)."""
-  jh = j + dk[:, None]
-  ok = (live & (j >= 0) & (jh < n))[..., None]
+def _gather(X, j, dk, ok, n: int):
+  """``(X[j], X[j + d])`` on the grid, 0 where the pair is not one of the sum
+  (``X``: the operands stacked as columns, shape (n, r))."""
+  ok = ok[..., None]
   return (jnp.where(ok, X[jnp.clip(j, 0, n - 1)], 0.0),
-          jnp.where(ok, X[jnp.clip(jh, 0, n - 1)], 0.0))
+          jnp.where(ok, X[jnp.clip(j + dk[..., None], 0, n - 1)], 0.0))
 
 
-def add_window(out, base, seg):
-  """``out[base : base + len(seg)] += seg`` (one slice update a block)."""
-  return lax.dynamic_update_slice(out, lax.dynamic_slice(out, (base,), seg.shape) + seg,
-                                  (base,))
+def _combine(seg, base, buf: int):
+  """``out[:, x] = sum_b seg[b, :, x - base[b]]`` over the blocks whose window
+  holds x: the blocks' windows added into two float64 rows of length ``buf``,
+  one output-stationary gather-reduction."""
+  W = seg.shape[-1]
+  idx = jnp.arange(buf, dtype=jnp.int32)[None, :] - base[:, None]          # (nb, buf)
+  ok = (idx >= 0) & (idx < W)
+  g = jnp.take_along_axis(seg, jnp.clip(idx, 0, W - 1)[:, None, :], axis=2)  # (nb, 2, buf)
+  return jnp.sum(jnp.where(ok[:, None, :], g, 0.0), axis=0)
 
 
-def upper_block(X, symmetric: bool, kap, om, o, n: int):
-  """``block(L, K)`` -> the trip body ``(d0, hi, out) -> out`` of the upper sum
-  (``X``: the operands' masses stacked, (n, 1) for X + X, (n, 2) for A + B):
-  each pair's mass is split between the knots j (real part) and j + 1
-  (imaginary part) with the diagonal's weight, as the CPU layout's body."""
-  def block(L: int, K: int):
-    def body(d0, hi, out):
-      base, dk, j, live = dense_pairs(d0, K, L, hi, kap, o, n)
-      lo, hg = gather_rows(X, j, dk, live, n)
-      if symmetric:
-        v = (lo[..., 0] * hg[..., 0]) * 2.0
-      else:
-        v = lo[..., 0] * hg[..., 1] + lo[..., 1] * hg[..., 0]
-      w = om[dk][:, None]
-      return add_window(out, base, lax.complex(jnp.sum(v * (1.0 - w), axis=0),
-                                               jnp.sum(v * w, axis=0)))
-    return body
-  return block
+def dense_sums(terms, X, his, n: int, kap, o, buf: int):
+  """The rows ``(S, 2, buf)`` of S pairwise sums A + B on one lattice.
+
+  ``X`` (S, n, r): each sum's operands stacked as columns (X + X is A + B
+  with B = A: ``x y + x y = 2 (x y)`` exactly, the CPU layout's doubled
+  orientation); ``his`` (S,): the end of the diagonals each sum runs (its
+  near band; 0: none); ``terms(X, d, j, dk, ok)``: the two parts of the pairs
+  on a grid of diagonals (:func:`upper_terms`, :func:`lower_terms`), summed
+  over the diagonal axis (-2). Every block of ``K`` diagonals (the main one
+  included) spans an output window of ``n + K`` elements; its diagonals are
+  summed ``DIAGONALS_PER_TRIP`` a trip. Every output element sums the same
+  non-negative terms as the CPU layout's loop, re-associated (the rounding
+  ledger counts terms, not their order).
+  """
+  K = min(DIAGONAL_BLOCK, n)
+  d0 = jnp.asarray(np.arange(0, n, K, dtype=np.int32))
+  W = n + K
+  U = min(DIAGONALS_PER_TRIP, K)
+  trips = -(-K // U)
+  base = d0 + kap[jnp.minimum(d0, n - 1)] - o
+
+  def one(Xs, hi, seg, u):
+    d = d0[:, None] + u * U + jnp.arange(U, dtype=jnp.int32)[None, :]
+    live = jnp.where(d < d0[:, None] + K, hi, 0)   # past K: the next block's
+    dk, j, ok = _grid(d, base, kap, o, live, W, n)
+    a, b = terms(Xs, d, j, dk, ok)
+    return seg + jnp.stack([a, b], axis=1)
+
+  body = lambda u, seg: jax.vmap(one, in_axes=(0, 0, 0, None))(X, his, seg, u)
+  seg = jnp.zeros((X.shape[0], d0.shape[0], 2, W))
+  seg = body(0, seg) if trips == 1 else lax.fori_loop(0, trips, body, seg)
+  return jax.vmap(lambda sg: _combine(sg, base, buf))(seg)
 
 
-def lower_block(X, symmetric: bool, kap, o, n: int, scalars):
-  """``block(L, K)`` -> the trip body of the lower sum (``X``: masses and
-  relative moments of the operands stacked as columns (a, f) per operand;
-  ``scalars``: the per-diagonal tables r^-d, e^{kD} e^D, e^{-kD} and the scalar
-  e^{-D} of the CPU layout's body). A pair's mass and exact moment stay in
-  the cell of window element c or move one cell up, to c + 1 (a static
-  shift of the grid), by the same test as the CPU layout's body."""
+def upper_terms(om):
+  """The upper sum's parts on a grid (``X``: the operands' masses as columns
+  (A, B)): each pair's mass split between the knots j (first part) and j + 1
+  (second) with the diagonal's weight, as the CPU layout's body; the main
+  diagonal (d = 0) has one orientation."""
+
+  def terms(X, d, j, dk, ok):
+    lo, hg = _gather(X, j, dk, ok, X.shape[0])
+    main = (d == 0)[..., None]
+    v = lo[..., 0] * hg[..., 1] + jnp.where(main, 0.0, lo[..., 1] * hg[..., 0])
+    w = om[dk][..., None]
+    return jnp.sum(v * (1.0 - w), axis=-2), jnp.sum(v * w, axis=-2)
+  return terms
+
+
+def lower_terms(scalars):
+  """The lower sum's parts (mass, moment in units of the cell's left knot) on a
+  grid (``X``: masses and relative moments as columns (a_A, f_A, a_B, f_B); ``scalars``: the per-diagonal tables r^-d, e^{kD} e^D, e^{-kD}
+  and the scalar e^{-D} of the CPU layout's body). A pair stays in the cell
+  of window element c or moves one cell up, to c + 1 (a static shift of the
+  grid), by the same test as the CPU layout's body."""
   rdt, tht, sct, emD = scalars
-  nxt = lambda x: jnp.concatenate([jnp.zeros_like(x[:, :1]), x[:, :-1]], axis=1)
+  nxt = lambda x: jnp.concatenate([jnp.zeros_like(x[..., :1]), x[..., :-1]], axis=-1)
 
-  def block(L: int, K: int):
-    def body(d0, hi, out):
-      base, dk, j, live = dense_pairs(d0, K, L, hi, kap, o, n)
-      rd, th, sc = rdt[dk][:, None], tht[dk][:, None], sct[dk][:, None]
-      lo, hg = gather_rows(X, j, dk, live, n)
+  def terms(X, d, j, dk, ok):
+    rd, th, sc = rdt[dk][..., None], tht[dk][..., None], sct[dk][..., None]
+    lo, hg = _gather(X, j, dk, ok, X.shape[0])
+    main = (d == 0)[..., None]
 
-      def parts(a, b):       # low from operand a, high from operand b
-        mass = lo[..., 2 * a] * hg[..., 2 * b]
-        s_rel = hg[..., 2 * b + 1] + lo[..., 2 * a + 1] * rd
-        up = s_rel >= th
-        m0, m1 = jnp.where(up, 0.0, mass), jnp.where(up, mass, 0.0)
-        return m0 + nxt(m1), m0 * (s_rel * sc) + nxt(m1 * (s_rel * sc)) * emD
+    def parts(a, b):       # low from operand a, high from operand b
+      mass = lo[..., 2 * a] * hg[..., 2 * b]
+      s_rel = hg[..., 2 * b + 1] + lo[..., 2 * a + 1] * rd
+      up = s_rel >= th
+      m0, m1 = jnp.where(up, 0.0, mass), jnp.where(up, mass, 0.0)
+      return m0 + nxt(m1), m0 * (s_rel * sc) + nxt(m1 * (s_rel * sc)) * emD
 
-      if symmetric:
-        xa, xg = parts(0, 0)
-        xa, xg = xa * 2.0, xg * 2.0
-      else:
-        (xa, xg), (ya, yg) = parts(0, 1), parts(1, 0)
-        xa, xg = xa + ya, xg + yg
-      return add_window(out, base, lax.complex(jnp.sum(xa, axis=0), jnp.sum(xg, axis=0)))
-    return body
-  return block
+    (xa, xg), (ya, yg) = parts(0, 1), parts(1, 0)
+    xa, xg = xa + jnp.where(main, 0.0, ya), xg + jnp.where(main, 0.0, yg)
+    return jnp.sum(xa, axis=-2), jnp.sum(xg, axis=-2)
+  return terms

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core.batching import lanes_per_block, map_blocks
+from jaxacct._core.batching import accelerator_layout, lanes_per_block, map_blocks
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.namespace import HOST, JAX
 from jaxacct._core.one_step import one_steps
@@ -62,22 +62,24 @@ def one_step(mechanism, param, n, tail):
 
 
 def final_laws(param, t, *, n: int, tail, mechanism: str = "gaussian",
-               lower: bool = True) -> FinalLaws:
+               lower: bool = True, levels: int | None = None) -> FinalLaws:
   """Upper and lower laws of S/t for 1-of-t allocation (jittable, scalar).
 
   ``lower=False`` (static) skips the lower law (its masses are then 0).
+  ``levels`` (static): see :func:`._sum_law.sum_law_upper`.
   """
   require_x64("allocation.pld")
   up, lw, lat = one_step(mechanism, param, n, tail)
-  return laws_from_step(up, lw, lat, param, t, n=n, tail=tail, lower=lower)
+  return laws_from_step(up, lw, lat, param, t, n=n, tail=tail, lower=lower, levels=levels)
 
 
-def laws_from_step(up, lw, lat, param, t, *, n: int, tail, lower: bool = True) -> FinalLaws:
+def laws_from_step(up, lw, lat, param, t, *, n: int, tail, lower: bool = True,
+                   levels: int | None = None) -> FinalLaws:
   """:func:`final_laws` from the one-step laws ``up``, ``lw`` on ``lat``."""
   t_i = jnp.asarray(t, jnp.int32)
-  U, Ul, ledger = sl.sum_law_upper(up, lat, t_i, n, tail, 0.0)
+  U, Ul, ledger = sl.sum_law_upper(up, lat, t_i, n, tail, 0.0, levels=levels)
   if lower:
-    Lw, Ll = sl.sum_law_lower(lw, lat, t_i, n, tail, 0.0)
+    Lw, Ll = sl.sum_law_lower(lw, lat, t_i, n, tail, 0.0, levels=levels)
   else:
     m = sl.out_size(n)
     Lw = sl.LowerLaw(jnp.zeros(m), jnp.zeros(m), jnp.zeros(()))
@@ -210,6 +212,13 @@ def laws_batch(param, t, tail, *, n, mechanism, lower=True, host: bool = False,
                             jnp.asarray(tail, jnp.float64)))
   param = np.asarray(param, np.float64)
   tail = np.asarray(tail, np.float64)
+  t = np.asarray(t, np.int32)
+  if accelerator_layout() and not host:
+    # one program: the one-step laws in it, a static level count (no host round trips)
+    build = {None: mechanism_laws_batch, "compile": mechanism_laws_batch.precompile,
+             "shapes": mechanism_laws_batch.eval_shape}[aot]
+    return build(param, t, tail, n=int(n), mechanism=mechanism, lower=lower,
+                 levels=static_levels(t))
   st = one_steps(mechanism, param, tail, int(n))
   build = steps_laws_host if host else steps_laws_batch
   if aot is not None and not host:
@@ -274,6 +283,35 @@ def steps_laws_batch(p, q0, minf, a, g, lo, D, param, t, tail, *, n, lower=True)
     return laws_from_step(up, lw, lat, param_, t_, n=n, tail=tail_, lower=lower)
 
   return _map_lanes(one, (p, q0, minf, a, g, lo, D, param, t, tail))
+
+
+def static_levels(t) -> int:
+  """The accelerator layout's static level count for lanes ``t``: the bit length
+  of the largest (one program for every t of that bit length)."""
+  return max(int(np.max(np.asarray(t, np.int64), initial=1)), 1).bit_length()
+
+
+@functools.partial(jit, static_argnames=("n", "mechanism", "lower", "levels"),
+                   compiler_options=ACCELERATOR_OPTIONS)
+def mechanism_laws_batch(param, t, tail, *, n, mechanism, lower=True, levels=None):
+  """FinalLaws for lanes (param, t, tail) (1-D arrays) with the one-step laws
+  built in the program (:func:`final_laws`): the accelerator layout's laws
+  program, ``levels`` binary-powering levels (static, :func:`static_levels`)."""
+  require_x64("allocation.pld")
+  one = lambda xs: final_laws(xs[0], xs[1], n=n, tail=xs[2], mechanism=mechanism,
+                              lower=lower, levels=levels)
+  return _map_lanes(one, (param, t, tail))
+
+
+def laws_program(lanes: int, t: int, *, n: int, mechanism: str = "gaussian", lower: bool = True):
+  """The accelerator layout's laws program (:func:`mechanism_laws_batch`) for one
+  chunk of ``lanes`` lanes of round count ``t``, compiled and not run: JAX's
+  ``Compiled`` (``as_text()``: the optimised HLO; ``memory_analysis()``), for
+  the checks and benchmarks that count what it executes."""
+  spec = lambda dt: jax.ShapeDtypeStruct((int(lanes),), dt)
+  return mechanism_laws_batch.lower(spec(jnp.float64), spec(jnp.int32), spec(jnp.float64),
+                                    n=int(n), mechanism=mechanism, lower=lower,
+                                    levels=static_levels(t)).compile()
 
 
 @jit

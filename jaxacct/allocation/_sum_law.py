@@ -157,7 +157,15 @@ def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None, ns=JA
   """
   xp = ns.xp
   outs = tuple(p[2] for p in parts)
-  dense = not ns.is_host and accelerator_layout()
+  if not ns.is_host and accelerator_layout():
+    # every diagonal block of every piece at once, float64 rows (._diagonal_blocks)
+    hi = n if band is None else band
+    his = [hi if act is None else xp.where(act, hi, 0) for act in (active or [None] * len(parts))]
+    terms, X, kap, o = parts[0][4]
+    rows = db.dense_sums(terms, jnp.stack([p[4][1] for p in parts]),
+                         jnp.stack([jnp.asarray(h, jnp.int32) for h in his]), n, kap, o, _buf(n))
+    outs = tuple(lax.complex(r[0], r[1]) for r in rows)
+    return _finish(parts, outs, band, D, n, ns)
   host = [[] for _ in parts]   # ns = HOST: each sum's blocks (_host_sums)
   for d_lo, d_hi, L in _diagonal_pieces(n, pieces):
     if d_lo == 0:   # the main diagonal once, outside the loop (band >= 1: it always runs)
@@ -173,13 +181,6 @@ def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None, ns=JA
     hi = d_hi if band is None else xp.minimum(d_hi, band)
     his = [hi if act is None else xp.where(act, hi, d_lo)
            for act in (active or [None] * len(parts))]
-    if dense:   # static blocks of K diagonals, static trip counts (._diagonal_blocks)
-      K = min(db.DIAGONAL_BLOCK, d_hi - d_lo)
-      blocks = [p[4](L, K) for p in parts]
-      body = lambda b, o, blocks=blocks, his=his, d_lo=d_lo, K=K: tuple(
-          f(d_lo + b * K, h, x) for f, h, x in zip(blocks, his, o))
-      outs = lax.fori_loop(0, -(-(d_hi - d_lo) // K), body, outs)
-      continue
     steps = [p[0](L) for p in parts]
     if ns.is_host:   # blocks of HOST_ROWS diagonals as rows
       for f, h, blks in zip(steps, his, host):
@@ -194,6 +195,12 @@ def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None, ns=JA
                                  unroll=UNROLL) for f, x, h in zip(steps, outs, his))
   if ns.is_host:
     outs = _host_sums(outs, host)
+  return _finish(parts, outs, band, D, n, ns)
+
+
+def _finish(parts, outs, band, D, n: int, ns):
+  """``[finish(out)]`` of the sums, the far fields of all sums from one filter."""
+  xp = ns.xp
   if band is None:
     return [p[1](x, None) for p, x in zip(parts, outs)]
   # the far fields of all sums: one filter over the stacked low-atom rows
@@ -271,9 +278,8 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
       return d + k - o, v * (1.0 - w), v * w
     return at
 
-  block = None if ns.is_host else db.upper_block(
-      jnp.stack([A.p[:n]] if symmetric else [A.p[:n], B.p[:n]], axis=-1),
-      symmetric, kap, om, o, n)
+  block = None if ns.is_host else (db.upper_terms(om), jnp.stack([A.p[:n], B.p[:n]], axis=-1),
+                                   kap, o)
 
   def finish(out, pre):
     out = out.real + xp.concatenate([xp.zeros(1), out.imag[:-1]])   # knot j, knot j + 1
@@ -389,9 +395,8 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
       return d + k - o, xa, xg
     return at
 
-  block = None if ns.is_host else db.lower_block(
-      jnp.stack([A.a[:n], fa[:n]] + ([] if symmetric else [B.a[:n], fb[:n]]), axis=-1),
-      symmetric, kap, o, n, (rdt, tht, sct, emD))
+  block = None if ns.is_host else (db.lower_terms((rdt, tht, sct, emD)),
+                                   jnp.stack([A.a[:n], fa[:n], B.a[:n], fb[:n]], axis=-1), kap, o)
 
   def finish(out, pre):
     out = xp.concatenate([out.real, out.imag])   # (a | g) rows
@@ -532,7 +537,8 @@ def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast", last=Non
   return An, Bn, o
 
 
-def _powering(law, lat, t, n: int, tail, min_step, method, ns, *, upper: bool):
+def _powering(law, lat, t, n: int, tail, min_step, method, ns, *, upper: bool,
+              levels: int | None = None):
   """The t-fold sum of ``law`` (see :func:`sum_law_upper`): ``(law, lattice, eta)``."""
   xp = ns.xp
   t = xp.asarray(t, xp.int32)
@@ -568,13 +574,22 @@ def _powering(law, lat, t, n: int, tail, min_step, method, ns, *, upper: bool):
     return An, LAn, Bn, LBn, ledger
 
   A = grow(law)
+  carry = (A, lat, A, lat, xp.zeros(()))
+  if levels is not None and not ns.is_host:
+    # a static trip count: level j is the lane's level j - (levels - nb), none before
+    def static_level(j, carry):
+      jj = j - (levels - nb)
+      return jax.tree.map(lambda new, old: xp.where(jj >= 0, new, old),
+                          level(jj, carry), carry)
+    A, LA, _, _, ledger = lax.fori_loop(0, levels, static_level, carry)
+    return A, LA, ledger
   with _host_workspace(ns):
-    A, LA, _, _, ledger = ns.fori_loop(0, nb, level, (A, lat, A, lat, xp.zeros(())))
+    A, LA, _, _, ledger = ns.fori_loop(0, nb, level, carry)
   return A, LA, ledger
 
 
 def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step,
-                  method: str = "fast", ns=JAX):
+                  method: str = "fast", ns=JAX, levels: int | None = None):
   """Upper (convex-order dominating) law of the t-fold sum, t >= 1 traced.
 
   Carries (S_a, S_{a+1}) along the binary digits of t from the top: level 0
@@ -585,16 +600,20 @@ def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step,
   ``method`` (static): "fast" (default: near band + far field), "loop" (every
   diagonal in the loop) or "reference", the O(n^2) oracle kept for the tests
   (see :func:`_combine_level`). ``ns``: ``JAX`` (jittable) or ``HOST`` (NumPy,
-  concrete input, a Python loop over the levels).
+  concrete input, a Python loop over the levels). ``levels`` (static int >=
+  the bit length of every lane's t, or None): jitted, a loop of that many
+  levels with a static trip count (a lane with fewer bits keeps its carry
+  through the first ones); None: as many as the lanes' bits (a trip count
+  known at run time only).
   """
-  return _powering(up, lat, t, n, tail, min_step, method, ns, upper=True)
+  return _powering(up, lat, t, n, tail, min_step, method, ns, upper=True, levels=levels)
 
 
 def sum_law_lower(lw: LowerLaw, lat: Lattice, t, n: int, tail, min_step,
-                  method: str = "fast", ns=JAX):
+                  method: str = "fast", ns=JAX, levels: int | None = None):
   """Lower (convex-order dominated, sub-probability) law of the t-fold sum.
 
-  ``method``, ``ns``: as in :func:`sum_law_upper` (same values either way).
+  ``method``, ``ns``, ``levels``: as in :func:`sum_law_upper` (same values either way).
   """
-  A, LA, _ = _powering(lw, lat, t, n, tail, min_step, method, ns, upper=False)
+  A, LA, _ = _powering(lw, lat, t, n, tail, min_step, method, ns, upper=False, levels=levels)
   return A, LA

@@ -118,54 +118,147 @@ def _sweep(lanes, epochs):
                                     num_epochs=epochs, delta=1e-5)
 
 
+#: a device of 1 GiB: chunks of 16 lanes (16 MB a lane, a quarter of the memory)
+_SMALL_DEVICE = str(1 << 30)
+
+
 @pytest.fixture(scope="module")
 def accelerator_programs():
-  """The compiled programs of a 64-lane sweep (t = 234, E = 10: the laws and
-  the composition) on the accelerator layout, then those a 128-lane sweep at
-  E = 1 added (the direct query; its laws are the 64-lane program's, twice)."""
-  with set_layout("accelerator"):
-    before = set(compiled.programs())
-    _sweep(64, 10)
-    first = {k: v for k, v in compiled.programs().items()
-             if k not in before and "accelerator" in k}
-    _sweep(5, 10)   # padded to the chunk: the 64-lane programs
-    fewer = {k for k in compiled.programs() if k not in before and k not in first}
-    _sweep(128, 1)
-    more = {k: v for k, v in compiled.programs().items() if k not in before and k not in first}
+  """The compiled programs of a 16-lane sweep (t = 234, E = 10: the laws and
+  the composition) on the accelerator layout with 16-lane chunks, then those
+  a 5-lane sweep and a 32-lane sweep at E = 1 added (the direct query; its
+  laws are the 16-lane program's, twice)."""
+  old = os.environ.get("JAXACCT_DEVICE_MEMORY")
+  os.environ["JAXACCT_DEVICE_MEMORY"] = _SMALL_DEVICE
+  try:
+    with set_layout("accelerator"):
+      before = set(compiled.programs())
+      _sweep(16, 10)
+      first = {k: v for k, v in compiled.programs().items()
+               if k not in before and "accelerator" in k}
+      _sweep(5, 10)   # padded to the chunk: the 16-lane programs
+      fewer = {k for k in compiled.programs() if k not in before and k not in first}
+      _sweep(32, 1)
+      more = {k: v for k, v in compiled.programs().items()
+              if k not in before and k not in first}
+  finally:
+    if old is None:
+      del os.environ["JAXACCT_DEVICE_MEMORY"]
+    else:
+      os.environ["JAXACCT_DEVICE_MEMORY"] = old
   pick = lambda progs, name: [v for k, v in progs.items() if name in k]
-  return {"laws": pick(first, "steps_laws_batch"), "composed": pick(first, "composed_batch"),
-          "direct": pick(more, "direct_batch"), "added_by_128_lanes": sorted(more),
+  return {"laws": pick(first, "laws_batch"), "composed": pick(first, "composed_batch"),
+          "direct": pick(more, "direct_batch"), "added_by_32_lanes": sorted(more),
           "added_by_5_lanes": sorted(fewer)}
 
 
-def test_at_most_two_loops_without_known_trip_count(accelerator_programs):
-  """Each program of a sweep: at most 2 while loops whose trip count XLA does
-  not know (the binary powering's levels, one per law: log2 t trips); the CPU
-  layout's law program has 18 (gpu-path digest)."""
-  texts = [t for k in ("laws", "composed", "direct") for t in accelerator_programs[k]]
-  assert len(accelerator_programs["laws"]) == 1 and len(texts) == 3
-  for text in texts:
-    assert sum(n is None for _, n in hlo_loops.while_loops(text)) <= 2
+def test_loops_have_known_trip_counts(accelerator_programs):
+  """The laws program has no while loop whose trip count XLA does not know
+  (the binary powering runs a static level count: the bit length of t); each
+  query program at most 2 (gpu-path digest: the CPU layout's law program has 18)."""
+  assert len(accelerator_programs["laws"]) == 1
+  assert [n for _, n in hlo_loops.while_loops(accelerator_programs["laws"][0])
+          if n is None] == []
+  for k in ("composed", "direct"):
+    assert len(accelerator_programs[k]) == 1
+    assert sum(n is None for _, n in hlo_loops.while_loops(accelerator_programs[k][0])) <= 2
 
 
 def test_programs_do_not_grow_with_lanes(accelerator_programs):
-  """A 5-lane sweep compiles nothing after the 64-lane one (every batch is
-  padded to a multiple of the device's chunk), and a 128-lane sweep compiles
+  """A 5-lane sweep compiles nothing after the 16-lane one (every batch is
+  padded to a multiple of the device's chunk), and a 32-lane sweep compiles
   no new law program (only the direct query of its new round type): the
-  chunk (64 lanes here, from the device's memory) is the programs' lane
+  chunk (16 lanes here, from the device's memory) is the programs' lane
   count, so their loops, shapes and largest intermediates are the same for
   any batch."""
-  assert accelerator_programs["added_by_5_lanes"] == []   # 5 lanes: the 64-lane programs
-  added = accelerator_programs["added_by_128_lanes"]
+  assert accelerator_programs["added_by_5_lanes"] == []   # 5 lanes: the 16-lane programs
+  added = accelerator_programs["added_by_32_lanes"]
   assert len(added) == 1 and "direct_batch" in added[0], added
-  assert "f64[64," in accelerator_programs["laws"][0]
+  assert "f64[16," in accelerator_programs["laws"][0]
 
 
 def test_sweep_trips_bounded(accelerator_programs):
-  """A 64-lane sweep executes at most 1,000 sequential loop trips (laws and
-  query, nested loops multiplied out, each unknown loop counted at the level
-  count of t = 234 plus one). The CPU layout's law program runs ~95,000."""
+  """A sweep executes at most 1,000 sequential loop trips (laws and query,
+  nested loops multiplied out, each unknown loop counted at the level count
+  of t = 234 plus one). The CPU layout's law program runs ~95,000."""
   levels = int(234).bit_length() + 1
   laws = hlo_loops.sequential_trips(accelerator_programs["laws"][0], levels)
   for q in ("composed", "direct"):
     assert laws + hlo_loops.sequential_trips(accelerator_programs[q][0], levels) <= 1000
+
+
+def test_sweep_programs_have_no_wide_scatter(accelerator_programs):
+  """No program of a sweep holds a scatter wider than 64 bits: XLA:GPU
+  expands each into a loop of one trip per lane (gpu-path digest: 416 such
+  scatters in the laws program at t = 234, 425,984 serial trips at 1,024
+  lanes before the float64 rows)."""
+  for k in ("laws", "composed", "direct"):
+    for text in accelerator_programs[k]:
+      assert hlo_loops.wide_scatters(text) == []
+      assert hlo_loops.census(text, 9)["expanded_trips"] == 0
+
+
+@pytest.fixture(scope="module")
+def laws_programs():
+  """The accelerator layout's laws program (t = 234, grid 1024) compiled for
+  chunks of 8 and 16 lanes, not run."""
+  with set_layout("accelerator"):
+    return {b: sum_law.laws_program(b, 234, n=1024) for b in (8, 16)}
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_laws_program_census(laws_programs, lanes):
+  """What XLA:GPU executes of the laws program (its optimised HLO, the
+  accelerator layout forced on the CPU; tests/hlo_loops.census): no scatter
+  wider than 64 bits and so no expanded trips (before: 416 scatters, 3,328
+  trips at 8 lanes), no loop of unknown trip count (before: 2), and at most
+  6,000 executed kernels with nested trips multiplied out (before: 12,385 at
+  8 lanes counting the expanded trips; measured now 5,534), the same count
+  at 8 and 16 lanes: nothing grows with the lanes."""
+  c = hlo_loops.census(laws_programs[lanes].as_text(), 99)
+  assert c["wide_scatters"] == 0 and c["expanded_trips"] == 0
+  assert c["unknown_loops"] == 0
+  assert c["kernels"] <= 6000, c
+  assert c["kernels"] == hlo_loops.census(laws_programs[8].as_text(), 99)["kernels"]
+
+
+def test_laws_program_temporaries_linear_in_lanes(laws_programs):
+  """The laws program's temporaries (``memory_analysis``; the CPU's bound
+  the GPU's from above, XLA:CPU materialising the gathers) grow linearly
+  with the lanes and stay inside the per-lane budget the chunk sizing
+  assumes (allocation._pld_query.LANE_BYTES, 16 MB; measured 9.2 MB)."""
+  from jaxacct.allocation._pld_query import LANE_BYTES
+  t8, t16 = (laws_programs[b].memory_analysis().temp_size_in_bytes for b in (8, 16))
+  assert t16 <= 2.05 * t8 and t16 >= 1.9 * t8
+  assert t16 / 16 <= LANE_BYTES
+
+
+def test_pairwise_sums_have_no_slice_update(x64):
+  """The accelerator layout's pairwise sums, vmapped over lanes, hold no
+  scatter and no dynamic slice update (a lane-dependent one is a scatter
+  under vmap): only gathers and reductions (jaxpr of both kernels)."""
+  from jaxacct.allocation import _diagonal_blocks as db
+  from jaxacct.allocation._regrid import tables
+  n = 256
+
+  def sums(X, D, terms):
+    kap, om = tables(D, n)
+    t = db.upper_terms(om) if terms == "upper" else db.lower_terms(
+        (jnp.exp(-jnp.arange(n) * D), jnp.exp(kap * D + D), jnp.exp(-kap * D), jnp.exp(-D)))
+    return db.dense_sums(t, X, jnp.array([n, 40], jnp.int32), n, kap, kap[n - 1], 3 * n + 4)
+
+  prims = set()
+
+  def walk(j):
+    for e in j.eqns:
+      prims.add(e.primitive.name)
+      for p in e.params.values():
+        inner = getattr(p, "jaxpr", None)
+        if inner is not None:
+          walk(getattr(inner, "jaxpr", inner))
+
+  for terms, r in (("upper", 2), ("lower", 4)):
+    walk(jax.make_jaxpr(jax.vmap(lambda X, D: sums(X, D, terms)))(
+        jnp.ones((4, 2, n, r)), jnp.linspace(0.01, 0.2, 4)).jaxpr)
+  assert "gather" in prims
+  assert not {p for p in prims if "scatter" in p or "update_slice" in p}, prims
