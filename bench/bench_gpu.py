@@ -5,8 +5,10 @@ Usage:
                             [--sides gpu,cpu]
   python bench/bench_gpu.py --child NAME --side gpu|cpu --limit S --npz PATH [--quick]
 
-One command, sized to finish in under 6 minutes on one H100/H200 (16 CPU
-cores). Each row is one question over many lanes (sigmas, (sigma, t) grids,
+One command, sized to finish in under 8 minutes on one H100/H200 (16 CPU
+cores); ``bench/gpu_laws.py`` checks the laws program alone per layout variant
+(about 3 minutes), so ``python bench/gpu_laws.py && python bench/bench_gpu.py``
+is the one device call. Each row is one question over many lanes (sigmas, (sigma, t) grids,
 (n, eps0) grids, epsilon targets). For each row and side the parent starts a
 FRESH ``python`` (in series) with every compilation cache off
 (``JAXACCT_COMPILATION_CACHE=0``, ``JAX_ENABLE_COMPILATION_CACHE=false``, no
@@ -22,7 +24,7 @@ the same question again in the same process, best of up to 3 (2 with
   removed), for the ratio cpu_warm / gpu_warm.
 
 Every row has its own time limit: its nominal limit, cut to its share of what
-is left of ``--budget`` (total seconds, default 330); rows are not started
+is left of ``--budget`` (total seconds, default 420); rows are not started
 when the budget is spent ("skipped (budget)"). A row past its limit is killed
 and recorded as "timeout after N s" (its cold answer is kept if it came back);
 the larger sizes of the same question on that side are then "skipped" (also
@@ -73,9 +75,12 @@ DELTA = 1e-5
 def _sweep_rows(t, E):
   fam = f"sweep_t{t}_E{E}"
   out = {}
-  for rank, (tag, full, quick, lim) in enumerate((("1e3", 1_000, 8, (30, 20)),
-                                                  ("1e4", 10_000, 12, (30, 15)),
-                                                  ("1e5", 100_000, 16, (45, 15)))):
+  # (gpu, cpu) limits: the GPU rows get what a cold start (compile included) and
+  # warm runs need; the CPU side answers the 1e3 row (the ratio) and is given
+  # a short look at the larger ones
+  for rank, (tag, full, quick, lim) in enumerate((("1e3", 1_000, 8, (45, 30)),
+                                                  ("1e4", 10_000, 12, (60, 10)),
+                                                  ("1e5", 100_000, 16, (90, 10)))):
     out[f"{fam}_{tag}"] = (f"tight allocation PLD, sigmas geometric in [0.5, 5], t={t}, E={E}, "
                            f"delta=1e-5", fam, rank, {"full": full, "quick": quick}, lim)
   return out
@@ -86,20 +91,20 @@ ROWS = {
     **_sweep_rows(1000, 1),
     "grid_1000x100": ("tight allocation PLD, (sigma, t) grid: sigmas geometric in [0.5, 5] x t "
                       "geometric in [10, 1000] (rounded), E=1, delta=1e-5", "grid", 0,
-                      {"full": (1000, 100), "quick": (4, 2)}, (45, 15)),
+                      {"full": (1000, 100), "quick": (4, 2)}, (60, 10)),
     "poisson_rdp_1e5": ("poisson.epsilon(method='rdp'), q=0.01, T=1e4, delta=1e-5, sigmas in "
                         "[0.5, 5]", "poisson_rdp", 0, {"full": 100_000, "quick": 64}, (20, 20)),
     "poisson_pld_1e5": ("poisson.epsilon(method='pld'), q=0.01, T=1e4, delta=1e-5, sigmas in "
-                        "[0.5, 5]", "poisson_pld", 0, {"full": 100_000, "quick": 2}, (25, 15)),
+                        "[0.5, 5]", "poisson_pld", 0, {"full": 100_000, "quick": 2}, (40, 15)),
     "allocation_rdp_1000x100": ("allocation.allocation_rdp curve, orders 2..64, direction both, "
                                 "sigma x t grid as grid_1000x100", "allocation_rdp", 0,
-                                {"full": (1000, 100), "quick": (3, 2)}, (25, 15)),
+                                {"full": (1000, 100), "quick": (3, 2)}, (30, 15)),
     "shuffle_100x100": ("shuffle.clone_epsilon (FMT'21 clone pair, any eps0-LDP randomizer), "
                         "n geometric in [1e3, 1e6] x eps0 in [0.1, 8], delta=1e-6", "shuffle", 0,
-                        {"full": (100, 100), "quick": (3, 3)}, (25, 30)),
+                        {"full": (100, 100), "quick": (3, 3)}, (40, 30)),
     "calibrate_1000": ("jaxacct.calibrate of RandomAllocationDpEvent(sigma, t=1000) to epsilon "
                        "targets in [0.2, 2], delta=1e-6, bracket (0.4, 5)", "calibrate", 0,
-                       {"full": 1000, "quick": 8}, (25, 20)),
+                       {"full": 1000, "quick": 8}, (40, 20)),
 }
 SIDES = ("gpu", "cpu")
 HEADLINE = ("sweep_t234_E10_1e3", "sweep_t1000_E1_1e3")
@@ -446,7 +451,8 @@ def header(meta, rows):
       s = r.get(side) or {}
       if "backend" in s and side not in seen:
         seen[side] = s
-  lines = [f"Accelerator benchmark (issue 45), {meta['date']}, commit {meta['commit']}, "
+  lines = [f"Accelerator benchmark (issue 45), {meta['date']}, commit {meta['commit']} "
+           f"(jaxacct code sha256 {meta.get('code_sha256', '?')}), "
            f"{meta['cpu_count']} CPUs, {meta['platform']}, Python {meta['python']}"
            f"{', --quick (tiny sizes)' if meta['quick'] else ''}; budget {meta['budget']:g} s, "
            f"elapsed {meta.get('elapsed_s', 0):.0f} s"
@@ -513,18 +519,46 @@ def write(out_dir, meta, rows, args):
   return text
 
 
-def _meta(args):
+def code_identity():
+  """``(commit, code_sha256)`` of the jaxacct that runs: the commit of the git
+  checkout whose top is this repository ("+dirty" with uncommitted changes
+  under jaxacct/; "not a git checkout" where the top is another repository's
+  or none, as on a device machine given a copy of the tree), and a SHA-256 of
+  jaxacct/'s Python files (paths and contents), which names the code either way."""
+  import hashlib
+  h = hashlib.sha256()
+  pkg = os.path.join(ROOT, "jaxacct")
+  for dirpath, dirs, files in os.walk(pkg):
+    dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+    for f in sorted(files):
+      if f.endswith(".py"):
+        path = os.path.join(dirpath, f)
+        h.update(os.path.relpath(path, ROOT).encode() + b"\0")
+        with open(path, "rb") as fh:
+          h.update(fh.read())
+  git = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
   try:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=10).stdout.strip()
+    top = git("rev-parse", "--show-toplevel")
+    if top and os.path.realpath(top) == os.path.realpath(ROOT):
+      commit = git("rev-parse", "--short", "HEAD")
+      if git("status", "--porcelain", "--", "jaxacct"):
+        commit += "+dirty"
+    else:
+      commit = "not a git checkout"
   except (OSError, subprocess.SubprocessError):
-    commit = ""
+    commit = "unknown"
+  return commit or "unknown", h.hexdigest()[:16]
+
+
+def _meta(args):
+  commit, code = code_identity()
   try:
     load = [round(x, 2) for x in os.getloadavg()]
   except (AttributeError, OSError):
     load = None
   return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-          "commit": commit or "unknown", "cpu_count": os.cpu_count(),
+          "commit": commit, "code_sha256": code, "cpu_count": os.cpu_count(),
           "platform": platform.platform(), "python": platform.python_version(),
           "loadavg_start": load, "quick": args.quick, "budget": args.budget,
           "sides": list(args.sides), "finished": False}
@@ -536,7 +570,7 @@ def main(argv=None):
                  help="results folder (default bench/results)")
   p.add_argument("--only", nargs="+", metavar="NAME", help=f"rows: {', '.join(ROWS)}")
   p.add_argument("--budget", type=float, default=None,
-                 help=f"total seconds for all rows (default 330; {QUICK_BUDGET_S:g} with "
+                 help=f"total seconds for all rows (default 420; {QUICK_BUDGET_S:g} with "
                       "--quick); each row gets a share")
   p.add_argument("--quick", action="store_true", help="tiny sizes (CPU smoke test)")
   p.add_argument("--sides", default="gpu,cpu", help="comma list of gpu, cpu (default both)")
@@ -561,7 +595,7 @@ def main(argv=None):
       p.error(f"unknown row(s) {bad}; choose from {names}")
     names = [n for n in names if n in args.only]
   if args.budget is None:
-    args.budget = QUICK_BUDGET_S if args.quick else 330.0
+    args.budget = QUICK_BUDGET_S if args.quick else 420.0
   if args.budget <= 0:
     p.error("--budget must be > 0")
 

@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 SCRIPT = os.path.join(ROOT, "bench", "bench_gpu.py")
 # the caches this test session may have set up (tests/conftest.py)
@@ -86,7 +88,7 @@ def test_timeout_skips_larger_sizes_and_rewrites_files(tmp_path, monkeypatch):
   assert seen[0][2] == bench.nominal_limit("sweep_t234_E10_1e3", "gpu", False)
   # a row's share of the budget left, never more than what is left
   assert bench.row_limit("grid_1000x100", "gpu", False, 30.0, 300.0) == bench.MIN_START_S
-  assert bench.row_limit("grid_1000x100", "gpu", False, 200.0, 300.0) == 30.0
+  assert bench.row_limit("grid_1000x100", "gpu", False, 200.0, 300.0) == 40.0   # 2/3 of 60
   assert bench.row_limit("sweep_t1000_E1_1e3", "cpu", False, 9.0, 300.0) == 9.0
   data, rows, md = _load(str(tmp_path))
   assert data["meta"]["finished"]
@@ -115,3 +117,49 @@ def test_child_killed_at_its_limit(tmp_path):
   rec = bench.run_child("poisson_rdp_1e5", "cpu", 0.3, str(tmp_path / "x.npz"), True)
   assert rec["timed_out"] and rec["status"] == "timeout after 0 s"
   assert rec["process_s"] < 30
+
+
+def test_code_identity_names_the_code_that_ran(tmp_path):
+  """The header's commit is this repository's only where the bench runs from a
+  git checkout of it; a copy of the tree inside another repository (as on a
+  device machine) says so, and the code's SHA-256 names it either way (the
+  digest's header once read another repository's head)."""
+  import shutil
+  bench = _bench()
+  commit, code = bench.code_identity()
+  head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                        text=True).stdout.strip()
+  assert commit.split("+")[0] == head and len(code) == 16
+  outer = tmp_path / "other"
+  (outer / "copy" / "bench").mkdir(parents=True)
+  (outer / "copy" / "jaxacct").mkdir()
+  subprocess.run(["git", "init", "-q", str(outer)], check=True)
+  shutil.copy(SCRIPT, outer / "copy" / "bench" / "bench_gpu.py")
+  (outer / "copy" / "jaxacct" / "a.py").write_text("x = 1\n")
+  spec = importlib.util.spec_from_file_location("bench_gpu_copy",
+                                                outer / "copy" / "bench" / "bench_gpu.py")
+  copy = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(copy)
+  first = copy.code_identity()
+  assert first[0] == "not a git checkout"
+  (outer / "copy" / "jaxacct" / "a.py").write_text("x = 2\n")
+  assert copy.code_identity()[1] != first[1]
+
+
+@pytest.mark.slow
+def test_laws_check_quick(tmp_path):
+  """bench/gpu_laws.py --quick on the CPU: every variant compiles, runs and is
+  counted (no wide scatter, no unknown-trip loop; the default variant within
+  the 16 MB a lane the chunk sizing assumes)."""
+  env = {k: v for k, v in os.environ.items() if k not in CACHE_ENV}
+  env["JAX_PLATFORMS"] = "cpu"
+  p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gpu_laws.py"), "--quick",
+                      "--out", str(tmp_path)], env=env, cwd=ROOT, capture_output=True,
+                     text=True, timeout=600)
+  assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+  with open(tmp_path / "gpu_laws.json") as f:
+    recs = json.load(f)
+  assert [r["U"] for r in recs] == [8, 16, 64]
+  for r in recs:
+    assert r["census"]["wide_scatters"] == 0 and r["census"]["unknown_loops"] == 0
+  assert recs[0]["temp_bytes"] / recs[0]["lanes"] <= 16 << 20
