@@ -26,30 +26,28 @@ DIAGONAL_BLOCK = 64
 DIAGONALS_PER_TRIP = 8
 
 
-def _grid(d, base, kap, o, hi, W: int, n: int):
+def _windows(X, d, base, kap, o, live, W: int, n: int):
   """Per diagonal ``d`` (shape (nb, U)) of blocks whose windows start at output
-  element ``base`` (nb,): the pair's low index ``j = c - (start_d - base)``
-  at window element c (shape (nb, U, W)), the clipped diagonal, and whether
-  the pair is one of the sum (``d < hi``, both indices inside 0..n-1).
+  element ``base`` (nb,): the operands of its pairs at window element c,
+  ``(X[j], X[j + d])`` with ``j = c - (start_d - base)`` (shape (nb, U, W, r)),
+  0 where j or j + d is outside 0..n-1 or the diagonal is not ``live``, and
+  the clipped diagonal.
 
   Diagonal d adds its pair (j, j + d) at output element ``start_d + j``,
   ``start_d = d + kappa(d) - o``; ``kappa`` drops by at most 1 a diagonal, so
-  ``start_d`` is non-decreasing and a block's pairs lie in its window
-  ``base .. base + W - 1`` (W = L + K)."""
+  ``start_d`` is non-decreasing, ``start_d - base`` lies in 0..K-1 and a
+  block's pairs lie in its window ``base .. base + W - 1`` (W = n + K). Each
+  operand row is ONE window slice of the zero-padded operands per diagonal
+  (a gather of contiguous windows under vmap: one start index per diagonal
+  and lane, not one per element)."""
+  K = W - n
   dk = jnp.minimum(d, n - 1)
-  start = d + kap[dk] - o
-  c = jnp.arange(W, dtype=jnp.int32)
-  j = c - (start - base[:, None])[..., None]
-  ok = (d < hi)[..., None] & (j >= 0) & (j + dk[..., None] < n)
-  return dk, j, ok
-
-
-def _gather(X, j, dk, ok, n: int):
-  """``(X[j], X[j + d])`` on the grid, 0 where the pair is not one of the sum
-  (``X``: the operands stacked as columns, shape (n, r))."""
-  ok = ok[..., None]
-  return (jnp.where(ok, X[jnp.clip(j, 0, n - 1)], 0.0),
-          jnp.where(ok, X[jnp.clip(j + dk[..., None], 0, n - 1)], 0.0))
+  shift = d + kap[dk] - o - base[:, None]
+  r = X.shape[-1]
+  Xp = jnp.concatenate([jnp.zeros((K, r)), X, jnp.zeros((n + 2 * K + 1, r))])
+  win = jax.vmap(jax.vmap(lambda s: lax.dynamic_slice(Xp, (s, jnp.zeros_like(s)), (W, r))))
+  keep = live[..., None, None]
+  return (jnp.where(keep, win(K - shift), 0.0), jnp.where(keep, win(K - shift + dk), 0.0), dk)
 
 
 def _combine(seg, base, buf: int):
@@ -69,8 +67,9 @@ def dense_sums(terms, X, his, n: int, kap, o, buf: int):
   ``X`` (S, n, r): each sum's operands stacked as columns (X + X is A + B
   with B = A: ``x y + x y = 2 (x y)`` exactly, the CPU layout's doubled
   orientation); ``his`` (S,): the end of the diagonals each sum runs (its
-  near band; 0: none); ``terms(X, d, j, dk, ok)``: the two parts of the pairs
-  on a grid of diagonals (:func:`upper_terms`, :func:`lower_terms`), summed
+  near band; 0: none); ``terms(lo, hg, d, dk)``: the two parts of the pairs
+  on a grid of diagonals from their operand windows (:func:`upper_terms`,
+  :func:`lower_terms`), summed
   over the diagonal axis (-2). Every block of ``K`` diagonals (the main one
   included) spans an output window of ``n + K`` elements; its diagonals are
   summed ``DIAGONALS_PER_TRIP`` a trip. Every output element sums the same
@@ -86,9 +85,9 @@ def dense_sums(terms, X, his, n: int, kap, o, buf: int):
 
   def one(Xs, hi, seg, u):
     d = d0[:, None] + u * U + jnp.arange(U, dtype=jnp.int32)[None, :]
-    live = jnp.where(d < d0[:, None] + K, hi, 0)   # past K: the next block's
-    dk, j, ok = _grid(d, base, kap, o, live, W, n)
-    a, b = terms(Xs, d, j, dk, ok)
+    live = (d < hi) & (d < d0[:, None] + K)   # past K: the next block's
+    lo, hg, dk = _windows(Xs, d, base, kap, o, live, W, n)
+    a, b = terms(lo, hg, d, dk)
     return seg + jnp.stack([a, b], axis=1)
 
   body = lambda u, seg: jax.vmap(one, in_axes=(0, 0, 0, None))(X, his, seg, u)
@@ -103,8 +102,7 @@ def upper_terms(om):
   (second) with the diagonal's weight, as the CPU layout's body; the main
   diagonal (d = 0) has one orientation."""
 
-  def terms(X, d, j, dk, ok):
-    lo, hg = _gather(X, j, dk, ok, X.shape[0])
+  def terms(lo, hg, d, dk):
     main = (d == 0)[..., None]
     v = lo[..., 0] * hg[..., 1] + jnp.where(main, 0.0, lo[..., 1] * hg[..., 0])
     w = om[dk][..., None]
@@ -121,9 +119,8 @@ def lower_terms(scalars):
   rdt, tht, sct, emD = scalars
   nxt = lambda x: jnp.concatenate([jnp.zeros_like(x[..., :1]), x[..., :-1]], axis=-1)
 
-  def terms(X, d, j, dk, ok):
+  def terms(lo, hg, d, dk):
     rd, th, sc = rdt[dk][..., None], tht[dk][..., None], sct[dk][..., None]
-    lo, hg = _gather(X, j, dk, ok, X.shape[0])
     main = (d == 0)[..., None]
 
     def parts(a, b):       # low from operand a, high from operand b

@@ -203,7 +203,11 @@ def laws_batch(param, t, tail, *, n, mechanism, lower=True, host: bool = False,
   ``aot`` (concrete input, jitted path): ``"compile"`` compiles the program
   these lanes would run (``CachedJit.precompile``) without running it and
   returns None; ``"shapes"`` returns its output as ``jax.ShapeDtypeStruct``s
-  (nothing compiled or run).
+  (nothing compiled or run); ``"executable"`` returns that program compiled
+  and not run, JAX's ``Compiled`` (``as_text()``: the optimised HLO;
+  ``memory_analysis()``), for the checks and benchmarks that count what it
+  executes. On the accelerator layout the program builds the one-step laws
+  itself (:func:`mechanism_laws_batch`).
   """
   if any(isinstance(x, jax.core.Tracer) for x in (param, t, tail)):
     one = lambda xs: final_laws(xs[0], xs[1], n=n, tail=xs[2], mechanism=mechanism,
@@ -213,18 +217,15 @@ def laws_batch(param, t, tail, *, n, mechanism, lower=True, host: bool = False,
   param = np.asarray(param, np.float64)
   tail = np.asarray(tail, np.float64)
   t = np.asarray(t, np.int32)
+  aots = lambda f: {None: f, "compile": f.precompile, "shapes": f.eval_shape,
+                    "executable": lambda *a, **k: f.lower(*a, **k).compile()}[aot]
   if accelerator_layout() and not host:
     # one program: the one-step laws in it, a static level count (no host round trips)
-    build = {None: mechanism_laws_batch, "compile": mechanism_laws_batch.precompile,
-             "shapes": mechanism_laws_batch.eval_shape}[aot]
-    return build(param, t, tail, n=int(n), mechanism=mechanism, lower=lower,
-                 levels=static_levels(t))
+    return aots(mechanism_laws_batch)(param, t, tail, n=int(n), mechanism=mechanism,
+                                      lower=lower, levels=static_levels(t))
   st = one_steps(mechanism, param, tail, int(n))
-  build = steps_laws_host if host else steps_laws_batch
-  if aot is not None and not host:
-    build = {"compile": steps_laws_batch.precompile,
-             "shapes": steps_laws_batch.eval_shape}[aot]
-  return build(*st, param, np.asarray(t, np.int32), tail, n=int(n), lower=lower)
+  build = steps_laws_host if host else aots(steps_laws_batch)
+  return build(*st, param, t, tail, n=int(n), lower=lower)
 
 
 def steps_laws_host(p, q0, minf, a, g, lo, D, param, t, tail, *, n, lower=True) -> FinalLaws:
@@ -301,17 +302,6 @@ def mechanism_laws_batch(param, t, tail, *, n, mechanism, lower=True, levels=Non
   one = lambda xs: final_laws(xs[0], xs[1], n=n, tail=xs[2], mechanism=mechanism,
                               lower=lower, levels=levels)
   return _map_lanes(one, (param, t, tail))
-
-
-def laws_program(lanes: int, t: int, *, n: int, mechanism: str = "gaussian", lower: bool = True):
-  """The accelerator layout's laws program (:func:`mechanism_laws_batch`) for one
-  chunk of ``lanes`` lanes of round count ``t``, compiled and not run: JAX's
-  ``Compiled`` (``as_text()``: the optimised HLO; ``memory_analysis()``), for
-  the checks and benchmarks that count what it executes."""
-  spec = lambda dt: jax.ShapeDtypeStruct((int(lanes),), dt)
-  return mechanism_laws_batch.lower(spec(jnp.float64), spec(jnp.int32), spec(jnp.float64),
-                                    n=int(n), mechanism=mechanism, lower=lower,
-                                    levels=static_levels(t)).compile()
 
 
 @jit

@@ -6,7 +6,7 @@ in :mod:`._regrid`. One text for both paths (:mod:`jaxacct._core.namespace`):
 ``ns = JAX`` (the default) is jittable and vmappable in ``sigma`` and ``t``;
 ``ns = HOST`` answers a concrete question in NumPy with no compiled program,
 the diagonals of a pairwise sum then taken a block of rows at a time and each
-output cell summed in the jitted loop's order (:func:`_host_sums`). The grid
+output cell summed in the jitted loop's order (:func:`._host_rows.host_sums`). The grid
 size ``n`` is static.
 
 Proofs and sources: docs/bounds/allocation_pld.md ("Bounds and proofs /
@@ -15,8 +15,6 @@ Random allocation: the tight PLD").
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from typing import NamedTuple
 
 import jax
@@ -28,6 +26,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from jaxacct._core.batching import accelerator_layout
 from jaxacct._core.namespace import JAX
 from jaxacct.allocation import _diagonal_blocks as db
+from jaxacct.allocation._host_rows import HOST_ROWS, host_sums, host_workspace
 from jaxacct.allocation import _lower_coarse as lc
 from jaxacct.allocation._far_field import band_limits, far_lower, far_prefix, far_ulps, far_upper
 from jaxacct.allocation._regrid import (new_step, regrid_lower, regrid_upper, tables,
@@ -73,69 +72,13 @@ def _diagonal_pieces(n: int, pieces: int):
   return [(cuts[p], cuts[p + 1], n - cuts[p]) for p in range(pieces) if cuts[p + 1] > cuts[p]]
 
 
-#: Diagonals per block of rows on the host (``ns = HOST``; :func:`_host_sums`).
-HOST_ROWS = 128
-
-
 def _accumulate(out, terms, d, L: int):
   """Jitted: adds the terms ``(start, re, im)`` of diagonal ``d`` at elements
   ``start .. start + L`` of the complex row ``out``, ONE in-place slice update
-  (``re``: real row, ``im``: imaginary row; the host: :func:`_host_sums`)."""
+  (``re``: real row, ``im``: imaginary row; the host: :func:`._host_rows.host_sums`)."""
   start, re, im = terms(d)
   seg = lax.dynamic_slice(out, (start,), (L + 1,)) + lax.complex(re, im)
   return lax.dynamic_update_slice(out, seg, (start,))
-
-
-_WORK = threading.local()   # ns = HOST: the flat rows of this thread's t-fold sum
-
-
-@contextlib.contextmanager
-def _host_workspace(ns):
-  """Host: a t-fold sum's levels on this thread share one set of flat rows
-  (:func:`_flat_rows`; fresh ones, some MB a sum handed back to the OS between
-  levels, cost a fresh process more in page faults than the sums). Jitted: nothing."""
-  prev = getattr(_WORK, "rows", None)
-  _WORK.rows = () if ns.is_host else prev
-  try:
-    yield
-  finally:
-    _WORK.rows = prev
-
-
-def _flat_rows(total: int):
-  """Uninitialised ``(index, real, imaginary)`` rows of length ``total``: views
-  of the workspace's (grown as needed) where one is open."""
-  rows = getattr(_WORK, "rows", None)
-  if not rows or rows[0].shape[0] < total:
-    rows = (np.empty(total, np.intp), np.empty(total), np.empty(total))
-    if getattr(_WORK, "rows", None) is not None:
-      _WORK.rows = rows
-  return tuple(r[:total] for r in rows)
-
-
-def _host_sums(inits, blocks):
-  """Host: the complex rows of the sums, sum k's ``blocks[k]`` ``(terms, d,
-  L)`` (``d`` a column of consecutive diagonals, one a row; the main diagonal,
-  then d ascending) laid out one after another after its ``init`` rows in flat
-  rows (:func:`_flat_rows`) and summed by ONE ``np.bincount`` per part, which
-  adds in array order: each output element receives its terms diagonal after
-  diagonal, in the jitted loop's order (:func:`_accumulate`), the same sums."""
-  outs = []
-  for (re0, im0), blks in zip(inits, blocks):
-    size = re0.shape[0]
-    idx, re, im = _flat_rows(size + sum(d.shape[0] * (L + 1) for _, d, L in blks))
-    idx[:size], re[:size], im[:size] = np.arange(size), re0, im0
-    k = size
-    for terms, d, L in blks:
-      start, r, i = terms(d)
-      c = d.shape[0] * (L + 1)
-      for row, v in ((idx, start + np.arange(L + 1)), (re, r), (im, i)):
-        row[k:k + c].reshape(-1, L + 1)[...] = v
-      k += c
-    out = np.empty(size, np.complex128)
-    out.real, out.imag = (np.bincount(idx, w, minlength=size)[:size] for w in (re, im))
-    outs.append(out)
-  return tuple(outs)
 
 
 def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None, ns=JAX):
@@ -152,7 +95,7 @@ def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None, ns=JA
   ``active`` (traced bools, one per sum, or None: one loop for all): each sum
   runs its own loop, with no trip where False (a sum the level does not read).
   ``block``: the accelerator layout's trip body (:mod:`._diagonal_blocks`).
-  ``ns = HOST``: blocks of :data:`HOST_ROWS` diagonals, :func:`_host_sums`. Returns
+  ``ns = HOST``: blocks of :data:`HOST_ROWS` diagonals, :func:`._host_rows.host_sums`. Returns
   ``[finish(out)]``.
   """
   xp = ns.xp
@@ -166,7 +109,7 @@ def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None, ns=JA
                          jnp.stack([jnp.asarray(h, jnp.int32) for h in his]), n, kap, o, _buf(n))
     outs = tuple(lax.complex(r[0], r[1]) for r in rows)
     return _finish(parts, outs, band, D, n, ns)
-  host = [[] for _ in parts]   # ns = HOST: each sum's blocks (_host_sums)
+  host = [[] for _ in parts]   # ns = HOST: each sum's blocks (host_sums)
   for d_lo, d_hi, L in _diagonal_pieces(n, pieces):
     if d_lo == 0:   # the main diagonal once, outside the loop (band >= 1: it always runs)
       if ns.is_host:
@@ -194,7 +137,7 @@ def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None, ns=JA
       outs = tuple(lax.fori_loop(d_lo, h, lambda d, o, f=f: _accumulate(o, f, d, L), x,
                                  unroll=UNROLL) for f, x, h in zip(steps, outs, his))
   if ns.is_host:
-    outs = _host_sums(outs, host)
+    outs = host_sums(outs, host)
   return _finish(parts, outs, band, D, n, ns)
 
 
@@ -583,7 +526,7 @@ def _powering(law, lat, t, n: int, tail, min_step, method, ns, *, upper: bool,
                           level(jj, carry), carry)
     A, LA, _, _, ledger = lax.fori_loop(0, levels, static_level, carry)
     return A, LA, ledger
-  with _host_workspace(ns):
+  with host_workspace(ns):
     A, LA, _, _, ledger = ns.fori_loop(0, nb, level, carry)
   return A, LA, ledger
 

@@ -20,9 +20,9 @@ checking the construction needs:
   the jitted round-law builder, or with ``host=True`` the same kernels
   evaluated in NumPy, ``ns = HOST`` of :mod:`jaxacct._core.namespace`: one
   text, the same FinalLaws for concrete input, no compiled program) and their
-  one-round queries :func:`eps_batch`, :func:`delta_batch`;
-* :func:`laws_program`: the accelerator layout's round-law program for one chunk
-  of lanes, compiled and not run (its optimised HLO and memory analysis).
+  one-round queries :func:`eps_batch`, :func:`delta_batch`
+  (``laws_batch(..., aot="executable")``: the law program compiled and not
+  run, for counting what it executes).
 
 All are jittable (``laws_batch(host=True)`` aside); all need float64
 (``jax.enable_x64``); ``n`` and ``method`` are static. The host path is
@@ -30,12 +30,12 @@ described in docs/bounds/allocation_pld.md ("The host path").
 """
 
 from jaxacct._core.dtype import public_surface
-from jaxacct.allocation._pld_laws import delta_batch, eps_batch, laws_batch, laws_program
+from jaxacct.allocation._pld_laws import delta_batch, eps_batch, laws_batch
 from jaxacct.allocation._sum_law import (Lattice, LowerLaw, UpperLaw, conv_lower, conv_upper,
                                          sum_law_lower, sum_law_upper)
 
 __all__ = ["Lattice", "LowerLaw", "UpperLaw", "conv_lower", "conv_upper", "sum_law_lower",
-           "sum_law_upper", "laws_batch", "laws_program", "eps_batch", "delta_batch"]
+           "sum_law_upper", "laws_batch", "eps_batch", "delta_batch"]
 
 # float64 is entered here, once per call, for every function __all__ lists
 # (jaxacct._core.dtype.public_surface)

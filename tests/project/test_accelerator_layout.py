@@ -203,7 +203,9 @@ def laws_programs():
   """The accelerator layout's laws program (t = 234, grid 1024) compiled for
   chunks of 8 and 16 lanes, not run."""
   with set_layout("accelerator"):
-    return {b: sum_law.laws_program(b, 234, n=1024) for b in (8, 16)}
+    return {b: sum_law.laws_batch(np.geomspace(0.5, 5.0, b), np.full(b, 234),
+                                  np.full(b, 1e-12), n=1024, mechanism="gaussian",
+                                  aot="executable") for b in (8, 16)}
 
 
 @pytest.mark.parametrize("lanes", [8, 16])
@@ -213,7 +215,7 @@ def test_laws_program_census(laws_programs, lanes):
   wider than 64 bits and so no expanded trips (before: 416 scatters, 3,328
   trips at 8 lanes), no loop of unknown trip count (before: 2), and at most
   6,000 executed kernels with nested trips multiplied out (before: 12,385 at
-  8 lanes counting the expanded trips; measured now 5,534), the same count
+  8 lanes counting the expanded trips; measured now 5,390), the same count
   at 8 and 16 lanes: nothing grows with the lanes."""
   c = hlo_loops.census(laws_programs[lanes].as_text(), 99)
   assert c["wide_scatters"] == 0 and c["expanded_trips"] == 0
@@ -226,39 +228,40 @@ def test_laws_program_temporaries_linear_in_lanes(laws_programs):
   """The laws program's temporaries (``memory_analysis``; the CPU's bound
   the GPU's from above, XLA:CPU materialising the gathers) grow linearly
   with the lanes and stay inside the per-lane budget the chunk sizing
-  assumes (allocation._pld_query.LANE_BYTES, 16 MB; measured 9.2 MB)."""
-  from jaxacct.allocation._pld_query import LANE_BYTES
+  assumes (``LANE_BYTES`` of the sweep's chunks, 16 MB; measured 9.2 MB)."""
+  LANE_BYTES = 16 << 20
   t8, t16 = (laws_programs[b].memory_analysis().temp_size_in_bytes for b in (8, 16))
   assert t16 <= 2.05 * t8 and t16 >= 1.9 * t8
   assert t16 / 16 <= LANE_BYTES
 
 
 def test_pairwise_sums_have_no_slice_update(x64):
-  """The accelerator layout's pairwise sums, vmapped over lanes, hold no
-  scatter and no dynamic slice update (a lane-dependent one is a scatter
-  under vmap): only gathers and reductions (jaxpr of both kernels)."""
-  from jaxacct.allocation import _diagonal_blocks as db
-  from jaxacct.allocation._regrid import tables
+  """The accelerator layout's pairwise sums (upper and lower, near band and far
+  field), vmapped over lanes, hold no dynamic slice update and no scatter but
+  the float64 scatter-adds of their final fold (the zero atoms): their
+  diagonals are gathered windows and reductions. The previous layout added
+  each block's complex128 window at a lane-dependent offset: a c128 scatter
+  under vmap (gpu-path digest)."""
   n = 256
-
-  def sums(X, D, terms):
-    kap, om = tables(D, n)
-    t = db.upper_terms(om) if terms == "upper" else db.lower_terms(
-        (jnp.exp(-jnp.arange(n) * D), jnp.exp(kap * D + D), jnp.exp(-kap * D), jnp.exp(-D)))
-    return db.dense_sums(t, X, jnp.array([n, 40], jnp.int32), n, kap, kap[n - 1], 3 * n + 4)
-
-  prims = set()
+  A, B, LA, LB = _laws(0.05, n, np.random.default_rng(1))
+  D = jnp.linspace(0.01, 0.2, 4)
+  lanes = lambda x: jax.tree.map(lambda v: jnp.broadcast_to(v, (4,) + jnp.shape(v)), x)
+  found = []
 
   def walk(j):
     for e in j.eqns:
-      prims.add(e.primitive.name)
+      if "scatter" in e.primitive.name or "update_slice" in e.primitive.name:
+        found.append((e.primitive.name, str(e.outvars[0].aval.dtype)))
       for p in e.params.values():
         inner = getattr(p, "jaxpr", None)
         if inner is not None:
           walk(getattr(inner, "jaxpr", inner))
 
-  for terms, r in (("upper", 2), ("lower", 4)):
-    walk(jax.make_jaxpr(jax.vmap(lambda X, D: sums(X, D, terms)))(
-        jnp.ones((4, 2, n, r)), jnp.linspace(0.01, 0.2, 4)).jaxpr)
-  assert "gather" in prims
-  assert not {p for p in prims if "scatter" in p or "update_slice" in p}, prims
+  with set_layout("accelerator"):
+    walk(jax.make_jaxpr(jax.vmap(lambda A, B, D: [sum_law.conv_upper(A, B, D, n, False, 4),
+                                                  sum_law.conv_upper(A, A, D, n, True, 4)]))(
+        lanes(A), lanes(B), D).jaxpr)
+    walk(jax.make_jaxpr(jax.vmap(lambda A, B, D: [
+        sum_law.conv_lower(A, B, D, n, False, 4, coarsen=1),
+        sum_law.conv_lower(A, A, D, n, True, 4, coarsen=1)]))(lanes(LA), lanes(LB), D).jaxpr)
+  assert found and all(f == ("scatter-add", "float64") for f in found), found
