@@ -82,19 +82,43 @@ def test_pairwise_sums_equal_across_layouts(D, x64):
 
 
 def test_round_laws_equal_across_layouts(x64):
-  """The round laws of 8 lanes (t = 50, grid 256) on both layouts: every
-  array of the final laws agrees to 1e-12 relative (upper and lower), and the
-  log positions near 0 to 1e-14 absolute (their ulp scale is that of the whole
-  axis; measured 1.3e-15)."""
+  """The round laws of 8 lanes (t = 50, grid 256) on both layouts (the
+  accelerator's program builds its one-step laws itself and re-associates
+  the pairwise sums): every array of the final laws agrees to 1e-12 relative
+  (measured 1.9e-13 on the upper masses, 5.9e-14 lower), the log positions
+  near 0 to 1e-14 absolute (their ulp scale is that of the whole axis;
+  measured 1.8e-15), and the round's epsilons, upper and lower, to 1e-13
+  (measured 5.4e-15)."""
   sig = np.linspace(0.6, 4.0, 8)
-  out = {}
+  out, eps = {}, {}
   for lay in ("cpu", "accelerator"):
     with set_layout(lay):
       F = sum_law.laws_batch(sig, np.full(8, 50), np.full(8, 1e-12), n=256,
                              mechanism="gaussian")
       out[lay] = [np.asarray(x) for x in F]
+      eps[lay] = [np.asarray(x) for x in sum_law.eps_batch(F, np.full(8, 1e-5))]
   for a, b in zip(out["cpu"], out["accelerator"]):
     np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
+  for a, b in zip(eps["cpu"], eps["accelerator"]):
+    np.testing.assert_allclose(b, a, rtol=1e-13, atol=0)
+
+
+def test_door_equal_across_layouts():
+  """The public door on both layouts, a small question in the default suite
+  (5 lanes: more than the door answers on the host, t = 50, E = 1): uppers
+  to 1e-11 relative (the epsilon solver's resolution), brackets certified on
+  both, and the accelerator layout ran its laws program."""
+  sig = np.array([0.6, 1.0, 1.5, 2.0, 4.0])
+  before = set(compiled.programs("mechanism_laws_batch"))
+  res = {}
+  for lay in ("cpu", "accelerator"):
+    with set_layout(lay):
+      r = pld.allocation_pld_epsilon(sigma=sig, steps_per_epoch=50, num_epochs=1, delta=1e-6)
+      res[lay] = (np.asarray(r.epsilon), np.asarray(r.lower))
+  assert set(compiled.programs("mechanism_laws_batch")) - before
+  np.testing.assert_allclose(res["accelerator"][0], res["cpu"][0], rtol=1e-11)
+  for up, lo in res.values():
+    assert np.all(lo <= up) and np.all(np.isfinite(up))
 
 
 @pytest.mark.slow
