@@ -50,6 +50,26 @@ def _concrete_number(name, x):
   return float(x)
 
 
+def _leading_length(flat, mask) -> int:
+  """The per-example axis length L shared by every leaf and the mask, or a ValueError."""
+  if not flat:
+    raise ValueError("updates must hold at least one array of per-example gradients; got "
+                     "an empty pytree.")
+  shapes = [jnp.shape(g) for g in flat]
+  if any(len(sh) == 0 for sh in shapes):
+    raise ValueError("updates must be per-example gradients: every leaf needs a leading "
+                     f"example axis; got leaf shapes {shapes}.")
+  lengths = sorted({sh[0] for sh in shapes})
+  if len(lengths) != 1:
+    raise ValueError("updates' leaves must share one leading (per-example) axis length; got "
+                     f"leaf shapes {shapes}.")
+  length = lengths[0]
+  if mask is not None and int(np.prod(jnp.shape(mask), dtype=np.int64)) != length:
+    raise ValueError(f"mask must have one entry per example, shape ({length},) like the "
+                     f"updates' leading axis; got shape {tuple(jnp.shape(mask))}.")
+  return length
+
+
 def dp_aggregate(*, l2_norm_clip: float, noise_multiplier: float,
                  expected_batch_size: float, key) -> optax.GradientTransformationExtraArgs:
   r"""Clip, masked sum, Gaussian noise, divide by the declared expected batch size.
@@ -77,7 +97,8 @@ def dp_aggregate(*, l2_norm_clip: float, noise_multiplier: float,
   is the data). Here the divisor is a declared constant, the noise a
   function of the key only, and padding rows contribute exactly zero, so
   the update is the same function of the sampled examples for any n and any
-  padded length (tests/tracking/test_aggregate.py).
+  padded length (tests/tracking/test_aggregate.py). A row whose norm is not
+  finite (a NaN or inf gradient) is scaled to 0, as a padding row is.
 
   Args:
     l2_norm_clip: C > 0, per-example L2 clipping norm (global over leaves).
@@ -144,11 +165,15 @@ def dp_aggregate(*, l2_norm_clip: float, noise_multiplier: float,
           "batch size changed mid-run is not what the accountant analyses (the "
           "schedule must be fixed in advance). Start a new run (new init and accountant).")
     flat, tdef = jax.tree.flatten(updates)
-    length = flat[0].shape[0]
-    # per-example global norm over leaves, then scale (a zero row stays zero)
+    length = _leading_length(flat, mask)
+    # per-example global norm over leaves, then scale (a zero row stays zero); a
+    # non-finite norm (a NaN or inf entry, or a norm that overflows) scales the row
+    # to 0, as padding is: clipping must bound every row, NaN included (issue 54)
     sq = sum(jnp.sum(jnp.reshape(g, (length, -1)) ** 2, axis=1) for g in flat)
     norms = jnp.sqrt(sq)
-    scale = jnp.minimum(1.0, c / jnp.where(norms > 0, norms, 1.0))
+    finite = jnp.isfinite(norms)
+    scale = jnp.where(finite, jnp.minimum(1.0, c / jnp.where(finite & (norms > 0), norms, 1.0)),
+                      0.0)
     if mask is not None:
       keep = jnp.reshape(jnp.asarray(mask), (length,)) > 0
       scale = jnp.where(keep, scale, 0.0)

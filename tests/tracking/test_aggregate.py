@@ -292,3 +292,54 @@ def test_hook_refuses_a_budget_or_length_change_mid_run():
              dict(num_steps=10, max_epsilon=None)):
     with pytest.raises(tracking.PrivacyScheduleChanged):
       tracking.track_privacy(acc, delta=1e-5, **kw).update(p, st)
+
+
+# ------------------------------------------- non-finite rows, shapes (issue 54 items 4, 10)
+
+def test_nan_row_is_zeroed_like_padding(x64):
+  """A sampled example whose gradient is NaN (or inf, or whose norm overflows) contributes 0.
+
+  Before issue 54 a NaN row had scale min(1, C) (``norm > 0`` is false) and the update was
+  NaN: whether a sampled example produced a NaN was released outside the Gaussian sum. The
+  reference is the update with those rows masked out (bitwise: the same sum of the same
+  finite terms), and with sigma = 0 the clipped sum (0.6, 0.8) + (0.3, 0.4) over m = 3.
+  """
+  g = jnp.array([[3.0, 4.0], [jnp.nan, 1.0], [0.3, 0.4], [jnp.inf, 0.0], [1e300, 1e300]])
+  real = jnp.array([1.0, 0.0, 1.0, 0.0, 0.0])
+  for sigma in (0.0, 0.5):
+    tx = tracking.dp_aggregate(l2_norm_clip=1.0, noise_multiplier=sigma,
+                               expected_batch_size=3.0, key=0)
+    st = tx.init(jnp.zeros(2))
+    u, _ = tx.update(g, st)                               # every row marked real
+    uj, _ = jax.jit(tx.update)(g, st)
+    v, _ = tx.update(g, st, mask=real)                    # the non-finite rows as padding
+    assert np.all(np.isfinite(np.asarray(u)))
+    np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+    # jit fuses the noise division differently: 1 ulp (2e-16 relative measured)
+    np.testing.assert_allclose(np.asarray(uj), np.asarray(v), rtol=1e-15, atol=0)
+    if sigma == 0.0:
+      np.testing.assert_allclose(np.asarray(u), [0.3, 0.4], rtol=1e-15)
+  # a NaN in one leaf of a pytree zeroes the example's row in every leaf
+  tx = tracking.dp_aggregate(l2_norm_clip=10.0, noise_multiplier=0.0, expected_batch_size=1.0,
+                             key=0)
+  tree = {"a": jnp.array([[1.0], [2.0]]), "b": jnp.array([[jnp.nan, 0.0], [1.0, 1.0]])}
+  u, _ = tx.update(tree, tx.init({"a": jnp.zeros(1), "b": jnp.zeros(2)}))
+  np.testing.assert_array_equal(np.asarray(u["a"]), [2.0])
+  np.testing.assert_array_equal(np.asarray(u["b"]), [1.0, 1.0])
+
+
+@pytest.mark.parametrize("updates, mask, match", [
+    ({"a": jnp.ones((4, 2)), "b": jnp.ones((3,))}, None, "leading"),
+    ({"a": jnp.ones((4, 2)), "b": jnp.ones(())}, None, "leading example axis"),
+    (jnp.ones((4, 2)), jnp.ones(3), "mask"),
+    (jnp.ones((4, 2)), jnp.ones((4, 2)), "mask"),
+    ({}, None, "updates"),
+], ids=["mismatched-leaves", "scalar-leaf", "short-mask", "2d-mask", "empty"])
+def test_update_shapes_are_checked(updates, mask, match):
+  tx = tracking.dp_aggregate(l2_norm_clip=1.0, noise_multiplier=1.0, expected_batch_size=4.0,
+                             key=0)
+  st = tx.init(None)
+  with pytest.raises(ValueError, match=match):
+    tx.update(updates, st, mask=mask)
+  with pytest.raises(ValueError, match=match):          # shapes are static under jit too
+    jax.jit(lambda u, s, m: tx.update(u, s, mask=m))(updates, st, mask)
