@@ -24,15 +24,15 @@ from typing import Optional
 
 import jax
 
-from jaxacct._core.compiled import user_cache_path
+from jaxacct._core.store import jax_cache_dir, make_private_dir
 
 _KEYS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
          "jax_persistent_cache_min_entry_size_bytes", "jax_enable_compilation_cache")
 
 
 def default_cache_dir() -> str:
-  """``$JAXACCT_CACHE_DIR``, else ``$XDG_CACHE_HOME/jaxacct/jax`` (``~/.cache``)."""
-  return user_cache_path("JAXACCT_CACHE_DIR", "jax")
+  """``$JAXACCT_CACHE_DIR/jax`` (default ``~/.cache/jaxacct/jax``; :mod:`jaxacct._core.store`)."""
+  return jax_cache_dir()
 
 
 def _reset_jax_cache():
@@ -87,8 +87,8 @@ def enable_compilation_cache(path: Optional[str] = None, *,
 
   Args:
     path: cache directory (created if missing); default
-      :func:`default_cache_dir` (``$JAXACCT_CACHE_DIR`` or
-      ``~/.cache/jaxacct/jax``).
+      :func:`default_cache_dir`: ``jax/`` in jaxacct's cache folder
+      (``$JAXACCT_CACHE_DIR``, default ``~/.cache/jaxacct``).
     min_compile_time_secs: >= 0 (default 0: cache every jaxacct kernel; jax's own
       default is 1 s).
     min_entry_size_bytes: >= 0.
@@ -107,7 +107,7 @@ def enable_compilation_cache(path: Optional[str] = None, *,
   if not isinstance(path, (str, os.PathLike)):
     raise ValueError(f"path must be a directory path (str) or None; got {path!r}.")
   path = os.path.abspath(os.path.expanduser(os.fspath(path)))
-  os.makedirs(path, exist_ok=True)
+  make_private_dir(path)     # a folder created here is 0700 (it holds executables)
   previous = {k: getattr(jax.config, k) for k in _KEYS if hasattr(jax.config, k)}
   if "jax_enable_compilation_cache" in previous:
     jax.config.update("jax_enable_compilation_cache", True)

@@ -19,13 +19,15 @@ holds only jaxacct's kernels, it changes no JAX setting, and JAX's cache, if
 the user configured one, keeps working for everything else (our misses are
 compiled through it as usual).
 
-Settings (environment, read at each call):
+Settings (environment, read at each call; the one place that lists them is
+the docs' "Caches" section, docs/how-to/sweeps.md):
 
 * ``JAXACCT_COMPILATION_CACHE=0`` (or ``false``/``off``/``no``) turns the store
   off: kernels are plain ``jax.jit`` functions (the benchmarks and cold-start
   checks run so).
-* ``JAXACCT_COMPILATION_CACHE_DIR``: the directory; default
-  ``$XDG_CACHE_HOME/jaxacct/executables`` (``~/.cache/jaxacct/executables``).
+* ``JAXACCT_CACHE_DIR``: jaxacct's cache folder; the store is its
+  ``executables/`` (default ``~/.cache/jaxacct/executables``;
+  :mod:`jaxacct._core.store`, which also checks every entry before loading it).
 * ``JAXACCT_COMPILATION_CACHE_MAX_BYTES``: size cap (default 2 GiB); the
   oldest entries are removed when a write passes it.
 
@@ -33,8 +35,9 @@ Traced arguments (a call inside the user's ``jit``/``vmap``/``grad``) go to
 the plain ``jax.jit`` function, as do static arguments that have no stable
 text form (anything but None, bool, int, float, str, tuples of those and
 module-level functions): those calls are cached by JAX in memory only. An
-entry that cannot be read or loaded is compiled again and rewritten; a
-directory that cannot be written leaves the store in memory only, silently.
+entry that is missing, refused or cannot be loaded is compiled again and
+replaced; a directory that cannot be written leaves the store in memory only,
+silently.
 """
 
 from __future__ import annotations
@@ -43,16 +46,15 @@ import functools
 import hashlib
 import inspect
 import os
-import pickle
 import platform
 import sys
-import tempfile
 import threading
 from typing import Any, Callable, Optional
 
 import jax
 import numpy as np
 
+from jaxacct._core import store
 from jaxacct._core.batching import layout
 from jaxacct._core.sharding import device_key
 
@@ -64,10 +66,10 @@ _OFF = ("0", "false", "off", "no")
 #: Given per kernel (top-level calls only); the CPU backend ignores it.
 ACCELERATOR_OPTIONS = {"xla_gpu_experimental_enable_fusion_autotuner": False}
 _DEFAULT_MAX_BYTES = 2 * 2**30
-_FORMAT = 2     # bump when the entry layout changes (2: no entries re-serialised from JAX's cache)
 _LOCK = threading.Lock()
 _JAX_CACHE_HITS = [0]      # JAX persistent-cache hits seen in this process (see _count_hit)
 _UNVERIFIED = set()        # keys whose executable came from disk and has not run yet
+_REFUSED: list = []        # (entry path, why) of entries found on disk and not loaded
 
 
 def _count_hit(event: str, **kwargs) -> None:
@@ -85,18 +87,17 @@ def cache_enabled() -> bool:
   return os.environ.get("JAXACCT_COMPILATION_CACHE", "1").strip().lower() not in _OFF
 
 
-def user_cache_path(env_var: str, leaf: str) -> str:
-  """``$env_var`` if set, else ``$XDG_CACHE_HOME/jaxacct/<leaf>`` (``~/.cache``)."""
-  env = os.environ.get(env_var)
-  if env:
-    return os.path.abspath(os.path.expanduser(env))
-  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-  return os.path.join(base, "jaxacct", leaf)
-
-
 def cache_dir() -> str:
-  """The store's directory (``JAXACCT_COMPILATION_CACHE_DIR`` or the user cache dir)."""
-  return user_cache_path("JAXACCT_COMPILATION_CACHE_DIR", "executables")
+  """The store's directory (``$JAXACCT_CACHE_DIR/executables``, :mod:`jaxacct._core.store`)."""
+  return store.executables_dir()
+
+
+def refused() -> list:
+  """``(path, why)`` of each entry this process found on disk and refused
+  (another key's entry, a bad checksum, another owner, ...): each was compiled
+  again and replaced."""
+  with _LOCK:
+    return list(_REFUSED)
 
 
 def clear_memory() -> None:
@@ -140,10 +141,10 @@ def _fingerprint() -> str:
     except metadata.PackageNotFoundError:
       jaxlib_version = "?"
     dev = jax.devices()[0]
-    parts = (_FORMAT, sys.version_info[:2], jax.__version__, jaxlib_version,
+    parts = (store.FORMAT, sys.version_info[:2], jax.__version__, jaxlib_version,
              _source_hash(), jax.default_backend(), getattr(dev, "device_kind", ""),
-             len(jax.devices()), os.environ.get("XLA_FLAGS", ""), platform.machine(),
-             _cpu_flags())
+             len(jax.devices()), jax.process_count(), os.environ.get("XLA_FLAGS", ""),
+             platform.machine(), _cpu_flags())
     _FINGERPRINT.append(repr(parts))
   return _FINGERPRINT[0]
 
@@ -280,7 +281,7 @@ class CachedJit:
     k = self._key(args, kwargs)
     if k is None or k[0] in _MEMORY:
       return
-    self._load_or_compile(k[0], args, kwargs, use_disk=cache_enabled(), store=cache_enabled())
+    self._load_or_compile(k[0], args, kwargs, use_disk=cache_enabled(), save=cache_enabled())
     self._precompiled = True
 
   def __call__(self, *args, **kwargs):
@@ -295,7 +296,7 @@ class CachedJit:
     if exe is None:
       if not (enabled or self._options):   # a key nobody precompiled: the plain jitted call
         return self._jitted(*args, **kwargs)
-      exe = self._load_or_compile(key, args, kwargs, use_disk=enabled, store=enabled)
+      exe = self._load_or_compile(key, args, kwargs, use_disk=enabled, save=enabled)
     if key not in _UNVERIFIED:
       return exe(*dyn_args, **dyn_kwargs)
     # First run of an executable read from disk: an entry that loads but cannot
@@ -314,8 +315,7 @@ class CachedJit:
     return out
 
   def _path(self, key):
-    digest = hashlib.sha256((_fingerprint() + key).encode()).hexdigest()
-    return os.path.join(cache_dir(), digest[:2], digest + ".jaxexe")
+    return store.entry_path(cache_dir(), _fingerprint() + key)
 
   def _forget(self, key):
     try:
@@ -323,9 +323,9 @@ class CachedJit:
     except OSError:
       pass
 
-  def _load_or_compile(self, key, args, kwargs, use_disk=True, store=True):
-    path = self._path(key)
-    exe = _read(path) if use_disk else None
+  def _load_or_compile(self, key, args, kwargs, use_disk=True, save=True):
+    path = self._path(key) if (use_disk or save) else None
+    exe = _read(path, _fingerprint() + key, _run_device()) if use_disk else None
     if exe is not None:
       _UNVERIFIED.add(key)
     else:
@@ -337,8 +337,8 @@ class CachedJit:
       # user's, or the CLI's opt-in) re-serialises without its object code on
       # XLA:CPU: it would load in the next process and fail to run. Only
       # executables compiled here are stored.
-      if store and _JAX_CACHE_HITS[0] == hits:
-        _write(path, compiled)
+      if save and _JAX_CACHE_HITS[0] == hits:
+        _write(path, _fingerprint() + key, compiled)
     with _LOCK:
       _MEMORY[key] = exe
     return exe
@@ -347,60 +347,34 @@ class CachedJit:
     return f"jaxacct.jit({self._name})"
 
 
-def _read(path):
-  from jax.experimental.serialize_executable import deserialize_and_load
-  try:
-    with open(path, "rb") as f:
-      payload, in_tree, out_tree = pickle.load(f)
-    return deserialize_and_load(payload, in_tree, out_tree)
-  except FileNotFoundError:
-    return None
-  except Exception:   # unreadable or stale entry: compile again and overwrite  # noqa: BLE001
-    return None
+def _run_device():
+  """The device a call made now runs on (what its executable is compiled for)."""
+  d = jax.config.jax_default_device
+  if isinstance(d, jax.Device):
+    return d
+  return jax.local_devices(backend=d if isinstance(d, str) else None)[0]
 
 
-def _write(path, compiled) -> None:
-  from jax.experimental.serialize_executable import serialize
-  try:
-    payload, in_tree, out_tree = serialize(compiled)
-    blob = pickle.dumps((payload, in_tree, out_tree), protocol=pickle.HIGHEST_PROTOCOL)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-      f.write(blob)
-    os.replace(tmp, path)
-    _prune(os.path.dirname(os.path.dirname(path)))
-  except Exception:   # read-only or full disk, unserialisable executable  # noqa: BLE001
-    return
+def _read(path, full_key, device):
+  """The executable of the entry at ``path`` (None: missing or refused)."""
+  exe, why = store.read_entry(path, full_key, device)
+  if why is not None and why != "missing":
+    with _LOCK:
+      _REFUSED.append((path, why))
+  return exe
 
 
-def _prune(root: str) -> None:
-  """Removes the oldest entries while the store is over its size cap."""
+def _write(path, full_key, compiled) -> None:
   try:
     cap = int(os.environ.get("JAXACCT_COMPILATION_CACHE_MAX_BYTES", _DEFAULT_MAX_BYTES))
   except ValueError:
     cap = _DEFAULT_MAX_BYTES
-  entries, total = [], 0
-  for d, _, files in os.walk(root):
-    for f in files:
-      if f.endswith(".jaxexe"):
-        p = os.path.join(d, f)
-        try:
-          st = os.stat(p)
-        except OSError:
-          continue
-        entries.append((st.st_mtime, st.st_size, p))
-        total += st.st_size
-  if total <= cap:
+  try:
+    store.make_private_dir(cache_dir())
+    if store.write_entry(path, full_key, compiled):
+      store.prune(cache_dir(), cap)
+  except Exception:   # read-only or full disk, unserialisable executable  # noqa: BLE001
     return
-  for _, size, p in sorted(entries):
-    try:
-      os.remove(p)
-    except OSError:
-      continue
-    total -= size
-    if total <= 0.8 * cap:
-      return
 
 
 def programs(name: str = "") -> dict:

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from jaxacct._core import compiled
+from jaxacct._core.cache import default_cache_dir
 from support import COUNT_COMPILES
 
 _CHILD = COUNT_COMPILES + r"""
@@ -42,9 +43,10 @@ print(json.dumps({"rdp": float(np.ravel(r1.epsilon)[0]), "pld": float(np.ravel(r
 
 def _run(tmp_path, *argv, **env_extra):
   env = {k: v for k, v in os.environ.items()
-         if not k.startswith(("JAX_COMPILATION_CACHE", "JAXACCT_COMPILATION_CACHE"))}
+         if not k.startswith(("JAX_COMPILATION_CACHE", "JAXACCT_COMPILATION_CACHE",
+                              "JAXACCT_CACHE_DIR"))}
   env["JAX_ENABLE_COMPILATION_CACHE"] = "false"      # JAX's own cache off: count real compiles
-  env["JAXACCT_COMPILATION_CACHE_DIR"] = str(tmp_path / "store")
+  env["JAXACCT_CACHE_DIR"] = str(tmp_path / "cache")
   env.update(env_extra)
   out = subprocess.run([sys.executable, "-c", _CHILD, *argv], env=env, capture_output=True,
                        text=True, timeout=600)
@@ -53,7 +55,7 @@ def _run(tmp_path, *argv, **env_extra):
 
 
 def _entries(tmp_path):
-  root = tmp_path / "store"
+  root = tmp_path / "cache" / "executables"
   return sorted(p.name for p in root.rglob("*.jaxexe")) if root.exists() else []
 
 
@@ -81,7 +83,7 @@ def test_switched_off_writes_nothing(tmp_path):
 
 def test_damaged_entry_is_compiled_again(tmp_path):
   first = _run(tmp_path, JAXACCT_COMPILATION_CACHE="1")
-  for p in (tmp_path / "store").rglob("*.jaxexe"):
+  for p in (tmp_path / "cache").rglob("*.jaxexe"):
     p.write_bytes(b"not an executable")
   second = _run(tmp_path, JAXACCT_COMPILATION_CACHE="1")
   assert second["rdp"] == first["rdp"] and second["pld"] == first["pld"]
@@ -93,7 +95,8 @@ def test_damaged_entry_is_compiled_again(tmp_path):
 def test_in_process_store_and_traced_calls(tmp_path, monkeypatch, compile_counter):
   """Concrete calls go through the store, traced ones to jax.jit; same values."""
   monkeypatch.setenv("JAXACCT_COMPILATION_CACHE", "1")
-  monkeypatch.setenv("JAXACCT_COMPILATION_CACHE_DIR", str(tmp_path / "store"))
+  monkeypatch.delenv("JAXACCT_COMPILATION_CACHE_DIR", raising=False)
+  monkeypatch.setenv("JAXACCT_CACHE_DIR", str(tmp_path / "cache"))
 
   def f(x, n, *, mode):
     return jnp.cumsum(x)[:n] * (2.0 if mode == "a" else 3.0)
@@ -124,7 +127,8 @@ def test_precompile_from_shapes_serves_later_calls(tmp_path, monkeypatch, compil
   and writes nothing with the store off; calls of that key then run the
   executable (no compile), other keys still compile, values as jax.jit's."""
   monkeypatch.setenv("JAXACCT_COMPILATION_CACHE", "0")
-  monkeypatch.setenv("JAXACCT_COMPILATION_CACHE_DIR", str(tmp_path / "store"))
+  monkeypatch.delenv("JAXACCT_COMPILATION_CACHE_DIR", raising=False)
+  monkeypatch.setenv("JAXACCT_CACHE_DIR", str(tmp_path / "cache"))
 
   def f(x, *, mode):
     return jnp.cumsum(x) * (2.0 if mode == "a" else 3.0)
@@ -144,15 +148,29 @@ def test_precompile_from_shapes_serves_later_calls(tmp_path, monkeypatch, compil
       k(x, mode="b")                   # a key nobody precompiled: compiled as jax.jit does
       k(jnp.arange(6.0), mode="a")
     assert c.count == 2
-  assert not (tmp_path / "store").exists()
+  assert not (tmp_path / "cache").exists()
 
 
 def test_settings(monkeypatch, tmp_path):
-  monkeypatch.setenv("JAXACCT_COMPILATION_CACHE_DIR", str(tmp_path / "d"))
-  assert compiled.cache_dir() == str(tmp_path / "d")
-  monkeypatch.delenv("JAXACCT_COMPILATION_CACHE_DIR")
+  """One folder setting (issue 55): JAXACCT_CACHE_DIR holds the store
+  (executables/) and JAX's opt-in cache (jax/); the old
+  JAXACCT_COMPILATION_CACHE_DIR still names the store, with a
+  DeprecationWarning naming the new variable (ignored when both are set)."""
+  for name in ("JAXACCT_CACHE_DIR", "JAXACCT_COMPILATION_CACHE_DIR"):
+    monkeypatch.delenv(name, raising=False)
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
   assert compiled.cache_dir() == os.path.join(str(tmp_path / "xdg"), "jaxacct", "executables")
+  assert default_cache_dir() == os.path.join(str(tmp_path / "xdg"), "jaxacct", "jax")
+  monkeypatch.setenv("JAXACCT_CACHE_DIR", str(tmp_path / "c"))
+  assert compiled.cache_dir() == str(tmp_path / "c" / "executables")
+  assert default_cache_dir() == str(tmp_path / "c" / "jax")
+  monkeypatch.delenv("JAXACCT_CACHE_DIR")
+  monkeypatch.setenv("JAXACCT_COMPILATION_CACHE_DIR", str(tmp_path / "old"))
+  with pytest.warns(DeprecationWarning, match="JAXACCT_CACHE_DIR"):
+    assert compiled.cache_dir() == str(tmp_path / "old")
+  monkeypatch.setenv("JAXACCT_CACHE_DIR", str(tmp_path / "c"))
+  with pytest.warns(DeprecationWarning, match="ignored because JAXACCT_CACHE_DIR is set"):
+    assert compiled.cache_dir() == str(tmp_path / "c" / "executables")
   for off in ("0", "false", "OFF", "no"):
     monkeypatch.setenv("JAXACCT_COMPILATION_CACHE", off)
     assert not compiled.cache_enabled()
@@ -179,7 +197,8 @@ def test_jax_cache_hits_are_not_restored(tmp_path):
 
 def test_entry_that_loads_but_cannot_run_is_compiled_again(tmp_path, monkeypatch):
   monkeypatch.setenv("JAXACCT_COMPILATION_CACHE", "1")
-  monkeypatch.setenv("JAXACCT_COMPILATION_CACHE_DIR", str(tmp_path / "store"))
+  monkeypatch.delenv("JAXACCT_COMPILATION_CACHE_DIR", raising=False)
+  monkeypatch.setenv("JAXACCT_CACHE_DIR", str(tmp_path / "cache"))
   k = compiled.jit(lambda x: jnp.cumsum(x) * 2.0, name="test.broken_entry")
   with jax.enable_x64(True):
     x = jnp.arange(4.0)
@@ -190,7 +209,7 @@ def test_entry_that_loads_but_cannot_run_is_compiled_again(tmp_path, monkeypatch
     def broken(*args, **kwargs):
       raise RuntimeError("NOT_FOUND: Function broadcast_minimum_fusion not found")
 
-    monkeypatch.setattr(compiled, "_read", lambda path: broken)
+    monkeypatch.setattr(compiled, "_read", lambda *a: broken)
     np.testing.assert_array_equal(np.asarray(k(x)), expected)   # compiled again, answered
     monkeypatch.undo()
   assert len(_entries(tmp_path)) == 1     # the bad entry was replaced by a good one
