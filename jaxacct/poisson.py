@@ -19,7 +19,6 @@ import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct._core import checks, sharding
-from jaxacct._core.batching import block_programs
 from jaxacct._core.dtype import dispatch, public_surface
 from jaxacct._core.namespace import for_inputs, host_call, kernel_arg
 from jaxacct._core.orders import DEFAULT_ORDERS
@@ -76,10 +75,10 @@ def _answer(quantity, value, is_eps, *, q, sigma, num_steps, orders, method, con
     # num_steps and the target are traced arguments (host values, no eager jnp);
     # dispatch enters float64 (concrete) or requires it (traced). On the
     # accelerator layout concrete arrays run in blocks of a fixed lane count
-    # (one program whatever the batch); traced input is one program as here.
-    blocks = None
-    if block_programs():
-      blocks = functools.partial(poisson_rdp_query_blocks, **static)
+    # (one program whatever the batch), on the CPU layout too where the whole
+    # batch would not fit the device's memory (rdp_in_blocks); traced input
+    # is one program as here.
+    blocks = functools.partial(poisson_rdp_query_blocks, **static)
     v, order = dispatch(
         lambda *a: poisson_rdp_query_jit(*(kernel_arg(x) for x in a), **static),
         args, where=f"jaxacct.poisson.{quantity}", eager=blocks)

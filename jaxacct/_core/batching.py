@@ -131,18 +131,47 @@ def device_memory_bytes() -> int:
 
 
 def lanes_for_memory(bytes_per_lane: float, *, fraction: float = 0.25,
-                     lo: int = 8, hi: int = 1 << 16) -> int:
-  """Lanes per block on the accelerator layout: a power of two in [lo, hi]
-  whose block uses at most ``fraction`` of :func:`device_memory_bytes`.
+                     lo: int = 8, hi: int = 1 << 16, name: str = "the question") -> int:
+  """Lanes per block: a power of two in [lo, hi] whose block uses at most
+  ``fraction`` of :func:`device_memory_bytes`.
 
   A function of the device alone (never of the batch), so one compiled block
   program serves every batch size, and its peak memory is the same at 1e3
-  and 1e5 lanes.
+  and 1e5 lanes. Raises ``ValueError`` naming ``name`` (the parameter that
+  sets a lane's size) where even ``lo`` lanes need more than the device's
+  whole memory: said before anything is allocated (:func:`check_fits`).
   """
+  check_fits(lo * float(bytes_per_lane), name=name)
   budget = fraction * device_memory_bytes()
   b = max(int(budget // max(float(bytes_per_lane), 1.0)), 1)
   p = 1 << (b.bit_length() - 1)
   return int(min(max(p, lo), hi))
+
+
+def check_fits(nbytes: float, *, name: str) -> None:
+  """``ValueError`` naming ``name`` where one block of ``nbytes`` bytes exceeds
+  :func:`device_memory_bytes` (before any allocation: a clear error, not the
+  allocator's)."""
+  cap = device_memory_bytes()
+  if float(nbytes) > cap:
+    raise ValueError(
+        f"{name} is too large for this device: one block of the question needs "
+        f"{float(nbytes) / 2**30:.3g} GiB, more than the device's {cap / 2**30:.3g} GiB "
+        f"(the environment variable JAXACCT_DEVICE_MEMORY sets that budget).")
+
+
+def whole_batch_fits(lanes: int, bytes_per_lane: float, *, fraction: float = 0.25) -> bool:
+  """Whether ``lanes`` lanes of ``bytes_per_lane`` bytes fit in one program:
+  at most ``fraction`` of :func:`device_memory_bytes`. The CPU layout runs a
+  batch as one program when it fits (one compile per input shape, as
+  before) and in the block programs (:func:`run_blocks`) when it does not:
+  every layout's peak memory is bounded by the device's."""
+  return int(lanes) * float(bytes_per_lane) <= fraction * device_memory_bytes()
+
+
+def broadcast_size(*args) -> int:
+  """Number of lanes of the broadcast ``args`` (concrete values)."""
+  return int(np.prod(np.broadcast_shapes(*(np.shape(a) for a in args)), dtype=np.int64))
 
 
 def map_blocks(f: Callable, xs, *, batch_size: int):

@@ -18,7 +18,8 @@ import numpy as np
 import jax
 
 from jaxacct._core import checks
-from jaxacct._core.batching import accelerator_layout, lanes_for_memory, run_blocks
+from jaxacct._core.batching import (block_programs, broadcast_size, lanes_for_memory, run_blocks,
+                                    whole_batch_fits)
 from jaxacct._core.conversion import rdp_to_delta_kernel, rdp_to_epsilon_kernel
 from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.logmath import log1m_exp, log_binom, log_expm1
@@ -370,7 +371,18 @@ def rdp_block_lanes(orders, direction: str = "both") -> int:
   1e5 sigmas ran as fast in blocks of 1,024 as in blocks of 8,192,
   so the block holds ~1 GB, not a quarter of the card.
   """
-  return lanes_for_memory(rdp_lane_bytes(orders, direction), fraction=_MEMORY_FRACTION)
+  return lanes_for_memory(rdp_lane_bytes(orders, direction), fraction=_MEMORY_FRACTION,
+                          name="orders")
+
+
+def rdp_in_blocks(orders, *args, direction: str = "both") -> bool:
+  """Whether concrete arrays run in the block programs: on the accelerator
+  layout (or a lanes mesh) always; on the CPU layout when the whole batch
+  would hold more than a quarter of the device's memory
+  (:func:`jaxacct._core.batching.whole_batch_fits`; 1e5 sigmas at the
+  default orders asked for one 135 GB buffer)."""
+  return block_programs() or not whole_batch_fits(broadcast_size(*args),
+                                                  rdp_lane_bytes(orders, direction))
 
 
 def poisson_rdp_query(q, sigma, steps, value, *, orders, quantity, conversion, ns=JAX):
@@ -406,14 +418,20 @@ def poisson_rdp_block_jit(q, sigma, steps, value, *, orders, quantity, conversio
 
 
 def poisson_rdp_query_blocks(q, sigma, steps, value, *, orders, quantity, conversion):
-  """:data:`poisson_rdp_block_jit` over concrete arrays on the accelerator
-  layout: blocks of :func:`rdp_block_lanes` lanes (:func:`run_blocks`)."""
+  """:data:`poisson_rdp_block_jit` over concrete arrays in blocks of
+  :func:`rdp_block_lanes` lanes (:func:`run_blocks`) where
+  :func:`rdp_in_blocks`, else :data:`poisson_rdp_query_jit` of the whole batch."""
+  if not rdp_in_blocks(orders, q, sigma, steps, value):
+    return poisson_rdp_query_jit(q, sigma, steps, value, orders=tuple(orders),
+                                 quantity=quantity, conversion=conversion)
   program = functools.partial(poisson_rdp_block_jit, orders=tuple(orders),
                               quantity=quantity, conversion=conversion)
   return run_blocks(program, (q, sigma, steps, value), rdp_block_lanes(orders))
 
 
 def _rdp_blocks(q, sigma, *, orders, direction):
+  if not rdp_in_blocks(orders, q, sigma, direction=direction):
+    return _poisson_rdp_jit(q, sigma, orders=orders, direction=direction)
   program = functools.partial(_poisson_rdp_block, orders=orders, direction=direction)
   return run_blocks(program, (q, sigma), rdp_block_lanes(orders, direction))
 
@@ -451,8 +469,9 @@ def poisson_gaussian_rdp(orders=DEFAULT_ORDERS, *, q, sigma,
     checks.check_positive("sigma", sigma)
   eager = functools.partial(_poisson_rdp_jit, orders=tuple(orders_np.tolist()),
                             direction=direction)
-  if accelerator_layout() and (np.ndim(q) or np.ndim(sigma)):
-    # arrays on the accelerator layout: one block program, a host loop
+  if np.ndim(q) or np.ndim(sigma):
+    # arrays: one block program and a host loop on the accelerator layout, or
+    # on the CPU layout where the whole batch would not fit (rdp_in_blocks)
     eager = functools.partial(_rdp_blocks, orders=tuple(orders_np.tolist()),
                               direction=direction)
   return dispatch(lambda q, s: poisson_gaussian_rdp_kernel(orders_np, q, s, direction),

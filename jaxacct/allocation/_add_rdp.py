@@ -169,7 +169,8 @@ def add_block_lanes(num_outer: int, num_inner: int) -> int:
   :func:`add_lane_bytes`, from one lane up (one lane is millions of
   quadrature cells; 1 at the default grid on the CPU's fixed budget, 64 on an
   H200)."""
-  return lanes_for_memory(add_lane_bytes(num_outer, num_inner), lo=1)
+  return lanes_for_memory(add_lane_bytes(num_outer, num_inner), lo=1,
+                          name="num_outer * num_inner")
 
 
 def _add_rdp_blocks(sigma, t, orders, *, num_outer, num_inner):

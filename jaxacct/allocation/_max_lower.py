@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import batching, checks
-from jaxacct._core.batching import accelerator_layout, lanes_for_memory
+from jaxacct._core.batching import lanes_for_memory
 from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
 from jaxacct._core.dtype import require_x64, traced
 from jaxacct._core.logmath import log_ndtr, log1m_exp, log_sub_exp
@@ -60,7 +60,7 @@ def lower_bound_block(s, e, t, m, grid, *, scaled):
 def lower_bound_lanes(num_thresholds: int) -> int:
   """Lanes of :data:`lower_bound_block`: ~8 float64 arrays of the thresholds a
   lane at 1/16 of the device's memory (a function of the device alone)."""
-  return lanes_for_memory(8 * 8 * int(num_thresholds), fraction=1.0 / 16)
+  return lanes_for_memory(8 * 8 * int(num_thresholds), fraction=1.0 / 16, name="thresholds")
 
 
 def delta_lower_bound(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
@@ -87,8 +87,11 @@ def delta_lower_bound(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1
   scaled = thresholds is None
   grid = (jnp.linspace(0.0, 1.0, _UNIT_GRID) if scaled
           else jnp.asarray(thresholds, jnp.float64).reshape(-1))
-  if accelerator_layout() and not traced((sigma, epsilon)) and (
-      np.ndim(sigma) or np.ndim(epsilon) or np.ndim(t)):
+  if not traced((sigma, epsilon)) and (np.ndim(sigma) or np.ndim(epsilon) or np.ndim(t)) and (
+      batching.block_programs() or not batching.whole_batch_fits(
+          batching.broadcast_size(sigma, epsilon, t, m), 8 * 8 * grid.size)):
+    # blocks on the accelerator layout, and on the CPU layout where the whole
+    # batch would not fit the device's memory
     program = functools.partial(lower_bound_block, grid=grid, scaled=scaled)
     return batching.run_blocks(program, (sigma, epsilon, t, m), lower_bound_lanes(grid.size))
   lanes = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float64) for x in (sigma, epsilon, t, m)))

@@ -129,8 +129,12 @@ def allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits=_NBITS):
   sigma = jnp.asarray(sigma, jnp.float64)
   t = jnp.asarray(t)
   sigma, t = jnp.broadcast_arrays(sigma, t)
+  # 64 lanes a vmapped block, fewer where 64 would not fit the device's
+  # memory (max_order in the thousands: 1.6 GB a lane at A = 4096)
   out = map_blocks(lambda st: _remove_lane(*st, max_order, nbits),
-                   (sigma.reshape(-1), t.reshape(-1)), batch_size=64)
+                   (sigma.reshape(-1), t.reshape(-1)),
+                   batch_size=min(64, lanes_for_memory(remove_lane_bytes(max_order), lo=1,
+                                                       name="max_order")))
   return out.reshape(sigma.shape + (max_order - 1,))
 
 
@@ -156,7 +160,8 @@ def remove_block_lanes(max_order: int) -> int:
   """Lanes of :data:`remove_rdp_block`: ``lanes_for_memory`` of
   :func:`remove_lane_bytes` at 1/64 of the device's memory (8 at A = 256 on
   the CPU's fixed budget, 256 on an H200: 17 M elements an op)."""
-  return lanes_for_memory(remove_lane_bytes(max_order), fraction=1.0 / 64)
+  return lanes_for_memory(remove_lane_bytes(max_order), fraction=1.0 / 64, lo=1,
+                          name="max_order")
 
 
 def _remove_rdp_blocks(sigma, t, *, max_order):

@@ -201,14 +201,29 @@ def _lane_windows(delta, n, p, beta, q, block, coarse):
   return bucket_widths(raw, n, block, coarse)
 
 
-def _per_window(widths, lanes, run):
+def _per_window(widths, lanes, run, bounded=True):
   """``run(*lanes, width=w)`` over the lanes of each window ``w``, one call per
-  window, gathered in the lanes' order (float64 numpy)."""
+  window (``bounded``: in blocks of :func:`member_block_lanes` where the
+  window's lanes do not fit the device's memory at once), gathered in the
+  lanes' order (float64 numpy)."""
   out = np.full(widths.shape, np.nan)
   for wd in np.unique(widths):
     idx = np.nonzero(widths == wd)[0]
-    out[idx] = np.asarray(run(*(a[idx] for a in lanes), width=int(wd)))
+    out[idx] = np.asarray(_bounded(functools.partial(run, width=int(wd)),
+                                   [a[idx] for a in lanes], int(wd), bounded))
   return out
+
+
+def _bounded(run, args, width, bounded=True):
+  """``run(*args)`` (a vmapped kernel of the whole batch), in blocks of
+  :func:`member_block_lanes` lanes (:func:`jaxacct._core.batching.run_blocks`)
+  where the batch's lanes of this window would hold more than a quarter of
+  the device's memory: the CPU layout's peak memory is bounded as the block
+  programs' (the same kernel, lane by lane the same values)."""
+  if not bounded or batching.whole_batch_fits(batching.broadcast_size(*args),
+                                              member_lane_bytes(width)):
+    return run(*args)
+  return batching.run_blocks(run, args, member_block_lanes(width))
 
 
 # ---------------------------------------------------------------------------
@@ -298,7 +313,7 @@ def member_block_lanes(width: int) -> int:
   :func:`member_lane_bytes` at 1/64 of the device's memory (128 at width
   1024 on the CPU's fixed budget, 4,096 on an H200): a lane is a whole
   window, so a block of millions of cells fills a GPU."""
-  return lanes_for_memory(member_lane_bytes(width), fraction=1.0 / 64)
+  return lanes_for_memory(member_lane_bytes(width), fraction=1.0 / 64, name="n")
 
 
 def member_blocks(quantity, value, n, eps0, *, member: str, width: int):
@@ -325,7 +340,7 @@ def member_epsilon_blocks(delta, n, eps0, *, member: str):
   lanes = [a.reshape(-1) for a in args]
   widths = _lane_windows(*lanes[:2], *member_params(lanes[2], member), BLOCK, True)
   run = functools.partial(member_blocks, "epsilon", member=member)
-  return _per_window(widths, lanes, run).reshape(args[0].shape)
+  return _per_window(widths, lanes, run, bounded=False).reshape(args[0].shape)
 
 
 
@@ -386,7 +401,8 @@ def member_delta_checked(eps, *, n, eps0, max_n, member: str, where: str, device
     if _arrays_on_accelerator(eps, n, eps0):   # blocks of a fixed lane count
       return member_blocks("delta", eps, n, eps0, member=member,
                            width=member_width(n, eps0, max_n, member=member))
-    return kernel(eps, n, eps0)
+    w = member_width(n, eps0, max_n, member=member)
+    return _bounded(functools.partial(member_delta, member=member, width=w), (eps, n, eps0), w)
 
   with sharding.use_devices(devices):   # a lanes mesh: blocks over its devices
     return dispatch(kernel, (eps, n, eps0), validate, where=where, eager=concrete)
@@ -413,7 +429,9 @@ def member_epsilon_checked(delta, *, n, eps0, max_n, member: str, where: str, de
                              width=member_width(n, eps0, max_n, member=member))
       return member_epsilon_blocks(delta, n, eps0, member=member)
     if max_n is not None:
-      return kernel(delta, n, eps0)
+      w = member_width(n, eps0, max_n, member=member)
+      return _bounded(functools.partial(member_epsilon, member=member, width=w),
+                      (delta, n, eps0), w)
     return member_epsilon_grouped(delta, n, eps0, member=member)  # lanes by window bucket
 
   with sharding.use_devices(devices):   # a lanes mesh: blocks over its devices
