@@ -152,10 +152,19 @@ def encode_tree(tree) -> object:
   if typ is dict and all(isinstance(k, str) for k in aux):
     return {"dict": list(aux), "values": kids}
   mod, qual = getattr(typ, "__module__", ""), getattr(typ, "__qualname__", "")
-  if (issubclass(typ, tuple) and hasattr(typ, "_fields") and mod.startswith("jaxacct.")
-      and "<" not in qual):
+  if (issubclass(typ, tuple) and aux is None and len(getattr(typ, "_fields", ())) == len(kids)
+      and mod.startswith("jaxacct.") and "<" not in qual):
     return {"namedtuple": f"{mod}:{qual}", "values": kids}
   raise ValueError(f"tree node {typ!r} has no JSON form")
+
+
+def tree_form(tree) -> object:
+  """:func:`encode_tree`, checked to decode to ``tree`` (``ValueError`` if not:
+  a custom node that merely looks like a NamedTuple)."""
+  form = encode_tree(tree)
+  if decode_tree(form) != tree:
+    raise ValueError(f"tree {tree} has no faithful JSON form")
+  return form
 
 
 def _example(obj):
@@ -246,10 +255,11 @@ def read_entry(path: str, full_key: str, device):
     return None, "missing"
   except OSError as e:
     return None, f"unreadable ({e.strerror or e})"
+  why = _trusted(os.fstat(fd))
+  if why:
+    os.close(fd)
+    return None, why
   with os.fdopen(fd, "rb") as f:
-    why = _trusted(os.fstat(f.fileno()))
-    if why:
-      return None, why
     blob = f.read()
   n = len(MAGIC)
   if blob[:n] != MAGIC or len(blob) < n + 4:
@@ -293,7 +303,7 @@ def write_entry(path: str, full_key: str, compiled) -> bool:
   header = json.dumps({
       "format": FORMAT, "key": full_key, "bytes": len(payload),
       "sha256": hashlib.sha256(payload).hexdigest(), "devices": devices,
-      "in_tree": encode_tree(in_tree), "out_tree": encode_tree(out_tree),
+      "in_tree": tree_form(in_tree), "out_tree": tree_form(out_tree),
       "jax": jax.__version__}).encode()
   folder = os.path.dirname(path)
   make_private_dir(folder)
