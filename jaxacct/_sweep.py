@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import io
 import json
 import os
 import platform
@@ -10,10 +13,12 @@ import time
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
 from jaxacct import poisson, shuffle
 from jaxacct import sweep as cli
 from jaxacct._core.batching import set_layout
+from jaxacct._core.compiled import source_hash
 from jaxacct._core.progress import set_progress
 from jaxacct._core.version import __version__
 from jaxacct.allocation import allocation_rdp
@@ -27,55 +32,12 @@ DOORS = {"poisson.epsilon": poisson.epsilon, "poisson.delta": poisson.delta,
          "shuffle.clone_delta": shuffle.clone_delta}
 #: Doors whose first argument is positional (the query value).
 POSITIONAL = {"shuffle.clone_epsilon": "delta", "shuffle.clone_delta": "eps"}
+#: Bytes of the inputs' summary each process all-gathers (a longer one is hashed).
+SUMMARY_BYTES = 1 << 16
 
 
-def _number(tok: str):
-  tok = tok.strip()
-  try:
-    return int(tok)
-  except ValueError:
-    pass
-  try:
-    return float(tok)
-  except ValueError:
-    return tok
-
-
-def _values(spec: str):
-  """The values of an ``--axis``/``--set`` spec (see :mod:`jaxacct.sweep`)."""
-  kind, _, rest = spec.partition(":")
-  if kind in ("lin", "log", "range") and rest:
-    parts = [_number(x) for x in rest.split(":")]
-    if kind == "range":
-      return np.arange(*parts)
-    a, b, n = parts
-    return (np.linspace if kind == "lin" else np.geomspace)(float(a), float(b), int(n))
-  vals = [_number(x) for x in spec.split(",")]
-  return np.asarray(vals) if len(vals) > 1 else vals[0]
-
-
-def grid(args):
-  """``(arrays, fixed)``: the grid's broadcast arrays by name, and the fixed arguments."""
-  arrays = {}
-  if args.grid:
-    if args.grid.endswith(".json"):
-      with open(args.grid) as f:
-        arrays = {k: np.asarray(v) for k, v in json.load(f).items()}
-    else:
-      with np.load(args.grid) as z:
-        arrays = {k: z[k] for k in z.files}
-  axes = [item.split("=", 1) for item in args.axis]
-  vals = [np.atleast_1d(_values(v)) for _, v in axes]
-  mesh = np.meshgrid(*vals, indexing="ij") if vals else []
-  arrays.update({name: m for (name, _), m in zip(axes, mesh)})
-  names = list(arrays)
-  arrays = dict(zip(names, np.broadcast_arrays(*arrays.values()))) if names else {}
-  fixed = {}
-  for item in args.set:
-    name, v = item.split("=", 1)
-    x = _values(v)
-    fixed[name] = list(x.tolist()) if isinstance(x, np.ndarray) else x
-  return arrays, fixed
+class SweepError(Exception):
+  """A sweep that must not run (its message is the user's error line)."""
 
 
 def outputs(door: str, res) -> dict:
@@ -91,30 +53,165 @@ def outputs(door: str, res) -> dict:
   return out
 
 
-def _write_atomic(path: str, write) -> None:
-  """``write(file)`` to ``path.tmp``, renamed to ``path`` only once it is whole."""
-  tmp = path + ".tmp"
-  with open(tmp, "wb" if path.endswith(".npz") else "w") as f:
-    write(f)
-  os.replace(tmp, path)
+def _check_names(door: str, names) -> None:
+  params = inspect.signature(DOORS[door]).parameters
+  if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+    return
+  unknown = sorted(set(names) - set(params))
+  if unknown:
+    raise SweepError(f"{door} takes no argument {', '.join(unknown)} (its arguments: "
+                     f"{', '.join(n for n in params if n != 'devices')})")
+
+
+# ---------------------------------------------------------------------------
+# the processes agree on their inputs
+# ---------------------------------------------------------------------------
+
+def summary(args, arrays: dict, fixed: dict, sources: dict) -> dict:
+  """What every process must agree on: door, layout, versions, fixed values,
+  and each grid array's shape, dtype and SHA-256 (and, for messages only,
+  the flag that gave it)."""
+  def digest(k, a):
+    a = np.ascontiguousarray(a)
+    return [list(a.shape), str(a.dtype), hashlib.sha256(a.tobytes()).hexdigest()[:32],
+            sources.get(k, "")]
+  return {"door": args.door, "layout": args.layout,
+          "versions": {"jaxacct": __version__, "jaxacct source": source_hash()[:32],
+                       "jax": jax.__version__, "numpy": np.__version__,
+                       "python": platform.python_version()},
+          "fixed": {k: json.dumps(v, sort_keys=True) for k, v in sorted(fixed.items())},
+          "arrays": {k: digest(k, a) for k, a in sorted(arrays.items())}}
+
+
+def _encode(s: dict) -> np.ndarray:
+  raw = json.dumps(s, sort_keys=True).encode()
+  if len(raw) > SUMMARY_BYTES:   # long fixed values: their digests
+    s = dict(s, fixed={k: hashlib.sha256(v.encode()).hexdigest()
+                       for k, v in s["fixed"].items()})
+    raw = json.dumps(s, sort_keys=True).encode()[:SUMMARY_BYTES]
+  buf = np.zeros(SUMMARY_BYTES, np.uint8)
+  buf[:len(raw)] = np.frombuffer(raw, np.uint8)
+  return buf
+
+
+def _decode(buf: np.ndarray) -> dict:
+  return json.loads(bytes(np.asarray(buf, np.uint8)).rstrip(b"\0").decode())
+
+
+def differences(a: dict, b: dict) -> list:
+  """What differs between two processes' summaries, in the user's words."""
+  out = []
+  if a["door"] != b["door"]:
+    out.append(f"the door ({a['door']} vs {b['door']})")
+  if a["layout"] != b["layout"]:
+    out.append(f"--layout ({a['layout']} vs {b['layout']})")
+  for k in sorted(set(a["versions"]) | set(b["versions"])):
+    if a["versions"].get(k) != b["versions"].get(k):
+      out.append(f"the {k} version ({a['versions'].get(k)} vs {b['versions'].get(k)})")
+  for k in sorted(set(a["fixed"]) | set(b["fixed"])):
+    va, vb = a["fixed"].get(k), b["fixed"].get(k)
+    if va != vb:
+      out.append(f"--set {k} ({va if va is not None else 'not set'} vs "
+                 f"{vb if vb is not None else 'not set'})")
+  for k in sorted(set(a["arrays"]) | set(b["arrays"])):
+    va, vb = a["arrays"].get(k), b["arrays"].get(k)
+    if va is None or vb is None:
+      out.append(f"grid array {k} (given to one process only)")
+    elif va[:2] != vb[:2]:
+      out.append(f"grid array {k} (shape {tuple(va[0])} {va[1]} from {va[3]} vs "
+                 f"{tuple(vb[0])} {vb[1]} from {vb[3]})")
+    elif va[2] != vb[2]:
+      out.append(f"grid array {k} (same shape {tuple(va[0])}, different values: {va[3]} vs "
+                 f"{vb[3]})")
+  return out
+
+
+def agree(mine: dict) -> None:
+  """All-gathers every process's summary; ``SweepError`` naming what differs
+  from process 0's (every process raises the same)."""
+  every = multihost_utils.process_allgather(_encode(mine))
+  every = [_decode(row) for row in np.asarray(every).reshape(jax.process_count(), -1)]
+  bad = []
+  for p, s in enumerate(every[1:], start=1):
+    diff = differences(every[0], s)
+    if diff:
+      bad.append(f"process {p} differs from process 0 in " + "; ".join(diff))
+  if bad:
+    raise SweepError("the processes were given different inputs (every process must get "
+                     "the same arguments except --process-id): " + " | ".join(bad)
+                     + "; nothing computed, no result written")
+
+
+# ---------------------------------------------------------------------------
+# writing
+# ---------------------------------------------------------------------------
+
+def _write_results(npz: str, js: str, payload: dict, summary_: dict) -> str:
+  """Writes both files under temporary names, then renames them over any
+  earlier result: ``OUT.npz`` first, ``OUT.json`` (which holds the SHA-256 of
+  ``OUT.npz``) last. A failure removes the temporary files and keeps the old
+  result. Returns the SHA-256 of ``OUT.npz``."""
+  buf = io.BytesIO()
+  np.savez(buf, **payload)
+  data = buf.getvalue()
+  sha = hashlib.sha256(data).hexdigest()
+  text = json.dumps(dict(summary_, npz_sha256=sha), indent=1)
+  tmps = [cli.temp_path(npz, os.getpid()), cli.temp_path(js, os.getpid())]
+  try:
+    with open(tmps[0], "wb") as f:
+      f.write(data)
+      f.flush()
+      os.fsync(f.fileno())
+    with open(tmps[1], "w") as f:
+      f.write(text)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmps[0], npz)
+    os.replace(tmps[1], js)
+  except OSError as e:
+    for t in tmps:
+      try:
+        os.remove(t)
+      except OSError:
+        pass
+    raise SweepError(f"cannot write --out: {e}; an earlier result is kept") from None
+  return sha
 
 
 def run(args) -> int:
   """One process of the sweep; returns the exit status."""
+  try:
+    return _run(args)
+  except (SweepError, ValueError) as e:
+    print(f"jaxacct.sweep: error: {e}", file=sys.stderr, flush=True)
+    return 1
+
+
+def _run(args) -> int:
+  sources = {}
+  arrays, fixed = cli.grid(args, sources)   # checked by the launcher; the same result here
+  _check_names(args.door, list(arrays) + list(fixed))
   if args.coordinator:
+    host, port = cli.host_port(args.coordinator, "--coordinator")
+    bind = args.coordinator_bind or (f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+    wait = args.join_timeout or args.heartbeat_timeout
+    print(f"jaxacct.sweep: joining: process {args.process_id} of {args.num_processes} at "
+          f"{args.coordinator} (waiting up to {wait} s for the others)", file=sys.stderr,
+          flush=True)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(args.coordinator, num_processes=args.num_processes,
                                process_id=args.process_id,
-                               heartbeat_timeout_seconds=int(args.heartbeat_timeout))
+                               heartbeat_timeout_seconds=int(args.heartbeat_timeout),
+                               initialization_timeout=int(wait),
+                               coordinator_bind_address=bind if args.process_id == 0 else None)
+    print(f"jaxacct.sweep: joined: process {args.process_id}", file=sys.stderr, flush=True)
   if args.quiet:
     set_progress(False)
   me = jax.process_index()
+  mine = summary(args, arrays, fixed, sources)
+  if jax.process_count() > 1:
+    agree(mine)
   npz, js = cli.output_paths(args.out)
-  if me == 0:
-    for path in (npz, js, npz + ".tmp", js + ".tmp"):
-      if os.path.exists(path):
-        os.remove(path)
-  arrays, fixed = grid(args)
   shape = np.broadcast_shapes(*(a.shape for a in arrays.values())) if arrays else ()
   devices = jax.devices()
   kw = {**fixed, **arrays, "devices": devices}
@@ -132,8 +229,7 @@ def run(args) -> int:
   if me != 0:
     return 0
   payload = {**{f"arg_{k}": v for k, v in arrays.items()}, **result}
-  _write_atomic(npz, lambda f: np.savez(f, **payload))
-  summary = {
+  meta = {
       "complete": True, "door": args.door, "shape": list(shape),
       "points": int(np.prod(shape)), "fixed": fixed, "axes": args.axis, "grid": args.grid,
       "processes": jax.process_count(), "devices": len(devices),
@@ -145,9 +241,10 @@ def run(args) -> int:
                       "max": float(np.nanmax(v)) if v.size and np.isfinite(v).any() else None,
                       "nan": int(np.isnan(v).sum())}
                   for k, v in result.items()},
+      "inputs": mine,
       "jaxacct": __version__, "jax": jax.__version__, "python": platform.python_version(),
   }
-  _write_atomic(js, lambda f: json.dump(summary, f, indent=1))
+  _write_results(npz, js, payload, meta)
   print(f"jaxacct.sweep: wrote {npz} and {js} ({times[0]:.2f} s)", file=sys.stderr, flush=True)
   return 0
 

@@ -106,7 +106,8 @@ def clear_memory() -> None:
     _MEMORY.clear()
 
 
-def _source_hash() -> str:
+@functools.lru_cache(maxsize=None)
+def source_hash() -> str:
   """Hash of jaxacct's own .py files (a changed kernel never loads a stale entry)."""
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   h = hashlib.sha256()
@@ -142,7 +143,7 @@ def _fingerprint() -> str:
       jaxlib_version = "?"
     dev = jax.devices()[0]
     parts = (store.FORMAT, sys.version_info[:2], jax.__version__, jaxlib_version,
-             _source_hash(), jax.default_backend(), getattr(dev, "device_kind", ""),
+             source_hash(), jax.default_backend(), getattr(dev, "device_kind", ""),
              len(jax.devices()), jax.process_count(), os.environ.get("XLA_FLAGS", ""),
              platform.machine(), _cpu_flags())
     _FINGERPRINT.append(repr(parts))
