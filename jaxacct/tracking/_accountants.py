@@ -24,7 +24,8 @@ from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core.lazy import LazyModule
 from jaxacct._core.namespace import host_call
 from jaxacct._core.progress import check_progress_arg, progress
-from jaxacct.tracking._epochs import allocation_steps
+from jaxacct.tracking._epochs import allocation_step_segments
+from jaxacct.tracking._lazy import LazyTable
 
 if TYPE_CHECKING:
   from jaxacct._core import events
@@ -46,6 +47,8 @@ class _Accountant:
 
   block_size: int = 1
   neighbouring: Optional[str] = None
+  # whether at_budget asks the accountant around a budget's crossing
+  settles_budget: bool = False
 
   def _block_table(self, num_blocks: int, delta: float) -> np.ndarray:
     raise NotImplementedError
@@ -77,9 +80,44 @@ class _Accountant:
     """float64 (num_steps + 1,): epsilon after each applied update; a partial
     block is charged the whole block (the outputs so far are a post-processing
     of the whole block's)."""
+    return self.lazy_table(num_steps, delta).full()
+
+  def _whole_step_table(self, num_steps: int, delta: float) -> np.ndarray:
     b = self.block_size
     blocks = self.block_table(-(-int(num_steps) // b), float(delta))
     return blocks[-(-np.arange(int(num_steps) + 1) // b)]
+
+  def step_segments(self, num_steps: int, delta: float):
+    """None, or an iterator of the step table's entries 1..num_steps in order
+    (consecutive pieces) for :class:`LazyTable`: accountants whose table
+    takes seconds produce it piece by piece."""
+    del num_steps, delta
+    return None
+
+  def lazy_table(self, num_steps: int, delta: float) -> LazyTable:
+    """The step table as a :class:`LazyTable`, once per ``(num_steps, delta)``
+    (and ledger): its pieces on a background thread where
+    :meth:`step_segments` gives them, else computed here, at once."""
+    checks.check_int("num_steps", num_steps, min_value=1)
+    checks.check_delta(delta)
+    key = ("lazy", int(num_steps), float(delta), self._ledger_key())
+    memo = self.__dict__.setdefault("_tables", {})
+    if key not in memo:
+      segs = self.step_segments(int(num_steps), float(delta))
+      if segs is None:
+        memo[key] = LazyTable(int(num_steps),
+                              values=self._whole_step_table(int(num_steps), float(delta)))
+      else:
+        memo[key] = LazyTable(int(num_steps), segs, enabled=getattr(self, "_progress", None),
+                              desc=f"jaxacct.tracking epsilon table ({int(num_steps)} steps)")
+    return memo[key]
+
+  def _ledger_key(self):
+    return ()
+
+  def schedule_key(self) -> bytes:
+    """Bytes naming what this accountant accounts (the hook's schedule fingerprint)."""
+    return repr((type(self).__name__, self.block_size, self.neighbouring)).encode()
 
   def at_budget(self, table: np.ndarray, max_epsilon: float, delta: float) -> np.ndarray:
     """``table`` with its crossing of ``max_epsilon`` settled (here: as given)."""
@@ -120,6 +158,9 @@ class EpsilonTableAccountant(_Accountant):
       raise ValueError(f"epsilons has {self.epsilons.size} entries; need "
                        f"num_blocks + 1 = {num_blocks + 1}.")
     return self.epsilons[:num_blocks + 1]
+
+  def schedule_key(self) -> bytes:
+    return super().schedule_key() + self.epsilons.tobytes() + repr(self.delta).encode()
 
 
 class EventAccountant(_Accountant):
@@ -307,26 +348,96 @@ class EventAccountant(_Accountant):
     led = self.accountant.get_epsilon_bounds(delta)
     return float(led.details["mu"]), float(one.details["mu"])
 
-  def step_table(self, num_steps: int, delta: float) -> np.ndarray:
-    """float64 (num_steps + 1,): epsilon after each applied update (see :func:`epsilon_table`)."""
-    table = super().step_table(num_steps, delta)
-    e = self.event
-    if (self.max_evaluations is not None or not self._is_allocation() or self.block_size < 2
-        or self.block_size != e.steps_per_epoch or int(e.num_selected) != 1
-        or int(e.num_epochs) != 1 or not isinstance(e.mechanism, str)
-        or self.accountant.events or self.neighbouring == "replace_one"):
-      return table
-    key = ("steps", int(num_steps), float(delta))
-    if key not in self._memo:
-      t = self.block_size
-      blocks = self.block_table(-(-int(num_steps) // t), float(delta))
-      with jax.enable_x64(True):
-        steps = allocation_steps(e, blocks, delta=float(delta),
-                                 step=self.accountant.value_discretization_interval,
-                                 tail_mass=self.accountant.tail_mass)
-      self._memo[key] = np.minimum(steps[:int(num_steps) + 1], table)
-    return self._memo[key].copy()
+  def _ledger_key(self):
+    return tuple((id(e), n) for e, n in self.accountant.events)
 
+  def schedule_key(self) -> bytes:
+    a = self.accountant
+    return super().schedule_key() + repr((
+        self.event, a.value_discretization_interval, a.tail_mass, a.shortcuts, a.truncated,
+        self.max_evaluations, self.evaluate_every,
+        [(e, n) for e, n in a.events])).encode()
+
+  def _prefix_steps(self) -> bool:
+    """Whether steps inside an epoch get the released prefix's bound (1-of-t allocation)."""
+    e = self.event
+    return not (self.max_evaluations is not None or not self._is_allocation()
+                or self.block_size < 2 or self.block_size != e.steps_per_epoch
+                or int(e.num_selected) != 1 or int(e.num_epochs) != 1
+                or not isinstance(e.mechanism, str) or self.accountant.events
+                or self.neighbouring == "replace_one")
+
+  def _whole_step_table(self, num_steps: int, delta: float) -> np.ndarray:
+    segs = self.step_segments(num_steps, delta)
+    if segs is None:
+      return super()._whole_step_table(num_steps, delta)
+    with jax.enable_x64(True):
+      return np.concatenate([[0.0]] + [np.asarray(s, np.float64) for s in segs])
+
+  def step_segments(self, num_steps: int, delta: float):
+    """The step table's entries in pieces, for the accountants whose table takes
+    seconds: random allocation (epoch by epoch; for 1-of-t the prefixes of
+    epoch 1 a few at a time) and one non-Gaussian event on an empty ledger
+    (counts 1-8, 9-24, 25-56, ...: the accountant's batch, whose value for a
+    count does not depend on the others asked). None otherwise (the grid
+    mode, Gaussian events, a ledger): computed at once."""
+    n, delta = int(num_steps), float(delta)
+    if self.max_evaluations is not None:
+      return None
+    if self._is_allocation():
+      return self._allocation_segments(n, delta)
+    if self.accountant.events or events.kind(self.event) == "gaussian":
+      return None
+    return self._repeated_segments(n, delta)
+
+  def _checked(self, vals, run):
+    vals = np.asarray(vals, np.float64)
+    if np.any(np.isnan(vals)) or np.any(vals < 0):
+      raise ValueError(f"{type(self).__name__} produced an invalid epsilon table "
+                       "(NaN or negative entries).")
+    return np.maximum.accumulate(np.concatenate([[run], vals]))[1:]
+
+  def _repeated_segments(self, n, delta):
+    b, nb = self.block_size, -(-n // self.block_size)
+    lo, size, run = 1, 8, 0.0
+    while lo <= nb:
+      counts = np.arange(lo, min(lo + size, nb + 1))
+      blocks = self._checked(self.accountant.epsilons_for_counts(self.event, counts, delta), run)
+      run = float(blocks[-1])
+      steps = np.arange((lo - 1) * b + 1, min(int(counts[-1]) * b, n) + 1)
+      yield blocks[-(-steps // b) - lo]
+      lo, size = int(counts[-1]) + 1, 2 * size
+
+  def _allocation_segments(self, n, delta):
+    b, nb = self.block_size, -(-n // self.block_size)
+    ends, run = [0.0], [0.0]
+
+    def epoch_end(e):                  # the accountant's epoch ends, in order, running max
+      while len(ends) <= e:
+        v = self._checked([self.epsilon_after(len(ends), delta)], run[0])[0]
+        ends.append(float(v))
+        run[0] = float(v)
+      return ends[e]
+    if not self._prefix_steps():       # a partial block is charged the whole block
+      for e in range(1, nb + 1):
+        yield np.full(min(e * b, n) - (e - 1) * b, epoch_end(e))
+      return
+    segs = allocation_step_segments(self.event, epoch_end, nb, delta=delta,
+                                    step=self.accountant.value_discretization_interval,
+                                    tail_mass=self.accountant.tail_mass)
+    done = 0
+    for seg in segs:
+      steps = np.arange(done + 1, min(done + len(seg), n) + 1)
+      if steps.size:
+        yield np.minimum(np.asarray(seg)[:steps.size],
+                         np.asarray(ends)[-(-steps // b)])
+      done += len(seg)
+      if done >= n:
+        return
+
+  @property
+  def settles_budget(self) -> bool:
+    return self.max_evaluations is None and not self._is_allocation()
 
   def at_budget(self, table: np.ndarray, max_epsilon: float, delta: float) -> np.ndarray:
     """``table`` whose first entry above ``max_epsilon`` is the accountant's.
@@ -384,6 +495,13 @@ def gaussian_epsilons(mu, counts, delta) -> np.ndarray:
 _ACCOUNTANTS = (EventAccountant, EpsilonTableAccountant)
 
 
+def check_accountant(accountant) -> None:
+  """Raises ValueError unless ``accountant`` is one of the tracking accountants."""
+  if not isinstance(accountant, _Accountant):
+    raise ValueError(f"accountant must be one of {[a.__name__ for a in _ACCOUNTANTS]};"
+                     f" got {type(accountant).__name__}.")
+
+
 def epsilon_table(accountant, *, num_steps: int, delta: float) -> np.ndarray:
   """float64 epsilons after 0..num_steps applied updates (host side).
 
@@ -402,9 +520,7 @@ def epsilon_table(accountant, *, num_steps: int, delta: float) -> np.ndarray:
   Returns:
     numpy float64 array of shape (num_steps + 1,), non-decreasing.
   """
-  if not isinstance(accountant, _Accountant):
-    raise ValueError(f"accountant must be one of {[a.__name__ for a in _ACCOUNTANTS]};"
-                     f" got {type(accountant).__name__}.")
+  check_accountant(accountant)
   checks.check_int("num_steps", num_steps, min_value=1)
   checks.check_delta(delta)
   return accountant.step_table(int(num_steps), float(delta))

@@ -30,6 +30,19 @@ def _laws(sigma, num_steps, mechanism):
 
 _laws_jit = jit(_laws, static_argnames=("mechanism",))
 
+# atoms per PLD padded to a multiple of this (zero P-mass atoms are ignored by
+# from_losses: the PLD is the same to the last bit, and the prefixes of an
+# epoch share a handful of compiled shapes instead of one each)
+_ATOMS = 512
+
+
+def _padded(losses, masses):
+  pad = -losses.size % _ATOMS
+  if pad == 0 or losses.size == 0:
+    return losses, masses
+  return (np.concatenate([losses, np.full(pad, losses[0])]),
+          np.concatenate([masses, np.zeros(pad)]))
+
 
 def prefix_pair(sigma, s: int, t: int, *, step: float, mechanism: str = "gaussian"):
   """``PairPLD`` (pessimistic) of the first ``s`` of ``t`` steps of 1-of-t allocation.
@@ -58,7 +71,7 @@ def prefix_pair(sigma, s: int, t: int, *, step: float, mechanism: str = "gaussia
   if gamma < 1.0 and q0 > 0:
     losses = np.concatenate([losses, [math.log1p(-gamma)]])
     masses = np.concatenate([masses, [q0 * (1.0 - gamma)]])
-  remove = jpld.from_losses(losses, masses, step=step, pessimistic=True,
+  remove = jpld.from_losses(*_padded(losses, masses), step=step, pessimistic=True,
                             inf_mass=min(1.0, gamma * float(f.up_minf_t) * fu))
   # add: ratios rounded down (e^-eta), Q-masses (1 + rel) e^eta q
   r_dn = (1.0 - gamma) + gamma * np.exp(loss - eta)
@@ -68,7 +81,7 @@ def prefix_pair(sigma, s: int, t: int, *, step: float, mechanism: str = "gaussia
     masses = np.concatenate([masses, [q0]])
   else:
     inf = min(1.0, q0)
-  add = jpld.from_losses(losses, masses, step=step, pessimistic=True, inf_mass=inf)
+  add = jpld.from_losses(*_padded(losses, masses), step=step, pessimistic=True, inf_mass=inf)
   return jpld.PairPLD(remove, add)
 
 
@@ -83,28 +96,71 @@ def allocation_steps(event, epoch_eps, *, delta: float, step: float, tail_mass: 
   At most ``max_prefixes`` prefix lengths are evaluated (all of them when
   ``t - 1 <= max_prefixes``); a step between two is charged the next one (a
   shorter prefix is a post-processing of a longer one: an upper bound).
+  The entries of :func:`allocation_step_segments`, in one array.
+
+  Bound: upper.
+  """
+  eps = np.asarray(epoch_eps, np.float64)
+  segs = allocation_step_segments(event, lambda e: float(eps[e]), len(eps) - 1, delta=delta,
+                                  step=step, tail_mass=tail_mass, max_prefixes=max_prefixes)
+  return np.concatenate([[0.0]] + [np.asarray(s) for s in segs])
+
+
+def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float, step: float,
+                             tail_mass: float, max_prefixes: int = 64, piece: int = 8):
+  """Yields the entries 1..E t of :func:`allocation_steps`, in order, as they become final.
+
+  ``epoch_end(e)`` returns the accountant's epsilon after e whole epochs; it
+  is called for e = 1..E in order, each before the first entry of epoch e.
+  Epoch 1 comes ``piece`` prefixes at a time (each prefix a 1-of-s law and
+  one query); epochs 2..E after every prefix has been composed after 1..E-1
+  whole epochs (one batched call per prefix: ``jaxacct.pld.pair_epsilons``,
+  whose value for a count does not depend on the others asked), so a
+  reader of epoch 1 waits for a few prefixes only. The values are those of
+  the one-array computation, entry for entry (a running maximum is carried
+  from piece to piece).
 
   Bound: upper.
   """
   t, sigma, mech = int(event.steps_per_epoch), float(event.sigma), event.mechanism
-  n_ep = len(epoch_eps) - 1
-  eps = np.asarray(epoch_eps, np.float64)
-  out = np.repeat(eps[1:], t)                    # whole epoch charged (the default)
+  n_ep = int(num_epochs)
   grid = np.arange(1, t)
   if t - 1 > max_prefixes:
     grid = np.unique(np.round(np.linspace(1, t - 1, max_prefixes)).astype(np.int64))
-  whole = law(prefix_pair(sigma, t, t, step=step, mechanism=mech)) if n_ep > 1 else None
-  val = np.empty((grid.size, n_ep))
-  for i, s in enumerate(grid):
-    pre = prefix_pair(sigma, int(s), t, step=step, mechanism=mech)
-    val[i, 0] = float(jpld.epsilon(pre, delta))
-    if n_ep > 1:
-      val[i, 1:] = pair_epsilons(whole, np.arange(1, n_ep), delta, factor=pre,
-                                 tail_mass=tail_mass)
-  val = np.minimum(val, eps[None, 1:])
   # step s of an epoch: the first evaluated prefix >= s
   pick = np.searchsorted(grid, np.arange(1, t), side="left")
-  for e in range(n_ep):
-    part = np.where(pick < grid.size, val[np.minimum(pick, grid.size - 1), e], eps[e + 1])
-    out[e * t: e * t + t - 1] = part
-  return np.maximum.accumulate(np.concatenate([[0.0], out]))
+  run = [0.0]
+
+  def emit(vals):
+    out = np.maximum.accumulate(np.concatenate([[run[0]], np.asarray(vals, np.float64)]))[1:]
+    run[0] = float(out[-1]) if out.size else run[0]
+    return out
+
+  def epoch_part(col, e_end, lo, hi):
+    """steps lo+1..hi (1 <= ..., < t) of an epoch whose prefix column is col."""
+    p = pick[lo:hi]
+    return np.where(p < grid.size, col[np.minimum(p, grid.size - 1)], e_end)
+
+  e1 = float(epoch_end(1))
+  col = np.empty(grid.size)
+  done = 0                              # steps of epoch 1 emitted
+  for i, s in enumerate(grid):
+    pre = prefix_pair(sigma, int(s), t, step=step, mechanism=mech)
+    col[i] = min(float(jpld.epsilon(pre, delta)), e1)
+    if (i + 1) % piece == 0 or i == grid.size - 1:
+      yield emit(epoch_part(col, e1, done, int(s)))
+      done = int(s)
+  if done < t - 1:
+    yield emit(epoch_part(col, e1, done, t - 1))
+  yield emit([e1])
+  if n_ep < 2:
+    return
+  ends = [float(epoch_end(e)) for e in range(2, n_ep + 1)]
+  whole = law(prefix_pair(sigma, t, t, step=step, mechanism=mech))
+  val = np.empty((grid.size, n_ep - 1))
+  for i, s in enumerate(grid):
+    pre = prefix_pair(sigma, int(s), t, step=step, mechanism=mech)
+    val[i] = pair_epsilons(whole, np.arange(1, n_ep), delta, factor=pre, tail_mass=tail_mass)
+  val = np.minimum(val, np.asarray(ends)[None, :])
+  for e in range(n_ep - 1):
+    yield emit(np.concatenate([epoch_part(val[:, e], ends[e], 0, t - 1), [ends[e]]]))

@@ -251,3 +251,52 @@ def test_repeated_event_at_extremes_is_a_direct_convolution(x64, sigma, q, steps
     eps.append(float(jpld.epsilon(jpld.PLD(conv, steps * int(p.offset), 1e-2, inf, True), delta)))
   assert got.epsilon == pytest.approx(max(eps), rel=1e-9, abs=0.0)
   assert got.lower <= got.epsilon
+
+
+def test_hook_reads_the_table_as_it_is_produced(x64):
+  # Issue 55 item 1: the hook's table is produced on a background thread and
+  # fetched a window at a time; every step's eps is the one-go table's entry,
+  # to the last bit, across window refetches (300 > WINDOW = 256), eagerly, under
+  # jit and under vmap; a state of an eagerly-built hook is refused.
+  acc = _poisson(0.02, 0.9, 1e-3)
+  steps = 300
+  tx = tracking.track_privacy(acc, num_steps=steps, delta=DELTA)
+  whole = tracking.epsilon_table(_poisson(0.02, 0.9, 1e-3), num_steps=steps, delta=DELTA)
+  st = tx.init(jnp.zeros(2))
+  assert st.table_eps.shape == (257,)
+  upd = jax.jit(tx.update)
+
+  def body(st, _):
+    _, st = upd(jnp.ones(2), st)
+    return st, st.eps
+  st, seen = jax.lax.scan(body, st, None, length=steps + 2)
+  assert np.array_equal(np.asarray(seen)[:steps], whole[1:])
+  assert np.all(np.isinf(np.asarray(seen)[steps:]))        # beyond the plan
+  st = tx.init(jnp.zeros(2))
+  for _ in range(3):
+    _, st = tx.update(jnp.ones(2), st)                    # eager
+  assert float(st.eps) == whole[3]
+  sts = jax.vmap(lambda _: tx.init(jnp.zeros(2)))(jnp.arange(2))
+  for _ in range(3):
+    _, sts = jax.jit(jax.vmap(tx.update))(jnp.ones((2, 2)), sts)
+  assert np.array_equal(np.asarray(sts.eps), [whole[3]] * 2)
+  eager = tracking.track_privacy(tracking.EventAccountant(ev.GaussianDpEvent(2.0)),
+                                 num_steps=steps, delta=DELTA)
+  with pytest.raises(tracking.PrivacyScheduleChanged):
+    tx.update(jnp.ones(2), eager.init(jnp.zeros(2)))
+
+
+def test_balls_in_bins_pieces_are_the_one_go_table(x64):
+  # the epoch-by-epoch pieces (epoch 1 a few prefixes at a time) against the
+  # entries computed in one array (allocation_steps), bit for bit
+  from jaxacct.tracking import _epochs
+  t, epochs, sigma = 10, 3, 1.2      # the setting of the epoch-ends test (shared compiles)
+  acc = tracking.EventAccountant(ev.RandomAllocationDpEvent(sigma=sigma, steps_per_epoch=t),
+                                 block_size=t, progress=False)
+  tab = tracking.epsilon_table(acc, num_steps=epochs * t - 4, delta=DELTA)
+  ends = acc.block_table(epochs, DELTA)
+  with jax.enable_x64(True):
+    steps = _epochs.allocation_steps(acc.event, ends, delta=DELTA, step=1e-4,
+                                     tail_mass=acc.accountant.tail_mass)
+  blocks = ends[-(-np.arange(epochs * t + 1) // t)]
+  assert np.array_equal(tab, np.minimum(steps, blocks)[:epochs * t - 3])
