@@ -21,10 +21,24 @@ The hook's own cost is an int increment, a gather into the precomputed
 epsilon table and a ``where`` on the updates; the epsilon table (float64)
 is built once, outside the step (its build time is reported separately).
 Target: overhead < 2 %. ``ours`` = with the hook, ``peer`` = without.
+
+First step (issue 55 item 1): ``python bench/bench_tracking.py --first-step``
+runs, each in a FRESH process with every compilation cache off (as
+bench_cold_start.py), the README's run (N = 60,000, B = 256, E = 10,
+sigma = 1, delta = 1e-5) under the balls-in-bins and the Poisson sampler:
+import, sampler, accountant, ``track_privacy`` in an ``optax.chain``,
+``init`` and one jitted training step (a 10-parameter SGD step) = "first
+step"; then the whole table (``epsilon_table``, produced meanwhile on the
+hook's thread) = "whole table", both from the process's first import. Y
+(dp_accounting's import plus its first Poisson-PLD answer, q = 0.01,
+sigma = 1, T = 1e4) is measured in the same run (bench_cold_start's peer
+child). Targets: first step <= 2 s, whole table <= 3 Y. Results:
+``bench/results/hook_first_step_cpu.{json,md}``.
 """
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -192,6 +206,103 @@ def run():
   return rows
 
 
+HOOK_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import jax, jax.numpy as jnp, optax
+from jaxacct import tracking
+from jaxacct.sampling import BallsInBinsSampler, PoissonSampler
+kind = sys.argv[1]
+if kind == "balls_in_bins":
+  s = BallsInBinsSampler(num_examples=60000, steps_per_epoch=234, num_epochs=10,
+                         expected_batch_size=256)
+else:
+  s = PoissonSampler(num_examples=60000, sampling_rate=256 / 60000, num_steps=2344,
+                     expected_batch_size=256)
+acc = s.accountant(sigma=1.0, progress=False)
+tx = optax.chain(tracking.track_privacy(acc, num_steps=s.num_steps, delta=1e-5),
+                 optax.sgd(0.1))
+p = jnp.zeros(10)
+st = tx.init(p)
+@jax.jit
+def step(p, st):
+  u, st = tx.update(jnp.ones(10), st, p)
+  return optax.apply_updates(p, u), st
+p, st = jax.block_until_ready(step(p, st))
+t1 = time.perf_counter()
+eps1 = float(tracking.privacy_spent(st)[0])
+tab = tracking.epsilon_table(acc, num_steps=s.num_steps, delta=1e-5)
+t2 = time.perf_counter()
+print("HOOK_JSON " + json.dumps({"first_step_s": t1 - t0, "whole_table_s": t2 - t0,
+                                 "eps1": eps1, "eps_last": float(tab[-1]),
+                                 "steps": s.num_steps}))
+"""
+
+
+def first_step_rows(repeat=1):
+  """Fresh-process rows: import to the first training step, and the whole table, in Y."""
+  import subprocess
+  import sys
+
+  import bench_cold_start as cs
+  ys = []
+  for _ in range(repeat):
+    y = cs.run_child(cs.Y_QUESTION, "peer")
+    ys.append(y["import_s"] + y["first_s"])
+  Y = sorted(ys)[len(ys) // 2]
+  rows = []
+  for kind in ("balls_in_bins", "poisson"):
+    recs = []
+    for _ in range(repeat):
+      out = subprocess.run([sys.executable, "-c", HOOK_CHILD, kind], env=cs.clean_env(),
+                           capture_output=True, text=True, cwd=cs.ROOT, timeout=1800)
+      line = [ln for ln in out.stdout.splitlines() if ln.startswith("HOOK_JSON ")]
+      if out.returncode or not line:
+        raise RuntimeError(out.stderr[-2000:])
+      recs.append(json.loads(line[-1][len("HOOK_JSON "):]))
+    rec = sorted(recs, key=lambda r: r["first_step_s"])[len(recs) // 2]
+    for what, key, target in (("import to the first training step", "first_step_s", "<= 2 s"),
+                              ("import to the whole run's table", "whole_table_s", "<= 3 Y")):
+      v = rec[key]
+      rows.append(row(f"hook, {kind}, N=60000 B=256 E=10 sigma=1 ({rec['steps']} steps): {what}",
+                      {"steady_s": v}, "Y = dp_accounting import + first Poisson-PLD answer",
+                      {"steady_s": Y}, ours_value=round(v / Y, 3),
+                      notes=f"ours_value = ours / Y; target {target}; fresh process, caches "
+                            f"off; eps after 1 step {rec['eps1']:.6g}, after "
+                            f"{rec['steps']} {rec['eps_last']:.6g}"))
+  return rows, Y
+
+
+def _write_first_step(rows, Y):
+  import datetime
+  import os
+  import platform
+  import subprocess
+  here = os.path.dirname(os.path.abspath(__file__))
+  commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here,
+                          capture_output=True, text=True).stdout.strip()
+  meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+          "commit": commit, "cpu_count": os.cpu_count(), "platform": platform.platform(),
+          "loadavg": os.getloadavg(), "Y_s": Y}
+  out = os.path.join(here, "results", "hook_first_step_cpu")
+  with open(out + ".json", "w") as f:
+    json.dump({"meta": meta, "rows": rows}, f, indent=1)
+  lines = [f"# Tracking hook: time to the first step and to the whole table ({meta['date']}, "
+           f"{commit}, {meta['cpu_count']} CPUs, load {meta['loadavg'][0]:.1f})", "",
+           f"Y = {Y:.3f} s (dp_accounting import + first Poisson-PLD answer, same run).", "",
+           "| row | seconds | / Y | notes |", "|---|---|---|---|"]
+  for r in rows:
+    lines.append(f"| {r['benchmark']} | {r['ours_s']:.3f} | {r['ours_value']:.2f} | "
+                 f"{r['notes']} |")
+  with open(out + ".md", "w") as f:
+    f.write("\n".join(lines) + "\n")
+  print("\n".join(lines))
+
+
 if __name__ == "__main__":
-  for r in run():
-    print(r)
+  import sys
+  if "--first-step" in sys.argv:
+    _write_first_step(*first_step_rows())
+  else:
+    for r in run():
+      print(r)

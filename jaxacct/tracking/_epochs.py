@@ -112,8 +112,8 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
 
   ``epoch_end(e)`` returns the accountant's epsilon after e whole epochs; it
   is called for e = 1..E in order, each before the first entry of epoch e.
-  Epoch 1 comes ``piece`` prefixes at a time (each prefix a 1-of-s law and
-  one query); epochs 2..E after every prefix has been composed after 1..E-1
+  Epoch 1 comes ``piece`` prefixes at a time after the first (each prefix a
+  1-of-s law and one query); epochs 2..E after every prefix has been composed after 1..E-1
   whole epochs (one batched call per prefix: ``jaxacct.pld.pair_epsilons``,
   whose value for a count does not depend on the others asked), so a
   reader of epoch 1 waits for a few prefixes only. The values are those of
@@ -147,7 +147,7 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
   for i, s in enumerate(grid):
     pre = prefix_pair(sigma, int(s), t, step=step, mechanism=mech)
     col[i] = min(float(jpld.epsilon(pre, delta)), e1)
-    if (i + 1) % piece == 0 or i == grid.size - 1:
+    if i == 0 or (i + 1) % piece == 0 or i == grid.size - 1:   # step 1 at once
       yield emit(epoch_part(col, e1, done, int(s)))
       done = int(s)
   if done < t - 1:
