@@ -8,37 +8,21 @@ One command per process; every process gets the same arguments except
         --set steps_per_epoch=234 --set delta=1e-6 \\
         --coordinator 10.0.0.1:1234 --num-processes 2 --process-id 0
 
-The grid is the outer product of the ``--axis`` values (``v1,v2,...``,
-``lin:a:b:n``, ``log:a:b:n`` or ``range:a:b[:step]``), broadcast with the
-arrays of ``--grid FILE`` (``.npz`` of named numeric arrays, or ``.json`` of
-name -> number or list); ``--set NAME=VALUE`` fixes an argument (a number, a
-word, or ``v1,v2,...`` for a list such as ``orders``). Each name is given
-once. Doors: ``poisson.epsilon``, ``poisson.delta``, ``allocation.pld.epsilon``,
-``allocation.pld.delta``, ``allocation.rdp``, ``shuffle.clone_epsilon``,
-``shuffle.clone_delta``.
-
-Everything is checked before anything is computed or written: the specs, the
-grid file, the names, the coordinator address, and (process 0) that ``--out``
-names a file in a writable folder and is not an input. No file is ever
-deleted: process 0 writes ``OUT.npz`` and ``OUT.json`` (``"complete": true``
-and the SHA-256 of ``OUT.npz``) under temporary names and renames them over
-an earlier result only once both are whole.
+The grid is the outer product of the ``--axis`` values, broadcast with the
+arrays of ``--grid FILE``; ``--set NAME=VALUE`` fixes an argument; each name
+is given once. Everything is checked before anything is computed or written
+(:func:`check`); no file is deleted, and ``OUT.npz``/``OUT.json`` replace an
+earlier result only once both are whole.
 
 With ``--coordinator HOST:PORT`` the processes join one ``jax.distributed``
-runtime (gloo collectives on the CPU). Process 0 runs the coordination
-service, listening on ``HOST:PORT`` only (``--coordinator-bind`` changes that);
-it has no authentication, so anyone who can reach that port during the run
-can join or disturb it. Before computing, the processes all-gather a digest of
-(door, grid arrays, fixed values, layout, versions) and refuse to run, naming
-what differs, unless they agree. The door then runs with ``devices=`` all
-their devices (:mod:`jaxacct._core.sharding`).
-
-A process that does not join within ``--join-timeout`` seconds (default: the
-heartbeat timeout), or dies later (no heartbeat for ``--heartbeat-timeout``
-seconds), fails the run: this launcher (which runs the computation in a child
-process) exits with status 1 and an error naming the process. Without the
-launcher, call ``jax.distributed.initialize()`` yourself and pass
-``devices=jax.devices()`` to a door: every process gets the whole result.
+runtime (gloo on the CPU); process 0's coordination service listens on
+``HOST:PORT`` only (``--coordinator-bind`` widens it) and has no
+authentication. The processes all-gather a digest of their inputs and refuse
+to run unless it agrees; the door then runs with ``devices=`` all their
+devices. A process that does not join within ``--join-timeout`` seconds or
+stops sending heartbeats fails the run, named in one error line (the
+computation runs in a child process). docs/how-to/multi_device.md has the
+details.
 """
 
 from __future__ import annotations
