@@ -42,6 +42,8 @@ def files(tmp_path):
   (tmp_path / "broken.json").write_text('{"sigma": [1,')
   np.savez(tmp_path / "badname.npz", **{"not a name": np.ones(2)})
   (tmp_path / "dir.npz").mkdir()
+  (tmp_path / "result.npz").write_bytes(b"an earlier result")   # --out's default below
+  (tmp_path / "result.json").write_bytes(b'{"complete": true}')
   return tmp_path
 
 
