@@ -61,6 +61,17 @@ def _first_bad(arr: np.ndarray, bad: np.ndarray):
   return arr[bad].flat[0] if arr.ndim else arr.item()
 
 
+class WindowTooLarge(ValueError):
+  """A PLD question whose composed window (FFT length, in grid points) is over
+  what the PLD engines run (``jaxacct.pld``'s ``MAX_WINDOW``): raised before any
+  allocation; the doors restate it naming the user's argument (``num_steps``,
+  ``count``, ...). ``points`` is the window the question needs."""
+
+  def __init__(self, message: str, points: float):
+    super().__init__(message)
+    self.points = float(points)
+
+
 def check_finite(name: str, x) -> None:
   if not is_concrete(x):
     return
@@ -83,8 +94,9 @@ def check_range(name: str, x, lo: float = -np.inf, hi: float = np.inf, *,
   bad |= (arr <= lo) if lo_open else (arr < lo)
   bad |= (arr >= hi) if hi_open else (arr > hi)
   if np.any(bad):
-    left = "(" if lo_open else "["
-    right = ")" if hi_open else "]"
+    # an infinite end that is refused is written open: "(0, inf)", never "(0, inf]; got inf"
+    left = "(" if lo_open or (lo == -np.inf and not allow_inf) else "["
+    right = ")" if hi_open or (hi == np.inf and not allow_inf) else "]"
     raise ValueError(
         f"{name} must be in {left}{lo:g}, {hi:g}{right}; got "
         f"{_first_bad(arr, bad)}.")

@@ -45,6 +45,7 @@ import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct._core import checks, dp_bridge
+from jaxacct._core.checks import WindowTooLarge
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.events import kind
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
@@ -94,6 +95,22 @@ class _Composed:
 def _setting(attr: str, doc: str) -> property:
   """A read-only property returning ``self.<attr>`` (an accountant's setting)."""
   return property(operator.attrgetter(attr), doc=doc)
+
+
+def _window(plds, counts, size, tail_mass) -> int:
+  """``compose_many``'s FFT length for ``plds`` composed ``counts`` times (``size`` if
+  given), or ``WindowTooLarge`` when over ``jaxacct.pld.MAX_WINDOW`` points or when
+  the composed loss indices pass 2^53: refused before anything is allocated (at
+  2^50 counts the window would be 3e15 points: an int32 overflow in the program)."""
+  span = sum(int(n) * (int(np.shape(p.probs)[0]) + abs(int(p.offset))) for p, n in
+             zip(plds, counts))
+  if span < 2**53 and size is None:
+    size = jpld.window_size(plds, counts, tail_mass=tail_mass)
+  if span >= 2**53 or size > jpld.MAX_WINDOW:
+    raise WindowTooLarge(f"counts {list(map(int, counts))}: a window of "
+                         f"{float(size or span):.3g} grid points",
+                         points=float(size or span))
+  return int(size)
 
 
 @x64_boundary   # one entry: every public method runs under float64
@@ -251,6 +268,25 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     return self._epsilon(delta, with_lower=True)
 
   def _query(self, quantity: str, value, *, with_lower: bool):
+    """:meth:`_answer`, with a window too long for the PLD engines (huge counts)
+    restated as a ``ValueError`` naming ``count`` (issue 54)."""
+    try:
+      return self._answer(quantity, value, with_lower=with_lower)
+    except WindowTooLarge as err:
+      raise self._too_long(err) from None
+
+  def _too_long(self, err: WindowTooLarge) -> WindowTooLarge:
+    """``err`` restated naming ``count`` and the ledger (what the user composed)."""
+    ledger = ", ".join(f"{type(e).__name__} x {n}" for e, n in self._history)
+    return WindowTooLarge(
+        f"count: the ledger ({ledger}) is too long for this accountant's PLDs at "
+        f"value_discretization_interval={self._step:g}: its composition needs more than "
+        f"{jpld.MAX_WINDOW} grid points (jaxacct's PLD limit; {err}). Compose fewer "
+        "times, use a coarser value_discretization_interval, or an RDP accountant "
+        "(e.g. jaxacct.poisson.epsilon(method='rdp') for Poisson-subsampled Gaussian "
+        "steps: a valid upper bound at any count).", points=err.points)
+
+  def _answer(self, quantity: str, value, *, with_lower: bool):
     """The one query behind epsilon and delta.
 
     ``quantity`` is ``"epsilon"`` (``value`` is a delta; an
@@ -373,8 +409,11 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     Bound: upper is pessimistic (dominating), lower optimistic (dominated,
     up to ``2 * tail_mass`` of aliased delta).
     """
-    c = self._compose_general()
-    return c.upper, c.lower
+    try:
+      c = self._compose_general()
+      return c.upper, c.lower
+    except WindowTooLarge as err:
+      raise self._too_long(err) from None
 
   def _component(self, leaf) -> _composition.Component:
     compat = self._truncated != "jaxacct" and kind(leaf) == "truncated"
@@ -464,7 +503,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     # is still an upper bound; it moves epsilon by ~1e-10 relative)
     size = None
     if not (len(ups) == 1 and counts[0] == 1):
-      size = max(jpld.window_size([getattr(u, d) for u in ups], counts, tail_mass=self._tail)
+      size = max(_window([getattr(u, d) for u in ups], counts, None, self._tail)
                  for d in ("remove", "add"))
     upper = jpld.PairPLD(*[self._compose(
         [getattr(u, d) for u in ups], counts, size=size) for d in ("remove", "add")])
@@ -489,6 +528,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
   def _compose(self, plds, counts, size=None):
     if len(plds) == 1 and counts[0] == 1:
       return plds[0]
+    size = _window(plds, counts, size, self._tail)
     return jpld.compose_many(plds, counts, size=size, tail_mass=self._tail)
 
   # ------------------------------------------------------------- utilities

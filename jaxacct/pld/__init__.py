@@ -36,7 +36,8 @@ from jaxacct.pld._doors import (default_step, poisson_gaussian_composed, poisson
                                 poisson_gaussian_epsilons,
                                 poisson_gaussian_epsilon, to_dp_accounting)
 from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta, delta_core, epsilon
-from jaxacct.pld._powers import direction_delta, direction_epsilons, law, pair_epsilons
+from jaxacct.pld._powers import (MAX_WINDOW, direction_delta, direction_epsilons, law,
+                                 pair_epsilons, window_fits)
 from jaxacct.pld._mechanisms import (DEFAULT_STEP, gaussian, laplace, poisson_gaussian,
                                     poisson_gaussian_pair, randomized_response, truncate_to_bucket)
 

@@ -8,13 +8,15 @@ import math
 import numpy as np
 
 from jaxacct._core import checks
+from jaxacct._core.checks import WindowTooLarge
 from jaxacct._core.batching import block_programs
 from jaxacct._core.namespace import for_inputs
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct.pld._compose import compose
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, PairPLD
 from jaxacct.pld._poisson_blocks import door_blocks
-from jaxacct.pld._powers import direction_delta, direction_epsilons, pair_epsilons
+from jaxacct.pld._powers import (MAX_WINDOW, direction_delta, direction_epsilons, law,
+                                 pair_epsilons, window_fits)
 from jaxacct.pld._query import delta_both, epsilon_both
 from jaxacct.pld._mechanisms import (DEFAULT_STEP, truncate_to_bucket, truncate_to_bucket_host,
                                     poisson_gaussian_host, poisson_gaussian_pair)
@@ -94,6 +96,61 @@ def poisson_gaussian_epsilons(*, sigma, q, counts, delta, step):
   return out
 
 
+def _lane_fits(sigma, q, num_steps, step):
+  """Whether one lane's composed window (both directions) is within ``MAX_WINDOW``."""
+  n = int(num_steps)
+  if n >= 2**53:
+    return False
+  h = default_step(sigma=sigma, q=q, num_steps=n) if step is None else float(step)
+  pair = _step_pair_host(float(sigma), float(q), n, h)
+  return all(window_fits(getattr(pair, d), n, tail_mass=DEFAULT_TAIL_MASS)
+             for d in ("remove", "add"))
+
+
+def _most_steps(sigma, q, num_steps, step):
+  """About the largest count whose window fits, on ``num_steps``' per-step pair (a hint)."""
+  n = int(min(int(num_steps), 2**53 - 1))
+  h = default_step(sigma=sigma, q=q, num_steps=n) if step is None else float(step)
+  pair = law(_step_pair_host(float(sigma), float(q), n, h))
+  lo, hi = 0, n
+  while hi - lo > max(1, lo // 1000):      # 0.1 %: a hint, not a bound
+    mid = (lo + hi) // 2
+    if all(window_fits(getattr(pair, d), max(mid, 1), tail_mass=DEFAULT_TAIL_MASS)
+           for d in ("remove", "add")):
+      lo = mid
+    else:
+      hi = mid
+  return lo
+
+
+def _too_many_steps(sigma, q, num_steps, step, why=""):
+  """The door's ``WindowTooLarge``, naming ``num_steps`` (what the user passed)."""
+  most = _most_steps(sigma, q, num_steps, step)
+  fits = (f"about {most:.4g} steps fit at these sigma and q" if most >= 1 else
+          "not even one step fits at these sigma and q")
+  return WindowTooLarge(
+      f"num_steps={int(num_steps)} is too many for the Poisson PLD at sigma={float(sigma):g}, "
+      f"q={float(q):g}: the composed privacy loss needs more than {MAX_WINDOW} grid points "
+      f"(the PLD engine's limit){why}; {fits}. Use method='rdp' "
+      "(jaxacct.poisson.epsilon / delta: a valid upper bound at any num_steps) or fewer "
+      "steps.", points=math.inf)
+
+
+def _check_lanes(sigma, q, num_steps, step):
+  """``WindowTooLarge`` naming ``num_steps`` if a lane's window is over ``MAX_WINDOW``.
+
+  The window grows with num_steps and q and shrinks with sigma: the corner (largest
+  num_steps and q, smallest sigma) is tried first; only if it is too large, each
+  distinct lane."""
+  arrs = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (sigma, q, num_steps)))
+  s, qq, n = (a.ravel() for a in arrs)
+  if s.size == 0 or _lane_fits(s.min(), qq.max(), n.max(), step):
+    return
+  for lane in sorted(set(zip(s.tolist(), qq.tolist(), n.tolist())), key=lambda x: -x[2]):
+    if not _lane_fits(*lane, step):
+      raise _too_many_steps(*lane, step)
+
+
 def _broadcast_loop(fn, **kw):
   arrs = np.broadcast_arrays(*[np.asarray(v, np.float64) for v in kw.values()])
   out = np.empty(arrs[0].shape)
@@ -133,16 +190,22 @@ def _poisson_gaussian_query(quantity, *, sigma, q, num_steps, value, step):
     h = default_step(sigma=s1, q=q1, num_steps=t1) if step is None else float(step)
     # the repeated-event engine (jaxacct.pld._powers): the accountant's and the
     # tracking table's number for this count
+    if int(t1) >= 2**53:      # grid indices past float64's integers (and int64's)
+      raise _too_many_steps(s1, q1, t1, step, " (num_steps >= 2^53)")
     pair, n = _step_pair_host(float(s1), float(q1), int(t1), h), int(t1)
-    if quantity == "epsilon":
-      by = {d: float(direction_epsilons(getattr(pair, d), [n], float(v1),
-                                        tail_mass=DEFAULT_TAIL_MASS)[0])
-            for d in ("remove", "add")}
-    else:
-      by = {d: direction_delta(getattr(pair, d), n, float(v1), tail_mass=DEFAULT_TAIL_MASS)
-            for d in ("remove", "add")}
+    try:
+      if quantity == "epsilon":
+        by = {d: float(direction_epsilons(getattr(pair, d), [n], float(v1),
+                                          tail_mass=DEFAULT_TAIL_MASS)[0])
+              for d in ("remove", "add")}
+      else:
+        by = {d: direction_delta(getattr(pair, d), n, float(v1), tail_mass=DEFAULT_TAIL_MASS)
+              for d in ("remove", "add")}
+    except WindowTooLarge:
+      raise _too_many_steps(s1, q1, t1, step) from None
     return cls(host_f64(np.full(shape, max(by.values()))), host_f64(value), method="pld",
                bound="upper", details=dict(by, step=h))
+  _check_lanes(sigma, q, num_steps, step)   # before any lane is composed
   if block_programs():   # blocks of lanes, one program per shape bucket
     v = door_blocks(quantity, one, arg, sigma=sigma, q=q, num_steps=num_steps, value=value,
                     step=step, default_step=default_step, tail_mass=_tail_mass)

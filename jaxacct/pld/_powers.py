@@ -39,6 +39,7 @@ import threading
 import numpy as np
 
 from jaxacct._core import tilted_fft
+from jaxacct._core.checks import WindowTooLarge
 from jaxacct._core.namespace import HOST, host_call
 from jaxacct._core.parallel import cores, host_map
 from jaxacct.pld._core import PairPLD
@@ -60,6 +61,11 @@ _FOLD = 1e-14
 _ROUND = 1e-5
 # Points per block of the query's block sums.
 _BLOCK = 256
+#: Longest composed window (FFT length, grid points) the engine runs: its buffers hold
+#: ``_ROWS`` rows of spectra and values, 16 GiB at this length. A count whose window is
+#: longer, or whose largest grid index passes 2^53 (float64's exact integers), is
+#: refused (``WindowTooLarge``) before anything is allocated (issue 54).
+MAX_WINDOW = 1 << 25
 
 
 def _fast_len(n: int) -> int:
@@ -127,13 +133,14 @@ class _Pair:
                        f"{factor.step:g}.")
     self.base, self.factor, self.counts = base, factor, counts
     self.h = base.step
-    self.shift = counts * base.offset + (0 if factor is None else factor.offset)
-    self.max_idx = counts * base.top + (0 if factor is None else factor.top)
     self.up = self.kn(_LAMBDAS)
     dn = self.kn(-_LAMBDAS)
     lt = math.log(tail_mass)
     x_hi = np.min((self.up - lt) / _LAMBDAS, axis=1)
     x_lo = np.max((lt - dn) / _LAMBDAS, axis=1)
+    _check_window(self, x_lo, x_hi)
+    self.shift = counts * base.offset + (0 if factor is None else factor.offset)
+    self.max_idx = counts * base.top + (0 if factor is None else factor.top)
     self.lo = np.clip(np.floor(x_lo / self.h), 0, self.max_idx).astype(np.int64)
     hi = np.minimum(self.max_idx, np.ceil(np.minimum(x_hi / self.h, 9e18))).astype(np.int64)
     nat = np.array([_fast_len(max(int(b - a + 1), 2)) for a, b in zip(self.lo, hi)])
@@ -171,6 +178,40 @@ class _Pair:
       for i in range(1, n.size):
         out[i] = _polar_power(z, int(n[i])) if fz is None else _polar_power(z, int(n[i])) * fz
     return out[:n.size]
+
+
+def _check_window(pair, x_lo, x_hi):
+  """``WindowTooLarge`` where a count's Chernoff window (the natural FFT length, at
+  least its point count) is over ``MAX_WINDOW`` or its grid indices pass 2^53: in
+  float64, before any int64 index (which would wrap around: 9e-12 for ~1 at 1e17
+  steps, issue 54) or buffer exists."""
+  base, factor, h = pair.base, pair.factor, pair.h
+  counts = pair.counts.astype(np.float64)
+  top = counts * base.top + (0 if factor is None else factor.top)
+  span = np.abs(counts * base.offset) + (0 if factor is None else abs(factor.offset)) + top
+  with np.errstate(invalid="ignore", over="ignore"):
+    width = np.minimum(np.minimum(x_hi / h, top) - np.clip(x_lo / h, 0.0, None), top) + 1.0
+  width = np.where(np.isnan(width), np.inf, width)
+  bad = (width > MAX_WINDOW) | (span >= 2.0**53)
+  if np.any(bad):
+    i = int(np.argmax(bad))
+    raise WindowTooLarge(
+        f"count={int(pair.counts[i])}: the composed PLD needs a window of "
+        f"{float(width[i]):.3g} grid points of step {h:g} (loss indices up to "
+        f"{float(span[i]):.3g}); jaxacct's PLD engine runs at most {MAX_WINDOW} points "
+        "(16 GiB of buffers) and indices below 2^53.", points=float(width[i]))
+
+
+def window_fits(pld, count, *, tail_mass=1e-20) -> bool:
+  """Whether :func:`direction_epsilons` / :func:`direction_delta` run ``count``
+  repetitions of ``pld`` (every count of its canonical block) within ``MAX_WINDOW``
+  (host, a few log-MGFs: nothing composed)."""
+  first, width = _block_of(count)
+  try:
+    _Pair(law(pld), None, np.array([first + width - 1], np.int64), tail_mass)
+  except WindowTooLarge:
+    return False
+  return True
 
 
 def _polar_power(z, c):
