@@ -49,6 +49,23 @@ class _Accountant:
   neighbouring: Optional[str] = None
   # whether at_budget asks the accountant around a budget's crossing
   settles_budget: bool = False
+  # what the accountant assumes of the aggregation (see declare)
+  declared: Optional[dict] = None
+
+  def declare(self, *, noise_multiplier=None, expected_batch_size=None):
+    """Records the noise multiplier and expected batch size this accountant
+    assumes (the samplers' and :func:`accountant_for`'s accountants do);
+    :func:`privacy_spent` refuses an optimizer state whose ``dp_aggregate``
+    adds other noise or divides by another batch size. Returns ``self``."""
+    if noise_multiplier is not None:
+      checks.check_positive("noise_multiplier", noise_multiplier)
+    if expected_batch_size is not None:
+      checks.check_positive("expected_batch_size", expected_batch_size)
+    self.declared = {"noise_multiplier": None if noise_multiplier is None
+                     else float(noise_multiplier),
+                     "expected_batch_size": None if expected_batch_size is None
+                     else float(expected_batch_size)}
+    return self
 
   def _block_table(self, num_blocks: int, delta: float) -> np.ndarray:
     raise NotImplementedError

@@ -18,7 +18,7 @@ import numpy as np
 import optax
 
 from jaxacct._core import checks
-from jaxacct.tracking._hook import PrivacyScheduleChanged, host_flag_set
+from jaxacct.tracking._hook import PrivacyScheduleChanged, host_flag_set, register_aggregate
 
 
 class DPAggregateState(NamedTuple):
@@ -148,6 +148,7 @@ def dp_aggregate(*, l2_norm_clip: float, noise_multiplier: float,
     raise ValueError(f"key must be a jax.random.key or an int seed; got {key!r}.")
   noise_std = c * s
   sid = _fingerprint(c, s, m)
+  register_aggregate(sid, s, m)   # privacy_spent refuses a tracker that accounts other settings
   settings = f"l2_norm_clip={c:g}, noise_multiplier={s:g}, expected_batch_size={m:g}"
 
   def init_fn(params):

@@ -76,7 +76,8 @@ def accountant_for(scheme: str, *, noise_multiplier, num_examples: int, num_epoc
   ev = accounting.events   # lazy: dp_accounting loads with the events
   if scheme == "gaussian":
     t = 1 if batch_size is None else n // int(batch_size)
-    return EventAccountant(ev.GaussianDpEvent(sigma), block_size=t, progress=progress)
+    return EventAccountant(ev.GaussianDpEvent(sigma), block_size=t, progress=progress).declare(
+        noise_multiplier=sigma, expected_batch_size=batch_size)
   if batch_size is None:
     raise ValueError(f"batch_size is required for scheme={scheme!r}.")
   sched = dpsgd.schedule(num_examples=n, batch_size=int(batch_size), num_epochs=E,
@@ -84,7 +85,9 @@ def accountant_for(scheme: str, *, noise_multiplier, num_examples: int, num_epoc
   if scheme == "poisson":
     step = ev.PoissonSampledDpEvent(sched.sampling_rate, ev.GaussianDpEvent(sigma))
     return EventAccountant(step, evaluate_every=math.ceil(sched.total_steps / E),
-                           progress=progress)
+                           progress=progress).declare(
+        noise_multiplier=sigma, expected_batch_size=batch_size)
   epoch = ev.RandomAllocationDpEvent(sigma=sigma, steps_per_epoch=sched.steps_per_epoch,
                                      num_selected=int(num_selected))
-  return EventAccountant(epoch, block_size=sched.steps_per_epoch, progress=progress)
+  return EventAccountant(epoch, block_size=sched.steps_per_epoch, progress=progress).declare(
+      noise_multiplier=sigma, expected_batch_size=batch_size)

@@ -29,7 +29,7 @@ import pytest
 from scipy import stats
 
 from jaxacct import sampling, tracking
-from jaxacct.accounting import events as ev
+from jaxacct.accounting import PLDAccountant, events as ev
 
 
 def _data(n, d=5, seed=0):
@@ -343,3 +343,39 @@ def test_update_shapes_are_checked(updates, mask, match):
     tx.update(updates, st, mask=mask)
   with pytest.raises(ValueError, match=match):          # shapes are static under jit too
     jax.jit(lambda u, s, m: tx.update(u, s, mask=m))(updates, st, mask)
+
+
+# ------------------------------------------------- one set of settings (issue 55 item 2)
+
+def test_mismatched_aggregate_and_accountant_are_refused(x64):
+  # noise 0.3 / batch 120 trained, sigma 3.0 / batch 60 accounted: the hook
+  # reported epsilon 0.175 for a run that spent far more; now refused
+  from jaxacct.sampling import PoissonSampler
+  import optax
+  s = PoissonSampler(num_examples=1200, batch_size=60, num_epochs=1)
+  tx = optax.chain(
+      tracking.dp_aggregate(l2_norm_clip=1.0, noise_multiplier=0.3, expected_batch_size=120,
+                            key=0),
+      tracking.track_privacy(s.accountant(sigma=3.0), num_steps=s.num_steps, delta=1e-5))
+  st = tx.init(jnp.zeros(2))
+  _, st = tx.update(jnp.ones((8, 2)), st, mask=jnp.ones(8))
+  with pytest.raises(ValueError, match="noise_multiplier: dp_aggregate 0.3, accountant 3"):
+    tracking.privacy_spent(st)
+  with pytest.raises(ValueError, match="expected_batch_size: dp_aggregate 120, accountant 60"):
+    tracking.privacy_spent(st)
+
+
+def test_one_constructor_run_is_the_accountants_epsilon(x64):
+  from jaxacct.sampling import BallsInBinsSampler
+  s = BallsInBinsSampler(num_examples=200, batch_size=20, num_epochs=2, seed=1)
+  assert (s.t, s.expected_batch_size) == (10, 20.0)
+  tx = s.dp_transform(l2_norm_clip=1.0, noise_multiplier=1.3, delta=1e-5, key=0)
+  st = tx.init(jnp.zeros(3))
+  upd = jax.jit(tx.update)
+  for b in s:
+    _, st = upd(jnp.ones((s.pad_size, 3)), st, mask=jnp.asarray(b.mask))
+  eps, delta = tracking.privacy_spent(st)
+  assert isinstance(eps, float) and isinstance(delta, float) and delta == 1e-5
+  ref = PLDAccountant().compose(ev.RandomAllocationDpEvent(
+      sigma=1.3, steps_per_epoch=10, num_epochs=2)).get_epsilon(1e-5)
+  assert eps == ref
