@@ -18,7 +18,8 @@ import numpy as np
 import optax
 
 from jaxacct._core import checks
-from jaxacct.tracking._hook import PrivacyScheduleChanged, host_flag_set, register_aggregate
+from jaxacct.tracking._hook import PrivacyScheduleChanged, host_flag_set
+from jaxacct.tracking._settings import register_aggregate
 
 
 class DPAggregateState(NamedTuple):

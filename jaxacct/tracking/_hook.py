@@ -21,6 +21,7 @@ import optax
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_enabled
 from jaxacct.tracking._accountants import check_accountant
+from jaxacct.tracking._settings import ACCOUNTED, accounted, check_settings
 
 
 def host_flag_set(flag) -> bool:
@@ -83,61 +84,6 @@ class PrivacyTrackerState(NamedTuple):
 
 # entries of the epsilon table an optimizer state carries (a host fetch per WINDOW updates)
 WINDOW = 256
-
-# What each hook accounts and what each dp_aggregate adds, by the fingerprint
-# their states record (``schedule_id``, ``settings_id``): privacy_spent
-# compares the two of one optimizer state (issue 55 item 2).
-_ACCOUNTED: dict = {}
-_AGGREGATED: dict = {}
-
-
-def register_aggregate(settings_id: int, noise_multiplier: float,
-                       expected_batch_size: float) -> None:
-  """Records what a :func:`jaxacct.tracking.dp_aggregate` adds (for :func:`privacy_spent`)."""
-  _AGGREGATED[int(settings_id)] = (float(noise_multiplier), float(expected_batch_size))
-
-
-def _accounted(accountant):
-  """``(noise_multiplier or None, expected_batch_size or None)`` the accountant assumes."""
-  declared = getattr(accountant, "declared", None) or {}
-  sigma = declared.get("noise_multiplier")
-  if sigma is None and getattr(accountant, "event", None) is not None:
-    e = accountant.event
-    inner = getattr(e, "event", e)
-    sigma = getattr(inner, "noise_multiplier", None)
-    if sigma is None and isinstance(getattr(e, "sigma", None), (int, float)):
-      sigma = e.sigma
-  return (None if sigma is None else float(sigma), declared.get("expected_batch_size"))
-
-
-def _check_settings(st, opt_state):
-  """Refuses an optimizer state whose dp_aggregate adds other noise or divides by
-  another batch size than its tracker accounts."""
-  acc = _ACCOUNTED.get(_scalar(st.schedule_id))
-  if acc is None:
-    return
-  for _, sid in optax.tree.get_all_with_path(opt_state, "settings_id"):
-    if isinstance(sid, jax.core.Tracer):
-      continue
-    agg = _AGGREGATED.get(_scalar(sid))
-    if agg is None:
-      continue
-    # the noise to round-off; the divisor (a constant: epsilon does not depend on
-    # it) to one example, the batch the accountant's sampling rate was derived from
-    bad = [f"{name}: dp_aggregate {a:g}, accountant {b:g}"
-           for name, a, b, tol in (("noise_multiplier", agg[0], acc[0], 1e-12),
-                                   ("expected_batch_size", agg[1], acc[1], None))
-           if b is not None and not (abs(a - b) <= tol * b if tol else abs(a - b) < 1.0)]
-    if bad:
-      raise ValueError(
-          "the optimizer state's dp_aggregate and its track_privacy accountant disagree ("
-          + "; ".join(bad) + "): the epsilon reported would not be the run's. Build both "
-          "from one set of settings (sampler.dp_transform(...)), or give the accountant the "
-          "aggregate's noise_multiplier and batch size.")
-
-
-def _scalar(x):
-  return int(np.asarray(x).reshape(-1)[0])
 
 
 def _round_up_f32(x: np.ndarray) -> np.ndarray:
@@ -246,7 +192,7 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
   if table.background:
     reader = _Reader(table, accountant, n, delta, max_epsilon)
     sid = _fingerprint(accountant.schedule_key(), n, delta, budget)
-    _ACCOUNTED[sid] = _accounted(accountant)
+    ACCOUNTED[sid] = accounted(accountant)
     return optax.GradientTransformation(*_lazy_fns(reader, n, delta, max_epsilon, sid, raising))
   table64 = table.full()
   if max_epsilon is not None:   # the crossing on the accountant's own numbers
@@ -259,7 +205,7 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
     allowed = np.concatenate([table64[1:] <= float(max_epsilon), [False]])
   table32 = _round_up_f32(table64)
   sid = zlib.crc32(np.concatenate([table64, [float(n), delta, budget]]).tobytes()) & 0x7FFFFFFF
-  _ACCOUNTED[sid] = _accounted(accountant)
+  ACCOUNTED[sid] = accounted(accountant)
 
   def _tables():
     if x64_enabled():
@@ -514,7 +460,7 @@ def privacy_spent(opt_state: Any):
     if host_flag_set(flag):
       raise PrivacyScheduleChanged(_schedule_msg("privacy_spent"))
   if not isinstance(st.schedule_id, jax.core.Tracer):
-    _check_settings(st, opt_state)
+    check_settings(st, opt_state)
   if host_flag_set(st.budget_exhausted) and host_flag_set(st.raise_on_budget):
     eps = np.asarray(st.eps).reshape(-1)
     raise PrivacyBudgetExceeded(

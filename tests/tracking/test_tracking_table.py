@@ -286,17 +286,21 @@ def test_hook_reads_the_table_as_it_is_produced(x64):
     tx.update(jnp.ones(2), eager.init(jnp.zeros(2)))
 
 
-def test_balls_in_bins_pieces_are_the_one_go_table(x64):
-  # the epoch-by-epoch pieces (epoch 1 a few prefixes at a time) against the
-  # entries computed in one array (allocation_steps), bit for bit
-  from jaxacct.tracking import _epochs
+def test_balls_in_bins_hook_is_the_table_at_every_step(x64):
+  # the epoch-by-epoch pieces (epoch 1 a few prefixes at a time) as the jitted
+  # hook reads them, against the table read whole, step by step, bit for bit
   t, epochs, sigma = 10, 3, 1.2      # the setting of the epoch-ends test (shared compiles)
-  acc = tracking.EventAccountant(ev.RandomAllocationDpEvent(sigma=sigma, steps_per_epoch=t),
-                                 block_size=t, progress=False)
-  tab = tracking.epsilon_table(acc, num_steps=epochs * t - 4, delta=DELTA)
-  ends = acc.block_table(epochs, DELTA)
-  with jax.enable_x64(True):
-    steps = _epochs.allocation_steps(acc.event, ends, delta=DELTA, step=1e-4,
-                                     tail_mass=acc.accountant.tail_mass)
-  blocks = ends[-(-np.arange(epochs * t + 1) // t)]
-  assert np.array_equal(tab, np.minimum(steps, blocks)[:epochs * t - 3])
+  mk = lambda: tracking.EventAccountant(  # noqa: E731
+      ev.RandomAllocationDpEvent(sigma=sigma, steps_per_epoch=t), block_size=t, progress=False)
+  steps = epochs * t - 4               # a partial last epoch
+  tx = tracking.track_privacy(mk(), num_steps=steps, delta=DELTA)
+  upd = jax.jit(tx.update)
+
+  def body(st, _):
+    _, st = upd(jnp.ones(2), st)
+    return st, st.eps
+  _, seen = jax.lax.scan(body, tx.init(jnp.zeros(2)), None, length=steps)
+  tab = tracking.epsilon_table(mk(), num_steps=steps, delta=DELTA)
+  assert np.array_equal(np.asarray(seen), tab[1:])
+  assert tab[2 * t] == PLDAccountant().compose(ev.RandomAllocationDpEvent(
+      sigma=sigma, steps_per_epoch=t, num_epochs=2)).get_epsilon(DELTA)
