@@ -113,12 +113,15 @@ class Namespace:
       return np.where(fn(hi) <= target, res, np.inf)
     return np.where(fn(lo) <= target, 0.0, a)
 
-  def safeguarded_root(self, evaluate, propose, a, b, x0, *, target, max_iter, rtol):
+  def safeguarded_root(self, evaluate, propose, a, b, x0, *, target, max_iter, rtol,
+                       first=None, axis_name=None):
     """:func:`jaxacct._core.solve.safeguarded_root` (one lane); on the host the
-    same steps in NumPy, its ``while`` loop in Python."""
+    same steps in NumPy, its ``while`` loop in Python (``first``/``axis_name``:
+    the jitted loop's static trips, see there)."""
     if not self.is_host:
       return solve.safeguarded_root(evaluate, propose, a, b, x0, target=target,
-                                    max_iter=max_iter, rtol=rtol)
+                                    max_iter=max_iter, rtol=rtol, first=first,
+                                    axis_name=axis_name)
     xn, it, wlast = x0, -1, np.inf
     while it < max_iter:
       value, *aux = evaluate(xn)

@@ -140,7 +140,8 @@ def bracket_decreasing(fn, lo, hi, f_lo, f_hi, *, num_iters: int,
 
 
 def safeguarded_root(evaluate: Callable, propose: Callable, a, b, x0, *, target,
-                     max_iter: int, rtol: float):
+                     max_iter: int, rtol: float, first: int | None = None,
+                     axis_name=None):
   """Bracket-keeping iteration for a decreasing function (jittable, one lane).
 
   ``evaluate(x)`` returns ``(value, *aux)``; ``x`` is feasible where
@@ -152,6 +153,13 @@ def safeguarded_root(evaluate: Callable, propose: Callable, a, b, x0, *, target,
   there, the bracket collapses onto it). Guard: every fourth step after it
   the bracket must have halved, else the next point is the midpoint. Stops
   when ``b - a <= rtol * b`` or after ``max_iter`` further steps.
+
+  ``first`` (the accelerator layout): no while loop of run-time trip count
+  (XLA:GPU tests its exit on the host every trip). ``first`` steps of a loop
+  of known trip count, then, only where a lane has not stopped (one test,
+  over the vmapped axis ``axis_name`` when given), the other
+  ``max_iter + 1 - first``; a lane that stopped keeps its state, so every
+  lane takes exactly the while loop's steps.
 
   Returns:
     ``(a, b)``: ``b`` is feasible (the conservative end), ``a`` infeasible.
@@ -176,8 +184,24 @@ def safeguarded_root(evaluate: Callable, propose: Callable, a, b, x0, *, target,
     return a2, b2, xp, it + 1, wl2, conv
 
   # step -1 evaluates x0 (wlast = inf: no guard) and sets wlast to b - a
-  st = (a, b, x0, jnp.full((), -1, jnp.int32), jnp.full(jnp.shape(b), jnp.inf), False)
-  a, b, _, _, _, _ = jax.lax.while_loop(cond, body, st)
+  st = (a, b, x0, jnp.full((), -1, jnp.int32), jnp.full(jnp.shape(b), jnp.inf),
+        jnp.asarray(False))
+  if first is None:
+    a, b, _, _, _, _ = jax.lax.while_loop(cond, body, st)
+    return a, b
+
+  def step(_, s):
+    go = cond(s)
+    return jax.tree.map(lambda new, old: jnp.where(go, new, old), body(s), s)
+
+  first = min(int(first), max_iter + 1)
+  st = jax.lax.fori_loop(0, first, step, st)
+  moving = cond(st)
+  if axis_name is not None:
+    moving = jax.lax.psum(moving.astype(jnp.int32), axis_name) > 0
+  st = jax.lax.cond(moving, lambda s: jax.lax.fori_loop(0, max_iter + 1 - first, step, s),
+                    lambda s: s, st)
+  a, b, _, _, _, _ = st
   return a, b
 
 

@@ -47,9 +47,15 @@ def _sym_fast_delta_scalar(eps, n, p, beta, q, width, block, fixed_tail=False, n
   """delta(eps) of one lane (``ns``: the jitted kernel, or one question on the host)."""
   xp = ns.xp
   alpha, r, lo, c, w, tail = sym_setup(n, p, beta, q, width, ns=ns, fixed_tail=fixed_tail)
-  d, _, _ = sym_eval(xp.exp(eps), n, p, alpha, r, lo, c, w, tail, block, ns=ns)
+  d, _, _ = sym_eval(xp.exp(eps), n, p, alpha, r, lo, c, w, tail, block, ns=ns,
+                     fixed=fixed_tail)
   bad = _sym_bad(n, p, beta, q, xp) | xp.isnan(eps) | (eps < 0)
   return xp.where(bad, xp.nan, d)
+
+
+#: Newton steps of the accelerator layout's eps(delta) before the one test
+#: whether any lane of the block still moves ("typically 4-8 evaluations")
+_FIRST_TRIPS = 8
 
 
 def _sym_fast_eps_scalar(delta, n, p, beta, q, width, block, max_iter, rtol,
@@ -61,7 +67,8 @@ def _sym_fast_eps_scalar(delta, n, p, beta, q, width, block, max_iter, rtol,
   lp = xp.log(p)
 
   def ev(x):
-    d, qm, _ = sym_eval(xp.exp(x), n, p, alpha, r, lo, c, w, tail, block, ns=ns)
+    d, qm, _ = sym_eval(xp.exp(x), n, p, alpha, r, lo, c, w, tail, block, ns=ns,
+                        fixed=fixed_tail)
     return d, qm
 
   tgt = delta
@@ -97,8 +104,11 @@ def _sym_fast_eps_scalar(delta, n, p, beta, q, width, block, max_iter, rtol,
 
   # the first point is eps = 0: feasible there, the bracket is [0, 0]
   a0 = xp.zeros(())
+  # the accelerator layout (fixed_tail): trips of static count, the lanes'
+  # common exit test once (jaxacct._core.solve.safeguarded_root, axis "lanes")
+  static = dict(first=_FIRST_TRIPS, axis_name="lanes") if fixed_tail and not ns.is_host else {}
   a, b = ns.safeguarded_root(ev, propose, a0, lp, a0, target=tgt,
-                             max_iter=max_iter, rtol=rtol)
+                             max_iter=max_iter, rtol=rtol, **static)
   return b, b - a
 
 
@@ -139,7 +149,8 @@ def sym_delta_fast(eps, n, p, beta, q, *, width: int, block: int = BLOCK,
   """
   require_x64("shuffle sym_delta_fast")
   shape, flat = _flat(eps, n, p, beta, q)
-  f = jax.vmap(lambda *a: _sym_fast_delta_scalar(*a, width, block, fixed_tail))
+  f = jax.vmap(lambda *a: _sym_fast_delta_scalar(*a, width, block, fixed_tail),
+               axis_name="lanes")
   return f(*flat).reshape(shape)
 
 
@@ -173,7 +184,7 @@ def sym_epsilon_fast(delta, n, p, beta, q, *, width: int, block: int = BLOCK,
   shape, flat = _flat(delta, n, p, beta, q)
 
   e, wd = jax.vmap(lambda *a: _sym_eps_lane(*a, width, block, max_iter, rtol,
-                                             fixed_tail))(*flat)
+                                             fixed_tail), axis_name="lanes")(*flat)
   if with_width:
     return e.reshape(shape), wd.reshape(shape)
   return e.reshape(shape)
@@ -291,10 +302,13 @@ def member_epsilon_grouped(delta, n, eps0, *, member: str, coarse: bool = True):
 def member_block(value, n, eps0, *, quantity: str, member: str, width: int):
   """The accelerator layout's block program: a member's delta(eps)
   (``quantity="delta"``, ``value`` the eps) or eps(delta), the CPU kernels
-  with the cut mass in a loop of known trip count. While loops of run-time
-  trip count left: jax's incomplete beta of the block anchors (<= 599 trips,
-  until every anchor of the lane converged), and for eps(delta) the
-  safeguarded Newton around it (<= 41 trips); neither grows with lanes."""
+  with every loop of known trip count (no while loop of run-time trip
+  count: an accelerator pays each trip's exit test as a host round trip):
+  the cut mass and the block anchors' incomplete beta by
+  :func:`._windows.betainc_fixed` (599 trips, frozen once converged), and
+  for eps(delta) the safeguarded Newton's 41 steps as 8, then one test
+  whether any lane of the block still moves, then the other 33 (each lane
+  frozen once it stopped: the CPU kernel's steps)."""
   p, beta, q = member_params(jnp.asarray(eps0, jnp.float64), member)
   if quantity == "delta":
     return sym_delta_fast(value, n, p, beta, q, width=width, fixed_tail=True)

@@ -78,8 +78,13 @@ def sym_setup(n, p, beta, q, width, ns=JAX, fixed_tail: bool = False):
   return alpha, r, lo, c, w, tail
 
 
-def sym_eval(e, n, p, alpha, r, lo, c, w, tail, block, ns=JAX):
+def sym_eval(e, n, p, alpha, r, lo, c, w, tail, block, ns=JAX, fixed: bool = False):
   """(delta, Q-mass, ok) at e = exp(eps) for one lane of the fast kernel.
+
+  ``fixed`` (``ns = JAX``, under a ``vmap`` of axis name ``"lanes"``): the
+  anchors' incomplete beta by :func:`._windows.betainc_fixed`, a loop of
+  known trip count that runs while any anchor of the block's lanes has not
+  converged (the accelerator layout; jax's steps, rounding apart).
 
   delta includes the cut mass ``tail`` and the rounding allowance; Q-mass is
   ``-d delta / d e`` (the Q-probability of the set {P > e Q}), >= 0.
@@ -103,7 +108,12 @@ def sym_eval(e, n, p, alpha, r, lo, c, w, tail, block, ns=JAX):
   ca = cb[:, 0] + s
   ta = xp.where(s == 1, tb[:, 1], tb[:, 0])
   ma = ca - 1.0
-  xa = f.binom_sf(ta, ma, rho)
+  if fixed and not ns.is_host:
+    # over the block's lanes, as jax's betainc of the vmapped CPU kernel
+    xa = windows.binom_sf(ta, ma, rho, betainc=functools.partial(windows.betainc_fixed,
+                                                                 axis_name="lanes"))
+  else:
+    xa = f.binom_sf(ta, ma, rho)
   # jax's betainc is not correctly rounded: against scipy its relative error
   # was <= 0.5 M eps for m <= 1e7 (one outlier of 7.9 M eps at m = 3e7),
   # with M the magnitude of the log-Gamma terms of its prefactor; allow 16 M

@@ -39,7 +39,7 @@ BLOCK = 64
 _BETAINC_ITERATIONS = 600   # jax's float64 continued fraction
 
 
-def betainc_fixed(a, b, x):
+def betainc_fixed(a, b, x, axis_name=None):
   """``jax.scipy.special.betainc`` (float64), its Lentz loop of known trip count.
 
   The operations of jax's ``regularized_incomplete_beta_impl`` (DLMF 8.17.E23
@@ -49,6 +49,11 @@ def betainc_fixed(a, b, x):
   (no run-time exit test, which an accelerator pays as a host round trip a
   step). Within ~1e-14 absolute of jax's (XLA rounds the two programs
   differently); used for the cut mass, < 1e-20 added to delta.
+
+  ``axis_name``: a vmapped axis (the lanes of a block) over which the loop
+  goes on while any element has not converged, as jax's ``betainc`` does
+  for a vmapped call (its primitive sees the whole batch): the same steps
+  for every element as the CPU kernel of the same lanes.
   """
   a, b, x = jnp.broadcast_arrays(*(jnp.asarray(v, jnp.float64) for v in (a, b, x)))
   a_zero = (a == 0) | (b == jnp.inf)
@@ -77,7 +82,10 @@ def betainc_fixed(a, b, x):
     d2 = 1.0 / jnp.where(jnp.abs(d2) < small, small, d2)
     delta = c2 * d2
     keep = lambda new, old: jnp.where(going, new, old)
-    going = going & jnp.any(jnp.abs(delta - 1.0) >= thr)
+    more = jnp.any(jnp.abs(delta - 1.0) >= thr)
+    if axis_name is not None:
+      more = jax.lax.psum(more.astype(jnp.int32), axis_name) > 0
+    going = going & more
     return keep(c2, c), keep(d2, d), keep(h * delta, h), going
 
   # iteration 0: partial denominator 0 -> h = c = small, d = 0

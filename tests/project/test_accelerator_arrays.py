@@ -146,14 +146,13 @@ def _programs(name):
 
 
 def test_block_programs_loops(values):
-  """While loops of run-time trip count in the compiled block programs: none
-  in the allocation RDP programs (the powering has bit_length(max t) static
-  rounds, the Lambert-W Newton 30); one in the shuffle delta program and two
-  in the eps program (jax's incomplete beta of the block anchors, <= 599
-  trips, until every anchor converged; the safeguarded Newton around it,
-  <= 41 trips): neither grows with lanes. The cut mass uses a loop of known
-  trip count."""
+  """No while loop of run-time trip count in the compiled block programs
+  (issue 53): the allocation RDP programs' powering has bit_length(max t)
+  static rounds, the Lambert-W Newton 30; the shuffle programs' incomplete
+  betas (cut mass and block anchors) run 599 trips, frozen once converged,
+  and the eps program's safeguarded Newton 8 steps, one test whether a lane
+  still moves, then 33 (was: jax's while loops, one test a trip)."""
   unknown = lambda t: sum(n is None for _, n in hlo_loops.while_loops(t))
-  for name in ("remove_rdp_block", "add_rdp_block"):
+  for name in ("remove_rdp_block", "add_rdp_block", "member_block"):
     assert all(unknown(t) == 0 for t in _programs(name))
-  assert sorted(unknown(t) for t in _programs("member_block")) == [1, 2]
+  assert len(_programs("member_block")) == 2
