@@ -10,6 +10,7 @@ import numpy as np
 
 from jaxacct import accounting, calibrator
 from jaxacct._core import checks
+from jaxacct._core.checks import WindowTooLarge
 from jaxacct._core import progress as _progress
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.results import EpsilonResult
@@ -169,6 +170,11 @@ def _upper_lower(sched: Schedule, sig, dl, *, bar=None):
     t, k = sched.steps_per_epoch, sched.num_selected
     up_pld, lo_pld = calibrator.allocation_upper_lower(sig, dl, t, k, E)
     up, loc = calibrator.min_no_amplification(up_pld, sig, dl, k * E, exact=True)
+    # where the allocation PLD cannot certify (NaN: its grid cannot hold the
+    # loss at this noise), no amplification (k E exact Gaussian steps) can:
+    # the run is a post-processing of k E full-batch steps
+    failed = np.isnan(np.asarray(up_pld, np.float64))
+    up = np.where(failed, loc, up)
     # k > 1: allocation.pld goes through Lemma 3.2 (blocks of 1-of-floor(t/k));
     # its lower bounds the reduced object only, not k-of-t allocation.
     lo = lo_pld if k == 1 else None
@@ -176,6 +182,11 @@ def _upper_lower(sched: Schedule, sig, dl, *, bar=None):
     if k > 1:
       method += " via Lemma 3.2 (k > 1)"
     details = {"pld_upper": up_pld, "pld_lower": lo_pld, "local": loc}
+    if np.all(failed):
+      method = (f"no amplification (k E = {k * E} exact Gaussian steps): the allocation PLD "
+                "could not certify at this noise (NaN), its lower bound stands")
+    elif np.any(failed):
+      method += "; no amplification where the PLD could not certify (details['pld_upper'] NaN)"
     out = up, lo, method, details
   elif sched.sampling == "poisson":
     up = calibrator.poisson_upper(sig, dl, sched.sampling_rate, sched.total_steps)
@@ -184,14 +195,49 @@ def _upper_lower(sched: Schedule, sig, dl, *, bar=None):
     up = calibrator.gaussian_upper(sig / math.sqrt(E), dl)
     lo, details = None, {}
     if sched.num_examples % int(sched.batch_size) == 0:
-      _, lo = calibrator.allocation_upper_lower(sig, dl, sched.steps_per_epoch, 1, E)
-      lo = np.minimum(lo, up)
-      details["lower_source"] = ("allocation.pld lower, 1-of-t over E epochs (zero-gradient "
-                                 "dataset: shuffled batches = random allocation)")
+      try:
+        _, lo = calibrator.allocation_upper_lower(sig, dl, sched.steps_per_epoch, 1, E)
+      except ValueError as err:   # t or E beyond the allocation door: no lower bound
+        details["lower_source"] = f"none: the allocation lower bound refused ({err})"
+      else:
+        lo = np.minimum(lo, up)
+        details["lower_source"] = ("allocation.pld lower, 1-of-t over E epochs (zero-"
+                                   "gradient dataset: shuffled batches = random allocation)")
     out = up, lo, "no amplification (exact Gaussian, sigma/sqrt(E))", details
   if bar is not None:
     bar.update(sig.size)
   return out
+
+
+def _given(sched: Schedule) -> str:
+  """The configuration as the user gave it (what an error names)."""
+  if sched.sampling == "poisson":
+    run = f"num_epochs={sched.num_epochs:g} (or total_steps={sched.total_steps})"
+  else:
+    run = f"num_epochs={sched.num_epochs:g}"
+  k = f", num_selected={sched.num_selected}" if sched.sampling == "balls_in_bins" else ""
+  return (f"num_examples={sched.num_examples}, batch_size={sched.batch_size:g}{k}, {run} "
+          f"(sampling={sched.sampling!r})")
+
+
+def _restate(sched: Schedule, err: ValueError, what: str = "") -> ValueError:
+  """A door's refusal of a count dpsgd derived (``num_steps``: steps per epoch or
+  total steps), restated naming the arguments the user passed (issue 54)."""
+  if isinstance(err, WindowTooLarge):
+    return WindowTooLarge(
+        f"{what}{_given(sched)} give T = {sched.total_steps} Poisson steps at q = "
+        f"{sched.sampling_rate:.6g}: too many for the tight Poisson PLD at this "
+        f"noise_multiplier ({err}) Use fewer epochs, a larger noise_multiplier, or "
+        "jaxacct.poisson.epsilon(method='rdp', q=..., sigma=..., num_steps=T, delta=...) "
+        "(a valid upper bound at any T).", points=err.points)
+  if not str(err).startswith("num_steps"):
+    return err
+  t = sched.steps_per_epoch
+  return ValueError(
+      f"{_given(sched)} give {t} steps per epoch (floor(k N / B)"
+      f"{'' if sched.sampling == 'balls_in_bins' else ' with k = 1'}), more than the "
+      f"allocation bound supports ({err}) Use fewer examples per batch step (a larger "
+      "batch_size or smaller num_examples).")
 
 
 def _result(eps, delta, method, lower, details):
@@ -261,7 +307,10 @@ def epsilon(*, noise_multiplier, num_examples, batch_size, delta, num_epochs=Non
                       total_steps=total_steps)
   shape, sig, dl = _flat_pair(noise_multiplier, delta)
   with _progress_bar(sched, sig.size, "epsilon", progress) as bar:
-    up, lo, method, details = _upper_lower(sched, sig, dl, bar=bar)
+    try:
+      up, lo, method, details = _upper_lower(sched, sig, dl, bar=bar)
+    except ValueError as err:
+      raise _restate(sched, err, f"noise_multiplier={noise_multiplier!r} with ") from None
   details = {k: (_out(v, shape) if isinstance(v, np.ndarray) else v)
              for k, v in details.items()}
   details["schedule"] = sched
@@ -313,6 +362,10 @@ def calibrate_noise_multiplier(*, epsilon, delta, num_examples, batch_size, num_
                       batch_size=batch_size, num_epochs=num_epochs, sampling=sampling,
                       num_selected=num_selected, total_steps=total_steps)
   _check_number("rtol", rtol)
-  return calibrator.calibrate(lambda s: _event(sched, s), epsilon, delta,
-                              bracket=(_SIGMA_MIN, _SIGMA_MAX), increasing=False,
-                              rtol=rtol, name="noise_multiplier", progress=progress)
+  try:
+    return calibrator.calibrate(lambda s: _event(sched, s), epsilon, delta,
+                                bracket=(_SIGMA_MIN, _SIGMA_MAX), increasing=False,
+                                rtol=rtol, name="noise_multiplier", progress=progress)
+  except ValueError as err:
+    raise _restate(sched, err, f"epsilon={epsilon!r} (a noise_multiplier the search "
+                   "tried) with ") from None

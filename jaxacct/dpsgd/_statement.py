@@ -257,6 +257,9 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
   run = epsilon(noise_multiplier=sigma / scale, num_epochs=num_epochs, sampling=sampling,
                 **common)
   upper, method, lower = float(run.epsilon), str(run.method), run.lower
+  if math.isnan(upper):     # never printed as certified
+    raise RuntimeError(f"no certified epsilon at noise_multiplier={sigma!r} ({method}); "
+                       "please report this.")
   if scale != 1:
     method += f" at noise multiplier sigma / {scale:g} (sensitivity {scale:g}C)"
     # a replacement by a zero-gradient example is the zero-out add/remove pair:
@@ -280,8 +283,17 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
     poisson = Comparison("poisson", q, T, upper, "upper", run.method)
   else:
     p = epsilon(noise_multiplier=sigma, total_steps=T, sampling="poisson", **common)
-    poisson = Comparison("poisson", q, T, float(p.epsilon), "upper",
-                         f"{p.method}, q = B/N, the run's T steps")
+    pe, pm = float(p.epsilon), f"{p.method}, q = B/N, the run's T steps"
+    if not math.isfinite(pe):    # the PLD's grid cannot hold this loss: RDP can
+      from jaxacct import poisson as _poisson_door
+      r = _poisson_door.epsilon(q=q, sigma=sigma, num_steps=T, delta=delta, method="rdp")
+      pe = min(pe, float(r.epsilon))
+      pm = ("poisson.rdp (Mironov, Talwar & Zhang, arXiv:1908.10530v1), q = B/N, the run's T "
+            "steps: the tight PLD gives no finite bound at this noise")
+    poisson = Comparison("poisson", q, T, pe if math.isfinite(pe) else None, "upper",
+                         pm if math.isfinite(pe) else
+                         "not computed: neither the PLD nor RDP gives a finite bound at "
+                         "this noise")
   one = sigma / scale / math.sqrt(T)
   full = Comparison("full_batch", 1.0, T,
                     _gaussian(one, delta), "exact",

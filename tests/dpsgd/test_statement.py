@@ -18,6 +18,7 @@ T = 2340). Sources of the numbers:
 import json
 import math
 
+import numpy as np
 import pytest
 
 from jaxacct import dpsgd
@@ -180,3 +181,24 @@ def test_supported_neighbouring_table():
     with pytest.raises(ValueError, match=name):
       statement(**dict(CONFIG, noise_multiplier=SIGMA, **kw))
   assert dpsgd.statement is statement
+
+
+def test_no_nan_is_certified_at_tiny_noise():
+  # Issue 55 item 4: at sigma 0.09 the allocation PLD is NaN; the run's upper
+  # falls back to no amplification (k E = 10 exact Gaussian steps, itself a
+  # certified bound: the run is a post-processing of them), never NaN.
+  kw = dict(noise_multiplier=0.09, num_examples=60000, batch_size=256, num_epochs=10,
+            delta=1e-5, progress=False)
+  r = dpsgd.epsilon(**kw)
+  assert np.isnan(r.details["pld_upper"])
+  assert float(r.epsilon) == float(r.details["local"]) == pytest.approx(766.19332, rel=1e-6)
+  assert float(r.lower) <= float(r.epsilon) and "no amplification" in r.method
+
+
+@pytest.mark.slow
+def test_statement_at_tiny_noise_prints_certified_numbers():
+  st = statement(noise_multiplier=0.09, num_examples=60000, batch_size=256,
+                               num_epochs=10, delta=1e-5, progress=False)
+  text = str(st)
+  assert "nan" not in text and "upper inf" not in text
+  assert st.comparison[0].epsilon == pytest.approx(1631.75, rel=1e-5)   # RDP, finite
