@@ -20,6 +20,7 @@ import pytest
 
 import jaxacct
 from jaxacct import poisson
+from jaxacct._core import compiled
 from jaxacct._core import subsampled_gaussian as sg
 from jaxacct._core.orders import DEFAULT_ORDERS
 
@@ -132,3 +133,18 @@ def test_block_program_is_independent_of_the_batch(monkeypatch):
   assert shape[0] == lanes and size <= lanes * 255 * 255, shape
   assert 8 * size <= lanes * sg.rdp_lane_bytes(DEFAULT_ORDERS)
   assert [n for _, n in hlo_loops.while_loops(text) if n is None] == []
+
+
+def test_programs_census():
+  """The Poisson doors' accelerator programs compiled by the tests above (RDP
+  block; PLD scan and query blocks), counted as XLA:GPU would run them
+  (issue 53, tests/hlo_loops.census on the optimised HLO): no scatter wider
+  than 64 bits, no while loop of unknown trip count."""
+  names = ("poisson_rdp_block_jit", "_scan_block", "_query_block")
+  for name in names:
+    texts = [t for k, t in compiled.programs(name).items() if "accelerator" in k]
+    assert texts, name
+    for text in texts:
+      assert hlo_loops.wide_scatters(text) == []
+      c = hlo_loops.census(text, 99)
+      assert c["wide_scatters"] == c["expanded_trips"] == c["unknown_loops"] == 0, (name, c)
