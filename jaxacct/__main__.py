@@ -301,14 +301,16 @@ def dpsgd_main(argv=None) -> int:
                   "step) side by side, the units, the divisor and the assumptions "
                   "(jaxacct.dpsgd.statement).")
   p.add_argument("--version", action="version", version=f"jaxacct {__version__}")
-  p.add_argument("--num-examples", type=_count("num-examples"), required=True,
-                 help="dataset size N")
-  p.add_argument("--batch-size", type=_real("batch-size"), required=True,
+  # required flags are checked after parsing, so that a misspelt flag is reported as
+  # unrecognized and every missing flag is named in one message
+  p.add_argument("--num-examples", type=_count("num-examples"),
+                 help="dataset size N (required)")
+  p.add_argument("--batch-size", type=_real("batch-size"),
                  help="batch size B (the expected batch for poisson); updates divide the "
-                      "noisy sum by B")
+                      "noisy sum by B (required)")
   _epochs_flags(p, type=_epochs, required=True)
-  p.add_argument("--delta", type=_real("delta", 0.0, 1.0), required=True, help="delta in (0, 1)")
-  g = p.add_mutually_exclusive_group(required=True)
+  p.add_argument("--delta", type=_real("delta", 0.0, 1.0), help="delta in (0, 1) (required)")
+  g = p.add_mutually_exclusive_group()
   g.add_argument("--noise-multiplier", type=_real("noise-multiplier"),
                  help="sigma = noise std / clipping norm")
   g.add_argument("--target-epsilon", type=_real("target-epsilon"),
@@ -319,10 +321,18 @@ def dpsgd_main(argv=None) -> int:
                  help="neighbouring relation (default add_remove; replace_one: shuffle only)")
   p.add_argument("--json", action="store_true", help="print the statement as JSON")
   p.add_argument("--quiet", action="store_true", help="no progress output (stderr)")
-  args = p.parse_args(argv)
+  args, unknown = p.parse_known_args(argv)
+  if unknown:
+    p.error(f"unrecognized arguments: {' '.join(unknown)}")
+  missing = [f for f, v in (("--num-examples", args.num_examples),
+                            ("--batch-size", args.batch_size),
+                            ("--num-epochs", args.num_epochs), ("--delta", args.delta))
+             if v is None]
+  if args.noise_multiplier is None and args.target_epsilon is None:
+    missing.append("one of --noise-multiplier --target-epsilon")
+  if missing:
+    p.error(f"the following arguments are required: {', '.join(missing)}")
   epochs_flag = _epochs_flag(argv)
-  if args.num_epochs is None:
-    p.error("the following arguments are required: --num-epochs")
   batch = int(args.batch_size) if args.batch_size.is_integer() else args.batch_size
   _setup_logging()
   try:

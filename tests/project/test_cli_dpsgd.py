@@ -132,3 +132,36 @@ def test_table_json(capsys):
   assert status == 0
   assert d["settings"]["num_steps"] == 100 and len(d["rows"]) == 8
   assert all(r["error"] is None and r["epsilon"] > 0 for r in d["rows"])
+
+
+# issue 55 item 6: what a person types
+def test_dpsgd_all_missing_flags_in_one_message(capsys):
+  with pytest.raises(SystemExit) as e:
+    main(["dpsgd"])
+  assert e.value.code == 2
+  err = capsys.readouterr().err
+  assert ("the following arguments are required: --num-examples, --batch-size, --num-epochs, "
+          "--delta, one of --noise-multiplier --target-epsilon") in err
+
+
+def test_dpsgd_misspelt_flag_is_unrecognized(capsys):
+  with pytest.raises(SystemExit) as e:
+    main(["dpsgd", "--num-examples", "1000", "--batch-size", "10", "--num-epochs", "1",
+          "--delta", "1e-5", "--noise-multipler", "1"])
+  assert e.value.code == 2
+  err = capsys.readouterr().err
+  assert "unrecognized arguments: --noise-multipler 1" in err and "required" not in err
+
+
+def test_readme_commands_use_shown_flags(capsys):
+  # the README's first command uses what --help shows, not the hidden --epochs alias
+  import pathlib
+  import re
+  readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+  block = readme.split("<!-- ci:commands")[1].split("<!-- /ci:commands")[0]
+  with pytest.raises(SystemExit):
+    main(["dpsgd", "--help"])
+  shown = set(re.findall(r"(--[a-z][a-z-]+)", capsys.readouterr().out))
+  used = set(re.findall(r"jaxacct dpsgd ([^;]*)", block)[0].split()) & set(
+      re.findall(r"(--[a-z][a-z-]+)", block))
+  assert used and used <= shown, used - shown
