@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 
 import jax.numpy as jnp
 import numpy as np
@@ -43,7 +44,16 @@ def gaussian_log_delta(sigma, epsilon, ns=JAX):
   a = 0.5 / sigma - epsilon * sigma
   b = -0.5 / sigma - epsilon * sigma
   la = ns.sp.log_ndtr(a)
-  lb = epsilon + ns.sp.log_ndtr(b)
+  # epsilon + log Phi(b) cancels once b^2/2 ~ epsilon is far above 1/ulp (epsilon 1e18,
+  # sigma 7e-10: hundreds off in log delta, an epsilon below the truth; issue 54). As
+  # e^eps phi(b) = phi(a) exactly, for b < -1e3 it is -a^2/2 - log(-b) - log(2 pi)/2 +
+  # log(1 - 1/b^2 + 3/b^4 - 15/b^6 + 105/b^8) (next term 945/b^10 < 1e-27).
+  far = b < -1e3
+  bs = xp.where(far, b, -1e3)
+  r = 1.0 / (bs * bs)
+  mills = xp.log1p(-r * (1.0 - 3.0 * r * (1.0 - 5.0 * r * (1.0 - 7.0 * r))))
+  lb_far = -0.5 * a * a - xp.log(-bs) - 0.5 * math.log(2.0 * math.pi) + mills
+  lb = xp.where(far, lb_far, epsilon + ns.sp.log_ndtr(xp.where(far, 0.0, b)))
   out = log_sub_exp(la, xp.minimum(lb, la), xp)
   out = xp.where(epsilon == xp.inf, -xp.inf, out)
   return xp.where(sigma > 0, out, xp.nan)

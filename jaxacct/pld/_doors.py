@@ -107,11 +107,14 @@ def _lane_fits(sigma, q, num_steps, step):
              for d in ("remove", "add"))
 
 
-def _most_steps(sigma, q, num_steps, step):
-  """About the largest count whose window fits, on ``num_steps``' per-step pair (a hint)."""
+def _most_steps(sigma, q, num_steps, step, pair=None):
+  """About the largest count whose window fits, on ``num_steps``' per-step pair (a hint;
+  ``pair``: that pair when the caller has it, which a tiny sigma takes seconds to build)."""
   n = int(min(int(num_steps), 2**53 - 1))
-  h = default_step(sigma=sigma, q=q, num_steps=n) if step is None else float(step)
-  pair = law(_step_pair_host(float(sigma), float(q), n, h))
+  if pair is None:
+    h = default_step(sigma=sigma, q=q, num_steps=n) if step is None else float(step)
+    pair = _step_pair_host(float(sigma), float(q), n, h)
+  pair = law(pair)
   lo, hi = 0, n
   while hi - lo > max(1, lo // 1000):      # 0.1 %: a hint, not a bound
     mid = (lo + hi) // 2
@@ -123,9 +126,9 @@ def _most_steps(sigma, q, num_steps, step):
   return lo
 
 
-def _too_many_steps(sigma, q, num_steps, step, why=""):
+def _too_many_steps(sigma, q, num_steps, step, why="", pair=None):
   """The door's ``WindowTooLarge``, naming ``num_steps`` (what the user passed)."""
-  most = _most_steps(sigma, q, num_steps, step)
+  most = _most_steps(sigma, q, num_steps, step, pair)
   fits = (f"about {most:.4g} steps fit at these sigma and q" if most >= 1 else
           "not even one step fits at these sigma and q")
   return WindowTooLarge(
@@ -202,7 +205,7 @@ def _poisson_gaussian_query(quantity, *, sigma, q, num_steps, value, step):
         by = {d: direction_delta(getattr(pair, d), n, float(v1), tail_mass=DEFAULT_TAIL_MASS)
               for d in ("remove", "add")}
     except WindowTooLarge:
-      raise _too_many_steps(s1, q1, t1, step) from None
+      raise _too_many_steps(s1, q1, t1, step, pair=pair) from None
     return cls(host_f64(np.full(shape, max(by.values()))), host_f64(value), method="pld",
                bound="upper", details=dict(by, step=h))
   _check_lanes(sigma, q, num_steps, step)   # before any lane is composed
