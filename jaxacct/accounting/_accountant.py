@@ -97,22 +97,6 @@ def _setting(attr: str, doc: str) -> property:
   return property(operator.attrgetter(attr), doc=doc)
 
 
-def _window(plds, counts, size, tail_mass) -> int:
-  """``compose_many``'s FFT length for ``plds`` composed ``counts`` times (``size`` if
-  given), or ``WindowTooLarge`` when over ``jaxacct.pld.MAX_WINDOW`` points or when
-  the composed loss indices pass 2^53: refused before anything is allocated (at
-  2^50 counts the window would be 3e15 points: an int32 overflow in the program)."""
-  span = sum(int(n) * (int(np.shape(p.probs)[0]) + abs(int(p.offset))) for p, n in
-             zip(plds, counts))
-  if span < 2**53 and size is None:
-    size = jpld.window_size(plds, counts, tail_mass=tail_mass)
-  if span >= 2**53 or size > jpld.MAX_WINDOW:
-    raise WindowTooLarge(f"counts {list(map(int, counts))}: a window of "
-                         f"{float(size or span):.3g} grid points",
-                         points=float(size or span))
-  return int(size)
-
-
 @x64_boundary   # one entry: every public method runs under float64
 class PLDAccountant(dp_bridge.PrivacyAccountantBase):
   r"""Privacy accountant over jaxacct's PLDs (upper) and lower PLDs (bracket).
@@ -277,14 +261,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
 
   def _too_long(self, err: WindowTooLarge) -> WindowTooLarge:
     """``err`` restated naming ``count`` and the ledger (what the user composed)."""
-    ledger = ", ".join(f"{type(e).__name__} x {n}" for e, n in self._history)
-    return WindowTooLarge(
-        f"count: the ledger ({ledger}) is too long for this accountant's PLDs at "
-        f"value_discretization_interval={self._step:g}: its composition needs more than "
-        f"{jpld.MAX_WINDOW} grid points (jaxacct's PLD limit; {err}). Compose fewer "
-        "times, use a coarser value_discretization_interval, or an RDP accountant "
-        "(e.g. jaxacct.poisson.epsilon(method='rdp') for Poisson-subsampled Gaussian "
-        "steps: a valid upper bound at any count).", points=err.points)
+    return _repeated.too_long(self._history, self._step, err)
 
   def _answer(self, quantity: str, value, *, with_lower: bool):
     """The one query behind epsilon and delta.
@@ -503,7 +480,8 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     # is still an upper bound; it moves epsilon by ~1e-10 relative)
     size = None
     if not (len(ups) == 1 and counts[0] == 1):
-      size = max(_window([getattr(u, d) for u in ups], counts, None, self._tail)
+      size = max(_repeated.composition_window([getattr(u, d) for u in ups], counts, None,
+                                                 self._tail)
                  for d in ("remove", "add"))
     upper = jpld.PairPLD(*[self._compose(
         [getattr(u, d) for u in ups], counts, size=size) for d in ("remove", "add")])
@@ -528,7 +506,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
   def _compose(self, plds, counts, size=None):
     if len(plds) == 1 and counts[0] == 1:
       return plds[0]
-    size = _window(plds, counts, size, self._tail)
+    size = _repeated.composition_window(plds, counts, size, self._tail)
     return jpld.compose_many(plds, counts, size=size, tail_mass=self._tail)
 
   # ------------------------------------------------------------- utilities

@@ -16,6 +16,7 @@ import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct._core import checks
+from jaxacct._core.checks import WindowTooLarge
 from jaxacct.accounting._scheme_doors import scheme_door
 
 
@@ -82,3 +83,32 @@ def _positive(acc, event, counts, delta):
   if pair is None or ledger is None or math.isinf(acc.get_epsilon(delta)):
     return each()
   return jpld.pair_epsilons(pair, counts, delta, factor=ledger, tail_mass=acc.tail_mass)
+
+
+def composition_window(plds, counts, size, tail_mass) -> int:
+  """``compose_many``'s FFT length for ``plds`` composed ``counts`` times (``size`` if
+  given), or ``WindowTooLarge`` when over ``jaxacct.pld.MAX_WINDOW`` points or when
+  the composed loss indices pass 2^53: refused before anything is allocated (at
+  2^50 counts the window would be 3e15 points: an int32 overflow in the program)."""
+  span = sum(int(n) * (int(np.shape(p.probs)[0]) + abs(int(p.offset))) for p, n in
+             zip(plds, counts))
+  if span < 2**53 and size is None:
+    size = jpld.window_size(plds, counts, tail_mass=tail_mass)
+  if span >= 2**53 or size > jpld.MAX_WINDOW:
+    points = float(span if span >= 2**53 else size)
+    raise WindowTooLarge(f"counts {list(map(int, counts))}: a window of {points:.3g} grid "
+                         "points", points=points)
+  return int(size)
+
+
+def too_long(history, step, err) -> WindowTooLarge:
+  """An engine's ``WindowTooLarge`` restated naming ``count`` and the ledger
+  (``history``: the accountant's (event, count) pairs, what the user composed)."""
+  ledger = ", ".join(f"{type(e).__name__} x {n}" for e, n in history)
+  return WindowTooLarge(
+      f"count: the ledger ({ledger}) is too long for this accountant's PLDs at "
+      f"value_discretization_interval={step:g}: its composition needs more than "
+      f"{jpld.MAX_WINDOW} grid points (jaxacct's PLD limit; {err}). Compose fewer "
+      "times, use a coarser value_discretization_interval, or an RDP accountant "
+      "(e.g. jaxacct.poisson.epsilon(method='rdp') for Poisson-subsampled Gaussian "
+      "steps: a valid upper bound at any count).", points=err.points)
