@@ -88,7 +88,7 @@ def _answer(quantity, value, is_eps, *, q, sigma, num_steps, orders, method, con
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(4, 5, 6))
 def _rdp_query_traced(q, sigma, steps, value, orders, quantity, conversion):
-  """The jitted RDP query, with derivatives taken in forward mode (issue 54).
+  """The jitted RDP query, with derivatives taken in forward mode.
 
   Reverse mode through the kernel's ``where`` branches multiplies a zero
   cotangent by an infinite local derivative in the unused branch (NaN for

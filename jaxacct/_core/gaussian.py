@@ -45,7 +45,7 @@ def gaussian_log_delta(sigma, epsilon, ns=JAX):
   b = -0.5 / sigma - epsilon * sigma
   la = ns.sp.log_ndtr(a)
   # epsilon + log Phi(b) cancels once b^2/2 ~ epsilon is far above 1/ulp (epsilon 1e18,
-  # sigma 7e-10: hundreds off in log delta, an epsilon below the truth; issue 54). As
+  # sigma 7e-10: hundreds off in log delta, an epsilon below the truth). As
   # e^eps phi(b) = phi(a) exactly, for b < -1e3 it is -a^2/2 - log(-b) - log(2 pi)/2 +
   # log(1 - 1/b^2 + 3/b^4 - 15/b^6 + 105/b^8) (next term 945/b^10 < 1e-27).
   far = b < -1e3

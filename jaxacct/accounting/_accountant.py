@@ -253,7 +253,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
 
   def _query(self, quantity: str, value, *, with_lower: bool):
     """:meth:`_answer`, with a window too long for the PLD engines (huge counts)
-    restated as a ``ValueError`` naming ``count`` (issue 54)."""
+    restated as a ``ValueError`` naming ``count``."""
     try:
       return self._answer(quantity, value, with_lower=with_lower)
     except WindowTooLarge as err:

@@ -45,7 +45,7 @@ def epsilons_for_counts(acc, event, counts, delta, *, on_count=None) -> np.ndarr
   checks.check_delta(delta)
   c = np.asarray(counts)
   # counts past 2^53 are not exact in float64 and wrap around in int64 (a count of
-  # 2^63 read as 0 gave epsilon 0; issue 54): refused, as the engines' windows are
+  # 2^63 read as 0 gave epsilon 0): refused, as the engines' windows are
   checks.check_int("counts", c, min_value=0, max_value=2**53)
   flat = c.ravel().astype(np.int64)
   out = np.zeros(flat.size)

@@ -222,7 +222,7 @@ def _given(sched: Schedule) -> str:
 
 def _restate(sched: Schedule, err: ValueError, what: str = "") -> ValueError:
   """A door's refusal of a count dpsgd derived (``num_steps``: steps per epoch or
-  total steps), restated naming the arguments the user passed (issue 54)."""
+  total steps), restated naming the arguments the user passed."""
   if isinstance(err, WindowTooLarge):
     return WindowTooLarge(
         f"{what}{_given(sched)} give T = {sched.total_steps} Poisson steps at q = "

@@ -17,6 +17,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from jaxacct import poisson as poisson_door
 from jaxacct._core import checks
 from jaxacct._core.gaussian import gaussian_epsilon
 from jaxacct._core.version import __version__
@@ -285,8 +286,7 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
     p = epsilon(noise_multiplier=sigma, total_steps=T, sampling="poisson", **common)
     pe, pm = float(p.epsilon), f"{p.method}, q = B/N, the run's T steps"
     if not math.isfinite(pe):    # the PLD's grid cannot hold this loss: RDP can
-      from jaxacct import poisson as _poisson_door
-      r = _poisson_door.epsilon(q=q, sigma=sigma, num_steps=T, delta=delta, method="rdp")
+      r = poisson_door.epsilon(q=q, sigma=sigma, num_steps=T, delta=delta, method="rdp")
       pe = min(pe, float(r.epsilon))
       pm = ("poisson.rdp (Mironov, Talwar & Zhang, arXiv:1908.10530v1), q = B/N, the run's T "
             "steps: the tight PLD gives no finite bound at this noise")

@@ -64,7 +64,7 @@ _BLOCK = 256
 #: Longest composed window (FFT length, grid points) the engine runs: its buffers hold
 #: ``_ROWS`` rows of spectra and values, 16 GiB at this length. A count whose window is
 #: longer, or whose largest grid index passes 2^53 (float64's exact integers), is
-#: refused (``WindowTooLarge``) before anything is allocated (issue 54).
+#: refused (``WindowTooLarge``) before anything is allocated.
 MAX_WINDOW = 1 << 25
 
 
@@ -184,7 +184,7 @@ def _check_window(pair, x_lo, x_hi):
   """``WindowTooLarge`` where a count's Chernoff window (the natural FFT length, at
   least its point count) is over ``MAX_WINDOW`` or its grid indices pass 2^53: in
   float64, before any int64 index (which would wrap around: 9e-12 for ~1 at 1e17
-  steps, issue 54) or buffer exists."""
+  steps) or buffer exists."""
   base, factor, h = pair.base, pair.factor, pair.h
   counts = pair.counts.astype(np.float64)
   top = counts * base.top + (0 if factor is None else factor.top)

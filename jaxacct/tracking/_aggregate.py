@@ -170,7 +170,7 @@ def dp_aggregate(*, l2_norm_clip: float, noise_multiplier: float,
     length = _leading_length(flat, mask)
     # per-example global norm over leaves, then scale (a zero row stays zero); a
     # non-finite norm (a NaN or inf entry, or a norm that overflows) scales the row
-    # to 0, as padding is: clipping must bound every row, NaN included (issue 54)
+    # to 0, as padding is: clipping must bound every row, NaN included
     sq = sum(jnp.sum(jnp.reshape(g, (length, -1)) ** 2, axis=1) for g in flat)
     norms = jnp.sqrt(sq)
     finite = jnp.isfinite(norms)

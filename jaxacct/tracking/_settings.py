@@ -1,4 +1,4 @@
-"""What a tracker accounts and what a ``dp_aggregate`` adds, compared (issue 55 item 2).
+"""What a tracker accounts and what a ``dp_aggregate`` adds, compared.
 
 Each :func:`jaxacct.tracking.track_privacy` records the noise multiplier and
 expected batch size its accountant assumes, and each
@@ -15,7 +15,7 @@ import optax
 
 # What each hook accounts and what each dp_aggregate adds, by the fingerprint
 # their states record (``schedule_id``, ``settings_id``): privacy_spent
-# compares the two of one optimizer state (issue 55 item 2).
+# compares the two of one optimizer state.
 ACCOUNTED: dict = {}
 _AGGREGATED: dict = {}
 
