@@ -21,7 +21,7 @@ compile events) and the top 3 functions by compile seconds.
 
 A "cache" row runs the jaxacct question twice more with the jaxacct
 persistent cache on in a fresh temporary directory
-(``JAXACCT_COMPILATION_CACHE=1``, ``JAXACCT_COMPILATION_CACHE_DIR=<tmp>``; the
+(``JAXACCT_COMPILATION_CACHE=1``, ``JAXACCT_CACHE_DIR=<tmp>``; the
 CLI gets ``--cache-dir <tmp>``): the first run fills it, the second is shown.
 Where jaxacct does not honour the variables the row simply shows no gain.
 
@@ -351,7 +351,7 @@ def _split(spans, w0, w1, first_s):
 def child_main(name, side, cache_dir):
   if cache_dir:                       # jaxacct's persistent cache on, in cache_dir
     os.environ.pop("JAX_ENABLE_COMPILATION_CACHE", None)
-    os.environ.update(JAXACCT_COMPILATION_CACHE="1", JAXACCT_COMPILATION_CACHE_DIR=cache_dir)
+    os.environ.update(JAXACCT_COMPILATION_CACHE="1", JAXACCT_CACHE_DIR=cache_dir)
   else:                               # every cache off, whatever the caller's env
     for k in CACHE_ENV:
       os.environ.pop(k, None)
@@ -368,7 +368,7 @@ def clean_env(cache_dir=None):
       os.pathsep) if p])
   if cache_dir:
     env.pop("JAX_ENABLE_COMPILATION_CACHE", None)
-    env.update(JAXACCT_COMPILATION_CACHE="1", JAXACCT_COMPILATION_CACHE_DIR=cache_dir)
+    env.update(JAXACCT_COMPILATION_CACHE="1", JAXACCT_CACHE_DIR=cache_dir)
   else:
     env.update(JAX_ENABLE_COMPILATION_CACHE="false", JAXACCT_COMPILATION_CACHE="0")
   return env

@@ -177,7 +177,7 @@ def table_main(argv) -> int:
   p.add_argument("--no-cache", action="store_true",
                  help="do not use the persistent JAX compilation cache")
   p.add_argument("--cache-dir", default=None,
-                 help="compilation cache directory (default $JAXACCT_CACHE_DIR or "
+                 help="compilation cache directory (default $JAXACCT_CACHE_DIR/jax or "
                       "~/.cache/jaxacct/jax)")
   p.add_argument("--second-call", action="store_true",
                  help="time a second call of each row with sigma (eps0) x 1.001: "
