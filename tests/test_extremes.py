@@ -201,3 +201,19 @@ def test_dpsgd_poisson_tiny_sigma_names_noise_multiplier():
                                        r"batch_size=256"):
     dpsgd.epsilon(noise_multiplier=1e-3, num_examples=60000, batch_size=256, num_epochs=10,
                   delta=1e-5, sampling="poisson")
+
+
+@pytest.mark.slow
+def test_dpsgd_poisson_at_a_million_epochs_falls_back_to_rdp():
+  """At E = 1e6 (T = 2.34e8 steps) the Poisson PLD's grid gives no finite
+  bound: dpsgd answers with the RDP bound of the same run (an upper bound at
+  any T; Mironov, Talwar & Zhang), not inf, and says so (issue 54 item 9)."""
+  import jaxacct
+  r = jaxacct.dpsgd.epsilon(noise_multiplier=1.0, num_examples=60000, batch_size=256,
+                            num_epochs=1e6, delta=1e-5, sampling="poisson")
+  T = jaxacct.dpsgd.schedule(num_examples=60000, batch_size=256, num_epochs=1e6,
+                             sampling="poisson").total_steps
+  rdp = jaxacct.poisson.epsilon(q=256 / 60000, sigma=1.0, num_steps=T, delta=1e-5,
+                                method="rdp")
+  assert np.isfinite(r.epsilon) and "poisson.rdp" in r.method
+  np.testing.assert_allclose(r.epsilon, float(rdp.epsilon), rtol=1e-12)

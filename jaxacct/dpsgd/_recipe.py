@@ -9,6 +9,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from jaxacct import accounting, calibrator
+from jaxacct import poisson as poisson_door
 from jaxacct._core import checks
 from jaxacct._core.checks import WindowTooLarge
 from jaxacct._core import progress as _progress
@@ -190,7 +191,17 @@ def _upper_lower(sched: Schedule, sig, dl, *, bar=None):
     out = up, lo, method, details
   elif sched.sampling == "poisson":
     up = calibrator.poisson_upper(sig, dl, sched.sampling_rate, sched.total_steps)
-    out = up, None, "poisson.pld (tight PLD of the Poisson-subsampled Gaussian)", {}
+    method, details = "poisson.pld (tight PLD of the Poisson-subsampled Gaussian)", {}
+    inf = ~np.isfinite(up)
+    if np.any(inf):   # the PLD's grid holds no finite bound here: RDP is an upper too
+      rdp = poisson_door.epsilon(q=sched.sampling_rate, sigma=sig[inf],
+                                 num_steps=sched.total_steps, delta=dl[inf], method="rdp")
+      details["pld_upper"] = up.copy()
+      up = up.copy()
+      up[inf] = np.minimum(up[inf], np.asarray(rdp.epsilon, np.float64))
+      method += ("; poisson.rdp (Mironov, Talwar & Zhang, arXiv:1908.10530v1) where the PLD "
+                 "gives no finite bound (details['pld_upper'] inf)")
+    out = up, None, method, details
   else:
     up = calibrator.gaussian_upper(sig / math.sqrt(E), dl)
     lo, details = None, {}
