@@ -23,7 +23,7 @@ def test_allocation_event_equals_allocation_pld():
   t = time.perf_counter()
   r = PLDAccountant().compose(e).get_epsilon_bounds(1e-6)
   dt = time.perf_counter() - t
-  ref = allocation_pld_epsilon(sigma=2.0, num_steps=100, num_selected=10, delta=1e-6)
+  ref = allocation_pld_epsilon(sigma=2.0, steps_per_epoch=100, num_selected=10, delta=1e-6)
   assert r.method == "allocation_pld"
   assert r.epsilon == pytest.approx(float(ref.upper), rel=1e-12, abs=0)
   assert r.lower == pytest.approx(float(ref.lower), rel=1e-12, abs=0)
@@ -32,7 +32,7 @@ def test_allocation_event_equals_allocation_pld():
   print(f"allocation sigma=2 k=10 t=100: [{r.lower:.5f}, {r.epsilon:.5f}] in {dt:.2f}s")
   d = PLDAccountant().compose(e).get_delta_bounds(2.0)
   from jaxacct.allocation.pld import allocation_pld_delta
-  dref = allocation_pld_delta(sigma=2.0, num_steps=100, num_selected=10, epsilon=2.0)
+  dref = allocation_pld_delta(sigma=2.0, steps_per_epoch=100, num_selected=10, epsilon=2.0)
   assert d.delta == pytest.approx(float(dref.delta), rel=1e-12, abs=0)
   assert d.lower == pytest.approx(float(dref.lower), rel=1e-12, abs=0)
 

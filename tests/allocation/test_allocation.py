@@ -289,7 +289,7 @@ def test_digest_fig7_fig9_regressions():
                    methods=("rdp_direct",), max_order=60)
     assert abs(r.epsilon - v) < 6e-5, (E, r.epsilon)
   for k, v in [(1, 3.0392), (2, 4.0657), (4, 5.1526), (8, 7.8445)]:
-    r = al.epsilon(sigma=0.6, num_steps=1024, delta=1e-6, num_selected=k, direction="remove",
+    r = al.epsilon(sigma=0.6, steps_per_epoch=1024, delta=1e-6, num_selected=k, direction="remove",
                    methods=("rdp_direct",), max_order=60)
     assert abs(r.epsilon - v) < 6e-5, (k, r.epsilon)
 
@@ -443,12 +443,13 @@ def test_nan_policy_under_jit(x64):
 
 @pytest.mark.parametrize("kw,match", [
     (dict(sigma=0.0), "sigma"), (dict(sigma=-1.0), "sigma"), (dict(delta=0.0), "delta"),
-    (dict(delta=1.0), "delta"), (dict(num_steps=0), "num_steps"),
+    (dict(delta=1.0), "delta"), (dict(steps_per_epoch=0), "steps_per_epoch"),
     (dict(num_selected=20), "num_selected"), (dict(num_epochs=0), "num_epochs"),
     (dict(direction="up"), "direction"), (dict(methods=("magic",)), "methods"),
-    (dict(sigma=np.array([1.0, 2.0])), "scalar"), (dict(num_steps=2.5), "num_steps")])
+    (dict(sigma=np.array([1.0, 2.0])), "scalar"),
+    (dict(steps_per_epoch=2.5), "steps_per_epoch")])
 def test_bad_input_raises(kw, match):
-  args = dict(sigma=1.0, num_steps=10, delta=1e-6)
+  args = dict(sigma=1.0, steps_per_epoch=10, delta=1e-6)
   args.update(kw)
   with pytest.raises(ValueError, match=match):
     al.epsilon(**args)
@@ -464,7 +465,7 @@ def test_bad_input_kernels_raise():
   with pytest.raises(ValueError, match="confidence"):
     al.delta_monte_carlo(sigma=1.0, num_steps=3, epsilon=1.0, confidence=1.0)
   with pytest.raises(ValueError, match="epsilon"):
-    al.delta(sigma=1.0, num_steps=10, epsilon=np.nan)
+    al.delta(sigma=1.0, steps_per_epoch=10, epsilon=np.nan)
 
 
 @pytest.mark.slow

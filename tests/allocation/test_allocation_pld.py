@@ -49,14 +49,14 @@ def _by_case(cases, r):
 @pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def eps_batch():
   s, t, d = map(np.array, zip(*EPS_CASES))
-  return _by_case(EPS_CASES, pld.allocation_pld_epsilon(sigma=s, num_steps=t, delta=d,
+  return _by_case(EPS_CASES, pld.allocation_pld_epsilon(sigma=s, steps_per_epoch=t, delta=d,
                                                         grid_size=N))
 
 
 @pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def delta_batch():
   s, t, e = map(np.array, zip(*DELTA_CASES))
-  return _by_case(DELTA_CASES, pld.allocation_pld_delta(sigma=s, num_steps=t, epsilon=e,
+  return _by_case(DELTA_CASES, pld.allocation_pld_delta(sigma=s, steps_per_epoch=t, epsilon=e,
                                                         grid_size=N))
 
 
@@ -221,7 +221,7 @@ def test_renyi_moments_bracket_exact():
 
 
 def test_scalar_matches_batch(eps_batch):
-  r = pld.allocation_pld_epsilon(sigma=1.0, num_steps=100, delta=1e-10, grid_size=N)
+  r = pld.allocation_pld_epsilon(sigma=1.0, steps_per_epoch=100, delta=1e-10, grid_size=N)
   u, lo, _, _ = eps_batch[(1.0, 100, 1e-10)]
   assert np.ndim(r.upper) == 0
   np.testing.assert_allclose([float(r.upper), float(r.lower)], [u, lo], rtol=1e-12)
@@ -242,11 +242,11 @@ def test_nan_policy_under_jit():
 
 @pytest.mark.parametrize("kw", [
     dict(sigma=0.0), dict(sigma=-1.0), dict(delta=1.0), dict(delta=0.0),
-    dict(num_steps=0), dict(direction="up"), dict(grid_size=4),
+    dict(steps_per_epoch=0), dict(direction="up"), dict(grid_size=4),
     dict(num_selected=0), dict(mechanism="cauchy"),
 ])
 def test_bad_input(kw):
-  base = dict(sigma=1.0, delta=1e-6, num_steps=10)
+  base = dict(sigma=1.0, delta=1e-6, steps_per_epoch=10)
   base.update(kw)
   with pytest.raises(ValueError):
     pld.allocation_pld_epsilon(**base)
@@ -256,7 +256,7 @@ def test_bad_input(kw):
 def test_against_pld_accounting_live():
   pa = pytest.importorskip("PLD_accounting")
   up_pa, lo_pa = pa.gaussian_allocation_epsilon_range(delta=1e-6, sigma=1.0, num_steps=10)
-  r = pld.allocation_pld_epsilon(sigma=1.0, num_steps=10, delta=1e-6)
+  r = pld.allocation_pld_epsilon(sigma=1.0, steps_per_epoch=10, delta=1e-6)
   assert float(r.upper) >= lo_pa and float(r.lower) <= up_pa
   assert float(r.upper) <= up_pa
   assert float(r.upper) >= float(r.lower)
@@ -278,7 +278,7 @@ def test_epochs_composition_digest():
 def test_k_of_t_reduction_matches_epochs():
   # Lemma 3.2 with t = k f: k-of-(k f) reduces to k compositions of 1-of-f,
   # i.e. exactly num_epochs = k of 1-of-f.
-  a = pld.allocation_pld_epsilon(sigma=1.0, num_steps=200, num_selected=2, delta=1e-6)
+  a = pld.allocation_pld_epsilon(sigma=1.0, steps_per_epoch=200, num_selected=2, delta=1e-6)
   b = pld.allocation_pld_epsilon(sigma=1.0, num_steps=100, num_epochs=2, delta=1e-6)
   np.testing.assert_allclose([float(a.upper), float(a.lower)],
                              [float(b.upper), float(b.lower)], rtol=1e-12)
@@ -290,7 +290,7 @@ def test_laplace_t1_vs_dp_accounting():
   b = 1.0
   hi = dpl.from_laplace_mechanism(b, value_discretization_interval=1e-4, pessimistic_estimate=True)
   lo = dpl.from_laplace_mechanism(b, value_discretization_interval=1e-4, pessimistic_estimate=False)
-  r = pld.allocation_pld_delta(sigma=b, num_steps=1, epsilon=np.array([0.2, 0.5, 0.8]),
+  r = pld.allocation_pld_delta(sigma=b, steps_per_epoch=1, epsilon=np.array([0.2, 0.5, 0.8]),
                                mechanism="laplace")
   for i, e in enumerate([0.2, 0.5, 0.8]):
     assert float(r.lower[i]) <= hi.get_delta_for_epsilon(e) + 1e-12

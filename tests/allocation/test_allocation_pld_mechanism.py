@@ -76,7 +76,7 @@ def rr_batch():
   rr = jpld.randomized_response(1.0)
   ts = np.array([1, 2, 3, 10, 1, 2, 3, 100])
   es = np.array([0.0, 0.0, 0.0, 0.0, 0.3, 0.3, 0.3, 0.3])
-  return ts, es, pld.allocation_pld_delta(mechanism=rr, num_steps=ts, epsilon=es, grid_size=N)
+  return ts, es, pld.allocation_pld_delta(mechanism=rr, steps_per_epoch=ts, epsilon=es, grid_size=N)
 
 
 def test_randomized_response_exact_enumeration(rr_batch):
@@ -109,7 +109,7 @@ def test_randomized_response_with_delta0():
   rr = jpld.randomized_response(0.5, delta0=1e-3)
   ts = np.array([1, 2, 3, 10] * 2)
   es = np.array([0.0] * 4 + [0.3] * 4)
-  r = pld.allocation_pld_delta(mechanism=rr, num_steps=ts, epsilon=es, grid_size=N)
+  r = pld.allocation_pld_delta(mechanism=rr, steps_per_epoch=ts, epsilon=es, grid_size=N)
   P, Q = _rr_pair(0.5, 1e-3)
   for i, (t, e) in enumerate(zip(ts, es)):
     rem, add = _exact_profiles(P, Q, int(t), float(e))
@@ -130,7 +130,7 @@ def test_large_zero_atom_valid():
   P, Q = np.array([1.0, 0.0]), np.array([math.exp(-0.3), 1 - math.exp(-0.3)])
   ts = np.array([1, 2, 3, 10] * 2)   # as the delta0 test: one compile (16 components)
   es = np.array([0.0] * 4 + [0.1] * 4)
-  r = pld.allocation_pld_delta(mechanism=mech, num_steps=ts, epsilon=es, grid_size=N)
+  r = pld.allocation_pld_delta(mechanism=mech, steps_per_epoch=ts, epsilon=es, grid_size=N)
   for i, (t, e) in enumerate(zip(ts, es)):
     rem, add = _exact_profiles(P, Q, int(t), float(e))
     assert float(r.by_direction["remove"][1][i]) <= rem + 1e-15 and rem <= float(r.by_direction["remove"][0][i]), (t, e)
@@ -154,8 +154,8 @@ def test_asymmetric_pair_and_pairpld_enumeration():
   pair_lo = jpld.PairPLD(lo, jpld.from_pair(Q3, P3, step=h, pessimistic=False))
   ts = np.array([1, 2, 3, 4, 1, 2, 3, 4])
   es = np.array([0.0] * 4 + [0.2] * 4)
-  r1 = pld.allocation_pld_delta(mechanism=(up, lo), num_steps=ts, epsilon=es, grid_size=N)
-  r2 = pld.allocation_pld_delta(mechanism=(pair_up, pair_lo), num_steps=ts, epsilon=es,
+  r1 = pld.allocation_pld_delta(mechanism=(up, lo), steps_per_epoch=ts, epsilon=es, grid_size=N)
+  r2 = pld.allocation_pld_delta(mechanism=(pair_up, pair_lo), steps_per_epoch=ts, epsilon=es,
                                 grid_size=N)
   for i, (t, e) in enumerate(zip(ts, es)):
     rem, add = _exact_profiles(P3, Q3, int(t), float(e))
@@ -186,7 +186,7 @@ def test_gaussian_as_pld_oracles(gauss_pld):
   # vs independent values: t = 1 exact profile; t = 2 quadrature (digest
   # Sec. 5.2); t = 10, 1000 the digest's independent second-order prototype
   # brackets (Sec. 5.2 table), widened by the step-1e-3 PLD's rounding.
-  r = pld.allocation_pld_epsilon(mechanism=gauss_pld, num_steps=GAUSS_TS, delta=GAUSS_DS,
+  r = pld.allocation_pld_epsilon(mechanism=gauss_pld, steps_per_epoch=GAUSS_TS, delta=GAUSS_DS,
                                  grid_size=N)
   ru, rl = np.asarray(r.upper), np.asarray(r.lower)
   assert np.all(np.isfinite(ru)) and np.all(np.isfinite(rl)) and np.all(ru >= rl)
@@ -201,8 +201,8 @@ def test_gaussian_as_pld_oracles(gauss_pld):
 @pytest.mark.slow
 def test_gaussian_as_pld_matches_builtin(gauss_pld):
   ts, ds = GAUSS_TS, GAUSS_DS
-  r = pld.allocation_pld_epsilon(mechanism=gauss_pld, num_steps=ts, delta=ds, grid_size=N)
-  g = pld.allocation_pld_epsilon(sigma=1.0, num_steps=ts, delta=ds, grid_size=N)
+  r = pld.allocation_pld_epsilon(mechanism=gauss_pld, steps_per_epoch=ts, delta=ds, grid_size=N)
+  g = pld.allocation_pld_epsilon(sigma=1.0, steps_per_epoch=ts, delta=ds, grid_size=N)
   ru, rl = np.asarray(r.upper), np.asarray(r.lower)
   gu, gl = np.asarray(g.upper), np.asarray(g.lower)
   assert np.all(np.isfinite(ru)) and np.all(np.isfinite(rl))
@@ -223,8 +223,8 @@ def test_laplace_as_pld_matches_builtin():
   lo = jpld.laplace(1.0, step=1e-4, pessimistic=False)
   ts = np.array([1, 2, 10, 100, 1, 2, 10, 100])
   es = np.array([0.3] * 4 + [0.8] * 4)
-  r = pld.allocation_pld_delta(mechanism=(up, lo), num_steps=ts, epsilon=es, grid_size=N)
-  g = pld.allocation_pld_delta(sigma=1.0, mechanism="laplace", num_steps=ts, epsilon=es,
+  r = pld.allocation_pld_delta(mechanism=(up, lo), steps_per_epoch=ts, epsilon=es, grid_size=N)
+  g = pld.allocation_pld_delta(sigma=1.0, mechanism="laplace", steps_per_epoch=ts, epsilon=es,
                                grid_size=N)
   ru, rl, gu, gl = map(np.asarray, (r.upper, r.lower, g.upper, g.lower))
   assert np.all(ru >= gl) and np.all(rl <= gu), (ru, gl, rl, gu)
@@ -240,7 +240,7 @@ def test_large_t_finite():
   rr = jpld.randomized_response(1.0)
   ts = np.array([10**4, 10**5, 10**6, 10**7] * 2)
   ds = np.array([1e-8] * 4 + [1e-14] * 4)
-  r = pld.allocation_pld_epsilon(mechanism=rr, num_steps=ts, delta=ds, grid_size=N)
+  r = pld.allocation_pld_epsilon(mechanism=rr, steps_per_epoch=ts, delta=ds, grid_size=N)
   u, lo = np.asarray(r.upper), np.asarray(r.lower)
   assert np.all(np.isfinite(u)) and np.all(np.isfinite(lo)) and np.all(u >= lo)
   assert np.all(np.diff(u[:4]) < 0) and np.all(np.diff(u[4:]) < 0)  # more amplification
@@ -252,7 +252,7 @@ def test_large_t_finite():
 def test_scalar_matches_batch(rr_batch):
   ts, es, r = rr_batch
   rr = jpld.randomized_response(1.0)
-  s = pld.allocation_pld_delta(mechanism=rr, num_steps=10, epsilon=0.0, grid_size=N)
+  s = pld.allocation_pld_delta(mechanism=rr, steps_per_epoch=10, epsilon=0.0, grid_size=N)
   assert np.ndim(s.upper) == 0
   np.testing.assert_allclose([float(s.upper), float(s.lower)],
                              [float(r.upper[3]), float(r.lower[3])], rtol=1e-12)
@@ -282,7 +282,7 @@ def test_epochs_and_export_composition():
   assert rl <= ex <= ru, (rl, ex, ru)
   assert ru - rl < 1e-2 * ex
   # k = 2 of t = 20 reduces to 2 x (1-of-10): same as 2 epochs (Lemma 3.2)
-  r2 = pld.allocation_pld_delta(mechanism=rr, num_steps=20, num_selected=2, epsilon=0.2,
+  r2 = pld.allocation_pld_delta(mechanism=rr, steps_per_epoch=20, num_selected=2, epsilon=0.2,
                                 grid_size=N)
   np.testing.assert_allclose([float(r2.upper), float(r2.lower)],
                              [float(r.upper), float(r.lower)], rtol=1e-12)
@@ -295,7 +295,7 @@ def test_epochs_and_export_composition():
                                  "object", "not_a_pair", "step"])
 def test_invalid_pld_raises(bad):
   rr = jpld.randomized_response(1.0)
-  kw = dict(num_steps=10, delta=1e-6, grid_size=N)
+  kw = dict(steps_per_epoch=10, delta=1e-6, grid_size=N)
   if bad == "mass":       # masses sum to 1.5
     mech = rr._replace(probs=np.asarray(rr.probs) * 1.5)
   elif bad == "negative":

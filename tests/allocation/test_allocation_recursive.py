@@ -209,7 +209,8 @@ def test_truncated_poisson_fig1_sigma2():
   opt = _eps("truncated_poisson", **kw).epsilon
   assert auth <= 0.044 * 1.001
   assert opt <= auth
-  lower = float(apld.allocation_pld_epsilon(**kw).lower)
+  lower = float(apld.allocation_pld_epsilon(sigma=2.0, steps_per_epoch=10**6,
+                                             delta=1e-10).lower)
   assert opt >= lower
   assert float(al.delta_lower_bound(sigma=2.0, num_steps=10**6, epsilon=opt)) <= 1e-10
 
@@ -297,7 +298,7 @@ def test_bad_input():
   with pytest.raises(ValueError, match="no method"):   # floor(t/k) = 1: Thm 4.6 needs >= 2
     _eps("decomposition_pld", sigma=1.0, num_steps=3, delta=1e-5, num_selected=2)
   with pytest.raises(ValueError, match="methods"):
-    al.epsilon(sigma=1.0, num_steps=100, delta=1e-5, methods=("recursivee",))
+    al.epsilon(sigma=1.0, steps_per_epoch=100, delta=1e-5, methods=("recursivee",))
 
 
 # -------------------------------------------------------------- slow: peers
@@ -309,7 +310,7 @@ def test_recursive_fig2_digest(t, sigma, theirs):
   """Digest 5.3 Fig 2 recursive column (authors' code): ours <= theirs, >= PLD lower."""
   e = _eps("recursive", sigma=sigma, num_steps=t, delta=1e-10).epsilon
   assert e <= theirs
-  assert e >= float(apld.allocation_pld_epsilon(sigma=sigma, num_steps=t, delta=1e-10).lower)
+  assert e >= float(apld.allocation_pld_epsilon(sigma=sigma, steps_per_epoch=t, delta=1e-10).lower)
   assert float(al.delta_lower_bound(sigma=sigma, num_steps=t, epsilon=e)) <= 1e-10
 
 
@@ -345,7 +346,7 @@ def test_fig5_k10_and_front_door():
     e = _eps("truncated_poisson", sigma=s, num_steps=10**6, delta=1e-10,
                                      num_selected=10).epsilon
     assert e <= theirs
-  r = al.epsilon(sigma=2.0, num_steps=1000, delta=1e-10,
+  r = al.epsilon(sigma=2.0, steps_per_epoch=1000, delta=1e-10,
                  methods=("rdp_direct", "direct_add", "local", "recursive", "truncated_poisson"))
   assert "recursive" in r.method
   assert r.details["remove"]["truncated_poisson"] == math.inf
@@ -369,7 +370,7 @@ def test_front_door_delta_new_methods():
   bound at that epsilon (remove), the winner named; truncated Poisson at
   sigma=2, t=1e6 finite and below the authors' (digest Fig 1 analytic 0.044 at
   delta=1e-10 means delta(0.044) <= 1e-10 for theirs, so ours too)."""
-  r = al.delta(sigma=2.0, num_steps=1000, epsilon=0.15,
+  r = al.delta(sigma=2.0, steps_per_epoch=1000, epsilon=0.15,
                methods=("rdp_direct", "direct_add", "local", "recursive", "truncated_poisson"))
   lb = float(al.delta_lower_bound(sigma=2.0, num_steps=1000, epsilon=0.15))
   for d in ("remove",):

@@ -235,7 +235,7 @@ def test_num_epochs_is_validated():
 
 def test_one_epoch_is_fresh():
   a = allocation.fixed_bins_pld_epsilon(sigma=0.9, delta=1e-6, num_steps=100, num_epochs=1)
-  b = apld.allocation_pld_epsilon(sigma=0.9, delta=1e-6, num_steps=100)
+  b = apld.allocation_pld_epsilon(sigma=0.9, delta=1e-6, steps_per_epoch=100)
   assert float(a.upper) == float(b.upper) and float(a.lower) == float(b.lower)
 
 
@@ -257,7 +257,7 @@ def test_front_door_fixed_bins():
 @pytest.mark.parametrize("bad", [0, 1, "no", None])
 def test_fresh_each_epoch_must_be_bool(bad):
   with pytest.raises(ValueError, match="fresh_each_epoch"):
-    allocation.epsilon(sigma=1.0, num_steps=10, delta=1e-5, fresh_each_epoch=bad)
+    allocation.epsilon(sigma=1.0, steps_per_epoch=10, delta=1e-5, fresh_each_epoch=bad)
 
 
 def test_bad_mechanism_args():

@@ -69,7 +69,7 @@ def test_k1_reproduces_tight_pld_bracket():
   s, t, d = 1.0, 50, 1e-6
   r = allocation.true_allocation_epsilon_monte_carlo(sigma=s, num_steps=t, delta=d, direction="remove",
                                              num_samples=10_000, pilot_samples=4_000)
-  b = apld.allocation_pld_epsilon(sigma=s, num_steps=t, delta=d, direction="remove")
+  b = apld.allocation_pld_epsilon(sigma=s, steps_per_epoch=t, delta=d, direction="remove")
   lo, up = float(b.lower), float(b.upper)
   assert r.ci[0] <= up and lo <= r.ci[1], (r.ci, lo, up)
   assert r.lower <= up and 0.9 * lo < r.lower        # rigorous lower, and informative
@@ -93,6 +93,6 @@ def test_dp_accounting_case_below_reduction():
   2.4035, 99 % CI [2.4016, 2.4054], lower (1 - 1e-3) 2.3968."""
   r = allocation.true_allocation_epsilon_monte_carlo(sigma=2.0, num_steps=100, num_selected=10,
                                              delta=1e-6, num_samples=200_000)
-  red = apld.allocation_pld_epsilon(sigma=2.0, num_steps=100, num_selected=10, delta=1e-6)
+  red = apld.allocation_pld_epsilon(sigma=2.0, steps_per_epoch=100, num_selected=10, delta=1e-6)
   assert r.lower <= float(red.upper)
   assert r.ci[1] < float(red.upper)               # the reduction is visibly loose here

@@ -159,10 +159,10 @@ BASE = {
     "jaxacct.pld.randomized_response": dict(eps0=1.0, delta0=0.0, step=0.5),
     "jaxacct.pld.poisson_gaussian_composed": dict(sigma=1.0, q=0.1, num_steps=10,
                                                   step=1e-2),
-    # allocation
-    "jaxacct.allocation.epsilon": dict(sigma=1.0, num_steps=10, delta=1e-5,
+    # allocation (num_epochs given: the num_steps alias without the unit warning)
+    "jaxacct.allocation.epsilon": dict(sigma=1.0, num_steps=10, num_epochs=1, delta=1e-5,
                                        methods=("local",)),
-    "jaxacct.allocation.delta": dict(sigma=1.0, num_steps=10, epsilon=1.0,
+    "jaxacct.allocation.delta": dict(sigma=1.0, num_steps=10, num_epochs=1, epsilon=1.0,
                                      methods=("local",)),
     "jaxacct.allocation.allocation_rdp": dict(sigma=1.0, num_steps=10),
     "jaxacct.allocation.allocation_remove_rdp": dict(sigma=1.0, num_steps=10),
@@ -178,11 +178,11 @@ BASE = {
     "jaxacct.allocation.true_allocation_epsilon_monte_carlo": dict(
         sigma=1.0, num_steps=10, delta=1e-3, num_samples=1000),
     "jaxacct.allocation.pld.allocation_pld_epsilon": dict(
-        sigma=1.0, delta=1e-5, num_steps=10, tail=1e-12),
+        sigma=1.0, delta=1e-5, num_steps=10, num_epochs=1, tail=1e-12),
     "jaxacct.allocation.pld.allocation_pld_delta": dict(
-        sigma=1.0, epsilon=1.0, num_steps=10, tail=1e-12),
+        sigma=1.0, epsilon=1.0, num_steps=10, num_epochs=1, tail=1e-12),
     "jaxacct.allocation.pld.allocation_pld_laws": dict(sigma=1.0, num_steps=10),
-    "jaxacct.allocation.pld.allocation_plds": dict(sigma=1.0, num_steps=10,
+    "jaxacct.allocation.pld.allocation_plds": dict(sigma=1.0, num_steps=10, num_epochs=1,
                                                    tail=1e-12),
     # shuffle
     "jaxacct.shuffle.epsilon": dict(delta=1e-6, **_SH),
