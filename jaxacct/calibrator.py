@@ -139,12 +139,14 @@ def allocation_upper_lower(sigma, delta, t, k, E):
 def min_no_amplification(up, sigma, delta, m, exact=False):
   """``(min(up, local), local or None)``, local = m Gaussian steps without
   amplification (exact); without ``exact`` the Gaussian program runs only
-  where :func:`gaussian_lower` does not already show ``local >= up``."""
+  where :func:`gaussian_lower` does not already show ``local >= up``. Where
+  ``up`` is NaN (the allocation PLD cannot certify at this noise) the result
+  is ``local``: the run is a post-processing of m full-batch steps."""
   s = np.asarray(sigma, np.float64) / math.sqrt(m)
   if not exact and np.all(gaussian_lower(s, delta) >= up):
     return up, None
   loc = gaussian_upper(s, delta)
-  return np.minimum(up, loc), loc
+  return np.fmin(up, loc), loc
 
 
 @functools.lru_cache(maxsize=512)

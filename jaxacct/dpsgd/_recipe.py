@@ -317,7 +317,8 @@ def epsilon(*, noise_multiplier, num_examples, batch_size, delta, num_epochs=Non
                       num_epochs=num_epochs, sampling=sampling, num_selected=num_selected,
                       total_steps=total_steps)
   shape, sig, dl = _flat_pair(noise_multiplier, delta)
-  with _progress_bar(sched, sig.size, "epsilon", progress) as bar:
+  given = f"T={sched.total_steps}" if total_steps is not None else None
+  with _progress_bar(sched, sig.size, "epsilon", progress, given) as bar:
     try:
       up, lo, method, details = _upper_lower(sched, sig, dl, bar=bar)
     except ValueError as err:
@@ -329,8 +330,11 @@ def epsilon(*, noise_multiplier, num_examples, batch_size, delta, num_epochs=Non
                  details)
 
 
-def _progress_bar(sched, size, what, enabled):
-  desc = f"jaxacct.dpsgd {what} ({sched.sampling}, E={sched.num_epochs:g})"
+def _progress_bar(sched, size, what, enabled, given=None):
+  """Progress on long work, labelled with the count the caller gave (``given``,
+  e.g. ``"T=2340"``; default the epochs E), never a derived E = T B / N."""
+  given = given or f"E={sched.num_epochs:g}"
+  desc = f"jaxacct.dpsgd {what} ({sched.sampling}, {given})"
   return _progress.progress(total=size, desc=desc, enabled=enabled)
 
 

@@ -283,8 +283,11 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
   elif sampling == "poisson":   # the run itself: same rate, same steps
     poisson = Comparison("poisson", q, T, upper, "upper", run.method)
   else:
-    p = epsilon(noise_multiplier=sigma, total_steps=T, sampling="poisson", **common)
-    pe, pm = float(p.epsilon), f"{p.method}, q = B/N, the run's T steps"
+    try:
+      p = epsilon(noise_multiplier=sigma, total_steps=T, sampling="poisson", **common)
+      pe, pm = float(p.epsilon), f"{p.method}, q = B/N, the run's T steps"
+    except checks.WindowTooLarge:   # the PLD refuses this many steps at this noise
+      pe = math.inf
     if not math.isfinite(pe):    # the PLD's grid cannot hold this loss: RDP can
       r = poisson_door.epsilon(q=q, sigma=sigma, num_steps=T, delta=delta, method="rdp")
       pe = min(pe, float(r.epsilon))

@@ -428,3 +428,42 @@ def test_num_epochs_through_the_calibrator_is_the_largest_certified_e():
   assert jaxacct.calibrate(mk, 2.0, 1e-5, bracket=(1, 4), discrete=True, increasing=True) == 4
   with pytest.raises(ValueError, match=r"no x in \[1, 16\]"):
     jaxacct.calibrate(mk, 0.05, 1e-5, bracket=(1, 16), discrete=True, increasing=True)
+
+
+def test_progress_names_the_count_the_caller_gave(caplog, log_progress):
+  # A total_steps run labels its progress with T, never a derived E = T B / N
+  # (the statement's Poisson row at the run's T = 2340 printed "E=9.984" for E = 10).
+  caplog.set_level(logging.INFO, logger="jaxacct")
+  kw = dict(noise_multiplier=1.0, num_examples=1000, batch_size=10, delta=DELTA,
+            sampling="poisson")
+  dpsgd.epsilon(total_steps=55, **kw)
+  text = " ".join(r.getMessage() for r in caplog.records if r.name == "jaxacct")
+  assert "(poisson, T=55)" in text and "E=" not in text, text
+  caplog.clear()
+  dpsgd.epsilon(num_epochs=2, **kw)
+  text = " ".join(r.getMessage() for r in caplog.records if r.name == "jaxacct")
+  assert "(poisson, E=2)" in text, text
+
+
+def test_calibration_falls_back_where_the_allocation_pld_cannot_certify():
+  # Target epsilon 1000 (N = 6e4, B = 256, E = 10): below sigma ~0.09 the
+  # allocation PLD is NaN. The search read NaN as infeasible and returned sigma
+  # 0.0978 (certified 606) as the "smallest certified sigma"; the run's upper
+  # there is no amplification (k E = 10 exact Gaussian steps), so the smallest
+  # sigma meeting 1000 is where 10 Gaussian steps reach 1000. Reference: that
+  # sigma from the Gaussian's delta(eps) (Balle & Wang, arXiv:1805.06530v2,
+  # Thm 8) in scipy, in log space, solved by brentq.
+  from scipy import special
+
+  def log_excess(mu, eps=1000.0):   # log delta(eps) - log DELTA for mu = sqrt(10) / sigma
+    a, b = special.log_ndtr(-eps / mu + mu / 2), special.log_ndtr(-eps / mu - mu / 2)
+    return a + np.log(-np.expm1(eps + b - a)) - np.log(DELTA)
+
+  ref = math.sqrt(10) / optimize.brentq(log_excess, 30.0, 60.0, xtol=1e-12)
+  cfg = dict(num_examples=N, batch_size=B, num_epochs=E, delta=DELTA, progress=False)
+  s = dpsgd.calibrate_noise_multiplier(epsilon=1000.0, **cfg)
+  assert ref <= s <= ref * (1 + 5e-4), (s, ref)   # rtol 2.5e-4 of the search
+  r = dpsgd.epsilon(noise_multiplier=s, **cfg)
+  assert np.isnan(r.details["pld_upper"]) and "no amplification" in r.method
+  assert float(r.epsilon) <= 1000.0 < float(
+      dpsgd.epsilon(noise_multiplier=s / (1 + 2.5e-4), **cfg).epsilon) / (1 - 1e-10)

@@ -202,3 +202,18 @@ def test_statement_at_tiny_noise_prints_certified_numbers():
   text = str(st)
   assert "nan" not in text and "upper inf" not in text
   assert st.comparison[0].epsilon == pytest.approx(1631.75, rel=1e-5)   # RDP, finite
+
+
+@pytest.mark.slow   # 3.5 s
+def test_statement_where_the_poisson_pld_refuses_compares_by_rdp():
+  # sigma 0.0777 (what calibrating to epsilon 1000 gives) is where the Poisson
+  # PLD refuses T = 2340 steps (its window is too large): the comparison row is
+  # the RDP upper of the same q, sigma and T, not an error ending the statement.
+  from jaxacct import poisson
+  sigma = 0.0777344
+  st = statement(noise_multiplier=sigma, num_examples=60000, batch_size=256, num_epochs=10,
+                 delta=1e-5, progress=False)
+  row = st.comparison[0]
+  ref = poisson.epsilon(q=256 / 60000, sigma=sigma, num_steps=2340, delta=1e-5, method="rdp")
+  assert row.epsilon == float(ref.epsilon) and "poisson.rdp" in row.method
+  assert "nan" not in str(st) and "upper inf" not in str(st)
