@@ -218,7 +218,8 @@ def _run(args) -> int:
   pos = POSITIONAL.get(args.door)
   call_args = (kw.pop(pos),) if pos in kw else ()
   print(f"jaxacct.sweep: process {me} of {jax.process_count()}: {args.door} over "
-        f"{int(np.prod(shape))} points on {len(devices)} devices", file=sys.stderr, flush=True)
+        f"{int(np.prod(shape))} points on {len(devices)} "
+        f"device{'' if len(devices) == 1 else 's'}", file=sys.stderr, flush=True)
   times = []
   with set_layout(args.layout):
     for _ in range(max(int(args.repeat), 1)):

@@ -165,3 +165,28 @@ def test_readme_commands_use_shown_flags(capsys):
   used = set(re.findall(r"jaxacct dpsgd ([^;]*)", block)[0].split()) & set(
       re.findall(r"(--[a-z][a-z-]+)", block))
   assert used and used <= shown, used - shown
+
+
+@pytest.mark.parametrize("table", [
+    False, pytest.param(True, marks=pytest.mark.slow)])   # the table: compiles, ~4 s
+def test_quiet_prints_only_the_answer(capsys, table):
+  # Progress forced on with no delay (the terminal backend): without --quiet
+  # it reaches stderr; with --quiet stderr stays empty and stdout is the answer.
+  import jaxacct
+  from jaxacct._core import progress as P
+  argv = (["--num-steps", "100", "--delta", "1e-6", "--no-cache"] if table else
+          ["dpsgd", "--num-examples", "1000", "--batch-size", "10", "--num-epochs", "2",
+           "--delta", "1e-5", "--noise-multiplier", "1.0"])
+  prev, prev_on = P.configure_progress(delay=0.0, interval=0.0, backend="terminal"), \
+      jaxacct.set_progress(True)
+  try:
+    assert main(argv) == 0
+    loud = capsys.readouterr()
+    assert main([*argv, "--quiet"]) == 0
+    quiet = capsys.readouterr()
+  finally:
+    P.configure_progress(**prev)
+    jaxacct.set_progress(prev_on)
+  assert loud.err and quiet.err == "", (loud.err, quiet.err)
+  assert quiet.out == loud.out or table   # the table's timing columns differ by run
+  assert ("Epsilon at delta = 1e-05" if not table else "No amplification") in quiet.out

@@ -172,3 +172,18 @@ def test_a_failing_worker_keeps_inputs_and_the_earlier_result(files):
                        env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert out.returncode == 1 and "poisson.epsilon takes no argument num_epochs" in out.stderr
   assert {p: p.read_bytes() for p in old} == old
+
+
+def test_one_process_sweep_says_one_device(files):
+  """A plain one-process sweep (1.8 s): its status line reads "on 1 device"
+  (was "on 1 devices"), and the values are the door's own."""
+  env = dict(os.environ, PYTHONPATH=ROOT, JAXACCT_PROGRESS="0")
+  out = subprocess.run([sys.executable, "-m", "jaxacct.sweep", "poisson.epsilon", "--grid",
+                        str(files / "g.npz"), *OK, "--out", str(files / "out")],
+                       env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0, out.stderr
+  assert "over 4 points on 1 device\n" in out.stderr, out.stderr
+  from jaxacct import poisson
+  got = np.load(files / "out.npz", allow_pickle=False)
+  ref = poisson.epsilon(q=0.01, sigma=np.linspace(1.0, 2.0, 4), num_steps=100, delta=1e-5)
+  np.testing.assert_array_equal(got["epsilon"], np.asarray(ref.epsilon))
