@@ -1,6 +1,6 @@
 r"""jax_privacy adapter: run jax_privacy's accounting through jaxacct.
 
-Derivations and sources: docs/how-to/jax_privacy.md ("How-to / The jax_privacy config").
+Usage and limits: docs/how-to/jax_privacy.md ("How-to / The jax_privacy config").
 """
 
 from __future__ import annotations
