@@ -10,7 +10,12 @@ with a documented relation), so executing it is a test.
 
 Each notebook is executed once (01-04 under ``-m slow``), from a temporary
 directory (a notebook must not import from the checkout by relative path). ``PYTHONPATH`` points at the
-checkout under test, as an installed package would be found.
+checkout under test, as an installed package would be found. For the notebooks
+in ``STORED_EQUALS_FRESH`` the printed text of that execution must equal the
+stored one (times masked). To store a notebook: execute it with
+``nbclient.NotebookClient(nb, kernel_name="python3").execute()`` from a copy
+outside the checkout (``PYTHONPATH`` at it, ``MPLBACKEND=Agg``) and write it back
+with ``nbformat.write``.
 """
 
 import glob
@@ -74,6 +79,20 @@ def _texts(nb):
 # the default suite executes the fastest one and checks every notebook's code
 # statically (test_notebook_code_resolves); ``-m slow`` executes them all.
 FAST_NOTEBOOKS = {"05_dp_accounting.ipynb"}
+
+
+# Notebooks whose printed text (stdout, timings masked) is compared with a fresh
+# execution: a stored number that no longer reproduces fails the test.
+STORED_EQUALS_FRESH = {"05_dp_accounting.ipynb"}
+_SECONDS = re.compile(r"\b\d+(?:\.\d+)? s\b")
+
+
+def _printed(nb):
+  """Each code cell's stdout, the streams joined (a kernel may split one
+  cell's prints into several), times in seconds masked."""
+  return [_SECONDS.sub("<t> s", "".join(o.text for o in c.outputs
+                                         if o.output_type == "stream" and o.name == "stdout"))
+          for c in nb.cells if c.cell_type == "code"]
 
 
 def _exec_params():
@@ -150,3 +169,9 @@ def test_notebook_executes_outside_repo(path, tmp_path, monkeypatch):
   for i, text in _texts(nb):
     assert not _NAN.search(text), f"{os.path.basename(path)} cell {i} prints nan:\n{text}"
     assert _F32 not in text, f"{os.path.basename(path)} cell {i}: float32 warning:\n{text}"
+  if os.path.basename(path) in STORED_EQUALS_FRESH:   # what a reader sees is what runs
+    stored = _printed(nbformat.read(path, as_version=4))
+    assert stored == _printed(nb), (
+        f"{os.path.basename(path)}: the stored outputs are not what it executes to now "
+        "(re-execute and store it, see the module docstring):\n"
+        f"stored {stored}\nfresh  {_printed(nb)}")
