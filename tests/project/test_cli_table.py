@@ -15,6 +15,7 @@
 """
 
 import os
+import re
 import subprocess
 import sys
 
@@ -80,6 +81,20 @@ def test_no_amplification_has_one_meaning(capsys):
   out = capsys.readouterr().out
   assert "full batch" in out and "no amplification" not in out.lower()
 
+
+
+@pytest.mark.parametrize("rel", ["README.md", "docs/getting_started.md",
+                                 "docs/how-to/privacy_statement.md"])
+def test_docs_call_the_statements_sigma_sqrt_T_row_full_batch(rel):
+  # The prose that describes the statement names its rows as the statement
+  # does: "full batch" (every example in every step), never "no amplification"
+  # (they said "with no amplification beside it", "... side by side",
+  # "no amplification (every example in every step)").
+  text = " ".join(open(os.path.join(ROOT, rel), encoding="utf-8").read().split())
+  assert "full batch" in text, rel
+  for m in re.finditer(r"no amplification", text, re.IGNORECASE):
+    after = text[m.end():m.end() + 40]
+    assert not re.match(r"\W*(\(every example|beside|side by side)", after), (rel, after)
 
 @pytest.mark.parametrize("argv", [["--help"], ["dpsgd", "--help"]])
 def test_help_is_plain_text(argv, capsys):
