@@ -113,6 +113,11 @@ class _Law:
       self._memo[key] = np.fft.rfft(tilted_fft.wrap(t[None, :], size, np)[0])
     return self._memo[key]
 
+  def drop_spectra(self):
+    """Forgets the memoised spectra (a law kept for its log-MGFs holds no FFT buffers)."""
+    for key in [k for k in self._memo if k != "lmgf"]:
+      self._memo.pop(key, None)
+
 
 def law(pld):
   """The host form of a PLD (its log-MGFs and spectra are memoised on it), or a

@@ -395,7 +395,7 @@ class EventAccountant(_Accountant):
     """The step table's entries in pieces, for the accountants whose table takes
     seconds: random allocation (epoch by epoch; for 1-of-t the prefixes of
     epoch 1 a few at a time) and one non-Gaussian event on an empty ledger
-    (counts 1-8, 9-24, 25-56, ...: the accountant's batch, whose value for a
+    (counts 1, 2, 3-4, 5-8, 9-16, ...: the accountant's batch, whose value for a
     count does not depend on the others asked). None otherwise (the grid
     mode, Gaussian events, a ledger): computed at once."""
     n, delta = int(num_steps), float(delta)
@@ -415,15 +415,19 @@ class EventAccountant(_Accountant):
     return np.maximum.accumulate(np.concatenate([[run], vals]))[1:]
 
   def _repeated_segments(self, n, delta):
+    # counts 1, 2, 3-4, 5-8, ..., 2^(a-1)+1..2^a: the Poisson door builds one
+    # per-step pair per such bucket, and the engine's blocks of 32 counts
+    # (from 32 on) never straddle two pieces, so no pair or block is
+    # computed twice
     b, nb = self.block_size, -(-n // self.block_size)
-    lo, size, run = 1, 8, 0.0
+    lo, run = 1, 0.0
     while lo <= nb:
-      counts = np.arange(lo, min(lo + size, nb + 1))
+      counts = np.arange(lo, min(max(2 * (lo - 1), 1), nb) + 1)
       blocks = self._checked(self.accountant.epsilons_for_counts(self.event, counts, delta), run)
       run = float(blocks[-1])
       steps = np.arange((lo - 1) * b + 1, min(int(counts[-1]) * b, n) + 1)
       yield blocks[-(-steps // b) - lo]
-      lo, size = int(counts[-1]) + 1, 2 * size
+      lo = int(counts[-1]) + 1
 
   def _allocation_segments(self, n, delta):
     b, nb = self.block_size, -(-n // self.block_size)
