@@ -21,7 +21,7 @@ from jaxacct import allocation, mechanisms, poisson, shuffle
 from jaxacct._core.cache import compile_timer, enable_compilation_cache
 from jaxacct._core.progress import progress
 from jaxacct._core.version import __version__
-from jaxacct.dpsgd import NEIGHBOURINGS, statement
+from jaxacct.dpsgd import NEIGHBOURINGS, samplers, statement
 
 
 #: the one meaning of "no amplification" (here and in ``jaxacct dpsgd``): the example's
@@ -284,7 +284,7 @@ _FLAGS = {"num_examples": "--num-examples", "batch_size": "--batch-size",
           "num_epochs": "--num-epochs", "delta": "--delta",
           "noise_multiplier": "--noise-multiplier", "target_epsilon": "--target-epsilon",
           "epsilon": "--target-epsilon", "sampling": "--sampling",
-          "neighbouring": "--neighbouring"}
+          "neighbouring": "--neighbouring", "max_batch_size": "--max-batch-size"}
 
 
 def dpsgd_main(argv=None) -> int:
@@ -293,7 +293,6 @@ def dpsgd_main(argv=None) -> int:
   The statement (stdout) is :func:`jaxacct.dpsgd.statement`; ``--json``
   prints its ``to_dict()``. Progress goes to stderr only.
   """
-  samplings = ("balls_in_bins", "poisson", "shuffle")   # dpsgd.schedule's sampling values
   p = argparse.ArgumentParser(
       prog="jaxacct dpsgd", allow_abbrev=False,
       description="Privacy statement of a DP-SGD run: the certified epsilon bracket under "
@@ -315,10 +314,13 @@ def dpsgd_main(argv=None) -> int:
                  help="sigma = noise std / clipping norm")
   g.add_argument("--target-epsilon", type=_real("target-epsilon"),
                  help="calibrate sigma: the smallest certified sigma with epsilon <= this")
-  p.add_argument("--sampling", choices=samplings, default="balls_in_bins",
+  p.add_argument("--sampling", choices=samplers.names(), default="balls_in_bins",
                  help="batch sampler (default balls_in_bins)")
-  p.add_argument("--neighbouring", choices=NEIGHBOURINGS, default="add_remove",
-                 help="neighbouring relation (default add_remove; replace_one: shuffle only)")
+  p.add_argument("--max-batch-size", type=_count("max-batch-size"),
+                 help="batch cap (truncated_poisson only)")
+  p.add_argument("--neighbouring", choices=NEIGHBOURINGS,
+                 help="neighbouring relation (default: the sampler's own, add_remove; "
+                      "replace_one: shuffle, and the fixed-size samplers' own)")
   p.add_argument("--json", action="store_true", help="print the statement as JSON")
   p.add_argument("--quiet", action="store_true", help="no progress output (stderr)")
   args, unknown = p.parse_known_args(argv)
@@ -340,7 +342,8 @@ def dpsgd_main(argv=None) -> int:
                    num_epochs=args.num_epochs, delta=args.delta,
                    noise_multiplier=args.noise_multiplier,
                    target_epsilon=args.target_epsilon, sampling=args.sampling,
-                   neighbouring=args.neighbouring, progress=False if args.quiet else None)
+                   neighbouring=args.neighbouring, max_batch_size=args.max_batch_size,
+                   progress=False if args.quiet else None)
   except ValueError as e:   # a cross-flag error (B > N, ...): name the flag
     msg = str(e)
     names = {**_FLAGS, "num_epochs": epochs_flag}

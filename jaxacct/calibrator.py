@@ -16,22 +16,22 @@ Numerics").
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 
-from jaxacct import accounting, poisson
+from jaxacct import poisson
 from jaxacct._core import checks, sharding
 from jaxacct._core import progress as _progress
 from jaxacct._core.dtype import public_surface
-from jaxacct._core.gaussian import gaussian_epsilon_jit, gaussian_epsilon_kernel
 from jaxacct._core.lazy import LazyModule
-from jaxacct._core.namespace import for_inputs, host_call
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.solve import largest_feasible_int_host, search_decreasing_host
-from jaxacct.allocation import pld as apld
+# the evaluator's doors (allocation_upper_lower is read as calibrator's by tests/test_calibrate)
+from jaxacct.accounting.evaluator import (accountant_for, allocation_upper,
+                                          allocation_upper_lower,  # noqa: F401
+                                          gaussian_upper, min_no_amplification, poisson_run)
 
 if TYPE_CHECKING:
   from jaxacct._core import events
@@ -65,117 +65,17 @@ def lane(event):
   return "accountant", event, None
 
 
-def gaussian_upper(sigma, delta):
-  """Exact epsilon at ``delta`` of one Gaussian step of noise ``sigma`` (numpy;
-  one lane in NumPy, arrays by the jitted kernel: :func:`for_inputs`)."""
-  sigma, delta = np.asarray(sigma, np.float64), np.asarray(delta, np.float64)
-  if for_inputs(sigma, delta).is_host:
-    return np.asarray(host_call(gaussian_epsilon_kernel, sigma, delta), np.float64)
-  return np.asarray(gaussian_epsilon_jit(sigma, delta), np.float64)
-
-
-def gaussian_lower(sigma, delta):
-  """A lower bound on :func:`gaussian_upper` (NumPy, nothing compiled).
-
-  With mu = 1 / sigma the privacy loss under P is N(mu^2/2, mu^2) and
-  dP >= e^{x + s} dQ on {loss > x + s}, so delta(x) >= (1 - e^{-s})
-  P(loss > x + s): the epsilon at delta exceeds x_s = mu^2/2 - s - mu
-  Phi^{-1}(delta / (1 - e^{-s})) for every s > 0 (best of a few s, less a
-  float margin of 1e-9 relative).
-  """
-  from scipy.special import ndtri   # scipy loads with the first calibration
-  mu = 1.0 / np.asarray(sigma, np.float64)
-  d = np.asarray(delta, np.float64) * (1 + 1e-9)
-  best = np.full(np.broadcast(mu, d).shape, -np.inf)
-  for s in (0.05, 0.2, 0.5, 1.0, 2.0):
-    r = d / -math.expm1(-s)
-    with np.errstate(invalid="ignore", divide="ignore"):
-      x = np.where(r < 1, mu**2 / 2 - s - mu * ndtri(np.minimum(r, 1.0)), -np.inf)
-    best = np.maximum(best, np.where(np.isfinite(x), x, -np.inf))
-  return best - 1e-9 * (1 + np.abs(best))
-
-
-@functools.lru_cache(maxsize=512)
-def _allocation_scalar(sigma, delta, t, k, E):
-  """One allocation.pld evaluation, memoised (a calibration's last feasible
-  sigma is evaluated again by the epsilon of the same run)."""
-  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=t, num_selected=k,
-                                  num_epochs=E)
-  return float(r.epsilon), float(r.lower)
-
-
-@functools.lru_cache(maxsize=512)
-def _allocation_scalar_upper(sigma, delta, t, k, E):
-  """One allocation.pld upper evaluation without the certified lower (a
-  third of the host work), memoised."""
-  return float(apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=t,
-                                           num_selected=k, num_epochs=E,
-                                           with_lower=False).epsilon)
-
-
-def allocation_upper(sigma, delta, t, k, E):
-  """allocation.pld upper epsilon of k-of-t allocation over E epochs, flat arrays
-  (the lower is skipped; arrays run the jitted programs)."""
-  if for_inputs(sigma, delta).is_host:
-    return np.array([_allocation_scalar_upper(float(sigma[0]), float(delta[0]), int(t),
-                                              int(k), int(E))])
-  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=int(t),
-                                  num_selected=int(k), num_epochs=int(E), with_lower=False)
-  return np.broadcast_to(np.asarray(r.epsilon, np.float64), sigma.shape).copy()
-
-
-def allocation_upper_lower(sigma, delta, t, k, E):
-  """allocation.pld (upper, lower) of k-of-t allocation over E epochs, flat arrays."""
-  if for_inputs(sigma, delta).is_host:
-    u, l_ = _allocation_scalar(float(sigma[0]), float(delta[0]), int(t), int(k), int(E))
-    return np.array([u]), np.array([l_])
-  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=int(t),
-                                  num_selected=int(k), num_epochs=int(E))
-  up, lo = (np.broadcast_to(np.asarray(a, np.float64), sigma.shape).copy()
-            for a in (r.epsilon, r.lower))
-  return up, lo
-
-
-def min_no_amplification(up, sigma, delta, m, exact=False):
-  """``(min(up, local), local or None)``, local = m Gaussian steps without
-  amplification (exact); without ``exact`` the Gaussian program runs only
-  where :func:`gaussian_lower` does not already show ``local >= up``. Where
-  ``up`` is NaN (the allocation PLD cannot certify at this noise) the result
-  is ``local``: the run is a post-processing of m full-batch steps."""
-  s = np.asarray(sigma, np.float64) / math.sqrt(m)
-  if not exact and np.all(gaussian_lower(s, delta) >= up):
-    return up, None
-  loc = gaussian_upper(s, delta)
-  return np.fmin(up, loc), loc
-
-
-@functools.lru_cache(maxsize=512)
-def _poisson_scalar(q, sigma, T, delta):
-  return float(poisson.epsilon(q=q, sigma=sigma, num_steps=T, delta=delta,
-                               method="pld").epsilon)
-
-
-def poisson_upper(sigma, delta, q, T):
-  """Tight Poisson PLD upper epsilon (``poisson.epsilon(method="pld")``), flat arrays."""
-  if for_inputs(sigma, delta).is_host:
-    return np.array([_poisson_scalar(float(q), float(sigma[0]), int(T), float(delta[0]))])
-  up = poisson.epsilon(q=float(q), sigma=sigma, num_steps=int(T), delta=delta,
-                       method="pld").epsilon
-  return np.broadcast_to(np.asarray(up, np.float64), sigma.shape).copy()
-
-
 def _family_upper(family, key, sigma, delta, events):
   if family == "allocation":
     t, k, E = key
     up = allocation_upper(sigma, delta, t, k, E)
     return min_no_amplification(up, sigma, delta, k * E)[0]
   if family == "poisson":
-    return poisson_upper(sigma, delta, *key)
+    return poisson_run(sigma, delta, *key)[0]
   if family == "gaussian":
     return gaussian_upper(sigma, delta)
-  # accounting.PLDAccountant loads on first use (it brings dp_accounting; see _is)
-  return np.array([accounting.PLDAccountant().compose(e).get_epsilon(float(d))
-                   for e, d in zip(events, delta)])
+  # the accountant loads on first use (it brings dp_accounting)
+  return np.array([accountant_for(e).get_epsilon(float(d)) for e, d in zip(events, delta)])
 
 
 ACCOUNTANTS = ("pld", "rdp")

@@ -34,11 +34,6 @@ from jaxacct._core.dtype import public_surface
 
 __all__ = ["bounds", "epsilon", "tradeoff"]
 
-_LABELS = {"balls_in_bins": "balls-in-bins (tight allocation PLD)",
-           "poisson": "Poisson (tight PLD)",
-           "shuffle": "shuffle (no amplification)"}
-
-
 def _pyplot():
   try:
     import matplotlib.pyplot as plt
@@ -88,7 +83,7 @@ def bounds(x, upper, lower=None, *, label=None, ax=None, color=None, xscale: str
 
 
 def epsilon(noise_multipliers, *, num_examples, batch_size, num_epochs, delta,
-            samplings=("balls_in_bins", "poisson", "shuffle"), num_selected: int = 1,
+            samplings=None, num_selected: int = 1,
             ax=None, progress=None):
   """Certified DP-SGD epsilon against the noise multiplier, one bracket per sampling.
 
@@ -101,8 +96,9 @@ def epsilon(noise_multipliers, *, num_examples, batch_size, num_epochs, delta,
     noise_multipliers: sigmas > 0 (1-D).
     num_examples, batch_size, num_epochs, delta, num_selected: the
       configuration (:func:`jaxacct.dpsgd.epsilon`).
-    samplings: subset of ``("balls_in_bins", "poisson", "shuffle")`` (the
-      ``sampling`` values of :func:`jaxacct.dpsgd.schedule`).
+    samplings: registered sampler names (:func:`jaxacct.dpsgd.samplers.names`);
+      None (default): those drawn by default (``balls_in_bins``, ``poisson``,
+      ``shuffle``).
     ax: Axes or None. progress: as in :func:`jaxacct.dpsgd.epsilon`.
 
   Returns:
@@ -110,12 +106,15 @@ def epsilon(noise_multipliers, *, num_examples, batch_size, num_epochs, delta,
   """
   ax = _axes(ax)
   sig = np.sort(np.asarray(noise_multipliers, np.float64).ravel())
+  if samplings is None:
+    samplings = [n for n in dpsgd.samplers.names() if dpsgd.samplers.get(n).in_default_plot]
   for s in samplings:
+    rec = dpsgd.samplers.get(s)
     r = dpsgd.epsilon(noise_multiplier=sig, num_examples=num_examples, batch_size=batch_size,
                       num_epochs=num_epochs, delta=delta, sampling=s,
-                      num_selected=num_selected if s == "balls_in_bins" else 1,
+                      num_selected=num_selected if "num_selected" in rec.options else 1,
                       progress=progress)
-    bounds(sig, r.epsilon, r.lower, label=_LABELS.get(s, s), ax=ax, marker=".")
+    bounds(sig, r.epsilon, r.lower, label=rec.label, ax=ax, marker=".")
   ax.set_xlabel("noise multiplier sigma")
   ax.set_ylabel(f"epsilon at delta={delta:g}")
   ax.set_title(f"N={num_examples}, B={batch_size}, E={num_epochs}", fontsize=9)

@@ -16,15 +16,13 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core import progress as _progress
 from jaxacct._core.dtype import public_surface
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.solve import search_decreasing_host
 from jaxacct.accounting import TradeOff
-from jaxacct.allocation import pld as apld
-from jaxacct.dpsgd import Schedule, schedule
+from jaxacct.dpsgd import Schedule, samplers, schedule
 
 # ``TradeOff`` (the result of tpr_from_plds) is public in ``jaxacct.accounting``
 __all__ = ["Advantage", "tpr_from_plds", "advantage_from_plds", "tpr_at_fpr",
@@ -223,39 +221,22 @@ def _gauss_adv(mu):
 
 
 @functools.lru_cache(maxsize=8)
-def _plds(sampling, n, B, E, k, t, T, q, sigma, want_lower):
-  """(upper PairPLD or None, lower PairPLD or None) of one configuration.
-
-  Shuffle has no upper PLD (its upper is the exact Gaussian); its lower is
-  that of 1-of-t allocation when B | N (a dataset of zero gradients makes
-  shuffled batches 1-of-t allocation; see :mod:`jaxacct.dpsgd`).
-  """
-  if sampling == "poisson":
-    up = jpld.poisson_gaussian_composed(sigma=sigma, q=q, num_steps=T)
-    lo = (jpld.poisson_gaussian_composed(sigma=sigma, q=q, num_steps=T, pessimistic=False)
-          if want_lower else None)
-    return up, lo
-  if sampling == "shuffle" and not (want_lower and n % int(B) == 0):
-    return None, None
-  r = apld.allocation_plds(sigma=sigma, steps_per_epoch=t, num_selected=k, num_epochs=int(E))
-  # k > 1: the Lemma 3.2 reduction is an upper bound only; its lower PLDs
-  # bound the reduced object, not k-of-t allocation: no lower then.
-  lo = jpld.PairPLD(r.remove_lower, r.add_lower) if (want_lower and k == 1) else None
-  if sampling == "shuffle":
-    return None, lo
-  return jpld.PairPLD(r.remove_upper, r.add_upper), lo
+def _plds(sched: Schedule, sigma: float, want_lower: bool):
+  """(upper PairPLD or None, lower PairPLD or None) of one configuration: the
+  sampler's (:meth:`jaxacct.dpsgd.Sampler.plds`). Shuffle has no upper PLD (its
+  upper is the exact Gaussian)."""
+  return samplers.get(sched.sampling).plds(sched, sigma, want_lower)
 
 
 def _key(sched: Schedule, sigma: float, want_lower: bool):
-  return (sched.sampling, sched.num_examples, sched.batch_size, sched.num_epochs,
-          sched.num_selected, sched.steps_per_epoch, sched.total_steps,
-          sched.sampling_rate, float(sigma), bool(want_lower))
+  return sched, float(sigma), bool(want_lower)
 
 
 def _local_mu(sched: Schedule, sigma):
-  """mu of the no-amplification bound: k E Gaussian steps (exact, as dpsgd)."""
-  m = sched.num_selected * sched.num_epochs if sched.sampling != "poisson" else None
-  return None if m is None else math.sqrt(m) / float(sigma)
+  """mu of the no-amplification bound, where the run post-processes m full-batch
+  Gaussian steps (k E for balls_in_bins and shuffle; exact, as dpsgd)."""
+  m = samplers.get(sched.sampling).no_amplification
+  return None if m is None else math.sqrt(m(sched)) / float(sigma)
 
 
 def _tpr(sched, sigma, a, direction, want_lower):
@@ -362,24 +343,33 @@ def advantage(*, noise_multiplier, num_examples, batch_size, num_epochs=None,
   return Advantage(float(up), lo)
 
 
+def _gdp_rate(sched: Schedule):
+  """The rate of the CLT model (the sampler's ``gdp_rate``), or None where the
+  run is exactly mu-GDP with mu = sqrt(m) / sigma."""
+  rate = samplers.get(sched.sampling).gdp_rate
+  return None if rate is None else rate(sched)
+
+
+def _exact_m(sched: Schedule):
+  return samplers.get(sched.sampling).no_amplification(sched)
+
+
 def _clt_mu(sched: Schedule, sigma):
   """Gaussian-DP (CLT) model mu = q sqrt(T (e^{1/s^2} - 1)) (Dong, Roth & Su,
   arXiv:1905.02383v3, Sec. 5, the CLT of composed subsampled Gaussians; at
   rate k/t for balls-in-bins), a starting point only; exact for
   shuffle (mu = sqrt(E) / s)."""
-  if sched.sampling == "shuffle":
-    return math.sqrt(sched.num_epochs) / sigma
-  q = (sched.sampling_rate if sched.sampling == "poisson"
-       else sched.num_selected / sched.steps_per_epoch)
+  q = _gdp_rate(sched)
+  if q is None:
+    return math.sqrt(_exact_m(sched)) / sigma
   return q * np.sqrt(sched.total_steps * np.expm1(np.minimum(1.0 / sigma**2, 700.0)))
 
 
 def _clt_sigma(sched: Schedule, mu):
   """Inverse of :func:`_clt_mu` in sigma."""
-  if sched.sampling == "shuffle":
-    return math.sqrt(sched.num_epochs) / mu
-  q = (sched.sampling_rate if sched.sampling == "poisson"
-       else sched.num_selected / sched.steps_per_epoch)
+  q = _gdp_rate(sched)
+  if q is None:
+    return math.sqrt(_exact_m(sched)) / mu
   with np.errstate(divide="ignore"):
     return 1.0 / np.sqrt(np.log1p(mu**2 / (q * q * sched.total_steps)))
 
@@ -399,7 +389,7 @@ def _start(sched, target, alpha, upper_fn):
   alone is 10-30 % low)."""
   mu_t = _mu_of(target, alpha)
   h0 = np.clip(_clt_sigma(sched, mu_t), _SIGMA_MIN, _SIGMA_MAX)
-  if sched.sampling == "shuffle":
+  if _gdp_rate(sched) is None:
     return h0, True, None
   u0 = upper_fn(h0, np.arange(target.size))
   mu_eff = _mu_of(np.clip(u0, 1e-300, 1 - 1e-16), alpha)

@@ -21,16 +21,11 @@ from jaxacct import poisson as poisson_door
 from jaxacct._core import checks
 from jaxacct._core.gaussian import gaussian_epsilon
 from jaxacct._core.version import __version__
-from jaxacct.dpsgd._recipe import SAMPLINGS, calibrate_noise_multiplier, epsilon, schedule
+from jaxacct.dpsgd import samplers
+from jaxacct.dpsgd._recipe import calibrate_noise_multiplier, epsilon, schedule
 
 # the values ``statement(neighbouring=...)`` accepts
 NEIGHBOURINGS = ("add_remove", "replace_one")
-#: sampling -> the neighbouring relations its certified accounting covers.
-_SUPPORTED_NEIGHBOURING = {
-    "balls_in_bins": ("add_remove",),
-    "poisson": ("add_remove",),
-    "shuffle": ("add_remove", "replace_one"),
-}
 _SENSITIVITY = {"add_remove": 1.0, "replace_one": 2.0}   # in units of the clipping norm C
 
 _NEIGHBOUR_TEXT = {
@@ -42,21 +37,6 @@ _NEIGHBOUR_TEXT = {
                     "per-example gradients clipped to L2 norm C, so the noisy sum moves by "
                     "at most 2C (accounted as sensitivity 2: sigma / 2)"),
 }
-_SAMPLER_TEXT = {
-    "balls_in_bins": ("sampler balls_in_bins: each epoch, every example joins one of the "
-                      "t = floor(N/B) steps chosen uniformly at random, independently of "
-                      "the other examples (batch sizes vary; expected batch N/t >= B); "
-                      "T = t E steps"),
-    "poisson": ("sampler poisson: every example joins every step independently with "
-                "probability q = B/N (batch sizes vary, expected B); T = ceil(E N / B) "
-                "steps; steps_per_epoch is the expected N/B"),
-    "shuffle": ("sampler shuffle: a fresh uniformly random permutation each epoch, cut "
-                "into t = floor(N/B) batches of exactly B examples (the last N - tB "
-                "dropped); T = t E steps; no amplification is claimed from shuffling "
-                "(each example is in exactly one batch per epoch)"),
-}
-
-
 @dataclasses.dataclass(frozen=True)
 class Comparison:
   """One comparison row of a :class:`PrivacyStatement` (same sigma and delta).
@@ -146,7 +126,8 @@ class PrivacyStatement:
     src = (f"calibrated: smallest certified sigma with epsilon <= {self.target_epsilon:g}"
            if self.noise_multiplier_source == "calibrated" else "given")
     spe = (f"{self.steps_per_epoch:g} expected steps per epoch (N/B)"
-           if self.sampling == "poisson" else f"{self.steps_per_epoch} steps per epoch")
+           if isinstance(self.steps_per_epoch, float) else
+           f"{self.steps_per_epoch} steps per epoch")
     lo = "none known" if self.epsilon_lower is None else f"{self.epsilon_lower:.6g}"
     lines = [
         "DP-SGD privacy statement (jaxacct %s)" % self.version,
@@ -193,7 +174,7 @@ def _plain(x):
 
 def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=None,
               target_epsilon=None, sampling: str = "balls_in_bins",
-              neighbouring: str = "add_remove",
+              neighbouring: Optional[str] = None, max_batch_size=None,
               progress: Optional[bool] = None) -> PrivacyStatement:
   """A structured privacy statement of a DP-SGD run (certified bracket + comparison).
 
@@ -206,11 +187,14 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
       one of ``noise_multiplier`` and ``target_epsilon``.
     target_epsilon: > 0; sigma is then the smallest certified noise
       multiplier meeting it (:func:`jaxacct.dpsgd.calibrate_noise_multiplier`).
-    sampling: ``"balls_in_bins"`` (default), ``"poisson"`` or ``"shuffle"``
-      (as in :func:`jaxacct.dpsgd.schedule`).
-    neighbouring: ``"add_remove"`` (default) or ``"replace_one"``; each
-      sampling supports the relations in the module's table (``shuffle``
-      both, the others ``"add_remove"``).
+    sampling: a registered sampler's name (``"balls_in_bins"`` default,
+      ``"poisson"``, ``"shuffle"``, ...; as in :func:`jaxacct.dpsgd.schedule`).
+    neighbouring: ``"add_remove"`` or ``"replace_one"``; each sampler
+      supports the relations its record lists
+      (:attr:`jaxacct.dpsgd.samplers.Sampler.relations`); None (default):
+      its first (``"add_remove"``; ``"replace_one"`` for the fixed-size
+      samplers, whose dataset size is fixed).
+    max_batch_size: the batch cap (``"truncated_poisson"`` only).
     progress: None (global switch), True or False: progress on stderr.
 
   Returns:
@@ -223,13 +207,15 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
   Bound: ``epsilon_upper`` upper, ``epsilon_lower`` lower (or None);
   comparison rows as labelled.
   """
-  checks.check_choice("sampling", sampling, SAMPLINGS)
+  rec = samplers.get(sampling)
+  neighbouring = rec.relations[0] if neighbouring is None else neighbouring
   checks.check_choice("neighbouring", neighbouring, NEIGHBOURINGS)
-  if neighbouring not in _SUPPORTED_NEIGHBOURING[sampling]:
+  if neighbouring not in rec.relations:
+    other = "replace-one" if neighbouring == "replace_one" else "add/remove"
     raise ValueError(
         f"neighbouring={neighbouring!r} is not supported with sampling={sampling!r}: its "
-        f"accounting covers neighbouring in {_SUPPORTED_NEIGHBOURING[sampling]} (no "
-        f"replace-one analysis of {sampling} is implemented).")
+        f"accounting covers neighbouring in {rec.relations} (no "
+        f"{other} analysis of {sampling} is implemented).")
   if (noise_multiplier is None) == (target_epsilon is None):
     raise ValueError("give exactly one of noise_multiplier (sigma > 0) and target_epsilon "
                      f"(> 0); got noise_multiplier={noise_multiplier!r}, "
@@ -240,23 +226,27 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
       raise ValueError(f"{name} must be a real number; got {v!r}.")
   # validates N, B, E and sampling (ValueError naming the parameter)
   sched = schedule(num_examples=num_examples, batch_size=batch_size,
-                   num_epochs=num_epochs, sampling=sampling)
+                   num_epochs=num_epochs, sampling=sampling, max_batch_size=max_batch_size)
   checks.check_delta(delta)
   delta = float(delta)
-  scale = _SENSITIVITY[neighbouring]   # sigma / scale is the add/remove noise multiplier
+  # sigma / scale is the noise multiplier of the relation the event is accounted under
+  scale = _SENSITIVITY[neighbouring] / _SENSITIVITY[rec.accounted]
+  # the full-batch comparison row's sensitivity, in units of C
+  sens = _SENSITIVITY[neighbouring]
   common = dict(num_examples=num_examples, batch_size=batch_size, delta=delta,
                 progress=progress)
+  own = dict(common, max_batch_size=max_batch_size)
   if target_epsilon is not None:
     checks.check_positive("target_epsilon", target_epsilon)
     target_epsilon = float(target_epsilon)
     sigma = scale * float(calibrate_noise_multiplier(
-        epsilon=target_epsilon, num_epochs=num_epochs, sampling=sampling, **common))
+        epsilon=target_epsilon, num_epochs=num_epochs, sampling=sampling, **own))
     source = "calibrated"
   else:
     checks.check_positive("noise_multiplier", noise_multiplier)
     sigma, source = float(noise_multiplier), "given"
   run = epsilon(noise_multiplier=sigma / scale, num_epochs=num_epochs, sampling=sampling,
-                **common)
+                **own)
   upper, method, lower = float(run.epsilon), str(run.method), run.lower
   if math.isnan(upper):     # never printed as certified
     raise RuntimeError(f"no certified epsilon at noise_multiplier={sigma!r} ({method}); "
@@ -266,7 +256,7 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
     # a replacement by a zero-gradient example is the zero-out add/remove pair:
     # the add/remove lower at sigma bounds the replace-one epsilon from below
     lower = epsilon(noise_multiplier=sigma, num_epochs=num_epochs, sampling=sampling,
-                    **common).lower
+                    **own).lower
   lower = None if lower is None else min(float(lower), upper)
   if target_epsilon is not None and not upper <= target_epsilon:
     raise RuntimeError(f"calibrated sigma={sigma!r} gives certified epsilon {upper!r} > "
@@ -280,7 +270,7 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
     poisson = Comparison("poisson", q, T, None, "upper",
                          "not computed: no replace-one accounting of Poisson subsampling "
                          "on this path")
-  elif sampling == "poisson":   # the run itself: same rate, same steps
+  elif rec.comparison_is_run:   # the run itself: same rate, same steps
     poisson = Comparison("poisson", q, T, upper, "upper", run.method)
   else:
     try:
@@ -297,20 +287,20 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
                          pm if math.isfinite(pe) else
                          "not computed: neither the PLD nor RDP gives a finite bound at "
                          "this noise")
-  one = sigma / scale / math.sqrt(T)
+  one = sigma / sens / math.sqrt(T)
   full = Comparison("full_batch", 1.0, T,
                     _gaussian(one, delta), "exact",
-                    f"T = {T} full-batch Gaussian steps of sensitivity {scale:g}C = one "
+                    f"T = {T} full-batch Gaussian steps of sensitivity {sens:g}C = one "
                     f"Gaussian mechanism with noise multiplier sigma / "
-                    f"{'' if scale == 1 else f'({scale:g} '}sqrt(T)"
-                    f"{'' if scale == 1 else ')'} = {one:.6g} (Dong, Roth & Su, "
+                    f"{'' if sens == 1 else f'({sens:g} '}sqrt(T)"
+                    f"{'' if sens == 1 else ')'} = {one:.6g} (Dong, Roth & Su, "
                     "arXiv:1905.02383v3, Cor. 3.3; Balle & Wang, arXiv:1805.06530v2, Thm 8)")
   assumptions = (
       _NEIGHBOUR_TEXT[neighbouring],
       "predetermined (non-adaptive) schedule: N, B, E, sigma, the clipping norm C and the "
       "sampler are fixed before training, not chosen from the data or from training "
       "outputs; every one of the T noisy updates may be released",
-      _SAMPLER_TEXT[sampling],
+      rec.text,
       f"divisor: each update divides the noisy sum (clipped gradients + N(0, sigma^2 C^2 "
       f"I)) by the data-independent constant B = {_plain(sched.batch_size)} (the declared "
       "expected batch size), never by the realised batch size",

@@ -284,8 +284,9 @@ def test_x64_boundary_mentions():
 
 
 def test_all_entries():
+  # 200, and the sampler registry's four (jaxacct.dpsgd.samplers)
   got = _all_entries()
-  assert sum(got.values()) <= 200, got
+  assert sum(got.values()) <= 204, got
 
 
 def test_private_modules_list_nothing():

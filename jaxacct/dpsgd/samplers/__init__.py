@@ -1,0 +1,15 @@
+r"""The DP-SGD batch samplers: one record each, registered once (:class:`Sampler`).
+
+Each sampler is one room (a private module here) holding its schedule, the
+event of a run, its evaluation, its risk PLDs and its statement text; the
+rest of jaxacct (``dpsgd``, ``risk``, ``plot``, the command line) reads the
+registry. Docs: docs/how-to/samplers.md.
+"""
+
+from jaxacct.dpsgd.samplers._registry import (Sampler, Schedule, get, names, register,
+                                              unregister)
+# each room registers its samplers on import (this order: the registry's)
+from jaxacct.dpsgd.samplers import _balls_in_bins, _poisson, _shuffle  # noqa: F401
+
+# ``get`` and ``Schedule`` (also ``jaxacct.dpsgd.Schedule``) are importable, not listed
+__all__ = ["Sampler", "register", "unregister", "names"]

@@ -1,0 +1,40 @@
+r"""The Poisson sampler: every example joins every step independently at rate q = B/N."""
+
+from __future__ import annotations
+
+from jaxacct import pld as jpld
+from jaxacct import accounting
+from jaxacct.accounting import evaluator
+from jaxacct.dpsgd.samplers._registry import Sampler, rate_schedule, register
+
+
+def _schedule(n, batch_size, num_epochs, k, total_steps, cap):
+  return rate_schedule("poisson", n, batch_size, num_epochs, total_steps)
+
+
+def _event(sched, sigma):
+  ev = accounting.events   # loads on first use: dp_accounting comes with the events
+  step = ev.PoissonSampledDpEvent(sched.sampling_rate, ev.GaussianDpEvent(sigma))
+  return step if sched.total_steps == 1 else ev.SelfComposedDpEvent(step, sched.total_steps)
+
+
+def _evaluate(sched, sig, dl):
+  return evaluator.poisson_run(sig, dl, sched.sampling_rate, sched.total_steps)
+
+
+def _risk(sched, sigma, want_lower):
+  kw = dict(sigma=sigma, q=sched.sampling_rate, num_steps=sched.total_steps)
+  up = jpld.poisson_gaussian_composed(**kw)
+  lo = jpld.poisson_gaussian_composed(**kw, pessimistic=False) if want_lower else None
+  return up, lo
+
+
+SAMPLER = register(Sampler(
+    name="poisson",
+    label="Poisson (tight PLD)",
+    text=("sampler poisson: every example joins every step independently with "
+          "probability q = B/N (batch sizes vary, expected B); T = ceil(E N / B) "
+          "steps; steps_per_epoch is the expected N/B"),
+    schedule=_schedule, event=_event, evaluate=_evaluate, risk=_risk,
+    gdp_rate=lambda s: s.sampling_rate, options=("total_steps",),
+    comparison_is_run=True, in_default_plot=True))

@@ -1,0 +1,187 @@
+r"""The sampler record, the registry, and the schedule checks samplers share."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from jaxacct._core import checks
+from jaxacct.accounting import evaluator
+
+
+class Schedule(NamedTuple):
+  """Step counts implied by a DP-SGD configuration (see :func:`jaxacct.dpsgd.schedule`).
+
+  Attributes:
+    sampling: the sampler's registered name (:func:`names`).
+    num_examples: N. batch_size: B (expected batch size for rate samplers).
+    num_epochs: E (a float for rate samplers given ``total_steps``).
+    num_selected: k (balls_in_bins; 1 otherwise).
+    steps_per_epoch: t (samplers with a fixed number of steps per epoch);
+      None for rate samplers (their steps are independent; an epoch is N/B
+      steps on average).
+    total_steps: T, the number of noisy updates.
+    sampling_rate: q = B/N for rate samplers; None otherwise.
+    max_batch_size: the batch cap (truncated_poisson); None otherwise.
+  """
+  sampling: str
+  num_examples: int
+  batch_size: float
+  num_epochs: float
+  num_selected: int
+  steps_per_epoch: Optional[int]
+  total_steps: int
+  sampling_rate: Optional[float]
+  max_batch_size: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Sampler:
+  """One batch sampler of DP-SGD, registered once (:func:`register`).
+
+  Attributes:
+    name: the ``sampling=`` value (and ``jaxacct dpsgd --sampling``).
+    label: the plot legend.
+    text: the statement's sentence describing the sampler.
+    schedule: ``(num_examples, batch_size, num_epochs, num_selected,
+      total_steps, max_batch_size) -> Schedule``, after the shared checks of
+      :func:`jaxacct.dpsgd.schedule` (N an int >= 1, k an int >= 1, exactly
+      one of ``num_epochs`` and ``total_steps``); raises ValueError naming
+      the parameter.
+    event: ``(schedule, noise_multiplier) -> DpEvent`` of the run: the one
+      place the run's event is built.
+    evaluate: ``(schedule, sigma, delta) -> (upper, lower or None, method,
+      details)`` on flat float64 arrays; None: the accountant's bracket of
+      :attr:`event` (:func:`jaxacct.accounting.evaluator.accountant_run`).
+    risk: ``(schedule, sigma, want_lower) -> (upper PairPLD or None, lower
+      PairPLD or None)`` for :mod:`jaxacct.risk`; None: the accountant's
+      composed PLDs of :attr:`event`.
+    no_amplification: ``schedule -> m`` when the run is a post-processing
+      of m full-batch Gaussian steps (risk takes the smaller trade-off); None.
+    gdp_rate: ``schedule -> q``, the rate of the Gaussian-DP (CLT) model that
+      starts risk calibration; None when the run is exactly mu-GDP with mu =
+      sqrt(m) / sigma (m from :attr:`no_amplification`).
+    relations: the neighbouring relations the accounting covers.
+    accounted: the relation :attr:`event` is accounted under (the statement
+      rescales sigma by the sensitivity for the others).
+    options: the optional configuration parameters it takes
+      (``"num_selected"``, ``"total_steps"``, ``"max_batch_size"``).
+    steps_rule: the rule giving t (error messages), e.g. ``"floor(N / B)"``.
+    comparison_is_run: the statement's Poisson comparison row is this run.
+    in_default_plot: drawn by :func:`jaxacct.plot.epsilon` by default.
+  """
+  name: str
+  label: str
+  text: str
+  schedule: Callable
+  event: Callable
+  evaluate: Optional[Callable] = None
+  risk: Optional[Callable] = None
+  no_amplification: Optional[Callable] = None
+  gdp_rate: Optional[Callable] = None
+  relations: Tuple[str, ...] = ("add_remove",)
+  accounted: str = "add_remove"
+  options: Tuple[str, ...] = ()
+  steps_rule: str = "floor(N / B)"
+  comparison_is_run: bool = False
+  in_default_plot: bool = False
+
+  def epsilon(self, sched: Schedule, sigma, delta):
+    """``(upper, lower or None, method, details)`` on flat float64 arrays."""
+    if self.evaluate is not None:
+      return self.evaluate(sched, sigma, delta)
+    events = [self.event(sched, float(s)) for s in sigma]
+    return evaluator.accountant_run(events, delta)
+
+  def plds(self, sched: Schedule, sigma: float, want_lower: bool):
+    """``(upper PairPLD or None, lower PairPLD or None)`` of the run."""
+    if self.risk is not None:
+      return self.risk(sched, sigma, want_lower)
+    up, lo = evaluator.accountant_for(self.event(sched, sigma)).composed_plds()
+    return up, (lo if want_lower else None)
+
+
+_REGISTRY: Dict[str, Sampler] = {}
+
+
+def register(sampler: Sampler) -> Sampler:
+  """Registers ``sampler`` under its name (a name registered twice is refused)."""
+  if not isinstance(sampler, Sampler):
+    raise ValueError(f"sampler must be a jaxacct.dpsgd.Sampler; got {sampler!r}.")
+  if not isinstance(sampler.name, str) or not sampler.name.isidentifier():
+    raise ValueError(f"sampler.name must be an identifier string; got {sampler.name!r}.")
+  if sampler.name in _REGISTRY:
+    raise ValueError(f"a sampler named {sampler.name!r} is already registered.")
+  _REGISTRY[sampler.name] = sampler
+  return sampler
+
+
+def unregister(name: str) -> None:
+  """Removes the sampler registered as ``name`` (a stand-in's test cleans up)."""
+  get(name)
+  del _REGISTRY[name]
+
+
+def names() -> Tuple[str, ...]:
+  """The registered sampling names, in registration order."""
+  return tuple(_REGISTRY)
+
+
+def get(name) -> Sampler:
+  """The sampler registered as ``name`` (ValueError naming ``sampling`` else)."""
+  checks.check_choice("sampling", name, names())
+  return _REGISTRY[name]
+
+
+# ---------------------------------------------------------------------------
+# the schedule checks samplers share
+# ---------------------------------------------------------------------------
+
+def check_number(name, x):
+  """ValueError naming ``name`` unless ``x`` is a number (not str, bytes, bool)."""
+  if isinstance(x, (str, bytes)) or isinstance(x, bool):
+    raise ValueError(f"{name} must be a number; got {x!r}.")
+
+
+def epoch_schedule(name, n, batch_size, num_epochs, total_steps, t, k=1) -> Schedule:
+  """t fixed steps per epoch (``t(B)`` a callable of the checked int B), E
+  int epochs: T = t E."""
+  if total_steps is not None:
+    raise ValueError(f"total_steps applies to rate samplers (sampling='poisson') only; "
+                     f"with sampling={name!r} give num_epochs (T = steps_per_epoch * "
+                     f"num_epochs); got total_steps={total_steps!r}.")
+  checks.check_int("batch_size", batch_size, min_value=1, max_value=n)
+  check_number("num_epochs", num_epochs)
+  checks.check_int("num_epochs", num_epochs, min_value=1)
+  B, E = int(batch_size), int(num_epochs)
+  steps = int(t(B))
+  if steps < k:
+    raise ValueError(f"num_selected must be <= steps_per_epoch = floor(k N / B) = {steps}; "
+                     f"got num_selected={k}.")
+  return Schedule(name, n, float(B), float(E), k, steps, steps * E, None)
+
+
+def rate_schedule(name, n, batch_size, num_epochs, total_steps, cap=None) -> Schedule:
+  """Independent steps at rate q = B / N: T = ceil(E N / B) (or ``total_steps``
+  as given; then E = T B / N)."""
+  checks.check_range("batch_size", batch_size, 0.0, n, lo_open=True)
+  q = float(batch_size) / n
+  if total_steps is not None:
+    check_number("total_steps", total_steps)
+    checks.check_int("total_steps", total_steps, min_value=1)
+    T = int(total_steps)
+    E = T * q
+  else:
+    check_number("num_epochs", num_epochs)
+    checks.check_positive("num_epochs", num_epochs)
+    E = float(num_epochs)
+    T = int(math.ceil(E / q - 1e-9))
+  return Schedule(name, n, float(batch_size), E, 1, None, max(T, 1), q, cap)
+
+
+def flat(a) -> np.ndarray:
+  """float64 copy of ``a``, flat."""
+  return np.asarray(a, np.float64).ravel().copy()

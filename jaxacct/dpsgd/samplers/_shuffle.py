@@ -1,0 +1,64 @@
+r"""The shuffle sampler: a fresh permutation each epoch, cut into batches of B (no
+amplification claimed)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxacct import pld as jpld
+from jaxacct import accounting
+from jaxacct.accounting import evaluator
+from jaxacct.allocation import pld as apld
+from jaxacct.dpsgd.samplers._registry import Sampler, epoch_schedule, register
+
+
+def _schedule(n, batch_size, num_epochs, k, total_steps, cap):
+  return epoch_schedule("shuffle", n, batch_size, num_epochs, total_steps, lambda B: n // B)
+
+
+def _event(sched, sigma):
+  ev = accounting.events   # loads on first use: dp_accounting comes with the events
+  step, E = ev.GaussianDpEvent(sigma), int(sched.num_epochs)
+  return step if E == 1 else ev.SelfComposedDpEvent(step, E)
+
+
+def _lower_known(sched):
+  """A dataset of zero gradients makes shuffled batches 1-of-t allocation when B | N."""
+  return sched.num_examples % int(sched.batch_size) == 0
+
+
+def _evaluate(sched, sig, dl):
+  E = int(sched.num_epochs)
+  up, _, method, details = evaluator.gaussian_run(sig, dl, E)
+  lo = None
+  if _lower_known(sched):
+    try:
+      _, lo = evaluator.allocation_upper_lower(sig, dl, sched.steps_per_epoch, 1, E)
+    except ValueError as err:   # t or E beyond the allocation door: no lower bound
+      details["lower_source"] = f"none: the allocation lower bound refused ({err})"
+    else:
+      lo = np.minimum(lo, up)
+      details["lower_source"] = ("allocation.pld lower, 1-of-t over E epochs (zero-"
+                                 "gradient dataset: shuffled batches = random allocation)")
+  return up, lo, method, details
+
+
+def _risk(sched, sigma, want_lower):
+  # no upper PLD (the upper is the exact Gaussian); the lower is 1-of-t allocation's
+  if not (want_lower and _lower_known(sched)):
+    return None, None
+  r = apld.allocation_plds(sigma=sigma, steps_per_epoch=sched.steps_per_epoch,
+                           num_selected=1, num_epochs=int(sched.num_epochs))
+  return None, jpld.PairPLD(r.remove_lower, r.add_lower)
+
+
+SAMPLER = register(Sampler(
+    name="shuffle",
+    label="shuffle (no amplification)",
+    text=("sampler shuffle: a fresh uniformly random permutation each epoch, cut "
+          "into t = floor(N/B) batches of exactly B examples (the last N - tB "
+          "dropped); T = t E steps; no amplification is claimed from shuffling "
+          "(each example is in exactly one batch per epoch)"),
+    schedule=_schedule, event=_event, evaluate=_evaluate, risk=_risk,
+    no_amplification=lambda s: int(s.num_epochs), gdp_rate=None,
+    relations=("add_remove", "replace_one"), in_default_plot=True))
