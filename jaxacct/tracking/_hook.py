@@ -244,13 +244,22 @@ def _fingerprint(key: bytes, n, delta, budget) -> int:
   return zlib.crc32(key + np.array([n, delta, budget], np.float64).tobytes()) & 0x7FFFFFFF
 
 
+def _arr(x, dtype):
+  """``x`` as a ``dtype`` array: host values are put on the device as they are
+  (no XLA program: an eager ``jnp.asarray`` compiles one per dtype and
+  shape, a few tenths of a second in a fresh process), JAX values converted."""
+  if isinstance(x, (jax.Array, jax.core.Tracer)):
+    return jnp.asarray(x, dtype)
+  return jax.device_put(np.asarray(x, np.dtype(dtype)))
+
+
 def _state0(eps0, delta, dt, sid, raising, weps, wok, *, base, hi):
   return PrivacyTrackerState(
-      count=jnp.zeros([], jnp.int32), eps=jnp.asarray(eps0, dt), delta=jnp.asarray(delta, dt),
-      budget_exhausted=jnp.zeros([], bool), schedule_id=jnp.asarray(sid, jnp.int32),
-      schedule_changed=jnp.zeros([], bool), raise_on_budget=jnp.asarray(raising),
-      table_base=jnp.asarray(base, jnp.int32), table_hi=jnp.asarray(hi, jnp.int32),
-      table_eps=jnp.asarray(weps, dt), table_ok=jnp.asarray(wok, bool))
+      count=_arr(0, jnp.int32), eps=_arr(eps0, dt), delta=_arr(delta, dt),
+      budget_exhausted=_arr(False, bool), schedule_id=_arr(sid, jnp.int32),
+      schedule_changed=_arr(False, bool), raise_on_budget=_arr(raising, bool),
+      table_base=_arr(base, jnp.int32), table_hi=_arr(hi, jnp.int32),
+      table_eps=_arr(weps, dt), table_ok=_arr(wok, bool))
 
 
 def _changed(state, sid, window_shape):
