@@ -369,3 +369,68 @@ def test_import_graph_of_packages_has_no_cycle_and_at_most_nine_layers():
   # a package's face (__init__) hands names on: an import of jaxacct.pld is an
   # arrow to the package room; the face of jaxacct is the top room
   assert _layers(_graph(_unit)) <= 9
+
+
+# ---------------------------------------------------------------------------
+# A sampler is one room: jaxacct.dpsgd.samplers (one record each, registered once)
+# ---------------------------------------------------------------------------
+
+SAMPLER_ROOMS = "jaxacct.dpsgd.samplers"
+#: modules that compare a string which is also a registered sampling name, and
+#: why the string is no sampling name there
+SAMPLING_NAME_OK = {
+    "jaxacct.calibrator": "event families of jaxacct._core.events.family ('poisson')",
+    "jaxacct.accounting._scheme_doors": "event families ('poisson')",
+    "jaxacct.allocation._front": "an allocation method ('truncated_poisson')",
+    "jaxacct.tracking._calibration": "tracking's scheme vocabulary ('poisson', 'allocation', "
+                                     "'gaussian'); not yet read from the registry",
+}
+#: the events a sampler builds for a run
+RUN_EVENTS = {"RandomAllocationDpEvent", "PoissonSampledDpEvent",
+              "SampledWithoutReplacementDpEvent", "SampledWithReplacementDpEvent",
+              "TruncatedSubsampledGaussianDpEvent"}
+#: modules outside the rooms that build one of RUN_EVENTS, and why
+RUN_EVENT_OK = {
+    "jaxacct.accounting._newer_events": "converts dp_accounting's RandomAllocationDpEvent",
+    "jaxacct.accounting.jax_privacy": "converts a jax_privacy BallsInBinsSampling strategy",
+    "jaxacct.sampling": "the training samplers' per-run events (to be read from the registry)",
+    "jaxacct.tracking._calibration": "per-block events of the tracker (one epoch or one "
+                                     "step, not the run)",
+}
+
+
+def _strings_compared(tree):
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Compare):
+      for x in [node.left, *node.comparators]:
+        elts = x.elts if isinstance(x, (ast.Tuple, ast.List, ast.Set)) else [x]
+        for e in elts:
+          if isinstance(e, ast.Constant) and isinstance(e.value, str):
+            yield node.lineno, e.value
+
+
+def test_no_sampling_name_compared_outside_its_room():
+  from jaxacct.dpsgd import samplers
+  registered = set(samplers.names())
+  bad = [f"{name}:{line} compares {s!r}" for name, f in _modules()
+         if not name.startswith(SAMPLER_ROOMS) and name not in SAMPLING_NAME_OK
+         for line, s in _strings_compared(ast.parse(f.read_text())) if s in registered]
+  assert not bad, "\n".join(bad)
+
+
+def test_one_place_builds_a_run_event():
+  """Outside a sampler's room, only the listed converters and trackers build a
+  sampler's event; dpsgd, risk, plot and the command line build none."""
+  builders = {}
+  for name, f in _modules():
+    for node in ast.walk(ast.parse(f.read_text())):
+      if isinstance(node, ast.Call):
+        fn = node.func
+        called = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", None)
+        if called and called.endswith("DpEvent") and (
+            called in RUN_EVENTS or name in ("jaxacct.dpsgd._recipe", "jaxacct.dpsgd._statement",
+                                             "jaxacct.risk", "jaxacct.plot", "jaxacct.__main__")):
+          builders.setdefault(name, []).append(f"{node.lineno} {called}")
+  outside = {n: v for n, v in builders.items()
+             if not n.startswith(SAMPLER_ROOMS) and n not in RUN_EVENT_OK}
+  assert outside == {}, outside

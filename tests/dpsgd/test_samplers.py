@@ -1,0 +1,136 @@
+"""The sampler registry (jaxacct.dpsgd.samplers): a sampler is one record.
+
+* A stand-in sampler, defined and registered in a temporary module with the
+  public API only, goes through ``dpsgd.epsilon``, ``calibrate_noise_multiplier``,
+  ``statement`` and ``jaxacct dpsgd`` (and, behind ``slow``, ``risk`` and
+  ``plot``) without another file changing. Its run is E Gaussian steps, the run of ``sampling="shuffle"``, so its
+  numbers are held to shuffle's (same event: same doors).
+* For every registered sampler, ``dpsgd.epsilon`` and the accountant of the
+  run's event (``dpsgd.event``) give one number (1e-12), at the contract
+  test's run (N = 1000, B = 10, E = 2, sigma = 1).
+"""
+
+import importlib.util
+import json
+import textwrap
+
+import numpy as np
+import pytest
+
+from jaxacct import accounting, dpsgd, plot, risk
+from jaxacct.__main__ import main
+from jaxacct.dpsgd import samplers
+
+N, B, EPOCHS, SIGMA, DELTA = 1000, 10, 2, 1.0, 1e-5
+
+STANDIN = textwrap.dedent('''
+    from jaxacct import dpsgd
+    from jaxacct.accounting import events as ev
+    from jaxacct.dpsgd import samplers
+
+    def schedule(n, batch_size, num_epochs, k, total_steps, cap):
+      if total_steps is not None:
+        raise ValueError("total_steps: give num_epochs")
+      t = n // int(batch_size)
+      E = int(num_epochs)
+      return dpsgd.Schedule("standin", n, float(batch_size), float(E), 1, t, t * E, None)
+
+    def event(sched, sigma):
+      return ev.SelfComposedDpEvent(ev.GaussianDpEvent(sigma), int(sched.num_epochs))
+
+    SAMPLER = samplers.register(samplers.Sampler(
+        name="standin", label="stand-in (one Gaussian step per epoch)",
+        text="sampler standin: a stand-in, each example in one step per epoch",
+        schedule=schedule, event=event, no_amplification=lambda s: int(s.num_epochs),
+        relations=("add_remove", "replace_one")))
+''')
+
+
+@pytest.fixture
+def standin(tmp_path):
+  path = tmp_path / "standin_sampler.py"
+  path.write_text(STANDIN)
+  spec = importlib.util.spec_from_file_location("standin_sampler", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)   # registers "standin"
+  try:
+    yield module.SAMPLER
+  finally:
+    samplers.unregister("standin")
+
+
+def _cfg(sampling):
+  return dict(num_examples=N, batch_size=B, num_epochs=EPOCHS, sampling=sampling)
+
+
+def test_a_standin_sampler_goes_through_every_door(standin, capsys):
+  assert "standin" in samplers.names()
+  # dpsgd.epsilon: the accountant of E Gaussian steps = shuffle's exact Gaussian
+  got = dpsgd.epsilon(noise_multiplier=SIGMA, delta=DELTA, **_cfg("standin"))
+  ref = dpsgd.epsilon(noise_multiplier=SIGMA, delta=DELTA, **_cfg("shuffle"))
+  assert got.epsilon == pytest.approx(ref.epsilon, rel=1e-12)
+  assert got.details["schedule"].sampling == "standin"
+  # the calibrator: the same event family, the same sigma
+  s_got = dpsgd.calibrate_noise_multiplier(epsilon=2.0, delta=DELTA, **_cfg("standin"))
+  s_ref = dpsgd.calibrate_noise_multiplier(epsilon=2.0, delta=DELTA, **_cfg("shuffle"))
+  assert s_got == pytest.approx(s_ref, rel=1e-12)
+  # the statement: its own text, the same numbers, both relations
+  st = dpsgd.statement(noise_multiplier=SIGMA, delta=DELTA, **_cfg("standin"))
+  st_ref = dpsgd.statement(noise_multiplier=SIGMA, delta=DELTA, **_cfg("shuffle"))
+  assert standin.text in st.assumptions
+  assert st.epsilon_upper == pytest.approx(st_ref.epsilon_upper, rel=1e-12)
+  st2 = dpsgd.statement(noise_multiplier=SIGMA, delta=DELTA, neighbouring="replace_one",
+                        **_cfg("standin"))
+  assert st2.epsilon_upper > st.epsilon_upper
+  # the command line: the registered name is a --sampling choice
+  assert main(["dpsgd", "--num-examples", str(N), "--batch-size", str(B), "--num-epochs",
+               str(EPOCHS), "--delta", str(DELTA), "--noise-multiplier", str(SIGMA),
+               "--sampling", "standin", "--json", "--quiet"]) == 0
+  out = json.loads(capsys.readouterr().out)
+  assert out["epsilon"]["upper"] == pytest.approx(st.epsilon_upper, rel=1e-12)
+
+
+@pytest.mark.slow
+def test_a_standin_sampler_through_risk_and_plot(standin):
+  """(slow: the accountant's composed PLDs compile, ~6 s; the risk search ~12 s)"""
+  # risk: the accountant's composed PLDs, capped by the exact mu-GDP of E steps
+  # (shuffle's upper); the lower from the accountant's optimistic PLDs
+  adv = risk.advantage(noise_multiplier=SIGMA, **_cfg("standin"))
+  adv_ref = risk.advantage(noise_multiplier=SIGMA, with_lower=False, **_cfg("shuffle"))
+  assert adv.upper == pytest.approx(adv_ref.upper, rel=1e-9)
+  assert 0.99 * adv.upper <= adv.lower <= adv.upper
+  tr = risk.tpr_at_fpr([1e-3, 0.1], noise_multiplier=SIGMA, **_cfg("standin"))
+  tr_ref = risk.tpr_at_fpr([1e-3, 0.1], noise_multiplier=SIGMA, with_lower=False,
+                          **_cfg("shuffle"))
+  np.testing.assert_allclose(tr.upper, tr_ref.upper, rtol=1e-9)
+  s_risk = risk.calibrate_noise_multiplier(advantage=0.3, **_cfg("standin"))
+  s_risk_ref = risk.calibrate_noise_multiplier(advantage=0.3, **_cfg("shuffle"))
+  assert s_risk == pytest.approx(s_risk_ref, rel=2e-3)
+  # plot: its label in the legend
+  pytest.importorskip("matplotlib")
+  import matplotlib
+  matplotlib.use("Agg")
+  ax = plot.epsilon([1.0, 2.0], num_examples=N, batch_size=B, num_epochs=EPOCHS, delta=DELTA,
+                    samplings=["standin"])
+  assert standin.label in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_registry_refuses_a_second_name_and_names_the_sampling(standin):
+  with pytest.raises(ValueError, match="already registered"):
+    samplers.register(standin)
+  with pytest.raises(ValueError, match="sampling"):
+    dpsgd.epsilon(noise_multiplier=SIGMA, delta=DELTA, **_cfg("no_such_sampler"))
+
+
+@pytest.mark.parametrize("sampling", ["balls_in_bins", "poisson", "shuffle"])
+def test_one_number_for_one_run(sampling):
+  """``dpsgd.epsilon`` = the accountant of ``dpsgd.event`` (the run's one event)."""
+  run = dpsgd.event(noise_multiplier=SIGMA, **_cfg(sampling))
+  got = float(dpsgd.epsilon(noise_multiplier=SIGMA, delta=DELTA, **_cfg(sampling)).epsilon)
+  ref = accounting.PLDAccountant().compose(run).get_epsilon(DELTA)
+  assert got == pytest.approx(ref, rel=1e-12)
+
+
+def test_every_registered_sampler_is_held_to_the_accountant():
+  """A sampler registered in jaxacct joins one of the one-number tests here."""
+  assert set(samplers.names()) == {"balls_in_bins", "poisson", "shuffle"}
