@@ -113,6 +113,16 @@ class _Law:
       self._memo[key] = np.fft.rfft(tilted_fft.wrap(t[None, :], size, np)[0])
     return self._memo[key]
 
+  def polar(self, lam, size):
+    """``(|z| > 0, log|z| (0 where |z| = 0), arg z)`` of ``spectrum(lam, size)``,
+    memoised: what :func:`_polar_power` takes of z for any power."""
+    key = ("polar", lam, size)
+    if key not in self._memo:
+      z = self.spectrum(lam, size)
+      mag = np.abs(z)
+      self._memo[key] = (mag > 0, np.log(np.where(mag > 0, mag, 1.0)), np.angle(z))
+    return self._memo[key]
+
   def drop_spectra(self):
     """Forgets the memoised spectra (a law kept for its log-MGFs holds no FFT buffers)."""
     for key in [k for k in self._memo if k != "lmgf"]:
@@ -169,19 +179,20 @@ class _Pair:
     """``F Z^n`` (tilted) for the counts ``rows`` into ``out`` (B, size // 2 + 1): one
     polar power, then products by ``Z^d`` (counts a step ``d`` apart)."""
     z = self.base.spectrum(lam, size)
+    zp = self.base.polar(lam, size)
     n = self.counts[rows]
     gaps = np.diff(n)
     fz = None if self.factor is None else self.factor.spectrum(lam, size)
-    out[0] = _polar_power(z, int(n[0]))
+    out[0] = _polar_power(zp, int(n[0]))
     if fz is not None:
       out[0] *= fz
     if n.size > 1 and np.all(gaps == gaps[0]):
-      zd = z if gaps[0] == 1 else _polar_power(z, int(gaps[0]))
+      zd = z if gaps[0] == 1 else _polar_power(zp, int(gaps[0]))
       for i in range(1, n.size):
         np.multiply(out[i - 1], zd, out=out[i])
     else:
       for i in range(1, n.size):
-        out[i] = _polar_power(z, int(n[i])) if fz is None else _polar_power(z, int(n[i])) * fz
+        out[i] = _polar_power(zp, int(n[i])) if fz is None else _polar_power(zp, int(n[i])) * fz
     return out[:n.size]
 
 
@@ -219,11 +230,12 @@ def window_fits(pld, count, *, tail_mass=1e-20) -> bool:
   return True
 
 
-def _polar_power(z, c):
-  """``z^c`` (``|z| <= 1``) in polar form, as ``jaxacct._core.tilted_fft.cpow``."""
-  mag = np.abs(z)
-  lm = np.where(mag > 0, c * np.log(np.where(mag > 0, mag, 1.0)), -np.inf)
-  return np.exp(lm) * np.exp(1j * (c * np.angle(z)))
+def _polar_power(polar, c):
+  """``z^c`` (``|z| <= 1``) in polar form, as ``jaxacct._core.tilted_fft.cpow``;
+  ``polar``: z's ``(|z| > 0, log|z|, arg z)`` (``_Law.polar``)."""
+  pos, log_mag, arg = polar
+  lm = np.where(pos, c * log_mag, -np.inf)
+  return np.exp(lm) * np.exp(1j * (c * arg))
 
 
 def _fold(pair, rows, lams, from_idx):
