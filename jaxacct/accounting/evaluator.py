@@ -214,4 +214,6 @@ def accountant_run(events, delta):
     r = accountant_for(e).get_epsilon_bounds(float(d))
     up[i], method = float(r.epsilon), str(r.method)
     lo[i] = np.nan if r.lower is None else float(r.lower)
-  return up, (None if np.all(np.isnan(lo)) else lo), f"PLDAccountant ({method})", {}
+  rel = relation_of(events[0]) if events else "ADD_OR_REMOVE_ONE"
+  return (up, (None if np.all(np.isnan(lo)) else lo),
+          f"PLDAccountant({rel}) of the run's event (method {method!r})", {})

@@ -6,8 +6,11 @@
   ``plot``) without another file changing. Its run is E Gaussian steps, the run of ``sampling="shuffle"``, so its
   numbers are held to shuffle's (same event: same doors).
 * For every registered sampler, ``dpsgd.epsilon`` and the accountant of the
-  run's event (``dpsgd.event``) give one number (1e-12), at the contract
-  test's run (N = 1000, B = 10, E = 2, sigma = 1).
+  run's event (``dpsgd.event``) give one number (1e-12); the samplers that
+  evaluate by their own doors are checked at the contract test's run
+  (N = 1000, B = 10, E = 2, sigma = 1), the accountant-evaluated ones
+  (fixed_size, fixed_size_with_replacement: their PLDs
+  compile for tens of seconds) behind ``slow``.
 """
 
 import importlib.util
@@ -19,6 +22,7 @@ import pytest
 
 from jaxacct import accounting, dpsgd, plot, risk
 from jaxacct.__main__ import main
+from jaxacct.accounting import events as ev
 from jaxacct.dpsgd import samplers
 
 N, B, EPOCHS, SIGMA, DELTA = 1000, 10, 2, 1.0, 1e-5
@@ -131,6 +135,39 @@ def test_one_number_for_one_run(sampling):
   assert got == pytest.approx(ref, rel=1e-12)
 
 
+# the accountant-evaluated samplers, at small runs (each PLD compiles for 10-60 s)
+NEW = [("fixed_size", {}, "REPLACE_ONE",
+        lambda s: ev.SampledWithoutReplacementDpEvent(20, 5, ev.GaussianDpEvent(s))),
+       ("fixed_size_with_replacement", {}, "REPLACE_ONE",
+        lambda s: ev.SampledWithReplacementDpEvent(20, 5, ev.GaussianDpEvent(s)))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sampling,extra,relation,step", NEW, ids=[n[0] for n in NEW])
+def test_new_samplers_equal_the_accountant(sampling, extra, relation, step, capsys):
+  """``jaxacct dpsgd --sampling X`` (the statement), ``dpsgd.epsilon`` and the
+  accountant of the events written out here by hand (N = 20, B = 5, E = 1: 4
+  steps) give one number (1e-12)."""
+  sigma, cfg = 2.0, dict(num_examples=20, batch_size=5, num_epochs=1, sampling=sampling)
+  acc = accounting.PLDAccountant(accounting.NeighboringRelation[relation])
+  ref = acc.compose(step(sigma), 4).get_epsilon_bounds(DELTA)
+  got = dpsgd.epsilon(noise_multiplier=sigma, delta=DELTA, **cfg, **extra)
+  assert got.epsilon == pytest.approx(ref.epsilon, rel=1e-12)
+  assert got.lower == pytest.approx(ref.lower, rel=1e-12)
+  argv = ["dpsgd", "--num-examples", "20", "--batch-size", "5", "--num-epochs", "1",
+          "--delta", str(DELTA), "--noise-multiplier", str(sigma), "--sampling", sampling,
+          "--json", "--quiet"]
+  if extra:
+    argv += ["--max-batch-size", str(extra["max_batch_size"])]
+  assert main(argv) == 0
+  out = json.loads(capsys.readouterr().out)
+  assert out["epsilon"]["upper"] == pytest.approx(ref.epsilon, rel=1e-12)
+  assert out["epsilon"]["lower"] == pytest.approx(ref.lower, rel=1e-12)
+  assert out["neighbouring"] == ("replace_one" if relation == "REPLACE_ONE" else "add_remove")
+  assert any(a.startswith(f"sampler {sampling}: ") for a in out["assumptions"])
+
+
 def test_every_registered_sampler_is_held_to_the_accountant():
   """A sampler registered in jaxacct joins one of the one-number tests here."""
-  assert set(samplers.names()) == {"balls_in_bins", "poisson", "shuffle"}
+  assert set(samplers.names()) == {"balls_in_bins", "poisson", "shuffle"} | {
+      n[0] for n in NEW}
