@@ -304,3 +304,16 @@ def test_balls_in_bins_hook_is_the_table_at_every_step(x64):
   assert np.array_equal(np.asarray(seen), tab[1:])
   assert tab[2 * t] == PLDAccountant().compose(ev.RandomAllocationDpEvent(
       sigma=sigma, steps_per_epoch=t, num_epochs=2)).get_epsilon(DELTA)
+
+
+def test_poisson_pieces_are_the_doors_buckets(x64):
+  # The background table comes in the Poisson door's power-of-two buckets of
+  # counts (1, 2, 3-4, 5-8, ...: one per-step pair each, no 32-count block
+  # split between two pieces), and its entries are the accountant's batch over
+  # all the counts at once, bit for bit (a count's value does not depend on
+  # the others asked).
+  acc = _poisson(0.02, 0.9, 1e-3)
+  pieces = [np.asarray(p) for p in acc.step_segments(40, DELTA)]
+  assert [p.size for p in pieces] == [1, 1, 2, 4, 8, 16, 8]
+  whole = acc.accountant.epsilons_for_counts(acc.event, np.arange(1, 41), DELTA)
+  assert np.array_equal(np.concatenate(pieces), np.maximum.accumulate(whole))
