@@ -20,7 +20,9 @@ import numpy as np
 from jaxacct._core import checks
 from jaxacct._core.batching import map_blocks
 from jaxacct._core.dtype import dispatch, require_x64
+from jaxacct._core.conversion import rdp_to_epsilon_kernel
 from jaxacct._core.logmath import log_binom_pmf, logsumexp
+from jaxacct._core.namespace import HOST
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.solve import bisect
 from jaxacct._core.results import EpsilonResult
@@ -140,6 +142,82 @@ def _lane(n, eps0, orders, num_c, num_a, lower, passes=3):
                                              "lower", "batch_size"))
 def _exact_jit(n, eps0, *, orders, num_c, num_a, lower, batch_size):
   return _exact_impl(n, eps0, orders, num_c, num_a, lower, batch_size)
+
+
+@functools.partial(jit, static_argnames=("num_c", "num_a", "lower", "passes"))
+def _lane_at_jit(n, eps0, orders, *, num_c, num_a, lower, passes=3):
+  """One (n, eps0) lane of :func:`_exact_impl` at a traced 1-D block of orders
+  (one program per block length, not per order tuple), before the monotone
+  envelope; for n >= 2 and eps0 > 0."""
+  require_x64("chen_exact_rdp")
+  return _lane(jnp.asarray(n, jnp.float64), jnp.asarray(eps0, jnp.float64),
+               jnp.asarray(orders, jnp.float64), num_c, num_a, lower, passes)
+
+
+_BLOCK = 16          # orders per call of the upper kernel in chen_epsilon's search
+_SCREEN_NUM = 48     # grid of the lower-bracket screen (one pass: every grid is a lower bound)
+_MAX_SEARCHED = 96   # past this many orders, the whole curve is computed at once
+
+
+def _at(n, eps0, orders, num, lower, passes=3):
+  """:func:`_lane_at_jit` at ``orders`` (NumPy), padded to whole blocks of
+  :data:`_BLOCK` (one compiled program per kind of call); a repeated question
+  (the ``jaxacct`` table's two shuffling rows share n and eps0) is answered from
+  memory."""
+  return np.array(_at_cached(float(n), float(eps0), tuple(np.asarray(orders).tolist()), num,
+                             lower, passes))
+
+
+@functools.lru_cache(maxsize=256)
+def _at_cached(n, eps0, orders, num, lower, passes):
+  orders = np.asarray(orders, np.float64)
+  pad = -len(orders) % _BLOCK
+  block = np.concatenate([orders, np.repeat(orders[-1:], pad)])
+  out = _lane_at_jit(n, eps0, block, num_c=num, num_a=num, lower=lower, passes=passes)
+  out = np.asarray(out, np.float64)[:len(orders)]
+  out.setflags(write=False)
+  return out
+
+
+def _searched_curve(n, eps0, rounds, delta, orders, method, num_c, num_a):
+  """Chen's upper RDP curve at ``orders`` (sorted), exact at every order that can
+  decide epsilon at ``delta`` after ``rounds`` rounds and eps0 elsewhere, or None
+  (compute the whole curve).
+
+  The curve is a valid upper curve at every order (the kernel clips at eps0), so
+  its epsilon is an upper bound; it equals the whole curve's epsilon because
+  every order left at eps0 is certified unable to win: its true Renyi divergence
+  is at least ``low`` (the kernel's lower bracket on a coarse grid, raised to a
+  running maximum since the divergence grows with the order), and ``low`` composed
+  and converted at every order up to it (where the monotone envelope could carry
+  it) is above the epsilon found. Blocks of orders are added, from the screen's
+  best order on, until that holds.
+  """
+  low = _at(n, eps0, orders, min(_SCREEN_NUM, num_c, num_a), True, passes=1)
+  low = np.maximum(np.maximum.accumulate(low) * (1.0 - 1e-9), 0.0)   # bracket rounding
+  o = orders.size
+  # floor[j]: the smallest epsilon that order j's RDP can give at any order <= j
+  cross = np.where(np.arange(o)[None, :] <= np.arange(o)[:, None], rounds * low[:, None], np.inf)
+  floor = np.asarray(rdp_to_epsilon_kernel(orders, cross, np.full(o, delta), method,
+                                           ns=HOST)[0], np.float64)
+  own = np.asarray(rdp_to_epsilon_kernel(orders[:, None], rounds * low[:, None],
+                                         np.full(o, delta), method, ns=HOST)[0], np.float64)
+  best = int(np.argmin(np.where(np.isnan(own), np.inf, own)))
+  start = int(np.clip(best - _BLOCK // 2, 0, max(o - _BLOCK, 0)))
+  todo = np.arange(start, min(start + _BLOCK, o))
+  curve = np.full(o, float(eps0))
+  known = np.zeros(o, bool)
+  while todo.size:
+    if known.sum() + todo.size > _MAX_SEARCHED:
+      return None
+    curve[todo] = _at(n, eps0, orders[todo], num_c, False)
+    known[todo] = True
+    env = np.minimum.accumulate(curve[::-1])[::-1]
+    eps = float(np.asarray(compose_rdp_epsilon(orders, env, rounds, delta, method)[0]))
+    # NaN floors are never certified
+    fail = np.flatnonzero(~known & ~(floor > eps * (1.0 + 1e-9)))
+    todo = fail[np.argsort(floor[fail], kind="stable")[:_BLOCK]]
+  return curve
 
 
 def _exact_impl(n, eps0, orders, num_c, num_a, lower, batch_size):
@@ -300,10 +378,34 @@ def chen_epsilon(*, n, eps0, delta, rounds=1, bound: str = "exact",
   checks.check_int("rounds", rounds, min_value=1)
   orders = DEFAULT_ORDERS if orders is None else orders
   if bound == "exact":
-    rdp = chen_exact_rdp(orders, n=n, eps0=eps0, num_c=num_c, num_a=num_a)
+    rdp = _searched(n, eps0, delta, rounds, orders, method, num_c, num_a)
+    if rdp is None:
+      rdp = chen_exact_rdp(orders, n=n, eps0=eps0, num_c=num_c, num_a=num_a)
   else:
     rdp = chen_asymptotic_rdp(orders, n=n, eps0=eps0)
   eps, order = compose_rdp_epsilon(orders, rdp, rounds, delta, method)
   return EpsilonResult(epsilon=eps, delta=delta, method="chen_" + bound,
                        bound="upper" if bound == "exact" else "estimate",
                        order=order)
+
+
+def _searched(n, eps0, delta, rounds, orders, method, num_c, num_a):
+  """:func:`_searched_curve` in the caller's order of ``orders``, for one concrete
+  question (scalars, n >= 2, eps0 > 0); None otherwise (the whole curve)."""
+  vals = (n, eps0, delta, rounds)
+  if not checks.is_concrete(vals) or any(np.size(v) != 1 for v in vals):
+    return None
+  n, eps0, delta, rounds = (float(np.asarray(v)) for v in vals)
+  orders_np = checks.check_orders(orders)
+  checks.check_int("n", n, min_value=1)
+  checks.check_range("eps0", eps0, 0.0, np.inf)
+  if n < 2 or eps0 <= 0 or orders_np.ndim != 1:
+    return None
+  perm = np.argsort(orders_np, kind="stable")
+  curve = _searched_curve(n, eps0, rounds, delta, orders_np[perm], method,
+                          int(num_c), int(num_a))
+  if curve is None:
+    return None
+  out = np.empty_like(curve)
+  out[perm] = np.minimum.accumulate(curve[::-1])[::-1]
+  return out
