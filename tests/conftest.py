@@ -57,6 +57,15 @@ import pytest  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+  """``--dist loadscope`` that survives a crashed worker (:mod:`xdist_scope`)."""
+  if config.getoption("dist") == "loadscope":
+    from xdist_scope import CrashSafeLoadScope
+    return CrashSafeLoadScope(config, log)
+  return None
+
+
 @pytest.fixture
 def x64():
   with jax.enable_x64(True):
