@@ -9,7 +9,7 @@
   run's event (``dpsgd.event``) give one number (1e-12); the samplers that
   evaluate by their own doors are checked at the contract test's run
   (N = 1000, B = 10, E = 2, sigma = 1), the accountant-evaluated ones
-  (fixed_size, fixed_size_with_replacement: their PLDs
+  (fixed_size, fixed_size_with_replacement, truncated_poisson: their PLDs
   compile for tens of seconds) behind ``slow``.
 """
 
@@ -139,7 +139,11 @@ def test_one_number_for_one_run(sampling):
 NEW = [("fixed_size", {}, "REPLACE_ONE",
         lambda s: ev.SampledWithoutReplacementDpEvent(20, 5, ev.GaussianDpEvent(s))),
        ("fixed_size_with_replacement", {}, "REPLACE_ONE",
-        lambda s: ev.SampledWithReplacementDpEvent(20, 5, ev.GaussianDpEvent(s)))]
+        lambda s: ev.SampledWithReplacementDpEvent(20, 5, ev.GaussianDpEvent(s))),
+       ("truncated_poisson", {"max_batch_size": 6}, "ADD_OR_REMOVE_ONE",
+        lambda s: ev.TruncatedSubsampledGaussianDpEvent(
+            dataset_size=20, sampling_probability=0.25, truncated_batch_size=6,
+            noise_multiplier=s))]
 
 
 @pytest.mark.slow
@@ -171,3 +175,18 @@ def test_every_registered_sampler_is_held_to_the_accountant():
   """A sampler registered in jaxacct joins one of the one-number tests here."""
   assert set(samplers.names()) == {"balls_in_bins", "poisson", "shuffle"} | {
       n[0] for n in NEW}
+
+
+def test_truncated_poisson_needs_its_cap():
+  """The cap is named when missing, refused by the other samplers, and checked."""
+  cfg = dict(noise_multiplier=SIGMA, delta=DELTA, num_examples=N, batch_size=B,
+             num_epochs=EPOCHS)
+  with pytest.raises(ValueError, match="max_batch_size is required"):
+    dpsgd.epsilon(sampling="truncated_poisson", **cfg)
+  with pytest.raises(ValueError, match="max_batch_size applies to"):
+    dpsgd.epsilon(sampling="poisson", max_batch_size=20, **cfg)
+  with pytest.raises(ValueError, match="max_batch_size"):
+    dpsgd.epsilon(sampling="truncated_poisson", max_batch_size=0, **cfg)
+  sched = dpsgd.schedule(num_examples=N, batch_size=B, num_epochs=EPOCHS,
+                         sampling="truncated_poisson", max_batch_size=20)
+  assert (sched.total_steps, sched.sampling_rate, sched.max_batch_size) == (200, 0.01, 20)

@@ -10,7 +10,7 @@ from jaxacct.dpsgd.samplers._registry import (Sampler, Schedule, get, names, reg
                                               unregister)
 # each room registers its samplers on import (this order: the registry's)
 from jaxacct.dpsgd.samplers import _balls_in_bins, _poisson, _shuffle  # noqa: F401
-from jaxacct.dpsgd.samplers import _fixed_size  # noqa: F401
+from jaxacct.dpsgd.samplers import _fixed_size, _truncated_poisson  # noqa: F401
 
 # ``get`` and ``Schedule`` (also ``jaxacct.dpsgd.Schedule``) are importable, not listed
 __all__ = ["Sampler", "register", "unregister", "names"]

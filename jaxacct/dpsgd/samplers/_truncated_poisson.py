@@ -1,0 +1,37 @@
+r"""The truncated Poisson sampler: Poisson sampling at rate q = B/N, a batch over the cap
+``max_batch_size`` cut down to the cap. Docs: docs/how-to/samplers.md."""
+
+from __future__ import annotations
+
+from jaxacct import accounting
+from jaxacct._core import checks
+from jaxacct.dpsgd.samplers._registry import Sampler, check_number, rate_schedule, register
+
+
+def _schedule(n, batch_size, num_epochs, k, total_steps, cap):
+  if cap is None:
+    raise ValueError("max_batch_size is required with sampling='truncated_poisson' (the "
+                     "batch cap b: a Poisson batch of more than b examples keeps b of them); "
+                     "got max_batch_size=None.")
+  check_number("max_batch_size", cap)
+  checks.check_int("max_batch_size", cap, min_value=1, max_value=n)
+  return rate_schedule("truncated_poisson", n, batch_size, num_epochs, total_steps, int(cap))
+
+
+def _event(sched, sigma):
+  ev = accounting.events   # loads on first use: dp_accounting comes with the events
+  step = ev.TruncatedSubsampledGaussianDpEvent(
+      dataset_size=sched.num_examples, sampling_probability=sched.sampling_rate,
+      truncated_batch_size=sched.max_batch_size, noise_multiplier=sigma)
+  return step if sched.total_steps == 1 else ev.SelfComposedDpEvent(step, sched.total_steps)
+
+
+SAMPLER = register(Sampler(
+    name="truncated_poisson",
+    label="truncated Poisson (PLD)",
+    text=("sampler truncated_poisson: every example joins every step independently with "
+          "probability q = B/N, and a batch of more than b = max_batch_size examples keeps "
+          "a uniformly random b of them (dp_accounting's TruncatedSubsampledGaussianDpEvent, "
+          "arXiv:2508.15089); T = ceil(E N / B) steps; steps_per_epoch is the expected N/B"),
+    schedule=_schedule, event=_event, gdp_rate=lambda s: s.sampling_rate,
+    options=("total_steps", "max_batch_size")))
