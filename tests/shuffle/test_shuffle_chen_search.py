@@ -9,13 +9,17 @@ curves, no compile); the slow run checks the real kernel on a 48-point grid
 (issue 55: ``--sigma 2 --num-steps 1000 --num-epochs 5 --delta 1e-6``).
 """
 
+import inspect
+
 import numpy as np
 import pytest
 
 from jaxacct import shuffle as sh
 from jaxacct._core.orders import DEFAULT_ORDERS
-from jaxacct.shuffle import _multinomial
 from jaxacct.shuffle import bounds as shb
+
+# the module namespace of chen_epsilon (its kernel, its search's limits)
+CHEN = inspect.unwrap(sh.chen_epsilon).__globals__
 
 GRID = 48
 # (n, eps0, delta, rounds, conversion)
@@ -54,8 +58,8 @@ def _stand_in(slack, shape, hole=None):
 def test_search_logic_equals_whole_curve(rounds, delta, conv, slack, shape, hole, monkeypatch):
   at = _stand_in(slack, shape, hole)
   calls = []
-  monkeypatch.setattr(_multinomial, "_at", lambda *a, **k: calls.append(a) or at(*a, **k))
-  monkeypatch.setattr(_multinomial, "chen_exact_rdp", None)   # never called
+  monkeypatch.setitem(CHEN, "_at", lambda *a, **k: calls.append(a) or at(*a, **k))
+  monkeypatch.setitem(CHEN, "chen_exact_rdp", None)   # never called
   got = float(sh.chen_epsilon(n=1000, eps0=1.0, delta=delta, rounds=rounds,
                               method=conv).epsilon)
   upper = at(1000.0, 1.0, np.asarray(DEFAULT_ORDERS), 160, False)
@@ -83,7 +87,7 @@ def test_search_equals_whole_curve(whole, i, monkeypatch):
     raise AssertionError("the whole curve was computed")
 
   # the search decides alone: the whole-curve kernel is not called
-  monkeypatch.setattr(_multinomial, "chen_exact_rdp", boom)
+  monkeypatch.setitem(CHEN, "chen_exact_rdp", boom)
   got = float(sh.chen_epsilon(n=n, eps0=e, delta=delta, rounds=rounds, method=conv,
                               num_c=GRID, num_a=GRID).epsilon)
   assert got == pytest.approx(ref, rel=1e-12)
@@ -93,7 +97,7 @@ def test_search_equals_whole_curve(whole, i, monkeypatch):
 @pytest.mark.slow
 def test_search_falls_back_to_whole_curve(whole, monkeypatch):
   # more orders than the search may compute: the whole curve, same value
-  monkeypatch.setattr(_multinomial, "_MAX_SEARCHED", 1)
+  monkeypatch.setitem(CHEN, "_MAX_SEARCHED", 1)
   n, e, delta, rounds, conv = CASES[0]
   got = float(sh.chen_epsilon(n=n, eps0=e, delta=delta, rounds=rounds, method=conv,
                               num_c=GRID, num_a=GRID).epsilon)
