@@ -32,8 +32,9 @@ step"; then the whole table (``epsilon_table``, produced meanwhile on the
 hook's thread) = "whole table", both from the process's first import. Y
 (dp_accounting's import plus its first Poisson-PLD answer, q = 0.01,
 sigma = 1, T = 1e4) is measured in the same run (bench_cold_start's peer
-child). Targets: first step <= 2 s, whole table <= 3 Y. Results:
-``bench/results/hook_first_step_cpu.{json,md}``.
+child). Targets: first step <= 2 s, whole table <= 3 Y. ``--repeat N``:
+N fresh processes per row and N Y's, the medians (a shared machine's load
+moves single runs by 2x). Results: ``bench/results/hook_first_step_cpu.{json,md}``.
 """
 
 from __future__ import annotations
@@ -273,7 +274,7 @@ def first_step_rows(repeat=1):
   return rows, Y
 
 
-def _write_first_step(rows, Y):
+def _write_first_step(rows, Y, repeat=1):
   import datetime
   import os
   import platform
@@ -283,13 +284,15 @@ def _write_first_step(rows, Y):
                           capture_output=True, text=True).stdout.strip()
   meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
           "commit": commit, "cpu_count": os.cpu_count(), "platform": platform.platform(),
-          "loadavg": os.getloadavg(), "Y_s": Y}
+          "loadavg": os.getloadavg(), "Y_s": Y, "repeat": int(repeat)}
   out = os.path.join(here, "results", "hook_first_step_cpu")
   with open(out + ".json", "w") as f:
     json.dump({"meta": meta, "rows": rows}, f, indent=1)
   lines = [f"# Tracking hook: time to the first step and to the whole table ({meta['date']}, "
            f"{commit}, {meta['cpu_count']} CPUs, load {meta['loadavg'][0]:.1f})", "",
-           f"Y = {Y:.3f} s (dp_accounting import + first Poisson-PLD answer, same run).", "",
+           f"Y = {Y:.3f} s (dp_accounting import + first Poisson-PLD answer, same run). "
+           f"Each row: the median of {int(repeat)} fresh process(es) (by first step); "
+           "Y: the median of as many.", "",
            "| row | seconds | / Y | notes |", "|---|---|---|---|"]
   for r in rows:
     lines.append(f"| {r['benchmark']} | {r['ours_s']:.3f} | {r['ours_value']:.2f} | "
@@ -302,7 +305,9 @@ def _write_first_step(rows, Y):
 if __name__ == "__main__":
   import sys
   if "--first-step" in sys.argv:
-    _write_first_step(*first_step_rows())
+    # --repeat N: N fresh processes per row (the median), for a loaded machine
+    n = int(sys.argv[sys.argv.index("--repeat") + 1]) if "--repeat" in sys.argv else 1
+    _write_first_step(*first_step_rows(repeat=n), repeat=n)
   else:
     for r in run():
       print(r)
