@@ -218,6 +218,11 @@ def table_main(argv) -> int:
                 ) as bar:
     for scheme, method, fn in rows:
       bar.set_description(f"jaxacct: {method} / {scheme}"[:70])
+      if scheme.startswith("Shuffling") and args.num_epochs > 1:
+        # why this row can take more than a few seconds (one line, stderr)
+        bar.write(f"jaxacct: {method} / shuffling over {args.num_epochs} rounds: the PLD "
+                  "of the per-round pair composed, and RDP curves (Chen et al.'s at the "
+                  "orders that can decide epsilon): a few seconds on 2 cores")
       cell, ok, ct, val = _timed_value(fn, 1.0)
       status |= 0 if ok else 1
       rec = {"scheme": scheme, "method": method, "epsilon": val,

@@ -179,6 +179,15 @@ def _at_cached(n, eps0, orders, num, lower, passes):
   return out
 
 
+def _floor(orders, low, rounds, delta, method):
+  """Per order j, the smallest epsilon its RDP (at least ``low[j]``) can give at
+  any order <= j (where the monotone envelope could carry it)."""
+  o = orders.size
+  cross = np.where(np.arange(o)[None, :] <= np.arange(o)[:, None], rounds * low[:, None], np.inf)
+  return np.asarray(rdp_to_epsilon_kernel(orders, cross, np.full(o, delta), method,
+                                          ns=HOST)[0], np.float64)
+
+
 def _searched_curve(n, eps0, rounds, delta, orders, method, num_c, num_a):
   """Chen's upper RDP curve at ``orders`` (sorted), exact at every order that can
   decide epsilon at ``delta`` after ``rounds`` rounds and eps0 elsewhere, or None
@@ -187,19 +196,17 @@ def _searched_curve(n, eps0, rounds, delta, orders, method, num_c, num_a):
   The curve is a valid upper curve at every order (the kernel clips at eps0), so
   its epsilon is an upper bound; it equals the whole curve's epsilon because
   every order left at eps0 is certified unable to win: its true Renyi divergence
-  is at least ``low`` (the kernel's lower bracket on a coarse grid, raised to a
-  running maximum since the divergence grows with the order), and ``low`` composed
-  and converted at every order up to it (where the monotone envelope could carry
-  it) is above the epsilon found. Blocks of orders are added, from the screen's
-  best order on, until that holds.
+  is at least ``low`` (the kernel's lower bracket, one pass on a coarse grid,
+  then on the full grid where that is not enough; raised to a running maximum
+  since the divergence grows with the order), and ``low`` composed and converted
+  at every order up to it (:func:`_floor`) is above the epsilon found. Blocks of
+  orders are added, from the screen's best order on, until that holds.
   """
-  low = _at(n, eps0, orders, min(_SCREEN_NUM, num_c, num_a), True, passes=1)
-  low = np.maximum(np.maximum.accumulate(low) * (1.0 - 1e-9), 0.0)   # bracket rounding
   o = orders.size
-  # floor[j]: the smallest epsilon that order j's RDP can give at any order <= j
-  cross = np.where(np.arange(o)[None, :] <= np.arange(o)[:, None], rounds * low[:, None], np.inf)
-  floor = np.asarray(rdp_to_epsilon_kernel(orders, cross, np.full(o, delta), method,
-                                           ns=HOST)[0], np.float64)
+  keep = lambda v: np.maximum(np.maximum.accumulate(v) * (1.0 - 1e-9), 0.0)  # noqa: E731
+  raw = _at(n, eps0, orders, min(_SCREEN_NUM, num_c, num_a), True, passes=1)
+  low = keep(raw)
+  floor = _floor(orders, low, rounds, delta, method)
   own = np.asarray(rdp_to_epsilon_kernel(orders[:, None], rounds * low[:, None],
                                          np.full(o, delta), method, ns=HOST)[0], np.float64)
   best = int(np.argmin(np.where(np.isnan(own), np.inf, own)))
@@ -207,6 +214,7 @@ def _searched_curve(n, eps0, rounds, delta, orders, method, num_c, num_a):
   todo = np.arange(start, min(start + _BLOCK, o))
   curve = np.full(o, float(eps0))
   known = np.zeros(o, bool)
+  fine = np.zeros(o, bool)       # lower bracket on the full grid
   while todo.size:
     if known.sum() + todo.size > _MAX_SEARCHED:
       return None
@@ -215,7 +223,17 @@ def _searched_curve(n, eps0, rounds, delta, orders, method, num_c, num_a):
     env = np.minimum.accumulate(curve[::-1])[::-1]
     eps = float(np.asarray(compose_rdp_epsilon(orders, env, rounds, delta, method)[0]))
     # NaN floors are never certified
-    fail = np.flatnonzero(~known & ~(floor > eps * (1.0 + 1e-9)))
+    fails = lambda: np.flatnonzero(~known & ~(floor > eps * (1.0 + 1e-9)))  # noqa: E731
+    fail = fails()
+    new = fail[~fine[fail]]
+    if new.size:     # a third of an upper order each: refine the screen first
+      new = new[np.argsort(floor[new], kind="stable")[:2 * _BLOCK]]
+      raw[new] = np.maximum(raw[new], _at(n, eps0, orders[new], min(num_c, num_a), True,
+                                          passes=1))
+      fine[new] = True
+      low = keep(raw)
+      floor = _floor(orders, low, rounds, delta, method)
+      fail = fails()
     todo = fail[np.argsort(floor[fail], kind="stable")[:_BLOCK]]
   return curve
 
