@@ -14,7 +14,7 @@ Tracking during training").
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
+import threading
 
 import jax
 import numpy as np
@@ -155,9 +155,8 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
   def pair_at(s):
     return prefix_pair(sigma, int(s), t, step=step, mechanism=mech)
 
-  helper = ThreadPoolExecutor(1, thread_name_prefix="jaxacct-epoch-ends")
+  ends = _InOrder(end_at, n_ep)   # end 1 beside the first prefix (its law compiles)
   try:
-    ends = [None, helper.submit(end_at, 1)]   # beside the first prefix (its law compiles)
     pairs = []
     col = np.full(grid.size, np.inf)
     done = 0                              # steps of epoch 1 emitted
@@ -165,14 +164,12 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
       pairs.append(pair_at(s))
       col[i] = float(jpld.epsilon(pairs[-1], delta))
       if i == 0 or (i + 1) % piece == 0 or i == grid.size - 1:   # step 1 at once
-        e1 = ends[1].result()
-        if len(ends) == 2:     # the later ends, in order, once step 1 is out
-          ends += [helper.submit(end_at, e) for e in range(2, n_ep + 1)]
+        e1 = ends.get(1)
+        ends.allow(n_ep)       # the later ends, in order, once step 1 is out
         yield emit(epoch_part(np.minimum(col, e1), e1, done, int(s)))
         done = int(s)
-    e1 = ends[1].result()
-    if len(ends) == 2:
-      ends += [helper.submit(end_at, e) for e in range(2, n_ep + 1)]
+    e1 = ends.get(1)
+    ends.allow(n_ep)
     if done < t - 1:
       yield emit(epoch_part(np.minimum(col, e1), e1, done, t - 1))
     yield emit([e1])
@@ -202,7 +199,54 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
         return np.concatenate(host_map(lambda idx: at_count(c, idx), parts))
     for c in range(1, n_ep):
       v = cols(c)
-      end = ends[c + 1].result()
+      end = ends.get(c + 1)
       yield emit(np.concatenate([epoch_part(np.minimum(v, end), end, 0, t - 1), [end]]))
   finally:
-    helper.shutdown(wait=False, cancel_futures=True)
+    ends.close()
+
+
+class _InOrder:
+  """``fn(1), fn(2), ...`` computed in order on a daemon thread (never blocking
+  the interpreter's exit), each started once :meth:`allow` lets it; :meth:`get`
+  waits for one (an exception in ``fn`` is raised there)."""
+
+  def __init__(self, fn, n: int):
+    self._vals, self._error, self._limit, self._closed = {}, None, 1, False
+    self._cond = threading.Condition()
+    threading.Thread(target=self._run, args=(fn, int(n)), daemon=True,
+                     name="jaxacct-epoch-ends").start()
+
+  def _run(self, fn, n):
+    try:
+      for e in range(1, n + 1):
+        with self._cond:
+          while e > self._limit and not self._closed:
+            self._cond.wait()
+          if self._closed:
+            return
+        v = fn(e)
+        with self._cond:
+          self._vals[e] = v
+          self._cond.notify_all()
+    except BaseException as exc:   # noqa: BLE001 - raised by get
+      with self._cond:
+        self._error = exc
+        self._cond.notify_all()
+
+  def allow(self, n: int) -> None:
+    with self._cond:
+      self._limit = max(self._limit, int(n))
+      self._cond.notify_all()
+
+  def get(self, e: int):
+    with self._cond:
+      while e not in self._vals and self._error is None and not self._closed:
+        self._cond.wait()
+      if e in self._vals:
+        return self._vals[e]
+      raise self._error if self._error is not None else RuntimeError("closed")
+
+  def close(self) -> None:
+    with self._cond:
+      self._closed = True
+      self._cond.notify_all()
