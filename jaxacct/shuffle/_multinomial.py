@@ -218,7 +218,9 @@ def _searched_curve(n, eps0, rounds, delta, orders, method, num_c, num_a):
   while todo.size:
     if known.sum() + todo.size > _MAX_SEARCHED:
       return None
-    curve[todo] = _at(n, eps0, orders[todo], num_c, False)
+    # the traced-orders program can round 1-2 ulp apart from the whole curve's
+    # (static orders): a 1e-15 relative nudge keeps every value at or above it
+    curve[todo] = np.minimum(_at(n, eps0, orders[todo], num_c, False) * (1.0 + 1e-15), eps0)
     known[todo] = True
     env = np.minimum.accumulate(curve[::-1])[::-1]
     eps = float(np.asarray(compose_rdp_epsilon(orders, env, rounds, delta, method)[0]))
