@@ -67,14 +67,21 @@ _OFF = ("0", "false", "off", "no")
 ACCELERATOR_OPTIONS = {"xla_gpu_experimental_enable_fusion_autotuner": False}
 _DEFAULT_MAX_BYTES = 2 * 2**30
 _LOCK = threading.Lock()
-_JAX_CACHE_HITS = [0]      # JAX persistent-cache hits seen in this process (see _count_hit)
+# JAX persistent-cache hits seen by each thread (see _count_hit): JAX records
+# the event in the thread that compiles, and another thread's hit (a tracking
+# table computed in the background) says nothing of this thread's compile.
+_JAX_CACHE_HITS = threading.local()
 _UNVERIFIED = set()        # keys whose executable came from disk and has not run yet
 _REFUSED: list = []        # (entry path, why) of entries found on disk and not loaded
 
 
 def _count_hit(event: str, **kwargs) -> None:
   if event == "/jax/compilation_cache/cache_hits":
-    _JAX_CACHE_HITS[0] += 1
+    _JAX_CACHE_HITS.count = _cache_hits() + 1
+
+
+def _cache_hits() -> int:
+  return getattr(_JAX_CACHE_HITS, "count", 0)
 
 
 jax.monitoring.register_event_listener(_count_hit)
@@ -330,7 +337,7 @@ class CachedJit:
     if exe is not None:
       _UNVERIFIED.add(key)
     else:
-      hits = _JAX_CACHE_HITS[0]
+      hits = _cache_hits()
       compiled = self._jitted.lower(*args, **kwargs).compile(
           compiler_options=self._options or None)
       exe = compiled
@@ -338,7 +345,7 @@ class CachedJit:
       # user's, or the CLI's opt-in) re-serialises without its object code on
       # XLA:CPU: it would load in the next process and fail to run. Only
       # executables compiled here are stored.
-      if save and _JAX_CACHE_HITS[0] == hits:
+      if save and _cache_hits() == hits:
         _write(path, _fingerprint() + key, compiled)
     with _LOCK:
       _MEMORY[key] = exe

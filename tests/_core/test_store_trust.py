@@ -282,3 +282,25 @@ def test_tree_forms_round_trip():
   for t in ({1: 2}, EpsilonResult(1.0, 2.0, "m", "upper")):
     with pytest.raises(ValueError, match="JSON form"):
       store.tree_form(jax.tree_util.tree_structure(t))
+
+
+def test_another_threads_jax_cache_hits_do_not_stop_the_write(kernel, tmp_path):
+  """A compile of this thread is stored even while another thread (a tracking
+  table in the background) reports JAX persistent-cache hits: the store skips
+  only executables that JAX loaded for the compiling thread itself."""
+  import threading
+  stop = threading.Event()
+
+  def hits():
+    while not stop.is_set():
+      jax.monitoring.record_event("/jax/compilation_cache/cache_hits")
+
+  th = threading.Thread(target=hits, daemon=True)
+  th.start()
+  try:
+    value = _x64(kernel, np.arange(5.0))
+  finally:
+    stop.set()
+    th.join()
+  np.testing.assert_array_equal(value, np.asarray(_x64(jax.jit(_f), np.arange(5.0))))
+  assert len(_entries(tmp_path)) == 1
