@@ -28,6 +28,14 @@ from jaxacct._core.solve import newton
 from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
 
 _XI_MAX = 38.0
+# Outer nodes a trip of the accelerator layout's loop: 16 trips at the
+# default 4096 x 2048 grid, 4 MB a (chunk x inner) temporary a lane.
+_OUTER_CHUNK = 256
+
+
+def _outer_chunk(num_outer: int) -> int:
+  """Outer nodes a trip of the accelerator lane (static: from the grid alone)."""
+  return min(int(num_outer), _OUTER_CHUNK)
 
 
 def _neg_expm1_minus(y):
@@ -43,7 +51,7 @@ def _log1p_neg_plus(x):
 
 
 
-def _t_log_phi_plus(w, tau, t, num_inner):
+def _t_log_phi_plus(w, tau, t, num_inner, fused=False):
   """(small, t (log phi(v) + v), t log phi(v)), v = e^w / t, vector w.
 
   log phi(v) + v >= 0 (Jensen; E[L] = 1). For 1 - phi < 1/2 it is formed
@@ -51,6 +59,11 @@ def _t_log_phi_plus(w, tau, t, num_inner):
   (no cancellation for small v; for v >= 1 simply v + log1p(-x)); ``small``
   marks that regime. The third
   output (log-sum-exp form) is for the other one.
+
+  ``fused`` (the accelerator layout): the log-sum-exp is shifted by the
+  integrand's value at its mode (below), not by a first pass for the grid's
+  max, so its term grid feeds one reduction (a compiler that fuses producers
+  into reductions, XLA:GPU, never stores it). Same sum, rounding apart.
   """
   logv = w - jnp.log(t)                            # (n_w,)
   v = jnp.exp(logv)
@@ -81,11 +94,20 @@ def _t_log_phi_plus(w, tau, t, num_inner):
   left = jnp.minimum(_XI_MAX, right + 800.0 * tau / jnp.maximum(W, 1e-300))
   ctr = xi_m + 0.5 * (right - left)
   half = 0.5 * (right + left)
+  logh = jnp.log(half * (base[1] - base[0]))
   xi2 = ctr[:, None] + half[:, None] * base[None, :]
-  logwt2 = -0.5 * xi2**2 + lognorm + jnp.log(half * (base[1] - base[0]))[:, None]
+  logwt2 = -0.5 * xi2**2 + lognorm + logh[:, None]
   vl2 = jnp.exp(jnp.minimum(logv[:, None] + tau * xi2 - 0.5 * tau**2, 700.0))
-  t_log_phi_big = t * logsumexp(-vl2 + logwt2, axis=-1)
-  return small, t * jnp.maximum(d_small, 0.0), t_log_phi_big
+  if fused:
+    # f at its mode (the maximum of the continuous integrand, so every node
+    # lies at or below it up to rounding; the nearest node within a drop of
+    # (1 + W) h^2 / 8 << 1, so the sum is >= ~1: no overflow, no underflow).
+    top = (-0.5 * xi_m**2 + lognorm + logh
+           - jnp.exp(jnp.minimum(logv + tau * xi_m - 0.5 * tau**2, 700.0)))
+    lse = jnp.log(jnp.sum(jnp.exp(-vl2 + logwt2 - top[:, None]), axis=-1)) + top
+  else:
+    lse = logsumexp(-vl2 + logwt2, axis=-1)
+  return small, t * jnp.maximum(d_small, 0.0), t * lse
 
 
 def _lambert_w_exp(z):
@@ -96,7 +118,23 @@ def _lambert_w_exp(z):
                 lower=1e-300)
 
 
-def _add_rdp_one(sigma, t, orders, num_outer, num_inner):
+def _rows(w, tau, t, num_inner, chunk):
+  """:func:`_t_log_phi_plus` at the outer nodes ``w``; with ``chunk`` (the
+  accelerator layout) a static-trip loop over pieces of ``chunk`` outer nodes,
+  each reduced over the inner axis at once, so no (outer x inner) grid is ever
+  held: O(chunk x inner) a lane. Every row is the same formula either way."""
+  n = w.shape[0]
+  if chunk is None:
+    return _t_log_phi_plus(w, tau, t, num_inner)
+  if chunk >= n:
+    return _t_log_phi_plus(w, tau, t, num_inner, fused=True)
+  pieces = -(-n // chunk)
+  wp = jnp.concatenate([w, jnp.full((pieces * chunk - n,), w[-1])]).reshape(pieces, chunk)
+  out = jax.lax.map(lambda wc: _t_log_phi_plus(wc, tau, t, num_inner, fused=True), wp)
+  return tuple(o.reshape(-1)[:n] for o in out)
+
+
+def _add_rdp_one(sigma, t, orders, num_outer, num_inner, chunk=None):
   tau = 1.0 / sigma
   t = jnp.asarray(t, jnp.float64)
   s = orders - 1.0                                   # s = alpha - 1 > 0
@@ -107,7 +145,7 @@ def _add_rdp_one(sigma, t, orders, num_outer, num_inner):
                      jnp.log(t) + s_max * tau**2 / t + 12.0 * tau + 5.0)
   w = jnp.linspace(w_lo, w_hi, num_outer)
   hw = w[1] - w[0]
-  small, tD, tlp = _t_log_phi_plus(w, tau, t, num_inner)   # (n_w,) each
+  small, tD, tlp = _rows(w, tau, t, num_inner, chunk)     # (n_w,) each
   # A - 1 = Gamma(s)^-1 int e^{s w} (phi(e^w/t)^t - e^{-e^w}) dw  (>= 0): the
   # L == 1 integrand (which integrates to exactly 1) is subtracted. Where
   # phi >= 1/2: e^{-e^w} expm1(t (log phi + v)); elsewhere
@@ -134,11 +172,11 @@ def allocation_add_rdp_kernel(sigma, t, orders, num_outer=4096, num_inner=2048):
   return out.reshape(shape + orders.shape)
 
 
-def _add_lane(s, tt, orders, num_outer, num_inner):
+def _add_lane(s, tt, orders, num_outer, num_inner, chunk=None):
   """Add RDP of one (sigma, t) lane at ``orders``; NaN for an invalid lane or order."""
   ok = (s > 0) & (tt >= 1)
   out = _add_rdp_one(jnp.where(ok, s, 1.0), jnp.where(ok, tt, 1.0),
-                     jnp.where(orders > 1.0, orders, 2.0), num_outer, num_inner)
+                     jnp.where(orders > 1.0, orders, 2.0), num_outer, num_inner, chunk)
   return jnp.where(ok & (orders > 1.0), out, jnp.nan)
 
 
@@ -154,31 +192,37 @@ def add_rdp_block(sigma, t, *, orders, num_outer, num_inner):
   the lanes of a block (``orders`` shared by the lanes)."""
   require_x64("allocation_add_rdp")
   orders = jnp.asarray(orders, jnp.float64)
-  return jax.vmap(lambda s, tt: _add_lane(s, tt, orders, num_outer, num_inner))(sigma, t)
+  chunk = _outer_chunk(num_outer)
+  return jax.vmap(lambda s, tt: _add_lane(s, tt, orders, num_outer, num_inner, chunk))(sigma, t)
 
 
-def add_lane_bytes(num_outer: int, num_inner: int) -> int:
+def add_lane_bytes(num_outer: int, num_inner: int, num_orders: int = 63) -> int:
   """Bytes one lane of :data:`add_rdp_block` holds at its peak (an estimate):
-  twice four float64 (outer x inner) grids (XLA:CPU measured four, 268 MB a
-  lane at the default 4096 x 2048)."""
-  return 2 * 4 * 8 * int(num_outer) * int(num_inner)
+  twice six float64 (chunk x inner) grids of a trip and the orders' terms on
+  the outer grid plus 16 rows of it. XLA:CPU measured 25.4 MB a lane at the
+  default 4096 x 2048, 63 orders (chunk 256); this gives 55.6 MB (was 537 MB
+  for the whole outer x inner grid: 268 MB measured)."""
+  chunk = _outer_chunk(num_outer)
+  return 2 * 8 * (6 * chunk * int(num_inner) + (int(num_orders) + 17) * int(num_outer))
 
 
-def add_block_lanes(num_outer: int, num_inner: int) -> int:
+def add_block_lanes(num_outer: int, num_inner: int, num_orders: int = 63) -> int:
   """Lanes of :data:`add_rdp_block`: ``lanes_for_memory`` of
   :func:`add_lane_bytes`, from one lane up (one lane is millions of
-  quadrature cells; 1 at the default grid on the CPU's fixed budget, 64 on an
-  H200)."""
-  return lanes_for_memory(add_lane_bytes(num_outer, num_inner), lo=1,
+  quadrature cells; 16 at the default grid on the CPU's fixed 4 GiB budget,
+  256 on an H100, 512 on an H200)."""
+  return lanes_for_memory(add_lane_bytes(num_outer, num_inner, num_orders), lo=1,
                           name="num_outer * num_inner")
 
 
 def _add_rdp_blocks(sigma, t, orders, *, num_outer, num_inner):
   """Concrete arrays on the accelerator layout: :data:`add_rdp_block` over
   blocks of :func:`add_block_lanes` lanes."""
-  program = functools.partial(add_rdp_block, orders=np.asarray(orders, np.float64),
+  orders = np.asarray(orders, np.float64)
+  program = functools.partial(add_rdp_block, orders=orders,
                               num_outer=num_outer, num_inner=num_inner)
-  return batching.run_blocks(program, (sigma, t), add_block_lanes(num_outer, num_inner))
+  return batching.run_blocks(program, (sigma, t),
+                             add_block_lanes(num_outer, num_inner, orders.size))
 
 
 def _check_add_rdp(orders, sigma, num_steps):
