@@ -413,12 +413,15 @@ def _searched(n, eps0, delta, rounds, orders, method, num_c, num_a):
   """:func:`_searched_curve` in the caller's order of ``orders``, for one concrete
   question (scalars, n >= 2, eps0 > 0); None otherwise (the whole curve)."""
   vals = (n, eps0, delta, rounds)
-  if not checks.is_concrete(vals) or any(np.size(v) != 1 for v in vals):
+  if not checks.is_concrete(vals) or any(np.ndim(v) != 0 for v in vals):
     return None
-  n, eps0, delta, rounds = (float(np.asarray(v)) for v in vals)
+  # the whole curve's checks, before any conversion (errors name the argument)
   orders_np = checks.check_orders(orders)
   checks.check_int("n", n, min_value=1)
   checks.check_range("eps0", eps0, 0.0, np.inf)
+  checks.check_int("num_c", num_c, min_value=16)
+  checks.check_int("num_a", num_a, min_value=16)
+  n, eps0, delta, rounds = (float(np.asarray(v)) for v in vals)
   if n < 2 or eps0 <= 0 or orders_np.ndim != 1:
     return None
   perm = np.argsort(orders_np, kind="stable")
