@@ -48,7 +48,11 @@ def test_switch_env_and_context():
 def test_block_size_is_a_function_of_the_device():
   # the CPU's fixed 4 GiB budget: a quarter of it, 16 MB a lane (a sweep's chunk)
   assert batching.lanes_for_memory(16 << 20) == 64
-  assert batching.lanes_for_memory(1e12) == 8 and batching.lanes_for_memory(1) == 1 << 16
+  # past the budget the block keeps its floor of 8 lanes while 8 lanes fit the
+  # device (2 GiB of 4); beyond the device it is refused before anything runs
+  assert batching.lanes_for_memory(256 << 20) == 8 and batching.lanes_for_memory(1) == 1 << 16
+  with pytest.raises(ValueError, match="sigmas is too large for this device"):
+    batching.lanes_for_memory(1e12, name="sigmas")
 
 
 def _laws(D, n, rng):
