@@ -6,6 +6,7 @@ rest of jaxacct (``dpsgd``, ``risk``, ``plot``, the command line) reads the
 registry. Docs: docs/how-to/samplers.md.
 """
 
+from jaxacct._core.dtype import public_surface
 from jaxacct.dpsgd.samplers._registry import (Sampler, Schedule, get, names, register,
                                               unregister)
 # each room registers its samplers on import (this order: the registry's)
@@ -14,3 +15,6 @@ from jaxacct.dpsgd.samplers import _fixed_size, _truncated_poisson  # noqa: F401
 
 # ``get`` and ``Schedule`` (also ``jaxacct.dpsgd.Schedule``) are importable, not listed
 __all__ = ["Sampler", "register", "unregister", "names"]
+
+# every public function is a float64 door, as in every public module
+public_surface(globals())
