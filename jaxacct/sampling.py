@@ -21,6 +21,7 @@ import numpy as np
 
 from jaxacct import accounting, allocation, dpsgd, poisson, tracking
 from jaxacct._core import checks
+from jaxacct.dpsgd import samplers
 
 # ``pad_size_for`` (the legacy capacity from the dataset size n) is internal: it is
 # what ``expected_batch_size=None`` does; :func:`capacity_for` is the public rule.
@@ -264,6 +265,8 @@ class BallsInBinsSampler:
   """
 
   neighbouring = NEIGHBOURING
+  #: the registered sampler (:mod:`jaxacct.dpsgd.samplers`) whose event, block and rule this is
+  sampling = "balls_in_bins"
 
   def __init__(self, *, num_examples: int, steps_per_epoch: Optional[int] = None,
                num_epochs: int, num_selected: int = 1, fresh_each_epoch: bool = True,
@@ -279,7 +282,7 @@ class BallsInBinsSampler:
     if batch_size is not None:
       steps_per_epoch = dpsgd.schedule(num_examples=num_examples, batch_size=batch_size,
                                        num_epochs=num_epochs, num_selected=num_selected,
-                                       sampling="balls_in_bins").steps_per_epoch
+                                       sampling=self.sampling).steps_per_epoch
       if expected_batch_size is None:
         expected_batch_size = float(batch_size)
     checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1)
@@ -339,9 +342,29 @@ class BallsInBinsSampler:
     return dict(num_steps=self.t, num_selected=self.k, num_epochs=self.E,
                 fresh_each_epoch=self.fresh_each_epoch)
 
+  def _schedule(self, num_epochs):
+    """The registry's schedule of ``num_epochs`` epochs of this sampler."""
+    return samplers.Schedule(self.sampling, self.n, self.n * self.k / self.t,
+                             float(num_epochs), self.k, self.t, self.t * int(num_epochs), None)
+
   def epsilon(self, *, sigma, delta, **kwargs):
-    """``jaxacct.allocation.epsilon`` of the whole run (EpsilonResult; Bound: upper)."""
-    return allocation.epsilon(sigma=sigma, delta=delta, **self.accounting_kwargs(), **kwargs)
+    """Certified epsilon of the whole run (EpsilonResult; Bound: upper, with a lower).
+
+    The one final rule of the run, as ``jaxacct.dpsgd.epsilon(sampling=
+    "balls_in_bins")``: the tight allocation PLD or k E Gaussian steps
+    without amplification, the smaller (:mod:`jaxacct.accounting.evaluator`).
+    Fixed bins: the same at one epoch and ``sigma / sqrt(E)`` (:meth:`event`).
+    ``kwargs`` (``methods=...``, ...) ask ``jaxacct.allocation.epsilon``'s
+    minimum over the methods named instead.
+    """
+    if kwargs:
+      return allocation.epsilon(sigma=sigma, delta=delta, **self.accounting_kwargs(), **kwargs)
+    _check_sigma_delta(sigma, delta)
+    record = samplers.get(self.sampling)
+    if self.fresh_each_epoch:
+      return record.result(self._schedule(self.E), sigma, delta)
+    return record.result(self._schedule(1), np.asarray(sigma, np.float64) / math.sqrt(self.E),
+                         delta)
 
   def event(self, *, sigma):
     """The DpEvent of the whole run, for the accountant and :func:`jaxacct.calibrate`.
@@ -353,13 +376,11 @@ class BallsInBinsSampler:
     ``jaxacct.calibrate(lambda s: sampler.event(sigma=s), epsilon, delta,
     bracket=(0.01, 1e4))``.
     """
-    ev = accounting.events   # lazy: dp_accounting loads with the events
     checks.check_positive("sigma", sigma)
+    record = samplers.get(self.sampling)
     if self.fresh_each_epoch:
-      return ev.RandomAllocationDpEvent(sigma=float(sigma), steps_per_epoch=self.t,
-                                        num_selected=self.k, num_epochs=self.E)
-    return ev.RandomAllocationDpEvent(sigma=float(sigma) / math.sqrt(self.E), steps_per_epoch=self.t,
-                                      num_selected=self.k, num_epochs=1)
+      return record.event(self._schedule(self.E), float(sigma))
+    return record.event(self._schedule(1), float(sigma) / math.sqrt(self.E))
 
   def accountant(self, *, sigma, delta: Optional[float] = None, **kwargs):
     """The ``jaxacct.tracking`` accountant that matches this sampler.
@@ -373,22 +394,22 @@ class BallsInBinsSampler:
     ``accounting.PLDAccountant().compose(event).get_epsilon(delta)`` of that
     event for e = 1..E, which needs ``delta``.
     """
-    ev = accounting.events   # lazy: dp_accounting loads with the events
     checks.check_positive("sigma", sigma)
+    record = samplers.get(self.sampling)
     if self.fresh_each_epoch:
       del delta
-      epoch = ev.RandomAllocationDpEvent(sigma=float(sigma), steps_per_epoch=self.t,
-                                         num_selected=self.k)
-      return tracking.EventAccountant(epoch, block_size=self.t, **kwargs).declare(
+      epoch, options = record.block(self._schedule(self.E), float(sigma))
+      return tracking.EventAccountant(epoch, **options, **kwargs).declare(
           noise_multiplier=sigma, expected_batch_size=self.expected_batch_size)
     if delta is None:
       raise ValueError("delta is required for the fixed-bin accountant (an epsilon table).")
     if kwargs:
       raise ValueError(f"fixed bins take no EventAccountant options; got {sorted(kwargs)}.")
     checks.check_delta(delta)
-    eps = np.array([0.0] + [accounting.PLDAccountant().compose(ev.RandomAllocationDpEvent(
-        sigma=float(sigma) / math.sqrt(e), steps_per_epoch=self.t,
-        num_selected=self.k)).get_epsilon(float(delta)) for e in range(1, self.E + 1)])
+    one = self._schedule(1)
+    eps = np.array([0.0] + [accounting.PLDAccountant().compose(record.event(
+        one, float(sigma) / math.sqrt(e))).get_epsilon(float(delta))
+        for e in range(1, self.E + 1)])
     # the first e epochs are a post-processing of the first e' >= e: a bound for e'
     # also holds for e (keeps the table non-decreasing)
     eps = np.minimum.accumulate(eps[::-1])[::-1]
@@ -413,6 +434,11 @@ class BallsInBinsSampler:
     """
     return _dp_transform(self, l2_norm_clip, noise_multiplier, delta, key, max_epsilon,
                          on_budget)
+
+
+def _check_sigma_delta(sigma, delta):
+  checks.check_positive("sigma", sigma)
+  checks.check_delta(delta)
 
 
 def _delta_with_overflow(epsilon, delta, bound):
@@ -445,6 +471,8 @@ class PoissonSampler:
   """
 
   neighbouring = NEIGHBOURING
+  #: the registered sampler (:mod:`jaxacct.dpsgd.samplers`) whose event, block and rule this is
+  sampling = "poisson"
 
   def __init__(self, *, num_examples: int, sampling_rate: Optional[float] = None,
                num_steps: Optional[int] = None, seed: int = 0,
@@ -462,7 +490,7 @@ class PoissonSampler:
                          f"batch_size={batch_size!r}, num_epochs={num_epochs!r}, "
                          f"sampling_rate={sampling_rate!r}, num_steps={num_steps!r}.")
       sched = dpsgd.schedule(num_examples=num_examples, batch_size=batch_size,
-                             num_epochs=num_epochs, sampling="poisson")
+                             num_epochs=num_epochs, sampling=self.sampling)
       sampling_rate, num_steps = sched.sampling_rate, sched.total_steps
       if expected_batch_size is None:
         expected_batch_size = float(batch_size)
@@ -504,21 +532,31 @@ class PoissonSampler:
     """Keyword arguments of ``jaxacct.poisson.epsilon`` for this sampler."""
     return dict(q=self.q, num_steps=self.num_steps)
 
+  def _schedule(self):
+    """The registry's schedule of this sampler's run."""
+    return samplers.Schedule(self.sampling, self.n, self.n * self.q, self.num_steps * self.q, 1,
+                             None, self.num_steps, self.q)
+
   def epsilon(self, *, sigma, delta, **kwargs):
-    """``jaxacct.poisson.epsilon`` of the whole run (EpsilonResult; Bound: upper)."""
-    return poisson.epsilon(sigma=sigma, delta=delta, **self.accounting_kwargs(), **kwargs)
+    """Certified epsilon of the whole run (EpsilonResult; Bound: upper).
+
+    The one final rule of the run, as ``jaxacct.dpsgd.epsilon(sampling=
+    "poisson")``: the tight Poisson PLD, RDP where it gives no finite bound
+    (:mod:`jaxacct.accounting.evaluator`). ``kwargs`` (``method=...``) ask
+    ``jaxacct.poisson.epsilon`` with them instead.
+    """
+    if kwargs:
+      return poisson.epsilon(sigma=sigma, delta=delta, **self.accounting_kwargs(), **kwargs)
+    _check_sigma_delta(sigma, delta)
+    return samplers.get(self.sampling).result(self._schedule(), sigma, delta)
 
   def event(self, *, sigma):
     """The DpEvent of the whole run: ``SelfComposedDpEvent(PoissonSampledDpEvent(q,
     GaussianDpEvent(sigma)), T)`` (for the accountant and :func:`jaxacct.calibrate`:
     ``jaxacct.calibrate(lambda s: sampler.event(sigma=s), epsilon, delta,
     bracket=(0.01, 1e4))``)."""
-    ev = accounting.events   # lazy: dp_accounting loads with the events
     checks.check_positive("sigma", sigma)
-    step = ev.GaussianDpEvent(float(sigma))
-    if self.q < 1:
-      step = ev.PoissonSampledDpEvent(self.q, step)
-    return step if self.num_steps == 1 else ev.SelfComposedDpEvent(step, self.num_steps)
+    return samplers.get(self.sampling).event(self._schedule(), float(sigma))
 
   def accountant(self, *, sigma, delta: Optional[float] = None, **kwargs):
     """``tracking.EventAccountant(PoissonSampledDpEvent(q, GaussianDpEvent(sigma)))``.
@@ -532,12 +570,9 @@ class PoissonSampler:
     :class:`jaxacct.tracking.EventAccountant` (``delta`` is unused).
     """
     del delta
-    ev = accounting.events   # lazy: dp_accounting loads with the events
     checks.check_positive("sigma", sigma)
-    step = ev.GaussianDpEvent(float(sigma))
-    if self.q < 1:
-      step = ev.PoissonSampledDpEvent(self.q, step)
-    kwargs.setdefault("evaluate_every", self.steps_per_epoch)
+    step, options = samplers.get(self.sampling).block(self._schedule(), float(sigma))
+    kwargs = {**options, "evaluate_every": self.steps_per_epoch, **kwargs}
     return tracking.EventAccountant(step, **kwargs).declare(
         noise_multiplier=sigma, expected_batch_size=self.expected_batch_size)
 

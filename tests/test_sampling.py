@@ -174,6 +174,55 @@ def test_accountant_matches_sampler():
   assert fixed.accounting_kwargs()["fresh_each_epoch"] is False
 
 
+#: the training samplers of this module, by the registered sampler they draw
+TRAINING_SAMPLERS = {cls.sampling: cls for cls in (getattr(sampling, n) for n in sampling.__all__)
+                     if isinstance(getattr(cls, "sampling", None), str)}
+
+
+def test_every_training_sampler_is_a_registered_one():
+  from jaxacct.dpsgd import samplers
+  assert set(TRAINING_SAMPLERS) == {"balls_in_bins", "poisson"}
+  assert set(TRAINING_SAMPLERS) <= set(samplers.names())
+
+
+@pytest.mark.parametrize("name", sorted(TRAINING_SAMPLERS))
+def test_one_number_for_one_training_run(name):
+  """sampler.epsilon, dpsgd.epsilon and the accountant of sampler.event give one
+  number (1e-12) for one run: N=200, B=10 (t=20 steps an epoch, or q=0.05 for
+  T=40 steps), E=2, sigma=1, delta=1e-5; arrays lane by lane."""
+  from jaxacct import dpsgd
+  from jaxacct.accounting import PLDAccountant
+  kw = dict(num_examples=200, batch_size=10, num_epochs=2)
+  s = TRAINING_SAMPLERS[name](**kw)
+  got = s.epsilon(sigma=1.0, delta=1e-5)
+  ref = dpsgd.epsilon(noise_multiplier=1.0, delta=1e-5, sampling=name, **kw)
+  acc = PLDAccountant().compose(s.event(sigma=1.0)).get_epsilon(1e-5)
+  assert got.epsilon == pytest.approx(ref.epsilon, rel=1e-12, abs=0)
+  assert got.epsilon == pytest.approx(acc, rel=1e-12, abs=0)
+  assert got.bound == "upper" and got.method == ref.method
+  both = s.epsilon(sigma=np.array([0.8, 1.0]), delta=1e-5).epsilon
+  assert both.shape == (2,) and both[1] == pytest.approx(got.epsilon, rel=1e-12)
+  assert both[0] > both[1]
+
+
+def test_one_number_where_no_amplification_wins():
+  """t = 1 (B = N): the allocation PLD (20.126116, arXiv:2602.17284v1, pessimistic)
+  is above 3 exact Gaussian steps (20.125024, the run is their post-processing):
+  the sampler takes the smaller, as dpsgd.epsilon and allocation.epsilon
+  ("local") do; the accountant's scheme door still answers the PLD (larger)."""
+  from jaxacct import dpsgd
+  from jaxacct.accounting import PLDAccountant
+  s = sampling.BallsInBinsSampler(num_examples=10, batch_size=10, num_epochs=3)
+  got = s.epsilon(sigma=0.5, delta=1e-5).epsilon
+  ref = dpsgd.epsilon(noise_multiplier=0.5, delta=1e-5, num_examples=10, batch_size=10,
+                      num_epochs=3).epsilon
+  old = allocation.epsilon(sigma=0.5, num_steps=1, num_epochs=3, delta=1e-5).epsilon
+  assert got == pytest.approx(ref, rel=1e-12, abs=0)
+  assert got == pytest.approx(old, rel=1e-12, abs=0)
+  assert got == pytest.approx(20.12502354588817, rel=1e-9)
+  assert PLDAccountant().compose(s.event(sigma=0.5)).get_epsilon(1e-5) >= got
+
+
 def test_bad_arguments():
   with pytest.raises(ValueError, match="num_selected"):
     sampling.BallsInBinsSampler(num_examples=10, steps_per_epoch=3, num_epochs=1, num_selected=4)

@@ -134,20 +134,6 @@ def _restate(sched: Schedule, err: ValueError, what: str = "") -> ValueError:
       "batch_size or smaller num_examples).")
 
 
-def _result(eps, delta, method, lower, details):
-  kw = dict(epsilon=eps, delta=delta, method=method, bound="upper", details=details)
-  if "lower" in EpsilonResult._fields:
-    kw["lower"] = lower
-  else:
-    details["lower"] = lower
-  return EpsilonResult(**kw)
-
-
-def _out(a, shape):
-  a = np.asarray(a, np.float64).reshape(shape)
-  return float(a) if a.ndim == 0 else a
-
-
 def _front_door(progress, name, value, delta, **sched_kw):
   """Shared checks of :func:`epsilon` and :func:`calibrate_noise_multiplier`.
 
@@ -160,12 +146,6 @@ def _front_door(progress, name, value, delta, **sched_kw):
   checks.check_positive(name, value)
   checks.check_delta(delta)
   return sched
-
-
-def _flat_pair(a, b):
-  """``(shape, a, b)``: float64 ``a, b`` broadcast together, flattened (copies)."""
-  a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
-  return a.shape, a.ravel().copy(), b.ravel().copy()
 
 
 def epsilon(*, noise_multiplier, num_examples, batch_size, delta, num_epochs=None,
@@ -205,19 +185,15 @@ def epsilon(*, noise_multiplier, num_examples, batch_size, delta, num_epochs=Non
                       num_examples=num_examples, batch_size=batch_size,
                       num_epochs=num_epochs, sampling=sampling, num_selected=num_selected,
                       total_steps=total_steps, max_batch_size=max_batch_size)
-  shape, sig, dl = _flat_pair(noise_multiplier, delta)
+  size = np.broadcast(np.asarray(noise_multiplier), np.asarray(delta)).size
   given = f"T={sched.total_steps}" if total_steps is not None else None
-  with _progress_bar(sched, sig.size, "epsilon", progress, given) as bar:
+  with _progress_bar(sched, size, "epsilon", progress, given) as bar:
     try:
-      up, lo, method, details = samplers.get(sched.sampling).epsilon(sched, sig, dl)
-      bar.update(sig.size)
+      res = samplers.get(sched.sampling).result(sched, noise_multiplier, delta)
+      bar.update(size)
     except ValueError as err:
       raise _restate(sched, err, f"noise_multiplier={noise_multiplier!r} with ") from None
-  details = {k: (_out(v, shape) if isinstance(v, np.ndarray) else v)
-             for k, v in details.items()}
-  details["schedule"] = sched
-  return _result(_out(up, shape), delta, method, None if lo is None else _out(lo, shape),
-                 details)
+  return res
 
 
 def _progress_bar(sched, size, what, enabled, given=None):

@@ -9,14 +9,16 @@ a time. Bound: upper.
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
-from jaxacct import accounting, dpsgd
+from jaxacct import dpsgd
+from jaxacct.dpsgd import samplers
 from jaxacct._core import checks
 from jaxacct._core.progress import check_progress_arg
 from jaxacct.tracking._accountants import EventAccountant
 
+#: tracking's scheme names -> the registered sampler (:mod:`jaxacct.dpsgd.samplers`)
+#: whose block event (``Sampler.block``) the accountant composes
 SCHEMES = {"poisson": "poisson", "allocation": "balls_in_bins", "gaussian": "shuffle"}
 
 
@@ -73,21 +75,13 @@ def accountant_for(scheme: str, *, noise_multiplier, num_examples: int, num_epoc
     checks.check_int("batch_size", batch_size, min_value=1, max_value=int(num_examples))
   check_progress_arg(progress)
   n, E, sigma = int(num_examples), int(num_epochs), float(noise_multiplier)
-  ev = accounting.events   # lazy: dp_accounting loads with the events
-  if scheme == "gaussian":
-    t = 1 if batch_size is None else n // int(batch_size)
-    return EventAccountant(ev.GaussianDpEvent(sigma), block_size=t, progress=progress).declare(
-        noise_multiplier=sigma, expected_batch_size=batch_size)
-  if batch_size is None:
+  if batch_size is None and scheme != "gaussian":
     raise ValueError(f"batch_size is required for scheme={scheme!r}.")
-  sched = dpsgd.schedule(num_examples=n, batch_size=int(batch_size), num_epochs=E,
-                         sampling=SCHEMES[scheme], num_selected=int(num_selected))
-  if scheme == "poisson":
-    step = ev.PoissonSampledDpEvent(sched.sampling_rate, ev.GaussianDpEvent(sigma))
-    return EventAccountant(step, evaluate_every=math.ceil(sched.total_steps / E),
-                           progress=progress).declare(
-        noise_multiplier=sigma, expected_batch_size=batch_size)
-  epoch = ev.RandomAllocationDpEvent(sigma=sigma, steps_per_epoch=sched.steps_per_epoch,
-                                     num_selected=int(num_selected))
-  return EventAccountant(epoch, block_size=sched.steps_per_epoch, progress=progress).declare(
+  # full batch (no batch_size, "gaussian" only): one step an epoch
+  record = samplers.get(SCHEMES[scheme])
+  k = int(num_selected) if "num_selected" in record.options else 1
+  sched = dpsgd.schedule(num_examples=n, batch_size=n if batch_size is None else int(batch_size),
+                         num_epochs=E, sampling=record.name, num_selected=k)
+  block, options = record.block(sched, sigma)
+  return EventAccountant(block, progress=progress, **options).declare(
       noise_multiplier=sigma, expected_batch_size=batch_size)

@@ -21,6 +21,14 @@ def _event(sched, sigma):
                                     num_epochs=int(sched.num_epochs))
 
 
+def _block(sched, sigma):
+  """One epoch: 1 event per t steps (k-of-t allocation)."""
+  ev = accounting.events
+  return (ev.RandomAllocationDpEvent(sigma=sigma, steps_per_epoch=sched.steps_per_epoch,
+                                     num_selected=sched.num_selected),
+          {"block_size": sched.steps_per_epoch})
+
+
 def _evaluate(sched, sig, dl):
   return evaluator.allocation_run(sig, dl, sched.steps_per_epoch, sched.num_selected,
                                   int(sched.num_epochs))
@@ -43,7 +51,7 @@ SAMPLER = register(Sampler(
           "t = floor(N/B) steps chosen uniformly at random, independently of "
           "the other examples (batch sizes vary; expected batch N/t >= B); "
           "T = t E steps"),
-    schedule=_schedule, event=_event, evaluate=_evaluate, risk=_risk,
+    schedule=_schedule, event=_event, evaluate=_evaluate, block=_block, risk=_risk,
     no_amplification=lambda s: s.num_selected * int(s.num_epochs),
     gdp_rate=lambda s: s.num_selected / s.steps_per_epoch,
     options=("num_selected",), steps_rule="floor(k N / B)", in_default_plot=True))

@@ -2,6 +2,8 @@ r"""The Poisson sampler: every example joins every step independently at rate q 
 
 from __future__ import annotations
 
+import math
+
 from jaxacct import pld as jpld
 from jaxacct import accounting
 from jaxacct.accounting import evaluator
@@ -12,10 +14,23 @@ def _schedule(n, batch_size, num_epochs, k, total_steps, cap):
   return rate_schedule("poisson", n, batch_size, num_epochs, total_steps)
 
 
-def _event(sched, sigma):
+def _step(sched, sigma):
+  """One step: the Gaussian step sampled at q (the Gaussian step itself at q = 1)."""
   ev = accounting.events   # loads on first use: dp_accounting comes with the events
-  step = ev.PoissonSampledDpEvent(sched.sampling_rate, ev.GaussianDpEvent(sigma))
-  return step if sched.total_steps == 1 else ev.SelfComposedDpEvent(step, sched.total_steps)
+  step = ev.GaussianDpEvent(sigma)
+  return ev.PoissonSampledDpEvent(sched.sampling_rate, step) if sched.sampling_rate < 1 else step
+
+
+def _event(sched, sigma):
+  step = _step(sched, sigma)
+  return step if sched.total_steps == 1 else accounting.events.SelfComposedDpEvent(
+      step, sched.total_steps)
+
+
+def _block(sched, sigma):
+  """One step; the tracker's cheaper mode evaluates once an epoch, ceil(T / E) steps."""
+  return _step(sched, sigma), {"evaluate_every": math.ceil(sched.total_steps /
+                                                           sched.num_epochs)}
 
 
 def _evaluate(sched, sig, dl):
@@ -35,6 +50,6 @@ SAMPLER = register(Sampler(
     text=("sampler poisson: every example joins every step independently with "
           "probability q = B/N (batch sizes vary, expected B); T = ceil(E N / B) "
           "steps; steps_per_epoch is the expected N/B"),
-    schedule=_schedule, event=_event, evaluate=_evaluate, risk=_risk,
+    schedule=_schedule, event=_event, evaluate=_evaluate, block=_block, risk=_risk,
     gdp_rate=lambda s: s.sampling_rate, options=("total_steps",),
     comparison_is_run=True, in_default_plot=True))

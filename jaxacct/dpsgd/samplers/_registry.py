@@ -9,6 +9,8 @@ from typing import Callable, Dict, NamedTuple, Optional, Tuple
 import numpy as np
 
 from jaxacct._core import checks
+from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.results import EpsilonResult
 from jaxacct.accounting import evaluator
 
 
@@ -38,6 +40,7 @@ class Schedule(NamedTuple):
   max_batch_size: Optional[int] = None
 
 
+@x64_boundary   # one entry: its evaluations (epsilon, result, plds) run under float64
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Sampler:
   """One batch sampler of DP-SGD, registered once (:func:`register`).
@@ -56,6 +59,11 @@ class Sampler:
     evaluate: ``(schedule, sigma, delta) -> (upper, lower or None, method,
       details)`` on flat float64 arrays; None: the accountant's bracket of
       :attr:`event` (:func:`jaxacct.accounting.evaluator.accountant_run`).
+    block: ``(schedule, noise_multiplier) -> (event, options)``: the event of
+      one block the run composes (an epoch or a step) and the
+      :class:`jaxacct.tracking.EventAccountant` options that place it
+      (``block_size``, ``evaluate_every``), for :mod:`jaxacct.tracking` and
+      :mod:`jaxacct.sampling`; None: no tracker.
     risk: ``(schedule, sigma, want_lower) -> (upper PairPLD or None, lower
       PairPLD or None)`` for :mod:`jaxacct.risk`; None: the accountant's
       composed PLDs of :attr:`event`.
@@ -79,6 +87,7 @@ class Sampler:
   schedule: Callable
   event: Callable
   evaluate: Optional[Callable] = None
+  block: Optional[Callable] = None
   risk: Optional[Callable] = None
   no_amplification: Optional[Callable] = None
   gdp_rate: Optional[Callable] = None
@@ -95,6 +104,19 @@ class Sampler:
       return self.evaluate(sched, sigma, delta)
     events = [self.event(sched, float(s)) for s in sigma]
     return evaluator.accountant_run(events, delta)
+
+  def result(self, sched: Schedule, noise_multiplier, delta):
+    """The run's ``EpsilonResult`` (the one final rule, :meth:`epsilon`) at
+    ``noise_multiplier`` and ``delta`` broadcast together (checked by the
+    caller): floats for scalars, arrays else; ``details["schedule"]``."""
+    a, b = np.broadcast_arrays(np.asarray(noise_multiplier, np.float64),
+                               np.asarray(delta, np.float64))
+    up, lo, method, details = self.epsilon(sched, a.ravel().copy(), b.ravel().copy())
+    out = lambda v: _shaped(v, a.shape)
+    details = {k: (out(v) if isinstance(v, np.ndarray) else v) for k, v in details.items()}
+    details["schedule"] = sched
+    return EpsilonResult(epsilon=out(up), delta=delta, method=method, bound="upper",
+                         lower=None if lo is None else out(lo), details=details)
 
   def plds(self, sched: Schedule, sigma: float, want_lower: bool):
     """``(upper PairPLD or None, lower PairPLD or None)`` of the run."""
@@ -180,6 +202,11 @@ def rate_schedule(name, n, batch_size, num_epochs, total_steps, cap=None) -> Sch
     E = float(num_epochs)
     T = int(math.ceil(E / q - 1e-9))
   return Schedule(name, n, float(batch_size), E, 1, None, max(T, 1), q, cap)
+
+
+def _shaped(a, shape):
+  a = np.asarray(a, np.float64).reshape(shape)
+  return float(a) if a.ndim == 0 else a
 
 
 def flat(a) -> np.ndarray:

@@ -22,6 +22,11 @@ def _event(sched, sigma):
   return step if E == 1 else ev.SelfComposedDpEvent(step, E)
 
 
+def _block(sched, sigma):
+  """One epoch (t steps) of one Gaussian step: no amplification."""
+  return accounting.events.GaussianDpEvent(sigma), {"block_size": sched.steps_per_epoch}
+
+
 def _lower_known(sched):
   """A dataset of zero gradients makes shuffled batches 1-of-t allocation when B | N."""
   return sched.num_examples % int(sched.batch_size) == 0
@@ -59,6 +64,6 @@ SAMPLER = register(Sampler(
           "into t = floor(N/B) batches of exactly B examples (the last N - tB "
           "dropped); T = t E steps; no amplification is claimed from shuffling "
           "(each example is in exactly one batch per epoch)"),
-    schedule=_schedule, event=_event, evaluate=_evaluate, risk=_risk,
+    schedule=_schedule, event=_event, evaluate=_evaluate, block=_block, risk=_risk,
     no_amplification=lambda s: int(s.num_epochs), gdp_rate=None,
     relations=("add_remove", "replace_one"), in_default_plot=True))
