@@ -208,8 +208,8 @@ def test_one_number_for_one_training_run(name):
 def test_one_number_where_no_amplification_wins():
   """t = 1 (B = N): the allocation PLD (20.126116, arXiv:2602.17284v1, pessimistic)
   is above 3 exact Gaussian steps (20.125024, the run is their post-processing):
-  the sampler takes the smaller, as dpsgd.epsilon and allocation.epsilon
-  ("local") do; the accountant's scheme door still answers the PLD (larger)."""
+  the sampler takes the smaller, as dpsgd.epsilon, allocation.epsilon
+  ("local") and the accountant's scheme door do."""
   from jaxacct import dpsgd
   from jaxacct.accounting import PLDAccountant
   s = sampling.BallsInBinsSampler(num_examples=10, batch_size=10, num_epochs=3)
@@ -220,7 +220,15 @@ def test_one_number_where_no_amplification_wins():
   assert got == pytest.approx(ref, rel=1e-12, abs=0)
   assert got == pytest.approx(old, rel=1e-12, abs=0)
   assert got == pytest.approx(20.12502354588817, rel=1e-9)
-  assert PLDAccountant().compose(s.event(sigma=0.5)).get_epsilon(1e-5) >= got
+  acc = PLDAccountant().compose(s.event(sigma=0.5))
+  assert acc.get_epsilon(1e-5) == pytest.approx(got, rel=1e-12, abs=0)
+  r = acc.get_epsilon_bounds(1e-5)   # the PLD's certified lower stays below
+  assert 20.1247 < r.lower <= got
+  # the three full-batch steps, exact (Balle & Wang), through the accountant's Gaussian path
+  from jaxacct.accounting import events
+  g3 = PLDAccountant().compose(events.GaussianDpEvent(0.5), 3)
+  assert got == pytest.approx(g3.get_epsilon(1e-5), rel=1e-12, abs=0)
+  assert acc.get_delta(20.0) == pytest.approx(g3.get_delta(20.0), rel=1e-12, abs=0)
 
 
 def test_bad_arguments():

@@ -23,12 +23,33 @@ Anything else (and ``shortcuts=False``) takes the general FFT path of
 
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple, Optional
 
 from jaxacct import pld as jpld
 from jaxacct._core.events import family
+from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 from jaxacct.accounting import _composition
 from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
+
+
+def _no_amplification(r, quantity, value, sigma_m, m):
+  """``r`` (the allocation PLD's answer) capped by m Gaussian steps without
+  amplification (exact, one Gaussian at ``sigma_m`` = sigma / sqrt(m)): the run
+  is a post-processing of m full-batch Gaussian steps (each example in k of
+  the t steps of each of E epochs, m = k E), so both are upper bounds and
+  the smaller one is too; where the PLD cannot certify (NaN) the Gaussian
+  stands. The same final rule as :func:`jaxacct.accounting.evaluator.allocation_run`
+  (and ``jaxacct.dpsgd.epsilon``). Lowers are kept below the upper."""
+  g = float(getattr((gaussian_epsilon if quantity == "epsilon" else gaussian_delta)(
+      sigma_m, value), quantity))
+  up = float(getattr(r, quantity))
+  if not (g < up or math.isnan(up)):
+    return r
+  byd = {d: (min(u, g) if not math.isnan(u) else g, min(lo, g))
+         for d, (u, lo) in r.by_direction.items()}
+  return r._replace(**{quantity: g}, lower=min(float(r.lower), g), by_direction=byd,
+                    method=f"no amplification ({m} exact Gaussian steps) < {r.method}")
 
 
 class SchemeDoor(NamedTuple):
@@ -59,9 +80,14 @@ def scheme_door(live, relation, step: float) -> Optional[SchemeDoor]:
     det = {"components": [(str(event), 1)],
            "lower_scope": "mechanism" if int(event.num_selected) == 1 else "reduction"}
 
+    steps = int(event.num_selected) * int(event.num_epochs)
+
     def ask_allocation(quantity, value):
       fn = allocation_pld_epsilon if quantity == "epsilon" else allocation_pld_delta
-      return fn(**{"delta" if quantity == "epsilon" else "epsilon": value}, **kw)
+      r = fn(**{"delta" if quantity == "epsilon" else "epsilon": value}, **kw)
+      if kw["mechanism"] != "gaussian":
+        return r
+      return _no_amplification(r, quantity, value, float(event.sigma) / math.sqrt(steps), steps)
     return SchemeDoor("allocation_pld", ask_allocation, True, det)
   if (f.name == "poisson" and n >= 1
       and _composition.relation_name(relation) == "ADD_OR_REMOVE_ONE"):
