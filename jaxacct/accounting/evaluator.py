@@ -28,11 +28,18 @@ else:   # imported at the first event: dp_accounting (when installed) comes with
   events = LazyModule("jaxacct._core.events")
 
 
-def gaussian_upper(sigma, delta):
+def is_host(sigma, delta) -> bool:
+  """The host-or-jit choice of one question, made once (:func:`for_inputs`:
+  one lane in NumPy, arrays by the jitted programs) and passed down as
+  ``host=`` to the doors below (None: they make it themselves)."""
+  return for_inputs(sigma, delta).is_host
+
+
+def gaussian_upper(sigma, delta, host=None):
   """Exact epsilon at ``delta`` of one Gaussian step of noise ``sigma`` (numpy;
-  one lane in NumPy, arrays by the jitted kernel: :func:`for_inputs`)."""
+  one lane in NumPy, arrays by the jitted kernel: :func:`is_host`)."""
   sigma, delta = np.asarray(sigma, np.float64), np.asarray(delta, np.float64)
-  if for_inputs(sigma, delta).is_host:
+  if is_host(sigma, delta) if host is None else host:
     return np.asarray(host_call(gaussian_epsilon_kernel, sigma, delta), np.float64)
   return np.asarray(gaussian_epsilon_jit(sigma, delta), np.float64)
 
@@ -76,10 +83,10 @@ def _allocation_scalar_upper(sigma, delta, t, k, E):
                                            with_lower=False).epsilon)
 
 
-def allocation_upper(sigma, delta, t, k, E):
+def allocation_upper(sigma, delta, t, k, E, host=None):
   """allocation.pld upper epsilon of k-of-t allocation over E epochs, flat arrays
   (the lower is skipped; arrays run the jitted programs)."""
-  if for_inputs(sigma, delta).is_host:
+  if is_host(sigma, delta) if host is None else host:
     return np.array([_allocation_scalar_upper(float(sigma[0]), float(delta[0]), int(t),
                                               int(k), int(E))])
   r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=int(t),
@@ -87,9 +94,9 @@ def allocation_upper(sigma, delta, t, k, E):
   return np.broadcast_to(np.asarray(r.epsilon, np.float64), sigma.shape).copy()
 
 
-def allocation_upper_lower(sigma, delta, t, k, E):
+def allocation_upper_lower(sigma, delta, t, k, E, host=None):
   """allocation.pld (upper, lower) of k-of-t allocation over E epochs, flat arrays."""
-  if for_inputs(sigma, delta).is_host:
+  if is_host(sigma, delta) if host is None else host:
     u, l_ = _allocation_scalar(float(sigma[0]), float(delta[0]), int(t), int(k), int(E))
     return np.array([u]), np.array([l_])
   r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=int(t),
@@ -99,7 +106,7 @@ def allocation_upper_lower(sigma, delta, t, k, E):
   return up, lo
 
 
-def min_no_amplification(up, sigma, delta, m, exact=False):
+def min_no_amplification(up, sigma, delta, m, exact=False, host=None):
   """``(min(up, local), local or None)``, local = m Gaussian steps without
   amplification (exact); without ``exact`` the Gaussian program runs only
   where :func:`gaussian_lower` does not already show ``local >= up``. Where
@@ -108,7 +115,7 @@ def min_no_amplification(up, sigma, delta, m, exact=False):
   s = np.asarray(sigma, np.float64) / math.sqrt(m)
   if not exact and np.all(gaussian_lower(s, delta) >= up):
     return up, None
-  loc = gaussian_upper(s, delta)
+  loc = gaussian_upper(s, delta, host)
   return np.fmin(up, loc), loc
 
 
@@ -118,9 +125,9 @@ def _poisson_scalar(q, sigma, T, delta):
                                method="pld").epsilon)
 
 
-def poisson_upper(sigma, delta, q, T):
+def poisson_upper(sigma, delta, q, T, host=None):
   """Tight Poisson PLD upper epsilon (``poisson.epsilon(method="pld")``), flat arrays."""
-  if for_inputs(sigma, delta).is_host:
+  if is_host(sigma, delta) if host is None else host:
     return np.array([_poisson_scalar(float(q), float(sigma[0]), int(T), float(delta[0]))])
   up = poisson.epsilon(q=float(q), sigma=sigma, num_steps=int(T), delta=delta,
                        method="pld").epsilon
@@ -144,8 +151,9 @@ def allocation_run(sigma, delta, t, k, E):
   amplification stands. The lower is the PLD's (k = 1 only: for k > 1 the
   PLD goes through Lemma 3.2 and its lower bounds the reduced object).
   """
-  up_pld, lo_pld = allocation_upper_lower(sigma, delta, t, k, E)
-  up, loc = min_no_amplification(up_pld, sigma, delta, k * E, exact=True)
+  host = is_host(sigma, delta)   # decided once for the question
+  up_pld, lo_pld = allocation_upper_lower(sigma, delta, t, k, E, host)
+  up, loc = min_no_amplification(up_pld, sigma, delta, k * E, exact=True, host=host)
   failed = np.isnan(np.asarray(up_pld, np.float64))
   up = np.where(failed, loc, up)
   lo = lo_pld if k == 1 else None

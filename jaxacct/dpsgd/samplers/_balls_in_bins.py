@@ -29,8 +29,8 @@ def _block(sched, sigma):
           {"block_size": sched.steps_per_epoch})
 
 
-def _evaluate(sched, sig, dl):
-  return evaluator.allocation_run(sig, dl, sched.steps_per_epoch, sched.num_selected,
+def _evaluate(sched, sigma, delta):
+  return evaluator.allocation_run(sigma, delta, sched.steps_per_epoch, sched.num_selected,
                                   int(sched.num_epochs))
 
 

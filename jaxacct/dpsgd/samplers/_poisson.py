@@ -33,8 +33,8 @@ def _block(sched, sigma):
                                                            sched.num_epochs)}
 
 
-def _evaluate(sched, sig, dl):
-  return evaluator.poisson_run(sig, dl, sched.sampling_rate, sched.total_steps)
+def _evaluate(sched, sigma, delta):
+  return evaluator.poisson_run(sigma, delta, sched.sampling_rate, sched.total_steps)
 
 
 def _risk(sched, sigma, want_lower):

@@ -109,10 +109,10 @@ class Sampler:
     """The run's ``EpsilonResult`` (the one final rule, :meth:`epsilon`) at
     ``noise_multiplier`` and ``delta`` broadcast together (checked by the
     caller): floats for scalars, arrays else; ``details["schedule"]``."""
-    a, b = np.broadcast_arrays(np.asarray(noise_multiplier, np.float64),
-                               np.asarray(delta, np.float64))
-    up, lo, method, details = self.epsilon(sched, a.ravel().copy(), b.ravel().copy())
-    out = lambda v: _shaped(v, a.shape)
+    sigma, dl = np.broadcast_arrays(np.asarray(noise_multiplier, np.float64),
+                                    np.asarray(delta, np.float64))
+    up, lo, method, details = self.epsilon(sched, sigma.ravel().copy(), dl.ravel().copy())
+    out = lambda v: _shaped(v, sigma.shape)
     details = {k: (out(v) if isinstance(v, np.ndarray) else v) for k, v in details.items()}
     details["schedule"] = sched
     return EpsilonResult(epsilon=out(up), delta=delta, method=method, bound="upper",

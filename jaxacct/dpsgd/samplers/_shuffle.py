@@ -32,13 +32,13 @@ def _lower_known(sched):
   return sched.num_examples % int(sched.batch_size) == 0
 
 
-def _evaluate(sched, sig, dl):
+def _evaluate(sched, sigma, delta):
   E = int(sched.num_epochs)
-  up, _, method, details = evaluator.gaussian_run(sig, dl, E)
+  up, _, method, details = evaluator.gaussian_run(sigma, delta, E)
   lo = None
   if _lower_known(sched):
     try:
-      _, lo = evaluator.allocation_upper_lower(sig, dl, sched.steps_per_epoch, 1, E)
+      _, lo = evaluator.allocation_upper_lower(sigma, delta, sched.steps_per_epoch, 1, E)
     except ValueError as err:   # t or E beyond the allocation door: no lower bound
       details["lower_source"] = f"none: the allocation lower bound refused ({err})"
     else:
