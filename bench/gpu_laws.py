@@ -40,7 +40,8 @@ jax.config.update("jax_enable_x64", True)   # this process only: the program's f
 sys.path.insert(0, sys.argv[4])
 import hlo_loops
 import jaxacct
-from jaxacct.allocation import _diagonal_blocks, sum_law
+from jaxacct.allocation import sum_law
+from jaxacct.allocation.pld import _diagonal_blocks
 U, lanes, t = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 _diagonal_blocks.DIAGONALS_PER_TRIP = U
 jaxacct.set_layout("accelerator")

@@ -284,7 +284,7 @@ class CachedJit:
     into the in-process store: a later call of the same key runs it, with the
     disk store off too (and it is written to disk where the store is on). A
     sweep compiles its query program this way on one core while the other
-    compiles and runs the laws (:func:`jaxacct.allocation._pld_query.run_chunks`).
+    compiles and runs the laws (:func:`jaxacct.allocation.pld._query.run_chunks`).
     Arguments with no stable key compile nothing here."""
     k = self._key(args, kwargs)
     if k is None or k[0] in _MEMORY:

@@ -2,7 +2,7 @@
 
 Every array door's programs take fixed-size blocks of lanes (the block
 programs of :func:`jaxacct._core.batching.run_blocks`, the allocation sweep's
-chunks, :func:`jaxacct.allocation._pld_query.run_chunks`). A door called with
+chunks, :func:`jaxacct.allocation.pld._query.run_chunks`). A door called with
 ``devices=`` (a sequence of jax devices or a ``jax.sharding.Mesh``) enters
 :func:`use_devices`, which sets the lanes mesh of this context (a
 ``contextvars`` variable: a door called inside another door with

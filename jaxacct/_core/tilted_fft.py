@@ -2,7 +2,7 @@ r"""One tilted-FFT composition engine: rings, powers, tilts, certified error.
 
 Both composition paths of jaxacct are built from this module:
 :mod:`jaxacct.pld._compose` (PLDs on a loss grid, integer counts) and
-:mod:`jaxacct.allocation._pld_compose` (allocation laws on a lattice, traced
+:mod:`jaxacct.allocation.pld._compose` (allocation laws on a lattice, traced
 counts, both directions). The text is written against an array namespace
 ``ns`` (:mod:`jaxacct._core.namespace`): ``JAX`` inside a jitted kernel,
 ``HOST`` (NumPy, no compiled program) for a scalar question.

@@ -1,6 +1,6 @@
 """Pairwise and t-fold sums of the allocation laws: the kernels, public for tests and checks.
 
-The kernels live in :mod:`jaxacct.allocation._sum_law` (mathematics in
+The kernels live in :mod:`jaxacct.allocation.pld._sum_law` (mathematics in
 :mod:`jaxacct.allocation.pld`); this module names the ones a test or a user
 checking the construction needs:
 
@@ -30,9 +30,9 @@ described in docs/bounds/allocation_pld.md ("The host path").
 """
 
 from jaxacct._core.dtype import public_surface
-from jaxacct.allocation._pld_laws import delta_batch, eps_batch, laws_batch
-from jaxacct.allocation._sum_law import (Lattice, LowerLaw, UpperLaw, conv_lower, conv_upper,
-                                         sum_law_lower, sum_law_upper)
+from jaxacct.allocation.pld._laws import delta_batch, eps_batch, laws_batch
+from jaxacct.allocation.pld._sum_law import (Lattice, LowerLaw, UpperLaw, conv_lower, conv_upper,
+                                             sum_law_lower, sum_law_upper)
 
 __all__ = ["Lattice", "LowerLaw", "UpperLaw", "conv_lower", "conv_upper", "sum_law_lower",
            "sum_law_upper", "laws_batch", "eps_batch", "delta_batch"]

@@ -8,7 +8,7 @@ of 1-of-floor(t/k), rho E rounds of 1-of-(floor(t/k) + 1)) is converted to
 E = 1: connect-the-dots upper, rounded-down lower) and the rounds are composed
 by the FFT engine of ``jaxacct.pld`` (``compose_many``), on the PLDs' grid.
 An independent composition path: the production export composes the rounds'
-laws on the doors' lattice (``jaxacct.allocation._pld_compose``) and
+laws on the doors' lattice (``jaxacct.allocation.pld._compose``) and
 discretises once.
 """
 

@@ -1,7 +1,7 @@
 """The allocation round laws on the host (issue 28, item 2): ``ns = HOST`` vs jitted kernels.
 
 ``sum_law.laws_batch(..., host=True)`` builds the round laws with the jitted
-path's own text (``jaxacct.allocation._sum_law`` and ``_regrid`` evaluated with
+path's own text (``jaxacct.allocation.pld._sum_law`` and ``_regrid`` evaluated with
 ``ns = HOST``): the same FinalLaws as the jitted builder (``host=False``) for
 concrete input, with ZERO compiled XLA programs, each output cell summed in
 the jitted loop's order. Source of the tolerances: the two evaluators differ

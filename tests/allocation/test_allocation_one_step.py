@@ -79,7 +79,7 @@ def test_front_door_values_pinned(door, kwargs, up, lo):
   rtol_up = 1e-9 if kwargs.get("mechanism", "gaussian") == "gaussian" else 1e-6
   np.testing.assert_allclose(float(r.epsilon), up, rtol=rtol_up)
   # the lower: at >= 1024 knots its pairwise sums run on the 2x coarser lattice
-  # (allocation/_lower_coarse.py, merged after the pin), which can only lower it, by at most
+  # (allocation/pld/_lower_coarse.py, merged after the pin), which can only lower it, by at most
   # 2e-3 relative (tests/allocation/test_lower_coarse.py); 1e-6 above covers the solver's stopping point
   assert lo * (1 - 2e-3) <= float(r.lower) <= lo * (1 + 1e-6)
   assert float(r.lower) <= float(r.epsilon)

@@ -3,7 +3,7 @@
 ``jaxacct.allocation.sum_law.conv_lower*(..., coarsen=c)`` merges c adjacent
 cells of each operand (exact mass and moment), sums on the coarse lattice with
 the exact barycentric kernel and re-expresses the atoms on the fine lattice
-(``jaxacct.allocation._lower_coarse``); the default is ``c = 2`` from 1024
+(``jaxacct.allocation.pld._lower_coarse``); the default is ``c = 2`` from 1024
 knots up, ``coarsen=1`` is the exact O(n^2) sum.
 
 Oracles: (1) the true law of a sum of two atom laws, enumerated pair by pair

@@ -1,15 +1,7 @@
-r"""Tight privacy loss distribution of random allocation, certified upper and lower.
+"""The allocation PLD's public doors (re-exported by :mod:`jaxacct.allocation.pld`):
+validation, lanes (host or jitted program) and the epsilon/delta/PLD queries.
 
-Source: V. Feldman and M. Shenfeld, "Efficient privacy loss accounting for
-subsampling and random allocation", ICML 2026, arXiv:2602.17284v1 (the
-allocation PLD and its package PLD_accounting 2.0); the reduction of k-of-t to
-1-of-floor/ceil(t/k) is Feldman & Shenfeld, "Privacy amplification by random
-allocation", Lemma 3.2. The second-order (convex-order) rounding below is this
-module's own construction,
-not the package's first-order knot rounding.
-
-Proofs and sources: docs/bounds/allocation_pld.md ("Bounds and proofs /
-Random allocation: the tight PLD").
+Proofs and sources: docs/bounds/allocation_pld.md.
 """
 
 from __future__ import annotations
@@ -21,23 +13,19 @@ import numpy as np
 
 from jaxacct._core.batching import layout, padded_lanes
 from jaxacct._core import checks, sharding
-from jaxacct._core.dtype import public_surface
 from jaxacct._core.namespace import for_inputs
 from jaxacct._core.progress import progress
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.units import per_epoch_steps
-from jaxacct.allocation import _pld_compose as cp
-from jaxacct.allocation import _pld_query as qy
-from jaxacct.allocation._pld_query import SWEEP_BRACKET, SWEEP_TILTS, sweep_size
-from jaxacct.allocation._pld_export import AllocationPLDs, composed_plds
-from jaxacct.allocation._pld_input import (OneStep, lower_one_step, pld_final_laws,
+from jaxacct.allocation.pld import _compose as cp
+from jaxacct.allocation.pld import _query as qy
+from jaxacct.allocation.pld._query import SWEEP_BRACKET, SWEEP_TILTS, sweep_size
+from jaxacct.allocation.pld._export import AllocationPLDs, composed_plds
+from jaxacct.allocation.pld._input import (OneStep, lower_one_step, pld_final_laws,
                                            pld_mechanism_laws, upper_one_step)
-from jaxacct.allocation._pld_laws import (DEFAULT_GRID_SIZE, DEFAULT_TAIL, TAIL_FACTOR,
+from jaxacct.allocation.pld._laws import (DEFAULT_GRID_SIZE, DEFAULT_TAIL, TAIL_FACTOR,
                                           FinalLaws, delta_one, final_laws,
                                           laws_batch)
-
-__all__ = ["allocation_pld_epsilon", "allocation_pld_delta", "allocation_pld_laws",
-           "allocation_plds"]
 
 DEFAULT_COMPOSITION_SIZE = cp.DEFAULT_SIZE
 TAU_FACTOR = 1e-7       # composition window tail (eps queries): TAU_FACTOR * delta
@@ -142,7 +130,7 @@ class _Lanes:
 def _round_laws(s, t, tl, *, n, mechanism, lower, host, aot=None):
   """Laws of 1-of-t rounds for lanes (s, t, tl): the one jitted law program
   (``host=False``), or NumPy laws built on the host, no program
-  (``host=True``: :func:`._pld_laws.laws_batch`); ``aot``: the jitted
+  (``host=True``: :func:`._laws.laws_batch`); ``aot``: the jitted
   program compiled only, or its output shapes (``laws_batch``'s ``aot``)."""
   return laws_batch(np.asarray(s, np.float64), np.asarray(t, np.int32),
                     np.asarray(tl, np.float64), n=n, mechanism=mechanism, lower=lower,
@@ -244,7 +232,7 @@ def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, 
 
 def _stage_keys(lanes, taus, chunk, mode, auto, kw, grid_size, mechanism, laws):
   """What the first chunk's law and query programs depend on, for
-  :func:`._pld_query.run_chunks` (a stage whose key ran before is not gated);
+  :func:`._query.run_chunks` (a stage whose key ran before is not gated);
   None (always gated) for mechanisms given as PLDs."""
   if laws is not None:
     return None
@@ -420,7 +408,7 @@ def allocation_plds(*, sigma=None, num_steps, num_selected=1, num_epochs=1,
 
   Feldman & Shenfeld, arXiv:2602.17284v1. The rounds' laws (Lemma 3.2) are
   composed by the engine of :func:`allocation_pld_epsilon` (the fixed-lattice
-  tilted FFT of :mod:`._pld_compose`, on the host), on a lattice that holds
+  tilted FFT of :mod:`._compose`, on the host), on a lattice that holds
   the grid of multiples of ``composition_step``, and the composed window is
   converted to ``jaxacct.pld`` PLDs: upper by connect-the-dots, lower with
   losses rounded down, the float ledger folded in (docs/bounds/allocation_pld.md,
@@ -488,7 +476,3 @@ def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
     checks.check_int("num_steps", num_steps, min_value=1, max_value=2**30)
   return final_laws(sigma, num_steps, n=int(grid_size), tail=float(tail),
                     mechanism=mechanism)
-
-# float64 is entered here, once per call, for every function __all__ lists
-# (jaxacct._core.dtype.public_surface)
-public_surface(globals())

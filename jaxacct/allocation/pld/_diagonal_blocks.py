@@ -1,6 +1,6 @@
 """The accelerator layout of the allocation laws' pairwise sums: blocks of diagonals.
 
-The CPU layout (:func:`jaxacct.allocation._sum_law._run_loops`) runs one
+The CPU layout (:func:`jaxacct.allocation.pld._sum_law._run_loops`) runs one
 diagonal a loop trip, a slice update each, with a run-time trip count (the
 near band). Here every block of ``DIAGONAL_BLOCK`` diagonals of every piece
 is summed at once into its own window (a gather-reduction; a static loop of

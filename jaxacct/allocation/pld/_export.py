@@ -2,8 +2,8 @@
 
 :func:`jaxacct.allocation.pld.allocation_plds` (the PLDs the accountant
 composes with other events and ``jaxacct.risk`` reads) runs the one
-composition engine of the epsilon/delta doors, :func:`._pld_compose.compose_laws`
-on the host, and converts its window (:class:`._pld_compose.Composed`) to
+composition engine of the epsilon/delta doors, :func:`._compose.compose_laws`
+on the host, and converts its window (:class:`._compose.Composed`) to
 ``jaxacct.pld`` PLDs on the requested loss grid: upper by connect-the-dots
 (a mean-preserving split in x, dominating), lower by rounding losses down
 (dominated), with the float ledger folded in. A single round (k E = 1) is
@@ -21,11 +21,11 @@ import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct._core.namespace import host_call
-from jaxacct.allocation._pld_compose import Composed, compose_laws, window_span
+from jaxacct.allocation.pld._compose import Composed, compose_laws, window_span
 
 #: Tilts per direction and target of the exported composition, and the targets:
 #: the deltas whose positions the tilt ladders reach (``mode="eps"`` of
-#: :func:`._pld_compose.compose_laws`; the rounds' tail cuts are set by the
+#: :func:`._compose.compose_laws`; the rounds' tail cuts are set by the
 #: smallest). An exported PLD serves every delta, so its tilts cover the
 #: range the doors cover one target at a time (tightness only).
 EXPORT_TILTS = 8
@@ -99,7 +99,7 @@ def _log_ratio(a, b):
 
 def window_to_plds(C: Composed, step):
   """(remove_upper, add_upper, remove_lower, add_lower) PLDs of one composed
-  window (NumPy), the same hockey sticks :func:`._pld_query.composed_deltas`
+  window (NumPy), the same hockey sticks :func:`._query.composed_deltas`
   evaluates, at every epsilon.
 
   Upper: the knot s (x_s = e^{(m + s) h}, Q-mass wu_s) becomes a remove atom
@@ -140,7 +140,7 @@ def composed_plds(Fr1, Fa1, Fr2, Fa2, c1, c2, shared, *, step, tail_mass, size=N
   NumPy laws; remove laws Fr*, add laws Fa*, ``shared``: Fa* is Fr*).
 
   k E = c1 + c2 = 1: the round's own laws (:func:`laws_to_plds`); else the
-  doors' composition (:func:`._pld_compose.compose_laws`, window tail
+  doors' composition (:func:`._compose.compose_laws`, window tail
   ``tail_mass``; ``size`` lattice points, default :func:`export_size`, on a
   lattice holding the grid's points) converted by :func:`window_to_plds`.
   """

@@ -23,9 +23,9 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.logmath import log_binom_pmf
-from jaxacct.allocation import _sum_law as sl
-from jaxacct.allocation._pld_laws import EPS64 as _EPS
-from jaxacct.allocation._pld_laws import FinalLaws, assemble_final
+from jaxacct.allocation.pld import _sum_law as sl
+from jaxacct.allocation.pld._laws import EPS64 as _EPS
+from jaxacct.allocation.pld._laws import FinalLaws, assemble_final
 from jaxacct._core.compiled import jit
 
 _PAIR_TOL = 1e-6      # E_P[e^-L] - 1 up to this is float noise, repaired pessimistically

@@ -24,8 +24,8 @@ from jaxacct._core.dtype import require_x64
 from jaxacct._core.namespace import HOST, JAX
 from jaxacct._core.one_step import one_steps
 from jaxacct._core.parallel import host_map
-from jaxacct.allocation import _sum_law as sl
-from jaxacct.allocation._one_step import gaussian_one_step, laplace_one_step
+from jaxacct.allocation.pld import _sum_law as sl
+from jaxacct.allocation.pld._one_step import gaussian_one_step, laplace_one_step
 from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
 
 DEFAULT_GRID_SIZE = 1024

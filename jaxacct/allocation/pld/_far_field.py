@@ -20,7 +20,7 @@ upper's knot-j mass ``P - W`` at most doubles that (``W <= P / 2`` in the far
 field); the lower's group mass and moment are products and sums of those, so
 the group's position (moment / mass) moves by a relative error of at most
 twice theirs. Masses perturbed relatively are covered by ``rel``
-(:mod:`._pld_laws`), positions moved by a factor ``e^{+-h}`` by the ``eta``
+(:mod:`._laws`), positions moved by a factor ``e^{+-h}`` by the ``eta``
 ledger (:func:`._sum_law.sum_law_upper`); :func:`far_ulps` is what each adds per
 level.
 """

@@ -18,7 +18,7 @@ from jaxacct._core.tilted_fft import cmul as _cmul, compose_atoms as _compose_la
 from jaxacct._core.tilted_fft import lmgf as _lmgf, moments as _moments
 
 from jaxacct._core.dtype import require_x64
-from jaxacct.allocation._pld_laws import EPS64, FinalLaws
+from jaxacct.allocation.pld._laws import EPS64, FinalLaws
 
 DEFAULT_SIZE = 1 << 15      # lattice points N (static)
 DEFAULT_TILTS = 4           # tilts per direction (plus mu = 0 and mu = 1)

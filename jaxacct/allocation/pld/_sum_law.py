@@ -25,12 +25,13 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from jaxacct._core.batching import accelerator_layout
 from jaxacct._core.namespace import JAX
-from jaxacct.allocation import _diagonal_blocks as db
-from jaxacct.allocation._host_rows import HOST_ROWS, host_sums, host_workspace
-from jaxacct.allocation import _lower_coarse as lc
-from jaxacct.allocation._far_field import band_limits, far_lower, far_prefix, far_ulps, far_upper
-from jaxacct.allocation._regrid import (new_step, regrid_lower, regrid_upper, tables,
-                                        window_lower, window_upper)
+from jaxacct.allocation.pld import _diagonal_blocks as db
+from jaxacct.allocation.pld._host_rows import HOST_ROWS, host_sums, host_workspace
+from jaxacct.allocation.pld import _lower_coarse as lc
+from jaxacct.allocation.pld._far_field import (band_limits, far_lower, far_prefix, far_ulps,
+                                              far_upper)
+from jaxacct.allocation.pld._regrid import (new_step, regrid_lower, regrid_upper, tables,
+                                           window_lower, window_upper)
 
 _EPS = float(np.finfo(np.float64).eps)
 UNROLL = 1

@@ -1,9 +1,9 @@
 """Queries on composed allocation laws, and the batched jitted entry points (private).
 
-Hockey-stick deltas and epsilons of a :class:`._pld_compose.Composed` lane
+Hockey-stick deltas and epsilons of a :class:`._compose.Composed` lane
 (upper: exact segment inversion of the lattice law; lower: bisection then
 Newton steps from the feasible side on the merged atoms, every iterate
-evaluated), with the float ledger of :mod:`._pld_compose`;
+evaluated), with the float ledger of :mod:`._compose`;
 :func:`query_batch`, the host dispatch behind the epsilon/delta front doors
 to the jitted programs of each round type (:func:`direct_batch`,
 :func:`composed_batch`); and :func:`run_chunks`, the scheduler of a sweep's
@@ -27,8 +27,8 @@ from jaxacct._core import sharding
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.namespace import JAX, host_call
 from jaxacct._core.parallel import cores
-from jaxacct.allocation._pld_compose import DEFAULT_SIZE, Composed, compose_laws
-from jaxacct.allocation._pld_laws import deltas, epsilons
+from jaxacct.allocation.pld._compose import DEFAULT_SIZE, Composed, compose_laws
+from jaxacct.allocation.pld._laws import deltas, epsilons
 from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
 
 
@@ -390,7 +390,7 @@ def composed_lane(fr1, fa1, fr2, fa2, c1, c2, value, tau, *, mode: str, size: in
   ``blocks`` 1: c1 rounds only); ``ns``: ``JAX`` (jittable) or ``HOST``
   (NumPy, concrete input). ``want_lower=False``: upper only (one
   composition instead of three; the lower entries are NaN); ``sweep``: the
-  coarser Chernoff grid of :func:`._pld_compose.compose_laws`."""
+  coarser Chernoff grid of :func:`._compose.compose_laws`."""
   query = composed_epsilons if mode == "eps" else composed_deltas
 
   def run(f1, f2):
@@ -409,7 +409,7 @@ def composed_lane(fr1, fa1, fr2, fa2, c1, c2, value, tau, *, mode: str, size: in
                    compiler_options=ACCELERATOR_OPTIONS)
 def direct_batch(Fr1, Fa1, value, *, mode: str, batch: int):
   """(rem_up, add_up, rem_lo, add_lo) per lane of single-round lanes (c1 + c2
-  = 1): the round's own profile (:func:`._pld_laws.epsilons` / ``deltas``), no
+  = 1): the round's own profile (:func:`._laws.epsilons` / ``deltas``), no
   lattice; mode "eps" (value = delta) or "delta" (value = epsilon)."""
   require_x64("allocation.pld")
   direct_fn = epsilons if mode == "eps" else deltas
@@ -451,7 +451,7 @@ def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, value, tau, *, mode: str, size: int,
   program), and a new t, k or E compiles nothing unless it brings a round
   type the process has not compiled yet (each of the three once, per shape
   and static setting). ``sweep``: the coarser Chernoff grid of
-  :func:`._pld_compose.compose_laws` (tightness only). ``precompile``: the
+  :func:`._compose.compose_laws` (tightness only). ``precompile``: the
   laws may be ``jax.ShapeDtypeStruct``s; the programs this batch would run are
   compiled (``CachedJit.precompile``), nothing runs, None is returned.
   """
@@ -479,8 +479,8 @@ def query_host(Fr1, Fa1, Fr2, Fa2, c1, c2, value, tau, *, mode: str, size: int, 
                shared: bool, want_lower: bool = True):
   """:func:`query_batch` on the host (NumPy laws and lanes), no XLA program:
   composed lanes through :func:`composed_lane`, single-round lanes
-  (c1 + c2 == 1) through the round's own profile (:func:`._pld_laws.deltas`,
-  :func:`._pld_laws.epsilons`, the text the jitted direct query runs)."""
+  (c1 + c2 == 1) through the round's own profile (:func:`._laws.deltas`,
+  :func:`._laws.epsilons`, the text the jitted direct query runs)."""
   c1, c2, value, tau = (np.asarray(a, np.float64) for a in (c1, c2, value, tau))
   out = np.full((4, c1.shape[0]), np.nan)
   comp = np.flatnonzero(c1 + c2 != 1)

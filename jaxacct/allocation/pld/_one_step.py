@@ -3,7 +3,7 @@
 :func:`gaussian_one_step` and :func:`laplace_one_step` (one lane; traced input
 builds its laws in-program) are the in-program twins of
 :func:`jaxacct._core.one_step.one_steps` (NumPy, concrete lanes). The jitted law
-builder (:func:`jaxacct.allocation._pld_laws.laws_batch`) takes the host arrays as
+builder (:func:`jaxacct.allocation.pld._laws.laws_batch`) takes the host arrays as
 inputs for concrete lanes instead of computing them in-program: the quantile
 ``ndtri``, the four ``log_ndtr`` tails and the Gauss-Legendre cell integrals
 were about a sixth of its instructions (1,030 of 5,719 optimised HLO
@@ -19,7 +19,7 @@ import numpy as np
 from jax.scipy.special import log_ndtr, ndtri
 
 from jaxacct._core.one_step import GL_W, GL_X
-from jaxacct.allocation._sum_law import Lattice, LowerLaw, UpperLaw
+from jaxacct.allocation.pld._sum_law import Lattice, LowerLaw, UpperLaw
 
 _EPS = float(np.finfo(np.float64).eps)
 
