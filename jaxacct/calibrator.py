@@ -24,7 +24,7 @@ import numpy as np
 from jaxacct import poisson
 from jaxacct._core import checks, sharding
 from jaxacct._core import progress as _progress
-from jaxacct._core.dtype import public_surface
+from jaxacct._core.dtype import HostDoor, OUTSIDE_JIT, host_door, public_surface
 from jaxacct._core.lazy import LazyModule
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.solve import largest_feasible_int_host, search_decreasing_host
@@ -32,6 +32,11 @@ from jaxacct._core.solve import largest_feasible_int_host, search_decreasing_hos
 from jaxacct.accounting.evaluator import (accountant_for, allocation_upper,
                                           allocation_upper_lower,  # noqa: F401
                                           gaussian_upper, min_no_amplification, poisson_run)
+
+#: a calibration is a host root search over lanes
+CALIBRATE_ON_HOST = HostDoor(f"{OUTSIDE_JIT}: it is a host root search; it takes an array of "
+                             "targets (one lane each).")
+
 
 if TYPE_CHECKING:
   from jaxacct._core import events
@@ -292,6 +297,7 @@ def _model_search(scale, upper, target, d, lo, hi, rtol):
 # the calibrator
 # ---------------------------------------------------------------------------
 
+@host_door(CALIBRATE_ON_HOST)
 def calibrate(make_event: Callable, target_epsilon, delta, *, bracket, discrete: bool = False,
               increasing: Optional[bool] = None, rtol: float = 1e-3, name: str = "x",
               accountant: str = "pld", progress: Optional[bool] = None, devices=None):

@@ -19,12 +19,19 @@ import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct._core import checks, sharding
-from jaxacct._core.dtype import dispatch, public_surface
+from jaxacct._core.dtype import HostDoor, dispatch, host_door, public_surface
 from jaxacct._core.namespace import for_inputs, host_call, kernel_arg
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct._core.subsampled_gaussian import (poisson_gaussian_rdp, poisson_rdp_query,
                                                poisson_rdp_query_blocks, poisson_rdp_query_jit)
+
+#: method='pld' builds and composes a PLD on the host; method='rdp' traces
+_PLD_ON_HOST = HostDoor(
+    "Inside jit/vmap use method='rdp' (jittable: q, sigma, num_steps and the target "
+    "may be traced), or call method='pld' outside jit/vmap on concrete arrays.",
+    when=(("method", "pld"),))
+
 
 __all__ = ["poisson_gaussian_rdp", "epsilon", "delta"]
 
@@ -119,6 +126,7 @@ def _rdp_query_jvp(orders, quantity, conversion, primals, tangents):
   return out, (dv, jnp.zeros_like(out[1]))
 
 
+@host_door(_PLD_ON_HOST)
 def epsilon(*, q, sigma, num_steps, delta, orders=None,
             method: str = "rdp", conversion: str = "tight", devices=None) -> EpsilonResult:
   """Epsilon at ``delta`` of ``num_steps`` Poisson-subsampled Gaussian steps.
@@ -164,6 +172,7 @@ def epsilon(*, q, sigma, num_steps, delta, orders=None,
                 method=method, conversion=conversion, devices=devices)
 
 
+@host_door(_PLD_ON_HOST)
 def delta(*, q, sigma, num_steps, epsilon, orders=None,
           method: str = "rdp", conversion: str = "tight", devices=None) -> DeltaResult:
   """Delta at ``epsilon`` of ``num_steps`` Poisson-subsampled Gaussian steps.

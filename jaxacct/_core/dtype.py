@@ -29,7 +29,7 @@ def x64_enabled() -> bool:
 def _entry(fn: F, where: Callable[[], str], host: HostDoor | None = None) -> F:
   """``fn`` run with float64 enabled; a float32 trace raises :func:`require_x64` naming ``where()``.
 
-  ``host`` (a host-side door, :data:`HOST_DOORS`): a traced argument it needs
+  ``host`` (a host-side door, :func:`host_door`): a traced argument it needs
   concrete raises :class:`NotTraceableError` first (:func:`require_concrete`).
   """
 
@@ -46,7 +46,7 @@ def _entry(fn: F, where: Callable[[], str], host: HostDoor | None = None) -> F:
     with jax.enable_x64(True):
       return fn(*args, **kwargs)
 
-  door.host_door = host   # the HOST_DOORS entry (None: the door traces)
+  door.host_door = host   # its host_door declaration (None: the door traces)
   return door  # type: ignore[return-value]
 
 
@@ -74,7 +74,7 @@ _DOORS: dict = {}
 def public_door(fn, where: str):
   """``fn`` as a public door: entered under float64, named ``where`` (its
   public path) in the :func:`require_x64` error of a float32 trace; a
-  host-side door (``where`` in :data:`HOST_DOORS`) refuses traced arguments
+  host-side door (declared by :func:`host_door`) refuses traced arguments
   (:func:`require_concrete`).
 
   Anything but a plain function (a class, a module, a constant, a jitted
@@ -85,7 +85,7 @@ def public_door(fn, where: str):
   if not inspect.isfunction(fn) or is_public_door(fn):
     return fn
   if fn not in _DOORS:
-    _DOORS[fn] = _entry(fn, lambda: where, HOST_DOORS.get(where))
+    _DOORS[fn] = _entry(fn, lambda: where, getattr(fn, "host_door", None))
   return _DOORS[fn]
 
 
@@ -120,7 +120,7 @@ class NotTraceableError(TypeError):
   Raised at the door's entry, before any work, when an argument the door needs
   concrete is a ``jax.core.Tracer`` (inside the user's ``jit``, ``vmap`` or
   ``grad``). The message names the door, the parameter and what to call
-  instead (:data:`HOST_DOORS`).
+  instead (:func:`host_door`).
   """
 
 
@@ -139,77 +139,30 @@ class HostDoor(NamedTuple):
   when: tuple = ()
 
 
-_OUTSIDE = "Call it outside jit/vmap, on concrete values"
-_ALLOCATION_RDP = ("inside jit/vmap use the jittable RDP curve "
-                   "jaxacct.allocation.allocation_rdp (sigma may be traced) with "
-                   "jaxacct.mechanisms.rdp_to_epsilon or jaxacct.mechanisms.rdp_to_delta")
-_ALLOCATION_PLD = HostDoor(
-    f"{_OUTSIDE}: it takes arrays (sigma, steps_per_epoch, num_selected, num_epochs and "
-    "the target broadcast) and runs its own jitted programs, one call for a whole sweep; "
-    f"{_ALLOCATION_RDP} (an upper bound), or the jittable laws "
-    "jaxacct.allocation.pld.allocation_pld_laws.")
-_SHUFFLE = HostDoor(
-    "Inside jit/vmap use the jittable kernels jaxacct.shuffle.clone_epsilon, "
-    "jaxacct.shuffle.clone_delta, jaxacct.shuffle.stronger_clone_epsilon, "
-    "jaxacct.shuffle.stronger_clone_delta, jaxacct.shuffle.rr2_lower_epsilon, "
-    "jaxacct.shuffle.girgis_epsilon or jaxacct.shuffle.clone_epsilon_closed_form "
-    "(n, eps0 and delta may be traced; a traced n needs the static max_n); "
-    "or call this one outside jit/vmap.")
-_HOST_ONLY = HostDoor(f"{_OUTSIDE}.")
-_PLD_BUILD = HostDoor(
-    "Build the PLD outside jit/vmap, on concrete values; a PLD is a pytree: pass it into "
-    "jit/vmap and query it there with jaxacct.pld.epsilon or jaxacct.pld.delta "
-    "(jaxacct.pld.compose with a static size).")
-_DPSGD = HostDoor(
-    f"{_OUTSIDE}; inside jit/vmap use jaxacct.poisson.epsilon (Poisson sampling, "
-    "method='rdp') or, for balls-in-bins sampling, jaxacct.allocation.allocation_rdp with "
-    "jaxacct.mechanisms.rdp_to_epsilon.")
-_CALIBRATE = HostDoor(f"{_OUTSIDE}: it is a host root search; it takes an array of targets "
-                      "(one lane each).")
+#: The first words of a :class:`HostDoor`'s advice: where the door itself works.
+OUTSIDE_JIT = "Call it outside jit/vmap, on concrete values"
+#: A host-side door with no jittable twin to name.
+HOST_ONLY = HostDoor(f"{OUTSIDE_JIT}.")
 
-#: The public doors that run host-side code (NumPy on their arguments, Python
-#: loops over lanes, host root searches) and cannot be traced, by public path:
-#: each refuses a traced argument at its entry with a :class:`NotTraceableError`
-#: that names what to call instead. Every other door traces (its values under
-#: jit/vmap equal the eager ones: ``tests/project/test_traced_doors.py``). A door that
-#: becomes jittable leaves this table.
-HOST_DOORS: dict = {
-    **{f"jaxacct.poisson.{n}": HostDoor(
-        "Inside jit/vmap use method='rdp' (jittable: q, sigma, num_steps and the target "
-        "may be traced), or call method='pld' outside jit/vmap on concrete arrays.",
-        when=(("method", "pld"),)) for n in ("epsilon", "delta")},
-    **{f"jaxacct.allocation.{n}": HostDoor(
-        f"{_OUTSIDE}; {_ALLOCATION_RDP}; for grids outside jit use "
-        "jaxacct.allocation.pld.allocation_pld_epsilon or "
-        "jaxacct.allocation.pld.allocation_pld_delta (arrays in one call).")
-       for n in ("epsilon", "delta")},
-    "jaxacct.allocation.allocation_rdp": HostDoor(
-        "Pass num_steps, num_selected and num_epochs as concrete numbers or arrays; sigma "
-        "may be traced.", params=("num_steps", "num_selected", "num_epochs")),
-    "jaxacct.allocation.delta_lower_bound": HostDoor(
-        "Pass num_steps, num_selected and num_epochs as concrete numbers or arrays; sigma "
-        "and epsilon may be traced.", params=("num_steps", "num_selected", "num_epochs")),
-    **{f"jaxacct.allocation.{n}": _HOST_ONLY
-       for n in ("fixed_bins_pld_epsilon", "fixed_bins_pld_delta", "delta_monte_carlo",
-                 "true_allocation_delta_monte_carlo", "true_allocation_epsilon_monte_carlo")},
-    **{f"jaxacct.allocation.pld.{n}": _ALLOCATION_PLD
-       for n in ("allocation_pld_epsilon", "allocation_pld_delta", "allocation_plds")},
-    **{f"jaxacct.shuffle.{n}": _SHUFFLE
-       for n in ("epsilon", "delta", "dominating_pairs", "subsampled_epsilon",
-                 "subsampled_delta", "binary_rr_epsilon", "binary_rr_delta",
-                 "clone_epsilon_approx_ldp", "clone_rdp", "stronger_clone_rdp",
-                 "check_in_epsilon", "check_in_gaussian_epsilon")},
-    **{f"jaxacct.shuffle.{n}": _HOST_ONLY
-       for n in ("amplify_epsilon_delta", "check_blanket_condition")},
-    **{f"jaxacct.pld.{n}": _PLD_BUILD
-       for n in ("gaussian", "laplace", "poisson_gaussian", "randomized_response",
-                 "from_pair", "poisson_gaussian_composed")},
-    "jaxacct.pld.to_dp_accounting": _HOST_ONLY,
-    "jaxacct.dpsgd.epsilon": _DPSGD,
-    **{f"jaxacct.dpsgd.{n}": _HOST_ONLY for n in ("schedule", "event", "statement")},
-    "jaxacct.dpsgd.calibrate_noise_multiplier": _CALIBRATE,
-    "jaxacct.calibrate": _CALIBRATE,
-}
+
+def host_door(spec: HostDoor) -> Callable[[F], F]:
+  """Declares, where a public door is defined, that it runs host-side code
+  (NumPy on its arguments, Python loops over lanes, a host root search) and
+  cannot be traced::
+
+      @host_door(HostDoor("Inside jit/vmap use ...", params=("num_steps",)))
+      def door(...): ...
+
+  Its :func:`public_door` (under every public path that lists it) then refuses
+  a traced argument at its entry with a :class:`NotTraceableError` naming what
+  to call instead (``spec.instead``). Every other door traces (its values
+  under jit/vmap equal the eager ones: ``tests/project/test_traced_doors.py``).
+  A door that becomes jittable loses its declaration.
+  """
+  def declare(fn: F) -> F:
+    fn.host_door = spec
+    return fn
+  return declare
 
 
 def require_concrete(fn: Callable, where: str, host: HostDoor, args: tuple,

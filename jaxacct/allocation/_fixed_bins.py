@@ -13,6 +13,7 @@ import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct._core import checks
+from jaxacct._core.dtype import HOST_ONLY, host_door
 from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
 
 _COMPOSE_TAIL = 1e-30
@@ -108,6 +109,7 @@ def _route(sigma, num_epochs, mechanism, laplace_step):
   return None, self_composed(mechanism, E)
 
 
+@host_door(HOST_ONLY)
 def fixed_bins_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_epochs=1,
                            direction: str = "both", mechanism="gaussian",
                            laplace_step: float = 1e-4, **pld_kwargs):
@@ -160,6 +162,7 @@ def fixed_bins_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
                                 direction=direction, mechanism=mech, **pld_kwargs)
 
 
+@host_door(HOST_ONLY)
 def fixed_bins_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_epochs=1,
                          direction: str = "both", mechanism="gaussian",
                          laplace_step: float = 1e-4, **pld_kwargs):

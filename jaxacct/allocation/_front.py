@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 
 from jaxacct._core import checks, sharding
+from jaxacct._core.dtype import OUTSIDE_JIT, HostDoor, host_door
 from jaxacct._core.conversion import rdp_to_epsilon_kernel, rdp_to_delta_kernel
 from jaxacct._core.gaussian import gaussian_delta_kernel
 from jaxacct._core.namespace import HOST, for_inputs
@@ -21,7 +22,18 @@ from jaxacct.allocation import _recursive as recursive
 from jaxacct.allocation import pld as apld
 from jaxacct.allocation._add_rdp import allocation_add_rdp
 from jaxacct.allocation._fixed_bins import equivalent_sigma
+from jaxacct.allocation.pld._doors import RDP_INSTEAD
 from jaxacct.allocation._rdp import allocation_remove_rdp
+
+_ON_HOST = HostDoor(
+    f"{OUTSIDE_JIT}; {RDP_INSTEAD}; for grids outside jit use "
+    "jaxacct.allocation.pld.allocation_pld_epsilon or "
+    "jaxacct.allocation.pld.allocation_pld_delta (arrays in one call).")
+#: the RDP curve: the counts are host loops, sigma traces
+_COUNTS_ON_HOST = HostDoor(
+    "Pass num_steps, num_selected and num_epochs as concrete numbers or arrays; sigma "
+    "may be traced.", params=("num_steps", "num_selected", "num_epochs"))
+
 
 DEFAULT_METHODS = ("rdp_direct", "rdp_add", "direct_add", "decomposition", "local")
 # Every name ``methods`` accepts (the last four are opt-in).
@@ -41,6 +53,7 @@ _OPTIONS = {
 }
 
 
+@host_door(_COUNTS_ON_HOST)
 def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
                    direction: str = "both", max_order: int = _DEFAULT_MAX_ORDER,
                    devices=None):
@@ -263,6 +276,7 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
              details=vals)
 
 
+@host_door(_ON_HOST)
 @per_epoch_steps
 def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
             direction: str = "both", methods=None,
@@ -317,6 +331,7 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
                 method_options=method_options)
 
 
+@host_door(_ON_HOST)
 @per_epoch_steps
 def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
           direction: str = "both", methods=None,

@@ -19,6 +19,7 @@ import numpy as np
 from jax import lax
 
 from jaxacct._core import checks
+from jaxacct._core.dtype import HOST_ONLY, host_door
 from jaxacct._core.logmath import log_ndtr, log1m_exp, log_sub_exp
 from jaxacct._core.solve import invert_decreasing_host
 from jaxacct.allocation._bounds import check_scheme, split_rounds
@@ -64,6 +65,7 @@ def _mc_jit(key, sigma, eps, *, t, m, num_samples, batch, direction):
   return jnp.sum(s1, axis=0), jnp.sum(s2_, axis=0)
 
 
+@host_door(HOST_ONLY)
 def delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
                       direction: str = "remove", num_samples: int = 100_000,
                       seed: int = 0, confidence: float = 0.99,
@@ -385,6 +387,7 @@ def _design_out(comps, shares):
   return tuple((float(a), float(b), float(c)) for (a, b), c in zip(comps, shares) if c > 0)
 
 
+@host_door(HOST_ONLY)
 def true_allocation_delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected=1,
                                       num_epochs=1, direction: str = "remove",
                                       num_samples: int = 100_000, seed: int = 0,
@@ -447,6 +450,7 @@ def true_allocation_delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected
                           seconds=time.perf_counter() - t0)
 
 
+@host_door(HOST_ONLY)
 def true_allocation_epsilon_monte_carlo(*, sigma, num_steps, delta, num_selected=1,
                                         num_epochs=1, direction: str = "remove",
                                         num_samples: int = 100_000, seed: int = 0,

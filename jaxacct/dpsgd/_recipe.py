@@ -9,6 +9,7 @@ import numpy as np
 
 from jaxacct import calibrator
 from jaxacct._core import checks
+from jaxacct._core.dtype import HOST_ONLY, OUTSIDE_JIT, HostDoor, host_door
 from jaxacct._core.checks import WindowTooLarge
 from jaxacct._core import progress as _progress
 from jaxacct._core.progress import check_progress_arg
@@ -17,9 +18,17 @@ from jaxacct.dpsgd import samplers
 from jaxacct.dpsgd.samplers import Schedule
 from jaxacct.dpsgd.samplers._registry import check_number
 
+#: DP-SGD's doors run host code; inside jit/vmap, the jittable curves
+_ON_HOST = HostDoor(
+    f"{OUTSIDE_JIT}; inside jit/vmap use jaxacct.poisson.epsilon (Poisson sampling, "
+    "method='rdp') or, for balls-in-bins sampling, jaxacct.allocation.allocation_rdp with "
+    "jaxacct.mechanisms.rdp_to_epsilon.")
+
+
 _SIGMA_MIN, _SIGMA_MAX = 1e-2, 1e4   # calibration search range
 
 
+@host_door(HOST_ONLY)
 def schedule(*, num_examples, batch_size, num_epochs=None, sampling: str = "balls_in_bins",
              num_selected: int = 1, total_steps=None, max_batch_size=None) -> Schedule:
   """Step counts of a DP-SGD run: ``steps_per_epoch`` (t) and ``total_steps`` (T).
@@ -71,6 +80,7 @@ def schedule(*, num_examples, batch_size, num_epochs=None, sampling: str = "ball
   return rec.schedule(n, batch_size, num_epochs, k, total_steps, max_batch_size)
 
 
+@host_door(HOST_ONLY)
 def event(*, noise_multiplier, num_examples, batch_size, num_epochs=None,
           sampling: str = "balls_in_bins", num_selected: int = 1, total_steps=None,
           max_batch_size=None):
@@ -148,6 +158,7 @@ def _front_door(progress, name, value, delta, **sched_kw):
   return sched
 
 
+@host_door(_ON_HOST)
 def epsilon(*, noise_multiplier, num_examples, batch_size, delta, num_epochs=None,
             sampling: str = "balls_in_bins", num_selected: int = 1, total_steps=None,
             max_batch_size=None, progress: Optional[bool] = None) -> EpsilonResult:
@@ -208,6 +219,7 @@ def _progress_bar(sched, size, what, enabled, given=None):
 # calibration: a thin adapter over jaxacct.calibrate
 # ---------------------------------------------------------------------------
 
+@host_door(calibrator.CALIBRATE_ON_HOST)
 def calibrate_noise_multiplier(*, epsilon, delta, num_examples, batch_size, num_epochs=None,
                                sampling: str = "balls_in_bins", num_selected: int = 1,
                                total_steps=None, max_batch_size=None, rtol: float = 2.5e-4,

@@ -19,6 +19,7 @@ import numpy as np
 
 from jaxacct import poisson as poisson_door
 from jaxacct._core import checks
+from jaxacct._core.dtype import HOST_ONLY, host_door
 from jaxacct._core.gaussian import gaussian_epsilon
 from jaxacct._core.version import __version__
 from jaxacct.dpsgd import samplers
@@ -172,6 +173,7 @@ def _plain(x):
   return int(x) if x.is_integer() else x
 
 
+@host_door(HOST_ONLY)
 def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=None,
               target_epsilon=None, sampling: str = "balls_in_bins",
               neighbouring: Optional[str] = None, max_batch_size=None,

@@ -20,8 +20,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import host_scalar, require_x64, static_size
+from jaxacct._core.dtype import HostDoor, host_door, host_scalar, require_x64, static_size
 from jaxacct._core.compiled import jit
+
+#: a PLD is built on the host; the pytree it makes is what traces
+BUILD_ON_HOST = HostDoor(
+    "Build the PLD outside jit/vmap, on concrete values; a PLD is a pytree: pass it into "
+    "jit/vmap and query it there with jaxacct.pld.epsilon or jaxacct.pld.delta "
+    "(jaxacct.pld.compose with a static size).")
+
 
 DEFAULT_TAIL_MASS = 1e-18
 
@@ -210,6 +217,7 @@ def _grid(losses, probs, step, offset, size):
   return offset, size, lv, pv
 
 
+@host_door(BUILD_ON_HOST)
 def from_pair(p, q, *, step, pessimistic: bool = True,
               rounding: str = "connect_dots") -> PLD:
   r"""PLD of the pair (P = p, Q = q) of discrete distributions.

@@ -12,8 +12,9 @@ from jaxacct._core.checks import WindowTooLarge
 from jaxacct._core.batching import block_programs
 from jaxacct._core.namespace import for_inputs
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
+from jaxacct._core.dtype import HOST_ONLY, host_door
 from jaxacct.pld._compose import compose
-from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, PairPLD
+from jaxacct.pld._core import BUILD_ON_HOST, DEFAULT_TAIL_MASS, PLD, PairPLD
 from jaxacct.pld._poisson_blocks import door_blocks
 from jaxacct.pld._powers import (MAX_WINDOW, direction_delta, direction_epsilons, law,
                                  pair_epsilons, window_fits)
@@ -47,6 +48,7 @@ def default_step(*, sigma, q, num_steps) -> float:
   return max(h, span / _MAX_STEP_GRID)
 
 
+@host_door(BUILD_ON_HOST)
 def poisson_gaussian_composed(*, sigma, q, num_steps, step=None,
                               pessimistic: bool = True) -> PairPLD:
   """PairPLD of ``num_steps`` Poisson-subsampled Gaussian steps (eager).
@@ -277,6 +279,7 @@ def poisson_gaussian_delta(*, sigma, q, num_steps, epsilon, step=None):
                                  value=epsilon, step=step)
 
 
+@host_door(HOST_ONLY)
 def to_dp_accounting(pld: PLD, add: PLD | None = None):
   """Converts to ``dp_accounting.pld.privacy_loss_distribution.PrivacyLossDistribution``.
 

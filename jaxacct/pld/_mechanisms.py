@@ -24,11 +24,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import require_x64
+from jaxacct._core.dtype import host_door, require_x64
 from jaxacct._core.gaussian import normal_tail_z
 from jaxacct._core.logmath import log_laplace_cells, log_ndtr_diff
 from jaxacct._core.namespace import HOST, JAX, host_call
-from jaxacct.pld._core import (PLD, PairPLD, device_array, fast_len, from_losses,
+from jaxacct.pld._core import (BUILD_ON_HOST, PLD, PairPLD, device_array, fast_len, from_losses,
                                truncate_host)
 from jaxacct._core.compiled import jit
 
@@ -111,6 +111,7 @@ def _gaussian_pld(sig, step, pessimistic, tail_mass, ns) -> PLD:
   return _kernel_pld(_gaussian_kernel, (sig,), lo_idx, step, pessimistic, size)
 
 
+@host_door(BUILD_ON_HOST)
 def gaussian(sigma, *, step=DEFAULT_STEP, pessimistic: bool = True,
              tail_mass: float = _DEFAULT_TAIL, sensitivity=1.0) -> PLD:
   r"""PLD of the Gaussian mechanism (both directions are the same).
@@ -162,6 +163,7 @@ def _laplace_kernel(b, lo_idx, step, pessimistic, *, size):
   return _assemble(log_mass, lo_idx, size, step, pessimistic)
 
 
+@host_door(BUILD_ON_HOST)
 def laplace(scale, *, step=DEFAULT_STEP, pessimistic: bool = True,
             sensitivity=1.0) -> PLD:
   r"""PLD of the Laplace mechanism (both directions are the same).
@@ -274,6 +276,7 @@ def _loss_remove(x, sigma, q):
                             (2 * sigma**2)))
 
 
+@host_door(BUILD_ON_HOST)
 def poisson_gaussian(sigma, q, *, direction: str = "remove",
                      step=DEFAULT_STEP, pessimistic: bool = True,
                      tail_mass: float = _DEFAULT_TAIL) -> PLD:
@@ -382,6 +385,7 @@ def poisson_gaussian_host(sigma: float, q: float, *, direction: str, step: float
 # ------------------------------------------------------ randomized response
 
 
+@host_door(BUILD_ON_HOST)
 def randomized_response(eps0, *, delta0=0.0, step=None,
                         pessimistic: bool = True) -> PLD:
   r"""PLD of the dominating pair of (eps0, delta0)-DP (randomized response).

@@ -24,7 +24,8 @@ from jax import lax
 from jax.scipy.special import betainc
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import dispatch
+from jaxacct._core.dtype import dispatch, host_door
+from jaxacct.shuffle._host import ON_HOST
 from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.results import EpsilonResult
 from jaxacct._core.units import user_stacklevel
@@ -369,6 +370,7 @@ def _compose_convert(orders, rdp, rounds, delta, conversion, name, bound):
   return EpsilonResult(epsilon=eps, delta=delta, method=name, bound=bound, order=order)
 
 
+@host_door(ON_HOST)
 def check_in_epsilon(*, n, p, eps0, delta, rounds=1, orders=None,
                      conversion: str = "tight") -> EpsilonResult:
   """Epsilon at ``delta`` after ``rounds`` rounds of shuffled check-in, eps0-LDP (upper).
@@ -384,6 +386,7 @@ def check_in_epsilon(*, n, p, eps0, delta, rounds=1, orders=None,
   return _compose_convert(orders, rdp, rounds, delta, conversion, "check_in_ldp_rdp", "upper")
 
 
+@host_door(ON_HOST)
 def check_in_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=None,
                               bound: str = "upper", conversion: str = "tight",
                               num_terms=None) -> EpsilonResult:

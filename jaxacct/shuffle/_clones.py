@@ -38,7 +38,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks, solve
-from jaxacct._core.dtype import dispatch, require_x64, static_size
+from jaxacct._core.dtype import dispatch, host_door, require_x64, static_size
+from jaxacct.shuffle._host import ON_HOST
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.namespace import JAX, for_inputs, host_call
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
@@ -171,6 +172,7 @@ def clone_epsilon_closed_form(delta, *, n, eps0):
                        bound="upper")
 
 
+@host_door(ON_HOST)
 def clone_epsilon_approx_ldp(delta, *, n, eps0, delta0, num_refine: int = 3):
   r"""Replacement epsilon of shuffling (eps0, delta0)-LDP reports (FMT'21 Thm 3.8).
 
@@ -401,6 +403,7 @@ def rr2_lower_epsilon(delta, *, n, eps0, max_n=None):
 # Sec. 6.1: RDP
 # ---------------------------------------------------------------------------
 
+@host_door(ON_HOST)
 def clone_rdp(orders, *, n, eps0):
   r"""Renyi DP of shuffling eps0-LDP reports, from the clone pair (FMT'21 Sec. 6.1).
 

@@ -44,6 +44,8 @@ from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct._core.solve import bisect
 from jaxacct._core.compiled import jit
+from jaxacct._core.dtype import host_door
+from jaxacct.shuffle._host import ON_HOST
 
 MAX_EXACT_BINARY_N = 2000
 
@@ -116,6 +118,7 @@ def _check_binary(n, eps0, max_n=MAX_EXACT_BINARY_N, ms=None):
     checks.check_int("ms", list(ms), min_value=0, max_value=int(n) - 1)
 
 
+@host_door(ON_HOST)
 def binary_rr_delta(eps, *, n: int, eps0: float, ms=None):
   r"""Exact replacement delta(eps) of shuffled binary randomized response.
 
@@ -143,6 +146,7 @@ def binary_rr_delta(eps, *, n: int, eps0: float, ms=None):
                      bound="exact" if ms is None else "lower")
 
 
+@host_door(ON_HOST)
 def binary_rr_epsilon(delta, *, n: int, eps0: float, ms=None,
                       lower: bool = False):
   r"""Exact replacement eps(delta) of shuffled binary randomized response.

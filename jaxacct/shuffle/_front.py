@@ -15,6 +15,8 @@ import numpy as np
 from jaxacct._core import checks
 from jaxacct._core.conversion import rdp_to_delta, rdp_to_epsilon
 from jaxacct._core.results import DeltaResult, EpsilonResult
+from jaxacct._core.dtype import host_door
+from jaxacct.shuffle._host import ON_HOST
 from jaxacct import pld as pldlib
 from jaxacct.shuffle._clones import (clone_delta, clone_epsilon,
                                     clone_epsilon_closed_form, clone_rdp,
@@ -103,6 +105,7 @@ def _scalar(x):
   return float(np.asarray(x))
 
 
+@host_door(ON_HOST)
 def dominating_pairs(*, n: int, eps0: float, randomizer="generic"):
   """Per-round dominating pair(s) as probability vectors for ``jaxacct.pld``.
 
@@ -259,6 +262,7 @@ def _pick(res, method):
   return method, v[0], "lower" if v[1].startswith("lower") else v[1]
 
 
+@host_door(ON_HOST)
 def epsilon(*, n, eps0, delta, rounds: int = 1, randomizer="generic",
             method: str = "best", step: float = 1e-4) -> EpsilonResult:
   r"""Central replacement epsilon of shuffling n eps0-LDP reports, T rounds.
@@ -304,6 +308,7 @@ def epsilon(*, n, eps0, delta, rounds: int = 1, randomizer="generic",
                        details=res)
 
 
+@host_door(ON_HOST)
 def delta(*, n, eps0, epsilon, rounds: int = 1, randomizer="generic",
           method: str = "best", step: float = 1e-4) -> DeltaResult:
   r"""Central replacement delta(eps) of shuffling n eps0-LDP reports, T rounds.

@@ -36,6 +36,8 @@ import math
 import numpy as np
 
 from jaxacct._core import checks
+from jaxacct._core.dtype import HOST_ONLY, host_door
+from jaxacct.shuffle._host import ON_HOST
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.shuffle._front import delta as shuffle_delta
 from jaxacct.shuffle._front import epsilon as shuffle_epsilon
@@ -48,6 +50,7 @@ def _check_nm(n, m):
     raise ValueError(f"m must be in [1, n] = [1, {n}]; got m={m}.")
 
 
+@host_door(HOST_ONLY)
 def amplify_epsilon_delta(epsilon, delta, rate):
   """(eps, delta) of an inner mechanism -> subsampled (eps', delta').
 
@@ -82,6 +85,7 @@ def amplify_epsilon_delta(epsilon, delta, rate):
                        bound="upper")
 
 
+@host_door(ON_HOST)
 def subsampled_epsilon(*, n: int, m: int, eps0: float, delta: float,
                        randomizer="generic", method: str = "best"
                        ) -> EpsilonResult:
@@ -124,6 +128,7 @@ def subsampled_epsilon(*, n: int, m: int, eps0: float, delta: float,
                                        "inner_delta": inner_delta})
 
 
+@host_door(ON_HOST)
 def subsampled_delta(*, n: int, m: int, eps0: float, epsilon: float,
                      randomizer="generic", method: str = "best") -> DeltaResult:
   r"""Delta of shuffling ``m`` of ``n`` users (uniform, without replacement).

@@ -19,7 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks, solve
-from jaxacct._core.dtype import dispatch
+from jaxacct._core.dtype import HOST_ONLY, dispatch, host_door
+from jaxacct.shuffle._host import ON_HOST
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.shuffle import _pair_fast as pair_fast, _pair_reference as pair_reference, _windows as windows
 from jaxacct._core.compiled import jit
@@ -86,6 +87,7 @@ def stronger_clone_epsilon(delta, *, n, eps0, max_n=None, devices=None):
                        bound="upper")
 
 
+@host_door(ON_HOST)
 def stronger_clone_rdp(orders, *, n, eps0):
   """RDP of the stronger-clone pair (blanket randomizers only), real orders > 1.
 
@@ -256,6 +258,7 @@ def _krr_lower(query, value, n, eps0, k, max_n):
   return r._replace(method="krr_lower")
 
 
+@host_door(HOST_ONLY)
 def check_blanket_condition(matrix, eps0=None, *, rtol: float = 1e-12):
   r"""Does a randomizer (rows = inputs, columns = outputs) meet the blanket condition?
 

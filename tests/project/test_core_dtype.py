@@ -21,7 +21,9 @@ and a float32 trace of a door raises the require_x64 error naming it.
 
 import importlib
 import inspect
+import pathlib
 import pkgutil
+import re
 
 import jax
 import numpy as np
@@ -179,7 +181,7 @@ def test_x64_boundary_on_a_class_wraps_its_public_methods_only():
 
 
 # A float32 trace of a door: the require_x64 error naming the door, or, from a
-# host-side door (HOST_DOORS), its NotTraceableError naming the door (x64 would
+# host-side door (declared by host_door), its NotTraceableError naming the door (x64 would
 # not make it traceable); never a number.
 _REFUSALS = (RuntimeError, NotTraceableError, jax.errors.ConcretizationTypeError,
              jax.errors.TracerArrayConversionError, jax.errors.TracerIntegerConversionError,
@@ -317,3 +319,12 @@ def test_every_public_callable_x64_off(qual):
     _check_x64_off_call(call)
   except ValueError as err:   # a BASE entry the door rejects is not this test's subject
     pytest.skip(f"BASE arguments rejected: {err}")
+
+
+def test_core_dtype_names_no_upper_package():
+  """The float64 boundary sits at the bottom of the house: a host-side door is
+  declared where it is defined (``@host_door(...)``), so ``_core/dtype.py``
+  names no public path of an upper package, neither as an import nor as text."""
+  text = (pathlib.Path(jaxacct.__file__).parent / "_core" / "dtype.py").read_text()
+  uppers = sorted({m.group(1) for m in re.finditer(r"jaxacct\.(\w+)", text)} - {"_core"})
+  assert uppers == [], uppers

@@ -13,6 +13,7 @@ import numpy as np
 
 from jaxacct._core.batching import layout, padded_lanes
 from jaxacct._core import checks, sharding
+from jaxacct._core.dtype import OUTSIDE_JIT, HostDoor, host_door
 from jaxacct._core.namespace import for_inputs
 from jaxacct._core.progress import progress
 from jaxacct._core.results import DeltaResult, EpsilonResult
@@ -26,6 +27,17 @@ from jaxacct.allocation.pld._input import (OneStep, lower_one_step, pld_final_la
 from jaxacct.allocation.pld._laws import (DEFAULT_GRID_SIZE, DEFAULT_TAIL, TAIL_FACTOR,
                                           FinalLaws, delta_one, final_laws,
                                           laws_batch)
+
+#: what a caller inside jit/vmap uses instead of the allocation PLD (an upper bound)
+RDP_INSTEAD = ("inside jit/vmap use the jittable RDP curve "
+               "jaxacct.allocation.allocation_rdp (sigma may be traced) with "
+               "jaxacct.mechanisms.rdp_to_epsilon or jaxacct.mechanisms.rdp_to_delta")
+_ON_HOST = HostDoor(
+    f"{OUTSIDE_JIT}: it takes arrays (sigma, steps_per_epoch, num_selected, num_epochs and "
+    "the target broadcast) and runs its own jitted programs, one call for a whole sweep; "
+    f"{RDP_INSTEAD} (an upper bound), or the jittable laws "
+    "jaxacct.allocation.pld.allocation_pld_laws.")
+
 
 DEFAULT_COMPOSITION_SIZE = cp.DEFAULT_SIZE
 TAU_FACTOR = 1e-7       # composition window tail (eps queries): TAU_FACTOR * delta
@@ -290,6 +302,7 @@ def _query(mode, value, *, sigma, num_steps, num_selected, num_epochs, direction
   return _result(parts, direction, value, mode)
 
 
+@host_door(_ON_HOST)
 @per_epoch_steps
 def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_epochs=1,
                            direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
@@ -367,6 +380,7 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
                 devices=devices)
 
 
+@host_door(_ON_HOST)
 @per_epoch_steps
 def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_epochs=1,
                          direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
@@ -399,6 +413,7 @@ def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_
                 composition_size=composition_size, with_lower=with_lower, devices=devices)
 
 
+@host_door(_ON_HOST)
 @per_epoch_steps
 def allocation_plds(*, sigma=None, num_steps, num_selected=1, num_epochs=1,
                     grid_size: int = DEFAULT_GRID_SIZE, tail=None,
