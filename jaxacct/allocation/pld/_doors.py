@@ -371,6 +371,7 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
   Example (randomized response, exact pair)::
 
     >>> from jaxacct import pld as jpld
+    >>> from jaxacct.allocation.pld import allocation_pld_epsilon
     >>> r = allocation_pld_epsilon(mechanism=jpld.randomized_response(1.0),
     ...                            steps_per_epoch=10_000, delta=1e-8)
   """
