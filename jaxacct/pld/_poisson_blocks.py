@@ -121,8 +121,8 @@ def _query_lane(sigma, q, lo_idx, size, step, add, count, lo, hi, below, inf, va
                                 (count.astype(jnp.int64),), size=window,
                                 tail_mass=DEFAULT_TAIL_MASS, ns=JAX)
   if quantity == "epsilon":
-    return epsilon_core(y, offset, step, inf, value, "up", JAX)
-  return delta_core(y, offset, step, inf, value, JAX)
+    return epsilon_core(y, offset, step, inf, value, "up", JAX, loopless=True)
+  return delta_core(y, offset, step, inf, value, JAX, loopless=True)
 
 
 @functools.partial(jit, static_argnames=("kept_len", "window", "quantity"),

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core import checks
+from jaxacct._core import checks, suffix_sums
 from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.namespace import JAX, host_call, kernel_arg
 from jaxacct.pld._core import PLD, PairPLD, device_array
@@ -20,7 +20,7 @@ from jaxacct._core.compiled import jit
 _BLOCK = 256
 
 
-def _tables(probs, step, ns):
+def _tables(probs, step, ns, loopless=False):
   """T_k = sum_{i>k} p_i e^{-(i-k)h};  D_k = sum_{i>k} p_i (1 - e^{-(i-k)h}).
 
   Both are sums of nonnegative terms (no cancellation).  T satisfies
@@ -43,7 +43,10 @@ def _tables(probs, step, ns):
   def carry_fn(u_next, v_b):  # u_b = v_b + e^{-Bh} u_{b+1}
     return v_b + rb * u_next, u_next
 
-  _, u_next = ns.scan(carry_fn, xp.zeros((), p.dtype), v, reverse=True)
+  if loopless:
+    u_next = suffix_sums.later_sum(v, -bsz * step, xp)
+  else:
+    _, u_next = ns.scan(carry_fn, xp.zeros((), p.dtype), v, reverse=True)
   t = t_loc + xp.exp(-(bsz - idx) * step)[None, :] * u_next[:, None]
   upper = (diff >= 0).astype(p.dtype)  # sum over i >= k inside the block
   s_loc = t @ upper.T
@@ -52,18 +55,21 @@ def _tables(probs, step, ns):
   def sum_fn(c, tb):
     return c + tb, c
 
-  _, s_next = ns.scan(sum_fn, xp.zeros((), p.dtype), tot, reverse=True)
+  if loopless:
+    s_next = suffix_sums.later_total(tot, xp)
+  else:
+    _, s_next = ns.scan(sum_fn, xp.zeros((), p.dtype), tot, reverse=True)
   d = xp.expm1(step) * (s_loc + s_next[:, None])
   return t.reshape(-1)[:n], d.reshape(-1)[:n]
 
 
-def _delta_core(probs, offset, step, inf_mass, eps, ns=JAX):
+def _delta_core(probs, offset, step, inf_mass, eps, ns=JAX, loopless=False):
   xp = ns.xp
   if not ns.is_host:
     require_x64("jaxacct.pld.delta")
   step = xp.asarray(step, xp.float64)
   n = probs.shape[0]
-  t, d = _tables(probs, step, ns)
+  t, d = _tables(probs, step, ns, loopless)
   pos = eps / step - offset
   k = xp.ceil(pos)
   beyond = k > n - 1
@@ -85,12 +91,13 @@ _delta_kernel = jit(_delta_core)
 ROUNDING_ALLOWANCE = 1e-13
 
 
-def _epsilon_core(probs, offset, step, inf_mass, dlt, rounding="up", ns=JAX):
+def _epsilon_core(probs, offset, step, inf_mass, dlt, rounding="up", ns=JAX,
+                   loopless=False):
   xp = ns.xp
   if not ns.is_host:
     require_x64("jaxacct.pld.epsilon")
   step = xp.asarray(step, xp.float64)
-  t, d = _tables(probs, step, ns)
+  t, d = _tables(probs, step, ns, loopless)
   target = dlt - inf_mass
   k = xp.searchsorted(-d, -target, side="left")
   k = xp.clip(k, 0, probs.shape[0] - 1)

@@ -139,7 +139,8 @@ def test_programs_census():
   """The Poisson doors' accelerator programs compiled by the tests above (RDP
   block; PLD scan and query blocks), counted as XLA:GPU would run them
   (issue 53, tests/hlo_loops.census on the optimised HLO): no scatter wider
-  than 64 bits, no while loop of unknown trip count."""
+  than 64 bits, no while loop of unknown trip count; the PLD query block's
+  sequential trips do not grow with its FFT window."""
   names = ("poisson_rdp_block_jit", "_scan_block", "_query_block")
   for name in names:
     texts = [t for k, t in compiled.programs(name).items() if "accelerator" in k]
@@ -148,3 +149,64 @@ def test_programs_census():
       assert hlo_loops.wide_scatters(text) == []
       c = hlo_loops.census(text, 99)
       assert c["wide_scatters"] == c["expanded_trips"] == c["unknown_loops"] == 0, (name, c)
+      if name == "_query_block":
+        # the query's tables without the reverse scans (2 x window/256 trips:
+        # 217 at a 24,576-point window, 4,126 at 524,288); left: the epsilon
+        # search's and the grid's binary searches, ~log2 of the lengths
+        assert c["loop_trips"] <= 64, c
+
+
+# The accelerator layout's door values at d7a0a30 (before the query's tables
+# lost their scans, issue 53): eps at delta 1e-5, then delta at eps 1, for 8
+# sigmas in [0.5, 5], at (q, T) = (0.01, 1000) then (0.2, 50).
+_PINNED = np.array([
+    13.360825684051957,
+    1.4135654543551643,
+    0.7210616553897982,
+    0.488392037610233,
+    0.36914271582688657,
+    0.2962237791023481,
+    0.24695538164764355,
+    0.21143259278496837,
+    0.35505088372449856,
+    0.00044344003592230633,
+    2.245298466987586e-08,
+    3.9984696997899684e-14,
+    9.620106811753938e-17,
+    9.555741571305778e-17,
+    9.607116623310917e-17,
+    9.546456255529368e-17,
+    38.6757122591592,
+    8.07292006829363,
+    4.082096413712401,
+    2.6944199074008326,
+    2.001501482439175,
+    1.5876259132715378,
+    1.3129579168810581,
+    1.1176042626748535,
+    0.8714709548659942,
+    0.27217266523625466,
+    0.0778626176267449,
+    0.021667016237995596,
+    0.005555557305592542,
+    0.0012711742062034785,
+    0.00025456974154123554,
+    4.4056031353606695e-05])
+
+
+@pytest.mark.slow
+def test_pld_blocks_values_pinned():
+  """The loopless query moves the door's values by reassociation only: within
+  1e-12 relative of the pinned values (measured: <= 1.4e-15), and no epsilon
+  below them by more than 1e-14 relative (the query's rounding allowance is 1e-13)."""
+  got = []
+  sig = np.linspace(0.5, 5, 8)
+  with jaxacct.set_layout("accelerator"):
+    for q, t in ((0.01, 1000), (0.2, 50)):
+      e = poisson.epsilon(q=q, sigma=sig, num_steps=t, delta=1e-5, method="pld").epsilon
+      d = poisson.delta(q=q, sigma=sig, num_steps=t, epsilon=1.0, method="pld").delta
+      got.append(np.concatenate([e, d]))
+  got = np.concatenate(got)
+  np.testing.assert_allclose(got, _PINNED, rtol=1e-12, atol=0)
+  eps = np.r_[0:8, 16:24]
+  assert np.all(got[eps] >= _PINNED[eps] * (1 - 1e-14))
