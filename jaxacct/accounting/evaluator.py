@@ -69,7 +69,7 @@ def gaussian_lower(sigma, delta):
 def _allocation_scalar(sigma, delta, t, k, E):
   """One allocation.pld evaluation, memoised (a calibration's last feasible
   sigma is evaluated again by the epsilon of the same run)."""
-  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=t, num_selected=k,
+  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, steps_per_epoch=t, num_selected=k,
                                   num_epochs=E)
   return float(r.epsilon), float(r.lower)
 
@@ -78,7 +78,7 @@ def _allocation_scalar(sigma, delta, t, k, E):
 def _allocation_scalar_upper(sigma, delta, t, k, E):
   """One allocation.pld upper evaluation without the certified lower (a
   third of the host work), memoised."""
-  return float(apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=t,
+  return float(apld.allocation_pld_epsilon(sigma=sigma, delta=delta, steps_per_epoch=t,
                                            num_selected=k, num_epochs=E,
                                            with_lower=False).epsilon)
 
@@ -89,7 +89,7 @@ def allocation_upper(sigma, delta, t, k, E, host=None):
   if is_host(sigma, delta) if host is None else host:
     return np.array([_allocation_scalar_upper(float(sigma[0]), float(delta[0]), int(t),
                                               int(k), int(E))])
-  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=int(t),
+  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, steps_per_epoch=int(t),
                                   num_selected=int(k), num_epochs=int(E), with_lower=False)
   return np.broadcast_to(np.asarray(r.epsilon, np.float64), sigma.shape).copy()
 
@@ -99,7 +99,7 @@ def allocation_upper_lower(sigma, delta, t, k, E, host=None):
   if is_host(sigma, delta) if host is None else host:
     u, l_ = _allocation_scalar(float(sigma[0]), float(delta[0]), int(t), int(k), int(E))
     return np.array([u]), np.array([l_])
-  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, num_steps=int(t),
+  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, steps_per_epoch=int(t),
                                   num_selected=int(k), num_epochs=int(E))
   up, lo = (np.broadcast_to(np.asarray(a, np.float64), sigma.shape).copy()
             for a in (r.epsilon, r.lower))
