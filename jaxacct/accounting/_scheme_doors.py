@@ -73,7 +73,7 @@ def scheme_door(live, relation, step: float) -> Optional[SchemeDoor]:
   event, n = live[0][0], int(live[0][1])
   f = family(event, n)
   if f.name == "allocation" and n == 1:
-    kw = dict(sigma=event.sigma if isinstance(event.mechanism, str) else None,
+    kw = dict(sigma=event.scale if event.mechanism == "laplace" else event.noise_multiplier,
               steps_per_epoch=int(event.steps_per_epoch),
               num_selected=int(event.num_selected), num_epochs=int(event.num_epochs),
               mechanism=event.mechanism)
@@ -87,7 +87,7 @@ def scheme_door(live, relation, step: float) -> Optional[SchemeDoor]:
       r = fn(**{"delta" if quantity == "epsilon" else "epsilon": value}, **kw)
       if kw["mechanism"] != "gaussian":
         return r
-      return _no_amplification(r, quantity, value, float(event.sigma) / math.sqrt(steps), steps)
+      return _no_amplification(r, quantity, value, float(event.noise_multiplier) / math.sqrt(steps), steps)
     return SchemeDoor("allocation_pld", ask_allocation, True, det)
   if (f.name == "poisson" and n >= 1
       and _composition.relation_name(relation) == "ADD_OR_REMOVE_ONE"):
