@@ -505,7 +505,8 @@ def _as_optimistic(p, step):
 
 def _allocation(event, rel, step):
   mech = event.mechanism
-  r = allocation_plds(sigma=event.sigma if isinstance(mech, str) else None,
+  sigma = event.scale if mech == "laplace" else event.noise_multiplier
+  r = allocation_plds(sigma=sigma,
                       steps_per_epoch=int(event.steps_per_epoch),
                       num_selected=int(event.num_selected),
                       num_epochs=int(event.num_epochs), mechanism=mech,
@@ -513,7 +514,7 @@ def _allocation(event, rel, step):
   up = jpld.PairPLD(r.remove_upper, r.add_upper)
   lo = jpld.PairPLD(r.remove_lower, r.add_lower)
   name = mech if isinstance(mech, str) else "pld"
-  label = (f"random_allocation({name}, sigma={event.sigma}, t={event.steps_per_epoch}, "
+  label = (f"random_allocation({name}, sigma={sigma}, t={event.steps_per_epoch}, "
            f"k={event.num_selected}, E={event.num_epochs})")
   return Component(label, up, lo,
                    lower_scope="mechanism" if int(event.num_selected) == 1
@@ -582,8 +583,8 @@ def _check_in(event, rel, step):
     label = f"check_in(n={n}, p={p:g}, eps0={event.eps0:g})"
   else:
     rdp = bounds.check_in_gaussian_rdp(RDP_ORDERS, n=n, p=p,
-                                         sigma=float(event.sigma))
-    label = f"check_in(n={n}, p={p:g}, sigma={event.sigma:g})"
+                                         sigma=float(event.noise_multiplier))
+    label = f"check_in(n={n}, p={p:g}, sigma={event.noise_multiplier:g})"
   return Component(label, rdp=np.asarray(rdp, np.float64))
 
 
