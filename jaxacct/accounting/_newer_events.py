@@ -62,7 +62,7 @@ def from_dp_random_allocation(event):
     raise ValueError("dp_accounting's RandomAllocationDpEvent has no "
                      "noise_multiplier/num_steps field this version reads.")
   return events.RandomAllocationDpEvent(
-      sigma=float(sigma), steps_per_epoch=int(t),
+      noise_multiplier=float(sigma), steps_per_epoch=int(t),
       num_selected=int(get("num_selected", default=1)),
       num_epochs=int(get("num_epochs", default=1)))
 
