@@ -34,8 +34,8 @@ def accounted(accountant):
     e = accountant.event
     inner = getattr(e, "event", e)
     sigma = getattr(inner, "noise_multiplier", None)
-    if sigma is None and isinstance(getattr(e, "sigma", None), (int, float)):
-      sigma = e.sigma
+    if sigma is None and isinstance(getattr(e, "scale", None), (int, float)):
+      sigma = e.scale   # (a Laplace allocation's scale, its sigma before issue 56)
   return (None if sigma is None else float(sigma), declared.get("expected_batch_size"))
 
 
