@@ -129,7 +129,9 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
 
   Bound: upper.
   """
-  t, sigma, mech = int(event.steps_per_epoch), float(event.sigma), event.mechanism
+  mech = event.mechanism
+  t = int(event.steps_per_epoch)
+  sigma = float(event.scale if mech == "laplace" else event.noise_multiplier)
   n_ep = int(num_epochs)
   grid = np.arange(1, t)
   if t - 1 > max_prefixes:
