@@ -16,7 +16,8 @@ def _schedule(n, batch_size, num_epochs, k, total_steps, cap):
 
 def _event(sched, sigma):
   ev = accounting.events   # loads on first use: dp_accounting comes with the events
-  return ev.RandomAllocationDpEvent(sigma=sigma, steps_per_epoch=sched.steps_per_epoch,
+  return ev.RandomAllocationDpEvent(noise_multiplier=sigma,
+                                    steps_per_epoch=sched.steps_per_epoch,
                                     num_selected=sched.num_selected,
                                     num_epochs=int(sched.num_epochs))
 
@@ -24,7 +25,8 @@ def _event(sched, sigma):
 def _block(sched, sigma):
   """One epoch: 1 event per t steps (k-of-t allocation)."""
   ev = accounting.events
-  return (ev.RandomAllocationDpEvent(sigma=sigma, steps_per_epoch=sched.steps_per_epoch,
+  return (ev.RandomAllocationDpEvent(noise_multiplier=sigma,
+                                     steps_per_epoch=sched.steps_per_epoch,
                                      num_selected=sched.num_selected),
           {"block_size": sched.steps_per_epoch})
 
