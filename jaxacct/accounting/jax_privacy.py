@@ -166,7 +166,8 @@ def balls_in_bins_event(strategy, *, noise_multiplier: float, num_epochs: int = 
         f"{steps}. jax_privacy's BallsInBinsSampling keeps each record's bin "
         "across cycles, which is not a composition of fresh allocations; use "
         "one BallsInBinsSampling per epoch and compose the event per epoch.")
-  return _events.RandomAllocationDpEvent(sigma=float(noise_multiplier), steps_per_epoch=t,
+  return _events.RandomAllocationDpEvent(noise_multiplier=float(noise_multiplier),
+                                         steps_per_epoch=t,
                                          num_epochs=num_epochs)
 
 # float64 is entered here, once per call, for every function __all__ lists
