@@ -193,7 +193,7 @@ class EventAccountant(_Accountant):
   Poisson subsampling (rate q), Gaussian    ``PoissonSampledDpEvent(q, GaussianDpEvent(sigma))``,
                                             one step (``block_size=1``)
   full batch (every example every step)     ``GaussianDpEvent(sigma)``, one step
-  random allocation (k of t steps/epoch)    ``RandomAllocationDpEvent(sigma=sigma,
+  random allocation (k of t steps/epoch)    ``RandomAllocationDpEvent(noise_multiplier=sigma,
                                             steps_per_epoch=t, num_selected=k)``, one epoch
                                             (``block_size=t``)
   shuffling n eps0-LDP reports              ``ShuffleDpEvent(n, eps0)``, one round
