@@ -28,10 +28,9 @@ from jaxacct._core.dtype import HostDoor, OUTSIDE_JIT, host_door, public_surface
 from jaxacct._core.lazy import LazyModule
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.solve import largest_feasible_int_host, search_decreasing_host
-# the evaluator's doors (allocation_upper_lower is read as calibrator's by tests/test_calibrate)
-from jaxacct.accounting.evaluator import (accountant_for, allocation_upper,
-                                          allocation_upper_lower,  # noqa: F401
-                                          gaussian_upper, min_no_amplification, poisson_run)
+# the evaluator's doors (tests/test_calibrate counts and spies on them as calibrator's)
+from jaxacct.accounting.evaluator import (accountant_for, allocation_upper, gaussian_upper,
+                                          is_host, min_no_amplification, poisson_run)
 
 #: a calibration is a host root search over lanes
 CALIBRATE_ON_HOST = HostDoor(f"{OUTSIDE_JIT}: it is a host root search; it takes an array of "
@@ -70,15 +69,19 @@ def lane(event):
   return "accountant", event, None
 
 
-def _family_upper(family, key, sigma, delta, events):
+def _family_upper(family, key, sigma, delta, events, host=None):
+  """Upper epsilons of one family's lanes; ``host``: the question's host-or-jit
+  choice, made once by the caller (:func:`jaxacct.accounting.evaluator.is_host`;
+  None: these lanes'). The host doors answer one lane, so more lanes run jitted."""
+  host = is_host(sigma, delta) if host is None else (bool(host) and sigma.size == 1)
   if family == "allocation":
     t, k, E = key
-    up = allocation_upper(sigma, delta, t, k, E)
-    return min_no_amplification(up, sigma, delta, k * E)[0]
+    up = allocation_upper(sigma, delta, t, k, E, host)
+    return min_no_amplification(up, sigma, delta, k * E, host=host)[0]
   if family == "poisson":
-    return poisson_run(sigma, delta, *key)[0]
+    return poisson_run(sigma, delta, *key, host=host)[0]
   if family == "gaussian":
-    return gaussian_upper(sigma, delta)
+    return gaussian_upper(sigma, delta, host)
   # the accountant loads on first use (it brings dp_accounting)
   return np.array([accountant_for(e).get_epsilon(float(d)) for e, d in zip(events, delta)])
 
@@ -107,7 +110,7 @@ def upper_epsilon(events, delta, *, accountant: str = "pld") -> np.ndarray:
   checks.check_delta(delta)
   checks.check_choice("accountant", accountant, ACCOUNTANTS)
   d = np.broadcast_to(np.asarray(delta, np.float64), (len(events),))
-  return _upper(events, d, accountant)
+  return _upper(events, d, accountant, host=is_host(d, None))
 
 
 def _rdp_upper(lanes, d):
@@ -121,7 +124,7 @@ def _rdp_upper(lanes, d):
   return np.asarray(poisson.epsilon(q=q, sigma=sig, num_steps=T, delta=d).epsilon, np.float64)
 
 
-def _upper(events, d, accountant="pld"):
+def _upper(events, d, accountant="pld", host=None):
   lanes = [lane(e) for e in events]
   if accountant == "rdp":
     return _rdp_upper(lanes, d)
@@ -132,7 +135,7 @@ def _upper(events, d, accountant="pld"):
   for (fam, key), idx in groups.items():
     idx = np.asarray(idx)
     sig = np.array([lanes[i][2] or 0.0 for i in idx], np.float64)
-    out[idx] = _family_upper(fam, key, sig, d[idx].copy(), [events[i] for i in idx])
+    out[idx] = _family_upper(fam, key, sig, d[idx].copy(), [events[i] for i in idx], host)
   return out
 
 
@@ -365,6 +368,7 @@ def _calibrate(make_event, target_epsilon, delta, bracket, discrete, increasing,
   shape, e, d = e.shape, e.ravel().copy(), d.ravel().copy()
   target = e * (1.0 - SAFETY)
   m = e.size
+  host = is_host(e, d)   # the host-or-jit choice of this question, made once, passed down
   scale = None if discrete else _noise_scale(make_event, lo, hi)
   # all lanes each evaluation where one call takes them all (one family and key
   # at every x, or the RDP door): one compiled shape
@@ -381,7 +385,7 @@ def _calibrate(make_event, target_epsilon, delta, bracket, discrete, increasing,
       if batched and idx.size < m:   # all lanes each time: one compiled shape
         xs, sel, idx = park.copy(), idx, np.arange(m)
       evs = [make_event(int(x) if discrete else float(x)) for x in xs]
-      out = _upper(evs, d[idx], accountant)
+      out = _upper(evs, d[idx], accountant, host)
       bar.update(1)
       return out if sel is None else out[sel]
 

@@ -83,7 +83,7 @@ def bounds(x, upper, lower=None, *, label=None, ax=None, color=None, xscale: str
 
 
 def epsilon(noise_multipliers, *, num_examples, batch_size, num_epochs, delta,
-            samplings=None, num_selected: int = 1,
+            samplings=None, num_selected: int = 1, max_batch_size=None,
             ax=None, progress=None):
   """Certified DP-SGD epsilon against the noise multiplier, one bracket per sampling.
 
@@ -94,8 +94,11 @@ def epsilon(noise_multipliers, *, num_examples, batch_size, num_epochs, delta,
 
   Args:
     noise_multipliers: sigmas > 0 (1-D).
-    num_examples, batch_size, num_epochs, delta, num_selected: the
-      configuration (:func:`jaxacct.dpsgd.epsilon`).
+    num_examples, batch_size, num_epochs, delta, num_selected,
+      max_batch_size: the configuration (:func:`jaxacct.dpsgd.epsilon`);
+      each sampling takes the options its record lists
+      (:attr:`jaxacct.dpsgd.samplers.Sampler.options`; ``max_batch_size``
+      is required by ``truncated_poisson``).
     samplings: registered sampler names (:func:`jaxacct.dpsgd.samplers.names`);
       None (default): those drawn by default (``balls_in_bins``, ``poisson``,
       ``shuffle``).
@@ -111,15 +114,21 @@ def epsilon(noise_multipliers, *, num_examples, batch_size, num_epochs, delta,
   for s in samplings:
     rec = dpsgd.samplers.get(s)
     r = dpsgd.epsilon(noise_multiplier=sig, num_examples=num_examples, batch_size=batch_size,
-                      num_epochs=num_epochs, delta=delta, sampling=s,
-                      num_selected=num_selected if "num_selected" in rec.options else 1,
-                      progress=progress)
+                      num_epochs=num_epochs, delta=delta, sampling=s, progress=progress,
+                      **_options(rec, num_selected=num_selected,
+                                 max_batch_size=max_batch_size))
     bounds(sig, r.epsilon, r.lower, label=rec.label, ax=ax, marker=".")
   ax.set_xlabel("noise multiplier sigma")
   ax.set_ylabel(f"epsilon at delta={delta:g}")
   ax.set_title(f"N={num_examples}, B={batch_size}, E={num_epochs}", fontsize=9)
   ax.legend(fontsize=7)
   return ax
+
+
+def _options(rec, **given):
+  """The configuration options of ``given`` that the sampler ``rec`` takes
+  (its record's ``options``); the others keep their defaults."""
+  return {k: v for k, v in given.items() if k in rec.options}
 
 
 def _tradeoff_of(source, fpr, direction):
@@ -134,11 +143,13 @@ def _tradeoff_of(source, fpr, direction):
   need = ("noise_multiplier", "num_examples", "batch_size", "num_epochs")
   if all(hasattr(source, n) for n in need):        # a DP-SGD statement
     sampling = getattr(source, "sampling", "balls_in_bins")
+    opts = _options(dpsgd.samplers.get(sampling),
+                    num_selected=getattr(source, "num_selected", 1) or 1,
+                    max_batch_size=getattr(source, "max_batch_size", None))
     r = risk.tpr_at_fpr(fpr, noise_multiplier=float(source.noise_multiplier),
                         num_examples=source.num_examples, batch_size=source.batch_size,
                         num_epochs=source.num_epochs, sampling=sampling,
-                        num_selected=getattr(source, "num_selected", 1) or 1,
-                        direction=direction)
+                        direction=direction, **opts)
     return r, f"{sampling}, sigma={float(source.noise_multiplier):g}"
   raise ValueError("source must be a PLDAccountant (composed_plds), a jaxacct.risk.TradeOff, "
                    "or an object with attributes " + ", ".join(need) + " (and sampling); "
@@ -159,7 +170,8 @@ def tradeoff(source, *, fpr=None, ax=None, label=None, direction: str = "both",
     source: a ``jaxacct.accounting.PLDAccountant`` (its ``composed_plds()``),
       a DP-SGD statement (duck-typed: ``noise_multiplier``,
       ``num_examples``, ``batch_size``, ``num_epochs`` and optionally
-      ``sampling``, ``num_selected``; as in :func:`jaxacct.risk.tpr_at_fpr`),
+      ``sampling`` and the options its sampler lists, ``num_selected``,
+      ``max_batch_size``; as in :func:`jaxacct.risk.tpr_at_fpr`),
       or a precomputed :class:`jaxacct.risk.TradeOff`.
     fpr: false-positive rates (default 200 points from 1e-6 to 0.999); ignored
       for a TradeOff.

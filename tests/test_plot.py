@@ -97,3 +97,46 @@ def test_tradeoff_from_accountant_and_tradeoff():
 def test_tradeoff_rejects_unknown_source():
   with pytest.raises(ValueError, match="source must be"):
     plot.tradeoff(object())
+
+
+def test_every_registered_sampler_is_plotted_with_its_record_s_options(monkeypatch):
+  # the registry, not plot, says which options a sampler takes: every registered
+  # sampler is drawn, each dpsgd.epsilon call gets the options its record lists
+  # (and its schedule accepts them); the numbers are dpsgd's (the slow test)
+  from jaxacct import dpsgd
+  calls = {}
+
+  def fake(*, noise_multiplier, sampling, progress, delta, **cfg):
+    calls[sampling] = dict(cfg)
+    dpsgd.schedule(sampling=sampling, **cfg)     # the options pass the sampler's checks
+    return types.SimpleNamespace(epsilon=1.0 / noise_multiplier, lower=None)
+
+  monkeypatch.setattr(dpsgd, "epsilon", fake)
+  names = dpsgd.samplers.names()
+  ax = plot.epsilon([0.5, 1.0], num_examples=1000, batch_size=10, num_epochs=1, delta=1e-5,
+                    samplings=names, num_selected=1, max_batch_size=20)
+  assert set(calls) == set(names) and len(ax.get_lines()) == len(names)
+  assert len({ln.get_label() for ln in ax.get_lines()}) == len(names)   # one label each
+  extra = {n: set(c) - {"num_examples", "batch_size", "num_epochs"} for n, c in calls.items()}
+  assert extra["balls_in_bins"] == {"num_selected"}
+  assert extra["truncated_poisson"] == {"max_batch_size"}
+  assert all(extra[n] == set() for n in ("poisson", "shuffle", "fixed_size",
+                                         "fixed_size_with_replacement"))
+  with pytest.raises(ValueError, match="max_batch_size"):   # required by truncated_poisson
+    plot.epsilon([1.0], num_examples=1000, batch_size=10, num_epochs=1, delta=1e-5,
+                 samplings=["truncated_poisson"])
+
+
+@pytest.mark.slow
+def test_epsilon_plot_draws_truncated_poisson():
+  # ~15 s: the truncated Poisson PLD; the line is dpsgd.epsilon's (1e-12)
+  from jaxacct import dpsgd
+  sig = np.array([1.5, 3.0])
+  cfg = dict(num_examples=20, batch_size=5, num_epochs=1, delta=1e-5, max_batch_size=6)
+  ax = plot.epsilon(sig, samplings=["truncated_poisson"], **cfg)
+  line, lower = ax.get_lines()   # upper, and the accountant's certified lower
+  assert line.get_label().startswith("truncated Poisson") and len(_bands(ax)) == 1
+  ref = dpsgd.epsilon(noise_multiplier=sig, sampling="truncated_poisson", **cfg)
+  np.testing.assert_allclose(line.get_ydata(), ref.epsilon, rtol=1e-12)
+  np.testing.assert_allclose(lower.get_ydata(), ref.lower, rtol=1e-12)
+  assert np.all(np.diff(line.get_ydata()) < 0)

@@ -5,7 +5,8 @@ two return the same number for the same event:
 
 * a ledger that is ONE random-allocation event composed once is
   :func:`jaxacct.allocation.pld.allocation_pld_epsilon` / ``_delta`` (its
-  upper, certified lower and directions);
+  upper, certified lower and directions) under the run's final rule
+  (:mod:`jaxacct.accounting._final_rule`, the evaluator's too);
 * a ledger that is ONE Poisson-subsampled Gaussian event (add/remove
   neighbours, ``0 < q < 1``, noise > 0) composed ``T`` times is
   the Poisson door (``jaxacct.poisson.epsilon`` / ``delta(method="pld")``,
@@ -18,37 +19,36 @@ two return the same number for the same event:
   takes its lower side from the general path.
 
 Anything else (and ``shortcuts=False``) takes the general FFT path of
-:mod:`jaxacct.accounting._accountant`.
+:mod:`jaxacct.accounting._accountant`. A ledger of several events is composed
+from their PLDs without the final rule: no amplification is a property of one
+run (its k E full-batch steps), so there the accountant's upper may sit above
+the smaller rule at low noise, never below a certified bound.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Callable, NamedTuple, Optional
 
 from jaxacct import pld as jpld
 from jaxacct._core.events import family
-from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
-from jaxacct.accounting import _composition
+from jaxacct.accounting import _composition, _final_rule
 from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
 
 
-def _no_amplification(r, quantity, value, sigma_m, m):
-  """``r`` (the allocation PLD's answer) capped by m Gaussian steps without
-  amplification (exact, one Gaussian at ``sigma_m`` = sigma / sqrt(m)): the run
-  is a post-processing of m full-batch Gaussian steps (each example in k of
-  the t steps of each of E epochs, m = k E), so both are upper bounds and
-  the smaller one is too; where the PLD cannot certify (NaN) the Gaussian
-  stands. The same final rule as :func:`jaxacct.accounting.evaluator.allocation_run`
-  (and ``jaxacct.dpsgd.epsilon``). Lowers are kept below the upper."""
-  g = float(getattr((gaussian_epsilon if quantity == "epsilon" else gaussian_delta)(
-      sigma_m, value), quantity))
+def _no_amplification(r, quantity, value, sigma, m):
+  """``r`` (the allocation PLD's answer) under the run's final rule
+  (:mod:`jaxacct.accounting._final_rule`: the smaller of it and m = k E exact
+  Gaussian steps without amplification, the Gaussian where the PLD is NaN).
+  Lowers are kept below the upper."""
+  local = _final_rule.local_epsilon if quantity == "epsilon" else _final_rule.local_delta
+  g = float(local(sigma, value, m))
   up = float(getattr(r, quantity))
-  if not (g < up or math.isnan(up)):
+  fin = float(_final_rule.smaller(up, g))
+  if fin == up:
     return r
-  byd = {d: (min(u, g) if not math.isnan(u) else g, min(lo, g))
+  byd = {d: (float(_final_rule.smaller(u, g)), min(lo, g))
          for d, (u, lo) in r.by_direction.items()}
-  return r._replace(**{quantity: g}, lower=min(float(r.lower), g), by_direction=byd,
+  return r._replace(**{quantity: fin}, lower=min(float(r.lower), fin), by_direction=byd,
                     method=f"no amplification ({m} exact Gaussian steps) < {r.method}")
 
 
@@ -87,7 +87,7 @@ def scheme_door(live, relation, step: float) -> Optional[SchemeDoor]:
       r = fn(**{"delta" if quantity == "epsilon" else "epsilon": value}, **kw)
       if kw["mechanism"] != "gaussian":
         return r
-      return _no_amplification(r, quantity, value, float(event.noise_multiplier) / math.sqrt(steps), steps)
+      return _no_amplification(r, quantity, value, float(event.noise_multiplier), steps)
     return SchemeDoor("allocation_pld", ask_allocation, True, det)
   if (f.name == "poisson" and n >= 1
       and _composition.relation_name(relation) == "ADD_OR_REMOVE_ONE"):

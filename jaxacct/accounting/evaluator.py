@@ -11,58 +11,22 @@ by :mod:`jaxacct.calibrator`, :mod:`jaxacct.dpsgd` and :mod:`jaxacct.risk`.
 from __future__ import annotations
 
 import functools
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from jaxacct._core.gaussian import gaussian_epsilon_jit, gaussian_epsilon_kernel
 from jaxacct._core.lazy import LazyModule
-from jaxacct._core.namespace import for_inputs, host_call
 from jaxacct import accounting, poisson
+# the final rule of an allocation run and its Gaussian doors (one place, below the
+# accountant's scheme door too); read here as the evaluator's (the calibrator's doors)
+from jaxacct.accounting._final_rule import (gaussian_upper, is_host, local_epsilon,
+                                            min_no_amplification)
 from jaxacct.allocation import pld as apld
 
 if TYPE_CHECKING:
   from jaxacct._core import events
 else:   # imported at the first event: dp_accounting (when installed) comes with the events
   events = LazyModule("jaxacct._core.events")
-
-
-def is_host(sigma, delta) -> bool:
-  """The host-or-jit choice of one question, made once (:func:`for_inputs`:
-  one lane in NumPy, arrays by the jitted programs) and passed down as
-  ``host=`` to the doors below (None: they make it themselves)."""
-  return for_inputs(sigma, delta).is_host
-
-
-def gaussian_upper(sigma, delta, host=None):
-  """Exact epsilon at ``delta`` of one Gaussian step of noise ``sigma`` (numpy;
-  one lane in NumPy, arrays by the jitted kernel: :func:`is_host`)."""
-  sigma, delta = np.asarray(sigma, np.float64), np.asarray(delta, np.float64)
-  if is_host(sigma, delta) if host is None else host:
-    return np.asarray(host_call(gaussian_epsilon_kernel, sigma, delta), np.float64)
-  return np.asarray(gaussian_epsilon_jit(sigma, delta), np.float64)
-
-
-def gaussian_lower(sigma, delta):
-  """A lower bound on :func:`gaussian_upper` (NumPy, nothing compiled).
-
-  With mu = 1 / sigma the privacy loss under P is N(mu^2/2, mu^2) and
-  dP >= e^{x + s} dQ on {loss > x + s}, so delta(x) >= (1 - e^{-s})
-  P(loss > x + s): the epsilon at delta exceeds x_s = mu^2/2 - s - mu
-  Phi^{-1}(delta / (1 - e^{-s})) for every s > 0 (best of a few s, less a
-  float margin of 1e-9 relative).
-  """
-  from scipy.special import ndtri   # scipy loads with the first calibration
-  mu = 1.0 / np.asarray(sigma, np.float64)
-  d = np.asarray(delta, np.float64) * (1 + 1e-9)
-  best = np.full(np.broadcast(mu, d).shape, -np.inf)
-  for s in (0.05, 0.2, 0.5, 1.0, 2.0):
-    r = d / -math.expm1(-s)
-    with np.errstate(invalid="ignore", divide="ignore"):
-      x = np.where(r < 1, mu**2 / 2 - s - mu * ndtri(np.minimum(r, 1.0)), -np.inf)
-    best = np.maximum(best, np.where(np.isfinite(x), x, -np.inf))
-  return best - 1e-9 * (1 + np.abs(best))
 
 
 @functools.lru_cache(maxsize=512)
@@ -106,19 +70,6 @@ def allocation_upper_lower(sigma, delta, t, k, E, host=None):
   return up, lo
 
 
-def min_no_amplification(up, sigma, delta, m, exact=False, host=None):
-  """``(min(up, local), local or None)``, local = m Gaussian steps without
-  amplification (exact); without ``exact`` the Gaussian program runs only
-  where :func:`gaussian_lower` does not already show ``local >= up``. Where
-  ``up`` is NaN (the allocation PLD cannot certify at this noise) the result
-  is ``local``: the run is a post-processing of m full-batch steps."""
-  s = np.asarray(sigma, np.float64) / math.sqrt(m)
-  if not exact and np.all(gaussian_lower(s, delta) >= up):
-    return up, None
-  loc = gaussian_upper(s, delta, host)
-  return np.fmin(up, loc), loc
-
-
 @functools.lru_cache(maxsize=512)
 def _poisson_scalar(q, sigma, T, delta):
   return float(poisson.epsilon(q=q, sigma=sigma, num_steps=T, delta=delta,
@@ -155,7 +106,6 @@ def allocation_run(sigma, delta, t, k, E):
   up_pld, lo_pld = allocation_upper_lower(sigma, delta, t, k, E, host)
   up, loc = min_no_amplification(up_pld, sigma, delta, k * E, exact=True, host=host)
   failed = np.isnan(np.asarray(up_pld, np.float64))
-  up = np.where(failed, loc, up)
   lo = lo_pld if k == 1 else None
   method = ALLOCATION_METHOD
   if k > 1:
@@ -169,10 +119,10 @@ def allocation_run(sigma, delta, t, k, E):
   return up, lo, method, details
 
 
-def poisson_run(sigma, delta, q, T):
+def poisson_run(sigma, delta, q, T, host=None):
   """T Poisson-subsampled Gaussian steps at rate q: the tight PLD, and RDP
   where the PLD's grid holds no finite bound (RDP is an upper too)."""
-  up = poisson_upper(sigma, delta, q, T)
+  up = poisson_upper(sigma, delta, q, T, host)
   method, details = POISSON_METHOD, {}
   inf = ~np.isfinite(up)
   if np.any(inf):
@@ -185,9 +135,9 @@ def poisson_run(sigma, delta, q, T):
   return up, None, method, details
 
 
-def gaussian_run(sigma, delta, m):
+def gaussian_run(sigma, delta, m, host=None):
   """m full-batch Gaussian steps (no amplification): exact, sigma / sqrt(m)."""
-  return (gaussian_upper(np.asarray(sigma, np.float64) / math.sqrt(m), delta), None,
+  return (local_epsilon(sigma, delta, m, host), None,
           "no amplification (exact Gaussian, sigma/sqrt(E))", {})
 
 

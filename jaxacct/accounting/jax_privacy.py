@@ -1,11 +1,14 @@
 r"""jax_privacy adapter: run jax_privacy's accounting through jaxacct.
 
-Usage and limits: docs/how-to/jax_privacy.md ("How-to / The jax_privacy config").
+The event of a jax_privacy batch selection comes from the sampler registry,
+one floor up: :mod:`jaxacct.dpsgd.jax_privacy`. Usage and limits:
+docs/how-to/jax_privacy.md ("How-to / The jax_privacy config").
 """
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Optional
 
 try:
@@ -19,7 +22,9 @@ from jaxacct._core.dtype import public_surface
 from jaxacct.accounting import _accountant
 from jaxacct.accounting import events as _events
 
-__all__ = ["JaxacctPldAccountantConfig", "balls_in_bins_event"]
+# ``one_cycle`` is importable (jaxacct.dpsgd.jax_privacy reads it), not listed;
+# ``balls_in_bins_event`` here is deprecated (jaxacct.dpsgd.jax_privacy's)
+__all__ = ["JaxacctPldAccountantConfig"]
 
 
 # Caps of the per-config caches (entries): the calibrators visit ~10-30 values.
@@ -119,45 +124,15 @@ class JaxacctPldAccountantConfig(_jpa_accountants.PldAccountantConfig):
         answers=self._caches.setdefault("answers", {}))
 
 
-def balls_in_bins_event(strategy, *, noise_multiplier: float, num_epochs: int = 1):
-  r"""jaxacct's event for one cycle of jax_privacy's ``BallsInBinsSampling`` + Gaussian noise.
-
-  ``BallsInBinsSampling(iterations=T, cycle_length=t)`` puts every record in
-  one of t bins uniformly at random (independently of the others) and uses
-  it in the steps i with ``i % t`` equal to its bin. For ``T <= t`` (one
-  cycle; an epoch when the expected batch is N / t) each record joins at
-  most one step, chosen uniformly among t: random allocation, 1 of t
-  (Feldman & Shenfeld, arXiv:2502.08202v3; "balls-and-bins", Chua et al.,
-  arXiv:2412.16802v1), accounted by the tight allocation PLD
-  (``jaxacct.allocation.pld``, arXiv:2602.17284v1). Steps t > T of the
-  allocation that are never run only add outputs (post-processing), so the
-  event has ``steps_per_epoch = t``.
-
-  For ``T > t`` jax_privacy keeps each record's bin for every cycle: a
-  record joins steps j, j + t, j + 2t, ... with ONE random j. That is not E
-  fresh allocations (jaxacct's ``num_epochs``, and
-  ``jaxacct.dpsgd.epsilon(sampling="balls_in_bins")``): the shared bin
-  correlates the cycles, and accounting it as fresh allocations would
-  under-report, so it is refused with a ``ValueError``. To train E epochs
-  that jaxacct accounts, draw a fresh ``BallsInBinsSampling`` (new rng) per
-  epoch with ``iterations = cycle_length`` and pass ``num_epochs=E`` (the
-  same number as composing the one-epoch event E times, but through the
-  exact allocation path: ``jaxacct.dpsgd.epsilon`` with
-  ``sampling="balls_in_bins"``, t = ``cycle_length``).
-
-  Args:
-    strategy: a ``jax_privacy.batch_selection.BallsInBinsSampling`` with
-      ``1 <= iterations <= cycle_length``.
-    noise_multiplier: sigma of the Gaussian noise (per unit clip norm), > 0.
-    num_epochs: E >= 1, epochs each with a fresh ``strategy`` draw.
-
-  Returns:
-    ``jaxacct.accounting.events.RandomAllocationDpEvent(sigma, steps_per_epoch=t,
-    num_epochs=E)``.
-    Bound: as ``jaxacct.allocation.pld`` (upper, with a certified lower).
-  """
-  t = int(getattr(strategy, "cycle_length"))
-  steps = int(getattr(strategy, "iterations"))
+def one_cycle(strategy):
+  """``(t, T)`` = (``cycle_length``, ``iterations``) of a jax_privacy
+  ``BallsInBinsSampling`` that runs at most one cycle (ValueError naming
+  ``strategy`` else): see :func:`jaxacct.dpsgd.jax_privacy.balls_in_bins_event`."""
+  try:
+    t, steps = int(getattr(strategy, "cycle_length")), int(getattr(strategy, "iterations"))
+  except (AttributeError, TypeError, ValueError):
+    raise ValueError(f"strategy must be a jax_privacy BallsInBinsSampling (with cycle_length "
+                     f"and iterations); got {strategy!r}.") from None
   if t < 1:
     raise ValueError(f"strategy.cycle_length must be >= 1; got {t}.")
   if not 1 <= steps <= t:
@@ -166,8 +141,18 @@ def balls_in_bins_event(strategy, *, noise_multiplier: float, num_epochs: int = 
         f"{steps}. jax_privacy's BallsInBinsSampling keeps each record's bin "
         "across cycles, which is not a composition of fresh allocations; use "
         "one BallsInBinsSampling per epoch and compose the event per epoch.")
-  return _events.RandomAllocationDpEvent(noise_multiplier=float(noise_multiplier),
-                                         steps_per_epoch=t,
+  return t, steps
+
+
+def balls_in_bins_event(strategy, *, noise_multiplier: float, num_epochs: int = 1):
+  """Deprecated spelling of :func:`jaxacct.dpsgd.jax_privacy.balls_in_bins_event`
+  (the same event; there it comes from the sampler registry, which sits above
+  this module). Removed in the next release."""
+  warnings.warn("jaxacct.accounting.jax_privacy.balls_in_bins_event is deprecated and will be "
+                "removed in the next release; use jaxacct.dpsgd.jax_privacy.balls_in_bins_event "
+                "(the same event).", DeprecationWarning, stacklevel=2)
+  t, _ = one_cycle(strategy)
+  return _events.RandomAllocationDpEvent(float(noise_multiplier), steps_per_epoch=t,
                                          num_epochs=num_epochs)
 
 # float64 is entered here, once per call, for every function __all__ lists

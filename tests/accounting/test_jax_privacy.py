@@ -1,4 +1,5 @@
-"""jax_privacy 2.0 with jaxacct plugged in (jaxacct.accounting.jax_privacy).
+"""jax_privacy 2.0 with jaxacct plugged in (jaxacct.accounting.jax_privacy and
+jaxacct.dpsgd.jax_privacy).
 
 Reference values: jax_privacy's own ``PldAccountantConfig`` (dp_accounting
 0.6.0's PLDAccountant, same discretisation 1e-4) on the same calls. Both are
@@ -21,8 +22,8 @@ from jax_privacy import batch_selection  # noqa: E402
 
 import jaxacct  # noqa: E402
 from jaxacct.accounting import PLDAccountant  # noqa: E402
-from jaxacct.accounting.jax_privacy import (JaxacctPldAccountantConfig,  # noqa: E402
-                                            balls_in_bins_event)
+from jaxacct.accounting.jax_privacy import JaxacctPldAccountantConfig  # noqa: E402
+from jaxacct.dpsgd.jax_privacy import balls_in_bins_event  # noqa: E402
 
 N, B = 60_000, 256
 Q = B / N
@@ -122,6 +123,31 @@ def test_balls_in_bins_several_cycles_refused():
   with pytest.raises(ValueError, match="num_epochs"):
     balls_in_bins_event(batch_selection.BallsInBinsSampling(iterations=10, cycle_length=10),
                         noise_multiplier=1.0, num_epochs=0)
+
+
+def test_balls_in_bins_event_is_the_registry_s():
+  # one place builds a run's event: the balls_in_bins sampler's, as dpsgd.event's
+  n, b, epochs, sigma = 6_000, 60, 3, 0.8
+  strategy = batch_selection.BallsInBinsSampling(iterations=n // b, cycle_length=n // b)
+  got = balls_in_bins_event(strategy, noise_multiplier=sigma, num_epochs=epochs)
+  want = jaxacct.dpsgd.event(noise_multiplier=sigma, num_examples=n, batch_size=b,
+                             num_epochs=epochs, sampling="balls_in_bins")
+  assert got == want and type(got) is type(want)
+  with pytest.raises(ValueError, match="noise_multiplier"):
+    balls_in_bins_event(strategy, noise_multiplier=0.0)
+  with pytest.raises(ValueError, match="strategy"):
+    balls_in_bins_event(object(), noise_multiplier=1.0)
+
+
+def test_the_accounting_spelling_is_deprecated_and_gives_the_same_event():
+  from jaxacct.accounting import jax_privacy as old   # noqa: PLC0415 - the old path
+  strategy = batch_selection.BallsInBinsSampling(iterations=7, cycle_length=10)
+  with pytest.warns(DeprecationWarning, match="jaxacct.dpsgd.jax_privacy.balls_in_bins_event"):
+    ev = old.balls_in_bins_event(strategy, noise_multiplier=1.5, num_epochs=2)
+  assert ev == balls_in_bins_event(strategy, noise_multiplier=1.5, num_epochs=2)
+  with pytest.raises(ValueError, match="iterations"), pytest.warns(DeprecationWarning):
+    old.balls_in_bins_event(batch_selection.BallsInBinsSampling(iterations=11, cycle_length=10),
+                            noise_multiplier=1.0)
 
 
 def test_new_sigma_in_the_same_bucket_compiles_nothing():

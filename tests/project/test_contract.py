@@ -406,7 +406,8 @@ def test_one_run_through_the_jax_privacy_config():
   jpa = pytest.importorskip("jax_privacy.accounting")
   from jax_privacy import batch_selection   # noqa: PLC0415 - optional dependency
   from jaxacct.accounting.jax_privacy import (  # noqa: PLC0415 - needs jax_privacy
-      JaxacctPldAccountantConfig, balls_in_bins_event)
+      JaxacctPldAccountantConfig)
+  from jaxacct.dpsgd.jax_privacy import balls_in_bins_event  # noqa: PLC0415
   params = jpa.DpParams(noise_multipliers=SIGMA, num_samples=N, batch_size=B, delta=DELTA)
   poisson_jp = jpa.DpsgdTrainingAccountant(JaxacctPldAccountantConfig()).compute_epsilon(
       T_STEPS, params)
