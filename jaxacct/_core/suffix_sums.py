@@ -1,4 +1,4 @@
-"""Suffix sums without sequential loops, for the accelerator layout (issue 53).
+"""Suffix sums without sequential loops, for the accelerator layout.
 
 ``jaxacct.pld._query``'s tables carry block sums from the top of a PLD down by
 two reverse scans (window/256 sequential trips each); these are the same sums

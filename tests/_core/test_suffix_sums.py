@@ -1,5 +1,5 @@
 """Loopless suffix sums (jaxacct._core.suffix_sums) of the PLD query's tables on
-the accelerator layout (issue 53): against exact sums (math.fsum over every
+the accelerator layout: against exact sums (math.fsum over every
 term), under jit and vmap as the door's blocks run them, and with no loop left
 in the compiled program (the scans they replace ran n/256 trips)."""
 
