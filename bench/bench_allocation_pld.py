@@ -142,7 +142,7 @@ def run():
   targets = np.linspace(0.2, 2.0, 1000)
   from jaxacct.accounting import events as ev
   ours = timed(lambda: jaxacct.calibrate(
-      lambda x: ev.RandomAllocationDpEvent(sigma=x, steps_per_epoch=1000), targets, 1e-6,
+      lambda x: ev.RandomAllocationDpEvent(noise_multiplier=x, steps_per_epoch=1000), targets, 1e-6,
       bracket=(0.4, 5.0), progress=False), repeats=1)
   s = np.asarray(ours["value"])
   chk = pld.allocation_pld_epsilon(sigma=s[::100], num_steps=1000, delta=1e-6)

@@ -179,7 +179,7 @@ def _question(name, quick):
     targets = np.linspace(0.2, 2.0, size)
 
     def fn():
-      s = jaxacct.calibrate(lambda x: ev.RandomAllocationDpEvent(sigma=x, steps_per_epoch=1000),
+      s = jaxacct.calibrate(lambda x: ev.RandomAllocationDpEvent(noise_multiplier=x, steps_per_epoch=1000),
                             targets, 1e-6, bracket=(0.4, 5.0), progress=False)
       return np.asarray(s, dtype=np.float64), None
     return fn, size, "sigma", f"{size} targets"

@@ -220,7 +220,7 @@ if kind == "balls_in_bins":
 else:
   s = PoissonSampler(num_examples=60000, sampling_rate=256 / 60000, num_steps=2344,
                      expected_batch_size=256)
-acc = s.accountant(sigma=1.0, progress=False)
+acc = s.accountant(noise_multiplier=1.0, progress=False)
 tx = optax.chain(tracking.track_privacy(acc, num_steps=s.num_steps, delta=1e-5),
                  optax.sgd(0.1))
 p = jnp.zeros(10)

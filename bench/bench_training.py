@@ -94,11 +94,11 @@ def run():
                   "(recorded, issue 17)"))
 
   # 5. the same through the dp_accounting-style accountant
-  e = ev.RandomAllocationDpEvent(sigma=2.0, steps_per_epoch=100, num_selected=10)
+  e = ev.RandomAllocationDpEvent(noise_multiplier=2.0, steps_per_epoch=100, num_selected=10)
   ours = timed(lambda: PLDAccountant().compose(e).get_epsilon_bounds(1e-6))
   r = ours["value"]
   ours["value"] = None
-  rows.append(row("PLDAccountant, RandomAllocationDpEvent(sigma=2, k=10, t=100), delta=1e-6",
+  rows.append(row("PLDAccountant, RandomAllocationDpEvent(noise_multiplier=2, k=10, t=100), delta=1e-6",
                   ours, ours_value=_fmt(r.epsilon, r.lower),
                   notes="equals allocation.pld to 1e-12 (tests/accounting/test_accounting_slow.py)"))
   return rows

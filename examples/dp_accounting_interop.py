@@ -32,8 +32,8 @@ def timed(fn):
 
 def mixed_run(delta=1e-6, randomizer="generic"):
   acc = PLDAccountant(NR.REPLACE_SPECIAL)
-  acc.compose(ev.RandomAllocationDpEvent(sigma=1.1, steps_per_epoch=100, num_epochs=3))
-  acc.compose(ev.RandomAllocationDpEvent(sigma=0.9, steps_per_epoch=100, num_selected=2,
+  acc.compose(ev.RandomAllocationDpEvent(noise_multiplier=1.1, steps_per_epoch=100, num_epochs=3))
+  acc.compose(ev.RandomAllocationDpEvent(noise_multiplier=0.9, steps_per_epoch=100, num_selected=2,
                                          num_epochs=2))
   acc.compose(dpa.GaussianDpEvent(20.0), 50)
   acc.compose(ev.ShuffleDpEvent(n=1000, eps0=1.0, randomizer=randomizer), 10)
@@ -50,7 +50,7 @@ def mixed_run(delta=1e-6, randomizer="generic"):
 
 def calibration(t=100, eps=1.0, delta=1e-6):
   import jaxacct
-  make = lambda s: ev.RandomAllocationDpEvent(sigma=s, steps_per_epoch=t)  # noqa: E731
+  make = lambda s: ev.RandomAllocationDpEvent(noise_multiplier=s, steps_per_epoch=t)  # noqa: E731
   s_dp, t_dp = timed(lambda: dpa.calibrate_dp_mechanism(
       PLDAccountant, make, eps, delta, bracket_interval=dpa.ExplicitBracketInterval(0.5, 5.0), tol=1e-4))
   jaxacct.calibrate(make, eps, delta, bracket=(0.5, 5.0))    # compile

@@ -88,7 +88,7 @@ def make_sampler(scheme: str, *, n: int, batch_size: int, num_epochs: int, seed:
                                        expected_batch_size=batch_size)
   q = batch_size / n
   steps = int(math.ceil(num_epochs / q - 1e-9))
-  return sampling.PoissonSampler(num_examples=n, sampling_rate=q, num_steps=steps, seed=seed,
+  return sampling.PoissonSampler(num_examples=n, sampling_probability=q, num_steps=steps, seed=seed,
                                  steps_per_epoch=max(1, steps // num_epochs),
                                  expected_batch_size=batch_size)
 
@@ -96,7 +96,7 @@ def make_sampler(scheme: str, *, n: int, batch_size: int, num_epochs: int, seed:
 def calibrate(sampler, *, epsilon: float, delta: float) -> float:
   """Noise multiplier meeting (epsilon, delta) for the sampler's run (conservative):
   the one calibrator on the sampler's event (tight PLD)."""
-  return float(jaxacct.calibrate(lambda s: sampler.event(sigma=s), epsilon, delta,
+  return float(jaxacct.calibrate(lambda s: sampler.event(noise_multiplier=s), epsilon, delta,
                                  bracket=(0.01, 1e4), rtol=2.5e-4, name="noise_multiplier"))
 
 
@@ -115,7 +115,7 @@ def main(scheme: str = "poisson", *, num_epochs: int = 5, n: int = 512,
   sigma = (float(noise_multiplier) if noise_multiplier is not None else
            calibrate(sampler, epsilon=epsilon, delta=delta))
   # the event the calibration met, one block (step / epoch) at a time
-  accountant = sampler.accountant(sigma=sigma, delta=delta)
+  accountant = sampler.accountant(noise_multiplier=sigma, delta=delta)
   tx = optax.chain(
       tracking.dp_aggregate(           # divides by the declared batch_size, never by n
           l2_norm_clip=l2_norm_clip, noise_multiplier=sigma,

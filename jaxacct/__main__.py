@@ -44,20 +44,20 @@ def _rows(args) -> List[Tuple[str, str, Callable[[float], float]]]:
   """(scheme, method, fn): ``fn(scale)`` computes the row's epsilon with sigma
   (or eps0 for shuffling) multiplied by ``scale`` (1 for the table; a new value
   for the optional second call, which shows whether new values recompile)."""
-  q = args.num_selected / args.num_steps
-  T = args.num_steps * args.num_epochs
+  q = args.num_selected / args.steps_per_epoch
+  T = args.steps_per_epoch * args.num_epochs
   tight = {}
 
   def _tight(kind, scale):
     if scale not in tight:
       r = allocation.pld.allocation_pld_epsilon(
-          sigma=args.sigma * scale, delta=args.delta, steps_per_epoch=args.num_steps,
+          sigma=args.sigma * scale, delta=args.delta, steps_per_epoch=args.steps_per_epoch,
           num_selected=args.num_selected, num_epochs=args.num_epochs)
       tight[scale] = {"upper": r.upper, "lower": r.lower}
     return tight[scale][kind]
 
   alloc = "Random allocation, k of t"
-  shuf = f"Shuffling n={args.num_steps}, eps0={args.eps0:g}-LDP"
+  shuf = f"Shuffling n={args.steps_per_epoch}, eps0={args.eps0:g}-LDP"
   return [
       ("Poisson subsampling, rate k/t", "RDP (upper)",
        lambda c: poisson.epsilon(q=q, sigma=args.sigma * c, num_steps=T,
@@ -69,14 +69,14 @@ def _rows(args) -> List[Tuple[str, str, Callable[[float], float]]]:
       (alloc, "tight PLD (lower)", lambda c: _tight("lower", c)),
       (alloc, "best RDP / analytic bound (upper)",
        lambda c: allocation.epsilon(
-           sigma=args.sigma * c, steps_per_epoch=args.num_steps, delta=args.delta,
+           sigma=args.sigma * c, steps_per_epoch=args.steps_per_epoch, delta=args.delta,
            num_selected=args.num_selected, num_epochs=args.num_epochs,
            methods=("rdp_direct", "rdp_add", "direct_add", "decomposition", "local")).epsilon),
       (shuf, "any eps0-LDP randomizer (upper)",
-       lambda c: shuffle.epsilon(n=args.num_steps, eps0=args.eps0 * c, delta=args.delta,
+       lambda c: shuffle.epsilon(n=args.steps_per_epoch, eps0=args.eps0 * c, delta=args.delta,
                                  rounds=args.num_epochs).epsilon),
       (shuf, "binary randomized response (best)",
-       lambda c: shuffle.epsilon(n=args.num_steps, eps0=args.eps0 * c, delta=args.delta,
+       lambda c: shuffle.epsilon(n=args.steps_per_epoch, eps0=args.eps0 * c, delta=args.delta,
                                  rounds=args.num_epochs, randomizer="binary_rr").epsilon),
       (NO_AMPLIFICATION, "exact Gaussian, sigma/sqrt(kE)",
        lambda c: mechanisms.Gaussian(
@@ -148,6 +148,26 @@ def _epochs_flags(p, *, type, required=False):
                  help=argparse.SUPPRESS)
 
 
+def _steps_flags(p):
+  """``--steps-per-epoch`` (shown) and ``--num-steps`` (its deprecated, hidden spelling:
+  the library's ``num_steps`` is the whole run's count, issue 56), one ``steps_per_epoch``."""
+  p.add_argument("--steps-per-epoch", type=_count("steps-per-epoch"), default=None,
+                 help="steps per epoch t (default 10,000); also the shuffling n")
+  p.add_argument("--num-steps", type=_count("num-steps"), dest="steps_per_epoch", default=None,
+                 help=argparse.SUPPRESS)
+
+
+def _steps_flag(argv):
+  """The spelling of the steps flag the user gave (errors name it); a deprecation
+  line on stderr for the old one."""
+  given = [a.split("=")[0] for a in argv
+           if a.split("=")[0] in ("--steps-per-epoch", "--num-steps")]
+  if "--num-steps" in given:
+    print("jaxacct: --num-steps is deprecated and will be removed in the next release; "
+          "use --steps-per-epoch (the same value: steps per epoch t).", file=sys.stderr)
+  return given[-1] if given else "--steps-per-epoch"
+
+
 def _epochs_flag(argv):
   """The spelling of the epochs flag the user gave (errors name it)."""
   given = [a.split("=")[0] for a in argv if a.split("=")[0] in ("--epochs", "--num-epochs")]
@@ -165,8 +185,7 @@ def table_main(argv) -> int:
   # every value is checked here, before any computation (argparse: one error line, status 2)
   p.add_argument("--sigma", type=_real("sigma"), default=1.0,
                  help="noise multiplier sigma > 0 (default 1.0)")
-  p.add_argument("--num-steps", type=_count("num-steps"), default=10_000,
-                 help="steps per epoch t (default 10,000); also the shuffling n")
+  _steps_flags(p)
   p.add_argument("--num-selected", type=_count("num-selected"), default=1,
                  help="k: steps per example per epoch, <= t (default 1)")
   _epochs_flags(p, type=_count("num-epochs"))
@@ -186,10 +205,13 @@ def table_main(argv) -> int:
   p.add_argument("--json", action="store_true",
                  help="print the table as JSON on stdout (progress stays on stderr)")
   args = p.parse_args(argv)
+  steps_flag = _steps_flag(argv)
   if args.num_epochs is None:
     args.num_epochs = 1
-  if args.num_selected > args.num_steps:
-    p.error(f"argument --num-selected: must be <= --num-steps = {args.num_steps}; "
+  if args.steps_per_epoch is None:
+    args.steps_per_epoch = 10_000
+  if args.num_selected > args.steps_per_epoch:
+    p.error(f"argument --num-selected: must be <= {steps_flag} = {args.steps_per_epoch}; "
             f"got {args.num_selected}")
   cache = None
   if not args.no_cache:
@@ -201,7 +223,7 @@ def table_main(argv) -> int:
   text = not args.json
   if text:
     print(f"jaxacct: epsilon at delta={args.delta:g}, sigma={args.sigma:g}, "
-          f"t={args.num_steps}, k={args.num_selected}, epochs={args.num_epochs}")
+          f"t={args.steps_per_epoch}, k={args.num_selected}, epochs={args.num_epochs}")
     print("first call = compile + run (compile: JAX tracing, lowering, XLA compilation or "
           "persistent-cache load); "
           + (f"compilation cache: {cache.path}" if cache else "compilation cache off"))
@@ -241,7 +263,9 @@ def table_main(argv) -> int:
       bar.update(1)
   if args.json:
     print(json.dumps({
-        "settings": {"sigma": args.sigma, "num_steps": args.num_steps,
+        # "num_steps": the same value under its deprecated key, for one release
+        "settings": {"sigma": args.sigma, "steps_per_epoch": args.steps_per_epoch,
+                     "num_steps": args.steps_per_epoch,
                      "num_selected": args.num_selected, "num_epochs": args.num_epochs,
                      "delta": args.delta, "eps0": args.eps0},
         "compilation_cache": cache.path if cache else None,

@@ -21,6 +21,7 @@ import numpy as np
 
 from jaxacct import accounting, allocation, dpsgd, poisson, tracking
 from jaxacct._core import checks
+from jaxacct._core.units import renamed
 from jaxacct.dpsgd import samplers
 
 # ``pad_size_for`` (the legacy capacity from the dataset size n) is internal: it is
@@ -339,7 +340,7 @@ class BallsInBinsSampler:
 
   def accounting_kwargs(self) -> dict:
     """Keyword arguments of ``jaxacct.allocation.epsilon``/``delta`` for this sampler."""
-    return dict(num_steps=self.t, num_selected=self.k, num_epochs=self.E,
+    return dict(steps_per_epoch=self.t, num_selected=self.k, num_epochs=self.E,
                 fresh_each_epoch=self.fresh_each_epoch)
 
   def _schedule(self, num_epochs):
@@ -347,60 +348,64 @@ class BallsInBinsSampler:
     return samplers.Schedule(self.sampling, self.n, self.n * self.k / self.t,
                              float(num_epochs), self.k, self.t, self.t * int(num_epochs), None)
 
-  def epsilon(self, *, sigma, delta, **kwargs):
+  @renamed(sigma="noise_multiplier")
+  def epsilon(self, *, noise_multiplier, delta, **kwargs):
     """Certified epsilon of the whole run (EpsilonResult; Bound: upper, with a lower).
 
     The one final rule of the run, as ``jaxacct.dpsgd.epsilon(sampling=
     "balls_in_bins")``: the tight allocation PLD or k E Gaussian steps
     without amplification, the smaller (:mod:`jaxacct.accounting.evaluator`).
-    Fixed bins: the same at one epoch and ``sigma / sqrt(E)`` (:meth:`event`).
+    Fixed bins: the same at one epoch and ``noise_multiplier / sqrt(E)`` (:meth:`event`).
     ``kwargs`` (``methods=...``, ...) ask ``jaxacct.allocation.epsilon``'s
     minimum over the methods named instead.
     """
     if kwargs:
-      return allocation.epsilon(sigma=sigma, delta=delta, **self.accounting_kwargs(), **kwargs)
-    _check_sigma_delta(sigma, delta)
+      return allocation.epsilon(sigma=noise_multiplier, delta=delta, **self.accounting_kwargs(),
+                                **kwargs)
+    _check_sigma_delta(noise_multiplier, delta)
     record = samplers.get(self.sampling)
     if self.fresh_each_epoch:
-      return record.result(self._schedule(self.E), sigma, delta)
-    return record.result(self._schedule(1), np.asarray(sigma, np.float64) / math.sqrt(self.E),
-                         delta)
+      return record.result(self._schedule(self.E), noise_multiplier, delta)
+    return record.result(self._schedule(1),
+                         np.asarray(noise_multiplier, np.float64) / math.sqrt(self.E), delta)
 
-  def event(self, *, sigma):
+  @renamed(sigma="noise_multiplier")
+  def event(self, *, noise_multiplier):
     """The DpEvent of the whole run, for the accountant and :func:`jaxacct.calibrate`.
 
-    Fresh draws: ``RandomAllocationDpEvent(sigma, steps_per_epoch=t, num_selected=k,
+    Fresh draws: ``RandomAllocationDpEvent(noise_multiplier, steps_per_epoch=t, num_selected=k,
     num_epochs=E)``; fixed bins: the same event for one epoch at
-    ``sigma / sqrt(E)`` (exactly the fixed-bin run, module
+    ``noise_multiplier / sqrt(E)`` (exactly the fixed-bin run, module
     :func:`jaxacct.allocation.fixed_bins_pld_epsilon`). Noise calibration:
-    ``jaxacct.calibrate(lambda s: sampler.event(sigma=s), epsilon, delta,
+    ``jaxacct.calibrate(lambda s: sampler.event(noise_multiplier=s), epsilon, delta,
     bracket=(0.01, 1e4))``.
     """
-    checks.check_positive("sigma", sigma)
+    checks.check_positive("noise_multiplier", noise_multiplier)
     record = samplers.get(self.sampling)
     if self.fresh_each_epoch:
-      return record.event(self._schedule(self.E), float(sigma))
-    return record.event(self._schedule(1), float(sigma) / math.sqrt(self.E))
+      return record.event(self._schedule(self.E), float(noise_multiplier))
+    return record.event(self._schedule(1), float(noise_multiplier) / math.sqrt(self.E))
 
-  def accountant(self, *, sigma, delta: Optional[float] = None, **kwargs):
+  @renamed(sigma="noise_multiplier")
+  def accountant(self, *, noise_multiplier, delta: Optional[float] = None, **kwargs):
     """The ``jaxacct.tracking`` accountant that matches this sampler.
 
-    Fresh: ``tracking.EventAccountant(RandomAllocationDpEvent(sigma,
+    Fresh: ``tracking.EventAccountant(RandomAllocationDpEvent(noise_multiplier,
     steps_per_epoch=t, num_selected=k), block_size=t)``: one event per epoch,
     e epochs accounted as :meth:`event` for E = e (``kwargs`` go to the
     ``EventAccountant``; ``delta`` is unused). Fixed bins: after e epochs the
-    run is one epoch at sigma / sqrt(e), not a composition: an
+    run is one epoch at noise_multiplier / sqrt(e), not a composition: an
     ``EpsilonTableAccountant`` (block = one epoch) holding
     ``accounting.PLDAccountant().compose(event).get_epsilon(delta)`` of that
     event for e = 1..E, which needs ``delta``.
     """
-    checks.check_positive("sigma", sigma)
+    checks.check_positive("noise_multiplier", noise_multiplier)
     record = samplers.get(self.sampling)
     if self.fresh_each_epoch:
       del delta
-      epoch, options = record.block(self._schedule(self.E), float(sigma))
+      epoch, options = record.block(self._schedule(self.E), float(noise_multiplier))
       return tracking.EventAccountant(epoch, **options, **kwargs).declare(
-          noise_multiplier=sigma, expected_batch_size=self.expected_batch_size)
+          noise_multiplier=noise_multiplier, expected_batch_size=self.expected_batch_size)
     if delta is None:
       raise ValueError("delta is required for the fixed-bin accountant (an epsilon table).")
     if kwargs:
@@ -408,22 +413,22 @@ class BallsInBinsSampler:
     checks.check_delta(delta)
     one = self._schedule(1)
     eps = np.array([0.0] + [accounting.PLDAccountant().compose(record.event(
-        one, float(sigma) / math.sqrt(e))).get_epsilon(float(delta))
+        one, float(noise_multiplier) / math.sqrt(e))).get_epsilon(float(delta))
         for e in range(1, self.E + 1)])
     # the first e epochs are a post-processing of the first e' >= e: a bound for e'
     # also holds for e (keeps the table non-decreasing)
     eps = np.minimum.accumulate(eps[::-1])[::-1]
     return tracking.EpsilonTableAccountant(epsilons=eps, delta=delta,
                                            block_size=self.t).declare(
-        noise_multiplier=sigma, expected_batch_size=self.expected_batch_size)
+        noise_multiplier=noise_multiplier, expected_batch_size=self.expected_batch_size)
 
   def dp_transform(self, *, l2_norm_clip: float, noise_multiplier: float, delta: float, key,
                    max_epsilon: Optional[float] = None, on_budget: str = "stop"):
     """What is trained and what is accounted, from one set of settings.
 
     ``optax.chain(dp_aggregate(l2_norm_clip, noise_multiplier,
-    expected_batch_size=m, key), track_privacy(self.accountant(sigma=
-    noise_multiplier), num_steps=self.num_steps, delta=delta, ...))``: the
+    expected_batch_size=m, key), track_privacy(self.accountant(
+    noise_multiplier=noise_multiplier), num_steps=self.num_steps, delta=delta, ...))``: the
     aggregate divides by this sampler's declared expected batch size m (the
     ``batch_size`` given) and adds the noise the accountant accounts. Pass
     each :class:`Batch`'s ``mask`` as the ``mask`` extra argument.
@@ -436,8 +441,8 @@ class BallsInBinsSampler:
                          on_budget)
 
 
-def _check_sigma_delta(sigma, delta):
-  checks.check_positive("sigma", sigma)
+def _check_sigma_delta(noise_multiplier, delta):
+  checks.check_positive("noise_multiplier", noise_multiplier)
   checks.check_delta(delta)
 
 
@@ -458,7 +463,7 @@ class PoissonSampler:
     batch_size, num_epochs: B (expected batch size, the user's words) and E:
       q = B / n, T = ceil(E n / B) (as :func:`jaxacct.dpsgd.schedule`), and
       ``expected_batch_size`` B unless given. Give these or the next two.
-    sampling_rate: q in (0, 1].
+    sampling_probability: q in (0, 1].
     num_steps: T >= 1 (total steps).
     seed: int seed (numpy ``default_rng((seed, step))``).
     expected_batch_size, pad_size, overflow_prob, multiple: as
@@ -474,7 +479,8 @@ class PoissonSampler:
   #: the registered sampler (:mod:`jaxacct.dpsgd.samplers`) whose event, block and rule this is
   sampling = "poisson"
 
-  def __init__(self, *, num_examples: int, sampling_rate: Optional[float] = None,
+  @renamed(sampling_rate="sampling_probability")
+  def __init__(self, *, num_examples: int, sampling_probability: Optional[float] = None,
                num_steps: Optional[int] = None, seed: int = 0,
                expected_batch_size: Optional[float] = None,
                pad_size: Union[None, int, str] = None,
@@ -483,24 +489,24 @@ class PoissonSampler:
                num_epochs: Optional[int] = None):
     checks.check_int("num_examples", num_examples, min_value=1)
     if batch_size is not None or num_epochs is not None:
-      if batch_size is None or num_epochs is None or sampling_rate is not None \
+      if batch_size is None or num_epochs is None or sampling_probability is not None \
           or num_steps is not None:
         raise ValueError("give batch_size and num_epochs (q = B / N, T = ceil(E N / B), as "
-                         "jaxacct.dpsgd.schedule), or sampling_rate and num_steps; got "
+                         "jaxacct.dpsgd.schedule), or sampling_probability and num_steps; got "
                          f"batch_size={batch_size!r}, num_epochs={num_epochs!r}, "
-                         f"sampling_rate={sampling_rate!r}, num_steps={num_steps!r}.")
+                         f"sampling_probability={sampling_probability!r}, num_steps={num_steps!r}.")
       sched = dpsgd.schedule(num_examples=num_examples, batch_size=batch_size,
                              num_epochs=num_epochs, sampling=self.sampling)
-      sampling_rate, num_steps = sched.sampling_rate, sched.total_steps
+      sampling_probability, num_steps = sched.sampling_rate, sched.total_steps
       if expected_batch_size is None:
         expected_batch_size = float(batch_size)
-    if sampling_rate is None or num_steps is None:
-      raise ValueError("give sampling_rate and num_steps, or batch_size and num_epochs; got "
-                       f"sampling_rate={sampling_rate!r}, num_steps={num_steps!r}.")
-    checks.check_probability("sampling_rate", sampling_rate, open_lo=True)
+    if sampling_probability is None or num_steps is None:
+      raise ValueError("give sampling_probability and num_steps, or batch_size and num_epochs; got "
+                       f"sampling_probability={sampling_probability!r}, num_steps={num_steps!r}.")
+    checks.check_probability("sampling_probability", sampling_probability, open_lo=True)
     checks.check_int("num_steps", num_steps, min_value=1)
     checks.check_int("seed", seed, min_value=0)
-    self.n, self.q, self.num_steps, self.seed = (int(num_examples), float(sampling_rate),
+    self.n, self.q, self.num_steps, self.seed = (int(num_examples), float(sampling_probability),
                                                  int(num_steps), int(seed))
     self.steps_per_epoch = (max(1, int(round(1.0 / self.q))) if steps_per_epoch is None
                             else int(steps_per_epoch))
@@ -537,7 +543,8 @@ class PoissonSampler:
     return samplers.Schedule(self.sampling, self.n, self.n * self.q, self.num_steps * self.q, 1,
                              None, self.num_steps, self.q)
 
-  def epsilon(self, *, sigma, delta, **kwargs):
+  @renamed(sigma="noise_multiplier")
+  def epsilon(self, *, noise_multiplier, delta, **kwargs):
     """Certified epsilon of the whole run (EpsilonResult; Bound: upper).
 
     The one final rule of the run, as ``jaxacct.dpsgd.epsilon(sampling=
@@ -546,22 +553,25 @@ class PoissonSampler:
     ``jaxacct.poisson.epsilon`` with them instead.
     """
     if kwargs:
-      return poisson.epsilon(sigma=sigma, delta=delta, **self.accounting_kwargs(), **kwargs)
-    _check_sigma_delta(sigma, delta)
-    return samplers.get(self.sampling).result(self._schedule(), sigma, delta)
+      return poisson.epsilon(sigma=noise_multiplier, delta=delta, **self.accounting_kwargs(),
+                             **kwargs)
+    _check_sigma_delta(noise_multiplier, delta)
+    return samplers.get(self.sampling).result(self._schedule(), noise_multiplier, delta)
 
-  def event(self, *, sigma):
+  @renamed(sigma="noise_multiplier")
+  def event(self, *, noise_multiplier):
     """The DpEvent of the whole run: ``SelfComposedDpEvent(PoissonSampledDpEvent(q,
-    GaussianDpEvent(sigma)), T)`` (for the accountant and :func:`jaxacct.calibrate`:
-    ``jaxacct.calibrate(lambda s: sampler.event(sigma=s), epsilon, delta,
+    GaussianDpEvent(noise_multiplier)), T)`` (for the accountant and :func:`jaxacct.calibrate`:
+    ``jaxacct.calibrate(lambda s: sampler.event(noise_multiplier=s), epsilon, delta,
     bracket=(0.01, 1e4))``)."""
-    checks.check_positive("sigma", sigma)
-    return samplers.get(self.sampling).event(self._schedule(), float(sigma))
+    checks.check_positive("noise_multiplier", noise_multiplier)
+    return samplers.get(self.sampling).event(self._schedule(), float(noise_multiplier))
 
-  def accountant(self, *, sigma, delta: Optional[float] = None, **kwargs):
-    """``tracking.EventAccountant(PoissonSampledDpEvent(q, GaussianDpEvent(sigma)))``.
+  @renamed(sigma="noise_multiplier")
+  def accountant(self, *, noise_multiplier, delta: Optional[float] = None, **kwargs):
+    """``tracking.EventAccountant(PoissonSampledDpEvent(q, GaussianDpEvent(noise_multiplier)))``.
 
-    One event per step (``GaussianDpEvent(sigma)`` when q = 1), T of them
+    One event per step (``GaussianDpEvent(noise_multiplier)`` when q = 1), T of them
     being :meth:`event`: the bound ``jaxacct.calibrate`` of :meth:`event` and
     ``dpsgd.calibrate_noise_multiplier(sampling="poisson")`` calibrate on.
     Every step is evaluated exactly (the tracker's default table); in its
@@ -570,11 +580,11 @@ class PoissonSampler:
     :class:`jaxacct.tracking.EventAccountant` (``delta`` is unused).
     """
     del delta
-    checks.check_positive("sigma", sigma)
-    step, options = samplers.get(self.sampling).block(self._schedule(), float(sigma))
+    checks.check_positive("noise_multiplier", noise_multiplier)
+    step, options = samplers.get(self.sampling).block(self._schedule(), float(noise_multiplier))
     kwargs = {**options, "evaluate_every": self.steps_per_epoch, **kwargs}
     return tracking.EventAccountant(step, **kwargs).declare(
-        noise_multiplier=sigma, expected_batch_size=self.expected_batch_size)
+        noise_multiplier=noise_multiplier, expected_batch_size=self.expected_batch_size)
 
   def dp_transform(self, *, l2_norm_clip: float, noise_multiplier: float, delta: float, key,
                    max_epsilon: Optional[float] = None, on_budget: str = "stop"):
@@ -592,7 +602,7 @@ def _dp_transform(sampler, l2_norm_clip, noise_multiplier, delta, key, max_epsil
   checks.check_positive("noise_multiplier", noise_multiplier)
   agg = tracking.dp_aggregate(l2_norm_clip=l2_norm_clip, noise_multiplier=noise_multiplier,
                               expected_batch_size=sampler.expected_batch_size, key=key)
-  hook = tracking.track_privacy(sampler.accountant(sigma=noise_multiplier, delta=delta),
+  hook = tracking.track_privacy(sampler.accountant(noise_multiplier=noise_multiplier, delta=delta),
                                 num_steps=sampler.num_steps, delta=delta,
                                 max_epsilon=max_epsilon, on_budget=on_budget)
   return optax.chain(agg, hook)

@@ -301,6 +301,6 @@ def test_every_door_returns_the_accountants_epsilon(sampling, kw):
     np.testing.assert_allclose(up, acc, rtol=tol)
   if sampling == "balls_in_bins":   # the allocation PLD door itself
     t, k, E = event.steps_per_epoch, event.num_selected, event.num_epochs
-    r = pld.allocation_pld_epsilon(sigma=1.2, delta=DELTA, num_steps=t, num_selected=k,
+    r = pld.allocation_pld_epsilon(sigma=1.2, delta=DELTA, steps_per_epoch=t, num_selected=k,
                                    num_epochs=E)
     np.testing.assert_allclose(float(r.epsilon), acc, rtol=1e-12)

@@ -127,7 +127,7 @@ def test_overflow_pads_never_drops():
 
 def test_poisson_sampler():
   n, q, T = 2000, 0.05, 400
-  s = sampling.PoissonSampler(num_examples=n, sampling_rate=q, num_steps=T, seed=5)
+  s = sampling.PoissonSampler(num_examples=n, sampling_probability=q, num_steps=T, seed=5)
   tot = np.zeros(n, int)
   sizes = []
   for b in s:
@@ -150,27 +150,27 @@ def test_accountant_matches_sampler():
   from jaxacct.accounting import PLDAccountant
   kw = dict(num_examples=100, steps_per_epoch=10, num_epochs=3)
   fresh = sampling.BallsInBinsSampler(**kw)
-  acc = fresh.accountant(sigma=1.0)
+  acc = fresh.accountant(noise_multiplier=1.0)
   assert isinstance(acc, tracking.EventAccountant) and acc.block_size == 10
   # the whole run's table entry is the accountant's epsilon of the sampler's event
   tab_fresh = tracking.epsilon_table(acc, num_steps=30, delta=1e-5)
-  assert tab_fresh[-1] == PLDAccountant().compose(fresh.event(sigma=1.0)).get_epsilon(1e-5)
+  assert tab_fresh[-1] == PLDAccountant().compose(fresh.event(noise_multiplier=1.0)).get_epsilon(1e-5)
   fixed = sampling.BallsInBinsSampler(fresh_each_epoch=False, **kw)
-  acc_f = fixed.accountant(sigma=1.0, delta=1e-5)
+  acc_f = fixed.accountant(noise_multiplier=1.0, delta=1e-5)
   tab = tracking.epsilon_table(acc_f, num_steps=30, delta=1e-5)
-  assert tab[-1] == PLDAccountant().compose(fixed.event(sigma=1.0)).get_epsilon(1e-5)
+  assert tab[-1] == PLDAccountant().compose(fixed.event(noise_multiplier=1.0)).get_epsilon(1e-5)
   # the tight allocation PLD: below the front door's default methods (which
   # the fixed-bin table held before issue 29)
   ref = allocation.epsilon(sigma=1.0 / math.sqrt(3), steps_per_epoch=10, delta=1e-5)
-  assert tab[-1] <= fixed.epsilon(sigma=1.0, delta=1e-5).epsilon == ref.epsilon
+  assert tab[-1] <= fixed.epsilon(noise_multiplier=1.0, delta=1e-5).epsilon == ref.epsilon
   assert tab_fresh[-1] < tab[-1]       # the fresh table would under-report fixed bins
   assert tab[10] == tab[1] and tab[11] == tab[20]   # a partial epoch is charged whole
-  pois = sampling.PoissonSampler(num_examples=100, sampling_rate=0.1, num_steps=12,
+  pois = sampling.PoissonSampler(num_examples=100, sampling_probability=0.1, num_steps=12,
                                  steps_per_epoch=10)
-  acc_p = pois.accountant(sigma=1.0)
+  acc_p = pois.accountant(noise_multiplier=1.0)
   assert acc_p.evaluate_every == 10 and acc_p.block_size == 1
   tab_p = tracking.epsilon_table(acc_p, num_steps=12, delta=1e-5)
-  assert tab_p[-1] == PLDAccountant().compose(pois.event(sigma=1.0)).get_epsilon(1e-5)
+  assert tab_p[-1] == PLDAccountant().compose(pois.event(noise_multiplier=1.0)).get_epsilon(1e-5)
   assert fixed.accounting_kwargs()["fresh_each_epoch"] is False
 
 
@@ -194,13 +194,13 @@ def test_one_number_for_one_training_run(name):
   from jaxacct.accounting import PLDAccountant
   kw = dict(num_examples=200, batch_size=10, num_epochs=2)
   s = TRAINING_SAMPLERS[name](**kw)
-  got = s.epsilon(sigma=1.0, delta=1e-5)
+  got = s.epsilon(noise_multiplier=1.0, delta=1e-5)
   ref = dpsgd.epsilon(noise_multiplier=1.0, delta=1e-5, sampling=name, **kw)
-  acc = PLDAccountant().compose(s.event(sigma=1.0)).get_epsilon(1e-5)
+  acc = PLDAccountant().compose(s.event(noise_multiplier=1.0)).get_epsilon(1e-5)
   assert got.epsilon == pytest.approx(ref.epsilon, rel=1e-12, abs=0)
   assert got.epsilon == pytest.approx(acc, rel=1e-12, abs=0)
   assert got.bound == "upper" and got.method == ref.method
-  both = s.epsilon(sigma=np.array([0.8, 1.0]), delta=1e-5).epsilon
+  both = s.epsilon(noise_multiplier=np.array([0.8, 1.0]), delta=1e-5).epsilon
   assert both.shape == (2,) and both[1] == pytest.approx(got.epsilon, rel=1e-12)
   assert both[0] > both[1]
 
@@ -213,14 +213,14 @@ def test_one_number_where_no_amplification_wins():
   from jaxacct import dpsgd
   from jaxacct.accounting import PLDAccountant
   s = sampling.BallsInBinsSampler(num_examples=10, batch_size=10, num_epochs=3)
-  got = s.epsilon(sigma=0.5, delta=1e-5).epsilon
+  got = s.epsilon(noise_multiplier=0.5, delta=1e-5).epsilon
   ref = dpsgd.epsilon(noise_multiplier=0.5, delta=1e-5, num_examples=10, batch_size=10,
                       num_epochs=3).epsilon
-  old = allocation.epsilon(sigma=0.5, num_steps=1, num_epochs=3, delta=1e-5).epsilon
+  old = allocation.epsilon(sigma=0.5, steps_per_epoch=1, num_epochs=3, delta=1e-5).epsilon
   assert got == pytest.approx(ref, rel=1e-12, abs=0)
   assert got == pytest.approx(old, rel=1e-12, abs=0)
   assert got == pytest.approx(20.12502354588817, rel=1e-9)
-  acc = PLDAccountant().compose(s.event(sigma=0.5))
+  acc = PLDAccountant().compose(s.event(noise_multiplier=0.5))
   assert acc.get_epsilon(1e-5) == pytest.approx(got, rel=1e-12, abs=0)
   r = acc.get_epsilon_bounds(1e-5)   # the PLD's certified lower stays below
   assert 20.1247 < r.lower <= got
@@ -239,11 +239,11 @@ def test_bad_arguments():
                                 fresh_each_epoch="yes")
   with pytest.raises(ValueError, match="pad_size"):
     sampling.BallsInBinsSampler(num_examples=10, steps_per_epoch=3, num_epochs=1, pad_size="big")
-  with pytest.raises(ValueError, match="sampling_rate"):
-    sampling.PoissonSampler(num_examples=10, sampling_rate=0.0, num_steps=3)
+  with pytest.raises(ValueError, match="sampling_probability"):
+    sampling.PoissonSampler(num_examples=10, sampling_probability=0.0, num_steps=3)
   with pytest.raises(ValueError, match="delta"):
     sampling.BallsInBinsSampler(num_examples=10, steps_per_epoch=3, num_epochs=2,
-                                fresh_each_epoch=False).accountant(sigma=1.0)
+                                fresh_each_epoch=False).accountant(noise_multiplier=1.0)
 
 
 def _train_flax():
@@ -266,7 +266,7 @@ def test_training_example_epsilon_equals_accountant(scheme):
   hist = train_flax.main(scheme, **kw)
   assert [h["step"] for h in hist] == [8, 16]
   s = train_flax.make_sampler(scheme, n=256, batch_size=32, num_epochs=2)
-  ref = PLDAccountant().compose(s.event(sigma=1.2)).get_epsilon(1e-5)
+  ref = PLDAccountant().compose(s.event(noise_multiplier=1.2)).get_epsilon(1e-5)
   assert hist[-1]["eps"] == _f32_up(ref)
   assert hist[-1]["loss"] < 0.69                      # it learns (log 2 = chance)
   # a budget between the epoch-1 and epoch-2 values stops training inside
@@ -294,11 +294,11 @@ def test_capacity_from_declared_numbers_only():
                              multiple=1)
   assert T * stats.poisson.sf(B1, lam) <= target < T * stats.poisson.sf(B1 - 1, lam)
   # the same capacity for n and n + 1 (and n + 10): no n in it
-  for cls, kw in ((sampling.PoissonSampler, dict(sampling_rate=0.1, num_steps=T)),
+  for cls, kw in ((sampling.PoissonSampler, dict(sampling_probability=0.1, num_steps=T)),
                   (sampling.BallsInBinsSampler, dict(steps_per_epoch=10, num_epochs=50))):
     pads = {cls(num_examples=n, expected_batch_size=m, **kw).pad_size for n in (300, 301, 310)}
     assert pads == {B}, (cls, pads)
-  s = sampling.PoissonSampler(num_examples=320, sampling_rate=0.1, num_steps=T,
+  s = sampling.PoissonSampler(num_examples=320, sampling_probability=0.1, num_steps=T,
                               expected_batch_size=m)
   assert s.expected_batch_size == m and s.neighbouring == "add_remove"
   assert s.overflow_bound == pytest.approx(T * stats.poisson.sf(B, lam), rel=1e-12)
@@ -317,7 +317,7 @@ def test_poisson_tail_bounds_every_binomial_with_mean_up_to_m_plus_1(m):
 
 def test_declared_capacity_checks_and_delta_with_overflow():
   with pytest.raises(ValueError, match="expected_batch_size"):     # n p = 50 > m + 1
-    sampling.PoissonSampler(num_examples=500, sampling_rate=0.1, num_steps=10,
+    sampling.PoissonSampler(num_examples=500, sampling_probability=0.1, num_steps=10,
                             expected_batch_size=40)
   with pytest.raises(ValueError, match="expected_batch_size"):
     sampling.BallsInBinsSampler(num_examples=100, steps_per_epoch=10, num_epochs=1,

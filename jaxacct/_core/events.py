@@ -23,7 +23,7 @@ frozen dataclass; with dp_accounting installed it subclasses
 * :class:`RandomAllocationDpEvent` -- random allocation ("balls in bins"):
   every example joins ``num_selected`` of the ``steps_per_epoch`` steps of an
   epoch, chosen uniformly; ``num_epochs`` epochs; Gaussian (noise
-  multiplier ``sigma``) or Laplace (scale ``sigma``) noise, or any mechanism
+  multiplier ``noise_multiplier``) or Laplace (``scale``) noise, or any mechanism
   given as a ``jaxacct.pld`` PLD (Feldman & Shenfeld, arXiv:2502.08202v3).
 * :class:`ShuffleDpEvent` -- one round of shuffling ``n`` eps0-LDP reports
   with a declared randomizer (Feldman, McMillan, Talwar, arXiv:2012.12803v4).
@@ -47,6 +47,7 @@ import numpy as np
 
 from jaxacct._core import checks, dp_bridge
 from jaxacct._core.dp_bridge import DpEvent
+from jaxacct._core.units import renamed_fields, warn_renamed
 
 #: where the event types are public (their ``__module__``: reprs, pickles and
 #: dp_accounting's NamedTuple round trip name that module)
@@ -126,6 +127,15 @@ def _is_pld_like(x) -> bool:
   return (isinstance(x, tuple) and len(x) == 2 and all(_is_pld_or_pair(y) for y in x))
 
 
+def _sigma_field(get):
+  """Where the deprecated ``sigma`` of a RandomAllocationDpEvent goes."""
+  return "scale" if get("mechanism") in ("laplace", b"laplace") else "noise_multiplier"
+
+
+_sigma_field.label = "noise_multiplier (Gaussian) or scale (Laplace)"
+
+
+@renamed_fields(sigma=_sigma_field)
 @dataclasses.dataclass(frozen=True, eq=False)
 class RandomAllocationDpEvent(_JaxacctEvent):
   r"""Random allocation: each example in ``num_selected`` of ``steps_per_epoch`` steps.
@@ -135,22 +145,28 @@ class RandomAllocationDpEvent(_JaxacctEvent):
   Feldman & Shenfeld, arXiv:2602.17284v1 (``jaxacct.allocation.pld``).
 
   Attributes:
-    sigma: Gaussian noise multiplier (``mechanism="gaussian"``) or Laplace
-      scale (``"laplace"``), > 0; None when ``mechanism`` is a PLD.
+    noise_multiplier: Gaussian noise multiplier (``mechanism="gaussian"``),
+      > 0; None otherwise.
     steps_per_epoch: steps per epoch t (was ``num_steps``), integer >= 1.
     num_selected: steps each example joins per epoch k, in [1, t].
     num_epochs: epochs E >= 1 (each a fresh allocation).
     mechanism: ``"gaussian"``, ``"laplace"``, or the per-step mechanism as a
       ``jaxacct.pld`` ``PLD`` / ``PairPLD`` / ``(upper, lower)`` tuple (as in
       ``jaxacct.allocation.pld.allocation_pld_epsilon``).
+    scale: Laplace scale (``mechanism="laplace"``), > 0; None otherwise.
+
+  ``sigma`` (the one field of both meanings before issue 56) is a deprecated
+  alias, for one release, of ``noise_multiplier`` (Gaussian) or ``scale``
+  (Laplace), with a ``DeprecationWarning``.
 
   Equality: field by field; a PLD mechanism compares by identity.
   """
-  sigma: Optional[float] = None
+  noise_multiplier: Optional[float] = None
   steps_per_epoch: int = 1
   num_selected: int = 1
   num_epochs: int = 1
   mechanism: Any = "gaussian"
+  scale: Optional[float] = None
 
   def __post_init__(self):
     if isinstance(self.mechanism, bytes):
@@ -161,18 +177,30 @@ class RandomAllocationDpEvent(_JaxacctEvent):
     checks.check_int("num_epochs", self.num_epochs, min_value=1)
     if isinstance(self.mechanism, str):
       checks.check_choice("mechanism", self.mechanism, ("gaussian", "laplace"))
-      if self.sigma is None:
-        raise ValueError(f"sigma is required for mechanism={self.mechanism!r}.")
-      _check_number("sigma", self.sigma)
-      checks.check_range("sigma", self.sigma, 0.0, np.inf, lo_open=True,
-                         allow_inf=True)
+      name, other = (("noise_multiplier", "scale") if self.mechanism == "gaussian"
+                     else ("scale", "noise_multiplier"))
+      if (self.mechanism == "laplace" and self.scale is None
+          and self.noise_multiplier is not None):   # the old first field, by position
+        warn_renamed(_ALLOCATION, "noise_multiplier (the first field) for mechanism='laplace'",
+                     "scale")
+        object.__setattr__(self, "scale", self.noise_multiplier)
+        object.__setattr__(self, "noise_multiplier", None)
+      v = getattr(self, name)
+      if v is None:
+        raise ValueError(f"{name} is required for mechanism={self.mechanism!r}.")
+      if getattr(self, other) is not None:
+        raise ValueError(f"{other} must be None for mechanism={self.mechanism!r} "
+                         f"(give {name}).")
+      _check_number(name, v)
+      checks.check_range(name, v, 0.0, np.inf, lo_open=True, allow_inf=True)
     else:
       if not _is_pld_like(self.mechanism):
         raise ValueError("mechanism must be 'gaussian', 'laplace', a "
                          "jaxacct.pld.PLD, a PairPLD or a tuple (upper, lower) "
                          f"of them; got {type(self.mechanism).__name__}.")
-      if self.sigma is not None:
-        raise ValueError("sigma must be None when mechanism is a PLD.")
+      for name in ("noise_multiplier", "scale"):
+        if getattr(self, name) is not None:
+          raise ValueError(f"{name} must be None when mechanism is a PLD.")
 
   def __eq__(self, other):
     return type(other) is type(self) and _allocation_key(self) == _allocation_key(other)
@@ -181,9 +209,18 @@ class RandomAllocationDpEvent(_JaxacctEvent):
     return hash((type(self).__name__,) + _allocation_key(self))
 
 
+_ALLOCATION = f"{PUBLIC_MODULE}.RandomAllocationDpEvent"
+
+
+def allocation_sigma(event) -> Optional[float]:
+  """The allocation kernels' ``sigma`` of a :class:`RandomAllocationDpEvent`: its
+  noise multiplier (Gaussian) or its scale (Laplace); None for a PLD mechanism."""
+  return event.scale if event.mechanism == "laplace" else event.noise_multiplier
+
+
 def _allocation_key(e):
   mech = e.mechanism if isinstance(e.mechanism, str) else id(e.mechanism)
-  return (e.sigma, e.steps_per_epoch, e.num_selected, e.num_epochs, mech)
+  return (e.noise_multiplier, e.scale, e.steps_per_epoch, e.num_selected, e.num_epochs, mech)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,6 +259,7 @@ class ShuffleDpEvent(_JaxacctEvent):
       checks.check_int("k", r[1], min_value=2)
 
 
+@renamed_fields(sigma="noise_multiplier")
 @dataclasses.dataclass(frozen=True)
 class ShuffledCheckInDpEvent(_JaxacctEvent):
   r"""One round of shuffled check-in: each of ``n`` clients checks in w.p. ``p``.
@@ -229,28 +267,29 @@ class ShuffledCheckInDpEvent(_JaxacctEvent):
   Liew, Hasegawa & Takahashi, arXiv:2206.03151v2, Thm 2 (Eq. 5) with
   Wang-Balle-Kasiviswanathan's subsampling bound (``jaxacct.shuffle.check_in_epsilon``).
   Replacement neighbours. Local randomizer: eps0-LDP (``eps0``) or a
-  Gaussian report with noise multiplier ``sigma`` relative to the
+  Gaussian report with noise multiplier ``noise_multiplier`` relative to the
   *replacement* sensitivity (``noise_std / (2 C)``). Give exactly one.
   RDP only (no PLD): composed through the accountant's RDP fallback.
 
   Attributes:
     n: clients, >= 1. p: check-in probability in (0, 1].
-    eps0: local epsilon > 0, or None. sigma: > 0, or None.
+    eps0: local epsilon > 0, or None. noise_multiplier: > 0, or None
+    (``sigma`` is its deprecated alias, for one release).
   """
   n: int
   p: float
   eps0: Optional[float] = None
-  sigma: Optional[float] = None
+  noise_multiplier: Optional[float] = None
 
   def __post_init__(self):
     checks.check_int("n", self.n, min_value=1)
     _check_number("p", self.p)
     checks.check_probability("p", self.p, open_lo=True)
-    if (self.eps0 is None) == (self.sigma is None):
-      raise ValueError("give exactly one of eps0 (LDP reports) and sigma "
+    if (self.eps0 is None) == (self.noise_multiplier is None):
+      raise ValueError("give exactly one of eps0 (LDP reports) and noise_multiplier "
                        f"(Gaussian reports); got eps0={self.eps0}, "
-                       f"sigma={self.sigma}.")
-    for name in ("eps0", "sigma"):
+                       f"noise_multiplier={self.noise_multiplier}.")
+    for name in ("eps0", "noise_multiplier"):
       v = getattr(self, name)
       if v is not None:
         _check_number(name, v)
@@ -427,7 +466,8 @@ def family(event, count: int = 1) -> Family:
   * anything else -> ``"other"`` (the accountant's leaves and builders).
   """
   if kind(event) == "allocation":
-    sigma = None if event.sigma is None else float(event.sigma)
+    s = allocation_sigma(event)
+    sigma = None if s is None else float(s)
     return Family("allocation", (int(event.steps_per_epoch), int(event.num_selected),
                                  int(event.num_epochs)), sigma, event.mechanism)
   n, inner = int(count), event

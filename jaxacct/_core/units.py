@@ -10,9 +10,10 @@ spelling loud:
 
 * ``steps_per_epoch=t`` (with ``num_epochs=E``, default 1): the unit is in
   the name; no warning.
-* ``num_steps=t`` together with an explicit ``num_epochs=E``: accepted
-  silently (the caller thought about epochs, so ``num_steps`` is per epoch;
-  passing a total here would over-report, never under-report).
+* ``num_steps=t`` together with an explicit ``num_epochs=E``: accepted with
+  a ``DeprecationWarning`` naming ``steps_per_epoch`` (the caller thought about
+  epochs, so ``num_steps`` is per epoch; passing a total here would
+  over-report, never under-report).
 * ``num_steps=x`` without ``num_epochs``: :class:`StepsUnitWarning` (a
   ``FutureWarning``, shown by default) saying that ``x`` is taken as steps
   *per epoch* for *one* epoch, and how to say otherwise.
@@ -20,10 +21,17 @@ spelling loud:
 
 Errors name what the user passed: a ``ValueError`` of the function about its
 ``num_steps`` reads ``steps_per_epoch`` when that is the keyword given.
+
+Renamed public names (issue 56, one vocabulary: docs/api/glossary.md) live
+here too, in one place: :func:`renamed` (a keyword of a function) and
+:func:`renamed_fields` (a field of an event) keep the old spelling working for
+one release with a ``DeprecationWarning`` that names the new one
+(:func:`warn_renamed`); the value passed is handed on unchanged.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import re
@@ -53,6 +61,109 @@ def user_stacklevel() -> int:
   return level
 
 
+def warn_renamed(where: str, old: str, new: str) -> None:
+  """The one deprecation warning of a renamed public name: ``old`` still works
+  for one release and means exactly ``new``."""
+  warnings.warn(f"{where}: {old!r} is deprecated and will be removed in the next release; "
+                f"use {new!r} (the same value).", DeprecationWarning,
+                stacklevel=user_stacklevel())
+
+
+def deprecated_aliases(fn) -> dict:
+  """``{old: new}``: the deprecated keyword spellings ``fn`` still accepts."""
+  return dict(getattr(fn, "__deprecated_aliases__", {}))
+
+
+def _both(where, old, new, kwargs):
+  return ValueError(f"{where}: pass {new} or its deprecated alias {old}, not both; got "
+                    f"{new}={kwargs[new]!r}, {old}={kwargs[old]!r}.")
+
+
+def renamed(**old_to_new):
+  """Decorator: keyword ``old`` of a public function renamed ``new``.
+
+  ``fn(old=x)`` calls ``fn(new=x)`` after a ``DeprecationWarning`` naming
+  ``new``; both at once is a ``ValueError``. A ``ValueError`` of ``fn`` about
+  ``new`` names ``old`` when that is what the caller wrote. The signature shows
+  only the new names; ``__deprecated_aliases__`` lists the old ones.
+  """
+  def deco(fn):
+    where = f"{public_module(fn.__module__)}.{fn.__qualname__}"
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+      used = [o for o in old_to_new if o in kwargs]
+      for old in used:
+        new = old_to_new[old]
+        if new in kwargs:
+          raise _both(where, old, new, kwargs)
+        warn_renamed(where, old, new)
+        kwargs[new] = kwargs.pop(old)
+      if not used:
+        return fn(*args, **kwargs)
+      try:
+        return fn(*args, **kwargs)
+      except ValueError as e:   # name what the caller wrote
+        if type(e) is not ValueError:
+          raise
+        msg = str(e)
+        for old in used:
+          msg = re.sub(rf"\b{old_to_new[old]}\b", old, msg)
+        if msg == str(e):
+          raise
+        raise ValueError(msg) from None
+
+    wrapper.__deprecated_aliases__ = {**deprecated_aliases(fn), **old_to_new}
+    return wrapper
+  return deco
+
+
+def renamed_fields(**old_to_new):
+  """Class decorator: field ``old`` of a frozen dataclass (an event) renamed ``new``.
+
+  ``Cls(old=x)`` builds ``Cls(new=x)`` and reading ``obj.old`` reads
+  ``obj.new``, each after a ``DeprecationWarning`` naming ``new``. Fields,
+  equality, hashing and dp_accounting's NamedTuple round trip use the new names
+  only. ``new`` is a field name, or ``f(get)`` choosing one from the other
+  fields' values (``get(name)``) where the old field had two meanings.
+  """
+  def deco(cls):
+    init = cls.__init__
+    where = lambda: f"{cls.__module__}.{cls.__qualname__}"   # its public module, set later
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+
+    def target(new, get):
+      return new if isinstance(new, str) else new(get)
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+      olds = [o for o in old_to_new if o in kwargs]
+      if olds:
+        rest = {k: v for k, v in kwargs.items() if k not in olds}
+        bound = inspect.signature(init).bind_partial(self, *args, **rest).arguments
+        get = lambda n: bound.get(n, defaults.get(n))
+        for old in olds:
+          new = target(old_to_new[old], get)
+          if new in kwargs or new in bound:
+            raise ValueError(f"{where()}: pass {new} or its deprecated alias {old}, not "
+                             f"both; got {new}={get(new)!r}, {old}={kwargs[old]!r}.")
+          warn_renamed(where(), old, new)
+          kwargs[new] = kwargs.pop(old)
+      init(self, *args, **kwargs)
+
+    cls.__init__ = __init__
+    for old, new in old_to_new.items():
+      def read(self, _old=old, _new=new):
+        name = target(_new, lambda n: getattr(self, n))
+        warn_renamed(where(), _old, name)
+        return getattr(self, name)
+      setattr(cls, old, property(read, doc=f"Deprecated alias of ``{getattr(new, 'label', new)}``."))
+    cls.__deprecated_aliases__ = {**deprecated_aliases(cls),
+                                  **{o: getattr(n, "label", n) for o, n in old_to_new.items()}}
+    return cls
+  return deco
+
+
 def _message(where, x):
   return (
       f"{where}: num_steps={x!r} is read as the number of steps PER EPOCH (t), for "
@@ -72,11 +183,18 @@ def per_epoch_steps(fn):
   The wrapped function keeps its ``num_steps`` parameter (steps per epoch);
   the wrapper maps ``steps_per_epoch`` onto it and warns on the ambiguous
   spelling (see the module docstring). Its signature shows
-  ``steps_per_epoch`` first and ``num_steps`` as a deprecated alias.
+  ``steps_per_epoch`` where ``num_steps`` was; ``__deprecated_aliases__``
+  names the old spelling.
   """
   # the public path: private implementation modules (``allocation._front``) are not named
   where = public_module(fn.__module__)
   where = f"{where}.{fn.__qualname__}"
+  try:
+    fn_params = inspect.signature(fn).parameters
+  except (TypeError, ValueError):  # pragma: no cover - exotic callables
+    fn_params = {"num_epochs": None}
+  # one round of allocation has no epochs: num_steps there is only a spelling
+  has_epochs = "num_epochs" in fn_params
 
   @functools.wraps(fn)
   def wrapper(*args, steps_per_epoch=None, **kwargs):
@@ -94,30 +212,27 @@ def per_epoch_steps(fn):
           raise
         raise ValueError(_NUM_STEPS.sub("steps_per_epoch", str(e))) from None
     elif kwargs.get("num_steps") is not None:
-      if "num_epochs" not in kwargs:
+      if has_epochs and "num_epochs" not in kwargs:
         warnings.warn(_message(where, kwargs["num_steps"]), StepsUnitWarning,
                       stacklevel=user_stacklevel())
-    else:
+      else:   # the unit is clear; the spelling is deprecated
+        warn_renamed(where, "num_steps", "steps_per_epoch")
+    elif "num_steps" in kwargs or len(args) <= list(fn_params).index("num_steps"):
       raise TypeError(f"{where}() missing the keyword argument 'steps_per_epoch' "
                       "(steps per epoch t).")
-    return fn(*args, **kwargs)
+    return fn(*args, **kwargs)   # (steps per epoch given by position)
 
-  try:
+  try:   # the signature shows steps_per_epoch where num_steps was
     sig = inspect.signature(fn)
-    params = []
-    for p in sig.parameters.values():
-      if p.name == "num_steps":
-        params.append(inspect.Parameter("steps_per_epoch", inspect.Parameter.KEYWORD_ONLY,
-                                        default=None))
-        params.append(p.replace(default=None))
-      else:
-        params.append(p)
+    params = [p.replace(name="steps_per_epoch") if p.name == "num_steps" else p
+              for p in sig.parameters.values()]
     wrapper.__signature__ = sig.replace(parameters=params)
   except (TypeError, ValueError):  # pragma: no cover - exotic callables
     pass
+  wrapper.__deprecated_aliases__ = {**deprecated_aliases(fn), "num_steps": "steps_per_epoch"}
   note = ("\n\n  Steps: ``steps_per_epoch`` is t, the number of steps per epoch "
-          "(``num_steps`` is its deprecated alias; without ``num_epochs`` it "
-          "warns, :class:`jaxacct.StepsUnitWarning`; see "
+          "(``num_steps`` is its deprecated alias, a ``DeprecationWarning``; without "
+          "``num_epochs`` it warns, :class:`jaxacct.StepsUnitWarning`; see "
           ":mod:`jaxacct._core.units`).\n")
   if wrapper.__doc__:
     wrapper.__doc__ = wrapper.__doc__.rstrip() + note

@@ -9,7 +9,7 @@ PLD engine, with jaxacct's events for what dp_accounting cannot express
     from jaxacct.accounting import PLDAccountant, NeighboringRelation, events as ev
 
     acc = PLDAccountant(NeighboringRelation.REPLACE_SPECIAL)
-    acc.compose(ev.RandomAllocationDpEvent(sigma=1.1, steps_per_epoch=100, num_epochs=3))
+    acc.compose(ev.RandomAllocationDpEvent(noise_multiplier=1.1, steps_per_epoch=100, num_epochs=3))
     acc.compose(ev.GaussianDpEvent(20.0), 50)
     acc.compose(ev.ShuffleDpEvent(n=1000, eps0=1.0), 10)
     r = acc.get_epsilon_bounds(1e-6)      # r.epsilon (upper), r.lower

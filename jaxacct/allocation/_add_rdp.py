@@ -26,6 +26,7 @@ from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.logmath import log_expm1, logsumexp
 from jaxacct._core.solve import newton
 from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
+from jaxacct._core.units import per_epoch_steps
 
 _XI_MAX = 38.0
 # Outer nodes a trip of the accelerator layout's loop: 16 trips at the
@@ -233,6 +234,7 @@ def _check_add_rdp(orders, sigma, num_steps):
   checks.check_int("num_steps", num_steps, min_value=1, max_value=2**31 - 1)
 
 
+@per_epoch_steps
 def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
                        num_outer: int = 4096, num_inner: int = 2048, devices=None):
   r"""Add-direction RDP of 1-out-of-``num_steps`` allocation, Gaussian (exact).

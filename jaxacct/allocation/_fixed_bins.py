@@ -14,6 +14,7 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.dtype import HOST_ONLY, host_door
+from jaxacct._core.units import per_epoch_steps
 from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
 
 _COMPOSE_TAIL = 1e-30
@@ -110,6 +111,7 @@ def _route(sigma, num_epochs, mechanism, laplace_step):
 
 
 @host_door(HOST_ONLY)
+@per_epoch_steps
 def fixed_bins_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_epochs=1,
                            direction: str = "both", mechanism="gaussian",
                            laplace_step: float = 1e-4, **pld_kwargs):
@@ -157,12 +159,13 @@ def fixed_bins_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
     4.66
   """
   s, mech = _route(sigma, num_epochs, mechanism, laplace_step)
-  return allocation_pld_epsilon(sigma=s, delta=delta, num_steps=num_steps,
+  return allocation_pld_epsilon(sigma=s, delta=delta, steps_per_epoch=num_steps,
                                 num_selected=num_selected, num_epochs=1,
                                 direction=direction, mechanism=mech, **pld_kwargs)
 
 
 @host_door(HOST_ONLY)
+@per_epoch_steps
 def fixed_bins_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_epochs=1,
                          direction: str = "both", mechanism="gaussian",
                          laplace_step: float = 1e-4, **pld_kwargs):
@@ -180,6 +183,6 @@ def fixed_bins_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_
   Bound: upper and lower.
   """
   s, mech = _route(sigma, num_epochs, mechanism, laplace_step)
-  return allocation_pld_delta(sigma=s, epsilon=epsilon, num_steps=num_steps,
+  return allocation_pld_delta(sigma=s, epsilon=epsilon, steps_per_epoch=num_steps,
                               num_selected=num_selected, num_epochs=1,
                               direction=direction, mechanism=mech, **pld_kwargs)

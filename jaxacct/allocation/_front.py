@@ -31,8 +31,8 @@ _ON_HOST = HostDoor(
     "jaxacct.allocation.pld.allocation_pld_delta (arrays in one call).")
 #: the RDP curve: the counts are host loops, sigma traces
 _COUNTS_ON_HOST = HostDoor(
-    "Pass num_steps, num_selected and num_epochs as concrete numbers or arrays; sigma "
-    "may be traced.", params=("num_steps", "num_selected", "num_epochs"))
+    "Pass steps_per_epoch, num_selected and num_epochs as concrete numbers or arrays; sigma "
+    "may be traced.", params=("steps_per_epoch", "num_selected", "num_epochs"))
 
 
 DEFAULT_METHODS = ("rdp_direct", "rdp_add", "direct_add", "decomposition", "local")
@@ -54,6 +54,7 @@ _OPTIONS = {
 
 
 @host_door(_COUNTS_ON_HOST)
+@per_epoch_steps
 def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
                    direction: str = "both", max_order: int = _DEFAULT_MAX_ORDER,
                    devices=None):
@@ -94,10 +95,10 @@ def _rdp_curve(sigma, t, m, orders, direction, max_order):
   xp = for_inputs(sigma, t, m).xp
   out = None
   if direction in ("remove", "both"):
-    out = _times(allocation_remove_rdp(sigma=sigma, num_steps=t.astype(np.int64),
+    out = _times(allocation_remove_rdp(sigma=sigma, steps_per_epoch=t.astype(np.int64),
                                        max_order=max_order), m, xp)
   if direction in ("add", "both"):
-    add = _times(allocation_add_rdp(orders, sigma=sigma, num_steps=t.astype(np.int64)), m, xp)
+    add = _times(allocation_add_rdp(orders, sigma=sigma, steps_per_epoch=t.astype(np.int64)), m, xp)
     out = add if out is None else xp.maximum(out, add)
   return out
 
@@ -112,12 +113,12 @@ def _direction_rdp(sigma, t, k, E, d, max_order):
   orders only), add on ``DEFAULT_ORDERS`` (fractional orders and up to 1024;
   the add optimum sits at large alpha when t is large)."""
   if d == "remove":
-    return allocation_rdp(sigma=sigma, num_steps=t, num_selected=k, num_epochs=E,
+    return allocation_rdp(sigma=sigma, steps_per_epoch=t, num_selected=k, num_epochs=E,
                           direction="remove", max_order=max_order)
   tr, m = bounds.split_rounds(t, k, E)
   # one question: the RDP curve comes to the host (no eager jnp op compiles)
   return DEFAULT_ORDERS, np.asarray(allocation_add_rdp(DEFAULT_ORDERS, sigma=sigma,
-                                                       num_steps=int(tr))) * float(m)
+                                                       steps_per_epoch=int(tr))) * float(m)
 
 
 def _check_methods(methods):
@@ -199,8 +200,8 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
   _check_scalar(sigma=sigma, num_steps=num_steps, **{given: value})
   if not _fresh(fresh_each_epoch):
     front = epsilon if is_eps else delta
-    r = front(sigma=_fixed_sigma(sigma, num_epochs), num_steps=num_steps, **{given: value},
-              num_selected=num_selected, num_epochs=1, direction=direction,
+    r = front(sigma=_fixed_sigma(sigma, num_epochs), steps_per_epoch=num_steps,
+              **{given: value}, num_selected=num_selected, num_epochs=1, direction=direction,
               methods=methods, max_order=max_order, method_options=method_options)
     return r._replace(method="fixed_bins:" + r.method)
   k, E, t = int(num_selected), int(num_epochs), int(num_steps)
@@ -257,7 +258,7 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
       vals[d]["local"] = loc
   if is_eps and "pld" in methods:
     try:   # one call answers both directions (their round laws are shared)
-      r = apld.allocation_pld_epsilon(sigma=sigma, delta=value, num_steps=t,
+      r = apld.allocation_pld_epsilon(sigma=sigma, delta=value, steps_per_epoch=t,
                                      num_selected=k, num_epochs=E, direction=direction)
     except Exception as err:  # noqa: BLE001 -- peer engine unsupported case / failure:
       # skipping a method never invalidates the others (each is an upper bound).

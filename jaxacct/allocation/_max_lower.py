@@ -19,11 +19,12 @@ from jaxacct._core.batching import lanes_for_memory
 from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
 from jaxacct._core.dtype import HostDoor, host_door, require_x64, traced
 from jaxacct._core.logmath import log_ndtr, log1m_exp, log_sub_exp
+from jaxacct._core.units import per_epoch_steps
 from jaxacct.allocation._bounds import check_scheme, split_rounds
 
 _COUNTS_ON_HOST = HostDoor(
-    "Pass num_steps, num_selected and num_epochs as concrete numbers or arrays; sigma "
-    "and epsilon may be traced.", params=("num_steps", "num_selected", "num_epochs"))
+    "Pass steps_per_epoch, num_selected and num_epochs as concrete numbers or arrays; sigma "
+    "and epsilon may be traced.", params=("steps_per_epoch", "num_selected", "num_epochs"))
 
 
 def _max_lower(s, e, t, m, c):
@@ -68,6 +69,7 @@ def lower_bound_lanes(num_thresholds: int) -> int:
 
 
 @host_door(_COUNTS_ON_HOST)
+@per_epoch_steps
 def delta_lower_bound(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
                       thresholds=None):
   r"""Provable lower bound on the remove delta (the max test of Chua et al., arXiv:2412.16802v1).

@@ -24,6 +24,7 @@ from jaxacct._core.logmath import log_ndtr, log1m_exp, log_sub_exp
 from jaxacct._core.solve import invert_decreasing_host
 from jaxacct.allocation._bounds import check_scheme, split_rounds
 from jaxacct._core.compiled import jit
+from jaxacct._core.units import per_epoch_steps
 
 
 class MonteCarloResult(NamedTuple):
@@ -66,6 +67,7 @@ def _mc_jit(key, sigma, eps, *, t, m, num_samples, batch, direction):
 
 
 @host_door(HOST_ONLY)
+@per_epoch_steps
 def delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
                       direction: str = "remove", num_samples: int = 100_000,
                       seed: int = 0, confidence: float = 0.99,
@@ -388,6 +390,7 @@ def _design_out(comps, shares):
 
 
 @host_door(HOST_ONLY)
+@per_epoch_steps
 def true_allocation_delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected=1,
                                       num_epochs=1, direction: str = "remove",
                                       num_samples: int = 100_000, seed: int = 0,
@@ -451,6 +454,7 @@ def true_allocation_delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected
 
 
 @host_door(HOST_ONLY)
+@per_epoch_steps
 def true_allocation_epsilon_monte_carlo(*, sigma, num_steps, delta, num_selected=1,
                                         num_epochs=1, direction: str = "remove",
                                         num_samples: int = 100_000, seed: int = 0,

@@ -23,6 +23,7 @@ from jaxacct._core.batching import block_programs, lanes_for_memory, map_blocks
 from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.namespace import HOST, JAX, for_inputs
 from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
+from jaxacct._core.units import per_epoch_steps
 
 _NBITS = 31  # t < 2^31
 
@@ -200,6 +201,7 @@ def _remove_rdp_jit(sigma, t, *, max_order):
   return allocation_gaussian_rdp_kernel(sigma, t, max_order, nbits)
 
 
+@per_epoch_steps
 def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64, devices=None):
   r"""Remove-direction RDP of 1-out-of-``num_steps`` allocation, Gaussian.
 
@@ -263,6 +265,7 @@ def _check_log_moments(log_moments, num_steps):
     raise ValueError("log_moments[..., 0] and [..., 1] must be 0 (m_0 = m_1 = 1).")
 
 
+@per_epoch_steps
 def allocation_remove_rdp_from_moments(log_moments, *, num_steps):
   r"""Remove-direction RDP of 1-of-t allocation for any randomizer.
 

@@ -41,11 +41,11 @@ DOORS = {
         sigma=1.0, delta=1e-6, steps_per_epoch=10, num_epochs=1, devices=d),
     "allocation_pld_delta": lambda d: apld.allocation_pld_delta(
         sigma=1.0, epsilon=1.0, steps_per_epoch=10, num_epochs=1, devices=d),
-    "allocation_rdp": lambda d: allocation.allocation_rdp(sigma=1.0, num_steps=10, devices=d),
+    "allocation_rdp": lambda d: allocation.allocation_rdp(sigma=1.0, steps_per_epoch=10, devices=d),
     "allocation_remove_rdp": lambda d: allocation.allocation_remove_rdp(
-        sigma=1.0, num_steps=10, devices=d),
+        sigma=1.0, steps_per_epoch=10, devices=d),
     "allocation_add_rdp": lambda d: allocation.allocation_add_rdp(
-        [2.0], sigma=1.0, num_steps=10, devices=d),
+        [2.0], sigma=1.0, steps_per_epoch=10, devices=d),
     "clone_delta": lambda d: shuffle.clone_delta(1.0, n=100, eps0=1.0, devices=d),
     "clone_epsilon": lambda d: shuffle.clone_epsilon(1e-6, n=100, eps0=1.0, devices=d),
     "stronger_clone_delta": lambda d: shuffle.stronger_clone_delta(1.0, n=100, eps0=1.0,
@@ -120,9 +120,9 @@ doors = {
     "poisson_pld": lambda d: poisson.epsilon(q=0.1, sigma=np.linspace(2.0, 2.05, 6), num_steps=2,
                                              delta=1e-5, method="pld", devices=d),
     "allocation_add_rdp": lambda d: allocation.allocation_add_rdp(
-        [2.0, 4.0], sigma=sig[:16], num_steps=10, num_outer=64, num_inner=32, devices=d),
+        [2.0, 4.0], sigma=sig[:16], steps_per_epoch=10, num_outer=64, num_inner=32, devices=d),
     "allocation_remove_rdp": lambda d: allocation.allocation_remove_rdp(
-        sigma=sig[:16], num_steps=10, max_order=300, devices=d),
+        sigma=sig[:16], steps_per_epoch=10, max_order=300, devices=d),
     "shuffle_clone_delta": lambda d: shuffle.clone_delta(1.0, n=n, eps0=e0, devices=d),
     "calibrate": lambda d: jaxacct.calibrate(event, np.linspace(0.5, 4.0, 12), 1e-5,
                                              bracket=(0.3, 30.0), accountant="rdp", devices=d),

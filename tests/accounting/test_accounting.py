@@ -118,7 +118,7 @@ def test_one_by_one_equals_the_tree():
     (NR.ADD_OR_REMOVE_ONE, ev.ShuffleDpEvent(n=100, eps0=1.0), "ShuffleDpEvent"),
     (NR.ADD_OR_REMOVE_ONE, ev.ShuffledCheckInDpEvent(n=100, p=0.5, eps0=1.0),
      "ShuffledCheckInDpEvent"),
-    (NR.REPLACE_ONE, ev.RandomAllocationDpEvent(sigma=1.0, steps_per_epoch=10),
+    (NR.REPLACE_ONE, ev.RandomAllocationDpEvent(noise_multiplier=1.0, steps_per_epoch=10),
      "RandomAllocationDpEvent"),
     (NR.REPLACE_ONE, ev.PoissonSampledDpEvent(0.1, ev.LaplaceDpEvent(1.0)),
      "PoissonSampledDpEvent"),
@@ -144,7 +144,7 @@ def test_poisson_inner_event_unsupported_names_the_sub_event():
 
 def test_events_check_their_fields():
   with pytest.raises(ValueError, match="num_selected"):
-    ev.RandomAllocationDpEvent(sigma=1.0, steps_per_epoch=4, num_selected=5)
+    ev.RandomAllocationDpEvent(noise_multiplier=1.0, steps_per_epoch=4, num_selected=5)
   with pytest.raises(ValueError, match="eps0"):
     ev.ShuffleDpEvent(n=10, eps0="1")
   with pytest.raises(ValueError, match="exactly one"):

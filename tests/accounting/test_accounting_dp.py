@@ -140,7 +140,7 @@ def test_randomized_response_matches_dp_accounting(relation):
 
 
 def test_jaxacct_events_are_dp_events():
-  e = ev.RandomAllocationDpEvent(sigma=1.0, steps_per_epoch=10)
+  e = ev.RandomAllocationDpEvent(noise_multiplier=1.0, steps_per_epoch=10)
   assert isinstance(e, dpa.DpEvent)
   tree = dpa.ComposedDpEvent([dpa.SelfComposedDpEvent(e, 3), dpa.GaussianDpEvent(2.0)])
   acc = PLDAccountant()
@@ -148,7 +148,7 @@ def test_jaxacct_events_are_dp_events():
   assert isinstance(acc, dpa.PrivacyAccountant)
   for e2 in (ev.ShuffleDpEvent(n=10, eps0=1.0),
              ev.ShuffleDpEvent(n=10, eps0=1.0, randomizer=("k_rr", 4)),
-             ev.RandomAllocationDpEvent(sigma=2.0, steps_per_epoch=7, mechanism="laplace")):
+             ev.RandomAllocationDpEvent(scale=2.0, steps_per_epoch=7, mechanism="laplace")):
     nt = dpa.SelfComposedDpEvent(e2, 2).to_named_tuple()
     assert dpa.DpEvent.from_named_tuple(nt) == dpa.SelfComposedDpEvent(e2, 2)
 
@@ -199,10 +199,10 @@ def test_calibrate_allocation_matches_jaxacct_calibration():
   t_steps, eps_t, delta = 100, 1.0, 1e-6
   t = time.perf_counter()
   s_dp = dpa.calibrate_dp_mechanism(
-      PLDAccountant, lambda s: ev.RandomAllocationDpEvent(sigma=s, steps_per_epoch=t_steps),
+      PLDAccountant, lambda s: ev.RandomAllocationDpEvent(noise_multiplier=s, steps_per_epoch=t_steps),
       eps_t, delta, bracket_interval=dpa.ExplicitBracketInterval(0.5, 5.0), tol=1e-4)
   t_dp = time.perf_counter() - t
-  make = lambda s: ev.RandomAllocationDpEvent(sigma=s, steps_per_epoch=t_steps)  # noqa: E731
+  make = lambda s: ev.RandomAllocationDpEvent(noise_multiplier=s, steps_per_epoch=t_steps)  # noqa: E731
   jaxacct.calibrate(make, eps_t, delta, bracket=(0.3, 50.0))  # compile
   t = time.perf_counter()
   s_jx = float(jaxacct.calibrate(make, eps_t, delta, bracket=(0.3, 50.0)))
@@ -212,7 +212,7 @@ def test_calibrate_allocation_matches_jaxacct_calibration():
   # the same PLD upper, tolerances 1e-4 (absolute) and 1e-3 (relative)
   assert abs(s_dp - s_jx) <= 0.006 * s_jx
   assert PLDAccountant().compose(ev.RandomAllocationDpEvent(
-      sigma=s_dp, steps_per_epoch=t_steps)).get_epsilon(delta) <= eps_t * (1 + 1e-6)
+      noise_multiplier=s_dp, steps_per_epoch=t_steps)).get_epsilon(delta) <= eps_t * (1 + 1e-6)
 
 
 @pytest.mark.slow

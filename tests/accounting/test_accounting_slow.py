@@ -18,7 +18,7 @@ def test_allocation_event_equals_allocation_pld():
   # default suite (one allocation PLD compile): the accountant's shortcut for a
   # single random-allocation event must stay in step with allocation.pld
   from jaxacct.allocation.pld import allocation_pld_epsilon
-  e = ev.RandomAllocationDpEvent(sigma=2.0, steps_per_epoch=100, num_selected=10)
+  e = ev.RandomAllocationDpEvent(noise_multiplier=2.0, steps_per_epoch=100, num_selected=10)
   PLDAccountant().compose(e).get_epsilon_bounds(1e-6)        # compile
   t = time.perf_counter()
   r = PLDAccountant().compose(e).get_epsilon_bounds(1e-6)
@@ -40,8 +40,8 @@ def test_allocation_event_equals_allocation_pld():
 @pytest.mark.slow
 def test_mixed_run_bracket_is_not_wider_than_its_parts():
   parts = [
-      ev.RandomAllocationDpEvent(sigma=1.1, steps_per_epoch=100, num_epochs=3),
-      ev.RandomAllocationDpEvent(sigma=0.9, steps_per_epoch=100, num_selected=2, num_epochs=2),
+      ev.RandomAllocationDpEvent(noise_multiplier=1.1, steps_per_epoch=100, num_epochs=3),
+      ev.RandomAllocationDpEvent(noise_multiplier=0.9, steps_per_epoch=100, num_selected=2, num_epochs=2),
       ev.SelfComposedDpEvent(ev.GaussianDpEvent(20.0), 50),
       ev.SelfComposedDpEvent(ev.ShuffleDpEvent(n=1000, eps0=1.0), 10),
   ]

@@ -18,12 +18,12 @@ from jaxacct.allocation import pld
 DEFAULT_TAIL = 1e-20   # the rounds' law tail of allocation_plds: DEFAULT_TAIL / (k E)
 
 
-def eager_allocation_plds(*, sigma=None, num_steps, num_selected=1, num_epochs=1,
+def eager_allocation_plds(*, sigma=None, steps_per_epoch, num_selected=1, num_epochs=1,
                           mechanism="gaussian", composition_step=1e-4, tail=None,
                           grid_size=1024, tail_mass=1e-30):
   """(remove_upper, add_upper, remove_lower, add_lower) of k-of-t allocation
   over E epochs by ``compose_many`` of the rounds' PLDs."""
-  t, k, E = int(num_steps), int(num_selected), int(num_epochs)
+  t, k, E = int(steps_per_epoch), int(num_selected), int(num_epochs)
   f, rho = divmod(t, k)
   tl = DEFAULT_TAIL / (k * E) if tail is None else float(tail)
   rounds = [(f, (k - rho) * E)] + ([(f + 1, rho * E)] if rho else [])

@@ -62,7 +62,7 @@ def test_add_block_matches_cpu_layout_on_a_wide_grid():
   got = {}
   for lay in ("cpu", "accelerator"):
     with jaxacct.set_layout(lay):
-      got[lay] = np.asarray(allocation.allocation_add_rdp(ORDERS, sigma=sig, num_steps=t))
+      got[lay] = np.asarray(allocation.allocation_add_rdp(ORDERS, sigma=sig, steps_per_epoch=t))
   cpu, acc = got["cpu"], got["accelerator"]
   assert acc.shape == (6, 5, 63) and np.all(np.isfinite(acc) & (acc > 0))
   np.testing.assert_allclose(acc[:5], cpu[:5], rtol=1e-12, atol=0)

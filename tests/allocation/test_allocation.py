@@ -66,7 +66,7 @@ def test_power_series_matches_literal_partition_sum(t):
   # at t = 1e6, sigma = 3 (R ~ 1e-7), which would hide errors of ours.
   mp.mp.dps = 30
   for sigma in (0.5, 1.0, 3.0):
-    ours = np.asarray(al.allocation_remove_rdp(sigma=sigma, num_steps=t, max_order=20))
+    ours = np.asarray(al.allocation_remove_rdp(sigma=sigma, steps_per_epoch=t, max_order=20))
     ref = np.array([float(_partition_rdp(a, sigma, t, lib=mp)) for a in range(2, 21)])
     if t <= 50:   # float64 literal sum also agrees where R is not tiny
       ref64 = np.array([_partition_rdp(a, sigma, t) for a in range(2, 21)])
@@ -80,7 +80,7 @@ def test_power_series_matches_mpmath_50_digits():
   mp.mp.dps = 50
   for t, sigma, alphas in [(10**6, 0.5, (2, 5, 10, 20)), (10**6, 3.0, (2, 7, 16)),
                            (5, 0.7, (6, 12)), (30, 0.8, (3, 11, 19))]:
-    ours = np.asarray(al.allocation_remove_rdp(sigma=sigma, num_steps=t, max_order=20))
+    ours = np.asarray(al.allocation_remove_rdp(sigma=sigma, steps_per_epoch=t, max_order=20))
     for a in alphas:
       ref = float(_partition_rdp(a, sigma, t, lib=mp))
       np.testing.assert_allclose(ours[a - 2], ref, rtol=1e-11, err_msg=f"{t},{sigma},{a}")
@@ -96,7 +96,7 @@ def test_remove_rdp_digest_regression_values():
                        20: 12.223802618},
            (5, 0.7): {6: 4.513190145, 12: 10.63546005}}
   for (t, s), vals in cases.items():
-    ours = np.asarray(al.allocation_remove_rdp(sigma=s, num_steps=t, max_order=20))
+    ours = np.asarray(al.allocation_remove_rdp(sigma=s, steps_per_epoch=t, max_order=20))
     for a, v in vals.items():
       np.testing.assert_allclose(ours[a - 2], v, rtol=2e-9)
 
@@ -104,7 +104,7 @@ def test_remove_rdp_digest_regression_values():
 def test_remove_rdp_closed_forms_r2_r3():
   s = np.array([0.3, 1.0, 10.0])
   for t in (2, 100, 10**7):
-    r = np.asarray(al.allocation_remove_rdp(sigma=s, num_steps=t, max_order=3))
+    r = np.asarray(al.allocation_remove_rdp(sigma=s, steps_per_epoch=t, max_order=3))
     np.testing.assert_allclose(r[:, 0], np.log1p(np.expm1(1 / s**2) / t), rtol=1e-12)
     # 1 + 3(t-1) + (t-1)(t-2) = t^2, so the sum is t^2 + expm1 terms
     r3 = 0.5 * np.log1p((np.expm1(3 / s**2) + 3 * (t - 1) * np.expm1(1 / s**2)) / t**2)
@@ -116,7 +116,7 @@ def test_remove_rdp_large_orders_finite_monotone_and_below_gaussian():
   # convex in alpha, R_alpha <= alpha / (2 sigma^2) (no amplification).
   s = np.array([0.1, 0.5, 1.0, 10.0, 100.0])
   for t in (2, 10**4, 10**7):
-    r = np.asarray(al.allocation_remove_rdp(sigma=s, num_steps=t, max_order=512))
+    r = np.asarray(al.allocation_remove_rdp(sigma=s, steps_per_epoch=t, max_order=512))
     a = np.arange(2, 513)
     assert np.all(np.isfinite(r))
     assert np.all(np.diff(r, axis=-1) >= -1e-12 * np.abs(r[..., 1:]))
@@ -128,8 +128,8 @@ def test_remove_rdp_large_orders_finite_monotone_and_below_gaussian():
 def test_remove_rdp_from_moments_gaussian_equals_gaussian_kernel():
   j = np.arange(0, 33, dtype=np.float64)
   lm = j * (j - 1) / (2 * 0.9**2)
-  ours = np.asarray(al.allocation_remove_rdp_from_moments(lm, num_steps=77))
-  ref = np.asarray(al.allocation_remove_rdp(sigma=0.9, num_steps=77, max_order=32))
+  ours = np.asarray(al.allocation_remove_rdp_from_moments(lm, steps_per_epoch=77))
+  ref = np.asarray(al.allocation_remove_rdp(sigma=0.9, steps_per_epoch=77, max_order=32))
   np.testing.assert_allclose(ours, ref, rtol=1e-13)
 
 
@@ -138,11 +138,11 @@ def test_remove_rdp_from_moments_gaussian_equals_gaussian_kernel():
 def test_add_rdp_t1_is_gaussian_and_below_jensen_bound():
   a = np.array([1.5, 2.0, 3.0, 10.0, 64.0])
   for s in (0.3, 5.0):
-    r = np.asarray(al.allocation_add_rdp(a, sigma=s, num_steps=1))
+    r = np.asarray(al.allocation_add_rdp(a, sigma=s, steps_per_epoch=1))
     np.testing.assert_allclose(r, a / (2 * s**2), rtol=1e-10)
   # Thm 4.9's pointwise (Jensen) bound gives R <= (alpha-1)/(2 t sigma^2) + 1/(2 sigma^2)
   for t, s in [(2, 0.3), (10**6, 2.0)]:
-    r = np.asarray(al.allocation_add_rdp(a, sigma=s, num_steps=t))
+    r = np.asarray(al.allocation_add_rdp(a, sigma=s, steps_per_epoch=t))
     up = a / (2 * t * s**2) + (1 - 1 / t) / (2 * s**2)
     assert np.all(r <= up * (1 + 1e-10)), (t, s)
     assert np.all(np.isfinite(r)) and np.all(r > 0)
@@ -158,10 +158,10 @@ def test_add_rdp_t2_matches_scipy_dblquad_and_digest():
                                 + np.exp((2 * s * y - 1) / (2 * s * s))))**(1 - a))
     val, err = integrate.dblquad(f, -12, 12, -12, 12, epsabs=1e-13, epsrel=1e-12)
     ref = np.log(val) / (a - 1)
-    ours = float(al.allocation_add_rdp([a], sigma=s, num_steps=2)[0])
+    ours = float(al.allocation_add_rdp([a], sigma=s, steps_per_epoch=2)[0])
     np.testing.assert_allclose(ours, ref, rtol=1e-8)
   # digest Sec. 3.10: exact add R_2 at t = 2, sigma = 1 is 0.5690 (quadrature and MC)
-  ours = float(al.allocation_add_rdp([2.0], sigma=1.0, num_steps=2)[0])
+  ours = float(al.allocation_add_rdp([2.0], sigma=1.0, steps_per_epoch=2)[0])
   assert abs(ours - 0.5690) < 5e-5
 
 
@@ -169,8 +169,8 @@ def test_add_rdp_t2_matches_scipy_dblquad_and_digest():
 def test_add_rdp_grid_converged_in_hard_regimes():
   a = np.array([1.2, 2.0, 8.0, 64.0, 256.0])
   for t, s in [(2, 0.3), (10, 0.2), (10**6, 0.2), (10**7, 10.0), (10, 100.0)]:
-    r = np.asarray(al.allocation_add_rdp(a, sigma=s, num_steps=t))
-    fine = np.asarray(al.allocation_add_rdp(a, sigma=s, num_steps=t,
+    r = np.asarray(al.allocation_add_rdp(a, sigma=s, steps_per_epoch=t))
+    fine = np.asarray(al.allocation_add_rdp(a, sigma=s, steps_per_epoch=t,
                                                  num_outer=16384, num_inner=4096))
     np.testing.assert_allclose(r, fine, rtol=1e-8, err_msg=f"{t},{s}")
 
@@ -183,7 +183,7 @@ def test_add_rdp_matches_monte_carlo_moment():
   for a in (2.0, 3.0):
     x = S**(1 - a)
     ref, se = np.mean(x), np.std(x) / np.sqrt(n)
-    ours = float(al.allocation_add_rdp([a], sigma=s, num_steps=t)[0])
+    ours = float(al.allocation_add_rdp([a], sigma=s, steps_per_epoch=t)[0])
     assert abs(np.exp((a - 1) * ours) - ref) < 4 * se
 
 
@@ -204,7 +204,7 @@ SETTINGS_20 = [  # (sigma, t, k, E)
 def _rdp_vs_random_allocation(settings, alphas):
   for s, t, k, E in settings:
     tr = t // k
-    ours = np.asarray(al.allocation_remove_rdp(sigma=s, num_steps=tr, max_order=max(alphas)))
+    ours = np.asarray(al.allocation_remove_rdp(sigma=s, steps_per_epoch=tr, max_order=max(alphas)))
     for a in alphas:
       ref = ra_direct.allocation_RDP_remove(alpha=a, sigma=float(s), num_steps=int(tr))
       # theirs subtracts alpha (log t + 1/(2 sigma^2)) from a log-sum of
@@ -244,7 +244,7 @@ def test_direct_bounds_equal_random_allocation_same_alpha_grid(s, t, k, E):
   p, c = _ra_params(s, t, k, E, delta), _ra_config(30)
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    ours = al.epsilon(sigma=s, num_steps=t, delta=delta, num_selected=k, num_epochs=E,
+    ours = al.epsilon(sigma=s, steps_per_epoch=t, delta=delta, num_selected=k, num_epochs=E,
                       direction="remove", methods=("rdp_direct",), max_order=30)
   ref = ra_direct.allocation_epsilon_direct_remove(p, c)
   np.testing.assert_allclose(ours.epsilon, ref, rtol=1e-9)
@@ -263,7 +263,7 @@ def _front_door_not_above_theirs(settings, max_alpha):
     delta = 1e-8
     with warnings.catch_warnings():
       warnings.simplefilter("ignore")
-      ours = al.epsilon(sigma=s, num_steps=t, delta=delta, num_selected=k, num_epochs=E,
+      ours = al.epsilon(sigma=s, steps_per_epoch=t, delta=delta, num_selected=k, num_epochs=E,
                         methods=FAST)
       ref = ra_direct.allocation_epsilon_direct(_ra_params(s, t, k, E, delta),
                                                 _ra_config(max_alpha))
@@ -285,7 +285,7 @@ def test_front_door_not_above_random_allocation_direct_20_settings():
 def test_digest_fig7_fig9_regressions():
   # digest Sec. 5.3 (authors' code v1.0.4, alpha in 2..60): direct remove.
   for E, v in [(1, 0.85953), (10, 0.88782), (100, 1.05992), (1000, 2.3436)]:
-    r = al.epsilon(sigma=1.0, num_steps=10**4, delta=1e-8, num_epochs=E, direction="remove",
+    r = al.epsilon(sigma=1.0, steps_per_epoch=10**4, delta=1e-8, num_epochs=E, direction="remove",
                    methods=("rdp_direct",), max_order=60)
     assert abs(r.epsilon - v) < 6e-5, (E, r.epsilon)
   for k, v in [(1, 3.0392), (2, 4.0657), (4, 5.1526), (8, 7.8445)]:
@@ -297,7 +297,7 @@ def test_digest_fig7_fig9_regressions():
 def test_exact_add_rdp_beats_thm49_and_front_door_is_remove_bound_fig7():
   # With the faithful (m-fold) shift Thm 4.9 is useless for E = 10 (digest:
   # 5.1473); the exact add RDP composes and stays below the remove bound.
-  r = al.epsilon(sigma=1.0, num_steps=10**4, delta=1e-8, num_epochs=10, methods=FAST,
+  r = al.epsilon(sigma=1.0, steps_per_epoch=10**4, delta=1e-8, num_epochs=10, methods=FAST,
                  max_order=60)
   assert abs(r.details["add"]["direct_add"] - 5.1473) < 1e-3
   assert r.details["add"]["rdp_add"] < r.details["remove"]["rdp_direct"]
@@ -332,7 +332,7 @@ def test_decomposition_within_gamma_of_poisson_and_vs_direct():
   # digest Fig 2 row (t=1000, sigma=1): decomposition over a Poisson PLD
   # gave 0.8007; ours (Poisson RDP profile) is valid but looser. Never below
   # the provable lower bound:
-  lb = float(al.delta_lower_bound(sigma=s, num_steps=t, epsilon=e_dec))
+  lb = float(al.delta_lower_bound(sigma=s, steps_per_epoch=t, epsilon=e_dec))
   assert e_dec >= 0.8007 and lb <= delta
   d_dec = float(al.delta(sigma=s, steps_per_epoch=t, epsilon=e_dec, direction="remove",
                          methods=("decomposition",)).delta)
@@ -346,7 +346,7 @@ def test_allocation_rdp_within_10_percent_of_poisson_rdp():
   orders = np.arange(2, 257, dtype=np.float64)
   for s, t, E, delta in [(1.0, 10**4, 1, 1e-8), (1.0, 10**4, 10, 1e-8), (2.0, 10**5, 1, 1e-10),
                          (0.8, 10**3, 10, 1e-6)]:
-    ra = al.epsilon(sigma=s, num_steps=t, delta=delta, num_epochs=E, direction="remove",
+    ra = al.epsilon(sigma=s, steps_per_epoch=t, delta=delta, num_epochs=E, direction="remove",
                     methods=("rdp_direct",)).epsilon
     pe = float(poisson.epsilon(q=1 / t, sigma=s, num_steps=t * E, delta=delta,
                                orders=orders).epsilon)
@@ -357,7 +357,7 @@ def test_epsilon_decreases_in_sigma():
   prev = np.inf
   warnings.simplefilter("ignore")   # the top order warning at sigma = 5
   for s in (0.5, 0.7, 1.0, 1.5, 2.5, 5.0):
-    e = al.epsilon(sigma=s, num_steps=1000, delta=1e-8, num_epochs=2, methods=FAST).epsilon
+    e = al.epsilon(sigma=s, steps_per_epoch=1000, delta=1e-8, num_epochs=2, methods=FAST).epsilon
     assert e < prev
     prev = e
 
@@ -367,7 +367,7 @@ def test_epsilon_decreases_in_sigma():
 def _upper_deltas(s, t, E, eps, direction):
   """Our per-direction delta upper bounds at several eps (rdp + direct_add + local)."""
   from jaxacct._core.conversion import rdp_to_delta
-  orders, r = al.allocation_rdp(sigma=s, num_steps=t, num_epochs=E, direction=direction,
+  orders, r = al.allocation_rdp(sigma=s, steps_per_epoch=t, num_epochs=E, direction=direction,
                                 max_order=64)
   d = np.array([float(rdp_to_delta(orders, r, float(e)).delta) for e in eps])
   if direction == "add":
@@ -383,16 +383,16 @@ def test_upper_bounds_above_monte_carlo_and_lower_bound(t, s, E):
   eps = np.array([0.25, 0.5, 1.0, 1.5])
   if True:
     for d in ("remove", "add"):
-      mc = al.delta_monte_carlo(sigma=s, num_steps=t, epsilon=eps, num_epochs=E,
+      mc = al.delta_monte_carlo(sigma=s, steps_per_epoch=t, epsilon=eps, num_epochs=E,
                                          direction=d, num_samples=100_000, seed=3)
       up = _upper_deltas(s, t, E, eps, d)
       assert np.all(up >= mc.lower), (t, s, E, d, up, mc)
       # the front door at one eps agrees with (is not above) these
-      fd = al.delta(sigma=s, num_steps=t, epsilon=float(eps[1]), num_epochs=E, direction=d,
+      fd = al.delta(sigma=s, steps_per_epoch=t, epsilon=float(eps[1]), num_epochs=E, direction=d,
                     methods=("rdp_direct", "rdp_add", "direct_add"), max_order=64).delta
       assert mc.lower[1] <= fd <= up[1] * (1 + 1e-9)
       if d == "remove":
-        lb = np.asarray(al.delta_lower_bound(sigma=s, num_steps=t, epsilon=eps,
+        lb = np.asarray(al.delta_lower_bound(sigma=s, steps_per_epoch=t, epsilon=eps,
                                                       num_epochs=E))
         assert np.all(lb <= mc.upper) and np.all(lb > 0) and np.all(lb <= up)
 
@@ -401,7 +401,7 @@ def test_monte_carlo_estimate_is_close_to_exact_t1():
   # t = 1: the Gaussian itself; exact profile from jaxacct._core.gaussian
   from jaxacct._core.gaussian import gaussian_delta
   eps = np.array([0.0, 0.5, 1.0])
-  mc = al.delta_monte_carlo(sigma=1.0, num_steps=1, epsilon=eps, num_samples=200_000)
+  mc = al.delta_monte_carlo(sigma=1.0, steps_per_epoch=1, epsilon=eps, num_samples=200_000)
   ex = np.asarray(gaussian_delta(1.0, eps).delta)
   assert np.all(mc.lower <= ex) and np.all(ex <= mc.upper)
   assert mc.bound == "estimate"
@@ -412,30 +412,30 @@ def test_monte_carlo_estimate_is_close_to_exact_t1():
 def test_jit_vmap_agree_with_eager(x64):
   sig = jnp.array([0.4, 1.0, 3.0])
   ts = jnp.array([10, 1000, 10**6])
-  eager = np.stack([np.asarray(al.allocation_remove_rdp(sigma=float(s), num_steps=int(t),
+  eager = np.stack([np.asarray(al.allocation_remove_rdp(sigma=float(s), steps_per_epoch=int(t),
                                                         max_order=16)) for s, t in zip(sig, ts)])
   # the doors are jittable and vmappable (checks skip tracers; one module-level jit)
-  jitted = jax.jit(lambda s, t: al.allocation_remove_rdp(sigma=s, num_steps=t, max_order=16))(
+  jitted = jax.jit(lambda s, t: al.allocation_remove_rdp(sigma=s, steps_per_epoch=t, max_order=16))(
       sig, ts)
-  vm = jax.vmap(lambda s, t: al.allocation_remove_rdp(sigma=s, num_steps=t, max_order=16))(
+  vm = jax.vmap(lambda s, t: al.allocation_remove_rdp(sigma=s, steps_per_epoch=t, max_order=16))(
       sig, ts)
   np.testing.assert_allclose(jitted, eager, rtol=1e-13)
   np.testing.assert_allclose(vm, eager, rtol=1e-13)
   a = jnp.array([2.0, 5.0])
-  ea = np.stack([np.asarray(al.allocation_add_rdp(a, sigma=float(s), num_steps=int(t),
+  ea = np.stack([np.asarray(al.allocation_add_rdp(a, sigma=float(s), steps_per_epoch=int(t),
                                                        num_outer=256, num_inner=256))
                  for s, t in zip(sig, ts)])
-  va = jax.jit(jax.vmap(lambda s, t: al.allocation_add_rdp(a, sigma=s, num_steps=t,
+  va = jax.jit(jax.vmap(lambda s, t: al.allocation_add_rdp(a, sigma=s, steps_per_epoch=t,
                                                            num_outer=256, num_inner=256)))(
       sig, ts.astype(jnp.float64))
   np.testing.assert_allclose(va, ea, rtol=1e-12)
 
 
 def test_nan_policy_under_jit(x64):
-  out = jax.jit(lambda s, t: al.allocation_remove_rdp(sigma=s, num_steps=t, max_order=4))(
+  out = jax.jit(lambda s, t: al.allocation_remove_rdp(sigma=s, steps_per_epoch=t, max_order=4))(
       jnp.array([1.0, -1.0, 1.0]), jnp.array([10, 10, 0]))
   assert np.all(np.isfinite(out[0])) and np.all(np.isnan(out[1])) and np.all(np.isnan(out[2]))
-  out = jax.jit(lambda s: al.allocation_add_rdp(jnp.array([0.5, 2.0]), sigma=s, num_steps=10.0,
+  out = jax.jit(lambda s: al.allocation_add_rdp(jnp.array([0.5, 2.0]), sigma=s, steps_per_epoch=10.0,
                                                 num_outer=256, num_inner=256))(
       jnp.array([1.0, -1.0]))
   assert np.isnan(out[0, 0]) and np.isfinite(out[0, 1]) and np.all(np.isnan(out[1]))
@@ -457,13 +457,13 @@ def test_bad_input_raises(kw, match):
 
 def test_bad_input_kernels_raise():
   with pytest.raises(ValueError, match="max_order"):
-    al.allocation_remove_rdp(sigma=1.0, num_steps=10, max_order=1)
+    al.allocation_remove_rdp(sigma=1.0, steps_per_epoch=10, max_order=1)
   with pytest.raises(ValueError, match="orders"):
-    al.allocation_add_rdp([1.0, 2.0], sigma=1.0, num_steps=10)
+    al.allocation_add_rdp([1.0, 2.0], sigma=1.0, steps_per_epoch=10)
   with pytest.raises(ValueError, match="log_moments"):
-    al.allocation_remove_rdp_from_moments(np.array([0.0, 0.1, 1.0]), num_steps=3)
+    al.allocation_remove_rdp_from_moments(np.array([0.0, 0.1, 1.0]), steps_per_epoch=3)
   with pytest.raises(ValueError, match="confidence"):
-    al.delta_monte_carlo(sigma=1.0, num_steps=3, epsilon=1.0, confidence=1.0)
+    al.delta_monte_carlo(sigma=1.0, steps_per_epoch=3, epsilon=1.0, confidence=1.0)
   with pytest.raises(ValueError, match="epsilon"):
     al.delta(sigma=1.0, steps_per_epoch=10, epsilon=np.nan)
 
@@ -485,12 +485,12 @@ def test_rdp_doors_are_one_jit_each_and_new_values_compile_nothing(compile_count
   # compiles nothing
   lm = np.arange(9) * (np.arange(9) - 1) / 2.0
   with compile_counter as c:
-    al.allocation_remove_rdp_from_moments(lm, num_steps=50)
-    al.allocation_remove_rdp(sigma=1.0, num_steps=10, max_order=8)
+    al.allocation_remove_rdp_from_moments(lm, steps_per_epoch=50)
+    al.allocation_remove_rdp(sigma=1.0, steps_per_epoch=10, max_order=8)
   assert c.count <= 2
   with compile_counter as c:
-    al.allocation_remove_rdp_from_moments(lm * 1.5, num_steps=7)
-    al.allocation_remove_rdp(sigma=2.5, num_steps=100_000, max_order=8)
+    al.allocation_remove_rdp_from_moments(lm * 1.5, steps_per_epoch=7)
+    al.allocation_remove_rdp(sigma=2.5, steps_per_epoch=100_000, max_order=8)
   assert c.count == 0
 
 
@@ -506,5 +506,5 @@ def test_max_test_lower_bound_matches_mpmath_in_the_upper_tail():
       Cm = mp.mpf(C)
       ref = (1 - mp.ncdf((Cm - 1) / s) * mp.ncdf(Cm / s) ** (t - 1)
              - mp.e ** mp.mpf(eps) * (1 - mp.ncdf(Cm / s) ** t))
-    got = float(al.delta_lower_bound(sigma=s, num_steps=t, epsilon=eps, thresholds=[C]))
+    got = float(al.delta_lower_bound(sigma=s, steps_per_epoch=t, epsilon=eps, thresholds=[C]))
     assert got == pytest.approx(float(ref), rel=1e-6), (C, got, float(ref))

@@ -65,7 +65,7 @@ def test_front_door_values_equal_the_kernels():
   kw = dict(steps_per_epoch=234, num_epochs=10, delta=1e-5,
             methods=("rdp_direct", "direct_add", "local"))
   host = allocation.epsilon(sigma=1.0, **kw)
-  orders, rdp = allocation.allocation_rdp(sigma=np.array([1.0]), num_steps=234, num_epochs=10,
+  orders, rdp = allocation.allocation_rdp(sigma=np.array([1.0]), steps_per_epoch=234, num_epochs=10,
                                           direction="remove")
   jit_eps = mechanisms.rdp_to_epsilon(orders, np.asarray(rdp), np.array([1e-5])).epsilon
   assert host.details["remove"]["rdp_direct"] == pytest.approx(float(np.asarray(jit_eps)[0]),
@@ -83,9 +83,9 @@ def test_front_door_values_equal_the_kernels():
 def test_remove_rdp_host_equals_kernel(sigma, t, order):
   """Extremes included: sigma 0.1 (RDP ~ alpha / 0.02 at alpha 256), sigma 50 at
   t = 2^31 - 1 (RDP ~ 1e-13: the excess's relative accuracy)."""
-  host = allocation.allocation_remove_rdp(sigma=sigma, num_steps=t, max_order=order)
+  host = allocation.allocation_remove_rdp(sigma=sigma, steps_per_epoch=t, max_order=order)
   # two lanes: the jitted kernel (one lane is a host question, namespace.for_inputs)
-  jit = allocation.allocation_remove_rdp(sigma=np.array([sigma, sigma]), num_steps=t,
+  jit = allocation.allocation_remove_rdp(sigma=np.array([sigma, sigma]), steps_per_epoch=t,
                                          max_order=order)
   assert np.all(np.isfinite(host)) and np.all(host > 0)
   assert isinstance(host, np.ndarray)
@@ -120,7 +120,7 @@ def test_gaussian_doors_scalar_on_host(compile_counter):
 def test_remove_rdp_large_orders_stay_on_the_kernel():
   """Above max_order 256 the host powering (O(A^2 log t) log-sum-exps) is slower
   than the compiled kernel: those questions keep it (same values either way)."""
-  big = allocation.allocation_remove_rdp(sigma=1.0, num_steps=1000, max_order=300)
-  small = allocation.allocation_remove_rdp(sigma=1.0, num_steps=1000, max_order=256)
+  big = allocation.allocation_remove_rdp(sigma=1.0, steps_per_epoch=1000, max_order=300)
+  small = allocation.allocation_remove_rdp(sigma=1.0, steps_per_epoch=1000, max_order=256)
   assert not isinstance(big, np.ndarray) and isinstance(small, np.ndarray)
   np.testing.assert_allclose(np.asarray(big)[:255], small, rtol=1e-12)

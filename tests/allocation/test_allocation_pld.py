@@ -206,7 +206,7 @@ def test_renyi_moments_bracket_exact():
     F = laws(jnp.asarray(s), jnp.asarray(t, jnp.int32))
     F = jax.tree.map(np.asarray, F)
   for i, (sg, tt) in enumerate(cases[:5]):
-    exact = np.asarray(allocation_remove_rdp(sigma=sg, num_steps=tt, max_order=4))
+    exact = np.asarray(allocation_remove_rdp(sigma=sg, steps_per_epoch=tt, max_order=4))
     for a in (2, 3, 4):
       up = np.log(np.sum(F.up_p[i] * np.exp(a * F.up_loss[i]))) / (a - 1)
       lo = np.log(np.sum(F.lo_a[i] * np.exp(a * F.lo_loss[i]))) / (a - 1)
@@ -216,7 +216,7 @@ def test_renyi_moments_bracket_exact():
     # digest Sec. 5.2 partition values
   digest = {(1.0, 100, 2): 0.0170368632, (2.0, 1000, 4): 5.6800068e-4}
   for (sg, tt, a), v in digest.items():
-    ex = float(np.asarray(allocation_remove_rdp(sigma=sg, num_steps=tt, max_order=4))[a - 2])
+    ex = float(np.asarray(allocation_remove_rdp(sigma=sg, steps_per_epoch=tt, max_order=4))[a - 2])
     assert abs(ex - v) < 1e-9 * max(1, v * 1e3)
 
 
@@ -266,7 +266,7 @@ def test_against_pld_accounting_live():
 def test_epochs_composition_digest():
   # Digest Sec. 5.1/5.2, sigma=1, t=100, E=5: package 2.0 [1.416294, 1.452106],
   # prototype [1.434896, 1.435337] at delta=1e-6.
-  r = pld.allocation_pld_epsilon(sigma=1.0, num_steps=100, num_epochs=5, delta=1e-6)
+  r = pld.allocation_pld_epsilon(sigma=1.0, steps_per_epoch=100, num_epochs=5, delta=1e-6)
   u, lo = float(r.upper), float(r.lower)
   assert lo <= u
   assert 1.416294 <= lo and u <= 1.452106
@@ -279,7 +279,7 @@ def test_k_of_t_reduction_matches_epochs():
   # Lemma 3.2 with t = k f: k-of-(k f) reduces to k compositions of 1-of-f,
   # i.e. exactly num_epochs = k of 1-of-f.
   a = pld.allocation_pld_epsilon(sigma=1.0, steps_per_epoch=200, num_selected=2, delta=1e-6)
-  b = pld.allocation_pld_epsilon(sigma=1.0, num_steps=100, num_epochs=2, delta=1e-6)
+  b = pld.allocation_pld_epsilon(sigma=1.0, steps_per_epoch=100, num_epochs=2, delta=1e-6)
   np.testing.assert_allclose([float(a.upper), float(a.lower)],
                              [float(b.upper), float(b.lower)], rtol=1e-12)
 

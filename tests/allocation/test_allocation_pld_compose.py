@@ -67,7 +67,7 @@ def test_randomized_response_composed_exact_enumeration():
   # RR as an exact PLD (step eps0): one call for 8 lanes mixing one and two
   # round types (t mod k = 0 and != 0), k = t (rounds of 1-of-1) and E > 1.
   t, k, E, e = map(np.array, zip(*RR_CASES))
-  r = pld.allocation_pld_delta(mechanism=jpld.randomized_response(1.0), num_steps=t,
+  r = pld.allocation_pld_delta(mechanism=jpld.randomized_response(1.0), steps_per_epoch=t,
                                num_selected=k, num_epochs=E, epsilon=e, **KW)
   for i, c in enumerate(RR_CASES):
     rem, add = _rr_composed_exact(*c)
@@ -96,7 +96,7 @@ DELTAS = np.array([1e-6] * 14 + [1e-7, 1e-6])
 @pytest.fixture(scope="session")  # built once per worker (see conftest.py)
 def eps_batch():
   s, t, k, E = map(np.array, zip(*LANES))
-  return pld.allocation_pld_epsilon(sigma=s, num_steps=t, num_selected=k, num_epochs=E,
+  return pld.allocation_pld_epsilon(sigma=s, steps_per_epoch=t, num_selected=k, num_epochs=E,
                                     delta=DELTAS, tail=1e-13, **KW)
 
 
@@ -108,7 +108,7 @@ def test_gaussian_composition_agrees_with_eager_oracle(eps_batch):
   # bracket's width (measured: < 5e-6 absolute); our lower is tighter.
   for i in (0, 1):
     sg, tt, kk, ee = LANES[i]
-    P = eager_allocation_plds(sigma=sg, num_steps=tt, num_selected=kk, num_epochs=ee,
+    P = eager_allocation_plds(sigma=sg, steps_per_epoch=tt, num_selected=kk, num_epochs=ee,
                               grid_size=N, tail=1e-13, composition_step=1e-3)
     ou = max(float(jpld.epsilon(P[0], 1e-6)), float(jpld.epsilon(P[1], 1e-6)))
     ol = max(float(jpld.epsilon(P[2], 1e-6)), float(jpld.epsilon(P[3], 1e-6)))
@@ -131,7 +131,7 @@ EXPORT_CASES = [(1.0, 23, 5, 2, 1e-6, "gaussian"), (2.0, 30, 1, 3, 1e-8, "laplac
 def test_export_against_eager_oracle_and_door(case):
   sg, tt, kk, ee, d, mech = case
   step = 1e-4
-  kw = dict(sigma=sg, num_steps=tt, num_selected=kk, num_epochs=ee, grid_size=N, tail=1e-13,
+  kw = dict(sigma=sg, steps_per_epoch=tt, num_selected=kk, num_epochs=ee, grid_size=N, tail=1e-13,
             mechanism=jpld.randomized_response(1.0) if mech == "rr" else mech)
   P = pld.allocation_plds(composition_step=step, **kw)
   O = eager_allocation_plds(composition_step=step, **kw)
@@ -168,7 +168,7 @@ def test_lemma_3_2_identity_monotone_and_directions(eps_batch):
 def test_broadcast_shapes(eps_batch):
   # sigma (3, 1) x num_epochs (1, 3), scalars elsewhere: one call (16 padded
   # lanes, the same compiled kernels), equal to lanes 4-12 of the batch.
-  r = pld.allocation_pld_epsilon(sigma=np.array([[0.8], [1.0], [1.5]]), num_steps=51,
+  r = pld.allocation_pld_epsilon(sigma=np.array([[0.8], [1.0], [1.5]]), steps_per_epoch=51,
                                  num_selected=2, num_epochs=np.array([[1, 2, 4]]),
                                  delta=1e-6, tail=1e-13, **KW)
   assert np.shape(r.upper) == (3, 3) and np.shape(r.by_direction["add"][1]) == (3, 3)
@@ -186,7 +186,7 @@ def test_epsilon_and_delta_front_doors_agree(eps_batch):
   for key in ("remove", "add"):
     for side in (0, 1):
       e = np.asarray(eps_batch.by_direction[key][side])
-      d = pld.allocation_pld_delta(sigma=s, num_steps=t, num_selected=k, num_epochs=E,
+      d = pld.allocation_pld_delta(sigma=s, steps_per_epoch=t, num_selected=k, num_epochs=E,
                                    epsilon=e, tail=1e-13, **KW)
       got = np.asarray(d.by_direction[key][side])
       ok = e > 0      # eps = 0 lanes: delta(0) <= delta only
@@ -194,7 +194,7 @@ def test_epsilon_and_delta_front_doors_agree(eps_batch):
 
 
 def test_bad_composition_arguments():
-  base = dict(sigma=1.0, delta=1e-6, num_steps=10, num_epochs=2)
+  base = dict(sigma=1.0, delta=1e-6, steps_per_epoch=10, num_epochs=2)
   for kw in (dict(composition_size=1000), dict(composition_size=128),
              dict(composition_size="4096"), dict(num_selected=11),
              dict(num_selected=np.array([2, 11]))):
@@ -209,10 +209,10 @@ def test_calibration_issue_17_setting():
   # the smallest sigma whose tight upper epsilon meets 3; through the one
   # calibrator on the allocation event (this module's programs).
   s = float(jaxacct.calibrate(
-      lambda x: events.RandomAllocationDpEvent(sigma=x, steps_per_epoch=234, num_epochs=10),
+      lambda x: events.RandomAllocationDpEvent(noise_multiplier=x, steps_per_epoch=234, num_epochs=10),
       3.0, 1e-5, bracket=(0.3, 50.0)))
   assert 0.680 < s < 0.688
-  ev = lambda x: np.asarray(pld.allocation_pld_epsilon(sigma=x, delta=1e-5, num_steps=234,
+  ev = lambda x: np.asarray(pld.allocation_pld_epsilon(sigma=x, delta=1e-5, steps_per_epoch=234,
                                                        num_epochs=10).upper)
   e = ev(np.array([s, s / 1.001]))
   assert e[0] <= 3.0 < e[1], e
@@ -226,7 +226,7 @@ def test_dp_accounting_event_value_setting():
   # lower sums run on the 2x coarser lattice since (tests/allocation/test_lower_coarse.py): a
   # certified lower within 2e-3 below the exact-lattice one (2.42366 then, 2.42299
   # now, 2026-11-25).
-  r = pld.allocation_pld_epsilon(sigma=2.0, num_steps=100, num_selected=10, delta=1e-6,
+  r = pld.allocation_pld_epsilon(sigma=2.0, steps_per_epoch=100, num_selected=10, delta=1e-6,
                                  num_epochs=1)
   u, lo = float(r.upper), float(r.lower)
   assert lo <= u <= 2.4265

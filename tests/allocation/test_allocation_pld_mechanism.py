@@ -275,7 +275,7 @@ def _composed_rr_exact(t, E_, eps):
 
 def test_epochs_and_export_composition():
   rr = jpld.randomized_response(1.0)
-  r = pld.allocation_pld_delta(mechanism=rr, num_steps=10, num_epochs=2, epsilon=0.2,
+  r = pld.allocation_pld_delta(mechanism=rr, steps_per_epoch=10, num_epochs=2, epsilon=0.2,
                                grid_size=N)
   ex = _composed_rr_exact(10, 2, 0.2)
   ru, rl = float(r.by_direction["remove"][0]), float(r.by_direction["remove"][1])
@@ -286,7 +286,7 @@ def test_epochs_and_export_composition():
                                 grid_size=N)
   np.testing.assert_allclose([float(r2.upper), float(r2.lower)],
                              [float(r.upper), float(r.lower)], rtol=1e-12)
-  P = pld.allocation_plds(mechanism=rr, num_steps=10, num_epochs=2, grid_size=N,
+  P = pld.allocation_plds(mechanism=rr, steps_per_epoch=10, num_epochs=2, grid_size=N,
                           composition_step=1e-3)
   assert float(jpld.delta(P.remove_lower, 0.2)) <= ex <= float(jpld.delta(P.remove_upper, 0.2))
 

@@ -25,19 +25,19 @@ from jaxacct.mechanisms import Gaussian
 warnings.filterwarnings("ignore", message=".*optimal Renyi order.*")
 
 
-def _eps(method, *, num_steps, direction="both", **kw):
+def _eps(method, *, steps_per_epoch, direction="both", **kw):
   """One method's epsilon through the front door (knobs: ``method_options``)."""
   opts = {k: kw.pop(k) for k in ("azuma", "split", "tail_fractions", "bootstrap", "step")
           if k in kw}
-  return al.epsilon(steps_per_epoch=num_steps, direction=direction, methods=(method,),
+  return al.epsilon(steps_per_epoch=steps_per_epoch, direction=direction, methods=(method,),
                     method_options={method: opts} if opts else None, **kw)
 
 
-def _delta(method, *, num_steps, direction="both", **kw):
+def _delta(method, *, steps_per_epoch, direction="both", **kw):
   """One method's delta through the front door (knobs: ``method_options``)."""
   opts = {k: kw.pop(k) for k in ("azuma", "tail_budgets", "eps_prime", "bootstrap", "step")
           if k in kw}
-  return al.delta(steps_per_epoch=num_steps, direction=direction, methods=(method,),
+  return al.delta(steps_per_epoch=steps_per_epoch, direction=direction, methods=(method,),
                   method_options={method: opts} if opts else None, **kw)
 
 
@@ -188,8 +188,8 @@ def test_truncated_rate_matches_authors_and_digest():
 
 def test_truncated_vacuous_and_rate():
   # digest Sec 5.3: sigma=1, t=1e6, delta=1e-10 -> gamma = 1 (vacuous): +inf
-  assert _eps("truncated_poisson", sigma=1.0, num_steps=10**6, delta=1e-10).epsilon == math.inf
-  assert _eps("truncated_poisson", sigma=1.0, num_steps=10**6, delta=1e-10,
+  assert _eps("truncated_poisson", sigma=1.0, steps_per_epoch=10**6, delta=1e-10).epsilon == math.inf
+  assert _eps("truncated_poisson", sigma=1.0, steps_per_epoch=10**6, delta=1e-10,
               azuma="cosh", split="authors").epsilon == math.inf
   e = _rate(1.0, 100, [1e-12, 0.3], 0.3)
   assert e[0] == np.inf and 1 / 100 < e[1] < 1
@@ -204,7 +204,7 @@ def test_truncated_poisson_fig1_sigma2():
   dp_accounting grid 1e-4: discretisation-limited). Ours (finer pessimistic
   PLD) with their split and cosh is <= theirs; our optimised split is <= that;
   both >= the tight allocation PLD lower bound and the Chua lower bound."""
-  kw = dict(sigma=2.0, num_steps=10**6, delta=1e-10)
+  kw = dict(sigma=2.0, steps_per_epoch=10**6, delta=1e-10)
   auth = _eps("truncated_poisson", **kw, azuma="cosh", split="authors").epsilon
   opt = _eps("truncated_poisson", **kw).epsilon
   assert auth <= 0.044 * 1.001
@@ -212,7 +212,7 @@ def test_truncated_poisson_fig1_sigma2():
   lower = float(apld.allocation_pld_epsilon(sigma=2.0, steps_per_epoch=10**6,
                                              delta=1e-10).lower)
   assert opt >= lower
-  assert float(al.delta_lower_bound(sigma=2.0, num_steps=10**6, epsilon=opt)) <= 1e-10
+  assert float(al.delta_lower_bound(sigma=2.0, steps_per_epoch=10**6, epsilon=opt)) <= 1e-10
 
 
 # ------------------------------------------------------------- recursive
@@ -221,10 +221,10 @@ def test_recursive_fig2_t100():
   """Fig 2 (t=100, sigma=2.5, delta=1e-10): authors' recursive 0.5738 (digest
   5.3). Ours (allocation-PLD bootstrap, optimised eps') <= it, >= the
   Chua lower bound (digest value and ours)."""
-  e = _eps("recursive", sigma=2.5, num_steps=100, delta=1e-10, tail_fractions=(0.1,)).epsilon
+  e = _eps("recursive", sigma=2.5, steps_per_epoch=100, delta=1e-10, tail_fractions=(0.1,)).epsilon
   assert e <= 0.5738
   assert e >= 0.1003       # digest 5.3 Chua lower bound (tight PLD lower: slow tests)
-  assert float(al.delta_lower_bound(sigma=2.5, num_steps=100, epsilon=e)) <= 1e-10
+  assert float(al.delta_lower_bound(sigma=2.5, steps_per_epoch=100, epsilon=e)) <= 1e-10
 
 
 def test_recursive_bootstrap():
@@ -232,7 +232,7 @@ def test_recursive_bootstrap():
   profiles, so a bootstrap set's bound is below each member's; the tight
   PLD bootstrap beats Thm 4.9 ("direct") here. (The tail itself, formerly
   ``recursive_tail``, is a step of the method: checked through the bound.)"""
-  kw = dict(sigma=1.0, num_steps=100, direction="remove")
+  kw = dict(sigma=1.0, steps_per_epoch=100, direction="remove")
   d = {b: _delta("recursive", **kw, epsilon=1.0, eps_prime=[0.2], bootstrap=b).delta
        for b in (("pld",), ("direct",), ("pld", "direct"))}
   assert d[("pld", "direct")] <= min(d[("pld",)], d[("direct",)]) * (1 + 1e-12)
@@ -246,11 +246,11 @@ def test_decomposition_mapped_pld_equals_formula_m1():
   Poisson PLD) to grid accuracy, both directions (digest Fig 2 t=100,
   sigma=0.8: decomposition 4.5313)."""
   for d in ("remove", "add"):
-    ref = _eps("decomposition_pld", sigma=0.8, num_steps=100, delta=1e-10,
+    ref = _eps("decomposition_pld", sigma=0.8, steps_per_epoch=100, delta=1e-10,
                direction=d).epsilon
     # two rounds of the mapped pair (the composed path, m = 2 rounds of
     # 1-of-100) cost at least one round
-    two = _eps("decomposition_pld", sigma=0.8, num_steps=200, num_selected=2, delta=1e-10,
+    two = _eps("decomposition_pld", sigma=0.8, steps_per_epoch=200, num_selected=2, delta=1e-10,
                direction=d).epsilon
     assert two >= ref * (1 - 1e-6)
     if d == "remove":
@@ -262,7 +262,7 @@ def test_decomposition_composed_epochs():
   """k = 2, E = 2 (m = 4 rounds of 1-of-50): composed decomposition is
   >= the allocation PLD lower bound of the same reduced object and <= the
   local (no amplification) bound."""
-  kw = dict(sigma=1.0, num_steps=100, delta=1e-8, num_selected=2, num_epochs=2)
+  kw = dict(sigma=1.0, steps_per_epoch=100, delta=1e-8, num_selected=2, num_epochs=2)
   e = _eps("decomposition_pld", **kw).epsilon
   b = apld.allocation_pld_epsilon(**kw)
   assert float(b.lower) <= e
@@ -275,15 +275,15 @@ def test_decomposition_composed_epochs():
 
 def test_bad_input():
   with pytest.raises(ValueError, match="sigma"):
-    _eps("truncated_poisson", sigma=-1.0, num_steps=100, delta=1e-5)
+    _eps("truncated_poisson", sigma=-1.0, steps_per_epoch=100, delta=1e-5)
   with pytest.raises(ValueError, match="delta"):
-    _eps("recursive", sigma=1.0, num_steps=100, delta=1.5)
+    _eps("recursive", sigma=1.0, steps_per_epoch=100, delta=1.5)
   with pytest.raises(ValueError, match="num_selected"):
-    _eps("recursive", sigma=1.0, num_steps=10, delta=1e-5, num_selected=11)
+    _eps("recursive", sigma=1.0, steps_per_epoch=10, delta=1e-5, num_selected=11)
   with pytest.raises(ValueError, match="azuma"):
-    _eps("truncated_poisson", sigma=1.0, num_steps=100, delta=1e-5, azuma="tanh")
+    _eps("truncated_poisson", sigma=1.0, steps_per_epoch=100, delta=1e-5, azuma="tanh")
   with pytest.raises(ValueError, match="bootstrap"):
-    _delta("recursive", sigma=1.0, num_steps=100, epsilon=1.0, eps_prime=[0.1],
+    _delta("recursive", sigma=1.0, steps_per_epoch=100, epsilon=1.0, eps_prime=[0.1],
            bootstrap=("magic",))
   with pytest.raises(ValueError, match="method_options"):
     al.epsilon(sigma=1.0, steps_per_epoch=100, delta=1e-5, methods=("truncated_poisson",),
@@ -292,11 +292,11 @@ def test_bad_input():
     al.epsilon(sigma=1.0, steps_per_epoch=100, delta=1e-5, methods=("local",),
                method_options={"recursive": {"step": 1e-4}})
   with pytest.raises(ValueError, match="direction"):
-    _eps("recursive", sigma=1.0, num_steps=100, delta=1e-5, direction="up")
+    _eps("recursive", sigma=1.0, steps_per_epoch=100, delta=1e-5, direction="up")
   with pytest.raises(ValueError, match="sigma"):
-    _eps("recursive", sigma=np.ones(2), num_steps=100, delta=1e-5)
+    _eps("recursive", sigma=np.ones(2), steps_per_epoch=100, delta=1e-5)
   with pytest.raises(ValueError, match="no method"):   # floor(t/k) = 1: Thm 4.6 needs >= 2
-    _eps("decomposition_pld", sigma=1.0, num_steps=3, delta=1e-5, num_selected=2)
+    _eps("decomposition_pld", sigma=1.0, steps_per_epoch=3, delta=1e-5, num_selected=2)
   with pytest.raises(ValueError, match="methods"):
     al.epsilon(sigma=1.0, steps_per_epoch=100, delta=1e-5, methods=("recursivee",))
 
@@ -308,20 +308,20 @@ def test_bad_input():
                                             (1000, 1.0, 1.0673)])
 def test_recursive_fig2_digest(t, sigma, theirs):
   """Digest 5.3 Fig 2 recursive column (authors' code): ours <= theirs, >= PLD lower."""
-  e = _eps("recursive", sigma=sigma, num_steps=t, delta=1e-10).epsilon
+  e = _eps("recursive", sigma=sigma, steps_per_epoch=t, delta=1e-10).epsilon
   assert e <= theirs
   assert e >= float(apld.allocation_pld_epsilon(sigma=sigma, steps_per_epoch=t, delta=1e-10).lower)
-  assert float(al.delta_lower_bound(sigma=sigma, num_steps=t, epsilon=e)) <= 1e-10
+  assert float(al.delta_lower_bound(sigma=sigma, steps_per_epoch=t, epsilon=e)) <= 1e-10
 
 
 @pytest.mark.slow
 def test_recursive_delta_consistent():
   """recursive_delta at the recursive epsilon (+5%) is ~delta (one eps' candidate)."""
-  e = _eps("recursive", sigma=2.5, num_steps=100, delta=1e-10, tail_fractions=(0.1,)).epsilon
-  d = _delta("recursive", sigma=2.5, num_steps=100, epsilon=e * 1.05, direction="remove",
+  e = _eps("recursive", sigma=2.5, steps_per_epoch=100, delta=1e-10, tail_fractions=(0.1,)).epsilon
+  d = _delta("recursive", sigma=2.5, steps_per_epoch=100, epsilon=e * 1.05, direction="remove",
                          eps_prime=[0.3]).delta
   assert d <= 1e-8
-  assert _delta("recursive", sigma=2.5, num_steps=100, epsilon=e * 0.5).delta > 1e-10
+  assert _delta("recursive", sigma=2.5, steps_per_epoch=100, epsilon=e * 0.5).delta > 1e-10
 
 
 @pytest.mark.slow
@@ -334,7 +334,7 @@ def test_recursive_vs_authors_live():
   theirs = allocation_epsilon_recursive(PrivacyParams(sigma=2.0, num_steps=1000, num_selected=1,
                                                       num_epochs=1, delta=1e-10),
                                         SchemeConfig(), Direction.BOTH)
-  ours = _eps("recursive", sigma=2.0, num_steps=1000, delta=1e-10).epsilon
+  ours = _eps("recursive", sigma=2.0, steps_per_epoch=1000, delta=1e-10).epsilon
   assert ours <= theirs
 
 
@@ -343,7 +343,7 @@ def test_fig5_k10_and_front_door():
   """Fig 5 (k=10, t=1e6, delta=1e-10): authors' analytic 0.2535 (sigma=2) and
   0.1717 (sigma=4) (digest 5.3); ours <= theirs. Front door names the winner."""
   for s, theirs in ((2.0, 0.2535), (4.0, 0.1717)):
-    e = _eps("truncated_poisson", sigma=s, num_steps=10**6, delta=1e-10,
+    e = _eps("truncated_poisson", sigma=s, steps_per_epoch=10**6, delta=1e-10,
                                      num_selected=10).epsilon
     assert e <= theirs
   r = al.epsilon(sigma=2.0, steps_per_epoch=1000, delta=1e-10,
@@ -356,10 +356,10 @@ def test_fig5_k10_and_front_door():
 def test_decomposition_fig7_epochs():
   """Fig 7 (sigma=1, delta=1e-8, t=1e4, E=10): composed decomposition beats the
   direct RDP (digest 5.3: 0.8878) and stays above the PLD lower bound."""
-  e = _eps("decomposition_pld", sigma=1.0, num_steps=10**4, delta=1e-8,
+  e = _eps("decomposition_pld", sigma=1.0, steps_per_epoch=10**4, delta=1e-8,
                                        num_epochs=10).epsilon
   assert e < 0.8878
-  lo = float(apld.allocation_pld_epsilon(sigma=1.0, num_steps=10**4, delta=1e-8,
+  lo = float(apld.allocation_pld_epsilon(sigma=1.0, steps_per_epoch=10**4, delta=1e-8,
                                          num_epochs=10).lower)
   assert lo <= e
 
@@ -372,10 +372,10 @@ def test_front_door_delta_new_methods():
   delta=1e-10 means delta(0.044) <= 1e-10 for theirs, so ours too)."""
   r = al.delta(sigma=2.0, steps_per_epoch=1000, epsilon=0.15,
                methods=("rdp_direct", "direct_add", "local", "recursive", "truncated_poisson"))
-  lb = float(al.delta_lower_bound(sigma=2.0, num_steps=1000, epsilon=0.15))
+  lb = float(al.delta_lower_bound(sigma=2.0, steps_per_epoch=1000, epsilon=0.15))
   for d in ("remove",):
     for v in r.details[d].values():
       assert v >= lb
   assert "recursive" in r.method
-  d = _delta("truncated_poisson", sigma=2.0, num_steps=10**6, epsilon=0.044).delta
+  d = _delta("truncated_poisson", sigma=2.0, steps_per_epoch=10**6, epsilon=0.044).delta
   assert d <= 1e-10

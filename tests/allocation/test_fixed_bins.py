@@ -125,7 +125,7 @@ def test_randomized_response_exact_enumeration(t, E):
   raw enumeration; RR's PLD at step eps0 is exact, so the upper is exact."""
   es = [0.2, 0.4, 1.1]          # off the atoms of S/t (eps = 0 sits on one: +1e-3 there)
   r = allocation.fixed_bins_pld_delta(mechanism=jpld.randomized_response(1.0), epsilon=np.array(es),
-                              num_steps=t, num_epochs=E, grid_size=256)
+                              steps_per_epoch=t, num_epochs=E, grid_size=256)
   tot_fixed = tot_fresh = 0.0
   for i, e in enumerate(es):
     rem, add = _rr_raw_profiles(1.0, t, 1, E, e)
@@ -152,7 +152,7 @@ def test_randomized_response_k_equals_t():
   """k = t = 3, E = 2 (the composed Lemma 3.2 path): upper == exact enumeration."""
   for e in (0.2, 1.1):
     r = allocation.fixed_bins_pld_delta(mechanism=jpld.randomized_response(1.0), epsilon=e,
-                                num_steps=3, num_selected=3, num_epochs=2, grid_size=256)
+                                steps_per_epoch=3, num_selected=3, num_epochs=2, grid_size=256)
     rem, add = _rr_raw_profiles(1.0, 3, 3, 2, e)
     assert float(r.lower) <= max(rem, add) * (1 + 1e-9)
     np.testing.assert_allclose(float(r.upper), max(rem, add), rtol=1e-6)
@@ -165,7 +165,7 @@ def test_gaussian_raw_quadrature(E, direction):
   sigma = 1.0
   for eps in (0.5, 1.5):
     est, se = _gauss_raw_qmc(sigma, E, eps, direction)
-    r = allocation.fixed_bins_pld_delta(sigma=sigma, epsilon=eps, num_steps=2, num_epochs=E,
+    r = allocation.fixed_bins_pld_delta(sigma=sigma, epsilon=eps, steps_per_epoch=2, num_epochs=E,
                                 direction=direction)
     lo, up = float(r.lower), float(r.upper)
     assert lo - 5 * se <= est <= up + 5 * se, (E, direction, eps, lo, est, up, se)
@@ -178,7 +178,7 @@ def test_gaussian_raw_monte_carlo_t100():
   raw Monte Carlo is far below it (fresh accounting would under-report)."""
   sigma, t, E, eps = 1.0, 100, 3, 0.7
   est, half = _raw_mc(_gauss_raw_loglr_remove(sigma, t, E), eps, n=100_000, seed=19)
-  r = allocation.fixed_bins_pld_delta(sigma=sigma, epsilon=eps, num_steps=t, num_epochs=E,
+  r = allocation.fixed_bins_pld_delta(sigma=sigma, epsilon=eps, steps_per_epoch=t, num_epochs=E,
                               direction="remove")
   assert est - half <= float(r.upper) and float(r.lower) <= est + half, (est, half, r)
   assert half < 0.1 * est       # 99.9 % empirical-Bernstein half-width
@@ -202,7 +202,7 @@ def test_laplace_raw_monte_carlo():
     return m[:, 0] + np.log(np.exp(logA - m).mean(axis=1))
 
   est, half = _raw_mc(sample, eps, n=400_000, seed=7)
-  r = allocation.fixed_bins_pld_delta(sigma=b, epsilon=eps, num_steps=t, num_epochs=E,
+  r = allocation.fixed_bins_pld_delta(sigma=b, epsilon=eps, steps_per_epoch=t, num_epochs=E,
                               mechanism="laplace", direction="remove", grid_size=256)
   assert est - half <= float(r.upper) and float(r.lower) <= est + half, (est, half, r)
   assert float(r.upper) - float(r.lower) < 0.02 * float(r.upper)
@@ -213,9 +213,9 @@ def test_gaussian_pld_route_matches_identity():
   sigma, t, E, d = 1.0, 50, 3, 1e-5
   g_up = jpld.gaussian(sigma, step=1e-3, pessimistic=True)
   g_lo = jpld.gaussian(sigma, step=1e-3, pessimistic=False)
-  via_pld = allocation.fixed_bins_pld_epsilon(mechanism=(g_up, g_lo), delta=d, num_steps=t,
+  via_pld = allocation.fixed_bins_pld_epsilon(mechanism=(g_up, g_lo), delta=d, steps_per_epoch=t,
                                       num_epochs=E, grid_size=256)
-  via_sigma = allocation.fixed_bins_pld_epsilon(sigma=sigma, delta=d, num_steps=t, num_epochs=E,
+  via_sigma = allocation.fixed_bins_pld_epsilon(sigma=sigma, delta=d, steps_per_epoch=t, num_epochs=E,
                                         grid_size=256)
   # brackets overlap and agree to the one-step grid's accuracy
   assert float(via_pld.lower) <= float(via_sigma.upper)
@@ -230,26 +230,26 @@ def test_gaussian_pld_route_matches_identity():
 def test_num_epochs_is_validated():
   # (fixed bins over E epochs = one epoch at sigma / sqrt(E): test_front_door_fixed_bins)
   with pytest.raises(ValueError, match="num_epochs"):
-    allocation.fixed_bins_pld_epsilon(sigma=1.0, delta=1e-5, num_steps=10, num_epochs=0)
+    allocation.fixed_bins_pld_epsilon(sigma=1.0, delta=1e-5, steps_per_epoch=10, num_epochs=0)
 
 
 def test_one_epoch_is_fresh():
-  a = allocation.fixed_bins_pld_epsilon(sigma=0.9, delta=1e-6, num_steps=100, num_epochs=1)
+  a = allocation.fixed_bins_pld_epsilon(sigma=0.9, delta=1e-6, steps_per_epoch=100, num_epochs=1)
   b = apld.allocation_pld_epsilon(sigma=0.9, delta=1e-6, steps_per_epoch=100)
   assert float(a.upper) == float(b.upper) and float(a.lower) == float(b.lower)
 
 
 def test_front_door_fixed_bins():
-  kw = dict(num_steps=100, delta=1e-6, methods=("rdp_direct", "direct_add", "local"))
+  kw = dict(steps_per_epoch=100, delta=1e-6, methods=("rdp_direct", "direct_add", "local"))
   fixed = allocation.epsilon(sigma=1.0, num_epochs=3, fresh_each_epoch=False, **kw)
   same = allocation.epsilon(sigma=1.0 / math.sqrt(3), num_epochs=1, **kw)
   fresh = allocation.epsilon(sigma=1.0, num_epochs=3, **kw)
   assert fixed.epsilon == same.epsilon and fixed.method == "fixed_bins:" + same.method
   assert fresh.epsilon < 0.5 * fixed.epsilon        # fresh would under-report here
   # the tight lower of the fixed-bin scheme is below the front door's upper
-  lo = allocation.fixed_bins_pld_epsilon(sigma=1.0, delta=1e-6, num_steps=100, num_epochs=3).lower
+  lo = allocation.fixed_bins_pld_epsilon(sigma=1.0, delta=1e-6, steps_per_epoch=100, num_epochs=3).lower
   assert float(lo) <= fixed.epsilon
-  d = allocation.delta(sigma=1.0, num_steps=100, epsilon=fixed.epsilon, num_epochs=3,
+  d = allocation.delta(sigma=1.0, steps_per_epoch=100, epsilon=fixed.epsilon, num_epochs=3,
                        fresh_each_epoch=False, methods=kw["methods"])
   assert d.delta <= 1e-6 * (1 + 1e-6) and d.method.startswith("fixed_bins:")
 
@@ -262,4 +262,4 @@ def test_fresh_each_epoch_must_be_bool(bad):
 
 def test_bad_mechanism_args():
   with pytest.raises(ValueError, match="sigma"):
-    allocation.fixed_bins_pld_epsilon(sigma=None, delta=1e-5, num_steps=10, num_epochs=2)
+    allocation.fixed_bins_pld_epsilon(sigma=None, delta=1e-5, steps_per_epoch=10, num_epochs=2)

@@ -53,7 +53,7 @@ def _exact_t3k2(sigma, eps, direction):
 @pytest.mark.parametrize("direction", ["remove", "add"])
 def test_matches_quadrature_t3_k2(direction):
   eps = np.array([0.5, 3.0])
-  r = allocation.true_allocation_delta_monte_carlo(sigma=1.0, num_steps=3, num_selected=2,
+  r = allocation.true_allocation_delta_monte_carlo(sigma=1.0, steps_per_epoch=3, num_selected=2,
                                            epsilon=eps, direction=direction,
                                            num_samples=20_000, pilot_samples=4_000)
   for i, e in enumerate(eps):
@@ -67,7 +67,7 @@ def test_matches_quadrature_t3_k2(direction):
 def test_k1_reproduces_tight_pld_bracket():
   """k = 1: the true pair is the PLD's; delta 1e-6 is resolved by importance sampling."""
   s, t, d = 1.0, 50, 1e-6
-  r = allocation.true_allocation_epsilon_monte_carlo(sigma=s, num_steps=t, delta=d, direction="remove",
+  r = allocation.true_allocation_epsilon_monte_carlo(sigma=s, steps_per_epoch=t, delta=d, direction="remove",
                                              num_samples=10_000, pilot_samples=4_000)
   b = apld.allocation_pld_epsilon(sigma=s, steps_per_epoch=t, delta=d, direction="remove")
   lo, up = float(b.lower), float(b.upper)
@@ -78,11 +78,11 @@ def test_k1_reproduces_tight_pld_bracket():
 
 def test_bad_arguments():
   with pytest.raises(ValueError, match="direction"):
-    allocation.true_allocation_delta_monte_carlo(sigma=1.0, num_steps=3, epsilon=1.0, direction="both")
+    allocation.true_allocation_delta_monte_carlo(sigma=1.0, steps_per_epoch=3, epsilon=1.0, direction="both")
   with pytest.raises(ValueError, match="num_selected"):
-    allocation.true_allocation_delta_monte_carlo(sigma=1.0, num_steps=100, num_selected=65, epsilon=1.0)
+    allocation.true_allocation_delta_monte_carlo(sigma=1.0, steps_per_epoch=100, num_selected=65, epsilon=1.0)
   with pytest.raises(ValueError, match="beta"):
-    allocation.true_allocation_epsilon_monte_carlo(sigma=1.0, num_steps=3, delta=1e-3, beta=0.0)
+    allocation.true_allocation_epsilon_monte_carlo(sigma=1.0, steps_per_epoch=3, delta=1e-3, beta=0.0)
 
 
 @pytest.mark.slow
@@ -91,7 +91,7 @@ def test_dp_accounting_case_below_reduction():
   10-of-100 epsilon is below the Lemma 3.2 reduction's upper (2.4246) -- and below its
   'lower' (2.4232, a bound on the reduced object only). Measured (seed 0, 2.1e5 samples):
   2.4035, 99 % CI [2.4016, 2.4054], lower (1 - 1e-3) 2.3968."""
-  r = allocation.true_allocation_epsilon_monte_carlo(sigma=2.0, num_steps=100, num_selected=10,
+  r = allocation.true_allocation_epsilon_monte_carlo(sigma=2.0, steps_per_epoch=100, num_selected=10,
                                              delta=1e-6, num_samples=200_000)
   red = apld.allocation_pld_epsilon(sigma=2.0, steps_per_epoch=100, num_selected=10, delta=1e-6)
   assert r.lower <= float(red.upper)

@@ -205,6 +205,8 @@ def test_unit_trap_total_steps_to_per_epoch_parameter_warns():
     warnings.simplefilter("error")
     right = allocation.epsilon(sigma=0.7341, steps_per_epoch=234, num_epochs=10,
                                delta=DELTA, methods=("local", "direct_add"))
+  # the deprecated spelling with num_epochs: the same number, a DeprecationWarning (issue 56)
+  with pytest.warns(DeprecationWarning, match="'steps_per_epoch'"):
     legacy = allocation.epsilon(sigma=0.7341, num_steps=234, num_epochs=10, delta=DELTA,
                                 methods=("local", "direct_add"))
   assert right.epsilon == legacy.epsilon > 3 * trap.epsilon   # the trap under-reports
@@ -241,7 +243,8 @@ def test_errors_name_steps_per_epoch_when_given(door):
     fn(sigma=1.0, delta=DELTA, steps_per_epoch=3, num_selected=5)
   assert "num_steps" not in str(e.value)
   with pytest.raises(ValueError, match=r"^num_steps must be"):   # the deprecated spelling
-    fn(sigma=1.0, delta=DELTA, num_steps=0, num_epochs=1)
+    with pytest.warns(DeprecationWarning, match="'steps_per_epoch'"):
+      fn(sigma=1.0, delta=DELTA, num_steps=0, num_epochs=1)
 
 
 # ----------------------------------------------------------------- progress

@@ -25,7 +25,7 @@ DELTA = 1e-5
 
 
 def _event(s):
-  return RandomAllocationDpEvent(sigma=s, steps_per_epoch=234, num_epochs=10)
+  return RandomAllocationDpEvent(noise_multiplier=s, steps_per_epoch=234, num_epochs=10)
 
 
 def _calibrate(targets):
@@ -49,9 +49,9 @@ def test_every_round_carries_every_target(targets, monkeypatch):
   targets (the model search's 8 and the host search's closing steps)."""
   calls = []
 
-  def stand_in(*, sigma, delta, num_steps, num_selected, num_epochs, **kw):
+  def stand_in(*, sigma, delta, steps_per_epoch, num_selected, num_epochs, **kw):
     calls.append(np.shape(sigma))
-    mu = np.sqrt(num_epochs * np.expm1(1.0 / np.asarray(sigma) ** 2) / num_steps * num_selected)
+    mu = np.sqrt(num_epochs * np.expm1(1.0 / np.asarray(sigma) ** 2) / steps_per_epoch * num_selected)
     return EpsilonResult(epsilon=_gdp_epsilon(mu, delta), delta=delta, method="stand-in",
                          bound="upper")
 
@@ -111,5 +111,5 @@ def test_accelerator_upper_at_extremes_is_certified(delta, monkeypatch):
   np.testing.assert_allclose(up, np.asarray(cpu.epsilon), rtol=1e-9)
   # the max test: delta_LB(eps) > delta proves epsilon(delta) > eps; at the
   # returned upper it must not exceed delta
-  d_lb = np.asarray(allocation.delta_lower_bound(sigma=sig, num_steps=10, epsilon=up))
+  d_lb = np.asarray(allocation.delta_lower_bound(sigma=sig, steps_per_epoch=10, epsilon=up))
   assert np.all(d_lb <= delta * (1 + 1e-9)), (d_lb, delta)

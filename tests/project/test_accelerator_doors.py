@@ -114,7 +114,7 @@ def test_delta_lower_bound_cpu_layout_blocks(monkeypatch):
   an 8 MiB device: blocks, the whole batch's values (to rounding: 1e-14)."""
   sig = np.linspace(0.5, 3.0, 64)
   small, whole, calls, none = _small_and_whole(
-      monkeypatch, lambda: allocation.delta_lower_bound(sigma=sig, num_steps=100,
+      monkeypatch, lambda: allocation.delta_lower_bound(sigma=sig, steps_per_epoch=100,
                                                         epsilon=1.0), 8 << 20)
   assert calls and none == []
   np.testing.assert_allclose(small, whole, rtol=1e-14, atol=0)

@@ -134,7 +134,7 @@ def test_sweep_equal_across_layouts():
   res = {}
   for lay in ("cpu", "accelerator"):
     with set_layout(lay):
-      r = pld.allocation_pld_epsilon(sigma=sig, num_steps=234, num_epochs=10, delta=1e-5)
+      r = pld.allocation_pld_epsilon(sigma=sig, steps_per_epoch=234, num_epochs=10, delta=1e-5)
       res[lay] = (np.asarray(r.epsilon), np.asarray(r.lower))
   np.testing.assert_allclose(res["accelerator"][0], res["cpu"][0], rtol=1e-11)
   np.testing.assert_allclose(res["accelerator"][1], res["cpu"][1], rtol=1e-5)
@@ -142,7 +142,7 @@ def test_sweep_equal_across_layouts():
 
 
 def _sweep(lanes, epochs):
-  return pld.allocation_pld_epsilon(sigma=np.geomspace(0.5, 5.0, lanes), num_steps=234,
+  return pld.allocation_pld_epsilon(sigma=np.geomspace(0.5, 5.0, lanes), steps_per_epoch=234,
                                     num_epochs=epochs, delta=1e-5)
 
 

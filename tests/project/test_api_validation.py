@@ -159,30 +159,30 @@ BASE = {
     "jaxacct.pld.randomized_response": dict(eps0=1.0, delta0=0.0, step=0.5),
     "jaxacct.pld.poisson_gaussian_composed": dict(sigma=1.0, q=0.1, num_steps=10,
                                                   step=1e-2),
-    # allocation (num_epochs given: the num_steps alias without the unit warning)
-    "jaxacct.allocation.epsilon": dict(sigma=1.0, num_steps=10, num_epochs=1, delta=1e-5,
+    # allocation (steps per epoch: steps_per_epoch; num_steps is its deprecated alias)
+    "jaxacct.allocation.epsilon": dict(sigma=1.0, steps_per_epoch=10, num_epochs=1, delta=1e-5,
                                        methods=("local",)),
-    "jaxacct.allocation.delta": dict(sigma=1.0, num_steps=10, num_epochs=1, epsilon=1.0,
+    "jaxacct.allocation.delta": dict(sigma=1.0, steps_per_epoch=10, num_epochs=1, epsilon=1.0,
                                      methods=("local",)),
-    "jaxacct.allocation.allocation_rdp": dict(sigma=1.0, num_steps=10),
-    "jaxacct.allocation.allocation_remove_rdp": dict(sigma=1.0, num_steps=10),
+    "jaxacct.allocation.allocation_rdp": dict(sigma=1.0, steps_per_epoch=10),
+    "jaxacct.allocation.allocation_remove_rdp": dict(sigma=1.0, steps_per_epoch=10),
     "jaxacct.allocation.allocation_add_rdp": dict(orders=_ORD, sigma=1.0,
-                                                  num_steps=10),
+                                                  steps_per_epoch=10),
     "jaxacct.allocation.allocation_remove_rdp_from_moments": dict(
-        log_moments=np.zeros((1, 4)), num_steps=10),
-    "jaxacct.allocation.delta_monte_carlo": dict(sigma=1.0, num_steps=10, epsilon=1.0,
+        log_moments=np.zeros((1, 4)), steps_per_epoch=10),
+    "jaxacct.allocation.delta_monte_carlo": dict(sigma=1.0, steps_per_epoch=10, epsilon=1.0,
                                                  num_samples=1000, batch_size=1000),
-    "jaxacct.allocation.delta_lower_bound": dict(sigma=1.0, num_steps=10, epsilon=1.0),
+    "jaxacct.allocation.delta_lower_bound": dict(sigma=1.0, steps_per_epoch=10, epsilon=1.0),
     "jaxacct.allocation.true_allocation_delta_monte_carlo": dict(
-        sigma=1.0, num_steps=10, epsilon=1.0, num_samples=1000),
+        sigma=1.0, steps_per_epoch=10, epsilon=1.0, num_samples=1000),
     "jaxacct.allocation.true_allocation_epsilon_monte_carlo": dict(
-        sigma=1.0, num_steps=10, delta=1e-3, num_samples=1000),
+        sigma=1.0, steps_per_epoch=10, delta=1e-3, num_samples=1000),
     "jaxacct.allocation.pld.allocation_pld_epsilon": dict(
-        sigma=1.0, delta=1e-5, num_steps=10, num_epochs=1, tail=1e-12),
+        sigma=1.0, delta=1e-5, steps_per_epoch=10, num_epochs=1, tail=1e-12),
     "jaxacct.allocation.pld.allocation_pld_delta": dict(
-        sigma=1.0, epsilon=1.0, num_steps=10, num_epochs=1, tail=1e-12),
-    "jaxacct.allocation.pld.allocation_pld_laws": dict(sigma=1.0, num_steps=10),
-    "jaxacct.allocation.pld.allocation_plds": dict(sigma=1.0, num_steps=10, num_epochs=1,
+        sigma=1.0, epsilon=1.0, steps_per_epoch=10, num_epochs=1, tail=1e-12),
+    "jaxacct.allocation.pld.allocation_pld_laws": dict(sigma=1.0, steps_per_epoch=10),
+    "jaxacct.allocation.pld.allocation_plds": dict(sigma=1.0, steps_per_epoch=10, num_epochs=1,
                                                    tail=1e-12),
     # shuffle
     "jaxacct.shuffle.epsilon": dict(delta=1e-6, **_SH),
@@ -295,13 +295,13 @@ BASE = {
     "jaxacct.sampling.capacity_for": dict(expected_batch_size=64.0, num_steps=10),
     "jaxacct.sampling.BallsInBinsSampler": dict(num_examples=100, steps_per_epoch=10,
                                                 num_epochs=2),
-    "jaxacct.sampling.PoissonSampler": dict(num_examples=100, sampling_rate=0.1,
+    "jaxacct.sampling.PoissonSampler": dict(num_examples=100, sampling_probability=0.1,
                                             num_steps=10),
     # fixed bins
     "jaxacct.allocation.fixed_bins_pld_epsilon": dict(
-        sigma=1.0, delta=1e-5, num_steps=10, num_epochs=2, grid_size=64),
+        sigma=1.0, delta=1e-5, steps_per_epoch=10, num_epochs=2, grid_size=64),
     "jaxacct.allocation.fixed_bins_pld_delta": dict(
-        sigma=1.0, epsilon=1.0, num_steps=10, num_epochs=2, grid_size=64),
+        sigma=1.0, epsilon=1.0, steps_per_epoch=10, num_epochs=2, grid_size=64),
     "jaxacct.experimental.row_epsilon_unsafe": dict(
         delta=1e-6, n=100, mechanism="generic", eps0=_E0),
 }

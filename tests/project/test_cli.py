@@ -24,5 +24,7 @@ def test_full_names_listed(capsys):
     main(["--help"])
   assert e.value.code == 0
   out = capsys.readouterr().out
-  for flag in ("--eps0", "--sigma", "--num-steps", "--num-selected", "--num-epochs", "--delta"):
+  for flag in ("--eps0", "--sigma", "--steps-per-epoch", "--num-selected", "--num-epochs",
+               "--delta"):
     assert flag in out
+  assert "--num-steps" not in out   # its deprecated spelling works, hidden (issue 56)

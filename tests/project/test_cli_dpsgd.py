@@ -126,11 +126,12 @@ def test_table_help_lists_json_and_the_subcommand(capsys):
 @pytest.mark.slow
 def test_table_json(capsys):
   """The table as JSON: every row has a value and no error (small setting)."""
-  status = main(["--json", "--quiet", "--no-cache", "--num-steps", "100", "--delta", "1e-6"])
+  status = main(["--json", "--quiet", "--no-cache", "--steps-per-epoch", "100", "--delta",
+                 "1e-6"])
   out = capsys.readouterr().out
   d = json.loads(out)
   assert status == 0
-  assert d["settings"]["num_steps"] == 100 and len(d["rows"]) == 8
+  assert d["settings"]["steps_per_epoch"] == 100 and len(d["rows"]) == 8
   assert all(r["error"] is None and r["epsilon"] > 0 for r in d["rows"])
 
 
@@ -174,7 +175,7 @@ def test_quiet_prints_only_the_answer(capsys, table):
   # it reaches stderr; with --quiet stderr stays empty and stdout is the answer.
   import jaxacct
   from jaxacct._core import progress as P
-  argv = (["--num-steps", "100", "--delta", "1e-6", "--no-cache"] if table else
+  argv = (["--steps-per-epoch", "100", "--delta", "1e-6", "--no-cache"] if table else
           ["dpsgd", "--num-examples", "1000", "--batch-size", "10", "--num-epochs", "2",
            "--delta", "1e-5", "--noise-multiplier", "1.0"])
   prev, prev_on = P.configure_progress(delay=0.0, interval=0.0, backend="terminal"), \

@@ -14,6 +14,7 @@
   ``BrokenPipeError`` traceback.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -36,15 +37,16 @@ def _env():
 
 
 @pytest.mark.parametrize("argv, flag", [
-    (["--num-steps", "0"], "--num-steps"),
-    (["--num-steps", "ten"], "--num-steps"),
+    (["--steps-per-epoch", "0"], "--steps-per-epoch"),
+    (["--steps-per-epoch", "ten"], "--steps-per-epoch"),
+    (["--num-steps", "0"], "--num-steps"),   # the deprecated spelling names itself
     (["--sigma", "-1"], "--sigma"),
     (["--sigma", "0"], "--sigma"),
     (["--delta", "2"], "--delta"),
     (["--delta", "0"], "--delta"),
     (["--eps0", "-1"], "--eps0"),
     (["--num-selected", "0"], "--num-selected"),
-    (["--num-selected", "5", "--num-steps", "3"], "--num-selected"),
+    (["--num-selected", "5", "--steps-per-epoch", "3"], "--num-selected"),
     (["--num-epochs", "0"], "--num-epochs"),
     (["--epochs", "0"], "--epochs"),
 ])
@@ -62,11 +64,38 @@ def test_table_checks_input_up_front(argv, flag, capsys):
 
 
 def test_num_steps_zero_in_a_fresh_process():
-  p = subprocess.run([sys.executable, "-m", "jaxacct", "--num-steps", "0"], env=_env(),
+  p = subprocess.run([sys.executable, "-m", "jaxacct", "--steps-per-epoch", "0"], env=_env(),
                      cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert p.returncode == 2 and p.stdout == ""
   assert "Traceback" not in p.stderr and "ZeroDivisionError" not in p.stderr
-  assert "argument --num-steps: must be an integer >= 1; got '0'" in p.stderr
+  assert "argument --steps-per-epoch: must be an integer >= 1; got '0'" in p.stderr
+
+
+def test_deprecated_num_steps_flag_still_works_and_says_so(capsys):
+  # issue 56: --num-steps (the library's whole-run count) was this table's steps per
+  # epoch; it is read as --steps-per-epoch for one release, with a line on stderr
+  with pytest.raises(SystemExit) as e:
+    main(["--num-selected", "5", "--num-steps", "3"])
+  assert e.value.code == 2
+  out, err = capsys.readouterr()
+  assert out == ""
+  assert ("jaxacct: --num-steps is deprecated and will be removed in the next release; "
+          "use --steps-per-epoch") in err
+  assert err.strip().splitlines()[-1] == (
+      "jaxacct: error: argument --num-selected: must be <= --num-steps = 3; got 5")
+
+
+@pytest.mark.slow
+def test_deprecated_num_steps_flag_gives_the_same_table(capsys):
+  rows = {}
+  for flag in ("--steps-per-epoch", "--num-steps"):
+    assert main(["--json", "--quiet", "--no-cache", flag, "100", "--delta", "1e-6"]) == 0
+    out, err = capsys.readouterr()
+    d = json.loads(out)
+    rows[flag] = [(r["scheme"], r["epsilon"]) for r in d["rows"]]
+    assert d["settings"]["steps_per_epoch"] == d["settings"]["num_steps"] == 100
+    assert ("deprecated" in err) == (flag == "--num-steps")
+  assert rows["--num-steps"] == rows["--steps-per-epoch"]   # bitwise the same
 
 
 def test_no_amplification_has_one_meaning(capsys):

@@ -329,7 +329,7 @@ def _check_doors(eps, expected=None):
 def test_one_poisson_run_every_door(capsys):
   step = ev.PoissonSampledDpEvent(Q, ev.GaussianDpEvent(SIGMA))
   run = ev.SelfComposedDpEvent(step, T_STEPS)
-  sampler = sampling.PoissonSampler(num_examples=N, sampling_rate=Q, num_steps=T_STEPS)
+  sampler = sampling.PoissonSampler(num_examples=N, sampling_probability=Q, num_steps=T_STEPS)
   stmt = dpsgd.statement(noise_multiplier=SIGMA, **_dpsgd_kw("poisson"))
   bins = dpsgd.statement(noise_multiplier=SIGMA, **_dpsgd_kw("balls_in_bins"))
   eps = {
@@ -343,9 +343,9 @@ def test_one_poisson_run_every_door(capsys):
       "cli": _cli_upper("poisson", capsys),
       "tracking": tracking.EventAccountant(step).epsilon_after(T_STEPS, DELTA),
       "sampler_event": accounting.PLDAccountant().compose(
-          sampler.event(sigma=SIGMA)).get_epsilon(DELTA),
-      "sampler_tracker": sampler.accountant(sigma=SIGMA).epsilon_after(T_STEPS, DELTA),
-      "sampler_door": float(sampler.epsilon(sigma=SIGMA, delta=DELTA, method="pld").epsilon),
+          sampler.event(noise_multiplier=SIGMA)).get_epsilon(DELTA),
+      "sampler_tracker": sampler.accountant(noise_multiplier=SIGMA).epsilon_after(T_STEPS, DELTA),
+      "sampler_door": float(sampler.epsilon(noise_multiplier=SIGMA, delta=DELTA, method="pld").epsilon),
       "poisson.epsilon": float(poisson.epsilon(q=Q, sigma=SIGMA, num_steps=T_STEPS,
                                                delta=DELTA, method="pld").epsilon),
   }
@@ -353,8 +353,8 @@ def test_one_poisson_run_every_door(capsys):
 
 
 def test_one_allocation_run_every_door(capsys):
-  run = ev.RandomAllocationDpEvent(sigma=SIGMA, steps_per_epoch=T_EPOCH, num_epochs=EPOCHS)
-  epoch = ev.RandomAllocationDpEvent(sigma=SIGMA, steps_per_epoch=T_EPOCH)
+  run = ev.RandomAllocationDpEvent(noise_multiplier=SIGMA, steps_per_epoch=T_EPOCH, num_epochs=EPOCHS)
+  epoch = ev.RandomAllocationDpEvent(noise_multiplier=SIGMA, steps_per_epoch=T_EPOCH)
   sampler = sampling.BallsInBinsSampler(num_examples=N, steps_per_epoch=T_EPOCH,
                                         num_epochs=EPOCHS)
   stmt = dpsgd.statement(noise_multiplier=SIGMA, **_dpsgd_kw("balls_in_bins"))
@@ -368,9 +368,9 @@ def test_one_allocation_run_every_door(capsys):
       "tracking": tracking.EventAccountant(epoch, block_size=T_EPOCH).epsilon_after(
           EPOCHS, DELTA),
       "sampler_event": accounting.PLDAccountant().compose(
-          sampler.event(sigma=SIGMA)).get_epsilon(DELTA),
-      "sampler_tracker": sampler.accountant(sigma=SIGMA).epsilon_after(EPOCHS, DELTA),
-      "sampler_door": float(sampler.epsilon(sigma=SIGMA, delta=DELTA).epsilon),
+          sampler.event(noise_multiplier=SIGMA)).get_epsilon(DELTA),
+      "sampler_tracker": sampler.accountant(noise_multiplier=SIGMA).epsilon_after(EPOCHS, DELTA),
+      "sampler_door": float(sampler.epsilon(noise_multiplier=SIGMA, delta=DELTA).epsilon),
       "allocation_pld_epsilon": float(apld.allocation_pld_epsilon(
           sigma=SIGMA, steps_per_epoch=T_EPOCH, num_epochs=EPOCHS, delta=DELTA).epsilon),
   }
@@ -418,7 +418,7 @@ def test_one_run_through_the_jax_privacy_config():
   strategy = batch_selection.BallsInBinsSampling(iterations=T_EPOCH, cycle_length=T_EPOCH)
   alloc_jp = JaxacctPldAccountantConfig().create_accountant().compose(
       balls_in_bins_event(strategy, noise_multiplier=SIGMA, num_epochs=EPOCHS))
-  run = ev.RandomAllocationDpEvent(sigma=SIGMA, steps_per_epoch=T_EPOCH, num_epochs=EPOCHS)
+  run = ev.RandomAllocationDpEvent(noise_multiplier=SIGMA, steps_per_epoch=T_EPOCH, num_epochs=EPOCHS)
   _check_doors({"jax_privacy": alloc_jp.get_epsilon(DELTA),
                 "dpsgd.epsilon": float(dpsgd.epsilon(noise_multiplier=SIGMA,
                                                      **_dpsgd_kw("balls_in_bins")).epsilon),
@@ -449,7 +449,7 @@ def test_general_path_against_the_scheme_door_and_risk(scheme):
   """The measured gap of the general path to the door; ``risk`` (TPR at FPR,
   advantage) reads the general path's PLDs and agrees with them to 1e-12."""
   if scheme == "allocation":
-    run, sampler = ev.RandomAllocationDpEvent(sigma=SIGMA, steps_per_epoch=T_EPOCH,
+    run, sampler = ev.RandomAllocationDpEvent(noise_multiplier=SIGMA, steps_per_epoch=T_EPOCH,
                                               num_epochs=EPOCHS), "balls_in_bins"
   else:
     run, sampler = ev.SelfComposedDpEvent(ev.PoissonSampledDpEvent(
@@ -485,14 +485,14 @@ def test_one_poisson_run_where_the_door_picks_a_finer_grid():
   step = ev.PoissonSampledDpEvent(q, ev.GaussianDpEvent(sigma))
   run = ev.SelfComposedDpEvent(step, steps)
   door = poisson.epsilon(q=q, sigma=sigma, num_steps=steps, delta=DELTA, method="pld")
-  sampler = sampling.PoissonSampler(num_examples=n, sampling_rate=q, num_steps=steps)
+  sampler = sampling.PoissonSampler(num_examples=n, sampling_probability=q, num_steps=steps)
   by_door = {
       "poisson.epsilon": float(door.epsilon),
       "calibrator": float(calibrator.upper_epsilon([run], DELTA)[0]),
       "dpsgd.epsilon": float(dpsgd.epsilon(noise_multiplier=sigma, num_examples=n,
                                            batch_size=100, num_epochs=1, delta=DELTA,
                                            sampling="poisson").epsilon),
-      "sampler_door": float(sampler.epsilon(sigma=sigma, delta=DELTA, method="pld").epsilon),
+      "sampler_door": float(sampler.epsilon(noise_multiplier=sigma, delta=DELTA, method="pld").epsilon),
       "accountant_on_door_step": accounting.PLDAccountant(
           value_discretization_interval=door.details["step"]).compose(run).get_epsilon(DELTA),
   }
@@ -518,8 +518,8 @@ EPOCHS_AS_COUNT_GAP = (
 
 @pytest.mark.slow
 def test_allocation_epochs_as_a_count_against_the_door():
-  epoch = ev.RandomAllocationDpEvent(sigma=SIGMA, steps_per_epoch=T_EPOCH)
-  run = ev.RandomAllocationDpEvent(sigma=SIGMA, steps_per_epoch=T_EPOCH, num_epochs=EPOCHS)
+  epoch = ev.RandomAllocationDpEvent(noise_multiplier=SIGMA, steps_per_epoch=T_EPOCH)
+  run = ev.RandomAllocationDpEvent(noise_multiplier=SIGMA, steps_per_epoch=T_EPOCH, num_epochs=EPOCHS)
   door = accounting.PLDAccountant().compose(run).get_epsilon(DELTA)
   count = accounting.PLDAccountant().compose(epoch, EPOCHS).get_epsilon(DELTA)
   assert (count - door) / door == pytest.approx(EPOCHS_AS_COUNT_GAP[0], rel=0.05)

@@ -219,7 +219,7 @@ def test_float32_trace_of_a_door_never_yields_a_number(name):
 def test_x64_boundary_names_the_door_under_a_float32_trace():
   with pytest.raises(RuntimeError,
                      match=r"jaxacct\.allocation\.delta_lower_bound needs float64"):
-    jax.jit(lambda e: allocation.delta_lower_bound(sigma=1.0, num_steps=10, epsilon=e))(1.0)
+    jax.jit(lambda e: allocation.delta_lower_bound(sigma=1.0, steps_per_epoch=10, epsilon=e))(1.0)
 
 
 # Public modules whose functions are not entered at the surface, and why.

@@ -60,10 +60,10 @@ TRACED = [
     _case("poisson.delta", SIGMAS,
           lambda s: poisson.delta(q=0.01, sigma=s, num_steps=100, epsilon=1.0)),
     _case("allocation.allocation_rdp", SIGMAS,
-          lambda s: allocation.allocation_rdp(sigma=s, num_steps=10, direction="remove",
+          lambda s: allocation.allocation_rdp(sigma=s, steps_per_epoch=10, direction="remove",
                                               max_order=16)),
     _case("allocation.delta_lower_bound", (0.5, 1.0),
-          lambda e: allocation.delta_lower_bound(sigma=1.0, num_steps=10, epsilon=e),
+          lambda e: allocation.delta_lower_bound(sigma=1.0, steps_per_epoch=10, epsilon=e),
           slow=True),
     _case("mechanisms.laplace_rdp", SIGMAS, lambda s: mechanisms.laplace_rdp(ORDERS, s)),
     _case("mechanisms.pure_dp_rdp", EPS0S, lambda e: mechanisms.pure_dp_rdp(ORDERS, e)),
@@ -78,9 +78,9 @@ TRACED = [
     _case("shuffle.krr_epsilon_closed_form", EPS0S,
           lambda e: shuffle.krr_epsilon_closed_form(1e-6, n=1000, eps0=e, k=4)),
     _case("allocation.allocation_rdp (both)", SIGMAS,
-          lambda s: allocation.allocation_rdp(sigma=s, num_steps=10, max_order=16), slow=True),
+          lambda s: allocation.allocation_rdp(sigma=s, steps_per_epoch=10, max_order=16), slow=True),
     _case("allocation.allocation_add_rdp", SIGMAS,
-          lambda s: allocation.allocation_add_rdp(ORDERS, sigma=s, num_steps=10,
+          lambda s: allocation.allocation_add_rdp(ORDERS, sigma=s, steps_per_epoch=10,
                                                   num_outer=256, num_inner=128), slow=True),
     _case("shuffle.clone_epsilon", EPS0S,
           lambda e: shuffle.clone_epsilon(1e-6, n=1000, eps0=e, max_n=1000), slow=True),
@@ -218,8 +218,8 @@ def test_host_doors_refuse_realistic_calls(x64):
         lambda s: dpsgd.event(noise_multiplier=s, num_examples=6000, batch_size=600,
                               num_epochs=1, sampling="poisson"),
         e, 1e-5, bracket=(0.3, 5.0)))(2.0)
-  with pytest.raises(NotTraceableError, match="allocation_rdp.*'num_steps'.*sigma may be"):
-    jax.jit(lambda t: allocation.allocation_rdp(sigma=1.0, num_steps=t))(10)
+  with pytest.raises(NotTraceableError, match="allocation_rdp.*'steps_per_epoch'.*sigma may be"):
+    jax.jit(lambda t: allocation.allocation_rdp(sigma=1.0, steps_per_epoch=t))(10)
   with pytest.raises(NotTraceableError, match="jaxacct.pld.gaussian.*'sigma'.*pytree"):
     jax.jit(lambda s: pld.gaussian(s))(1.0)
 

@@ -60,9 +60,9 @@ def test_update_is_the_same_function_of_the_sample_for_n_and_n_plus_1(x64):
   n = 160
   x1, y1 = _data(n + 1)
   x0, y0 = x1[:n], y1[:n]                     # dataset N; N + 1 adds one example
-  s0 = sampling.PoissonSampler(num_examples=n, sampling_rate=q, num_steps=steps, seed=3,
+  s0 = sampling.PoissonSampler(num_examples=n, sampling_probability=q, num_steps=steps, seed=3,
                                expected_batch_size=m)
-  s1 = sampling.PoissonSampler(num_examples=n + 1, sampling_rate=q, num_steps=steps, seed=3,
+  s1 = sampling.PoissonSampler(num_examples=n + 1, sampling_probability=q, num_steps=steps, seed=3,
                                expected_batch_size=m)
   assert s0.pad_size == s1.pad_size == sampling.capacity_for(expected_batch_size=m,
                                                              num_steps=steps)
@@ -267,7 +267,7 @@ def test_accountants_name_their_relation():
   from jaxacct.accounting import NeighboringRelation
   poisson = ev.PoissonSampledDpEvent(0.1, ev.GaussianDpEvent(1.0))
   assert tracking.EventAccountant(poisson).neighbouring == "add_remove"
-  alloc = ev.RandomAllocationDpEvent(sigma=1.0, steps_per_epoch=4)
+  alloc = ev.RandomAllocationDpEvent(noise_multiplier=1.0, steps_per_epoch=4)
   assert tracking.EventAccountant(alloc, block_size=4).neighbouring == "add_remove"
   assert tracking.EventAccountant(ev.GaussianDpEvent(1.0)).neighbouring == "add_remove"
   shuffle = tracking.EventAccountant(ev.ShuffleDpEvent(n=10, eps0=1.0),
@@ -277,7 +277,7 @@ def test_accountants_name_their_relation():
                                          delta=1e-5).neighbouring is None
   s = sampling.BallsInBinsSampler(num_examples=100, steps_per_epoch=10, num_epochs=1,
                                   expected_batch_size=10)
-  assert s.neighbouring == s.accountant(sigma=1.0).neighbouring == "add_remove"
+  assert s.neighbouring == s.accountant(noise_multiplier=1.0).neighbouring == "add_remove"
 
 
 def test_hook_refuses_a_budget_or_length_change_mid_run():
@@ -356,7 +356,7 @@ def test_mismatched_aggregate_and_accountant_are_refused(x64):
   tx = optax.chain(
       tracking.dp_aggregate(l2_norm_clip=1.0, noise_multiplier=0.3, expected_batch_size=120,
                             key=0),
-      tracking.track_privacy(s.accountant(sigma=3.0), num_steps=s.num_steps, delta=1e-5))
+      tracking.track_privacy(s.accountant(noise_multiplier=3.0), num_steps=s.num_steps, delta=1e-5))
   st = tx.init(jnp.zeros(2))
   _, st = tx.update(jnp.ones((8, 2)), st, mask=jnp.ones(8))
   with pytest.raises(ValueError, match="noise_multiplier: dp_aggregate 0.3, accountant 3"):
@@ -377,5 +377,5 @@ def test_one_constructor_run_is_the_accountants_epsilon(x64):
   eps, delta = tracking.privacy_spent(st)
   assert isinstance(eps, float) and isinstance(delta, float) and delta == 1e-5
   ref = PLDAccountant().compose(ev.RandomAllocationDpEvent(
-      sigma=1.3, steps_per_epoch=10, num_epochs=2)).get_epsilon(1e-5)
+      noise_multiplier=1.3, steps_per_epoch=10, num_epochs=2)).get_epsilon(1e-5)
   assert eps == ref

@@ -148,12 +148,12 @@ def test_rdp_curve_as_epsilon_table(x64):
 
 def _check_allocation(t, epochs, k=1, sigma=1.2):
   from jaxacct import dpsgd
-  epoch = ev.RandomAllocationDpEvent(sigma=sigma, steps_per_epoch=t, num_selected=k)
+  epoch = ev.RandomAllocationDpEvent(noise_multiplier=sigma, steps_per_epoch=t, num_selected=k)
   acc = tracking.EventAccountant(epoch, block_size=t)
   assert acc.neighbouring == "add_remove"
   tab = tracking.epsilon_table(acc, num_steps=epochs * t, delta=DELTA)
   for e in range(1, epochs + 1):
-    whole = ev.RandomAllocationDpEvent(sigma=sigma, steps_per_epoch=t, num_selected=k,
+    whole = ev.RandomAllocationDpEvent(noise_multiplier=sigma, steps_per_epoch=t, num_selected=k,
                                        num_epochs=e)
     # e epochs = the whole-run event of dpsgd.event (the accountant's direct path)
     assert tab[e * t] == PLDAccountant().compose(whole).get_epsilon(DELTA)

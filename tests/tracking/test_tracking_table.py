@@ -125,11 +125,11 @@ def test_ledger_prefix_is_composed_first(x64):
 
 def test_balls_in_bins_epoch_ends_are_the_accountant(x64):
   t, epochs, sigma = 10, 3, 1.2
-  acc = tracking.EventAccountant(ev.RandomAllocationDpEvent(sigma=sigma, steps_per_epoch=t),
+  acc = tracking.EventAccountant(ev.RandomAllocationDpEvent(noise_multiplier=sigma, steps_per_epoch=t),
                                  block_size=t, progress=False)
   tab = tracking.epsilon_table(acc, num_steps=epochs * t, delta=DELTA)
   for e in range(1, epochs + 1):
-    whole = ev.RandomAllocationDpEvent(sigma=sigma, steps_per_epoch=t, num_epochs=e)
+    whole = ev.RandomAllocationDpEvent(noise_multiplier=sigma, steps_per_epoch=t, num_epochs=e)
     assert tab[e * t] == PLDAccountant().compose(whole).get_epsilon(DELTA)
     part = tab[(e - 1) * t + 1: e * t]
     # inside an epoch: the prefix's bound, below the whole epoch's
@@ -184,7 +184,7 @@ def test_partial_epoch_bound_brute_force(x64, s, delta):
   # delta at the table's epsilon is at most delta; measured 0.998 delta), tight
   # to the grid (1e-3 less epsilon is not valid), below the whole epoch's bound.
   t, sigma = 3, 1.0
-  acc = tracking.EventAccountant(ev.RandomAllocationDpEvent(sigma=sigma, steps_per_epoch=t),
+  acc = tracking.EventAccountant(ev.RandomAllocationDpEvent(noise_multiplier=sigma, steps_per_epoch=t),
                                  block_size=t, progress=False)
   tab = tracking.epsilon_table(acc, num_steps=t, delta=delta)
   d_rem, d_add = _prefix_deltas(tab[s], sigma, s, t)
@@ -291,7 +291,7 @@ def test_balls_in_bins_hook_is_the_table_at_every_step(x64):
   # hook reads them, against the table read whole, step by step, bit for bit
   t, epochs, sigma = 10, 3, 1.2      # the setting of the epoch-ends test (shared compiles)
   mk = lambda: tracking.EventAccountant(  # noqa: E731
-      ev.RandomAllocationDpEvent(sigma=sigma, steps_per_epoch=t), block_size=t, progress=False)
+      ev.RandomAllocationDpEvent(noise_multiplier=sigma, steps_per_epoch=t), block_size=t, progress=False)
   steps = epochs * t - 4               # a partial last epoch
   tx = tracking.track_privacy(mk(), num_steps=steps, delta=DELTA)
   upd = jax.jit(tx.update)
@@ -303,7 +303,7 @@ def test_balls_in_bins_hook_is_the_table_at_every_step(x64):
   tab = tracking.epsilon_table(mk(), num_steps=steps, delta=DELTA)
   assert np.array_equal(np.asarray(seen), tab[1:])
   assert tab[2 * t] == PLDAccountant().compose(ev.RandomAllocationDpEvent(
-      sigma=sigma, steps_per_epoch=t, num_epochs=2)).get_epsilon(DELTA)
+      noise_multiplier=sigma, steps_per_epoch=t, num_epochs=2)).get_epsilon(DELTA)
 
 
 def test_poisson_pieces_are_the_doors_buckets(x64):

@@ -469,6 +469,7 @@ def allocation_plds(*, sigma=None, num_steps, num_selected=1, num_epochs=1,
                        step=float(composition_step), tail_mass=float(tail_mass))
 
 
+@per_epoch_steps
 def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
                         tail: float = DEFAULT_TAIL, mechanism: str = "gaussian") -> FinalLaws:
   """Upper and lower laws of S/t (1-of-t), jittable/vmappable in sigma, num_steps.
