@@ -497,7 +497,7 @@ class PoissonSampler:
                          f"sampling_probability={sampling_probability!r}, num_steps={num_steps!r}.")
       sched = dpsgd.schedule(num_examples=num_examples, batch_size=batch_size,
                              num_epochs=num_epochs, sampling=self.sampling)
-      sampling_probability, num_steps = sched.sampling_rate, sched.total_steps
+      sampling_probability, num_steps = sched.sampling_probability, sched.total_steps
       if expected_batch_size is None:
         expected_batch_size = float(batch_size)
     if sampling_probability is None or num_steps is None:

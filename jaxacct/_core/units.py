@@ -129,7 +129,7 @@ def renamed_fields(**old_to_new):
   """
   def deco(cls):
     init = cls.__init__
-    where = lambda: f"{cls.__module__}.{cls.__qualname__}"   # its public module, set later
+    where = lambda: f"{public_module(cls.__module__)}.{cls.__qualname__}"   # (set later)
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
 
     def target(new, get):

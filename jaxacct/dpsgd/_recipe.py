@@ -115,7 +115,7 @@ def event(*, noise_multiplier, num_examples, batch_size, num_epochs=None,
 def _given(sched: Schedule) -> str:
   """The configuration as the user gave it (what an error names)."""
   rec = samplers.get(sched.sampling)
-  if sched.sampling_rate is not None:
+  if sched.sampling_probability is not None:
     run = f"num_epochs={sched.num_epochs:g} (or total_steps={sched.total_steps})"
   else:
     run = f"num_epochs={sched.num_epochs:g}"
@@ -130,7 +130,7 @@ def _restate(sched: Schedule, err: ValueError, what: str = "") -> ValueError:
   if isinstance(err, WindowTooLarge):
     return WindowTooLarge(
         f"{what}{_given(sched)} give T = {sched.total_steps} Poisson steps at q = "
-        f"{sched.sampling_rate:.6g}: too many for the tight Poisson PLD at this "
+        f"{sched.sampling_probability:.6g}: too many for the tight Poisson PLD at this "
         f"noise_multiplier ({err}) Use fewer epochs, a larger noise_multiplier, or "
         "jaxacct.poisson.epsilon(method='rdp', q=..., sigma=..., num_steps=T, delta=...) "
         "(a valid upper bound at any T).", points=err.points)

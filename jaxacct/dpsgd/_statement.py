@@ -21,6 +21,7 @@ from jaxacct import poisson as poisson_door
 from jaxacct._core import checks
 from jaxacct._core.dtype import HOST_ONLY, host_door
 from jaxacct._core.gaussian import gaussian_epsilon
+from jaxacct._core.units import renamed_fields
 from jaxacct._core.version import __version__
 from jaxacct.dpsgd import samplers
 from jaxacct.dpsgd._recipe import calibrate_noise_multiplier, epsilon, schedule
@@ -38,6 +39,7 @@ _NEIGHBOUR_TEXT = {
                     "per-example gradients clipped to L2 norm C, so the noisy sum moves by "
                     "at most 2C (accounted as sensitivity 2: sigma / 2)"),
 }
+@renamed_fields(sampling_rate="sampling_probability")
 @dataclasses.dataclass(frozen=True)
 class Comparison:
   """One comparison row of a :class:`PrivacyStatement` (same sigma and delta).
@@ -45,23 +47,27 @@ class Comparison:
   Attributes:
     name: ``"poisson"`` or ``"full_batch"`` (every example in every one of the T
       steps; "no amplification" means the example's own steps, as for ``shuffle``).
-    sampling_rate: the rate each example joins a step (1.0: every step).
+    sampling_probability: the probability that an example joins a step (1.0:
+      every step; ``sampling_rate``: its deprecated name, for one release).
     total_steps: T, the number of noisy steps composed.
     epsilon: epsilon at the statement's delta, or None where not computed.
     bound: ``"upper"`` or ``"exact"`` (:data:`jaxacct._core.results.BOUNDS`).
     method: what was computed, in words.
   """
   name: str
-  sampling_rate: float
+  sampling_probability: float
   total_steps: int
   epsilon: Optional[float]
   bound: str
   method: str
 
   def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
+    d = dataclasses.asdict(self)
+    d["sampling_rate"] = d["sampling_probability"]   # its deprecated key, for one release
+    return d
 
 
+@renamed_fields(sampling_rate="sampling_probability")
 @dataclasses.dataclass(frozen=True)
 class PrivacyStatement:
   """A DP-SGD privacy statement (immutable; see :func:`statement`).
@@ -77,7 +83,8 @@ class PrivacyStatement:
       private), or None where none is known.
     method: how ``epsilon_upper`` was computed.
     num_examples, batch_size, num_epochs: N, B, E as given.
-    sampling_rate: q = B / N.
+    sampling_probability: q = B / N (``sampling_rate``: its deprecated name,
+      for one release).
     steps_per_epoch: t (int); for Poisson the expected N / B (float).
     total_steps: T, the number of noisy updates.
     divisor: the data-independent constant the noisy sum is divided by (B).
@@ -97,7 +104,7 @@ class PrivacyStatement:
   num_examples: int
   batch_size: float
   num_epochs: float
-  sampling_rate: float
+  sampling_probability: float
   steps_per_epoch: float
   total_steps: int
   divisor: float
@@ -110,6 +117,8 @@ class PrivacyStatement:
 
     ``epsilon`` is ``{"upper", "lower", "method"}``; ``comparison`` maps each
     row's name to its fields; ``assumptions`` is a list of strings.
+    ``sampling_rate`` repeats ``sampling_probability`` under its deprecated key,
+    for one release.
     """
     d = {}
     for f in dataclasses.fields(self):
@@ -118,6 +127,7 @@ class PrivacyStatement:
                         "method": self.method}
       elif f.name not in ("epsilon_lower", "method"):
         d[f.name] = getattr(self, f.name)
+    d["sampling_rate"] = self.sampling_probability
     d["comparison"] = {c.name: c.to_dict() for c in self.comparison}
     d["assumptions"] = list(self.assumptions)
     return d
@@ -134,7 +144,7 @@ class PrivacyStatement:
         "DP-SGD privacy statement (jaxacct %s)" % self.version,
         f"  dataset size N = {n}, batch size B = {self.batch_size:g}, "
         f"epochs E = {self.num_epochs:g}",
-        f"  sampling {self.sampling}: sampling rate B/N = {self.sampling_rate:.6g}, {spe}, "
+        f"  sampling {self.sampling}: sampling rate B/N = {self.sampling_probability:.6g}, {spe}, "
         f"{self.total_steps} steps in all",
         f"  noise multiplier sigma = {self.noise_multiplier:.6g} ({src})",
         f"  neighbouring relation: {self.neighbouring}",
@@ -146,7 +156,7 @@ class PrivacyStatement:
         f"    ({self.method})",
     ]
     for c in self.comparison:
-      what = {"poisson": f"Poisson at q = {c.sampling_rate:.6g}, T = {c.total_steps}",
+      what = {"poisson": f"Poisson at q = {c.sampling_probability:.6g}, T = {c.total_steps}",
               "full_batch": f"full batch (every example in all T = {c.total_steps} "
                             "steps)"}.get(c.name, c.name)
       val = "not computed" if c.epsilon is None else f"{c.bound} {c.epsilon:.6g}"
@@ -312,6 +322,6 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
       noise_multiplier_source=source, target_epsilon=target_epsilon, delta=delta,
       epsilon_upper=upper, epsilon_lower=lower, method=method,
       num_examples=int(sched.num_examples), batch_size=_plain(sched.batch_size),
-      num_epochs=_plain(sched.num_epochs), sampling_rate=q, steps_per_epoch=spe,
+      num_epochs=_plain(sched.num_epochs), sampling_probability=q, steps_per_epoch=spe,
       total_steps=T, divisor=_plain(sched.batch_size), comparison=(poisson, full),
       assumptions=assumptions, version=__version__)

@@ -48,13 +48,13 @@ def test_schedule_issue_setting():
   assert (s.steps_per_epoch, s.total_steps) == (234, 2340)
   s = dpsgd.schedule(num_examples=N, batch_size=B, num_epochs=E, sampling="poisson")
   assert s.steps_per_epoch is None and s.total_steps == 2344   # ceil(10 * 60000 / 256)
-  assert s.sampling_rate == pytest.approx(256 / 60000, rel=1e-15)
+  assert s.sampling_probability == pytest.approx(256 / 60000, rel=1e-15)
   # k = 2: twice the steps per epoch at the same batch size
   s = dpsgd.schedule(num_examples=N, batch_size=B, num_epochs=E, num_selected=2)
   assert (s.steps_per_epoch, s.total_steps) == (468, 4680)
   # jax_privacy / Opacus style: total updates given (Poisson only)
   s = dpsgd.schedule(num_examples=N, batch_size=N / 235, total_steps=2350, sampling="poisson")
-  assert s.total_steps == 2350 and s.sampling_rate == pytest.approx(1 / 235, rel=1e-14)
+  assert s.total_steps == 2350 and s.sampling_probability == pytest.approx(1 / 235, rel=1e-14)
   assert s.num_epochs == pytest.approx(10.0, rel=1e-14)
 
 

@@ -189,4 +189,4 @@ def test_truncated_poisson_needs_its_cap():
     dpsgd.epsilon(sampling="truncated_poisson", max_batch_size=0, **cfg)
   sched = dpsgd.schedule(num_examples=N, batch_size=B, num_epochs=EPOCHS,
                          sampling="truncated_poisson", max_batch_size=20)
-  assert (sched.total_steps, sched.sampling_rate, sched.max_batch_size) == (200, 0.01, 20)
+  assert (sched.total_steps, sched.sampling_probability, sched.max_batch_size) == (200, 0.01, 20)

@@ -52,7 +52,7 @@ def test_units_and_bracket(bib):
       "balls_in_bins", "add_remove", "given")
   assert (bib.num_examples, bib.batch_size, bib.num_epochs) == (N, B, E)
   assert bib.steps_per_epoch == 234 and bib.total_steps == 2340    # floor(N/B), t E
-  assert bib.sampling_rate == B / N and bib.divisor == B
+  assert bib.sampling_probability == B / N and bib.divisor == B
   ref = dpsgd.epsilon(noise_multiplier=SIGMA, progress=False, **CONFIG)
   assert bib.epsilon_upper == ref.epsilon and bib.epsilon_lower == ref.lower
   assert bib.epsilon_upper == pytest.approx(2.357, abs=2e-3)        # issue 17
@@ -62,10 +62,10 @@ def test_units_and_bracket(bib):
 
 def test_comparison_columns(bib):
   poisson, none = bib.comparison
-  assert (poisson.name, poisson.sampling_rate, poisson.total_steps, poisson.bound) == (
+  assert (poisson.name, poisson.sampling_probability, poisson.total_steps, poisson.bound) == (
       "poisson", B / N, 2340, "upper")
   assert poisson.epsilon == pytest.approx(2.481879, abs=1e-5)   # dp_accounting: 2.481879102
-  assert (none.name, none.sampling_rate, none.total_steps, none.bound) == (
+  assert (none.name, none.sampling_probability, none.total_steps, none.bound) == (
       "full_batch", 1.0, 2340, "exact")
   mu = math.sqrt(2340) / SIGMA
   # the exact root of delta(eps) = 1e-5, to 1e-9 relative (upper side)
@@ -83,7 +83,7 @@ def test_poisson_column_matches_dp_accounting(bib):
   from dp_accounting.pld import pld_privacy_accountant
   poisson = bib.comparison[0]
   acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
-  acc.compose(dpa.PoissonSampledDpEvent(poisson.sampling_rate,
+  acc.compose(dpa.PoissonSampledDpEvent(poisson.sampling_probability,
                                         dpa.GaussianDpEvent(SIGMA)), poisson.total_steps)
   assert poisson.epsilon == pytest.approx(acc.get_epsilon(DELTA), abs=1e-3)
 
@@ -93,9 +93,10 @@ def test_to_dict_json_round_trip(bib):
   assert json.loads(json.dumps(d)) == d
   assert d["epsilon"] == {"upper": bib.epsilon_upper, "lower": bib.epsilon_lower,
                           "method": bib.method}
-  for key in ("noise_multiplier", "delta", "sampling", "sampling_rate", "steps_per_epoch",
+  for key in ("noise_multiplier", "delta", "sampling", "sampling_probability", "steps_per_epoch",
               "total_steps", "num_epochs", "num_examples", "batch_size", "divisor"):
     assert d[key] == getattr(bib, key)
+  assert d["sampling_rate"] == d["sampling_probability"]   # the deprecated key (issue 56)
   assert set(d["comparison"]) == {"poisson", "full_batch"}
   assert all(isinstance(a, str) for a in d["assumptions"]) and len(d["assumptions"]) == 4
   for word in ("adding or removing", "non-adaptive", "balls_in_bins", "divisor"):

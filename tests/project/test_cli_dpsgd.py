@@ -45,7 +45,7 @@ def test_cli_calibrates_sigma_for_target_epsilon():
   assert d["epsilon"]["upper"] <= 3.0
   assert d["epsilon"]["lower"] <= d["epsilon"]["upper"]
   assert d["target_epsilon"] == 3.0 and d["delta"] == 1e-5
-  assert (d["sampling_rate"], d["steps_per_epoch"], d["total_steps"]) == (256 / 60000, 234,
+  assert (d["sampling_probability"], d["steps_per_epoch"], d["total_steps"]) == (256 / 60000, 234,
                                                                            2340)
   assert d["divisor"] == 256
 
@@ -55,10 +55,10 @@ def test_cli_poisson_matches_dp_accounting():
   from dp_accounting.pld import pld_privacy_accountant
   d = _run("dpsgd", *BASE, "--sampling", "poisson", "--noise-multiplier", "0.7341", "--json")
   assert d["sampling"] == "poisson" and d["noise_multiplier"] == 0.7341
-  assert d["sampling_rate"] == 256 / 60000 and d["total_steps"] == 2344   # ceil(E N / B)
+  assert d["sampling_probability"] == 256 / 60000 and d["total_steps"] == 2344   # ceil(E N / B)
   assert d["steps_per_epoch"] == 60000 / 256
   acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
-  acc.compose(dpa.PoissonSampledDpEvent(d["sampling_rate"], dpa.GaussianDpEvent(0.7341)),
+  acc.compose(dpa.PoissonSampledDpEvent(d["sampling_probability"], dpa.GaussianDpEvent(0.7341)),
               d["total_steps"])
   ref = acc.get_epsilon(1e-5)
   assert ref == pytest.approx(2.4835, abs=1e-4)

@@ -18,7 +18,7 @@ def _step(sched, sigma):
   """One step: the Gaussian step sampled at q (the Gaussian step itself at q = 1)."""
   ev = accounting.events   # loads on first use: dp_accounting comes with the events
   step = ev.GaussianDpEvent(sigma)
-  return ev.PoissonSampledDpEvent(sched.sampling_rate, step) if sched.sampling_rate < 1 else step
+  return ev.PoissonSampledDpEvent(sched.sampling_probability, step) if sched.sampling_probability < 1 else step
 
 
 def _event(sched, sigma):
@@ -34,11 +34,11 @@ def _block(sched, sigma):
 
 
 def _evaluate(sched, sigma, delta):
-  return evaluator.poisson_run(sigma, delta, sched.sampling_rate, sched.total_steps)
+  return evaluator.poisson_run(sigma, delta, sched.sampling_probability, sched.total_steps)
 
 
 def _risk(sched, sigma, want_lower):
-  kw = dict(sigma=sigma, q=sched.sampling_rate, num_steps=sched.total_steps)
+  kw = dict(sigma=sigma, q=sched.sampling_probability, num_steps=sched.total_steps)
   up = jpld.poisson_gaussian_composed(**kw)
   lo = jpld.poisson_gaussian_composed(**kw, pessimistic=False) if want_lower else None
   return up, lo
@@ -51,5 +51,5 @@ SAMPLER = register(Sampler(
           "probability q = B/N (batch sizes vary, expected B); T = ceil(E N / B) "
           "steps; steps_per_epoch is the expected N/B"),
     schedule=_schedule, event=_event, evaluate=_evaluate, block=_block, risk=_risk,
-    gdp_rate=lambda s: s.sampling_rate, options=("total_steps",),
+    gdp_rate=lambda s: s.sampling_probability, options=("total_steps",),
     comparison_is_run=True, in_default_plot=True))

@@ -11,6 +11,7 @@ import numpy as np
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.results import EpsilonResult
+from jaxacct._core.units import warn_renamed
 from jaxacct.accounting import evaluator
 
 
@@ -26,7 +27,8 @@ class Schedule(NamedTuple):
       None for rate samplers (their steps are independent; an epoch is N/B
       steps on average).
     total_steps: T, the number of noisy updates.
-    sampling_rate: q = B/N for rate samplers; None otherwise.
+    sampling_probability: q = B/N for rate samplers; None otherwise
+      (``sampling_rate``: its deprecated name, for one release).
     max_batch_size: the batch cap (truncated_poisson); None otherwise.
   """
   sampling: str
@@ -36,8 +38,14 @@ class Schedule(NamedTuple):
   num_selected: int
   steps_per_epoch: Optional[int]
   total_steps: int
-  sampling_rate: Optional[float]
+  sampling_probability: Optional[float]
   max_batch_size: Optional[int] = None
+
+  @property
+  def sampling_rate(self) -> Optional[float]:
+    """Deprecated alias of ``sampling_probability`` (issue 56), for one release."""
+    warn_renamed("jaxacct.dpsgd.Schedule", "sampling_rate", "sampling_probability")
+    return self.sampling_probability
 
 
 @x64_boundary   # one entry: its evaluations (epsilon, result, plds) run under float64

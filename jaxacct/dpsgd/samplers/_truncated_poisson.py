@@ -21,7 +21,7 @@ def _schedule(n, batch_size, num_epochs, k, total_steps, cap):
 def _event(sched, sigma):
   ev = accounting.events   # loads on first use: dp_accounting comes with the events
   step = ev.TruncatedSubsampledGaussianDpEvent(
-      dataset_size=sched.num_examples, sampling_probability=sched.sampling_rate,
+      dataset_size=sched.num_examples, sampling_probability=sched.sampling_probability,
       truncated_batch_size=sched.max_batch_size, noise_multiplier=sigma)
   return step if sched.total_steps == 1 else ev.SelfComposedDpEvent(step, sched.total_steps)
 
@@ -33,5 +33,5 @@ SAMPLER = register(Sampler(
           "probability q = B/N, and a batch of more than b = max_batch_size examples keeps "
           "a uniformly random b of them (dp_accounting's TruncatedSubsampledGaussianDpEvent, "
           "arXiv:2508.15089); T = ceil(E N / B) steps; steps_per_epoch is the expected N/B"),
-    schedule=_schedule, event=_event, gdp_rate=lambda s: s.sampling_rate,
+    schedule=_schedule, event=_event, gdp_rate=lambda s: s.sampling_probability,
     options=("total_steps", "max_batch_size")))
