@@ -22,6 +22,7 @@ from jaxacct._core.dtype import dispatch, require_x64
 from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.orders import DEFAULT_INTEGER_ORDERS, DEFAULT_ORDERS
 from jaxacct._core.results import EpsilonResult
+from jaxacct._core.units import renamed
 from jaxacct.shuffle import _binned
 from jaxacct.shuffle._rdp_rounds import compose_rdp_epsilon
 from jaxacct._core.compiled import jit
@@ -394,7 +395,8 @@ def zw19_poisson_rdp(orders, base_rdp_all, sampling_rate):
   return jnp.maximum(tot, 0.0) / (orders - 1.0)
 
 
-def girgis_subsampled_rdp(orders=None, *, n, eps0, sampling_rate, base="thm1"):
+@renamed(sampling_rate="sampling_probability")
+def girgis_subsampled_rdp(orders=None, *, n, eps0, sampling_probability, base="thm1"):
   r"""RDP of Poisson-subsampled shuffling (Girgis Sec. 4 / Fig. 5 recipe).
 
   Per-round shuffle RDP of ``n`` *sampled* clients (the paper's Fig. 5 uses
@@ -410,14 +412,15 @@ def girgis_subsampled_rdp(orders=None, *, n, eps0, sampling_rate, base="thm1"):
   orders = np.arange(2, 201, dtype=np.float64) if orders is None else orders
   o = _int_orders(orders)
   checks.check_choice("base", base, _BASES)
-  checks.check_probability("sampling_rate", sampling_rate)
+  checks.check_probability("sampling_probability", sampling_probability)
   allo = np.arange(2, int(o.max()) + 1, dtype=np.float64)
   base_rdp = _base_rdp(base, allo, n, eps0)
-  return zw19_poisson_rdp(o, base_rdp, sampling_rate)
+  return zw19_poisson_rdp(o, base_rdp, sampling_probability)
 
 
+@renamed(sampling_rate="sampling_probability")
 def girgis_epsilon(*, n, eps0, delta, rounds=1, bound: str = "thm1",
-                   sampling_rate=None, orders=None,
+                   sampling_probability=None, orders=None,
                    method: str = "tight") -> EpsilonResult:
   r"""(eps, delta) after ``rounds`` rounds via a Girgis et al. RDP curve.
 
@@ -426,11 +429,11 @@ def girgis_epsilon(*, n, eps0, delta, rounds=1, bound: str = "thm1",
   Canonne-Kamath-Steinke Prop. 12 = the paper's Lemma 1).
 
   Args:
-    n: clients per shuffle (sampled clients if ``sampling_rate`` is set).
+    n: clients per shuffle (sampled clients if ``sampling_probability`` is set).
     eps0: >= 0. delta: (0, 1). rounds: integer >= 1.
     bound: "thm1" | "thm2" | "mixture" (upper) | "lower" (the epsilon the
       lower RDP curve would give: NOT a lower bound on epsilon).
-    sampling_rate: None or Poisson rate (uses girgis_subsampled_rdp).
+    sampling_probability: None or Poisson rate (uses girgis_subsampled_rdp).
     orders: defaults: integers 2..2000 (geometric above 256) or 2..200 when
       subsampled; must be integers except for "thm2"/"lower".
 
@@ -442,7 +445,7 @@ def girgis_epsilon(*, n, eps0, delta, rounds=1, bound: str = "thm1",
   checks.check_delta(delta)
   checks.check_int("rounds", rounds, min_value=1)
   checks.check_choice("method", method, checks.CONVERSIONS)
-  if sampling_rate is None:
+  if sampling_probability is None:
     if orders is None:
       orders = np.unique(np.concatenate([np.arange(2, 257.0),
                                          np.round(np.geomspace(257, 2000, 60))]))
@@ -450,8 +453,8 @@ def girgis_epsilon(*, n, eps0, delta, rounds=1, bound: str = "thm1",
   else:
     if orders is None:
       orders = np.arange(2, 201, dtype=np.float64)
-    rdp = girgis_subsampled_rdp(orders, n=n, eps0=eps0, sampling_rate=sampling_rate,
-                                base=bound)
+    rdp = girgis_subsampled_rdp(orders, n=n, eps0=eps0,
+                                sampling_probability=sampling_probability, base=bound)
   eps, order = compose_rdp_epsilon(orders, rdp, rounds, delta, method)
   return EpsilonResult(epsilon=eps, delta=delta, method="girgis_" + bound,
                        bound="estimate" if bound == "lower" else "upper",
