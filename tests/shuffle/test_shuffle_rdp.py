@@ -381,7 +381,7 @@ def test_girgis_composition_vectors():
   r = sh.girgis_epsilon(n=10**6, eps0=0.5, delta=1e-6, rounds=10**4, orders=o)
   assert float(r.epsilon) == pytest.approx(0.41527, rel=1e-5) and float(r.order) == 45
   # subsampled: n_eff = 1000, eps0=3, ZW19 factor-3, gamma=1e-3, T=1e4, delta=1e-8, alpha in [2,200]
-  r = sh.girgis_epsilon(n=1000, eps0=3.0, delta=1e-8, rounds=10**4, sampling_rate=1e-3)
+  r = sh.girgis_epsilon(n=1000, eps0=3.0, delta=1e-8, rounds=10**4, sampling_probability=1e-3)
   assert float(r.epsilon) == pytest.approx(1.0164, rel=1e-4) and float(r.order) == 25
 
 
@@ -441,8 +441,8 @@ def test_girgis_jit_nan_and_bad_input(x64):
     shb.girgis_thm1_rdp([2.5], n=10, eps0=1.0)
   with pytest.raises(ValueError, match="n"):
     shb.girgis_thm2_rdp([2.5], n=0, eps0=1.0)
-  with pytest.raises(ValueError, match="sampling_rate"):
-    shb.girgis_subsampled_rdp([2.0], n=10, eps0=1.0, sampling_rate=1.5)
+  with pytest.raises(ValueError, match="sampling_probability"):
+    shb.girgis_subsampled_rdp([2.0], n=10, eps0=1.0, sampling_probability=1.5)
   assert float(shb.girgis_thm1_rdp([2.0], n=100, eps0=0.0)[0]) == 0.0
 
 
@@ -470,7 +470,8 @@ def test_girgis_8x_and_10x_claims():
   assert base == pytest.approx(6.42, rel=0.03)      # [girgis-digest] §4.3 table
   assert 4.0 < base / ours < 6.0
   g, T, d = 1e-3, 10**4, 1e-8
-  ours = float(sh.girgis_epsilon(n=1000, eps0=3.0, delta=d, rounds=T, sampling_rate=g).epsilon)
+  ours = float(sh.girgis_epsilon(n=1000, eps0=3.0, delta=d, rounds=T,
+                                 sampling_probability=g).epsilon)
   per = float(sh.clone_epsilon(d / (2 * T * g), n=1000, eps0=3.0).epsilon)
   per = math.log1p(g * math.expm1(per))              # LQS12 amplification
   base = _kov15(per, T, d / 2)
