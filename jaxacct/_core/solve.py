@@ -155,11 +155,14 @@ def safeguarded_root(evaluate: Callable, propose: Callable, a, b, x0, *, target,
   when ``b - a <= rtol * b`` or after ``max_iter`` further steps.
 
   ``first`` (the accelerator layout): no while loop of run-time trip count
-  (XLA:GPU tests its exit on the host every trip). ``first`` steps of a loop
-  of known trip count, then, only where a lane has not stopped (one test,
-  over the vmapped axis ``axis_name`` when given), the other
-  ``max_iter + 1 - first``; a lane that stopped keeps its state, so every
-  lane takes exactly the while loop's steps.
+  (XLA:GPU tests its exit on the host every trip). Chunks of ``first``
+  steps, each a loop of known trip count run only where a lane has not
+  stopped (one test a chunk, over the vmapped axis ``axis_name`` when
+  given), ``ceil((max_iter + 1) / first)`` chunks; a lane that stopped keeps
+  its state, so every lane takes exactly the while loop's steps. With
+  ``first``, ``a``, ``b`` and ``x0`` may also be arrays of lanes
+  (``evaluate`` and ``propose`` elementwise over them, e.g. lanes that
+  share one evaluation): the test is then over all of them.
 
   Returns:
     ``(a, b)``: ``b`` is feasible (the conservative end), ``a`` infeasible.
@@ -184,8 +187,9 @@ def safeguarded_root(evaluate: Callable, propose: Callable, a, b, x0, *, target,
     return a2, b2, xp, it + 1, wl2, conv
 
   # step -1 evaluates x0 (wlast = inf: no guard) and sets wlast to b - a
-  st = (a, b, x0, jnp.full((), -1, jnp.int32), jnp.full(jnp.shape(b), jnp.inf),
-        jnp.asarray(False))
+  shape = jnp.shape(b)
+  st = (a, b, x0, jnp.full(shape, -1, jnp.int32), jnp.full(shape, jnp.inf),
+        jnp.zeros(shape, bool))
   if first is None:
     a, b, _, _, _, _ = jax.lax.while_loop(cond, body, st)
     return a, b
@@ -194,13 +198,18 @@ def safeguarded_root(evaluate: Callable, propose: Callable, a, b, x0, *, target,
     go = cond(s)
     return jax.tree.map(lambda new, old: jnp.where(go, new, old), body(s), s)
 
-  first = min(int(first), max_iter + 1)
-  st = jax.lax.fori_loop(0, first, step, st)
-  moving = cond(st)
-  if axis_name is not None:
-    moving = jax.lax.psum(moving.astype(jnp.int32), axis_name) > 0
-  st = jax.lax.cond(moving, lambda s: jax.lax.fori_loop(0, max_iter + 1 - first, step, s),
-                    lambda s: s, st)
+  def chunk(_, s):
+    moving = jnp.any(cond(s))
+    if axis_name is not None:
+      moving = jax.lax.psum(moving.astype(jnp.int32), axis_name) > 0
+    return jax.lax.cond(moving, lambda s: jax.lax.fori_loop(0, first, step, s),
+                        lambda s: s, s)
+
+  # one copy of the step in the program: chunks of ``first`` steps, each
+  # run only while a lane moves (a lane past max_iter steps is frozen, so
+  # the last chunk's extra steps change nothing)
+  first = max(min(int(first), max_iter + 1), 1)
+  st = jax.lax.fori_loop(0, -(-(max_iter + 1) // first), chunk, st)
   a, b, _, _, _, _ = st
   return a, b
 

@@ -23,11 +23,14 @@ import numpy as np
 from jaxacct._core import batching, checks, sharding, solve
 from jaxacct._core.batching import block_programs, lanes_for_memory
 from jaxacct._core.dtype import dispatch, require_x64, static_size
+from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.namespace import JAX, for_inputs, host_call
 from jaxacct._core.results import host_f64
-from jaxacct.shuffle._symmetric_pair_sum import sym_eval, sym_setup
+from jaxacct.shuffle._symmetric_pair_sum import (block_terms, cell_terms, finish_delta, sym_eval,
+                                                  sym_setup)
 from jaxacct.shuffle._pair_reference import pair_params_invalid
-from jaxacct.shuffle._windows import BLOCK, bucket_widths, fast_width, raw_widths
+from jaxacct.shuffle._windows import (BLOCK, betainc_fixed, bucket_widths, cut_mass, fast_width,
+                                      raw_widths, window_start)
 from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
 
 _EPS64 = float(np.finfo(np.float64).eps)
@@ -58,6 +61,37 @@ def _sym_fast_delta_scalar(eps, n, p, beta, q, width, block, fixed_tail=False, n
 _FIRST_TRIPS = 8
 
 
+def _propose(tgt, xp, x, d, qm, a, b):
+  """The safeguarded Newton's next point of eps(delta) (elementwise)."""
+  e = xp.exp(x)
+  feas = d <= tgt
+  # far above the target: Newton on log delta (fast, may overshoot);
+  # close: Newton on delta in e, which stays left of the root (delta is
+  # convex in e), pushed right by 1e-3 of the step (+ a few ulps) so that
+  # the end of the convergence lands on the feasible side.
+  safe_q = xp.where(qm > 0, qm, 1.0)
+  ratio = xp.where(d > 0, d / tgt, 1.0)
+  # Newton on phi = sqrt(-2 log delta), nearly linear in eps for
+  # Gaussian-like profiles (falls back to log delta where delta >= 1/2)
+  ld = xp.log(xp.where(d > 0, d, 1.0))
+  lt = xp.log(tgt)
+  phi = xp.sqrt(xp.maximum(-2.0 * ld, 0.0))
+  phi_t = xp.sqrt(-2.0 * lt)
+  dphi = e * safe_q / xp.where(d > 0, d, 1.0) / xp.where(phi > 0, phi, 1.0)
+  x_phi = x + (phi_t - phi) / dphi
+  x_log = xp.where((d < 0.5) & (tgt < 0.5), x_phi,
+                   x + xp.log(ratio) * d / (e * safe_q))
+  step_e = (d - tgt) / safe_q
+  x_lin = xp.log(e + step_e * 1.001) + 8.0 * _EPS64 * (1.0 + x)
+  # from the feasible side log-Newton converges from the right (log delta
+  # is concave there in practice); undershoot it by 1e-3 of the step so
+  # that near the root a point on the infeasible side certifies the bracket
+  x_logf = x_log - 1e-3 * (x - x_log) - 8.0 * _EPS64 * (1.0 + x)
+  x_new = xp.where(feas, x_logf, xp.where(d > 20.0 * tgt, x_log, x_lin))
+  good = (qm > 0) & (d > 0) & xp.isfinite(x_new) & (x_new > a) & (x_new < b)
+  return xp.where(good, x_new, 0.5 * (a + b))
+
+
 def _sym_fast_eps_scalar(delta, n, p, beta, q, width, block, max_iter, rtol,
                          fixed_tail=False, ns=JAX):
   """Safeguarded Newton for eps(delta) of one lane; returns (eps, width) (``ns``
@@ -72,35 +106,7 @@ def _sym_fast_eps_scalar(delta, n, p, beta, q, width, block, max_iter, rtol,
     return d, qm
 
   tgt = delta
-
-  def propose(x, d, qm, a, b):
-    e = xp.exp(x)
-    feas = d <= tgt
-    # far above the target: Newton on log delta (fast, may overshoot);
-    # close: Newton on delta in e, which stays left of the root (delta is
-    # convex in e), pushed right by 1e-3 of the step (+ a few ulps) so that
-    # the end of the convergence lands on the feasible side.
-    safe_q = xp.where(qm > 0, qm, 1.0)
-    ratio = xp.where(d > 0, d / tgt, 1.0)
-    # Newton on phi = sqrt(-2 log delta), nearly linear in eps for
-    # Gaussian-like profiles (falls back to log delta where delta >= 1/2)
-    ld = xp.log(xp.where(d > 0, d, 1.0))
-    lt = xp.log(tgt)
-    phi = xp.sqrt(xp.maximum(-2.0 * ld, 0.0))
-    phi_t = xp.sqrt(-2.0 * lt)
-    dphi = e * safe_q / xp.where(d > 0, d, 1.0) / xp.where(phi > 0, phi, 1.0)
-    x_phi = x + (phi_t - phi) / dphi
-    x_log = xp.where((d < 0.5) & (tgt < 0.5), x_phi,
-                     x + xp.log(ratio) * d / (e * safe_q))
-    step_e = (d - tgt) / safe_q
-    x_lin = xp.log(e + step_e * 1.001) + 8.0 * _EPS64 * (1.0 + x)
-    # from the feasible side log-Newton converges from the right (log delta
-    # is concave there in practice); undershoot it by 1e-3 of the step so
-    # that near the root a point on the infeasible side certifies the bracket
-    x_logf = x_log - 1e-3 * (x - x_log) - 8.0 * _EPS64 * (1.0 + x)
-    x_new = xp.where(feas, x_logf, xp.where(d > 20.0 * tgt, x_log, x_lin))
-    good = (qm > 0) & (d > 0) & xp.isfinite(x_new) & (x_new > a) & (x_new < b)
-    return xp.where(good, x_new, 0.5 * (a + b))
+  propose = functools.partial(_propose, tgt, xp)
 
   # the first point is eps = 0: feasible there, the bracket is [0, 0]
   a0 = xp.zeros(())
@@ -343,19 +349,133 @@ def _arrays_on_accelerator(*args) -> bool:
   return block_programs() and any(np.ndim(a) for a in args)
 
 
+@functools.partial(jit, static_argnames=("member",), compiler_options=ACCELERATOR_OPTIONS)
+def member_epsilon_slots(delta, n, eps0, width, lane_live, slot_lane, slot_block, slot_live,
+                         *, member: str):
+  """The accelerator layout's eps(delta) program for lanes of every window:
+  the lanes' windows cut into slots of ``BLOCK`` cells (one incomplete-beta
+  anchor each), so one program of static shape (``L`` lanes, ``S`` slots)
+  serves every window length, and a lane costs its own window, not the
+  batch's longest.
+
+  Lanes ``[L]``: ``delta, n, eps0``, ``width`` (the lane's window, a multiple
+  of ``BLOCK``: its cells, cut mass and rounding allowance are those of the
+  vmapped kernel of that window), ``lane_live`` (False: padding, answered at
+  the first point). Slots ``[S]``: ``slot_lane`` (the lane, non-decreasing),
+  ``slot_block`` (the block of the lane's window), ``slot_live``. Each
+  evaluation sums a slot's cells (:func:`block_terms`) and the lane's slots
+  (``segment_sum``: a float64 scatter, one 64-bit element an index); every
+  order of a window's sum is inside its rounding allowance. The safeguarded
+  Newton runs on all lanes at once: 8 steps, one test whether any lane still
+  moves, then 33 (each lane frozen once it stopped: the CPU kernel's steps).
+  """
+  L, S = delta.shape[0], slot_lane.shape[0]
+  p, beta, q = member_params(eps0, member)
+  alpha = beta / (p - 1.0)
+  r = alpha * p / q
+  total = 2.0 * r
+  lo = window_start(n, total, width)
+  # the cut mass lane by lane (each lane's own convergence, as sym_setup)
+  tail = jax.vmap(lambda *a: cut_mass(*a, betainc=betainc_fixed))(n, total, lo, width)
+  take = lambda v: v[slot_lane][:, None]
+  cells = take(lo) + slot_block[:, None] * BLOCK + jnp.arange(BLOCK, dtype=jnp.float64)
+  n_s, total_s = take(n), take(total)
+  valid = (cells <= n_s) & slot_live[:, None]
+  w = jnp.where(valid, jnp.exp(log_binom_pmf(cells, n_s, total_s)), 0.0)
+  # the block at c = 0 is anchored at c = 1 (its c = 0 cell contributes 0)
+  s = jnp.where((slot_block == 0) & (take(lo)[:, 0] == 0), 1, 0)
+  p_s, alpha_s, r_s = take(p), take(alpha), take(r)
+  lanes_sum = lambda v: jax.ops.segment_sum(v, slot_lane, num_segments=L,
+                                            indices_are_sorted=True)
+
+  def ev(x):
+    e = jnp.exp(x)
+    e_s = take(e)
+    x, f, err_g, rel_b, live, ok = block_terms(e_s, p_s, alpha_s, r_s, cells, s,
+                                               fixed=True, axis_name=None)
+    inner, allow, qm = cell_terms(e_s, p_s, alpha_s, r_s, cells, x, f, err_g, rel_b, live, jnp)
+    h = lanes_sum(jnp.sum(w * inner, axis=1))
+    al = lanes_sum(jnp.sum(w * allow, axis=1))
+    qs = lanes_sum(jnp.sum(jnp.where(live, w * qm, 0.0), axis=1))
+    bad = lanes_sum(jnp.where(ok | ~slot_live, 0.0, 1.0)) > 0
+    d = finish_delta(e, p, n, width, h, al, tail, ~bad, jnp)
+    return jnp.where(lane_live, d, 0.0), jnp.maximum(qs / n, 0.0)
+
+  zero = jnp.zeros((L,))
+  a, b = solve.safeguarded_root(ev, functools.partial(_propose, delta, jnp), zero,
+                                jnp.log(p), zero, target=delta, max_iter=40, rtol=1e-13,
+                                first=_FIRST_TRIPS)
+  bad = _sym_bad(n, p, beta, q) | (delta <= 0) | (delta >= 1) | jnp.isnan(delta)
+  del a, S
+  return jnp.where(bad, jnp.nan, b)
+
+
+def slot_program_size() -> tuple[int, int]:
+  """``(lanes, slots)`` of :data:`member_epsilon_slots`: ``slots`` from
+  :func:`member_lane_bytes` of one block at 1/64 of the device's memory
+  (2,048 on the CPU's fixed budget, 65,536 on an H200), as many lanes (a
+  lane holds one slot at least). A function of the device alone: one
+  program for every batch."""
+  slots = lanes_for_memory(member_lane_bytes(BLOCK), fraction=1.0 / 64, name="n")
+  return slots, slots
+
+
+def _pack_slots(widths, slots_max, lanes_max):
+  """Lanes (in order) into calls of at most ``lanes_max`` lanes and
+  ``slots_max`` slots: ``[(first lane, end lane)]``."""
+  nb = widths // BLOCK
+  calls, start, used = [], 0, 0
+  for i, k in enumerate(nb.tolist()):
+    if i > start and (used + k > slots_max or i - start >= lanes_max):
+      calls.append((start, i))
+      start, used = i, 0
+    used += k
+  calls.append((start, len(nb)))
+  return calls
+
+
 def member_epsilon_blocks(delta, n, eps0, *, member: str):
-  """eps(delta) over concrete arrays on the accelerator layout: lanes grouped
-  by window as in :func:`sym_epsilon_grouped` (power-of-two buckets, so the
-  same windows and values as the CPU layout), each bucket through
-  :func:`member_blocks`. The window's rounding allowance grows with its
-  length, so one window for the whole batch would move eps (by up to 1e-11
-  relative at n = 1e3..1e5)."""
+  """eps(delta) over concrete arrays on the accelerator layout: each lane
+  gets the window of :func:`sym_epsilon_grouped` (power-of-two buckets, the
+  CPU layout's windows and so its values), and the lanes run through
+  :func:`member_epsilon_slots`, packed in order into calls of its static
+  shape (one program for every window; the calls are dispatched before any
+  result is read). A lane whose window alone is over a call's slots runs in
+  :func:`member_blocks` of its window."""
   args = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (delta, n, eps0)))
   lanes = [a.reshape(-1) for a in args]
   widths = _lane_windows(*lanes[:2], *member_params(lanes[2], member), BLOCK, True)
-  run = functools.partial(member_blocks, "epsilon", member=member)
-  return _per_window(widths, lanes, run, bounded=False).reshape(args[0].shape)
+  lanes_max, slots_max = slot_program_size()
+  out = np.full(widths.shape, np.nan)
+  wide = widths // BLOCK > slots_max
+  if wide.any():
+    idx = np.nonzero(wide)[0]
+    run = functools.partial(member_blocks, "epsilon", member=member)
+    out[idx] = _per_window(widths[idx], [a[idx] for a in lanes], run, bounded=False)
+  idx = np.nonzero(~wide)[0]
+  calls = _pack_slots(widths[idx], slots_max, lanes_max) if idx.size else []
 
+  def call(c):   # the program's arguments of call c, dispatched
+    sel = idx[c[0]:c[1]]
+    k = widths[sel] // BLOCK
+    lane_args = [np.resize(a[sel], lanes_max) for a in lanes]   # padding repeats lanes
+    width = np.resize(widths[sel].astype(np.float64), lanes_max)
+    live = np.arange(lanes_max) < sel.size
+    pad = slots_max - int(k.sum())
+    slot_lane = np.concatenate([np.repeat(np.arange(sel.size), k),
+                                np.full(pad, sel.size - 1)]).astype(np.int32)
+    slot_block = np.concatenate([np.arange(j) for j in k] + [np.zeros(pad)]).astype(np.float64)
+    slot_live = np.arange(slots_max) < slots_max - pad
+    return member_epsilon_slots(*lane_args, width, live, slot_lane, slot_block, slot_live,
+                                member=member)
+
+  if sharding.current_mesh() is None:   # every call dispatched before any result is read
+    results = jax.device_get([call(c) for c in calls])
+  else:                                 # a lanes mesh: call i on device i mod D
+    results = sharding.run_items(call, calls, ahead=True)
+  for (lo, hi), res in zip(calls, results):
+    out[idx[lo:hi]] = np.asarray(res)[:hi - lo]
+  return out.reshape(args[0].shape)
 
 
 def _check_member_inputs(n, eps0):

@@ -78,40 +78,35 @@ def sym_setup(n, p, beta, q, width, ns=JAX, fixed_tail: bool = False):
   return alpha, r, lo, c, w, tail
 
 
-def sym_eval(e, n, p, alpha, r, lo, c, w, tail, block, ns=JAX, fixed: bool = False):
-  """(delta, Q-mass, ok) at e = exp(eps) for one lane of the fast kernel.
+def block_terms(e, p, alpha, r, cb, s, ns=JAX, fixed: bool = False, axis_name="lanes"):
+  """Per-cell terms of the hockey-stick sum at e = exp(eps), block by block.
 
-  ``fixed`` (``ns = JAX``, under a ``vmap`` of axis name ``"lanes"``): the
-  anchors' incomplete beta by :func:`._windows.betainc_fixed`, a loop of
-  known trip count that runs while any anchor of the block's lanes has not
-  converged (the accelerator layout; jax's steps, rounding apart).
+  ``cb``: cells ``[nb, block]`` (a lane's window, or blocks of several lanes);
+  ``s``: ``[nb]``, 1 where a block starts at c = 0 (anchored at c = 1: the
+  c = 0 cell contributes exactly 0); the lane parameters ``e, p, alpha, r``
+  scalars or ``[nb, 1]``. ``fixed``: the anchors' incomplete beta by
+  :func:`._windows.betainc_fixed`, running while any anchor of the program
+  (over the vmapped axis ``axis_name`` when given) has not converged.
 
-  delta includes the cut mass ``tail`` and the rounding allowance; Q-mass is
-  ``-d delta / d e`` (the Q-probability of the set {P > e Q}), >= 0.
-  ``ok`` is False where a threshold step was not in {0, 1} (then delta = 1,
-  the trivial bound).
+  Returns ``(x, b, err_g, rel_b, live, ok)``: ``[nb, block]`` arrays (the
+  binomial tails and pmfs of the cells, their rounding allowances, the cells
+  that count: the inputs of :func:`cell_terms`) and ``[nb]`` (every
+  threshold step of the block in {0, 1}).
   """
   xp, f = ns.xp, special(ns)
-  width = c.shape[0]
-  nb = width // block
+  nb, block = cb.shape
   rho = 0.5
-  sig = alpha * (p - 1.0) * (1.0 + e) / r
-  v = (1.0 - p * e) * alpha / r
   theta = (p * e - 1.0) / ((p - 1.0) * (1.0 + e))
   theta = xp.clip(theta, 0.0, 1.0)
-  cb = c.reshape(nb, block)
   tb = xp.floor(cb * theta) + 1.0
   mb = cb - 1.0
-  # block 0 starts at c = 0 when lo == 0: anchor it at c = 1 (the c = 0 cell
-  # contributes exactly 0: t_0 = 1 > 0 = c)
-  s = xp.where((xp.arange(nb) == 0) & (lo == 0), 1, 0)
   ca = cb[:, 0] + s
   ta = xp.where(s == 1, tb[:, 1], tb[:, 0])
   ma = ca - 1.0
   if fixed and not ns.is_host:
-    # over the block's lanes, as jax's betainc of the vmapped CPU kernel
+    # over the program's anchors, as jax's betainc of the vmapped CPU kernel
     xa = windows.binom_sf(ta, ma, rho, betainc=functools.partial(windows.betainc_fixed,
-                                                                 axis_name="lanes"))
+                                                                 axis_name=axis_name))
   else:
     xa = f.binom_sf(ta, ma, rho)
   # jax's betainc is not correctly rounded: against scipy its relative error
@@ -126,7 +121,7 @@ def sym_eval(e, n, p, alpha, r, lo, c, w, tail, block, ns=JAX, fixed: bool = Fal
   # steps i -> i+1 inside a block
   ti, mi = tb[:, :-1], mb[:, :-1]
   d = tb[:, 1:] - ti
-  ok = xp.all((d == 0) | (d == 1))
+  ok = xp.all((d == 0) | (d == 1), axis=1)
   active = xp.arange(block - 1)[None, :] >= s[:, None]
   d0 = d == 0
   ratio = xp.where(d0, (mi + 1.0) / (2.0 * xp.maximum(mi - ti + 2.0, 1.0)),
@@ -152,12 +147,17 @@ def sym_eval(e, n, p, alpha, r, lo, c, w, tail, block, ns=JAX, fixed: bool = Fal
   err_g = 1.01 * (xp.concatenate([zero, xp.cumsum(err_inc, axis=1)], axis=1)
                   + (kk + 1.0) * _EPS64 * (xp.abs(xa)[:, None] + abs_inc)
                   + err_anchor[:, None])
-  x = xp.clip(gval, 0.0, 1.0).reshape(-1)
-  f = b.reshape(-1)
-  err_g = err_g.reshape(-1)
-  rel_b = rel_b.reshape(-1)
-  live = (kk >= 0).reshape(-1) & ~((xp.arange(block)[None, :] < s[:, None])
-                                   .reshape(-1))
+  x = xp.clip(gval, 0.0, 1.0)
+  live = (kk >= 0) & ~(xp.arange(block)[None, :] < s[:, None])
+  return x, b, err_g, rel_b, live, ok
+
+
+def cell_terms(e, p, alpha, r, c, x, f, err_g, rel_b, live, xp):
+  """The terms of delta, of its rounding allowance and of the Q-mass at each
+  cell ``c`` (elementwise; before the pmf weights), from :func:`block_terms`."""
+  rho = 0.5
+  sig = alpha * (p - 1.0) * (1.0 + e) / r
+  v = (1.0 - p * e) * alpha / r
   kap = v * c
   a1 = sig * c * rho
   term1 = a1 * (x + f)
@@ -166,11 +166,45 @@ def sym_eval(e, n, p, alpha, r, lo, c, w, tail, block, ns=JAX, fixed: bool = Fal
   allow = xp.where(live, xp.abs(a1 + kap) * err_g
                     + xp.abs(a1 + kap * rho) * f * rel_b
                     + 4.0 * _EPS64 * (xp.abs(term1) + xp.abs(term2)), 0.0)
-  h = xp.sum(w * inner) / n
-  allowance = 1.01 * (xp.sum(w * allow) / n + 2.0 * width * _EPS64 * h)
   qm = (alpha / r) * ((1.0 - p) * c * rho * (x + f) + p * c * (x + rho * f))
-  qmass = xp.maximum(xp.sum(xp.where(live, w * qm, 0.0)) / n, 0.0)
+  return inner, allow, qm
+
+
+def finish_delta(e, p, n, width, h_sum, allow_sum, tail, ok, xp):
+  """A lane's delta from its sums: ``h = sum(w inner) / n`` plus the rounding
+  allowance (the terms' own, and ``2 width eps h`` for any order of the
+  window's sum) plus the cut mass; 1 where a threshold step was not in {0, 1};
+  0 where ``e >= p``."""
+  h = h_sum / n
+  allowance = 1.01 * (allow_sum / n + 2.0 * width * _EPS64 * h)
   dl = h + allowance + tail
   dl = xp.where(ok, dl, 1.0)
-  dl = xp.where(e >= p, 0.0, xp.clip(dl, 0.0, 1.0))
+  return xp.where(e >= p, 0.0, xp.clip(dl, 0.0, 1.0))
+
+
+def sym_eval(e, n, p, alpha, r, lo, c, w, tail, block, ns=JAX, fixed: bool = False):
+  """(delta, Q-mass, ok) at e = exp(eps) for one lane of the fast kernel.
+
+  ``fixed`` (``ns = JAX``, under a ``vmap`` of axis name ``"lanes"``): the
+  anchors' incomplete beta by :func:`._windows.betainc_fixed`, a loop of
+  known trip count that runs while any anchor of the block's lanes has not
+  converged (the accelerator layout; jax's steps, rounding apart).
+
+  delta includes the cut mass ``tail`` and the rounding allowance; Q-mass is
+  ``-d delta / d e`` (the Q-probability of the set {P > e Q}), >= 0.
+  ``ok`` is False where a threshold step was not in {0, 1} (then delta = 1,
+  the trivial bound).
+  """
+  xp = ns.xp
+  width = c.shape[0]
+  nb = width // block
+  # block 0 starts at c = 0 when lo == 0: anchor it at c = 1
+  s = xp.where((xp.arange(nb) == 0) & (lo == 0), 1, 0)
+  x, f, err_g, rel_b, live, ok = block_terms(e, p, alpha, r, c.reshape(nb, block), s,
+                                              ns=ns, fixed=fixed)
+  x, f, err_g, rel_b, live = (t.reshape(-1) for t in (x, f, err_g, rel_b, live))
+  inner, allow, qm = cell_terms(e, p, alpha, r, c, x, f, err_g, rel_b, live, xp)
+  ok = xp.all(ok)
+  qmass = xp.maximum(xp.sum(xp.where(live, w * qm, 0.0)) / n, 0.0)
+  dl = finish_delta(e, p, n, width, xp.sum(w * inner), xp.sum(w * allow), tail, ok, xp)
   return dl, qmass, ok
