@@ -49,7 +49,25 @@ def _padded(losses, masses):
           np.concatenate([masses, np.zeros(pad)]))
 
 
-def prefix_pair(sigma, s: int, t: int, *, step: float, mechanism: str = "gaussian"):
+def _prefix_laws(sigma, s: int, mechanism: str, host: bool):
+  """FinalLaws (NumPy) of the 1-of-s round: by the compiled law program
+  (``_laws_jit``: seconds to compile in a fresh process with the caches off,
+  milliseconds a law after), or with ``host`` built on the host
+  (``laws_batch(host=True)``: no program; the laws agree with the compiled
+  ones to rounding, and the ledger ``rel``, ``eta`` holds for either
+  evaluation order)."""
+  with jax.enable_x64(True):
+    if host:
+      f = apld.laws_batch(np.array([sigma], np.float64), np.array([s], np.int32),
+                          np.array([apld.DEFAULT_TAIL]), n=apld.DEFAULT_GRID_SIZE,
+                          mechanism=mechanism, host=True)
+      return jax.tree.map(lambda a: np.asarray(a, np.float64)[0], f)
+    return jax.tree.map(lambda a: np.asarray(a, np.float64),
+                        _laws_jit(np.float64(sigma), np.int64(s), mechanism=mechanism))
+
+
+def prefix_pair(sigma, s: int, t: int, *, step: float, mechanism: str = "gaussian",
+                host: bool = False):
   """``PairPLD`` (pessimistic) of the first ``s`` of ``t`` steps of 1-of-t allocation.
 
   Args:
@@ -57,12 +75,12 @@ def prefix_pair(sigma, s: int, t: int, *, step: float, mechanism: str = "gaussia
     s, t: ints, 1 <= s <= t.
     step: loss grid step.
     mechanism: ``"gaussian"`` or ``"laplace"``.
+    host: the round's laws built on the host (no compiled program; see
+      :func:`_prefix_laws`).
 
   Bound: upper (dominating pair of the prefix; see the module docstring).
   """
-  with jax.enable_x64(True):
-    f = jax.tree.map(lambda a: np.asarray(a, np.float64),
-                     _laws_jit(np.float64(sigma), np.int64(s), mechanism=mechanism))
+  f = _prefix_laws(float(sigma), int(s), mechanism, bool(host))
   gamma = s / t
   rel, eta = float(f.rel), float(f.eta)
   fu = (1.0 + rel) * math.exp(eta)
@@ -88,6 +106,15 @@ def prefix_pair(sigma, s: int, t: int, *, step: float, mechanism: str = "gaussia
     inf = min(1.0, q0)
   add = jpld.from_losses(*_padded(losses, masses), step=step, pessimistic=True, inf_mass=inf)
   return jpld.PairPLD(remove, add)
+
+
+def _prefix_epsilon(pair, delta: float, host: bool) -> float:
+  """Epsilon at ``delta`` of a prefix's pair: ``jaxacct.pld.epsilon`` (a
+  compiled query), or with ``host`` the same formula on the host
+  (``pair_epsilons`` at count 1: no program; they agree to an ulp)."""
+  if host:
+    return float(pair_epsilons(law(pair), np.array([1]), delta)[0])
+  return float(jpld.epsilon(pair, delta))
 
 
 def allocation_steps(event, epoch_eps, *, delta: float, step: float, tail_mass: float,
@@ -154,17 +181,22 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
     with jax.enable_x64(True):           # thread-local: entered on the helper thread
       return float(epoch_end(e))
 
-  def pair_at(s):
-    return prefix_pair(sigma, int(s), t, step=step, mechanism=mech)
+  def pair_at(s, host=False):
+    return prefix_pair(sigma, int(s), t, step=step, mechanism=mech, host=host)
 
-  ends = _InOrder(end_at, n_ep)   # end 1 beside the first prefix (its law compiles)
+  ends = _InOrder(end_at, n_ep)   # end 1 beside the first prefix
   try:
     pairs = []
     col = np.full(grid.size, np.inf)
     done = 0                              # steps of epoch 1 emitted
     for i, s in enumerate(grid):
-      pairs.append(pair_at(s))
-      col[i] = float(jpld.epsilon(pairs[-1], delta))
+      # the first step's prefix on the host: it waits for no compiled program
+      # (the law program compiles after it); the pair kept for the later
+      # epochs is the compiled program's, built when they need it
+      first = i == 0
+      p = pair_at(s, host=first)
+      pairs.append(None if first else p)
+      col[i] = _prefix_epsilon(p, delta, host=first)
       if i == 0 or (i + 1) % piece == 0 or i == grid.size - 1:   # step 1 at once
         e1 = ends.get(1)
         ends.allow(n_ep)       # the later ends, in order, once step 1 is out
@@ -178,6 +210,8 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
     if n_ep < 2:
       return
     whole = law(pair_at(t))
+    if pairs:
+      pairs[0] = pair_at(grid[0])
     counts = np.arange(1, n_ep)
     if counts.size >= _ROWS:  # counts in shared blocks: all counts of a prefix at once, as before
       val = np.stack([pair_epsilons(whole, counts, delta, factor=pairs[i], tail_mass=tail_mass)
