@@ -181,9 +181,15 @@ def log_mgf_lattice(probs, step, lams, ref, ns):
   e_r = xp.exp(-(xp.arange(_MGF_BLOCK, dtype=xp.float64) * step)[:, None] * a[None, :])
   e_b = xp.exp(-a[:, None] * (xp.arange(nb, dtype=xp.float64) * (_MGF_BLOCK * step))[None, :])
   # (einsum, not BLAS: NumPy's own loop, no thread start-up for a small product)
-  s_dn = xp.einsum("lb,bl->l", e_b, xp.einsum("br,rl->bl", masses(top - d), e_r))
-  s_up = xp.einsum("lb,bl->l", e_b, xp.einsum("br,rl->bl", masses(bot + d), e_r))
+  side = lambda src: xp.einsum("lb,bl->l", e_b, xp.einsum("br,rl->bl", masses(src), e_r))
   up = lams >= 0
+  if ns.xp is np and (bool(np.all(up)) or not np.any(up)):
+    # concrete orders all of one sign: the other side is not read (the same
+    # products on the same arrays: the same bits as computing both)
+    s = side(top - d) if bool(np.all(up)) else side(bot + d)
+    return xp.log(s) + lams * ((xp.where(up, top, bot) - ref).astype(xp.float64) * step)
+  s_dn = side(top - d)
+  s_up = side(bot + d)
   base = xp.where(up, top, bot)
   s = xp.where(up, s_dn, s_up)
   return xp.log(s) + lams * ((base - ref).astype(xp.float64) * step)

@@ -99,6 +99,23 @@ def test_log_mgf_lattice_is_the_log_sum_exp(lam):
   assert got == pytest.approx(want, rel=1e-13, abs=1e-12)
 
 
+@pytest.mark.parametrize("lams", [[0.5, 30.0, 1e4], [-50.0, -1.0], [-50.0, 0.0, 30.0]])
+def test_log_mgf_lattice_batches_of_one_sign_and_both(lams):
+  # a batch of orders of one sign reads one side of the lattice only (the
+  # host skips the other); each entry is still the log-sum-exp
+  rng = np.random.default_rng(3)
+  p = rng.random(900)
+  p[:21] = 0.0
+  p[-9:] = 0.0
+  p /= p.sum()
+  step, ref = 1e-2, 450
+  got = host_call(tf.log_mgf_lattice, p, step, np.array(lams), ref)
+  j = np.arange(p.size)
+  pos = p > 0
+  want = [special.logsumexp(np.log(p[pos]) + lam * (j[pos] - ref) * step) for lam in lams]
+  np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-12)
+
+
 def test_compose_atoms_binomial_tails_within_certified_error():
   # Bernoulli(0.3) composed 200 times is Binomial(200, 0.3): pmf from 1 down
   # to 2.7e-105 (k = 200). The tilts reach both tails; every point's value is
