@@ -150,7 +150,7 @@ def _epochs_flags(p, *, type, required=False):
 
 def _steps_flags(p):
   """``--steps-per-epoch`` (shown) and ``--num-steps`` (its deprecated, hidden spelling:
-  the library's ``num_steps`` is the whole run's count, issue 56), one ``steps_per_epoch``."""
+  the library's ``num_steps`` is the whole run's count), one ``steps_per_epoch``."""
   p.add_argument("--steps-per-epoch", type=_count("steps-per-epoch"), default=None,
                  help="steps per epoch t (default 10,000); also the shuffling n")
   p.add_argument("--num-steps", type=_count("num-steps"), dest="steps_per_epoch", default=None,

@@ -20,8 +20,7 @@ from typing import Iterator, List, NamedTuple, Optional, Union
 import numpy as np
 
 from jaxacct import accounting, allocation, dpsgd, poisson, tracking
-from jaxacct._core import checks
-from jaxacct._core.units import renamed
+from jaxacct._core import checks, units
 from jaxacct.dpsgd import samplers
 
 # ``pad_size_for`` (the legacy capacity from the dataset size n) is internal: it is
@@ -206,6 +205,7 @@ def _random_subsets(rng: np.random.Generator, n: int, t: int, k: int) -> np.ndar
   return np.sort(chosen, axis=1)
 
 
+@units.renamed_in("epsilon", "event", "accountant", sigma="noise_multiplier")
 class BallsInBinsSampler:
   r"""Balls-in-bins (random allocation) batches: each example in exactly k of the t
   steps of every epoch, the k-subset uniformly random.
@@ -348,7 +348,6 @@ class BallsInBinsSampler:
     return samplers.Schedule(self.sampling, self.n, self.n * self.k / self.t,
                              float(num_epochs), self.k, self.t, self.t * int(num_epochs), None)
 
-  @renamed(sigma="noise_multiplier")
   def epsilon(self, *, noise_multiplier, delta, **kwargs):
     """Certified epsilon of the whole run (EpsilonResult; Bound: upper, with a lower).
 
@@ -362,14 +361,14 @@ class BallsInBinsSampler:
     if kwargs:
       return allocation.epsilon(sigma=noise_multiplier, delta=delta, **self.accounting_kwargs(),
                                 **kwargs)
-    _check_sigma_delta(noise_multiplier, delta)
+    checks.check_positive("noise_multiplier", noise_multiplier)
+    checks.check_delta(delta)
     record = samplers.get(self.sampling)
     if self.fresh_each_epoch:
       return record.result(self._schedule(self.E), noise_multiplier, delta)
     return record.result(self._schedule(1),
                          np.asarray(noise_multiplier, np.float64) / math.sqrt(self.E), delta)
 
-  @renamed(sigma="noise_multiplier")
   def event(self, *, noise_multiplier):
     """The DpEvent of the whole run, for the accountant and :func:`jaxacct.calibrate`.
 
@@ -386,7 +385,6 @@ class BallsInBinsSampler:
       return record.event(self._schedule(self.E), float(noise_multiplier))
     return record.event(self._schedule(1), float(noise_multiplier) / math.sqrt(self.E))
 
-  @renamed(sigma="noise_multiplier")
   def accountant(self, *, noise_multiplier, delta: Optional[float] = None, **kwargs):
     """The ``jaxacct.tracking`` accountant that matches this sampler.
 
@@ -441,17 +439,13 @@ class BallsInBinsSampler:
                          on_budget)
 
 
-def _check_sigma_delta(noise_multiplier, delta):
-  checks.check_positive("noise_multiplier", noise_multiplier)
-  checks.check_delta(delta)
-
-
 def _delta_with_overflow(epsilon, delta, bound):
   checks.check_range("epsilon", epsilon, 0.0, np.inf, allow_inf=True)
   checks.check_delta(delta)
   return min(1.0, float(delta) + (1.0 + math.exp(min(float(epsilon), 700.0))) * bound)
 
 
+@units.renamed_in("epsilon", "event", "accountant", sigma="noise_multiplier")
 class PoissonSampler:
   r"""Poisson-subsampled batches: every step each example joins with probability q.
 
@@ -479,7 +473,7 @@ class PoissonSampler:
   #: the registered sampler (:mod:`jaxacct.dpsgd.samplers`) whose event, block and rule this is
   sampling = "poisson"
 
-  @renamed(sampling_rate="sampling_probability")
+  @units.renamed(sampling_rate="sampling_probability")
   def __init__(self, *, num_examples: int, sampling_probability: Optional[float] = None,
                num_steps: Optional[int] = None, seed: int = 0,
                expected_batch_size: Optional[float] = None,
@@ -543,7 +537,6 @@ class PoissonSampler:
     return samplers.Schedule(self.sampling, self.n, self.n * self.q, self.num_steps * self.q, 1,
                              None, self.num_steps, self.q)
 
-  @renamed(sigma="noise_multiplier")
   def epsilon(self, *, noise_multiplier, delta, **kwargs):
     """Certified epsilon of the whole run (EpsilonResult; Bound: upper).
 
@@ -555,10 +548,10 @@ class PoissonSampler:
     if kwargs:
       return poisson.epsilon(sigma=noise_multiplier, delta=delta, **self.accounting_kwargs(),
                              **kwargs)
-    _check_sigma_delta(noise_multiplier, delta)
+    checks.check_positive("noise_multiplier", noise_multiplier)
+    checks.check_delta(delta)
     return samplers.get(self.sampling).result(self._schedule(), noise_multiplier, delta)
 
-  @renamed(sigma="noise_multiplier")
   def event(self, *, noise_multiplier):
     """The DpEvent of the whole run: ``SelfComposedDpEvent(PoissonSampledDpEvent(q,
     GaussianDpEvent(noise_multiplier)), T)`` (for the accountant and :func:`jaxacct.calibrate`:
@@ -567,7 +560,6 @@ class PoissonSampler:
     checks.check_positive("noise_multiplier", noise_multiplier)
     return samplers.get(self.sampling).event(self._schedule(), float(noise_multiplier))
 
-  @renamed(sigma="noise_multiplier")
   def accountant(self, *, noise_multiplier, delta: Optional[float] = None, **kwargs):
     """``tracking.EventAccountant(PoissonSampledDpEvent(q, GaussianDpEvent(noise_multiplier)))``.
 

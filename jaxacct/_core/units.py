@@ -22,7 +22,7 @@ spelling loud:
 Errors name what the user passed: a ``ValueError`` of the function about its
 ``num_steps`` reads ``steps_per_epoch`` when that is the keyword given.
 
-Renamed public names (issue 56, one vocabulary: docs/api/glossary.md) live
+Renamed public names (one vocabulary: docs/api/glossary.md) live
 here too, in one place: :func:`renamed` (a keyword of a function) and
 :func:`renamed_fields` (a field of an event) keep the old spelling working for
 one release with a ``DeprecationWarning`` that names the new one
@@ -118,6 +118,15 @@ def renamed(**old_to_new):
   return deco
 
 
+def renamed_in(*methods, **old_to_new):
+  """Class decorator: :func:`renamed` on each of the class's ``methods``."""
+  def deco(cls):
+    for m in methods:
+      setattr(cls, m, renamed(**old_to_new)(getattr(cls, m)))
+    return cls
+  return deco
+
+
 def renamed_fields(**old_to_new):
   """Class decorator: field ``old`` of a frozen dataclass (an event) renamed ``new``.
 
@@ -157,7 +166,8 @@ def renamed_fields(**old_to_new):
         name = target(_new, lambda n: getattr(self, n))
         warn_renamed(where(), _old, name)
         return getattr(self, name)
-      setattr(cls, old, property(read, doc=f"Deprecated alias of ``{getattr(new, 'label', new)}``."))
+      label = getattr(new, "label", new)
+      setattr(cls, old, property(read, doc=f"Deprecated alias of ``{label}``."))
     cls.__deprecated_aliases__ = {**deprecated_aliases(cls),
                                   **{o: getattr(n, "label", n) for o, n in old_to_new.items()}}
     return cls

@@ -43,7 +43,7 @@ class Schedule(NamedTuple):
 
   @property
   def sampling_rate(self) -> Optional[float]:
-    """Deprecated alias of ``sampling_probability`` (issue 56), for one release."""
+    """Deprecated alias of ``sampling_probability``, for one release."""
     warn_renamed("jaxacct.dpsgd.Schedule", "sampling_rate", "sampling_probability")
     return self.sampling_probability
 
