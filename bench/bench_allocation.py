@@ -38,7 +38,7 @@ def run():
   direct = ("rdp_direct", "direct_add")
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    ours = timed(lambda: al.epsilon(sigma=1.0, num_steps=10**4, delta=delta, methods=direct,
+    ours = timed(lambda: al.epsilon(sigma=1.0, steps_per_epoch=10**4, delta=delta, methods=direct,
                                     max_order=60).epsilon)
   peer_first = timed_once(lambda: theirs(1.0, 10**4))
   peer = timed_once(lambda: theirs(1.0 + 1e-9, 10**4))   # partitions cached, new sigma
@@ -48,7 +48,7 @@ def run():
                   f"peer first call incl. partition enumeration {peer_first['steady_s']:.2f}s"))
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    full = timed(lambda: al.epsilon(sigma=1.0, num_steps=10**4, delta=delta,
+    full = timed(lambda: al.epsilon(sigma=1.0, steps_per_epoch=10**4, delta=delta,
                                     methods=("rdp_direct", "rdp_add", "direct_add",
                                              "decomposition", "local")).epsilon, repeats=1)
   rows.append(row("allocation front door (all own methods, alpha<=256, exact add RDP)", full,
@@ -63,7 +63,7 @@ def run():
   def sweep():
     out = []
     for t in ts:   # one compiled kernel per t is not needed: t is traced
-      r = al.allocation_remove_rdp(sigma=sig, num_steps=int(t), max_order=60)
+      r = al.allocation_remove_rdp(sigma=sig, steps_per_epoch=int(t), max_order=60)
       e_rem = rdp_to_epsilon(orders, r, delta).epsilon
       e_add = al.epsilon(sigma=sig, steps_per_epoch=int(t), delta=delta, direction="add",
                          methods=("direct_add",)).epsilon
@@ -88,19 +88,19 @@ def run():
                   "(their Gaussian root finder has tolerance 1e-3)"))
 
   # 3. orders up to 256 (one sigma, t = 1e4), remove RDP
-  f256 = lambda: al.allocation_remove_rdp(sigma=1.0, num_steps=10**4, max_order=256)
+  f256 = lambda: al.allocation_remove_rdp(sigma=1.0, steps_per_epoch=10**4, max_order=256)
   ours = timed(f256)
-  f60 = timed(lambda: al.allocation_remove_rdp(sigma=1.0, num_steps=10**4, max_order=60))
+  f60 = timed(lambda: al.allocation_remove_rdp(sigma=1.0, steps_per_epoch=10**4, max_order=60))
   rows.append(row("allocation remove RDP, orders 2..256 (sigma=1, t=1e4)", ours,
                   "random-allocation 1.0.5, orders 2..60 only", peer_first,
                   None, None, f"ours at 2..60: {f60['steady_s']:.4f}s; theirs cannot reach 256 "
                   "(p(256) ~ 4e15 partitions)"))
-  f512 = timed(lambda: al.allocation_remove_rdp(sigma=1.0, num_steps=10**6, max_order=512))
+  f512 = timed(lambda: al.allocation_remove_rdp(sigma=1.0, steps_per_epoch=10**6, max_order=512))
   rows.append(row("allocation remove RDP, orders 2..512 (sigma=1, t=1e6)", f512,
                   notes="power series, O(A^2 log t)"))
   # exact add-direction RDP (quadrature), one sigma, all DEFAULT_ORDERS
   from jaxacct._core.orders import DEFAULT_ORDERS
-  fa = timed(lambda: al.allocation_add_rdp(DEFAULT_ORDERS, sigma=1.0, num_steps=10**4),
+  fa = timed(lambda: al.allocation_add_rdp(DEFAULT_ORDERS, sigma=1.0, steps_per_epoch=10**4),
              repeats=2)
   rows.append(row(f"allocation add RDP (exact quadrature), {DEFAULT_ORDERS.size} orders", fa,
                   notes="4096 x 2048 trapezoid grid x 2 windows; no peer equivalent"))

@@ -62,7 +62,7 @@ def sweep_rows():
   rows = []
   sig = np.geomspace(0.5, 5.0, 1000)
   for t, E in ((234, 10), (1000, 1)):
-    fn = lambda t=t, E=E: bracket(pld.allocation_pld_epsilon(sigma=sig, num_steps=t, num_epochs=E,
+    fn = lambda t=t, E=E: bracket(pld.allocation_pld_epsilon(sigma=sig, steps_per_epoch=t, num_epochs=E,
                                                            delta=1e-5))
     ours = timed(fn, repeats=1)
     u, lo = map(np.asarray, ours["value"])
@@ -79,7 +79,7 @@ def run():
 
   rows = sweep_rows()
   for (sigma, t, E, delta) in _RECORDED:
-    fn = lambda: pld.allocation_pld_epsilon(sigma=sigma, num_steps=t, num_epochs=E,
+    fn = lambda: pld.allocation_pld_epsilon(sigma=sigma, steps_per_epoch=t, num_epochs=E,
                                             delta=delta)
     ours = timed(lambda: bracket(fn()), repeats=1 if E > 1 else 2)
     u, lo = ours["value"]
@@ -97,7 +97,7 @@ def run():
         delta=1e-10, sigma=1.0, num_steps=100))
   except Exception as exc:  # pragma: no cover - optional peer
     peer, pa = None, exc
-  ours = timed(lambda: bracket(pld.allocation_pld_epsilon(sigma=1.0, num_steps=100,
+  ours = timed(lambda: bracket(pld.allocation_pld_epsilon(sigma=1.0, steps_per_epoch=100,
                                                          delta=1e-10)))
   u, lo = ours["value"]
   rows.append(row("allocation PLD eps: sigma=1, t=100, delta=1e-10 (peer live)", ours,
@@ -107,7 +107,7 @@ def run():
 
   # 1,000-sigma sweep, one call (grid_size 256 keeps it CPU-friendly)
   sig = np.geomspace(0.5, 5.0, 1000)
-  ours = timed(lambda: bracket(pld.allocation_pld_epsilon(sigma=sig, num_steps=1000,
+  ours = timed(lambda: bracket(pld.allocation_pld_epsilon(sigma=sig, steps_per_epoch=1000,
                                                          delta=1e-8, grid_size=256)),
                repeats=1)
   u, lo = map(np.asarray, ours["value"])
@@ -118,7 +118,7 @@ def run():
   # mechanisms given as discrete PLDs (jaxacct.pld), t = 1e4
   from jaxacct import pld as jpld
   rr = jpld.randomized_response(1.0)
-  ours = timed(lambda: bracket(pld.allocation_pld_epsilon(mechanism=rr, num_steps=10_000,
+  ours = timed(lambda: bracket(pld.allocation_pld_epsilon(mechanism=rr, steps_per_epoch=10_000,
                                                          delta=1e-8)))
   u, lo = ours["value"]
   ex = _rr_exact_epsilon(1.0, 10_000, 1e-8)
@@ -129,9 +129,9 @@ def run():
   lap_up = jpld.laplace(1.0, step=1e-4)
   lap_lo = jpld.laplace(1.0, step=1e-4, pessimistic=False)
   ours = timed(lambda: bracket(pld.allocation_pld_epsilon(mechanism=(lap_up, lap_lo),
-                                                         num_steps=10_000, delta=1e-8)))
+                                                         steps_per_epoch=10_000, delta=1e-8)))
   u, lo = ours["value"]
-  ref = pld.allocation_pld_epsilon(sigma=1.0, mechanism="laplace", num_steps=10_000,
+  ref = pld.allocation_pld_epsilon(sigma=1.0, mechanism="laplace", steps_per_epoch=10_000,
                                    delta=1e-8)
   rows.append(row("allocation PLD eps: Laplace b=1 as a PLD (step 1e-4, CtD + optimistic), "
                   "t=1e4, delta=1e-8", ours, ours_value=_fmt(u, lo),
@@ -145,7 +145,7 @@ def run():
       lambda x: ev.RandomAllocationDpEvent(noise_multiplier=x, steps_per_epoch=1000), targets, 1e-6,
       bracket=(0.4, 5.0), progress=False), repeats=1)
   s = np.asarray(ours["value"])
-  chk = pld.allocation_pld_epsilon(sigma=s[::100], num_steps=1000, delta=1e-6)
+  chk = pld.allocation_pld_epsilon(sigma=s[::100], steps_per_epoch=1000, delta=1e-6)
   ok = bool(np.all(np.asarray(chk.upper) <= targets[::100] * (1 + 1e-12)))
   rows.append(row("allocation PLD: calibrate sigma for 1,000 eps targets (t=1000, delta=1e-6)",
                   ours, ours_value=f"sigma in [{s.min():.4f}, {s.max():.4f}]; "

@@ -160,7 +160,7 @@ def _question(name, quick):
     sig, ts = grid(size)
 
     def fn():
-      _, rdp = allocation.allocation_rdp(sigma=sig, num_steps=ts, direction="both",
+      _, rdp = allocation.allocation_rdp(sigma=sig, steps_per_epoch=ts, direction="both",
                                          max_order=64)
       return np.asarray(rdp), None
     return fn, size[0] * size[1], "rdp", f"{size[0]} sigmas x {size[1]} t x 63 orders"

@@ -29,7 +29,7 @@ for i, n in enumerate(int(x) for x in sizes.split(",")):
     r = jaxacct.poisson.epsilon(q=0.01, sigma=sig, num_steps=10_000, delta=1e-5)
     up, lo = np.asarray(r.epsilon), np.asarray(r.epsilon)
   else:
-    r = pld.allocation_pld_epsilon(sigma=sig, num_steps=t, num_epochs=E, delta=1e-5)
+    r = pld.allocation_pld_epsilon(sigma=sig, steps_per_epoch=t, num_epochs=E, delta=1e-5)
     up, lo = np.asarray(r.epsilon), np.asarray(r.lower)
   dt = time.perf_counter() - ts
   out["runs"].append(dict(lanes=n, seconds=dt, compile_s=sum(comp[c0:]), compiles=len(comp) - c0,
