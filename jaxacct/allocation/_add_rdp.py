@@ -247,7 +247,7 @@ def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
   Args:
     orders: 1-D Renyi orders > 1; default ``2..max_order``.
     sigma: noise multiplier > 0; any shape, broadcast with ``num_steps``.
-    num_steps: t, integer >= 1.
+    steps_per_epoch: t, integer >= 1.
     max_order: used when ``orders`` is None.
     num_outer, num_inner: trapezoid grid sizes (static).
     devices: None (the default device), or jax devices or a
@@ -266,7 +266,7 @@ def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
   Example:
     >>> import numpy as np
     >>> from jaxacct.allocation import allocation_add_rdp
-    >>> r = allocation_add_rdp([2.0, 3.0], sigma=1.0, num_steps=1)  # t = 1: Gaussian
+    >>> r = allocation_add_rdp([2.0, 3.0], sigma=1.0, steps_per_epoch=1)  # t = 1: Gaussian
     >>> bool(np.allclose(r, [1.0, 1.5], rtol=1e-10))
     True
   """

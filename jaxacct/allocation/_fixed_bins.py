@@ -136,7 +136,7 @@ def fixed_bins_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
     sigma: Gaussian noise multiplier (or Laplace scale for
       ``mechanism="laplace"``), > 0; arrays allowed for the Gaussian with
       k = 1. None when ``mechanism`` is given as PLDs.
-    delta: in (0, 1). num_steps: t (steps per epoch). num_selected: k.
+    delta: in (0, 1). steps_per_epoch: t (steps per epoch). num_selected: k.
     num_epochs: E >= 1 (E = 1: identical to fresh).
     direction: "remove", "add" or "both".
     mechanism: "gaussian", "laplace", or PLDs as in ``allocation_pld_epsilon``
@@ -154,7 +154,7 @@ def fixed_bins_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
 
   Example::
 
-    >>> r = fixed_bins_pld_epsilon(sigma=1.0, delta=1e-6, num_steps=100, num_epochs=3)
+    >>> r = fixed_bins_pld_epsilon(sigma=1.0, delta=1e-6, steps_per_epoch=100, num_epochs=3)
     >>> round(float(r.upper), 2)   # fresh draws would give 1.18
     4.66
   """

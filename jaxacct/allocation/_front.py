@@ -67,7 +67,7 @@ def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
 
   Args:
     sigma: > 0, any shape (broadcast with num_steps).
-    num_steps: t >= 1 (scalar or array). num_selected: k in [1, t] (scalar).
+    steps_per_epoch: t >= 1 (scalar or array). num_selected: k in [1, t] (scalar).
     num_epochs: E >= 1 (scalar). direction: "remove", "add" or "both".
     max_order: largest integer order (static).
     devices: None (the default device), or jax devices or a
@@ -290,7 +290,7 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
 
   Args:
     sigma: noise multiplier > 0 (scalar).
-    num_steps: steps per epoch t >= 1. num_selected: k in [1, t].
+    steps_per_epoch: steps per epoch t >= 1. num_selected: k in [1, t].
     num_epochs: E >= 1. delta: in (0, 1).
     direction: "both" (default; the max), "remove" or "add".
     methods: subset of ("rdp_direct", "rdp_add", "direct_add",

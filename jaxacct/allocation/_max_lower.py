@@ -75,7 +75,7 @@ def delta_lower_bound(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1
   r"""Provable lower bound on the remove delta (the max test of Chua et al., arXiv:2412.16802v1).
 
   Args:
-    sigma: > 0 (scalar or array). num_steps: t >= 1. epsilon: real (broadcast).
+    sigma: > 0 (scalar or array). steps_per_epoch: t >= 1. epsilon: real (broadcast).
     num_selected, num_epochs: k, E (the m = kE round 1-of-t' pair).
     thresholds: grid of C (default ``-5 sigma .. 1 + 12 sigma + 8``, 4001
       points).

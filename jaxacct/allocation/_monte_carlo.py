@@ -75,7 +75,7 @@ def delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1
   """Monte Carlo estimate of delta(epsilon) of the allocation dominating pair.
 
   Args:
-    sigma: noise multiplier > 0 (scalar). num_steps: t >= 1.
+    sigma: noise multiplier > 0 (scalar). steps_per_epoch: t >= 1.
     epsilon: scalar or 1-D array of epsilons (all share the samples).
     num_selected: k in [1, t]. num_epochs: E >= 1.
     direction: "remove" or "add".
@@ -410,7 +410,7 @@ def true_allocation_delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected
             \quad \delta_{add}(\varepsilon) = E_Q[(1 - e^{\varepsilon+\ell})_+]
 
   Args:
-    sigma: noise multiplier > 0 (scalar). num_steps: t >= 1 (per epoch).
+    sigma: noise multiplier > 0 (scalar). steps_per_epoch: t >= 1.
     epsilon: scalar or 1-D array >= 0 (all share the samples; the design is
       tuned at the largest).
     num_selected: k in [1, min(t, 64)]. num_epochs: E >= 1 (fresh draws).

@@ -209,7 +209,7 @@ def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64, devices=None
 
   Args:
     sigma: noise multiplier > 0; any shape, broadcast with ``num_steps``.
-    num_steps: t, integer >= 1 (< 2^31).
+    steps_per_epoch: t, integer >= 1 (< 2^31).
     max_order: largest integer order A (static); orders are ``2..A``.
     devices: None (the default device), or jax devices or a
       ``jax.sharding.Mesh``: arrays run in blocks spread over them (values
@@ -224,7 +224,7 @@ def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64, devices=None
   Example:
     >>> import numpy as np
     >>> from jaxacct import allocation
-    >>> r = allocation.allocation_remove_rdp(sigma=1.0, num_steps=10, max_order=3)
+    >>> r = allocation.allocation_remove_rdp(sigma=1.0, steps_per_epoch=10, max_order=3)
     >>> np.allclose(r[0], np.log1p(np.expm1(1.0) / 10))   # R_2 closed form
     True
   """
@@ -275,7 +275,7 @@ def allocation_remove_rdp_from_moments(log_moments, *, num_steps):
     log_moments: ``log m_j = (j-1) R_j(P||Q)`` for ``j = 0..A`` (so entries
       0 and 1 are 0), shape ``(..., A+1)``: the integer-order RDP curve of
       the randomizer in moment form.
-    num_steps: t >= 1.
+    steps_per_epoch: t >= 1.
 
   Returns:
     RDP at orders ``2..A``, shape ``(..., A-1)``.

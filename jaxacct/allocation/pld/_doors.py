@@ -325,7 +325,7 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
       ``mechanism="laplace"``; array, broadcasts with every other numeric
       argument.
     delta: in (0, 1); broadcasts.
-    num_steps: steps per epoch t >= 1 (int, <= 2**30); broadcasts.
+    steps_per_epoch: steps per epoch t >= 1 (int, <= 2**30); broadcasts.
     num_selected: k >= 1, <= num_steps; broadcasts. k > 1 uses Lemma 3.2
       (rounds of 1-of-floor(t/k) and 1-of-ceil(t/k)); ``lower`` then bounds
       the reduced object only.
