@@ -20,6 +20,7 @@ from jaxacct import sweep as cli
 from jaxacct._core.batching import set_layout
 from jaxacct._core.compiled import source_hash
 from jaxacct._core.progress import set_progress
+from jaxacct._core.units import deprecated_aliases
 from jaxacct._core.version import __version__
 from jaxacct.allocation import allocation_rdp
 from jaxacct.allocation import pld as apld
@@ -57,7 +58,8 @@ def _check_names(door: str, names) -> None:
   params = inspect.signature(DOORS[door]).parameters
   if any(p.kind == p.VAR_KEYWORD for p in params.values()):
     return
-  unknown = sorted(set(names) - set(params))
+  # a deprecated spelling still works (the door warns, naming the new one)
+  unknown = sorted(set(names) - set(params) - set(deprecated_aliases(DOORS[door])))
   if unknown:
     raise SweepError(f"{door} takes no argument {', '.join(unknown)} (its arguments: "
                      f"{', '.join(n for n in params if n != 'devices')})")
