@@ -6,6 +6,8 @@
   mixture (means (k, d), weights).
 * :data:`COUNT_COMPILES`: the head of a fresh-process child script that
   counts XLA compilations per function.
+* :func:`public_functions`: ``{public path: function}`` of every function a
+  public ``__all__`` lists (the walk test_core_dtype and test_traced_doors share).
 * :func:`one_step_laws`: the allocation round-law tests' one-step laws on an
   n-knot lattice, built from the public NumPy door
   (``jaxacct.mechanisms.Gaussian/Laplace(...).one_step_law``).
@@ -95,3 +97,31 @@ def example_module(name):
     return importlib.import_module(name)
   finally:
     sys.path.pop(0)
+
+
+def public_functions(skip=()):
+  """``{"module.name": function}`` for every function a public module's
+  ``__all__`` lists (``jaxacct`` and every module without a private part),
+  modules in ``skip`` and those whose optional extra (jax_privacy,
+  matplotlib) is not installed left out; warnings on import silenced."""
+  import inspect
+  import pkgutil
+  import warnings
+  import jaxacct
+  names = ["jaxacct"] + [i.name for i in pkgutil.walk_packages(jaxacct.__path__, "jaxacct.")
+                         if not any(p.startswith("_") for p in i.name.split(".")[1:])]
+  out = {}
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    for mod_name in names:
+      if mod_name in skip:
+        continue
+      try:
+        mod = importlib.import_module(mod_name)
+      except ImportError:   # an optional extra not installed
+        continue
+      for name in getattr(mod, "__all__", ()):
+        obj = getattr(mod, name)
+        if inspect.isfunction(obj):
+          out[f"{mod_name}.{name}"] = obj
+  return out

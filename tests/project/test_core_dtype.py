@@ -19,10 +19,8 @@ and a float32 trace of a door raises the require_x64 error naming it.
   their NumPy and their array paths (the same bits as under float64).
 """
 
-import importlib
 import inspect
 import pathlib
-import pkgutil
 import re
 
 import jax
@@ -36,6 +34,7 @@ from jaxacct._core.dtype import (NotTraceableError, is_public_door, public_door,
 from jaxacct.accounting import events
 
 import test_api_validation as api
+from support import public_functions
 
 
 def _float_leaves(x):
@@ -231,28 +230,8 @@ NOT_ENTERED = {
 }
 
 
-def _public_modules():
-  names = ["jaxacct"]
-  for info in pkgutil.walk_packages(jaxacct.__path__, "jaxacct."):
-    if not any(p.startswith("_") for p in info.name.split(".")[1:]):
-      names.append(info.name)
-  return names
-
-
 def _surface_functions():
-  out = {}
-  for mod_name in _public_modules():
-    if mod_name in NOT_ENTERED:
-      continue
-    try:
-      mod = importlib.import_module(mod_name)
-    except ImportError:   # an optional extra (jax_privacy, matplotlib) not installed
-      continue
-    for name in getattr(mod, "__all__", ()):
-      obj = getattr(mod, name)
-      if inspect.isfunction(obj):
-        out[f"{mod_name}.{name}"] = obj
-  return out
+  return public_functions(skip=NOT_ENTERED)
 
 
 def test_every_public_function_is_a_door():

@@ -12,9 +12,7 @@ that names the door, the parameter and what to call instead, never a raw
 import functools
 import importlib
 import inspect
-import pkgutil
 import re
-import warnings
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +22,8 @@ import pytest
 import jaxacct
 from jaxacct import allocation, dpsgd, mechanisms, pld, poisson, shuffle
 from jaxacct._core.dtype import HostDoor, NotTraceableError
+
+from support import public_functions
 
 ORDERS = np.array([2.0, 4.0, 8.0, 16.0])
 SIGMAS = (0.9, 1.3)
@@ -113,21 +113,8 @@ def _door(path):
 def _host_doors():
   """``{public path: HostDoor}`` of every function a public ``__all__`` lists
   whose definition declares ``@host_door(...)``."""
-  names = ["jaxacct"] + [i.name for i in pkgutil.walk_packages(jaxacct.__path__, "jaxacct.")
-                         if not any(p.startswith("_") for p in i.name.split(".")[1:])]
-  out = {}
-  with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    for mod_name in names:
-      try:
-        mod = importlib.import_module(mod_name)
-      except ImportError:   # an optional extra (jax_privacy, matplotlib) not installed
-        continue
-      for name in getattr(mod, "__all__", ()):
-        obj = getattr(mod, name)
-        if inspect.isfunction(obj) and isinstance(getattr(obj, "host_door", None), HostDoor):
-          out[f"{mod_name}.{name}"] = obj.host_door
-  return out
+  return {path: fn.host_door for path, fn in public_functions().items()
+          if isinstance(getattr(fn, "host_door", None), HostDoor)}
 
 
 HOST_DOORS = _host_doors()
