@@ -14,7 +14,7 @@ from typing import Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core import checks, tilted_fft
+from jaxacct._core import checks, tilted_fft, window_cells
 from jaxacct._core.dtype import dispatch, host_scalar, require_x64, static_size
 from jaxacct._core.namespace import JAX, host_call, kernel_arg
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, device_array, fast_len
@@ -64,20 +64,28 @@ def _upper_tail_bound(up_rel, lam, gap, xp):
 
 
 def _compose_core(probs_list, offsets, infs, step, pessimistic, counts, *,
-                  size, tail_mass, ns=JAX):
+                  size, tail_mass, ns=JAX, period=None, max_idx=None):
   """The composition of :func:`compose_many` (one formula; ``ns`` as in
   :mod:`jaxacct._core.namespace`: ``JAX`` in :func:`_compose_kernel`, ``HOST``
-  for a scalar question)."""
+  for a scalar question).
+
+  ``period`` (traced int64, a divisor of ``size``; JAX only): the window has
+  ``period`` points, computed in arrays of the static length ``size`` (one
+  program for many windows, :func:`jaxacct._core.window_cells.decimated_powers`);
+  the result's points from ``period`` on are 0. ``max_idx``: the largest composed index when the
+  inputs carry zero padding beyond the lengths it was set by (float64)."""
   xp = ns.xp
   if not ns.is_host:
     require_x64("jaxacct.pld.compose")
   step = xp.asarray(step, xp.float64)
   counts_i = counts
   counts = tuple(xp.asarray(c, xp.float64) for c in counts)
-  max_idx = sum(c * (p.shape[0] - 1) for p, c in zip(probs_list, counts))
+  if max_idx is None:
+    max_idx = sum(c * (p.shape[0] - 1) for p, c in zip(probs_list, counts))
+  span = size if period is None else period     # the window's points
   lo, _, _, lam = _window(probs_list, counts, step, tail_mass, ns)
   lo = xp.clip(xp.floor(lo), 0, max_idx)
-  m = xp.clip(xp.minimum(lo, max_idx + 1 - size), 0, max_idx)
+  m = xp.clip(xp.minimum(lo, max_idx + 1 - span), 0, max_idx)
   m = m.astype(xp.int64)
   # Exponential tilting (Esscher transform) against FFT round-off: the plain
   # FFT has ~count * 1e-16 absolute error on every point, which swamps
@@ -97,7 +105,7 @@ def _compose_core(probs_list, offsets, infs, step, pessimistic, counts, *,
                  for p, c in zip(probs_list, counts))
   tops = tuple(_top_index(p, xp) for p in probs_list)
   top_j = sum(c * t for t, c in zip(tops, counts_i))  # int64
-  top_idx = (m + size - 1).astype(xp.float64)
+  top_idx = (m + span - 1).astype(xp.float64)
   total_count = sum(counts)
   mu = lam[::4]
   fr = xp.asarray(_TILT_FRACTIONS, xp.float64)
@@ -137,9 +145,13 @@ def _compose_core(probs_list, offsets, infs, step, pessimistic, counts, *,
     pt = p[None, :] * xp.exp(xp.minimum(
         lam_t[:, None] * j[None, :] - log_r[:, None], 700.0))
     rings.append(tilted_fft.wrap(pt, size, xp))
-  # (jnp.roll under jit mishandles int64 shifts beyond int32: reduce first)
-  shift = xp.mod(-m, size).astype(xp.int32)
-  yt = xp.roll(tilted_fft.convolve_powers(rings, counts, size, xp), shift, axis=-1)
+  if period is None:
+    # (jnp.roll under jit mishandles int64 shifts beyond int32: reduce first)
+    shift = xp.mod(-m, size).astype(xp.int32)
+    yt = xp.roll(tilted_fft.convolve_powers(rings, counts, size, xp), shift, axis=-1)
+  else:   # the same roll on the period's ring: point i is index m + i (mod period)
+    at = xp.mod(xp.arange(size, dtype=xp.int64) + m, period)
+    yt = window_cells.decimated_powers(rings, counts, size, period, xp)[:, at]
   # Chernoff bounds on the tilted mass outside the window, per grid point:
   # mass above the window lands (circularly) on point i from s >= m+size+i,
   # mass below it on point i from s <= m+i-size.  A per-point bound (not one
@@ -147,15 +159,15 @@ def _compose_core(probs_list, offsets, infs, step, pessimistic, counts, *,
   # its own top tail aliases onto the bottom (composed RR at the
   # support edge kept a flatter tilt, 1e-8..1e-5 relative error in the top
   # atoms).  Integer gaps to the edges, in loss units.
-  gap_hi = (top_j - (m + size)).astype(xp.float64) * step
-  gap_lo = ((m - size) - top_j).astype(xp.float64) * step
+  gap_hi = (top_j - (m + span)).astype(xp.float64) * step
+  gap_lo = ((m - span) - top_j).astype(xp.float64) * step
   pos = xp.arange(size, dtype=xp.float64) * step
   base_hi = up_t - log_r_tot[:, None]  # (T, M)
   base_lo = dn_t - log_r_tot[:, None]
 
   log_a_hi = tilted_fft.lines_min(base_hi, mu, gap_hi - pos, ns)
   log_a_lo = tilted_fft.lines_min(base_lo, mu, gap_lo + pos, ns)
-  log_a_hi = xp.where(m + size - 1 >= max_idx, -xp.inf, log_a_hi)
+  log_a_hi = xp.where(m + span - 1 >= max_idx, -xp.inf, log_a_hi)
   log_a_lo = xp.where(m <= 0, -xp.inf, log_a_lo)
   log_alias = xp.minimum(xp.logaddexp(log_a_hi, log_a_lo), 0.0)
   s_gap = (top_j - s_idx).astype(xp.float64) * step  # exact: integers
@@ -165,7 +177,9 @@ def _compose_core(probs_list, offsets, infs, step, pessimistic, counts, *,
   best_y, _, _ = tilted_fft.pick_least_error(
       yt, log_err, tilted_fft.log_fft_estimate(total_count, xp), log_alias, None, xp)
   y = xp.maximum(best_y, 0.0)
-  tail = xp.where(m + size - 1 >= max_idx, 0.0,
+  if period is not None:
+    y = xp.where(xp.arange(size) < period, y, 0.0)
+  tail = xp.where(m + span - 1 >= max_idx, 0.0,
                   _upper_tail_bound(up_rel, lam, gap_hi, xp))
   log_keep = sum(c * xp.log1p(-i) for i, c in zip(infs, counts))
   inf = -xp.expm1(log_keep)

@@ -6,24 +6,31 @@ the host, then one compiled composition and query per shape bucket. On the
 accelerator layout the same formulas run for blocks of (lane, direction)
 items, in two kinds of compiled block programs:
 
-1. :func:`_scan_block` (static: a power-of-two buffer >= each item's grid
-   length): the per-step grid (connect-the-dots, pessimistic), its truncation
-   indices (the door's per-step tail mass) and the Chernoff
-   window of the composition;
-2. :func:`_query_block` (static: the truncated length and the FFT window, the
-   buckets the CPU layout compiles for): the kept points of the grid again,
-   the tilted FFT composition (``jaxacct.pld._compose``) and the query.
+1. :func:`_scan_block` (static: a buffer of
+   :func:`jaxacct._core.window_cells.grid_cells` points >= each item's grid):
+   the per-step grid (connect-the-dots, pessimistic), its truncation indices
+   (the door's per-step tail mass) and the Chernoff window of the composition;
+2. :func:`_query_block` (static: ``cells`` and ``kept_cells`` of
+   :func:`jaxacct._core.window_cells.window_cells`): the kept points of the
+   grid again, the tilted FFT composition (``jaxacct.pld._compose``) on each
+   item's own window (the CPU layout's length, traced) inside ``cells``
+   points that it divides, and the query.
 
-The static keys are set by the values (sigma, q, num_steps), never by the
-number of lanes; each key's program is called from a host loop over blocks
-whose lane count is sized from the device's memory
+The static keys are few lengths (two forms every three octaves), set by the
+values (sigma, q, num_steps), never by the number of lanes: 16 sigmas in
+[0.5, 5] or 1,000 in [0.3, 30] (q 0.01, 1e3 steps) compile 8 and 12 programs
+(one per grid bucket and one per (kept length, window) before: 22 and 35).
+Each key's program is called from a host loop over blocks whose lane count
+is sized from the device's memory
 (:func:`jaxacct._core.batching.lanes_for_memory`). Lanes with q = 0 or 1 (a
 plain Gaussian or nothing) take the CPU layout's path. Bound: upper, as the
-CPU layout. The same formulas; given the same grid the values are bitwise the
-CPU layout's, but the grid's special functions (XLA's, not SciPy's) differ by
-~1e-12 relative on the connect-the-dots split, which the composition carries
-to epsilon by up to ~3e-9 relative (sigma 0.7, q 1e-3, 2,000 steps; 5e-13 on
-an H200 at 8 sigmas in [0.5, 5], q 0.01, 1e4 steps).
+CPU layout: the same windows, grids and truncations (zero padding moves no
+mass); the composition is rounded by the longer FFT (door epsilons within
+7e-14 relative of the window-length programs, either side, under the query's
+rounding allowance of 1e-13). The grid's special functions (XLA's, not
+SciPy's) differ by ~1e-12 relative on the connect-the-dots split, which the
+composition carries to epsilon by up to ~3e-9 relative (sigma 0.7, q 1e-3,
+2,000 steps; 5e-13 on an H200 at 8 sigmas in [0.5, 5], q 0.01, 1e4 steps).
 """
 
 from __future__ import annotations
@@ -37,19 +44,16 @@ import numpy as np
 from jaxacct._core.batching import lanes_for_memory, run_blocks
 from jaxacct._core.compiled import ACCELERATOR_OPTIONS, jit
 from jaxacct._core.namespace import JAX
+from jaxacct._core.window_cells import grid_cells, window_cells
 from jaxacct.pld._compose import compose_core, window_range
 from jaxacct.pld._core import DEFAULT_TAIL_MASS
 from jaxacct.pld._mechanisms import fast_lens, poisson_grid_bounds, poisson_intervals
 from jaxacct.pld._query import delta_core, epsilon_core
 
-# Bytes per item, from XLA:CPU's temporaries with a margin: the
-# scan 545 a buffer point at 2,048 points (358 at 65,536), the query 260 a
-# window point. Blocks are as large as a quarter of the device's memory holds:
-# the query's positive recurrences (``jaxacct.pld._query``) are scans of
-# window/256 sequential trips a block, whatever its lanes, so small blocks
-# pay them many times (on an H200, blocks of at most 2^21 window points: 1e3
-# sigmas in [0.5, 5], q 0.01, 1e4 steps, took minutes,
-# and 1e4 sigmas longer; blocks sized by memory are not yet measured there).
+# Bytes per item, from XLA:CPU's temporaries with a margin: the scan 545 a
+# buffer point at 2,048 points (358 at 65,536), the query 230 a cell (its
+# kept points included; 5.7e4 to 7.9e5 cells). Blocks are as large as a
+# quarter of the device's memory holds.
 _SCAN_BYTES_PER_POINT = 768
 _QUERY_BYTES_PER_POINT = 512
 
@@ -109,30 +113,37 @@ def _scan_block(sigma, q, lo_idx, size, step, add, tail, count, *, buf):
       sigma, q, lo_idx, size, step, add, tail, count)
 
 
-def _query_lane(sigma, q, lo_idx, size, step, add, count, lo, hi, below, inf, value, *,
-                kept_len, window, quantity):
-  """One item of :func:`_query_block`: epsilon at ``value`` (a delta), or delta."""
+def _query_lane(sigma, q, lo_idx, size, step, add, count, lo, hi, below, inf, value, window,
+                kept_len, *, kept_cells, cells, quantity):
+  """One item of :func:`_query_block`: epsilon at ``value`` (a delta), or delta.
+
+  The kept grid in ``kept_cells`` points (zeros past ``hi``), composed on
+  the item's own window (``window`` points, a divisor of ``cells``) inside
+  arrays of ``cells`` points; ``kept_len`` is the kept length the window
+  was sized with (it sets the composition's largest index)."""
   lo_idx, lo, hi = lo_idx.astype(jnp.int64), lo.astype(jnp.int64), hi.astype(jnp.int64)
   add = add > 0.5
-  k = lo + jnp.arange(kept_len, dtype=jnp.int64)
+  k = lo + jnp.arange(kept_cells, dtype=jnp.int64)
   probs, _ = _points(sigma, q, lo_idx, size, step, add, k)
   kept = jnp.where(k <= hi, probs, 0.0).at[0].add(below)
   y, offset, inf = compose_core((kept,), (lo_idx + lo,), (inf,), step, True,
-                                (count.astype(jnp.int64),), size=window,
-                                tail_mass=DEFAULT_TAIL_MASS, ns=JAX)
+                                (count.astype(jnp.int64),), size=cells,
+                                tail_mass=DEFAULT_TAIL_MASS, ns=JAX,
+                                period=window.astype(jnp.int64),
+                                max_idx=count * (kept_len - 1.0))
   if quantity == "epsilon":
     return epsilon_core(y, offset, step, inf, value, "up", JAX, loopless=True)
   return delta_core(y, offset, step, inf, value, JAX, loopless=True)
 
 
-@functools.partial(jit, static_argnames=("kept_len", "window", "quantity"),
+@functools.partial(jit, static_argnames=("kept_cells", "cells", "quantity"),
                    compiler_options=ACCELERATOR_OPTIONS)
-def _query_block(sigma, q, lo_idx, size, step, add, count, lo, hi, below, inf, value, *,
-                 kept_len, window, quantity):
+def _query_block(sigma, q, lo_idx, size, step, add, count, lo, hi, below, inf, value, window,
+                 kept_len, *, kept_cells, cells, quantity):
   """Kept grid, composition and query of a block of items (see module docstring)."""
-  return jax.vmap(functools.partial(_query_lane, kept_len=kept_len, window=window,
+  return jax.vmap(functools.partial(_query_lane, kept_cells=kept_cells, cells=cells,
                                     quantity=quantity))(
-      sigma, q, lo_idx, size, step, add, count, lo, hi, below, inf, value)
+      sigma, q, lo_idx, size, step, add, count, lo, hi, below, inf, value, window, kept_len)
 
 
 def _groups(keys):
@@ -165,8 +176,7 @@ def query_blocks(quantity, sigma, q, num_steps, value, steps, tails):
     it["lo_idx"], it["size"] = lo_idx.astype(np.float64), size.astype(np.float64)
     m = 2 * n
     scan = [np.zeros(m) for _ in range(6)]
-    buf = np.left_shift(np.int64(1), np.ceil(np.log2(size)).astype(np.int64))
-    buf = np.where(buf < size, 2 * buf, buf)
+    buf = grid_cells(size)
     names = ("sigma", "q", "lo_idx", "size", "step", "add", "tail", "count")
     for (b,), rows in _groups((buf,)).items():
       program = functools.partial(_scan_block, buf=b)
@@ -185,13 +195,15 @@ def query_blocks(quantity, sigma, q, num_steps, value, steps, tails):
     wh = np.minimum(max_idx, np.ceil(w_hi)).astype(np.int64)
     window = fast_lens(np.maximum(wh - wl + 1, 2))
     window = np.where(window > max_idx + 1, fast_lens(max_idx + 1), window)
-    it.update(lo=lo.astype(np.float64), hi=hi.astype(np.float64), below=below, inf=inf)
+    cells, kept_cells = window_cells(window, kept_len)
+    it.update(lo=lo.astype(np.float64), hi=hi.astype(np.float64), below=below, inf=inf,
+              window=window.astype(np.float64), kept_len=kept_len.astype(np.float64))
     names = ("sigma", "q", "lo_idx", "size", "step", "add", "count", "lo", "hi", "below",
-             "inf", "value")
+             "inf", "value", "window", "kept_len")
     out = np.zeros(m)
-    for (k2, w), rows in _groups((kept_len, window)).items():
-      program = functools.partial(_query_block, kept_len=k2, window=w, quantity=quantity)
-      lanes = _lanes(_QUERY_BYTES_PER_POINT * w + _SCAN_BYTES_PER_POINT * k2)
+    for (c, k2), rows in _groups((cells, kept_cells)).items():
+      program = functools.partial(_query_block, kept_cells=k2, cells=c, quantity=quantity)
+      lanes = _lanes(_QUERY_BYTES_PER_POINT * c + _SCAN_BYTES_PER_POINT * k2)
       out[rows] = np.asarray(run_blocks(program, tuple(it[k][rows] for k in names), lanes))
     return np.maximum(out[:n], out[n:])
 

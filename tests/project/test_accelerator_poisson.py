@@ -156,9 +156,8 @@ def test_programs_census():
         assert c["loop_trips"] <= 64, c
 
 
-# The accelerator layout's door values at d7a0a30 (before the query's tables
-# lost their scans, issue 53): eps at delta 1e-5, then delta at eps 1, for 8
-# sigmas in [0.5, 5], at (q, T) = (0.01, 1000) then (0.2, 50).
+# The accelerator layout's door values at d7a0a30 (window-length programs,
+# query tables by reverse scans): _pld_values("accelerator") then.
 _PINNED = np.array([
     13.360825684051957,
     1.4135654543551643,
@@ -194,19 +193,35 @@ _PINNED = np.array([
     4.4056031353606695e-05])
 
 
-@pytest.mark.slow
-def test_pld_blocks_values_pinned():
-  """The loopless query moves the door's values by reassociation only: within
-  1e-12 relative of the pinned values (measured: <= 1.4e-15), and no epsilon
-  below them by more than 1e-14 relative (the query's rounding allowance is 1e-13)."""
+def _pld_values(layout):
+  """eps at delta 1e-5, then delta at eps 1, for 8 sigmas in [0.5, 5], at
+  (q, T) = (0.01, 1000) then (0.2, 50), on one layout."""
   got = []
   sig = np.linspace(0.5, 5, 8)
-  with jaxacct.set_layout("accelerator"):
+  with jaxacct.set_layout(layout):
     for q, t in ((0.01, 1000), (0.2, 50)):
       e = poisson.epsilon(q=q, sigma=sig, num_steps=t, delta=1e-5, method="pld").epsilon
       d = poisson.delta(q=q, sigma=sig, num_steps=t, epsilon=1.0, method="pld").delta
       got.append(np.concatenate([e, d]))
-  got = np.concatenate(got)
+  return np.concatenate(got)
+
+
+@pytest.mark.slow
+def test_pld_blocks_values_pinned():
+  """The accelerator programs (loopless query tables; each window composed
+  inside few longer rings, jaxacct._core.window_cells) against the pinned
+  window-length programs and against the CPU layout run now. The same
+  windows, grids and truncations: only round-off moves (measured: <= 7e-14
+  relative of the pinned values, eps within 1.2e-13 of the CPU layout;
+  deltas within 3.4e-11 of it, at deltas <= 4e-14, from the grid's special
+  functions as before). Within 1e-12 of the pinned values, eps within 1e-12
+  of the CPU layout, and no epsilon below either by more than the query's
+  rounding allowance (1e-13 (1 + eps)), which covers the round-off."""
+  got = _pld_values("accelerator")
   np.testing.assert_allclose(got, _PINNED, rtol=1e-12, atol=0)
   eps = np.r_[0:8, 16:24]
-  assert np.all(got[eps] >= _PINNED[eps] * (1 - 1e-14))
+  cpu = _pld_values("cpu")
+  np.testing.assert_allclose(got[eps], cpu[eps], rtol=1e-12, atol=0)
+  np.testing.assert_allclose(got, cpu, rtol=1e-10, atol=0)
+  for ref in (_PINNED, cpu):
+    assert np.all(got[eps] >= ref[eps] - 1e-13 * (1 + ref[eps]))
