@@ -29,7 +29,9 @@ sigma = 1, delta = 1e-5) under the balls-in-bins and the Poisson sampler:
 import, sampler, accountant, ``track_privacy`` in an ``optax.chain``,
 ``init`` and one jitted training step (a 10-parameter SGD step) = "first
 step"; then the whole table (``epsilon_table``, produced meanwhile on the
-hook's thread) = "whole table", both from the process's first import. Y
+hook's thread) = "whole table", both from the process's first import (the
+notes add when a second step returned: balls-in-bins compiles its
+prefix-law program after the first step). Y
 (dp_accounting's import plus its first Poisson-PLD answer, q = 0.01,
 sigma = 1, T = 1e4) is measured in the same run (bench_cold_start's peer
 child). Targets: first step <= 2 s, whole table <= 3 Y. ``--repeat N``:
@@ -40,6 +42,7 @@ moves single runs by 2x). Results: ``bench/results/hook_first_step_cpu.{json,md}
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import numpy as np
@@ -232,12 +235,18 @@ def step(p, st):
 p, st = jax.block_until_ready(step(p, st))
 t1 = time.perf_counter()
 eps1 = float(tracking.privacy_spent(st)[0])
+p, st = jax.block_until_ready(step(p, st))
+t1b = time.perf_counter()
 tab = tracking.epsilon_table(acc, num_steps=s.num_steps, delta=1e-5)
 t2 = time.perf_counter()
-print("HOOK_JSON " + json.dumps({"first_step_s": t1 - t0, "whole_table_s": t2 - t0,
+print("HOOK_JSON " + json.dumps({"first_step_s": t1 - t0, "second_step_s": t1b - t0,
+                                 "whole_table_s": t2 - t0,
                                  "eps1": eps1, "eps_last": float(tab[-1]),
                                  "steps": s.num_steps}))
 """
+
+
+LOADS = []   # the 1-minute load average before each fresh process of first_step_rows
 
 
 def first_step_rows(repeat=1):
@@ -248,6 +257,7 @@ def first_step_rows(repeat=1):
   import bench_cold_start as cs
   ys = []
   for _ in range(repeat):
+    LOADS.append(os.getloadavg()[0])
     y = cs.run_child(cs.Y_QUESTION, "peer")
     ys.append(y["import_s"] + y["first_s"])
   Y = sorted(ys)[len(ys) // 2]
@@ -255,6 +265,7 @@ def first_step_rows(repeat=1):
   for kind in ("balls_in_bins", "poisson"):
     recs = []
     for _ in range(repeat):
+      LOADS.append(os.getloadavg()[0])
       out = subprocess.run([sys.executable, "-c", HOOK_CHILD, kind], env=cs.clean_env(),
                            capture_output=True, text=True, cwd=cs.ROOT, timeout=1800)
       line = [ln for ln in out.stdout.splitlines() if ln.startswith("HOOK_JSON ")]
@@ -269,14 +280,14 @@ def first_step_rows(repeat=1):
                       {"steady_s": v}, "Y = dp_accounting import + first Poisson-PLD answer",
                       {"steady_s": Y}, ours_value=round(v / Y, 3),
                       notes=f"ours_value = ours / Y; target {target}; fresh process, caches "
-                            f"off; eps after 1 step {rec['eps1']:.6g}, after "
-                            f"{rec['steps']} {rec['eps_last']:.6g}"))
+                            f"off; second step at {rec['second_step_s']:.2f} s; eps after 1 "
+                            f"step {rec['eps1']:.6g}, after {rec['steps']} "
+                            f"{rec['eps_last']:.6g}"))
   return rows, Y
 
 
 def _write_first_step(rows, Y, repeat=1):
   import datetime
-  import os
   import platform
   import subprocess
   here = os.path.dirname(os.path.abspath(__file__))
@@ -284,12 +295,15 @@ def _write_first_step(rows, Y, repeat=1):
                           capture_output=True, text=True).stdout.strip()
   meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
           "commit": commit, "cpu_count": os.cpu_count(), "platform": platform.platform(),
-          "loadavg": os.getloadavg(), "Y_s": Y, "repeat": int(repeat)}
+          "loadavg": os.getloadavg(), "Y_s": Y, "repeat": int(repeat),
+          "load_before_each_process": [round(x, 2) for x in LOADS]}
   out = os.path.join(here, "results", "hook_first_step_cpu")
   with open(out + ".json", "w") as f:
     json.dump({"meta": meta, "rows": rows}, f, indent=1)
+  lo, hi = (min(LOADS), max(LOADS)) if LOADS else (meta['loadavg'][0],) * 2
   lines = [f"# Tracking hook: time to the first step and to the whole table ({meta['date']}, "
-           f"{commit}, {meta['cpu_count']} CPUs, load {meta['loadavg'][0]:.1f})", "",
+           f"{commit}, {meta['cpu_count']} CPUs, load {lo:.1f}-{hi:.1f} before the processes, "
+           f"{meta['loadavg'][0]:.1f} at the end)", "",
            f"Y = {Y:.3f} s (dp_accounting import + first Poisson-PLD answer, same run). "
            f"Each row: the median of {int(repeat)} fresh process(es) (by first step); "
            "Y: the median of as many.", "",
