@@ -5,10 +5,10 @@ Usage:
                             [--sides gpu,cpu]
   python bench/bench_gpu.py --child NAME --side gpu|cpu --limit S --npz PATH [--quick]
 
-One command, sized to finish in under 8 minutes on one H100/H200 (16 CPU
-cores); ``bench/gpu_laws.py`` checks the laws program alone per layout variant
-(about 3 minutes), so ``python bench/gpu_laws.py && python bench/bench_gpu.py``
-is the one device call. Each row is one question over many lanes (sigmas, (sigma, t) grids,
+One command, at most ``--budget`` seconds (default 300) on one H100/H200 (16
+CPU cores); ``bench/gpu_laws.py`` checks the laws program alone per layout
+variant (at most 150 s), so ``python bench/gpu_laws.py && python
+bench/bench_gpu.py`` is the one device call, under 8 minutes. Each row is one question over many lanes (sigmas, (sigma, t) grids,
 (n, eps0) grids, epsilon targets). For each row and side the parent starts a
 FRESH ``python`` (in series) with every compilation cache off
 (``JAXACCT_COMPILATION_CACHE=0``, ``JAX_ENABLE_COMPILATION_CACHE=false``, no
@@ -24,7 +24,7 @@ the same question again in the same process, best of up to 3 (2 with
   removed), for the ratio cpu_warm / gpu_warm.
 
 Every row has its own time limit: its nominal limit, cut to its share of what
-is left of ``--budget`` (total seconds, default 420); rows are not started
+is left of ``--budget`` (total seconds, default 300); rows are not started
 when the budget is spent ("skipped (budget)"). A row past its limit is killed
 and recorded as "timeout after N s" (its cold answer is kept if it came back);
 the larger sizes of the same question on that side are then "skipped" (also
@@ -111,6 +111,7 @@ HEADLINE = ("sweep_t234_E10_1e3", "sweep_t1000_E1_1e3")
 QUICK_LIMIT_S = 60.0       # --quick: every row's nominal limit (compilation dominates there)
 QUICK_DEVICE_MEMORY = 512 << 20   # --quick on a CPU with the accelerator layout: 8-lane chunks
 QUICK_BUDGET_S = 900.0     # --quick: the default budget (2 CPU cores: ~24 compiles)
+BUDGET_S = 300.0           # the default budget: with gpu_laws.py's 150 s, one call under 8 minutes
 
 
 def lanes_of(size):
@@ -555,6 +556,10 @@ def code_identity():
 
 def _meta(args):
   commit, code = code_identity()
+  if args.commit and commit in ("not a git checkout", "unknown"):
+    # a copy of the tree without its .git (a device machine): the commit the
+    # caller names, checked by the code's SHA-256 against that commit's files
+    commit = f"{args.commit} (given; not a git checkout)"
   try:
     load = [round(x, 2) for x in os.getloadavg()]
   except (AttributeError, OSError):
@@ -572,10 +577,13 @@ def main(argv=None):
                  help="results folder (default bench/results)")
   p.add_argument("--only", nargs="+", metavar="NAME", help=f"rows: {', '.join(ROWS)}")
   p.add_argument("--budget", type=float, default=None,
-                 help=f"total seconds for all rows (default 420; {QUICK_BUDGET_S:g} with "
+                 help=f"total seconds for all rows (default {BUDGET_S:g}; {QUICK_BUDGET_S:g} with "
                       "--quick); each row gets a share")
   p.add_argument("--quick", action="store_true", help="tiny sizes (CPU smoke test)")
   p.add_argument("--sides", default="gpu,cpu", help="comma list of gpu, cpu (default both)")
+  p.add_argument("--commit", default=None,
+                 help="the commit of the tree, recorded where it is not a git checkout (a "
+                      "copy on a device machine); the code's SHA-256 is recorded either way")
   p.add_argument("--child", choices=sorted(ROWS), help=argparse.SUPPRESS)
   p.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
   p.add_argument("--limit", type=float, default=600.0, help=argparse.SUPPRESS)
@@ -597,7 +605,7 @@ def main(argv=None):
       p.error(f"unknown row(s) {bad}; choose from {names}")
     names = [n for n in names if n in args.only]
   if args.budget is None:
-    args.budget = QUICK_BUDGET_S if args.quick else 420.0
+    args.budget = QUICK_BUDGET_S if args.quick else BUDGET_S
   if args.budget <= 0:
     p.error("--budget must be > 0")
 

@@ -2,8 +2,11 @@
 
 Usage (repository root): ``python bench/gpu_laws.py [--out DIR] [--lanes N] [--quick]``.
 
-One fresh process per variant (every cache off), each with its own time limit,
-the whole call under 3 minutes on one H100/H200. A variant is the number of
+One fresh process per variant (every cache off), each with its own time limit
+(``--limit``, cut to its share of what is left of ``--budget``: the whole call
+at most 150 s, so that with ``bench/bench_gpu.py``'s default budget of 300 s
+the one device call ``python bench/gpu_laws.py && python bench/bench_gpu.py``
+stays under 8 minutes on one H100/H200). A variant is the number of
 diagonals of every block summed per loop trip of the accelerator layout's
 pairwise sums (``DIAGONALS_PER_TRIP``: 8, the default; 16; 64, one gather-
 reduction with no loop). For each: the laws program for one chunk of lanes at
@@ -29,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MARK = "GPU_LAWS_JSON "
 VARIANTS = (8, 16, 64)
+BUDGET_S = 150.0   # the whole call, seconds
 BIG_FUSION_BYTES = 64 << 20
 _BYTES = {"f64": 8, "s64": 8, "u64": 8, "c128": 16, "f32": 4, "s32": 4, "u32": 4, "pred": 1,
           "c64": 8, "s8": 1, "u8": 1}
@@ -124,21 +128,32 @@ def main(argv=None):
                  help="lanes of the chunk (default 1024; 8 with --quick)")
   p.add_argument("--quick", action="store_true", help="8 lanes, t=234 only (a CPU smoke test)")
   p.add_argument("--limit", type=float, default=50.0, help="seconds per variant and t")
+  p.add_argument("--budget", type=float, default=BUDGET_S,
+                 help=f"total seconds of the call (default {BUDGET_S:g}): each variant gets "
+                      "at most its share of what is left")
   args = p.parse_args(argv)
+  if args.budget <= 0 or args.limit <= 0:
+    p.error("--budget and --limit must be > 0")
   if args.lanes is not None and args.lanes < 1:
     p.error(f"--lanes must be >= 1; got {args.lanes}")
   lanes = args.lanes or (8 if args.quick else 1024)
   recs = []
   os.makedirs(args.out, exist_ok=True)
-  for t in ((234,) if args.quick else (234, 1000)):
-    for U in VARIANTS:
-      recs.append(run(U, lanes, t, args.limit))
-      print(json.dumps(recs[-1])[:600], flush=True)
-      for ext, payload in (("json", json.dumps(recs, indent=1)), ("md", table(recs) + "\n")):
-        path = os.path.join(args.out, f"gpu_laws.{ext}")
-        with open(path + ".tmp", "w") as f:
-          f.write(payload)
-        os.replace(path + ".tmp", path)
+  todo = [(t, U) for t in ((234,) if args.quick else (234, 1000)) for U in VARIANTS]
+  t_run = time.perf_counter()
+  for i, (t, U) in enumerate(todo):
+    left = args.budget - (time.perf_counter() - t_run)
+    if left < 5.0:
+      recs.append({"U": U, "lanes": lanes, "t": t,
+                   "status": f"skipped (budget: {max(left, 0):.0f} s left)"})
+    else:   # a variant may use 1.5 times its even share: a quick one leaves time over
+      recs.append(run(U, lanes, t, min(args.limit, 1.5 * left / (len(todo) - i), left)))
+    print(json.dumps(recs[-1])[:600], flush=True)
+    for ext, payload in (("json", json.dumps(recs, indent=1)), ("md", table(recs) + "\n")):
+      path = os.path.join(args.out, f"gpu_laws.{ext}")
+      with open(path + ".tmp", "w") as f:
+        f.write(payload)
+      os.replace(path + ".tmp", path)
   print(table(recs))
   return 0 if all(r["status"] == "ok" for r in recs) else 1
 

@@ -144,6 +144,25 @@ def test_code_identity_names_the_code_that_ran(tmp_path):
   assert first[0] == "not a git checkout"
   (outer / "copy" / "jaxacct" / "a.py").write_text("x = 2\n")
   assert copy.code_identity()[1] != first[1]
+  # the caller may name the copy's commit (--commit): recorded as given
+  args = copy.argparse.Namespace(commit="abc1234", quick=True, budget=1.0, sides=["gpu"])
+  assert copy._meta(args)["commit"] == "abc1234 (given; not a git checkout)"
+  args.commit = "0000000"   # a git checkout's own commit wins over a given one
+  assert bench._meta(args)["commit"].split("+")[0] == head
+
+
+def test_laws_check_keeps_its_budget(tmp_path):
+  """bench/gpu_laws.py starts no variant past its --budget (the one device call,
+  laws check then bench_gpu.py, stays under 8 minutes): with 1 s every
+  variant is recorded as skipped, and no JAX process is started."""
+  p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gpu_laws.py"), "--quick",
+                      "--budget", "1", "--out", str(tmp_path)], cwd=ROOT, capture_output=True,
+                     text=True, timeout=60)
+  assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
+  with open(tmp_path / "gpu_laws.json") as f:
+    recs = json.load(f)
+  assert [r["U"] for r in recs] == [8, 16, 64]
+  assert all(r["status"].startswith("skipped (budget") for r in recs)
 
 
 @pytest.mark.slow
