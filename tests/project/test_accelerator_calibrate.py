@@ -113,3 +113,40 @@ def test_accelerator_upper_at_extremes_is_certified(delta, monkeypatch):
   # returned upper it must not exceed delta
   d_lb = np.asarray(allocation.delta_lower_bound(sigma=sig, steps_per_epoch=10, epsilon=up))
   assert np.all(d_lb <= delta * (1 + 1e-9)), (d_lb, delta)
+
+
+
+def test_gaussian_targets_one_program_every_round(compile_counter):
+  """``jaxacct.calibrate`` of Gaussian events (``GaussianDpEvent``: the exact
+  Gaussian epsilon kernel, every target in each round) on the accelerator
+  layout: all rounds of 16 targets compile at most one program (the
+  kernel at 16 lanes), and other targets of the same count none; that
+  program holds no scatter wider than 64 bits and no while loop of unknown
+  trip count (tests/hlo_loops.census). The calibrated sigmas meet their
+  targets: the exact Gaussian epsilon (Balle and Wang, arXiv:1805.06530,
+  Thm 8) at each is at most the target, and within 1 % of it."""
+  import os
+  import sys
+  import dp_accounting
+  import jax
+  from jaxacct._core.gaussian import gaussian_epsilon, gaussian_epsilon_jit
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  import hlo_loops
+
+  def run(eps):
+    return jaxacct.calibrate(dp_accounting.GaussianDpEvent, eps, DELTA, bracket=(0.3, 20.0),
+                             progress=False)
+
+  eps = np.geomspace(0.5, 4.0, 16)
+  with jaxacct.set_layout("accelerator"):
+    with compile_counter as first:
+      sig = run(eps)
+    with compile_counter as again:
+      run(eps * 1.1)
+    with jax.enable_x64(True):
+      text = gaussian_epsilon_jit.lower(sig, np.full(16, DELTA)).compile().as_text()
+  assert first.count <= 1 and again.count == 0, (first.count, again.count)
+  c = hlo_loops.census(text, 99)
+  assert c["wide_scatters"] == c["expanded_trips"] == c["unknown_loops"] == 0, c
+  got = np.asarray(gaussian_epsilon(sig, DELTA).epsilon, np.float64)
+  assert np.all(got <= eps) and np.all(got >= 0.99 * eps), got / eps
