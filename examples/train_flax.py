@@ -88,8 +88,8 @@ def make_sampler(scheme: str, *, n: int, batch_size: int, num_epochs: int, seed:
                                        expected_batch_size=batch_size)
   q = batch_size / n
   steps = int(math.ceil(num_epochs / q - 1e-9))
-  return sampling.PoissonSampler(num_examples=n, sampling_probability=q, num_steps=steps, seed=seed,
-                                 steps_per_epoch=max(1, steps // num_epochs),
+  return sampling.PoissonSampler(num_examples=n, sampling_probability=q, num_steps=steps,
+                                 seed=seed, steps_per_epoch=max(1, steps // num_epochs),
                                  expected_batch_size=batch_size)
 
 
