@@ -311,10 +311,11 @@ def member_block(value, n, eps0, *, quantity: str, member: str, width: int):
   with every loop of known trip count (no while loop of run-time trip
   count: an accelerator pays each trip's exit test as a host round trip):
   the cut mass and the block anchors' incomplete beta by
-  :func:`._windows.betainc_fixed` (599 trips, frozen once converged), and
-  for eps(delta) the safeguarded Newton's 41 steps as 8, then one test
-  whether any lane of the block still moves, then the other 33 (each lane
-  frozen once it stopped: the CPU kernel's steps)."""
+  :func:`._windows.betainc_fixed` (at most 599 trips, in chunks of 64, frozen
+  once converged), and for eps(delta) the safeguarded Newton's 41 steps in
+  chunks of 8, each run only while a lane of the block still moves (each
+  lane frozen once it stopped: the CPU kernel's steps). Concrete arrays'
+  eps(delta) without ``max_n`` run :func:`member_epsilon_slots` instead."""
   p, beta, q = member_params(jnp.asarray(eps0, jnp.float64), member)
   if quantity == "delta":
     return sym_delta_fast(value, n, p, beta, q, width=width, fixed_tail=True)
@@ -366,8 +367,9 @@ def member_epsilon_slots(delta, n, eps0, width, lane_live, slot_lane, slot_block
   evaluation sums a slot's cells (:func:`block_terms`) and the lane's slots
   (``segment_sum``: a float64 scatter, one 64-bit element an index); every
   order of a window's sum is inside its rounding allowance. The safeguarded
-  Newton runs on all lanes at once: 8 steps, one test whether any lane still
-  moves, then 33 (each lane frozen once it stopped: the CPU kernel's steps).
+  Newton runs on all lanes at once, in chunks of 8 steps, each run only
+  while a lane still moves (each lane frozen once it stopped: the CPU
+  kernel's steps).
   """
   L, S = delta.shape[0], slot_lane.shape[0]
   p, beta, q = member_params(eps0, member)

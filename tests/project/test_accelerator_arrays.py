@@ -146,9 +146,10 @@ def test_block_programs_loops(values):
   """No while loop of run-time trip count in the compiled block programs
   (issue 53): the allocation RDP programs' powering has bit_length(max t)
   static rounds, the Lambert-W Newton 30; the shuffle programs' incomplete
-  betas (cut mass and block anchors) run 599 trips, frozen once converged,
-  and the eps program's safeguarded Newton 8 steps, one test whether a lane
-  still moves, then 33 (was: jax's while loops, one test a trip)."""
+  betas (cut mass and block anchors) run at most 599 trips, in chunks of 64
+  run while an element moves, and the eps programs' safeguarded Newton
+  chunks of 8 steps run while a lane moves (was: jax's while loops, one
+  test a trip)."""
   unknown = lambda t: sum(n is None for _, n in hlo_loops.while_loops(t))
   for name in ("remove_rdp_block", "add_rdp_block", "member_block", "member_epsilon_slots"):
     assert all(unknown(t) == 0 for t in _programs(name))
