@@ -231,9 +231,10 @@ def _allocation_doors():
   return [
       (allocation.epsilon, dict(kw, delta=1e-5, methods=("local", "direct_add")), 12),
       (allocation.delta, dict(kw, epsilon=2.0, methods=("local", "direct_add")), 12),
-      (allocation.allocation_rdp, dict(kw), 12),
+      (allocation.allocation_rdp, dict(kw, direction="remove", max_order=8), 12),
       (allocation.allocation_remove_rdp, dict(sigma=1.3, max_order=8), 12),
-      (allocation.allocation_add_rdp, dict(sigma=1.3, orders=np.array([2.0, 3.5])), 12),
+      (allocation.allocation_add_rdp, dict(sigma=1.3, orders=np.array([2.0, 3.5]),
+                                           num_outer=256, num_inner=128), 12),
       (allocation.allocation_remove_rdp_from_moments,
        dict(log_moments=np.array([[0.0, 0.0, 0.5, 1.2]])), 12),
       (allocation.delta_lower_bound, dict(kw, epsilon=1.0), 12),
