@@ -124,6 +124,7 @@ doors = {
     "allocation_remove_rdp": lambda d: allocation.allocation_remove_rdp(
         sigma=sig[:16], steps_per_epoch=10, max_order=300, devices=d),
     "shuffle_clone_delta": lambda d: shuffle.clone_delta(1.0, n=n, eps0=e0, devices=d),
+    "shuffle_clone_epsilon": lambda d: shuffle.clone_epsilon(1e-6, n=n, eps0=e0, devices=d),
     "calibrate": lambda d: jaxacct.calibrate(event, np.linspace(0.5, 4.0, 12), 1e-5,
                                              bracket=(0.3, 30.0), accountant="rdp", devices=d),
 }
@@ -133,7 +134,7 @@ doors = {
 # at its default orders, 20 MB) get a device they fit on, or they refuse
 # (batching.check_fits), still small enough for several blocks.
 memory = {"allocation_pld_epsilon": "256e6", "poisson_pld": "256e6",
-          "allocation_remove_rdp": "32e6", "calibrate": "64e6"}
+          "allocation_remove_rdp": "32e6", "calibrate": "64e6", "shuffle_clone_epsilon": "64e6"}
 out = {}
 with jaxacct.set_layout("accelerator"):
   for name, door in doors.items():
@@ -158,7 +159,7 @@ def test_sharded_equals_unsharded_forced_host_devices():
   got = json.loads(r.stdout.strip().splitlines()[-1])
   assert sorted(got) == sorted(["allocation_pld_epsilon", "poisson_rdp", "poisson_pld",
                                 "allocation_add_rdp", "allocation_remove_rdp",
-                                "shuffle_clone_delta", "calibrate"])
+                                "shuffle_clone_delta", "shuffle_clone_epsilon", "calibrate"])
   for name, res in got.items():
     assert res["same"], (name, res)
     assert res["spread"], (name, res)
