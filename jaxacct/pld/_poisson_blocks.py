@@ -14,23 +14,23 @@ items, in two kinds of compiled block programs:
    :func:`jaxacct._core.window_cells.window_cells`): the kept points of the
    grid again, the tilted FFT composition (``jaxacct.pld._compose``) on each
    item's own window (the CPU layout's length, traced) inside ``cells``
-   points that it divides, and the query.
+   points that it divides (by default the window itself), and the query.
 
-The static keys are few lengths (two forms every three octaves), set by the
-values (sigma, q, num_steps), never by the number of lanes: 16 sigmas in
-[0.5, 5] or 1,000 in [0.3, 30] (q 0.01, 1e3 steps) compile 8 and 12 programs
-(one per grid bucket and one per (kept length, window) before: 22 and 35).
+The static keys are set by the values (sigma, q, num_steps), never by the
+number of lanes, and are fewer than the CPU layout's buckets: one grid
+buffer every three octaves, one query program per window length whatever
+the kept length. 16 sigmas in [0.5, 5] or 1,000 in [0.3, 30] (q 0.01, 1e3
+steps) compile 11 and 18 programs (one per power-of-two grid and one per
+(kept length, window) before: 22 and 35).
 Each key's program is called from a host loop over blocks whose lane count
 is sized from the device's memory
 (:func:`jaxacct._core.batching.lanes_for_memory`). Lanes with q = 0 or 1 (a
 plain Gaussian or nothing) take the CPU layout's path. Bound: upper, as the
 CPU layout: the same windows, grids and truncations (zero padding moves no
-mass); the composition is rounded by the longer FFT (door epsilons within
-7e-14 relative of the window-length programs, either side, under the query's
-rounding allowance of 1e-13). The grid's special functions (XLA's, not
-SciPy's) differ by ~1e-12 relative on the connect-the-dots split, which the
-composition carries to epsilon by up to ~3e-9 relative (sigma 0.7, q 1e-3,
-2,000 steps; 5e-13 on an H200 at 8 sigmas in [0.5, 5], q 0.01, 1e4 steps).
+mass). The grid's special functions (XLA's, not SciPy's) differ by ~1e-12
+relative on the connect-the-dots split, which the composition carries to
+epsilon by up to ~3e-9 relative (sigma 0.7, q 1e-3, 2,000 steps; 5e-13 on
+an H200 at 8 sigmas in [0.5, 5], q 0.01, 1e4 steps).
 """
 
 from __future__ import annotations

@@ -156,8 +156,8 @@ def test_programs_census():
         assert c["loop_trips"] <= 64, c
 
 
-# The accelerator layout's door values at d7a0a30 (window-length programs,
-# query tables by reverse scans): _pld_values("accelerator") then.
+# The accelerator layout's door values at d7a0a30 (one program per (kept
+# length, window), query tables by reverse scans): _pld_values("accelerator").
 _PINNED = np.array([
     13.360825684051957,
     1.4135654543551643,
@@ -208,15 +208,17 @@ def _pld_values(layout):
 
 @pytest.mark.slow
 def test_pld_blocks_values_pinned():
-  """The accelerator programs (loopless query tables; each window composed
-  inside few longer rings, jaxacct._core.window_cells) against the pinned
-  window-length programs and against the CPU layout run now. The same
-  windows, grids and truncations: only round-off moves (measured: <= 7e-14
-  relative of the pinned values, eps within 1.2e-13 of the CPU layout;
-  deltas within 3.4e-11 of it, at deltas <= 4e-14, from the grid's special
-  functions as before). Within 1e-12 of the pinned values, eps within 1e-12
-  of the CPU layout, and no epsilon below either by more than the query's
-  rounding allowance (1e-13 (1 + eps)), which covers the round-off."""
+  """The accelerator programs (loopless query tables; one query program per
+  window, kept grids zero-padded, jaxacct._core.window_cells) against the
+  pinned per-(kept length, window) programs and against the CPU layout run
+  now. The same windows, grids and truncations: only round-off moves
+  (measured at 16 sigmas in [0.5, 5], q 0.01, 1e3 steps: <= 6.3e-14
+  relative of the programs before, either side; eps within 1.2e-13 of the
+  CPU layout, deltas within 3.4e-11 of it at deltas <= 4e-14, from the
+  grid's special functions as before). Within 1e-12 of the pinned values,
+  eps within 1e-12 of the CPU layout, and no epsilon below either by more
+  than the query's rounding allowance (1e-13 (1 + eps)), which covers the
+  round-off."""
   got = _pld_values("accelerator")
   np.testing.assert_allclose(got, _PINNED, rtol=1e-12, atol=0)
   eps = np.r_[0:8, 16:24]

@@ -1,6 +1,8 @@
 """The Poisson PLD door's program lengths on the accelerator layout
-(jaxacct._core.window_cells): few for any sigmas, each a multiple of the
-window it serves; a window composed inside the longer ring
+(jaxacct._core.window_cells): one query program per window whatever the
+kept length, grid buffers every three octaves, and (the module's other
+setting) windows rounded every three octaves into lengths they divide; a
+window composed inside the longer ring
 (decimated_powers) against exact circular convolutions and the window-length
 FFT, under jit and vmap with a different window per lane. The door's values
 through these programs: test_accelerator_poisson (layouts agree; slow:
@@ -22,29 +24,50 @@ def _fast_lens(lo, hi):
   return np.array(sorted(out), np.int64)
 
 
-def test_window_cells_divide_hold_and_are_few():
+def _all_windows():
   """Every window 2..2^25 (the engine's MAX_WINDOW) with every power-of-two
-  kept length up to twice it: cells a multiple of the window, at least the
-  kept length, at most 8x the larger of the two (or 3 * 2^12); kept_cells a
-  power of two in [kept_len, cells]. A sweep's windows, 2^12..2^21 (kept
-  lengths up to the window, as 1,000 sigmas in [0.3, 30] at q 0.01 and 1e3
-  steps give), take 10 lengths where the window-length programs took one per
-  (kept length, window): 138 pairs."""
-  win = _fast_lens(2, 1 << 25)
+  kept length up to twice it; the mask of a sweep's: windows 2^12..2^21,
+  kept lengths 2^10 up to the window (as 1,000 sigmas in [0.3, 30] at q 0.01
+  and 1e3 steps give)."""
   w, k = [], []
-  for n in win:
+  for n in _fast_lens(2, 1 << 25):
     kl = 1 << np.arange(0, int(np.log2(2 * n)) + 1)
     w.append(np.full(kl.size, n))
     k.append(kl)
   w, k = np.concatenate(w), np.concatenate(k)
+  return w, k, (w >= 1 << 12) & (w <= 1 << 21) & (k <= w) & (k >= 1 << 10)
+
+
+def _check_lengths(w, k, cells, kept):
+  assert np.all(cells % w == 0)
+  assert np.all(cells <= np.maximum(8 * w, 3 << 12))
+  assert np.all((kept & (kept - 1)) == 0)
+  assert np.all((kept >= k) & (kept <= np.maximum(cells, k)))
+
+
+def test_window_cells_keep_windows_and_fold_kept_lengths():
+  """The default: each program is one window's (a longer FFT moved an
+  epsilon by 1.8e-11, see the next test), for every kept length up to it: a
+  sweep's 138 (kept length, window) programs are 19."""
+  w, k, sweep = _all_windows()
   cells, kept = wc.window_cells(w, k)
-  assert np.all(cells % w == 0) and np.all(cells >= k)
-  assert np.all(cells <= np.maximum(8 * np.maximum(w, k), 3 << 12))
-  assert np.all((kept & (kept - 1)) == 0) and np.all((kept >= k) & (kept <= cells))
-  sweep = (w >= 1 << 12) & (w <= 1 << 21) & (k <= w) & (k >= 1 << 10)
+  _check_lengths(w, k, cells, kept)
+  assert np.array_equal(cells, w)
   assert len(set(zip(w[sweep], k[sweep]))) == 138
+  assert len(set(zip(cells[sweep], kept[sweep]))) == 19
+
+
+def test_window_cells_rounded_every_three_octaves(monkeypatch):
+  """Windows rounded every 3 octaves of each form from 2^12 (the module's
+  other setting; each window divides its cells, at most 8x it): the sweep
+  takes 10 programs, any windows at all at most 36."""
+  monkeypatch.setattr(wc, "CELL_OCTAVES", 3)
+  monkeypatch.setattr(wc, "CELL_FLOOR", 12)
+  w, k, sweep = _all_windows()
+  cells, kept = wc.window_cells(w, k)
+  _check_lengths(w, k, cells, kept)
   assert len(set(zip(cells[sweep], kept[sweep]))) == 10
-  assert len(set(zip(cells, kept))) <= 24        # any windows at all
+  assert len(set(zip(cells, kept))) <= 36
 
 
 def test_grid_cells_few():
