@@ -125,8 +125,8 @@ def _given(sched: Schedule) -> str:
 
 
 def _restate(sched: Schedule, err: ValueError, what: str = "") -> ValueError:
-  """A door's refusal of a count dpsgd derived (``num_steps``: steps per epoch or
-  total steps), restated naming the arguments the user passed."""
+  """A door's refusal of a count dpsgd derived (``steps_per_epoch`` or the total
+  ``num_steps``), restated naming the arguments the user passed."""
   if isinstance(err, WindowTooLarge):
     return WindowTooLarge(
         f"{what}{_given(sched)} give T = {sched.total_steps} Poisson steps at q = "
@@ -134,7 +134,7 @@ def _restate(sched: Schedule, err: ValueError, what: str = "") -> ValueError:
         f"noise_multiplier ({err}) Use fewer epochs, a larger noise_multiplier, or "
         "jaxacct.poisson.epsilon(method='rdp', q=..., sigma=..., num_steps=T, delta=...) "
         "(a valid upper bound at any T).", points=err.points)
-  if not str(err).startswith("num_steps"):
+  if not str(err).startswith(("num_steps", "steps_per_epoch")):
     return err
   t = sched.steps_per_epoch
   rule = samplers.get(sched.sampling).steps_rule
