@@ -31,13 +31,15 @@ from __future__ import annotations
 
 from jaxacct._core.dtype import public_surface
 from jaxacct.pld._compose import compose, compose_many, window_size
-from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, PairPLD, from_losses, from_pair, truncate
+from jaxacct.pld._core import (DEFAULT_TAIL_MASS, PLD, PairPLD, from_losses, from_losses_host,
+                              from_pair, truncate)
 from jaxacct.pld._doors import (default_step, poisson_gaussian_composed, poisson_gaussian_delta,
                                 poisson_gaussian_epsilons,
                                 poisson_gaussian_epsilon, to_dp_accounting)
 from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta, delta_core, epsilon
-from jaxacct.pld._powers import (MAX_WINDOW, direction_delta, direction_epsilons, law,
-                                 pair_epsilons, window_fits)
+from jaxacct.pld._powers import (MAX_WINDOW, column_epsilons, direction_delta,
+                                 direction_epsilons, law, pair_column_epsilons, pair_epsilons,
+                                 window_fits)
 from jaxacct.pld._mechanisms import (DEFAULT_STEP, gaussian, laplace, poisson_gaussian,
                                     poisson_gaussian_pair, randomized_response, truncate_to_bucket)
 

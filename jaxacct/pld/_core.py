@@ -22,6 +22,7 @@ import numpy as np
 from jaxacct._core import checks
 from jaxacct._core.dtype import HostDoor, host_door, host_scalar, require_x64, static_size
 from jaxacct._core.compiled import jit
+from jaxacct._core.namespace import HOST, JAX
 
 #: a PLD is built on the host; the pytree it makes is what traces
 BUILD_ON_HOST = HostDoor(
@@ -105,45 +106,53 @@ def fast_len(n: int) -> int:
   return p
 
 
+def _from_losses_core(losses, probs, step, offset, inf_mass, pessimistic, *, size, rounding,
+                      ns=JAX):
+  """The discretisation of :func:`from_losses` (``ns``: the array namespace; the
+  jitted kernel and the host twin are this text)."""
+  xp = ns.xp
+  losses = xp.ravel(losses).astype(xp.float64)
+  probs = xp.ravel(probs).astype(xp.float64)
+  step = xp.asarray(step, xp.float64)
+  active = probs > 0
+  at_inf = active & (losses == xp.inf)
+  finite = active & xp.isfinite(losses)
+  safe_l = xp.where(finite, losses, 0.0)
+  t = safe_l / step - offset  # position in grid units
+  pw = xp.where(finite, probs, 0.0)
+  extra_inf = xp.sum(xp.where(at_inf, probs, 0.0))
+  pess = xp.zeros(size + 1, xp.float64)  # last slot: above the grid
+  if rounding == "connect_dots":
+    i = xp.floor(t)
+    below = i < 0
+    i = xp.clip(i, 0, size)  # size -> above the grid
+    frac = xp.where(below, 0.0, (t - i) * step)  # L - loss_i in [0, step)
+    frac = xp.clip(frac, 0.0, step)
+    # b = p (1 - e^{-frac}) / (1 - e^{-step}),  a = p - b.
+    b = pw * (-xp.expm1(-frac)) / (-xp.expm1(-step))
+    b = xp.clip(b, 0.0, pw)
+    ii = i.astype(xp.int32)
+    pess = ns.add_at(pess, ii, pw - b)
+    pess = ns.add_at(pess, xp.minimum(ii + 1, size), b)
+  else:  # ceil: below -> 0 (rounded up), above -> inf
+    k = xp.clip(xp.ceil(t), 0, size)
+    pess = ns.add_at(pess, k.astype(xp.int32), pw)
+  # optimistic: floor; below the grid dropped, above rounded down to the top
+  k = xp.floor(t)
+  keep = k >= 0
+  k = xp.clip(k, 0, size - 1)
+  opt = ns.add_at(xp.zeros(size + 1, xp.float64), k.astype(xp.int32), xp.where(keep, pw, 0.0))
+  out = xp.where(pessimistic, pess, opt)
+  inf_total = xp.asarray(inf_mass, xp.float64) + extra_inf + out[size]
+  return out[:size], inf_total
+
+
 @functools.partial(jit, static_argnames=("size", "rounding"))
 def _from_losses_kernel(losses, probs, step, offset, inf_mass, pessimistic, *,
                         size, rounding):
   require_x64("jaxacct.pld.from_losses")
-  losses = jnp.ravel(losses).astype(jnp.float64)
-  probs = jnp.ravel(probs).astype(jnp.float64)
-  step = jnp.asarray(step, jnp.float64)
-  active = probs > 0
-  at_inf = active & (losses == jnp.inf)
-  finite = active & jnp.isfinite(losses)
-  safe_l = jnp.where(finite, losses, 0.0)
-  t = safe_l / step - offset  # position in grid units
-  pw = jnp.where(finite, probs, 0.0)
-  extra_inf = jnp.sum(jnp.where(at_inf, probs, 0.0))
-  pess = jnp.zeros(size + 1, jnp.float64)  # last slot: above the grid
-  if rounding == "connect_dots":
-    i = jnp.floor(t)
-    below = i < 0
-    i = jnp.clip(i, 0, size)  # size -> above the grid
-    frac = jnp.where(below, 0.0, (t - i) * step)  # L - loss_i in [0, step)
-    frac = jnp.clip(frac, 0.0, step)
-    # b = p (1 - e^{-frac}) / (1 - e^{-step}),  a = p - b.
-    b = pw * (-jnp.expm1(-frac)) / (-jnp.expm1(-step))
-    b = jnp.clip(b, 0.0, pw)
-    ii = i.astype(jnp.int32)
-    pess = pess.at[ii].add(pw - b)
-    pess = pess.at[jnp.minimum(ii + 1, size)].add(b)
-  else:  # ceil: below -> 0 (rounded up), above -> inf
-    k = jnp.clip(jnp.ceil(t), 0, size)
-    pess = pess.at[k.astype(jnp.int32)].add(pw)
-  # optimistic: floor; below the grid dropped, above rounded down to the top
-  k = jnp.floor(t)
-  keep = k >= 0
-  k = jnp.clip(k, 0, size - 1)
-  opt = jnp.zeros(size + 1, jnp.float64).at[k.astype(jnp.int32)].add(
-      jnp.where(keep, pw, 0.0))
-  out = jnp.where(pessimistic, pess, opt)
-  inf_total = jnp.asarray(inf_mass, jnp.float64) + extra_inf + out[size]
-  return out[:size], inf_total
+  return _from_losses_core(losses, probs, step, offset, inf_mass, pessimistic, size=size,
+                           rounding=rounding)
 
 
 def from_losses(losses, probs, *, step, pessimistic: bool = True,
@@ -194,6 +203,28 @@ def from_losses(losses, probs, *, step, pessimistic: bool = True,
                                jnp.asarray(pessimistic), size=size,
                                rounding=rounding)
   return PLD(p, host_scalar(offset, int), host_scalar(step, float), inf, pessimistic)
+
+
+def from_losses_host(losses, probs, *, step, pessimistic: bool = True, inf_mass=0.0,
+                     rounding: str = "connect_dots") -> PLD:
+  """:func:`from_losses` of concrete atoms on the host: the same discretisation
+  (:func:`_from_losses_core` with ``ns = HOST``), NumPy ``probs``, no compiled
+  program. It agrees with the jitted kernel to rounding, not bit for bit:
+  XLA's division and ``expm1`` are not NumPy's, so a cell's split moves by
+  ulps (1e-11 relative where it cancels) and, with ``rounding="ceil"``, an atom
+  that lies on a grid point to within an ulp may land one cell apart.
+
+  Bound: as :func:`from_losses`.
+  """
+  checks.check_positive("step", step)
+  checks.check_choice("rounding", rounding, ("connect_dots", "ceil"))
+  checks.check_probability("inf_mass", inf_mass)
+  pessimistic = checks.check_static_bool("pessimistic", pessimistic)
+  offset, size, lv, pv = _grid(losses, probs, step, None, None)
+  with np.errstate(invalid="ignore"):
+    p, inf = _from_losses_core(lv, pv, float(step), offset, float(inf_mass), bool(pessimistic),
+                               size=int(size), rounding=rounding, ns=HOST)
+  return PLD(np.asarray(p, np.float64), int(offset), float(step), float(inf), pessimistic)
 
 
 def _grid(losses, probs, step, offset, size):

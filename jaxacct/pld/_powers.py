@@ -140,13 +140,29 @@ def law(pld):
 
 
 class _Pair:
-  """``base^n * factor`` for the counts: log-MGFs and Chernoff windows."""
+  """``base^n * factor`` for the counts: log-MGFs and Chernoff windows.
+
+  ``factor``: None, one law composed onto every count, or a list of laws, one
+  per count (a column: one count, a factor per row; :func:`column_epsilons`).
+  """
 
   def __init__(self, base, factor, counts, tail_mass):
-    if factor is not None and factor.step != base.step:
-      raise ValueError(f"factor must be on the grid step of pld ({base.step:g}); got "
-                       f"{factor.step:g}.")
+    self.rowwise = isinstance(factor, (list, tuple))
+    facs = list(factor) if self.rowwise else ([] if factor is None else [factor])
+    for f in facs:
+      if f.step != base.step:
+        raise ValueError(f"factor must be on the grid step of pld ({base.step:g}); got "
+                         f"{f.step:g}.")
     self.base, self.factor, self.counts = base, factor, counts
+    self.facs = facs
+    if self.rowwise:
+      self.f_offset = np.array([f.offset for f in facs], np.int64)
+      self.f_top = np.array([f.top for f in facs], np.int64)
+      f_inf = np.array([f.inf for f in facs])
+    else:
+      self.f_offset = 0 if factor is None else factor.offset
+      self.f_top = 0 if factor is None else factor.top
+      f_inf = None if factor is None else factor.inf
     self.h = base.step
     self.up = self.kn(_LAMBDAS)
     dn = self.kn(-_LAMBDAS)
@@ -154,21 +170,25 @@ class _Pair:
     x_hi = np.min((self.up - lt) / _LAMBDAS, axis=1)
     x_lo = np.max((lt - dn) / _LAMBDAS, axis=1)
     _check_window(self, x_lo, x_hi)
-    self.shift = counts * base.offset + (0 if factor is None else factor.offset)
-    self.max_idx = counts * base.top + (0 if factor is None else factor.top)
+    self.shift = counts * base.offset + self.f_offset
+    self.max_idx = counts * base.top + self.f_top
     self.lo = np.clip(np.floor(x_lo / self.h), 0, self.max_idx).astype(np.int64)
     hi = np.minimum(self.max_idx, np.ceil(np.minimum(x_hi / self.h, 9e18))).astype(np.int64)
     nat = np.array([_fast_len(max(int(b - a + 1), 2)) for a, b in zip(self.lo, hi)])
     full = np.array([_fast_len(int(m) + 1) for m in self.max_idx])
     self.natural = np.where(nat > self.max_idx + 1, full, nat)
     self.inf = -np.expm1(counts * math.log1p(-min(base.inf, 1.0 - 1e-16)))
-    if factor is not None:
-      self.inf = 1.0 - (1.0 - self.inf) * (1.0 - factor.inf)
+    if f_inf is not None:
+      self.inf = 1.0 - (1.0 - self.inf) * (1.0 - f_inf)
 
   def kn(self, lams, rows=slice(None)):
     """Composed log-MGF (relative indices) at ``lams``, (counts, len(lams))."""
     k = self.counts[rows].astype(np.float64)[:, None] * self.base.lmgf(lams)[None, :]
-    return k if self.factor is None else k + self.factor.lmgf(lams)[None, :]
+    if self.factor is None:
+      return k
+    if self.rowwise:
+      return k + np.stack([f.lmgf(lams) for f in self.facs[rows]])
+    return k + self.factor.lmgf(lams)[None, :]
 
   def start(self, rows, size):
     """Window start ``m`` (relative index) of the counts ``rows`` at FFT length ``size``."""
@@ -181,6 +201,13 @@ class _Pair:
     z = self.base.spectrum(lam, size)
     zp = self.base.polar(lam, size)
     n = self.counts[rows]
+    if self.rowwise:      # a column: the count's power once a run of equal counts
+      zc = None
+      for i, f in enumerate(self.facs[rows]):
+        if i == 0 or n[i] != n[i - 1]:
+          zc = _polar_power(zp, int(n[i]))
+        np.multiply(zc, f.spectrum(lam, size), out=out[i])
+      return out[:n.size]
     gaps = np.diff(n)
     fz = None if self.factor is None else self.factor.spectrum(lam, size)
     out[0] = _polar_power(zp, int(n[0]))
@@ -201,10 +228,10 @@ def _check_window(pair, x_lo, x_hi):
   least its point count) is over ``MAX_WINDOW`` or its grid indices pass 2^53: in
   float64, before any int64 index (which would wrap around: 9e-12 for ~1 at 1e17
   steps) or buffer exists."""
-  base, factor, h = pair.base, pair.factor, pair.h
+  base, h = pair.base, pair.h
   counts = pair.counts.astype(np.float64)
-  top = counts * base.top + (0 if factor is None else factor.top)
-  span = np.abs(counts * base.offset) + (0 if factor is None else abs(factor.offset)) + top
+  top = counts * base.top + pair.f_top
+  span = np.abs(counts * base.offset) + np.abs(pair.f_offset) + top
   with np.errstate(invalid="ignore", over="ignore"):
     width = np.minimum(np.minimum(x_hi / h, top) - np.clip(x_lo / h, 0.0, None), top) + 1.0
   width = np.where(np.isnan(width), np.inf, width)
@@ -552,3 +579,56 @@ def pair_epsilons(pair, counts, delta, *, factor=None, tail_mass=1e-20, every=64
     if not v <= out[a] * (1.0 - 1e-9):
       out[a:b + 1] = np.maximum(out[a:b + 1], run(other, counts[a:b + 1]))
   return out
+
+
+def column_epsilons(pld, count, factors, delta, *, tail_mass=1e-20):
+  """Epsilon at ``delta`` of ``count`` repetitions of ``pld`` composed onto each of
+  ``factors`` (one direction): a column of compositions that share the power.
+
+  The factors run in chunks of ``_ROWS``, each chunk one batched inverse FFT
+  with one read floor (its first factor's epsilon, estimated alone), tilt and
+  FFT length (chosen over the chunk's rows as for a block of counts), and
+  ``pld``'s power computed once. Each row is the composition and query of
+  :func:`direction_epsilons` with that factor (the same window and tail
+  charges); only those shared choices, which move round-off, differ. The
+  numbers depend on the order and chunking of ``factors``, not on the time.
+
+  Args:
+    pld: pessimistic :class:`jaxacct.pld.PLD` of one repetition.
+    count: int >= 1.
+    factors: pessimistic PLDs on ``pld``'s grid step (or their :func:`law`).
+    delta: in (0, 1).
+    tail_mass: Chernoff window tail per side.
+
+  Returns:
+    float64 numpy array (len(factors),).
+
+  Bound: upper (as :func:`direction_epsilons`).
+  """
+  base, facs = law(pld), [law(f) for f in factors]
+  out = []
+  for a in range(0, len(facs), _ROWS):
+    part = facs[a:a + _ROWS]
+    pair = _Pair(base, part, np.full(len(part), int(count), np.int64), tail_mass)
+    floor = _estimate(pair, 0, delta)
+    rows = slice(0, len(part))
+    lam, size = _tilt_and_size(pair, rows, int(np.max(pair.natural)), floor, delta)
+    out.append(_run_chunk(pair, rows, size, lam, delta, floor))
+  return np.concatenate(out) if out else np.empty(0)
+
+
+def pair_column_epsilons(pair, count, factors, delta, *, tail_mass=1e-20):
+  """max over the two directions of :func:`column_epsilons` (a ``PairPLD`` and
+  ``PairPLD`` factors); the two directions and the chunks on the cores."""
+  pair = law(pair)
+  facs = [law(f) for f in factors]
+  jobs = [(d, a) for d in ("remove", "add") for a in range(0, len(facs), _ROWS)]
+
+  def run(job):
+    d, a = job
+    return column_epsilons(getattr(pair, d), count, [getattr(f, d) for f in facs[a:a + _ROWS]],
+                           delta, tail_mass=tail_mass)
+  outs = dict(zip(jobs, host_map(run, jobs)))
+  side = {d: np.concatenate([outs[d, a] for dd, a in jobs if dd == d]) if facs else np.empty(0)
+          for d in ("remove", "add")}
+  return np.maximum(side["remove"], side["add"])

@@ -21,32 +21,19 @@ import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct._core.compiled import jit
-from jaxacct._core.parallel import cores, host_map
 from jaxacct.allocation import pld as apld
-from jaxacct.pld import law, pair_epsilons
+from jaxacct.pld import from_losses_host, law, pair_column_epsilons, pair_epsilons
 
 
 def _laws(sigma, num_steps, mechanism):
-  return apld.allocation_pld_laws(sigma, num_steps, mechanism=mechanism)
+  # the prefix pairs read the upper law only: no lower law (half the program)
+  return apld.allocation_pld_laws(sigma, num_steps, mechanism=mechanism, lower=False)
 
 
 _laws_jit = jit(_laws, static_argnames=("mechanism",))
 
-# counts per block of the repeated-event engine (below it each count is its own block)
+# counts per block of the repeated-event engine (below it: one column a count)
 _ROWS = 32
-
-# atoms per PLD padded to a multiple of this (zero P-mass atoms are ignored by
-# from_losses: the PLD is the same to the last bit, and the prefixes of an
-# epoch share a handful of compiled shapes instead of one each)
-_ATOMS = 512
-
-
-def _padded(losses, masses):
-  pad = -losses.size % _ATOMS
-  if pad == 0 or losses.size == 0:
-    return losses, masses
-  return (np.concatenate([losses, np.full(pad, losses[0])]),
-          np.concatenate([masses, np.zeros(pad)]))
 
 
 def _prefix_laws(sigma, s: int, mechanism: str, host: bool):
@@ -60,7 +47,7 @@ def _prefix_laws(sigma, s: int, mechanism: str, host: bool):
     if host:
       f = apld.laws_batch(np.array([sigma], np.float64), np.array([s], np.int32),
                           np.array([apld.DEFAULT_TAIL]), n=apld.DEFAULT_GRID_SIZE,
-                          mechanism=mechanism, host=True)
+                          mechanism=mechanism, lower=False, host=True)
       return jax.tree.map(lambda a: np.asarray(a, np.float64)[0], f)
     return jax.tree.map(lambda a: np.asarray(a, np.float64),
                         _laws_jit(np.float64(sigma), np.int64(s), mechanism=mechanism))
@@ -94,7 +81,7 @@ def prefix_pair(sigma, s: int, t: int, *, step: float, mechanism: str = "gaussia
   if gamma < 1.0 and q0 > 0:
     losses = np.concatenate([losses, [math.log1p(-gamma)]])
     masses = np.concatenate([masses, [q0 * (1.0 - gamma)]])
-  remove = jpld.from_losses(*_padded(losses, masses), step=step, pessimistic=True,
+  remove = from_losses_host(losses, masses, step=step, pessimistic=True,
                             inf_mass=min(1.0, gamma * float(f.up_minf_t) * fu))
   # add: ratios rounded down (e^-eta), Q-masses (1 + rel) e^eta q
   r_dn = (1.0 - gamma) + gamma * np.exp(loss - eta)
@@ -104,17 +91,14 @@ def prefix_pair(sigma, s: int, t: int, *, step: float, mechanism: str = "gaussia
     masses = np.concatenate([masses, [q0]])
   else:
     inf = min(1.0, q0)
-  add = jpld.from_losses(*_padded(losses, masses), step=step, pessimistic=True, inf_mass=inf)
+  add = from_losses_host(losses, masses, step=step, pessimistic=True, inf_mass=inf)
   return jpld.PairPLD(remove, add)
 
 
-def _prefix_epsilon(pair, delta: float, host: bool) -> float:
-  """Epsilon at ``delta`` of a prefix's pair: ``jaxacct.pld.epsilon`` (a
-  compiled query), or with ``host`` the same formula on the host
-  (``pair_epsilons`` at count 1: no program; they agree to an ulp)."""
-  if host:
-    return float(pair_epsilons(law(pair), np.array([1]), delta)[0])
-  return float(jpld.epsilon(pair, delta))
+def _prefix_epsilon(pair, delta: float) -> float:
+  """Epsilon at ``delta`` of a prefix's pair, on the host (``pair_epsilons`` at
+  count 1: the formula of ``jaxacct.pld.epsilon``, no program)."""
+  return float(pair_epsilons(law(pair), np.array([1]), delta)[0])
 
 
 def allocation_steps(event, epoch_eps, *, delta: float, step: float, tail_mass: float,
@@ -146,13 +130,14 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
   is called for e = 1..E in order, on one helper thread, beside the prefixes
   (the accountant's epoch ends and the prefixes' laws share nothing). Epoch 1
   comes ``piece`` prefixes at a time after the first (each prefix a 1-of-s
-  law and one query); epoch e >= 2 once every prefix has been composed after
-  e - 1 whole epochs (``jaxacct.pld.pair_epsilons`` at the one count e - 1,
-  whose value for a count does not depend on the others asked; the
-  prefixes spread over the cores), so a reader waits for its own epoch only.
-  Each prefix's pair is built once (epoch 1) and kept with its memoised
-  log-MGFs (about 1.5 MB a prefix at the README's run: 100 MB for 64). The values are those of the one-array computation, entry for
-  entry (a running maximum is carried from piece to piece).
+  law, upper only, and a host query; the first prefix's law on the host, the
+  others by one compiled law program). Epoch e >= 2 comes once every prefix
+  has been composed after e - 1 whole epochs: below ``_ROWS`` epochs as one
+  column a count (``jaxacct.pld.pair_column_epsilons``: the whole epoch's
+  power once, the prefixes as rows of batched inverse FFTs), from ``_ROWS``
+  epochs on by prefix (``jaxacct.pld.pair_epsilons`` over the counts). The
+  values do not depend on timing: the same run gives the same table, piece
+  by piece or whole (a running maximum is carried from piece to piece).
 
   Bound: upper.
   """
@@ -191,12 +176,10 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
     done = 0                              # steps of epoch 1 emitted
     for i, s in enumerate(grid):
       # the first step's prefix on the host: it waits for no compiled program
-      # (the law program compiles after it); the pair kept for the later
-      # epochs is the compiled program's, built when they need it
-      first = i == 0
-      p = pair_at(s, host=first)
-      pairs.append(None if first else p)
-      col[i] = _prefix_epsilon(p, delta, host=first)
+      # (the law program compiles after it)
+      p = law(pair_at(s, host=i == 0))
+      pairs.append(p)
+      col[i] = _prefix_epsilon(p, delta)
       if i == 0 or (i + 1) % piece == 0 or i == grid.size - 1:   # step 1 at once
         e1 = ends.get(1)
         ends.allow(n_ep)       # the later ends, in order, once step 1 is out
@@ -210,29 +193,19 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
     if n_ep < 2:
       return
     whole = law(pair_at(t))
-    if pairs:
-      pairs[0] = pair_at(grid[0])
     counts = np.arange(1, n_ep)
-    if counts.size >= _ROWS:  # counts in shared blocks: all counts of a prefix at once, as before
-      val = np.stack([pair_epsilons(whole, counts, delta, factor=pairs[i], tail_mass=tail_mass)
-                      for i in range(grid.size)])
+    if counts.size >= _ROWS:  # counts in shared blocks: all counts of a prefix at once
+      val = np.stack([pair_epsilons(whole, counts, delta, factor=p, tail_mass=tail_mass)
+                      for p in pairs])
       cols = lambda c: val[:, c - 1]   # noqa: E731
-    else:                     # count by count, the prefixes on the cores
-      laws = [law(p) for p in pairs]
-      del pairs
-
-      def at_count(c, idx):
-        out = []
-        for i in idx:
-          out.append(pair_epsilons(whole, np.array([c]), delta, factor=laws[i],
-                                   tail_mass=tail_mass)[0])
-          laws[i].remove.drop_spectra()
-          laws[i].add.drop_spectra()
-        return out
+    else:                     # a column a count: the prefixes as rows
 
       def cols(c):
-        parts = np.array_split(np.arange(grid.size), min(cores(), grid.size))
-        return np.concatenate(host_map(lambda idx: at_count(c, idx), parts))
+        v = pair_column_epsilons(whole, c, pairs, delta, tail_mass=tail_mass)
+        for p in pairs:       # keep the log-MGFs, not a column's spectra
+          p.remove.drop_spectra()
+          p.add.drop_spectra()
+        return v
     for c in range(1, n_ep):
       v = cols(c)
       end = ends.get(c + 1)

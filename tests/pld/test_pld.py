@@ -401,3 +401,28 @@ def test_compose_far_tail_against_a_direct_convolution(x64):
   for delta in (1e-8, 1e-10, 1e-12, 1e-14):
     assert float(pld.epsilon(composed, delta)) == pytest.approx(
         float(pld.epsilon(exact, delta)), rel=1e-8, abs=0.0)
+
+
+@pytest.mark.parametrize("pessimistic", [True, False])
+def test_from_losses_host_is_the_kernel_to_rounding(x64, pessimistic):
+  # The host twin is the kernel's text with ns = HOST: the same grid, cells
+  # equal to rounding (XLA's division and expm1 are not NumPy's: where a
+  # cell's split cancels, 1e-11 of the cell was measured), the same inf mass;
+  # an optimistic atom never moves a cell (losses drawn off the grid points).
+  rng = np.random.default_rng(7)
+  for n in (1, 17, 1500):
+    losses = rng.normal(0.0, 2.0, n)
+    probs = rng.random(n) * (rng.random(n) > 0.2)
+    losses[:min(n, 2)] = np.where(rng.random(min(n, 2)) > 0.5, np.inf, losses[:min(n, 2)])
+    a = pld.from_losses(losses, probs, step=1e-3, pessimistic=pessimistic, inf_mass=0.01)
+    b = pld.from_losses_host(losses, probs, step=1e-3, pessimistic=pessimistic, inf_mass=0.01)
+    assert isinstance(b.probs, np.ndarray) and b.probs.dtype == np.float64
+    assert int(a.offset) == b.offset and np.asarray(a.probs).shape == b.probs.shape
+    np.testing.assert_allclose(b.probs, np.asarray(a.probs), rtol=0.0,
+                               atol=1e-12 * max(float(np.max(probs, initial=0.0)), 1e-300))
+    assert b.inf_mass == pytest.approx(float(a.inf_mass), rel=1e-15, abs=0.0)
+    assert float(np.sum(b.probs)) == pytest.approx(float(np.sum(np.asarray(a.probs))), rel=1e-13)
+  with pytest.raises(ValueError, match="step"):
+    pld.from_losses_host([0.1], [1.0], step=0.0)
+  with pytest.raises(ValueError, match="probs"):
+    pld.from_losses_host([0.1], [-1.0], step=1e-3)

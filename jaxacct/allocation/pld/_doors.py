@@ -471,7 +471,8 @@ def allocation_plds(*, sigma=None, num_steps, num_selected=1, num_epochs=1,
 
 @per_epoch_steps
 def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
-                        tail: float = DEFAULT_TAIL, mechanism: str = "gaussian") -> FinalLaws:
+                        tail: float = DEFAULT_TAIL, mechanism: str = "gaussian",
+                        lower: bool = True) -> FinalLaws:
   """Upper and lower laws of S/t (1-of-t), jittable/vmappable in sigma, num_steps.
 
   Returns FinalLaws: upper masses ``up_p`` at losses ``up_loss`` = ln(x/t)
@@ -482,7 +483,9 @@ def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
   ``rel`` and ``eta`` are the floating-point ledger (relative mass error, log
   position error). NaN policy: for an invalid traced sigma or num_steps
   ``rel`` is NaN (and the upper masses are NaN), so every profile computed
-  from these laws is NaN.
+  from these laws is NaN. ``lower=False`` (static) skips the lower law (its
+  masses are then 0, and ``eta`` is charged for a unit lower lattice step:
+  larger, still a bound on the upper law's position error).
   Bound: upper (convex-order dominating) and lower (dominated) laws.
   """
   checks.check_choice("mechanism", mechanism, ("gaussian", "laplace"))
@@ -492,4 +495,4 @@ def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
     checks.check_positive("sigma", sigma)
     checks.check_int("num_steps", num_steps, min_value=1, max_value=2**30)
   return final_laws(sigma, num_steps, n=int(grid_size), tail=float(tail),
-                    mechanism=mechanism)
+                    mechanism=mechanism, lower=checks.check_static_bool("lower", lower))
