@@ -35,7 +35,6 @@ _laws_jit = jit(_laws, static_argnames=("mechanism",))
 # counts per block of the repeated-event engine (below it: one column a count)
 _ROWS = 32
 
-
 def _prefix_laws(sigma, s: int, mechanism: str, host: bool):
   """FinalLaws (NumPy) of the 1-of-s round: by the compiled law program
   (``_laws_jit``: seconds to compile in a fresh process with the caches off,
@@ -202,9 +201,9 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
 
       def cols(c):
         v = pair_column_epsilons(whole, c, pairs, delta, tail_mass=tail_mass)
-        for p in pairs:       # keep the log-MGFs, not a column's spectra
-          p.remove.drop_spectra()
-          p.add.drop_spectra()
+        for p in pairs:       # keep the log-MGFs and the last spectrum (the next
+          p.remove.drop_spectra(keep_last=True)   # column's tilt and length, often)
+          p.add.drop_spectra(keep_last=True)
         return v
     for c in range(1, n_ep):
       v = cols(c)
