@@ -38,11 +38,10 @@ import threading
 
 import numpy as np
 
-from jaxacct._core import tilted_fft
 from jaxacct._core.checks import WindowTooLarge
-from jaxacct._core.namespace import HOST, host_call
+from jaxacct._core.namespace import host_call
 from jaxacct._core.parallel import cores, host_map
-from jaxacct.pld._core import PairPLD
+from jaxacct.pld._host_law import law
 from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta_core, epsilon_core
 
 # Chernoff orders (per unit of loss), as jaxacct.pld.compose_many's.
@@ -61,8 +60,6 @@ _FOLD = 1e-14
 _ROUND = 1e-5
 # Points per block of the query's block sums.
 _BLOCK = 256
-# A law with fewer atoms than 1/_SPARSE of its grid is evaluated on its atoms.
-_SPARSE = 8
 #: Longest composed window (FFT length, grid points) the engine runs: its buffers hold
 #: ``_ROWS`` rows of spectra and values, 16 GiB at this length. A count whose window is
 #: longer, or whose largest grid index passes 2^53 (float64's exact integers), is
@@ -75,101 +72,6 @@ def _fast_len(n: int) -> int:
   n = max(int(n), 1)
   p = 1 << (n - 1).bit_length()
   return 3 * p // 4 if (p >= 4 and 3 * p // 4 >= n) else p
-
-
-class _Law:
-  """One input PLD on the host: masses, grid offset, inf mass, cached log-MGFs."""
-
-  def __init__(self, pld):
-    self.p = np.asarray(pld.probs, np.float64)
-    self.offset = int(pld.offset)
-    self.inf = float(pld.inf_mass)
-    self.step = float(pld.step)
-    pos = np.flatnonzero(self.p > 0)
-    self.top = int(pos[-1]) if pos.size else 0   # the last atom: the support's top
-    # a sparse law (atoms far apart on the grid, as a balls-in-bins prefix's
-    # ~2,000 atoms on 100,000 points) is tilted and summed on its atoms only
-    self.atoms = pos if 0 < pos.size * _SPARSE < self.p.size else None
-    self._memo = {}
-
-  def lmgf(self, lams):
-    """log sum_j p_j e^{lam j h} (relative index j) for each lam; -inf if no mass.
-    Memoised per value of lam (the orders repeat across chunks and calls)."""
-    lams = np.asarray(lams, np.float64)
-    memo = self._memo.setdefault("lmgf", {})
-    new = [x for x in np.unique(lams).tolist() if x not in memo]
-    if new:
-      if self.atoms is not None:
-        vals = _lmgf_atoms(self.p[self.atoms], self.atoms, self.step, np.asarray(new))
-      elif np.any(self.p > 0):
-        vals = tilted_fft.log_mgf_lattice(self.p, self.step, np.asarray(new), 0, HOST)
-      else:
-        vals = np.full(len(new), -np.inf)
-      memo.update(zip(new, np.asarray(vals).tolist()))
-    return np.array([memo[x] for x in lams.ravel().tolist()]).reshape(lams.shape)
-
-  def spectrum(self, lam, size):
-    """rfft of the tilted masses ``p_j e^{lam j h} / M(lam)`` wrapped on ``size`` cells."""
-    key = ("spec", lam, size)
-    self._last = key
-    if key not in self._memo:
-      t = self.p
-      if lam != 0.0:
-        k = float(self.lmgf(np.array([lam]))[0])
-        if self.atoms is not None:   # the same numbers, on the atoms (zeros stay zero)
-          j = self.atoms
-          t = np.zeros(self.p.size)
-          t[j] = np.exp(np.minimum(np.log(self.p[j]) + lam * self.step * j - k, 0.0))
-        else:
-          with np.errstate(divide="ignore"):
-            t = np.exp(np.minimum(np.log(t) + lam * self.step * np.arange(t.size) - k, 0.0))
-      self._memo[key] = np.fft.rfft(tilted_fft.wrap(t[None, :], size, np)[0])
-    return self._memo[key]
-
-  def polar(self, lam, size):
-    """``(|z| > 0, log|z| (0 where |z| = 0), arg z)`` of ``spectrum(lam, size)``,
-    memoised: what :func:`_polar_power` takes of z for any power."""
-    key = ("polar", lam, size)
-    if key not in self._memo:
-      z = self.spectrum(lam, size)
-      mag = np.abs(z)
-      self._memo[key] = (mag > 0, np.log(np.where(mag > 0, mag, 1.0)), np.angle(z))
-    return self._memo[key]
-
-  def drop_spectra(self, keep_last: bool = False):
-    """Forgets the memoised spectra (a law kept for its log-MGFs holds no FFT
-    buffers); ``keep_last``: all but the one asked for last (a column of
-    compositions often takes the tilt and length of the one before)."""
-    last = getattr(self, "_last", None) if keep_last else None
-    for key in [k for k in self._memo if k not in ("lmgf", last)]:
-      self._memo.pop(key, None)
-
-
-def _lmgf_atoms(p, idx, step, lams):
-  """``log sum_j p_j e^{lam j h}`` over atoms at grid indices ``idx`` (ascending)
-  with masses ``p > 0``, for each lam: as :func:`jaxacct._core.tilted_fft.log_mgf_lattice`,
-  about the top atom for lam >= 0 and the bottom one below (sums of terms
-  ``<= p_j``: no overflow, relative accuracy at any lam), each term's
-  exponential taken directly (O(atoms) a lam, not O(grid))."""
-  out = np.empty(lams.shape)
-  for sel, base in ((lams >= 0, idx[-1]), (lams < 0, idx[0])):
-    if np.any(sel):
-      d = np.abs(base - idx).astype(np.float64) * step
-      for a in range(0, int(np.sum(sel)), 64):      # (64 orders x atoms at a time)
-        lam = lams[sel][a:a + 64]
-        s = np.einsum("ln,n->l", np.exp(-np.abs(lam)[:, None] * d[None, :]), p)
-        out[np.flatnonzero(sel)[a:a + 64]] = np.log(s) + lam * (float(base) * step)
-  return out
-
-
-def law(pld):
-  """The host form of a PLD (its log-MGFs and spectra are memoised on it), or a
-  ``PairPLD`` of them for a pair; pass it again to reuse the memos."""
-  if isinstance(pld, _Law):
-    return pld
-  if isinstance(pld, PairPLD):
-    return PairPLD(law(pld.remove), law(pld.add))
-  return _Law(pld)
 
 
 class _Pair:
@@ -292,7 +194,7 @@ def window_fits(pld, count, *, tail_mass=1e-20) -> bool:
 
 def _polar_power(polar, c):
   """``z^c`` (``|z| <= 1``) in polar form, as ``jaxacct._core.tilted_fft.cpow``;
-  ``polar``: z's ``(|z| > 0, log|z|, arg z)`` (``_Law.polar``)."""
+  ``polar``: z's ``(|z| > 0, log|z|, arg z)`` (a law's ``polar``, :mod:`._host_law`)."""
   pos, log_mag, arg = polar
   lm = np.where(pos, c * log_mag, -np.inf)
   return np.exp(lm) * np.exp(1j * (c * arg))
@@ -531,7 +433,7 @@ def direction_epsilons(pld, counts, delta, *, factor=None, tail_mass=1e-20, spli
   cuts = np.flatnonzero(np.diff(starts)) + 1
   groups = np.split(counts, cuts)
   ids = [_block_of(g[0]) for g in groups]
-  parts = min(cores(), len(groups) // 8) if split else 1
+  parts = min(cores(), len(groups)) if split else 1
   run = lambda a: [_block(base, fac, ids[k], groups[k], delta, tail_mass) for k in a]  # noqa: E731
   if parts >= 2:   # whole blocks on the cores (NumPy releases the GIL)
     outs = host_map(run, np.array_split(np.arange(len(groups)), parts))
@@ -599,8 +501,8 @@ def pair_epsilons(pair, counts, delta, *, factor=None, tail_mass=1e-20, every=64
 
   def run(d, c):
     return direction_epsilons(getattr(pair, d), c, delta, factor=fac[d], tail_mass=tail_mass)
-  if counts.size <= every:
-    return np.maximum(run("remove", counts), run("add", counts))
+  if counts.size <= every:   # the two directions side by side (they share nothing)
+    return np.maximum(*host_map(lambda d: run(d, counts), ("remove", "add")))
   last = {d: run(d, counts[-1:])[0] for d in ("remove", "add")}
   lead, other = ("remove", "add") if last["remove"] >= last["add"] else ("add", "remove")
   out = run(lead, counts)

@@ -156,6 +156,12 @@ NOT_LISTED_OK = {
                                          "host-or-jit choice reaches it",
     "jaxacct.calibrator.is_host": "the calibrator's one host-or-jit choice, counted",
     "jaxacct.pld.truncate_to_bucket": "float64 regression of the bucket truncation",
+    "jaxacct.pld.from_losses_host": "the host twin of from_losses, held to the kernel",
+    "jaxacct.pld.law": "the engine's host form of a PLD (memoised log-MGFs and spectra), "
+                       "tested on a sparse law",
+    "jaxacct.pld.pair_epsilons": "the repeated-event engine, the columns' reference",
+    "jaxacct.pld.pair_column_epsilons": "the engine's columns (the tracking table's later "
+                                        "epochs), held to pair_epsilons",
     "jaxacct.allocation.pld.DEFAULT_COMPOSITION_SIZE": "the scalar path's lattice, pinned by "
                                                        "the sweep tests (merged with the surface "
                                                        "round)",
