@@ -217,12 +217,8 @@ import jax, jax.numpy as jnp, optax
 from jaxacct import tracking
 from jaxacct.sampling import BallsInBinsSampler, PoissonSampler
 kind = sys.argv[1]
-if kind == "balls_in_bins":
-  s = BallsInBinsSampler(num_examples=60000, steps_per_epoch=234, num_epochs=10,
-                         expected_batch_size=256)
-else:
-  s = PoissonSampler(num_examples=60000, sampling_rate=256 / 60000, num_steps=2344,
-                     expected_batch_size=256)
+sampler = BallsInBinsSampler if kind == "balls_in_bins" else PoissonSampler
+s = sampler(num_examples=60000, batch_size=256, num_epochs=10)   # 2340 / 2344 steps
 acc = s.accountant(noise_multiplier=1.0, progress=False)
 tx = optax.chain(tracking.track_privacy(acc, num_steps=s.num_steps, delta=1e-5),
                  optax.sgd(0.1))
