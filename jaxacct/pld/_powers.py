@@ -265,7 +265,7 @@ def _solve(pair, rows, y, size, lam, first, targets, below_ok):
   m = pair.start(rows, size)
   q = int(np.max(m + size - first))
   nb = -(-q // _BLOCK)
-  buf = np.zeros((len(first), nb * _BLOCK))
+  buf = np.empty((len(first), nb * _BLOCK))
   top = pair.max_idx[rows]
   for i, (f, mi) in enumerate(zip(first, m)):     # the read range, unrolled, clipped at 0
     # (points above the composed support's top hold only round-off: read as 0)
@@ -273,6 +273,7 @@ def _solve(pair, rows, y, size, lam, first, targets, below_ok):
     a = min(n_read, size - r0)
     np.maximum(y[i, r0:r0 + a], 0.0, out=buf[i, :a])
     np.maximum(y[i, :n_read - a], 0.0, out=buf[i, a:n_read])
+    buf[i, n_read:] = 0.0
   t = np.arange(_BLOCK, dtype=np.float64) * h
   g = np.stack([np.exp(-lam * t), np.exp(-(lam + 1.0) * t)], axis=1)       # (B_, 2)
   flat = buf.reshape(-1, _BLOCK)
@@ -401,6 +402,8 @@ def _block(base, factor, block, wanted, delta, tail_mass):
   spec, y = _buffers(size)
   pair.spectra(slice(0, upto), size, lam, spec)
   pick = (np.asarray(wanted, np.int64) - canon[0])
+  if np.array_equal(pick, np.arange(canon.size)):   # the whole block (a table): as computed
+    return _run_chunk(pair, rows, size, lam, delta, floor, spec=spec)
   sub = _Pair(base, factor, canon[pick], tail_mass)
   spec[:pick.size] = spec[pick]
   return _run_chunk(sub, slice(0, pick.size), size, lam, delta, floor, spec=spec)
