@@ -484,8 +484,10 @@ def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
   position error). NaN policy: for an invalid traced sigma or num_steps
   ``rel`` is NaN (and the upper masses are NaN), so every profile computed
   from these laws is NaN. ``lower=False`` (static) skips the lower law (its
-  masses are then 0, and ``eta`` is charged for a unit lower lattice step:
-  larger, still a bound on the upper law's position error).
+  masses are then 0, and ``eta`` charges a unit lower lattice step in place
+  of the lower law's terms: still a bound on the upper law's position error,
+  which those terms never enter; at the tracking table's prefixes, epsilons
+  up by at most 5.5e-11 relative).
   Bound: upper (convex-order dominating) and lower (dominated) laws.
   """
   checks.check_choice("mechanism", mechanism, ("gaussian", "laplace"))
