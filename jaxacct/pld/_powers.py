@@ -34,6 +34,7 @@ every tail charged), up to float64 round-off.
 from __future__ import annotations
 
 import math
+import os
 import threading
 
 import numpy as np
@@ -190,6 +191,28 @@ def window_fits(pld, count, *, tail_mass=1e-20) -> bool:
   except WindowTooLarge:
     return False
   return True
+
+
+def _memory_bytes() -> int:
+  """This machine's physical memory (8 GiB where it cannot be read)."""
+  try:
+    return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+  except (ValueError, OSError, AttributeError):
+    return 8 << 30
+
+
+def _side_by_side(base, factor, counts, tail_mass) -> bool:
+  """Whether two threads may each hold a block's buffers (:func:`_buffers`) for
+  these counts: at the largest count's FFT length, four natural windows (the
+  most the tilt search grows to), both within a quarter of the memory.
+  A window the engine refuses runs on one thread (and is refused there)."""
+  if cores() < 2 or not np.size(counts):
+    return False
+  try:
+    size = 4 * int(_Pair(base, factor, np.asarray(counts, np.int64)[-1:], tail_mass).natural[0])
+  except WindowTooLarge:
+    return False
+  return 2 * _ROWS * (size // 2 + 1) * 16 + 2 * _ROWS * size * 8 <= _memory_bytes() // 4
 
 
 def _polar_power(polar, c):
@@ -436,7 +459,7 @@ def direction_epsilons(pld, counts, delta, *, factor=None, tail_mass=1e-20, spli
   cuts = np.flatnonzero(np.diff(starts)) + 1
   groups = np.split(counts, cuts)
   ids = [_block_of(g[0]) for g in groups]
-  parts = min(cores(), len(groups)) if split else 1
+  parts = min(cores(), len(groups)) if split and _side_by_side(base, fac, counts, tail_mass) else 1
   run = lambda a: [_block(base, fac, ids[k], groups[k], delta, tail_mass) for k in a]  # noqa: E731
   if parts >= 2:   # whole blocks on the cores (NumPy releases the GIL)
     outs = host_map(run, np.array_split(np.arange(len(groups)), parts))
@@ -505,7 +528,9 @@ def pair_epsilons(pair, counts, delta, *, factor=None, tail_mass=1e-20, every=64
   def run(d, c):
     return direction_epsilons(getattr(pair, d), c, delta, factor=fac[d], tail_mass=tail_mass)
   if counts.size <= every:   # the two directions side by side (they share nothing)
-    return np.maximum(*host_map(lambda d: run(d, counts), ("remove", "add")))
+    if _side_by_side(pair.remove, fac["remove"], counts, tail_mass):
+      return np.maximum(*host_map(lambda d: run(d, counts), ("remove", "add")))
+    return np.maximum(run("remove", counts), run("add", counts))
   last = {d: run(d, counts[-1:])[0] for d in ("remove", "add")}
   lead, other = ("remove", "add") if last["remove"] >= last["add"] else ("add", "remove")
   out = run(lead, counts)
@@ -566,7 +591,8 @@ def pair_column_epsilons(pair, count, factors, delta, *, tail_mass=1e-20):
     d, a = job
     return column_epsilons(getattr(pair, d), count, [getattr(f, d) for f in facs[a:a + _ROWS]],
                            delta, tail_mass=tail_mass)
-  outs = dict(zip(jobs, host_map(run, jobs)))
+  wide = facs and not _side_by_side(pair.remove, facs[-1].remove, [int(count)], tail_mass)
+  outs = dict(zip(jobs, [run(j) for j in jobs] if wide else host_map(run, jobs)))
   side = {d: np.concatenate([outs[d, a] for dd, a in jobs if dd == d]) if facs else np.empty(0)
           for d in ("remove", "add")}
   return np.maximum(side["remove"], side["add"])
