@@ -180,16 +180,11 @@ def from_losses(losses, probs, *, step, pessimistic: bool = True,
 
   Bound: upper (pessimistic) / lower estimate (optimistic) of every delta.
   """
-  checks.check_positive("step", step)
-  checks.check_choice("rounding", rounding, ("connect_dots", "ceil"))
-  checks.check_probability("inf_mass", inf_mass)
-  checks.check_not_text("losses", losses)
-  checks.check_not_text("probs", probs)
+  pessimistic = _check_atoms(losses, probs, step, pessimistic, inf_mass, rounding)
   if offset is not None:
     checks.check_int("offset", offset, min_value=-2**62)
   if size is not None:
     checks.check_int("size", size, min_value=1)
-  pessimistic = checks.check_static_bool("pessimistic", pessimistic)
   if offset is None or size is None:
     offset, size, losses, probs = static_size(
         (losses, probs, step), lambda: _grid(losses, probs, step, offset, size),
@@ -216,15 +211,23 @@ def from_losses_host(losses, probs, *, step, pessimistic: bool = True, inf_mass=
 
   Bound: as :func:`from_losses`.
   """
-  checks.check_positive("step", step)
-  checks.check_choice("rounding", rounding, ("connect_dots", "ceil"))
-  checks.check_probability("inf_mass", inf_mass)
-  pessimistic = checks.check_static_bool("pessimistic", pessimistic)
+  pessimistic = _check_atoms(losses, probs, step, pessimistic, inf_mass, rounding)
   offset, size, lv, pv = _grid(losses, probs, step, None, None)
   with np.errstate(invalid="ignore"):
     p, inf = _from_losses_core(lv, pv, float(step), offset, float(inf_mass), bool(pessimistic),
                                size=int(size), rounding=rounding, ns=HOST)
   return PLD(np.asarray(p, np.float64), int(offset), float(step), float(inf), pessimistic)
+
+
+def _check_atoms(losses, probs, step, pessimistic, inf_mass, rounding) -> bool:
+  """The checks :func:`from_losses` and :func:`from_losses_host` share; returns
+  ``pessimistic`` as a static bool."""
+  checks.check_positive("step", step)
+  checks.check_choice("rounding", rounding, ("connect_dots", "ceil"))
+  checks.check_probability("inf_mass", inf_mass)
+  checks.check_not_text("losses", losses)
+  checks.check_not_text("probs", probs)
+  return checks.check_static_bool("pessimistic", pessimistic)
 
 
 def _grid(losses, probs, step, offset, size):

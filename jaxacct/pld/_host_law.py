@@ -87,18 +87,16 @@ class _Law:
 
 def _lmgf_atoms(p, idx, step, lams):
   """``log sum_j p_j e^{lam j h}`` over atoms at grid indices ``idx`` (ascending)
-  with masses ``p > 0``, for each lam: as :func:`jaxacct._core.tilted_fft.log_mgf_lattice`,
-  about the top atom for lam >= 0 and the bottom one below (sums of terms
-  ``<= p_j``: no overflow, relative accuracy at any lam), each term's
-  exponential taken directly (O(atoms) a lam, not O(grid))."""
+  with masses ``p > 0``: :func:`jaxacct._core.tilted_fft.lmgf` on positions
+  relative to the top atom for lam >= 0 and the bottom one below (as
+  :func:`jaxacct._core.tilted_fft.log_mgf_lattice`: no exponent loses its
+  relative accuracy at large lam), O(atoms) a lam, not O(grid)."""
   out = np.empty(lams.shape)
+  logp = np.log(p)
   for sel, base in ((lams >= 0, idx[-1]), (lams < 0, idx[0])):
     if np.any(sel):
-      d = np.abs(base - idx).astype(np.float64) * step
-      for a in range(0, int(np.sum(sel)), 64):      # (64 orders x atoms at a time)
-        lam = lams[sel][a:a + 64]
-        s = np.einsum("ln,n->l", np.exp(-np.abs(lam)[:, None] * d[None, :]), p)
-        out[np.flatnonzero(sel)[a:a + 64]] = np.log(s) + lam * (float(base) * step)
+      pos = (idx - base).astype(np.float64) * step
+      out[sel] = tilted_fft.lmgf(logp, pos, lams[sel], np) + lams[sel] * (float(base) * step)
   return out
 
 

@@ -34,11 +34,11 @@ every tail charged), up to float64 round-off.
 from __future__ import annotations
 
 import math
-import os
 import threading
 
 import numpy as np
 
+from jaxacct._core.batching import device_memory_bytes
 from jaxacct._core.checks import WindowTooLarge
 from jaxacct._core.namespace import host_call
 from jaxacct._core.parallel import cores, host_map
@@ -193,18 +193,11 @@ def window_fits(pld, count, *, tail_mass=1e-20) -> bool:
   return True
 
 
-def _memory_bytes() -> int:
-  """This machine's physical memory (8 GiB where it cannot be read)."""
-  try:
-    return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-  except (ValueError, OSError, AttributeError):
-    return 8 << 30
-
-
 def _side_by_side(base, factor, counts, tail_mass) -> bool:
   """Whether two threads may each hold a block's buffers (:func:`_buffers`) for
   these counts: at the largest count's FFT length, four natural windows (the
-  most the tilt search grows to), both within a quarter of the memory.
+  most the tilt search grows to), both within a quarter of the memory budget
+  the array doors size their blocks from (``device_memory_bytes``).
   A window the engine refuses runs on one thread (and is refused there)."""
   if cores() < 2 or not np.size(counts):
     return False
@@ -212,7 +205,7 @@ def _side_by_side(base, factor, counts, tail_mass) -> bool:
     size = 4 * int(_Pair(base, factor, np.asarray(counts, np.int64)[-1:], tail_mass).natural[0])
   except WindowTooLarge:
     return False
-  return 2 * _ROWS * (size // 2 + 1) * 16 + 2 * _ROWS * size * 8 <= _memory_bytes() // 4
+  return 2 * _ROWS * (size // 2 + 1) * 16 + 2 * _ROWS * size * 8 <= 0.25 * device_memory_bytes()
 
 
 def _polar_power(polar, c):

@@ -22,6 +22,8 @@ _LAZY = {
        for n in ("PrivacyBudgetExceeded", "PrivacyScheduleChanged", "PrivacyTrackerState",
                  "clip_and_sum", "gaussian_noise", "privacy_spent", "track_privacy")},
     **{n: ("jaxacct.tracking._aggregate", n) for n in ("DPAggregateState", "dp_aggregate")},
+    # the balls-in-bins table's prefix pair (not listed: its oracle tests read it)
+    "prefix_pair": ("jaxacct.tracking._epochs", "prefix_pair"),
 }
 
 if TYPE_CHECKING:

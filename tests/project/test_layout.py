@@ -157,6 +157,8 @@ NOT_LISTED_OK = {
     "jaxacct.calibrator.is_host": "the calibrator's one host-or-jit choice, counted",
     "jaxacct.pld.truncate_to_bucket": "float64 regression of the bucket truncation",
     "jaxacct.pld.from_losses_host": "the host twin of from_losses, held to the kernel",
+    "jaxacct.tracking.prefix_pair": "the balls-in-bins table's prefix pair, composed by a "
+                                    "direct convolution in its oracle test",
     "jaxacct.pld.law": "the engine's host form of a PLD (memoised log-MGFs and spectra), "
                        "tested on a sparse law",
     "jaxacct.pld.pair_epsilons": "the repeated-event engine, the columns' reference",

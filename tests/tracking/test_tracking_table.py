@@ -346,3 +346,41 @@ def test_columns_are_the_engine_factor_by_factor(x64):
     np.testing.assert_allclose(col, one, rtol=2e-12, atol=0.0)
     assert np.all(np.diff(col[:36]) >= 0)    # a larger rate: never more private
   assert jpld.pair_column_epsilons(whole, 2, [], DELTA).shape == (0,)
+
+
+@pytest.mark.parametrize("sigma,delta", [(1.0, 1e-5), (0.35, 1e-12)])
+def test_balls_in_bins_later_epoch_prefixes_are_a_direct_convolution(x64, sigma, delta):
+  # Inside epochs 2 and 3 of 1-of-t allocation the table charges the prefix's
+  # pair composed after the whole epochs (columns of batched FFTs). Oracle:
+  # the same pairs (tracking.prefix_pair) composed by np.convolve (sums of
+  # non-negative terms, no FFT) and queried by jaxacct.pld.epsilon; each entry
+  # is min(that, the accountant's epoch end), then a running max. Rel 1e-10:
+  # the engine's 1e-11 to a direct convolution (module docstring), with
+  # margin; and never below the oracle by more than that. Small sigma with a
+  # tiny delta is the far tail.
+  t, h = 5, 1e-3
+  acc = tracking.EventAccountant(
+      ev.RandomAllocationDpEvent(noise_multiplier=sigma, steps_per_epoch=t), block_size=t,
+      value_discretization_interval=h, progress=False)
+  tab = tracking.epsilon_table(acc, num_steps=3 * t, delta=delta)
+  whole = tracking.prefix_pair(sigma, t, t, step=h)
+
+  def direct(e, s):     # e - 1 whole epochs, then the prefix of s steps
+    pre = tracking.prefix_pair(sigma, s, t, step=h)
+    eps = []
+    for d in ("remove", "add"):
+      w, p = getattr(whole, d), getattr(pre, d)
+      conv, off, keep = np.asarray(p.probs, np.float64), int(p.offset), 1.0 - float(p.inf_mass)
+      for _ in range(e - 1):
+        conv = np.convolve(conv, np.asarray(w.probs, np.float64))
+        off += int(w.offset)
+        keep *= 1.0 - float(w.inf_mass)
+      eps.append(float(jpld.epsilon(jpld.PLD(conv, off, h, 1.0 - keep, True), delta)))
+    return max(eps)
+  run = tab[t]
+  for e in (2, 3):
+    for s in range(1, t):
+      want = max(run, min(direct(e, s), tab[e * t]))
+      run = want
+      assert tab[(e - 1) * t + s] == pytest.approx(want, rel=1e-10, abs=0.0)
+      assert tab[(e - 1) * t + s] >= want * (1.0 - 1e-10)
