@@ -34,7 +34,6 @@ every tail charged), up to float64 round-off.
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 
@@ -44,6 +43,7 @@ from jaxacct._core.namespace import host_call
 from jaxacct._core.parallel import cores, host_map
 from jaxacct.pld._host_law import law
 from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta_core, epsilon_core
+from jaxacct.pld._workspace import release, scratch
 
 # Chernoff orders (per unit of loss), as jaxacct.pld.compose_many's.
 _LAMBDAS = np.geomspace(1e-3, 1e9, 97)
@@ -205,7 +205,8 @@ def _side_by_side(base, factor, counts, tail_mass) -> bool:
     size = 4 * int(_Pair(base, factor, np.asarray(counts, np.int64)[-1:], tail_mass).natural[0])
   except WindowTooLarge:
     return False
-  return 2 * _ROWS * (size // 2 + 1) * 16 + 2 * _ROWS * size * 8 <= 0.25 * device_memory_bytes()
+  # per thread: spectra, values and the read range (:mod:`._workspace`)
+  return 2 * _ROWS * ((size // 2 + 1) * 16 + 2 * size * 8) <= 0.25 * device_memory_bytes()
 
 
 def _polar_power(polar, c):
@@ -281,7 +282,7 @@ def _solve(pair, rows, y, size, lam, first, targets, below_ok):
   m = pair.start(rows, size)
   q = int(np.max(m + size - first))
   nb = -(-q // _BLOCK)
-  buf = np.empty((len(first), nb * _BLOCK))
+  buf = scratch("read", len(first) * nb * _BLOCK, np.float64).reshape(len(first), -1)
   top = pair.max_idx[rows]
   for i, (f, mi) in enumerate(zip(first, m)):     # the read range, unrolled, clipped at 0
     # (points above the composed support's top hold only round-off: read as 0)
@@ -330,16 +331,12 @@ def _solve(pair, rows, y, size, lam, first, targets, below_ok):
   return eps if below_ok else np.where((c == 0) & (k == 0), np.nan, eps)
 
 
-_BUFFERS = threading.local()
-
-
 def _buffers(size):
-  """This thread's spectrum and value buffers for FFT length ``size`` (reused)."""
-  memo = getattr(_BUFFERS, "memo", None)
-  if memo is None or memo[0] != size:
-    _BUFFERS.memo = memo = (size, np.empty((_ROWS, size // 2 + 1), np.complex128),
-                            np.empty((_ROWS, size)))
-  return memo[1], memo[2]
+  """This thread's spectrum and value buffers for ``_ROWS`` rows at FFT length
+  ``size`` (views of :func:`._workspace.scratch`'s, reused)."""
+  spec = scratch("spec", _ROWS * (size // 2 + 1), np.complex128)
+  return spec.reshape(_ROWS, size // 2 + 1), scratch("y", _ROWS * size,
+                                                     np.float64).reshape(_ROWS, size)
 
 
 def _run_chunk(pair, rows, size, lam, delta, floor, spec=None):
@@ -452,12 +449,15 @@ def direction_epsilons(pld, counts, delta, *, factor=None, tail_mass=1e-20, spli
   cuts = np.flatnonzero(np.diff(starts)) + 1
   groups = np.split(counts, cuts)
   ids = [_block_of(g[0]) for g in groups]
-  parts = min(cores(), len(groups)) if split and _side_by_side(base, fac, counts, tail_mass) else 1
-  run = lambda a: [_block(base, fac, ids[k], groups[k], delta, tail_mass) for k in a]  # noqa: E731
-  if parts >= 2:   # whole blocks on the cores (NumPy releases the GIL)
-    outs = host_map(run, np.array_split(np.arange(len(groups)), parts))
-    return np.concatenate([np.concatenate(o) for o in outs])
-  return np.concatenate(run(range(len(groups)))) if groups else np.empty(0)
+  run = lambda k: _block(base, fac, ids[k], groups[k], delta, tail_mass)  # noqa: E731
+  try:
+    if split and len(groups) >= 2 and _side_by_side(base, fac, counts, tail_mass):
+      # whole blocks on the cores, each core taking the next block when it is free
+      # (later blocks are longer; NumPy releases the GIL)
+      return np.concatenate(host_map(run, range(len(groups))))
+    return np.concatenate([run(k) for k in range(len(groups))]) if groups else np.empty(0)
+  finally:
+    release()
 
 
 def _direct(quantity, base, value):
@@ -496,10 +496,12 @@ def direction_delta(pld, count, epsilon, *, factor=None, tail_mass=1e-20):
       masses = np.where(vals > 0, vals * np.exp(np.minimum(log_u, 700.0)), 0.0)
     inf = np.float64(min(pair.inf[0] + tail, 1.0))
     if masses.size == 0:    # no composed atom above epsilon
+      release()
       return float(inf)
     out = host_call(delta_core, masses, np.int64(pair.shift[0] + first), h, inf,
                     np.float64(epsilon))
     guess = min(max(float(out), 1e-300), 0.5)
+  release()
   return float(out)
 
 
@@ -570,6 +572,7 @@ def column_epsilons(pld, count, factors, delta, *, tail_mass=1e-20):
     rows = slice(0, len(part))
     lam, size = _tilt_and_size(pair, rows, int(np.max(pair.natural)), floor, delta)
     out.append(_run_chunk(pair, rows, size, lam, delta, floor))
+  release()
   return np.concatenate(out) if out else np.empty(0)
 
 
