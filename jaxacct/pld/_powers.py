@@ -221,11 +221,10 @@ def _fold(pair, rows, lams, from_idx):
   """log of the Chernoff bound on the tilted mass at relative index >= ``from_idx``,
   per count and tilt, (B, len(lams))."""
   k_lam = pair.kn(lams, rows)                                       # (B, L)
-  out = np.empty(k_lam.shape)
-  for i, lam in enumerate(lams):
-    k_mu = pair.kn(lam + _MU, rows)                                 # (B, M)
-    out[:, i] = np.min(k_mu - k_lam[:, i:i + 1]
-                       - _MU[None, :] * (from_idx[:, None] * pair.h), axis=1)
+  k_mu = pair.kn((lams[:, None] + _MU[None, :]).ravel(), rows).reshape(
+      k_lam.shape + _MU.shape)                                      # (B, L, M)
+  out = np.min(k_mu - k_lam[:, :, None]
+               - _MU[None, None, :] * (from_idx[:, None, None] * pair.h), axis=2)
   return np.minimum(out, 0.0)
 
 
@@ -522,11 +521,12 @@ def pair_epsilons(pair, counts, delta, *, factor=None, tail_mass=1e-20, every=64
 
   def run(d, c):
     return direction_epsilons(getattr(pair, d), c, delta, factor=fac[d], tail_mass=tail_mass)
-  if counts.size <= every:   # the two directions side by side (they share nothing)
-    if _side_by_side(pair.remove, fac["remove"], counts, tail_mass):
-      return np.maximum(*host_map(lambda d: run(d, counts), ("remove", "add")))
-    return np.maximum(run("remove", counts), run("add", counts))
-  last = {d: run(d, counts[-1:])[0] for d in ("remove", "add")}
+  # the two directions side by side where both fit (they share nothing)
+  both = host_map if _side_by_side(pair.remove, fac["remove"], counts, tail_mass) else (
+      lambda f, ds: [f(d) for d in ds])
+  if counts.size <= every:
+    return np.maximum(*both(lambda d: run(d, counts), ("remove", "add")))
+  last = dict(zip(("remove", "add"), both(lambda d: run(d, counts[-1:])[0], ("remove", "add"))))
   lead, other = ("remove", "add") if last["remove"] >= last["add"] else ("add", "remove")
   out = run(lead, counts)
   marks = np.unique(np.concatenate([np.arange(every - 1, counts.size, every),
