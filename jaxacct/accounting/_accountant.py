@@ -299,8 +299,10 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
                     by_direction={"remove": (v, v), "add": (v, v)},
                     details=dict(c.details, mu=c.exact_mu))
     if c.door is not None:
-      r = c.door.ask(quantity, value)
+      r = c.door.ask(quantity, value, with_lower=with_lower)
       v = float(getattr(r, quantity))
+      if c.door.with_lower and not with_lower:   # the upper side only, as asked
+        return result(v, method=c.method, bound="upper", details=dict(c.details))
       if c.door.with_lower:
         bd = {d: tuple(float(x) for x in b) for d, b in r.by_direction.items()}
         return result(v, method=c.method, bound="upper", lower=float(r.lower),

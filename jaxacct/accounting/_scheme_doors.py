@@ -53,11 +53,13 @@ def _no_amplification(r, quantity, value, sigma, m):
 
 
 class SchemeDoor(NamedTuple):
-  """A scheme's door for a whole ledger: ``ask(quantity, value)`` returns the
-  door's ``EpsilonResult`` / ``DeltaResult``; ``with_lower``: whether it
-  carries a certified ``lower`` and ``by_direction`` (else the upper per
-  direction is in ``details``); ``counts``, where given, the door's epsilon
-  after each of several counts of the ledger's event, bitwise ``ask``'s."""
+  """A scheme's door for a whole ledger: ``ask(quantity, value, with_lower)``
+  returns the door's ``EpsilonResult`` / ``DeltaResult``; ``with_lower``: whether
+  it carries a certified ``lower`` and ``by_direction`` (else the upper per
+  direction is in ``details``); asked ``with_lower=False`` it builds the upper
+  side only (the allocation door: no lower laws, the same upper to the last
+  bit); ``counts``, where given, the door's epsilon after each of several
+  counts of the ledger's event, bitwise ``ask``'s."""
   method: str
   ask: Callable
   with_lower: bool
@@ -82,9 +84,10 @@ def scheme_door(live, relation, step: float) -> Optional[SchemeDoor]:
 
     steps = int(event.num_selected) * int(event.num_epochs)
 
-    def ask_allocation(quantity, value):
+    def ask_allocation(quantity, value, with_lower=True):
       fn = allocation_pld_epsilon if quantity == "epsilon" else allocation_pld_delta
-      r = fn(**{"delta" if quantity == "epsilon" else "epsilon": value}, **kw)
+      r = fn(**{"delta" if quantity == "epsilon" else "epsilon": value}, **kw,
+             with_lower=bool(with_lower))
       if kw["mechanism"] != "gaussian":
         return r
       return _no_amplification(r, quantity, value, float(event.noise_multiplier), steps)
@@ -94,7 +97,7 @@ def scheme_door(live, relation, step: float) -> Optional[SchemeDoor]:
     qs = (f.key[0], f.sigma)
     kw = dict(sigma=qs[1], q=qs[0], num_steps=n, step=float(step))
 
-    def ask_poisson(quantity, value):
+    def ask_poisson(quantity, value, with_lower=True):   # upper only (lower: the caller's)
       if quantity == "epsilon":
         return jpld.poisson_gaussian_epsilon(delta=value, **kw)
       return jpld.poisson_gaussian_delta(epsilon=value, **kw)

@@ -55,7 +55,8 @@ class Composed(NamedTuple):
   singl: jax.Array      # lower singular P-mass (remove)
   fup: jax.Array        # relative float factor of the upper values (>= 1)
   flo: jax.Array        # relative float factor of the lower values (<= 1)
-  H: jax.Array          # log-position slack (an epsilon shift)
+  H: jax.Array          # log-position slack of the upper values (an epsilon shift)
+  H_lo: jax.Array       # log-position slack of the lower values
 
 
 # ----------------------------------------------------------------------------
@@ -377,10 +378,14 @@ def compose_laws(F1: FinalLaws, F2: FinalLaws, c1, c2, tau, query, *, mode: str,
   slack = 64 * _U * (c_tot + 8.0) + 8 * _U * N
   fup = xp.exp(sum(c * xp.log1p(F.rel) for c, F in zip(cs, Fs))) * (1.0 + slack)
   flo = xp.exp(sum(c * xp.log1p(-F.rel) for c, F in zip(cs, Fs))) * (1.0 - slack)
-  eta_disc = [xp.where(c > 0, 8 * _U * (xp.maximum(a[2], b) + 2.0), 0.0)
-              for a, b, c in zip(ua, mx_lo, cs)]
-  H = (sum(c * (F.eta + e) for c, F, e in zip(cs, Fs, eta_disc))
-       + 8 * _U * (xp.abs(m.astype(xp.float64) * h) + N * h + 2.0))
+  # the lattice split of each side's atoms (upper: the upper atoms only, so the
+  # upper values do not depend on whether the lower laws are composed)
+  eta_disc = [xp.where(c > 0, 8 * _U * (a[2] + 2.0), 0.0) for a, c in zip(ua, cs)]
+  eta_disc_lo = [xp.where(c > 0, 8 * _U * (xp.maximum(a[2], b) + 2.0), 0.0)
+                 for a, b, c in zip(ua, mx_lo, cs)]
+  knots = 8 * _U * (xp.abs(m.astype(xp.float64) * h) + N * h + 2.0)
+  H = sum(c * (F.eta + e) for c, F, e in zip(cs, Fs, eta_disc)) + knots
+  H_lo = sum(c * (F.eta_lo + e) for c, F, e in zip(cs, Fs, eta_disc_lo)) + knots
   fup = xp.where(xp.isnan(h), xp.nan, fup)
   return Composed(h, m, wu, q0u * (1.0 + slack), defu * (1.0 + slack), wl_lo, wl_hi, pl_lo,
-                  pl_hi, q0l * (1.0 - slack), singl * (1.0 - slack), fup, flo, H)
+                  pl_hi, q0l * (1.0 - slack), singl * (1.0 - slack), fup, flo, H, H_lo)

@@ -480,14 +480,13 @@ def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
   ``up_minf_t`` at +inf; the add PLD puts Q-mass up_p at -loss, plus
   ``up_q0`` at +inf), and the lower atoms ``lo_a`` at ``lo_loss`` (plus
   ``lo_inf``, P-mass at +inf of the lower remove PLD; 0 for these mechanisms).
-  ``rel`` and ``eta`` are the floating-point ledger (relative mass error, log
-  position error). NaN policy: for an invalid traced sigma or num_steps
-  ``rel`` is NaN (and the upper masses are NaN), so every profile computed
-  from these laws is NaN. ``lower=False`` (static) skips the lower law (its
-  masses are then 0, and ``eta`` charges a unit lower lattice step in place
-  of the lower law's terms: still a bound on the upper law's position error,
-  which those terms never enter; at the tracking table's prefixes, epsilons
-  up by at most 5.5e-11 relative).
+  ``rel``, ``eta`` and ``eta_lo`` are the floating-point ledger (relative mass
+  error; log position error of the upper atoms, which involves the upper
+  lattice only, and of the lower atoms). NaN policy: for an invalid traced
+  sigma or num_steps ``rel`` is NaN (and the upper masses are NaN), so every
+  profile computed from these laws is NaN. ``lower=False`` (static) skips the
+  lower law (its masses are then 0 and ``eta_lo`` is meaningless); the upper
+  law and ``eta`` are the same numbers either way.
   Bound: upper (convex-order dominating) and lower (dominated) laws.
   """
   checks.check_choice("mechanism", mechanism, ("gaussian", "laplace"))

@@ -71,22 +71,22 @@ def laws_to_plds(F, step):
 
   Remove: losses ln(x/t), P-mass q x/t (+ minf/t at +inf). Add: losses
   -ln(x/t), P-mass (= Q^t-mass) q (+ q0 at +inf). The float ledger is folded
-  in: upper losses + eta, masses (1 + rel) e^eta; lower mirrored.
+  in: upper losses + eta, masses (1 + rel) e^eta; lower mirrored with eta_lo.
   """
   F = _np(F)
-  rel, eta = float(F.rel), float(F.eta)
+  rel, eta, eta_lo = float(F.rel), float(F.eta), float(F.eta_lo)
   ku, kl = F.up_p > 0, F.lo_a > 0
   lu, pu = F.up_loss[ku], F.up_p[ku]
   ll, pl = F.lo_loss[kl], F.lo_a[kl]
   fu = (1.0 + rel) * math.exp(eta)
-  fl = (1.0 - rel) * math.exp(-eta)
+  fl = (1.0 - rel) * math.exp(-eta_lo)
   ru = jpld.from_losses(lu + eta, pu * np.exp(lu) * fu, step=step, pessimistic=True,
                         inf_mass=min(1.0, float(F.up_minf_t) * fu))
   au = jpld.from_losses(-lu + eta, pu * fu, step=step, pessimistic=True,
                         inf_mass=min(1.0, float(F.up_q0) * fu))
-  rl = jpld.from_losses(ll - eta, pl * np.exp(ll) * fl, step=step, pessimistic=False,
+  rl = jpld.from_losses(ll - eta_lo, pl * np.exp(ll) * fl, step=step, pessimistic=False,
                         inf_mass=min(1.0, float(F.lo_inf) * fl))
-  al = jpld.from_losses(-ll - eta, pl * fl, step=step, pessimistic=False,
+  al = jpld.from_losses(-ll - eta_lo, pl * fl, step=step, pessimistic=False,
                         inf_mass=min(1.0, float(F.lo_q0) * fl))
   return ru, au, rl, al
 
@@ -107,12 +107,12 @@ def window_to_plds(C: Composed, step):
   -ln x_s + H with P-mass F wu_s; the defect F e^H defu and F q0u go to
   +inf; then connect-the-dots onto the grid. Lower: the merged atom s (Q-mass
   in [wl_lo, wl_hi], P-mass in [pl_lo, pl_hi]) becomes a remove atom at
-  ln(pl_lo / wl_hi) - H with P-mass F_lo e^-H pl_lo and an add atom at
-  ln(wl_lo / pl_hi) - H with P-mass F_lo wl_lo; F_lo singl and F_lo q0l at
+  ln(pl_lo / wl_hi) - H_lo with P-mass F_lo e^-H_lo pl_lo and an add atom at
+  ln(wl_lo / pl_hi) - H_lo with P-mass F_lo wl_lo; F_lo singl and F_lo q0l at
   +inf; then losses rounded down onto the grid.
   """
   C = _np(C)
-  h, m, H = float(C.h), float(C.m), float(C.H)
+  h, m, H, H_lo = float(C.h), float(C.m), float(C.H), float(C.H_lo)
   fup, flo = float(C.fup), float(C.flo)
   if not (np.isfinite(fup) and np.isfinite(h)):
     raise ValueError("the composed allocation laws are not finite.")
@@ -125,11 +125,11 @@ def window_to_plds(C: Composed, step):
   au = jpld.from_losses(-s + H, w * fup, step=step, pessimistic=True,
                         inf_mass=cap(fup * C.q0u))
   kr = C.pl_lo > 0
-  rl = jpld.from_losses(_log_ratio(C.pl_lo[kr], C.wl_hi[kr]) - H,
-                        C.pl_lo[kr] * (flo * math.exp(-H)), step=step, pessimistic=False,
+  rl = jpld.from_losses(_log_ratio(C.pl_lo[kr], C.wl_hi[kr]) - H_lo,
+                        C.pl_lo[kr] * (flo * math.exp(-H_lo)), step=step, pessimistic=False,
                         inf_mass=cap(flo * C.singl))
   ka = C.wl_lo > 0
-  al = jpld.from_losses(_log_ratio(C.wl_lo[ka], C.pl_hi[ka]) - H, C.wl_lo[ka] * flo,
+  al = jpld.from_losses(_log_ratio(C.wl_lo[ka], C.pl_hi[ka]) - H_lo, C.wl_lo[ka] * flo,
                         step=step, pessimistic=False, inf_mass=cap(flo * C.q0l))
   return ru, au, rl, al
 

@@ -254,7 +254,8 @@ def pld_laws_batch(up, lo, t, tail, qu, ql, *, n, zc=1):
         flat(F.lo_a * wl[:, None]), flat(F.lo_loss + sh[:, None]),
         jnp.sum(F.lo_q0 * wl) + all0_l,
         jnp.where(tt >= 1, jnp.max(F.rel), jnp.nan), jnp.max(F.eta),
-        lo[5] * (1.0 - jnp.max(F.rel)))   # H_rem = P_s + E(...): P_s whatever Z is
+        lo[5] * (1.0 - jnp.max(F.rel)),   # H_rem = P_s + E(...): P_s whatever Z is
+        jnp.max(F.eta_lo))
 
   return jax.vmap(one)(t, tail)
 

@@ -45,8 +45,9 @@ class FinalLaws(NamedTuple):
   lo_loss: jax.Array    # ln(mu/t) of the lower atoms
   lo_q0: jax.Array
   rel: jax.Array        # relative float slack
-  eta: jax.Array        # log-position float slack (an epsilon shift)
+  eta: jax.Array        # log-position float slack of the upper atoms (an epsilon shift)
   lo_inf: jax.Array     # lower law's P-mass at +inf (remove profile; 0 for Gaussian)
+  eta_lo: jax.Array     # log-position float slack of the lower atoms
 
 
 # ----------------------------------------------------------------------------
@@ -105,14 +106,19 @@ def assemble_final(U, Ul, ledger, Lw, Ll, t_i, n, bad, lo_inf, ns=JAX) -> FinalL
   rel = _EPS * (16.0 * tf + (8.0 * n + sl.far_ulps(n)[0]) * levels)
   bad = bad | ~(xp.asarray(t_i) >= 1)
   rel = xp.where(bad, xp.nan, rel)   # invalid traced lanes -> NaN results
-  eta = ledger + 8 * _EPS * (4.0 + xp.abs(Ul.u_ref) + xp.abs(Ll.u_ref) + 2.0 * xp.abs(lnt)
-                             + 2.0 * m_up * (Ul.step + Ll.step))
+  # the upper atoms' positions (up_loss) involve the upper lattice only, so the
+  # upper side's slack has no lower-lattice term: the upper values are the same
+  # whether or not the lower law is built (``lower=False``); the lower side's
+  # slack covers both lattices
+  eta = ledger + 8 * _EPS * (4.0 + xp.abs(Ul.u_ref) + 2.0 * xp.abs(lnt) + 2.0 * m_up * Ul.step)
+  eta_lo = ledger + 8 * _EPS * (4.0 + xp.abs(Ul.u_ref) + xp.abs(Ll.u_ref) + 2.0 * xp.abs(lnt)
+                                + 2.0 * m_up * (Ul.step + Ll.step))
   # invalid lanes: NaN laws too (explicitly; with the far field, NaN masses no
   # longer reach every output cell through the diagonal loop)
   up_p = xp.where(bad, xp.nan, U.p)
   lo_a = xp.where(bad, xp.nan, Lw.a)
   return FinalLaws(up_p, up_loss, U.q0, U.minf / tf, lo_a, lo_loss, Lw.q0, rel, eta,
-                   xp.asarray(lo_inf, xp.float64))
+                   xp.asarray(lo_inf, xp.float64), eta_lo)
 
 
 def delta_one(F: FinalLaws, eps, which: int, *, ns=JAX):
@@ -125,7 +131,7 @@ def delta_one(F: FinalLaws, eps, which: int, *, ns=JAX):
   """
   xp = ns.xp
   e0 = xp.asarray(eps, xp.float64)
-  e = (e0 - F.eta if which < 2 else e0 + F.eta)[..., None]
+  e = (e0 - F.eta if which < 2 else e0 + F.eta_lo)[..., None]
   if which == 0:    # remove, upper: e^eps sum p expm1(l - eps)_+ + minf/t
     v = xp.exp(e[..., 0]) * xp.sum(F.up_p * xp.maximum(xp.expm1(F.up_loss - e), 0.0),
                                      axis=-1) + F.up_minf_t
@@ -134,7 +140,7 @@ def delta_one(F: FinalLaws, eps, which: int, *, ns=JAX):
     v = xp.sum(F.up_p * xp.maximum(-xp.expm1(F.up_loss + e), 0.0), axis=-1) + F.up_q0
   elif which == 2:
     v = xp.exp(e[..., 0]) * xp.sum(F.lo_a * xp.maximum(xp.expm1(F.lo_loss - e), 0.0),
-                                     axis=-1) * xp.exp(-F.eta) + F.lo_inf
+                                     axis=-1) * xp.exp(-F.eta_lo) + F.lo_inf
   else:
     v = xp.sum(F.lo_a * xp.maximum(-xp.expm1(F.lo_loss + e), 0.0), axis=-1) + F.lo_q0
   if which < 2:

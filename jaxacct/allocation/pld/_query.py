@@ -49,8 +49,8 @@ def composed_deltas(C: Composed, eps, ns=JAX):
   if C.wl_lo is None:
     rl = al = xp.full((), xp.nan)
   else:
-    gl = xp.exp(e + C.H)
-    rl = C.flo * (xp.exp(-C.H) * xp.sum(xp.maximum(C.pl_lo - gl * C.wl_hi, 0.0)) + C.singl)
+    gl = xp.exp(e + C.H_lo)
+    rl = C.flo * (xp.exp(-C.H_lo) * xp.sum(xp.maximum(C.pl_lo - gl * C.wl_hi, 0.0)) + C.singl)
     al = C.flo * (xp.sum(xp.maximum(C.wl_lo - gl * C.pl_hi, 0.0)) + C.q0l)
   bad = xp.isnan(C.fup) | xp.isnan(e)
   return tuple(xp.where(bad, xp.nan, v) for v in (ru, au, rl, al))
@@ -145,10 +145,10 @@ def composed_epsilons(C: Composed, delta, ns=JAX):
     # copy of the solver, lax.map over the two directions)
     A = xp.stack([C.pl_lo, C.wl_lo])
     B = xp.stack([C.wl_hi, C.pl_hi])
-    t_l = xp.stack([(d / C.flo - C.singl) * xp.exp(C.H), d / C.flo - C.q0l])
+    t_l = xp.stack([(d / C.flo - C.singl) * xp.exp(C.H_lo), d / C.flo - C.q0l])
     ghi = xp.max(xp.where(B > 0, A / xp.where(B > 0, B, 1.0), 0.0), axis=1)
     g = ns.map_seq(lambda a: _lower_eps(*a, ns), (A, B, t_l, ghi))
-    rl, al = (xp.where(t_l[i] > 0, xp.maximum(xp.log(xp.maximum(g[i], 1e-300)) - C.H, 0.0),
+    rl, al = (xp.where(t_l[i] > 0, xp.maximum(xp.log(xp.maximum(g[i], 1e-300)) - C.H_lo, 0.0),
                         xp.inf) for i in range(2))
     shrink = lambda e: xp.where(xp.isfinite(e), e * (1.0 - COMPOSED_ROUNDING), e)
     rl, al = shrink(rl), shrink(al)
