@@ -147,20 +147,33 @@ def test_absent_round_type_is_left_out_exactly():
 
 @pytest.mark.parametrize("mode", ["eps", "delta"])
 def test_with_lower_false_is_the_same_upper_without_the_lower(mode):
-  """``with_lower=False`` (what a calibration evaluates) skips the lower law
-  and the two lower compositions; the upper is the same construction, and its
-  float ledger differs only by the lower's terms: never below the full
-  question's upper (measured +2e-11..+4e-11 on epsilon, +7e-11..+1e-9 on
-  delta), within 1e-8 relative."""
+  """``with_lower=False`` (what a calibration and an accountant's get_epsilon
+  evaluate) skips the lower law and the two lower compositions; the upper is
+  the same construction with the same float ledger (each side's slack holds
+  its own lattice's terms, docs/bounds/allocation_pld.md), so the same number
+  to the last bit, and through the accountant's upper-only door too."""
+  from jaxacct.accounting import PLDAccountant, events
   door = pld.allocation_pld_epsilon if mode == "eps" else pld.allocation_pld_delta
   q = dict(delta=1e-6) if mode == "eps" else dict(epsilon=1.0)
   for kw in (dict(sigma=2.0, steps_per_epoch=100, num_selected=10),
-             dict(sigma=1.0, steps_per_epoch=1000)):
+             dict(sigma=1.0, steps_per_epoch=1000),
+             dict(sigma=0.8, steps_per_epoch=234, num_epochs=3)):
     full = door(**kw, **q)
     up = door(**kw, **q, with_lower=False)
     a, b = (full.epsilon, up.epsilon) if mode == "eps" else (full.delta, up.delta)
-    assert b >= a and b <= a * (1 + 1e-8), (a, b)
-    assert np.isnan(up.lower) and not np.isnan(full.lower)
+    assert float(b) == float(a), (a, b)
+    assert np.isnan(up.lower) and not np.isnan(full.lower) and float(full.lower) <= float(a)
+    laws_kw = dict(sigma=kw["sigma"], num_steps=kw["steps_per_epoch"] // kw.get("num_selected", 1))
+    F, U = pld.allocation_pld_laws(**laws_kw), pld.allocation_pld_laws(**laws_kw, lower=False)
+    for name in ("up_p", "up_loss", "up_q0", "up_minf_t", "rel", "eta"):
+      np.testing.assert_array_equal(getattr(U, name), getattr(F, name), err_msg=name)
+  # an accountant's upper-only question (no lower laws) is the bracket's upper
+  ev = events.RandomAllocationDpEvent(noise_multiplier=1.0, steps_per_epoch=234, num_epochs=2)
+  acc = PLDAccountant().compose(ev)
+  if mode == "eps":
+    assert acc.get_epsilon(1e-6) == acc.get_epsilon_bounds(1e-6).epsilon
+  else:
+    assert acc.get_delta(1.0) == acc.get_delta_bounds(1.0).delta
 
 
 @pytest.mark.parametrize("sigma", [0.1, 0.3, 50.0])
