@@ -299,16 +299,14 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
                     by_direction={"remove": (v, v), "add": (v, v)},
                     details=dict(c.details, mu=c.exact_mu))
     if c.door is not None:
-      r = c.door.ask(quantity, value, with_lower=with_lower)
+      r = c.door.ask(quantity, value, with_lower=with_lower)   # upper only: no lower built
       v = float(getattr(r, quantity))
-      if c.door.with_lower and not with_lower:   # the upper side only, as asked
+      if not with_lower:
         return result(v, method=c.method, bound="upper", details=dict(c.details))
       if c.door.with_lower:
         bd = {d: tuple(float(x) for x in b) for d, b in r.by_direction.items()}
         return result(v, method=c.method, bound="upper", lower=float(r.lower),
                       by_direction=bd, details=dict(c.details))
-      if not with_lower:
-        return result(v, method=c.method, bound="upper", details=dict(c.details))
       ups = {d: float(r.details[d]) for d in ("remove", "add")}   # lower: c's lower_fn
     elif c.repeated is not None:   # one event n times: the repeated-event engine
       ups = _repeated.direction_values(quantity, c.repeated, value, self._tail)
