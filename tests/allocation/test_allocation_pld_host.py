@@ -18,7 +18,7 @@ import pytest
 
 import jaxacct
 from jaxacct.allocation import pld
-from jaxacct._core.gaussian import gaussian_epsilon
+from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 
 # small grids: the comparison is between two evaluations of one construction
 _KW = dict(grid_size=256, composition_size=4096)
@@ -174,6 +174,28 @@ def test_with_lower_false_is_the_same_upper_without_the_lower(mode):
     assert acc.get_epsilon(1e-6) == acc.get_epsilon_bounds(1e-6).epsilon
   else:
     assert acc.get_delta(1.0) == acc.get_delta_bounds(1.0).delta
+
+
+@pytest.mark.parametrize("lanes", [1, 5])    # 1: the host path; 5: the jitted program
+def test_one_of_one_over_many_epochs_brackets_the_gaussian_and_never_nan(lanes):
+  """E epochs of 1-of-1 allocation are E Gaussian steps: the Gaussian at
+  sigma / sqrt(E) (``gaussian_epsilon`` / ``gaussian_delta``, Balle & Wang's
+  profile, checked against mpmath in tests/mechanisms/test_mechanisms.py).
+  The composition lattice is in x = e^loss, so losses above ~709 leave
+  float64: there the upper is +inf (epsilon) or >= 1 (delta), never NaN (it
+  was NaN at E = 1000 before), and the lower stays a lower bound."""
+  sig = np.full(lanes, 1.0)
+  for E in (300, 1000):       # epsilon ~ 270 (inside the lattice's range), then beyond it
+    r = pld.allocation_pld_epsilon(sigma=sig, steps_per_epoch=1, num_epochs=E, delta=1e-12)
+    exact = float(gaussian_epsilon(1.0 / np.sqrt(E), 1e-12).epsilon)
+    up, lo = np.asarray(r.epsilon), np.asarray(r.lower)
+    assert not np.any(np.isnan(up)) and np.all(up >= exact) and np.all(lo <= exact), (E, up, lo)
+    if E == 300:
+      assert np.all(up <= exact * (1 + 1e-3))     # tight where the lattice holds it
+    d = pld.allocation_pld_delta(sigma=sig, steps_per_epoch=1, num_epochs=E, epsilon=100.0)
+    exact_d = float(gaussian_delta(1.0 / np.sqrt(E), 100.0).delta)
+    assert not np.any(np.isnan(np.asarray(d.delta)))
+    assert np.all(np.asarray(d.delta) >= exact_d) and np.all(np.asarray(d.lower) <= exact_d)
 
 
 @pytest.mark.parametrize("sigma", [0.1, 0.3, 50.0])

@@ -364,7 +364,9 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
     float64 arrays of the broadcast shape. ``method="allocation_pld"``.
 
   Bound: upper (``epsilon``) and lower (``lower``). ``epsilon`` is +inf if
-  delta is below the tail floor; sigma in [0.3, 50], t <= 1e7 tested. Calls
+  delta is below the tail floor, or where the composed losses pass about 709
+  (the lattice is in x = e^loss: float64's range; the delta door's upper is
+  then >= 1); sigma in [0.3, 50], t <= 1e7 tested. Calls
   with new values of the same shapes (padded to powers of two) do not
   recompile.
 

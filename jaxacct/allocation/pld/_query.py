@@ -46,6 +46,8 @@ def composed_deltas(C: Composed, eps, ns=JAX):
   g = xp.exp(e - C.H)
   ru = C.fup * xp.exp(C.H) * (xp.sum(C.wu * xp.maximum(x - g, 0.0)) + C.defu)
   au = C.fup * (xp.sum(C.wu * xp.maximum(-xp.expm1(sh + e - C.H), 0.0)) + C.q0u)
+  # 1 (always an upper delta) where the knots x = e^loss pass float64's range
+  ru, au = (xp.where(xp.isnan(v), 1.0, v) for v in (ru, au))
   if C.wl_lo is None:
     rl = al = xp.full((), xp.nan)
   else:
@@ -134,10 +136,12 @@ def composed_epsilons(C: Composed, delta, ns=JAX):
   t_r = d / (C.fup * xp.exp(C.H)) - C.defu
   t_a = d / C.fup - C.q0u
   g_r, g_a = _upper_eps(C, x, t_r, t_a, xp)
-  ru = xp.where(t_r > 0, xp.maximum(nudge(xp.log(xp.maximum(g_r, 1e-300)) + C.H), 0.0),
-                 xp.inf)
-  au = xp.where(t_a > 0, xp.maximum(nudge(xp.log(xp.maximum(g_a, 1e-300)) + C.H), 0.0),
-                 xp.inf)
+  # +inf where the knots x = e^loss pass float64's range (losses above ~709: the
+  # lattice's sums give NaN there) or the target is spent; bad lanes: NaN below
+  ru = xp.where((t_r > 0) & ~xp.isnan(g_r),
+                xp.maximum(nudge(xp.log(xp.maximum(g_r, 1e-300)) + C.H), 0.0), xp.inf)
+  au = xp.where((t_a > 0) & ~xp.isnan(g_a),
+                xp.maximum(nudge(xp.log(xp.maximum(g_a, 1e-300)) + C.H), 0.0), xp.inf)
   if C.wl_lo is None:
     rl = al = xp.full((), xp.nan)
   else:
