@@ -5,7 +5,7 @@ A k-of-t allocation run over E epochs is a post-processing of m = k E
 full-batch Gaussian steps (each example joins k of the t steps of each epoch),
 whose exact epsilon / delta is one Gaussian at sigma / sqrt(m) (Balle & Wang,
 arXiv:1805.06530v2, Thm 8). Both are upper bounds, so the smaller is; where the
-allocation PLD cannot certify (NaN) the Gaussian stands. Read by the evaluator
+allocation PLD cannot certify (+inf, or NaN) the Gaussian stands. Read by the evaluator
 (flat arrays) and by the accountant's scheme door (one ledger, one run).
 """
 
@@ -74,7 +74,7 @@ def local_delta(sigma, epsilon, m):
 
 
 def smaller(pld, local):
-  """The final rule: the smaller upper, ``local`` where ``pld`` is NaN."""
+  """The final rule: the smaller upper, ``local`` where ``pld`` is NaN or +inf."""
   return np.fmin(np.asarray(pld, np.float64), np.asarray(local, np.float64))
 
 

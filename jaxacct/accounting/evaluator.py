@@ -98,14 +98,14 @@ def allocation_run(sigma, delta, t, k, E):
 
   The upper is the smaller of the allocation PLD and k E exact Gaussian
   steps (the run is a post-processing of k E full-batch steps); where the
-  PLD cannot certify (NaN: its grid cannot hold the loss at this noise) no
-  amplification stands. The lower is the PLD's (k = 1 only: for k > 1 the
+  PLD cannot certify (+inf or NaN: its lattice cannot hold the loss at this
+  noise) no amplification stands. The lower is the PLD's (k = 1 only: for k > 1 the
   PLD goes through Lemma 3.2 and its lower bounds the reduced object).
   """
   host = is_host(sigma, delta)   # decided once for the question
   up_pld, lo_pld = allocation_upper_lower(sigma, delta, t, k, E, host)
   up, loc = min_no_amplification(up_pld, sigma, delta, k * E, exact=True, host=host)
-  failed = np.isnan(np.asarray(up_pld, np.float64))
+  failed = ~np.isfinite(np.asarray(up_pld, np.float64))
   lo = lo_pld if k == 1 else None
   method = ALLOCATION_METHOD
   if k > 1:
@@ -113,9 +113,9 @@ def allocation_run(sigma, delta, t, k, E):
   details = {"pld_upper": up_pld, "pld_lower": lo_pld, "local": loc}
   if np.all(failed):
     method = (f"no amplification (k E = {k * E} exact Gaussian steps): the allocation PLD "
-              "could not certify at this noise (NaN), its lower bound stands")
+              "could not certify at this noise (inf), its lower bound stands")
   elif np.any(failed):
-    method += "; no amplification where the PLD could not certify (details['pld_upper'] NaN)"
+    method += "; no amplification where the PLD could not certify (details['pld_upper'] inf)"
   return up, lo, method, details
 
 
