@@ -1,31 +1,11 @@
 r"""Epsilon after every count of one repeated event: powers of one spectrum.
 
-After n repetitions of an event with PLD ``p``, composed onto an optional
-fixed PLD ``f`` (a ledger spent before, a partial epoch), the composed PLD is
-``f * p^{*n}``, whose spectrum is ``F Z^n``. :func:`direction_epsilons`
-evaluates a list of counts as batched inverse FFTs (canonical blocks: each
-count below 32 alone, then 32 consecutive counts on one FFT length, the powers
-by products), with the window and tail charges of
-:func:`jaxacct.pld.compose_many` (Chernoff window at ``tail_mass``; the mass
-above it charged to ``inf_mass``, the mass below it folded upward), and solves
-epsilon at delta on the upper tail with the segment formula of
-:func:`jaxacct.pld.epsilon` (rounded up by ``ROUNDING_ALLOWANCE``). Every
-choice is the block's, never the asked counts': a count's epsilon is the same
-number alone (the accountant) or in a table.
-
-Round-off: each block runs on inputs tilted by ``e^{lam L} / M(lam)``
-(Esscher). Among the Chernoff orders up to the saddle point of the block's
-first epsilon (estimated alone: tilted first at the Chernoff bound's point,
-then at its answer), ``lam`` is the one with the least round-off estimate whose
-folded tilted mass on the points the query reads (those above epsilon) is
-below ``_FOLD * delta`` (Chernoff); a longer FFT is taken while the estimate
-exceeds ``_ROUND``. Masses are clipped at zero and read as zero above the
-support's last atom. Measured against a direct (FFT-free) convolution: within
-1e-11 relative in epsilon at delta 1e-5 to 1e-15, sigma 0.1 to 0.9
-(tests/tracking/test_tracking_table.py).
-
-Validity does not rest on these choices: folded mass from above the window is
-charged to ``inf_mass`` as well, mass folded from below moves up.
+``f * p^{*n}`` (n repetitions of a PLD ``p`` composed onto an optional ``f``)
+has spectrum ``F Z^n``: :func:`direction_epsilons` evaluates a list of counts as
+batched, Esscher-tilted inverse FFTs in canonical blocks, with the window and
+tail charges of :func:`jaxacct.pld.compose_many`; a count's epsilon is the same
+number alone (the accountant) or in a table. Window, tilt, fold bound and
+accuracy: docs/bounds/tracking.md, "The repeated-event engine".
 
 Bound: upper, as the accountant's FFT composition (pessimistic PLDs in,
 every tail charged), up to float64 round-off.
@@ -50,9 +30,10 @@ _LAMBDAS = np.geomspace(1e-3, 1e9, 97)
 # Counts per chunk (rows of one batched inverse FFT; 32 keeps them in cache).
 _ROWS = 32
 # Tilts tried per chunk (every other Chernoff order below the saddle point, and 0),
-# and the orders of the fold bounds.
+# and the orders of the fold bounds' first pass (:func:`_fold` refines between them).
 _TILTS = 6
-_MU = _LAMBDAS[::4]
+_MU_STEP = 4
+_MU = _LAMBDAS[::_MU_STEP]
 # Largest folded tilted mass (untilted, relative to delta) on the points the query reads.
 _FOLD = 1e-14
 # Round-off estimate (relative, in delta) above which a longer FFT is tried for a
@@ -217,14 +198,26 @@ def _polar_power(polar, c):
   return np.exp(lm) * np.exp(1j * (c * arg))
 
 
-def _fold(pair, rows, lams, from_idx):
+def _fold(pair, rows, lams, from_idx, limit):
   """log of the Chernoff bound on the tilted mass at relative index >= ``from_idx``,
-  per count and tilt, (B, len(lams))."""
+  per count and tilt, (B, len(lams)): the least over the orders ``_MU``; for a tilt
+  over ``limit`` (B, L) there, then over the orders of ``_LAMBDAS`` between the best
+  one's neighbours (the bound is convex in the order: the least over all of them)."""
   k_lam = pair.kn(lams, rows)                                       # (B, L)
-  k_mu = pair.kn((lams[:, None] + _MU[None, :]).ravel(), rows).reshape(
-      k_lam.shape + _MU.shape)                                      # (B, L, M)
-  out = np.min(k_mu - k_lam[:, :, None]
-               - _MU[None, None, :] * (from_idx[:, None, None] * pair.h), axis=2)
+  x = from_idx[:, None, None] * pair.h
+  k_mu = pair.kn((lams[:, None] + _MU[None, :]).ravel(), rows).reshape(k_lam.shape + _MU.shape)
+  coarse = k_mu - k_lam[:, :, None] - _MU[None, None, :] * x       # (B, L, M)
+  out = np.min(coarse, axis=2)
+  redo = np.flatnonzero(np.any(out > limit, axis=0))
+  if redo.size:
+    best = np.argmin(coarse[:, redo], axis=2)
+    near = [np.unique(np.clip(_MU_STEP * best[:, i, None] + np.arange(1 - _MU_STEP, _MU_STEP),
+                              0, _LAMBDAS.size - 1)) for i in range(redo.size)]
+    tilt = np.repeat(redo, [n.size for n in near])
+    mu = _LAMBDAS[np.concatenate(near)]
+    fine = pair.kn(lams[tilt] + mu, rows) - k_lam[:, tilt] - mu[None, :] * x[:, :, 0]
+    starts = np.concatenate([[0], np.cumsum([n.size for n in near])[:-1]])
+    out[:, redo] = np.minimum(out[:, redo], np.minimum.reduceat(fine, starts, axis=1))
   return np.minimum(out, 0.0)
 
 
@@ -252,7 +245,7 @@ def _tilt_and_size(pair, rows, size, floor, delta, at=None, grow=4):
   while True:
     first = _first_read(pair, rows, size, floor)
     log_u = pair.kn(lams, rows) - lams[None, :] * (first[:, None] * h)   # (B, L)
-    fold = _fold(pair, rows, lams, first + size)
+    fold = _fold(pair, rows, lams, first + size, math.log(_FOLD * delta) - log_u)
     done = np.all(pair.start(rows, size) + size - 1 >= pair.max_idx[rows])
     ok = done | np.all(fold + log_u <= math.log(_FOLD * delta), axis=0)
     if np.any(ok):
@@ -448,7 +441,12 @@ def direction_epsilons(pld, counts, delta, *, factor=None, tail_mass=1e-20, spli
   cuts = np.flatnonzero(np.diff(starts)) + 1
   groups = np.split(counts, cuts)
   ids = [_block_of(g[0]) for g in groups]
-  run = lambda k: _block(base, fac, ids[k], groups[k], delta, tail_mass)  # noqa: E731
+
+  def run(k):     # each block hands its buffers back (the next block, any thread, takes them)
+    try:
+      return _block(base, fac, ids[k], groups[k], delta, tail_mass)
+    finally:
+      release()
   try:
     if split and len(groups) >= 2 and _side_by_side(base, fac, counts, tail_mass):
       # whole blocks on the cores, each core taking the next block when it is free

@@ -36,8 +36,11 @@ def _tables(probs, step, ns, loopless=False):
   idx = xp.arange(bsz, dtype=xp.float64)
   diff = idx[None, :] - idx[:, None]  # i - k (row k, column i)
   geo = xp.where(diff > 0, xp.exp(-xp.maximum(diff, 0.0) * step), 0.0)
-  t_loc = p @ geo.T
-  v = p @ xp.exp(-idx * step)  # sum_i p_i e^{-(i - bB) h} per block
+  # on the host, NumPy's own loops: a BLAS product would wake BLAS threads that
+  # then spin beside the engine's (jaxacct.pld._powers runs on the cores itself)
+  mm = (lambda a, b: xp.einsum("ij,kj->ik", a, b)) if ns.is_host else (lambda a, b: a @ b.T)
+  t_loc = mm(p, geo)
+  v = mm(p, xp.exp(-idx * step)[None, :])[:, 0]  # sum_i p_i e^{-(i - bB) h} per block
   rb = xp.exp(-bsz * step)
 
   def carry_fn(u_next, v_b):  # u_b = v_b + e^{-Bh} u_{b+1}
@@ -49,7 +52,7 @@ def _tables(probs, step, ns, loopless=False):
     _, u_next = ns.scan(carry_fn, xp.zeros((), p.dtype), v, reverse=True)
   t = t_loc + xp.exp(-(bsz - idx) * step)[None, :] * u_next[:, None]
   upper = (diff >= 0).astype(p.dtype)  # sum over i >= k inside the block
-  s_loc = t @ upper.T
+  s_loc = mm(t, upper)
   tot = xp.sum(t, axis=1)
 
   def sum_fn(c, tb):

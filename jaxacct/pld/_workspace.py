@@ -1,8 +1,10 @@
-"""Per-thread scratch buffers of the repeated-event engine (:mod:`._powers`).
+"""Scratch buffers of the repeated-event engine (:mod:`._powers`), shared by its threads.
 
-A table's chunks alternate FFT lengths; a fresh buffer of tens of MB costs its
-page faults again at every chunk, so each thread keeps flat buffers, grown as
-needed, and drops them after a query where they hold more than ``KEEP_BYTES``.
+A table's chunks alternate FFT lengths, and its blocks run on short-lived
+threads; a fresh buffer of tens of MB costs its page faults again each time.
+So a thread takes a set of flat buffers from a shared free list on first use,
+grows them as needed, and hands the set back after each block (``release``);
+the sets longest unused are dropped while it holds more than ``KEEP_BYTES``.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ import threading
 
 import numpy as np
 
-#: Bytes of scratch a thread keeps after a query (larger ones are released).
+#: Bytes of scratch the free list keeps after a block (more are released).
 KEEP_BYTES = 256 << 20
 
 _LOCAL = threading.local()
+_FREE: list[dict] = []
+_LOCK = threading.Lock()
 
 
 def scratch(name: str, count: int, dtype) -> np.ndarray:
@@ -22,7 +26,9 @@ def scratch(name: str, count: int, dtype) -> np.ndarray:
   uninitialised (a view of one grown as needed, never shrunk)."""
   memo = getattr(_LOCAL, "memo", None)
   if memo is None:
-    _LOCAL.memo = memo = {}
+    with _LOCK:
+      memo = _FREE.pop() if _FREE else {}
+    _LOCAL.memo = memo
   buf = memo.get(name)
   if buf is None or buf.dtype != np.dtype(dtype) or buf.size < count:
     memo[name] = buf = np.empty(int(count), dtype)
@@ -30,7 +36,12 @@ def scratch(name: str, count: int, dtype) -> np.ndarray:
 
 
 def release() -> None:
-  """Drops this thread's buffers where together they are over ``KEEP_BYTES``."""
+  """Hands this thread's buffers back to the free list (no view of them may be
+  used after), which drops its sets longest unused while over ``KEEP_BYTES``."""
   memo = getattr(_LOCAL, "memo", None)
-  if memo and sum(b.nbytes for b in memo.values()) > KEEP_BYTES:
-    memo.clear()
+  _LOCAL.memo = None
+  with _LOCK:
+    if memo:
+      _FREE.append(memo)
+    while sum(b.nbytes for m in _FREE for b in m.values()) > KEEP_BYTES:
+      _FREE.pop(0)     # the longest unused set first
