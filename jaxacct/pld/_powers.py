@@ -35,7 +35,7 @@ _TILTS = 6
 _MU_STEP = 4
 _MU = _LAMBDAS[::_MU_STEP]
 # Largest folded tilted mass (untilted, relative to delta) on the points the query reads.
-_FOLD = 1e-14
+_FOLD = 1e-12
 # Round-off estimate (relative, in delta) above which a longer FFT is tried for a
 # steeper tilt. The estimate adds the errors coherently; measured errors are about
 # 1e-6 of it (Poisson, delta 1e-5 to 1e-10), so this keeps them near 1e-11.
