@@ -34,29 +34,3 @@ def host_map(fn, items) -> list:
   ctx = contextvars.copy_context()
   with ThreadPoolExecutor(workers) as ex:
     return list(ex.map(lambda x: ctx.copy().run(fn, x), items))
-
-
-def ahead(fn, items, depth: int = 1):
-  """``fn(x)`` for each of ``items``, yielded in order, while up to ``depth``
-  later items are computed on threads (the items share nothing): a producer
-  whose pieces each leave a core idle part of the time keeps both busy.
-
-  One core: computed one at a time, as they are asked for. Closing the
-  generator early cancels the items not started.
-  """
-  items = list(items)
-  if cores() < 2 or depth < 1 or len(items) < 2:
-    for x in items:
-      yield fn(x)
-    return
-  ctx = contextvars.copy_context()
-  ex = ThreadPoolExecutor(depth + 1)
-  try:
-    futs = [ex.submit(ctx.copy().run, fn, x) for x in items[:depth + 1]]
-    for k in range(len(items)):
-      out = futs[k].result()
-      if k + depth + 1 < len(items):
-        futs.append(ex.submit(ctx.copy().run, fn, items[k + depth + 1]))
-      yield out
-  finally:
-    ex.shutdown(wait=False, cancel_futures=True)

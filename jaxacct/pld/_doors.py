@@ -3,6 +3,7 @@ the composed pair and the (epsilon, delta) queries (re-exported by the package).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -76,11 +77,19 @@ def _tail_mass(num_steps):
   return min(DEFAULT_TAIL_MASS, 1e-16 / (1 << (int(num_steps) - 1).bit_length()))
 
 
+@functools.lru_cache(maxsize=8)
+def _step_host(sigma, q, direction, step):
+  """The per-step PLD before truncation, read-only and kept: a table's pieces
+  (counts 1, 2, 3-4, ...) truncate the same one differently."""
+  p = poisson_gaussian_host(sigma, q, direction=direction, step=step)
+  np.asarray(p.probs).setflags(write=False)
+  return p
+
+
 def _step_pair_host(sigma, q, num_steps, step):
   """The truncated per-step pair the door composes ``num_steps`` times (host)."""
   tail = _tail_mass(num_steps)
-  return PairPLD(*[truncate_to_bucket_host(poisson_gaussian_host(sigma, q, direction=d,
-                                                                 step=step), tail)
+  return PairPLD(*[truncate_to_bucket_host(_step_host(sigma, q, d, step), tail)
                    for d in ("remove", "add")])
 
 

@@ -23,7 +23,6 @@ from jaxacct._core import checks
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core.lazy import LazyModule
 from jaxacct._core.namespace import host_call
-from jaxacct._core.parallel import ahead
 from jaxacct._core.progress import check_progress_arg, progress
 from jaxacct.tracking._epochs import allocation_step_segments
 from jaxacct.tracking._lazy import LazyTable
@@ -419,24 +418,16 @@ class EventAccountant(_Accountant):
     # counts 1, 2, 3-4, 5-8, ..., 2^(a-1)+1..2^a: the Poisson door builds one
     # per-step pair per such bucket, and the engine's blocks of 32 counts
     # (from 32 on) never straddle two pieces, so no pair or block is
-    # computed twice; the next piece begins while this one is delivered (the
-    # pieces are independent; each leaves a core idle in its serial parts)
+    # computed twice
     b, nb = self.block_size, -(-n // self.block_size)
-    pieces, lo = [], 1
+    lo, run = 1, 0.0
     while lo <= nb:
-      pieces.append(np.arange(lo, min(max(2 * (lo - 1), 1), nb) + 1))
-      lo = int(pieces[-1][-1]) + 1
-    run = 0.0
-    got = ahead(lambda c: self.accountant.epsilons_for_counts(self.event, c, delta), pieces)
-    try:
-      for counts, vals in zip(pieces, got):
-        blocks = self._checked(vals, run)
-        run = float(blocks[-1])
-        lo = int(counts[0])
-        steps = np.arange((lo - 1) * b + 1, min(int(counts[-1]) * b, n) + 1)
-        yield blocks[-(-steps // b) - lo]
-    finally:
-      got.close()
+      counts = np.arange(lo, min(max(2 * (lo - 1), 1), nb) + 1)
+      blocks = self._checked(self.accountant.epsilons_for_counts(self.event, counts, delta), run)
+      run = float(blocks[-1])
+      steps = np.arange((lo - 1) * b + 1, min(int(counts[-1]) * b, n) + 1)
+      yield blocks[-(-steps // b) - lo]
+      lo = int(counts[-1]) + 1
 
   def _allocation_segments(self, n, delta):
     b, nb = self.block_size, -(-n // self.block_size)
