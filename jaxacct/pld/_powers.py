@@ -29,6 +29,8 @@ from jaxacct.pld._workspace import release, scratch
 _LAMBDAS = np.geomspace(1e-3, 1e9, 97)
 # Counts per chunk (rows of one batched inverse FFT; 32 keeps them in cache).
 _ROWS = 32
+# Counts up to this one are blocks of their own (:func:`_block_of`).
+_SINGLE = 2
 # Tilts tried per chunk (every other Chernoff order below the saddle point, and 0),
 # and the orders of the fold bounds' first pass (:func:`_fold` refines between them).
 _TILTS = 6
@@ -378,12 +380,16 @@ def _estimate(pair, i, delta):
 
 
 def _block_of(n):
-  """``(first count, width)`` of the canonical block holding count ``n``: single
-  counts below 32 (where a block's epsilons would differ several-fold), then
-  32 consecutive counts aligned at multiples of 32."""
+  """``(first count, width)`` of the canonical block holding count ``n``: counts
+  1 and 2 alone, then 3-4, 5-8, 9-16 and 17-31 (each a piece of a table, where
+  epsilon grows by at most ~1.4x), then 32 consecutive counts aligned at
+  multiples of 32."""
   n = int(n)
-  if n < _ROWS:
+  if n <= _SINGLE:
     return n, 1
+  if n < _ROWS:
+    first = (1 << ((n - 1).bit_length() - 1)) + 1
+    return first, min(first - 1, _ROWS - first)
   return (n // _ROWS) * _ROWS, _ROWS
 
 

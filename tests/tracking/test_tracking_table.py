@@ -229,7 +229,8 @@ def test_grid_mode_overstates_between_its_counts(x64):
 
 
 @pytest.mark.parametrize("sigma,q,steps,delta", [(0.3, 0.5, 10, 1e-15), (0.1, 0.01, 6, 1e-12),
-                                                 (0.8, 0.2, 12, 1e-14)])
+                                                 (0.8, 0.2, 12, 1e-14), (0.3, 0.5, 23, 1e-15),
+                                                 (0.8, 0.3, 4, 1e-15)])
 def test_repeated_event_at_extremes_is_a_direct_convolution(x64, sigma, q, steps, delta):
   # The accountant's general path (the repeated-event engine) for one event
   # composed `steps` times, against np.convolve of its own per-step pair (sums
