@@ -21,6 +21,7 @@ import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct._core.compiled import jit
+from jaxacct._core.parallel import host_map
 from jaxacct.allocation import pld as apld
 from jaxacct.pld import from_losses_host, law, pair_column_epsilons, pair_epsilons
 
@@ -130,7 +131,8 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
   (the accountant's epoch ends and the prefixes' laws share nothing). Epoch 1
   comes ``piece`` prefixes at a time after the first (each prefix a 1-of-s
   law, upper only, and a host query; the first prefix's law on the host, the
-  others by one compiled law program). Epoch e >= 2 comes once every prefix
+  others by one compiled law program, a piece's prefixes side by side on the
+  cores). Epoch e >= 2 comes once every prefix
   has been composed after e - 1 whole epochs: below ``_ROWS`` epochs as one
   column a count (``jaxacct.pld.pair_column_epsilons``: the whole epoch's
   power once, the prefixes as rows of batched inverse FFTs), from ``_ROWS``
@@ -171,22 +173,30 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
   def pair_at(s, host=False):
     return prefix_pair(sigma, int(s), t, step=step, mechanism=mech, host=host)
 
+  def prefix(i):
+    with jax.enable_x64(True):           # thread-local: entered on each thread
+      # the first step's prefix on the host: it waits for no compiled program
+      p = law(pair_at(grid[i], host=i == 0))
+      return p, _prefix_epsilon(p, delta)
+
   ends = _InOrder(end_at, n_ep)   # end 1 beside the first prefix
   try:
     pairs = []
     col = np.full(grid.size, np.inf)
     done = 0                              # steps of epoch 1 emitted
-    for i, s in enumerate(grid):
-      # the first step's prefix on the host: it waits for no compiled program
-      # (the law program compiles after it)
-      p = law(pair_at(s, host=i == 0))
-      pairs.append(p)
-      col[i] = _prefix_epsilon(p, delta)
-      if i == 0 or (i + 1) % piece == 0 or i == grid.size - 1:   # step 1 at once
-        e1 = ends.get(1)
-        ends.allow(n_ep)       # the later ends, in order, once step 1 is out
-        yield emit(epoch_part(np.minimum(col, e1), e1, done, int(s)))
-        done = int(s)
+    cuts = np.unique(np.concatenate([[1], np.arange(piece, grid.size, piece), [grid.size]]))
+    for a, b in zip(np.concatenate([[0], cuts[:-1]]), cuts):   # step 1 at once
+      # prefix 1 on the host, prefix 2 alone (the law program compiles there),
+      # then the piece's prefixes side by side (they share nothing)
+      got = [prefix(i) for i in range(a, min(b, 2))]
+      got += host_map(prefix, range(max(a, 2), b))
+      for i, (p, e) in zip(range(a, b), got):
+        pairs.append(p)
+        col[i] = e
+      e1 = ends.get(1)
+      ends.allow(n_ep)         # the later ends, in order, once step 1 is out
+      yield emit(epoch_part(np.minimum(col, e1), e1, done, int(grid[b - 1])))
+      done = int(grid[b - 1])
     e1 = ends.get(1)
     ends.allow(n_ep)
     if done < t - 1:
