@@ -372,7 +372,7 @@ def _estimate(pair, i, delta):
   """A loss to read from, just below the epsilon of the count ``pair.counts[i]``
   alone: the whole window at its natural length, tilted at the Chernoff bound's
   point (a second pass, tilted at this answer, moved no table entry by more
-  than 5.6e-16 and cost 15% of the time)."""
+  than 5.6e-16 and cost 5-20% of the time)."""
   rows, at = slice(i, i + 1), _chernoff(pair, i, delta)
   lam, size = _tilt_and_size(pair, rows, int(pair.natural[i]), 0.0, delta, at=at, grow=1)
   e = _run_chunk(pair, rows, size, lam, delta, 0.0)[0]
@@ -381,9 +381,9 @@ def _estimate(pair, i, delta):
 
 def _block_of(n):
   """``(first count, width)`` of the canonical block holding count ``n``: counts
-  1 and 2 alone, then 3-4, 5-8, 9-16 and 17-31 (each a piece of a table, where
-  epsilon grows by at most ~1.4x), then 32 consecutive counts aligned at
-  multiples of 32."""
+  1 and 2 alone, then 3-4, 5-8, 9-16 and 17-31 (each within one piece of a
+  table; every row's fold and round-off are checked), then 32 consecutive
+  counts aligned at multiples of 32."""
   n = int(n)
   if n <= _SINGLE:
     return n, 1
