@@ -143,10 +143,9 @@ class _Pair:
 
 
 def _check_window(pair, x_lo, x_hi):
-  """``WindowTooLarge`` where a count's Chernoff window (the natural FFT length, at
-  least its point count) is over ``MAX_WINDOW`` or its grid indices pass 2^53: in
-  float64, before any int64 index (which would wrap around: 9e-12 for ~1 at 1e17
-  steps) or buffer exists."""
+  """``WindowTooLarge`` where a count's Chernoff window is over ``MAX_WINDOW`` points or
+  its grid indices pass 2^53: in float64, before any int64 index (which would wrap
+  around: 9e-12 for ~1 at 1e17 steps) or buffer exists."""
   base, h = pair.base, pair.h
   counts = pair.counts.astype(np.float64)
   top = counts * base.top + pair.f_top
@@ -177,11 +176,9 @@ def window_fits(pld, count, *, tail_mass=1e-20) -> bool:
 
 
 def _side_by_side(base, factor, counts, tail_mass) -> bool:
-  """Whether two threads may each hold a block's buffers (:func:`_buffers`) for
-  these counts: at the largest count's FFT length, four natural windows (the
-  most the tilt search grows to), both within a quarter of the memory budget
-  the array doors size their blocks from (``device_memory_bytes``).
-  A window the engine refuses runs on one thread (and is refused there)."""
+  """Whether two threads may each hold a block's buffers (:func:`_buffers`) at four
+  natural windows of the largest count (the most the tilt search grows to), both within
+  a quarter of ``device_memory_bytes``. A refused window runs (and is refused) on one."""
   if cores() < 2 or not np.size(counts):
     return False
   try:
@@ -201,10 +198,9 @@ def _polar_power(polar, c):
 
 
 def _fold(pair, rows, lams, from_idx, limit):
-  """log of the Chernoff bound on the tilted mass at relative index >= ``from_idx``,
-  per count and tilt, (B, len(lams)): the least over the orders ``_MU``; for a tilt
-  over ``limit`` (B, L) there, then over the orders of ``_LAMBDAS`` between the best
-  one's neighbours (the bound is convex in the order: the least over all of them)."""
+  """log Chernoff bound on the tilted mass at relative index >= ``from_idx``, (B, L):
+  least over ``_MU``; for a tilt over ``limit`` there, also over the ``_LAMBDAS`` between
+  the best one's neighbours (convex in the order: the least over all of them)."""
   k_lam = pair.kn(lams, rows)                                       # (B, L)
   x = from_idx[:, None, None] * pair.h
   k_mu = pair.kn((lams[:, None] + _MU[None, :]).ravel(), rows).reshape(k_lam.shape + _MU.shape)
@@ -230,6 +226,16 @@ def _first_read(pair, rows, size, floor):
       np.int64)
 
 
+def _least_folded(pair, rows, lams, log_u, score, from_idx, lim, done):
+  """The tilt of least ``score`` whose fold bound is <= ``lim`` for every count (bounds
+  computed only until one passes; with ``done``, the support in the window, all do)."""
+  for l in np.argsort(score, kind="stable"):
+    if done or np.all(_fold(pair, rows, lams[l:l + 1], from_idx, lim - log_u[:, l:l + 1])
+                      + log_u[:, l:l + 1] <= lim):
+      return int(l)
+  return None
+
+
 def _tilt_and_size(pair, rows, size, floor, delta, at=None, grow=4):
   """The tilt and FFT length of a chunk: over the tilts from 0 to the saddle
   point at ``at`` (default ``floor``; at most), the one with the least round-off estimate
@@ -244,16 +250,14 @@ def _tilt_and_size(pair, rows, size, floor, delta, at=None, grow=4):
   k_last = pair.kn(lams, slice(last, last + 1))[0]
   top = int(np.argmin(k_last - lams * x))                         # the saddle point
   lams = lams[np.unique(np.concatenate([[0], np.arange(top, 0, -2)[:_TILTS]]))]
+  lim = math.log(_FOLD * delta)
   while True:
     first = _first_read(pair, rows, size, floor)
     log_u = pair.kn(lams, rows) - lams[None, :] * (first[:, None] * h)   # (B, L)
-    fold = _fold(pair, rows, lams, first + size, math.log(_FOLD * delta) - log_u)
     done = np.all(pair.start(rows, size) + size - 1 >= pair.max_idx[rows])
-    ok = done | np.all(fold + log_u <= math.log(_FOLD * delta), axis=0)
-    if np.any(ok):
-      score = np.max(log_u, axis=0) - np.log(-np.expm1(-np.maximum(lams, 1e-300) * h))
-      score = np.where(ok, score, np.inf)
-      best = int(np.argmin(score))
+    score = np.max(log_u, axis=0) - np.log(-np.expm1(-np.maximum(lams, 1e-300) * h))
+    best = _least_folded(pair, rows, lams, log_u, score, first + size, lim, done)
+    if best is not None:
       # relative round-off estimate in delta: count * u per point, untilted, summed
       est = float(pair.counts[last]) * 2.2e-16 * math.exp(min(score[best], 700.0)) / delta
       if best == len(lams) - 1 or est <= _ROUND or done or size >= grow * start_size:
