@@ -77,10 +77,11 @@ def _tail_mass(num_steps):
   return min(DEFAULT_TAIL_MASS, 1e-16 / (1 << (int(num_steps) - 1).bit_length()))
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=2)
 def _step_host(sigma, q, direction, step):
-  """The per-step PLD before truncation, read-only and kept: a table's pieces
-  (counts 1, 2, 3-4, ...) truncate the same one differently."""
+  """The per-step PLD before truncation, read-only and kept (the last pair only:
+  its size grows as the step shrinks): a table's pieces (counts 1, 2, 3-4, ...)
+  truncate the same one differently."""
   p = poisson_gaussian_host(sigma, q, direction=direction, step=step)
   np.asarray(p.probs).setflags(write=False)
   return p

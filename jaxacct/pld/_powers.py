@@ -27,10 +27,8 @@ from jaxacct.pld._workspace import release, scratch
 
 # Chernoff orders (per unit of loss), as jaxacct.pld.compose_many's.
 _LAMBDAS = np.geomspace(1e-3, 1e9, 97)
-# Counts per chunk (rows of one batched inverse FFT; 32 keeps them in cache).
-_ROWS = 32
-# Counts up to this one are blocks of their own (:func:`_block_of`).
-_SINGLE = 2
+_ROWS = 32        # counts per chunk (rows of one batched inverse FFT; 32 stay in cache)
+_SINGLE = 2       # counts up to this one are blocks of their own (:func:`_block_of`)
 # Tilts tried per chunk (every other Chernoff order below the saddle point, and 0),
 # and the orders of the fold bounds' first pass (:func:`_fold` refines between them).
 _TILTS = 6
@@ -42,6 +40,8 @@ _FOLD = 1e-12
 # steeper tilt. The estimate adds the errors coherently; measured errors are about
 # 1e-6 of it (Poisson, delta 1e-5 to 1e-10), so this keeps them near 1e-11.
 _ROUND = 1e-5
+# Epsilons round up by this: the FFT round-off (4.4e-13 relative measured), over epsilon's.
+_ALLOWANCE = 10 * ROUNDING_ALLOWANCE
 # Points per block of the query's block sums.
 _BLOCK = 256
 #: Longest composed window (FFT length, grid points) the engine runs: its buffers hold
@@ -360,7 +360,7 @@ def _run_chunk(pair, rows, size, lam, delta, floor, spec=None):
   if redo.size:      # below the floor: read the whole window
     sub = np.arange(rows.start, rows.stop)[redo]
     out[redo] = _solve(pair, sub, y[redo], size, lam, m[redo], targets[redo], below_ok=True)
-  out = np.where(targets <= 0, np.inf, out + ROUNDING_ALLOWANCE * (1.0 + np.abs(out)))
+  out = np.where(targets <= 0, np.inf, out + _ALLOWANCE * (1.0 + np.abs(out)))
   return np.maximum(out, 0.0)
 
 
@@ -373,10 +373,9 @@ def _chernoff(pair, i, delta):
 
 
 def _estimate(pair, i, delta):
-  """A loss to read from, just below the epsilon of the count ``pair.counts[i]``
-  alone: the whole window at its natural length, tilted at the Chernoff bound's
-  point (a second pass, tilted at this answer, moved no table entry by more
-  than 5.6e-16 and cost 5-20% of the time)."""
+  """A loss to read from, just below the count ``pair.counts[i]``'s epsilon alone: its
+  natural window tilted at the Chernoff point (a second pass, tilted at this answer,
+  moved no entry by more than 5.6e-16 and cost 5-20% of the time)."""
   rows, at = slice(i, i + 1), _chernoff(pair, i, delta)
   lam, size = _tilt_and_size(pair, rows, int(pair.natural[i]), 0.0, delta, at=at, grow=1)
   e = _run_chunk(pair, rows, size, lam, delta, 0.0)[0]

@@ -44,7 +44,8 @@ def _tables(probs, step, ns, loopless=False):
   small = ns.is_host and nb <= _HOST_LOOP_BLOCKS
   mm = (lambda a, b: xp.einsum("ij,kj->ik", a, b)) if small else (lambda a, b: a @ b.T)
   t_loc = mm(p, geo)
-  v = mm(p, xp.exp(-idx * step)[None, :])[:, 0]  # sum_i p_i e^{-(i - bB) h} per block
+  w = xp.exp(-idx * step)
+  v = xp.einsum("ij,j->i", p, w) if small else p @ w  # sum_i p_i e^{-(i - bB) h} per block
   rb = xp.exp(-bsz * step)
 
   def carry_fn(u_next, v_b):  # u_b = v_b + e^{-Bh} u_{b+1}

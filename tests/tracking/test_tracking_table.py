@@ -251,6 +251,7 @@ def test_repeated_event_at_extremes_is_a_direct_convolution(x64, sigma, q, steps
     inf = -math.expm1(steps * math.log1p(-float(p.inf_mass)))
     eps.append(float(jpld.epsilon(jpld.PLD(conv, steps * int(p.offset), 1e-2, inf, True), delta)))
   assert got.epsilon == pytest.approx(max(eps), rel=1e-9, abs=0.0)
+  assert got.epsilon >= max(eps)             # an upper bound: never below the convolution
   assert got.lower <= got.epsilon
 
 
