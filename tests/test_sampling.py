@@ -201,7 +201,9 @@ def test_one_number_for_one_training_run(name):
   assert got.epsilon == pytest.approx(acc, rel=1e-12, abs=0)
   assert got.bound == "upper" and got.method == ref.method
   both = s.epsilon(noise_multiplier=np.array([0.8, 1.0]), delta=1e-5).epsilon
-  assert both.shape == (2,) and both[1] == pytest.approx(got.epsilon, rel=1e-12)
+  # (2e-12 here: the scalar Poisson door's repeated-event engine rounds up by 1e-12,
+  # the array program by jaxacct.pld.epsilon's 1e-13)
+  assert both.shape == (2,) and both[1] == pytest.approx(got.epsilon, rel=2e-12)
   assert both[0] > both[1]
 
 
