@@ -30,10 +30,15 @@ MODULE = "def test_{0}_{1}():\n  assert {1} >= 0\n"
 CRASH = textwrap.dedent("""
     import os
 
-    def test_a_crash_once(tmp_path_factory):
+    def test_a_crash_once(request):
       mark = os.path.join(os.environ["CRASH_MARK"], "crashed")
       if not os.path.exists(mark):
         open(mark, "w").close()
+        # rerunfailures sends this test's rerun budget to the controller at
+        # setup, without waiting for a reply; a read on the same connection
+        # returns only once it has landed. A real crash comes seconds into a
+        # test; one in the first microseconds could outrun the message.
+        request.config.failures_db.get_test_reruns(request.node.nodeid)
         os._exit(3)
 
     def test_b_after_crash():
