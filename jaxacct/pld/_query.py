@@ -6,6 +6,7 @@ see :mod:`jaxacct.pld._core` for what the discrete PLD bounds.
 
 from __future__ import annotations
 
+import math
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +21,8 @@ from jaxacct._core.compiled import jit
 _BLOCK = 256
 # Blocks up to which the host query's products run in NumPy's loops, not BLAS.
 _HOST_LOOP_BLOCKS = 1024
+# The host's running sums need e^{+-B h} in range: B h at most this.
+_HOST_SCALED_SPAN = 30.0
 
 
 def _tables(probs, step, ns, loopless=False):
@@ -36,6 +39,9 @@ def _tables(probs, step, ns, loopless=False):
   nb = -(-n // bsz)
   p = xp.pad(probs, (0, nb * bsz - n)).reshape(nb, bsz)
   idx = xp.arange(bsz, dtype=xp.float64)
+  w = xp.exp(-idx * step)
+  if ns.is_host and bsz * float(step) <= _HOST_SCALED_SPAN:
+    return _host_tables(p, idx, w, float(step), n)
   diff = idx[None, :] - idx[:, None]  # i - k (row k, column i)
   geo = xp.where(diff > 0, xp.exp(-xp.maximum(diff, 0.0) * step), 0.0)
   # a small question on the host: NumPy's own loops (a BLAS product would wake
@@ -44,7 +50,6 @@ def _tables(probs, step, ns, loopless=False):
   small = ns.is_host and nb <= _HOST_LOOP_BLOCKS
   mm = (lambda a, b: xp.einsum("ij,kj->ik", a, b)) if small else (lambda a, b: a @ b.T)
   t_loc = mm(p, geo)
-  w = xp.exp(-idx * step)
   v = xp.einsum("ij,j->i", p, w) if small else p @ w  # sum_i p_i e^{-(i - bB) h} per block
   rb = xp.exp(-bsz * step)
 
@@ -68,6 +73,31 @@ def _tables(probs, step, ns, loopless=False):
   else:
     _, s_next = ns.scan(sum_fn, xp.zeros((), p.dtype), tot, reverse=True)
   d = xp.expm1(step) * (s_loc + s_next[:, None])
+  return t.reshape(-1)[:n], d.reshape(-1)[:n]
+
+
+def _host_tables(p, idx, w, h, n):
+  """:func:`_tables` on the host as running sums: inside a block,
+  ``sum_{i>k} p_i e^{-(i-k)h} = e^{kh} sum_{i>k} p_i e^{-ih}`` (the same
+  nonnegative terms, each rounded a few ulps apart; no cancellation), O(N)
+  where the products are O(N B)."""
+  bsz = p.shape[1]
+  pw = p * w
+  later = np.cumsum(pw[:, ::-1], axis=1)[:, ::-1]          # sum_{i>=k} in the block
+  v = later[:, 0]
+  after = np.zeros_like(later)
+  after[:, :-1] = later[:, 1:]                             # sum_{i>k}: no subtraction
+  t_loc = np.exp(idx * h)[None, :] * after
+  u_next = np.empty_like(v)          # u_b = v_b + e^{-Bh} u_{b+1}, u_next[b] = u_{b+1}
+  rb, acc = math.exp(-bsz * h), 0.0
+  for b in range(v.shape[0] - 1, -1, -1):
+    u_next[b] = acc
+    acc = v[b] + rb * acc
+  t = t_loc + np.exp(-(bsz - idx) * h)[None, :] * u_next[:, None]
+  s_loc = np.cumsum(t[:, ::-1], axis=1)[:, ::-1]           # sum_{i>=k} in the block
+  tot = s_loc[:, 0]
+  s_next = np.concatenate([np.cumsum(tot[::-1])[::-1][1:], [0.0]])
+  d = math.expm1(h) * (s_loc + s_next[:, None])
   return t.reshape(-1)[:n], d.reshape(-1)[:n]
 
 

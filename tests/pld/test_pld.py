@@ -456,3 +456,32 @@ def test_sparse_law_is_tilted_and_summed_on_its_atoms(x64):
   assert dense.atoms is None
   np.testing.assert_array_equal(dense.lmgf(lams[:5]), tilted_fft.log_mgf_lattice(
       np.asarray(dense.p), 1e-3, lams[:5], 0, HOST))
+
+
+@pytest.mark.parametrize("n, step", [(700, 1e-3), (600, 0.1), (400, 0.01), (300, 0.5)])
+def test_query_tables_on_the_host_are_exact_sums(x64, n, step):
+  # The queries' tables T_k = sum_{i>k} p_i e^{-(i-k)h} and
+  # D_k = sum_{i>k} p_i (1 - e^{-(i-k)h}) on the host (running sums scaled by
+  # e^{kh} inside a block; the block products where 256 h > 30, as at h = 0.5)
+  # against mpmath at 30 digits: 2.3e-15 relative measured (the jitted block
+  # products: 9e-16); and the jitted kernel's tables to 1e-13. The third case
+  # puts a unit atom before atoms 1e12 times smaller, where a running sum that
+  # subtracted the atom back out would keep none of their digits.
+  from jaxacct._core.namespace import HOST, JAX
+  from jaxacct.pld import _query
+  rng = np.random.default_rng(n)
+  p = rng.random(n) ** 8
+  if n == 400:
+    p = np.full(n, 1e-12)
+    p[::50] = 1.0
+  p /= p.sum()
+  t, d = _query._tables(p, step, HOST)
+  tj, dj = (np.asarray(x) for x in jax.jit(lambda q: _query._tables(q, step, JAX))(p))
+  h = mp.mpf(step)
+  for k in range(0, n, 13):
+    T = mp.fsum(mp.mpf(p[i]) * mp.exp(-(i - k) * h) for i in range(k + 1, n))
+    D = mp.fsum(mp.mpf(p[i]) * -mp.expm1(-(i - k) * h) for i in range(k + 1, n))
+    for got, want in ((t[k], T), (d[k], D)):
+      assert abs(got - want) <= 1e-14 * want, (k, got, float(want))
+  np.testing.assert_allclose(t, tj, rtol=1e-13, atol=0.0)
+  np.testing.assert_allclose(d, dj, rtol=1e-13, atol=0.0)
