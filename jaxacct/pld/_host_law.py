@@ -36,6 +36,10 @@ class _Law:
     """log sum_j p_j e^{lam j h} (relative index j) for each lam; -inf if no mass.
     Memoised per value of lam (the orders repeat across chunks and calls)."""
     lams = np.asarray(lams, np.float64)
+    whole = self._memo.setdefault("lmgf-arrays", {})   # the same array asked again
+    key = (lams.shape, lams.tobytes())
+    if key in whole:
+      return whole[key].copy()
     memo = self._memo.setdefault("lmgf", {})
     new = [x for x in np.unique(lams).tolist() if x not in memo]
     if new:
@@ -46,7 +50,9 @@ class _Law:
       else:
         vals = np.full(len(new), -np.inf)
       memo.update(zip(new, np.asarray(vals).tolist()))
-    return np.array([memo[x] for x in lams.ravel().tolist()]).reshape(lams.shape)
+    out = np.array([memo[x] for x in lams.ravel().tolist()]).reshape(lams.shape)
+    whole[key] = out
+    return out.copy()
 
   def spectrum(self, lam, size):
     """rfft of the tilted masses ``p_j e^{lam j h} / M(lam)`` wrapped on ``size`` cells."""
@@ -81,7 +87,7 @@ class _Law:
     buffers); ``keep_last``: all but the one asked for last (a column of
     compositions often takes the tilt and length of the one before)."""
     last = getattr(self, "_last", None) if keep_last else None
-    for key in [k for k in self._memo if k not in ("lmgf", last)]:
+    for key in [k for k in self._memo if k not in ("lmgf", "lmgf-arrays", last)]:
       self._memo.pop(key, None)
 
 

@@ -512,15 +512,16 @@ def direction_delta(pld, count, epsilon, *, factor=None, tail_mass=1e-20):
 def pair_epsilons(pair, counts, delta, *, factor=None, tail_mass=1e-20, every=64):
   """max over the two directions of :func:`direction_epsilons` (a ``PairPLD``).
 
-  Up to ``every`` counts: both directions at every count. Beyond, the
-  direction larger at the last count is computed at every count, the other
-  one at every ``every``-th count and the last, and in full only on the
-  stretches where it may be the larger: epsilon never decreases with the
-  count, so where ``other(n_b) <= lead(n_a)`` (with a margin far above the
-  round-off) the lead is the max on all of ``(n_a, n_b]``.
-  """
+  Count 1 alone: the PLDs' own queries. Up to ``every`` counts: both directions
+  at every count. Beyond, the one larger at the last count at every count, the
+  other at every ``every``-th count and the last, and in full only where it may
+  be the larger: epsilon never decreases with the count, so where ``other(n_b)
+  <= lead(n_a)`` (a margin far above round-off) the lead is the max on ``(n_a, n_b]``."""
   counts = np.asarray(counts, np.int64)
   pair = law(pair)
+  if factor is None and counts.tolist() == [1]:   # no FFT, no thread
+    return np.array([max(_direct("epsilon", pair.remove, delta),
+                         _direct("epsilon", pair.add, delta))])
   factor = None if factor is None else law(factor)
   fac = {d: None if factor is None else getattr(factor, d) for d in ("remove", "add")}
 

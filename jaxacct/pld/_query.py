@@ -31,7 +31,8 @@ def _tables(probs, step, ns, loopless=False):
   Both are sums of nonnegative terms (no cancellation).  T satisfies
   ``T_k = e^{-h}(p_{k+1} + T_{k+1})``, hence ``D_k = D_{k+1} + (e^h - 1) T_k``.
   Computed blockwise (blocks of 256: a triangular matrix product inside a
-  block, a short scan over blocks for the carries), which compiles fast.
+  block, a short scan over blocks for the carries), which compiles fast; on
+  the host, running sums inside a block (:func:`_host_tables`), O(N).
   """
   xp = ns.xp
   n = probs.shape[0]

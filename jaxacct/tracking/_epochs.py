@@ -35,6 +35,11 @@ _laws_jit = jit(_laws, static_argnames=("mechanism",))
 
 # counts per block of the repeated-event engine (below it: one column a count)
 _ROWS = 32
+# The later epochs' rows on a coarser loss grid (row_step): at the README's run
+# 8 times the accountant's 1e-4, 1e-5 of epsilon looser (an upper bound still),
+# a twentieth of the 64-prefix staircase's gaps, a third of the columns' time.
+_ROW_COARSENING = 8
+_ROW_STEP_MAX = 1e-3
 
 def _prefix_laws(sigma, s: int, mechanism: str, host: bool):
   """FinalLaws (NumPy) of the 1-of-s round: by the compiled law program
@@ -68,7 +73,11 @@ def prefix_pair(sigma, s: int, t: int, *, step: float, mechanism: str = "gaussia
   Bound: upper (dominating pair of the prefix; see the module docstring).
   """
   f = _prefix_laws(float(sigma), int(s), mechanism, bool(host))
-  gamma = s / t
+  return _pair_of_laws(f, int(s) / int(t), float(step))
+
+
+def _pair_of_laws(f, gamma: float, step: float):
+  """:func:`prefix_pair` from the round's laws ``f`` and ``gamma = s / t``."""
   rel, eta = float(f.rel), float(f.eta)
   fu = (1.0 + rel) * math.exp(eta)
   keep = f.up_p > 0
@@ -93,6 +102,14 @@ def prefix_pair(sigma, s: int, t: int, *, step: float, mechanism: str = "gaussia
     inf = min(1.0, q0)
   add = from_losses_host(losses, masses, step=step, pessimistic=True, inf_mass=inf)
   return jpld.PairPLD(remove, add)
+
+
+def row_step(step: float) -> float:
+  """The loss grid step of the later epochs' prefix rows: ``step`` times
+  ``_ROW_COARSENING`` (at most), never coarser than ``_ROW_STEP_MAX`` nor finer
+  than ``step``."""
+  m = max(1, min(_ROW_COARSENING, int(math.floor(_ROW_STEP_MAX / step * (1 + 1e-9)))))
+  return m * float(step)
 
 
 def _prefix_epsilon(pair, delta: float) -> float:
@@ -136,12 +153,13 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
   has been composed after e - 1 whole epochs: below ``_ROWS`` epochs as one
   column a count (``jaxacct.pld.pair_column_epsilons``: the whole epoch's
   power once, the prefixes as rows of batched inverse FFTs), from ``_ROWS``
-  epochs on by prefix (``jaxacct.pld.pair_epsilons`` over the counts). Each
-  prefix's pair is kept from epoch 1 with its memoised log-MGFs and, between
-  columns, its last spectrum (2.7 MB a prefix at the README's run: 173 MB
-  for 64). The values do not depend on timing: the same run gives the same
-  table, piece by piece or whole (a running maximum is carried from piece to
-  piece).
+  epochs on by prefix (``jaxacct.pld.pair_epsilons`` over the counts). These
+  rows (the prefixes and the whole epoch) are on the coarser grid of
+  :func:`row_step` (8 times ``step`` at most): each prefix's row pair is built
+  in epoch 1 from the same laws and kept with its memoised log-MGFs and,
+  between columns, its last spectrum. The values do not depend on timing: the
+  same run gives the same table, piece by piece or whole (a running maximum
+  is carried from piece to piece).
 
   Bound: upper.
   """
@@ -170,14 +188,16 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
     with jax.enable_x64(True):           # thread-local: entered on the helper thread
       return float(epoch_end(e))
 
-  def pair_at(s, host=False):
-    return prefix_pair(sigma, int(s), t, step=step, mechanism=mech, host=host)
+  rows_at = row_step(step)
 
   def prefix(i):
     with jax.enable_x64(True):           # thread-local: entered on each thread
       # the first step's prefix on the host: it waits for no compiled program
-      p = law(pair_at(grid[i], host=i == 0))
-      return p, _prefix_epsilon(p, delta)
+      f = _prefix_laws(sigma, int(grid[i]), mech, i == 0)
+      gamma = int(grid[i]) / t
+      # epoch 1 reads it on the accountant's grid, the later epochs on the rows'
+      row = law(_pair_of_laws(f, gamma, rows_at)) if n_ep >= 2 else None
+      return row, _prefix_epsilon(law(_pair_of_laws(f, gamma, step)), delta)
 
   ends = _InOrder(end_at, n_ep)   # end 1 beside the first prefix
   try:
@@ -204,7 +224,7 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
     yield emit([e1])
     if n_ep < 2:
       return
-    whole = law(pair_at(t))
+    whole = law(prefix_pair(sigma, t, t, step=rows_at, mechanism=mech))
     counts = np.arange(1, n_ep)
     if counts.size >= _ROWS:  # counts in shared blocks: all counts of a prefix at once
       val = np.stack([pair_epsilons(whole, counts, delta, factor=p, tail_mass=tail_mass)

@@ -82,3 +82,39 @@ def test_invalid_lane_is_nan_marked_like_jitted(x64):
   Fj = _laws("gaussian", 1.0, 0, 1e-13, 256, host=False)
   Fh = _laws("gaussian", 1.0, 0, 1e-13, 256, host=True)
   assert np.isnan(Fh.rel[0]) and np.isnan(np.asarray(Fj.rel)[0])
+
+
+def test_host_sums_are_a_loop_over_the_diagonals_bit_for_bit():
+  # The host's accumulation (sheared runs of diagonals whose starts rise by
+  # one, one axis-0 reduction each with the output's segment first) against
+  # the plain loop of the jitted body: row after row, one slice add each.
+  # Starts that rise by 0 or 1 (as d + kappa(d) does), blocks of several
+  # widths, two sums, a NaN mass (an invalid lane): the same bits.
+  from jaxacct.allocation.pld._host_rows import host_sums
+  rng = np.random.default_rng(11)
+  size = 3 * 200 + 4
+  for trial in range(12):
+    inits = [(rng.random(size), rng.random(size)) for _ in range(2)]
+    blocks, want = [], []
+    for re0, im0 in inits:
+      out = re0 + 0j
+      out.imag = im0
+      blks = []
+      for _ in range(4):
+        rows, L = int(rng.integers(1, 40)), int(rng.integers(0, 200))
+        rise = (rng.random(rows - 1) < 0.7).astype(int)
+        st = int(rng.integers(0, size - L - rows)) + np.concatenate([[0], np.cumsum(rise)])
+        r, i = rng.random((rows, L + 1)), rng.random((rows, L + 1))
+        if trial % 4 == 0:
+          r[0, 0] = np.nan
+        blks.append((lambda d, st=st, r=r, i=i: (st[:, None], r, i),
+                     np.arange(rows)[:, None], L))
+        for k in range(rows):
+          seg = out[st[k]:st[k] + L + 1]
+          seg.real += r[k]
+          seg.imag += i[k]
+      blocks.append(blks)
+      want.append(out)
+    for got, w in zip(host_sums(inits, blocks), want):
+      assert np.array_equal(got.real, w.real, equal_nan=True)
+      assert np.array_equal(got.imag, w.imag, equal_nan=True)

@@ -21,12 +21,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from numpy.lib.stride_tricks import sliding_window_view
+from numpy.lib.stride_tricks import as_strided
 
 from jaxacct._core.batching import accelerator_layout
 from jaxacct._core.namespace import JAX
 from jaxacct.allocation.pld import _diagonal_blocks as db
-from jaxacct.allocation.pld._host_rows import HOST_ROWS, host_sums, host_workspace
+from jaxacct.allocation.pld._host_rows import HOST_ROWS, host_sums
 from jaxacct.allocation.pld import _lower_coarse as lc
 from jaxacct.allocation.pld._far_field import (band_limits, far_lower, far_prefix, far_ulps,
                                               far_upper)
@@ -179,7 +179,11 @@ def _dslice(x, start, size: int, ns):
   """``x[start : start + size]``; on the host ``start`` is a column of
   consecutive starts, one row each (a strided view, nothing copied)."""
   if ns.is_host:
-    return sliding_window_view(x, size)[start[0, 0]:start[-1, 0] + 1]
+    s0, s1 = int(start[0, 0]), int(start[-1, 0])
+    if s1 + size > x.shape[0]:
+      raise IndexError(f"window {s0}..{s1} + {size} past {x.shape[0]}")
+    step = x.strides[0]     # sliding_window_view's rows, without its checks' cost
+    return as_strided(x[s0:], (s1 - s0 + 1, size), (step, step), writeable=False)
   return lax.dynamic_slice(x, (start,), (size,))
 
 
@@ -527,8 +531,7 @@ def _powering(law, lat, t, n: int, tail, min_step, method, ns, *, upper: bool,
                           level(jj, carry), carry)
     A, LA, _, _, ledger = lax.fori_loop(0, levels, static_level, carry)
     return A, LA, ledger
-  with host_workspace(ns):
-    A, LA, _, _, ledger = ns.fori_loop(0, nb, level, carry)
+  A, LA, _, _, ledger = ns.fori_loop(0, nb, level, carry)
   return A, LA, ledger
 
 
