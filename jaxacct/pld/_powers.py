@@ -22,7 +22,8 @@ from jaxacct._core.checks import WindowTooLarge
 from jaxacct._core.namespace import host_call
 from jaxacct._core.parallel import cores, host_map
 from jaxacct.pld._host_law import law
-from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta_core, epsilon_core
+from jaxacct.pld._query import (ROUNDING_ALLOWANCE, delta_core, epsilon_core,
+                                epsilon_on_atoms)
 from jaxacct.pld._workspace import release, scratch
 
 # Chernoff orders (per unit of loss), as jaxacct.pld.compose_many's.
@@ -465,7 +466,11 @@ def direction_epsilons(pld, counts, delta, *, factor=None, tail_mass=1e-20, spli
 
 
 def _direct(quantity, base, value):
-  """The query of :mod:`jaxacct.pld._query` on one repetition's PLD (no FFT)."""
+  """The query of :mod:`jaxacct.pld._query` on one repetition's PLD (no FFT; a
+  sparse law's epsilon on its atoms)."""
+  if quantity == "epsilon" and base.atoms is not None:
+    return epsilon_on_atoms(base.atoms, base.p[base.atoms], base.offset, base.step,
+                            base.inf, value)
   core = epsilon_core if quantity == "epsilon" else delta_core
   return float(host_call(core, base.p, np.int64(base.offset), base.step, np.float64(base.inf),
                          np.float64(value)))
@@ -557,17 +562,10 @@ def column_epsilons(pld, count, factors, delta, *, tail_mass=1e-20):
   charges); only those shared choices, which move round-off, differ. The
   numbers depend on the order and chunking of ``factors``, not on the time.
 
-  Args:
-    pld: pessimistic :class:`jaxacct.pld.PLD` of one repetition.
-    count: int >= 1.
-    factors: pessimistic PLDs on ``pld``'s grid step (or their :func:`law`).
-    delta: in (0, 1).
-    tail_mass: Chernoff window tail per side.
-
-  Returns:
-    float64 numpy array (len(factors),).
-
-  Bound: upper (as :func:`direction_epsilons`).
+  ``pld``: one repetition's pessimistic PLD; ``count`` >= 1; ``factors``:
+  pessimistic PLDs on its grid step (or their :func:`law`); ``delta`` in (0,
+  1); ``tail_mass``: the Chernoff window's tail per side. Returns float64
+  (len(factors),). Bound: upper (as :func:`direction_epsilons`).
   """
   base, facs = law(pld), [law(f) for f in factors]
   out = []

@@ -154,6 +154,54 @@ def _epsilon_core(probs, offset, step, inf_mass, dlt, rounding="up", ns=JAX,
 
 
 _epsilon_kernel = jit(_epsilon_core, static_argnames=("rounding",))
+
+
+def epsilon_on_atoms(idx, probs, offset, step, inf_mass, dlt) -> float:
+  """:func:`epsilon` (rounding up) of a PLD whose P-mass sits on the grid
+  indices ``idx`` (ascending, ``probs`` > 0 there, nothing elsewhere), on the
+  host in O(len(idx)): the tables of :func:`_tables` at the atoms only, by
+  the same positive recurrences over the gaps ``g`` between atoms,
+  ``T_j = e^{-g h}(p_{j+1} + T_{j+1})`` and ``D_j = D_{j+1} + (1 - e^{-g h})
+  (p_{j+1} + T_{j+1})``, and the segment solve at the first atom with
+  ``D <= delta``: the curve between two atoms is the one the dense query
+  solves on, so the answers agree to rounding (inside the allowance).
+  """
+  h = float(step)
+  x = np.asarray(idx, np.int64)
+  p = np.asarray(probs, np.float64)
+  target = float(dlt) - float(inf_mass)
+  if not 0.0 < float(dlt) < 1.0:
+    return math.nan
+  if target <= 0.0:
+    return math.inf
+  m = x.size
+  if m == 0:
+    return 0.0
+  # T by running sums scaled inside chunks of at most _HOST_SCALED_SPAN in loss
+  # (e^{+-span} in range), a carry from the chunk above
+  rel = (x - x[0]).astype(np.float64) * h
+  chunk = np.floor(rel / _HOST_SCALED_SPAN).astype(np.int64)
+  t = np.zeros(m)
+  carry_x, carry = None, 0.0           # the chunk above: its first atom, p + T there
+  for c in np.unique(chunk)[::-1].tolist():
+    sel = np.flatnonzero(chunk == c)
+    a, b = int(sel[0]), int(sel[-1]) + 1
+    z = rel[a:b] - rel[a]
+    w = p[a:b] * np.exp(-z)
+    after = np.concatenate([np.cumsum(w[::-1])[::-1][1:], [0.0]])   # sum over later atoms
+    t[a:b] = np.exp(z) * after
+    if carry_x is not None:
+      t[a:b] += np.exp(-(carry_x - rel[a:b])) * carry
+    carry_x, carry = rel[a], p[a] + t[a]
+  gap = np.diff(x).astype(np.float64) * h
+  w = -np.expm1(-gap) * (p[1:] + t[1:])            # D_j - D_{j+1}, j < m - 1
+  d = np.concatenate([np.cumsum(w[::-1])[::-1], [0.0]])
+  k = min(int(np.searchsorted(-d, -target, side="left")), m - 1)
+  denom = p[k] + t[k]
+  frac = min(max((target - d[k]) / denom, 0.0), 1.0) if denom > 0 else 0.0
+  eps = (int(offset) + int(x[k])) * h + math.log1p(-frac)
+  eps += ROUNDING_ALLOWANCE * (1.0 + abs(eps))
+  return max(eps, 0.0)
 #: the query formulas under public names, for the block programs that vmap
 #: them (:mod:`jaxacct.pld._poisson_blocks`)
 epsilon_core, delta_core = _epsilon_core, _delta_core

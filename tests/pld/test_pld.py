@@ -485,3 +485,44 @@ def test_query_tables_on_the_host_are_exact_sums(x64, n, step):
       assert abs(got - want) <= 1e-14 * want, (k, got, float(want))
   np.testing.assert_allclose(t, tj, rtol=1e-13, atol=0.0)
   np.testing.assert_allclose(d, dj, rtol=1e-13, atol=0.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_epsilon_on_atoms_is_the_dense_query(x64, seed):
+  # A sparse PLD's epsilon on its atoms only (the gaps' recurrences, the
+  # segment solve at the first atom with D <= delta) against the dense host
+  # query on the whole grid: 2e-13 relative (both inside the 1e-13 allowance
+  # of the exact segment solve); against mpmath's root of
+  # inf + sum p (1 - e^{eps - l})_+ = delta: never below it, 1e-12 above at
+  # most. Seeds: losses spanning 3 to 150 nats (several chunks of 30), an inf
+  # mass, a delta below and above the largest atom's mass.
+  from jaxacct._core.namespace import host_call
+  from jaxacct.pld._query import epsilon_core, epsilon_on_atoms
+  rng = np.random.default_rng(seed)
+  h, n = 1e-3, (3_000, 40_000, 150_000, 20_000)[seed]
+  atoms = np.unique(rng.integers(0, n, 400))
+  p = np.zeros(n)
+  p[atoms] = rng.random(atoms.size) ** 4
+  p *= 0.999 / p.sum()
+  offset, inf = -n // 3, (0.0, 1e-7, 0.0, 1e-9)[seed]
+  for delta in (1e-9, 1e-5, 1e-2):
+    dense = float(host_call(epsilon_core, p, np.int64(offset), h, np.float64(inf),
+                            np.float64(delta)))
+    got = epsilon_on_atoms(atoms, p[atoms], offset, h, inf, delta)
+    assert got == pytest.approx(dense, rel=2e-13, abs=1e-300)
+    if delta <= inf:                         # the inf mass alone exceeds delta
+      assert got == dense == math.inf
+      continue
+    losses = [mp.mpf(int(offset + i)) * mp.mpf(h) for i in atoms]
+    f = lambda e: mp.mpf(inf) + mp.fsum(mp.mpf(p[i]) * (1 - mp.exp(e - l))   # noqa: E731
+                                        for i, l in zip(atoms, losses) if l > e) - delta
+    if f(mp.mpf(0)) <= 0:
+      assert got == pytest.approx(0.0, abs=1e-12)
+      continue
+    lo, hi = mp.mpf(0), max(losses)          # f(lo) > 0 >= f(hi): bisection
+    for _ in range(80):
+      mid = (lo + hi) / 2
+      lo, hi = (mid, hi) if f(mid) > 0 else (lo, mid)
+    want = float(hi)
+    assert want <= got <= want + 1e-12 * (1 + abs(want))
+  assert epsilon_on_atoms(atoms, p[atoms], offset, h, 0.5, 0.1) == math.inf
