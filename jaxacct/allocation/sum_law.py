@@ -16,6 +16,9 @@ checking the construction needs:
   ``method`` switch ("fast", the default: near band in the fused loop plus the
   far field; "loop": every diagonal in the fused loop; "reference": the
   O(n^2) oracle, the two sums one by one);
+* (not listed) the host's accumulation of a pairwise sum's diagonals
+  ``host_sums`` (each output cell in the jitted loop's order), held to a
+  plain loop by its test;
 * the round laws of lanes :func:`laws_batch` (one-step laws on the host, then
   the jitted round-law builder, or with ``host=True`` the same kernels
   evaluated in NumPy, ``ns = HOST`` of :mod:`jaxacct._core.namespace`: one
@@ -30,6 +33,7 @@ described in docs/bounds/allocation_pld.md ("The host path").
 """
 
 from jaxacct._core.dtype import public_surface
+from jaxacct.allocation.pld._host_rows import host_sums
 from jaxacct.allocation.pld._laws import delta_batch, eps_batch, laws_batch
 from jaxacct.allocation.pld._sum_law import (Lattice, LowerLaw, UpperLaw, conv_lower, conv_upper,
                                              sum_law_lower, sum_law_upper)

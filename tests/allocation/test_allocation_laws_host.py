@@ -90,7 +90,6 @@ def test_host_sums_are_a_loop_over_the_diagonals_bit_for_bit():
   # the plain loop of the jitted body: row after row, one slice add each.
   # Starts that rise by 0 or 1 (as d + kappa(d) does), blocks of several
   # widths, two sums, a NaN mass (an invalid lane): the same bits.
-  from jaxacct.allocation.pld._host_rows import host_sums
   rng = np.random.default_rng(11)
   size = 3 * 200 + 4
   for trial in range(12):
@@ -115,6 +114,6 @@ def test_host_sums_are_a_loop_over_the_diagonals_bit_for_bit():
           seg.imag += i[k]
       blocks.append(blks)
       want.append(out)
-    for got, w in zip(host_sums(inits, blocks), want):
+    for got, w in zip(sl.host_sums(inits, blocks), want):
       assert np.array_equal(got.real, w.real, equal_nan=True)
       assert np.array_equal(got.imag, w.imag, equal_nan=True)

@@ -459,45 +459,48 @@ def test_sparse_law_is_tilted_and_summed_on_its_atoms(x64):
 
 
 @pytest.mark.parametrize("n, step", [(700, 1e-3), (600, 0.1), (400, 0.01), (300, 0.5)])
-def test_query_tables_on_the_host_are_exact_sums(x64, n, step):
-  # The queries' tables T_k = sum_{i>k} p_i e^{-(i-k)h} and
-  # D_k = sum_{i>k} p_i (1 - e^{-(i-k)h}) on the host (running sums scaled by
-  # e^{kh} inside a block; the block products where 256 h > 30, as at h = 0.5)
-  # against mpmath at 30 digits: 2.3e-15 relative measured (the jitted block
-  # products: 9e-16); and the jitted kernel's tables to 1e-13. The third case
-  # puts a unit atom before atoms 1e12 times smaller, where a running sum that
-  # subtracted the atom back out would keep none of their digits.
-  from jaxacct._core.namespace import HOST, JAX
-  from jaxacct.pld import _query
+def test_host_query_of_one_repetition_is_exact(x64, n, step):
+  # The engine's count 1 (pair_epsilons: the query's tables on the host,
+  # running sums scaled by e^{kh} inside a block, the block products where
+  # 256 h > 30 as at h = 0.5) against mpmath's root of
+  # sum p (1 - e^{eps - l})_+ = delta at 30 digits: never below it, 1e-12
+  # above at most; and the jitted query (pld.epsilon) to 1e-12. The third
+  # case mixes unit atoms with atoms 1e12 times smaller (the running sums add
+  # the later atoms only, never subtract an atom back out).
   rng = np.random.default_rng(n)
   p = rng.random(n) ** 8
   if n == 400:
     p = np.full(n, 1e-12)
     p[::50] = 1.0
-  p /= p.sum()
-  t, d = _query._tables(p, step, HOST)
-  tj, dj = (np.asarray(x) for x in jax.jit(lambda q: _query._tables(q, step, JAX))(p))
-  h = mp.mpf(step)
-  for k in range(0, n, 13):
-    T = mp.fsum(mp.mpf(p[i]) * mp.exp(-(i - k) * h) for i in range(k + 1, n))
-    D = mp.fsum(mp.mpf(p[i]) * -mp.expm1(-(i - k) * h) for i in range(k + 1, n))
-    for got, want in ((t[k], T), (d[k], D)):
-      assert abs(got - want) <= 1e-14 * want, (k, got, float(want))
-  np.testing.assert_allclose(t, tj, rtol=1e-13, atol=0.0)
-  np.testing.assert_allclose(d, dj, rtol=1e-13, atol=0.0)
+  p *= 0.999 / p.sum()
+  off = -n // 4
+  P = pld.PLD(p, off, step, 0.0, True)
+  losses = [mp.mpf(off + i) * mp.mpf(step) for i in range(n)]
+  for delta in (1e-2, 1e-5, 1e-9):
+    got = pld.pair_epsilons(pld.PairPLD(P, P), np.array([1]), delta)[0]
+    assert got == pytest.approx(float(pld.epsilon(P, delta)), rel=1e-12, abs=1e-300)
+    f = lambda e: mp.fsum(mp.mpf(p[i]) * -mp.expm1(e - l)   # noqa: E731
+                          for i, l in enumerate(losses) if l > e) - delta
+    lo, hi = mp.mpf(0), max(losses)
+    if f(lo) <= 0:
+      assert got == pytest.approx(0.0, abs=1e-12)
+      continue
+    for _ in range(70):
+      mid = (lo + hi) / 2
+      lo, hi = (mid, hi) if f(mid) > 0 else (lo, mid)
+    assert float(hi) * (1 - 1e-15) <= got <= float(hi) + 1e-12 * (1 + float(hi)), (delta, got)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_epsilon_on_atoms_is_the_dense_query(x64, seed):
-  # A sparse PLD's epsilon on its atoms only (the gaps' recurrences, the
-  # segment solve at the first atom with D <= delta) against the dense host
-  # query on the whole grid: 2e-13 relative (both inside the 1e-13 allowance
-  # of the exact segment solve); against mpmath's root of
+  # A sparse PLD's epsilon on its atoms only (the engine's count 1 of a law
+  # with atoms on under 1/8 of its grid: the gaps' recurrences, the segment
+  # solve at the first atom with D <= delta) against the jitted query on the
+  # whole grid: 2e-13 relative (both inside the 1e-13 allowance of the exact
+  # segment solve); against mpmath's root of
   # inf + sum p (1 - e^{eps - l})_+ = delta: never below it, 1e-12 above at
   # most. Seeds: losses spanning 3 to 150 nats (several chunks of 30), an inf
   # mass, a delta below and above the largest atom's mass.
-  from jaxacct._core.namespace import host_call
-  from jaxacct.pld._query import epsilon_core, epsilon_on_atoms
   rng = np.random.default_rng(seed)
   h, n = 1e-3, (3_000, 40_000, 150_000, 20_000)[seed]
   atoms = np.unique(rng.integers(0, n, 400))
@@ -505,10 +508,10 @@ def test_epsilon_on_atoms_is_the_dense_query(x64, seed):
   p[atoms] = rng.random(atoms.size) ** 4
   p *= 0.999 / p.sum()
   offset, inf = -n // 3, (0.0, 1e-7, 0.0, 1e-9)[seed]
+  P = pld.PLD(p, offset, h, inf, True)
   for delta in (1e-9, 1e-5, 1e-2):
-    dense = float(host_call(epsilon_core, p, np.int64(offset), h, np.float64(inf),
-                            np.float64(delta)))
-    got = epsilon_on_atoms(atoms, p[atoms], offset, h, inf, delta)
+    dense = float(pld.epsilon(P, delta))      # the jitted query on the whole grid
+    got = pld.pair_epsilons(pld.PairPLD(P, P), np.array([1]), delta)[0]   # on the atoms
     assert got == pytest.approx(dense, rel=2e-13, abs=1e-300)
     if delta <= inf:                         # the inf mass alone exceeds delta
       assert got == dense == math.inf
@@ -525,4 +528,5 @@ def test_epsilon_on_atoms_is_the_dense_query(x64, seed):
       lo, hi = (mid, hi) if f(mid) > 0 else (lo, mid)
     want = float(hi)
     assert want <= got <= want + 1e-12 * (1 + abs(want))
-  assert epsilon_on_atoms(atoms, p[atoms], offset, h, 0.5, 0.1) == math.inf
+  Q = pld.PLD(p, offset, h, 0.5, True)
+  assert pld.pair_epsilons(pld.PairPLD(Q, Q), np.array([1]), 0.1)[0] == math.inf

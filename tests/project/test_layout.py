@@ -162,6 +162,8 @@ NOT_LISTED_OK = {
     "jaxacct.pld.law": "the engine's host form of a PLD (memoised log-MGFs and spectra), "
                        "tested on a sparse law",
     "jaxacct.pld.pair_epsilons": "the repeated-event engine, the columns' reference",
+    "jaxacct.allocation.sum_law.host_sums": "the host's accumulation of the pairwise sums, "
+                                            "held to a plain loop bit for bit",
     "jaxacct.pld.pair_column_epsilons": "the engine's columns (the tracking table's later "
                                         "epochs), held to pair_epsilons",
     "jaxacct.allocation.pld.DEFAULT_COMPOSITION_SIZE": "the scalar path's lattice, pinned by "

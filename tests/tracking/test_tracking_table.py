@@ -364,14 +364,12 @@ def test_balls_in_bins_later_epoch_prefixes_are_a_direct_convolution(x64, sigma,
   # Rel 1e-10: the engine's 1e-11 to a direct convolution (module docstring),
   # with margin; and never below the oracle by more than that. Small sigma
   # with a tiny delta is the far tail.
-  from jaxacct.tracking._epochs import row_step
   t = 5
   acc = tracking.EventAccountant(
       ev.RandomAllocationDpEvent(noise_multiplier=sigma, steps_per_epoch=t), block_size=t,
       value_discretization_interval=h, progress=False)
   tab = tracking.epsilon_table(acc, num_steps=3 * t, delta=delta)
-  assert row_step(h) == pytest.approx(1e-3, rel=1e-12)
-  h = row_step(h)
+  h = 1e-3                   # the rows' grid in both cases
   whole = tracking.prefix_pair(sigma, t, t, step=h)
 
   def direct(e, s):     # e - 1 whole epochs, then the prefix of s steps
@@ -400,10 +398,7 @@ def test_balls_in_bins_rows_on_the_coarser_grid_stay_close_to_the_accountants_gr
   # inside epoch 2 is within 1e-4 relative of the same composition on the
   # accountant's grid (the engine with the prefix as factor, pairs at h);
   # measured 1e-5 at the README's run, a twentieth of the 64-prefix staircase.
-  from jaxacct.tracking._epochs import row_step
   sigma, t, h = 1.0, 5, 1e-4
-  assert row_step(h) == pytest.approx(8e-4, rel=1e-12)
-  assert row_step(1e-3) == 1e-3 and row_step(2e-3) == 2e-3
   acc = tracking.EventAccountant(
       ev.RandomAllocationDpEvent(noise_multiplier=sigma, steps_per_epoch=t), block_size=t,
       value_discretization_interval=h, progress=False)
