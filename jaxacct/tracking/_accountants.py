@@ -416,9 +416,9 @@ class EventAccountant(_Accountant):
 
   def _repeated_segments(self, n, delta):
     # counts 1, 2, 3-4, 5-8, ..., 2^(a-1)+1..2^a: the Poisson door builds one
-    # per-step pair per such bucket, and the engine's blocks of 32 counts
-    # (from 32 on) never straddle two pieces, so no pair or block is
-    # computed twice
+    # per-step pair per such bucket; an engine block of 32 counts (from 32 on)
+    # serves a piece's last count and the next piece's others, so its choices
+    # (read floor, tilt, length) are made twice, its rows once
     b, nb = self.block_size, -(-n // self.block_size)
     lo, run = 1, 0.0
     while lo <= nb:
