@@ -19,9 +19,10 @@ from jaxacct.pld._core import PLD, PairPLD, device_array
 from jaxacct._core.compiled import jit
 
 _BLOCK = 256
-# Blocks up to which the host query's products run in NumPy's loops, not BLAS.
-_HOST_LOOP_BLOCKS = 1024
-# The host's running sums need e^{+-B h} in range: B h at most this.
+# The host's running sums (:func:`_running_tables`): chunks of at most this many
+# atoms (rounding grows with a sum's length) spanning at most this many nats
+# (the scale factors e^{+-span} stay in range).
+_HOST_CHUNK = 256
 _HOST_SCALED_SPAN = 30.0
 
 
@@ -32,26 +33,23 @@ def _tables(probs, step, ns, loopless=False):
   ``T_k = e^{-h}(p_{k+1} + T_{k+1})``, hence ``D_k = D_{k+1} + (e^h - 1) T_k``.
   Computed blockwise (blocks of 256: a triangular matrix product inside a
   block, a short scan over blocks for the carries), which compiles fast; on
-  the host, running sums inside a block (:func:`_host_tables`), O(N).
+  the host, running sums inside a block (:func:`_host_tables`), O(N), or
+  where ``e^{256 h}`` is out of range those of :func:`_running_tables`.
   """
   xp = ns.xp
   n = probs.shape[0]
   bsz = _BLOCK
+  if ns.is_host and bsz * float(step) > _HOST_SCALED_SPAN:   # e^{B h} out of range
+    return _running_tables(np.arange(n), np.asarray(probs, np.float64), float(step))
   nb = -(-n // bsz)
   p = xp.pad(probs, (0, nb * bsz - n)).reshape(nb, bsz)
   idx = xp.arange(bsz, dtype=xp.float64)
-  w = xp.exp(-idx * step)
-  if ns.is_host and bsz * float(step) <= _HOST_SCALED_SPAN:
-    return _host_tables(p, idx, w, float(step), n)
+  if ns.is_host:
+    return _host_tables(p, idx, xp.exp(-idx * step), float(step), n)
   diff = idx[None, :] - idx[:, None]  # i - k (row k, column i)
   geo = xp.where(diff > 0, xp.exp(-xp.maximum(diff, 0.0) * step), 0.0)
-  # a small question on the host: NumPy's own loops (a BLAS product would wake
-  # BLAS threads that then spin beside jaxacct.pld._powers's own for ~0.1 s);
-  # from 2^18 points on, BLAS (5x faster there)
-  small = ns.is_host and nb <= _HOST_LOOP_BLOCKS
-  mm = (lambda a, b: xp.einsum("ij,kj->ik", a, b)) if small else (lambda a, b: a @ b.T)
-  t_loc = mm(p, geo)
-  v = xp.einsum("ij,j->i", p, w) if small else p @ w  # sum_i p_i e^{-(i - bB) h} per block
+  t_loc = p @ geo.T
+  v = p @ xp.exp(-idx * step)  # sum_i p_i e^{-(i - bB) h} per block
   rb = xp.exp(-bsz * step)
 
   def carry_fn(u_next, v_b):  # u_b = v_b + e^{-Bh} u_{b+1}
@@ -63,7 +61,7 @@ def _tables(probs, step, ns, loopless=False):
     _, u_next = ns.scan(carry_fn, xp.zeros((), p.dtype), v, reverse=True)
   t = t_loc + xp.exp(-(bsz - idx) * step)[None, :] * u_next[:, None]
   upper = (diff >= 0).astype(p.dtype)  # sum over i >= k inside the block
-  s_loc = mm(t, upper)
+  s_loc = t @ upper.T
   tot = xp.sum(t, axis=1)
 
   def sum_fn(c, tb):
@@ -100,6 +98,69 @@ def _host_tables(p, idx, w, h, n):
   s_next = np.concatenate([np.cumsum(tot[::-1])[::-1][1:], [0.0]])
   d = math.expm1(h) * (s_loc + s_next[:, None])
   return t.reshape(-1)[:n], d.reshape(-1)[:n]
+
+
+def _running_tables(x, p, h: float):
+  """``(T, D)`` of :func:`_tables` at the grid indices ``x`` (ascending; the
+  P-mass ``p`` there and none elsewhere), on the host in O(len(x)):
+  ``T_j = sum_{i>j} p_i e^{-(x_i - x_j)h}``, ``D_j = sum_{i>j} p_i (1 - e^{-(x_i - x_j)h})``.
+
+  Inside a chunk (at most ``_HOST_CHUNK`` atoms over at most
+  ``_HOST_SCALED_SPAN`` nats; ``z`` an atom's loss above the chunk's first)
+  T is ``e^{z_j}`` times a running sum of ``p_i e^{-z_i}`` over the later
+  atoms (the same non-negative terms, none subtracted), plus the chunk above's
+  ``p + T`` at its first atom, discounted to the chunk's first atom;
+  ``D_j = D_{j+1} + (1 - e^{-g_j h})(p_{j+1} + T_{j+1})`` (gap ``g_j``), summed
+  the same way. Every sum is of non-negative terms, at most a chunk long plus
+  one carry a chunk, as the jitted blocks' products and scans.
+  """
+  m = x.shape[0]
+  if m == 0:
+    return np.zeros(0), np.zeros(0)
+  rel = (x - x[0]).astype(np.float64) * h
+  span = np.floor(rel / _HOST_SCALED_SPAN)
+  starts = np.union1d(np.arange(0, m, _HOST_CHUNK), np.flatnonzero(np.diff(span)) + 1)
+  lens = np.diff(np.append(starts, m))
+  row = np.repeat(np.arange(starts.size), lens)
+  shape = (starts.size, int(lens.max()))
+  regular = starts.size == -(-m // _HOST_CHUNK)    # every chunk full but the last
+  col = None if regular else np.arange(m) - starts[row]
+
+  def grid(v):                        # the atoms' values as chunk rows (zeros after)
+    if regular:
+      return np.pad(v, (0, shape[0] * shape[1] - m)).reshape(shape)
+    out = np.zeros(shape)
+    out[row, col] = v
+    return out
+
+  def cells(a):                       # the atoms' entries of chunk rows
+    return a.reshape(-1)[:m] if regular else a[row, col]
+
+  def after(a):                       # sum over the later cells of the row
+    inc = np.cumsum(a[:, ::-1], axis=1)[:, ::-1]
+    out = np.zeros_like(inc)
+    out[:, :-1] = inc[:, 1:]
+    return out
+
+  z = rel - rel[starts][row]
+  ez = np.exp(z)
+  s_loc = cells(after(grid(p) * grid(np.exp(-z))))      # T = e^z (s_loc + carried)
+  # p + T at each chunk's first atom (z = 0 there), from the top chunk down,
+  # each chunk's carry e^{-(rel of the next chunk's first atom - rel of its own)} (p + T)
+  rs, ps, ss = (v[starts].tolist() for v in (rel, p, s_loc))
+  carried = [0.0] * starts.size
+  nxt, nxt_rel = 0.0, math.inf
+  for r in range(starts.size - 1, -1, -1):
+    carried[r] = math.exp(-(nxt_rel - rs[r])) * nxt
+    nxt, nxt_rel = ps[r] + ss[r] + carried[r], rs[r]
+  t = ez * (s_loc + np.asarray(carried)[row])
+  w = np.zeros(m)
+  w[:-1] = -np.expm1(-np.diff(x).astype(np.float64) * h) * (p[1:] + t[1:])
+  wg = grid(w)
+  inc = np.cumsum(wg[:, ::-1], axis=1)[:, ::-1]   # sum over the row's cells >= j
+  below = np.concatenate([np.cumsum(inc[::-1, 0])[::-1][1:], [0.0]])   # later rows
+  d = cells(inc) + below[row]
+  return t, d
 
 
 def _delta_core(probs, offset, step, inf_mass, eps, ns=JAX, loopless=False):
@@ -159,10 +220,8 @@ _epsilon_kernel = jit(_epsilon_core, static_argnames=("rounding",))
 def epsilon_on_atoms(idx, probs, offset, step, inf_mass, dlt) -> float:
   """:func:`epsilon` (rounding up) of a PLD whose P-mass sits on the grid
   indices ``idx`` (ascending, ``probs`` > 0 there, nothing elsewhere), on the
-  host in O(len(idx)): the tables of :func:`_tables` at the atoms only, by
-  the same positive recurrences over the gaps ``g`` between atoms,
-  ``T_j = e^{-g h}(p_{j+1} + T_{j+1})`` and ``D_j = D_{j+1} + (1 - e^{-g h})
-  (p_{j+1} + T_{j+1})``, and the segment solve at the first atom with
+  host in O(len(idx)): the tables at the atoms only (:func:`_running_tables`,
+  the host's for the whole grid too), and the segment solve at the first atom with
   ``D <= delta``: the curve between two atoms is the one the dense query
   solves on, so the answers agree to rounding (inside the allowance).
   """
@@ -177,25 +236,7 @@ def epsilon_on_atoms(idx, probs, offset, step, inf_mass, dlt) -> float:
   m = x.size
   if m == 0:
     return 0.0
-  # T by running sums scaled inside chunks of at most _HOST_SCALED_SPAN in loss
-  # (e^{+-span} in range), a carry from the chunk above
-  rel = (x - x[0]).astype(np.float64) * h
-  chunk = np.floor(rel / _HOST_SCALED_SPAN).astype(np.int64)
-  t = np.zeros(m)
-  carry_x, carry = None, 0.0           # the chunk above: its first atom, p + T there
-  for c in np.unique(chunk)[::-1].tolist():
-    sel = np.flatnonzero(chunk == c)
-    a, b = int(sel[0]), int(sel[-1]) + 1
-    z = rel[a:b] - rel[a]
-    w = p[a:b] * np.exp(-z)
-    after = np.concatenate([np.cumsum(w[::-1])[::-1][1:], [0.0]])   # sum over later atoms
-    t[a:b] = np.exp(z) * after
-    if carry_x is not None:
-      t[a:b] += np.exp(-(carry_x - rel[a:b])) * carry
-    carry_x, carry = rel[a], p[a] + t[a]
-  gap = np.diff(x).astype(np.float64) * h
-  w = -np.expm1(-gap) * (p[1:] + t[1:])            # D_j - D_{j+1}, j < m - 1
-  d = np.concatenate([np.cumsum(w[::-1])[::-1], [0.0]])
+  t, d = _running_tables(x, p, h)
   k = min(int(np.searchsorted(-d, -target, side="left")), m - 1)
   denom = p[k] + t[k]
   frac = min(max((target - d[k]) / denom, 0.0), 1.0) if denom > 0 else 0.0
