@@ -29,12 +29,15 @@ class Namespace:
   """``xp`` (array module), ``sp`` (special functions) and the shims.
 
   ``sp`` is imported on first use (``scipy.special`` costs ~0.1 s to import).
+  ``compiled_loops`` (host only): a formula whose inner loop has a compiled
+  form runs that small program for it, the rest in NumPy (:data:`HOST_LOOPS`).
   """
 
-  def __init__(self, xp, sp_module: str, is_host: bool):
+  def __init__(self, xp, sp_module: str, is_host: bool, compiled_loops: bool = False):
     self.xp = xp
     self._sp_module = sp_module
     self.is_host = is_host
+    self.compiled_loops = bool(compiled_loops)
 
   @functools.cached_property
   def sp(self):
@@ -155,6 +158,11 @@ class Namespace:
 
 
 HOST = Namespace(np, "scipy.special", True)
+#: HOST, but a loop-heavy inner kernel that has a compiled form runs it (one
+#: small program a process, on the CPU): many host evaluations of the same
+#: formula at a fraction of the NumPy loop's cost, without the whole program's
+#: compile (the allocation laws' pairwise sums, :mod:`jaxacct.allocation.pld`).
+HOST_LOOPS = Namespace(np, "scipy.special", True, compiled_loops=True)
 JAX = Namespace(jnp, "jax.scipy.special", False)
 
 

@@ -18,11 +18,14 @@ checking the construction needs:
   O(n^2) oracle, the two sums one by one);
 * (not listed) the host's accumulation of a pairwise sum's diagonals
   ``host_sums`` (each output cell in the jitted loop's order), held to a
-  plain loop by its test;
+  plain loop by its test; and ``shared_upper_laws`` (the upper round laws of
+  several t on the host, levels of common leading bits once);
 * the round laws of lanes :func:`laws_batch` (one-step laws on the host, then
   the jitted round-law builder, or with ``host=True`` the same kernels
   evaluated in NumPy, ``ns = HOST`` of :mod:`jaxacct._core.namespace`: one
-  text, the same FinalLaws for concrete input, no compiled program) and their
+  text, the same FinalLaws for concrete input, no compiled program; with
+  ``host="loops"`` the upper sums' near-band loops as one small compiled
+  program, bit for bit NumPy's, which host laws then use too) and their
   one-round queries :func:`eps_batch`, :func:`delta_batch`
   (``laws_batch(..., aot="executable")``: the law program compiled and not
   run, for counting what it executes).
@@ -34,9 +37,9 @@ described in docs/bounds/allocation_pld.md ("The host path").
 
 from jaxacct._core.dtype import public_surface
 from jaxacct.allocation.pld._host_rows import host_sums
-from jaxacct.allocation.pld._laws import delta_batch, eps_batch, laws_batch
-from jaxacct.allocation.pld._sum_law import (Lattice, LowerLaw, UpperLaw, conv_lower, conv_upper,
-                                             sum_law_lower, sum_law_upper)
+from jaxacct.allocation.pld._laws import delta_batch, eps_batch, laws_batch, shared_upper_laws
+from jaxacct.allocation.pld._law_types import Lattice, LowerLaw, UpperLaw
+from jaxacct.allocation.pld._sum_law import conv_lower, conv_upper, sum_law_lower, sum_law_upper
 
 __all__ = ["Lattice", "LowerLaw", "UpperLaw", "conv_lower", "conv_upper", "sum_law_lower",
            "sum_law_upper", "laws_batch", "eps_batch", "delta_batch"]

@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 from jaxacct import pld as jpld
-from jaxacct._core.parallel import host_map
+from jaxacct._core.batching import accelerator_layout
 from jaxacct.allocation import pld as apld
 from jaxacct.pld import from_losses_host, law, pair_column_epsilons, pair_epsilons
 
@@ -34,22 +34,38 @@ _ROW_COARSENING = 8
 _ROW_STEP_MAX = 1e-3
 
 
-def _prefix_laws(sigma, s: int, mechanism: str, host: bool):
-  """FinalLaws (NumPy, upper law only) of the 1-of-s round: by the compiled law
-  program of ``laws_batch`` (the one-step laws on the host, the round's in one
-  program: about 1.4 s to compile in a fresh process with the caches off, 4 ms
-  a law after), or with ``host`` built on the host (no program; the laws
-  agree with the compiled ones to rounding, and the ledger ``rel``, ``eta``
-  holds for either evaluation order)."""
+def _prefix_laws(sigma, s: int, mechanism: str, host):
+  """FinalLaws (NumPy, upper law only) of the 1-of-s round by ``laws_batch``:
+  ``host=True`` built in NumPy (no program, about 80 ms at s = 234);
+  ``"loops"`` the same with the pairwise sums' loops as one small compiled
+  program (about 0.4 s to compile in a fresh process with the caches off,
+  about 10 ms a law after; on the accelerator layout the jitted law program);
+  False the jitted law program (about 1.4 s to compile, 4 ms a law). The laws
+  agree to rounding, and the ledger ``rel``, ``eta`` holds for either
+  evaluation order."""
+  if host == "loops" and accelerator_layout():
+    host = False
   with jax.enable_x64(True):
     f = apld.laws_batch(np.array([sigma], np.float64), np.array([s], np.int32),
                         np.array([apld.DEFAULT_TAIL]), n=apld.DEFAULT_GRID_SIZE,
-                        mechanism=mechanism, lower=False, host=bool(host))
+                        mechanism=mechanism, lower=False, host=host)
     return jax.tree.map(lambda a: np.asarray(a, np.float64)[0], f)
 
 
+def _later_laws(sigma, ss, mechanism: str):
+  """FinalLaws of the 1-of-s rounds for ``ss``, one per s: on the CPU layout
+  ``shared_upper_laws`` (levels of common leading bits once, its loops one
+  small program: about 0.4 s to compile with the caches off, 0.3 s for the
+  README run's 64 laws), else the jitted law program's."""
+  if accelerator_layout():
+    return [_prefix_laws(sigma, int(s), mechanism, False) for s in ss]
+  F = apld.shared_upper_laws(float(sigma), np.asarray(ss), apld.DEFAULT_TAIL,
+                             n=apld.DEFAULT_GRID_SIZE, mechanism=mechanism)
+  return [jax.tree.map(lambda a, i=i: np.asarray(a, np.float64)[i], F) for i in range(len(ss))]
+
+
 def prefix_pair(sigma, s: int, t: int, *, step: float, mechanism: str = "gaussian",
-                host: bool = False):
+                host=False):
   """``PairPLD`` (pessimistic) of the first ``s`` of ``t`` steps of 1-of-t allocation.
 
   Args:
@@ -57,12 +73,13 @@ def prefix_pair(sigma, s: int, t: int, *, step: float, mechanism: str = "gaussia
     s, t: ints, 1 <= s <= t.
     step: loss grid step.
     mechanism: ``"gaussian"`` or ``"laplace"``.
-    host: the round's laws built on the host (no compiled program; see
+    host: how the round's laws are evaluated (False: the jitted law program;
+      True: NumPy; ``"loops"``: NumPy with compiled pairwise-sum loops; see
       :func:`_prefix_laws`).
 
   Bound: upper (dominating pair of the prefix; see the module docstring).
   """
-  f = _prefix_laws(float(sigma), int(s), mechanism, bool(host))
+  f = _prefix_laws(float(sigma), int(s), mechanism, host if host == "loops" else bool(host))
   return _pair_of_laws(f, int(s) / int(t), float(step))
 
 
@@ -180,10 +197,18 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
 
   rows_at = row_step(step)
 
+  # the laws of prefixes 2.. and (later epochs) of the whole epoch, in one go
+  later = [int(s) for s in grid[1:]] + ([t] if n_ep >= 2 else [])
+  laws = {}
+
   def prefix(i):
     with jax.enable_x64(True):           # thread-local: entered on each thread
-      # the first step's prefix on the host: it waits for no compiled program
-      f = _prefix_laws(sigma, int(grid[i]), mech, i == 0)
+      if i == 0:   # the first step's prefix in NumPy: it waits for no compiled program
+        f = _prefix_laws(sigma, int(grid[0]), mech, True)
+      else:
+        if not laws:
+          laws.update(zip(later, _later_laws(sigma, later, mech)))
+        f = laws.pop(int(grid[i]))
       gamma = int(grid[i]) / t
       # epoch 1 reads it on the accountant's grid, the later epochs on the rows'
       row = law(_pair_of_laws(f, gamma, rows_at)) if n_ep >= 2 else None
@@ -196,13 +221,9 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
     done = 0                              # steps of epoch 1 emitted
     cuts = np.unique(np.concatenate([[1], np.arange(piece, grid.size, piece), [grid.size]]))
     for a, b in zip(np.concatenate([[0], cuts[:-1]]), cuts):   # step 1 at once
-      # prefix 1 on the host, prefix 2 alone (the law program compiles there),
-      # then the piece's prefixes side by side (they share nothing)
-      got = [prefix(i) for i in range(a, min(b, 2))]
-      got += host_map(prefix, range(max(a, 2), b))
-      for i, (p, e) in zip(range(a, b), got):
+      for i in range(a, b):
+        p, col[i] = prefix(i)
         pairs.append(p)
-        col[i] = e
       e1 = ends.get(1)
       ends.allow(n_ep)         # the later ends, in order, once step 1 is out
       yield emit(epoch_part(np.minimum(col, e1), e1, done, int(grid[b - 1])))
@@ -214,7 +235,9 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
     yield emit([e1])
     if n_ep < 2:
       return
-    whole = law(prefix_pair(sigma, t, t, step=rows_at, mechanism=mech))
+    with jax.enable_x64(True):
+      f = laws.pop(t) if laws else _later_laws(sigma, [t], mech)[0]
+    whole = law(_pair_of_laws(f, 1.0, rows_at))
     counts = np.arange(1, n_ep)
     if counts.size >= _ROWS:  # counts in shared blocks: all counts of a prefix at once
       val = np.stack([pair_epsilons(whole, counts, delta, factor=p, tail_mass=tail_mass)

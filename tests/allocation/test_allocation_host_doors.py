@@ -52,11 +52,18 @@ def test_front_door_scalar_question_calls_no_kernel(kernels_called, quantity):
                           methods=("rdp_direct", "decomposition", "local", "direct_add"))
   assert np.isfinite(r1.epsilon) and r1.epsilon < r1.details["remove"]["local"]
   # decomposition keeps its Poisson-RDP program (the quadrature is slower in NumPy)
-  assert set(kernels_called) <= {"_poisson_rdp_jit"}, kernels_called
+  assert set(kernels_called) - LOOPS <= {"_poisson_rdp_jit"}, kernels_called
   # the default methods add the add-direction RDP quadrature, and nothing else
   kernels_called.clear()
   allocation.epsilon(sigma=1.0, steps_per_epoch=234, num_epochs=10, delta=1e-5)
-  assert set(kernels_called) == {"_add_rdp_jit"}, kernels_called
+  assert set(kernels_called) - LOOPS == {"_add_rdp_jit"}, kernels_called
+
+
+# The host upper laws' compiled loops (``sum_law.laws_batch(host="loops")``, bit
+# for bit NumPy's): host laws run them once this process holds them (another
+# test compiled them), never compiling them themselves (test_allocation_pld_host
+# and test_allocation_laws_host count the compiles of scalar questions).
+LOOPS = {"_upper_pair_rows"}
 
 
 def test_front_door_values_equal_the_kernels():

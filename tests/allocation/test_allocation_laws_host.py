@@ -117,3 +117,48 @@ def test_host_sums_are_a_loop_over_the_diagonals_bit_for_bit():
     for got, w in zip(sl.host_sums(inits, blocks), want):
       assert np.array_equal(got.real, w.real, equal_nan=True)
       assert np.array_equal(got.imag, w.imag, equal_nan=True)
+
+
+_FRESH_HOST_LAWS = r"""
+import sys, numpy as np, jax
+from jaxacct.allocation import sum_law as sl
+out = {}
+with jax.enable_x64(True):
+  for j, (mech, sigma, t, tail, n) in enumerate(SETTINGS):
+    F = sl.laws_batch(np.array([sigma]), np.array([t], np.int32), np.array([tail]), n=n,
+                      mechanism=mech, lower=False, host=True)
+    out.update({f"{j}/{f}": np.asarray(getattr(F, f)) for f in F._fields})
+np.savez(sys.argv[1], **out)
+"""
+
+
+def test_compiled_loops_are_the_host_loops_bit_for_bit(x64, tmp_path):
+  # host="loops" runs the upper sums' near-band loops as one small compiled
+  # program (every product rounded on its own, as NumPy rounds it: no fused
+  # multiply-add); once it exists, host=True laws use it too. Reference: the
+  # NumPy laws of a fresh process (no compiled loops there), the same bits
+  # in every field; and shared_upper_laws' lanes, the same bits again.
+  import subprocess
+  import sys
+  settings = [(m, s, t, tl, n) for (m, s, t, tl) in SETTINGS for n in (256, 1024)]
+  settings += [("gaussian", 1.0, 10_000, 1e-12, 1024), ("gaussian", 3.0, 2, 1e-13, 1024)]
+  path = tmp_path / "host.npz"
+  code = f"SETTINGS = {settings!r}\n" + _FRESH_HOST_LAWS
+  run = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                       timeout=600)
+  assert run.returncode == 0, run.stderr[-3000:]
+  want = np.load(path)
+  for j, (mech, sigma, t, tail, n) in enumerate(settings):
+    F = sl.laws_batch(np.array([sigma]), np.array([t], np.int32), np.array([tail]), n=n,
+                      mechanism=mech, lower=False, host="loops")
+    for f in F._fields:
+      assert np.array_equal(np.asarray(getattr(F, f)), want[f"{j}/{f}"], equal_nan=True), \
+          (mech, sigma, t, n, f)
+  ts = [1, 2, 3, 5, 8, 100, 117, 233, 234]
+  S = sl.shared_upper_laws(1.0, ts, 1e-12, n=1024, mechanism="gaussian")
+  for i, t in enumerate(ts):
+    F = sl.laws_batch(np.array([1.0]), np.array([t], np.int32), np.array([1e-12]), n=1024,
+                      mechanism="gaussian", lower=False, host="loops")
+    for f in F._fields:
+      assert np.array_equal(np.asarray(getattr(S, f))[i], np.asarray(getattr(F, f))[0],
+                            equal_nan=True), (t, f)

@@ -164,6 +164,8 @@ NOT_LISTED_OK = {
     "jaxacct.pld.pair_epsilons": "the repeated-event engine, the columns' reference",
     "jaxacct.allocation.sum_law.host_sums": "the host's accumulation of the pairwise sums, "
                                             "held to a plain loop bit for bit",
+    "jaxacct.allocation.sum_law.shared_upper_laws": "the tracking table's prefix laws, held to "
+                                                    "laws_batch bit for bit",
     "jaxacct.pld.pair_column_epsilons": "the engine's columns (the tracking table's later "
                                         "epochs), held to pair_epsilons",
     "jaxacct.allocation.pld.DEFAULT_COMPOSITION_SIZE": "the scalar path's lattice, pinned by "

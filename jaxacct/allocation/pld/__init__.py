@@ -23,7 +23,8 @@ from jaxacct.allocation.pld._doors import (DEFAULT_COMPOSITION_SIZE, DELTA_TAU, 
                                            allocation_pld_epsilon, allocation_pld_laws,
                                            allocation_plds, delta_one, lower_one_step,
                                            sweep_size, upper_one_step)
-from jaxacct.allocation.pld._laws import DEFAULT_GRID_SIZE, DEFAULT_TAIL, laws_batch
+from jaxacct.allocation.pld._laws import (DEFAULT_GRID_SIZE, DEFAULT_TAIL, laws_batch,
+                                          shared_upper_laws)
 
 __all__ = ["allocation_pld_epsilon", "allocation_pld_delta", "allocation_pld_laws",
            "allocation_plds"]

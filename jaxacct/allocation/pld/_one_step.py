@@ -19,7 +19,7 @@ import numpy as np
 from jax.scipy.special import log_ndtr, ndtri
 
 from jaxacct._core.one_step import GL_W, GL_X
-from jaxacct.allocation.pld._sum_law import Lattice, LowerLaw, UpperLaw
+from jaxacct.allocation.pld._law_types import Lattice, LowerLaw, UpperLaw
 
 _EPS = float(np.finfo(np.float64).eps)
 

@@ -15,7 +15,7 @@ Random allocation: the tight PLD").
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -24,8 +24,11 @@ from jax import lax
 from numpy.lib.stride_tricks import as_strided
 
 from jaxacct._core.batching import accelerator_layout
+from jaxacct._core.compiled import jit
 from jaxacct._core.namespace import JAX
 from jaxacct.allocation.pld import _diagonal_blocks as db
+from jaxacct.allocation.pld._law_types import (Lattice, LowerLaw, UpperLaw, both, nbits, pick,
+                                             stack, unstack)
 from jaxacct.allocation.pld._host_rows import HOST_ROWS, host_sums
 from jaxacct.allocation.pld import _lower_coarse as lc
 from jaxacct.allocation.pld._far_field import (band_limits, far_lower, far_prefix, far_ulps,
@@ -35,23 +38,6 @@ from jaxacct.allocation.pld._regrid import (new_step, regrid_lower, regrid_upper
 
 _EPS = float(np.finfo(np.float64).eps)
 UNROLL = 1
-
-class UpperLaw(NamedTuple):
-  p: jax.Array      # masses at knots
-  q0: jax.Array     # mass at x = 0
-  minf: jax.Array   # first-moment defect at infinity (absolute x units)
-
-
-class LowerLaw(NamedTuple):
-  a: jax.Array      # cell masses
-  g: jax.Array      # cell moments in units of the cell's left knot
-  q0: jax.Array
-
-
-class Lattice(NamedTuple):
-  u_ref: jax.Array  # log of knot 0
-  step: jax.Array   # D
-  off: jax.Array    # int: knot index of array element 0
 
 
 # ----------------------------------------------------------------------------
@@ -99,17 +85,22 @@ def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None, ns=JA
   ``ns = HOST``: blocks of :data:`HOST_ROWS` diagonals, :func:`._host_rows.host_sums`. Returns
   ``[finish(out)]``.
   """
+  return _finish(parts, _loop_rows(parts, n, pieces, band, active, ns), band, D, n, ns)
+
+
+def _loop_rows(parts, n: int, pieces: int, band, active, ns, blocks=None):
+  """The accumulation rows of :func:`_run_loops` (before ``finish``); ``blocks``
+  (None: the accelerator layout's choice): the dense blocks, else the loops."""
   xp = ns.xp
   outs = tuple(p[2] for p in parts)
-  if not ns.is_host and accelerator_layout():
+  if not ns.is_host and (accelerator_layout() if blocks is None else blocks):
     # every diagonal block of every piece at once, float64 rows (._diagonal_blocks)
     hi = n if band is None else band
     his = [hi if act is None else xp.where(act, hi, 0) for act in (active or [None] * len(parts))]
     terms, X, kap, o = parts[0][4]
     rows = db.dense_sums(terms, jnp.stack([p[4][1] for p in parts]),
                          jnp.stack([jnp.asarray(h, jnp.int32) for h in his]), n, kap, o, _buf(n))
-    outs = tuple(lax.complex(r[0], r[1]) for r in rows)
-    return _finish(parts, outs, band, D, n, ns)
+    return tuple(lax.complex(r[0], r[1]) for r in rows)
   host = [[] for _ in parts]   # ns = HOST: each sum's blocks (host_sums)
   for d_lo, d_hi, L in _diagonal_pieces(n, pieces):
     if d_lo == 0:   # the main diagonal once, outside the loop (band >= 1: it always runs)
@@ -137,9 +128,7 @@ def _run_loops(parts, n: int, pieces: int, band=None, D=None, active=None, ns=JA
     else:
       outs = tuple(lax.fori_loop(d_lo, h, lambda d, o, f=f: _accumulate(o, f, d, L), x,
                                  unroll=UNROLL) for f, x, h in zip(steps, outs, his))
-  if ns.is_host:
-    outs = host_sums(outs, host)
-  return _finish(parts, outs, band, D, n, ns)
+  return host_sums(outs, host) if ns.is_host else outs
 
 
 def _finish(parts, outs, band, D, n: int, ns):
@@ -201,7 +190,7 @@ def _add_drop(out, idx, v, ns):
 
 
 def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, o,
-                 d_up=None, ns=JAX):
+                 d_up=None, ns=JAX, z=None):
   xp = ns.xp
   m = out_size(n)
   hA, hB = (_high(X.p, n, xp) for X in (A, B))
@@ -218,13 +207,19 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
       # (1 - w) v_j + w v_{j-1}: 1.1x, v formed twice).
       k = kap[d]
       w = om[d]
-      v = lA[0] * _dslice(hB, d + 1, L + 1, ns)
+      v = r(lA[0] * _dslice(hB, d + 1, L + 1, ns))
       if not (main or symmetric):
-        v = v + lB[0] * _dslice(hA, d + 1, L + 1, ns)
+        v = v + r(lB[0] * _dslice(hA, d + 1, L + 1, ns))
       if symmetric and not main:   # X + X off the main diagonal: both orientations
         v = v * 2.0
-      return d + k - o, v * (1.0 - w), v * w
+      return d + k - o, r(v * (1.0 - w)), r(v * w)
     return at
+
+  # ``z`` (a traced int64 zero, or None): every product rounded on its own, as
+  # NumPy does (XLA:CPU would fuse a product and its sum into one FMA): the
+  # compiled rows of HOST_LOOPS are then bit for bit HOST's
+  r = (lambda x: x) if z is None else (lambda x: lax.bitcast_convert_type(
+      lax.bitcast_convert_type(x, jnp.int64) ^ z, jnp.float64))
 
   block = None if ns.is_host else (db.upper_terms(om), jnp.stack([A.p[:n], B.p[:n]], axis=-1),
                                    kap, o)
@@ -285,10 +280,41 @@ def conv_upper_pair(X: UpperLaw, A: UpperLaw, B: UpperLaw, D, n: int, pieces: in
   kap, om = tables(D, n, ns)
   o = kap[n - 1]
   d_up = band_limits(kap, om, n, ns)[0] if far else None
-  S, C = _run_loops([_upper_parts(X, X, D, n, True, kap, om, o, d_up, ns),
-                     _upper_parts(A, B, D, n, False, kap, om, o, d_up, ns)], n, pieces, d_up, D,
-                    active, ns)
+  parts = [_upper_parts(X, X, D, n, True, kap, om, o, d_up, ns),
+           _upper_parts(A, B, D, n, False, kap, om, o, d_up, ns)]
+  compiled = (n, pieces) in LOOPS_COMPILED and not accelerator_layout()
+  if not (far and ns.is_host and (ns.compiled_loops or compiled)):
+    S, C = _run_loops(parts, n, pieces, d_up, D, active, ns)
+    return S, C, o
+  act = np.ones(2, bool) if active is None else np.array([bool(a) for a in active])
+  with jax.enable_x64(True):   # the near band's loops by the compiled rows (bit for bit)
+    rows = _upper_pair_rows(*(np.asarray(v.p[:n], np.float64) for v in (X, A, B)),
+                            np.float64(D), np.asarray(kap, np.int32), np.asarray(om, np.float64),
+                            np.int32(o), np.int32(d_up), act, np.int64(0), n=n, pieces=pieces)
+    rows = tuple(np.asarray(r) for r in rows)
+  LOOPS_COMPILED.add((n, pieces))
+  S, C = _finish(parts, rows, d_up, D, n, ns)
   return S, C, o
+
+
+#: ``(n, pieces)`` of the compiled rows (:func:`_upper_pair_rows`) this process
+#: holds: host upper sums of that size run them too (``ns = HOST`` as well as
+#: ``HOST_LOOPS``; the same bits as NumPy's loops, at a tenth of their cost).
+LOOPS_COMPILED = set()
+
+
+@functools.partial(jit, static_argnames=("n", "pieces"))
+def _upper_pair_rows(Xp, Ap, Bp, D, kap, om, o, band, active, zero, *, n: int, pieces: int):
+  """The near-band rows of :func:`conv_upper_pair`'s two sums (``X + X``,
+  ``A + B``) as one small program, bit for bit the host's rows (the CPU
+  layout's loops, the same terms; ``zero``: an int64 0, see
+  :func:`_upper_parts`): ``ns = HOST_LOOPS`` runs this and the rest of the
+  level in NumPy."""
+  z = jnp.zeros(())
+  X, A, B = (UpperLaw(p, z, z) for p in (Xp, Ap, Bp))
+  parts = [_upper_parts(X, X, D, n, True, kap, om, o, band, JAX, zero),
+           _upper_parts(A, B, D, n, False, kap, om, o, band, JAX, zero)]
+  return _loop_rows(parts, n, pieces, band, [active[0], active[1]], JAX, blocks=False)
 
 
 def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d_lo=None,
@@ -410,32 +436,6 @@ def conv_lower_pair(X: LowerLaw, A: LowerLaw, B: LowerLaw, D, n: int, pieces: in
 # t-fold sums
 # ----------------------------------------------------------------------------
 
-def _nbits(t, xp=jnp):
-  """Bit length of t >= 1 (exact integer arithmetic)."""
-  bits = xp.arange(31, dtype=xp.int32)
-  return xp.sum(((t[..., None] >> bits) > 0).astype(xp.int32), axis=-1)
-
-
-def _pick(bit, x, y, xp=jnp):
-  return jax.tree.map(lambda u, v: xp.where(bit == 1, v, u), x, y)
-
-
-def _stack(x, y):
-  return jax.tree.map(lambda u, v: jnp.stack([u, v]), x, y)
-
-
-def _unstack(z):
-  return jax.tree.map(lambda u: u[0], z), jax.tree.map(lambda u: u[1], z)
-
-
-def _both(f, A, LA, B, LB, ns):
-  """``(f(A, LA), f(B, LB))``: one vmapped copy under jit (half the code to
-  compile), two calls on the host."""
-  if ns.is_host:
-    return f(A, LA), f(B, LB)
-  return _unstack(jax.vmap(f)(_stack(A, B), _stack(LA, LB)))
-
-
 #: Static diagonal pieces of the pairwise sums (:func:`_diagonal_pieces`; same
 #: laws): piece p runs its diagonals over vectors of length n - p n / PIECES.
 #: With one slice update a diagonal the loops are bound by their arithmetic
@@ -465,11 +465,11 @@ def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast", last=Non
   vmapped call (bit for bit the lower laws of "loop").
   """
   xp = ns.xp
-  X = _pick(bit, A2, B2, xp)
+  X = pick(bit, A2, B2, xp)
   if method == "reference":
     C, o = jax.vmap(lambda P, R: conv(P, R, D2, n, False, far=False), out_axes=(0, None))(
-        _stack(A2, X), _stack(B2, X))
-    C1, C0 = _unstack(C)          # C1 = A2 + B2, C0 = X + X
+        stack(A2, X), stack(B2, X))
+    C1, C0 = unstack(C)          # C1 = A2 + B2, C0 = X + X
   elif method in ("fast", "loop"):
     pair = conv_upper_pair if conv is conv_upper else conv_lower_pair
     active = None
@@ -480,17 +480,18 @@ def _combine_level(conv, A2, B2, A2m, D2, n, bit, first, method="fast", last=Non
     C0, C1, o = pair(X, A2, B2, D2, n, PIECES, far=method == "fast", active=active, ns=ns)
   else:
     raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
-  An = _pick(first.astype(xp.int32), _pick(bit, C0, C1, xp), A2m, xp)
-  Bn = _pick(bit, C1, C0, xp)
+  An = pick(first.astype(xp.int32), pick(bit, C0, C1, xp), A2m, xp)
+  Bn = pick(bit, C1, C0, xp)
   return An, Bn, o
 
 
 def _powering(law, lat, t, n: int, tail, min_step, method, ns, *, upper: bool,
-              levels: int | None = None):
-  """The t-fold sum of ``law`` (see :func:`sum_law_upper`): ``(law, lattice, eta)``."""
+              levels: int | None = None, shared: bool = False):
+  """The t-fold sum of ``law`` (see :func:`sum_law_upper`): ``(law, lattice, eta)``;
+  ``shared`` (host): a list of them for the ts ``t`` (:func:`sum_laws_upper`)."""
   xp = ns.xp
   t = xp.asarray(t, xp.int32)
-  nb = _nbits(t, xp)
+  nb = nbits(t, xp)
   pad = xp.zeros(out_size(n) - n)
   if upper:
     grow = lambda L: UpperLaw(xp.concatenate([L.p, pad]), L.q0, L.minf)
@@ -500,20 +501,22 @@ def _powering(law, lat, t, n: int, tail, min_step, method, ns, *, upper: bool,
     win, regrid, conv = window_lower, regrid_lower, conv_lower
   zero = xp.zeros((), xp.int32)
 
-  def level(j, carry):
+  def level(j, carry, bit=None):
     A, LA, B, LB, ledger = carry
-    (la, ra), (lb, rb) = _both(lambda X, LX: win(X, LX, tail, ns), A, LA, B, LB, ns)
+    (la, ra), (lb, rb) = both(lambda X, LX: win(X, LX, tail, ns), A, LA, B, LB, ns)
     jl, jr = xp.minimum(la, lb), xp.maximum(ra, rb)
     if upper:
       D2 = new_step(jl, jr, LA.step, n, min_step, ns)
     else:   # n new cells cover old cells jl..jr whole (atoms sit anywhere in a cell)
       D2 = new_step(jl, jr + 1, LA.step, n + 1, min_step, ns)
-    A2, B2 = _both(lambda X, LX: regrid(X, LX, jl, D2, n, ns)[0], A, LA, B, LB, ns)
+    A2, B2 = both(lambda X, LX: regrid(X, LX, jl, D2, n, ns)[0], A, LA, B, LB, ns)
     L2 = Lattice(LA.u_ref + jl * LA.step, D2, zero)
-    bit = (t >> xp.maximum(nb - 1 - j, 0)) & 1
     first = xp.asarray(j == 0)
+    last = xp.asarray(False)   # a shared carry: both sums (the one read is the same)
+    if bit is None:
+      bit, last = (t >> xp.maximum(nb - 1 - j, 0)) & 1, xp.asarray(j == nb - 1)
     An, Bn, o = _combine_level(conv, A2, B2, grow(A2), D2, n, bit, first, method,
-                               last=xp.asarray(j == nb - 1), ns=ns)
+                               last=last, ns=ns)
     LAn = Lattice(L2.u_ref, D2, xp.where(first, zero, o))
     LBn = Lattice(L2.u_ref, D2, o)
     if upper:   # log-position rounding of this level (regrid offsets, lattice origin, kernel)
@@ -523,6 +526,14 @@ def _powering(law, lat, t, n: int, tail, min_step, method, ns, *, upper: bool,
 
   A = grow(law)
   carry = (A, lat, A, lat, xp.zeros(()))
+  if shared:
+    memo = {}
+
+    def after(a):   # the carry after t's leading bits a, (S_a, S_{a+1}), once each
+      if a not in memo:
+        memo[a] = level(0, carry, 1) if a == 1 else level(1, after(a >> 1), a & 1)
+      return memo[a]
+    return [(c[0], c[1], c[4]) for c in map(after, [int(x) for x in t.tolist()])]
   if levels is not None and not ns.is_host:
     # a static trip count: level j is the lane's level j - (levels - nb), none before
     def static_level(j, carry):
@@ -554,6 +565,15 @@ def sum_law_upper(up: UpperLaw, lat: Lattice, t, n: int, tail, min_step,
   known at run time only).
   """
   return _powering(up, lat, t, n, tail, min_step, method, ns, upper=True, levels=levels)
+
+
+def sum_laws_upper(up: UpperLaw, lat: Lattice, ts, n: int, tail, min_step, ns):
+  """:func:`sum_law_upper` for each t of ``ts`` on the host (``ns`` HOST or
+  HOST_LOOPS), a list: the carry after t's leading bits a is (S_a, S_{a+1})
+  whatever follows, so ts that share leading bits share those levels (64
+  prefixes of t = 234: 133 levels, not 443). Each law bit for bit its own
+  :func:`sum_law_upper`'s."""
+  return _powering(up, lat, ts, n, tail, min_step, "fast", ns, upper=True, shared=True)
 
 
 def sum_law_lower(lw: LowerLaw, lat: Lattice, t, n: int, tail, min_step,
