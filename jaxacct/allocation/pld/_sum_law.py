@@ -276,7 +276,9 @@ def conv_upper(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, pieces: int
 def conv_upper_pair(X: UpperLaw, A: UpperLaw, B: UpperLaw, D, n: int, pieces: int = 1,
                     far: bool = True, active=None, ns=JAX):
   """``(X + X, A + B, o)``: the two sums of a level (``X + X`` by the symmetric
-  kernel: one orientation, doubled); ``active``: see :func:`_run_loops`."""
+  kernel: one orientation, doubled); ``active``: see :func:`_run_loops`. On
+  the host the near band runs as the compiled rows of :func:`_upper_pair_rows`
+  (the same bits) with ``ns = HOST_LOOPS``, or once this process holds them."""
   kap, om = tables(D, n, ns)
   o = kap[n - 1]
   d_up = band_limits(kap, om, n, ns)[0] if far else None
