@@ -141,7 +141,8 @@ def test_compiled_loops_are_the_host_loops_bit_for_bit(x64, tmp_path):
   import subprocess
   import sys
   settings = [(m, s, t, tl, n) for (m, s, t, tl) in SETTINGS for n in (256, 1024)]
-  settings += [("gaussian", 1.0, 10_000, 1e-12, 1024), ("gaussian", 3.0, 2, 1e-13, 1024)]
+  settings += [("gaussian", 1.0, 10_000, 1e-12, 1024), ("gaussian", 3.0, 2, 1e-13, 1024),
+               ("gaussian", 0.1, 50, 1e-20, 1024), ("laplace", 0.2, 234, 1e-20, 1024)]
   path = tmp_path / "host.npz"
   code = f"SETTINGS = {settings!r}\n" + _FRESH_HOST_LAWS
   run = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
@@ -162,3 +163,6 @@ def test_compiled_loops_are_the_host_loops_bit_for_bit(x64, tmp_path):
     for f in F._fields:
       assert np.array_equal(np.asarray(getattr(S, f))[i], np.asarray(getattr(F, f))[0],
                             equal_nan=True), (t, f)
+  for bad in ([], [0, 3], [2.5]):
+    with pytest.raises(ValueError, match="ts must be"):
+      sl.shared_upper_laws(1.0, bad, 1e-12, n=1024, mechanism="gaussian")

@@ -192,12 +192,13 @@ def _prefix_deltas(eps, sigma, s, t):
 
 
 @pytest.mark.parametrize("s", [1, 2])
-@pytest.mark.parametrize("delta", [1e-3, 1e-5])
-def test_partial_epoch_bound_brute_force(x64, s, delta):
+@pytest.mark.parametrize("delta,sigma", [(1e-3, 1.0), (1e-5, 1.0), (1e-8, 0.5), (1e-10, 0.3)])
+def test_partial_epoch_bound_brute_force(x64, s, delta, sigma):
   # After s of t = 3 steps of 1-of-t allocation: a valid bound (the true
   # delta at the table's epsilon is at most delta; measured 0.998 delta), tight
   # to the grid (1e-3 less epsilon is not valid), below the whole epoch's bound.
-  t, sigma = 3, 1.0
+  # Prefix 1's law is NumPy's, prefix 2's the compiled loops' (shared_upper_laws).
+  t = 3
   acc = tracking.EventAccountant(ev.RandomAllocationDpEvent(noise_multiplier=sigma, steps_per_epoch=t),
                                  block_size=t, progress=False)
   tab = tracking.epsilon_table(acc, num_steps=t, delta=delta)
@@ -372,7 +373,8 @@ def test_balls_in_bins_later_epoch_prefixes_are_a_direct_convolution(x64, sigma,
   # pair composed after the whole epochs (columns of batched FFTs), on the
   # rows' grid (_epochs.row_step: the accountant's step times up to 8, at
   # most 1e-3; here 1e-3 both times, 4 x 2.5e-4 in the second case). Oracle:
-  # the same pairs (tracking.prefix_pair on that grid) composed by np.convolve
+  # the same pairs (tracking.prefix_pair on that grid; their laws from the
+  # jitted law program, the table's from the host: rounding apart) composed by np.convolve
   # (sums of non-negative terms, no FFT) and queried by jaxacct.pld.epsilon;
   # each entry is min(that, the accountant's epoch end), then a running max.
   # Rel 1e-10: the engine's 1e-11 to a direct convolution (module docstring),

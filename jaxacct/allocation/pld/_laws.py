@@ -206,9 +206,10 @@ def laws_batch(param, t, tail, *, n, mechanism, lower=True, host: bool | str = F
   only; traced input ignores it): the round laws are built in NumPy too
   (:func:`steps_laws_host`, zero compiled programs; NumPy arrays out);
   ``host="loops"``: the same, but the pairwise sums' near-band loops run as
-  one small compiled program (``HOST_LOOPS``: about 0.35 s to compile, a
-  tenth of the jitted law program's; then about 8 ms a law at t = 234
-  against 4 ms jitted and 80 ms in NumPy), on the CPU layout only.
+  one small compiled program (``HOST_LOOPS``: 0.4-0.5 s to compile, a third
+  of the jitted law program's wall time; then about 10 ms a law at t = 234
+  against 4 ms jitted and 62-80 ms in NumPy), bit for bit NumPy's laws, on
+  the CPU layout only.
   ``aot`` (concrete input, jitted path): ``"compile"`` compiles the program
   these lanes would run (``CachedJit.precompile``) without running it and
   returns None; ``"shapes"`` returns its output as ``jax.ShapeDtypeStruct``s
@@ -292,7 +293,10 @@ def shared_upper_laws(param, ts, tail, *, n, mechanism) -> FinalLaws:
   compiled program (``HOST_LOOPS``; elsewhere NumPy's). Each lane is bit for
   bit ``laws_batch(..., lower=False, host="loops")``'s."""
   ns = HOST if accelerator_layout() else HOST_LOOPS
-  ts = np.asarray(ts, np.int32).ravel()
+  ts = np.asarray(ts).ravel()
+  if ts.size == 0 or not np.issubdtype(ts.dtype, np.integer) or np.any(ts < 1):
+    raise ValueError(f"ts must be integers >= 1 (at least one); got {ts!r}.")
+  ts = ts.astype(np.int32)
   st = one_steps(mechanism, np.array([param], np.float64), np.array([tail], np.float64), int(n))
   p, q0, minf, _, _, lo, D = (np.asarray(x)[0] for x in st)
   up = sl.UpperLaw(np.asarray(p, np.float64), np.float64(q0), np.float64(minf))
