@@ -1,38 +1,14 @@
 r"""``PLDAccountant``: a dp_accounting ``PrivacyAccountant`` backed by jaxacct.
 
-Drop-in for ``dp_accounting.pld.PLDAccountant`` (same constructor,
-``compose(event, count)``, ``supports(event)``, ``get_epsilon(delta)``,
-``get_delta(epsilon)``, ``ledger``), so it can be handed to
-``dp_accounting.mechanism_calibration.calibrate_dp_mechanism`` or to
-jax_privacy's ``accountant_fn``. It understands dp_accounting's standard
-events and jaxacct's own (:mod:`jaxacct.accounting.events`: random
-allocation, shuffling, shuffled check-in, (eps, delta), any PLD), and
-reports a certified bracket, not only an upper bound:
-
-* ``get_epsilon`` / ``get_delta``: the certified upper bound (float).
-* ``get_epsilon_bounds`` / ``get_delta_bounds``: ``EpsilonResult`` /
-  ``DeltaResult`` with ``lower`` (certified lower bound), ``by_direction``
-  and ``details`` (method, components, what the lower bound is of).
-* ``tpr_at_fpr``, ``gdp_mu``: membership-inference and GDP views
-  (``jaxacct.accounting._tradeoff``).
-* ``state_dict`` / ``load_state_dict``: JSON state
-  (``jaxacct.accounting._state``); ``would_exceed``: a budget check that
-  does not change the accountant.
-
-How it computes (see ``jaxacct.accounting._composition``): each leaf
-event becomes upper/lower PLD pairs (or an RDP curve), composed per
-direction by one FFT (``jaxacct.pld.compose_many``). Shortcuts: a ledger
-of Gaussian mechanisms only is one Gaussian mechanism (closed form, Balle &
-Wang, arXiv:1805.06530v2, Thm 8; Dong, Roth, Su, arXiv:1905.02383v3, Cor.
-3.3); a ledger that one scheme's door answers is that door's answer
-(``jaxacct.accounting._scheme_doors``: one random-allocation event is
-``jaxacct.allocation.pld.allocation_pld_epsilon``; one Poisson-subsampled
-Gaussian event composed T times is ``jaxacct.poisson.epsilon(method="pld")``
-on this accountant's grid), so door and accountant agree.
-
-Composition is lazy: ``compose`` only records; the first query builds and
-caches the composed PLDs (per-event PLDs are cached too, so repeated
-``compose`` calls with the same event reuse them).
+A drop-in for ``dp_accounting.pld.PLDAccountant`` (same constructor, ``compose``,
+``supports``, ``get_epsilon``, ``get_delta``, ``ledger``) that understands
+jaxacct's events too (:mod:`jaxacct.accounting.events`) and reports a certified
+bracket (``get_epsilon_bounds`` / ``get_delta_bounds``: ``lower``,
+``by_direction``, ``details``). Each leaf becomes upper/lower PLD pairs (or an
+RDP curve) composed per direction by one FFT; a Gaussian-only ledger is one
+Gaussian (closed form); a ledger one scheme's door answers is that door's answer
+(``jaxacct.accounting._scheme_doors``). Composition is lazy: ``compose``
+records, the first query builds and caches.
 """
 
 from __future__ import annotations
@@ -316,14 +292,19 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     if not with_lower:
       return result(max(ups.values()), method=c.method, bound="upper",
                     details=dict(c.details))
-    lower = c.lower
-    los = {d: self._lower_value(quantity, getattr(lower, d), value) if lower is not None
-           else 0.0 for d in ("remove", "add")}
+    rep = self._repeated_lower(quantity, value) if c.door is not None else None
+    if rep is None:
+      lower = c.lower
+      los = {d: self._lower_value(quantity, getattr(lower, d), value) if lower is not None
+             else 0.0 for d in ("remove", "add")}
+      details = c.full_details()
+    else:
+      los, details = rep[0], dict(c.details, lower_scope=rep[1])
     for d in ups:
       los[d] = min(los[d], ups[d])
     return result(max(ups.values()), method=c.method, bound="upper",
                   lower=max(los.values()), by_direction={d: (ups[d], los[d]) for d in ups},
-                  details=c.full_details())
+                  details=details)
 
   def _extreme(self, quantity, with_lower, result):
     """epsilon at delta = 0 or delta at epsilon = inf, from the components.
@@ -369,6 +350,17 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
   def _lower_allowance(self) -> float:
     """Mass the lower-side FFT may have aliased upward (per composition)."""
     return 2.0 * self._tail
+
+  def _repeated_lower(self, quantity, value):
+    """``(lower epsilon per direction, lower_scope)`` of a one-event ledger by the
+    repeated-event engine (:func:`_repeated.lower_epsilons`); None otherwise."""
+    live = [(leaf, n) for leaf, n in self._leaves if n > 0]
+    items = self._screen(live)[0] if quantity == "epsilon" and len(live) == 1 else []
+    if len(items) != 1 or items[0][0].lower is None:
+      return None
+    (comp, n), = items
+    return (_repeated.lower_epsilons(_composition.resolve(comp.lower), n, value,
+                                     self._tail, self._lower_allowance()), comp.lower_scope)
 
   def _lower_value(self, quantity, pld, value):
     """Certified lower epsilon (at delta ``value``) or delta (at epsilon ``value``)."""

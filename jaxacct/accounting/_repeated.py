@@ -32,6 +32,18 @@ def direction_values(quantity, repeated, value, tail_mass) -> dict:
           for d in ("remove", "add")}
 
 
+def lower_epsilons(pair, n, delta, tail_mass, allowance) -> dict:
+  """Per direction, a certified lower epsilon at ``delta`` after ``n`` repetitions of
+  the lower (optimistic) ``pair``, by the repeated-event engine (no FFT program).
+
+  The engine moves at most ``tail_mass`` a side to +inf (so it is queried at delta
+  plus ``allowance``) and rounds up by 1e-12 relative (taken back by a 1e-9
+  relative margin): below the pair's composed epsilon, itself below the true one."""
+  d2 = min(delta + allowance, 1.0 - 1e-15)
+  vals = direction_values("epsilon", (pair, n), d2, tail_mass)
+  return {d: max(v * (1.0 - 1e-9), 0.0) for d, v in vals.items()}
+
+
 def epsilons_for_counts(acc, event, counts, delta, *, on_count=None) -> np.ndarray:
   """``acc.copy().compose(event, c).get_epsilon(delta)`` for every count c.
 
