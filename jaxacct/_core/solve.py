@@ -514,3 +514,28 @@ def first_feasible_on_ladder_host(feasible: Callable, x0: float, *, factor: floa
     if i < max_steps:
       x = x * factor + shift
   return math.inf
+
+
+def predict_root(U, G, k, k_secant=3.0):
+  """Root of g(u) per lane from the evaluated points ``U``, ``G`` (rows =
+  rounds): inverse quadratic through the 3 finite points nearest the root
+  when it lands between the nearest feasible and infeasible ones, else
+  secant through the nearest 2. Returns ``(root, error estimate)``."""
+  m = U.shape[1]
+  cols = np.arange(m)
+  fin = np.isfinite(G)
+  order = np.argsort(np.where(fin, np.abs(G), np.inf), axis=0)
+  u1, g1 = U[order[0], cols], G[order[0], cols]
+  u2, g2 = U[order[1], cols], G[order[1], cols]
+  with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+    sec = u1 - g1 * (u2 - u1) / (g2 - g1)
+    root = sec
+    if k >= 3:
+      u3, g3 = U[order[2], cols], G[order[2], cols]
+      iqi = (u1 * g2 * g3 / ((g1 - g2) * (g1 - g3)) + u2 * g1 * g3 / ((g2 - g1) * (g2 - g3))
+             + u3 * g1 * g2 / ((g3 - g1) * (g3 - g2)))
+      good = np.isfinite(iqi) & np.isfinite(g3) & (np.abs(iqi - sec) < np.abs(sec - u1) + 1e-12)
+      root = np.where(good, iqi, sec)
+    err = k_secant * np.abs((u1 - root) * (u2 - root))
+  ok = np.isfinite(root) & np.isfinite(g1) & np.isfinite(g2) & (np.abs(g2 - g1) > 0)
+  return np.where(ok, root, np.nan), np.where(ok, err, np.inf)

@@ -1,26 +1,23 @@
-r"""The evaluator: certified epsilon of one run, by the doors and one final rule.
+r"""The evaluator: the one desk that answers "what is the certified epsilon of this event?".
 
-Upper and lower epsilon of the runs the DP-SGD samplers build (allocation,
-Poisson, Gaussian without amplification, or any event through the
-accountant) on flat float64 arrays, with the final rule of each: the
-minimum with no amplification where a run is a post-processing of full-batch
-Gaussian steps, and the fallbacks where a door gives no finite bound. Used
-by :mod:`jaxacct.calibrator`, :mod:`jaxacct.dpsgd` and :mod:`jaxacct.risk`.
+:func:`bracket` takes events and deltas and returns the certified upper epsilon, the
+certified lower where one exists, and the method. One table (:data:`DESKS`) maps an
+event family (:func:`jaxacct._core.events.family`) to its vectorised door, its final
+rule and the source of its lower bound. A single question is the accountant's (its
+scheme doors apply the same final rule, :mod:`jaxacct.accounting._final_rule`); lanes
+of one family and key run the family's door together. dpsgd, calibrate, risk,
+tracking and the data loaders ask here. Docs: docs/bounds/dpsgd.md.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 import numpy as np
 
 from jaxacct._core.lazy import LazyModule
 from jaxacct import accounting, poisson
-# the final rule of an allocation run and its Gaussian doors (one place, below the
-# accountant's scheme door too); read here as the evaluator's (the calibrator's doors)
-from jaxacct.accounting._final_rule import (gaussian_upper, is_host, local_epsilon,
-                                            min_no_amplification)
+from jaxacct.accounting._final_rule import gaussian_upper, is_host, min_no_amplification
 from jaxacct.allocation import pld as apld
 
 if TYPE_CHECKING:
@@ -29,129 +26,137 @@ else:   # imported at the first event: dp_accounting (when installed) comes with
   events = LazyModule("jaxacct._core.events")
 
 
-@functools.lru_cache(maxsize=512)
-def _allocation_scalar(sigma, delta, t, k, E):
-  """One allocation.pld evaluation, memoised (a calibration's last feasible
-  sigma is evaluated again by the epsilon of the same run)."""
-  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, steps_per_epoch=t, num_selected=k,
-                                  num_epochs=E)
-  return float(r.epsilon), float(r.lower)
+class Bracket(NamedTuple):
+  """The evaluator's answer on flat float64 arrays, one entry per event.
+
+  Attributes:
+    upper: certified upper epsilon.
+    lower: certified lower epsilon of the event's mechanism, or None where no
+      lane has one (NaN for a lane without one).
+    method: what computed ``upper``.
+    details: per-family extras (``"lower_scope"``, ``"pld_upper"``, ...).
+  """
+  upper: np.ndarray
+  lower: Optional[np.ndarray]
+  method: str
+  details: dict
 
 
-@functools.lru_cache(maxsize=512)
-def _allocation_scalar_upper(sigma, delta, t, k, E):
-  """One allocation.pld upper evaluation without the certified lower (a
-  third of the host work), memoised."""
-  return float(apld.allocation_pld_epsilon(sigma=sigma, delta=delta, steps_per_epoch=t,
-                                           num_selected=k, num_epochs=E,
-                                           with_lower=False).epsilon)
+class Desk(NamedTuple):
+  """One family's door for lanes: ``lanes(key, sigma, delta, with_lower) -> (upper,
+  lower or None, method, details)`` on flat arrays, the family's final rule applied;
+  ``rounds(key)``: its Gaussian-DP (CLT) model, ``[(count, 1 / rate)]``, where
+  mu^2 = sum count min((e^{1/s^2} - 1) rate, 1 / s^2) starts a calibration."""
+  method: str
+  lanes: Callable
+  lower_source: str
+  rounds: Callable
 
-
-def allocation_upper(sigma, delta, t, k, E, host=None):
-  """allocation.pld upper epsilon of k-of-t allocation over E epochs, flat arrays
-  (the lower is skipped; arrays run the jitted programs)."""
-  if is_host(sigma, delta) if host is None else host:
-    return np.array([_allocation_scalar_upper(float(sigma[0]), float(delta[0]), int(t),
-                                              int(k), int(E))])
-  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, steps_per_epoch=int(t),
-                                  num_selected=int(k), num_epochs=int(E), with_lower=False)
-  return np.broadcast_to(np.asarray(r.epsilon, np.float64), sigma.shape).copy()
-
-
-def allocation_upper_lower(sigma, delta, t, k, E, host=None):
-  """allocation.pld (upper, lower) of k-of-t allocation over E epochs, flat arrays."""
-  if is_host(sigma, delta) if host is None else host:
-    u, l_ = _allocation_scalar(float(sigma[0]), float(delta[0]), int(t), int(k), int(E))
-    return np.array([u]), np.array([l_])
-  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, steps_per_epoch=int(t),
-                                  num_selected=int(k), num_epochs=int(E))
-  up, lo = (np.broadcast_to(np.asarray(a, np.float64), sigma.shape).copy()
-            for a in (r.epsilon, r.lower))
-  return up, lo
-
-
-@functools.lru_cache(maxsize=512)
-def _poisson_scalar(q, sigma, T, delta):
-  return float(poisson.epsilon(q=q, sigma=sigma, num_steps=T, delta=delta,
-                               method="pld").epsilon)
-
-
-def poisson_upper(sigma, delta, q, T, host=None):
-  """Tight Poisson PLD upper epsilon (``poisson.epsilon(method="pld")``), flat arrays."""
-  if is_host(sigma, delta) if host is None else host:
-    return np.array([_poisson_scalar(float(q), float(sigma[0]), int(T), float(delta[0]))])
-  up = poisson.epsilon(q=float(q), sigma=sigma, num_steps=int(T), delta=delta,
-                       method="pld").epsilon
-  return np.broadcast_to(np.asarray(up, np.float64), sigma.shape).copy()
-
-
-# ---------------------------------------------------------------------------
-# one run: the final rule of each kind (upper, lower or None, method, details)
-# ---------------------------------------------------------------------------
 
 ALLOCATION_METHOD = "allocation.pld (tight PLD, Feldman-Shenfeld arXiv:2602.17284v1)"
 POISSON_METHOD = "poisson.pld (tight PLD of the Poisson-subsampled Gaussian)"
+GAUSSIAN_METHOD = "no amplification (exact Gaussian, sigma/sqrt(E))"
 
 
-def allocation_run(sigma, delta, t, k, E):
-  """k-of-t allocation over E epochs: the allocation PLD, and no amplification.
-
-  The upper is the smaller of the allocation PLD and k E exact Gaussian
-  steps (the run is a post-processing of k E full-batch steps); where the
-  PLD cannot certify (+inf or NaN: its lattice cannot hold the loss at this
-  noise) no amplification stands. The lower is the PLD's (k = 1 only: for k > 1 the
-  PLD goes through Lemma 3.2 and its lower bounds the reduced object).
-  """
-  host = is_host(sigma, delta)   # decided once for the question
-  up_pld, lo_pld = allocation_upper_lower(sigma, delta, t, k, E, host)
-  up, loc = min_no_amplification(up_pld, sigma, delta, k * E, exact=True, host=host)
-  failed = ~np.isfinite(np.asarray(up_pld, np.float64))
-  lo = lo_pld if k == 1 else None
-  method = ALLOCATION_METHOD
-  if k > 1:
-    method += " via Lemma 3.2 (k > 1)"
-  details = {"pld_upper": up_pld, "pld_lower": lo_pld, "local": loc}
+def _allocation_lanes(key, sigma, delta, with_lower):
+  """k-of-t allocation over E epochs: the allocation PLD, and no amplification
+  (the final rule); the PLD's lower for k = 1 (for k > 1 it bounds the reduction)."""
+  t, k, E = key
+  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, steps_per_epoch=int(t),
+                                  num_selected=int(k), num_epochs=int(E),
+                                  with_lower=bool(with_lower))
+  up_pld = np.broadcast_to(np.asarray(r.epsilon, np.float64), sigma.shape).copy()
+  up = min_no_amplification(up_pld, sigma, delta, k * E, host=False)[0]
+  lo = None
+  if with_lower and k == 1:
+    lo = np.minimum(np.broadcast_to(np.asarray(r.lower, np.float64), sigma.shape), up)
+  method = ALLOCATION_METHOD + (" via Lemma 3.2 (k > 1)" if k > 1 else "")
+  failed = ~np.isfinite(up_pld)
   if np.all(failed):
     method = (f"no amplification (k E = {k * E} exact Gaussian steps): the allocation PLD "
-              "could not certify at this noise (inf), its lower bound stands")
+              "could not certify at this noise (inf)")
   elif np.any(failed):
     method += "; no amplification where the PLD could not certify (details['pld_upper'] inf)"
-  return up, lo, method, details
+  return up, lo, method, {"pld_upper": up_pld,
+                          "lower_scope": "mechanism" if k == 1 else "reduction"}
 
 
-def poisson_run(sigma, delta, q, T, host=None):
-  """T Poisson-subsampled Gaussian steps at rate q: the tight PLD, and RDP
-  where the PLD's grid holds no finite bound (RDP is an upper too)."""
-  up = poisson_upper(sigma, delta, q, T, host)
+def _poisson_lanes(key, sigma, delta, with_lower):
+  """T Poisson-subsampled Gaussian steps at rate q: the tight PLD, RDP where the
+  PLD's grid holds no finite bound (RDP is an upper too). Lanes carry no lower."""
+  q, T = key
+  up = np.broadcast_to(np.asarray(poisson.epsilon(q=float(q), sigma=sigma, num_steps=int(T),
+                                                  delta=delta, method="pld").epsilon,
+                                  np.float64), sigma.shape).copy()
   method, details = POISSON_METHOD, {}
   inf = ~np.isfinite(up)
   if np.any(inf):
     rdp = poisson.epsilon(q=q, sigma=sigma[inf], num_steps=T, delta=delta[inf], method="rdp")
     details["pld_upper"] = up.copy()
-    up = up.copy()
     up[inf] = np.minimum(up[inf], np.asarray(rdp.epsilon, np.float64))
     method += ("; poisson.rdp (Mironov, Talwar & Zhang, arXiv:1908.10530v1) where the PLD "
                "gives no finite bound (details['pld_upper'] inf)")
   return up, None, method, details
 
 
-def gaussian_run(sigma, delta, m, host=None):
-  """m full-batch Gaussian steps (no amplification): exact, sigma / sqrt(m)."""
-  return (local_epsilon(sigma, delta, m, host), None,
-          "no amplification (exact Gaussian, sigma/sqrt(E))", {})
+def _gaussian_lanes(key, sigma, delta, with_lower):
+  """One Gaussian of noise sigma (sigma / sqrt(count) of a composed one): exact."""
+  up = gaussian_upper(sigma, delta, host=False)
+  return up, (up.copy() if with_lower else None), GAUSSIAN_METHOD, {"lower_scope": "mechanism"}
 
 
-#: leaf kinds defined for a fixed dataset size only (a fixed-size batch)
-_REPLACE_ONLY = ("without_replacement", "with_replacement")
+#: event family -> its door for lanes, final rule and lower source; any other
+#: family is the accountant's, lane by lane
+def _allocation_rounds(key):
+  t, k, E = key
+  f, rho = divmod(t, k)
+  return [((k - rho) * E, f), (rho * E, f + 1)]
+
+
+DESKS = {
+    "allocation": Desk(ALLOCATION_METHOD, _allocation_lanes, "the allocation PLD's (k = 1)",
+                       _allocation_rounds),
+    "poisson": Desk(POISSON_METHOD, _poisson_lanes, "the accountant's, one question at a time",
+                    lambda key: [(key[1], 1.0 / key[0])]),
+    "gaussian": Desk(GAUSSIAN_METHOD, _gaussian_lanes, "exact", lambda key: [(1, 1.0)]),
+}
+
+
+def noise_scale(event):
+  """``(family, key, sigma)`` when a desk answers ``event`` in lanes (Gaussian noise
+  sigma), else None: the calibrator's lanes of one family and key."""
+  f = events.family(event)
+  if f.name not in DESKS or f.sigma is None or (f.name == "allocation"
+                                                and f.mechanism != "gaussian"):
+    return None
+  return f.name, f.key, f.sigma
+
+
+def clt_rounds(family, key):
+  """The desk's Gaussian-DP (CLT) model rounds (see :class:`Desk`)."""
+  return DESKS[family].rounds(key)
+
+
+def rdp_upper(events_, delta) -> np.ndarray:
+  """``poisson.epsilon(method="rdp")`` of Poisson-subsampled or plain Gaussian events,
+  all lanes in one compiled call (looser than :func:`bracket`, faster for many)."""
+  fams = [events.family(e) for e in events_]
+  if any(f.name not in ("poisson", "gaussian") for f in fams):
+    raise ValueError("accountant='rdp' takes Poisson-subsampled or plain Gaussian events "
+                     "only; use accountant='pld' for the others.")
+  q = np.array([f.key[0] if f.name == "poisson" else 1.0 for f in fams])
+  T = np.array([f.key[1] if f.name == "poisson" else 1 for f in fams], np.float64)
+  sig = np.array([f.sigma for f in fams])
+  return np.asarray(poisson.epsilon(q=q, sigma=sig, num_steps=T, delta=delta).epsilon,
+                    np.float64)
 
 
 def relation_of(event) -> str:
   """The neighbouring relation ``event`` is accounted under: ``"REPLACE_ONE"``
   when a leaf is a fixed-size batch (the dataset size cannot change; the
-  accountant refuses add/remove for it), else ``"ADD_OR_REMOVE_ONE"`` (the
-  accountant's default)."""
+  accountant refuses add/remove for it), else ``"ADD_OR_REMOVE_ONE"``."""
   k = events.kind(event)
-  if k in _REPLACE_ONLY:
+  if k in ("without_replacement", "with_replacement"):
     return "REPLACE_ONE"
   subs = list(getattr(event, "events", None) or ()) if k == "composed" else (
       [event.event] if k == "self_composed" else [])
@@ -164,14 +169,94 @@ def accountant_for(event):
   return accounting.PLDAccountant(rel).compose(event)
 
 
-def accountant_run(events, delta):
-  """Any events through :func:`accountant_for`: its bracket, lane by lane (the
-  accountant's own final rule; lower None where it has none)."""
-  up, lo, method = np.empty(len(events)), np.empty(len(events)), ""
-  for i, (e, d) in enumerate(zip(events, delta)):
-    r = accountant_for(e).get_epsilon_bounds(float(d))
-    up[i], method = float(r.epsilon), str(r.method)
-    lo[i] = np.nan if r.lower is None else float(r.lower)
-  rel = relation_of(events[0]) if events else "ADD_OR_REMOVE_ONE"
-  return (up, (None if np.all(np.isnan(lo)) else lo),
-          f"PLDAccountant({rel}) of the run's event (method {method!r})", {})
+def _ask(event, delta, with_lower):
+  """The accountant's answer to one question: ``(upper, lower or NaN, method, scope)``."""
+  acc = accountant_for(event)
+  if not with_lower:
+    return float(acc.get_epsilon(delta)), np.nan, "", ""
+  r = acc.get_epsilon_bounds(delta)
+  lo = np.nan if r.lower is None else float(r.lower)
+  return float(r.epsilon), lo, str(r.method), str((r.details or {}).get("lower_scope", ""))
+
+
+_ANSWERS = {}   # (event, delta, with_lower) -> _ask's answer, the last 512
+
+
+def _one(event, delta, with_lower):
+  """:func:`_ask`, memoised where the event hashes (a calibration's last feasible
+  point is asked again by the epsilon of the same run); an upper-only question
+  reuses a full answer."""
+  try:
+    full = _ANSWERS.get((event, delta, True))
+  except TypeError:   # an unhashable event: asked afresh
+    return _ask(event, delta, with_lower)
+  if full is not None:
+    return full
+  key = (event, delta, bool(with_lower))
+  if key not in _ANSWERS:
+    if len(_ANSWERS) >= 512:
+      _ANSWERS.pop(next(iter(_ANSWERS)))
+    _ANSWERS[key] = _ask(event, delta, with_lower)
+  return _ANSWERS[key]
+
+
+def _scalar(event, fam, delta, with_lower):
+  """One event on the host: the accountant's bracket, named by the family's desk."""
+  up, lo, acc_method, scope = _one(event, delta, with_lower)
+  desk = DESKS.get(fam.name)
+  if desk is None:
+    method = f"PLDAccountant({relation_of(event)}) of the run's event (method {acc_method!r})"
+  elif acc_method.startswith("no amplification"):
+    method = acc_method
+  else:
+    method = desk.method + (" via Lemma 3.2 (k > 1)"
+                            if fam.name == "allocation" and fam.key[1] > 1 else "")
+  if scope == "reduction":   # a lower of the Lemma 3.2 reduction, not of the mechanism
+    lo = np.nan
+  return np.array([up]), np.array([lo]), method, {"lower_scope": scope or "none"}
+
+
+def bracket(events_, delta, *, with_lower: bool = True, host: Optional[bool] = None) -> Bracket:
+  """Certified upper (and lower) epsilon of each event at its delta.
+
+  Args:
+    events_: a sequence of DpEvents (the lanes).
+    delta: in (0, 1); scalar or one per event (checked by the caller).
+    with_lower: also the certified lower (the upper alone is cheaper).
+    host: the question's host-or-jit choice, made once by the caller
+      (:func:`jaxacct.accounting._final_rule.is_host`; None: made here). The
+      host answers one event at a time, by the accountant.
+
+  Returns:
+    :class:`Bracket` of flat float64 arrays.
+
+  Bound: upper (``upper``) and lower (``lower``).
+  """
+  evs = list(events_)
+  d = np.broadcast_to(np.asarray(delta, np.float64), (len(evs),)).copy()
+  host = is_host(d, None) if host is None else bool(host)
+  fams = [events.family(e) for e in evs]
+  up, lo = np.empty(len(evs)), np.full(len(evs), np.nan)
+  groups = {}
+  for i, f in enumerate(fams):
+    desk = DESKS.get(f.name)
+    gaussian_noise = f.name != "allocation" or f.mechanism == "gaussian"
+    lanes = desk is not None and gaussian_noise and f.sigma is not None and not host
+    groups.setdefault((f.name, f.key) if lanes else ("one", i), []).append(i)
+  methods, details = [], {}
+  for (name, key), idx in groups.items():
+    idx = np.asarray(idx)
+    if name == "one":
+      u, l_, m, det = _scalar(evs[idx[0]], fams[idx[0]], float(d[idx[0]]), with_lower)
+    else:
+      sig = np.array([fams[i].sigma for i in idx], np.float64)
+      u, l_, m, det = DESKS[name].lanes(key, sig, d[idx].copy(), with_lower)
+    up[idx] = u
+    if l_ is not None:
+      lo[idx] = l_
+    methods.append(m)
+    for k, v in det.items():
+      details.setdefault(k, v)
+  lower = None if not with_lower or np.all(np.isnan(lo)) else np.minimum(lo, up)
+  method = methods[0] if len(set(methods)) == 1 else "; ".join(dict.fromkeys(methods))
+  return Bracket(up, lower, method, details)

@@ -3,6 +3,7 @@ and the calibrated noise multiplier (see :mod:`jaxacct.dpsgd`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import numpy as np
@@ -30,7 +31,7 @@ _SIGMA_MIN, _SIGMA_MAX = 1e-2, 1e4   # calibration search range
 
 @host_door(HOST_ONLY)
 def schedule(*, num_examples, batch_size, num_epochs=None, sampling: str = "balls_in_bins",
-             num_selected: int = 1, total_steps=None, max_batch_size=None) -> Schedule:
+             num_selected: int = 1, total_steps=None, **settings) -> Schedule:
   """Step counts of a DP-SGD run: ``steps_per_epoch`` (t) and ``total_steps`` (T).
 
   Each sampler's rule (:mod:`jaxacct.dpsgd.samplers`), e.g.:
@@ -53,7 +54,10 @@ def schedule(*, num_examples, batch_size, num_epochs=None, sampling: str = "ball
     num_selected: k >= 1, steps per epoch each example joins (balls_in_bins
       only; for the others count passes in ``num_epochs``).
     total_steps: T >= 1 (rate samplers only: the number of noisy updates).
-    max_batch_size: the batch cap (truncated_poisson only), an int >= 1.
+    **settings: the sampler's own options, the fields of its settings
+      dataclass (:attr:`jaxacct.dpsgd.samplers.Sampler.settings`), e.g.
+      ``max_batch_size`` (truncated_poisson), ``cycle_length``
+      (cyclic_poisson).
 
   Returns:
     :class:`Schedule`.
@@ -70,20 +74,31 @@ def schedule(*, num_examples, batch_size, num_epochs=None, sampling: str = "ball
     raise ValueError(f"num_selected applies to sampling='balls_in_bins' only; got "
                      f"num_selected={num_selected!r} with sampling={sampling!r} (count "
                      "passes over the data in num_epochs instead).")
-  if "max_batch_size" not in rec.options and max_batch_size is not None:
-    raise ValueError(f"max_batch_size applies to sampling='truncated_poisson' only; got "
-                     f"max_batch_size={max_batch_size!r} with sampling={sampling!r}.")
   if (num_epochs is None) == (total_steps is None):
     raise ValueError("give exactly one of num_epochs (epochs E) and total_steps "
                      f"(noisy updates T); got num_epochs={num_epochs!r}, "
                      f"total_steps={total_steps!r}.")
-  return rec.schedule(n, batch_size, num_epochs, k, total_steps, max_batch_size)
+  return rec.schedule(samplers.Request(n, batch_size, num_epochs, total_steps, k,
+                                      _settings(rec, settings)))
+
+
+def _settings(rec, given: dict):
+  """The sampler's settings value built from ``given`` (ValueError naming a keyword
+  that is no option of the sampler, and the samplers it belongs to)."""
+  fields = () if rec.settings is None else tuple(f.name for f in dataclasses.fields(rec.settings))
+  for key, value in given.items():
+    if key not in fields:
+      owners = [n for n in samplers.names() if key in samplers.get(n).options]
+      where = (f"applies to sampling={' or '.join(map(repr, owners))} only" if owners
+               else "is no parameter of jaxacct.dpsgd")
+      raise ValueError(f"{key} {where}; got {key}={value!r} with sampling={rec.name!r}.")
+  return None if rec.settings is None else rec.settings(**given)
 
 
 @host_door(HOST_ONLY)
 def event(*, noise_multiplier, num_examples, batch_size, num_epochs=None,
           sampling: str = "balls_in_bins", num_selected: int = 1, total_steps=None,
-          max_batch_size=None):
+          **settings):
   """The DpEvent of a DP-SGD run, for the accountant and :func:`jaxacct.calibrate`.
 
   The sampler's own event (:attr:`jaxacct.dpsgd.samplers.Sampler.event`), e.g.
@@ -98,14 +113,14 @@ def event(*, noise_multiplier, num_examples, batch_size, num_epochs=None,
   Args:
     noise_multiplier: sigma > 0 (scalar).
     num_examples, batch_size, num_epochs, sampling, num_selected, total_steps,
-      max_batch_size: the configuration, as in :func:`schedule`.
+      **settings: the configuration, as in :func:`schedule`.
 
   Returns:
     DpEvent (:mod:`jaxacct.accounting.events`).
   """
   sched = schedule(num_examples=num_examples, batch_size=batch_size, num_epochs=num_epochs,
                    sampling=sampling, num_selected=num_selected, total_steps=total_steps,
-                   max_batch_size=max_batch_size)
+                   **settings)
   check_number("noise_multiplier", noise_multiplier)
   checks.check_scalar("jaxacct.dpsgd.event", noise_multiplier=noise_multiplier)
   checks.check_positive("noise_multiplier", noise_multiplier)
@@ -161,24 +176,26 @@ def _front_door(progress, name, value, delta, **sched_kw):
 @host_door(_ON_HOST)
 def epsilon(*, noise_multiplier, num_examples, batch_size, delta, num_epochs=None,
             sampling: str = "balls_in_bins", num_selected: int = 1, total_steps=None,
-            max_batch_size=None, progress: Optional[bool] = None) -> EpsilonResult:
+            progress: Optional[bool] = None, **settings) -> EpsilonResult:
   r"""Certified epsilon at ``delta`` of a DP-SGD run (upper, with a lower where known).
 
-  The bound is the sampler's (:attr:`jaxacct.dpsgd.samplers.Sampler.evaluate`,
-  one final rule per run in :mod:`jaxacct.accounting.evaluator`): the tight
+  The evaluator's bracket of the run's event (:func:`jaxacct.dpsgd.event`,
+  :func:`jaxacct.accounting.evaluator.bracket`: the accountant's for one
+  question, so ``PLDAccountant().compose(event).get_epsilon_bounds(delta)``
+  gives the same numbers), with the sampler's own lower bound beside it: the tight
   allocation PLD (Feldman & Shenfeld, arXiv:2602.17284v1) or no
   amplification, the smaller, for ``"balls_in_bins"``; the tight Poisson PLD
-  (RDP where it gives no finite bound) for ``"poisson"``; no amplification
-  for ``"shuffle"``; the accountant's bracket of the run's event for the
-  others (``fixed_size``, ``fixed_size_with_replacement``,
-  ``truncated_poisson``).
+  (RDP where it gives no finite bound) for ``"poisson"`` and
+  ``"cyclic_poisson"``; no amplification for ``"shuffle"``; the accountant's
+  PLD of the event for the others (``fixed_size``,
+  ``fixed_size_with_replacement``, ``truncated_poisson``).
 
   Args:
     noise_multiplier: sigma > 0 (noise std / clipping norm); scalar or array,
       broadcast with ``delta``.
     num_examples: N. batch_size: B. num_epochs: E. num_selected: k.
-      total_steps: T (rate samplers only). max_batch_size: the cap
-      (truncated_poisson only). See :func:`schedule`.
+      total_steps: T (rate samplers only). **settings: the sampler's own
+      options (``max_batch_size``, ``cycle_length``). See :func:`schedule`.
     delta: in (0, 1).
     sampling: a registered sampler's name (default "balls_in_bins").
     progress: None (global switch), True or False: progress on long work.
@@ -195,7 +212,7 @@ def epsilon(*, noise_multiplier, num_examples, batch_size, delta, num_epochs=Non
   sched = _front_door(progress, "noise_multiplier", noise_multiplier, delta,
                       num_examples=num_examples, batch_size=batch_size,
                       num_epochs=num_epochs, sampling=sampling, num_selected=num_selected,
-                      total_steps=total_steps, max_batch_size=max_batch_size)
+                      total_steps=total_steps, **settings)
   size = np.broadcast(np.asarray(noise_multiplier), np.asarray(delta)).size
   given = f"T={sched.total_steps}" if total_steps is not None else None
   with _progress_bar(sched, size, "epsilon", progress, given) as bar:
@@ -222,8 +239,8 @@ def _progress_bar(sched, size, what, enabled, given=None):
 @host_door(calibrator.CALIBRATE_ON_HOST)
 def calibrate_noise_multiplier(*, epsilon, delta, num_examples, batch_size, num_epochs=None,
                                sampling: str = "balls_in_bins", num_selected: int = 1,
-                               total_steps=None, max_batch_size=None, rtol: float = 2.5e-4,
-                               progress: Optional[bool] = None):
+                               total_steps=None, rtol: float = 2.5e-4,
+                               progress: Optional[bool] = None, **settings):
   """Smallest certified noise multiplier meeting each (epsilon, delta) target.
 
   ``jaxacct.calibrate(lambda s: event(noise_multiplier=s, ...), epsilon,
@@ -239,7 +256,7 @@ def calibrate_noise_multiplier(*, epsilon, delta, num_examples, batch_size, num_
     epsilon: target(s) > 0; array broadcast with ``delta``.
     delta: in (0, 1).
     num_examples, batch_size, num_epochs, sampling, num_selected, total_steps,
-      max_batch_size: the configuration, as in :func:`schedule`.
+      **settings: the configuration, as in :func:`schedule`.
     rtol: relative tolerance on sigma, in (0, 0.1] (default 2.5e-4).
     progress: None (global switch), True or False.
 
@@ -253,8 +270,7 @@ def calibrate_noise_multiplier(*, epsilon, delta, num_examples, batch_size, num_
   """
   sched = _front_door(progress, "epsilon", epsilon, delta, num_examples=num_examples,
                       batch_size=batch_size, num_epochs=num_epochs, sampling=sampling,
-                      num_selected=num_selected, total_steps=total_steps,
-                      max_batch_size=max_batch_size)
+                      num_selected=num_selected, total_steps=total_steps, **settings)
   check_number("rtol", rtol)
   make_event = samplers.get(sched.sampling).event
   try:

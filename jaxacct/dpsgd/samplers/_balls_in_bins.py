@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from jaxacct import pld as jpld
 from jaxacct import accounting
-from jaxacct.accounting import evaluator
 from jaxacct.allocation import pld as apld
 from jaxacct.dpsgd.samplers._registry import Sampler, epoch_schedule, register
 
 
-def _schedule(n, batch_size, num_epochs, k, total_steps, cap):
-  return epoch_schedule("balls_in_bins", n, batch_size, num_epochs, total_steps,
-                        lambda B: (k * n) // B, k)
+def _schedule(req):
+  k, n = req.num_selected, req.num_examples
+  return epoch_schedule("balls_in_bins", req, lambda B: (k * n) // B, k)
 
 
 def _event(sched, sigma):
@@ -31,11 +30,6 @@ def _block(sched, sigma):
           {"block_size": sched.steps_per_epoch})
 
 
-def _evaluate(sched, sigma, delta):
-  return evaluator.allocation_run(sigma, delta, sched.steps_per_epoch, sched.num_selected,
-                                  int(sched.num_epochs))
-
-
 def _risk(sched, sigma, want_lower):
   k = sched.num_selected
   r = apld.allocation_plds(sigma=sigma, steps_per_epoch=sched.steps_per_epoch,
@@ -50,10 +44,10 @@ SAMPLER = register(Sampler(
     name="balls_in_bins",
     label="balls-in-bins (tight allocation PLD)",
     text=("sampler balls_in_bins: each epoch, every example joins one of the "
-          "t = floor(N/B) steps chosen uniformly at random, independently of "
+          "t = floor(k N/B) steps (k = 1: floor(N/B)) chosen uniformly at random, independently of "
           "the other examples (batch sizes vary; expected batch N/t >= B); "
           "T = t E steps"),
-    schedule=_schedule, event=_event, evaluate=_evaluate, block=_block, risk=_risk,
+    schedule=_schedule, event=_event, block=_block, risk=_risk,
     no_amplification=lambda s: s.num_selected * int(s.num_epochs),
     gdp_rate=lambda s: s.num_selected / s.steps_per_epoch,
     options=("num_selected",), steps_rule="floor(k N / B)", in_default_plot=True))

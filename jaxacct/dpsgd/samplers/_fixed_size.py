@@ -13,8 +13,8 @@ _COMMON = ("; t = floor(N/B) steps per epoch, T = t E steps; an example may join
 
 
 def _schedule_of(name):
-  def schedule(n, batch_size, num_epochs, k, total_steps, cap):
-    return epoch_schedule(name, n, batch_size, num_epochs, total_steps, lambda B: n // B)
+  def schedule(req):
+    return epoch_schedule(name, req, lambda B: req.num_examples // B)
   return schedule
 
 

@@ -6,12 +6,11 @@ import math
 
 from jaxacct import pld as jpld
 from jaxacct import accounting
-from jaxacct.accounting import evaluator
 from jaxacct.dpsgd.samplers._registry import Sampler, rate_schedule, register
 
 
-def _schedule(n, batch_size, num_epochs, k, total_steps, cap):
-  return rate_schedule("poisson", n, batch_size, num_epochs, total_steps)
+def _schedule(req):
+  return rate_schedule("poisson", req)
 
 
 def _step(sched, sigma):
@@ -33,10 +32,6 @@ def _block(sched, sigma):
                                                            sched.num_epochs)}
 
 
-def _evaluate(sched, sigma, delta):
-  return evaluator.poisson_run(sigma, delta, sched.sampling_probability, sched.total_steps)
-
-
 def _risk(sched, sigma, want_lower):
   kw = dict(sigma=sigma, q=sched.sampling_probability, num_steps=sched.total_steps)
   up = jpld.poisson_gaussian_composed(**kw)
@@ -50,6 +45,6 @@ SAMPLER = register(Sampler(
     text=("sampler poisson: every example joins every step independently with "
           "probability q = B/N (batch sizes vary, expected B); T = ceil(E N / B) "
           "steps; steps_per_epoch is the expected N/B"),
-    schedule=_schedule, event=_event, evaluate=_evaluate, block=_block, risk=_risk,
+    schedule=_schedule, event=_event, block=_block, risk=_risk,
     gdp_rate=lambda s: s.sampling_probability, options=("total_steps",),
     comparison_is_run=True, in_default_plot=True))

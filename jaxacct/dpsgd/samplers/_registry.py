@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -29,7 +29,8 @@ class Schedule(NamedTuple):
     total_steps: T, the number of noisy updates.
     sampling_probability: q = B/N for rate samplers; None otherwise
       (``sampling_rate``: its deprecated name, for one release).
-    max_batch_size: the batch cap (truncated_poisson); None otherwise.
+    settings: the sampler's own options (an instance of its
+      :attr:`Sampler.settings` dataclass), or None for a sampler without any.
   """
   sampling: str
   num_examples: int
@@ -39,13 +40,24 @@ class Schedule(NamedTuple):
   steps_per_epoch: Optional[int]
   total_steps: int
   sampling_probability: Optional[float]
-  max_batch_size: Optional[int] = None
+  settings: Any = None
 
   @property
   def sampling_rate(self) -> Optional[float]:
     """Deprecated alias of ``sampling_probability``, for one release."""
     warn_renamed("jaxacct.dpsgd.Schedule", "sampling_rate", "sampling_probability")
     return self.sampling_probability
+
+
+class Request(NamedTuple):
+  """A DP-SGD configuration as given, after the shared checks of
+  :func:`jaxacct.dpsgd.schedule`: what :attr:`Sampler.schedule` reads."""
+  num_examples: int
+  batch_size: Any
+  num_epochs: Any
+  total_steps: Any
+  num_selected: int
+  settings: Any
 
 
 @x64_boundary   # one entry: its evaluations (epsilon, result, plds) run under float64
@@ -57,16 +69,19 @@ class Sampler:
     name: the ``sampling=`` value (and ``jaxacct dpsgd --sampling``).
     label: the plot legend.
     text: the statement's sentence describing the sampler.
-    schedule: ``(num_examples, batch_size, num_epochs, num_selected,
-      total_steps, max_batch_size) -> Schedule``, after the shared checks of
+    schedule: ``Request -> Schedule``, after the shared checks of
       :func:`jaxacct.dpsgd.schedule` (N an int >= 1, k an int >= 1, exactly
-      one of ``num_epochs`` and ``total_steps``); raises ValueError naming
-      the parameter.
+      one of ``num_epochs`` and ``total_steps``, the settings built); raises
+      ValueError naming the parameter.
     event: ``(schedule, noise_multiplier) -> DpEvent`` of the run: the one
-      place the run's event is built.
-    evaluate: ``(schedule, sigma, delta) -> (upper, lower or None, method,
-      details)`` on flat float64 arrays; None: the accountant's bracket of
-      :attr:`event` (:func:`jaxacct.accounting.evaluator.accountant_run`).
+      place the run's event is built; its certified epsilon is the
+      evaluator's (:func:`jaxacct.accounting.evaluator.bracket`).
+    event_lower: whether the evaluator's lower of :attr:`event` bounds the
+      run (False where the event is only an upper-bound stand-in, as
+      shuffle's no amplification).
+    lower: ``(schedule, sigma, delta) -> (lower array or None, source)``: a
+      lower bound of the sampler's own (flat arrays); the run's lower is the
+      larger of it and the event's; None: none.
     block: ``(schedule, noise_multiplier) -> (event, options)``: the event of
       one block the run composes (an epoch or a step) and the
       :class:`jaxacct.tracking.EventAccountant` options that place it
@@ -83,8 +98,10 @@ class Sampler:
     relations: the neighbouring relations the accounting covers.
     accounted: the relation :attr:`event` is accounted under (the statement
       rescales sigma by the sensitivity for the others).
+    settings: the frozen dataclass of the sampler's own options (its fields
+      are keywords of the dpsgd doors and flags of ``jaxacct dpsgd``); None.
     options: the optional configuration parameters it takes
-      (``"num_selected"``, ``"total_steps"``, ``"max_batch_size"``).
+      (``"num_selected"``, ``"total_steps"``, and its settings' fields).
     steps_rule: the rule giving t (error messages), e.g. ``"floor(N / B)"``.
     comparison_is_run: the statement's Poisson comparison row is this run.
     in_default_plot: drawn by :func:`jaxacct.plot.epsilon` by default.
@@ -94,24 +111,30 @@ class Sampler:
   text: str
   schedule: Callable
   event: Callable
-  evaluate: Optional[Callable] = None
+  event_lower: bool = True
+  lower: Optional[Callable] = None
   block: Optional[Callable] = None
   risk: Optional[Callable] = None
   no_amplification: Optional[Callable] = None
   gdp_rate: Optional[Callable] = None
   relations: Tuple[str, ...] = ("add_remove",)
   accounted: str = "add_remove"
+  settings: Optional[type] = None
   options: Tuple[str, ...] = ()
   steps_rule: str = "floor(N / B)"
   comparison_is_run: bool = False
   in_default_plot: bool = False
 
   def epsilon(self, sched: Schedule, sigma, delta):
-    """``(upper, lower or None, method, details)`` on flat float64 arrays."""
-    if self.evaluate is not None:
-      return self.evaluate(sched, sigma, delta)
-    events = [self.event(sched, float(s)) for s in sigma]
-    return evaluator.accountant_run(events, delta)
+    """``(upper, lower or None, method, details)`` on flat float64 arrays: the
+    evaluator's bracket of :attr:`event`, with :attr:`lower` beside it."""
+    b = evaluator.bracket([self.event(sched, float(s)) for s in sigma], delta)
+    lo, details = (b.lower if self.event_lower else None), dict(b.details)
+    if self.lower is not None:
+      own, details["lower_source"] = self.lower(sched, sigma, delta)
+      if own is not None:
+        lo = own if lo is None else np.fmax(lo, own)
+    return b.upper, (None if lo is None else np.minimum(lo, b.upper)), b.method, details
 
   def result(self, sched: Schedule, noise_multiplier, delta):
     """The run's ``EpsilonResult`` (the one final rule, :meth:`epsilon`) at
@@ -145,6 +168,9 @@ def register(sampler: Sampler) -> Sampler:
     raise ValueError(f"sampler.name must be an identifier string; got {sampler.name!r}.")
   if sampler.name in _REGISTRY:
     raise ValueError(f"a sampler named {sampler.name!r} is already registered.")
+  if sampler.settings is not None:
+    fields = tuple(f.name for f in dataclasses.fields(sampler.settings))
+    sampler = dataclasses.replace(sampler, options=tuple(dict.fromkeys(sampler.options + fields)))
   _REGISTRY[sampler.name] = sampler
   return sampler
 
@@ -176,9 +202,11 @@ def check_number(name, x):
     raise ValueError(f"{name} must be a number; got {x!r}.")
 
 
-def epoch_schedule(name, n, batch_size, num_epochs, total_steps, t, k=1) -> Schedule:
+def epoch_schedule(name, req: Request, t, k=1) -> Schedule:
   """t fixed steps per epoch (``t(B)`` a callable of the checked int B), E
   int epochs: T = t E."""
+  n, batch_size, num_epochs, total_steps = (req.num_examples, req.batch_size,
+                                            req.num_epochs, req.total_steps)
   if total_steps is not None:
     raise ValueError(f"total_steps applies to rate samplers (sampling='poisson') only; "
                      f"with sampling={name!r} give num_epochs (T = steps_per_epoch * "
@@ -191,12 +219,14 @@ def epoch_schedule(name, n, batch_size, num_epochs, total_steps, t, k=1) -> Sche
   if steps < k:
     raise ValueError(f"num_selected must be <= steps_per_epoch = floor(k N / B) = {steps}; "
                      f"got num_selected={k}.")
-  return Schedule(name, n, float(B), float(E), k, steps, steps * E, None)
+  return Schedule(name, n, float(B), float(E), k, steps, steps * E, None, req.settings)
 
 
-def rate_schedule(name, n, batch_size, num_epochs, total_steps, cap=None) -> Schedule:
+def rate_schedule(name, req: Request) -> Schedule:
   """Independent steps at rate q = B / N: T = ceil(E N / B) (or ``total_steps``
   as given; then E = T B / N)."""
+  n, batch_size, num_epochs, total_steps = (req.num_examples, req.batch_size,
+                                            req.num_epochs, req.total_steps)
   checks.check_range("batch_size", batch_size, 0.0, n, lo_open=True)
   q = float(batch_size) / n
   if total_steps is not None:
@@ -209,7 +239,7 @@ def rate_schedule(name, n, batch_size, num_epochs, total_steps, cap=None) -> Sch
     checks.check_positive("num_epochs", num_epochs)
     E = float(num_epochs)
     T = int(math.ceil(E / q - 1e-9))
-  return Schedule(name, n, float(batch_size), E, 1, None, max(T, 1), q, cap)
+  return Schedule(name, n, float(batch_size), E, 1, None, max(T, 1), q, req.settings)
 
 
 def _shaped(a, shape):

@@ -3,8 +3,6 @@ amplification claimed)."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from jaxacct import pld as jpld
 from jaxacct import accounting
 from jaxacct.accounting import evaluator
@@ -12,8 +10,8 @@ from jaxacct.allocation import pld as apld
 from jaxacct.dpsgd.samplers._registry import Sampler, epoch_schedule, register
 
 
-def _schedule(n, batch_size, num_epochs, k, total_steps, cap):
-  return epoch_schedule("shuffle", n, batch_size, num_epochs, total_steps, lambda B: n // B)
+def _schedule(req):
+  return epoch_schedule("shuffle", req, lambda B: req.num_examples // B)
 
 
 def _event(sched, sigma):
@@ -32,20 +30,21 @@ def _lower_known(sched):
   return sched.num_examples % int(sched.batch_size) == 0
 
 
-def _evaluate(sched, sigma, delta):
-  E = int(sched.num_epochs)
-  up, _, method, details = evaluator.gaussian_run(sigma, delta, E)
-  lo = None
-  if _lower_known(sched):
-    try:
-      _, lo = evaluator.allocation_upper_lower(sigma, delta, sched.steps_per_epoch, 1, E)
-    except ValueError as err:   # t or E beyond the allocation door: no lower bound
-      details["lower_source"] = f"none: the allocation lower bound refused ({err})"
-    else:
-      lo = np.minimum(lo, up)
-      details["lower_source"] = ("allocation.pld lower, 1-of-t over E epochs (zero-"
-                                 "gradient dataset: shuffled batches = random allocation)")
-  return up, lo, method, details
+def _lower(sched, sigma, delta):
+  """The 1-of-t allocation lower over E epochs (zero-gradient dataset: shuffled batches
+  are random allocation), the evaluator's bracket of that event."""
+  if not _lower_known(sched):
+    return None, "none: B does not divide N"
+  ev = accounting.events
+  allocation = [ev.RandomAllocationDpEvent(noise_multiplier=float(s),
+                                           steps_per_epoch=sched.steps_per_epoch,
+                                           num_epochs=int(sched.num_epochs)) for s in sigma]
+  try:
+    lo = evaluator.bracket(allocation, delta).lower
+  except ValueError as err:   # t or E beyond the allocation door: no lower bound
+    return None, f"none: the allocation lower bound refused ({err})"
+  return lo, ("allocation.pld lower, 1-of-t over E epochs (zero-gradient dataset: shuffled "
+              "batches = random allocation)")
 
 
 def _risk(sched, sigma, want_lower):
@@ -64,6 +63,7 @@ SAMPLER = register(Sampler(
           "into t = floor(N/B) batches of exactly B examples (the last N - tB "
           "dropped); T = t E steps; no amplification is claimed from shuffling "
           "(each example is in exactly one batch per epoch)"),
-    schedule=_schedule, event=_event, evaluate=_evaluate, block=_block, risk=_risk,
+    schedule=_schedule, event=_event, event_lower=False, lower=_lower, block=_block,
+    risk=_risk,
     no_amplification=lambda s: int(s.num_epochs), gdp_rate=None,
     relations=("add_remove", "replace_one"), in_default_plot=True))

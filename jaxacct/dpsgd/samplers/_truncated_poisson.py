@@ -3,26 +3,45 @@ r"""The truncated Poisson sampler: Poisson sampling at rate q = B/N, a batch ove
 
 from __future__ import annotations
 
+import dataclasses
+
 from jaxacct import accounting
 from jaxacct._core import checks
 from jaxacct.dpsgd.samplers._registry import Sampler, check_number, rate_schedule, register
 
 
-def _schedule(n, batch_size, num_epochs, k, total_steps, cap):
-  if cap is None:
-    raise ValueError("max_batch_size is required with sampling='truncated_poisson' (the "
-                     "batch cap b: a Poisson batch of more than b examples keeps b of them); "
-                     "got max_batch_size=None.")
-  check_number("max_batch_size", cap)
-  checks.check_int("max_batch_size", cap, min_value=1, max_value=n)
-  return rate_schedule("truncated_poisson", n, batch_size, num_epochs, total_steps, int(cap))
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TruncatedPoissonSettings:
+  """Options of ``sampling="truncated_poisson"`` (jax_privacy's ``truncated_batch_size``).
+
+  Attributes:
+    max_batch_size: the batch cap b, an int >= 1: a Poisson batch of more than
+      b examples keeps a uniformly random b of them.
+  """
+  max_batch_size: int = dataclasses.field(
+      default=None, metadata={"help": "the batch cap b (truncated_poisson): a Poisson batch "
+                                      "of more than b examples keeps b of them"})
+
+  def __post_init__(self):
+    if self.max_batch_size is None:
+      raise ValueError("max_batch_size is required with sampling='truncated_poisson' (the "
+                       "batch cap b: a Poisson batch of more than b examples keeps b of "
+                       "them); got max_batch_size=None.")
+    check_number("max_batch_size", self.max_batch_size)
+    checks.check_int("max_batch_size", self.max_batch_size, min_value=1)
+
+
+def _schedule(req):
+  cap = req.settings.max_batch_size
+  checks.check_int("max_batch_size", cap, min_value=1, max_value=req.num_examples)
+  return rate_schedule("truncated_poisson", req)
 
 
 def _event(sched, sigma):
   ev = accounting.events   # loads on first use: dp_accounting comes with the events
   step = ev.TruncatedSubsampledGaussianDpEvent(
       dataset_size=sched.num_examples, sampling_probability=sched.sampling_probability,
-      truncated_batch_size=sched.max_batch_size, noise_multiplier=sigma)
+      truncated_batch_size=int(sched.settings.max_batch_size), noise_multiplier=sigma)
   return step if sched.total_steps == 1 else ev.SelfComposedDpEvent(step, sched.total_steps)
 
 
@@ -34,4 +53,4 @@ SAMPLER = register(Sampler(
           "a uniformly random b of them (dp_accounting's TruncatedSubsampledGaussianDpEvent, "
           "arXiv:2508.15089); T = ceil(E N / B) steps; steps_per_epoch is the expected N/B"),
     schedule=_schedule, event=_event, gdp_rate=lambda s: s.sampling_probability,
-    options=("total_steps", "max_batch_size")))
+    settings=TruncatedPoissonSettings, options=("total_steps",)))
