@@ -1,15 +1,12 @@
 """Step counts that say their unit: ``steps_per_epoch`` versus total steps.
 
-``num_steps`` means *steps per epoch* (t) in ``jaxacct.allocation`` and *total*
-steps (T) in ``jaxacct.poisson``. Passing the total to an allocation function
-and leaving out ``num_epochs`` silently under-reports epsilon (main at 3819184:
-``allocation.epsilon(sigma=..., num_steps=2340, delta=1e-5)`` for 10 epochs of
-234 steps returned 0.0713 instead of 0.8815). :func:`per_epoch_steps` gives an
-allocation function the keyword ``steps_per_epoch`` and makes the ambiguous
-spelling loud:
+In ``jaxacct.allocation`` the step count of one epoch is ``steps_per_epoch``
+(t); ``num_steps`` is always a whole run's count (T, as in ``jaxacct.poisson``).
+:func:`per_epoch_steps` accepts ``num_steps`` as a deprecated alias of t for
+one release, and loudly, because a total passed there without ``num_epochs``
+would under-report epsilon:
 
-* ``steps_per_epoch=t`` (with ``num_epochs=E``, default 1): the unit is in
-  the name; no warning.
+* ``steps_per_epoch=t`` (with ``num_epochs=E``, default 1): no warning.
 * ``num_steps=t`` together with an explicit ``num_epochs=E``: accepted with
   a ``DeprecationWarning`` naming ``steps_per_epoch`` (the caller thought about
   epochs, so ``num_steps`` is per epoch; passing a total here would
@@ -19,14 +16,12 @@ spelling loud:
   *per epoch* for *one* epoch, and how to say otherwise.
 * both ``steps_per_epoch`` and ``num_steps``: ``ValueError``.
 
-Errors name what the user passed: a ``ValueError`` of the function about its
-``num_steps`` reads ``steps_per_epoch`` when that is the keyword given.
-
 Renamed public names (one vocabulary: docs/api/glossary.md) live
 here too, in one place: :func:`renamed` (a keyword of a function) and
 :func:`renamed_fields` (a field of an event) keep the old spelling working for
 one release with a ``DeprecationWarning`` that names the new one
-(:func:`warn_renamed`); the value passed is handed on unchanged.
+(:func:`warn_renamed`); the value passed is handed on unchanged. Error
+messages are the function's own: they name the current keyword.
 """
 
 from __future__ import annotations
@@ -34,8 +29,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import re
 import warnings
+
+from jaxacct._core import checks
 
 
 class StepsUnitWarning(FutureWarning):
@@ -83,35 +79,21 @@ def renamed(**old_to_new):
   """Decorator: keyword ``old`` of a public function renamed ``new``.
 
   ``fn(old=x)`` calls ``fn(new=x)`` after a ``DeprecationWarning`` naming
-  ``new``; both at once is a ``ValueError``. A ``ValueError`` of ``fn`` about
-  ``new`` names ``old`` when that is what the caller wrote. The signature shows
-  only the new names; ``__deprecated_aliases__`` lists the old ones.
+  ``new``; both at once is a ``ValueError``. The signature shows only the new
+  names; ``__deprecated_aliases__`` lists the old ones.
   """
   def deco(fn):
     where = f"{public_module(fn.__module__)}.{fn.__qualname__}"
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-      used = [o for o in old_to_new if o in kwargs]
-      for old in used:
+      for old in [o for o in old_to_new if o in kwargs]:
         new = old_to_new[old]
         if new in kwargs:
           raise _both(where, old, new, kwargs)
         warn_renamed(where, old, new)
         kwargs[new] = kwargs.pop(old)
-      if not used:
-        return fn(*args, **kwargs)
-      try:
-        return fn(*args, **kwargs)
-      except ValueError as e:   # name what the caller wrote
-        if type(e) is not ValueError:
-          raise
-        msg = str(e)
-        for old in used:
-          msg = re.sub(rf"\b{old_to_new[old]}\b", old, msg)
-        if msg == str(e):
-          raise
-        raise ValueError(msg) from None
+      return fn(*args, **kwargs)
 
     wrapper.__deprecated_aliases__ = {**deprecated_aliases(fn), **old_to_new}
     return wrapper
@@ -184,61 +166,38 @@ def _message(where, x):
       "num_steps is deprecated here in favour of steps_per_epoch.")
 
 
-_NUM_STEPS = re.compile(r"\bnum_steps\b")
-
-
 def per_epoch_steps(fn):
-  """Decorator: adds ``steps_per_epoch`` (an alias of the per-epoch ``num_steps``).
+  """Decorator: ``num_steps``, the deprecated alias of ``steps_per_epoch`` (t).
 
-  The wrapped function keeps its ``num_steps`` parameter (steps per epoch);
-  the wrapper maps ``steps_per_epoch`` onto it and warns on the ambiguous
-  spelling (see the module docstring). Its signature shows
-  ``steps_per_epoch`` where ``num_steps`` was; ``__deprecated_aliases__``
-  names the old spelling.
+  The wrapped function takes ``steps_per_epoch``; the wrapper hands
+  ``num_steps`` on as ``steps_per_epoch`` and warns (see the module
+  docstring). A deprecated ``num_steps`` that is not an integer >= 1 is refused
+  naming ``num_steps``, as written. ``__deprecated_aliases__`` names the old
+  spelling.
   """
   # the public path: private implementation modules (``allocation._front``) are not named
-  where = public_module(fn.__module__)
-  where = f"{where}.{fn.__qualname__}"
-  try:
-    fn_params = inspect.signature(fn).parameters
-  except (TypeError, ValueError):  # pragma: no cover - exotic callables
-    fn_params = {"num_epochs": None}
+  where = f"{public_module(fn.__module__)}.{fn.__qualname__}"
   # one round of allocation has no epochs: num_steps there is only a spelling
-  has_epochs = "num_epochs" in fn_params
+  has_epochs = "num_epochs" in inspect.signature(fn).parameters
 
   @functools.wraps(fn)
-  def wrapper(*args, steps_per_epoch=None, **kwargs):
-    if steps_per_epoch is not None:
-      if "num_steps" in kwargs and kwargs["num_steps"] is not None:
+  def wrapper(*args, **kwargs):
+    if "num_steps" in kwargs:
+      x = kwargs.pop("num_steps")
+      if kwargs.get("steps_per_epoch") is not None:
         raise ValueError(
             f"{where}: pass steps_per_epoch (steps per epoch) or its deprecated alias "
-            f"num_steps, not both; got steps_per_epoch={steps_per_epoch!r}, "
-            f"num_steps={kwargs['num_steps']!r}.")
-      kwargs["num_steps"] = steps_per_epoch
-      try:
-        return fn(*args, **kwargs)
-      except ValueError as e:   # the function's checks name its own parameter
-        if type(e) is not ValueError or not _NUM_STEPS.search(str(e)):
-          raise
-        raise ValueError(_NUM_STEPS.sub("steps_per_epoch", str(e))) from None
-    elif kwargs.get("num_steps") is not None:
-      if has_epochs and "num_epochs" not in kwargs:
-        warnings.warn(_message(where, kwargs["num_steps"]), StepsUnitWarning,
-                      stacklevel=user_stacklevel())
-      else:   # the unit is clear; the spelling is deprecated
-        warn_renamed(where, "num_steps", "steps_per_epoch")
-    elif "num_steps" in kwargs or len(args) <= list(fn_params).index("num_steps"):
-      raise TypeError(f"{where}() missing the keyword argument 'steps_per_epoch' "
-                      "(steps per epoch t).")
-    return fn(*args, **kwargs)   # (steps per epoch given by position)
+            f"num_steps, not both; got steps_per_epoch={kwargs['steps_per_epoch']!r}, "
+            f"num_steps={x!r}.")
+      if x is not None:
+        if has_epochs and "num_epochs" not in kwargs:
+          warnings.warn(_message(where, x), StepsUnitWarning, stacklevel=user_stacklevel())
+        else:   # the unit is clear; the spelling is deprecated
+          warn_renamed(where, "num_steps", "steps_per_epoch")
+        checks.check_int("num_steps", x, min_value=1)
+        kwargs["steps_per_epoch"] = x
+    return fn(*args, **kwargs)
 
-  try:   # the signature shows steps_per_epoch where num_steps was
-    sig = inspect.signature(fn)
-    params = [p.replace(name="steps_per_epoch") if p.name == "num_steps" else p
-              for p in sig.parameters.values()]
-    wrapper.__signature__ = sig.replace(parameters=params)
-  except (TypeError, ValueError):  # pragma: no cover - exotic callables
-    pass
   wrapper.__deprecated_aliases__ = {**deprecated_aliases(fn), "num_steps": "steps_per_epoch"}
   note = ("\n\n  Steps: ``steps_per_epoch`` is t, the number of steps per epoch "
           "(``num_steps`` is its deprecated alias, a ``DeprecationWarning``; without "

@@ -200,9 +200,8 @@ def add_rdp_block(sigma, t, *, orders, num_outer, num_inner):
 def add_lane_bytes(num_outer: int, num_inner: int, num_orders: int = 63) -> int:
   """Bytes one lane of :data:`add_rdp_block` holds at its peak (an estimate):
   twice six float64 (chunk x inner) grids of a trip and the orders' terms on
-  the outer grid plus 16 rows of it. XLA:CPU measured 25.4 MB a lane at the
-  default 4096 x 2048, 63 orders (chunk 256); this gives 55.6 MB (was 537 MB
-  for the whole outer x inner grid: 268 MB measured)."""
+  the outer grid plus 16 rows of it: 55.6 MB a lane at the default 4096 x
+  2048, 63 orders (chunk 256), above XLA:CPU's own peak of 25.4 MB."""
   chunk = _outer_chunk(num_outer)
   return 2 * 8 * (6 * chunk * int(num_inner) + (int(num_orders) + 17) * int(num_outer))
 
@@ -211,7 +210,7 @@ def add_block_lanes(num_outer: int, num_inner: int, num_orders: int = 63) -> int
   """Lanes of :data:`add_rdp_block`: ``lanes_for_memory`` of
   :func:`add_lane_bytes`, from one lane up (one lane is millions of
   quadrature cells; 16 at the default grid on the CPU's fixed 4 GiB budget,
-  256 on an H100, 512 on an H200)."""
+  more on an accelerator, as its memory allows)."""
   return lanes_for_memory(add_lane_bytes(num_outer, num_inner, num_orders), lo=1,
                           name="num_outer * num_inner")
 
@@ -226,18 +225,18 @@ def _add_rdp_blocks(sigma, t, orders, *, num_outer, num_inner):
                              add_block_lanes(num_outer, num_inner, orders.size))
 
 
-def _check_add_rdp(orders, sigma, num_steps):
+def _check_add_rdp(orders, sigma, steps_per_epoch):
   checks.check_orders(orders)
   if np.any(np.asarray(orders) <= 1.0):
     raise ValueError(f"orders must be > 1; got {np.min(orders)}.")
   checks.check_positive("sigma", sigma)
-  checks.check_int("num_steps", num_steps, min_value=1, max_value=2**31 - 1)
+  checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1, max_value=2**31 - 1)
 
 
 @per_epoch_steps
-def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
+def allocation_add_rdp(orders=None, *, sigma, steps_per_epoch, max_order: int = 64,
                        num_outer: int = 4096, num_inner: int = 2048, devices=None):
-  r"""Add-direction RDP of 1-out-of-``num_steps`` allocation, Gaussian (exact).
+  r"""Add-direction RDP of 1-out-of-``steps_per_epoch`` allocation, Gaussian (exact).
 
   Feldman & Shenfeld, arXiv:2502.08202v3, dominating pair of Thm 3.1 in the
   add direction, :math:`R_\alpha(Q^{\otimes t}\,\|\,\bar P)`, computed by the
@@ -246,7 +245,7 @@ def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
 
   Args:
     orders: 1-D Renyi orders > 1; default ``2..max_order``.
-    sigma: noise multiplier > 0; any shape, broadcast with ``num_steps``.
+    sigma: noise multiplier > 0; any shape, broadcast with ``steps_per_epoch``.
     steps_per_epoch: t, integer >= 1.
     max_order: used when ``orders`` is None.
     num_outer, num_inner: trapezoid grid sizes (static).
@@ -255,13 +254,13 @@ def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
       bitwise those of one device; :mod:`jaxacct.sweep` across hosts).
 
   Returns:
-    float64 array ``broadcast(sigma, num_steps).shape + (len(orders),)``: RDP
+    float64 array ``broadcast(sigma, steps_per_epoch).shape + (len(orders),)``: RDP
     of one round (add direction). Composes additively over rounds.
 
   Bound: exact (to quadrature accuracy: < 1e-11 relative against a 4x finer
   grid for sigma in [0.2, 100], t in [1, 1e7], alpha <= 256). NaN lanes for
   invalid traced input. Cost O(num_outer * num_inner) per (sigma, t), all
-  orders at once (~1 s per sigma on one CPU core at the default grid).
+  orders at once.
 
   Example:
     >>> import numpy as np
@@ -278,7 +277,7 @@ def allocation_add_rdp(orders=None, *, sigma, num_steps, max_order: int = 64,
   grid = dict(num_outer=int(num_outer), num_inner=int(num_inner))
   with sharding.use_devices(devices):
     eager = None
-    if block_programs() and (np.ndim(sigma) or np.ndim(num_steps)):
+    if block_programs() and (np.ndim(sigma) or np.ndim(steps_per_epoch)):
       eager = functools.partial(_add_rdp_blocks, **grid)
-    return dispatch(functools.partial(_add_rdp_jit, **grid), (sigma, num_steps, orders),
-                    lambda: _check_add_rdp(orders, sigma, num_steps), eager=eager)
+    return dispatch(functools.partial(_add_rdp_jit, **grid), (sigma, steps_per_epoch, orders),
+                    lambda: _check_add_rdp(orders, sigma, steps_per_epoch), eager=eager)

@@ -26,27 +26,28 @@ from jaxacct._core.solve import bisect, first_feasible_on_ladder_host
 from jaxacct._core.subsampled_gaussian import poisson_gaussian_rdp
 
 
-def split_rounds(num_steps, num_selected, num_epochs):
+def split_rounds(steps_per_epoch, num_selected, num_epochs):
   """(t', m) of k-of-t allocation over E epochs: t' = floor(t/k) steps per round, m = kE rounds.
 
   Feldman & Shenfeld, arXiv:2502.08202v3, Lemma 3.2 (k-of-t as kE rounds of 1-of-t').
   Returns float64 numpy arrays (broadcast of the inputs).
   """
-  t_round = np.floor(np.asarray(num_steps, np.float64) / np.asarray(num_selected, np.float64))
+  t_round = np.floor(np.asarray(steps_per_epoch, np.float64) / np.asarray(num_selected, np.float64))
   m = np.asarray(num_selected, np.float64) * np.asarray(num_epochs, np.float64)
   return t_round, m
 
 
-def check_scheme(sigma, num_steps, num_selected, num_epochs):
+def check_scheme(sigma, steps_per_epoch, num_selected, num_epochs):
   checks.check_positive("sigma", sigma)
-  checks.check_int("num_steps", num_steps, min_value=1, max_value=2**31 - 1)
+  checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1, max_value=2**31 - 1)
   checks.check_int("num_selected", num_selected, min_value=1)
   checks.check_int("num_epochs", num_epochs, min_value=1)
-  if np.any(np.asarray(num_selected) > np.asarray(num_steps)):
-    raise ValueError(f"num_selected must be in [1, num_steps]; got {num_selected} > {num_steps}.")
+  if np.any(np.asarray(num_selected) > np.asarray(steps_per_epoch)):
+    raise ValueError(f"num_selected must be in [1, steps_per_epoch]; got {num_selected} > "
+                     f"{steps_per_epoch}.")
 
 
-def direct_add_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1):
+def direct_add_epsilon(*, sigma, steps_per_epoch, delta, num_selected=1, num_epochs=1):
   """Add-direction epsilon of k-of-t allocation (Thm 4.9 / Cor 4.10, Gaussian).
 
   eps = eps_Gauss(sigma * sqrt(t'/m), delta) + m (1 - 1/t') / (2 sigma^2).
@@ -55,9 +56,9 @@ def direct_add_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1)
   bound="upper")``, ``epsilon`` a float64 array (broadcast of the inputs).
   Bound: upper.
   """
-  check_scheme(sigma, num_steps, num_selected, num_epochs)
+  check_scheme(sigma, steps_per_epoch, num_selected, num_epochs)
   checks.check_delta(delta)
-  t, m = split_rounds(num_steps, num_selected, num_epochs)
+  t, m = split_rounds(steps_per_epoch, num_selected, num_epochs)
   if for_inputs(sigma, delta, t, m).is_host:   # one question: NumPy, no compiled program
     e = host_call(_direct_add_eps, np.float64(sigma), t, m, np.float64(delta))
     return EpsilonResult(host_f64(e), host_f64(delta), method="direct_add", bound="upper")
@@ -75,16 +76,16 @@ def _direct_add_eps(s, t, m, delta, ns=JAX):
 _direct_add_eps_jit = jit(_direct_add_eps)
 
 
-def direct_add_delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1):
+def direct_add_delta(*, sigma, steps_per_epoch, epsilon, num_selected=1, num_epochs=1):
   """Add-direction delta at ``epsilon`` (Thm 4.9 / Cor 4.10).
 
   Returns: ``DeltaResult(delta, epsilon, method="direct_add",
   bound="upper")``, ``delta`` a float64 array (broadcast of the inputs).
   Bound: upper.
   """
-  check_scheme(sigma, num_steps, num_selected, num_epochs)
+  check_scheme(sigma, steps_per_epoch, num_selected, num_epochs)
   checks.check_range("epsilon", epsilon)
-  t, m = split_rounds(num_steps, num_selected, num_epochs)
+  t, m = split_rounds(steps_per_epoch, num_selected, num_epochs)
   ns = for_inputs(sigma, epsilon, t, m)   # one question: NumPy, no compiled program
   xp = ns.xp
   s = xp.asarray(sigma, xp.float64)
@@ -133,22 +134,22 @@ def _decomp_add_eps(a, rdp, g, delta):
 
 def _poisson_dir(sigma, t, direction, orders):
   """t times the directional RDP of the Poisson-subsampled Gaussian at rate 1/t,
-  on the host (its compiled program: the fractional orders' quadrature runs
-  ~0.8 s a direction in NumPy against ~0.5 s to compile it once)."""
+  on the host (through its compiled program, which runs the fractional orders'
+  quadrature)."""
   return np.asarray(poisson_gaussian_rdp(orders, q=1.0 / t, sigma=sigma, direction=direction)) * t
 
 
-def decomposition_gamma(num_steps):
+def decomposition_gamma(steps_per_epoch):
   r"""The decomposition factor :math:`\gamma(t)=1/(1-(1-1/t)^t)` of Thm 4.6
-  (Feldman-Shenfeld, arXiv:2502.08202v3) at t = ``num_steps`` (an integer >= 1),
+  (Feldman-Shenfeld, arXiv:2502.08202v3) at t = ``steps_per_epoch`` (an integer >= 1),
   rising to :math:`e/(e-1)` as t grows. Exact (float64, via expm1/log1p);
   1 at t = 1."""
-  checks.check_int("num_steps", num_steps, min_value=1)
-  t = int(num_steps)
+  checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1)
+  t = int(steps_per_epoch)
   return 1.0 / -np.expm1(t * np.log1p(-1.0 / t)) if t > 1 else 1.0
 
 
-def decomposition_epsilon(*, sigma, num_steps, delta, direction="both", orders=None):
+def decomposition_epsilon(*, sigma, steps_per_epoch, delta, direction="both", orders=None):
   r"""Epsilon of 1-of-t allocation by Poisson decomposition (Thm 4.6).
 
   remove: :math:`\vec\delta_A(\varepsilon)\le\gamma\,\vec\delta_P(\log(1+(e^\varepsilon-1)/\gamma))`;
@@ -158,7 +159,7 @@ def decomposition_epsilon(*, sigma, num_steps, delta, direction="both", orders=N
   steps taken from its directional RDP (tight conversion).
 
   Args:
-    sigma: > 0 (scalar). num_steps: t >= 2 (scalar). delta in (0, 1).
+    sigma: > 0 (scalar). steps_per_epoch: t >= 2 (scalar). delta in (0, 1).
     direction: "remove", "add" or "both" (max).
 
   Returns: ``EpsilonResult(epsilon, delta, method="decomposition",
@@ -170,11 +171,11 @@ def decomposition_epsilon(*, sigma, num_steps, delta, direction="both", orders=N
   infeasible).
   """
   checks.check_positive("sigma", sigma)
-  checks.check_int("num_steps", num_steps, min_value=2)
+  checks.check_int("steps_per_epoch", steps_per_epoch, min_value=2)
   checks.check_delta(delta)
   checks.check_direction(direction)
   orders = DEFAULT_ORDERS if orders is None else checks.check_orders(orders)
-  t = int(num_steps)
+  t = int(steps_per_epoch)
   g = decomposition_gamma(t)
   a = np.asarray(orders, np.float64)
   out = []
@@ -190,7 +191,7 @@ def decomposition_epsilon(*, sigma, num_steps, delta, direction="both", orders=N
                        host_f64(delta), method="decomposition", bound="upper")
 
 
-def decomposition_delta(*, sigma, num_steps, epsilon, direction="both", orders=None):
+def decomposition_delta(*, sigma, steps_per_epoch, epsilon, direction="both", orders=None):
   r"""Delta of 1-of-t allocation by Poisson decomposition (Thm 4.6), at ``epsilon``.
 
   Feldman & Shenfeld, arXiv:2502.08202v3, Thm 4.6 with rate 1/t:
@@ -198,17 +199,17 @@ def decomposition_delta(*, sigma, num_steps, epsilon, direction="both", orders=N
   :math:`(1+e^\varepsilon(\gamma-1))\,\overleftarrow\delta_P(-\log(1-(1-e^{-\varepsilon})/\gamma))`,
   the Poisson profile from its directional RDP (tight conversion).
 
-  Args: sigma > 0, num_steps t >= 2, epsilon >= 0 (scalars); direction.
+  Args: sigma > 0, steps_per_epoch t >= 2, epsilon >= 0 (scalars); direction.
 
   Returns: ``DeltaResult(delta, epsilon, method="decomposition",
   bound="upper")``, ``delta`` a float64 array (capped at 1). Bound: upper.
   """
   checks.check_positive("sigma", sigma)
-  checks.check_int("num_steps", num_steps, min_value=2)
+  checks.check_int("steps_per_epoch", steps_per_epoch, min_value=2)
   checks.check_range("epsilon", epsilon, 0.0, np.inf)
   checks.check_direction(direction)
   orders = DEFAULT_ORDERS if orders is None else checks.check_orders(orders)
-  t = int(num_steps)
+  t = int(steps_per_epoch)
   g = decomposition_gamma(t)
   a = np.asarray(orders, np.float64)
   eps = np.float64(epsilon)
@@ -228,7 +229,7 @@ def decomposition_delta(*, sigma, num_steps, epsilon, direction="both", orders=N
                      method="decomposition", bound="upper")
 
 
-def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both", num_selected=1,
+def decomposition_pld_epsilon(*, sigma, steps_per_epoch, delta, direction="both", num_selected=1,
                               num_epochs=1, step=None):
   r"""Epsilon of 1-of-t allocation by Poisson decomposition (Thm 4.6), PLD profile.
 
@@ -264,7 +265,7 @@ def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both", num_
   Gauss-Hermite quadrature (t = 2, 3). At m = 1 the mapped PLD reproduces
   the Thm 4.6 formula to 1e-6 relative.
 
-  Args: sigma > 0, num_steps t >= 2, delta in (0, 1) (scalars); direction;
+  Args: sigma > 0, steps_per_epoch t >= 2, delta in (0, 1) (scalars); direction;
     num_selected k, num_epochs E (floor(t/k) >= 2); step: PLD grid step
     for k/E > 1 (default: ``jaxacct.pld``'s step for the Poisson pair at rate 1/t').
 
@@ -272,20 +273,21 @@ def decomposition_pld_epsilon(*, sigma, num_steps, delta, direction="both", num_
   bound="upper")``, ``epsilon`` a ``np.float64``. Bound: upper (as the PLD
   is).
   """
-  check_scheme(sigma, num_steps, num_selected, num_epochs)
+  check_scheme(sigma, steps_per_epoch, num_selected, num_epochs)
   checks.check_delta(delta)
   checks.check_direction(direction)
   if step is not None:
     checks.check_positive("step", step)
-  tr, m = split_rounds(num_steps, num_selected, num_epochs)
+  tr, m = split_rounds(steps_per_epoch, num_selected, num_epochs)
   if int(tr) < 2:
-    raise ValueError(f"decomposition needs floor(num_steps/num_selected) >= 2; got {int(tr)}.")
+    raise ValueError(f"decomposition needs floor(steps_per_epoch/num_selected) >= 2; got "
+                     f"{int(tr)}.")
   if int(m) > 1:
     dirs = ("remove", "add") if direction == "both" else (direction,)
     e = _composed_decomp_eps(float(sigma), int(tr), int(m), float(delta), dirs, step)
     return EpsilonResult(host_f64(e), host_f64(delta), method="decomposition_pld",
                          bound="upper")
-  t = int(num_steps)
+  t = int(steps_per_epoch)
   g = decomposition_gamma(t)
   pair = jpld.poisson_gaussian_composed(sigma=float(sigma), q=1.0 / t, num_steps=t)
   out = []
@@ -343,7 +345,7 @@ def _conditioned_pld(pld, g, direction):
   return new_loss, p[pos], min(1.0, inf + float(np.sum(p[~pos]))), nu
 
 
-def decomposition_round_plds(*, sigma, num_steps, step=None):
+def decomposition_round_plds(*, sigma, steps_per_epoch, step=None):
   """(remove PLD, add PLD, nu) dominating one 1-of-t allocation round (Thm 4.6 pair).
 
   Built from the pessimistic t-step Poisson(1/t) PLD of ``jaxacct.pld`` by
@@ -351,10 +353,10 @@ def decomposition_round_plds(*, sigma, num_steps, step=None):
   (connect-the-dots) re-gridding. ``nu``: clipped negative mass (add).
   """
   checks.check_positive("sigma", sigma)
-  checks.check_int("num_steps", num_steps, min_value=2)
+  checks.check_int("steps_per_epoch", steps_per_epoch, min_value=2)
   if step is not None:
     checks.check_positive("step", step)
-  t = int(num_steps)
+  t = int(steps_per_epoch)
   g = decomposition_gamma(t)
   if step is None:
     step = jpld.default_step(sigma=float(sigma), q=1.0 / t, num_steps=t)
@@ -369,7 +371,7 @@ def decomposition_round_plds(*, sigma, num_steps, step=None):
 
 
 def _composed_decomp_eps(sigma, t, m, delta, dirs, step=None):
-  rem, add, nu = decomposition_round_plds(sigma=sigma, num_steps=t, step=step)
+  rem, add, nu = decomposition_round_plds(sigma=sigma, steps_per_epoch=t, step=step)
   out = []
   for d in dirs:
     c = jpld.compose(rem if d == "remove" else add, int(m))

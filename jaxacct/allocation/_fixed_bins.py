@@ -112,7 +112,7 @@ def _route(sigma, num_epochs, mechanism, laplace_step):
 
 @host_door(HOST_ONLY)
 @per_epoch_steps
-def fixed_bins_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_epochs=1,
+def fixed_bins_pld_epsilon(*, sigma=None, delta, steps_per_epoch, num_selected=1, num_epochs=1,
                            direction: str = "both", mechanism="gaussian",
                            laplace_step: float = 1e-4, **pld_kwargs):
   r"""Epsilon of k-of-t allocation with fixed bins over E epochs: certified bracket.
@@ -159,14 +159,14 @@ def fixed_bins_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
     4.66
   """
   s, mech = _route(sigma, num_epochs, mechanism, laplace_step)
-  return allocation_pld_epsilon(sigma=s, delta=delta, steps_per_epoch=num_steps,
+  return allocation_pld_epsilon(sigma=s, delta=delta, steps_per_epoch=steps_per_epoch,
                                 num_selected=num_selected, num_epochs=1,
                                 direction=direction, mechanism=mech, **pld_kwargs)
 
 
 @host_door(HOST_ONLY)
 @per_epoch_steps
-def fixed_bins_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_epochs=1,
+def fixed_bins_pld_delta(*, sigma=None, epsilon, steps_per_epoch, num_selected=1, num_epochs=1,
                          direction: str = "both", mechanism="gaussian",
                          laplace_step: float = 1e-4, **pld_kwargs):
   r"""Delta of k-of-t allocation with fixed bins over E epochs: certified bracket.
@@ -183,6 +183,6 @@ def fixed_bins_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_
   Bound: upper and lower.
   """
   s, mech = _route(sigma, num_epochs, mechanism, laplace_step)
-  return allocation_pld_delta(sigma=s, epsilon=epsilon, steps_per_epoch=num_steps,
+  return allocation_pld_delta(sigma=s, epsilon=epsilon, steps_per_epoch=steps_per_epoch,
                               num_selected=num_selected, num_epochs=1,
                               direction=direction, mechanism=mech, **pld_kwargs)

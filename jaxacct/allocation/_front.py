@@ -55,7 +55,7 @@ _OPTIONS = {
 
 @host_door(_COUNTS_ON_HOST)
 @per_epoch_steps
-def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
+def allocation_rdp(*, sigma, steps_per_epoch, num_selected=1, num_epochs=1,
                    direction: str = "both", max_order: int = _DEFAULT_MAX_ORDER,
                    devices=None):
   r"""RDP curve at integer orders 2..max_order of k-of-t allocation over E epochs.
@@ -66,7 +66,7 @@ def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
   ``both`` is the elementwise max (an RDP curve valid for both directions).
 
   Args:
-    sigma: > 0, any shape (broadcast with num_steps).
+    sigma: > 0, any shape (broadcast with steps_per_epoch).
     steps_per_epoch: t >= 1 (scalar or array). num_selected: k in [1, t] (scalar).
     num_epochs: E >= 1 (scalar). direction: "remove", "add" or "both".
     max_order: largest integer order (static).
@@ -76,15 +76,15 @@ def allocation_rdp(*, sigma, num_steps, num_selected=1, num_epochs=1,
 
   Returns:
     (orders, rdp): orders ``2..max_order`` (float64 numpy) and rdp of shape
-    ``broadcast(sigma, num_steps).shape + (max_order-1,)``.
+    ``broadcast(sigma, steps_per_epoch).shape + (max_order-1,)``.
 
   Bound: exact (remove; add to quadrature accuracy) given Lemma 3.2 for k > 1,
   i.e. an upper bound on the scheme.
   """
-  bounds.check_scheme(sigma, num_steps, num_selected, num_epochs)
+  bounds.check_scheme(sigma, steps_per_epoch, num_selected, num_epochs)
   checks.check_direction(direction)
   checks.check_int("max_order", max_order, min_value=2, max_value=4096)
-  t, m = bounds.split_rounds(num_steps, num_selected, num_epochs)
+  t, m = bounds.split_rounds(steps_per_epoch, num_selected, num_epochs)
   orders = np.arange(2, int(max_order) + 1, dtype=np.float64)
   with sharding.use_devices(devices):
     return orders, _rdp_curve(sigma, t, m, orders, direction, max_order)
@@ -180,7 +180,7 @@ def _pick(vals, dirs, methods):
   return best, worst
 
 
-def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direction,
+def _query(quantity, value, *, sigma, steps_per_epoch, num_selected, num_epochs, direction,
            methods, max_order, fresh_each_epoch, method_options=None):
   """The one query behind :func:`epsilon` and :func:`delta`.
 
@@ -190,21 +190,21 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
   """
   is_eps = quantity == "epsilon"
   given = "delta" if is_eps else "epsilon"
-  bounds.check_scheme(sigma, num_steps, num_selected, num_epochs)
+  bounds.check_scheme(sigma, steps_per_epoch, num_selected, num_epochs)
   if is_eps:
     checks.check_delta(value)
   else:
     checks.check_range("epsilon", value)
   checks.check_direction(direction)
   checks.check_int("max_order", max_order, min_value=2, max_value=4096)
-  _check_scalar(sigma=sigma, num_steps=num_steps, **{given: value})
+  _check_scalar(sigma=sigma, steps_per_epoch=steps_per_epoch, **{given: value})
   if not _fresh(fresh_each_epoch):
     front = epsilon if is_eps else delta
-    r = front(sigma=_fixed_sigma(sigma, num_epochs), steps_per_epoch=num_steps,
+    r = front(sigma=_fixed_sigma(sigma, num_epochs), steps_per_epoch=steps_per_epoch,
               **{given: value}, num_selected=num_selected, num_epochs=1, direction=direction,
               methods=methods, max_order=max_order, method_options=method_options)
     return r._replace(method="fixed_bins:" + r.method)
-  k, E, t = int(num_selected), int(num_epochs), int(num_steps)
+  k, E, t = int(num_selected), int(num_epochs), int(steps_per_epoch)
   if methods is None:
     methods = DEFAULT_METHODS + (("pld",) if is_eps else ())
   methods = _check_methods(methods)
@@ -227,27 +227,27 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
                       "increase max_order for a tighter bound.", stacklevel=user_stacklevel())
   if "direct_add" in methods and "add" in dirs:
     fn = bounds.direct_add_epsilon if is_eps else bounds.direct_add_delta
-    vals["add"]["direct_add"] = _value(fn(sigma=sigma, num_steps=t, **arg, **scheme))
+    vals["add"]["direct_add"] = _value(fn(sigma=sigma, steps_per_epoch=t, **arg, **scheme))
   if "decomposition" in methods and k == 1 and E == 1 and t >= 2:
     fn = bounds.decomposition_epsilon if is_eps else bounds.decomposition_delta
     for d in dirs:
-      vals[d]["decomposition"] = _value(fn(sigma=sigma, num_steps=t, **arg, direction=d,
+      vals[d]["decomposition"] = _value(fn(sigma=sigma, steps_per_epoch=t, **arg, direction=d,
                                            **opts.get("decomposition", {})))
   if is_eps and "decomposition_pld" in methods and t // k >= 2:
     for d in dirs:
       vals[d]["decomposition_pld"] = float(bounds.decomposition_pld_epsilon(
-          sigma=sigma, num_steps=t, delta=value, direction=d, **scheme,
+          sigma=sigma, steps_per_epoch=t, delta=value, direction=d, **scheme,
           **opts.get("decomposition_pld", {})).epsilon)
   if "truncated_poisson" in methods:
     fn = recursive.truncated_poisson_epsilon if is_eps else recursive.truncated_poisson_delta
     for d in dirs:
-      vals[d]["truncated_poisson"] = _value(fn(sigma=sigma, num_steps=t, **arg, **scheme,
+      vals[d]["truncated_poisson"] = _value(fn(sigma=sigma, steps_per_epoch=t, **arg, **scheme,
                                                direction=d, **opts.get("truncated_poisson", {})))
   if "recursive" in methods and t // k >= 2 and (is_eps or value > 0):
     fn = recursive.recursive_epsilon if is_eps else recursive.recursive_delta
     for d in dirs:
       rec = {"bootstrap": ("pld", "direct"), **opts.get("recursive", {})}
-      vals[d]["recursive"] = _value(fn(sigma=sigma, num_steps=t, **arg, **scheme, direction=d,
+      vals[d]["recursive"] = _value(fn(sigma=sigma, steps_per_epoch=t, **arg, **scheme, direction=d,
                                        **rec))
   if "local" in methods:
     if is_eps:
@@ -279,7 +279,7 @@ def _query(quantity, value, *, sigma, num_steps, num_selected, num_epochs, direc
 
 @host_door(_ON_HOST)
 @per_epoch_steps
-def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
+def epsilon(*, sigma, steps_per_epoch, delta, num_selected=1, num_epochs=1,
             direction: str = "both", methods=None,
             max_order: int = _DEFAULT_MAX_ORDER,
             fresh_each_epoch: bool = True, method_options=None) -> EpsilonResult:
@@ -326,15 +326,15 @@ def epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
   Bound: upper (every method is a valid upper bound for the dominating pair
   of the Gaussian mechanism with sensitivity 1).
   """
-  return _query("epsilon", delta, sigma=sigma, num_steps=num_steps, num_selected=num_selected,
-                num_epochs=num_epochs, direction=direction, methods=methods,
-                max_order=max_order, fresh_each_epoch=fresh_each_epoch,
+  return _query("epsilon", delta, sigma=sigma, steps_per_epoch=steps_per_epoch,
+                num_selected=num_selected, num_epochs=num_epochs, direction=direction,
+                methods=methods, max_order=max_order, fresh_each_epoch=fresh_each_epoch,
                 method_options=method_options)
 
 
 @host_door(_ON_HOST)
 @per_epoch_steps
-def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
+def delta(*, sigma, steps_per_epoch, epsilon, num_selected=1, num_epochs=1,
           direction: str = "both", methods=None,
           max_order: int = _DEFAULT_MAX_ORDER,
           fresh_each_epoch: bool = True, method_options=None) -> DeltaResult:
@@ -354,7 +354,7 @@ def delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
 
   Bound: upper.
   """
-  return _query("delta", epsilon, sigma=sigma, num_steps=num_steps, num_selected=num_selected,
-                num_epochs=num_epochs, direction=direction, methods=methods,
-                max_order=max_order, fresh_each_epoch=fresh_each_epoch,
+  return _query("delta", epsilon, sigma=sigma, steps_per_epoch=steps_per_epoch,
+                num_selected=num_selected, num_epochs=num_epochs, direction=direction,
+                methods=methods, max_order=max_order, fresh_each_epoch=fresh_each_epoch,
                 method_options=method_options)

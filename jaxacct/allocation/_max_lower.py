@@ -70,7 +70,7 @@ def lower_bound_lanes(num_thresholds: int) -> int:
 
 @host_door(_COUNTS_ON_HOST)
 @per_epoch_steps
-def delta_lower_bound(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
+def delta_lower_bound(*, sigma, steps_per_epoch, epsilon, num_selected=1, num_epochs=1,
                       thresholds=None):
   r"""Provable lower bound on the remove delta (the max test of Chua et al., arXiv:2412.16802v1).
 
@@ -88,9 +88,9 @@ def delta_lower_bound(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1
   program of a fixed lane count (:func:`lower_bound_lanes`), so its memory
   does not grow with the batch.
   """
-  check_scheme(sigma, num_steps, num_selected, num_epochs)
+  check_scheme(sigma, steps_per_epoch, num_selected, num_epochs)
   checks.check_range("epsilon", epsilon)
-  t, m = split_rounds(num_steps, num_selected, num_epochs)
+  t, m = split_rounds(steps_per_epoch, num_selected, num_epochs)
   scaled = thresholds is None
   grid = (jnp.linspace(0.0, 1.0, _UNIT_GRID) if scaled
           else jnp.asarray(thresholds, jnp.float64).reshape(-1))

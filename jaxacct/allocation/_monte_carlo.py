@@ -68,7 +68,7 @@ def _mc_jit(key, sigma, eps, *, t, m, num_samples, batch, direction):
 
 @host_door(HOST_ONLY)
 @per_epoch_steps
-def delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
+def delta_monte_carlo(*, sigma, steps_per_epoch, epsilon, num_selected=1, num_epochs=1,
                       direction: str = "remove", num_samples: int = 100_000,
                       seed: int = 0, confidence: float = 0.99,
                       batch_size: int = 10_000) -> MonteCarloResult:
@@ -86,7 +86,7 @@ def delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1
     MonteCarloResult(estimate, lower, upper, ...), arrays shaped like
     ``epsilon``. Bound: estimate (not a guarantee).
   """
-  check_scheme(sigma, num_steps, num_selected, num_epochs)
+  check_scheme(sigma, steps_per_epoch, num_selected, num_epochs)
   checks.check_choice("direction", direction, ("remove", "add"))
   checks.check_range("epsilon", epsilon)
   checks.check_int("num_samples", num_samples, min_value=2)
@@ -95,7 +95,7 @@ def delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1
   checks.check_range("confidence", confidence, 0.0, 1.0, lo_open=True, hi_open=True)
   if num_samples % batch_size:
     raise ValueError(f"num_samples must be a multiple of batch_size={batch_size}; got {num_samples}.")
-  t, m = split_rounds(num_steps, num_selected, num_epochs)
+  t, m = split_rounds(steps_per_epoch, num_selected, num_epochs)
   eps = np.atleast_1d(np.asarray(epsilon, np.float64))
   s1, s2 = _mc_jit(jax.random.PRNGKey(seed), jnp.float64(sigma), jnp.asarray(eps),
                    t=int(t), m=int(m), num_samples=int(num_samples),
@@ -366,9 +366,9 @@ def _rigorous_delta_lower(S, pilot, eps, n, beta, remove):
   return max(B * _bernstein_lower(np.minimum(_x(S, eps, remove), B) / B, beta), 0.0)
 
 
-def _true_setup(sigma, num_steps, num_selected, num_epochs, direction, num_samples,
+def _true_setup(sigma, steps_per_epoch, num_selected, num_epochs, direction, num_samples,
                 batch_size, confidence, beta, seed, pilot_samples):
-  check_scheme(sigma, num_steps, num_selected, num_epochs)
+  check_scheme(sigma, steps_per_epoch, num_selected, num_epochs)
   checks.check_int("seed", seed, min_value=0)
   checks.check_int("pilot_samples", pilot_samples, min_value=2)
   checks.check_choice("direction", direction, ("remove", "add"))
@@ -376,12 +376,12 @@ def _true_setup(sigma, num_steps, num_selected, num_epochs, direction, num_sampl
   checks.check_int("batch_size", batch_size, min_value=2)
   checks.check_range("confidence", confidence, 0.0, 1.0, lo_open=True, hi_open=True)
   checks.check_range("beta", beta, 0.0, 1.0, lo_open=True, hi_open=True)
-  if np.ndim(sigma) or np.ndim(num_steps):
-    raise ValueError("true-allocation Monte Carlo takes scalar sigma and num_steps.")
+  if np.ndim(sigma) or np.ndim(steps_per_epoch):
+    raise ValueError("true-allocation Monte Carlo takes scalar sigma and steps_per_epoch.")
   if int(num_selected) > 64:
     raise ValueError(f"num_selected must be <= 64 here; got {num_selected}.")
   from scipy.stats import norm   # here: scipy loads with the true-allocation estimators only
-  return (float(sigma), int(num_steps), int(num_selected), int(num_epochs),
+  return (float(sigma), int(steps_per_epoch), int(num_selected), int(num_epochs),
           direction == "remove", float(norm.ppf(0.5 + confidence / 2.0)))
 
 
@@ -391,7 +391,7 @@ def _design_out(comps, shares):
 
 @host_door(HOST_ONLY)
 @per_epoch_steps
-def true_allocation_delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected=1,
+def true_allocation_delta_monte_carlo(*, sigma, steps_per_epoch, epsilon, num_selected=1,
                                       num_epochs=1, direction: str = "remove",
                                       num_samples: int = 100_000, seed: int = 0,
                                       confidence: float = 0.99, beta: float = 1e-3,
@@ -427,7 +427,7 @@ def true_allocation_delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected
   Bound: estimate (``lower``: lower with probability >= 1 - beta).
   """
   t0 = time.perf_counter()
-  s, t, k, E, remove, z = _true_setup(sigma, num_steps, num_selected, num_epochs, direction,
+  s, t, k, E, remove, z = _true_setup(sigma, steps_per_epoch, num_selected, num_epochs, direction,
                                       num_samples, batch_size, confidence, beta, seed,
                                       pilot_samples)
   checks.check_range("epsilon", epsilon, 0.0, np.inf)
@@ -455,7 +455,7 @@ def true_allocation_delta_monte_carlo(*, sigma, num_steps, epsilon, num_selected
 
 @host_door(HOST_ONLY)
 @per_epoch_steps
-def true_allocation_epsilon_monte_carlo(*, sigma, num_steps, delta, num_selected=1,
+def true_allocation_epsilon_monte_carlo(*, sigma, steps_per_epoch, delta, num_selected=1,
                                         num_epochs=1, direction: str = "remove",
                                         num_samples: int = 100_000, seed: int = 0,
                                         confidence: float = 0.99, beta: float = 1e-3,
@@ -484,7 +484,7 @@ def true_allocation_epsilon_monte_carlo(*, sigma, num_steps, delta, num_selected
   Bound: estimate (``lower``: lower with probability >= 1 - beta).
   """
   t0 = time.perf_counter()
-  s, t, k, E, remove, z = _true_setup(sigma, num_steps, num_selected, num_epochs, direction,
+  s, t, k, E, remove, z = _true_setup(sigma, steps_per_epoch, num_selected, num_epochs, direction,
                                       num_samples, batch_size, confidence, beta, seed,
                                       pilot_samples)
   checks.check_delta(delta)

@@ -160,7 +160,7 @@ def remove_lane_bytes(max_order: int) -> int:
 def remove_block_lanes(max_order: int) -> int:
   """Lanes of :data:`remove_rdp_block`: ``lanes_for_memory`` of
   :func:`remove_lane_bytes` at 1/64 of the device's memory (8 at A = 256 on
-  the CPU's fixed budget, 256 on an H200: 17 M elements an op)."""
+  the CPU's fixed budget, more on an accelerator, as its memory allows)."""
   return lanes_for_memory(remove_lane_bytes(max_order), fraction=1.0 / 64, lo=1,
                           name="max_order")
 
@@ -202,13 +202,13 @@ def _remove_rdp_jit(sigma, t, *, max_order):
 
 
 @per_epoch_steps
-def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64, devices=None):
-  r"""Remove-direction RDP of 1-out-of-``num_steps`` allocation, Gaussian.
+def allocation_remove_rdp(*, sigma, steps_per_epoch, max_order: int = 64, devices=None):
+  r"""Remove-direction RDP of 1-out-of-``steps_per_epoch`` allocation, Gaussian.
 
   Feldman & Shenfeld, arXiv:2502.08202v3, Cor. 4.10 (via Thm 4.8).
 
   Args:
-    sigma: noise multiplier > 0; any shape, broadcast with ``num_steps``.
+    sigma: noise multiplier > 0; any shape, broadcast with ``steps_per_epoch``.
     steps_per_epoch: t, integer >= 1 (< 2^31).
     max_order: largest integer order A (static); orders are ``2..A``.
     devices: None (the default device), or jax devices or a
@@ -216,7 +216,7 @@ def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64, devices=None
       bitwise those of one device; :mod:`jaxacct.sweep` across hosts).
 
   Returns:
-    float64 array of shape ``broadcast(sigma, num_steps).shape + (A-1,)``:
+    float64 array of shape ``broadcast(sigma, steps_per_epoch).shape + (A-1,)``:
     the RDP at orders ``2, 3, ..., A`` of one round.
 
   Bound: exact (remove direction). NaN lanes for invalid traced input.
@@ -230,34 +230,34 @@ def allocation_remove_rdp(*, sigma, num_steps, max_order: int = 64, devices=None
   """
   checks.check_int("max_order", max_order, min_value=2, max_value=4096)
   with sharding.use_devices(devices):
-    return _remove_rdp(sigma, num_steps, int(max_order))
+    return _remove_rdp(sigma, steps_per_epoch, int(max_order))
 
 
-def _remove_rdp(sigma, num_steps, max_order):
-  ns = for_inputs(sigma, num_steps) if max_order <= HOST_MAX_ORDER else JAX
+def _remove_rdp(sigma, steps_per_epoch, max_order):
+  ns = for_inputs(sigma, steps_per_epoch) if max_order <= HOST_MAX_ORDER else JAX
   eager = None
   if ns.is_host:
     eager = functools.partial(_remove_rdp_host, max_order=int(max_order))
-  elif block_programs() and (np.ndim(sigma) or np.ndim(num_steps)):
+  elif block_programs() and (np.ndim(sigma) or np.ndim(steps_per_epoch)):
     eager = functools.partial(_remove_rdp_blocks, max_order=int(max_order))
   return dispatch(functools.partial(_remove_rdp_jit, max_order=int(max_order)),
-                  (sigma, num_steps),
+                  (sigma, steps_per_epoch),
                   lambda: (checks.check_positive("sigma", sigma),
-                           checks.check_int("num_steps", num_steps, min_value=1,
+                           checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1,
                                             max_value=2**31 - 1)),
                   eager=eager)
 
 
 @jit
-def _from_moments_jit(log_moments, num_steps):
+def _from_moments_jit(log_moments, steps_per_epoch):
   require_x64("allocation_remove_rdp_from_moments")
   return _rdp_from_log_moments(jnp.asarray(log_moments, jnp.float64),
-                               jnp.asarray(num_steps).astype(jnp.int64))
+                               jnp.asarray(steps_per_epoch).astype(jnp.int64))
 
 
-def _check_log_moments(log_moments, num_steps):
+def _check_log_moments(log_moments, steps_per_epoch):
   checks.check_not_text("log_moments", log_moments)
-  checks.check_int("num_steps", num_steps, min_value=1, max_value=2**31 - 1)
+  checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1, max_value=2**31 - 1)
   lm = np.asarray(log_moments, dtype=np.float64)
   if lm.shape[-1] < 3:
     raise ValueError(f"log_moments must have length >= 3 (orders 0..A, A >= 2); got {lm.shape[-1]}.")
@@ -266,7 +266,7 @@ def _check_log_moments(log_moments, num_steps):
 
 
 @per_epoch_steps
-def allocation_remove_rdp_from_moments(log_moments, *, num_steps):
+def allocation_remove_rdp_from_moments(log_moments, *, steps_per_epoch):
   r"""Remove-direction RDP of 1-of-t allocation for any randomizer.
 
   Feldman & Shenfeld, arXiv:2502.08202v3, Thm 4.8.
@@ -283,6 +283,6 @@ def allocation_remove_rdp_from_moments(log_moments, *, num_steps):
   Bound: exact given exact moments (upper bound given upper bounds on them,
   since the coefficients are increasing in every m_j).
   """
-  return dispatch(_from_moments_jit, (log_moments, num_steps),
-                  lambda: _check_log_moments(log_moments, num_steps))
+  return dispatch(_from_moments_jit, (log_moments, steps_per_epoch),
+                  lambda: _check_log_moments(log_moments, steps_per_epoch))
 

@@ -69,12 +69,12 @@ def _dirs(direction):
   return ("remove", "add") if direction == "both" else (direction,)
 
 
-def _check(sigma, num_steps, num_selected, num_epochs):
-  bounds.check_scheme(sigma, num_steps, num_selected, num_epochs)
-  for name, v in (("sigma", sigma), ("num_steps", num_steps)):
+def _check(sigma, steps_per_epoch, num_selected, num_epochs):
+  bounds.check_scheme(sigma, steps_per_epoch, num_selected, num_epochs)
+  for name, v in (("sigma", sigma), ("steps_per_epoch", steps_per_epoch)):
     if np.ndim(v):
       raise ValueError(f"{name} must be a scalar here; got shape {np.shape(v)}.")
-  t, m = bounds.split_rounds(num_steps, num_selected, num_epochs)
+  t, m = bounds.split_rounds(steps_per_epoch, num_selected, num_epochs)
   return float(sigma), int(t), int(m)
 
 
@@ -94,7 +94,7 @@ def _gamma(sigma, t, delta0, delta_b, azuma):
   return np.cosh(e0) * np.sqrt(2.0 * np.log(1.0 / delta_b) / t)
 
 
-def truncated_poisson_rate(*, sigma, num_steps, delta0, delta_tail, azuma: str = "sinh"):
+def truncated_poisson_rate(*, sigma, steps_per_epoch, delta0, delta_tail, azuma: str = "sinh"):
   r"""Truncation rate eta of Thm 4.1 for one round of 1-of-t allocation (Gaussian).
 
   Feldman & Shenfeld, arXiv:2502.08202v3, Thm 4.1 / Lemma 4.3:
@@ -104,7 +104,7 @@ def truncated_poisson_rate(*, sigma, num_steps, delta0, delta_tail, azuma: str =
   epsilon at delta0 (exact profile).
 
   Args:
-    sigma: > 0. num_steps: t >= 1. delta0, delta_tail: in (0, 1); arrays
+    sigma: > 0. steps_per_epoch: t >= 1. delta0, delta_tail: in (0, 1); arrays
       broadcast. azuma: "sinh" or "cosh".
 
   Returns:
@@ -114,11 +114,11 @@ def truncated_poisson_rate(*, sigma, num_steps, delta0, delta_tail, azuma: str =
   Poisson(eta) (upper-bound ingredient).
   """
   checks.check_positive("sigma", sigma)
-  checks.check_int("num_steps", num_steps, min_value=1)
+  checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1)
   checks.check_probability("delta0", delta0)
   checks.check_probability("delta_tail", delta_tail)
   checks.check_choice("azuma", azuma, ("sinh", "cosh"))
-  t = int(num_steps)
+  t = int(steps_per_epoch)
   g = _gamma(float(sigma), t, np.asarray(delta0, np.float64),
              np.asarray(delta_tail, np.float64), azuma)
   return np.where(g < 1.0 - 1.0 / t, 1.0 / (t * np.maximum(1.0 - g, 1e-300)), np.inf)
@@ -130,18 +130,19 @@ def _best_rate(sigma, t, m, rest, azuma, split):
     # rest = 0.995 delta: 0.99 delta to delta0, 0.005 delta to the tails
     d = rest / 0.995
     d0, db = 0.99 * d / (t * m), 0.005 * d / m
-    eta = truncated_poisson_rate(sigma=sigma, num_steps=t, delta0=d0, delta_tail=db,
+    eta = truncated_poisson_rate(sigma=sigma, steps_per_epoch=t, delta0=d0, delta_tail=db,
                                  azuma=azuma)
     return float(eta), d0, db
   theta = np.linspace(0.0, 1.0, 258)[1:-1]
   d0 = theta * rest / (t * m)
   db = (1.0 - theta) * rest / m
-  eta = truncated_poisson_rate(sigma=sigma, num_steps=t, delta0=d0, delta_tail=db, azuma=azuma)
+  eta = truncated_poisson_rate(sigma=sigma, steps_per_epoch=t, delta0=d0, delta_tail=db,
+                               azuma=azuma)
   i = int(np.argmin(eta))
   return float(eta[i]), float(d0[i]), float(db[i])
 
 
-def truncated_poisson_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
+def truncated_poisson_epsilon(*, sigma, steps_per_epoch, delta, num_selected=1, num_epochs=1,
                               direction: str = "both", azuma: str = "sinh",
                               split: str = "optimized", tail_fractions=None, step=None):
   r"""Epsilon upper bound of k-of-t allocation by truncated Poisson (Thm 4.1), both directions.
@@ -154,7 +155,7 @@ def truncated_poisson_epsilon(*, sigma, num_steps, delta, num_selected=1, num_ep
             \quad \eta = \frac{1}{t'(1-\gamma)}.
 
   Args:
-    sigma: noise multiplier > 0 (scalar). num_steps: t >= 1. delta: (0, 1).
+    sigma: noise multiplier > 0 (scalar). steps_per_epoch: t >= 1. delta: (0, 1).
     num_selected: k in [1, t]. num_epochs: E >= 1.
     direction: "remove", "add" or "both" (max).
     azuma: "sinh" (default, verified range) or "cosh" (paper as printed).
@@ -173,9 +174,9 @@ def truncated_poisson_epsilon(*, sigma, num_steps, delta, num_selected=1, num_ep
   Bound: upper (the Poisson PLD is pessimistic).
 
   Numerical regimes: sigma >= ~1.5 and t >= ~1e5 at delta = 1e-10 for a
-  finite value; cost 1-5 s per candidate (FFT composition of t' m steps).
+  finite value; each candidate costs an FFT composition of t' m steps.
   """
-  sigma, t, m = _check(sigma, num_steps, num_selected, num_epochs)
+  sigma, t, m = _check(sigma, steps_per_epoch, num_selected, num_epochs)
   checks.check_delta(delta)
   checks.check_direction(direction)
   checks.check_choice("azuma", azuma, ("sinh", "cosh"))
@@ -196,7 +197,7 @@ def truncated_poisson_epsilon(*, sigma, num_steps, delta, num_selected=1, num_ep
                        method="truncated_poisson", bound="upper")
 
 
-def truncated_poisson_delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
+def truncated_poisson_delta(*, sigma, steps_per_epoch, epsilon, num_selected=1, num_epochs=1,
                             direction: str = "both", azuma: str = "sinh",
                             tail_budgets=None, step=None):
   r"""Delta upper bound at ``epsilon`` of k-of-t allocation by truncated Poisson (Thm 4.1).
@@ -212,7 +213,7 @@ def truncated_poisson_delta(*, sigma, num_steps, epsilon, num_selected=1, num_ep
   bound="upper")``, ``delta`` a ``np.float64`` in [0, 1] (1 when vacuous).
   Bound: upper.
   """
-  sigma, t, m = _check(sigma, num_steps, num_selected, num_epochs)
+  sigma, t, m = _check(sigma, steps_per_epoch, num_selected, num_epochs)
   checks.check_range("epsilon", epsilon, 0.0, np.inf)
   checks.check_direction(direction)
   checks.check_choice("azuma", azuma, ("sinh", "cosh"))
@@ -256,13 +257,13 @@ def _add_profile(sigma, t, eps_grid, bootstrap):
     if b == "pld":
       vals.append(_pld_add_upper(sigma, t, eps_grid))
     elif b == "direct":
-      vals.append(np.asarray(bounds.direct_add_delta(sigma=sigma, num_steps=t,
+      vals.append(np.asarray(bounds.direct_add_delta(sigma=sigma, steps_per_epoch=t,
                                                      epsilon=eps_grid).delta, np.float64))
     elif b == "decomposition":
       if t < 2:
         continue
       vals.append(np.array([float(bounds.decomposition_delta(
-          sigma=sigma, num_steps=t, epsilon=float(e), direction="add").delta)
+          sigma=sigma, steps_per_epoch=t, epsilon=float(e), direction="add").delta)
           for e in eps_grid]))
   if not vals:
     return np.ones_like(eps_grid)
@@ -276,14 +277,14 @@ def _tau_factor(eps_p, direction):
   return 1.0 / -np.expm1(-eps_p)
 
 
-def recursive_tail(*, sigma, num_steps, eps_prime, num_selected=1, num_epochs=1,
+def recursive_tail(*, sigma, steps_per_epoch, eps_prime, num_selected=1, num_epochs=1,
                    direction: str = "remove", bootstrap=("pld", "direct")):
   r"""Second term of Thm 4.2 over m rounds: m tau delta_add_A(eps') (remove) or m tau e^{2 eps'} delta_add_A(eps') (add).
 
   Feldman & Shenfeld, arXiv:2502.08202v3, Thm 4.2, tau = 1/(e^{eps'}(e^{eps'}-1)).
 
   Args:
-    sigma > 0, num_steps, num_selected, num_epochs: the scheme (scalars).
+    sigma > 0, steps_per_epoch, num_selected, num_epochs: the scheme (scalars).
     eps_prime: > 0, array. direction: "remove" or "add".
     bootstrap: add-profile bounds of one round, minimum taken: any of
       "pld" (tight allocation PLD upper), "direct" (Thm 4.9),
@@ -291,7 +292,7 @@ def recursive_tail(*, sigma, num_steps, eps_prime, num_selected=1, num_epochs=1,
 
   Returns: float64 numpy array (shape of eps_prime). Bound: upper.
   """
-  sigma, t, m = _check(sigma, num_steps, num_selected, num_epochs)
+  sigma, t, m = _check(sigma, steps_per_epoch, num_selected, num_epochs)
   checks.check_positive("eps_prime", eps_prime)
   checks.check_choice("direction", direction, ("remove", "add"))
   checks.check_choices("bootstrap", bootstrap, _BOOTSTRAPS)
@@ -304,7 +305,7 @@ def _eps_grid(t):
   return np.geomspace(min(1e-3, hi / 2), hi, 400) if t > 1 else np.array([])
 
 
-def recursive_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
+def recursive_epsilon(*, sigma, steps_per_epoch, delta, num_selected=1, num_epochs=1,
                       direction: str = "both", bootstrap=("pld", "direct"),
                       tail_fractions=None, step=None):
   r"""Epsilon upper bound of k-of-t allocation by the recursive bound (Thm 4.2), both directions.
@@ -320,7 +321,7 @@ def recursive_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
   eta = e^{2 eps'}/t' <= 1, tau = 1/(e^{eps'}(e^{eps'}-1)).
 
   Args:
-    sigma: > 0 (scalar). num_steps: t >= 2 (t' = floor(t/k) >= 2 for a
+    sigma: > 0 (scalar). steps_per_epoch: t >= 2 (t' = floor(t/k) >= 2 for a
       finite value). delta: (0, 1). num_selected, num_epochs: k, E.
     direction: "remove", "add" or "both" (max).
     bootstrap: add-profile bounds for delta_A(eps') (see
@@ -338,7 +339,7 @@ def recursive_epsilon(*, sigma, num_steps, delta, num_selected=1, num_epochs=1,
   Numerical regimes: tested for sigma in [0.6, 4], t in [100, 1e6],
   delta >= 1e-10; a few seconds per candidate and direction.
   """
-  sigma, t, m = _check(sigma, num_steps, num_selected, num_epochs)
+  sigma, t, m = _check(sigma, steps_per_epoch, num_selected, num_epochs)
   checks.check_delta(delta)
   checks.check_direction(direction)
   checks.check_choices("bootstrap", bootstrap, _BOOTSTRAPS)
@@ -374,7 +375,7 @@ def _rec_delta(d, epsilon):
   return DeltaResult(host_f64(d), host_f64(epsilon), method="recursive", bound="upper")
 
 
-def recursive_delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
+def recursive_delta(*, sigma, steps_per_epoch, epsilon, num_selected=1, num_epochs=1,
                     direction: str = "both", bootstrap=("pld", "direct"),
                     eps_prime=None, step=None):
   r"""Delta upper bound at ``epsilon`` of k-of-t allocation by the recursive bound (Thm 4.2).
@@ -388,7 +389,7 @@ def recursive_delta(*, sigma, num_steps, epsilon, num_selected=1, num_epochs=1,
   Returns: ``DeltaResult(delta, epsilon, method="recursive",
   bound="upper")``, ``delta`` a ``np.float64`` in [0, 1]. Bound: upper.
   """
-  sigma, t, m = _check(sigma, num_steps, num_selected, num_epochs)
+  sigma, t, m = _check(sigma, steps_per_epoch, num_selected, num_epochs)
   checks.check_positive("epsilon", epsilon)
   checks.check_direction(direction)
   checks.check_choices("bootstrap", bootstrap, _BOOTSTRAPS)

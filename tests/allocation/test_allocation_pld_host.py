@@ -163,7 +163,8 @@ def test_with_lower_false_is_the_same_upper_without_the_lower(mode):
     a, b = (full.epsilon, up.epsilon) if mode == "eps" else (full.delta, up.delta)
     assert float(b) == float(a), (a, b)
     assert np.isnan(up.lower) and not np.isnan(full.lower) and float(full.lower) <= float(a)
-    laws_kw = dict(sigma=kw["sigma"], num_steps=kw["steps_per_epoch"] // kw.get("num_selected", 1))
+    laws_kw = dict(sigma=kw["sigma"],
+                   steps_per_epoch=kw["steps_per_epoch"] // kw.get("num_selected", 1))
     F, U = pld.allocation_pld_laws(**laws_kw), pld.allocation_pld_laws(**laws_kw, lower=False)
     for name in ("up_p", "up_loss", "up_q0", "up_minf_t", "rel", "eta"):
       np.testing.assert_array_equal(getattr(U, name), getattr(F, name), err_msg=name)

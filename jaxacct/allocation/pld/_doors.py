@@ -49,7 +49,7 @@ _MAX_COUNT = 1 << 20    # k * E (composed rounds) at most
 # validation and lanes
 # ----------------------------------------------------------------------------
 
-def _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_size,
+def _check_common(sigma, steps_per_epoch, num_selected, num_epochs, direction, grid_size,
                   mechanism, composition_size):
   """Validates the shared arguments; returns the PLD mechanism's one-step laws
   (None for "gaussian"/"laplace")."""
@@ -63,7 +63,7 @@ def _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_si
     if sigma is not None:
       raise ValueError("sigma must be None when the mechanism is given as a PLD.")
     laws = pld_mechanism_laws(mechanism)
-  checks.check_int("num_steps", num_steps, min_value=1, max_value=2**30)
+  checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1, max_value=2**30)
   checks.check_int("num_selected", num_selected, min_value=1, max_value=2**30)
   checks.check_int("num_epochs", num_epochs, min_value=1, max_value=_MAX_COUNT)
   checks.check_direction(direction)
@@ -90,12 +90,12 @@ def _check_tail(tail):
 class _Lanes:
   """Broadcast, flattened, padded lanes of one front-door call (``batching.padded_lanes``)."""
 
-  def __init__(self, sigma, num_steps, num_selected, num_epochs, query):
+  def __init__(self, sigma, steps_per_epoch, num_selected, num_epochs, query):
     # the host-or-jitted choice, once (NumPy laws and composition: no program)
-    self.ns = for_inputs(sigma, num_steps, num_selected, num_epochs, query,
+    self.ns = for_inputs(sigma, steps_per_epoch, num_selected, num_epochs, query,
                          max_lanes=HOST_LANES)
     arrs = np.broadcast_arrays(np.asarray(0.0 if sigma is None else sigma, np.float64),
-                               np.asarray(num_steps), np.asarray(num_selected),
+                               np.asarray(steps_per_epoch), np.asarray(num_selected),
                                np.asarray(num_epochs), np.asarray(query, np.float64))
     self.shape = arrs[0].shape
     self.size = arrs[0].size
@@ -105,7 +105,7 @@ class _Lanes:
     t, k, e = (np.round(a).astype(np.int64) for a in (t, k, e))
     if np.any(k > t):
       i = int(np.argmax(k > t))
-      raise ValueError(f"num_selected must be <= num_steps; got {k[i]} > {t[i]}.")
+      raise ValueError(f"num_selected must be <= steps_per_epoch; got {k[i]} > {t[i]}.")
     if np.any(k * e > _MAX_COUNT):
       raise ValueError(f"num_selected * num_epochs must be <= {_MAX_COUNT}; got "
                        f"{int(np.max(k * e))}.")
@@ -183,9 +183,9 @@ def _block_laws(lanes, tl, *, grid_size, mechanism, laws, lower=True, host=False
 HOST_LANES = 4
 
 
-def _run(sigma, num_steps, num_selected, num_epochs, query, *, mode, grid_size, tail,
+def _run(sigma, steps_per_epoch, num_selected, num_epochs, query, *, mode, grid_size, tail,
          mechanism, laws, composition_size, tilts=cp.DEFAULT_TILTS, want_lower=True):
-  lanes = _Lanes(sigma, num_steps, num_selected, num_epochs, query)
+  lanes = _Lanes(sigma, steps_per_epoch, num_selected, num_epochs, query)
   tails, taus = lanes.tails(tail, mode), lanes.tau(mode)
   auto = composition_size is None
   size = DEFAULT_COMPOSITION_SIZE if auto else int(composition_size)
@@ -279,14 +279,14 @@ def _result(parts, direction, query, mode):
 # front doors
 # ----------------------------------------------------------------------------
 
-def _query(mode, value, *, sigma, num_steps, num_selected, num_epochs, direction, grid_size,
+def _query(mode, value, *, sigma, steps_per_epoch, num_selected, num_epochs, direction, grid_size,
            tail, mechanism, composition_size, with_lower=True, devices=None):
   """The one query behind the two front doors.
 
   ``mode`` is ``"eps"`` (``value`` is a delta; an ``EpsilonResult``) or
   ``"delta"`` (``value`` is an epsilon; a ``DeltaResult``).
   """
-  laws = _check_common(sigma, num_steps, num_selected, num_epochs, direction, grid_size,
+  laws = _check_common(sigma, steps_per_epoch, num_selected, num_epochs, direction, grid_size,
                        mechanism, composition_size)
   if mode == "eps":
     checks.check_delta(value)
@@ -294,7 +294,7 @@ def _query(mode, value, *, sigma, num_steps, num_selected, num_epochs, direction
     checks.check_range("epsilon", value, 0.0, np.inf)
   _check_tail(tail)
   with sharding.use_devices(devices):   # chunks spread over the devices' lanes mesh
-    parts = _run(sigma, num_steps, num_selected, num_epochs, value, mode=mode,
+    parts = _run(sigma, steps_per_epoch, num_selected, num_epochs, value, mode=mode,
                  grid_size=grid_size, tail=tail, mechanism=mechanism, laws=laws,
                  composition_size=composition_size, want_lower=bool(with_lower))
   if not with_lower:
@@ -304,7 +304,7 @@ def _query(mode, value, *, sigma, num_steps, num_selected, num_epochs, direction
 
 @host_door(_ON_HOST)
 @per_epoch_steps
-def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_epochs=1,
+def allocation_pld_epsilon(*, sigma=None, delta, steps_per_epoch, num_selected=1, num_epochs=1,
                            direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
                            tail=None, mechanism="gaussian",
                            composition_size=None,
@@ -326,7 +326,7 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
       argument.
     delta: in (0, 1); broadcasts.
     steps_per_epoch: steps per epoch t >= 1 (int, <= 2**30); broadcasts.
-    num_selected: k >= 1, <= num_steps; broadcasts. k > 1 uses Lemma 3.2
+    num_selected: k >= 1, <= steps_per_epoch; broadcasts. k > 1 uses Lemma 3.2
       (rounds of 1-of-floor(t/k) and 1-of-ceil(t/k)); ``lower`` then bounds
       the reduced object only.
     num_epochs: E >= 1 (composition); broadcasts.
@@ -377,15 +377,15 @@ def allocation_pld_epsilon(*, sigma=None, delta, num_steps, num_selected=1, num_
     >>> r = allocation_pld_epsilon(mechanism=jpld.randomized_response(1.0),
     ...                            steps_per_epoch=10_000, delta=1e-8)
   """
-  return _query("eps", delta, sigma=sigma, num_steps=num_steps, num_selected=num_selected,
-                num_epochs=num_epochs, direction=direction, grid_size=grid_size, tail=tail,
-                mechanism=mechanism, composition_size=composition_size, with_lower=with_lower,
-                devices=devices)
+  return _query("eps", delta, sigma=sigma, steps_per_epoch=steps_per_epoch,
+                num_selected=num_selected, num_epochs=num_epochs, direction=direction,
+                grid_size=grid_size, tail=tail, mechanism=mechanism,
+                composition_size=composition_size, with_lower=with_lower, devices=devices)
 
 
 @host_door(_ON_HOST)
 @per_epoch_steps
-def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_epochs=1,
+def allocation_pld_delta(*, sigma=None, epsilon, steps_per_epoch, num_selected=1, num_epochs=1,
                          direction: str = "both", grid_size: int = DEFAULT_GRID_SIZE,
                          tail=None, mechanism="gaussian",
                          composition_size=None,
@@ -399,7 +399,7 @@ def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_
             \text{ (one round; composed over the Lemma 3.2 rounds and epochs)}
 
   Args:
-    sigma, num_steps, num_selected, num_epochs, direction, grid_size, tail,
+    sigma, steps_per_epoch, num_selected, num_epochs, direction, grid_size, tail,
     mechanism, composition_size, with_lower, devices: as in :func:`allocation_pld_epsilon`
       (everything numeric broadcasts; ``tail`` default ``1e-20 / (k E)``).
     epsilon: >= 0; broadcasts.
@@ -410,7 +410,7 @@ def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_
 
   Bound: upper (``delta``) and lower (``lower``).
   """
-  return _query("delta", epsilon, sigma=sigma, num_steps=num_steps,
+  return _query("delta", epsilon, sigma=sigma, steps_per_epoch=steps_per_epoch,
                 num_selected=num_selected, num_epochs=num_epochs, direction=direction,
                 grid_size=grid_size, tail=tail, mechanism=mechanism,
                 composition_size=composition_size, with_lower=with_lower, devices=devices)
@@ -418,7 +418,7 @@ def allocation_pld_delta(*, sigma=None, epsilon, num_steps, num_selected=1, num_
 
 @host_door(_ON_HOST)
 @per_epoch_steps
-def allocation_plds(*, sigma=None, num_steps, num_selected=1, num_epochs=1,
+def allocation_plds(*, sigma=None, steps_per_epoch, num_selected=1, num_epochs=1,
                     grid_size: int = DEFAULT_GRID_SIZE, tail=None,
                     mechanism="gaussian", composition_step: float = 1e-4,
                     tail_mass: float = 1e-30) -> AllocationPLDs:
@@ -435,7 +435,7 @@ def allocation_plds(*, sigma=None, num_steps, num_selected=1, num_epochs=1,
   compose with dp_accounting events.
 
   Args:
-    sigma: scalar > 0 (None for a PLD mechanism); num_steps, num_selected,
+    sigma: scalar > 0 (None for a PLD mechanism); steps_per_epoch, num_selected,
       num_epochs: ints >= 1.
     grid_size, tail, mechanism: as in :func:`allocation_pld_epsilon`
       (tail default 1e-20 / (k E)).
@@ -450,19 +450,19 @@ def allocation_plds(*, sigma=None, num_steps, num_selected=1, num_epochs=1,
   the ``*_lower`` PLDs are dominated (optimistic, on the reduced object when
   k > 1).
   """
-  laws = _check_common(sigma, num_steps, num_selected, num_epochs, "both", grid_size,
+  laws = _check_common(sigma, steps_per_epoch, num_selected, num_epochs, "both", grid_size,
                        mechanism, DEFAULT_COMPOSITION_SIZE)
   _check_tail(tail)
   checks.check_positive("composition_step", composition_step)
   checks.check_range("tail_mass", tail_mass, 0.0, 1.0, lo_open=True, hi_open=True)
-  for name, v in (("sigma", sigma), ("num_steps", num_steps), ("num_selected", num_selected),
-                  ("num_epochs", num_epochs)):
+  for name, v in (("sigma", sigma), ("steps_per_epoch", steps_per_epoch),
+                  ("num_selected", num_selected), ("num_epochs", num_epochs)):
     if np.ndim(v):
       raise ValueError(f"allocation_plds takes a scalar {name}; got shape {np.shape(v)}.")
   k, E_ = int(num_selected), int(num_epochs)
-  if k > int(num_steps):
-    raise ValueError(f"num_selected must be <= num_steps; got {k} > {int(num_steps)}.")
-  lanes = _Lanes(sigma, num_steps, num_selected, num_epochs, 0.0)
+  if k > int(steps_per_epoch):
+    raise ValueError(f"num_selected must be <= steps_per_epoch; got {k} > {int(steps_per_epoch)}.")
+  lanes = _Lanes(sigma, steps_per_epoch, num_selected, num_epochs, 0.0)
   tl = np.full(lanes.value.shape, DEFAULT_TAIL / (k * E_) if tail is None else float(tail))
   *F, shared = _block_laws(lanes, tl, grid_size=grid_size, mechanism=mechanism, laws=laws,
                            host=True)
@@ -472,10 +472,10 @@ def allocation_plds(*, sigma=None, num_steps, num_selected=1, num_epochs=1,
 
 
 @per_epoch_steps
-def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
+def allocation_pld_laws(sigma, steps_per_epoch, *, grid_size: int = DEFAULT_GRID_SIZE,
                         tail: float = DEFAULT_TAIL, mechanism: str = "gaussian",
                         lower: bool = True) -> FinalLaws:
-  """Upper and lower laws of S/t (1-of-t), jittable/vmappable in sigma, num_steps.
+  """Upper and lower laws of S/t (1-of-t), jittable/vmappable in sigma, steps_per_epoch.
 
   Returns FinalLaws: upper masses ``up_p`` at losses ``up_loss`` = ln(x/t)
   (Q-masses; the remove PLD puts P-mass up_p e^{loss} at loss, plus
@@ -485,7 +485,7 @@ def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
   ``rel``, ``eta`` and ``eta_lo`` are the floating-point ledger (relative mass
   error; log position error of the upper atoms, which involves the upper
   lattice only, and of the lower atoms). NaN policy: for an invalid traced
-  sigma or num_steps ``rel`` is NaN (and the upper masses are NaN), so every
+  sigma or steps_per_epoch ``rel`` is NaN (and the upper masses are NaN), so every
   profile computed from these laws is NaN. ``lower=False`` (static) skips the
   lower law (its masses are then 0 and ``eta_lo`` is meaningless); the upper
   law and ``eta`` are the same numbers either way.
@@ -494,8 +494,8 @@ def allocation_pld_laws(sigma, num_steps, *, grid_size: int = DEFAULT_GRID_SIZE,
   checks.check_choice("mechanism", mechanism, ("gaussian", "laplace"))
   _check_static_int("grid_size", grid_size, 16)
   _check_tail(tail)
-  if checks.is_concrete((sigma, num_steps)):
+  if checks.is_concrete((sigma, steps_per_epoch)):
     checks.check_positive("sigma", sigma)
-    checks.check_int("num_steps", num_steps, min_value=1, max_value=2**30)
-  return final_laws(sigma, num_steps, n=int(grid_size), tail=float(tail),
+    checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1, max_value=2**30)
+  return final_laws(sigma, steps_per_epoch, n=int(grid_size), tail=float(tail),
                     mechanism=mechanism, lower=checks.check_static_bool("lower", lower))
