@@ -33,9 +33,9 @@ from jaxacct.allocation._rdp import allocation_remove_rdp, allocation_remove_rdp
 # :func:`delta` with ``methods=(name,)`` (and ``method_options``); the steps
 # of the methods (the Thm 4.6 gamma and round PLDs, the Thm 4.1 rate, the
 # Thm 4.2 tail) live in
-# ``_bounds`` and ``_recursive``; the add-RDP upper bound of
-# Thm 4.9 in RDP form is gone (``allocation_add_rdp`` is the exact add RDP,
-# the ``"direct_add"`` method the same bound as a profile).
+# ``_bounds`` and ``_recursive``. The add direction's RDP is
+# :func:`allocation_add_rdp` (exact, by quadrature); the ``"direct_add"``
+# method gives the same bound as a profile.
 __all__ = [
     # front doors (best of the methods, or one with ``methods=(name,)``) and the RDP curve
     "epsilon", "delta", "allocation_rdp",

@@ -206,10 +206,8 @@ def laws_batch(param, t, tail, *, n, mechanism, lower=True, host: bool | str = F
   only; traced input ignores it): the round laws are built in NumPy too
   (:func:`steps_laws_host`, zero compiled programs; NumPy arrays out);
   ``host="loops"``: the same, but the pairwise sums' near-band loops run as
-  one small compiled program (``HOST_LOOPS``: 0.4-0.5 s to compile, a third
-  of the jitted law program's wall time; then about 10 ms a law at t = 234
-  against 4 ms jitted and 62-80 ms in NumPy), bit for bit NumPy's laws, on
-  the CPU layout only.
+  one small compiled program (``HOST_LOOPS``, smaller than the jitted law
+  program), bit for bit NumPy's laws, on the CPU layout only.
   ``aot`` (concrete input, jitted path): ``"compile"`` compiles the program
   these lanes would run (``CachedJit.precompile``) without running it and
   returns None; ``"shapes"`` returns its output as ``jax.ShapeDtypeStruct``s
@@ -273,8 +271,7 @@ def _laws_host_one(p, q0, minf, a, g, lo, D, param, t, tail, *, n, lower, ns):
               sl.LowerLaw(np.zeros(m), np.zeros(m), np.zeros(())),
               sl.Lattice(np.zeros(()), np.ones(()), np.zeros((), np.int32))))
   # one after the other: on two threads they contend for the interpreter (their
-  # numpy calls are short) and took longer than in turn (0.38 s against 0.26 s
-  # at sigma = 1, t = 10^4)
+  # numpy calls are short), so threads would not save time
   (U, Ul, ledger), (Lw, Ll) = (f() for f in laws)
   return _final_host(U, Ul, ledger, Lw, Ll, t_i, param, n)
 

@@ -6,9 +6,8 @@ builds its laws in-program) are the in-program twins of
 builder (:func:`jaxacct.allocation.pld._laws.laws_batch`) takes the host arrays as
 inputs for concrete lanes instead of computing them in-program: the quantile
 ``ndtri``, the four ``log_ndtr`` tails and the Gauss-Legendre cell integrals
-were about a sixth of its instructions (1,030 of 5,719 optimised HLO
-instructions), compiled on every fresh process, for work that takes
-well under a millisecond per lane on the host. It also lets one compiled
+would add many instructions to a program compiled in every fresh process,
+for work that is cheap per lane on the host. It also lets one compiled
 program serve both mechanisms.
 """
 

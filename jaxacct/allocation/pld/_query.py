@@ -280,8 +280,7 @@ def run_chunks(stages, slices, done, keys=None, prepares=None):
   more than one core), and the stage opens to every chunk when it returns,
   instead of after the first chunk. In a fresh process: the law program is
   compiled, then one core compiles the query program from the laws' shapes
-  while the other runs the first chunks' laws (before: the query's compile
-  waited for the first chunk's laws). A prepare that raises only opens its
+  while the other runs the first chunks' laws. A prepare that raises only opens its
   stage (the chunks compile what they need). Under a lanes mesh (a door's
   ``devices=``) chunk ``i`` runs on mesh device ``i mod D``, every stage in
   that device's thread (:func:`jaxacct._core.sharding.run_items`)."""
@@ -451,8 +450,8 @@ def query_batch(Fr1, Fa1, Fr2, Fa2, c1, c2, value, tau, *, mode: str, size: int,
   c2 = 1) through :func:`direct_batch`, the others through
   :func:`composed_batch` with one round type (no lane has c2 > 0) or two. So
   a question compiles only the programs of its round types (a sweep at E =
-  10: the one-block composition, 2.4 s, not the 4.7 s of all three in one
-  program), and a new t, k or E compiles nothing unless it brings a round
+  10: the one-block composition, not all three in one program), and a new
+  t, k or E compiles nothing unless it brings a round
   type the process has not compiled yet (each of the three once, per shape
   and static setting). ``sweep``: the coarser Chernoff grid of
   :func:`._compose.compose_laws` (tightness only). ``precompile``: the

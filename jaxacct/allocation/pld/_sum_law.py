@@ -203,8 +203,8 @@ def _upper_parts(A: UpperLaw, B: UpperLaw, D, n: int, symmetric: bool, kap, om, 
       # output knots start + j (weight 1 - w) and start + j + 1 (w): both parts
       # at element start + j of one complex row (real: knot j, imaginary: the
       # knot to its right, shifted in finish), ONE in-place slice update a
-      # diagonal (two real rows, two kernels: 1.3x the CPU; one real row with
-      # (1 - w) v_j + w v_{j-1}: 1.1x, v formed twice).
+      # diagonal (two real rows would take two kernels; one real row with
+      # (1 - w) v_j + w v_{j-1} would form v twice).
       k = kap[d]
       w = om[d]
       v = r(lA[0] * _dslice(hB, d + 1, L + 1, ns))
@@ -343,7 +343,7 @@ def _lower_parts(A: LowerLaw, B: LowerLaw, D, n: int, symmetric: bool, kap, o, d
       # output cell start + j (sum below x_{h+k+1}) or start + j + 1; element
       # start + i gets the first part of element i and the second of i - 1.
       # Mass a and moment g ride in one complex row (a + i g): ONE in-place
-      # slice update a diagonal (four real rows: 2x the CPU).
+      # slice update a diagonal (four real rows would take four).
       # Moments in units of the cell's left knot: times the rounded e^{-kD},
       # e^{-D} (the ledger of a division).
       k = kap[d]
@@ -442,8 +442,8 @@ def conv_lower_pair(X: LowerLaw, A: LowerLaw, B: LowerLaw, D, n: int, pieces: in
 #: laws): piece p runs its diagonals over vectors of length n - p n / PIECES.
 #: With one slice update a diagonal the loops are bound by their arithmetic
 #: and memory traffic, so the elements count: 4 pieces (0.625 n^2 a sum
-#: against 0.75 n^2 for 2) run the laws of 128 sigmas (t = 234) about a sixth faster for
-#: a fifth more compile time (3 pieces fall in between).
+#: against 0.75 n^2 for 2) run fewer elements for a little more compile time
+#: (3 pieces fall in between).
 PIECES = 4
 METHODS = ("fast", "loop", "reference")
 
