@@ -367,9 +367,8 @@ def rdp_block_lanes(orders, direction: str = "both") -> int:
   :func:`jaxacct._core.batching.lanes_for_memory` of :func:`rdp_lane_bytes`
   at a sixteenth of the device's memory: a power of two set by the orders and
   the device alone (64 for ``DEFAULT_ORDERS`` on the CPU's fixed 4 GiB
-  budget, 2,048 on an H200). A few thousand lanes fill a GPU: on an H200,
-  1e5 sigmas ran as fast in blocks of 1,024 as in blocks of 8,192,
-  so the block holds ~1 GB, not a quarter of the card.
+  budget, more on an accelerator). A few thousand lanes fill a GPU, so the
+  block holds a sixteenth of the device's memory, not a quarter of it.
   """
   return lanes_for_memory(rdp_lane_bytes(orders, direction), fraction=_MEMORY_FRACTION,
                           name="orders")

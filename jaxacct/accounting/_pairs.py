@@ -86,8 +86,8 @@ def regrid(pld, step: float):
 def _lower_hull(x, y):
   """Indices of the lower convex hull of points sorted by x (monotone chain).
 
-  Python floats, not NumPy scalars (the same float64 arithmetic, about 3x
-  faster: ~0.7 s for from_profile on 2.6e5 points)."""
+  Python floats, not NumPy scalars: the same float64 arithmetic, without a
+  NumPy scalar's overhead on each of the loop's operations."""
   x = np.asarray(x, np.float64).tolist()
   y = np.asarray(y, np.float64).tolist()
   idx = []

@@ -29,8 +29,7 @@ plain Gaussian or nothing) take the CPU layout's path. Bound: upper, as the
 CPU layout: the same windows, grids and truncations (zero padding moves no
 mass). The grid's special functions (XLA's, not SciPy's) differ by ~1e-12
 relative on the connect-the-dots split, which the composition carries to
-epsilon by up to ~3e-9 relative (sigma 0.7, q 1e-3, 2,000 steps; 5e-13 on
-an H200 at 8 sigmas in [0.5, 5], q 0.01, 1e4 steps).
+epsilon by up to ~3e-9 relative (sigma 0.7, q 1e-3, 2,000 steps).
 """
 
 from __future__ import annotations
