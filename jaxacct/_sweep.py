@@ -33,8 +33,6 @@ DOORS = {"poisson.epsilon": poisson.epsilon, "poisson.delta": poisson.delta,
          "shuffle.clone_delta": shuffle.clone_delta}
 #: Doors whose first argument is positional (the query value).
 POSITIONAL = {"shuffle.clone_epsilon": "delta", "shuffle.clone_delta": "eps"}
-#: Bytes of the inputs' summary each process all-gathers (a longer one is hashed).
-SUMMARY_BYTES = 1 << 16
 
 
 class SweepError(Exception):
@@ -63,6 +61,14 @@ def _check_names(door: str, names) -> None:
   if unknown:
     raise SweepError(f"{door} takes no argument {', '.join(unknown)} (its arguments: "
                      f"{', '.join(n for n in params if n != 'devices')})")
+  given = set(names) | {new for old, new in deprecated_aliases(DOORS[door]).items()
+                        if old in names}
+  missing = [n for n, p in params.items()
+             if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+             and n not in given]
+  if missing:
+    raise SweepError(f"{door} needs {', '.join(missing)}: give each with --grid FILE, "
+                     "--axis NAME=SPEC or --set NAME=VALUE")
 
 
 # ---------------------------------------------------------------------------
@@ -85,57 +91,24 @@ def summary(args, arrays: dict, fixed: dict, sources: dict) -> dict:
           "arrays": {k: digest(k, a) for k, a in sorted(arrays.items())}}
 
 
-def _encode(s: dict) -> np.ndarray:
-  raw = json.dumps(s, sort_keys=True).encode()
-  if len(raw) > SUMMARY_BYTES:   # long fixed values: their digests
-    s = dict(s, fixed={k: hashlib.sha256(v.encode()).hexdigest()
-                       for k, v in s["fixed"].items()})
-    raw = json.dumps(s, sort_keys=True).encode()[:SUMMARY_BYTES]
-  buf = np.zeros(SUMMARY_BYTES, np.uint8)
+def _allgather_bytes(raw: bytes) -> list:
+  """Every process's ``raw`` (any length): the lengths first, then the bytes
+  padded to the longest."""
+  sizes = np.asarray(multihost_utils.process_allgather(np.array([len(raw)], np.int32)))
+  sizes = sizes.reshape(jax.process_count()).tolist()
+  buf = np.zeros(max(sizes), np.uint8)
   buf[:len(raw)] = np.frombuffer(raw, np.uint8)
-  return buf
-
-
-def _decode(buf: np.ndarray) -> dict:
-  return json.loads(bytes(np.asarray(buf, np.uint8)).rstrip(b"\0").decode())
-
-
-def differences(a: dict, b: dict) -> list:
-  """What differs between two processes' summaries, in the user's words."""
-  out = []
-  if a["door"] != b["door"]:
-    out.append(f"the door ({a['door']} vs {b['door']})")
-  if a["layout"] != b["layout"]:
-    out.append(f"--layout ({a['layout']} vs {b['layout']})")
-  for k in sorted(set(a["versions"]) | set(b["versions"])):
-    if a["versions"].get(k) != b["versions"].get(k):
-      out.append(f"the {k} version ({a['versions'].get(k)} vs {b['versions'].get(k)})")
-  for k in sorted(set(a["fixed"]) | set(b["fixed"])):
-    va, vb = a["fixed"].get(k), b["fixed"].get(k)
-    if va != vb:
-      out.append(f"--set {k} ({va if va is not None else 'not set'} vs "
-                 f"{vb if vb is not None else 'not set'})")
-  for k in sorted(set(a["arrays"]) | set(b["arrays"])):
-    va, vb = a["arrays"].get(k), b["arrays"].get(k)
-    if va is None or vb is None:
-      out.append(f"grid array {k} (given to one process only)")
-    elif va[:2] != vb[:2]:
-      out.append(f"grid array {k} (shape {tuple(va[0])} {va[1]} from {va[3]} vs "
-                 f"{tuple(vb[0])} {vb[1]} from {vb[3]})")
-    elif va[2] != vb[2]:
-      out.append(f"grid array {k} (same shape {tuple(va[0])}, different values: {va[3]} vs "
-                 f"{vb[3]})")
-  return out
+  rows = np.asarray(multihost_utils.process_allgather(buf)).reshape(jax.process_count(), -1)
+  return [bytes(row[:n]) for row, n in zip(rows, sizes)]
 
 
 def agree(mine: dict) -> None:
   """All-gathers every process's summary; ``SweepError`` naming what differs
   from process 0's (every process raises the same)."""
-  every = multihost_utils.process_allgather(_encode(mine))
-  every = [_decode(row) for row in np.asarray(every).reshape(jax.process_count(), -1)]
+  every = [json.loads(raw) for raw in _allgather_bytes(cli.agreement(mine))]
   bad = []
   for p, s in enumerate(every[1:], start=1):
-    diff = differences(every[0], s)
+    diff = cli.differences(every[0], s)
     if diff:
       bad.append(f"process {p} differs from process 0 in " + "; ".join(diff))
   if bad:
@@ -186,6 +159,10 @@ def run(args) -> int:
     return _run(args)
   except (SweepError, ValueError) as e:
     print(f"jaxacct.sweep: error: {e}", file=sys.stderr, flush=True)
+    return 1
+  except Exception as e:   # noqa: BLE001 -- never only "worker exit status 1"
+    print(f"jaxacct.sweep: error: {args.door} failed: {type(e).__name__}: {e}",
+          file=sys.stderr, flush=True)
     return 1
 
 

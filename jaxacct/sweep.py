@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import hashlib
 import json
 import math
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -171,49 +173,77 @@ _NPZ_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 _GRID_FORMAT = ".npz of named numeric arrays, or .json of name -> number or list of numbers"
 
 
-def load_grid(path: str) -> dict:
-  """The named arrays of ``--grid path``; ``ValueError`` naming the file when
-  it is missing or not a grid (nothing in it is unpickled)."""
-  where = f"--grid {path}"
+def _open_regular(path: str, where: str):
+  """A binary file object of ``path``, opened without blocking (a FIFO or a
+  device never stalls the launcher) and refused unless it is a regular file."""
+  flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
   try:
-    with open(path, "rb") as f:
-      head = f.read(4)
+    fd = os.open(path, flags)
   except FileNotFoundError:
     raise ValueError(f"{where}: no such file") from None
   except OSError as e:
     raise ValueError(f"{where}: cannot be read ({e.strerror or e})") from None
-  bad = f"{where} is not a valid grid ({_GRID_FORMAT})"
+  st = os.fstat(fd)
+  if not stat.S_ISREG(st.st_mode):
+    os.close(fd)
+    kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)"
+            if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+            else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+            else "not a regular file")
+    raise ValueError(f"{where}: cannot be read: it is {kind}; a grid is a regular file "
+                     f"({_GRID_FORMAT})")
+  os.set_blocking(fd, True)
+  return os.fdopen(fd, "rb")
+
+
+def _json_grid(f, bad: str) -> dict:
+  try:
+    raw = json.loads(f.read().decode("utf-8"))
+  except Exception as e:   # noqa: BLE001 -- any parse failure (RecursionError too) names the file
+    raise ValueError(f"{bad}: {type(e).__name__}: {str(e)[:200]}") from None
+  if not isinstance(raw, dict):
+    raise ValueError(f"{bad}: the top level is not an object")
   arrays = {}
-  if path.endswith(".json"):
+  for k, v in raw.items():
     try:
-      with open(path, encoding="utf-8") as f:
-        raw = json.load(f)
-    except (ValueError, UnicodeDecodeError) as e:
-      raise ValueError(f"{bad}: {e}") from None
-    if not isinstance(raw, dict):
-      raise ValueError(f"{bad}: the top level is not an object")
-    for k, v in raw.items():
-      try:
-        a = np.asarray(v)
-      except ValueError:
-        raise ValueError(f"{bad}: {k!r} is not a number or a rectangular list") from None
-      if not _numeric(a):
-        raise ValueError(f"{bad}: {k!r} is not a number or a list of numbers")
-      arrays[k] = a
-  else:
-    if head not in _NPZ_MAGIC:
-      raise ValueError(f"{bad}: not an .npz (zip) file")
-    try:
-      with np.load(path, allow_pickle=False) as z:
-        for k in z.files:
-          arrays[k] = z[k]
-    except Exception as e:   # noqa: BLE001 -- BadZipFile, object arrays, truncation
-      why = ("an array holds Python objects, which are never loaded" if "allow_pickle" in str(e)
-             else f"{type(e).__name__}: {e}")
-      raise ValueError(f"{bad}: {why}") from None
-    for k, a in arrays.items():
-      if not _numeric(a):
-        raise ValueError(f"{bad}: array {k!r} has dtype {a.dtype}, not numbers")
+      a = np.asarray(v)
+    except Exception:   # noqa: BLE001 -- ragged, too deep
+      raise ValueError(f"{bad}: {k!r} is not a number or a rectangular list") from None
+    if not _numeric(a):
+      raise ValueError(f"{bad}: {k!r} is not a number or a list of numbers")
+    arrays[k] = a
+  return arrays
+
+
+def _npz_grid(f, bad: str) -> dict:
+  if f.read(4) not in _NPZ_MAGIC:
+    raise ValueError(f"{bad}: not an .npz (zip) file")
+  f.seek(0)
+  arrays = {}
+  try:
+    with np.load(f, allow_pickle=False) as z:
+      for k in z.files:
+        arrays[k] = z[k]
+  except Exception as e:   # noqa: BLE001 -- BadZipFile, object arrays, truncation
+    why = ("an array holds Python objects, which are never loaded" if "allow_pickle" in str(e)
+           else f"{type(e).__name__}: {str(e)[:200]}")
+    raise ValueError(f"{bad}: {why}") from None
+  for k, a in arrays.items():
+    if not _numeric(a):
+      raise ValueError(f"{bad}: array {k!r} has dtype {a.dtype}, not numbers")
+  return arrays
+
+
+def load_grid(path: str) -> dict:
+  """The named arrays of ``--grid path``; ``ValueError`` naming the file when
+  it is missing, not a regular file, or not a grid (nothing in it is
+  unpickled; any failure to parse it is such an error)."""
+  where = f"--grid {path}"
+  bad = f"{where} is not a valid grid ({_GRID_FORMAT})"
+  with _open_regular(path, where) as f:
+    arrays = _json_grid(f, bad) if path.endswith(".json") else _npz_grid(f, bad)
+  if not arrays:
+    raise ValueError(f"{bad}: it holds no arrays (name each door argument it gives)")
   for k in arrays:
     if not k.isidentifier() or k == "devices":
       raise ValueError(f"{bad}: {k!r} is not an argument name")
@@ -338,6 +368,61 @@ def check(args, p) -> None:
     check_out(args.out, args.grid, writer=args.process_id == 0)
   except ValueError as e:
     p.error(str(e))
+
+
+# ---------------------------------------------------------------------------
+# what the processes agree on (the worker all-gathers it)
+# ---------------------------------------------------------------------------
+
+#: A text longer than this is sent as its head and its SHA-256 (see :func:`agreement`).
+SHORT_TEXT = 160
+
+
+def _shorten(v):
+  if isinstance(v, str) and len(v) > SHORT_TEXT:
+    sha = hashlib.sha256(v.encode()).hexdigest()[:32]
+    return f"{v[:80]}... ({len(v)} characters, sha256 {sha})"
+  if isinstance(v, dict):
+    return {k: _shorten(x) for k, x in v.items()}
+  if isinstance(v, list):
+    return [_shorten(x) for x in v]
+  return v
+
+
+def agreement(summary: dict) -> bytes:
+  """The bytes a process all-gathers for its inputs' ``summary``: every text
+  longer than :data:`SHORT_TEXT` (a long ``--axis`` list, a long ``--set``
+  value) becomes its head and its SHA-256, so equal inputs give equal bytes
+  and a difference is still named, at any input length."""
+  return json.dumps(_shorten(summary), sort_keys=True).encode()
+
+
+def differences(a: dict, b: dict) -> list:
+  """What differs between two processes' summaries, in the user's words."""
+  out = []
+  if a["door"] != b["door"]:
+    out.append(f"the door ({a['door']} vs {b['door']})")
+  if a["layout"] != b["layout"]:
+    out.append(f"--layout ({a['layout']} vs {b['layout']})")
+  for k in sorted(set(a["versions"]) | set(b["versions"])):
+    if a["versions"].get(k) != b["versions"].get(k):
+      out.append(f"the {k} version ({a['versions'].get(k)} vs {b['versions'].get(k)})")
+  for k in sorted(set(a["fixed"]) | set(b["fixed"])):
+    va, vb = a["fixed"].get(k), b["fixed"].get(k)
+    if va != vb:
+      out.append(f"--set {k} ({va if va is not None else 'not set'} vs "
+                 f"{vb if vb is not None else 'not set'})")
+  for k in sorted(set(a["arrays"]) | set(b["arrays"])):
+    va, vb = a["arrays"].get(k), b["arrays"].get(k)
+    if va is None or vb is None:
+      out.append(f"grid array {k} (given to one process only)")
+    elif va[:2] != vb[:2]:
+      out.append(f"grid array {k} (shape {tuple(va[0])} {va[1]} from {va[3]} vs "
+                 f"{tuple(vb[0])} {vb[1]} from {vb[3]})")
+    elif va[2] != vb[2]:
+      out.append(f"grid array {k} (same shape {tuple(va[0])}, different values: {va[3]} vs "
+                 f"{vb[3]})")
+  return out
 
 
 # ---------------------------------------------------------------------------

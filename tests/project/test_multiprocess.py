@@ -118,6 +118,28 @@ def test_processes_given_different_grids_are_refused(tmp_path):
   assert not list(tmp_path.iterdir())
 
 
+def test_long_axis_lists_are_compared_whole(tmp_path):
+  """Issue 67: an --axis of 10,000 listed values (a 90 kB flag) made the 64 kB
+  summary the processes all-gather overflow and the run fail opaquely. Now
+  what they gather has no length limit: two such lists that differ in their
+  last value are refused, naming the array and both flags (shortened)."""
+  port = _port()
+  vals = [f"{0.5 + i / 10000:.6f}" for i in range(10000)]
+  axes = [",".join(vals), ",".join(vals[:-1] + ["9.0"])]
+  assert len(axes[0]) > 1 << 16
+  procs = [_launch(tmp_path / "run", *_distributed(port, pid), "--axis", f"sigma={axes[pid]}")
+           for pid in (0, 1)]
+  errs = [p.communicate(timeout=240)[1] for p in procs]
+  assert [p.returncode for p in procs] == [1, 1], errs
+  for err in errs:
+    line = [x for x in err.splitlines() if "error:" in x]
+    assert len(line) == 1, err
+    assert ("process 1 differs from process 0 in grid array sigma (same shape (10000,), "
+            "different values: --axis sigma=0.500000,0.500100," in line[0]), err
+    assert "90012 characters, sha256" in line[0] and len(line[0]) < 1200, line[0]
+  assert not list(tmp_path.iterdir())
+
+
 def _listening(port):
   """The local addresses (hex, as /proc/net/tcp{,6} writes them) listening on ``port``."""
   out = []

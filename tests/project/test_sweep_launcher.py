@@ -7,6 +7,7 @@ result survive every failure: a refused command, and a worker that fails
 after starting (a door's ValueError).
 """
 
+import json
 import os
 import runpy
 import subprocess
@@ -42,6 +43,10 @@ def files(tmp_path):
   (tmp_path / "broken.json").write_text('{"sigma": [1,')
   np.savez(tmp_path / "badname.npz", **{"not a name": np.ones(2)})
   (tmp_path / "dir.npz").mkdir()
+  os.mkfifo(tmp_path / "fifo.npz")   # issue 67: opening it blocked the launcher for ever
+  (tmp_path / "deep.json").write_text('{"sigma": ' + "[" * 100000 + "]" * 100000 + "}")
+  np.savez(tmp_path / "none.npz")   # no arrays: was "worker exit status 1"
+  (tmp_path / "none.json").write_text("{}")
   (tmp_path / "result.npz").write_bytes(b"an earlier result")   # --out's default below
   (tmp_path / "result.json").write_bytes(b'{"complete": true}')
   return tmp_path
@@ -90,6 +95,12 @@ BAD = [
     (["--grid", "{d}/badname.npz"], "'not a name' is not an argument name"),
     (["--grid", "{d}/missing.npz"], "--grid {d}/missing.npz: no such file"),
     (["--grid", "{d}/dir.npz"], "--grid {d}/dir.npz: cannot be read"),
+    (["--grid", "{d}/fifo.npz"], "--grid {d}/fifo.npz: cannot be read: it is a FIFO"),
+    (["--grid", "{d}/deep.json"], "deep.json is not a valid grid"),
+    (["--grid", "{d}/none.npz"], "none.npz is not a valid grid (.npz of named numeric "
+                                 "arrays, or .json of name -> number or list of numbers): "
+                                 "it holds no arrays"),
+    (["--grid", "{d}/none.json"], "none.json is not a valid grid"),
     (["--grid", "{d}/g.npz", "--out", "{d}/g"], "would overwrite the input --grid"),
     (["--grid", "{d}/g.json", "--out", "{d}/g.json"], "would overwrite the input --grid"),
     (["--grid", "{d}/g.npz", "--out", "{d}/../{b}/g.npz"], "would overwrite the input"),
@@ -134,7 +145,7 @@ def test_bad_input_table(files, monkeypatch, capsys, extra, expected):
   assert "pickled data" not in err and "Traceback" not in err
   assert {p: p.read_bytes() for p in files.iterdir() if p.is_file()} == before
   assert sorted(p.name for p in files.iterdir()) == sorted(
-      [p.name for p in before] + ["dir.npz"])
+      [p.name for p in before] + ["dir.npz", "fifo.npz"])
 
 
 def test_unwritable_out_folder_is_refused(files, monkeypatch, capsys):
@@ -187,3 +198,48 @@ def test_one_process_sweep_says_one_device(files):
   got = np.load(files / "out.npz", allow_pickle=False)
   ref = poisson.epsilon(q=0.01, sigma=np.linspace(1.0, 2.0, 4), num_steps=100, delta=1e-5)
   np.testing.assert_array_equal(got["epsilon"], np.asarray(ref.epsilon))
+
+
+def _summary(axis_source, fixed=None):
+  """A process's inputs summary as the worker builds it (door, layout, versions,
+  fixed values as JSON text, arrays as [shape, dtype, sha256, source])."""
+  return {"door": "poisson.epsilon", "layout": "auto",
+          "versions": {"jaxacct": "1", "jax": "2"},
+          "fixed": fixed or {"delta": "1e-05"},
+          "arrays": {"sigma": [[20000], "float64", "ab" * 16, axis_source]}}
+
+
+def test_agreement_has_no_length_limit():
+  """Issue 67: a 2-process sweep with a long --axis list failed, its 64 KB
+  summary cut. What is all-gathered now shortens every long text to its head
+  and SHA-256: 20,000 axis values (a 160 kB flag) give under 1 kB, equal
+  inputs equal bytes, and a difference in a long value is still named."""
+  from jaxacct import sweep
+  values = ",".join(str(1.0 + i / 1e4) for i in range(20000))
+  flag = f"--axis sigma={values}"
+  assert len(flag) > 1 << 17
+  raw = sweep.agreement(_summary(flag))
+  assert len(raw) < 1000
+  a, b = json.loads(raw), json.loads(sweep.agreement(_summary(flag)))
+  assert a == b and sweep.differences(a, b) == []
+  long_set = json.dumps(list(range(30000)))
+  c = json.loads(sweep.agreement(_summary(flag, {"delta": long_set})))
+  d = json.loads(sweep.agreement(_summary(flag, {"delta": long_set.replace("29999", "29998")})))
+  diff = sweep.differences(c, d)
+  assert len(diff) == 1 and diff[0].startswith("--set delta ([0, 1, 2,"), diff
+  assert len(diff[0]) < 600
+
+
+def test_a_door_argument_missing_is_named(files):
+  """A grid and --set that leave a door argument out: one error line naming it
+  (was a worker traceback and "worker exit status 1")."""
+  env = dict(os.environ, PYTHONPATH=ROOT, JAXACCT_PROGRESS="0")
+  out = subprocess.run([sys.executable, "-m", "jaxacct.sweep", "poisson.epsilon", "--grid",
+                        str(files / "g.npz"), "--set", "q=0.01", "--set", "delta=1e-5",
+                        "--out", str(files / "out"), "--quiet"],
+                       env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert out.returncode == 1, out.stderr
+  errors = [line for line in out.stderr.splitlines() if "error:" in line]
+  assert errors == ["jaxacct.sweep: error: poisson.epsilon needs num_steps: give each with "
+                    "--grid FILE, --axis NAME=SPEC or --set NAME=VALUE"], out.stderr
+  assert "Traceback" not in out.stderr and "exit status" not in out.stderr
