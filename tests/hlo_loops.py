@@ -152,7 +152,7 @@ def wide_scatters(text):
 def census(text, unknown: int):
   """What one run of the program executes on XLA:GPU, counted on its optimised
   HLO: ``{"kernels", "wide_scatters", "expanded_trips", "loop_trips",
-  "unknown_loops"}``.
+  "unknown_loops", "loop_kernels"}``.
 
   ``kernels``: instructions that launch work (a fusion counts once, aliases
   and control flow nothing), each multiplied by the trips of the loops around
@@ -160,6 +160,9 @@ def census(text, unknown: int):
   ``wide_scatters``: executed scatters wider than 64 bits (:func:`wide_scatters`),
   ``expanded_trips``: those times their index counts, the serial loop trips
   XLA:GPU turns them into (each at least one more kernel, added to ``kernels``).
+  ``loop_kernels``: the part of ``kernels`` run inside while loops (the rest
+  runs once a program: only there can a count grow with trips; XLA:CPU may
+  fuse the straight-line part differently at another lane count).
   """
   comps, entry = _computations(text)
   types = {}
@@ -191,8 +194,8 @@ def census(text, unknown: int):
   def walk(name):
     if name in memo:
       return memo[name]
-    memo[name] = (0, 0, 0, 0, 0)
-    k = ws = et = lt = un = 0
+    memo[name] = (0, 0, 0, 0, 0, 0)
+    k = ws = et = lt = un = lk = 0
     for line in comps.get(name, ()):
       m = _DEF.match(line)
       if not m:
@@ -205,6 +208,7 @@ def census(text, unknown: int):
         un += t is None
         sub = [walk(w.group(1)), walk(w.group(2))]
         k += n * sum(s[0] for s in sub) + n
+        lk += n * sum(s[0] for s in sub) + n
         ws += n * sum(s[1] for s in sub)
         et += n * sum(s[2] for s in sub)
         lt += n * (1 + sum(s[3] for s in sub))
@@ -217,6 +221,7 @@ def census(text, unknown: int):
             if sub in comps:
               s = walk(sub)
               k, ws, et, lt, un = k + s[0], ws + s[1], et + s[2], lt + s[3], un + s[4]
+              lk += s[5]
         continue
       if op in _FREE:
         continue
@@ -234,9 +239,9 @@ def census(text, unknown: int):
         if len(elems) > 1 or any(_WIDTH.get(t, 64) > 64 for t in elems):
           n_idx = _scatter_indices(line, types)
           ws, et, k = ws + 1, et + n_idx, k + n_idx
-    memo[name] = (k, ws, et, lt, un)
+    memo[name] = (k, ws, et, lt, un, lk)
     return memo[name]
 
-  k, ws, et, lt, un = walk(entry)
+  k, ws, et, lt, un, lk = walk(entry)
   return {"kernels": k, "wide_scatters": ws, "expanded_trips": et, "loop_trips": lt,
-          "unknown_loops": un}
+          "unknown_loops": un, "loop_kernels": lk}

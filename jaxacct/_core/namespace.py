@@ -33,11 +33,19 @@ class Namespace:
   form runs that small program for it, the rest in NumPy (:data:`HOST_LOOPS`).
   """
 
-  def __init__(self, xp, sp_module: str, is_host: bool, compiled_loops: bool = False):
+  def __init__(self, xp, sp_module: str, is_host: bool, compiled_loops: bool = False,
+               max_trips: int | None = None):
     self.xp = xp
     self._sp_module = sp_module
     self.is_host = is_host
     self.compiled_loops = bool(compiled_loops)
+    self.max_trips = max_trips
+
+  def with_max_trips(self, n: int) -> "Namespace":
+    """This namespace, but a jitted :meth:`fori_loop` whose end is traced runs
+    ``n`` (static) trips, those past the end masked no-ops (see there)."""
+    return Namespace(self.xp, self._sp_module, self.is_host, self.compiled_loops,
+                     max_trips=int(n))
 
   @functools.cached_property
   def sp(self):
@@ -61,9 +69,27 @@ class Namespace:
     return carry, ys
 
   def fori_loop(self, lo, hi, body, init):
-    """``jax.lax.fori_loop``; on the host a Python loop over ``range(lo, hi)``."""
+    """``jax.lax.fori_loop``; on the host a Python loop over ``range(lo, hi)``.
+
+    With ``max_trips`` (:meth:`with_max_trips`) and a traced ``hi``: a loop of
+    the static trip count ``max_trips - lo`` whose trips ``i >= hi`` keep the
+    carry as it is (a select per lane: under ``vmap`` no loop whose trip count
+    is decided per lane at run time, which an accelerator pays a host round
+    trip a trip for). The carry is bit for bit that of the plain loop; where
+    ``hi > max_trips`` its inexact leaves are NaN (never a short loop).
+    """
     if not self.is_host:
-      return jax.lax.fori_loop(lo, hi, body, init)
+      if self.max_trips is None or isinstance(hi, (int, np.integer)):
+        return jax.lax.fori_loop(lo, hi, body, init)
+      end = jnp.asarray(hi)
+
+      def masked(i, x):
+        return jax.tree.map(lambda a, b: jnp.where(i < end, a, b), body(i, x), x)
+
+      out = jax.lax.fori_loop(lo, self.max_trips, masked, init)
+      nan = lambda a: (jnp.where(end > self.max_trips, jnp.nan, a)
+                       if jnp.issubdtype(a.dtype, jnp.inexact) else a)
+      return jax.tree.map(nan, out)
     x = init
     for i in range(int(lo), int(hi)):
       x = body(i, x)

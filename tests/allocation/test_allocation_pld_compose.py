@@ -231,3 +231,44 @@ def test_dp_accounting_event_value_setting():
   u, lo = float(r.upper), float(r.lower)
   assert lo <= u <= 2.4265
   assert 2.42366 * (1 - 2e-3) <= lo <= 2.42366 and 2.4232 <= u <= 2.4247
+
+
+def test_accelerator_powering_runs_static_masked_levels(x64):
+  """The composition's binary powering (``tilted_fft.ipow``) on the
+  accelerator layout: a static count of masked levels
+  (``Namespace.with_max_trips``, 21 = the bit length of the doors' cap
+  num_selected * num_epochs <= 2**20) in place of a loop whose trip count is
+  decided per lane at run time. Vmapped over lanes of counts 0 .. 2**21 - 1
+  it is bit for bit the run-time loop (np.array_equal); its optimised HLO
+  holds no while loop of unknown trip count (the run-time loop's holds one);
+  a count past 2**21 - 1 gives NaN, never a short power."""
+  import os
+  import sys
+
+  import jax
+  import jax.numpy as jnp
+  from jaxacct._core import tilted_fft
+  from jaxacct._core.namespace import JAX
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  import hlo_loops
+
+  rng = np.random.default_rng(3)
+  counts = np.array([0, 1, 2, 3, 7, 234, 2340, 4095, 23400, (1 << 20) - 1, 1 << 20,
+                     (1 << 21) - 1], np.float64)
+  z = rng.uniform(-1, 1, (counts.size, 6, 33)) + 1j * rng.uniform(-1, 1, (counts.size, 6, 33))
+  z = z / np.maximum(np.abs(z), 1.0)
+  z[:, 0, :3] = [0.0, 1.0, -1.0]
+  masked = JAX.with_max_trips(21)
+  run = {name: jax.jit(jax.vmap(lambda z, c, ns=ns: tilted_fft.ipow(z, c, ns)))
+         for name, ns in (("loop", JAX), ("masked", masked))}
+  got = {k: np.asarray(f(jnp.asarray(z), jnp.asarray(counts))) for k, f in run.items()}
+  assert np.array_equal(got["masked"], got["loop"])
+  assert np.all(np.isfinite(got["masked"]))
+  texts = {k: f.lower(jnp.asarray(z), jnp.asarray(counts)).compile().as_text()
+           for k, f in run.items()}
+  assert [n for _, n in hlo_loops.while_loops(texts["masked"]) if n is None] == []
+  assert [n for _, n in hlo_loops.while_loops(texts["loop"]) if n is None] == [None]
+  far = np.asarray(run["masked"](jnp.asarray(z[:2]), jnp.asarray([float(1 << 21), 5.0])))
+  assert np.all(np.isnan(far[0]))
+  np.testing.assert_array_equal(far[1], np.asarray(run["loop"](jnp.asarray(z[:2]),
+                                                               jnp.asarray([3.0, 5.0])))[1])

@@ -17,6 +17,7 @@ from jaxacct._core.namespace import JAX
 from jaxacct._core.tilted_fft import cmul as _cmul, compose_atoms as _compose_law
 from jaxacct._core.tilted_fft import lmgf as _lmgf, moments as _moments
 
+from jaxacct._core.batching import accelerator_layout
 from jaxacct._core.dtype import require_x64
 from jaxacct.allocation.pld._laws import EPS64, FinalLaws
 
@@ -36,6 +37,13 @@ _G1 = int(np.argmin(np.abs(_MU - 1.0)))
 # small lattice (about a fifth of the work per lane for the window at t = 234).
 _MU_SWEEP = np.unique(np.concatenate([np.sinh(np.linspace(-math.asinh(1e4), math.asinh(1e4),
                                                           95)), [0.0, 1.0]]))
+#: Binary-powering levels of a jitted composition on the accelerator layout
+#: (static): the bit length of the largest count the doors allow (num_selected
+#: * num_epochs <= 2**20). Lanes with shorter counts run masked no-op levels
+#: (:meth:`jaxacct._core.namespace.Namespace.with_max_trips`: bit for bit the
+#: powers of a run-time level count, NaN past it); the CPU layout runs each
+#: lane's own levels.
+COUNT_LEVELS = 21
 CUT_EPS = 1e-5              # round tail cuts, eps queries (x delta / (k E))
 CUT_DELTA = 1e-9            # round tail cuts, delta queries (x Chernoff bound / (k E))
 
@@ -321,7 +329,8 @@ def compose_laws(F1: FinalLaws, F2: FinalLaws, c1, c2, tau, query, *, mode: str,
   # empty atoms, log-mass -inf at index 0, which add exact zeros), so the
   # program holds the composition once instead of twice.
   ua = [_upper_atoms(F, h, xp) for F in Fs]
-  law = lambda a: _compose_law(list(zip(a[0], a[1])), cs, h, m, N, a[2], c_tot, mu, ns,
+  law_ns = ns.with_max_trips(COUNT_LEVELS) if not ns.is_host and accelerator_layout() else ns
+  law = lambda a: _compose_law(list(zip(a[0], a[1])), cs, h, m, N, a[2], c_tot, mu, law_ns,
                                grid_lmgf=a[3])
   # each law's log-MGF on the Chernoff grid, on its own atoms (the lower ones
   # unpadded: half the upper's count, and most of the exponentials of a lane)
