@@ -16,6 +16,9 @@ import numpy as np
 _DIRECTIONS = ("add", "remove", "both")
 # RDP -> (eps, delta) conversions (``jaxacct._core.conversion``).
 CONVERSIONS = ("tight", "classic")
+#: The largest count a check accepts: 2**63 - 1024, the largest int64 that
+#: float64 holds exactly (counts are compared as float64).
+MAX_INT = 2**63 - 1024
 
 
 def is_concrete(x: Any) -> bool:
@@ -33,10 +36,34 @@ def _values(x, name: str = "value") -> np.ndarray:
   check_not_text(name, x)
   if x is None:
     raise ValueError(f"{name} must be a number; got None.")
+  check_not_bool(name, x)
   try:
-    return np.asarray(x, dtype=np.float64)
-  except (TypeError, ValueError) as err:
-    raise ValueError(f"{name} must be numeric; got {x!r}.") from err
+    arr = np.asarray(x, dtype=np.float64)
+  except (TypeError, ValueError, OverflowError) as err:
+    raise ValueError(f"{name} must be numeric; got {_short(x)}.") from err
+  if arr.size == 0:
+    raise ValueError(f"{name} must not be empty; got an array of shape {arr.shape}.")
+  return arr
+
+
+def _short(x) -> str:
+  text = repr(x)
+  return text if len(text) <= 80 else text[:60] + f"... ({len(text)} characters)"
+
+
+def _is_bool(x) -> bool:
+  if isinstance(x, (bool, np.bool_)):
+    return True
+  if isinstance(x, (list, tuple)):
+    return any(_is_bool(v) for v in x)
+  dtype = getattr(x, "dtype", None)
+  return dtype is not None and np.dtype(dtype) == np.bool_
+
+
+def check_not_bool(name: str, x) -> None:
+  """Raises ``ValueError`` when ``x`` is (or holds) a boolean: ``True`` is not the number 1."""
+  if _is_bool(x):
+    raise ValueError(f"{name} must be a number, not a boolean; got {_short(x)}.")
 
 
 def _has_text(x) -> bool:
@@ -72,10 +99,18 @@ class WindowTooLarge(ValueError):
     self.points = float(points)
 
 
-def check_finite(name: str, x) -> None:
+def _scalar_values(x, name: str, scalar: bool) -> np.ndarray:
+  arr = _values(x, name)
+  if scalar and arr.ndim:
+    raise ValueError(f"{name} must be a single number, not a list or an array; got "
+                     f"{_short(x)}.")
+  return arr
+
+
+def check_finite(name: str, x, *, scalar: bool = False) -> None:
   if not is_concrete(x):
     return
-  arr = _values(x, name)
+  arr = _scalar_values(x, name, scalar)
   bad = ~np.isfinite(arr)
   if np.any(bad):
     raise ValueError(f"{name} must be finite; got {_first_bad(arr, bad)}.")
@@ -83,11 +118,16 @@ def check_finite(name: str, x) -> None:
 
 def check_range(name: str, x, lo: float = -np.inf, hi: float = np.inf, *,
                 lo_open: bool = False, hi_open: bool = False,
-                allow_inf: bool = False) -> None:
-  """Checks ``lo <= x <= hi`` (open ends as requested), elementwise."""
+                allow_inf: bool = False, scalar: bool = False) -> None:
+  """Checks ``lo <= x <= hi`` (open ends as requested), elementwise.
+
+  Every check here refuses booleans (``True`` is not the number 1), text,
+  None and empty arrays, naming ``name``; ``scalar=True`` also refuses a list
+  or an array where one number goes (a count, a noise multiplier).
+  """
   if not is_concrete(x):
     return
-  arr = _values(x, name)
+  arr = _scalar_values(x, name, scalar)
   bad = np.isnan(arr)
   if not allow_inf:
     bad |= np.isinf(arr)
@@ -102,29 +142,34 @@ def check_range(name: str, x, lo: float = -np.inf, hi: float = np.inf, *,
         f"{_first_bad(arr, bad)}.")
 
 
-def check_positive(name: str, x, *, allow_inf: bool = False) -> None:
-  check_range(name, x, 0.0, np.inf, lo_open=True, allow_inf=allow_inf)
+def check_positive(name: str, x, *, allow_inf: bool = False, scalar: bool = False) -> None:
+  check_range(name, x, 0.0, np.inf, lo_open=True, allow_inf=allow_inf, scalar=scalar)
 
 
 def check_probability(name: str, x, *, open_lo: bool = False,
-                      open_hi: bool = False) -> None:
-  check_range(name, x, 0.0, 1.0, lo_open=open_lo, hi_open=open_hi)
+                      open_hi: bool = False, scalar: bool = False) -> None:
+  check_range(name, x, 0.0, 1.0, lo_open=open_lo, hi_open=open_hi, scalar=scalar)
 
 
-def check_delta(x, name: str = "delta") -> None:
-  check_range(name, x, 0.0, 1.0, lo_open=True, hi_open=True)
+def check_delta(x, name: str = "delta", *, scalar: bool = False) -> None:
+  check_range(name, x, 0.0, 1.0, lo_open=True, hi_open=True, scalar=scalar)
 
 
 def check_int(name: str, x, *, min_value: int = 1,
-              max_value: float = np.inf) -> None:
-  """Checks that ``x`` holds integers in ``[min_value, max_value]``."""
+              max_value: float = np.inf, scalar: bool = False) -> None:
+  """Checks that ``x`` holds integers in ``[min_value, max_value]``.
+
+  ``max_value`` is at most :data:`MAX_INT` (about 2**63): a count beyond it has
+  no machine integer, so it is refused here rather than wrapped or overflowed.
+  """
   if not is_concrete(x):
     return
-  arr = _values(x, name)
+  arr = _scalar_values(x, name, scalar)
+  max_value = min(max_value, MAX_INT)
   bad = ~np.isfinite(arr) | (arr != np.round(arr)) | (arr < min_value) | (
       arr > max_value)
   if np.any(bad):
-    hi = "inf" if max_value == np.inf else f"{int(max_value)}"
+    hi = f"{int(max_value)}"
     raise ValueError(
         f"{name} must be an integer in [{min_value}, {hi}]; got "
         f"{_first_bad(arr, bad)}.")
