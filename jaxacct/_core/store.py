@@ -10,13 +10,17 @@ folder, with a ``DeprecationWarning``.
 An entry is code, so nothing in one is trusted before it is checked:
 a fixed header (magic, then a JSON object: the entry's full key, the SHA-256
 and length of the payload, its argument/result tree structures and device ids),
-then the payload (``jax.experimental.serialize_executable`` bytes). An entry
-is loaded only if it is a regular file (no symlink) owned by this user and
-writable by no one else, its key is the one asked for and its payload hashes
-to the header's digest; the payload is then unpickled with only the JAX
-classes an executable is made of (:data:`ALLOWED`). Anything else is refused,
-and the caller compiles again and replaces the entry. Folders are created 0700;
-orphaned temporary files are removed.
+then the payload (``jax.experimental.serialize_executable`` bytes). The path is
+``lstat``-ed before it is opened, and opened non-blocking without following a
+link: a FIFO, socket, device, folder or link is refused without being opened,
+as is a file of another user, one others can write, or one over
+:data:`MAX_ENTRY` bytes (nothing is read). An entry is loaded only if its key
+is the one asked for and its payload hashes to the header's digest; the
+payload is then unpickled with only the JAX classes an executable is made of
+(:data:`ALLOWED`). Anything else, any error while parsing included, is
+refused, and the caller compiles again and replaces the entry (a new file,
+then ``os.replace``). Folders are created 0700; orphaned temporary files are
+removed.
 """
 
 from __future__ import annotations
@@ -52,6 +56,10 @@ TMP_SUFFIX = ".tmp"
 #: A temporary file older than this (seconds) is an orphan of a killed writer.
 ORPHAN_AGE = 600.0
 _MAX_HEADER = 1 << 20
+#: The largest entry read (bytes): a larger file is refused unread, and an
+#: executable that would be larger is not written. Far above any kernel of
+#: jaxacct's (their entries are well under a MiB).
+MAX_ENTRY = 256 << 20
 #: The only globals an entry's payload may name: what a single-program
 #: ``serialize_executable`` payload is made of (jax 0.10). Any other global
 #: (``os.system``, ``builtins.eval``, ...) refuses the entry; an executable
@@ -232,35 +240,87 @@ def _load_payload(payload: bytes, in_tree, out_tree, device):
 # entries
 # ---------------------------------------------------------------------------
 
+_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+
+
 def _trusted(st) -> Optional[str]:
-  """Why a file with this ``os.stat`` result may not be loaded (None: it may)."""
+  """Why a file with this ``os.lstat``/``os.fstat`` result may not be read (None: it may)."""
   if not stat.S_ISREG(st.st_mode):
-    return "not a regular file"
+    kind = next((name for test, name in _KINDS if test(st.st_mode)), "of an unknown kind")
+    return f"not a regular file ({kind})"
   if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
     return f"owned by uid {st.st_uid}, not by this user"
   if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
     return "writable by other users"
+  if st.st_size > MAX_ENTRY:
+    return f"too large ({st.st_size} bytes, over {MAX_ENTRY})"
   return None
+
+
+_OPEN_FLAGS = os.O_RDONLY | sum(getattr(os, f, 0) for f in (
+    "O_NOFOLLOW", "O_NONBLOCK", "O_NOCTTY", "O_CLOEXEC"))
+
+
+def _read_file(path: str):
+  """``(bytes, None)`` of the file at ``path``, or ``(None, why)`` without
+  reading (or, where it is not a regular file, opening) anything refused."""
+  try:
+    st = os.lstat(path)
+  except FileNotFoundError:
+    return None, "missing"
+  except OSError as e:
+    return None, f"unreadable ({e.strerror or e})"
+  why = _trusted(st)
+  if why:
+    return None, why
+  try:     # non-blocking, no link: a file swapped in since the lstat cannot stall us
+    fd = os.open(path, _OPEN_FLAGS)
+  except FileNotFoundError:
+    return None, "missing"
+  except OSError as e:
+    return None, f"unreadable ({e.strerror or e})"
+  try:
+    now = os.fstat(fd)
+    why = _trusted(now)
+    if why:
+      return None, why
+    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+      return None, "replaced while being opened"
+    chunks, left = [], MAX_ENTRY + 1
+    while left > 0:
+      chunk = os.read(fd, min(left, 1 << 20))
+      if not chunk:
+        break
+      chunks.append(chunk)
+      left -= len(chunk)
+    if left <= 0:
+      return None, f"too large (over {MAX_ENTRY} bytes)"
+    return b"".join(chunks), None
+  except OSError as e:     # EAGAIN and the like
+    return None, f"unreadable ({e.strerror or e})"
+  finally:
+    os.close(fd)
 
 
 def read_entry(path: str, full_key: str, device):
   """``(executable, None)``, or ``(None, why)`` where the entry at ``path``
   is missing or refused (see the module docstring); ``device`` is the device
-  the call runs on (the entry must have been compiled for it)."""
+  the call runs on (the entry must have been compiled for it). Never raises
+  for what the file holds, and never blocks on what it is."""
   if _serialize is None:
     return None, "this jax has no executable serialisation"
-  try:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-  except FileNotFoundError:
-    return None, "missing"
-  except OSError as e:
-    return None, f"unreadable ({e.strerror or e})"
-  why = _trusted(os.fstat(fd))
+  blob, why = _read_file(path)
   if why:
-    os.close(fd)
     return None, why
-  with os.fdopen(fd, "rb") as f:
-    blob = f.read()
+  try:
+    return _parse(blob, full_key, device)
+  except Exception as e:   # noqa: BLE001 -- RecursionError, MemoryError, ...: a refusal
+    return None, f"bad entry ({type(e).__name__})"
+
+
+def _parse(blob: bytes, full_key: str, device):
   n = len(MAGIC)
   if blob[:n] != MAGIC or len(blob) < n + 4:
     return None, "not an entry (bad magic)"
@@ -269,7 +329,7 @@ def read_entry(path: str, full_key: str, device):
     return None, "bad header length"
   try:
     header = json.loads(blob[n + 4:n + 4 + size].decode("utf-8"))
-  except (UnicodeDecodeError, ValueError):
+  except (UnicodeDecodeError, ValueError, RecursionError):
     return None, "bad header"
   if not isinstance(header, dict) or header.get("format") != FORMAT:
     return None, "bad header"
@@ -305,6 +365,8 @@ def write_entry(path: str, full_key: str, compiled) -> bool:
       "sha256": hashlib.sha256(payload).hexdigest(), "devices": devices,
       "in_tree": tree_form(in_tree), "out_tree": tree_form(out_tree),
       "jax": jax.__version__}).encode()
+  if len(MAGIC) + 4 + len(header) + len(payload) > MAX_ENTRY:
+    return False
   folder = os.path.dirname(path)
   make_private_dir(folder)
   fd, tmp = tempfile.mkstemp(dir=folder, prefix=TMP_PREFIX, suffix=TMP_SUFFIX)
