@@ -337,7 +337,7 @@ def recursive_epsilon(*, sigma, steps_per_epoch, delta, num_selected=1, num_epoc
   Bound: upper.
 
   Numerical regimes: tested for sigma in [0.6, 4], t in [100, 1e6],
-  delta >= 1e-10; a few seconds per candidate and direction.
+  delta >= 1e-10; each candidate and direction costs an FFT composition.
   """
   sigma, t, m = _check(sigma, steps_per_epoch, num_selected, num_epochs)
   checks.check_delta(delta)
