@@ -1,12 +1,16 @@
-"""``jaxacct`` / ``python -m jaxacct``: a table of epsilon across sampling schemes.
-
-Default setting (override with flags): sigma = 1.0, t = 10,000 steps in one
-epoch, each example used once per epoch (random allocation k = 1, Poisson at
-rate 1/t), delta = 1e-10; for shuffling, n = t users each applying an
-eps0-LDP randomizer with eps0 = 1.
+"""``jaxacct`` / ``python -m jaxacct``: the command line.
 
 ``jaxacct dpsgd ...``: the privacy statement of a DP-SGD run (see
-``jaxacct dpsgd --help`` and :func:`jaxacct.dpsgd.statement`).
+``jaxacct dpsgd --help`` and :func:`jaxacct.dpsgd.statement`); ``--brief``
+prints one line per run.
+
+``jaxacct table ...``: a table of epsilon across sampling schemes. Default
+setting (override with flags): sigma = 1.0, t = 10,000 steps in one epoch,
+each example used once per epoch (random allocation k = 1, Poisson at rate
+1/t), delta = 1e-10; for shuffling, n = t users each applying an eps0-LDP
+randomizer with eps0 = 1.
+
+``jaxacct`` alone (or ``--help``) lists the commands.
 """
 
 from __future__ import annotations
@@ -28,7 +32,28 @@ from jaxacct.dpsgd import NEIGHBOURINGS, samplers, statement
 #: own k E participations composed, with no amplification from which steps they are
 NO_AMPLIFICATION = "No amplification (the example's k*E steps)"
 
-# ``--help`` text: plain (the module docstring is reStructuredText, for the docs)
+# ``--help`` texts: plain (the module docstring is reStructuredText, for the docs)
+_COMMANDS = (
+    ("dpsgd", "the privacy statement of a DP-SGD run: the certified epsilon for your "
+              "N, B, E and noise, or the noise for a target epsilon (--brief: one line)"),
+    ("table", "a table of epsilon across sampling schemes (Poisson, balls-in-bins, "
+              "shuffling, no amplification) for one setting"),
+)
+_MAIN_HELP = """\
+usage: jaxacct <command> [flags]
+       jaxacct --version | --help
+
+jaxacct: a JAX privacy accountant for DP-SGD and the sampling schemes behind it.
+
+commands:
+{commands}
+
+Run "jaxacct <command> --help" for a command's flags, e.g.
+  jaxacct dpsgd --num-examples 60000 --batch-size 256 --num-epochs 10 \\
+      --delta 1e-5 --target-epsilon 3 --brief
+The README's table against other accountants: python examples/peer_table.py
+"""
+
 _TABLE_HELP = """\
 A table of epsilon across sampling schemes.
 
@@ -66,7 +91,9 @@ def _rows(args) -> List[Tuple[str, str, Callable[[float], float]]]:
        lambda c: poisson.epsilon(q=q, sigma=args.sigma * c, num_steps=T, delta=args.delta,
                                  method="pld").epsilon),
       (alloc, "tight PLD (upper)", lambda c: _tight("upper", c)),
-      (alloc, "tight PLD (lower)", lambda c: _tight("lower", c)),
+      # a lower bound of 0 says nothing (epsilon >= 0 always): "none"
+      (alloc, "tight PLD (lower)", lambda c: _tight("lower", c) if _tight("lower", c) > 0
+       else None),
       (alloc, "best RDP / analytic bound (upper)",
        lambda c: allocation.epsilon(
            sigma=args.sigma * c, steps_per_epoch=args.steps_per_epoch, delta=args.delta,
@@ -87,7 +114,8 @@ def _rows(args) -> List[Tuple[str, str, Callable[[float], float]]]:
 def timed_cell(fn, scale):
   """One table cell: ``(text, ok, CompileTime)`` of ``fn(scale)``.
 
-  ``text`` is the value formatted for the table, or ``"ERROR <type>: <msg>"``
+  ``text`` is the value formatted for the table, ``"none"`` for a row with no
+  value (a lower bound where none is known), or ``"ERROR <type>: <msg>"``
   (truncated to 60 characters) when the call raised; ``ok`` says which.
   ``CompileTime`` splits the call's wall time into compile and run.
   """
@@ -100,8 +128,9 @@ def _timed_value(fn, scale):
   val = None
   with compile_timer() as ct:
     try:
-      val = float(fn(scale))
-      cell, ok = f"{val:12.6g}", True
+      v = fn(scale)
+      val = None if v is None else float(v)
+      cell, ok = ("none" if val is None else f"{val:12.6g}"), True
     except Exception as e:  # report, don't hide: a failing row fails the job
       cell, ok = f"ERROR {type(e).__name__}: {e}"[:60], False
   return cell, ok, ct, val
@@ -129,7 +158,7 @@ def main(argv=None) -> int:
   argv = sys.argv[1:] if argv is None else list(argv)
   try:
     try:
-      return dpsgd_main(argv[1:]) if argv[:1] == ["dpsgd"] else table_main(argv)
+      return _dispatch(argv)
     finally:
       sys.stdout.flush()
   except BrokenPipeError:
@@ -137,6 +166,41 @@ def main(argv=None) -> int:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     return 1
+
+
+def _main_help() -> str:
+  """``jaxacct --help``: the commands, ``dpsgd`` first, each wrapped at 79 columns."""
+  import textwrap
+  width = max(len(c) for c, _ in _COMMANDS)
+  rows = [textwrap.fill(h, 79, initial_indent=f"  {c:<{width}}  ",
+                        subsequent_indent=" " * (width + 4)) for c, h in _COMMANDS]
+  return _MAIN_HELP.format(commands="\n".join(rows))
+
+
+def _dispatch(argv) -> int:
+  """The command ``argv`` names; the commands' list for none (or ``--help``).
+
+  Table flags with no command (``jaxacct --sigma 2``, the table's old front
+  door) still run the table, with one line on stderr, for one release.
+  """
+  if argv[:1] == ["dpsgd"]:
+    return dpsgd_main(argv[1:])
+  if argv[:1] == ["table"]:
+    return table_main(argv[1:])
+  if not argv or argv[0] in ("-h", "--help", "help"):
+    print(_main_help(), end="")
+    return 0
+  if argv[0] == "--version":
+    print(f"jaxacct {__version__}")
+    return 0
+  if not argv[0].startswith("-"):
+    print(_main_help(), file=sys.stderr, end="")
+    print(f"jaxacct: error: unknown command {argv[0]!r} (choose from "
+          f"{', '.join(c for c, _ in _COMMANDS)})", file=sys.stderr)
+    return 2
+  print("jaxacct: the table's flags without a command are deprecated and will be "
+        "removed in the next release; use jaxacct table " + " ".join(argv), file=sys.stderr)
+  return table_main(argv)
 
 
 def _epochs_flags(p, *, type, required=False):
@@ -157,30 +221,40 @@ def _steps_flags(p):
                  help=argparse.SUPPRESS)
 
 
-def _steps_flag(argv):
+def _one_spelling(p, argv, new, old):
+  """Both spellings of one flag at once are refused (argparse's error, naming both),
+  as the Python doors refuse both names of one parameter; else the spelling given."""
+  given = [a.split("=")[0] for a in argv if a.split("=")[0] in (new, old)]
+  if len(set(given)) > 1:
+    p.error(f"argument {old}: not allowed with {new}: {old} is its old spelling; give "
+            f"{new} only")
+  return given
+
+
+def _steps_flag(p, argv):
   """The spelling of the steps flag the user gave (errors name it); a deprecation
   line on stderr for the old one."""
-  given = [a.split("=")[0] for a in argv
-           if a.split("=")[0] in ("--steps-per-epoch", "--num-steps")]
+  given = _one_spelling(p, argv, "--steps-per-epoch", "--num-steps")
   if "--num-steps" in given:
     print("jaxacct: --num-steps is deprecated and will be removed in the next release; "
           "use --steps-per-epoch (the same value: steps per epoch t).", file=sys.stderr)
   return given[-1] if given else "--steps-per-epoch"
 
 
-def _epochs_flag(argv):
+def _epochs_flag(p, argv):
   """The spelling of the epochs flag the user gave (errors name it)."""
-  given = [a.split("=")[0] for a in argv if a.split("=")[0] in ("--epochs", "--num-epochs")]
+  given = _one_spelling(p, argv, "--num-epochs", "--epochs")
   return given[-1] if given else "--num-epochs"
 
 
 def table_main(argv) -> int:
   """``jaxacct``: the table of epsilon across sampling schemes (text or ``--json``)."""
   # allow_abbrev=False: "--eps 3" must not be read silently as "--eps0 3"
-  p = argparse.ArgumentParser(prog="jaxacct", description=_TABLE_HELP, allow_abbrev=False,
+  p = argparse.ArgumentParser(prog="jaxacct table", description=_TABLE_HELP,
+                              allow_abbrev=False,
                               formatter_class=argparse.RawDescriptionHelpFormatter,
-                              epilog="subcommand: jaxacct dpsgd --help (privacy statement "
-                                     "of a DP-SGD run)")
+                              epilog="the other command: jaxacct dpsgd --help (privacy "
+                                     "statement of a DP-SGD run)")
   p.add_argument("--version", action="version", version=f"jaxacct {__version__}")
   # every value is checked here, before any computation (argparse: one error line, status 2)
   p.add_argument("--sigma", type=_real("sigma"), default=1.0,
@@ -205,7 +279,8 @@ def table_main(argv) -> int:
   p.add_argument("--json", action="store_true",
                  help="print the table as JSON on stdout (progress stays on stderr)")
   args = p.parse_args(argv)
-  steps_flag = _steps_flag(argv)
+  steps_flag = _steps_flag(p, argv)
+  _epochs_flag(p, argv)
   if args.num_epochs is None:
     args.num_epochs = 1
   if args.steps_per_epoch is None:
@@ -342,15 +417,23 @@ def dpsgd_main(argv=None) -> int:
   g.add_argument("--noise-multiplier", type=_real("noise-multiplier"),
                  help="sigma = noise std / clipping norm")
   g.add_argument("--target-epsilon", type=_real("target-epsilon"),
-                 help="calibrate sigma: the smallest certified sigma with epsilon <= this")
+                 help="calibrate sigma: the smallest certified sigma with epsilon <= this "
+                      "(searched in [0.01, 1e4]; a target met already at 0.01 is said so)")
   p.add_argument("--sampling", choices=samplers.names(), default="balls_in_bins",
                  help="batch sampler (default balls_in_bins)")
   p.add_argument("--max-batch-size", type=_count("max-batch-size"),
                  help="batch cap (truncated_poisson only)")
   p.add_argument("--neighbouring", choices=NEIGHBOURINGS,
                  help="neighbouring relation (default: the sampler's own, add_remove; "
-                      "replace_one: shuffle, and the fixed-size samplers' own)")
-  p.add_argument("--json", action="store_true", help="print the statement as JSON")
+                      "shuffle's add_remove is the zero-out relation: one example replaced "
+                      "by a zero-gradient one; replace_one: shuffle, and the fixed-size "
+                      "samplers' own)")
+  out = p.add_mutually_exclusive_group()
+  out.add_argument("--json", action="store_true", help="print the statement as JSON")
+  out.add_argument("--brief", action="store_true",
+                   help="print one line: sampling, sigma, its source, the certified epsilon "
+                        "bracket (upper, lower or none), delta and the neighbouring relation, "
+                        "as key=value fields (no progress output)")
   p.add_argument("--quiet", action="store_true", help="no progress output (stderr)")
   args, unknown = p.parse_known_args(argv)
   if unknown:
@@ -361,9 +444,9 @@ def dpsgd_main(argv=None) -> int:
              if v is None]
   if args.noise_multiplier is None and args.target_epsilon is None:
     missing.append("one of --noise-multiplier --target-epsilon")
+  epochs_flag = _epochs_flag(p, argv)
   if missing:
     p.error(f"the following arguments are required: {', '.join(missing)}")
-  epochs_flag = _epochs_flag(argv)
   batch = int(args.batch_size) if args.batch_size.is_integer() else args.batch_size
   _setup_logging()
   try:
@@ -372,14 +455,15 @@ def dpsgd_main(argv=None) -> int:
                    noise_multiplier=args.noise_multiplier,
                    target_epsilon=args.target_epsilon, sampling=args.sampling,
                    neighbouring=args.neighbouring, max_batch_size=args.max_batch_size,
-                   progress=False if args.quiet else None)
+                   progress=False if args.quiet or args.brief else None)
   except ValueError as e:   # a cross-flag error (B > N, ...): name the flag
     msg = str(e)
     names = {**_FLAGS, "num_epochs": epochs_flag}
     flags = [f for n, f in names.items() if msg.startswith(n) or f"{n}=" in msg
              or f"{n} " in msg.split(";")[0]]
     p.error(f"{'/'.join(dict.fromkeys(flags)) or 'invalid input'}: {msg}")
-  print(json.dumps(st.to_dict(), indent=2) if args.json else str(st))
+  print(json.dumps(st.to_dict(), indent=2) if args.json else st.brief() if args.brief
+        else str(st))
   return 0
 
 

@@ -29,16 +29,36 @@ from jaxacct.dpsgd._recipe import calibrate_noise_multiplier, epsilon, schedule
 # the values ``statement(neighbouring=...)`` accepts
 NEIGHBOURINGS = ("add_remove", "replace_one")
 _SENSITIVITY = {"add_remove": 1.0, "replace_one": 2.0}   # in units of the clipping norm C
+# calibrate_noise_multiplier's search bracket for sigma is [1e-2, 1e4] and its
+# default relative tolerance 2.5e-4 (its docstring): a calibrated sigma within one
+# tolerance step of the floor was not searched below
+_SIGMA_FLOOR, _RTOL = 1e-2, 2.5e-4
 
+# What each accepted relation is, by name, where a sampler's accounting of it is
+# narrower than its option's name: shuffle's add_remove keeps N and every batch
+# (the zero-out relation); elsewhere the relation is what the option says.
+_RELATION = {("shuffle", "add_remove"): "zero_out"}
 _NEIGHBOUR_TEXT = {
-    "add_remove": ("neighbouring datasets differ by adding or removing one example "
-                   "(zero-out convention: N and the batch layout are public, the removed "
-                   "example contributes a zero gradient); per-example gradients clipped "
-                   "to L2 norm C, so one example moves the noisy sum by at most C"),
-    "replace_one": ("neighbouring datasets differ by replacing one example by another; "
-                    "per-example gradients clipped to L2 norm C, so the noisy sum moves by "
-                    "at most 2C (accounted as sensitivity 2: sigma / 2)"),
+    "add_remove": ("add_remove: neighbouring datasets differ by adding or removing one "
+                   "example; the schedule (N/B, t, T) is fixed in advance; per-example "
+                   "gradients clipped to L2 norm C, so one example moves the noisy sum by "
+                   "at most C"),
+    "zero_out": ("zero_out: neighbouring datasets differ by replacing one example by a "
+                 "zero-gradient example in its place (N and every batch are the same in "
+                 "both; --neighbouring add_remove of this sampler means this relation); "
+                 "the usual add/remove, where an added example displaces another from its "
+                 "batch, is not covered and can have a larger epsilon; per-example "
+                 "gradients clipped to L2 norm C, so one example moves the noisy sum by at "
+                 "most C"),
+    "replace_one": ("replace_one: neighbouring datasets differ by replacing one example by "
+                    "another; per-example gradients clipped to L2 norm C, so the noisy sum "
+                    "moves by at most 2C (accounted as sensitivity 2: sigma / 2)"),
 }
+# the Poisson row's one rule (main row of sampling="poisson", comparison row elsewhere)
+_POISSON_RDP = ("poisson.rdp (Mironov, Talwar & Zhang, arXiv:1908.10530v1), q = B/N, the "
+                "run's T steps: the tight PLD gives no finite bound at this noise")
+
+
 @renamed_fields(sampling_rate="sampling_probability")
 @dataclasses.dataclass(frozen=True)
 class Comparison:
@@ -73,14 +93,23 @@ class PrivacyStatement:
   """A DP-SGD privacy statement (immutable; see :func:`statement`).
 
   Attributes:
-    sampling, neighbouring: the sampler and the neighbouring relation.
+    sampling, neighbouring: the sampler and the ``neighbouring`` option given.
+    neighbouring_relation: what that relation is for this sampler, by name:
+      ``"add_remove"``, ``"zero_out"`` (shuffle's add_remove: one example
+      replaced by a zero-gradient one, N and every batch kept) or
+      ``"replace_one"``.
     noise_multiplier: sigma (noise std / clipping norm C).
-    noise_multiplier_source: ``"given"`` or ``"calibrated"``.
+    noise_multiplier_source: ``"given"``, ``"calibrated"`` (the smallest
+      certified sigma meeting ``target_epsilon``, to the search's tolerance)
+      or ``"search_floor"`` (the target is met already at the floor of the
+      calibration's search bracket, sigma / sensitivity = 0.01, which is
+      returned: a smaller sigma may meet it too).
     target_epsilon: the calibration target, or None.
     delta: the delta of every epsilon here.
     epsilon_upper: certified upper bound on epsilon under ``sampling``.
     epsilon_lower: certified lower bound (no run of this kind is more
-      private), or None where none is known.
+      private), or None where none is known (a bound of 0 says nothing and
+      is None).
     method: how ``epsilon_upper`` was computed.
     num_examples, batch_size, num_epochs: N, B, E as given.
     sampling_probability: q = B / N (``sampling_rate``: its deprecated name,
@@ -91,6 +120,11 @@ class PrivacyStatement:
     comparison: :class:`Comparison` rows (``"poisson"``, ``"full_batch"``).
     assumptions: the assumptions the numbers rest on, one sentence each.
     version: the jaxacct version that computed the statement.
+    max_batch_size: the batch cap b (``truncated_poisson``), else None.
+    caps_near_poisson: ``truncated_poisson``: ``((gap, cap), ...)``, the
+      smallest ``max_batch_size`` whose epsilon is within the relative
+      ``gap`` (0.01, 0.1) of untruncated Poisson's at the same sigma; None for
+      the other samplers, or where not computed.
   """
   sampling: str
   neighbouring: str
@@ -111,6 +145,9 @@ class PrivacyStatement:
   comparison: Tuple[Comparison, ...]
   assumptions: Tuple[str, ...]
   version: str
+  neighbouring_relation: str = "add_remove"
+  max_batch_size: Optional[int] = None
+  caps_near_poisson: Optional[Tuple[Tuple[float, int], ...]] = None
 
   def to_dict(self) -> dict:
     """The statement as a JSON-ready dict (floats, ints, strings, None, lists).
@@ -130,12 +167,33 @@ class PrivacyStatement:
     d["sampling_rate"] = self.sampling_probability
     d["comparison"] = {c.name: c.to_dict() for c in self.comparison}
     d["assumptions"] = list(self.assumptions)
+    d["caps_near_poisson"] = (None if self.caps_near_poisson is None else
+                              [{"gap": g, "max_batch_size": b}
+                               for g, b in self.caps_near_poisson])
     return d
+
+  def brief(self) -> str:
+    """One line for scripts: ``key=value`` fields separated by spaces.
+
+    ``sampling``, ``sigma`` (the noise multiplier), ``source`` (as
+    :attr:`noise_multiplier_source`), ``epsilon_upper``, ``epsilon_lower``
+    (``none`` where no lower bound is known), ``delta`` and
+    ``neighbouring`` (the relation, by name).
+    """
+    lo = "none" if self.epsilon_lower is None else f"{self.epsilon_lower:.6g}"
+    return (f"sampling={self.sampling} sigma={self.noise_multiplier:.6g} "
+            f"source={self.noise_multiplier_source} epsilon_upper={self.epsilon_upper:.6g} "
+            f"epsilon_lower={lo} delta={self.delta:g} "
+            f"neighbouring={self.neighbouring_relation}")
 
   def __str__(self) -> str:
     n = self.num_examples
-    src = (f"calibrated: smallest certified sigma with epsilon <= {self.target_epsilon:g}"
-           if self.noise_multiplier_source == "calibrated" else "given")
+    tgt = "" if self.target_epsilon is None else f"{self.target_epsilon:g}"
+    src = {"given": "given",
+           "calibrated": f"calibrated: smallest certified sigma with epsilon <= {tgt}",
+           "search_floor": "calibration stopped at its search floor, not the smallest "
+                           f"sigma with epsilon <= {tgt}",
+           }.get(self.noise_multiplier_source, self.noise_multiplier_source)
     spe = (f"{self.steps_per_epoch:g} expected steps per epoch (N/B)"
            if isinstance(self.steps_per_epoch, float) else
            f"{self.steps_per_epoch} steps per epoch")
@@ -145,9 +203,17 @@ class PrivacyStatement:
         f"  dataset size N = {n}, batch size B = {self.batch_size:g}, "
         f"epochs E = {self.num_epochs:g}",
         f"  sampling {self.sampling}: sampling rate B/N = {self.sampling_probability:.6g}, {spe}, "
-        f"{self.total_steps} steps in all",
+        f"{self.total_steps} steps in all"
+        + ("" if self.max_batch_size is None else
+           f", batches capped at b = {self.max_batch_size}"),
         f"  noise multiplier sigma = {self.noise_multiplier:.6g} ({src})",
-        f"  neighbouring relation: {self.neighbouring}",
+        *([f"    (the certified epsilon here, {self.epsilon_upper:.6g}, already meets "
+           "the target at the floor of calibrate_noise_multiplier's search bracket "
+           "[0.01, 1e4] for sigma / sensitivity; no smaller sigma is searched)"]
+          if self.noise_multiplier_source == "search_floor" else []),
+        f"  neighbouring relation: {self.neighbouring_relation}"
+        + ("" if self.neighbouring_relation == self.neighbouring else
+           f" (the {self.neighbouring} option of sampling {self.sampling})"),
         f"  updates divide the noisy sum by the constant B = {self.divisor:g}",
         "",
         f"Epsilon at delta = {self.delta:g}:",
@@ -162,6 +228,10 @@ class PrivacyStatement:
       val = "not computed" if c.epsilon is None else f"{c.bound} {c.epsilon:.6g}"
       lines.append(f"  {what}: {val}")
       lines.append(f"    ({c.method})")
+    if self.max_batch_size is not None:   # a capped sampler (truncated_poisson)
+      caps = ("not computed" if self.caps_near_poisson is None else
+              ", ".join(f"{b} within {g:.0%}" for g, b in self.caps_near_poisson))
+      lines.append(f"  smallest max_batch_size near untruncated Poisson: {caps}")
     lines += ["", "Assumptions:"] + [f"  - {a}" for a in self.assumptions]
     return "\n".join(lines)
 
@@ -251,15 +321,23 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
   if target_epsilon is not None:
     checks.check_positive("target_epsilon", target_epsilon)
     target_epsilon = float(target_epsilon)
-    sigma = scale * float(calibrate_noise_multiplier(
-        epsilon=target_epsilon, num_epochs=num_epochs, sampling=sampling, **own))
-    source = "calibrated"
+    found = float(calibrate_noise_multiplier(
+        epsilon=target_epsilon, num_epochs=num_epochs, sampling=sampling, rtol=_RTOL, **own))
+    sigma = scale * found
+    # within one tolerance step of the floor: nothing below it was searched
+    source = "search_floor" if found < _SIGMA_FLOOR * (1 + _RTOL) else "calibrated"
   else:
     checks.check_positive("noise_multiplier", noise_multiplier)
     sigma, source = float(noise_multiplier), "given"
-  run = epsilon(noise_multiplier=sigma / scale, num_epochs=num_epochs, sampling=sampling,
-                **own)
-  upper, method, lower = float(run.epsilon), str(run.method), run.lower
+  T = int(sched.total_steps)
+  q = float(sched.batch_size) / sched.num_examples
+  if rec.comparison_is_run:   # Poisson: the one rule of every Poisson row
+    upper, method = _poisson_row(sigma / scale, q, T, dict(own, num_epochs=num_epochs))
+    lower = None
+  else:
+    run = epsilon(noise_multiplier=sigma / scale, num_epochs=num_epochs, sampling=sampling,
+                  **own)
+    upper, method, lower = float(run.epsilon), str(run.method), run.lower
   if math.isnan(upper):     # never printed as certified
     raise RuntimeError(f"no certified epsilon at noise_multiplier={sigma!r} ({method}); "
                        "please report this.")
@@ -269,12 +347,12 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
     # the add/remove lower at sigma bounds the replace-one epsilon from below
     lower = epsilon(noise_multiplier=sigma, num_epochs=num_epochs, sampling=sampling,
                     **own).lower
-  lower = None if lower is None else min(float(lower), upper)
+  # a lower bound of 0 says nothing (epsilon >= 0 always): none is known
+  lower = None if lower is None or not (float(lower) > 0 or upper == 0) else \
+      min(float(lower), upper)
   if target_epsilon is not None and not upper <= target_epsilon:
     raise RuntimeError(f"calibrated sigma={sigma!r} gives certified epsilon {upper!r} > "
                        f"target_epsilon={target_epsilon!r}; please report this.")
-  T = int(sched.total_steps)
-  q = float(sched.batch_size) / sched.num_examples
   spe = (sched.num_examples / sched.batch_size if sched.steps_per_epoch is None
          else int(sched.steps_per_epoch))
 
@@ -283,22 +361,10 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
                          "not computed: no replace-one accounting of Poisson subsampling "
                          "on this path")
   elif rec.comparison_is_run:   # the run itself: same rate, same steps
-    poisson = Comparison("poisson", q, T, upper, "upper", run.method)
+    poisson = Comparison("poisson", q, T, upper, "upper", method)
   else:
-    try:
-      p = epsilon(noise_multiplier=sigma, total_steps=T, sampling="poisson", **common)
-      pe, pm = float(p.epsilon), f"{p.method}, q = B/N, the run's T steps"
-    except checks.WindowTooLarge:   # the PLD refuses this many steps at this noise
-      pe = math.inf
-    if not math.isfinite(pe):    # the PLD's grid cannot hold this loss: RDP can
-      r = poisson_door.epsilon(q=q, sigma=sigma, num_steps=T, delta=delta, method="rdp")
-      pe = min(pe, float(r.epsilon))
-      pm = ("poisson.rdp (Mironov, Talwar & Zhang, arXiv:1908.10530v1), q = B/N, the run's T "
-            "steps: the tight PLD gives no finite bound at this noise")
-    poisson = Comparison("poisson", q, T, pe if math.isfinite(pe) else None, "upper",
-                         pm if math.isfinite(pe) else
-                         "not computed: neither the PLD nor RDP gives a finite bound at "
-                         "this noise")
+    pe, pm = _poisson_row(sigma, q, T, dict(common, total_steps=T))
+    poisson = Comparison("poisson", q, T, pe if math.isfinite(pe) else None, "upper", pm)
   one = sigma / sens / math.sqrt(T)
   full = Comparison("full_batch", 1.0, T,
                     _gaussian(one, delta), "exact",
@@ -307,8 +373,9 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
                     f"{'' if sens == 1 else f'({sens:g} '}sqrt(T)"
                     f"{'' if sens == 1 else ')'} = {one:.6g} (Dong, Roth & Su, "
                     "arXiv:1905.02383v3, Cor. 3.3; Balle & Wang, arXiv:1805.06530v2, Thm 8)")
+  relation = _RELATION.get((sampling, neighbouring), neighbouring)
   assumptions = (
-      _NEIGHBOUR_TEXT[neighbouring],
+      _NEIGHBOUR_TEXT[relation],
       "predetermined (non-adaptive) schedule: N, B, E, sigma, the clipping norm C and the "
       "sampler are fixed before training, not chosen from the data or from training "
       "outputs; every one of the T noisy updates may be released",
@@ -324,4 +391,36 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
       num_examples=int(sched.num_examples), batch_size=_plain(sched.batch_size),
       num_epochs=_plain(sched.num_epochs), sampling_probability=q, steps_per_epoch=spe,
       total_steps=T, divisor=_plain(sched.batch_size), comparison=(poisson, full),
-      assumptions=assumptions, version=__version__)
+      assumptions=assumptions, version=__version__, neighbouring_relation=relation,
+      max_batch_size=None if sched.max_batch_size is None else int(sched.max_batch_size),
+      caps_near_poisson=_caps_near_poisson(sampling, sched, sigma, delta))
+
+
+def _poisson_row(sigma, q, T, kw):
+  """``(epsilon, method)`` of T Poisson steps at rate q and noise ``sigma``: the
+  one rule of every Poisson row, the run's (``sampling="poisson"``) and the
+  comparison's. The tight PLD; where it refuses this many steps at this noise
+  or gives no finite bound, the RDP upper of the same q, sigma and T (valid at
+  any T); +inf with the reason where neither is finite."""
+  try:
+    p = epsilon(noise_multiplier=sigma, sampling="poisson", **kw)
+    pe, pm = float(p.epsilon), f"{p.method}, q = B/N, the run's T steps"
+  except checks.WindowTooLarge:   # the PLD refuses this many steps at this noise
+    pe = math.inf
+  if not math.isfinite(pe):    # the PLD's grid cannot hold this loss: RDP can
+    r = poisson_door.epsilon(q=q, sigma=sigma, num_steps=T, delta=kw["delta"], method="rdp")
+    pe, pm = float(r.epsilon), _POISSON_RDP
+  if not math.isfinite(pe):
+    pm = "not computed: neither the PLD nor RDP gives a finite bound at this noise"
+  return pe, pm
+
+
+def _caps_near_poisson(sampling, sched, sigma, delta):
+  """``truncated_poisson``: ``((0.01, cap), (0.1, cap))``, the smallest
+  ``max_batch_size`` whose epsilon is within 1% and 10% of untruncated Poisson's
+  at the same sigma and delta (:attr:`PrivacyStatement.caps_near_poisson`).
+  None: other samplers, and until the truncated-Poisson cap search lands here."""
+  del sampling, sigma, delta
+  if sched.max_batch_size is None:   # no cap: not a truncated sampler
+    return None
+  return None

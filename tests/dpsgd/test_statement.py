@@ -220,3 +220,94 @@ def test_statement_where_the_poisson_pld_refuses_compares_by_rdp():
                             method="rdp")
   assert row.epsilon == float(ref.epsilon) and "poisson.rdp" in row.method
   assert "nan" not in str(st) and "upper inf" not in str(st)
+
+
+# ----------------------------------------------------------------------------
+# issue 67 item 7: every statement says only what is true. Small settings, N = 1000,
+# B = 10 (q = 0.01): E = 20 at sigma 0.1, where the Poisson PLD refuses T = 2000 steps
+# (its window is too large); E = 2 at sigma 0.01, where the allocation lower bound is 0
+# (replace_one: no Poisson row, whose refusal at sigma 0.01 takes seconds).
+SMALL = dict(num_examples=1000, batch_size=10, num_epochs=20, delta=1e-5, progress=False)
+TINY = dict(SMALL, num_epochs=2)
+
+
+def test_one_rule_decides_every_poisson_row():
+  # Poisson was refused as the main row (WindowTooLarge) but printed from RDP as
+  # the comparison row of the other samplers: both are now the PLD, else the RDP
+  # upper of the same q, sigma and T (valid at any T): one number in both places
+  from jaxacct import poisson as poisson_door
+  ref = float(poisson_door.epsilon(q=0.01, sigma=0.1, num_steps=2000, delta=1e-5,
+                                   method="rdp").epsilon)
+  main = statement(noise_multiplier=0.1, sampling="poisson", **SMALL)
+  row = statement(noise_multiplier=0.1, sampling="shuffle", **SMALL).comparison[0]
+  assert main.total_steps == row.total_steps == 2000
+  assert main.epsilon_upper == row.epsilon == ref == pytest.approx(2051.183, rel=1e-6)
+  assert main.comparison[0].epsilon == ref and main.epsilon_lower is None
+  assert main.method == row.method and "poisson.rdp" in main.method
+
+
+def test_a_lower_bound_of_zero_is_none():
+  # dpsgd.epsilon's lower is 0 here (true and empty: epsilon >= 0 always); the
+  # statement says "none", in the text, the JSON and the brief line
+  raw = dpsgd.epsilon(noise_multiplier=0.01, sampling="shuffle", **TINY)
+  assert float(raw.lower) == 0.0
+  st = statement(noise_multiplier=0.01, sampling="shuffle", neighbouring="replace_one",
+                 **TINY)
+  assert st.epsilon_lower is None and st.to_dict()["epsilon"]["lower"] is None
+  assert "lower none known" in str(st) and "lower 0" not in str(st)
+  assert "epsilon_lower=none" in st.brief()
+
+
+def test_each_relation_is_named_as_what_it_is(bib, shuffled):
+  # shuffle's add_remove keeps N and every batch: the zero-out relation (under the
+  # usual add/remove, where an added example displaces another, B = N = 1000 has a
+  # lower bound of 9.99 against the 4.38 reported); named so in the statement, the
+  # JSON and the brief line; the option given stays in `neighbouring`
+  st = shuffled
+  assert (st.neighbouring, st.neighbouring_relation) == ("add_remove", "zero_out")
+  d = st.to_dict()
+  assert (d["neighbouring"], d["neighbouring_relation"]) == ("add_remove", "zero_out")
+  assert "neighbouring relation: zero_out (the add_remove option of sampling shuffle)" \
+      in str(st)
+  assert st.assumptions[0].startswith("zero_out: ") and "displaces" in st.assumptions[0]
+  assert "neighbouring=zero_out" in st.brief()
+  # balls_in_bins: the others' batches do not depend on the example
+  assert bib.neighbouring_relation == "add_remove" and "neighbouring relation: add_remove\n" \
+      in str(bib)
+  assert bib.assumptions[0].startswith("add_remove: ") and "zero" not in bib.assumptions[0]
+  r = statement(noise_multiplier=SIGMA, sampling="shuffle", neighbouring="replace_one",
+                progress=False, **CONFIG)
+  assert r.neighbouring_relation == "replace_one" and r.assumptions[0].startswith(
+      "replace_one: ")
+
+
+def test_target_met_at_the_search_floor_is_not_called_smallest():
+  # --target-epsilon 1e6 printed sigma 0.01 as the "smallest certified sigma with
+  # epsilon <= 1e+06": 0.01 is the calibration's floor (its bracket is [0.01, 1e4]),
+  # where epsilon (5301.08 for shuffle here: E = 2 exact Gaussian steps at sigma 0.01,
+  # replace_one: sigma = 2 x 0.01 at sensitivity 2) is far below the target
+  st = statement(target_epsilon=1e6, sampling="shuffle", neighbouring="replace_one", **TINY)
+  assert st.noise_multiplier_source == "search_floor"
+  assert st.noise_multiplier == pytest.approx(0.02, rel=1e-12)
+  assert st.epsilon_upper == pytest.approx(10602.16, rel=1e-5) and st.epsilon_upper <= 1e6
+  text = str(st)
+  assert "calibration stopped at its search floor" in text and "smallest certified" not in text
+  assert "10602.2, already meets the target" in text
+  assert "source=search_floor" in st.brief()
+  assert st.to_dict()["noise_multiplier_source"] == "search_floor"
+
+
+def test_brief_is_one_line(bib):
+  line = bib.brief()
+  assert "\n" not in line
+  assert line == (f"sampling=balls_in_bins sigma=0.7341 source=given "
+                  f"epsilon_upper={bib.epsilon_upper:.6g} "
+                  f"epsilon_lower={bib.epsilon_lower:.6g} delta=1e-05 neighbouring=add_remove")
+
+
+def test_the_statement_has_a_place_for_the_truncation_caps(bib):
+  # truncated_poisson: its cap b is stated, and the smallest caps within 1% and 10% of
+  # untruncated Poisson have their field (None until computed); other samplers: None
+  assert bib.max_batch_size is None and bib.caps_near_poisson is None
+  assert bib.to_dict()["caps_near_poisson"] is None
+  assert "max_batch_size near" not in str(bib)

@@ -117,7 +117,7 @@ def test_dpsgd_help_lists_the_flags(capsys):
 
 def test_table_help_lists_json_and_the_subcommand(capsys):
   with pytest.raises(SystemExit) as e:
-    main(["--help"])
+    main(["table", "--help"])
   assert e.value.code == 0
   out = capsys.readouterr().out
   assert "--json" in out and "jaxacct dpsgd" in out
@@ -126,8 +126,8 @@ def test_table_help_lists_json_and_the_subcommand(capsys):
 @pytest.mark.slow
 def test_table_json(capsys):
   """The table as JSON: every row has a value and no error (small setting)."""
-  status = main(["--json", "--quiet", "--no-cache", "--steps-per-epoch", "100", "--delta",
-                 "1e-6"])
+  status = main(["table", "--json", "--quiet", "--no-cache", "--steps-per-epoch", "100",
+                 "--delta", "1e-6"])
   out = capsys.readouterr().out
   d = json.loads(out)
   assert status == 0
@@ -175,7 +175,7 @@ def test_quiet_prints_only_the_answer(capsys, table):
   # it reaches stderr; with --quiet stderr stays empty and stdout is the answer.
   import jaxacct
   from jaxacct._core import progress as P
-  argv = (["--steps-per-epoch", "100", "--delta", "1e-6", "--no-cache"] if table else
+  argv = (["table", "--steps-per-epoch", "100", "--delta", "1e-6", "--no-cache"] if table else
           ["dpsgd", "--num-examples", "1000", "--batch-size", "10", "--num-epochs", "2",
            "--delta", "1e-5", "--noise-multiplier", "1.0"])
   prev, prev_on = P.configure_progress(delay=0.0, interval=0.0, backend="terminal"), \
@@ -191,3 +191,63 @@ def test_quiet_prints_only_the_answer(capsys, table):
   assert loud.err and quiet.err == "", (loud.err, quiet.err)
   assert quiet.out == loud.out or table   # the table's timing columns differ by run
   assert ("Epsilon at delta = 1e-05" if not table else "No amplification") in quiet.out
+
+
+# issue 67: a brief output for scripts and the README; statements that say only what is true
+SMALL = ["dpsgd", "--num-examples", "1000", "--batch-size", "10", "--num-epochs", "2",
+         "--delta", "1e-5"]
+
+
+def test_brief_is_one_line_per_run(capsys):
+  # the statement is ~20 lines even with --quiet; --brief is one line of key=value
+  # fields, the same numbers as the statement (to 6 significant digits), no progress
+  from jaxacct.dpsgd import statement
+  for sampling in ("balls_in_bins", "shuffle"):
+    assert main([*SMALL, "--noise-multiplier", "1.0", "--sampling", sampling, "--brief"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and len(out.splitlines()) == 1, (out, err)
+    fields = dict(kv.split("=", 1) for kv in out.split())
+    st = statement(num_examples=1000, batch_size=10, num_epochs=2, delta=1e-5,
+                   noise_multiplier=1.0, sampling=sampling, progress=False)
+    assert fields == {
+        "sampling": sampling, "sigma": "1", "source": "given",
+        "epsilon_upper": f"{st.epsilon_upper:.6g}",
+        "epsilon_lower": "none" if st.epsilon_lower is None else f"{st.epsilon_lower:.6g}",
+        "delta": "1e-05", "neighbouring": st.neighbouring_relation}
+  assert fields["neighbouring"] == "zero_out"      # shuffle's add_remove, named as it is
+
+
+def test_brief_and_json_are_exclusive(capsys):
+  with pytest.raises(SystemExit) as e:
+    main([*SMALL, "--noise-multiplier", "1.0", "--brief", "--json"])
+  assert e.value.code == 2
+  assert "not allowed with" in capsys.readouterr().err
+
+
+def test_readme_first_command_is_brief():
+  # the README's first command prints one line per sampler: its table's numbers
+  import pathlib
+  readme = (pathlib.Path(ROOT) / "README.md").read_text()
+  block = readme.split("<!-- ci:commands")[1].split("<!-- /ci:commands")[0]
+  first = [ln for ln in block.splitlines() if "jaxacct dpsgd" in ln][0]
+  assert "--brief" in first and "--sampling $s" in first
+
+
+def test_target_met_at_the_search_floor_says_so(capsys):
+  # issue 67: --target-epsilon 1e6 printed sigma 0.01 as the "smallest certified sigma
+  # with epsilon <= 1e+06"; 0.01 is the search bracket's floor (epsilon there is far
+  # below the target), and the statement says so (text, --brief and --json)
+  # (replace_one: no Poisson row, whose refusal at sigma 0.01 takes seconds)
+  argv = [*SMALL, "--target-epsilon", "1e6", "--sampling", "shuffle", "--neighbouring",
+          "replace_one"]
+  assert main([*argv, "--quiet"]) == 0
+  text = capsys.readouterr().out
+  assert "calibration stopped at its search floor, not the smallest sigma" in text
+  assert "smallest certified sigma with epsilon" not in text
+  assert main([*argv, "--brief"]) == 0
+  assert "source=search_floor" in capsys.readouterr().out
+  assert main([*argv, "--json", "--quiet"]) == 0
+  d = json.loads(capsys.readouterr().out)
+  assert d["noise_multiplier_source"] == "search_floor"
+  assert d["noise_multiplier"] == pytest.approx(0.02, rel=1e-12)   # 2 x 0.01: sensitivity 2
+  assert d["epsilon"]["upper"] <= 1e6

@@ -11,7 +11,10 @@
   ``jaxacct dpsgd``, a hidden alias in both);
 * ``--help`` is plain text (no reStructuredText markup); ``--version``;
 * a reader that goes away (``jaxacct --json | head``) gives no
-  ``BrokenPipeError`` traceback.
+  ``BrokenPipeError`` traceback;
+* issue 67: the table is ``jaxacct table`` (its flags with no command still
+  run it, with one line on stderr); both spellings of one flag at once
+  (``--num-steps 100 --steps-per-epoch 200``) are refused, not one taken.
 """
 
 import json
@@ -52,19 +55,20 @@ def _env():
 ])
 def test_table_checks_input_up_front(argv, flag, capsys):
   with pytest.raises(SystemExit) as e:
-    main(argv)
+    main(["table", *argv])
   assert e.value.code == 2
   out, err = capsys.readouterr()
   assert out == ""                       # no table, not even its header
   lines = err.strip().splitlines()
-  assert lines[-1].startswith(f"jaxacct: error: argument {flag}:"), err
+  assert lines[-1].startswith(f"jaxacct table: error: argument {flag}:"), err
   assert lines[0].startswith("usage:")   # the usage (wrapped), then one error line
   assert [ln for ln in lines if not ln.startswith(("usage:", " "))] == lines[-1:], err
   assert "Traceback" not in err
 
 
 def test_num_steps_zero_in_a_fresh_process():
-  p = subprocess.run([sys.executable, "-m", "jaxacct", "--steps-per-epoch", "0"], env=_env(),
+  p = subprocess.run([sys.executable, "-m", "jaxacct", "table", "--steps-per-epoch", "0"],
+                     env=_env(),
                      cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert p.returncode == 2 and p.stdout == ""
   assert "Traceback" not in p.stderr and "ZeroDivisionError" not in p.stderr
@@ -75,21 +79,51 @@ def test_deprecated_num_steps_flag_still_works_and_says_so(capsys):
   # issue 56: --num-steps (the library's whole-run count) was this table's steps per
   # epoch; it is read as --steps-per-epoch for one release, with a line on stderr
   with pytest.raises(SystemExit) as e:
-    main(["--num-selected", "5", "--num-steps", "3"])
+    main(["table", "--num-selected", "5", "--num-steps", "3"])
   assert e.value.code == 2
   out, err = capsys.readouterr()
   assert out == ""
   assert ("jaxacct: --num-steps is deprecated and will be removed in the next release; "
           "use --steps-per-epoch") in err
   assert err.strip().splitlines()[-1] == (
-      "jaxacct: error: argument --num-selected: must be <= --num-steps = 3; got 5")
+      "jaxacct table: error: argument --num-selected: must be <= --num-steps = 3; got 5")
+
+
+@pytest.mark.parametrize("argv, old, new", [
+    (["--num-steps", "100", "--steps-per-epoch", "200"], "--num-steps", "--steps-per-epoch"),
+    (["--steps-per-epoch=200", "--num-steps=100"], "--num-steps", "--steps-per-epoch"),
+    (["--num-steps", "100", "--steps-per-epoch", "100"], "--num-steps", "--steps-per-epoch"),
+    (["--epochs", "2", "--num-epochs", "3"], "--epochs", "--num-epochs"),
+])
+@pytest.mark.parametrize("command", [["table"], []])   # [] : the table's old front door
+def test_both_spellings_of_one_flag_are_refused(argv, old, new, command, capsys):
+  # issue 67: `jaxacct --num-steps 100 --steps-per-epoch 200` took one of the two
+  # values silently; both spellings at once are refused, as the Python doors refuse
+  # both names of one parameter (even with equal values)
+  with pytest.raises(SystemExit) as e:
+    main([*command, *argv])
+  assert e.value.code == 2
+  out, err = capsys.readouterr()
+  assert out == "" and "Traceback" not in err
+  assert err.strip().splitlines()[-1] == (
+      f"jaxacct table: error: argument {old}: not allowed with {new}: {old} is its old "
+      f"spelling; give {new} only"), err
+
+
+def test_both_epochs_spellings_refused_in_dpsgd(capsys):
+  with pytest.raises(SystemExit) as e:
+    main([*DPSGD, "--num-epochs", "2", "--epochs", "3"])
+  assert e.value.code == 2
+  err = capsys.readouterr().err
+  assert "argument --epochs: not allowed with --num-epochs" in err, err
 
 
 @pytest.mark.slow
 def test_deprecated_num_steps_flag_gives_the_same_table(capsys):
   rows = {}
   for flag in ("--steps-per-epoch", "--num-steps"):
-    assert main(["--json", "--quiet", "--no-cache", flag, "100", "--delta", "1e-6"]) == 0
+    assert main(["table", "--json", "--quiet", "--no-cache", flag, "100", "--delta",
+                 "1e-6"]) == 0
     out, err = capsys.readouterr()
     d = json.loads(out)
     rows[flag] = [(r["scheme"], r["epsilon"]) for r in d["rows"]]
@@ -103,7 +137,7 @@ def test_no_amplification_has_one_meaning(capsys):
   # meaning of jaxacct.dpsgd's shuffle sampling; not "each step sees the example"
   assert "k*E steps" in NO_AMPLIFICATION and "each step" not in NO_AMPLIFICATION
   with pytest.raises(SystemExit):
-    main(["--help"])
+    main(["table", "--help"])
   assert "sigma / sqrt(kE)" in capsys.readouterr().out
   with pytest.raises(SystemExit):
     main(["dpsgd", "--help"])
@@ -125,7 +159,7 @@ def test_docs_call_the_statements_sigma_sqrt_T_row_full_batch(rel):
     after = text[m.end():m.end() + 40]
     assert not re.match(r"\W*(\(every example|beside|side by side)", after), (rel, after)
 
-@pytest.mark.parametrize("argv", [["--help"], ["dpsgd", "--help"]])
+@pytest.mark.parametrize("argv", [["table", "--help"], ["dpsgd", "--help"]])
 def test_help_is_plain_text(argv, capsys):
   with pytest.raises(SystemExit) as e:
     main(argv)
@@ -137,11 +171,14 @@ def test_help_is_plain_text(argv, capsys):
   assert "--version" in out
 
 
-@pytest.mark.parametrize("argv", [["--version"], ["dpsgd", "--version"]])
+@pytest.mark.parametrize("argv", [["--version"], ["dpsgd", "--version"],
+                                  ["table", "--version"]])
 def test_version(argv, capsys):
-  with pytest.raises(SystemExit) as e:
-    main(argv)
-  assert e.value.code == 0
+  try:
+    code = main(argv)
+  except SystemExit as e:   # argparse's --version
+    code = e.code
+  assert code == 0
   assert capsys.readouterr().out.strip() == f"jaxacct {jaxacct.__version__}"
 
 
@@ -159,7 +196,8 @@ def test_epochs_spellings_in_dpsgd(capsys):
   assert "required: --num-epochs" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["dpsgd", "--help"]])
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], [], ["dpsgd", "--help"],
+                                  ["table", "--help"]])
 def test_closed_pipe_gives_no_traceback(argv):
   """``jaxacct ... | head``: the reader is gone before jaxacct writes."""
   p = subprocess.Popen([sys.executable, "-m", "jaxacct", *argv], env=_env(), cwd=ROOT,
