@@ -83,8 +83,7 @@ def bounds(x, upper, lower=None, *, label=None, ax=None, color=None, xscale: str
 
 
 def epsilon(noise_multipliers, *, num_examples, batch_size, num_epochs, delta,
-            samplings=None, num_selected: int = 1, max_batch_size=None,
-            ax=None, progress=None):
+            samplings=None, num_selected: int = 1, ax=None, progress=None, **settings):
   """Certified DP-SGD epsilon against the noise multiplier, one bracket per sampling.
 
   One :func:`jaxacct.dpsgd.epsilon` call per sampling with the whole array of
@@ -95,10 +94,10 @@ def epsilon(noise_multipliers, *, num_examples, batch_size, num_epochs, delta,
   Args:
     noise_multipliers: sigmas > 0 (1-D).
     num_examples, batch_size, num_epochs, delta, num_selected,
-      max_batch_size: the configuration (:func:`jaxacct.dpsgd.epsilon`);
-      each sampling takes the options its record lists
-      (:attr:`jaxacct.dpsgd.samplers.Sampler.options`; ``max_batch_size``
-      is required by ``truncated_poisson``).
+      **settings: the configuration (:func:`jaxacct.dpsgd.epsilon`); each
+      sampling takes the options its record lists
+      (:attr:`jaxacct.dpsgd.samplers.Sampler.options`; its settings' fields
+      are required by the samplers that have them).
     samplings: registered sampler names (:func:`jaxacct.dpsgd.samplers.names`);
       None (default): those drawn by default (``balls_in_bins``, ``poisson``,
       ``shuffle``).
@@ -115,8 +114,7 @@ def epsilon(noise_multipliers, *, num_examples, batch_size, num_epochs, delta,
     rec = dpsgd.samplers.get(s)
     r = dpsgd.epsilon(noise_multiplier=sig, num_examples=num_examples, batch_size=batch_size,
                       num_epochs=num_epochs, delta=delta, sampling=s, progress=progress,
-                      **_options(rec, num_selected=num_selected,
-                                 max_batch_size=max_batch_size))
+                      **_options(rec, num_selected=num_selected, **settings))
     bounds(sig, r.epsilon, r.lower, label=rec.label, ax=ax, marker=".")
   ax.set_xlabel("noise multiplier sigma")
   ax.set_ylabel(f"epsilon at delta={delta:g}")
@@ -143,9 +141,10 @@ def _tradeoff_of(source, fpr, direction):
   need = ("noise_multiplier", "num_examples", "batch_size", "num_epochs")
   if all(hasattr(source, n) for n in need):        # a DP-SGD statement
     sampling = getattr(source, "sampling", "balls_in_bins")
-    opts = _options(dpsgd.samplers.get(sampling),
-                    num_selected=getattr(source, "num_selected", 1) or 1,
-                    max_batch_size=getattr(source, "max_batch_size", None))
+    rec = dpsgd.samplers.get(sampling)
+    opts = _options(rec, num_selected=getattr(source, "num_selected", 1) or 1,
+                    **{k: getattr(source, k) for k in rec.options
+                       if k not in ("num_selected", "total_steps") and hasattr(source, k)})
     r = risk.tpr_at_fpr(fpr, noise_multiplier=float(source.noise_multiplier),
                         num_examples=source.num_examples, batch_size=source.batch_size,
                         num_epochs=source.num_epochs, sampling=sampling,
@@ -170,8 +169,8 @@ def tradeoff(source, *, fpr=None, ax=None, label=None, direction: str = "both",
     source: a ``jaxacct.accounting.PLDAccountant`` (its ``composed_plds()``),
       a DP-SGD statement (duck-typed: ``noise_multiplier``,
       ``num_examples``, ``batch_size``, ``num_epochs`` and optionally
-      ``sampling`` and the options its sampler lists, ``num_selected``,
-      ``max_batch_size``; as in :func:`jaxacct.risk.tpr_at_fpr`),
+      ``sampling`` and the options its sampler lists; as in
+      :func:`jaxacct.risk.tpr_at_fpr`),
       or a precomputed :class:`jaxacct.risk.TradeOff`.
     fpr: false-positive rates (default 200 points from 1e-6 to 0.999); ignored
       for a TradeOff.

@@ -253,12 +253,12 @@ def _tpr(sched, sigma, a, direction, want_lower):
 
 
 def _sched(progress, num_examples, batch_size, num_epochs, sampling, num_selected,
-           total_steps, direction, max_batch_size=None):
+           total_steps, direction, settings):
   check_progress_arg(progress)
   checks.check_choice("direction", direction, ("remove", "add", "both"))
   return schedule(num_examples=num_examples, batch_size=batch_size, num_epochs=num_epochs,
                   sampling=sampling, num_selected=num_selected, total_steps=total_steps,
-                  max_batch_size=max_batch_size)
+                  **settings)
 
 
 def _scalar_sigma(noise_multiplier):
@@ -270,8 +270,8 @@ def _scalar_sigma(noise_multiplier):
 
 def tpr_at_fpr(fpr, *, noise_multiplier, num_examples, batch_size, num_epochs=None,
                sampling: str = "balls_in_bins", num_selected: int = 1, total_steps=None,
-               max_batch_size=None, direction: str = "both", with_lower: bool = True,
-               progress: Optional[bool] = None) -> TradeOff:
+               direction: str = "both", with_lower: bool = True,
+               progress: Optional[bool] = None, **settings) -> TradeOff:
   r"""TPR bracket of the best membership-inference attack on a DP-SGD run, at FPRs.
 
   The trade-off (module docstring; Dong, Roth & Su, arXiv:1905.02383v3;
@@ -293,7 +293,7 @@ def tpr_at_fpr(fpr, *, noise_multiplier, num_examples, batch_size, num_epochs=No
     fpr: false-positive rates in [0, 1] (any shape; one PLD serves them all).
     noise_multiplier: sigma > 0 (scalar).
     num_examples, batch_size, num_epochs, sampling, num_selected, total_steps,
-      max_batch_size: the configuration, as in :func:`jaxacct.dpsgd.schedule`.
+      **settings: the configuration, as in :func:`jaxacct.dpsgd.schedule`.
     direction: "remove", "add" or "both" (default: the max).
     with_lower: also the lower bound (costs a second, optimistic PLD).
     progress: None (global switch), True or False.
@@ -305,7 +305,7 @@ def tpr_at_fpr(fpr, *, noise_multiplier, num_examples, batch_size, num_epochs=No
   Bound: upper (``upper``) and lower (``lower``).
   """
   sched = _sched(progress, num_examples, batch_size, num_epochs, sampling, num_selected,
-                 total_steps, direction, max_batch_size)
+                 total_steps, direction, settings)
   sigma = _scalar_sigma(noise_multiplier)
   checks.check_bool("with_lower", with_lower)
   a = np.asarray(fpr, np.float64)
@@ -318,7 +318,7 @@ def tpr_at_fpr(fpr, *, noise_multiplier, num_examples, batch_size, num_epochs=No
 
 def advantage(*, noise_multiplier, num_examples, batch_size, num_epochs=None,
               sampling: str = "balls_in_bins", num_selected: int = 1, total_steps=None,
-              max_batch_size=None, with_lower: bool = True) -> Advantage:
+              with_lower: bool = True, **settings) -> Advantage:
   r"""Membership advantage bracket (max_alpha TPR - FPR) of a DP-SGD run.
 
   ``delta(0)`` (total variation) of the pair of :func:`tpr_at_fpr`, both
@@ -332,7 +332,7 @@ def advantage(*, noise_multiplier, num_examples, batch_size, num_epochs=None,
   Bound: upper and lower.
   """
   sched = _sched(None, num_examples, batch_size, num_epochs, sampling, num_selected,
-                 total_steps, "both", max_batch_size)
+                 total_steps, "both", settings)
   sigma = _scalar_sigma(noise_multiplier)
   checks.check_bool("with_lower", with_lower)
   up_p, lo_p = _plds(*_key(sched, sigma, bool(with_lower)))
@@ -405,8 +405,9 @@ def _start(sched, target, alpha, upper_fn):
 def calibrate_noise_multiplier(*, num_examples, batch_size, tpr=None, fpr=None,
                                advantage=None, num_epochs=None,
                                sampling: str = "balls_in_bins", num_selected: int = 1,
-                               total_steps=None, max_batch_size=None, direction: str = "both",
-                               rtol: float = 1e-3, progress: Optional[bool] = None):
+                               total_steps=None, direction: str = "both",
+                               rtol: float = 1e-3, progress: Optional[bool] = None,
+                               **settings):
   r"""Smallest certified noise multiplier whose attack risk meets each target.
 
   Targets (arrays broadcast; one call for several): either ``tpr`` at
@@ -426,7 +427,7 @@ def calibrate_noise_multiplier(*, num_examples, batch_size, tpr=None, fpr=None,
 
   Args:
     num_examples, batch_size, num_epochs, sampling, num_selected, total_steps,
-      max_batch_size: the configuration, as in :func:`jaxacct.dpsgd.schedule`.
+      **settings: the configuration, as in :func:`jaxacct.dpsgd.schedule`.
     tpr: target true-positive rate(s) in (fpr, 1); with ``fpr``.
     fpr: false-positive rate(s) in (0, 1).
     advantage: target advantage(s) in (0, 1) (instead of tpr/fpr).
@@ -444,7 +445,7 @@ def calibrate_noise_multiplier(*, num_examples, batch_size, tpr=None, fpr=None,
   meets the target).
   """
   sched = _sched(progress, num_examples, batch_size, num_epochs, sampling, num_selected,
-                 total_steps, direction, max_batch_size)
+                 total_steps, direction, settings)
   checks.check_range("rtol", rtol, 0.0, 0.1, lo_open=True)
   if advantage is not None:
     if tpr is not None or fpr is not None:

@@ -25,7 +25,7 @@ from scipy import optimize, stats
 
 import jaxacct
 from jaxacct import calibrator, dpsgd
-from jaxacct.accounting import PLDAccountant
+from jaxacct.accounting import PLDAccountant, evaluator
 from jaxacct.accounting import events as ev
 from jaxacct.allocation import pld
 
@@ -170,16 +170,17 @@ FEW_EVALS = [((60000, 256, 10, 3.0), 0.6836079811930338, 4),
 
 @pytest.mark.parametrize("setting,old,max_evals", FEW_EVALS)
 def test_dpsgd_calibration_few_allocation_evaluations(monkeypatch, setting, old, max_evals):
-  # the allocation door is the cost of a calibration (lanes x rounds): count it
+  # the allocation door is the cost of a calibration (lanes x rounds): count the
+  # evaluator's lanes (every evaluation of a calibration asks evaluator.bracket)
   n, b, e, eps = setting
   lanes = []
-  door = calibrator.allocation_upper   # the calibrator's allocation door (upper only)
+  door = evaluator.bracket
 
-  def counted(sigma, delta, t, k, E, host=None):
-    lanes.append(np.size(sigma))
-    return door(sigma, delta, t, k, E, host)
+  def counted(events, delta, **kw):
+    lanes.append(len(events))
+    return door(events, delta, **kw)
 
-  monkeypatch.setattr(calibrator, "allocation_upper", counted)
+  monkeypatch.setattr(evaluator, "bracket", counted)
   rtol = 2.5e-4   # dpsgd's default
   s = dpsgd.calibrate_noise_multiplier(epsilon=eps, delta=DELTA, num_examples=n,
                                        batch_size=b, num_epochs=e, progress=False)
@@ -196,18 +197,18 @@ def test_host_or_jit_is_chosen_once_per_calibration_and_passed_down(monkeypatch,
   # one question, one choice: one lane runs on the host, several jitted, and every
   # evaluation of the search receives that choice (no door decides again)
   chosen, seen = [], []
-  decide, door = calibrator.is_host, calibrator.gaussian_upper
+  decide, door = evaluator.is_host, evaluator.bracket
 
   def once(*a):
     chosen.append(decide(*a))
     return chosen[-1]
 
-  def gaussian(sigma, delta, host=None):
+  def asked(events, delta, *, with_lower=True, host=None):
     seen.append(host)
-    return door(sigma, delta, host)
+    return door(events, delta, with_lower=with_lower, host=host)
 
-  monkeypatch.setattr(calibrator, "is_host", once)
-  monkeypatch.setattr(calibrator, "gaussian_upper", gaussian)
+  monkeypatch.setattr(evaluator, "is_host", once)
+  monkeypatch.setattr(evaluator, "bracket", asked)
   x = jaxacct.calibrate(lambda s: ev.GaussianDpEvent(s), target, DELTA, bracket=(0.1, 100.0))
   assert chosen == [np.ndim(target) == 0] and len(seen) >= 2
   assert set(seen) == set(chosen)

@@ -1,37 +1,28 @@
-r"""Ledgers that one scheme's own door answers: the accountant's scheme shortcuts (private).
+r"""The desks: event family -> its door for lanes, final rule, lower source and the
+accountant's door for a one-event ledger (private; :mod:`jaxacct.accounting.evaluator`
+is the public face).
 
-One builder per scheme serves both its front door and the accountant, so the
-two return the same number for the same event:
-
-* a ledger that is ONE random-allocation event composed once is
-  :func:`jaxacct.allocation.pld.allocation_pld_epsilon` / ``_delta`` (its
-  upper, certified lower and directions) under the run's final rule
-  (:mod:`jaxacct.accounting._final_rule`, the evaluator's too);
-* a ledger that is ONE Poisson-subsampled Gaussian event (add/remove
-  neighbours, ``0 < q < 1``, noise > 0) composed ``T`` times is
-  the Poisson door (``jaxacct.poisson.epsilon`` / ``delta(method="pld")``,
-  whose builder is ``jaxacct.pld._doors``) on the accountant's grid
-  (``step = value_discretization_interval``): the door's per-step truncation
-  and composition (its own tail masses; the accountant's ``tail_mass`` is for
-  the general path), on the host for a scalar question (no compiled program).
-  The door on its own grid reports it in ``details["step"]``; an accountant on
-  that grid returns the same epsilon. The door gives no lower bound: the accountant's bracket
-  takes its lower side from the general path.
-
-Anything else (and ``shortcuts=False``) takes the general FFT path of
-:mod:`jaxacct.accounting._accountant`. A ledger of several events is composed
-from their PLDs without the final rule: no amplification is a property of one
-run (its k E full-batch steps), so there the accountant's upper may sit above
-the smaller rule at low noise, never below a certified bound.
+One table (:data:`DESKS`) serves both layouts of each formula: the accountant's
+scalar door (:func:`scheme_door`: one random-allocation event composed once is
+:func:`jaxacct.allocation.pld.allocation_pld_epsilon` under the run's final rule,
+:mod:`jaxacct.accounting._final_rule`; one Poisson-subsampled Gaussian event composed
+T times is the Poisson door on the accountant's grid) and the evaluator's jitted lanes.
+Any other ledger takes the accountant's general FFT path. A ledger of several events
+gets no final rule: no amplification is a property of one run.
 """
 
 from __future__ import annotations
 
 from typing import Callable, NamedTuple, Optional
 
+import numpy as np
+
 from jaxacct import pld as jpld
+from jaxacct import poisson
 from jaxacct._core.events import family
 from jaxacct.accounting import _composition, _final_rule
+from jaxacct.accounting._final_rule import gaussian_upper, min_no_amplification
+from jaxacct.allocation import pld as apld
 from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
 
 
@@ -67,44 +58,142 @@ class SchemeDoor(NamedTuple):
   counts: Optional[Callable] = None   # (counts, delta) -> epsilon after each count
 
 
+def _allocation_door(event, n, f, relation, step):
+  """One random-allocation event composed once: the allocation PLD door under the
+  run's final rule."""
+  if n != 1:
+    return None
+  kw = dict(sigma=event.scale if event.mechanism == "laplace" else event.noise_multiplier,
+            steps_per_epoch=int(event.steps_per_epoch),
+            num_selected=int(event.num_selected), num_epochs=int(event.num_epochs),
+            mechanism=event.mechanism)
+  det = {"components": [(str(event), 1)],
+         "lower_scope": "mechanism" if int(event.num_selected) == 1 else "reduction"}
+  steps = int(event.num_selected) * int(event.num_epochs)
+
+  def ask_allocation(quantity, value, with_lower=True):
+    fn = allocation_pld_epsilon if quantity == "epsilon" else allocation_pld_delta
+    r = fn(**{"delta" if quantity == "epsilon" else "epsilon": value}, **kw,
+           with_lower=bool(with_lower))
+    if kw["mechanism"] != "gaussian":
+      return r
+    return _no_amplification(r, quantity, value, float(event.noise_multiplier), steps)
+  return SchemeDoor("allocation_pld", ask_allocation, True, det)
+
+
+def _poisson_door(event, n, f, relation, step):
+  """One Poisson-subsampled Gaussian event composed n times (add/remove): the Poisson
+  door on the accountant's grid (upper only; the lower is the caller's)."""
+  if n < 1 or _composition.relation_name(relation) != "ADD_OR_REMOVE_ONE":
+    return None
+  qs = (f.key[0], f.sigma)
+  kw = dict(sigma=qs[1], q=qs[0], num_steps=n, step=float(step))
+
+  def ask_poisson(quantity, value, with_lower=True):
+    if quantity == "epsilon":
+      return jpld.poisson_gaussian_epsilon(delta=value, **kw)
+    return jpld.poisson_gaussian_delta(epsilon=value, **kw)
+  det = {"components": [(f"poisson_gaussian(q={qs[0]:g}, sigma={qs[1]:g})", n)],
+         "neighboring_relation": "ADD_OR_REMOVE_ONE", "step": float(step)}
+
+  def at_counts(counts, delta):
+    return jpld.poisson_gaussian_epsilons(sigma=qs[1], q=qs[0], counts=counts, delta=delta,
+                                          step=float(step))
+  return SchemeDoor("poisson_pld", ask_poisson, False, det, at_counts)
+
+
 def scheme_door(live, relation, step: float) -> Optional[SchemeDoor]:
   """The door that answers the ledger ``live`` (``[(leaf event, count)]``,
-  validated leaves) exactly, or None (see the module)."""
+  validated leaves) exactly, or None (see the module): its family's desk's."""
   if len(live) != 1:
     return None
   event, n = live[0][0], int(live[0][1])
   f = family(event, n)
-  if f.name == "allocation" and n == 1:
-    kw = dict(sigma=event.scale if event.mechanism == "laplace" else event.noise_multiplier,
-              steps_per_epoch=int(event.steps_per_epoch),
-              num_selected=int(event.num_selected), num_epochs=int(event.num_epochs),
-              mechanism=event.mechanism)
-    det = {"components": [(str(event), 1)],
-           "lower_scope": "mechanism" if int(event.num_selected) == 1 else "reduction"}
+  desk = DESKS.get(f.name)
+  return None if desk is None or desk.door is None else desk.door(event, n, f, relation, step)
 
-    steps = int(event.num_selected) * int(event.num_epochs)
 
-    def ask_allocation(quantity, value, with_lower=True):
-      fn = allocation_pld_epsilon if quantity == "epsilon" else allocation_pld_delta
-      r = fn(**{"delta" if quantity == "epsilon" else "epsilon": value}, **kw,
-             with_lower=bool(with_lower))
-      if kw["mechanism"] != "gaussian":
-        return r
-      return _no_amplification(r, quantity, value, float(event.noise_multiplier), steps)
-    return SchemeDoor("allocation_pld", ask_allocation, True, det)
-  if (f.name == "poisson" and n >= 1
-      and _composition.relation_name(relation) == "ADD_OR_REMOVE_ONE"):
-    qs = (f.key[0], f.sigma)
-    kw = dict(sigma=qs[1], q=qs[0], num_steps=n, step=float(step))
+# ---------------------------------------------------------------------------
+# the desks: event family -> door for lanes, final rule, lower source, accountant door
+# ---------------------------------------------------------------------------
 
-    def ask_poisson(quantity, value, with_lower=True):   # upper only (lower: the caller's)
-      if quantity == "epsilon":
-        return jpld.poisson_gaussian_epsilon(delta=value, **kw)
-      return jpld.poisson_gaussian_delta(epsilon=value, **kw)
-    det = {"components": [(f"poisson_gaussian(q={qs[0]:g}, sigma={qs[1]:g})", n)],
-           "neighboring_relation": "ADD_OR_REMOVE_ONE", "step": float(step)}
-    def at_counts(counts, delta):
-      return jpld.poisson_gaussian_epsilons(sigma=qs[1], q=qs[0], counts=counts, delta=delta,
-                                            step=float(step))
-    return SchemeDoor("poisson_pld", ask_poisson, False, det, at_counts)
-  return None
+class Desk(NamedTuple):
+  """One family's door for lanes: ``lanes(key, sigma, delta, with_lower) -> (upper,
+  lower or None, method, details)`` on flat arrays, the family's final rule applied;
+  ``door``: the accountant's door for a one-event ledger of the family (its
+  scalar layout of the same formula); ``rounds(key)``: its Gaussian-DP (CLT) model, ``[(count, 1 / rate)]``, where
+  mu^2 = sum count min((e^{1/s^2} - 1) rate, 1 / s^2) starts a calibration."""
+  method: str
+  lanes: Callable
+  lower_source: str
+  rounds: Callable
+  door: Optional[Callable] = None   # (event, n, family, relation, step) -> SchemeDoor or None
+
+
+ALLOCATION_METHOD = "allocation.pld (tight PLD, Feldman-Shenfeld arXiv:2602.17284v1)"
+POISSON_METHOD = "poisson.pld (tight PLD of the Poisson-subsampled Gaussian)"
+GAUSSIAN_METHOD = "no amplification (exact Gaussian, sigma/sqrt(E))"
+
+
+def _allocation_lanes(key, sigma, delta, with_lower):
+  """k-of-t allocation over E epochs: the allocation PLD, and no amplification
+  (the final rule); the PLD's lower for k = 1 (for k > 1 it bounds the reduction)."""
+  t, k, E = key
+  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, steps_per_epoch=int(t),
+                                  num_selected=int(k), num_epochs=int(E),
+                                  with_lower=bool(with_lower))
+  up_pld = np.broadcast_to(np.asarray(r.epsilon, np.float64), sigma.shape).copy()
+  up = min_no_amplification(up_pld, sigma, delta, k * E, host=False)[0]
+  lo = None
+  if with_lower and k == 1:
+    lo = np.minimum(np.broadcast_to(np.asarray(r.lower, np.float64), sigma.shape), up)
+  method = ALLOCATION_METHOD + (" via Lemma 3.2 (k > 1)" if k > 1 else "")
+  failed = ~np.isfinite(up_pld)
+  if np.all(failed):
+    method = (f"no amplification (k E = {k * E} exact Gaussian steps): the allocation PLD "
+              "could not certify at this noise (inf)")
+  elif np.any(failed):
+    method += "; no amplification where the PLD could not certify (details['pld_upper'] inf)"
+  return up, lo, method, {"pld_upper": up_pld,
+                          "lower_scope": "mechanism" if k == 1 else "reduction"}
+
+
+def _poisson_lanes(key, sigma, delta, with_lower):
+  """T Poisson-subsampled Gaussian steps at rate q: the tight PLD, RDP where the
+  PLD's grid holds no finite bound (RDP is an upper too). Lanes carry no lower."""
+  q, T = key
+  up = np.broadcast_to(np.asarray(poisson.epsilon(q=float(q), sigma=sigma, num_steps=int(T),
+                                                  delta=delta, method="pld").epsilon,
+                                  np.float64), sigma.shape).copy()
+  method, details = POISSON_METHOD, {}
+  inf = ~np.isfinite(up)
+  if np.any(inf):
+    rdp = poisson.epsilon(q=q, sigma=sigma[inf], num_steps=T, delta=delta[inf], method="rdp")
+    details["pld_upper"] = up.copy()
+    up[inf] = np.minimum(up[inf], np.asarray(rdp.epsilon, np.float64))
+    method += ("; poisson.rdp (Mironov, Talwar & Zhang, arXiv:1908.10530v1) where the PLD "
+               "gives no finite bound (details['pld_upper'] inf)")
+  return up, None, method, details
+
+
+def _gaussian_lanes(key, sigma, delta, with_lower):
+  """One Gaussian of noise sigma (sigma / sqrt(count) of a composed one): exact."""
+  up = gaussian_upper(sigma, delta, host=False)
+  return up, (up.copy() if with_lower else None), GAUSSIAN_METHOD, {"lower_scope": "mechanism"}
+
+
+#: event family -> its door for lanes, final rule and lower source; any other
+#: family is the accountant's, lane by lane
+def _allocation_rounds(key):
+  t, k, E = key
+  f, rho = divmod(t, k)
+  return [((k - rho) * E, f), (rho * E, f + 1)]
+
+
+DESKS = {
+    "allocation": Desk(ALLOCATION_METHOD, _allocation_lanes, "the allocation PLD's (k = 1)",
+                       _allocation_rounds, _allocation_door),
+    "poisson": Desk(POISSON_METHOD, _poisson_lanes, "the accountant's, one question at a time",
+                    lambda key: [(key[1], 1.0 / key[0])], _poisson_door),
+    "gaussian": Desk(GAUSSIAN_METHOD, _gaussian_lanes, "exact", lambda key: [(1, 1.0)]),
+}

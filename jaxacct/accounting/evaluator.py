@@ -17,8 +17,9 @@ import numpy as np
 
 from jaxacct._core.lazy import LazyModule
 from jaxacct import accounting, poisson
-from jaxacct.accounting._final_rule import gaussian_upper, is_host, min_no_amplification
-from jaxacct.allocation import pld as apld
+from jaxacct.accounting._final_rule import is_host
+from jaxacct.accounting._scheme_doors import (ALLOCATION_METHOD, DESKS, GAUSSIAN_METHOD,
+                                              POISSON_METHOD, Desk)
 
 if TYPE_CHECKING:
   from jaxacct._core import events
@@ -40,86 +41,6 @@ class Bracket(NamedTuple):
   lower: Optional[np.ndarray]
   method: str
   details: dict
-
-
-class Desk(NamedTuple):
-  """One family's door for lanes: ``lanes(key, sigma, delta, with_lower) -> (upper,
-  lower or None, method, details)`` on flat arrays, the family's final rule applied;
-  ``rounds(key)``: its Gaussian-DP (CLT) model, ``[(count, 1 / rate)]``, where
-  mu^2 = sum count min((e^{1/s^2} - 1) rate, 1 / s^2) starts a calibration."""
-  method: str
-  lanes: Callable
-  lower_source: str
-  rounds: Callable
-
-
-ALLOCATION_METHOD = "allocation.pld (tight PLD, Feldman-Shenfeld arXiv:2602.17284v1)"
-POISSON_METHOD = "poisson.pld (tight PLD of the Poisson-subsampled Gaussian)"
-GAUSSIAN_METHOD = "no amplification (exact Gaussian, sigma/sqrt(E))"
-
-
-def _allocation_lanes(key, sigma, delta, with_lower):
-  """k-of-t allocation over E epochs: the allocation PLD, and no amplification
-  (the final rule); the PLD's lower for k = 1 (for k > 1 it bounds the reduction)."""
-  t, k, E = key
-  r = apld.allocation_pld_epsilon(sigma=sigma, delta=delta, steps_per_epoch=int(t),
-                                  num_selected=int(k), num_epochs=int(E),
-                                  with_lower=bool(with_lower))
-  up_pld = np.broadcast_to(np.asarray(r.epsilon, np.float64), sigma.shape).copy()
-  up = min_no_amplification(up_pld, sigma, delta, k * E, host=False)[0]
-  lo = None
-  if with_lower and k == 1:
-    lo = np.minimum(np.broadcast_to(np.asarray(r.lower, np.float64), sigma.shape), up)
-  method = ALLOCATION_METHOD + (" via Lemma 3.2 (k > 1)" if k > 1 else "")
-  failed = ~np.isfinite(up_pld)
-  if np.all(failed):
-    method = (f"no amplification (k E = {k * E} exact Gaussian steps): the allocation PLD "
-              "could not certify at this noise (inf)")
-  elif np.any(failed):
-    method += "; no amplification where the PLD could not certify (details['pld_upper'] inf)"
-  return up, lo, method, {"pld_upper": up_pld,
-                          "lower_scope": "mechanism" if k == 1 else "reduction"}
-
-
-def _poisson_lanes(key, sigma, delta, with_lower):
-  """T Poisson-subsampled Gaussian steps at rate q: the tight PLD, RDP where the
-  PLD's grid holds no finite bound (RDP is an upper too). Lanes carry no lower."""
-  q, T = key
-  up = np.broadcast_to(np.asarray(poisson.epsilon(q=float(q), sigma=sigma, num_steps=int(T),
-                                                  delta=delta, method="pld").epsilon,
-                                  np.float64), sigma.shape).copy()
-  method, details = POISSON_METHOD, {}
-  inf = ~np.isfinite(up)
-  if np.any(inf):
-    rdp = poisson.epsilon(q=q, sigma=sigma[inf], num_steps=T, delta=delta[inf], method="rdp")
-    details["pld_upper"] = up.copy()
-    up[inf] = np.minimum(up[inf], np.asarray(rdp.epsilon, np.float64))
-    method += ("; poisson.rdp (Mironov, Talwar & Zhang, arXiv:1908.10530v1) where the PLD "
-               "gives no finite bound (details['pld_upper'] inf)")
-  return up, None, method, details
-
-
-def _gaussian_lanes(key, sigma, delta, with_lower):
-  """One Gaussian of noise sigma (sigma / sqrt(count) of a composed one): exact."""
-  up = gaussian_upper(sigma, delta, host=False)
-  return up, (up.copy() if with_lower else None), GAUSSIAN_METHOD, {"lower_scope": "mechanism"}
-
-
-#: event family -> its door for lanes, final rule and lower source; any other
-#: family is the accountant's, lane by lane
-def _allocation_rounds(key):
-  t, k, E = key
-  f, rho = divmod(t, k)
-  return [((k - rho) * E, f), (rho * E, f + 1)]
-
-
-DESKS = {
-    "allocation": Desk(ALLOCATION_METHOD, _allocation_lanes, "the allocation PLD's (k = 1)",
-                       _allocation_rounds),
-    "poisson": Desk(POISSON_METHOD, _poisson_lanes, "the accountant's, one question at a time",
-                    lambda key: [(key[1], 1.0 / key[0])]),
-    "gaussian": Desk(GAUSSIAN_METHOD, _gaussian_lanes, "exact", lambda key: [(1, 1.0)]),
-}
 
 
 def noise_scale(event):

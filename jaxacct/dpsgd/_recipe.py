@@ -83,8 +83,10 @@ def schedule(*, num_examples, batch_size, num_epochs=None, sampling: str = "ball
 
 
 def _settings(rec, given: dict):
-  """The sampler's settings value built from ``given`` (ValueError naming a keyword
-  that is no option of the sampler, and the samplers it belongs to)."""
+  """The sampler's settings value built from ``given`` (None values: not given;
+  ValueError naming a keyword that is no option of the sampler, and the samplers it
+  belongs to)."""
+  given = {k: v for k, v in given.items() if v is not None}
   fields = () if rec.settings is None else tuple(f.name for f in dataclasses.fields(rec.settings))
   for key, value in given.items():
     if key not in fields:

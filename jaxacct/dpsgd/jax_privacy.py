@@ -55,7 +55,7 @@ def balls_in_bins_event(strategy, *, noise_multiplier: float, num_epochs: int = 
   record = samplers.get("balls_in_bins")
   # the event depends on t and E only (the strategy does not carry N): the
   # schedule of t examples in batches of 1 has t = floor(N / B) steps an epoch
-  sched = record.schedule(t, 1, num_epochs, 1, None, None)
+  sched = record.schedule(samplers.Request(t, 1, num_epochs, None, 1, None))
   return record.event(sched, float(noise_multiplier))
 
 

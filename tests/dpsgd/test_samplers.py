@@ -32,12 +32,12 @@ STANDIN = textwrap.dedent('''
     from jaxacct.accounting import events as ev
     from jaxacct.dpsgd import samplers
 
-    def schedule(n, batch_size, num_epochs, k, total_steps, cap):
-      if total_steps is not None:
+    def schedule(req):
+      if req.total_steps is not None:
         raise ValueError("total_steps: give num_epochs")
-      t = n // int(batch_size)
-      E = int(num_epochs)
-      return dpsgd.Schedule("standin", n, float(batch_size), float(E), 1, t, t * E, None)
+      n, t = req.num_examples, req.num_examples // int(req.batch_size)
+      E = int(req.num_epochs)
+      return dpsgd.Schedule("standin", n, float(req.batch_size), float(E), 1, t, t * E, None)
 
     def event(sched, sigma):
       return ev.SelfComposedDpEvent(ev.GaussianDpEvent(sigma), int(sched.num_epochs))
@@ -143,7 +143,9 @@ NEW = [("fixed_size", {}, "REPLACE_ONE",
        ("truncated_poisson", {"max_batch_size": 6}, "ADD_OR_REMOVE_ONE",
         lambda s: ev.TruncatedSubsampledGaussianDpEvent(
             dataset_size=20, sampling_probability=0.25, truncated_batch_size=6,
-            noise_multiplier=s))]
+            noise_multiplier=s)),
+       # 4 steps, b = 2 groups: ceil(4 / 2) = 2 steps at rate 2 B / N = 0.5 (written below)
+       ("cyclic_poisson", {"cycle_length": 2}, "ADD_OR_REMOVE_ONE", None)]
 
 
 @pytest.mark.slow
@@ -154,15 +156,19 @@ def test_new_samplers_equal_the_accountant(sampling, extra, relation, step, caps
   steps) give one number (1e-12)."""
   sigma, cfg = 2.0, dict(num_examples=20, batch_size=5, num_epochs=1, sampling=sampling)
   acc = accounting.PLDAccountant(accounting.NeighboringRelation[relation])
-  ref = acc.compose(step(sigma), 4).get_epsilon_bounds(DELTA)
+  if step is None:   # cyclic Poisson: 2 Poisson steps at rate 0.5
+    ref = acc.compose(ev.PoissonSampledDpEvent(0.5, ev.GaussianDpEvent(sigma)),
+                      2).get_epsilon_bounds(DELTA)
+  else:
+    ref = acc.compose(step(sigma), 4).get_epsilon_bounds(DELTA)
   got = dpsgd.epsilon(noise_multiplier=sigma, delta=DELTA, **cfg, **extra)
   assert got.epsilon == pytest.approx(ref.epsilon, rel=1e-12)
   assert got.lower == pytest.approx(ref.lower, rel=1e-12)
   argv = ["dpsgd", "--num-examples", "20", "--batch-size", "5", "--num-epochs", "1",
           "--delta", str(DELTA), "--noise-multiplier", str(sigma), "--sampling", sampling,
           "--json", "--quiet"]
-  if extra:
-    argv += ["--max-batch-size", str(extra["max_batch_size"])]
+  for key, value in extra.items():   # the flags built from the sampler's settings
+    argv += ["--" + key.replace("_", "-"), str(value)]
   assert main(argv) == 0
   out = json.loads(capsys.readouterr().out)
   assert out["epsilon"]["upper"] == pytest.approx(ref.epsilon, rel=1e-12)
@@ -189,4 +195,5 @@ def test_truncated_poisson_needs_its_cap():
     dpsgd.epsilon(sampling="truncated_poisson", max_batch_size=0, **cfg)
   sched = dpsgd.schedule(num_examples=N, batch_size=B, num_epochs=EPOCHS,
                          sampling="truncated_poisson", max_batch_size=20)
-  assert (sched.total_steps, sched.sampling_probability, sched.max_batch_size) == (200, 0.01, 20)
+  assert (sched.total_steps, sched.sampling_probability, sched.settings.max_batch_size) == (
+      200, 0.01, 20)

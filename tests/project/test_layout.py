@@ -397,8 +397,8 @@ SAMPLER_ROOMS = "jaxacct.dpsgd.samplers"
 #: modules that compare a string which is also a registered sampling name, and
 #: why the string is no sampling name there
 SAMPLING_NAME_OK = {
-    "jaxacct.calibrator": "event families of jaxacct._core.events.family ('poisson')",
-    "jaxacct.accounting._scheme_doors": "event families ('poisson')",
+    "jaxacct.accounting.evaluator": "event families of jaxacct._core.events.family ('poisson')",
+    "jaxacct.accounting._scheme_doors": "event families ('poisson'): the desks' table",
     "jaxacct.allocation._front": "an allocation method ('truncated_poisson')",
 }
 #: the events a sampler builds for a run
@@ -466,3 +466,43 @@ def test_the_final_rule_of_a_run_is_written_once():
                for _, m, names in _imports(code)), name
     sqrt = [n.lineno for n in ast.walk(code) if isinstance(n, ast.Attribute) and n.attr == "sqrt"]
     assert not sqrt, (name, sqrt)
+
+
+# ---------------------------------------------------------------------------
+# One answer desk (issue 64): the evaluator answers an event; the others ask it
+# ---------------------------------------------------------------------------
+
+FAMILIES = ("allocation", "poisson", "gaussian", "accountant", "other")
+#: where an event family (jaxacct._core.events.family) may be compared by name
+FAMILY_ROOMS = ("jaxacct._core.events", "jaxacct.accounting.evaluator")
+
+
+def _family_compares(tree):
+  for node in ast.walk(tree):
+    if not isinstance(node, ast.Compare):
+      continue
+    sides = [node.left, *node.comparators]
+    named = any(isinstance(x, ast.Attribute) and x.attr == "name"
+                or isinstance(x, ast.Name) and x.id in ("fam", "family", "f_name")
+                for x in sides)
+    strings = [e.value for x in sides
+               for e in (x.elts if isinstance(x, (ast.Tuple, ast.List, ast.Set)) else [x])
+               if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    if named and any(s in FAMILIES for s in strings):
+      yield node.lineno
+
+
+def test_event_families_are_compared_in_one_place():
+  bad = [f"{name}:{line}" for name, f in _modules() if name not in FAMILY_ROOMS
+         for line in _family_compares(ast.parse(f.read_text()))]
+  assert not bad, "\n".join(bad)
+
+
+def test_sampler_has_no_evaluator_of_its_own_and_calibrator_only_searches():
+  from jaxacct.dpsgd import samplers
+  import dataclasses
+  fields = {f.name for f in dataclasses.fields(samplers.Sampler)}
+  assert "evaluate" not in fields and {"event", "lower", "settings"} <= fields
+  assert len((ROOT / "calibrator.py").read_text().splitlines()) <= 300
+  assert not (ROOT / "tracking" / "_calibration.py").exists() or "SCHEMES" not in (
+      ROOT / "tracking" / "_calibration.py").read_text()

@@ -1,0 +1,119 @@
+"""One answer desk (issue 64): every sampler's ``dpsgd.epsilon`` IS the accountant's
+bracket of its event, and the cyclic Poisson sampler (jax_privacy's
+``CyclicPoissonSampling``) is the composition it is.
+
+Sources: the accountant (``jaxacct.accounting.PLDAccountant``) on
+``dpsgd.event`` for identity (``==``, no tolerance); dp_accounting 0.6.0's PLD
+accountant, live, for cyclic Poisson (its pessimistic and optimistic PLDs at a
+1e-4 grid bracket the truth; ours must lie within 1e-3 relative of its upper and
+never below its optimistic estimate less that grid error).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from jaxacct import dpsgd
+from jaxacct.accounting import NeighboringRelation, PLDAccountant, evaluator
+
+DELTA = 1e-5
+CFG = dict(num_examples=1000, batch_size=50, num_epochs=2)
+
+
+def _bracket_of_event(sampling, sigma, **kw):
+  event = dpsgd.event(noise_multiplier=sigma, sampling=sampling, **CFG, **kw)
+  rel = NeighboringRelation[evaluator.relation_of(event)]
+  return PLDAccountant(rel).compose(event).get_epsilon_bounds(DELTA)
+
+
+@pytest.mark.parametrize("sampling, kw", [
+    ("balls_in_bins", {}), ("poisson", {}), ("cyclic_poisson", {"cycle_length": 4}),
+    ("truncated_poisson", {"max_batch_size": 60}),
+])
+def test_dpsgd_epsilon_is_the_accountants_bracket(sampling, kw):
+  r = dpsgd.epsilon(noise_multiplier=1.2, delta=DELTA, sampling=sampling, **CFG, **kw)
+  acc = _bracket_of_event(sampling, 1.2, **kw)
+  assert r.epsilon == acc.epsilon
+  assert r.lower == acc.lower   # the same call: the lower too, for every sampler here
+  assert 0 < r.lower <= r.epsilon
+
+
+def test_shuffle_upper_is_the_accountants_and_its_lower_its_own():
+  # shuffle's event (no amplification) is an upper-bound stand-in: its exact
+  # Gaussian is no lower bound of shuffling; the lower is 1-of-t allocation's
+  # (B | N here), the accountant's lower of that allocation event
+  r = dpsgd.epsilon(noise_multiplier=1.2, delta=DELTA, sampling="shuffle", **CFG)
+  assert r.epsilon == _bracket_of_event("shuffle", 1.2).epsilon
+  alloc = dpsgd.epsilon(noise_multiplier=1.2, delta=DELTA, sampling="balls_in_bins", **CFG)
+  assert r.lower == min(alloc.lower, r.epsilon)
+  assert r.lower < r.epsilon
+
+
+def test_array_lanes_agree_with_single_questions():
+  # arrays run the family's jitted door, one question the accountant (host): one
+  # formula, two layouts (rtol 1e-9: the host and jitted layouts' round-off)
+  sig = np.array([0.9, 1.2, 2.0])
+  for sampling in ("balls_in_bins", "poisson"):
+    arr = dpsgd.epsilon(noise_multiplier=sig, delta=DELTA, sampling=sampling, **CFG)
+    one = [dpsgd.epsilon(noise_multiplier=float(s), delta=DELTA, sampling=sampling, **CFG)
+           for s in sig]
+    np.testing.assert_allclose(arr.epsilon, [o.epsilon for o in one], rtol=1e-9)
+
+
+def test_cyclic_poisson_of_one_group_is_poisson():
+  a = dpsgd.epsilon(noise_multiplier=1.1, delta=DELTA, sampling="cyclic_poisson",
+                    cycle_length=1, **CFG)
+  b = dpsgd.epsilon(noise_multiplier=1.1, delta=DELTA, sampling="poisson", **CFG)
+  assert (a.epsilon, a.lower) == (b.epsilon, b.lower)
+
+
+def test_cyclic_poisson_event_is_its_composition():
+  # T = ceil(E N / B) = 40 steps, b = 4 groups: ceil(40 / 4) = 10 steps at rate 4 B / N
+  ev = dpsgd.event(noise_multiplier=1.1, sampling="cyclic_poisson", cycle_length=4, **CFG)
+  assert ev.count == 10
+  assert math.isclose(ev.event.sampling_probability, 0.2)
+  assert ev.event.event.noise_multiplier == 1.1
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({}, "cycle_length is required"),
+    ({"cycle_length": 0}, "cycle_length"),
+    ({"cycle_length": True}, "cycle_length"),
+    ({"cycle_length": 30}, "cycle_length \\* batch_size must be <= num_examples"),
+    ({"cycle_length": 2, "max_batch_size": 5}, "max_batch_size applies to sampling='truncated"),
+    ({"cycle_length": 2, "cap": 5}, "cap is no parameter of jaxacct.dpsgd"),
+])
+def test_cyclic_poisson_settings_are_checked(kw, match):
+  with pytest.raises(ValueError, match=match):
+    dpsgd.epsilon(noise_multiplier=1.0, delta=DELTA, sampling="cyclic_poisson", **CFG, **kw)
+
+
+def test_settings_are_one_frozen_value():
+  sched = dpsgd.schedule(sampling="truncated_poisson", max_batch_size=20, **CFG)
+  assert type(sched.settings).__name__ == "TruncatedPoissonSettings"
+  assert sched.settings.max_batch_size == 20
+  with pytest.raises(Exception):
+    sched.settings.max_batch_size = 3
+  cyc = dpsgd.schedule(sampling="cyclic_poisson", cycle_length=3, **CFG)
+  assert (cyc.settings.cycle_length, cyc.total_steps, cyc.sampling_probability) == (3, 40, 0.05)
+
+
+@pytest.mark.slow
+def test_cyclic_poisson_against_dp_accounting_live():
+  dpa = pytest.importorskip("dp_accounting")
+  from dp_accounting.pld import pld_privacy_accountant
+  n, B, E, b, sigma = 60_000, 256, 10, 4, 1.0
+  r = dpsgd.epsilon(noise_multiplier=sigma, num_examples=n, batch_size=B, num_epochs=E,
+                    delta=DELTA, sampling="cyclic_poisson", cycle_length=b)
+  T = math.ceil(E * n / B)
+  event = dpa.SelfComposedDpEvent(
+      dpa.PoissonSampledDpEvent(b * B / n, dpa.GaussianDpEvent(sigma)), math.ceil(T / b))
+  theirs = {}
+  for pess in (True, False):
+    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    acc._pessimistic_estimate = pess   # dp_accounting 0.6.0: set before composing
+    theirs[pess] = acc.compose(event).get_epsilon(DELTA)
+  assert r.epsilon <= theirs[True] * (1 + 1e-3)
+  assert r.epsilon >= theirs[False] * (1 - 1e-3)
+  assert r.lower <= theirs[True]
