@@ -23,16 +23,25 @@ def _run(sched, step):
       step, sched.total_steps)
 
 
-def _without_replacement(sched, sigma):
+def _without_replacement(sched, sigma, run=True):
   ev = accounting.events   # loads on first use: dp_accounting comes with the events
-  return _run(sched, ev.SampledWithoutReplacementDpEvent(
-      sched.num_examples, int(sched.batch_size), ev.GaussianDpEvent(sigma)))
+  step = ev.SampledWithoutReplacementDpEvent(sched.num_examples, int(sched.batch_size),
+                                             ev.GaussianDpEvent(sigma))
+  return _run(sched, step) if run else step
 
 
-def _with_replacement(sched, sigma):
+def _with_replacement(sched, sigma, run=True):
   ev = accounting.events
-  return _run(sched, ev.SampledWithReplacementDpEvent(
-      sched.num_examples, int(sched.batch_size), ev.GaussianDpEvent(sigma)))
+  step = ev.SampledWithReplacementDpEvent(sched.num_examples, int(sched.batch_size),
+                                          ev.GaussianDpEvent(sigma))
+  return _run(sched, step) if run else step
+
+
+def _block_of(step):
+  def block(sched, sigma):
+    """One step; the tracker's cheaper mode evaluates every epoch end (t steps)."""
+    return step(sched, sigma, run=False), {"evaluate_every": sched.steps_per_epoch}
+  return block
 
 
 def _rate(sched):
@@ -44,7 +53,8 @@ SAMPLER = register(Sampler(
     label="fixed size, without replacement (PLD, replace-one)",
     text=("sampler fixed_size: every step draws exactly B of the N examples uniformly "
           "without replacement, independently of the other steps" + _COMMON),
-    schedule=_schedule_of("fixed_size"), event=_without_replacement, gdp_rate=_rate,
+    schedule=_schedule_of("fixed_size"), event=_without_replacement,
+    block=_block_of(_without_replacement), gdp_rate=_rate,
     relations=("replace_one",), accounted="replace_one"))
 
 WITH_REPLACEMENT = register(Sampler(
@@ -54,4 +64,4 @@ WITH_REPLACEMENT = register(Sampler(
           "with replacement (an example may be drawn more than once; its gradient then "
           "counts once per draw), independently of the other steps" + _COMMON),
     schedule=_schedule_of("fixed_size_with_replacement"), event=_with_replacement,
-    gdp_rate=_rate, relations=("replace_one",), accounted="replace_one"))
+    block=_block_of(_with_replacement), gdp_rate=_rate, relations=("replace_one",), accounted="replace_one"))

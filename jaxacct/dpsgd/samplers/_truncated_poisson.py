@@ -4,6 +4,7 @@ r"""The truncated Poisson sampler: Poisson sampling at rate q = B/N, a batch ove
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from jaxacct import accounting
 from jaxacct._core import checks
@@ -37,12 +38,22 @@ def _schedule(req):
   return rate_schedule("truncated_poisson", req)
 
 
-def _event(sched, sigma):
-  ev = accounting.events   # loads on first use: dp_accounting comes with the events
-  step = ev.TruncatedSubsampledGaussianDpEvent(
+def _step(sched, sigma):
+  return accounting.events.TruncatedSubsampledGaussianDpEvent(
       dataset_size=sched.num_examples, sampling_probability=sched.sampling_probability,
       truncated_batch_size=int(sched.settings.max_batch_size), noise_multiplier=sigma)
-  return step if sched.total_steps == 1 else ev.SelfComposedDpEvent(step, sched.total_steps)
+
+
+def _event(sched, sigma):
+  step = _step(sched, sigma)   # the events load on first use: dp_accounting comes with them
+  return step if sched.total_steps == 1 else accounting.events.SelfComposedDpEvent(
+      step, sched.total_steps)
+
+
+def _block(sched, sigma):
+  """One step; the tracker's cheaper mode evaluates once an epoch, ceil(T / E) steps."""
+  return _step(sched, sigma), {"evaluate_every": math.ceil(sched.total_steps /
+                                                           sched.num_epochs)}
 
 
 SAMPLER = register(Sampler(
@@ -52,5 +63,5 @@ SAMPLER = register(Sampler(
           "probability q = B/N, and a batch of more than b = max_batch_size examples keeps "
           "a uniformly random b of them (dp_accounting's TruncatedSubsampledGaussianDpEvent, "
           "arXiv:2508.15089); T = ceil(E N / B) steps; steps_per_epoch is the expected N/B"),
-    schedule=_schedule, event=_event, gdp_rate=lambda s: s.sampling_probability,
+    schedule=_schedule, event=_event, block=_block, gdp_rate=lambda s: s.sampling_probability,
     settings=TruncatedPoissonSettings, options=("total_steps",)))
