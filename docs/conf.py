@@ -149,7 +149,18 @@ def _skip_field_aliases(app, what, name, obj, skip, options):
   return None
 
 
+# A page links a notebook where the repository holds it, ``../../notebooks/NAME.ipynb``
+# from docs/how-to/ (so the link resolves in the Markdown sources too); the site
+# links the rendered tutorial, ``../tutorials/NAME.ipynb`` (the copy above).
+_NOTEBOOK_LINK = re.compile(r"\]\(((?:\.\./)*)\.\./notebooks/([\w-]+\.ipynb)\)")
+
+
+def _notebook_links(app, docname, source):
+  source[0] = _NOTEBOOK_LINK.sub(r"](\1tutorials/\2)", source[0])
+
+
 def setup(app):
+  app.connect("source-read", _notebook_links)
   app.connect("autodoc-skip-member", _skip_field_aliases)
   app.connect("autodoc-process-docstring", _keep_raw, priority=100)
   app.connect("autodoc-process-docstring", _literal_if_invalid, priority=900)

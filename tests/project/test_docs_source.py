@@ -77,3 +77,95 @@ def test_readme_quick_start_table_is_what_the_cli_prints(monkeypatch):
       assert [f"{lower:.5g}", f"{upper:.6g}"] == [f"{shown[0]:.5g}", f"{shown[1]:.6g}"], d
     else:
       assert f"{upper:.6g}" == f"{shown[0]:.6g}", d
+
+
+# ----------------------------------------------------------------------------
+# issue 67 item 8: the docs as a new user reads them, in the sources too
+
+def _doc_sources():
+  """README and every Markdown page of docs/ (not the build, not the copied notebooks)."""
+  pages = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "CHANGELOG.md")]
+  for path in sorted(glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)):
+    rel = os.path.relpath(path, os.path.join(ROOT, "docs"))
+    if not rel.startswith(("_build", "tutorials", "jupyter_execute")):
+      pages.append(path)
+  return pages
+
+
+def test_links_resolve_in_the_markdown_sources():
+  # Markdown links [text](path) and {doc}`path` roles name files that exist in the
+  # repository, relative to the page (the tutorial links named docs/tutorials/, a
+  # folder only the build makes)
+  dead = []
+  for page in _doc_sources():
+    text = open(page, encoding="utf-8").read()
+    here = os.path.dirname(page)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+      path = target.split("#")[0]
+      if not path or re.match(r"[a-z]+:", path):    # an anchor, a URL, mailto:
+        continue
+      if not os.path.exists(os.path.join(here, path)):
+        dead.append(f"{os.path.relpath(page, ROOT)}: ({target})")
+    for role in re.findall(r"\{doc\}`([^`]+)`", text):
+      target = re.sub(r".*<(.+)>$", r"\1", role)
+      base = os.path.join(ROOT, "docs") if target.startswith("/") else here
+      stem = os.path.join(base, target.lstrip("/"))
+      if not any(os.path.exists(stem + ext) for ext in (".md", ".ipynb", ".rst")):
+        dead.append(f"{os.path.relpath(page, ROOT)}: {{doc}}`{role}`")
+  assert not dead, "links that do not resolve in the sources:\n" + "\n".join(dead)
+
+
+def _help(argv):
+  import contextlib
+  import io
+
+  from jaxacct.__main__ import main
+  buf = io.StringIO()
+  with contextlib.redirect_stdout(buf):
+    try:
+      main(argv)
+    except SystemExit:
+      pass
+  return buf.getvalue()
+
+
+def test_docs_use_only_flags_that_help_shows():
+  # the docs used `--epochs`, which --help hides (its old spelling)
+  from jaxacct import sweep
+  shown = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", "".join(
+      [_help([]), _help(["dpsgd", "--help"]), _help(["table", "--help"]),
+       sweep.parser().format_help()])))
+  assert {"--num-epochs", "--brief", "--sigma", "--axis"} <= shown
+  pages = _doc_sources() + sorted(glob.glob(os.path.join(ROOT, "notebooks", "*.ipynb")))
+  bad = []
+  for page in pages:
+    if page.endswith("glossary.md") or page.endswith("CHANGELOG.md"):
+      continue   # the glossary lists the hidden spellings as such; the changelog, history
+    text = open(page, encoding="utf-8").read().replace('\\"', '"')
+    cmds = re.findall(r"jaxacct (?:dpsgd|table)\b[^`\n;|]*", text)
+    cmds += re.findall(r"\[\s*\"jaxacct\",[^\]]*\]", text, re.S)
+    cmds += re.findall(r"-m jaxacct\.sweep\b[^`\n]*", text)
+    for flag in sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", " ".join(cmds)))):
+      if flag not in shown:
+        bad.append(f"{os.path.relpath(page, ROOT)}: {flag}")
+  assert not bad, "flags the docs use that --help does not show:\n" + "\n".join(bad)
+
+
+def test_privacy_statement_page_covers_every_sampler():
+  from jaxacct.dpsgd import samplers
+  text = open(os.path.join(ROOT, "docs", "how-to", "privacy_statement.md"),
+              encoding="utf-8").read()
+  rows = re.findall(r"^\| `(\w+)`", text, re.M)
+  assert set(samplers.names()) <= set(rows), sorted(set(samplers.names()) - set(rows))
+  assert "shuffle only" not in text and "zero_out" in text
+  assert "--epochs" not in text.replace("--num-epochs", "")
+
+
+def test_changelog_claims_no_release_that_does_not_exist():
+  # it linked a package-index release of 0.1.0 that was never published
+  text = open(os.path.join(ROOT, "CHANGELOG.md"), encoding="utf-8").read()
+  assert "pypi.org/project/jaxacct" not in text
+  versions = re.findall(r"^## \[?(\d+\.\d+\.\d+)\]?(.*)$", text, re.M)
+  assert versions, "no version heading"
+  for version, rest in versions:
+    assert "not released" in rest, (version, rest)
