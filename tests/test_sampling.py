@@ -183,6 +183,7 @@ def test_every_training_sampler_is_a_registered_one():
   from jaxacct.dpsgd import samplers
   assert set(TRAINING_SAMPLERS) == {"balls_in_bins", "poisson"}
   assert set(TRAINING_SAMPLERS) <= set(samplers.names())
+  # every registered sampler has one through sampling.loader: tests/tracking/test_loaders.py
 
 
 @pytest.mark.parametrize("name", sorted(TRAINING_SAMPLERS))

@@ -20,8 +20,9 @@ _LAZY = {
     "accountant_for": ("jaxacct.tracking._calibration", "accountant_for"),
     **{n: ("jaxacct.tracking._hook", n)
        for n in ("PrivacyBudgetExceeded", "PrivacyScheduleChanged", "PrivacyTrackerState",
-                 "clip_and_sum", "gaussian_noise", "privacy_spent", "track_privacy")},
-    **{n: ("jaxacct.tracking._aggregate", n) for n in ("DPAggregateState", "dp_aggregate")},
+                 "gaussian_noise", "privacy_spent", "track_privacy")},
+    **{n: ("jaxacct.tracking._aggregate", n)
+       for n in ("DPAggregateState", "clip_and_sum", "dp_aggregate")},
     # the balls-in-bins table's prefix pair (not listed: its oracle tests read it)
     "prefix_pair": ("jaxacct.tracking._epochs", "prefix_pair"),
 }
@@ -30,10 +31,10 @@ if TYPE_CHECKING:
   from jaxacct.tracking._accountants import (EpsilonTableAccountant, EventAccountant,
                                              epsilon_table)
   from jaxacct.tracking._calibration import accountant_for
-  from jaxacct.tracking._aggregate import DPAggregateState, dp_aggregate
+  from jaxacct.tracking._aggregate import DPAggregateState, clip_and_sum, dp_aggregate
   from jaxacct.tracking._hook import (PrivacyBudgetExceeded, PrivacyScheduleChanged,
-                                      PrivacyTrackerState, clip_and_sum, gaussian_noise,
-                                      privacy_spent, track_privacy)
+                                      PrivacyTrackerState, gaussian_noise, privacy_spent,
+                                      track_privacy)
 
 # The optax states (``PrivacyTrackerState``, ``DPAggregateState``) are read by
 # name (``optax.tree.get(state, "PrivacyTrackerState")``) or through

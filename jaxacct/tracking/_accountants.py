@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import accounting
+from jaxacct.accounting import evaluator
 from jaxacct._core import checks
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core.lazy import LazyModule
@@ -36,6 +37,23 @@ else:   # imported with the first event: dp_accounting (when installed) comes wi
 # --------------------------------------------------------------------------
 # Accountants: float64 epsilon tables, built once on the host.
 # --------------------------------------------------------------------------
+
+#: the longest run a table is built for: one float64 entry per step (with the
+#: hook's float32 copy and budget flags, about 0.4 GB at this size)
+MAX_STEPS = 2 ** 24
+
+
+def check_table_size(name: str, count) -> int:
+  """``int(count)``, or a ValueError naming ``name`` before anything is allocated
+  when the table would hold more than :data:`MAX_STEPS` entries."""
+  checks.check_int(name, count, min_value=1)
+  if int(count) > MAX_STEPS:
+    raise ValueError(
+        f"{name} must be <= {MAX_STEPS:,} (2**24) for a tracker: its epsilon table holds "
+        f"one float64 entry per step, built before training; got {name}={int(count):,}. "
+        "Track a shorter run, or account the whole run at once with "
+        "jaxacct.dpsgd.epsilon (or jaxacct.accounting.PLDAccountant).")
+  return int(count)
 
 class _Accountant:
   """Base class. Subclasses define ``block_size`` and ``_block_table``.
@@ -72,7 +90,7 @@ class _Accountant:
 
   def block_table(self, num_blocks: int, delta: float) -> np.ndarray:
     """float64 array (num_blocks + 1,): eps after b = 0..num_blocks blocks."""
-    checks.check_int("num_blocks", num_blocks, min_value=1)
+    check_table_size("num_blocks", num_blocks)
     checks.check_delta(delta)
     # The hook may be built inside a user's jit trace (e.g. a train function
     # that makes its optimizer): there ensure_compile_time_eval keeps the
@@ -114,8 +132,9 @@ class _Accountant:
   def lazy_table(self, num_steps: int, delta: float) -> LazyTable:
     """The step table as a :class:`LazyTable`, once per ``(num_steps, delta)``
     (and ledger): its pieces on a background thread where
-    :meth:`step_segments` gives them, else computed here, at once."""
-    checks.check_int("num_steps", num_steps, min_value=1)
+    :meth:`step_segments` gives them, else computed here, at once (at most
+    :data:`MAX_STEPS` steps: refused before anything is allocated)."""
+    check_table_size("num_steps", num_steps)
     checks.check_delta(delta)
     key = ("lazy", int(num_steps), float(delta), self._ledger_key())
     memo = self.__dict__.setdefault("_tables", {})
@@ -242,7 +261,9 @@ class EventAccountant(_Accountant):
       settings are used); default a fresh one with ``neighboring_relation``
       and ``value_discretization_interval``.
     neighboring_relation, value_discretization_interval: for the default
-      accountant (dp_accounting's defaults: add/remove, 1e-4).
+      accountant (default: add/remove, replace-one for an event of a
+      fixed-size batch, the only relation the accountant takes for it, as
+      :func:`jaxacct.dpsgd.epsilon`; value interval 1e-4).
     max_evaluations: None (default: every count) or an int >= 2 (the cheaper
       grid above, which overstates epsilon between its counts).
     evaluate_every: None or an int >= 1: with ``max_evaluations``, counts that
@@ -266,6 +287,8 @@ class EventAccountant(_Accountant):
       checks.check_int("evaluate_every", evaluate_every, min_value=1)
     check_progress_arg(progress)
     if accountant is None:
+      if neighboring_relation is None:   # the relation dpsgd accounts the event under
+        neighboring_relation = evaluator.relation_of(event)
       # accounting.PLDAccountant resolves on first use (PEP 562): dp_accounting,
       # its base class when installed, loads with this accountant only
       accountant = accounting.PLDAccountant(neighboring_relation, value_discretization_interval)

@@ -9,6 +9,7 @@ Bound: the released update is the accounted Gaussian sum times a constant.
 
 from __future__ import annotations
 
+import functools
 import zlib
 from typing import NamedTuple
 
@@ -69,6 +70,44 @@ def _leading_length(flat, mask) -> int:
     raise ValueError(f"mask must have one entry per example, shape ({length},) like the "
                      f"updates' leading axis; got shape {tuple(jnp.shape(mask))}.")
   return length
+
+
+def _to_dtype(x, dtype):
+  """``x`` in ``dtype``, saturated at its largest finite value (a float16 update
+  never turns into inf; the clamp is 1-Lipschitz per coordinate, a post-processing)."""
+  if jnp.dtype(dtype) == x.dtype:
+    return x
+  top = float(jnp.finfo(dtype).max) if jnp.issubdtype(dtype, jnp.floating) else None
+  return (jnp.clip(x, -top, top) if top is not None else x).astype(dtype)
+
+
+def clipped_sums(flat, length, c, mask=None):
+  """The per-example clipped sums of ``flat`` (leaves with a leading example axis
+  ``length``), one per leaf, in the leaf's dtype promoted to at least float32.
+
+  Each example's row (its entries in every leaf) is scaled to global L2 norm
+  <= ``c``; a row whose norm is not finite (a NaN or inf entry, or a norm that
+  overflows even in float32) is scaled to 0, as a padding row (``mask`` 0) is.
+  Squares, norms and sums are taken in at least float32 whatever the
+  gradients' dtype (a float16 sum past 65,504 would be inf).
+  """
+  wide = [jnp.promote_types(jnp.result_type(g), jnp.float32) for g in flat]
+  norm_dt = functools.reduce(jnp.promote_types, wide)
+  sq = sum(jnp.sum(jnp.reshape(g, (length, -1)).astype(norm_dt) ** 2, axis=1) for g in flat)
+  norms = jnp.sqrt(sq)
+  finite = jnp.isfinite(norms)
+  scale = jnp.where(finite, jnp.minimum(1.0, c / jnp.where(finite & (norms > 0), norms, 1.0)),
+                    0.0)
+  if mask is not None:
+    keep = jnp.reshape(jnp.asarray(mask), (length,)) > 0
+    scale = jnp.where(keep, scale, 0.0)
+  out = []
+  for g, dt in zip(flat, wide):
+    x = jnp.asarray(g).astype(dt)
+    w = jnp.reshape(scale, (length,) + (1,) * (x.ndim - 1)).astype(dt)
+    # where, not w * g: a zeroed row's non-finite gradient contributes 0, not NaN
+    out.append(jnp.sum(jnp.where(w > 0, w * x, jnp.zeros_like(x)), axis=0))
+  return out
 
 
 def dp_aggregate(*, l2_norm_clip: float, noise_multiplier: float,
@@ -168,27 +207,64 @@ def dp_aggregate(*, l2_norm_clip: float, noise_multiplier: float,
           "schedule must be fixed in advance). Start a new run (new init and accountant).")
     flat, tdef = jax.tree.flatten(updates)
     length = _leading_length(flat, mask)
-    # per-example global norm over leaves, then scale (a zero row stays zero); a
-    # non-finite norm (a NaN or inf entry, or a norm that overflows) scales the row
-    # to 0, as padding is: clipping must bound every row, NaN included
-    sq = sum(jnp.sum(jnp.reshape(g, (length, -1)) ** 2, axis=1) for g in flat)
-    norms = jnp.sqrt(sq)
-    finite = jnp.isfinite(norms)
-    scale = jnp.where(finite, jnp.minimum(1.0, c / jnp.where(finite & (norms > 0), norms, 1.0)),
-                      0.0)
-    if mask is not None:
-      keep = jnp.reshape(jnp.asarray(mask), (length,)) > 0
-      scale = jnp.where(keep, scale, 0.0)
+    sums = clipped_sums(flat, length, c, mask)
     new_key, *ks = jax.random.split(state.rng_key, len(flat) + 1)
     out = []
-    for g, k in zip(flat, ks):
-      w = jnp.reshape(scale, (length,) + (1,) * (g.ndim - 1)).astype(g.dtype)
-      # where, not w * g: a padding row's non-finite gradient contributes 0, not NaN
-      total = jnp.sum(jnp.where(w > 0, w * g, jnp.zeros_like(g)), axis=0)
-      noisy = (total + noise_std * jax.random.normal(k, g.shape[1:], g.dtype)) / m
+    for g, total, k in zip(flat, sums, ks):
+      # noise and divisor in the sum's dtype (at least float32), then the gradients'
+      noisy = (total + noise_std * jax.random.normal(k, g.shape[1:], total.dtype)) / m
+      noisy = _to_dtype(noisy, g.dtype)
       out.append(jnp.where(changed, jnp.zeros_like(noisy), noisy))
     return jax.tree.unflatten(tdef, out), DPAggregateState(
         rng_key=new_key, settings_id=state.settings_id, settings_changed=changed)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
+
+
+def clip_and_sum(l2_norm_clip: float) -> optax.GradientTransformation:
+  """Clips per-example gradients (leading axis) to ``l2_norm_clip`` and sums them.
+
+  Stateless. The clipped sum of :func:`dp_aggregate` (:func:`clipped_sums`):
+  a row whose norm is not finite (a NaN or inf gradient) contributes 0, and
+  the sum is accumulated in at least float32 (returned in the gradients'
+  dtype, saturated at its largest finite value).
+
+  With ``optax.MultiSteps(inner, every_k_schedule=K)`` put it
+  *outside* (``optax.chain(clip_and_sum(C), optax.MultiSteps(...))``):
+  MultiSteps then averages K clipped sums, whose sensitivity is C / K, so the
+  inner chain adds noise once per applied update with
+  ``gaussian_noise(stddev=sigma * C / K, ...)`` and scales by
+  ``K / expected_batch_size`` (the declared expected logical batch size: a
+  constant, never the padded length K * micro_batch_size, which depends on
+  the dataset size; see :func:`jaxacct.tracking.dp_aggregate`);
+  ``track_privacy`` inside counts one step per applied update with noise
+  multiplier sigma. The sampling scheme the
+  accountant assumes applies to the *logical* batch (the union of the K
+  micro-batches), e.g. Poisson at rate q over the dataset, then split into K
+  fixed-size chunks padded with all-zero rows (which clip to zero).
+
+  Example (the test suite runs this pattern)::
+
+    tx = optax.chain(
+        clip_and_sum(C),
+        optax.MultiSteps(optax.chain(
+            gaussian_noise(sigma * C / K, key),
+            track_privacy(EventAccountant(PoissonSampledDpEvent(q, GaussianDpEvent(sigma))),
+                          num_steps=T, delta=d),
+            optax.scale(K / expected_batch_size), optax.sgd(lr)),
+          every_k_schedule=K))
+
+  Args:
+    l2_norm_clip: > 0.
+  """
+  c = _concrete_number("l2_norm_clip", l2_norm_clip)
+  checks.check_positive("l2_norm_clip", c)
+
+  def update_fn(updates, state, params=None):
+    del params
+    flat, tdef = jax.tree.flatten(updates)
+    sums = clipped_sums(flat, _leading_length(flat, None), c)
+    return jax.tree.unflatten(tdef, [_to_dtype(s, g.dtype) for s, g in zip(sums, flat)]), state
+
+  return optax.GradientTransformation(lambda p: optax.EmptyState(), update_fn)

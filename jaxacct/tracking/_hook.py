@@ -3,7 +3,7 @@
 :func:`track_privacy` (count applied updates, look the epsilon up, enforce a
 budget, refuse a schedule change), :func:`privacy_spent`, and the DP
 aggregation pieces that compose with gradient accumulation
-(:func:`clip_and_sum`, :func:`gaussian_noise`).
+(:func:`gaussian_noise`; :func:`clip_and_sum` is in the aggregation module).
 Bound: upper (the accountant's table), for a schedule fixed in advance.
 """
 
@@ -20,8 +20,8 @@ import optax
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import x64_enabled
-from jaxacct.tracking._accountants import check_accountant
-from jaxacct.tracking._settings import ACCOUNTED, accounted, check_settings
+from jaxacct.tracking._accountants import check_accountant, check_table_size
+from jaxacct.tracking._settings import ACCOUNTED, DELTAS, accounted, check_settings, schedule_of
 
 
 def host_flag_set(flag) -> bool:
@@ -87,6 +87,7 @@ WINDOW = 256
 
 
 def _round_up_f32(x: np.ndarray) -> np.ndarray:
+  x = np.asarray(x, np.float64)
   y = x.astype(np.float32)
   return np.where(y.astype(np.float64) < x, np.nextafter(y, np.float32(np.inf)), y)
 
@@ -149,8 +150,9 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
   Args:
     accountant: an :class:`EventAccountant` (the sampling scheme as an event
       per block) or an :class:`EpsilonTableAccountant`.
-    num_steps: planned number of applied updates (>= 1); later updates
-      report ``eps = +inf`` (no guarantee) and are masked if a budget is set.
+    num_steps: planned number of applied updates (>= 1, at most 2**24: the
+      table holds one entry per step); later updates report ``eps = +inf``
+      (no guarantee) and are masked if a budget is set.
     delta: in (0, 1).
     max_epsilon: budget (> 0) or None (track only).
     on_budget: ``"stop"`` (mask further updates, set ``budget_exhausted``)
@@ -179,7 +181,7 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
     >>> round(float(optax.tree.get(st, "eps")), 4)
     0.9263
   """
-  checks.check_int("num_steps", num_steps, min_value=1)
+  check_table_size("num_steps", num_steps)
   checks.check_delta(delta)
   checks.check_choice("on_budget", on_budget, ("stop", "raise"))
   if max_epsilon is not None:
@@ -193,6 +195,7 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
     reader = _Reader(table, accountant, n, delta, max_epsilon)
     sid = _fingerprint(accountant.schedule_key(), n, delta, budget)
     ACCOUNTED[sid] = accounted(accountant)
+    DELTAS[sid] = delta
     return optax.GradientTransformation(*_lazy_fns(reader, n, delta, max_epsilon, sid, raising))
   table64 = table.full()
   if max_epsilon is not None:   # the crossing on the accountant's own numbers
@@ -206,6 +209,7 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
   table32 = _round_up_f32(table64)
   sid = zlib.crc32(np.concatenate([table64, [float(n), delta, budget]]).tobytes()) & 0x7FFFFFFF
   ACCOUNTED[sid] = accounted(accountant)
+  DELTAS[sid] = delta
 
   def _tables():
     if x64_enabled():
@@ -254,8 +258,10 @@ def _arr(x, dtype):
 
 
 def _state0(eps0, delta, dt, sid, raising, weps, wok, *, base, hi):
+  # a float32 delta is rounded up: the claim it carries is weaker, never stronger
+  d = delta if jnp.dtype(dt) == jnp.float64 else _round_up_f32(delta)
   return PrivacyTrackerState(
-      count=_arr(0, jnp.int32), eps=_arr(eps0, dt), delta=_arr(delta, dt),
+      count=_arr(0, jnp.int32), eps=_arr(eps0, dt), delta=_arr(d, dt),
       budget_exhausted=_arr(False, bool), schedule_id=_arr(sid, jnp.int32),
       schedule_changed=_arr(False, bool), raise_on_budget=_arr(raising, bool),
       table_base=_arr(base, jnp.int32), table_hi=_arr(hi, jnp.int32),
@@ -442,8 +448,10 @@ def privacy_spent(opt_state: Any):
   ``TrainState.opt_state``) through ``optax.tree.get``.
 
   Returns:
-    ``(eps, delta)``: Python floats for a concrete unbatched state; arrays
-    under ``jit``/``vmap`` or for a batched state.
+    ``(eps, delta)``: Python floats for a concrete unbatched state, ``delta``
+    exactly the one the hook's table was computed for; arrays under
+    ``jit``/``vmap`` or for a batched state (float32 under x64 off: ``eps``
+    and ``delta`` rounded up, a weaker claim, never a stronger one).
 
   Raises:
     KeyError: if the state holds more than one tracker; ValueError if none,
@@ -481,54 +489,14 @@ def privacy_spent(opt_state: Any):
         "budget_exhausted, and this check raises.)")
   if isinstance(st.eps, jax.core.Tracer) or np.ndim(st.eps) or np.ndim(st.delta):
     return st.eps, st.delta
-  return float(st.eps), float(st.delta)
+  # the delta the table was computed for, exactly (the state's float32 copy is
+  # rounded up); eps as the state holds it (float32: rounded up)
+  return float(st.eps), DELTAS.get(schedule_of(st), float(st.delta))
 
 
 # --------------------------------------------------------------------------
 # DP aggregation that composes with gradient accumulation.
 # --------------------------------------------------------------------------
-
-def clip_and_sum(l2_norm_clip: float) -> optax.GradientTransformation:
-  """Clips per-example gradients (leading axis) to ``l2_norm_clip`` and sums them.
-
-  Stateless. With ``optax.MultiSteps(inner, every_k_schedule=K)`` put it
-  *outside* (``optax.chain(clip_and_sum(C), optax.MultiSteps(...))``):
-  MultiSteps then averages K clipped sums, whose sensitivity is C / K, so the
-  inner chain adds noise once per applied update with
-  ``gaussian_noise(stddev=sigma * C / K, ...)`` and scales by
-  ``K / expected_batch_size`` (the declared expected logical batch size: a
-  constant, never the padded length K * micro_batch_size, which depends on
-  the dataset size; see :func:`jaxacct.tracking.dp_aggregate`);
-  ``track_privacy`` inside counts one step per applied update with noise
-  multiplier sigma. The sampling scheme the
-  accountant assumes applies to the *logical* batch (the union of the K
-  micro-batches), e.g. Poisson at rate q over the dataset, then split into K
-  fixed-size chunks padded with all-zero rows (which clip to zero).
-
-  Example (the test suite runs this pattern)::
-
-    tx = optax.chain(
-        clip_and_sum(C),
-        optax.MultiSteps(optax.chain(
-            gaussian_noise(sigma * C / K, key),
-            track_privacy(EventAccountant(PoissonSampledDpEvent(q, GaussianDpEvent(sigma))),
-                          num_steps=T, delta=d),
-            optax.scale(K / expected_batch_size), optax.sgd(lr)),
-          every_k_schedule=K))
-
-  Args:
-    l2_norm_clip: > 0.
-  """
-  checks.check_positive("l2_norm_clip", l2_norm_clip)
-
-  def update_fn(updates, state, params=None):
-    del params
-    flat, tdef = jax.tree.flatten(updates)
-    summed, _ = optax.per_example_global_norm_clip(flat, l2_norm_clip)
-    return jax.tree.unflatten(tdef, summed), state
-
-  return optax.GradientTransformation(lambda p: optax.EmptyState(), update_fn)
-
 
 class GaussianNoiseState(NamedTuple):
   """PRNG key of :func:`gaussian_noise`."""

@@ -18,6 +18,8 @@ import optax
 # compares the two of one optimizer state.
 ACCOUNTED: dict = {}
 _AGGREGATED: dict = {}
+#: the delta (a Python float) each hook's table holds at, by its fingerprint
+DELTAS: dict = {}
 
 
 def register_aggregate(settings_id: int, noise_multiplier: float,
@@ -37,6 +39,11 @@ def accounted(accountant):
     if sigma is None and isinstance(getattr(e, "scale", None), (int, float)):
       sigma = e.scale   # (a Laplace allocation's scale, formerly its sigma)
   return (None if sigma is None else float(sigma), declared.get("expected_batch_size"))
+
+
+def schedule_of(st) -> int:
+  """The schedule fingerprint of a concrete tracker state."""
+  return _scalar(st.schedule_id)
 
 
 def check_settings(st, opt_state):

@@ -394,9 +394,11 @@ def test_clip_and_sum_then_noise_inside_multisteps(x64):
     (lambda: tracking.accountant_for("poisson", noise_multiplier=1.0, num_examples=100,
                                      batch_size=200, num_epochs=1), "batch_size"),
     (lambda: tracking.accountant_for("shuffle", noise_multiplier=1.0, num_examples=100,
-                                     num_epochs=1), "scheme"),
-    (lambda: tracking.accountant_for("gaussian", noise_multiplier=0.0, num_examples=100,
-                                     num_epochs=1), "noise_multiplier"),
+                                     num_epochs=1), "batch_size"),
+    (lambda: tracking.accountant_for("no_such", noise_multiplier=1.0, num_examples=100,
+                                     batch_size=10, num_epochs=1), "sampling"),
+    (lambda: tracking.accountant_for("shuffle", noise_multiplier=0.0, num_examples=100,
+                                     batch_size=100, num_epochs=1), "noise_multiplier"),
 ])
 def test_bad_configuration_raises(make, match):
   with pytest.raises(ValueError, match=match):
@@ -419,10 +421,10 @@ def test_privacy_spent_without_tracker():
 # Calibrate with dpsgd.calibrate_noise_multiplier (jaxacct.calibrate), then
 # the run's accountant (tracking.accountant_for) tabulates the bound met.
 # poisson: tight PLD calibration, about a minute on 2 shared cores.
-@pytest.mark.parametrize("scheme", [pytest.param("poisson", marks=pytest.mark.slow),
-                                    "gaussian"])
-def test_calibrated_accountant_meets_target_tightly(scheme):
-  sampling = {"poisson": "poisson", "gaussian": "shuffle"}[scheme]
+@pytest.mark.parametrize("sampling", [pytest.param("poisson", marks=pytest.mark.slow),
+                                      "shuffle"])
+def test_calibrated_accountant_meets_target_tightly(sampling):
+  scheme = sampling
   B = 50 if scheme == "poisson" else 1000
   sigma = jaxacct.dpsgd.calibrate_noise_multiplier(
       epsilon=2.0, delta=DELTA, num_examples=1000, batch_size=B, num_epochs=2,
@@ -437,23 +439,22 @@ def test_calibrated_accountant_meets_target_tightly(scheme):
   acc = tracking.accountant_for(scheme, noise_multiplier=s, num_examples=1000,
                                 batch_size=B, num_epochs=2)
   assert tracking.epsilon_table(acc, num_steps=steps, delta=DELTA)[-1] > 2.0
-  if scheme == "gaussian":
+  if scheme == "shuffle":
     # One step at sigma/sqrt(E): the exact profile (independent formula).
     np.testing.assert_allclose(
         float(gaussian_epsilon(sigma / np.sqrt(2), DELTA).epsilon), 2.0, rtol=1e-8)
 
 
-@pytest.mark.parametrize("scheme, B, tol", [
-    ("allocation", 50, 1e-12), ("gaussian", 100, 1e-12), ("gaussian", None, 1e-12),
+@pytest.mark.parametrize("sampling, B, tol", [
+    ("balls_in_bins", 50, 1e-12), ("shuffle", 100, 1e-12), ("shuffle", 1000, 1e-12),
     # the accountant composes both directions at one FFT length; the Poisson
     # door does not: 1.2e-11 apart here (tests/test_calibrate.py)
     pytest.param("poisson", 50, 1e-10, marks=pytest.mark.slow)])
-def test_accountant_for_last_entry_is_dpsgd_epsilon(x64, scheme, B, tol):
-  sampling = {"poisson": "poisson", "allocation": "balls_in_bins", "gaussian": "shuffle"}[scheme]
-  cfg = dict(num_examples=1000, batch_size=1000 if B is None else B, num_epochs=2)
+def test_accountant_for_last_entry_is_dpsgd_epsilon(x64, sampling, B, tol):
+  scheme = sampling
+  cfg = dict(num_examples=1000, batch_size=B, num_epochs=2)
   sched = jaxacct.dpsgd.schedule(sampling=sampling, **cfg)
-  acc = tracking.accountant_for(scheme, noise_multiplier=1.2, progress=False,
-                                **dict(cfg, batch_size=B))
+  acc = tracking.accountant_for(sampling, noise_multiplier=1.2, progress=False, **cfg)
   assert isinstance(acc, tracking.EventAccountant)
   tab = tracking.epsilon_table(acc, num_steps=sched.total_steps, delta=DELTA)
   event = jaxacct.dpsgd.event(noise_multiplier=1.2, sampling=sampling, **cfg)
@@ -464,7 +465,7 @@ def test_accountant_for_last_entry_is_dpsgd_epsilon(x64, scheme, B, tol):
   # one block: an epoch (allocation; gaussian = shuffle with t batches), a step
   # (Poisson; full batch)
   t = sched.steps_per_epoch if scheme != "poisson" else 1
-  assert acc.block_size == (t if B is not None else 1)
+  assert acc.block_size == t
 
 
 # --------------------------------------------------------------- shuffle
@@ -528,7 +529,7 @@ def test_calibrated_allocation_accountant_meets_target():
   sigma = jaxacct.dpsgd.calibrate_noise_multiplier(
       epsilon=2.0, delta=DELTA, num_examples=1000, batch_size=50, num_epochs=2,
       progress=False)
-  acc = tracking.accountant_for("allocation", noise_multiplier=sigma, num_examples=1000,
+  acc = tracking.accountant_for("balls_in_bins", noise_multiplier=sigma, num_examples=1000,
                                 batch_size=50, num_epochs=2)
   assert tracking.epsilon_table(acc, num_steps=40, delta=DELTA)[-1] <= 2.0
   # tight: 0.025 % less noise already misses it under the same (tight PLD) bound
