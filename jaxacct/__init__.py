@@ -45,6 +45,7 @@ _LAZY = {  # public name -> (module, attribute); attribute None: the module
     "enable_compilation_cache": ("jaxacct._core.cache", "enable_compilation_cache"),
     "set_progress": ("jaxacct._core.progress", "set_progress"),
     "set_layout": ("jaxacct._core.batching", "set_layout"),
+    "set_backend": ("jaxacct._core.sharding", "set_backend"),
     "StepsUnitWarning": ("jaxacct._core.units", "StepsUnitWarning"),
 }
 
@@ -54,6 +55,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
   from jaxacct._core.batching import set_layout
   from jaxacct._core.cache import enable_compilation_cache
   from jaxacct._core.progress import set_progress
+  from jaxacct._core.sharding import set_backend
   from jaxacct._core.results import DeltaResult, EpsilonResult
   from jaxacct._core.units import StepsUnitWarning
   from jaxacct.calibrator import calibrate
@@ -69,5 +71,6 @@ __all__ = [
     "accounting", "allocation", "dpsgd", "mechanisms", "pld", "plot", "poisson", "risk",
     "shuffle", "tracking",
     "EpsilonResult", "DeltaResult", "calibrate",
-    "enable_compilation_cache", "set_layout", "set_progress", "StepsUnitWarning",
+    "enable_compilation_cache", "set_backend", "set_layout", "set_progress",
+    "StepsUnitWarning",
 ]

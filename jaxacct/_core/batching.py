@@ -9,8 +9,9 @@ results, so ``f`` is traced once whatever the lane count.
 
 :func:`lanes_per_block` is the one block-size policy: lanes one at a time on
 the CPU layout, vmapped blocks on the accelerator layout. :func:`layout` says
-which layout the kernels are built for: ``"accelerator"`` on a GPU or TPU,
-``"cpu"`` on the CPU, unless forced by the environment variable
+which layout the kernels are built for: ``"accelerator"`` on a GPU,
+``"cpu"`` on the CPU (a TPU's float64 programs run on its host's CPU:
+:func:`jaxacct._core.sharding.float64_device`), unless forced by the environment variable
 ``JAXACCT_LAYOUT`` (``auto``, ``cpu`` or ``accelerator``, read at each call) or
 by :func:`set_layout` (public as ``jaxacct.set_layout``), so that a CPU
 machine can run and test the accelerator programs.
@@ -41,10 +42,11 @@ def _env_layout() -> str:
 def set_layout(name: Optional[str] = "auto"):
   """Forces the kernels' layout for this process: ``"accelerator"``, ``"cpu"`` or ``"auto"``.
 
-  ``"auto"`` (default) follows the default JAX backend: the accelerator
-  layout on a GPU or TPU, the CPU layout on the CPU. ``"accelerator"`` on a
-  CPU machine runs the accelerator programs (lanes as the leading axis of
-  every op, no run-time trip counts) there, to test or count them. The
+  ``"auto"`` (default) follows the device the float64 programs run on: the
+  accelerator layout on a GPU, the CPU layout on the CPU (a TPU's host CPU
+  included). ``"accelerator"`` on a CPU machine runs the accelerator
+  programs (lanes as the leading axis of every op, no run-time trip counts)
+  there, to test or count them. The
   choice is part of every compiled program's key, so switching recompiles
   and never reuses the other layout's programs. Also usable as a context
   manager (``with jaxacct.set_layout("accelerator"): ...``), which restores
@@ -82,8 +84,8 @@ class _Restorer:
 def layout() -> str:
   """The layout in force: ``"accelerator"`` or ``"cpu"`` (resolved from "auto")."""
   v = _FORCED[0] if _FORCED else _env_layout()
-  if v == "auto":
-    return "cpu" if jax.default_backend() == "cpu" else "accelerator"
+  if v == "auto":   # the device the float64 programs run on (a TPU's: the host CPU)
+    return "cpu" if sharding.float64_device().platform == "cpu" else "accelerator"
   return v
 
 
@@ -118,7 +120,7 @@ def device_memory_bytes() -> int:
     if value <= 0:
       raise ValueError(f"JAXACCT_DEVICE_MEMORY must be a positive number of bytes; got {env!r}.")
     return value
-  dev = jax.devices()[0]
+  dev = sharding.float64_device()
   if dev.platform != "cpu":
     try:
       stats = dev.memory_stats() or {}

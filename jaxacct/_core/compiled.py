@@ -56,7 +56,7 @@ import numpy as np
 
 from jaxacct._core import store
 from jaxacct._core.batching import layout
-from jaxacct._core.sharding import device_key
+from jaxacct._core.sharding import device_key, float64_placement
 
 _OFF = ("0", "false", "off", "no")
 #: XLA options of the large vmapped kernels. XLA:GPU's fusion autotuner times
@@ -286,6 +286,10 @@ class CachedJit:
     sweep compiles its query program this way on one core while the other
     compiles and runs the laws (:func:`jaxacct.allocation.pld._query.run_chunks`).
     Arguments with no stable key compile nothing here."""
+    with float64_placement():   # the float64 device (a TPU's host CPU), in any thread
+      self._precompile(args, kwargs)
+
+  def _precompile(self, args, kwargs):
     k = self._key(args, kwargs)
     if k is None or k[0] in _MEMORY:
       return
@@ -293,6 +297,10 @@ class CachedJit:
     self._precompiled = True
 
   def __call__(self, *args, **kwargs):
+    with float64_placement():   # the float64 device (a TPU's host CPU), in any thread
+      return self._call(args, kwargs)
+
+  def _call(self, args, kwargs):
     enabled = cache_enabled()
     if not (enabled or self._precompiled or self._options):
       return self._jitted(*args, **kwargs)

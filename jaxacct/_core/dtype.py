@@ -1,6 +1,9 @@
 """The float64 boundary.
 
-jaxacct computes in float64 but never changes the user's global JAX config.
+jaxacct computes in float64 but never changes the user's global JAX config;
+a door runs its float64 work on the device
+:func:`jaxacct._core.sharding.float64_device` names (the host's CPU where the
+default device has no float64, a TPU), decided once at its entry.
 
 Proofs and sources: docs/bounds/numerics.md ("Bounds and proofs /
 Numerics").
@@ -16,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct._core.sharding import float64_placement, to_device
 from jaxacct._core.units import public_module
 
 F = TypeVar("F", bound=Callable)
@@ -38,16 +42,27 @@ def _entry(fn: F, where: Callable[[], str], host: HostDoor | None = None) -> F:
     if host is not None:
       require_concrete(fn, where(), host, args, kwargs)
     if x64_enabled():
-      return fn(*args, **kwargs)
+      return fn(*args, **kwargs) if traced((args, kwargs)) else placed(fn, args, kwargs)
     if traced((args, kwargs)):
       # traced in the user's float32 context: float64 cannot be switched on
       # inside a trace, so say what to do instead of failing on mixed dtypes.
       require_x64(where())
     with jax.enable_x64(True):
-      return fn(*args, **kwargs)
+      return placed(fn, args, kwargs)
 
   door.host_door = host   # its host_door declaration (None: the door traces)
   return door  # type: ignore[return-value]
+
+
+def placed(fn: Callable, args: tuple, kwargs: dict):
+  """``fn(*args, **kwargs)`` (concrete arguments) on the float64 device
+  (:func:`jaxacct._core.sharding.float64_placement`): where that is not the
+  default device, its jax arrays are read there (copies) and its programs
+  and arrays are placed there."""
+  with float64_placement() as dev:
+    if dev is not None:
+      args, kwargs = to_device((args, kwargs), dev)
+    return fn(*args, **kwargs)
 
 
 def x64_boundary(fn: F) -> F:
@@ -210,9 +225,9 @@ def dispatch(kernel: Callable, args: tuple, validate: Callable[[], None] | None 
   if validate is not None:
     validate()
   if x64_enabled():
-    return (eager or kernel)(*args)
+    return placed(eager or kernel, args, {})
   with jax.enable_x64(True):
-    return (eager or kernel)(*args)
+    return placed(eager or kernel, args, {})
 
 
 def host_scalar(x, cast: Callable):

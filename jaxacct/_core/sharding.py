@@ -15,6 +15,13 @@ sharded sweep is bitwise the unsharded one. (``jax.shard_map`` over a
 rewrites some divisions differently, ~1e-14 relative apart on the Poisson
 RDP quadrature.)
 
+Where the float64 programs run (:func:`float64_device`): the default device,
+unless its platform cannot run float64 and complex128 (a TPU, or a platform
+the user declares so), then the host's CPU; or the backend the user names
+(:func:`set_backend`, ``JAXACCT_BACKEND``). Decided at each door and each
+compiled call (:func:`float64_placement`), never by changing the user's JAX
+config or moving the user's arrays to the accelerator.
+
 Across hosts (``jax.distributed.initialize``: the user's own, or
 ``python -m jaxacct.sweep``) every process runs the same door with the same
 inputs over a mesh of the global devices; each process computes the blocks of
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import queue
 import threading
 from typing import Callable, Optional, Sequence
@@ -39,6 +47,135 @@ from jaxacct._core.parallel import cores
 
 AXIS = "lanes"
 _MESH: contextvars.ContextVar = contextvars.ContextVar("jaxacct_lanes_mesh", default=None)
+
+#: Platforms without float64/complex128 ("Element type C128 is not supported
+#: on TPU"); ``JAXACCT_FLOAT32_BACKENDS`` (comma-separated) adds others.
+FLOAT32_PLATFORMS = ("tpu",)
+_BACKEND: list = []   # [name] once set_backend was called; else the environment decides
+
+
+def float32_platforms() -> frozenset:
+  """Platforms whose devices jaxacct treats as unable to run float64."""
+  extra = os.environ.get("JAXACCT_FLOAT32_BACKENDS", "")
+  return frozenset(FLOAT32_PLATFORMS) | {p.strip().lower() for p in extra.split(",")
+                                         if p.strip()}
+
+
+def _check_backend(name, what):
+  if not isinstance(name, str) or not name.strip():
+    raise ValueError(f"{what} must be 'auto' or a JAX platform name ('cpu', 'gpu', ...); "
+                     f"got {name!r}.")
+  name = name.strip().lower()
+  if name in float32_platforms():
+    raise ValueError(f"{what} must name a backend that runs float64; {name!r} has no "
+                     "float64/complex128 (jaxacct runs its programs on the CPU there).")
+  return name
+
+
+def backend() -> str:
+  """The backend setting in force: ``"auto"`` or a platform name (:func:`set_backend`)."""
+  if _BACKEND:
+    return _BACKEND[0]
+  return _check_backend(os.environ.get("JAXACCT_BACKEND", "auto") or "auto",
+                        "JAXACCT_BACKEND")
+
+
+def set_backend(name: Optional[str] = "auto"):
+  """Where jaxacct runs its float64 programs, for this process.
+
+  ``"auto"`` (default): JAX's default device, unless its platform cannot run
+  float64 and complex128 (a TPU; or a platform listed in the environment
+  variable ``JAXACCT_FLOAT32_BACKENDS``), then the host's CPU. A platform
+  name (``"cpu"``, ``"gpu"``, ``"cuda"``, ...): that backend's first device
+  (the default device where it is of that platform). The user's arrays are
+  read where they are (a copy goes to that device, never to the
+  accelerator) and no JAX setting changes. Also usable as a context manager;
+  the environment variable ``JAXACCT_BACKEND`` sets the starting value.
+
+  Raises ``ValueError`` naming ``name`` for a platform without float64.
+  """
+  name = "auto" if name is None else _check_backend(name, "name")
+  before = list(_BACKEND)
+  _BACKEND[:] = [name]
+  return _BackendRestorer(before)
+
+
+class _BackendRestorer:
+  """The value of :func:`set_backend`: ignorable, or a context manager that undoes it."""
+
+  def __init__(self, before):
+    self._before = before
+
+  def __enter__(self):
+    return backend()
+
+  def __exit__(self, *exc):
+    _BACKEND[:] = self._before
+    return False
+
+
+def _default_device():
+  d = jax.config.jax_default_device
+  if isinstance(d, jax.Device):
+    return d
+  return jax.local_devices(backend=d if isinstance(d, str) else None)[0]
+
+
+def _devices_of(platform, what):
+  try:
+    return jax.local_devices(backend=platform)
+  except RuntimeError as e:
+    raise RuntimeError(
+        f"jaxacct runs its float64 programs on the {platform!r} backend ({what}), which "
+        "this process has not started (JAX_PLATFORMS, or jaxlib without it): add "
+        f"{platform!r} to JAX_PLATFORMS, or choose another with jaxacct.set_backend.") from e
+
+
+def float64_device() -> jax.Device:
+  """The device jaxacct's float64 programs run on now (:func:`set_backend`).
+
+  The default device in force (a ``jax.default_device`` context or the
+  ``jax_default_device`` setting; else the first device) when it can run
+  float64 and the setting allows it; else the host's first CPU device (the
+  CPU always runs float64), or the named backend's first device.
+  """
+  d = _default_device()
+  name = backend()
+  if name == "auto":
+    if d.platform.lower() not in float32_platforms():
+      return d
+    return _devices_of("cpu", "the default device has no float64")[0]
+  if d.platform.lower() == name:
+    return d
+  return _devices_of(name, f"jaxacct.set_backend({name!r})")[0]
+
+
+@contextlib.contextmanager
+def float64_placement():
+  """Runs the block under ``jax.default_device(float64_device())`` where that
+  is not the default device in force (a thread-local JAX context: the
+  user's setting is untouched); yields that device, or None (no change)."""
+  dev = float64_device()
+  if dev == _default_device():
+    yield None
+    return
+  with jax.default_device(dev):
+    yield dev
+
+
+def to_device(tree, dev):
+  """``tree`` with its concrete jax arrays that are not on ``dev`` copied to
+  ``dev`` (the user's own arrays stay where they are); None: ``tree``."""
+  if dev is None:
+    return tree
+
+  def put(x):
+    if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer) \
+        and x.devices() != {dev}:
+      return jax.device_put(x, dev)
+    return x
+
+  return jax.tree_util.tree_map(put, tree)
 
 
 def as_mesh(devices) -> Optional[Mesh]:
@@ -60,6 +197,9 @@ def as_mesh(devices) -> Optional[Mesh]:
       or len({d.id for d in devs}) != len(devs) or len({d.platform for d in devs}) != 1):
     raise ValueError("devices must be None, a non-empty sequence of distinct jax devices of "
                      f"one platform, or a jax.sharding.Mesh; got {devices!r}.")
+  if devs[0].platform.lower() in float32_platforms() and devs[0].platform != "cpu":
+    raise ValueError(f"devices must run float64; {devs[0].platform!r} devices have no "
+                     f"float64/complex128 (leave devices=None: the host CPU); got {devices!r}.")
   if isinstance(devices, Mesh) and devices.axis_names == (AXIS,):
     return devices
   return Mesh(np.asarray(devs, dtype=object), (AXIS,))

@@ -71,6 +71,8 @@ EXEMPT = {
     "jaxacct.set_progress": "global switch taking a bool (tests/dpsgd/test_dpsgd.py)",
     "jaxacct.set_layout": "global switch taking a layout name (its ValueError: "
                           "tests/project/test_accelerator_layout.py)",
+    "jaxacct.set_backend": "global switch taking a backend name (its ValueError: "
+                           "tests/_core/test_float64_device.py)",
     "jaxacct.dpsgd.Schedule": "result container",
     "jaxacct.accounting.NeighboringRelation": "enum",
     "jaxacct.accounting.UnsupportedEventError": "exception class",
