@@ -379,3 +379,59 @@ def test_one_constructor_run_is_the_accountants_epsilon(x64):
   ref = PLDAccountant().compose(ev.RandomAllocationDpEvent(
       noise_multiplier=1.3, steps_per_epoch=10, num_epochs=2)).get_epsilon(1e-5)
   assert eps == ref
+
+
+# ---------------------------- no NaN released, on every path (issue 67 item 3)
+
+def test_clip_and_sum_zeroes_non_finite_rows_like_dp_aggregate(x64):
+  """clip_and_sum (the gradient-accumulation path) releases no NaN either: a row
+  with a NaN, an inf or an overflowing norm contributes 0, as in dp_aggregate.
+  Before issue 67 it was optax.per_example_global_norm_clip, whose NaN row made the
+  whole sum NaN. Reference: the finite rows' clipped sum from NumPy,
+  (0.6, 0.8) + (0.3, 0.4) = (0.9, 1.2), 1e-15 relative."""
+  g = jnp.array([[3.0, 4.0], [jnp.nan, 1.0], [0.3, 0.4], [jnp.inf, 0.0], [1e300, 1e300]])
+  tx = tracking.clip_and_sum(1.0)
+  for upd in (tx.update, jax.jit(tx.update)):
+    u, _ = upd(g, tx.init(jnp.zeros(2)))
+    assert np.all(np.isfinite(np.asarray(u)))
+    np.testing.assert_allclose(np.asarray(u), [0.9, 1.2], rtol=1e-15)
+  # the same rows through dp_aggregate (sigma 0, m = 1): the same sum
+  agg = tracking.dp_aggregate(l2_norm_clip=1.0, noise_multiplier=0.0, expected_batch_size=1.0,
+                              key=0)
+  v, _ = agg.update(g, agg.init(jnp.zeros(2)))
+  np.testing.assert_array_equal(np.asarray(v), np.asarray(u))
+  # a NaN in one leaf zeroes the example in every leaf
+  tree = {"a": jnp.array([[1.0], [2.0]]), "b": jnp.array([[jnp.nan, 0.0], [1.0, 1.0]])}
+  u, _ = tracking.clip_and_sum(10.0).update(tree, optax.EmptyState())
+  np.testing.assert_array_equal(np.asarray(u["a"]), [2.0])
+  np.testing.assert_array_equal(np.asarray(u["b"]), [1.0, 1.0])
+
+
+def test_float16_gradients_accumulate_in_float32():
+  """float16 gradients: squares, norms and sums in float32, the update in float16.
+
+  700 rows of (100, 0) clipped at C = 100 sum to 70,000 > 65,504 (float16's
+  largest): before issue 67 dp_aggregate released inf (the float16 sum overflowed),
+  now (70,000 + noise) / 700 = 100 at sigma 0, exactly. A row of (300, 0) (square
+  90,000 > 65,504) was scaled to 0 as non-finite; now it is clipped to norm 1."""
+  g = jnp.zeros((700, 2), jnp.float16).at[:, 0].set(100.0)
+  agg = tracking.dp_aggregate(l2_norm_clip=100.0, noise_multiplier=0.0,
+                              expected_batch_size=700.0, key=0)
+  u, _ = agg.update(g, agg.init(jnp.zeros(2, jnp.float16)))
+  assert u.dtype == jnp.float16
+  np.testing.assert_array_equal(np.asarray(u, np.float64), [100.0, 0.0])
+  noisy = tracking.dp_aggregate(l2_norm_clip=100.0, noise_multiplier=1.0,
+                                expected_batch_size=700.0, key=0)
+  u, _ = jax.jit(noisy.update)(g, noisy.init(jnp.zeros(2, jnp.float16)))
+  assert np.all(np.isfinite(np.asarray(u, np.float64)))
+  assert abs(float(u[0]) - 100.0) < 6 * 100.0 / 700.0 + 0.1      # 6 noise sds + f16 rounding
+  big = jnp.array([[300.0, 0.0], [jnp.nan, 0.0]], jnp.float16)
+  one = tracking.dp_aggregate(l2_norm_clip=1.0, noise_multiplier=0.0, expected_batch_size=1.0,
+                              key=0)
+  u, _ = one.update(big, one.init(jnp.zeros(2, jnp.float16)))
+  np.testing.assert_array_equal(np.asarray(u, np.float64), [1.0, 0.0])
+  # clip_and_sum: the float32 sum, in float16, saturated at 65,504 (never inf)
+  s, _ = tracking.clip_and_sum(100.0).update(g, optax.EmptyState())
+  assert s.dtype == jnp.float16 and float(s[0]) == 65504.0
+  s, _ = tracking.clip_and_sum(1.0).update(big, optax.EmptyState())
+  np.testing.assert_array_equal(np.asarray(s, np.float64), [1.0, 0.0])

@@ -570,3 +570,83 @@ def test_epsilon_table_compiles_whole_kernels_in_a_fresh_process():
   assert len(got["names"]) <= 12, got["names"]
   assert got["last"] == pytest.approx(float(poisson.epsilon(
       q=0.01, sigma=1.0, num_steps=100, delta=1e-5, method="pld").epsilon), rel=1e-9)
+
+
+# ------------------------------- statements say only what is true (issue 67 item 7)
+
+def test_privacy_spent_reports_the_tables_delta_exactly():
+  """Under x64 off the state holds float32; privacy_spent reports the delta the
+  table was computed for as the Python float given (before issue 67: float32(1e-5)
+  = 9.999999747378752e-06, a smaller delta than the table holds at, i.e. a
+  stronger claim), and a float32 delta/eps in the state is rounded up (weaker)."""
+  assert not jax.config.jax_enable_x64
+  for delta in (1e-5, 1e-7, 0.3):
+    acc = _gauss(2.0)
+    tx = tracking.track_privacy(acc, num_steps=5, delta=delta)
+    _, st = _run(tx, 3)
+    eps, d = tracking.privacy_spent(st)
+    assert d == delta and type(d) is float
+    assert float(st.delta) >= delta and st.delta.dtype == jnp.float32
+    assert eps >= float(tracking.epsilon_table(acc, num_steps=5, delta=delta)[3])
+    # under jit: the state's float32 values, rounded up
+    e32, d32 = jax.jit(tracking.privacy_spent)(st)
+    assert float(d32) >= delta and float(e32) >= eps * (1 - 1e-12)
+  # the lazily tabulated hook (a Poisson event: its table on a background thread)
+  tx = tracking.track_privacy(_poisson(0.1, 2.0, value_discretization_interval=1e-3),
+                              num_steps=4, delta=1e-5)
+  _, st = _run(tx, 2)
+  assert tracking.privacy_spent(st)[1] == 1e-5 and float(st.delta) >= 1e-5
+
+
+# ------------------------------------ the tracker's size is bounded (issue 67 item 5)
+
+def test_a_billion_steps_is_refused_before_allocating():
+  """num_steps = 10**9 was tabulated eagerly (one float64 per step and copies,
+  killed for memory); now refused at once, naming num_steps and the limit 2**24."""
+  import time
+  t0 = time.perf_counter()
+  for make in (lambda: tracking.track_privacy(_gauss(1.0), num_steps=10**9, delta=DELTA),
+               lambda: tracking.epsilon_table(_gauss(1.0), num_steps=10**9, delta=DELTA),
+               lambda: _gauss(1.0).block_table(10**9, DELTA),
+               lambda: tracking.track_privacy(tracking.EpsilonTableAccountant(
+                   epsilons=[0.0, 1.0], delta=DELTA), num_steps=2**24 + 1, delta=DELTA)):
+    with pytest.raises(ValueError, match=r"num_(steps|blocks) must be <= 16,777,216"):
+      make()
+  assert time.perf_counter() - t0 < 5.0
+
+
+# ---------------- the hook's in-jit part stays float32-clean (issue 65 item 3)
+
+#: (u64 is left out: jax.random's threefry builds its counters as u64 iotas, JAX's own)
+_WIDE = ("f64[", "c128[", "s64[")
+
+
+def _wide_ops(hlo_text):
+  return sum(hlo_text.count(t) for t in _WIDE)
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["table", "lazy-table"])
+def test_hook_update_hlo_has_no_64_bit_ops_under_x64_off(lazy):
+  """The jitted update of dp_aggregate + track_privacy (a whole-table hook and a
+  hook whose table is fetched by host callback), under x64 off (the default a TPU
+  user runs with): its optimised HLO holds 0 f64, c128 and s64 ops."""
+  assert not jax.config.jax_enable_x64
+  acc = (_poisson(0.1, 2.0, value_discretization_interval=1e-3) if lazy else _gauss(2.0))
+  tx = optax.chain(
+      tracking.dp_aggregate(l2_norm_clip=1.0, noise_multiplier=2.0, expected_batch_size=4.0,
+                            key=0),
+      tracking.track_privacy(acc, num_steps=50, delta=DELTA, max_epsilon=10.0),
+      optax.sgd(0.1))
+  params = {"w": jnp.zeros((3, 2)), "b": jnp.zeros(2)}
+  st = tx.init(params)
+  grads = {"w": jnp.ones((8, 3, 2)), "b": jnp.ones((8, 2))}
+  mask = jnp.ones(8)
+  fn = jax.jit(lambda g, s, p, m: tx.update(g, s, p, mask=m))
+  text = fn.lower(grads, st, params, mask).compile().as_text()
+  assert "f32[" in text
+  assert _wide_ops(text) == 0, [ln for ln in text.splitlines() if any(t in ln for t in _WIDE)][:5]
+  # and the accumulation path: clip_and_sum, in float16 too
+  for dt in (jnp.float32, jnp.float16):
+    cs = tracking.clip_and_sum(1.0)
+    text = jax.jit(cs.update).lower(jnp.ones((8, 3), dt), optax.EmptyState()).compile().as_text()
+    assert _wide_ops(text) == 0
