@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import os
 import queue
 import threading
@@ -56,7 +57,11 @@ _BACKEND: list = []   # [name] once set_backend was called; else the environment
 
 def float32_platforms() -> frozenset:
   """Platforms whose devices jaxacct treats as unable to run float64."""
-  extra = os.environ.get("JAXACCT_FLOAT32_BACKENDS", "")
+  return _float32(os.environ.get("JAXACCT_FLOAT32_BACKENDS", ""))
+
+
+@functools.lru_cache(maxsize=16)
+def _float32(extra: str) -> frozenset:
   return frozenset(FLOAT32_PLATFORMS) | {p.strip().lower() for p in extra.split(",")
                                          if p.strip()}
 
@@ -76,8 +81,10 @@ def backend() -> str:
   """The backend setting in force: ``"auto"`` or a platform name (:func:`set_backend`)."""
   if _BACKEND:
     return _BACKEND[0]
-  return _check_backend(os.environ.get("JAXACCT_BACKEND", "auto") or "auto",
-                        "JAXACCT_BACKEND")
+  raw = os.environ.get("JAXACCT_BACKEND", "auto")
+  if raw == "auto":
+    return raw
+  return _check_backend(raw or "auto", "JAXACCT_BACKEND")
 
 
 def set_backend(name: Optional[str] = "auto"):
@@ -114,11 +121,16 @@ class _BackendRestorer:
     return False
 
 
+@functools.lru_cache(maxsize=None)
+def _first_local(platform=None):
+  return jax.local_devices(backend=platform)[0]
+
+
 def _default_device():
   d = jax.config.jax_default_device
   if isinstance(d, jax.Device):
     return d
-  return jax.local_devices(backend=d if isinstance(d, str) else None)[0]
+  return _first_local(d if isinstance(d, str) else None)
 
 
 def _devices_of(platform, what):
@@ -139,28 +151,48 @@ def float64_device() -> jax.Device:
   float64 and the setting allows it; else the host's first CPU device (the
   CPU always runs float64), or the named backend's first device.
   """
-  d = _default_device()
+  return _float64_device(_default_device())
+
+
+def _float64_device(d):
   name = backend()
   if name == "auto":
-    if d.platform.lower() not in float32_platforms():
+    if d.platform not in float32_platforms():
       return d
     return _devices_of("cpu", "the default device has no float64")[0]
-  if d.platform.lower() == name:
+  if d.platform == name:
     return d
   return _devices_of(name, f"jaxacct.set_backend({name!r})")[0]
 
 
-@contextlib.contextmanager
+class _Placement:
+  """The context of :func:`float64_placement` (entered once)."""
+
+  __slots__ = ("dev", "ctx")
+
+  def __init__(self, dev):
+    self.dev = dev
+    self.ctx = None if dev is None else jax.default_device(dev)
+
+  def __enter__(self):
+    if self.ctx is not None:
+      self.ctx.__enter__()
+    return self.dev
+
+  def __exit__(self, *exc):
+    return False if self.ctx is None else self.ctx.__exit__(*exc)
+
+
+_STAY = _Placement(None)
+
+
 def float64_placement():
-  """Runs the block under ``jax.default_device(float64_device())`` where that
-  is not the default device in force (a thread-local JAX context: the
-  user's setting is untouched); yields that device, or None (no change)."""
-  dev = float64_device()
-  if dev == _default_device():
-    yield None
-    return
-  with jax.default_device(dev):
-    yield dev
+  """A context that runs its block under ``jax.default_device(float64_device())``
+  where that is not the default device in force (a thread-local JAX context:
+  the user's setting is untouched); it yields that device, or None (no change)."""
+  d = _default_device()
+  dev = _float64_device(d)
+  return _STAY if dev == d else _Placement(dev)
 
 
 def to_device(tree, dev):
