@@ -41,10 +41,11 @@ DEFAULT_TAIL_MASS = 1e-20
 class _Composed:
   """Cached composition of a ledger (upper/lower per direction)."""
 
-  def __init__(self, *, method, upper=None, lower_fn=None, exact_mu=None,
-               door=None, nonprivate=False, empty=False, details=None, repeated=None):
+  def __init__(self, *, method, upper=None, lower_fn=None, exact_mu=None, door=None,
+               nonprivate=False, empty=False, details=None, repeated=None, upper_fn=None):
     self.method = method
-    self.upper = upper            # PairPLD (pessimistic) or None
+    self._upper = upper           # PairPLD (pessimistic) or None
+    self._upper_fn = upper_fn     # () -> PairPLD: built on first use (one repeated event)
     self.repeated = repeated      # (per-event PairPLD, count): one event, repeated
     self._lower_fn = lower_fn     # () -> (PairPLD or None, lower details)
     self._lower = None
@@ -58,6 +59,13 @@ class _Composed:
     if self._lower is None:
       self._lower = self._lower_fn() if self._lower_fn is not None else (None, {})
     return self._lower
+
+  @property
+  def upper(self):
+    """Composed upper ``PairPLD`` (built on first use where lazy), or None."""
+    if self._upper is None and self._upper_fn is not None:
+      self._upper = self._upper_fn()
+    return self._upper
 
   @property
   def lower(self):
@@ -292,7 +300,8 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     if not with_lower:
       return result(max(ups.values()), method=c.method, bound="upper",
                     details=dict(c.details))
-    rep = self._repeated_lower(quantity, value) if c.door is not None else None
+    rep = (self._repeated_lower(quantity, value)
+           if c.door is not None or c.repeated is not None else None)
     if rep is None:
       lower = c.lower
       los = {d: self._lower_value(quantity, getattr(lower, d), value) if lower is not None
@@ -475,12 +484,15 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
       size = max(_repeated.composition_window([getattr(u, d) for u in ups], counts, None,
                                                  self._tail)
                  for d in ("remove", "add"))
-    upper = jpld.PairPLD(*[self._compose(
-        [getattr(u, d) for u in ups], counts, size=size) for d in ("remove", "add")])
+    def compose_upper():
+      return jpld.PairPLD(*[self._compose([getattr(u, d) for u in ups], counts, size=size)
+                            for d in ("remove", "add")])
     det.update(rdp_fallback=rdp_total is not None)
-    self._composed_pld = _Composed(method=method, upper=upper,
+    one = len(ups) == 1   # one event repeated: the engine answers; the PLD only if asked
+    self._composed_pld = _Composed(method=method, upper=None if one else compose_upper(),
+                                   upper_fn=compose_upper if one else None,
                                    lower_fn=lambda: self._lower_of(items), details=det,
-                                   repeated=(ups[0], counts[0]) if len(ups) == 1 else None)
+                                   repeated=(ups[0], counts[0]) if one else None)
     return self._composed_pld
 
   def _lower_of(self, items):
