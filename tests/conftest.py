@@ -17,18 +17,23 @@ import tempfile
 # tests/_core/test_compiled_cache.py turns it on in its own subprocesses.
 os.environ.setdefault("JAXACCT_COMPILATION_CACHE", "0")
 
-# One persistent compilation cache per test session, shared by the xdist
-# workers (and the subprocesses the tests start): a kernel compiled by one
-# worker for some shapes is loaded, not compiled again, by the other. About 80 %
+# One persistent compilation cache folder per test process: the controlling
+# process creates the session's folder, empty, and each xdist worker (and the
+# controller) compiles into a folder of its own inside it, which the
+# subprocesses its tests start share. A kernel a worker compiled for some shapes
+# is loaded, not compiled again, by its later tests and subprocesses. About 80 %
 # of the suite's time is JAX compilation. A load is counted as a compilation by
-# the compile counters below and by jaxacct.compile_timer (JAX reports it as the
-# same backend-compile event), so the no-retrace checks keep their meaning. The
-# directory is created empty by the controlling process and removed at exit;
-# set JAX_COMPILATION_CACHE_DIR yourself to keep (or avoid) it.
-# JAX serialises reads and writes of the directory with a file lock only when
-# a maximum size is set and ``filelock`` is installed (test extra); without
-# the lock a worker could read an entry the other is still writing, so the
-# shared cache is off then.
+# the compile counters below and by jaxacct.compile_timer (JAX reports it as
+# the same backend-compile event), so the no-retrace checks keep their meaning.
+# The folder is removed at exit; set JAX_COMPILATION_CACHE_DIR yourself to keep
+# (or avoid) it.
+# Workers do not share one folder: JAX writes an entry in place, so a process
+# can read an entry another is still writing (see jax-ml/jax#22718), and the
+# suite's workers, when they shared one, aborted now and then in JAX's cache
+# write (issue 67). Within a worker,
+# JAX's file lock (a maximum size set, ``filelock`` installed: test extra)
+# serialises the reads and writes of the subprocesses that run at once; without
+# it the cache is off.
 def _filelock_available():
   try:
     import filelock  # noqa: F401
@@ -37,13 +42,21 @@ def _filelock_available():
   return True
 
 
+_ROOT_ENV = "JAXACCT_TESTS_JAX_CACHE_ROOT"
 if ("PYTEST_XDIST_WORKER" not in os.environ and "JAX_COMPILATION_CACHE_DIR" not in os.environ
     and _filelock_available()):
   _CACHE = tempfile.mkdtemp(prefix="jaxacct-tests-jit-")
-  os.environ["JAX_COMPILATION_CACHE_DIR"] = _CACHE
+  os.environ[_ROOT_ENV] = _CACHE
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(_CACHE, "main")
   os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(16 * 2**30)   # enables the lock
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
   atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+elif ("PYTEST_XDIST_WORKER" in os.environ and os.environ.get(_ROOT_ENV)
+      and os.environ.get("JAX_COMPILATION_CACHE_DIR")
+      == os.path.join(os.environ[_ROOT_ENV], "main")):
+  # a worker: its own folder (the controller's setting is the one it inherited)
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(
+      os.environ[_ROOT_ENV], os.environ["PYTEST_XDIST_WORKER"])
 
 # Expensive tables a test module builds once are session-scoped fixtures: a
 # module-scoped one is rebuilt whenever xdist interleaves another module's
@@ -53,6 +66,10 @@ if ("PYTEST_XDIST_WORKER" not in os.environ and "JAX_COMPILATION_CACHE_DIR" not 
 
 import jax  # noqa: E402  (after the cache environment above)
 import pytest  # noqa: E402
+
+if os.environ.get(_ROOT_ENV) and os.environ.get("JAX_COMPILATION_CACHE_DIR", "").startswith(
+    os.environ[_ROOT_ENV]):      # where jax was imported before this file set it
+  jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 

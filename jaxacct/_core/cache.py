@@ -5,7 +5,10 @@ their compiled executables can be stored on disk and reused by the next
 process: :func:`enable_compilation_cache` turns JAX's persistent compilation
 cache on (``jax_compilation_cache_dir`` and the two thresholds that decide
 which executables are written). It is opt-in for library users (it writes to
-disk) and on by default in the ``jaxacct`` command line.
+disk) and on by default in the ``jaxacct`` command line. Processes that share
+the folder never see a file being written: each writes a folder of its own,
+seeded with links to the published entries, and publishes its new entries
+with ``os.rename`` when it restores the setting or exits.
 
 :func:`compile_timer` measures, for a block of code, how much wall time JAX
 spent tracing, lowering and compiling (or loading a compiled executable from
@@ -16,8 +19,13 @@ twice. The rest of the block's wall time is run time.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
+import socket
+import stat
+import tempfile
 import threading
 import time
 from typing import Optional
@@ -27,7 +35,14 @@ import jax
 from jaxacct._core.store import jax_cache_dir, make_private_dir
 
 _KEYS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
-         "jax_persistent_cache_min_entry_size_bytes", "jax_enable_compilation_cache")
+         "jax_persistent_cache_min_entry_size_bytes", "jax_enable_compilation_cache",
+         "jax_compilation_cache_max_size", "jax_persistent_cache_enable_xla_caches")
+#: This process's own cache folders (see :func:`enable_compilation_cache`),
+#: published at exit where ``restore()`` has not published them.
+_PRIVATE_PREFIX = ".process-"
+_ENTRY_SUFFIX = "-cache"          # how JAX names an entry file
+_ORPHAN_AGE = 86400.0             # seconds: a folder of another host's process
+_LIVE: dict = {}                  # private folder -> published folder
 
 
 def default_cache_dir() -> str:
@@ -45,6 +60,92 @@ def _reset_jax_cache():
     pass                                 # still apply to a fresh process
 
 
+def _own_regular(st) -> bool:
+  """A regular file of this user's that no one else can write (the store's rule)."""
+  return (stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
+          and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _prune_private(path: str) -> None:
+  """Removes the private folders of processes that are gone (this host's, by
+  process id) or old (another host's)."""
+  host = socket.gethostname()
+  try:
+    names = os.listdir(path)
+  except OSError:
+    return
+  for name in names:
+    if not name.startswith(_PRIVATE_PREFIX):
+      continue
+    d = os.path.join(path, name)
+    owner_host, _, rest = name[len(_PRIVATE_PREFIX):].rpartition("@")
+    pid = rest.split("-")[0]
+    try:
+      if owner_host == host and pid.isdigit():
+        if int(pid) == os.getpid():
+          continue
+        try:
+          os.kill(int(pid), 0)
+          continue                   # alive
+        except ProcessLookupError:
+          pass
+        except PermissionError:
+          continue                   # alive, another user's
+      elif os.lstat(d).st_mtime > time.time() - _ORPHAN_AGE:
+        continue
+    except OSError:
+      continue
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _private_dir(path: str) -> str:
+  """A new folder of this process's own under ``path``, holding hard links
+  to the entries published there (regular files of this user's only)."""
+  _prune_private(path)
+  d = tempfile.mkdtemp(prefix=f"{_PRIVATE_PREFIX}{socket.gethostname()}@{os.getpid()}-",
+                       dir=path)
+  for name in os.listdir(path):
+    if not name.endswith(_ENTRY_SUFFIX):
+      continue
+    src = os.path.join(path, name)
+    try:
+      if _own_regular(os.lstat(src)):
+        os.link(src, os.path.join(d, name), follow_symlinks=False)
+    except OSError:     # no hard links here, or gone meanwhile: a miss, compiled again
+      pass
+  _LIVE[d] = path
+  return d
+
+
+def _publish(private: str) -> None:
+  """Moves the entries this process wrote (not the linked ones) from its
+  folder into the published one, each with one ``os.rename`` (a reader sees
+  the whole file or none), then removes its folder."""
+  path = _LIVE.pop(private, None)
+  if path is None:
+    return
+  try:
+    names = os.listdir(private)
+  except OSError:
+    names = []
+  for name in names:
+    src, dst = os.path.join(private, name), os.path.join(path, name)
+    try:
+      st = os.lstat(src)
+      if (name.endswith(_ENTRY_SUFFIX) and _own_regular(st) and st.st_nlink == 1
+          and not os.path.lexists(dst)):
+        os.rename(src, dst)
+    except OSError:
+      pass
+  shutil.rmtree(private, ignore_errors=True)
+
+
+@atexit.register
+def _publish_all() -> None:
+  for d in list(_LIVE):
+    _publish(d)
+
+
 class CompilationCacheSetting:
   """The previous cache configuration; ``restore()`` puts it back.
 
@@ -52,14 +153,18 @@ class CompilationCacheSetting:
   enables the cache inside the block only.
   """
 
-  def __init__(self, previous: dict, path: str):
+  def __init__(self, previous: dict, path: str, private: Optional[str] = None):
     self.previous = previous
     self.path = path
+    self.private = private
 
   def restore(self) -> None:
+    """Puts the previous settings back and publishes this setting's new entries."""
     for k, v in self.previous.items():
       jax.config.update(k, v)
     _reset_jax_cache()
+    if self.private is not None:
+      _publish(self.private)
 
   def __enter__(self):
     return self
@@ -84,6 +189,12 @@ def enable_compilation_cache(path: Optional[str] = None, *,
   enables the same directory loads jaxacct's compiled kernels instead of
   compiling them again (the cache key includes the jax/jaxlib version, the
   backend and the compile options, so a stale entry is never used).
+  Processes may share the directory: this one compiles into a folder of its
+  own inside it (``jax_compilation_cache_dir`` names that folder), which
+  starts with links to the entries published so far, and its new entries are
+  moved into ``path`` (one ``os.rename`` each) by ``restore()`` or at exit.
+  JAX's GPU autotuning cache (``jax_persistent_cache_enable_xla_caches``) is
+  off meanwhile.
 
   Args:
     path: cache directory (created if missing); default
@@ -108,15 +219,22 @@ def enable_compilation_cache(path: Optional[str] = None, *,
     raise ValueError(f"path must be a directory path (str) or None; got {path!r}.")
   path = os.path.abspath(os.path.expanduser(os.fspath(path)))
   make_private_dir(path)     # a folder created here is 0700 (it holds executables)
+  private = _private_dir(path)
   previous = {k: getattr(jax.config, k) for k in _KEYS if hasattr(jax.config, k)}
   if "jax_enable_compilation_cache" in previous:
     jax.config.update("jax_enable_compilation_cache", True)
-  jax.config.update("jax_compilation_cache_dir", path)
+  if "jax_compilation_cache_max_size" in previous:   # no eviction in a folder of one's own
+    jax.config.update("jax_compilation_cache_max_size", -1)
+  if "jax_persistent_cache_enable_xla_caches" in previous:
+    # XLA's own caches (GPU autotuning) would put the folder's path into every
+    # program's cache key, and write the folder from C++ outside this scheme
+    jax.config.update("jax_persistent_cache_enable_xla_caches", "")
+  jax.config.update("jax_compilation_cache_dir", private)
   jax.config.update("jax_persistent_cache_min_compile_time_secs",
                     float(min_compile_time_secs))
   jax.config.update("jax_persistent_cache_min_entry_size_bytes", int(min_entry_size_bytes))
   _reset_jax_cache()
-  return CompilationCacheSetting(previous, path)
+  return CompilationCacheSetting(previous, path, private)
 
 
 # ---------------------------------------------------------------------------
