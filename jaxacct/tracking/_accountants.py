@@ -19,7 +19,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import accounting
-from jaxacct.accounting import evaluator
 from jaxacct._core import checks
 from jaxacct._core.gaussian import gaussian_epsilon_kernel
 from jaxacct._core.lazy import LazyModule
@@ -30,8 +29,10 @@ from jaxacct.tracking._lazy import LazyTable
 
 if TYPE_CHECKING:
   from jaxacct._core import events
+  from jaxacct.accounting import evaluator
 else:   # imported with the first event: dp_accounting (when installed) comes with the events
   events = LazyModule("jaxacct._core.events")
+  evaluator = LazyModule("jaxacct.accounting.evaluator")
 
 
 # --------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from jaxacct import dpsgd
 from jaxacct.dpsgd import samplers
 from jaxacct._core import checks
 from jaxacct._core.progress import check_progress_arg
-from jaxacct._core.units import warn_renamed
+from jaxacct._core.units import renamed, warn_renamed
 from jaxacct.tracking._accountants import EventAccountant
 
 #: the scheme words of the previous release -> (the registered sampler they meant,
@@ -23,6 +23,7 @@ from jaxacct.tracking._accountants import EventAccountant
 OLD_WORDS = {"allocation": ("balls_in_bins", False), "gaussian": ("shuffle", True)}
 
 
+@renamed(scheme="sampling")
 def accountant_for(sampling: str, *, noise_multiplier, num_examples: int, num_epochs=None,
                    batch_size=None, progress: Optional[bool] = None, **options):
   """The tracking accountant of a training run: the calibrated event, block by block.
@@ -50,8 +51,8 @@ def accountant_for(sampling: str, *, noise_multiplier, num_examples: int, num_ep
   Args:
     sampling: a registered sampler's name (:func:`jaxacct.dpsgd.samplers.names`).
       The words of the previous release, ``"allocation"`` (balls_in_bins) and
-      ``"gaussian"`` (shuffle; without ``batch_size``: full batch), still work
-      for one release with a ``DeprecationWarning``.
+      ``"gaussian"`` (shuffle; without ``batch_size``: full batch), and its
+      keyword ``scheme=``, still work for one release with a ``DeprecationWarning``.
     noise_multiplier: sigma > 0 (e.g. from ``dpsgd.calibrate_noise_multiplier``).
     num_examples: N >= 1. num_epochs: E (as :func:`jaxacct.dpsgd.schedule`).
     batch_size: the (expected) batch size B, as :func:`jaxacct.dpsgd.schedule`.

@@ -142,7 +142,8 @@ def test_slow_samplers_track_the_accountants_upper(x64, blocks, name):
   s = sampling.loader(name, **CONFIGS[name])
   eps, _ = tracking.privacy_spent(_train(s, SIGMA))
   event = dpsgd.event(noise_multiplier=SIGMA, sampling=name, **CONFIGS[name])
-  acc = accounting.PLDAccountant(accounting.NeighboringRelation[s.neighbouring.upper()])
+  rel = {"add_remove": "ADD_OR_REMOVE_ONE", "replace_one": "REPLACE_ONE"}[s.neighbouring]
+  acc = accounting.PLDAccountant(accounting.NeighboringRelation[rel])
   assert eps == acc.compose(event).get_epsilon(DELTA)
   assert s.accountant(noise_multiplier=SIGMA).neighbouring == s.neighbouring
 
@@ -251,3 +252,12 @@ def test_cyclic_poisson_samples_its_group_at_rate_b_b_over_n():
   # Binomial(250, 0.2) per step: mean 50, sd sqrt(40); 400 steps
   assert abs(np.mean(sizes) - 50) < 5 * math.sqrt(40 / 400)
   assert s.overflow_bound <= 1e-6
+
+
+def test_previous_keyword_scheme_warns():
+  with pytest.warns(DeprecationWarning, match="sampling"):
+    acc = tracking.accountant_for(scheme="poisson", noise_multiplier=SIGMA, num_examples=40,
+                                  batch_size=10, num_epochs=1)
+  ref = tracking.accountant_for("poisson", noise_multiplier=SIGMA, num_examples=40,
+                                batch_size=10, num_epochs=1)
+  assert acc.event == ref.event
