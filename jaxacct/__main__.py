@@ -454,7 +454,9 @@ def dpsgd_main(argv=None) -> int:
                    num_epochs=args.num_epochs, delta=args.delta,
                    noise_multiplier=args.noise_multiplier,
                    target_epsilon=args.target_epsilon, sampling=args.sampling,
-                   neighbouring=args.neighbouring, max_batch_size=args.max_batch_size,
+                   neighbouring=args.neighbouring,
+                   **({} if args.max_batch_size is None else
+                      {"max_batch_size": args.max_batch_size}),
                    progress=False if args.quiet or args.brief else None)
   except ValueError as e:   # a cross-flag error (B > N, ...): name the flag
     msg = str(e)

@@ -120,7 +120,8 @@ class PrivacyStatement:
     comparison: :class:`Comparison` rows (``"poisson"``, ``"full_batch"``).
     assumptions: the assumptions the numbers rest on, one sentence each.
     version: the jaxacct version that computed the statement.
-    max_batch_size: the batch cap b (``truncated_poisson``), else None.
+    settings: the sampler's own options as given (e.g. ``{"max_batch_size":
+      300}`` for ``truncated_poisson``), or None for a sampler without any.
     caps_near_poisson: ``truncated_poisson``: ``((gap, cap), ...)``, the
       smallest ``max_batch_size`` whose epsilon is within the relative
       ``gap`` (0.01, 0.1) of untruncated Poisson's at the same sigma; None for
@@ -146,7 +147,7 @@ class PrivacyStatement:
   assumptions: Tuple[str, ...]
   version: str
   neighbouring_relation: str = "add_remove"
-  max_batch_size: Optional[int] = None
+  settings: Optional[dict] = None
   caps_near_poisson: Optional[Tuple[Tuple[float, int], ...]] = None
 
   def to_dict(self) -> dict:
@@ -204,8 +205,7 @@ class PrivacyStatement:
         f"epochs E = {self.num_epochs:g}",
         f"  sampling {self.sampling}: sampling rate B/N = {self.sampling_probability:.6g}, {spe}, "
         f"{self.total_steps} steps in all"
-        + ("" if self.max_batch_size is None else
-           f", batches capped at b = {self.max_batch_size}"),
+        + "".join(f", {k} = {v}" for k, v in (self.settings or {}).items()),
         f"  noise multiplier sigma = {self.noise_multiplier:.6g} ({src})",
         *([f"    (the certified epsilon here, {self.epsilon_upper:.6g}, already meets "
            "the target at the floor of calibrate_noise_multiplier's search bracket "
@@ -228,7 +228,7 @@ class PrivacyStatement:
       val = "not computed" if c.epsilon is None else f"{c.bound} {c.epsilon:.6g}"
       lines.append(f"  {what}: {val}")
       lines.append(f"    ({c.method})")
-    if self.max_batch_size is not None:   # a capped sampler (truncated_poisson)
+    if "max_batch_size" in (self.settings or {}):   # a capped sampler (truncated_poisson)
       caps = ("not computed" if self.caps_near_poisson is None else
               ", ".join(f"{b} within {g:.0%}" for g, b in self.caps_near_poisson))
       lines.append(f"  smallest max_batch_size near untruncated Poisson: {caps}")
@@ -256,8 +256,8 @@ def _plain(x):
 @host_door(HOST_ONLY)
 def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=None,
               target_epsilon=None, sampling: str = "balls_in_bins",
-              neighbouring: Optional[str] = None, max_batch_size=None,
-              progress: Optional[bool] = None) -> PrivacyStatement:
+              neighbouring: Optional[str] = None, progress: Optional[bool] = None,
+              **settings) -> PrivacyStatement:
   """A structured privacy statement of a DP-SGD run (certified bracket + comparison).
 
   Args:
@@ -276,8 +276,10 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
       (:attr:`jaxacct.dpsgd.samplers.Sampler.relations`); None (default):
       its first (``"add_remove"``; ``"replace_one"`` for the fixed-size
       samplers, whose dataset size is fixed).
-    max_batch_size: the batch cap (``"truncated_poisson"`` only).
     progress: None (global switch), True or False: progress on stderr.
+    **settings: the sampler's own options, as in :func:`jaxacct.dpsgd.schedule`
+      (``max_batch_size`` for ``"truncated_poisson"``, ``cycle_length`` for
+      ``"cyclic_poisson"``).
 
   Returns:
     :class:`PrivacyStatement`.
@@ -308,7 +310,7 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
       raise ValueError(f"{name} must be a real number; got {v!r}.")
   # validates N, B, E and sampling (ValueError naming the parameter)
   sched = schedule(num_examples=num_examples, batch_size=batch_size,
-                   num_epochs=num_epochs, sampling=sampling, max_batch_size=max_batch_size)
+                   num_epochs=num_epochs, sampling=sampling, **settings)
   checks.check_delta(delta)
   delta = float(delta)
   # sigma / scale is the noise multiplier of the relation the event is accounted under
@@ -317,7 +319,7 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
   sens = _SENSITIVITY[neighbouring]
   common = dict(num_examples=num_examples, batch_size=batch_size, delta=delta,
                 progress=progress)
-  own = dict(common, max_batch_size=max_batch_size)
+  own = dict(common, **settings)
   if target_epsilon is not None:
     checks.check_positive("target_epsilon", target_epsilon)
     target_epsilon = float(target_epsilon)
@@ -392,7 +394,7 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
       num_epochs=_plain(sched.num_epochs), sampling_probability=q, steps_per_epoch=spe,
       total_steps=T, divisor=_plain(sched.batch_size), comparison=(poisson, full),
       assumptions=assumptions, version=__version__, neighbouring_relation=relation,
-      max_batch_size=None if sched.max_batch_size is None else int(sched.max_batch_size),
+      settings=None if sched.settings is None else dataclasses.asdict(sched.settings),
       caps_near_poisson=_caps_near_poisson(sampling, sched, sigma, delta))
 
 
@@ -421,6 +423,6 @@ def _caps_near_poisson(sampling, sched, sigma, delta):
   at the same sigma and delta (:attr:`PrivacyStatement.caps_near_poisson`).
   None: other samplers, and until the truncated-Poisson cap search lands here."""
   del sampling, sigma, delta
-  if sched.max_batch_size is None:   # no cap: not a truncated sampler
+  if getattr(sched.settings, "max_batch_size", None) is None:   # not a capped sampler
     return None
   return None
