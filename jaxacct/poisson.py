@@ -56,6 +56,9 @@ def _query(quantity, value, *, q, sigma, num_steps, orders, method, conversion, 
     checks.check_range("epsilon", value)
   checks.check_choice("method", method, ("rdp", "pld"))
   checks.check_choice("conversion", conversion, checks.CONVERSIONS)
+  # a list is a grid of values, as an array is
+  q, sigma, num_steps, value = (np.asarray(x, np.float64) if isinstance(x, (list, tuple))
+                                else x for x in (q, sigma, num_steps, value))
   with sharding.use_devices(devices):   # block programs spread over the devices
     return _answer(quantity, value, is_eps, q=q, sigma=sigma, num_steps=num_steps,
                    orders=orders, method=method, conversion=conversion)

@@ -25,6 +25,16 @@ from jaxacct.pld._mechanisms import (DEFAULT_STEP, truncate_to_bucket, truncate_
                                     poisson_gaussian_host, poisson_gaussian_pair)
 
 _MAX_STEP_GRID = 4_000_000
+#: Above this noise multiplier the PLD doors account at it: the loss is 0 to float64
+#: precision there, and more noise is a post-processing (a valid upper bound).
+SIGMA_MAX = 1e100
+
+
+def _at_most_sigma_max(sigma):
+  """``min(sigma, SIGMA_MAX)`` of concrete input (float, or an array)."""
+  if np.ndim(sigma):
+    return np.minimum(np.asarray(sigma, np.float64), SIGMA_MAX)
+  return min(float(sigma), SIGMA_MAX)
 
 
 def default_step(*, sigma, q, num_steps) -> float:
@@ -35,17 +45,17 @@ def default_step(*, sigma, q, num_steps) -> float:
   small-q / large-sigma settings still have ~1000 grid points per standard
   deviation; coarsened if one step would need more than 4e6 points.
   """
-  checks.check_positive("sigma", sigma)
-  checks.check_probability("q", q)
-  checks.check_int("num_steps", num_steps, min_value=1)
-  sigma, q, num_steps = float(sigma), float(q), float(num_steps)
-  var1 = q * q * math.expm1(min(1.0 / sigma**2, 700.0))
+  checks.check_positive("sigma", sigma, scalar=True)
+  checks.check_probability("q", q, scalar=True)
+  checks.check_int("num_steps", num_steps, min_value=1, scalar=True)
+  sigma, q, num_steps = _at_most_sigma_max(sigma), float(q), float(num_steps)
+  var1 = q * q * math.expm1(min(1.0 / (sigma * sigma), 700.0))
   s = math.sqrt(num_steps * var1)
   h = min(DEFAULT_STEP, max(s / 1000.0, 1e-9))
   # the per-step grid spans about [log(1-q), ell(1 + 10 sigma)]
   top = float(np.logaddexp(np.log1p(-min(q, 0.999999)),
                            np.log(max(q, 1e-300)) + (2 * (1 + 10 * sigma) - 1)
-                           / (2 * sigma**2)))
+                           / (2 * sigma * sigma)))
   span = top - math.log1p(-min(q, 0.999999))
   return max(h, span / _MAX_STEP_GRID)
 
@@ -57,10 +67,13 @@ def poisson_gaussian_composed(*, sigma, q, num_steps, step=None,
 
   Bound: upper (pessimistic) / lower (optimistic) for each direction.
   """
-  checks.check_int("num_steps", num_steps, min_value=1)
+  checks.check_positive("sigma", sigma, scalar=True)
+  checks.check_probability("q", q, scalar=True)
+  checks.check_int("num_steps", num_steps, min_value=1, scalar=True)
   checks.check_bool("pessimistic", pessimistic)
   if step is not None:
-    checks.check_positive("step", step)
+    checks.check_positive("step", step, scalar=True)
+  sigma = _at_most_sigma_max(sigma)
   if step is None:
     step = default_step(sigma=sigma, q=q, num_steps=num_steps)
   pair = poisson_gaussian_pair(sigma, q, step=step, pessimistic=pessimistic)
@@ -191,7 +204,10 @@ def _poisson_gaussian_query(quantity, *, sigma, q, num_steps, value, step):
     checks.check_range("epsilon", value)
     query, arg = delta_both, "epsilon"
   if step is not None:
-    checks.check_positive("step", step)
+    checks.check_positive("step", step, scalar=True)
+  sigma = _at_most_sigma_max(sigma)
+  q, num_steps, value = (np.asarray(x) if isinstance(x, (list, tuple)) else x
+                         for x in (q, num_steps, value))
 
   def one(sigma, q, num_steps, **kw):
     pair = poisson_gaussian_composed(sigma=sigma, q=q, num_steps=int(num_steps),
