@@ -175,6 +175,41 @@ def check_int(name: str, x, *, min_value: int = 1,
         f"{_first_bad(arr, bad)}.")
 
 
+#: Above this a Gaussian noise multiplier is accounted at it: the privacy loss is 0
+#: to float64 precision there, and more noise is a post-processing of less, so the
+#: answer at SIGMA_MAX is a valid upper bound for every larger sigma (no overflow).
+SIGMA_MAX = 1e100
+#: The one-step Gaussian grids reach this many standard deviations into the tail
+#: (1e-20 of mass beyond): the extent :func:`accountable_sigma` checks.
+TAIL_SD = 9.4
+
+
+def accountable_sigma(sigma, step, *, max_points: float, sensitivity: float = 1.0,
+                      what: str = "the PLD", name: str = "noise_multiplier") -> float:
+  """The noise multiplier a one-step Gaussian grid is built at: ``min(sigma, SIGMA_MAX)``.
+
+  ``ValueError`` naming ``name``, with the smallest noise multiplier the grid
+  holds at this ``step``, when the one-step privacy loss (mean shift
+  ``sensitivity``: up to ``1 / (2 z^2) + TAIL_SD / z``, z = sigma /
+  sensitivity) would span more than ``max_points`` grid points: refused
+  before anything is allocated.
+  """
+  s = min(float(sigma), SIGMA_MAX)
+  h = float(step)
+  z = s / sensitivity
+  points = (0.5 / z**2 + TAIL_SD / z) / h
+  if points > max_points:
+    # the smallest z with (1 / (2 z^2) + TAIL_SD / z) / h <= max_points: a root in 1/z
+    smallest = sensitivity / (-TAIL_SD + np.sqrt(TAIL_SD**2 + 2.0 * max_points * h))
+    raise ValueError(
+        f"{name} (sigma) {float(sigma):.6g} is too small for {what} at step {h:g}: one "
+        f"step's privacy loss spans about {points:.3g} grid points, more than the PLD "
+        f"engine runs ({int(max_points)}); noise multipliers >= {smallest:.3g} are "
+        "accounted at this step. Use a larger noise multiplier or a coarser step "
+        "(value_discretization_interval).")
+  return s
+
+
 def check_bracket(name: str, pair, *, lo: float = 0.0, lo_open: bool = True) -> None:
   """Checks a search bracket ``(a, b)`` of numbers with ``lo < a < b < inf``."""
   if not is_concrete(pair):

@@ -115,40 +115,6 @@ def _check(n, m, sigma, step):
   checks.check_positive("step", step, scalar=True)
 
 
-#: Above this noise multiplier the pairs are built at it: the loss is 0 to float64
-#: precision there, and more noise is a post-processing (the pair still dominates).
-_SIGMA_MAX = 1e100
-#: The one-step grids reach this many standard deviations into the tail (1e-20
-#: of mass beyond: jaxacct.pld's default), for the size check before any allocation.
-_TAIL_SD = 9.4
-
-
-def _accountable_sigma(sigma: float, step: float, sensitivity: float = 2.0) -> float:
-  """The noise multiplier a one-step pair is built at: ``min(sigma, _SIGMA_MAX)``.
-
-  ``ValueError`` naming the noise multiplier, with the smallest one the grid
-  holds at this ``step``, when the one-step loss of the Gaussian (std
-  ``sigma``, mean shift ``sensitivity``: up to ``1 / (2 z^2) + 9.4 / z``,
-  z = sigma / sensitivity) would span more grid points than the PLD engine
-  runs (``pld.MAX_WINDOW``): refused before anything is allocated.
-  """
-  s = min(float(sigma), _SIGMA_MAX)
-  h = float(step)
-  z = s / sensitivity
-  points = (0.5 / z**2 + _TAIL_SD / z) / h
-  if points > pld.MAX_WINDOW:
-    # the smallest z with (1 / (2 z^2) + 9.4 / z) / h <= MAX_WINDOW: a root in 1/z
-    c = pld.MAX_WINDOW * h
-    smallest = sensitivity / (-_TAIL_SD + math.sqrt(_TAIL_SD**2 + 2.0 * c))
-    raise ValueError(
-        f"noise_multiplier (sigma) {float(sigma):.6g} is too small for the fixed-size "
-        f"PLD at step {h:g}: one step's privacy loss spans about {points:.3g} grid "
-        f"points, more than the PLD engine runs ({pld.MAX_WINDOW}); noise multipliers "
-        f">= {smallest:.3g} are accounted at this step. Use a larger noise multiplier "
-        "or a coarser step (value_discretization_interval).")
-  return s
-
-
 def without_replacement_pair(n: int, m: int, sigma: float, *, step: float,
                              pessimistic: bool = True):
   r"""One step of m-of-n sampling without replacement, then the Gaussian (replace-one).
@@ -168,7 +134,9 @@ def without_replacement_pair(n: int, m: int, sigma: float, *, step: float,
   if not 1 <= m <= n:
     raise ValueError(f"need 1 <= m <= n; got m={m}, n={n}.")
   E = _pld()
-  q, s = m / n, _accountable_sigma(sigma, step) / 2.0
+  q = m / n
+  s = checks.accountable_sigma(sigma, step, max_points=pld.MAX_WINDOW, sensitivity=2.0,
+                               what="the fixed-size PLD") / 2.0
   if m == n:
     if pessimistic:
       g = E.gaussian(s, step=step, pessimistic=True)
@@ -202,7 +170,7 @@ def with_replacement_pair(n: int, m: int, sigma: float, *, step: float,
     raise ValueError(f"need m >= 1; got m={m}.")
   E = _pld()
   w, cut = mixtures.draw_count_law(int(n), int(m))
-  s = min(float(sigma), _SIGMA_MAX)   # more noise is a post-processing
+  s = min(float(sigma), checks.SIGMA_MAX)   # more noise is a post-processing
   if not pessimistic:
     ks = 2.0 * np.arange(w.size)
     return _padded(mixtures.mixture_of_gaussians(s, ks, w / np.sum(w), step=step,

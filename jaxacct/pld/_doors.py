@@ -25,16 +25,14 @@ from jaxacct.pld._mechanisms import (DEFAULT_STEP, truncate_to_bucket, truncate_
                                     poisson_gaussian_host, poisson_gaussian_pair)
 
 _MAX_STEP_GRID = 4_000_000
-#: Above this noise multiplier the PLD doors account at it: the loss is 0 to float64
-#: precision there, and more noise is a post-processing (a valid upper bound).
-SIGMA_MAX = 1e100
 
 
 def _at_most_sigma_max(sigma):
-  """``min(sigma, SIGMA_MAX)`` of concrete input (float, or an array)."""
+  """``min(sigma, checks.SIGMA_MAX)`` of concrete input (float, or an array): more
+  noise is a post-processing, so the answer there bounds every larger sigma."""
   if np.ndim(sigma):
-    return np.minimum(np.asarray(sigma, np.float64), SIGMA_MAX)
-  return min(float(sigma), SIGMA_MAX)
+    return np.minimum(np.asarray(sigma, np.float64), checks.SIGMA_MAX)
+  return min(float(sigma), checks.SIGMA_MAX)
 
 
 def default_step(*, sigma, q, num_steps) -> float:
