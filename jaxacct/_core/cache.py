@@ -42,7 +42,7 @@ _KEYS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_sec
 _PRIVATE_PREFIX = ".process-"
 _ENTRY_SUFFIX = "-cache"          # how JAX names an entry file
 _ORPHAN_AGE = 86400.0             # seconds: a folder of another host's process
-_LIVE: dict = {}                  # private folder -> published folder
+_LIVE: dict = {}                  # private folder -> (published folder, pid)
 
 
 def default_cache_dir() -> str:
@@ -113,7 +113,7 @@ def _private_dir(path: str) -> str:
         os.link(src, os.path.join(d, name), follow_symlinks=False)
     except OSError:     # no hard links here, or gone meanwhile: a miss, compiled again
       pass
-  _LIVE[d] = path
+  _LIVE[d] = (path, os.getpid())
   return d
 
 
@@ -121,8 +121,8 @@ def _publish(private: str) -> None:
   """Moves the entries this process wrote (not the linked ones) from its
   folder into the published one, each with one ``os.rename`` (a reader sees
   the whole file or none), then removes its folder."""
-  path = _LIVE.pop(private, None)
-  if path is None:
+  path, pid = _LIVE.pop(private, (None, None))
+  if path is None or pid != os.getpid():     # a forked child leaves its parent's folder
     return
   try:
     names = os.listdir(private)

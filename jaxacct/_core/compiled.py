@@ -324,8 +324,10 @@ class CachedJit:
       with _LOCK:
         _MEMORY.pop(key, None)
         _UNVERIFIED.discard(key)
-      self._forget(key)
-      exe = self._load_or_compile(key, args, kwargs, use_disk=False)
+      bad = _identity(self._path(key))
+      exe = self._load_or_compile(key, args, kwargs, use_disk=False)   # replaces the entry
+      if bad is not None and _identity(self._path(key)) == bad:
+        self._forget(key)     # not replaced (a JAX cache hit is not stored): drop it
       return exe(*dyn_args, **dyn_kwargs)
     _UNVERIFIED.discard(key)
     return out
@@ -361,6 +363,15 @@ class CachedJit:
 
   def __repr__(self):
     return f"jaxacct.jit({self._name})"
+
+
+def _identity(path):
+  """``(device, inode, mtime)`` of the file at ``path`` (None: none there)."""
+  try:
+    st = os.lstat(path)
+  except OSError:
+    return None
+  return (st.st_dev, st.st_ino, st.st_mtime_ns)
 
 
 def _run_device():

@@ -238,3 +238,29 @@ def test_largest_real_entry_is_far_under_the_cap(kernel, tmp_path):
   _x64(kernel, np.arange(5.0))
   (path,) = (tmp_path / "cache" / "executables").rglob("*" + store.SUFFIX)
   assert 1000 < path.stat().st_size < store.MAX_ENTRY / 100
+
+
+def test_entry_that_cannot_run_is_replaced_not_deleted(kernel, tmp_path, monkeypatch):
+  """An entry that loads but fails at its first run is compiled again and
+  replaced by ``os.replace``: it is never removed first (a process reading it
+  meanwhile finds the old file or the new one)."""
+  x = np.arange(5.0)
+  value = _x64(kernel, x)
+  (path,) = (tmp_path / "cache" / "executables").rglob("*" + store.SUFFIX)
+  inode = path.stat().st_ino
+  compiled.clear_memory()
+
+  def broken(*args, **kwargs):
+    raise RuntimeError("NOT_FOUND: Function fusion not found")
+
+  removed = []
+  real_remove = os.remove
+  with monkeypatch.context() as m:
+    m.setattr(compiled, "_read", lambda *a: broken)
+    m.setattr(os, "remove", lambda p, *a, **k: (removed.append(str(p)), real_remove(p, *a, **k)))
+    np.testing.assert_array_equal(_x64(kernel, x), value)
+  assert str(path) not in removed and path.stat().st_ino != inode
+  blob, n = path.read_bytes(), len(store.MAGIC)
+  key = json.loads(blob[n + 4:n + 4 + struct.unpack(">I", blob[n:n + 4])[0]])["key"]
+  exe, why = store.read_entry(str(path), key, jax.devices()[0])    # the new entry loads
+  assert why is None
