@@ -155,7 +155,7 @@ class RandomAllocationDpEvent(_JaxacctEvent):
       ``jaxacct.allocation.pld.allocation_pld_epsilon``).
     scale: Laplace scale (``mechanism="laplace"``), > 0; None otherwise.
 
-  ``sigma`` (formerly the one field of both meanings) is a deprecated
+  ``sigma`` is a deprecated
   alias, for one release, of ``noise_multiplier`` (Gaussian) or ``scale``
   (Laplace), with a ``DeprecationWarning``.
 
