@@ -1,7 +1,7 @@
 r"""The evaluator: the one desk that answers "what is the certified epsilon of this event?".
 
 :func:`bracket` takes events and deltas and returns the certified upper epsilon, the
-certified lower where one exists, and the method. One table (:data:`DESKS`) maps an
+certified lower where one exists, and the method. One table (``DESKS``, :mod:`jaxacct.accounting._scheme_doors`) maps an
 event family (:func:`jaxacct._core.events.family`) to its vectorised door, its final
 rule and the source of its lower bound. A single question is the accountant's (its
 scheme doors apply the same final rule, :mod:`jaxacct.accounting._final_rule`); lanes
@@ -18,13 +18,13 @@ import numpy as np
 from jaxacct._core.lazy import LazyModule
 from jaxacct import accounting, poisson
 from jaxacct.accounting._final_rule import is_host
-from jaxacct.accounting._scheme_doors import (ALLOCATION_METHOD, DESKS, GAUSSIAN_METHOD,
-                                              POISSON_METHOD, Desk)
 
 if TYPE_CHECKING:
   from jaxacct._core import events
+  from jaxacct.accounting import _scheme_doors as desks
 else:   # imported at the first event: dp_accounting (when installed) comes with the events
   events = LazyModule("jaxacct._core.events")
+  desks = LazyModule("jaxacct.accounting._scheme_doors")   # the desks (DESKS)
 
 
 class Bracket(NamedTuple):
@@ -47,15 +47,15 @@ def noise_scale(event):
   """``(family, key, sigma)`` when a desk answers ``event`` in lanes (Gaussian noise
   sigma), else None: the calibrator's lanes of one family and key."""
   f = events.family(event)
-  if f.name not in DESKS or f.sigma is None or (f.name == "allocation"
+  if f.name not in desks.DESKS or f.sigma is None or (f.name == "allocation"
                                                 and f.mechanism != "gaussian"):
     return None
   return f.name, f.key, f.sigma
 
 
 def clt_rounds(family, key):
-  """The desk's Gaussian-DP (CLT) model rounds (see :class:`Desk`)."""
-  return DESKS[family].rounds(key)
+  """The desk's Gaussian-DP (CLT) model rounds (``Desk.rounds``)."""
+  return desks.DESKS[family].rounds(key)
 
 
 def rdp_upper(events_, delta) -> np.ndarray:
@@ -124,7 +124,7 @@ def _one(event, delta, with_lower):
 def _scalar(event, fam, delta, with_lower):
   """One event on the host: the accountant's bracket, named by the family's desk."""
   up, lo, acc_method, scope = _one(event, delta, with_lower)
-  desk = DESKS.get(fam.name)
+  desk = desks.DESKS.get(fam.name)
   if desk is None:
     method = f"PLDAccountant({relation_of(event)}) of the run's event (method {acc_method!r})"
   elif acc_method.startswith("no amplification"):
@@ -160,7 +160,7 @@ def bracket(events_, delta, *, with_lower: bool = True, host: Optional[bool] = N
   up, lo = np.empty(len(evs)), np.full(len(evs), np.nan)
   groups = {}
   for i, f in enumerate(fams):
-    desk = DESKS.get(f.name)
+    desk = desks.DESKS.get(f.name)
     gaussian_noise = f.name != "allocation" or f.mechanism == "gaussian"
     lanes = desk is not None and gaussian_noise and f.sigma is not None and not host
     groups.setdefault((f.name, f.key) if lanes else ("one", i), []).append(i)
@@ -171,7 +171,7 @@ def bracket(events_, delta, *, with_lower: bool = True, host: Optional[bool] = N
       u, l_, m, det = _scalar(evs[idx[0]], fams[idx[0]], float(d[idx[0]]), with_lower)
     else:
       sig = np.array([fams[i].sigma for i in idx], np.float64)
-      u, l_, m, det = DESKS[name].lanes(key, sig, d[idx].copy(), with_lower)
+      u, l_, m, det = desks.DESKS[name].lanes(key, sig, d[idx].copy(), with_lower)
     up[idx] = u
     if l_ is not None:
       lo[idx] = l_
