@@ -11,12 +11,13 @@ tracking and the data loaders ask here. Docs: docs/bounds/dpsgd.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 import numpy as np
 
 from jaxacct._core.lazy import LazyModule
 from jaxacct import accounting, poisson
+from jaxacct import pld as jpld
 from jaxacct.accounting._final_rule import is_host
 
 if TYPE_CHECKING:
@@ -85,9 +86,16 @@ def relation_of(event) -> str:
 
 
 def accountant_for(event):
-  """A fresh ``PLDAccountant`` under :func:`relation_of` ``event``, with it composed."""
+  """A fresh ``PLDAccountant`` under :func:`relation_of` ``event``, with it composed;
+  on the Poisson door's own grid (:func:`jaxacct.pld.default_step`, finer than the
+  accountant's default where the privacy loss is narrow) for a Poisson family."""
   rel = accounting.NeighboringRelation[relation_of(event)]
-  return accounting.PLDAccountant(rel).compose(event)
+  f = events.family(event)
+  kw = {}
+  if f.name == "poisson":
+    kw["value_discretization_interval"] = jpld.default_step(sigma=f.sigma, q=f.key[0],
+                                                            num_steps=f.key[1])
+  return accounting.PLDAccountant(rel, **kw).compose(event)
 
 
 def _ask(event, delta, with_lower):
