@@ -16,6 +16,7 @@ randomizer with eps0 = 1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -388,7 +389,23 @@ _FLAGS = {"num_examples": "--num-examples", "batch_size": "--batch-size",
           "num_epochs": "--num-epochs", "delta": "--delta",
           "noise_multiplier": "--noise-multiplier", "target_epsilon": "--target-epsilon",
           "epsilon": "--target-epsilon", "sampling": "--sampling",
-          "neighbouring": "--neighbouring", "max_batch_size": "--max-batch-size"}
+          "neighbouring": "--neighbouring"}
+
+
+def _settings_flags(p) -> dict:
+  """One flag per field of each registered sampler's settings (``--cycle-length``, ...):
+  ``{field: flag}``; an int >= 1 each, its help from the field's metadata."""
+  owners = {}
+  for name in samplers.names():
+    cls = samplers.get(name).settings
+    for f in dataclasses.fields(cls) if cls is not None else ():
+      owners.setdefault(f.name, ([], f.metadata.get("help", f.name)))[0].append(name)
+  flags = {}
+  for field, (names, text) in owners.items():
+    flags[field] = "--" + field.replace("_", "-")
+    p.add_argument(flags[field], type=_count(flags[field][2:]),
+                   help=f"{text} ({', '.join(names)} only)")
+  return flags
 
 
 def dpsgd_main(argv=None) -> int:
@@ -421,8 +438,7 @@ def dpsgd_main(argv=None) -> int:
                       "(searched in [0.01, 1e4]; a target met already at 0.01 is said so)")
   p.add_argument("--sampling", choices=samplers.names(), default="balls_in_bins",
                  help="batch sampler (default balls_in_bins)")
-  p.add_argument("--max-batch-size", type=_count("max-batch-size"),
-                 help="batch cap (truncated_poisson only)")
+  settings = _settings_flags(p)
   p.add_argument("--neighbouring", choices=NEIGHBOURINGS,
                  help="neighbouring relation (default: the sampler's own, add_remove; "
                       "shuffle's add_remove is the zero-out relation: one example replaced "
@@ -455,12 +471,11 @@ def dpsgd_main(argv=None) -> int:
                    noise_multiplier=args.noise_multiplier,
                    target_epsilon=args.target_epsilon, sampling=args.sampling,
                    neighbouring=args.neighbouring,
-                   **({} if args.max_batch_size is None else
-                      {"max_batch_size": args.max_batch_size}),
+                   **{k: getattr(args, k) for k in settings if getattr(args, k) is not None},
                    progress=False if args.quiet or args.brief else None)
   except ValueError as e:   # a cross-flag error (B > N, ...): name the flag
     msg = str(e)
-    names = {**_FLAGS, "num_epochs": epochs_flag}
+    names = {**_FLAGS, "num_epochs": epochs_flag, **settings}
     flags = [f for n, f in names.items() if msg.startswith(n) or f"{n}=" in msg
              or f"{n} " in msg.split(";")[0]]
     p.error(f"{'/'.join(dict.fromkeys(flags)) or 'invalid input'}: {msg}")

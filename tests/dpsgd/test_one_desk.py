@@ -9,6 +9,7 @@ accountant, live, for cyclic Poisson (its pessimistic and optimistic PLDs at a
 never below its optimistic estimate less that grid error).
 """
 
+import json
 import math
 
 import numpy as np
@@ -117,3 +118,18 @@ def test_cyclic_poisson_against_dp_accounting_live():
   assert r.epsilon <= theirs[True] * (1 + 1e-3)
   assert r.epsilon >= theirs[False] * (1 - 1e-3)
   assert r.lower <= theirs[True]
+
+
+def test_cli_flags_are_built_from_the_samplers_settings(capsys):
+  from jaxacct.__main__ import main
+  argv = ["dpsgd", "--num-examples", "1000", "--batch-size", "50", "--num-epochs", "2",
+          "--delta", str(DELTA), "--noise-multiplier", "1.2", "--json", "--quiet"]
+  assert main(argv + ["--sampling", "cyclic_poisson", "--cycle-length", "4"]) == 0
+  out = json.loads(capsys.readouterr().out)
+  r = dpsgd.epsilon(noise_multiplier=1.2, delta=DELTA, sampling="cyclic_poisson",
+                    cycle_length=4, **CFG)
+  assert (out["epsilon"]["upper"], out["epsilon"]["lower"]) == (r.epsilon, r.lower)
+  with pytest.raises(SystemExit) as err:   # a setting of another sampler is refused
+    main(argv + ["--sampling", "poisson", "--cycle-length", "4"])
+  assert err.value.code == 2
+  assert "--cycle-length" in capsys.readouterr().err

@@ -20,7 +20,7 @@ class CyclicPoissonSettings:
       groups; step i samples group i mod b at rate b B / N (b = 1: Poisson).
   """
   cycle_length: int = dataclasses.field(
-      default=None, metadata={"help": "b (cyclic_poisson): the data split into b groups, "
+      default=None, metadata={"help": "b: the data split into b groups, "
                                       "step i samples group i mod b at rate b B / N"})
 
   def __post_init__(self):

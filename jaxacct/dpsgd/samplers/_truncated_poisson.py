@@ -20,7 +20,7 @@ class TruncatedPoissonSettings:
       b examples keeps a uniformly random b of them.
   """
   max_batch_size: int = dataclasses.field(
-      default=None, metadata={"help": "the batch cap b (truncated_poisson): a Poisson batch "
+      default=None, metadata={"help": "the batch cap b: a Poisson batch "
                                       "of more than b examples keeps b of them"})
 
   def __post_init__(self):
