@@ -26,7 +26,8 @@ _ON_HOST = HostDoor(
     "jaxacct.mechanisms.rdp_to_epsilon.")
 
 
-_SIGMA_MIN, _SIGMA_MAX = 1e-2, 1e4   # calibration search range
+#: calibrate_noise_multiplier's search bracket for sigma and its default rtol
+SIGMA_BRACKET, DEFAULT_RTOL = (1e-2, 1e4), 2.5e-4
 
 
 @host_door(HOST_ONLY)
@@ -241,7 +242,7 @@ def _progress_bar(sched, size, what, enabled, given=None):
 @host_door(calibrator.CALIBRATE_ON_HOST)
 def calibrate_noise_multiplier(*, epsilon, delta, num_examples, batch_size, num_epochs=None,
                                sampling: str = "balls_in_bins", num_selected: int = 1,
-                               total_steps=None, rtol: float = 2.5e-4,
+                               total_steps=None, rtol: float = DEFAULT_RTOL,
                                progress: Optional[bool] = None, **settings):
   """Smallest certified noise multiplier meeting each (epsilon, delta) target.
 
@@ -277,7 +278,7 @@ def calibrate_noise_multiplier(*, epsilon, delta, num_examples, batch_size, num_
   make_event = samplers.get(sched.sampling).event
   try:
     return calibrator.calibrate(lambda s: make_event(sched, s), epsilon, delta,
-                                bracket=(_SIGMA_MIN, _SIGMA_MAX), increasing=False,
+                                bracket=SIGMA_BRACKET, increasing=False,
                                 rtol=rtol, name="noise_multiplier", progress=progress)
   except ValueError as err:
     raise _restate(sched, err, f"epsilon={epsilon!r} (a noise_multiplier the search "

@@ -24,20 +24,14 @@ from jaxacct._core.gaussian import gaussian_epsilon
 from jaxacct._core.units import renamed_fields
 from jaxacct._core.version import __version__
 from jaxacct.dpsgd import samplers
-from jaxacct.dpsgd._recipe import calibrate_noise_multiplier, epsilon, schedule
+from jaxacct.dpsgd._recipe import (DEFAULT_RTOL, SIGMA_BRACKET, calibrate_noise_multiplier,
+                                   epsilon, schedule)
 
 # the values ``statement(neighbouring=...)`` accepts
 NEIGHBOURINGS = ("add_remove", "replace_one")
 _SENSITIVITY = {"add_remove": 1.0, "replace_one": 2.0}   # in units of the clipping norm C
-# calibrate_noise_multiplier's search bracket for sigma is [1e-2, 1e4] and its
-# default relative tolerance 2.5e-4 (its docstring): a calibrated sigma within one
-# tolerance step of the floor was not searched below
-_SIGMA_FLOOR, _RTOL = 1e-2, 2.5e-4
-
-# What each accepted relation is, by name, where a sampler's accounting of it is
-# narrower than its option's name: shuffle's add_remove keeps N and every batch
-# (the zero-out relation); elsewhere the relation is what the option says.
-_RELATION = {("shuffle", "add_remove"): "zero_out"}
+# a calibrated sigma within one tolerance step of the search's floor was not searched below
+_SIGMA_FLOOR, _RTOL = SIGMA_BRACKET[0], DEFAULT_RTOL
 _NEIGHBOUR_TEXT = {
     "add_remove": ("add_remove: neighbouring datasets differ by adding or removing one "
                    "example; the schedule (N/B, t, T) is fixed in advance; per-example "
@@ -375,7 +369,8 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
                     f"{'' if sens == 1 else f'({sens:g} '}sqrt(T)"
                     f"{'' if sens == 1 else ')'} = {one:.6g} (Dong, Roth & Su, "
                     "arXiv:1905.02383v3, Cor. 3.3; Balle & Wang, arXiv:1805.06530v2, Thm 8)")
-  relation = _RELATION.get((sampling, neighbouring), neighbouring)
+  # what the relation is, where the sampler's accounting of it is narrower than its name
+  relation = samplers.get(sampling).relation_names.get(neighbouring, neighbouring)
   assumptions = (
       _NEIGHBOUR_TEXT[relation],
       "predetermined (non-adaptive) schedule: N, B, E, sigma, the clipping norm C and the "

@@ -98,6 +98,8 @@ class Sampler:
     relations: the neighbouring relations the accounting covers.
     accounted: the relation :attr:`event` is accounted under (the statement
       rescales sigma by the sensitivity for the others).
+    relation_names: what a relation option is where the sampler's accounting
+      of it is narrower than its name (shuffle: ``{"add_remove": "zero_out"}``).
     settings: the frozen dataclass of the sampler's own options (its fields
       are keywords of the dpsgd doors and flags of ``jaxacct dpsgd``); None.
     options: the optional configuration parameters it takes
@@ -119,6 +121,7 @@ class Sampler:
   gdp_rate: Optional[Callable] = None
   relations: Tuple[str, ...] = ("add_remove",)
   accounted: str = "add_remove"
+  relation_names: Dict[str, str] = dataclasses.field(default_factory=dict)
   settings: Optional[type] = None
   options: Tuple[str, ...] = ()
   steps_rule: str = "floor(N / B)"

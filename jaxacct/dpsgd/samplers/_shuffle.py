@@ -66,4 +66,6 @@ SAMPLER = register(Sampler(
     schedule=_schedule, event=_event, event_lower=False, lower=_lower, block=_block,
     risk=_risk,
     no_amplification=lambda s: int(s.num_epochs), gdp_rate=None,
-    relations=("add_remove", "replace_one"), in_default_plot=True))
+    relations=("add_remove", "replace_one"), in_default_plot=True,
+    # add_remove keeps N and every batch: one example replaced by a zero-gradient one
+    relation_names={"add_remove": "zero_out"}))
