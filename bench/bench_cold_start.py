@@ -165,7 +165,7 @@ def _jax_privacy(plug):
 
 def _cli(cache_dir):
   from jaxacct import __main__ as cli
-  argv = ["--quiet"] + (["--cache-dir", cache_dir] if cache_dir else ["--no-cache"])
+  argv = ["table", "--quiet"] + (["--cache-dir", cache_dir] if cache_dir else ["--no-cache"])
   buf = io.StringIO()
   with contextlib.redirect_stdout(buf):
     status = cli.main(argv)

@@ -1,6 +1,6 @@
 """The ``jaxacct`` table across epochs: seconds per row, as multiples of Y.
 
-``jaxacct --sigma 2 --num-steps 1000 --num-epochs E --delta 1e-6`` (the issue 55
+``jaxacct table --sigma 2 --num-steps 1000 --num-epochs E --delta 1e-6`` (the issue 55
 setting) for E in 1, 2, 5, 10, each in a fresh process with the CLI's default
 compilation caches: one untimed run fills them, the next is timed (the rows'
 ``first_call_s`` of ``--json``). Y is dp_accounting's import and first
@@ -54,7 +54,7 @@ def measure_y():
 def table(epochs, timeout=1800):
   """``(rows, process seconds)`` of one ``jaxacct --json`` run at ``epochs``."""
   t0 = time.perf_counter()
-  out = subprocess.run([sys.executable, "-m", "jaxacct", *SETTING, "--num-epochs", str(epochs),
+  out = subprocess.run([sys.executable, "-m", "jaxacct", "table", *SETTING, "--num-epochs", str(epochs),
                         "--json", "--quiet"], capture_output=True, text=True, env=_env(),
                        cwd=ROOT, timeout=timeout)
   wall = time.perf_counter() - t0
