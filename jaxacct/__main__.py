@@ -320,7 +320,7 @@ def table_main(argv) -> int:
         # why this row can take more than a few seconds (one line, stderr)
         bar.write(f"jaxacct: {method} / shuffling over {args.num_epochs} rounds: the PLD "
                   "of the per-round pair composed, and RDP curves (Chen et al.'s at the "
-                  "orders that can decide epsilon): a few seconds on 2 cores")
+                  "orders that can decide epsilon)")
       cell, ok, ct, val = _timed_value(fn, 1.0)
       status |= 0 if ok else 1
       rec = {"scheme": scheme, "method": method, "epsilon": val,

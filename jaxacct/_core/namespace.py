@@ -28,7 +28,7 @@ from jaxacct._core import parallel, solve
 class Namespace:
   """``xp`` (array module), ``sp`` (special functions) and the shims.
 
-  ``sp`` is imported on first use (``scipy.special`` costs ~0.1 s to import).
+  ``sp`` is imported on first use (importing ``scipy.special`` is slow).
   ``compiled_loops`` (host only): a formula whose inner loop has a compiled
   form runs that small program for it, the rest in NumPy (:data:`HOST_LOOPS`).
   """
