@@ -52,7 +52,8 @@ class PrivacyTrackerState(NamedTuple):
     count: int32 scalar, number of applied (not masked) updates.
     eps: float scalar, epsilon at ``delta`` spent after ``count`` updates
       (float64 under x64, else float32 rounded up).
-    delta: float scalar, the delta at which ``eps`` holds.
+    delta: float scalar, the delta at which ``eps`` holds (float32 under x64
+      off: rounded up; :func:`privacy_spent` reports the exact one).
     budget_exhausted: bool scalar, True once an update was masked because it
       would have exceeded ``max_epsilon``.
     schedule_id: int32 scalar, fingerprint of the schedule (what the
