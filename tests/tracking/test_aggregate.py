@@ -417,7 +417,7 @@ def test_float16_gradients_accumulate_in_float32():
   g = jnp.zeros((700, 2), jnp.float16).at[:, 0].set(100.0)
   agg = tracking.dp_aggregate(l2_norm_clip=100.0, noise_multiplier=0.0,
                               expected_batch_size=700.0, key=0)
-  u, _ = agg.update(g, agg.init(jnp.zeros(2, jnp.float16)))
+  u, _ = jax.jit(agg.update)(g, agg.init(jnp.zeros(2, jnp.float16)))
   assert u.dtype == jnp.float16
   np.testing.assert_array_equal(np.asarray(u, np.float64), [100.0, 0.0])
   noisy = tracking.dp_aggregate(l2_norm_clip=100.0, noise_multiplier=1.0,
@@ -428,10 +428,10 @@ def test_float16_gradients_accumulate_in_float32():
   big = jnp.array([[300.0, 0.0], [jnp.nan, 0.0]], jnp.float16)
   one = tracking.dp_aggregate(l2_norm_clip=1.0, noise_multiplier=0.0, expected_batch_size=1.0,
                               key=0)
-  u, _ = one.update(big, one.init(jnp.zeros(2, jnp.float16)))
+  u, _ = jax.jit(one.update)(big, one.init(jnp.zeros(2, jnp.float16)))
   np.testing.assert_array_equal(np.asarray(u, np.float64), [1.0, 0.0])
   # clip_and_sum: the float32 sum, in float16, saturated at 65,504 (never inf)
-  s, _ = tracking.clip_and_sum(100.0).update(g, optax.EmptyState())
+  s, _ = jax.jit(tracking.clip_and_sum(100.0).update)(g, optax.EmptyState())
   assert s.dtype == jnp.float16 and float(s[0]) == 65504.0
-  s, _ = tracking.clip_and_sum(1.0).update(big, optax.EmptyState())
+  s, _ = jax.jit(tracking.clip_and_sum(1.0).update)(big, optax.EmptyState())
   np.testing.assert_array_equal(np.asarray(s, np.float64), [1.0, 0.0])
