@@ -87,14 +87,11 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
 
   Args:
     neighboring_relation: ``NeighboringRelation.ADD_OR_REMOVE_ONE``
-      (default), ``REPLACE_ONE`` or ``REPLACE_SPECIAL`` (replace a record by a
-      fixed "zero" record; use it for runs that mix add/remove-style
-      mechanisms with shuffling or check-in, which are replacement
-      mechanisms). Which events each relation supports: see
-      ``jaxacct.accounting._composition``.
+      (default), ``REPLACE_ONE`` or ``REPLACE_SPECIAL`` (a record replaced by a
+      fixed "zero" record: runs that mix add/remove mechanisms with shuffling
+      or check-in). Which events each supports: ``accounting._composition``.
     value_discretization_interval: the loss grid step of every PLD (as in
-      dp_accounting), > 0. Smaller is tighter and slower (error ~ step^2 per
-      composition for connect-the-dots).
+      dp_accounting), > 0: smaller is tighter and slower.
     tail_mass: truncation mass per side of the FFT compositions (charged to
       delta on the upper side, allowed for on the lower side), in (0, 1e-3].
     shortcuts: use the exact Gaussian closed form, and a scheme's own door

@@ -172,7 +172,7 @@ def test_issue_setting_recipe_and_calibration():
   up = lambda x: dpsgd.epsilon(noise_multiplier=x, num_examples=N, batch_size=B,
                                num_epochs=E, delta=DELTA).epsilon
   assert up(s) <= 3.0 < up(s / (1 + 1e-3))
-  acc = tracking.accountant_for("allocation", noise_multiplier=s, num_examples=N,
+  acc = tracking.accountant_for("balls_in_bins", noise_multiplier=s, num_examples=N,
                                batch_size=B, num_epochs=E, progress=False)
   eps = float(tracking.epsilon_table(acc, num_steps=2340, delta=DELTA)[-1])
   assert eps == up(s) and 2.98 <= eps <= 3.0   # nearly all of the budget is used

@@ -263,7 +263,7 @@ BASE = {
         epsilons=np.array([0.1, 0.2, 0.3]), delta=1e-5),
     "jaxacct.tracking.epsilon_table": dict(accountant=_Lazy(_event_acc), num_steps=10,
                                            delta=1e-5),
-    "jaxacct.tracking.accountant_for": dict(scheme="gaussian", noise_multiplier=1.0,
+    "jaxacct.tracking.accountant_for": dict(sampling="shuffle", noise_multiplier=1.0,
                                             num_examples=1000, num_epochs=1,
                                             batch_size=100, progress=False),
     "jaxacct.tracking.clip_and_sum": dict(l2_norm_clip=1.0),
@@ -295,6 +295,8 @@ BASE = {
                                             step=0.1),
     # samplers
     "jaxacct.sampling.capacity_for": dict(expected_batch_size=64.0, num_steps=10),
+    "jaxacct.sampling.loader": dict(sampling="shuffle", num_examples=100, batch_size=10,
+                                    num_epochs=2),
     "jaxacct.sampling.BallsInBinsSampler": dict(num_examples=100, steps_per_epoch=10,
                                                 num_epochs=2),
     "jaxacct.sampling.PoissonSampler": dict(num_examples=100, sampling_probability=0.1,
