@@ -94,9 +94,8 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
       dp_accounting), > 0: smaller is tighter and slower.
     tail_mass: truncation mass per side of the FFT compositions (charged to
       delta on the upper side, allowed for on the lower side), in (0, 1e-3].
-    shortcuts: use the exact Gaussian closed form, and a scheme's own door
-      for a ledger of one random-allocation event or of one Poisson-subsampled
-      Gaussian event (add/remove), when the ledger allows (default True).
+    shortcuts: the exact Gaussian closed form and the desks' doors (one
+      allocation event, or one Poisson-subsampled Gaussian event) (default True).
     component_cache: optional dict shared by accountants with the same
       relation and grid, to reuse per-event PLDs (``copy`` shares its own).
     truncated: ``TruncatedSubsampledGaussianDpEvent``'s upper pair: ``"jaxacct"``
