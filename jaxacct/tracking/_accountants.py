@@ -239,10 +239,9 @@ class EventAccountant(_Accountant):
     convolution), so each entry IS ``get_epsilon`` after b blocks, to the last
     bit, on an empty ledger; onto a ledger of earlier events, the event's
     powers are composed onto the ledger's composed pair (equal to the
-    accountant to its FFT round-off, about 1e-10 relative). A 10,000-step
-    Poisson table costs seconds on a CPU.
+    accountant to its FFT round-off, about 1e-10 relative).
 
-  ``max_evaluations`` (an int) is the cheaper mode of old: every count up to
+  ``max_evaluations`` (an int) is the cheaper mode: every count up to
   ``max_evaluations``; beyond, the first ``min(32, max_evaluations // 2)``
   counts, a geometric grid up to the last count and every multiple of
   ``evaluate_every``; a count between two evaluated ones is charged the next

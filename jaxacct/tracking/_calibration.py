@@ -57,7 +57,7 @@ def accountant_for(sampling: str, *, noise_multiplier, num_examples: int, num_ep
     num_examples: N >= 1. num_epochs: E (as :func:`jaxacct.dpsgd.schedule`).
     batch_size: the (expected) batch size B, as :func:`jaxacct.dpsgd.schedule`.
     progress: None (global switch), True or False: progress output while
-      tabulating (seconds to minutes).
+      tabulating.
     options: the sampler's other settings, as :func:`jaxacct.dpsgd.schedule`
       takes them (``num_selected``, ``total_steps``, ``max_batch_size``, ...).
 

@@ -27,20 +27,17 @@ from jaxacct.pld import from_losses_host, law, pair_column_epsilons, pair_epsilo
 
 # counts per block of the repeated-event engine (below it: one column a count)
 _ROWS = 32
-# The later epochs' rows on a coarser loss grid (row_step): at the README's run
-# 8 times the accountant's 1e-4, 1e-5 of epsilon looser (an upper bound still),
-# a twentieth of the 64-prefix staircase's gaps, a third of the columns' time.
+# The later epochs' rows on a coarser loss grid (row_step): 8 times the accountant's
+# step (an upper bound still; docs/bounds/tracking.md has what it costs in epsilon).
 _ROW_COARSENING = 8
 _ROW_STEP_MAX = 1e-3
 
 
 def _prefix_laws(sigma, s: int, mechanism: str, host):
   """FinalLaws (NumPy, upper law only) of the 1-of-s round by ``laws_batch``:
-  ``host=True`` built in NumPy (no program, about 80 ms at s = 234);
-  ``"loops"`` the same with the pairwise sums' loops as one small compiled
-  program (about 0.4 s to compile in a fresh process with the caches off,
-  about 10 ms a law after; on the accelerator layout the jitted law program);
-  False the jitted law program (about 1.4 s to compile, 4 ms a law). The laws
+  ``host=True`` built in NumPy (no program); ``"loops"`` the same with the
+  pairwise sums' loops as one small compiled program (on the accelerator
+  layout the jitted law program); False the jitted law program. The laws
   agree to rounding, and the ledger ``rel``, ``eta`` holds for either
   evaluation order."""
   if host == "loops" and accelerator_layout():
@@ -55,8 +52,7 @@ def _prefix_laws(sigma, s: int, mechanism: str, host):
 def _later_laws(sigma, ss, mechanism: str):
   """FinalLaws of the 1-of-s rounds for ``ss``, one per s: on the CPU layout
   ``shared_upper_laws`` (levels of common leading bits once, its loops one
-  small program: about 0.4 s to compile with the caches off, 0.3 s for the
-  README run's 64 laws), else the jitted law program's."""
+  small program), else the jitted law program's."""
   if accelerator_layout():
     return [_prefix_laws(sigma, int(s), mechanism, False) for s in ss]
   F = apld.shared_upper_laws(float(sigma), np.asarray(ss), apld.DEFAULT_TAIL,

@@ -37,7 +37,7 @@ def accounted(accountant):
     inner = getattr(e, "event", e)
     sigma = getattr(inner, "noise_multiplier", None)
     if sigma is None and isinstance(getattr(e, "scale", None), (int, float)):
-      sigma = e.scale   # (a Laplace allocation's scale, formerly its sigma)
+      sigma = e.scale   # (a Laplace allocation's scale)
   return (None if sigma is None else float(sigma), declared.get("expected_batch_size"))
 
 
