@@ -72,7 +72,7 @@ def smallest_caps(num_examples: int, sampling_probability: float, noise_multipli
   top = int(min(n + 1, stats.binom.isf(1e-15, n, q) + 2))
   out = {"poisson": ref}
   lo = max(1, int(math.floor(q * n)))
-  for f in fracs:
+  for f in fracs:                   # ascending: a larger fraction needs no larger cap
     goal = (1.0 + f) * ref
     a, b = lo, top                  # invariant: eps(b) <= goal (or b = top)
     if eps(a) <= goal:
@@ -85,7 +85,7 @@ def smallest_caps(num_examples: int, sampling_probability: float, noise_multipli
       else:
         a = mid
     out[f] = b
-    lo = a                          # a larger fraction needs no larger cap
+    top = b
   return out
 
 
