@@ -414,6 +414,9 @@ RUN_EVENT_OK = {
     "jaxacct.accounting.jax_privacy": "the deprecated balls_in_bins_event, for one release "
                                       "(jaxacct.dpsgd.jax_privacy's reads the registry; "
                                       "accounting sits below it)",
+    "jaxacct.accounting.truncated_cap": "the cap search asks the accountant for the truncated "
+                                        "and the untruncated Poisson event at each cap it tries "
+                                        "(accounting sits below the registry)",
 }
 
 
