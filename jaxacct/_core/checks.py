@@ -175,6 +175,9 @@ def check_int(name: str, x, *, min_value: int = 1,
         f"{_first_bad(arr, bad)}.")
 
 
+#: The largest local epsilon the shuffle doors account (e^eps0 is finite in float64);
+#: above it shuffling amplifies nothing measurable: eps0 itself is the bound.
+EPS0_MAX = 700.0
 #: Above this a Gaussian noise multiplier is accounted at it: the privacy loss is 0
 #: to float64 precision there, and more noise is a post-processing of less, so the
 #: answer at SIGMA_MAX is a valid upper bound for every larger sigma (no overflow).

@@ -194,6 +194,8 @@ def clone_epsilon_approx_ldp(delta, *, n, eps0, delta0, num_refine: int = 3):
     Bound: upper (Thm 3.8 is a theorem, not an approximation: "approx" is
     the local (eps0, delta0) guarantee).
   """
+  checks.check_scalar("jaxacct.shuffle.clone_epsilon_approx_ldp", n=n, eps0=eps0,
+                      delta0=delta0, num_refine=num_refine)
   _check_common(n, eps0)
   checks.check_delta(delta)
   checks.check_range("delta0", delta0, 0.0, 1.0)
@@ -255,6 +257,9 @@ def krr_epsilon_closed_form(delta, *, n, eps0, k):
     checks.check_delta(delta)
     checks.check_int("k", k, min_value=2)
 
+  # a list is a grid, as an array is
+  delta, n, eps0, k = (np.asarray(x, np.float64) if isinstance(x, (list, tuple)) else x
+                       for x in (delta, n, eps0, k))
   e = dispatch(run, (delta, n, eps0, k), validate)
   return EpsilonResult(epsilon=e, delta=delta, method="krr_closed_form",
                        bound="upper")
@@ -426,7 +431,8 @@ def clone_rdp(orders, *, n, eps0):
   ``n * window``: fine to n ~ 1e5 at orders <= 256.
   """
   orders_np = checks.check_orders(orders)
-  _check_common(n, eps0)
+  checks.check_int("n", n, min_value=1, scalar=True)
+  checks.check_range("eps0", eps0, 0.0, checks.EPS0_MAX, lo_open=True, scalar=True)
   p = float(np.exp(eps0))
   beta = (p - 1.0) / (p + 1.0)
   q = 2.0 * p * p / (p + 1.0)

@@ -112,9 +112,11 @@ def _table_epsilon(p, q, delta, eps0, *, lower=False):
 
 
 def _check_binary(n, eps0, max_n=MAX_EXACT_BINARY_N, ms=None):
-  checks.check_int("n", n, min_value=1, max_value=max_n)
-  checks.check_positive("eps0", eps0)
+  checks.check_int("n", n, min_value=1, max_value=max_n, scalar=True)
+  checks.check_range("eps0", eps0, 0.0, checks.EPS0_MAX, lo_open=True, scalar=True)
   if ms is not None:
+    if np.ndim(ms) != 1:
+      raise ValueError(f"ms must be a list of counts (integers in [0, n - 1]); got {ms!r}.")
     checks.check_int("ms", list(ms), min_value=0, max_value=int(n) - 1)
 
 

@@ -89,13 +89,19 @@ _METHOD_NAMES = (
     "pld_clone", "pld_stronger_clone", "pld", "trivial")
 
 
+def _check_eps0(eps0, scalar=False):
+  """eps0 in (0, EPS0_MAX]: beyond it e^eps0 overflows (the answers were NaN) and the
+  shuffle amplifies nothing: epsilon = eps0 (post-processing) is the bound."""
+  checks.check_range("eps0", eps0, 0.0, checks.EPS0_MAX, lo_open=True, scalar=scalar)
+
+
 def _check_front(n, eps0, rounds, method, step, **value):
   checks.check_scalar("jaxacct.shuffle.epsilon/delta",
                       "For grids over n or eps0, call the bound functions "
                       "(shuffle.clone_epsilon, ...), which broadcast arrays.",
                       n=n, eps0=eps0, rounds=rounds, **value)
   checks.check_int("n", n, min_value=1)
-  checks.check_positive("eps0", eps0)
+  _check_eps0(eps0)
   checks.check_int("rounds", rounds, min_value=1)
   checks.check_choice("method", method, _METHOD_NAMES)
   checks.check_positive("step", step)
@@ -116,8 +122,8 @@ def dominating_pairs(*, n: int, eps0: float, randomizer="generic"):
   every dataset (both directions), else the stronger-clone pair.
   Cut mass is carried by +inf-loss atoms (see ``exact.pair_pmfs``).
   """
-  checks.check_int("n", n, min_value=1)
-  checks.check_positive("eps0", eps0)
+  checks.check_int("n", n, min_value=1, scalar=True)
+  _check_eps0(eps0, scalar=True)
   kind, _ = parse_randomizer(randomizer)
   p = math.exp(eps0)
   beta = (p - 1.0) / (p + 1.0)

@@ -44,8 +44,8 @@ from jaxacct.shuffle._front import epsilon as shuffle_epsilon
 
 
 def _check_nm(n, m):
-  checks.check_int("n", n, min_value=1)
-  checks.check_int("m", m, min_value=1)
+  checks.check_int("n", n, min_value=1, scalar=True)
+  checks.check_int("m", m, min_value=1, scalar=True)
   if m > n:
     raise ValueError(f"m must be in [1, n] = [1, {n}]; got m={m}.")
 
@@ -141,7 +141,7 @@ def subsampled_delta(*, n: int, m: int, eps0: float, epsilon: float,
   Returns: :class:`DeltaResult`. Bound: upper.
   """
   _check_nm(n, m)
-  checks.check_range("epsilon", epsilon, 0.0, np.inf)
+  checks.check_range("epsilon", epsilon, 0.0, np.inf, scalar=True)
   rate = m / n
   inner_eps = math.log1p(math.expm1(epsilon) / rate) if epsilon < 700 else (
       epsilon - math.log(rate) + math.log1p((rate - 1.0) * math.exp(-epsilon)))

@@ -97,7 +97,8 @@ def stronger_clone_rdp(orders, *, n, eps0):
   Returns: float64 ``(len(orders),)``. Bound: upper under the blanket condition.
   """
   orders_np = checks.check_orders(orders)
-  _check(n, eps0)
+  checks.check_int("n", n, min_value=1, scalar=True)
+  checks.check_range("eps0", eps0, 0.0, checks.EPS0_MAX, lo_open=True, scalar=True)
   p = float(np.exp(eps0))
   wc, wa = windows.rdp_widths(n, 2.0 / (p + 1.0), 0.5, orders_np.max(), eps0)
   return pair_reference.pair_rdp(orders_np, n=float(n), p=p, beta=(p - 1.0) / (p + 1.0), q0=p, q1=p,
@@ -275,7 +276,7 @@ def check_blanket_condition(matrix, eps0=None, *, rtol: float = 1e-12):
   """
   checks.check_not_text("matrix", matrix)
   if eps0 is not None:
-    checks.check_range("eps0", eps0, 0.0)
+    checks.check_range("eps0", eps0, 0.0, scalar=True)
   checks.check_range("rtol", rtol, 0.0, 1.0)
   r = np.asarray(matrix, np.float64)
   if r.ndim != 2 or r.shape[0] < 2 or np.any(r < 0) or not np.all(np.isfinite(r)):
