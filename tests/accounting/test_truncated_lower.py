@@ -198,3 +198,25 @@ def test_issue_setting_caps():
       noise_multiplier=1.0), steps, 1e-5)
   assert at(326) > 1.01 * got["poisson"] >= at(327)
   assert at(318) > 1.10 * got["poisson"] >= at(319)
+
+
+def test_jax_privacy_truncated_cyclic_event_brackets():
+  # jax_privacy's DpsgdTrainingAccountant with truncated_batch_size (and its cyclic
+  # Poisson variant, cycle_length c: groups of N // c at rate B / (N // c), ceil(T / c)
+  # steps) runs through jaxacct's adapter to the accountant's upper of that event; the
+  # instance lower of the same event stays below it
+  jpa = pytest.importorskip("jax_privacy.accounting")
+  from jaxacct.accounting.jax_privacy import JaxacctPldAccountantConfig
+  n, b, cap, sigma, steps = 2000, 20, 26, 1.0, 60
+  for c in (1, 2):
+    p = jpa.DpParams(noise_multipliers=sigma, num_samples=n, batch_size=b, delta=1e-5,
+                     truncated_batch_size=cap, cycle_length=c)
+    got = jpa.DpsgdTrainingAccountant(JaxacctPldAccountantConfig()).compute_epsilon(steps, p)
+    group = n // c
+    up = _upper(ev.TruncatedSubsampledGaussianDpEvent(
+        dataset_size=group, sampling_probability=b / group, truncated_batch_size=cap,
+        noise_multiplier=sigma), math.ceil(steps / c), 1e-5)
+    assert got == pytest.approx(up, rel=1e-9)
+    low = truncated_lower.truncated_poisson_lower(group, b / group, cap, sigma,
+                                                  math.ceil(steps / c), 1e-5, step=1e-3)
+    assert 0.0 < low <= got
