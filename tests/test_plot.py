@@ -114,12 +114,13 @@ def test_every_registered_sampler_is_plotted_with_its_record_s_options(monkeypat
   monkeypatch.setattr(dpsgd, "epsilon", fake)
   names = dpsgd.samplers.names()
   ax = plot.epsilon([0.5, 1.0], num_examples=1000, batch_size=10, num_epochs=1, delta=1e-5,
-                    samplings=names, num_selected=1, max_batch_size=20)
+                    samplings=names, num_selected=1, max_batch_size=20, cycle_length=2)
   assert set(calls) == set(names) and len(ax.get_lines()) == len(names)
   assert len({ln.get_label() for ln in ax.get_lines()}) == len(names)   # one label each
   extra = {n: set(c) - {"num_examples", "batch_size", "num_epochs"} for n, c in calls.items()}
   assert extra["balls_in_bins"] == {"num_selected"}
   assert extra["truncated_poisson"] == {"max_batch_size"}
+  assert extra["cyclic_poisson"] == {"cycle_length"}
   assert all(extra[n] == set() for n in ("poisson", "shuffle", "fixed_size",
                                          "fixed_size_with_replacement"))
   with pytest.raises(ValueError, match="max_batch_size"):   # required by truncated_poisson

@@ -18,7 +18,7 @@ import numpy as np
 from jaxacct._core.lazy import LazyModule
 from jaxacct import accounting, poisson
 from jaxacct import pld as jpld
-from jaxacct.accounting._final_rule import is_host
+from jaxacct.accounting._final_rule import is_host, local_epsilon
 
 if TYPE_CHECKING:
   from jaxacct._core import events
@@ -135,8 +135,10 @@ def _scalar(event, fam, delta, with_lower):
   desk = desks.DESKS.get(fam.name)
   if desk is None:
     method = f"PLDAccountant({relation_of(event)}) of the run's event (method {acc_method!r})"
-  elif acc_method.startswith("no amplification"):
-    method = acc_method
+  elif fam.name == "allocation" and fam.mechanism == "gaussian" and up == float(
+      local_epsilon(fam.sigma, delta, fam.key[1] * fam.key[2], host=True)):
+    method = (f"no amplification (k E = {fam.key[1] * fam.key[2]} exact Gaussian steps), "
+              "below the allocation PLD (the run's final rule)")
   else:
     method = desk.method + (" via Lemma 3.2 (k > 1)"
                             if fam.name == "allocation" and fam.key[1] > 1 else "")
