@@ -172,6 +172,11 @@ def with_replacement_pair(n: int, m: int, sigma: float, *, step: float,
   w, cut = mixtures.draw_count_law(int(n), int(m))
   s = min(float(sigma), checks.SIGMA_MAX)   # more noise is a post-processing
   if not pessimistic:
+    try:
+      checks.accountable_sigma(s, step, max_points=pld.MAX_WINDOW, sensitivity=2.0)
+    except ValueError:   # a grid past the engine's (tiny sigma): the trivial lower, loss 0
+      none = E.PLD(jnp.ones(1), 0, float(step), jnp.zeros((), jnp.float64), False)
+      return _padded(E.PairPLD(none, none))
     ks = 2.0 * np.arange(w.size)
     return _padded(mixtures.mixture_of_gaussians(s, ks, w / np.sum(w), step=step,
                                            pessimistic=False))
@@ -230,7 +235,12 @@ def _split_upper(n, m, sigma, step):
     return int(math.ceil(coarse[np.argmax(cu <= level)] / h)) if np.any(cu <= level) else (
         int(math.ceil(_MAX_LOSS / h)))
   j1, j2 = last(1e-12), last(_TINY)
-  j = np.concatenate([np.arange(j1 + 1), np.arange(j1 + 16, j2 + 16, 16)])
+  if j1 * h >= _MAX_LOSS:
+    # the profile is above 1e-12 up to the cap (a tiny sigma): the chords through
+    # the coarse points (whole eps), not millions of evaluations of the profile
+    j = np.unique(np.round(coarse / h).astype(np.int64))
+  else:
+    j = np.concatenate([np.arange(j1 + 1), np.arange(j1 + 16, j2 + 16, 16)])
   eps = h * j
   a = np.exp(eps)
   # the upper is the min of two bounds: its greatest convex minorant in
