@@ -213,8 +213,11 @@ def instance_epsilons(num_examples: int, sampling_probability: float, max_batch_
   Returns:
     float64 array of ``vs``' shape. Bound: lower.
   """
+  checks.check_int("num_examples", num_examples, min_value=1)
   checks.check_int("total_steps", total_steps, min_value=1)
   checks.check_delta(delta)
+  if np.size(vs) == 0:
+    raise ValueError("vs must hold at least one cosine v in [-1, 1]; got an empty sequence.")
   out = []
   for v in np.atleast_1d(np.asarray(vs, np.float64)).tolist():
     best = 0.0
