@@ -401,7 +401,7 @@ def check_in_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=None,
   checks.check_choice("bound", bound, ("upper", "lower"))
   _check_front(rounds, delta, conversion)
   if num_terms is not None:
-    checks.check_int("num_terms", num_terms, min_value=1, max_value=2**20)
+    checks.check_int("num_terms", num_terms, min_value=1, max_value=2**20, scalar=True)
   orders = DEFAULT_CHECK_IN_ORDERS if orders is None else orders
   if bound == "upper":
     rdp = check_in_gaussian_rdp(orders, n=n, p=p, sigma=sigma)
@@ -430,7 +430,7 @@ def check_in_first_cut_epsilon(*, n, p, eps0, delta0, delta, rounds=1) -> Epsilo
   checks.check_range("eps0", eps0, 0.0)
   checks.check_probability("delta0", delta0)
   checks.check_delta(delta)
-  checks.check_int("rounds", rounds, min_value=1)
+  checks.check_int("rounds", rounds, min_value=1, scalar=True)
   from scipy import stats  # here, not at import: scipy.stats costs ~1 s to import
   T = int(rounds)
   d_r = delta / (2.0 * T)

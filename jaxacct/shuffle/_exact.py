@@ -306,6 +306,8 @@ def pair_pmfs(n: int, p: float, beta: float, q0: float, q1: float,
   Returns:
     ``(P, Q)``: 1-D float64 numpy arrays of equal length.
   """
+  checks.check_scalar("jaxacct.shuffle.bounds.pair_pmfs", n=n, p=p, beta=beta, q0=q0, q1=q1,
+                      z=z)
   checks.check_int("n", n, min_value=1)
   checks.check_range("p", p, 1.0, np.inf, lo_open=True)
   checks.check_positive("beta", beta)

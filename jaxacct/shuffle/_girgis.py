@@ -282,7 +282,7 @@ def girgis_lower_rdp(orders=DEFAULT_ORDERS, *, n, eps0, num: int = 256,
   """
   o = checks.check_orders(orders)
   checks.check_int("num", num, min_value=16)
-  checks.check_int("batch_size", batch_size, min_value=1)
+  checks.check_int("batch_size", batch_size, min_value=1, scalar=True)
   return _door(_k_lower, "girgis_lower_rdp", o, n, eps0, num=int(num),
                    batch_size=int(batch_size))
 
@@ -343,7 +343,7 @@ def girgis_mixture_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0, num: int = 256
   """
   o = _int_orders(orders)
   checks.check_int("num", num, min_value=16)
-  checks.check_int("batch_size", batch_size, min_value=1)
+  checks.check_int("batch_size", batch_size, min_value=1, scalar=True)
   checks.check_bool("paper_caps", paper_caps)
   return _door(_k_mixture, "girgis_mixture_rdp", o, n, eps0, num=int(num),
                    paper_caps=bool(paper_caps), batch_size=int(batch_size))

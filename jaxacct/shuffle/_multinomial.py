@@ -302,7 +302,7 @@ def chen_exact_rdp(orders=DEFAULT_ORDERS, *, n, eps0, num_c: int = 160,
   checks.check_choice("bound", bound, ("upper", "lower"))
   checks.check_int("num_c", num_c, min_value=16)
   checks.check_int("num_a", num_a, min_value=16)
-  checks.check_int("batch_size", batch_size, min_value=1)
+  checks.check_int("batch_size", batch_size, min_value=1, scalar=True)
   kw = dict(orders=tuple(orders_np.tolist()), num_c=int(num_c),
             num_a=int(num_a), lower=bound == "lower", batch_size=int(batch_size))
   return dispatch(functools.partial(_exact_jit, **kw), (n, eps0),

@@ -310,6 +310,8 @@ def variation_ratio_pair_delta(eps, *, n, p, beta, q0, q1=None):
   per-randomizer row it is NOT an upper bound (``jaxacct.experimental``).
   """
   checks.check_range("eps", eps, 0.0)
+  checks.check_scalar("jaxacct.shuffle.bounds.variation_ratio_pair_delta", n=n, p=p, beta=beta,
+                      q0=q0, q1=q1)
   return _pair_query(sym_delta, _pair_delta_jit, eps, n, p, beta, q0, q1)
 
 
@@ -320,4 +322,6 @@ def variation_ratio_pair_epsilon(delta, *, n, p, beta, q0, q1=None):
   (``pair_epsilon``). Eager; returns a float64 numpy array.
   """
   checks.check_delta(delta)
+  checks.check_scalar("jaxacct.shuffle.bounds.variation_ratio_pair_epsilon", n=n, p=p,
+                      beta=beta, q0=q0, q1=q1)
   return _pair_query(sym_epsilon, _pair_epsilon_jit, delta, n, p, beta, q0, q1)

@@ -147,6 +147,8 @@ def _lower_eps_jit(delta, n, p, beta, q0, q1, *, width):
 
 
 def _check_vr(n, p, beta, q0, q1, max_n=None):
+  checks.check_scalar("jaxacct.shuffle.bounds.variation_ratio_*", n=n, p=p, beta=beta, q0=q0,
+                      q1=q1)
   checks.check_int("n", n, min_value=1)
   checks.check_range("p", p, 1.0, np.inf, lo_open=True)
   checks.check_positive("beta", beta)
