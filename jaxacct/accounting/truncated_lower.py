@@ -198,6 +198,16 @@ def instance_pair(num_records: int, sampling_probability: float, max_batch_size:
   return jpld.PairPLD(dominated_on_grid(p, qq, step=h), dominated_on_grid(qq, p, step=h)), eta
 
 
+def _composed_lower(pld, count, delta, tail_mass):
+  """Epsilon at ``delta`` of ``pld`` composed ``count`` times, by the repeated-event
+  engine (:func:`jaxacct.pld.direction_epsilons`), taken down by 1e-9 relative (the
+  engine rounds up by 1e-12) and queried at most at delta 0.5; the caller's delta
+  carries the windows' tail mass (2 ``tail_mass``)."""
+  e = float(jpld.direction_epsilons(pld, [int(count)], min(delta, 0.5),
+                                    tail_mass=tail_mass)[0])
+  return max(e * (1.0 - 1e-9), 0.0)
+
+
 def instance_epsilons(num_examples: int, sampling_probability: float, max_batch_size: int,
                       noise_multiplier: float, total_steps: int, delta: float, vs=DEFAULT_VS,
                       *, step: float = 1e-4, width: float = 0.02, tail_mass: float = 1e-20):
@@ -207,8 +217,8 @@ def instance_epsilons(num_examples: int, sampling_probability: float, max_batch_
   dp_accounting's event is accounted: both dataset sizes (the one with the
   target holds N or N + 1 records) and both directions; each value is the
   largest of the four (each is the epsilon of a real pair of neighbours).
-  The composed delta is queried at ``delta`` plus the FFT's aliasing (2
-  ``tail_mass``) plus the count laws' left-out mass, rounding down.
+  The composed delta (the repeated-event engine) is queried at ``delta`` plus its
+  windows' tail (2 ``tail_mass``) plus the count laws' left-out mass, rounding down.
 
   Returns:
     float64 array of ``vs``' shape. Bound: lower.
@@ -225,12 +235,11 @@ def instance_epsilons(num_examples: int, sampling_probability: float, max_batch_
       pair, eta = instance_pair(m, sampling_probability, max_batch_size, noise_multiplier, v,
                                 step=step, width=width)
       for d in (pair.remove, pair.add):
-        comp = jpld.compose(d, int(total_steps), tail_mass=tail_mass)
         slack = 2.0 * tail_mass + 2.0 * int(total_steps) * eta
-        e = float(jpld.epsilon(comp, min(float(delta) + slack, 0.5), rounding="down"))
+        e = _composed_lower(d, int(total_steps), float(delta) + slack, tail_mass)
         if slack > 0.0:     # the left-out mass weighs e^eps under Q
-          e = float(jpld.epsilon(comp, min(float(delta) + slack * (1 + math.exp(e)), 0.5),
-                                 rounding="down"))
+          e = _composed_lower(d, int(total_steps), float(delta) + slack * (1 + math.exp(e)),
+                              tail_mass)
         best = max(best, e)
     out.append(best)
   return np.asarray(out, np.float64).reshape(np.shape(vs))

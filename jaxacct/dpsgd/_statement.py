@@ -23,6 +23,7 @@ from jaxacct._core.dtype import HOST_ONLY, host_door
 from jaxacct._core.gaussian import gaussian_epsilon
 from jaxacct._core.units import renamed_fields
 from jaxacct._core.version import __version__
+from jaxacct.accounting import truncated_cap
 from jaxacct.dpsgd import samplers
 from jaxacct.dpsgd._recipe import (DEFAULT_RTOL, SIGMA_BRACKET, calibrate_noise_multiplier,
                                    epsilon, schedule)
@@ -328,8 +329,7 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
   T = int(sched.total_steps)
   q = float(sched.batch_size) / sched.num_examples
   if rec.comparison_is_run:   # Poisson: the one rule of every Poisson row
-    upper, method = _poisson_row(sigma / scale, q, T, dict(own, num_epochs=num_epochs))
-    lower = None
+    upper, method, lower = _poisson_row(sigma / scale, q, T, dict(own, num_epochs=num_epochs))
   else:
     run = epsilon(noise_multiplier=sigma / scale, num_epochs=num_epochs, sampling=sampling,
                   **own)
@@ -359,7 +359,7 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
   elif rec.comparison_is_run:   # the run itself: same rate, same steps
     poisson = Comparison("poisson", q, T, upper, "upper", method)
   else:
-    pe, pm = _poisson_row(sigma, q, T, dict(common, total_steps=T))
+    pe, pm, _ = _poisson_row(sigma, q, T, dict(common, total_steps=T))
     poisson = Comparison("poisson", q, T, pe if math.isfinite(pe) else None, "upper", pm)
   one = sigma / sens / math.sqrt(T)
   full = Comparison("full_batch", 1.0, T,
@@ -394,30 +394,33 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
 
 
 def _poisson_row(sigma, q, T, kw):
-  """``(epsilon, method)`` of T Poisson steps at rate q and noise ``sigma``: the
-  one rule of every Poisson row, the run's (``sampling="poisson"``) and the
-  comparison's. The tight PLD; where it refuses this many steps at this noise
-  or gives no finite bound, the RDP upper of the same q, sigma and T (valid at
-  any T); +inf with the reason where neither is finite."""
+  """``(epsilon, method, lower or None)`` of T Poisson steps at rate q and noise
+  ``sigma``: the one rule of every Poisson row, the run's (``sampling="poisson"``)
+  and the comparison's. The tight PLD with its lower; where it refuses this many
+  steps at this noise or gives no finite bound, the RDP upper of the same q, sigma
+  and T (valid at any T, no lower); +inf with the reason where neither is finite."""
+  lo = None
   try:
     p = epsilon(noise_multiplier=sigma, sampling="poisson", **kw)
-    pe, pm = float(p.epsilon), f"{p.method}, q = B/N, the run's T steps"
+    pe, pm, lo = float(p.epsilon), f"{p.method}, q = B/N, the run's T steps", p.lower
   except checks.WindowTooLarge:   # the PLD refuses this many steps at this noise
     pe = math.inf
   if not math.isfinite(pe):    # the PLD's grid cannot hold this loss: RDP can
     r = poisson_door.epsilon(q=q, sigma=sigma, num_steps=T, delta=kw["delta"], method="rdp")
-    pe, pm = float(r.epsilon), _POISSON_RDP
+    pe, pm, lo = float(r.epsilon), _POISSON_RDP, None
   if not math.isfinite(pe):
     pm = "not computed: neither the PLD nor RDP gives a finite bound at this noise"
-  return pe, pm
+  return pe, pm, lo
 
 
 def _caps_near_poisson(sampling, sched, sigma, delta):
   """``truncated_poisson``: ``((0.01, cap), (0.1, cap))``, the smallest
-  ``max_batch_size`` whose epsilon is within 1% and 10% of untruncated Poisson's
-  at the same sigma and delta (:attr:`PrivacyStatement.caps_near_poisson`).
-  None: other samplers, and until the truncated-Poisson cap search lands here."""
-  del sampling, sigma, delta
+  ``max_batch_size`` whose certified epsilon is within 1% and 10% of untruncated
+  Poisson's at the same sigma and delta (:func:`jaxacct.accounting.truncated_cap.
+  smallest_caps`, a search over caps); None for the other samplers."""
+  del sampling
   if getattr(sched.settings, "max_batch_size", None) is None:   # not a capped sampler
     return None
-  return None
+  r = truncated_cap.smallest_caps(sched.num_examples, sched.sampling_probability,
+                                  float(sigma), sched.total_steps, float(delta))
+  return tuple((gap, int(r[gap])) for gap in (0.01, 0.1))

@@ -323,4 +323,16 @@ def test_truncated_poisson_states_its_cap():
   assert st.settings == {"max_batch_size": 20}
   assert st.to_dict()["settings"] == {"max_batch_size": 20}
   assert ", max_batch_size = 20" in str(st)
-  assert "smallest max_batch_size near untruncated Poisson: not computed" in str(st)
+  # the smallest caps within 1% and 10% of untruncated Poisson's certified epsilon, read
+  # back against dpsgd.epsilon: each cap meets its gap and the cap below does not
+  caps = dict(st.caps_near_poisson)
+  cfg = dict(noise_multiplier=1.0, delta=TINY["delta"], num_examples=TINY["num_examples"],
+             batch_size=TINY["batch_size"], num_epochs=1)
+  poisson = dpsgd.epsilon(sampling="poisson", **cfg).epsilon
+  for gap, cap in caps.items():
+    assert dpsgd.epsilon(sampling="truncated_poisson", max_batch_size=cap,
+                         **cfg).epsilon <= (1 + gap) * poisson
+    if cap > 1:
+      assert dpsgd.epsilon(sampling="truncated_poisson", max_batch_size=cap - 1,
+                           **cfg).epsilon > (1 + gap) * poisson
+  assert f"{caps[0.01]} within 1%" in str(st)

@@ -6,8 +6,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
+
 from jaxacct import accounting
 from jaxacct._core import checks
+from jaxacct.accounting import truncated_lower
 from jaxacct.dpsgd.samplers._registry import Sampler, check_number, rate_schedule, register
 
 
@@ -56,6 +59,18 @@ def _block(sched, sigma):
                                                            sched.num_epochs)}
 
 
+def _lower(sched, sigma, delta):
+  """The worst exact instance found (target e1, the others orthogonal to it), for one
+  question (seconds of host work; arrays keep the accountant's lower)."""
+  if sigma.size != 1:
+    return None, "the accountant's (instance lowers: one question at a time)"
+  lo = truncated_lower.truncated_poisson_lower(
+      sched.num_examples, sched.sampling_probability, int(sched.settings.max_batch_size),
+      float(sigma[0]), sched.total_steps, float(delta[0]))
+  return np.array([lo]), ("an exact instance, the others orthogonal to the target "
+                          "(jaxacct.accounting.truncated_lower; docs/bounds/truncated_poisson.md)")
+
+
 SAMPLER = register(Sampler(
     name="truncated_poisson",
     label="truncated Poisson (PLD)",
@@ -63,5 +78,6 @@ SAMPLER = register(Sampler(
           "probability q = B/N, and a batch of more than b = max_batch_size examples keeps "
           "a uniformly random b of them (dp_accounting's TruncatedSubsampledGaussianDpEvent, "
           "arXiv:2508.15089); T = ceil(E N / B) steps; steps_per_epoch is the expected N/B"),
-    schedule=_schedule, event=_event, block=_block, gdp_rate=lambda s: s.sampling_probability,
+    schedule=_schedule, event=_event, lower=_lower, block=_block,
+    gdp_rate=lambda s: s.sampling_probability,
     settings=TruncatedPoissonSettings, options=("total_steps",)))
