@@ -166,7 +166,7 @@ def _atoms(gq, g0, g1, s: float, h: float):
   return p[keep], q[keep]
 
 
-def instance_pair(num_records: int, sampling_probability: float, max_batch_size: int,
+def instance_pair(num_records: int, sampling_probability: float, truncated_batch_size: int,
                   noise_multiplier: float, v: float, *, step: float = 1e-4,
                   width: float = 0.02, resolution=None):
   r"""One step's dominated pair of the instance: target e1, others ``(v, sqrt(1 - v^2))``.
@@ -183,11 +183,11 @@ def instance_pair(num_records: int, sampling_probability: float, max_batch_size:
   mass left out (a composed delta may be off by <= (1 + e^eps) T eta).
   Bound: lower.
   """
-  m, q, cap = int(num_records), float(sampling_probability), int(max_batch_size)
+  m, q, cap = int(num_records), float(sampling_probability), int(truncated_batch_size)
   sigma, v, h = float(noise_multiplier), float(v), float(step)
   checks.check_int("num_records", m, min_value=1)
   checks.check_range("sampling_probability", q, 0.0, 1.0, lo_open=True, hi_open=True)
-  checks.check_int("max_batch_size", cap, min_value=1)
+  checks.check_int("truncated_batch_size", cap, min_value=1)
   checks.check_positive("noise_multiplier", sigma)
   checks.check_range("v", v, -1.0, 1.0)
   checks.check_positive("step", h)
@@ -208,7 +208,7 @@ def _composed_lower(pld, count, delta, tail_mass):
   return max(e * (1.0 - 1e-9), 0.0)
 
 
-def instance_epsilons(num_examples: int, sampling_probability: float, max_batch_size: int,
+def instance_epsilons(num_examples: int, sampling_probability: float, truncated_batch_size: int,
                       noise_multiplier: float, total_steps: int, delta: float, vs=DEFAULT_VS,
                       *, step: float = 1e-4, width: float = 0.02, tail_mass: float = 1e-20):
   r"""Certified lower epsilon of each instance ``v`` in ``vs`` after ``total_steps``.
@@ -232,7 +232,7 @@ def instance_epsilons(num_examples: int, sampling_probability: float, max_batch_
   for v in np.atleast_1d(np.asarray(vs, np.float64)).tolist():
     best = 0.0
     for m in (int(num_examples), int(num_examples) + 1):
-      pair, eta = instance_pair(m, sampling_probability, max_batch_size, noise_multiplier, v,
+      pair, eta = instance_pair(m, sampling_probability, truncated_batch_size, noise_multiplier, v,
                                 step=step, width=width)
       for d in (pair.remove, pair.add):
         slack = 2.0 * tail_mass + 2.0 * int(total_steps) * eta
@@ -246,14 +246,14 @@ def instance_epsilons(num_examples: int, sampling_probability: float, max_batch_
 
 
 def truncated_poisson_lower(num_examples: int, sampling_probability: float,
-                            max_batch_size: int, noise_multiplier: float, total_steps: int,
+                            truncated_batch_size: int, noise_multiplier: float, total_steps: int,
                             delta: float, vs=DEFAULT_VS, *, step: float = 1e-4):
   r"""The largest certified lower epsilon over the instances ``vs`` (a float).
 
   Bound: lower (each candidate is an exact instance's pair after
   post-processing; :func:`instance_epsilons`).
   """
-  return float(np.max(instance_epsilons(num_examples, sampling_probability, max_batch_size,
+  return float(np.max(instance_epsilons(num_examples, sampling_probability, truncated_batch_size,
                                         noise_multiplier, total_steps, delta, vs, step=step)))
 
 

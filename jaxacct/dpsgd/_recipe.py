@@ -57,8 +57,7 @@ def schedule(*, num_examples, batch_size, num_epochs=None, sampling: str = "ball
     total_steps: T >= 1 (rate samplers only: the number of noisy updates).
     **settings: the sampler's own options, the fields of its settings
       dataclass (:attr:`jaxacct.dpsgd.samplers.Sampler.settings`), e.g.
-      ``max_batch_size`` (truncated_poisson), ``cycle_length``
-      (cyclic_poisson).
+      truncated_poisson's batch cap, cyclic_poisson's ``cycle_length``.
 
   Returns:
     :class:`Schedule`.
@@ -198,7 +197,7 @@ def epsilon(*, noise_multiplier, num_examples, batch_size, delta, num_epochs=Non
       broadcast with ``delta``.
     num_examples: N. batch_size: B. num_epochs: E. num_selected: k.
       total_steps: T (rate samplers only). **settings: the sampler's own
-      options (``max_batch_size``, ``cycle_length``). See :func:`schedule`.
+      options (its settings' fields). See :func:`schedule`.
     delta: in (0, 1).
     sampling: a registered sampler's name (default "balls_in_bins").
     progress: None (global switch), True or False: progress on long work.

@@ -23,7 +23,6 @@ from jaxacct._core.dtype import HOST_ONLY, host_door
 from jaxacct._core.gaussian import gaussian_epsilon
 from jaxacct._core.units import renamed_fields
 from jaxacct._core.version import __version__
-from jaxacct.accounting import truncated_cap
 from jaxacct.dpsgd import samplers
 from jaxacct.dpsgd._recipe import (DEFAULT_RTOL, SIGMA_BRACKET, calibrate_noise_multiplier,
                                    epsilon, schedule)
@@ -115,12 +114,12 @@ class PrivacyStatement:
     comparison: :class:`Comparison` rows (``"poisson"``, ``"full_batch"``).
     assumptions: the assumptions the numbers rest on, one sentence each.
     version: the jaxacct version that computed the statement.
-    settings: the sampler's own options as given (e.g. ``{"max_batch_size":
-      300}`` for ``truncated_poisson``), or None for a sampler without any.
-    caps_near_poisson: ``truncated_poisson``: ``((gap, cap), ...)``, the
-      smallest ``max_batch_size`` whose epsilon is within the relative
-      ``gap`` (0.01, 0.1) of untruncated Poisson's at the same sigma; None for
-      the other samplers, or where not computed.
+    settings: the sampler's own options as given (its settings' fields, e.g.
+      truncated_poisson's batch cap), or None for a sampler without any.
+    caps_near_poisson: a capped sampler's ``((gap, cap), ...)``
+      (:attr:`jaxacct.dpsgd.samplers.Sampler.caps`): the smallest cap whose
+      epsilon is within the relative ``gap`` (0.01, 0.1) of untruncated
+      Poisson's at the same sigma; None for the other samplers.
   """
   sampling: str
   neighbouring: str
@@ -164,7 +163,7 @@ class PrivacyStatement:
     d["comparison"] = {c.name: c.to_dict() for c in self.comparison}
     d["assumptions"] = list(self.assumptions)
     d["caps_near_poisson"] = (None if self.caps_near_poisson is None else
-                              [{"gap": g, "max_batch_size": b}
+                              [{"gap": g, "cap": b}
                                for g, b in self.caps_near_poisson])
     return d
 
@@ -223,10 +222,9 @@ class PrivacyStatement:
       val = "not computed" if c.epsilon is None else f"{c.bound} {c.epsilon:.6g}"
       lines.append(f"  {what}: {val}")
       lines.append(f"    ({c.method})")
-    if "max_batch_size" in (self.settings or {}):   # a capped sampler (truncated_poisson)
-      caps = ("not computed" if self.caps_near_poisson is None else
-              ", ".join(f"{b} within {g:.0%}" for g, b in self.caps_near_poisson))
-      lines.append(f"  smallest max_batch_size near untruncated Poisson: {caps}")
+    if self.caps_near_poisson is not None:   # a capped sampler
+      caps = ", ".join(f"{b} within {g:.0%}" for g, b in self.caps_near_poisson)
+      lines.append(f"  smallest batch cap near untruncated Poisson: {caps}")
     lines += ["", "Assumptions:"] + [f"  - {a}" for a in self.assumptions]
     return "\n".join(lines)
 
@@ -273,8 +271,7 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
       samplers, whose dataset size is fixed).
     progress: None (global switch), True or False: progress on stderr.
     **settings: the sampler's own options, as in :func:`jaxacct.dpsgd.schedule`
-      (``max_batch_size`` for ``"truncated_poisson"``, ``cycle_length`` for
-      ``"cyclic_poisson"``).
+      (the fields of its settings dataclass).
 
   Returns:
     :class:`PrivacyStatement`.
@@ -390,7 +387,7 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
       total_steps=T, divisor=_plain(sched.batch_size), comparison=(poisson, full),
       assumptions=assumptions, version=__version__, neighbouring_relation=relation,
       settings=None if sched.settings is None else dataclasses.asdict(sched.settings),
-      caps_near_poisson=_caps_near_poisson(sampling, sched, sigma, delta))
+      caps_near_poisson=None if rec.caps is None else rec.caps(sched, sigma / scale, delta))
 
 
 def _poisson_row(sigma, q, T, kw):
@@ -411,16 +408,3 @@ def _poisson_row(sigma, q, T, kw):
   if not math.isfinite(pe):
     pm = "not computed: neither the PLD nor RDP gives a finite bound at this noise"
   return pe, pm, lo
-
-
-def _caps_near_poisson(sampling, sched, sigma, delta):
-  """``truncated_poisson``: ``((0.01, cap), (0.1, cap))``, the smallest
-  ``max_batch_size`` whose certified epsilon is within 1% and 10% of untruncated
-  Poisson's at the same sigma and delta (:func:`jaxacct.accounting.truncated_cap.
-  smallest_caps`, a search over caps); None for the other samplers."""
-  del sampling
-  if getattr(sched.settings, "max_batch_size", None) is None:   # not a capped sampler
-    return None
-  r = truncated_cap.smallest_caps(sched.num_examples, sched.sampling_probability,
-                                  float(sigma), sched.total_steps, float(delta))
-  return tuple((gap, int(r[gap])) for gap in (0.01, 0.1))

@@ -59,7 +59,7 @@ def accountant_for(sampling: str, *, noise_multiplier, num_examples: int, num_ep
     progress: None (global switch), True or False: progress output while
       tabulating.
     options: the sampler's other settings, as :func:`jaxacct.dpsgd.schedule`
-      takes them (``num_selected``, ``total_steps``, ``max_batch_size``, ...).
+      takes them (``num_selected``, ``total_steps`` and its settings' fields).
 
   Returns:
     :class:`EventAccountant`.

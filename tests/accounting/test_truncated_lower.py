@@ -144,7 +144,7 @@ def test_no_truncation_is_poisson():
 def test_bad_inputs_name_the_parameter():
   with pytest.raises(ValueError, match="v"):
     truncated_lower.instance_pair(10, 0.1, 3, 1.0, 1.5)
-  with pytest.raises(ValueError, match="max_batch_size"):
+  with pytest.raises(ValueError, match="truncated_batch_size"):
     truncated_lower.instance_pair(10, 0.1, 0, 1.0, 0.0)
   with pytest.raises(ValueError, match="total_steps"):
     truncated_lower.instance_epsilons(10, 0.1, 3, 1.0, 0, 1e-5, [0.0])

@@ -82,6 +82,9 @@ class Sampler:
     lower: ``(schedule, sigma, delta) -> (lower array or None, source)``: a
       lower bound of the sampler's own (flat arrays); the run's lower is the
       larger of it and the event's; None: none.
+    caps: ``(schedule, sigma, delta) -> ((gap, cap), ...)``: a capped sampler's
+      smallest caps within each relative gap of untruncated Poisson (the
+      statement prints them); None.
     block: ``(schedule, noise_multiplier) -> (event, options)``: the event of
       one block the run composes (an epoch or a step) and the
       :class:`jaxacct.tracking.EventAccountant` options that place it
@@ -115,6 +118,7 @@ class Sampler:
   event: Callable
   event_lower: bool = True
   lower: Optional[Callable] = None
+  caps: Optional[Callable] = None
   block: Optional[Callable] = None
   risk: Optional[Callable] = None
   no_amplification: Optional[Callable] = None

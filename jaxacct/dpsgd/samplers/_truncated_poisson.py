@@ -10,7 +10,7 @@ import numpy as np
 
 from jaxacct import accounting
 from jaxacct._core import checks
-from jaxacct.accounting import truncated_lower
+from jaxacct.accounting import truncated_cap, truncated_lower
 from jaxacct.dpsgd.samplers._registry import Sampler, check_number, rate_schedule, register
 
 
@@ -71,6 +71,13 @@ def _lower(sched, sigma, delta):
                           "(jaxacct.accounting.truncated_lower; docs/bounds/truncated_poisson.md)")
 
 
+def _caps(sched, sigma, delta):
+  """The smallest caps within 1 % and 10 % of untruncated Poisson's certified epsilon."""
+  r = truncated_cap.smallest_caps(sched.num_examples, sched.sampling_probability,
+                                  float(sigma), sched.total_steps, float(delta))
+  return tuple((gap, int(r[gap])) for gap in (0.01, 0.1))
+
+
 SAMPLER = register(Sampler(
     name="truncated_poisson",
     label="truncated Poisson (PLD)",
@@ -78,6 +85,6 @@ SAMPLER = register(Sampler(
           "probability q = B/N, and a batch of more than b = max_batch_size examples keeps "
           "a uniformly random b of them (dp_accounting's TruncatedSubsampledGaussianDpEvent, "
           "arXiv:2508.15089); T = ceil(E N / B) steps; steps_per_epoch is the expected N/B"),
-    schedule=_schedule, event=_event, lower=_lower, block=_block,
+    schedule=_schedule, event=_event, lower=_lower, caps=_caps, block=_block,
     gdp_rate=lambda s: s.sampling_probability,
     settings=TruncatedPoissonSettings, options=("total_steps",)))
