@@ -31,12 +31,17 @@ def _bracket_of_event(sampling, sigma, **kw):
 @pytest.mark.parametrize("sampling, kw", [
     ("balls_in_bins", {}), ("poisson", {}), ("cyclic_poisson", {"cycle_length": 4}),
     ("truncated_poisson", {"max_batch_size": 60}),
+    pytest.param("fixed_size", {}, marks=pytest.mark.slow),   # a PLD compile of ~10-60 s
+    pytest.param("fixed_size_with_replacement", {}, marks=pytest.mark.slow),
 ])
 def test_dpsgd_epsilon_is_the_accountants_bracket(sampling, kw):
   r = dpsgd.epsilon(noise_multiplier=1.2, delta=DELTA, sampling=sampling, **CFG, **kw)
   acc = _bracket_of_event(sampling, 1.2, **kw)
   assert r.epsilon == acc.epsilon
-  assert r.lower == acc.lower   # the same call: the lower too, for every sampler here
+  if sampling == "truncated_poisson":   # its own lower (an exact instance) may be larger
+    assert acc.lower <= r.lower <= r.epsilon
+  else:
+    assert r.lower == acc.lower   # the same call: the lower too
   assert 0 < r.lower <= r.epsilon
 
 
