@@ -8,7 +8,7 @@ Every module-level kernel of jaxacct is jitted with :func:`jit` instead of
 mode, the backend and device, the jax/jaxlib versions, ``XLA_FLAGS``, the CPU,
 and a hash of jaxacct's own source), first in memory, then on disk; a miss is
 compiled once (``lower().compile()``) and written to disk, so the next process
-loads it (about 10 ms) instead of compiling it again (seconds).
+loads it instead of compiling it again.
 
 Scope. JAX's own persistent cache (``jax_compilation_cache_dir``) is one
 object per process, created at the first compilation with the directory
@@ -60,9 +60,8 @@ from jaxacct._core.sharding import device_key, float64_placement
 
 _OFF = ("0", "false", "off", "no")
 #: XLA options of the large vmapped kernels. XLA:GPU's fusion autotuner times
-#: Triton candidates of every large fusion while compiling: on an H200 (jax
-#: 0.11.2) a 1,024-lane Poisson RDP block did not compile in minutes
-#: with it and compiled in under a second without it.
+#: Triton candidates of every large fusion while compiling, which makes a large
+#: block's compilation far longer (bench/results has the measurement): off here.
 #: Given per kernel (top-level calls only); the CPU backend ignores it.
 ACCELERATOR_OPTIONS = {"xla_gpu_experimental_enable_fusion_autotuner": False}
 _DEFAULT_MAX_BYTES = 2 * 2**30
