@@ -133,7 +133,7 @@ def _lane_fits(sigma, q, num_steps, step):
 
 def _most_steps(sigma, q, num_steps, step, pair=None):
   """About the largest count whose window fits, on ``num_steps``' per-step pair (a hint;
-  ``pair``: that pair when the caller has it, which a tiny sigma takes seconds to build)."""
+  ``pair``: that pair when the caller has it, which is slow to build at a tiny sigma)."""
   n = int(min(int(num_steps), 2**53 - 1))
   if pair is None:
     h = default_step(sigma=sigma, q=q, num_steps=n) if step is None else float(step)

@@ -431,7 +431,7 @@ def check_in_first_cut_epsilon(*, n, p, eps0, delta0, delta, rounds=1) -> Epsilo
   checks.check_probability("delta0", delta0)
   checks.check_delta(delta)
   checks.check_int("rounds", rounds, min_value=1, scalar=True)
-  from scipy import stats  # here, not at import: scipy.stats costs ~1 s to import
+  from scipy import stats  # here, not at import: scipy.stats is slow to import
   T = int(rounds)
   d_r = delta / (2.0 * T)
   l = max(1.0, float(stats.binom.isf(d_r / 4.0, int(n), p)) + 1.0)

@@ -115,7 +115,7 @@ def clone_epsilon(delta, *, n, eps0, max_n=None, devices=None):
   by block recurrences anchored by one incomplete-beta call per 64 c-cells
   (rounding allowance and cut mass added) and a safeguarded Newton solve that
   returns the feasible end of a bracket of relative width ~1e-13 (4-10
-  evaluations; ~1-5 ms per epsilon on CPU at n <= 1e5). Concrete array
+  evaluations). Concrete array
   inputs are grouped by window bucket (one compiled kernel per bucket); one
   concrete question (scalars, no ``max_n``) runs the same formula in NumPy on
   the host (no compiled program; within 3e-12 relative of the kernel).

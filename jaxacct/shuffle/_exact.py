@@ -314,7 +314,7 @@ def pair_pmfs(n: int, p: float, beta: float, q0: float, q1: float,
   checks.check_range("q0", q0, 1.0)
   checks.check_range("q1", q1, 1.0)
   checks.check_positive("z", z)
-  from scipy import stats  # here, not at import: scipy.stats costs ~1 s to import
+  from scipy import stats  # here, not at import: scipy.stats is slow to import
   n = int(n)
   alpha = beta / (p - 1.0)
   r0, r1 = alpha * p / q0, alpha * p / q1

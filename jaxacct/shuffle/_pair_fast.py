@@ -332,7 +332,7 @@ def member_lane_bytes(width: int) -> int:
 def member_block_lanes(width: int) -> int:
   """Lanes of :data:`member_block`: ``lanes_for_memory`` of
   :func:`member_lane_bytes` at 1/64 of the device's memory (128 at width
-  1024 on the CPU's fixed budget, 4,096 on an H200): a lane is a whole
+  1024 on the CPU's fixed budget, more on an accelerator): a lane is a whole
   window, so a block of millions of cells fills a GPU."""
   return lanes_for_memory(member_lane_bytes(width), fraction=1.0 / 64, name="n")
 
@@ -415,7 +415,7 @@ def member_epsilon_slots(delta, n, eps0, width, lane_live, slot_lane, slot_block
 def slot_program_size() -> tuple[int, int]:
   """``(lanes, slots)`` of :data:`member_epsilon_slots`: ``slots`` from
   :func:`member_lane_bytes` of one block at 1/64 of the device's memory
-  (2,048 on the CPU's fixed budget, 65,536 on an H200), as many lanes (a
+  (2,048 on the CPU's fixed budget, more on an accelerator), as many lanes (a
   lane holds one slot at least). A function of the device alone: one
   program for every batch."""
   slots = lanes_for_memory(member_lane_bytes(BLOCK), fraction=1.0 / 64, name="n")
