@@ -20,14 +20,21 @@ from jaxacct._core.checks import WindowTooLarge
 from jaxacct.accounting._scheme_doors import scheme_door
 
 
-def direction_values(quantity, repeated, value, tail_mass) -> dict:
+def direction_values(quantity, repeated, value, tail_mass, rounding="up") -> dict:
   """Per direction: epsilon at delta ``value`` (or delta at epsilon ``value``)
-  after ``repeated = (PairPLD of one event, count)``."""
+  after ``repeated = (PairPLD of one event, count)``. Where the engine's tilt gives
+  no number (delta next to 1), the FFT composition's query (``rounding``) does."""
   pair, n = repeated
   if quantity == "epsilon":
-    return {d: float(jpld.direction_epsilons(getattr(pair, d), [int(n)], value,
-                                             tail_mass=tail_mass)[0])
-            for d in ("remove", "add")}
+    out = {}
+    for d in ("remove", "add"):
+      v = float(jpld.direction_epsilons(getattr(pair, d), [int(n)], value,
+                                        tail_mass=tail_mass)[0])
+      if math.isnan(v):
+        v = float(jpld.epsilon(jpld.compose(getattr(pair, d), int(n), tail_mass=tail_mass),
+                               value, rounding=rounding))
+      out[d] = v
+    return out
   return {d: jpld.direction_delta(getattr(pair, d), int(n), value, tail_mass=tail_mass)
           for d in ("remove", "add")}
 
@@ -40,7 +47,7 @@ def lower_epsilons(pair, n, delta, tail_mass, allowance) -> dict:
   plus ``allowance``) and rounds up by 1e-12 relative (taken back by a 1e-9
   relative margin): below the pair's composed epsilon, itself below the true one."""
   d2 = min(delta + allowance, 1.0 - 1e-15)
-  vals = direction_values("epsilon", (pair, n), d2, tail_mass)
+  vals = direction_values("epsilon", (pair, n), d2, tail_mass, rounding="down")
   return {d: max(v * (1.0 - 1e-9), 0.0) for d, v in vals.items()}
 
 

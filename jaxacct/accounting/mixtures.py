@@ -445,7 +445,11 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
     raise ValueError(f"construction must be one of {CONSTRUCTIONS}; got "
                      f"{construction!r}.")
   checks.check_choice("neighbours", neighbours, ("both", "remove", "add"))
-  n, q, b, s = int(n), float(q), int(b), float(sigma)
+  n, q, b = int(n), float(q), int(b)
+  # refused before allocating where one step's loss needs more points than the engine
+  # runs (the truncated steps' shift 2: sensitivity 2)
+  s = checks.accountable_sigma(sigma, step, max_points=jpld.MAX_WINDOW, sensitivity=2.0,
+                               what="the truncated Poisson PLD")
   sizes = {"both": (n, n + 1), "remove": (n,), "add": (n + 1,)}[neighbours]
   if pessimistic and len(sizes) == 1:
     return _pair_at(sizes[0], q, b, s, step=step, construction=construction)

@@ -134,8 +134,8 @@ def _given(sched: Schedule) -> str:
   rec = samplers.get(sched.sampling)
   if sched.sampling_probability is not None:
     run = f"num_epochs={sched.num_epochs:g} (or total_steps={sched.total_steps})"
-  else:
-    run = f"num_epochs={sched.num_epochs:g}"
+  else:   # epochs of a fixed schedule are whole
+    run = f"num_epochs={int(sched.num_epochs)}"
   k = f", num_selected={sched.num_selected}" if "num_selected" in rec.options else ""
   return (f"num_examples={sched.num_examples}, batch_size={sched.batch_size:g}{k}, {run} "
           f"(sampling={sched.sampling!r})")
@@ -144,6 +144,11 @@ def _given(sched: Schedule) -> str:
 def _restate(sched: Schedule, err: ValueError, what: str = "") -> ValueError:
   """A door's refusal of a count dpsgd derived (``steps_per_epoch`` or the total
   ``num_steps``), restated naming the arguments the user passed."""
+  if isinstance(err, WindowTooLarge) and sched.sampling_probability is None:
+    return WindowTooLarge(
+        f"{what}{_given(sched)} give T = {sched.total_steps} steps: too many for the PLD "
+        f"accountant at this noise_multiplier ({err}) Use fewer epochs or a larger "
+        "noise_multiplier.", points=err.points)
   if isinstance(err, WindowTooLarge):
     return WindowTooLarge(
         f"{what}{_given(sched)} give T = {sched.total_steps} Poisson steps at q = "

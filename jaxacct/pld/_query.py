@@ -205,10 +205,14 @@ def _epsilon_core(probs, offset, step, inf_mass, dlt, rounding="up", ns=JAX,
   frac = (target - d[k]) / xp.where(denom > 0, denom, 1.0)
   frac = xp.where(denom > 0, xp.clip(frac, 0.0, 1.0), 0.0)
   loss_k = (offset + k).astype(xp.float64) * step
-  eps = loss_k + xp.log1p(-frac)
   sign = 1.0 if rounding == "up" else -1.0
+  # frac = 1 (delta near 1): the whole segment below loss_k meets delta; loss_k
+  # bounds it from above (0 at the first atom), 0 from below
+  full = frac >= 1.0
+  eps = xp.where(full, xp.where((k == 0) | (sign < 0), 0.0, loss_k),
+                 loss_k + xp.log1p(-xp.where(full, 0.0, frac)))
   eps = eps + sign * ROUNDING_ALLOWANCE * (1.0 + xp.abs(eps))
-  eps = xp.maximum(eps, 0.0)
+  eps = xp.where(full & (k == 0), 0.0, xp.maximum(eps, 0.0))   # delta met at every loss
   eps = xp.where(target <= 0, xp.inf, eps)
   bad = xp.isnan(dlt) | (dlt <= 0) | (dlt >= 1)
   return xp.where(bad, xp.nan, eps)
@@ -240,6 +244,8 @@ def epsilon_on_atoms(idx, probs, offset, step, inf_mass, dlt) -> float:
   k = min(int(np.searchsorted(-d, -target, side="left")), m - 1)
   denom = p[k] + t[k]
   frac = min(max((target - d[k]) / denom, 0.0), 1.0) if denom > 0 else 0.0
+  if frac >= 1.0:   # the whole segment below this atom meets delta: its loss bounds it
+    return 0.0 if k == 0 else max((int(offset) + int(x[k])) * h, 0.0)
   eps = (int(offset) + int(x[k])) * h + math.log1p(-frac)
   eps += ROUNDING_ALLOWANCE * (1.0 + abs(eps))
   return max(eps, 0.0)

@@ -74,6 +74,7 @@ def regrid_upper(law, lat, jl, D2, n: int, ns=JAX):
   m = law.p.shape[0]
   rel = (lat.off + xp.arange(m) - jl).astype(xp.float64) * lat.step   # ln(x / x'_0)
   pos = rel / D2
+  pos = xp.where(xp.isnan(pos), -1.0, pos)   # a lattice past float64 (no int cast of NaN)
   c = xp.clip(xp.floor(pos), 0, n - 2).astype(xp.int32)
   e = rel - c * D2
   om = xp.clip(xp.expm1(e) / xp.expm1(D2), 0.0, 1.0)
@@ -105,7 +106,7 @@ def regrid_lower(law, lat, jl, D2, n: int, ns=JAX):
   f = xp.where(a > 0, law.g / xp.where(a > 0, a, 1.0), 1.0)
   rel = (lat.off + xp.arange(m) - jl).astype(xp.float64) * lat.step + xp.log(f)
   pos = rel / D2
-  c = xp.floor(pos)
+  c = xp.where(xp.isnan(pos), -1.0, xp.floor(pos))   # NaN: outside, dropped
   keep = (c >= 0) & (c <= n - 1) & (a > 0)
   ci = xp.clip(c, 0, n - 1).astype(xp.int32)
   frel = xp.exp(rel - ci * D2)

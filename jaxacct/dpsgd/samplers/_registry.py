@@ -135,13 +135,19 @@ class Sampler:
   def epsilon(self, sched: Schedule, sigma, delta):
     """``(upper, lower or None, method, details)`` on flat float64 arrays: the
     evaluator's bracket of :attr:`event`, with :attr:`lower` beside it."""
+    # more noise is a post-processing: above checks.SIGMA_MAX the answer there
+    # bounds the run (upper; its lower is 0)
+    big = sigma > checks.SIGMA_MAX
+    sigma = np.where(big, checks.SIGMA_MAX, sigma)
     b = evaluator.bracket([self.event(sched, float(s)) for s in sigma], delta)
     lo, details = (b.lower if self.event_lower else None), dict(b.details)
     if self.lower is not None:
       own, details["lower_source"] = self.lower(sched, sigma, delta)
       if own is not None:
         lo = own if lo is None else np.fmax(lo, own)
-    return b.upper, (None if lo is None else np.minimum(lo, b.upper)), b.method, details
+    if lo is not None:
+      lo = np.where(big, 0.0, np.minimum(lo, b.upper))
+    return b.upper, lo, b.method, details
 
   def result(self, sched: Schedule, noise_multiplier, delta):
     """The run's ``EpsilonResult`` (the one final rule, :meth:`epsilon`) at
