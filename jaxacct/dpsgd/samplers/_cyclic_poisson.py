@@ -8,7 +8,8 @@ import math
 
 from jaxacct import accounting
 from jaxacct._core import checks
-from jaxacct.dpsgd.samplers._registry import Sampler, check_number, rate_schedule, register
+from jaxacct.dpsgd.samplers._registry import (Sampler, check_number, rate_schedule, register,
+                                              run_of)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -55,9 +56,7 @@ def _step(sched, sigma):
 def _event(sched, sigma):
   """ceil(T / b) Poisson steps at rate b B / N: an example's group is sampled at
   most that often in T steps (group 0's count; the others' is at most it)."""
-  n = math.ceil(sched.total_steps / sched.settings.cycle_length)
-  step = _step(sched, sigma)
-  return step if n == 1 else accounting.events.SelfComposedDpEvent(step, n)
+  return run_of(_step(sched, sigma), math.ceil(sched.total_steps / sched.settings.cycle_length))
 
 
 def _block(sched, sigma):

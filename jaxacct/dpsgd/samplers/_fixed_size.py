@@ -5,7 +5,7 @@ of the other steps, without replacement (``fixed_size``) or with replacement
 from __future__ import annotations
 
 from jaxacct import accounting
-from jaxacct.dpsgd.samplers._registry import Sampler, epoch_schedule, register
+from jaxacct.dpsgd.samplers._registry import Sampler, epoch_schedule, register, run_of
 
 _COMMON = ("; t = floor(N/B) steps per epoch, T = t E steps; an example may join several "
            "steps of an epoch or none; neighbouring datasets have the same size N (one "
@@ -19,8 +19,7 @@ def _schedule_of(name):
 
 
 def _run(sched, step):
-  return step if sched.total_steps == 1 else accounting.events.SelfComposedDpEvent(
-      step, sched.total_steps)
+  return run_of(step, sched.total_steps)
 
 
 def _without_replacement(sched, sigma, run=True):

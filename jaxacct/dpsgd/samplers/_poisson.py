@@ -2,11 +2,10 @@ r"""The Poisson sampler: every example joins every step independently at rate q 
 
 from __future__ import annotations
 
-import math
-
 from jaxacct import pld as jpld
 from jaxacct import accounting
-from jaxacct.dpsgd.samplers._registry import Sampler, rate_schedule, register
+from jaxacct.dpsgd.samplers._registry import (Sampler, rate_block, rate_schedule, register,
+                                              run_of)
 
 
 def _schedule(req):
@@ -21,15 +20,7 @@ def _step(sched, sigma):
 
 
 def _event(sched, sigma):
-  step = _step(sched, sigma)
-  return step if sched.total_steps == 1 else accounting.events.SelfComposedDpEvent(
-      step, sched.total_steps)
-
-
-def _block(sched, sigma):
-  """One step; the tracker's cheaper mode evaluates once an epoch, ceil(T / E) steps."""
-  return _step(sched, sigma), {"evaluate_every": math.ceil(sched.total_steps /
-                                                           sched.num_epochs)}
+  return run_of(_step(sched, sigma), sched.total_steps)
 
 
 def _risk(sched, sigma, want_lower):
@@ -45,6 +36,6 @@ SAMPLER = register(Sampler(
     text=("sampler poisson: every example joins every step independently with "
           "probability q = B/N (batch sizes vary, expected B); T = ceil(E N / B) "
           "steps; steps_per_epoch is the expected N/B"),
-    schedule=_schedule, event=_event, block=_block, risk=_risk,
+    schedule=_schedule, event=_event, block=rate_block(_step), risk=_risk,
     gdp_rate=lambda s: s.sampling_probability, options=("total_steps",),
     comparison_is_run=True, in_default_plot=True))

@@ -12,6 +12,7 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.results import EpsilonResult
 from jaxacct._core.units import warn_renamed
+from jaxacct import accounting
 from jaxacct.accounting import evaluator
 
 
@@ -253,6 +254,20 @@ def rate_schedule(name, req: Request) -> Schedule:
     E = float(num_epochs)
     T = int(math.ceil(E / q - 1e-9))
   return Schedule(name, n, float(batch_size), E, 1, None, max(T, 1), q, req.settings)
+
+
+def run_of(step, count: int):
+  """The run's event: ``step`` composed ``count`` times (the step itself once)."""
+  return step if count == 1 else accounting.events.SelfComposedDpEvent(step, int(count))
+
+
+def rate_block(step_of: Callable) -> Callable:
+  """The tracker's block of a rate sampler: one step (``step_of(schedule, sigma)``);
+  its cheaper mode evaluates once an epoch, ceil(T / E) steps."""
+  def block(sched, sigma):
+    return step_of(sched, sigma), {"evaluate_every": math.ceil(sched.total_steps /
+                                                               sched.num_epochs)}
+  return block
 
 
 def _shaped(a, shape):

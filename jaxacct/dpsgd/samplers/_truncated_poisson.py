@@ -4,14 +4,14 @@ r"""The truncated Poisson sampler: Poisson sampling at rate q = B/N, a batch ove
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
 from jaxacct import accounting
 from jaxacct._core import checks
 from jaxacct.accounting import truncated_cap, truncated_lower
-from jaxacct.dpsgd.samplers._registry import Sampler, check_number, rate_schedule, register
+from jaxacct.dpsgd.samplers._registry import (Sampler, check_number, rate_block,
+                                              rate_schedule, register, run_of)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -48,15 +48,7 @@ def _step(sched, sigma):
 
 
 def _event(sched, sigma):
-  step = _step(sched, sigma)   # the events load on first use: dp_accounting comes with them
-  return step if sched.total_steps == 1 else accounting.events.SelfComposedDpEvent(
-      step, sched.total_steps)
-
-
-def _block(sched, sigma):
-  """One step; the tracker's cheaper mode evaluates once an epoch, ceil(T / E) steps."""
-  return _step(sched, sigma), {"evaluate_every": math.ceil(sched.total_steps /
-                                                           sched.num_epochs)}
+  return run_of(_step(sched, sigma), sched.total_steps)
 
 
 def _lower(sched, sigma, delta):
@@ -85,6 +77,6 @@ SAMPLER = register(Sampler(
           "probability q = B/N, and a batch of more than b = max_batch_size examples keeps "
           "a uniformly random b of them (dp_accounting's TruncatedSubsampledGaussianDpEvent, "
           "arXiv:2508.15089); T = ceil(E N / B) steps; steps_per_epoch is the expected N/B"),
-    schedule=_schedule, event=_event, lower=_lower, caps=_caps, block=_block,
+    schedule=_schedule, event=_event, lower=_lower, caps=_caps, block=rate_block(_step),
     gdp_rate=lambda s: s.sampling_probability,
     settings=TruncatedPoissonSettings, options=("total_steps",)))
