@@ -478,5 +478,5 @@ def dominated_on_grid(p, q, *, step: float, inf_mass: float = 0.0):
   lo = int(idx.min())
   probs = np.zeros(int(idx.max()) - lo + 1)
   np.add.at(probs, idx - lo, mass)
-  return jpld.PLD(jnp.asarray(probs), lo, h, jnp.asarray(min(inf, 1.0), jnp.float64),
-                  False)
+  # NumPy arrays (a host PLD): a device copy would compile a program per length
+  return jpld.PLD(probs, lo, h, np.float64(min(inf, 1.0)), False)

@@ -44,11 +44,11 @@ def lower_epsilons(pair, n, delta, tail_mass, allowance) -> dict:
   the lower (optimistic) ``pair``, by the repeated-event engine (no FFT program).
 
   The engine moves at most ``tail_mass`` a side to +inf (so it is queried at delta
-  plus ``allowance``) and rounds up by 1e-12 relative (taken back by a 1e-9
+  plus ``allowance``) and rounds up by 1e-12 relative (taken back by a 1e-10
   relative margin): below the pair's composed epsilon, itself below the true one."""
   d2 = min(delta + allowance, 1.0 - 1e-15)
   vals = direction_values("epsilon", (pair, n), d2, tail_mass, rounding="down")
-  return {d: max(v * (1.0 - 1e-9), 0.0) for d, v in vals.items()}
+  return {d: max(v * (1.0 - 1e-10), 0.0) for d, v in vals.items()}
 
 
 def epsilons_for_counts(acc, event, counts, delta, *, on_count=None) -> np.ndarray:

@@ -200,12 +200,12 @@ def instance_pair(num_records: int, sampling_probability: float, truncated_batch
 
 def _composed_lower(pld, count, delta, tail_mass):
   """Epsilon at ``delta`` of ``pld`` composed ``count`` times, by the repeated-event
-  engine (:func:`jaxacct.pld.direction_epsilons`), taken down by 1e-9 relative (the
+  engine (:func:`jaxacct.pld.direction_epsilons`), taken down by 1e-10 relative (the
   engine rounds up by 1e-12) and queried at most at delta 0.5; the caller's delta
   carries the windows' tail mass (2 ``tail_mass``)."""
   e = float(jpld.direction_epsilons(pld, [int(count)], min(delta, 0.5),
                                     tail_mass=tail_mass)[0])
-  return max(e * (1.0 - 1e-9), 0.0)
+  return max(e * (1.0 - 1e-10), 0.0)
 
 
 def instance_epsilons(num_examples: int, sampling_probability: float, truncated_batch_size: int,

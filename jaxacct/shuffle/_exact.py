@@ -231,7 +231,8 @@ def enumerate_delta(matrix, x0: int, x1: int, others: Sequence[int], eps,
   _check_enum_args(matrix, eps, exact)
   checks.check_int("x0", x0, min_value=0, max_value=len(matrix) - 1)
   checks.check_int("x1", x1, min_value=0, max_value=len(matrix) - 1)
-  checks.check_int("others", list(others), min_value=0, max_value=len(matrix) - 1)
+  if len(others):   # none: the two users alone
+    checks.check_int("others", list(others), min_value=0, max_value=len(matrix) - 1)
   rows0 = [matrix[x0]] + [matrix[x] for x in others]
   rows1 = [matrix[x1]] + [matrix[x] for x in others]
   d0 = histogram_distribution(rows0, exact)

@@ -275,13 +275,16 @@ _pair_epsilon_jit = jit(pair_epsilon, static_argnames=("width", "symmetric"))
 
 
 def _pair_query(sym_kernel, kernel, value, n, p, beta, q0, q1):
-  """One reference-kernel query of the pair, window sized from concrete n."""
+  """One reference-kernel query of the pair, window sized from concrete n (p, beta, q0
+  and q1 are grids: lists too)."""
   checks.check_int("n", n, min_value=1)
   checks.check_range("p", p, 1.0, lo_open=True)
   checks.check_range("beta", beta, 0.0, 1.0, lo_open=True)
   checks.check_range("q0", q0, 1.0)
   if q1 is not None:
     checks.check_range("q1", q1, 1.0)
+  p, beta, q0 = (np.asarray(x, np.float64) for x in (p, beta, q0))
+  q1 = None if q1 is None else np.asarray(q1, np.float64)
   if q1 is None or np.all(np.asarray(q0) == np.asarray(q1)):
     alpha = beta / (p - 1)
     w = window_size(n, 2 * alpha * p / q0)
@@ -310,8 +313,7 @@ def variation_ratio_pair_delta(eps, *, n, p, beta, q0, q1=None):
   per-randomizer row it is NOT an upper bound (``jaxacct.experimental``).
   """
   checks.check_range("eps", eps, 0.0)
-  checks.check_scalar("jaxacct.shuffle.bounds.variation_ratio_pair_delta", n=n, p=p, beta=beta,
-                      q0=q0, q1=q1)
+  checks.check_scalar("jaxacct.shuffle.bounds.variation_ratio_pair_delta", n=n)   # p..: grids
   return _pair_query(sym_delta, _pair_delta_jit, eps, n, p, beta, q0, q1)
 
 
@@ -322,6 +324,5 @@ def variation_ratio_pair_epsilon(delta, *, n, p, beta, q0, q1=None):
   (``pair_epsilon``). Eager; returns a float64 numpy array.
   """
   checks.check_delta(delta)
-  checks.check_scalar("jaxacct.shuffle.bounds.variation_ratio_pair_epsilon", n=n, p=p,
-                      beta=beta, q0=q0, q1=q1)
+  checks.check_scalar("jaxacct.shuffle.bounds.variation_ratio_pair_epsilon", n=n)   # p..: grids
   return _pair_query(sym_epsilon, _pair_epsilon_jit, delta, n, p, beta, q0, q1)
