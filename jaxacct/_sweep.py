@@ -160,10 +160,6 @@ def run(args) -> int:
   except (SweepError, ValueError) as e:
     print(f"jaxacct.sweep: error: {e}", file=sys.stderr, flush=True)
     return 1
-  except Exception as e:   # noqa: BLE001 -- never only "worker exit status 1"
-    print(f"jaxacct.sweep: error: {args.door} failed: {type(e).__name__}: {e}",
-          file=sys.stderr, flush=True)
-    return 1
 
 
 def _run(args) -> int:
