@@ -397,7 +397,7 @@ def chen_epsilon(*, n, eps0, delta, rounds=1, bound: str = "exact",
   checks.check_delta(delta)
   checks.check_int("rounds", rounds, min_value=1)
   orders = DEFAULT_ORDERS if orders is None else orders
-  if checks.is_concrete(orders) and np.ndim(orders) != 1:
+  if np.ndim(orders) != 1:   # static: a tracer knows its ndim
     raise ValueError(f"orders must be a 1-D array of Renyi orders; got {orders!r}.")
   if bound == "exact":
     rdp = _searched(n, eps0, delta, rounds, orders, method, num_c, num_a)

@@ -9,7 +9,11 @@ import numpy as np
 
 from jaxacct import accounting
 from jaxacct._core import checks
-from jaxacct.accounting import truncated_cap, truncated_lower
+from jaxacct._core.lazy import LazyModule
+
+# loaded with the first truncated question (scipy and dp_accounting come with them)
+truncated_cap = LazyModule("jaxacct.accounting.truncated_cap")
+truncated_lower = LazyModule("jaxacct.accounting.truncated_lower")
 from jaxacct.dpsgd.samplers._registry import (Sampler, check_number, rate_block,
                                               rate_schedule, register, run_of)
 
