@@ -63,6 +63,12 @@ def schedule(*, num_examples, batch_size, num_epochs=None, sampling: str = "ball
     :class:`Schedule`.
   """
   rec = samplers.get(sampling)
+  for name, v in (("num_examples", num_examples), ("batch_size", batch_size),
+                  ("num_epochs", num_epochs), ("num_selected", num_selected),
+                  ("total_steps", total_steps)):
+    if v is not None:
+      checks.check_not_bool(name, v)
+      checks.check_finite(name, v, scalar=True)
   check_number("num_examples", num_examples)
   checks.check_int("num_examples", num_examples, min_value=1)
   n = int(num_examples)
