@@ -105,7 +105,7 @@ class BallsInBinsSampler:
                seed: int = 0, expected_batch_size: Optional[float] = None,
                pad_size: Union[None, int, str] = None, overflow_prob: float = 1e-6,
                multiple: int = 8, batch_size: Optional[int] = None):
-    checks.check_int("num_examples", num_examples, min_value=1)
+    checks.check_int("num_examples", num_examples, min_value=1, scalar=True)
     if (batch_size is None) == (steps_per_epoch is None):
       raise ValueError("give exactly one of batch_size (B: t = (num_selected * "
                        "num_examples) // B steps per epoch, as jaxacct.dpsgd.schedule) and "
@@ -117,12 +117,13 @@ class BallsInBinsSampler:
                                        sampling=self.sampling).steps_per_epoch
       if expected_batch_size is None:
         expected_batch_size = float(batch_size)
-    checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1)
-    checks.check_int("num_epochs", num_epochs, min_value=1)
-    checks.check_int("num_selected", num_selected, min_value=1, max_value=int(steps_per_epoch))
+    checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1, scalar=True)
+    checks.check_int("num_epochs", num_epochs, min_value=1, scalar=True)
+    checks.check_int("num_selected", num_selected, min_value=1, max_value=int(steps_per_epoch),
+                     scalar=True)
     if not isinstance(fresh_each_epoch, (bool, np.bool_)):
       raise ValueError(f"fresh_each_epoch must be a bool; got {fresh_each_epoch!r}.")
-    checks.check_int("seed", seed, min_value=0)
+    checks.check_int("seed", seed, min_value=0, scalar=True)
     self.n, self.t, self.E = int(num_examples), int(steps_per_epoch), int(num_epochs)
     self.k, self.fresh_each_epoch, self.seed = int(num_selected), bool(fresh_each_epoch), int(seed)
     self.num_steps = self.t * self.E
@@ -144,7 +145,7 @@ class BallsInBinsSampler:
 
   def assignment(self, epoch: int) -> np.ndarray:
     """(n, k) int array: the steps (within the epoch, 0..t-1) of each example."""
-    checks.check_int("epoch", epoch, min_value=0, max_value=self.E - 1)
+    checks.check_int("epoch", epoch, min_value=0, max_value=self.E - 1, scalar=True)
     e = int(epoch) if self.fresh_each_epoch else 0
     rng = np.random.default_rng((self.seed, e))
     if self.k == 1:
@@ -210,7 +211,7 @@ class BallsInBinsSampler:
     ``jaxacct.calibrate(lambda s: sampler.event(noise_multiplier=s), epsilon, delta,
     bracket=(0.01, 1e4))``.
     """
-    checks.check_positive("noise_multiplier", noise_multiplier)
+    checks.check_positive("noise_multiplier", noise_multiplier, scalar=True)
     record = samplers.get(self.sampling)
     if self.fresh_each_epoch:
       return record.event(self._schedule(self.E), float(noise_multiplier))
@@ -228,7 +229,7 @@ class BallsInBinsSampler:
     ``accounting.PLDAccountant().compose(event).get_epsilon(delta)`` of that
     event for e = 1..E, which needs ``delta``.
     """
-    checks.check_positive("noise_multiplier", noise_multiplier)
+    checks.check_positive("noise_multiplier", noise_multiplier, scalar=True)
     record = samplers.get(self.sampling)
     if self.fresh_each_epoch:
       del delta
@@ -239,7 +240,7 @@ class BallsInBinsSampler:
       raise ValueError("delta is required for the fixed-bin accountant (an epsilon table).")
     if kwargs:
       raise ValueError(f"fixed bins take no EventAccountant options; got {sorted(kwargs)}.")
-    checks.check_delta(delta)
+    checks.check_delta(delta, scalar=True)
     one = self._schedule(1)
     eps = np.array([0.0] + [accounting.PLDAccountant().compose(record.event(
         one, float(noise_multiplier) / math.sqrt(e))).get_epsilon(float(delta))

@@ -18,6 +18,9 @@ from jaxacct._core import checks
 
 # The neighbouring relation both samplers (and their accountants) assume.
 NEIGHBOURING = "add_remove"
+#: The largest declared expected batch size a capacity is computed for: a batch's
+#: example indices are int32 (``Batch.indices``), so no batch holds more examples.
+MAX_BATCH = 2**31 - 1
 
 
 class Batch(NamedTuple):
@@ -53,8 +56,8 @@ def capacity_for(*, expected_batch_size: float, num_steps: int,
   bound over steps).
 
   Args:
-    expected_batch_size: m > 0, the declared expected batch size (the
-      divisor of :func:`jaxacct.tracking.dp_aggregate`).
+    expected_batch_size: m in (0, 2**31 - 1], the declared expected batch
+      size (the divisor of :func:`jaxacct.tracking.dp_aggregate`).
     num_steps: steps in the run, >= 1 (the union bound is over them).
     overflow_prob: in (0, 1).
     multiple: B is a multiple of this, >= 1.
@@ -70,19 +73,43 @@ def capacity_for(*, expected_batch_size: float, num_steps: int,
     120
   """
   from scipy.stats import poisson
-  checks.check_positive("expected_batch_size", expected_batch_size)
-  checks.check_int("num_steps", num_steps, min_value=1)
-  checks.check_range("overflow_prob", overflow_prob, 0.0, 1.0, lo_open=True, hi_open=True)
-  checks.check_int("multiple", multiple, min_value=1)
+  checks.check_range("expected_batch_size", expected_batch_size, 0.0, MAX_BATCH, lo_open=True,
+                     scalar=True)
+  checks.check_int("num_steps", num_steps, min_value=1, scalar=True)
+  checks.check_range("overflow_prob", overflow_prob, 0.0, 1.0, lo_open=True, hi_open=True,
+                     scalar=True)
+  checks.check_int("multiple", multiple, min_value=1, scalar=True)
   lam = float(expected_batch_size) + 1.0
   target = float(overflow_prob) / int(num_steps)
-  b = max(int(math.ceil(lam)), int(poisson.isf(target, lam)))
+  q = poisson.isf(target, lam)
+  if np.isfinite(q):
+    b = max(int(math.ceil(lam)), int(q))
+  else:                                   # isf is NaN below about 1e-16 (inf at 0)
+    b = first_below(lambda j: poisson.sf(j, lam), int(math.ceil(lam)), target)
   while poisson.sf(b, lam) > target:      # isf up to float rounding: re-check
     b += 1
   while b - 1 >= lam and poisson.sf(b - 1, lam) <= target:
     b -= 1
   m = int(multiple)
   return -(-b // m) * m
+
+
+def first_below(sf, lo: int, target: float) -> int:
+  """The smallest int b >= lo with ``sf(b) <= target``, for ``sf`` non-increasing in b
+  (a tail): doubling steps from lo, then bisection."""
+  if sf(lo) <= target:
+    return lo
+  step, hi = 1, lo + 1
+  while sf(hi) > target:                  # sf(lo) > target throughout
+    lo, step = hi, 2 * step
+    hi = lo + step
+  while hi - lo > 1:
+    mid = (lo + hi) // 2
+    if sf(mid) > target:
+      lo = mid
+    else:
+      hi = mid
+  return hi
 
 
 def overflow_bound_of(pad, n, p, num_steps, declared):
@@ -118,11 +145,12 @@ def pad_size_for(*, num_examples: int, sampling_rate: float, num_steps: int,
   Bound: exact binomial tail (scipy), union bound over steps.
   """
   from scipy.stats import binom
-  checks.check_int("num_examples", num_examples, min_value=1)
-  checks.check_range("sampling_rate", sampling_rate, 0.0, 1.0, lo_open=True)
-  checks.check_int("num_steps", num_steps, min_value=1)
-  checks.check_range("overflow_prob", overflow_prob, 0.0, 1.0, lo_open=True, hi_open=True)
-  checks.check_int("multiple", multiple, min_value=1)
+  checks.check_int("num_examples", num_examples, min_value=1, scalar=True)
+  checks.check_range("sampling_rate", sampling_rate, 0.0, 1.0, lo_open=True, scalar=True)
+  checks.check_int("num_steps", num_steps, min_value=1, scalar=True)
+  checks.check_range("overflow_prob", overflow_prob, 0.0, 1.0, lo_open=True, hi_open=True,
+                     scalar=True)
+  checks.check_int("multiple", multiple, min_value=1, scalar=True)
   n, p = int(num_examples), float(sampling_rate)
   target = float(overflow_prob) / int(num_steps)
   # binom.isf gives the smallest b with sf(b) <= target (up to float rounding: re-check)
@@ -139,7 +167,7 @@ def pad_size_for(*, num_examples: int, sampling_rate: float, num_steps: int,
 def check_declared(expected_batch_size, n, p):
   if expected_batch_size is None:
     return None
-  checks.check_positive("expected_batch_size", expected_batch_size)
+  checks.check_positive("expected_batch_size", expected_batch_size, scalar=True)
   m = float(expected_batch_size)
   if n * p > m + 1.0:
     raise ValueError(
@@ -157,8 +185,9 @@ def resolve_pad(pad_size, n, p, num_steps, overflow_prob, multiple, declared=Non
                         overflow_prob=overflow_prob, multiple=multiple)
   if isinstance(pad_size, str):
     checks.check_choice("pad_size", pad_size, ("max",))
+    checks.check_int("multiple", multiple, min_value=1, scalar=True)
     return -(-n // int(multiple)) * int(multiple)
-  checks.check_int("pad_size", pad_size, min_value=1)
+  checks.check_int("pad_size", pad_size, min_value=1, scalar=True)
   return int(pad_size)
 
 
@@ -181,8 +210,8 @@ def make_batch(members: np.ndarray, pad: int, step: int, epoch: int) -> Batch:
 
 def delta_with_overflow_of(epsilon, delta, bound):
   """delta + (1 + e^epsilon) * bound, capped at 1 (a sampler's ``delta_with_overflow``)."""
-  checks.check_range("epsilon", epsilon, 0.0, np.inf, allow_inf=True)
-  checks.check_delta(delta)
+  checks.check_range("epsilon", epsilon, 0.0, np.inf, allow_inf=True, scalar=True)
+  checks.check_delta(delta, scalar=True)
   return min(1.0, float(delta) + (1.0 + math.exp(min(float(epsilon), 700.0))) * bound)
 
 
@@ -194,7 +223,7 @@ def dp_transform_of(sampler, l2_norm_clip, noise_multiplier, delta, key, max_eps
     raise ValueError("dp_transform needs the sampler's expected_batch_size (give batch_size= "
                      "or expected_batch_size= when building the sampler): it is the "
                      "aggregate's divisor.")
-  checks.check_positive("noise_multiplier", noise_multiplier)
+  checks.check_positive("noise_multiplier", noise_multiplier, scalar=True)
   agg = tracking.dp_aggregate(l2_norm_clip=l2_norm_clip, noise_multiplier=noise_multiplier,
                               expected_batch_size=sampler.expected_batch_size, key=key)
   hook = tracking.track_privacy(sampler.accountant(noise_multiplier=noise_multiplier, delta=delta),

@@ -44,7 +44,7 @@ class RegistryLoader:
   sampling: str = ""
 
   def __init__(self, *, seed: int, **config):
-    checks.check_int("seed", seed, min_value=0)
+    checks.check_int("seed", seed, min_value=0, scalar=True)
     self.seed = int(seed)
     self.config = {k: v for k, v in config.items() if v is not None}
     self.schedule = dpsgd.schedule(sampling=self.sampling, **self.config)
@@ -70,7 +70,7 @@ class RegistryLoader:
 
   def batch(self, step: int) -> Batch:
     """The batch of global step ``step`` (0-based)."""
-    checks.check_int("step", step, min_value=0, max_value=self.num_steps - 1)
+    checks.check_int("step", step, min_value=0, max_value=self.num_steps - 1, scalar=True)
     members = np.asarray(self.members(int(step)), np.int32)
     return make_batch(members, self.pad_size, step, int(step) // self.steps_per_epoch)
 
@@ -101,7 +101,7 @@ class RegistryLoader:
     the event of one block and its options); ``kwargs`` go to the accountant (``delta``
     is unused). Its table after ``num_steps`` updates is :meth:`epsilon`'s."""
     del delta
-    checks.check_positive("noise_multiplier", noise_multiplier)
+    checks.check_positive("noise_multiplier", noise_multiplier, scalar=True)
     rec = self.record
     if rec.block is None:
       raise ValueError(f"sampling={self.sampling!r} has no tracker block registered "
@@ -136,7 +136,7 @@ class ShuffleSampler(RegistryLoader):
 
   def permutation(self, epoch: int) -> np.ndarray:
     """The permutation of ``epoch`` (0-based)."""
-    checks.check_int("epoch", epoch, min_value=0)
+    checks.check_int("epoch", epoch, min_value=0, scalar=True)
     if self._perm[0] != epoch:
       self._perm = (epoch, np.random.default_rng((self.seed, int(epoch))).permutation(self.n))
     return self._perm[1]
@@ -247,7 +247,7 @@ class CyclicPoissonSampler(RegistryLoader):
       pad_size = capacity_for(expected_batch_size=self.expected_batch_size,
                               num_steps=self.num_steps, overflow_prob=overflow_prob,
                               multiple=multiple)
-    checks.check_int("pad_size", pad_size, min_value=1)
+    checks.check_int("pad_size", pad_size, min_value=1, scalar=True)
     self.pad_size = int(pad_size)
     self.overflow_bound = overflow_bound_of(self.pad_size, top, self.q, self.num_steps,
                                             self.expected_batch_size)

@@ -56,7 +56,7 @@ class PoissonSampler:
                overflow_prob: float = 1e-6, multiple: int = 8,
                steps_per_epoch: Optional[int] = None, batch_size: Optional[float] = None,
                num_epochs: Optional[int] = None):
-    checks.check_int("num_examples", num_examples, min_value=1)
+    checks.check_int("num_examples", num_examples, min_value=1, scalar=True)
     if batch_size is not None or num_epochs is not None:
       if batch_size is None or num_epochs is None or sampling_probability is not None \
           or num_steps is not None:
@@ -72,9 +72,12 @@ class PoissonSampler:
     if sampling_probability is None or num_steps is None:
       raise ValueError("give sampling_probability and num_steps, or batch_size and num_epochs; got "
                        f"sampling_probability={sampling_probability!r}, num_steps={num_steps!r}.")
-    checks.check_probability("sampling_probability", sampling_probability, open_lo=True)
-    checks.check_int("num_steps", num_steps, min_value=1)
-    checks.check_int("seed", seed, min_value=0)
+    checks.check_probability("sampling_probability", sampling_probability, open_lo=True,
+                             scalar=True)
+    checks.check_int("num_steps", num_steps, min_value=1, scalar=True)
+    checks.check_int("seed", seed, min_value=0, scalar=True)
+    if steps_per_epoch is not None:
+      checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1, scalar=True)
     self.n, self.q, self.num_steps, self.seed = (int(num_examples), float(sampling_probability),
                                                  int(num_steps), int(seed))
     self.steps_per_epoch = (max(1, int(round(1.0 / self.q))) if steps_per_epoch is None

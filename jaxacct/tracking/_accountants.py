@@ -47,7 +47,7 @@ MAX_STEPS = 2 ** 24
 def check_table_size(name: str, count) -> int:
   """``int(count)``, or a ValueError naming ``name`` before anything is allocated
   when the table would hold more than :data:`MAX_STEPS` entries."""
-  checks.check_int(name, count, min_value=1)
+  checks.check_int(name, count, min_value=1, scalar=True)
   if int(count) > MAX_STEPS:
     raise ValueError(
         f"{name} must be <= {MAX_STEPS:,} (2**24) for a tracker: its epsilon table holds "
@@ -77,9 +77,9 @@ class _Accountant:
     :func:`privacy_spent` refuses an optimizer state whose ``dp_aggregate``
     adds other noise or divides by another batch size. Returns ``self``."""
     if noise_multiplier is not None:
-      checks.check_positive("noise_multiplier", noise_multiplier)
+      checks.check_positive("noise_multiplier", noise_multiplier, scalar=True)
     if expected_batch_size is not None:
-      checks.check_positive("expected_batch_size", expected_batch_size)
+      checks.check_positive("expected_batch_size", expected_batch_size, scalar=True)
     self.declared = {"noise_multiplier": None if noise_multiplier is None
                      else float(noise_multiplier),
                      "expected_batch_size": None if expected_batch_size is None
@@ -92,7 +92,7 @@ class _Accountant:
   def block_table(self, num_blocks: int, delta: float) -> np.ndarray:
     """float64 array (num_blocks + 1,): eps after b = 0..num_blocks blocks."""
     check_table_size("num_blocks", num_blocks)
-    checks.check_delta(delta)
+    checks.check_delta(delta, scalar=True)
     # The hook may be built inside a user's jit trace (e.g. a train function
     # that makes its optimizer): there ensure_compile_time_eval keeps the
     # table eager, once, on concrete numbers. Only there: it also evaluates a
@@ -136,7 +136,7 @@ class _Accountant:
     :meth:`step_segments` gives them, else computed here, at once (at most
     :data:`MAX_STEPS` steps: refused before anything is allocated)."""
     check_table_size("num_steps", num_steps)
-    checks.check_delta(delta)
+    checks.check_delta(delta, scalar=True)
     key = ("lazy", int(num_steps), float(delta), self._ledger_key())
     memo = self.__dict__.setdefault("_tables", {})
     if key not in memo:
@@ -183,8 +183,8 @@ class EpsilonTableAccountant(_Accountant):
     if np.any(np.diff(eps) < 0):
       raise ValueError("epsilons must be non-decreasing (composition never "
                        "lowers epsilon).")
-    checks.check_delta(delta)
-    checks.check_int("block_size", block_size, min_value=1)
+    checks.check_delta(delta, scalar=True)
+    checks.check_int("block_size", block_size, min_value=1, scalar=True)
     self.epsilons, self.delta, self.block_size = eps, float(delta), int(block_size)
 
   def _block_table(self, num_blocks, delta):
@@ -280,12 +280,18 @@ class EventAccountant(_Accountant):
                neighboring_relation=None, value_discretization_interval: float = 1e-4,
                max_evaluations: Optional[int] = None, evaluate_every: Optional[int] = None,
                progress: Optional[bool] = None):
-    checks.check_int("block_size", block_size, min_value=1)
+    if not isinstance(event, events.DpEvent):
+      raise ValueError(f"event must be a DpEvent (jaxacct.accounting.events or dp_accounting), "
+                       f"the event of one block; got {type(event).__name__} {event!r:.80}.")
+    checks.check_int("block_size", block_size, min_value=1, scalar=True)
     if max_evaluations is not None:
-      checks.check_int("max_evaluations", max_evaluations, min_value=2)
+      checks.check_int("max_evaluations", max_evaluations, min_value=2, scalar=True)
     if evaluate_every is not None:
-      checks.check_int("evaluate_every", evaluate_every, min_value=1)
+      checks.check_int("evaluate_every", evaluate_every, min_value=1, scalar=True)
     check_progress_arg(progress)
+    if accountant is not None and not isinstance(accountant, accounting.PLDAccountant):
+      raise ValueError("accountant must be None or a jaxacct.accounting.PLDAccountant (its "
+                       f"ledger is composed first); got {type(accountant).__name__}.")
     if accountant is None:
       if neighboring_relation is None:   # the relation dpsgd accounts the event under
         neighboring_relation = evaluator.relation_of(event)
@@ -333,7 +339,7 @@ class EventAccountant(_Accountant):
   def epsilon_after(self, count: int, delta: float) -> float:
     """Epsilon at ``delta`` after ``count`` blocks (onto the ledger), float: the
     accountant's own ``get_epsilon``."""
-    checks.check_int("count", count, min_value=1)
+    checks.check_int("count", count, min_value=1, scalar=True)
     event, n = self._blocks_event(count)
     return float(self.accountant.copy().compose(event, n).get_epsilon(float(delta)))
 
@@ -565,6 +571,6 @@ def epsilon_table(accountant, *, num_steps: int, delta: float) -> np.ndarray:
     numpy float64 array of shape (num_steps + 1,), non-decreasing.
   """
   check_accountant(accountant)
-  checks.check_int("num_steps", num_steps, min_value=1)
-  checks.check_delta(delta)
+  checks.check_int("num_steps", num_steps, min_value=1, scalar=True)
+  checks.check_delta(delta, scalar=True)
   return accountant.step_table(int(num_steps), float(delta))

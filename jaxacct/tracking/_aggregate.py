@@ -45,6 +45,7 @@ def _fingerprint(*values) -> int:
 
 def _concrete_number(name, x):
   checks.check_not_text(name, x)
+  checks.check_not_bool(name, x)   # True, np.bool_ or a bool array: not the number 1
   if x is None or isinstance(x, (bool, jax.core.Tracer)) or np.ndim(x) != 0:
     raise ValueError(f"{name} must be a concrete scalar (a Python or NumPy number fixed "
                      "before training, not a traced or per-step value: a schedule that "

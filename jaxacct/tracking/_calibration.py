@@ -66,12 +66,15 @@ def accountant_for(sampling: str, *, noise_multiplier, num_examples: int, num_ep
 
   Bound: upper.
   """
+  # one run per call: a list where one number goes is refused before the schedule reads it
+  checks.check_scalar("accountant_for", "(one run per call)", noise_multiplier=noise_multiplier,
+                      num_examples=num_examples, num_epochs=num_epochs, batch_size=batch_size)
   declared = batch_size
   if isinstance(sampling, str) and sampling in OLD_WORDS:
     new, full_batch = OLD_WORDS[sampling]
     warn_renamed("jaxacct.tracking.accountant_for", sampling, new)
     if batch_size is None and full_batch:
-      checks.check_int("num_examples", num_examples, min_value=1)
+      checks.check_int("num_examples", num_examples, min_value=1, scalar=True)
       batch_size = num_examples        # full batch: one step an epoch
     sampling = new
   rec = samplers.get(sampling)         # ValueError naming sampling
@@ -80,7 +83,7 @@ def accountant_for(sampling: str, *, noise_multiplier, num_examples: int, num_ep
     raise ValueError(f"batch_size is required for sampling={sampling!r}; got batch_size=None.")
   sched = dpsgd.schedule(num_examples=num_examples, batch_size=batch_size,
                          num_epochs=num_epochs, sampling=rec.name, **options)
-  checks.check_positive("noise_multiplier", noise_multiplier)
+  checks.check_positive("noise_multiplier", noise_multiplier, scalar=True)
   if rec.block is None:
     raise ValueError(f"sampling={sampling!r} has no tracker block registered "
                      "(jaxacct.dpsgd.samplers.Sampler.block is None).")

@@ -183,10 +183,10 @@ def track_privacy(accountant, *, num_steps: int, delta: float,
     0.9263
   """
   check_table_size("num_steps", num_steps)
-  checks.check_delta(delta)
+  checks.check_delta(delta, scalar=True)
   checks.check_choice("on_budget", on_budget, ("stop", "raise"))
   if max_epsilon is not None:
-    checks.check_positive("max_epsilon", max_epsilon, allow_inf=True)
+    checks.check_positive("max_epsilon", max_epsilon, allow_inf=True, scalar=True)
   check_accountant(accountant)
   n, delta = int(num_steps), float(delta)
   budget = np.inf if max_epsilon is None else float(max_epsilon)
