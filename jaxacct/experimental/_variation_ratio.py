@@ -41,7 +41,7 @@ def row_parameters(mechanism: str, eps0: float, **options):
   """
   checks.check_choice("mechanism", mechanism,
                       ("generic", "k_rr", "laplace", "rappor", "local_hash"))
-  checks.check_positive("eps0", eps0)
+  checks.check_range("eps0", eps0, 0.0, checks.EPS0_MAX, lo_open=True, scalar=True)
   for name in ("k", "l"):
     if name in options:
       checks.check_int(name, options[name], min_value=2)

@@ -30,7 +30,7 @@ from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.results import EpsilonResult
 from jaxacct._core.units import user_stacklevel
 from jaxacct.shuffle import _pair_reference as pair_reference, _windows as windows
-from jaxacct.shuffle._check_in_lower import (check_in_gaussian_rdp_lower,
+from jaxacct.shuffle._check_in_lower import (check_in_gaussian_rdp_lower, check_num_terms,
                                             shuffle_gaussian_rdp_lower)
 from jaxacct._core.mixture import (DEFAULT_CHECK_IN_ORDERS,
                                               check_rate_inputs, finish_rdp,
@@ -278,6 +278,7 @@ def check_in_secagg_gaussian_rdp(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, sigma,
   Bound: upper.
   """
   arr, otuple = integer_orders(orders)
+  check_num_terms(num_terms)
   nt = resolve_num_terms(num_terms, n, p)
   del arr
   return dispatch(functools.partial(_secagg_jit, orders=otuple, num_terms=nt), (n, p, sigma),
@@ -400,8 +401,7 @@ def check_in_gaussian_epsilon(*, n, p, sigma, delta, rounds=1, orders=None,
   """
   checks.check_choice("bound", bound, ("upper", "lower"))
   _check_front(rounds, delta, conversion)
-  if num_terms is not None:
-    checks.check_int("num_terms", num_terms, min_value=1, max_value=2**20, scalar=True)
+  check_num_terms(num_terms)
   orders = DEFAULT_CHECK_IN_ORDERS if orders is None else orders
   if bound == "upper":
     rdp = check_in_gaussian_rdp(orders, n=n, p=p, sigma=sigma)
@@ -425,7 +425,7 @@ def check_in_first_cut_epsilon(*, n, p, eps0, delta0, delta, rounds=1) -> Epsilo
   """
   checks.check_scalar("jaxacct.shuffle.check_in_first_cut_epsilon", n=n, p=p, eps0=eps0,
                       delta0=delta0)
-  checks.check_range("n", n, 1.0)
+  checks.check_range("n", n, 1.0, float(checks.MAX_INT))   # scipy counts in int64
   checks.check_probability("p", p)
   checks.check_range("eps0", eps0, 0.0)
   checks.check_probability("delta0", delta0)

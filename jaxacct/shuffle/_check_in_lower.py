@@ -109,6 +109,12 @@ def _check_in_lower_impl(lam_np, n, p, sigma, num_terms):
 _check_in_lower_jit = orders_jit(_check_in_lower_impl, "num_terms")
 
 
+def check_num_terms(num_terms) -> None:
+  """``num_terms`` (static, one count per call): None, or an integer in [1, 2^20]."""
+  if num_terms is not None:
+    checks.check_int("num_terms", num_terms, min_value=1, max_value=2**20, scalar=True)
+
+
 def check_in_gaussian_rdp_lower(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, sigma,
                                 num_terms=None):
   r"""Lower bound on the RDP of shuffled check-in of Gaussian reports.
@@ -131,6 +137,7 @@ def check_in_gaussian_rdp_lower(orders=DEFAULT_CHECK_IN_ORDERS, *, n, p, sigma,
   Bound: lower (exact divergence of one neighbouring pair, up to the window).
   """
   arr, otuple = integer_orders(orders)
+  check_num_terms(num_terms)
   nt = resolve_num_terms(num_terms, n, p, width=7.0, cap=2048)
   del arr
   return dispatch(functools.partial(_check_in_lower_jit, orders=otuple, num_terms=nt),

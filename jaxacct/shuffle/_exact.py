@@ -202,11 +202,35 @@ def histogram_distribution(rows, exact: bool):
   return dist
 
 
+#: The widest window pair_pmfs is asked for, in standard deviations.
+_Z_MAX = 1e6
+#: The largest eps the brute force takes: e^eps is finite in float64 there.
+_EPS_MAX = math.log(np.finfo(np.float64).max)
+
+
 def _check_enum_args(matrix, eps, exact):
   checks.check_not_text("matrix", matrix)
+  checks.check_not_bool("matrix", matrix)
+  if np.ndim(matrix) != 2:
+    raise ValueError("matrix must be a 2-D table (a row of output probabilities per "
+                     f"input); got {matrix!r}.")
+  checks.check_probability("matrix", np.asarray(matrix, np.float64))
   checks.check_bool("exact", exact)
   if not (isinstance(eps, tuple) and len(eps) == 2 and eps[0] == "exp"):
-    checks.check_range("eps", eps)
+    checks.check_range("eps", eps, -np.inf, _EPS_MAX, scalar=True)
+
+
+def _check_indices(name, values, matrix, shape, allow_empty):
+  """A sequence of input indices (rows of ``matrix``) of the given shape."""
+  checks.check_not_text(name, values)
+  checks.check_not_bool(name, values)
+  if np.ndim(values) != len(shape) or any(
+      s is not None and s != t for s, t in zip(shape, np.shape(values))):
+    what = "a sequence of input indices" if len(shape) == 1 else "a list of (x0, x1) pairs"
+    raise ValueError(f"{name} must be {what}; got {values!r}.")
+  if np.size(values) or not allow_empty:
+    checks.check_int(name, np.asarray(values, np.float64), min_value=0,
+                     max_value=len(matrix) - 1)
 
 
 def enumerate_delta(matrix, x0: int, x1: int, others: Sequence[int], eps,
@@ -231,8 +255,7 @@ def enumerate_delta(matrix, x0: int, x1: int, others: Sequence[int], eps,
   _check_enum_args(matrix, eps, exact)
   checks.check_int("x0", x0, min_value=0, max_value=len(matrix) - 1)
   checks.check_int("x1", x1, min_value=0, max_value=len(matrix) - 1)
-  if len(others):   # none: the two users alone
-    checks.check_int("others", list(others), min_value=0, max_value=len(matrix) - 1)
+  _check_indices("others", others, matrix, (None,), True)   # none: the two users alone
   rows0 = [matrix[x0]] + [matrix[x] for x in others]
   rows1 = [matrix[x1]] + [matrix[x] for x in others]
   d0 = histogram_distribution(rows0, exact)
@@ -266,10 +289,9 @@ def worst_case_delta(matrix, n: int, eps, *, exact: bool = False,
   ``"lower"`` when ``pairs`` restricts the max.
   """
   _check_enum_args(matrix, eps, exact)
-  checks.check_int("n", n, min_value=1)
+  checks.check_int("n", n, min_value=1, scalar=True)
   if pairs is not None:
-    checks.check_int("pairs", [list(pr) for pr in pairs], min_value=0,
-                     max_value=len(matrix) - 1)
+    _check_indices("pairs", pairs, matrix, (None, 2), False)
   k_in = len(matrix)
   pairs_given = pairs
   if pairs is None:
@@ -302,7 +324,8 @@ def pair_pmfs(n: int, p: float, beta: float, q0: float, q1: float,
 
   Args:
     n: integer >= 1. p, beta, q0, q1: as in ``pair_delta``.
-    z: window half-width in standard deviations (+ z^2 for skew).
+    z: window half-width in standard deviations (+ z^2 for skew), in (0, 1e6];
+      past sqrt(n) + 2 the windows are the whole support.
 
   Returns:
     ``(P, Q)``: 1-D float64 numpy arrays of equal length.
@@ -311,14 +334,20 @@ def pair_pmfs(n: int, p: float, beta: float, q0: float, q1: float,
                       z=z)
   checks.check_int("n", n, min_value=1)
   checks.check_range("p", p, 1.0, np.inf, lo_open=True)
-  checks.check_positive("beta", beta)
+  checks.check_range("beta", beta, 0.0, 1.0, lo_open=True)
   checks.check_range("q0", q0, 1.0)
   checks.check_range("q1", q1, 1.0)
-  checks.check_positive("z", z)
-  from scipy import stats  # here, not at import: scipy.stats is slow to import
-  n = int(n)
+  checks.check_range("z", z, 0.0, _Z_MAX, lo_open=True)
   alpha = beta / (p - 1.0)
   r0, r1 = alpha * p / q0, alpha * p / q1
+  if r0 + r1 > 1.0:
+    raise ValueError(
+        "beta is too large for p, q0 and q1: the pair needs beta p / (p - 1) (1 / q0 + "
+        f"1 / q1) <= 1; got beta={beta!r}, p={p!r}, q0={q0!r}, q1={q1!r}.")
+  from scipy import stats  # here, not at import: scipy.stats is slow to import
+  n = int(n)
+  # past sqrt(n) + 2 both windows hold every (c, a): a wider z changes nothing
+  z = min(float(z), math.sqrt(n) + 2.0)
   lam = max(1.0 - alpha - p * alpha, 0.0)
   s = 1.0 - r0 - r1
   total = r0 + r1

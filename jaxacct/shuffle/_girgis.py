@@ -128,7 +128,7 @@ def girgis_thm1_rdp(orders=DEFAULT_INTEGER_ORDERS, *, n, eps0, gamma_c=0.5):
   NaN for invalid traced lanes.
   """
   o = _int_orders(orders)
-  checks.check_not_text("gamma_c", gamma_c)
+  checks.check_range("gamma_c", gamma_c, 0.0, 1.0, lo_open=True, hi_open=True)
   gc = tuple(float(g) for g in np.atleast_1d(gamma_c))
   for g in gc:
     checks.check_range("gamma_c", g, 0.0, 1.0, lo_open=True, hi_open=True)
