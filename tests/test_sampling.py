@@ -337,3 +337,41 @@ def test_declared_capacity_checks_and_delta_with_overflow():
   assert legacy.expected_batch_size is None and legacy.neighbouring == "add_remove"
   assert legacy.overflow_bound == pytest.approx(
       20 * stats.binom.sf(legacy.pad_size, 100, 0.1), rel=1e-12)
+
+
+@pytest.mark.parametrize("m,T,prob", [(64.0, 10**12, 1e-6), (3.0, 10, 1e-300),
+                                      (1e9, 10**12, 1e-6)])
+def test_capacity_where_scipy_isf_is_nan(m, T, prob):
+  """A per-step target below about 1e-16 made ``poisson.isf`` NaN (``capacity_for``
+  raised "cannot convert float NaN to integer", naming nothing): the capacity is
+  still the smallest multiple of 8 at or above m + 1 whose Poisson(m + 1) tail is
+  under the target (scipy's sf, the definition in the docstring)."""
+  lam, target = m + 1.0, prob / T
+  assert not np.isfinite(stats.poisson.isf(target, lam))
+  B = sampling.capacity_for(expected_batch_size=m, num_steps=T, overflow_prob=prob)
+  assert B % 8 == 0 and B >= lam and stats.poisson.sf(B, lam) <= target
+  assert B - 8 < lam or stats.poisson.sf(B - 8, lam) > target
+  B1 = sampling.capacity_for(expected_batch_size=m, num_steps=T, overflow_prob=prob,
+                             multiple=1)
+  assert stats.poisson.sf(B1, lam) <= target < stats.poisson.sf(B1 - 1, lam)
+
+
+def test_one_number_where_one_number_goes():
+  """Issue 67: a list, a boolean or an out-of-range count is a ValueError naming the
+  parameter, before anything is computed."""
+  with pytest.raises(ValueError, match=r"expected_batch_size must be in \(0, 2\.14748e\+09\]"):
+    sampling.capacity_for(expected_batch_size=1e300, num_steps=10)
+  for kw, name in [(dict(num_steps=[2, 3]), "num_steps"), (dict(multiple=[2, 3]), "multiple"),
+                   (dict(expected_batch_size=[8.0, 9.0]), "expected_batch_size")]:
+    with pytest.raises(ValueError, match=f"{name} must be a single number"):
+      sampling.capacity_for(**{"expected_batch_size": 8.0, "num_steps": 10, **kw})
+  base = dict(num_examples=100, sampling_probability=0.1, num_steps=10)
+  for bad in (True, np.bool_(True), [2, 3], 0, math.nan, math.inf):
+    with pytest.raises(ValueError, match="steps_per_epoch"):
+      sampling.PoissonSampler(**base, steps_per_epoch=bad)
+  for name in ("seed", "pad_size", "multiple"):
+    with pytest.raises(ValueError, match=f"{name} must be a single number"):
+      sampling.PoissonSampler(**base, **{name: [2, 3]})
+  with pytest.raises(ValueError, match="multiple"):
+    sampling.BallsInBinsSampler(num_examples=100, steps_per_epoch=10, num_epochs=1,
+                                pad_size="max", multiple=0)

@@ -192,11 +192,41 @@ def test_one_compile_per_padded_length(compile_counter):
     (dict(expected_batch_size=0.0), "expected_batch_size"),
     (dict(expected_batch_size=jnp.ones(2)), "expected_batch_size"),
     (dict(key="0"), "key"),
+    # issue 67: np.bool_ was read as the number 1
+    (dict(l2_norm_clip=np.bool_(True)), "l2_norm_clip must be a number, not a boolean"),
+    (dict(noise_multiplier=np.bool_(True)), "noise_multiplier must be a number, not a boolean"),
+    (dict(expected_batch_size=np.bool_(True)), "expected_batch_size must be a number, not a"),
+    (dict(expected_batch_size=jnp.asarray(True)), "expected_batch_size must be a number, not"),
 ])
 def test_bad_arguments(kw, match):
   base = dict(l2_norm_clip=1.0, noise_multiplier=1.0, expected_batch_size=8.0, key=0)
   with pytest.raises(ValueError, match=match):
     tracking.dp_aggregate(**{**base, **kw})
+  if "l2_norm_clip" in kw:
+    with pytest.raises(ValueError, match=match):
+      tracking.clip_and_sum(kw["l2_norm_clip"])
+
+
+def test_settings_are_checked_statically_inside_jit(x64):
+  """Built inside a jitted step from Python numbers, the aggregate takes traced
+  gradients and mask (the settings' checks are static), and gives the eager update."""
+  g = jnp.array([[3.0, 4.0], [0.3, 0.4], [9.0, 9.0]])
+  mask = jnp.array([1.0, 1.0, 0.0])
+
+  def step(g, mask):
+    tx = tracking.dp_aggregate(l2_norm_clip=1.0, noise_multiplier=0.0,
+                               expected_batch_size=4.0, key=0)
+    u, _ = tx.update(g, tx.init(jnp.zeros(2)), mask=mask)
+    return u, tracking.clip_and_sum(1.0).update(g, optax.EmptyState())[0]
+
+  eager, jitted = step(g, mask), jax.jit(step)(g, mask)
+  # (0.6, 0.8) + (0.3, 0.4) over m = 4; clip_and_sum: the three clipped rows
+  np.testing.assert_allclose(np.asarray(eager[0]), [0.225, 0.3], rtol=1e-12)
+  np.testing.assert_allclose(np.asarray(eager[1]),
+                             [0.6 + 0.3 + 9 / math.hypot(9, 9), 0.8 + 0.4 + 9 / math.hypot(9, 9)],
+                             rtol=1e-12)
+  for a, b in zip(eager, jitted):
+    np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-12)
 
 
 def test_traced_noise_multiplier_is_refused():

@@ -399,6 +399,19 @@ def test_clip_and_sum_then_noise_inside_multisteps(x64):
                                      batch_size=10, num_epochs=1), "sampling"),
     (lambda: tracking.accountant_for("shuffle", noise_multiplier=0.0, num_examples=100,
                                      batch_size=100, num_epochs=1), "noise_multiplier"),
+    # issue 67: not an event, not an accountant, a list where one number goes
+    (lambda: tracking.EventAccountant(1.0), "event must be a DpEvent"),
+    (lambda: tracking.EventAccountant(np.bool_(True)), "event must be a DpEvent"),
+    (lambda: tracking.EventAccountant(ev.GaussianDpEvent(1.0), accountant=0),
+     "accountant must be None or a jaxacct.accounting.PLDAccountant"),
+    (lambda: tracking.EventAccountant(ev.GaussianDpEvent(1.0), max_evaluations=[8, 9]),
+     "max_evaluations must be a single number"),
+    (lambda: tracking.epsilon_table(_gauss(1.0), num_steps=[2, 3], delta=DELTA),
+     "num_steps must be a single number"),
+    (lambda: tracking.track_privacy(_gauss(1.0), num_steps=5, delta=DELTA,
+                                    max_epsilon=[1.0, 2.0]), "max_epsilon must be a single"),
+    (lambda: tracking.accountant_for("shuffle", noise_multiplier=1.0, num_examples=[100, 200],
+                                     batch_size=100, num_epochs=1), "scalar num_examples"),
 ])
 def test_bad_configuration_raises(make, match):
   with pytest.raises(ValueError, match=match):
