@@ -227,6 +227,8 @@ def _add_rdp_blocks(sigma, t, orders, *, num_outer, num_inner):
 
 def _check_add_rdp(orders, sigma, steps_per_epoch):
   checks.check_orders(orders)
+  if np.ndim(orders) != 1:
+    raise ValueError(f"orders must be a 1-D array of Renyi orders > 1; got {orders!r}.")
   if np.any(np.asarray(orders) <= 1.0):
     raise ValueError(f"orders must be > 1; got {np.min(orders)}.")
   checks.check_positive("sigma", sigma)
@@ -269,9 +271,9 @@ def allocation_add_rdp(orders=None, *, sigma, steps_per_epoch, max_order: int = 
     >>> bool(np.allclose(r, [1.0, 1.5], rtol=1e-10))
     True
   """
-  checks.check_int("max_order", max_order, min_value=2, max_value=4096)
-  checks.check_int("num_outer", num_outer, min_value=2, max_value=2**24)
-  checks.check_int("num_inner", num_inner, min_value=2, max_value=2**24)
+  checks.check_int("max_order", max_order, min_value=2, max_value=4096, scalar=True)
+  checks.check_int("num_outer", num_outer, min_value=2, max_value=2**24, scalar=True)
+  checks.check_int("num_inner", num_inner, min_value=2, max_value=2**24, scalar=True)
   if orders is None:
     orders = np.arange(2, int(max_order) + 1, dtype=np.float64)
   grid = dict(num_outer=int(num_outer), num_inner=int(num_inner))

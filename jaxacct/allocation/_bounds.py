@@ -37,11 +37,14 @@ def split_rounds(steps_per_epoch, num_selected, num_epochs):
   return t_round, m
 
 
-def check_scheme(sigma, steps_per_epoch, num_selected, num_epochs):
-  checks.check_positive("sigma", sigma)
-  checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1, max_value=2**31 - 1)
-  checks.check_int("num_selected", num_selected, min_value=1)
-  checks.check_int("num_epochs", num_epochs, min_value=1)
+def check_scheme(sigma, steps_per_epoch, num_selected, num_epochs, *, scalar=False):
+  """Refuses a scheme (sigma, t, k, E) outside its domain, naming the parameter;
+  ``scalar=True``: each must be one number (a door that takes no arrays)."""
+  checks.check_positive("sigma", sigma, scalar=scalar)
+  checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1, max_value=2**31 - 1,
+                   scalar=scalar)
+  checks.check_int("num_selected", num_selected, min_value=1, scalar=scalar)
+  checks.check_int("num_epochs", num_epochs, min_value=1, scalar=scalar)
   if np.any(np.asarray(num_selected) > np.asarray(steps_per_epoch)):
     raise ValueError(f"num_selected must be in [1, steps_per_epoch]; got {num_selected} > "
                      f"{steps_per_epoch}.")

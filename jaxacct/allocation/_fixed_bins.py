@@ -92,7 +92,7 @@ def self_composed(mechanism, num_epochs, *, scale=None, step: float = 1e-4):
 
 def _route(sigma, num_epochs, mechanism, laplace_step):
   """(sigma, mechanism) of the equivalent one-epoch allocation."""
-  checks.check_int("num_epochs", num_epochs, min_value=1)
+  checks.check_int("num_epochs", num_epochs, min_value=1, scalar=True)
   checks.check_positive("laplace_step", laplace_step)
   E = int(num_epochs)
   if isinstance(mechanism, str):

@@ -83,7 +83,7 @@ def allocation_rdp(*, sigma, steps_per_epoch, num_selected=1, num_epochs=1,
   """
   bounds.check_scheme(sigma, steps_per_epoch, num_selected, num_epochs)
   checks.check_direction(direction)
-  checks.check_int("max_order", max_order, min_value=2, max_value=4096)
+  checks.check_int("max_order", max_order, min_value=2, max_value=4096, scalar=True)
   t, m = bounds.split_rounds(steps_per_epoch, num_selected, num_epochs)
   orders = np.arange(2, int(max_order) + 1, dtype=np.float64)
   with sharding.use_devices(devices):
@@ -196,8 +196,9 @@ def _query(quantity, value, *, sigma, steps_per_epoch, num_selected, num_epochs,
   else:
     checks.check_range("epsilon", value)
   checks.check_direction(direction)
-  checks.check_int("max_order", max_order, min_value=2, max_value=4096)
-  _check_scalar(sigma=sigma, steps_per_epoch=steps_per_epoch, **{given: value})
+  checks.check_int("max_order", max_order, min_value=2, max_value=4096, scalar=True)
+  _check_scalar(sigma=sigma, steps_per_epoch=steps_per_epoch, num_selected=num_selected,
+                num_epochs=num_epochs, **{given: value})
   if not _fresh(fresh_each_epoch):
     front = epsilon if is_eps else delta
     r = front(sigma=_fixed_sigma(sigma, num_epochs), steps_per_epoch=steps_per_epoch,

@@ -90,6 +90,8 @@ def delta_lower_bound(*, sigma, steps_per_epoch, epsilon, num_selected=1, num_ep
   """
   check_scheme(sigma, steps_per_epoch, num_selected, num_epochs)
   checks.check_range("epsilon", epsilon)
+  if thresholds is not None:   # any reals (+-inf: a test that is always / never passed)
+    checks.check_range("thresholds", thresholds, allow_inf=True)
   t, m = split_rounds(steps_per_epoch, num_selected, num_epochs)
   scaled = thresholds is None
   grid = (jnp.linspace(0.0, 1.0, _UNIT_GRID) if scaled

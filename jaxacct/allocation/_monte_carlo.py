@@ -86,12 +86,12 @@ def delta_monte_carlo(*, sigma, steps_per_epoch, epsilon, num_selected=1, num_ep
     MonteCarloResult(estimate, lower, upper, ...), arrays shaped like
     ``epsilon``. Bound: estimate (not a guarantee).
   """
-  check_scheme(sigma, steps_per_epoch, num_selected, num_epochs)
+  check_scheme(sigma, steps_per_epoch, num_selected, num_epochs, scalar=True)
   checks.check_choice("direction", direction, ("remove", "add"))
   checks.check_range("epsilon", epsilon)
-  checks.check_int("num_samples", num_samples, min_value=2)
-  checks.check_int("batch_size", batch_size, min_value=1)
-  checks.check_int("seed", seed, min_value=0)
+  checks.check_int("num_samples", num_samples, min_value=2, scalar=True)
+  checks.check_int("batch_size", batch_size, min_value=1, scalar=True)
+  checks.check_int("seed", seed, min_value=0, scalar=True)
   checks.check_range("confidence", confidence, 0.0, 1.0, lo_open=True, hi_open=True)
   if num_samples % batch_size:
     raise ValueError(f"num_samples must be a multiple of batch_size={batch_size}; got {num_samples}.")
@@ -159,6 +159,12 @@ def delta_monte_carlo(*, sigma, steps_per_epoch, epsilon, num_selected=1, num_ep
 # never enter the main estimate.
 
 _NUM_A = 10              # shifts a in geomspace(1.2, 1.3 a*) (plus 0 and 1)
+# The noise multipliers and epsilons the estimators take: the design's shifts grow as
+# sigma^2 (ln C(t,k) + eps/E) and are squared, the integrand holds e^eps; beyond sigma
+# 1e6 or eps 700 float64 overflows. (Well inside, where a shift's e^{-a^2/sigma^2}
+# underflows, e.g. sigma 100 at t = 10, the estimate is NaN: no answer, not a wrong one.)
+_SIGMA_MAX = 1e6
+_EPS_MAX = 700.0
 _NU_FRACTIONS = (0.0, 0.5, 1.0, 2.0, 3.0, 4.0)
 _NU_ADD_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 
@@ -368,16 +374,15 @@ def _rigorous_delta_lower(S, pilot, eps, n, beta, remove):
 
 def _true_setup(sigma, steps_per_epoch, num_selected, num_epochs, direction, num_samples,
                 batch_size, confidence, beta, seed, pilot_samples):
-  check_scheme(sigma, steps_per_epoch, num_selected, num_epochs)
-  checks.check_int("seed", seed, min_value=0)
-  checks.check_int("pilot_samples", pilot_samples, min_value=2)
+  check_scheme(sigma, steps_per_epoch, num_selected, num_epochs, scalar=True)
+  checks.check_range("sigma", sigma, 0.0, _SIGMA_MAX, lo_open=True)
+  checks.check_int("seed", seed, min_value=0, scalar=True)
+  checks.check_int("pilot_samples", pilot_samples, min_value=2, scalar=True)
   checks.check_choice("direction", direction, ("remove", "add"))
-  checks.check_int("num_samples", num_samples, min_value=2)
-  checks.check_int("batch_size", batch_size, min_value=2)
+  checks.check_int("num_samples", num_samples, min_value=2, scalar=True)
+  checks.check_int("batch_size", batch_size, min_value=2, scalar=True)
   checks.check_range("confidence", confidence, 0.0, 1.0, lo_open=True, hi_open=True)
   checks.check_range("beta", beta, 0.0, 1.0, lo_open=True, hi_open=True)
-  if np.ndim(sigma) or np.ndim(steps_per_epoch):
-    raise ValueError("true-allocation Monte Carlo takes scalar sigma and steps_per_epoch.")
   if int(num_selected) > 64:
     raise ValueError(f"num_selected must be <= 64 here; got {num_selected}.")
   from scipy.stats import norm   # here: scipy loads with the true-allocation estimators only
@@ -410,9 +415,9 @@ def true_allocation_delta_monte_carlo(*, sigma, steps_per_epoch, epsilon, num_se
             \quad \delta_{add}(\varepsilon) = E_Q[(1 - e^{\varepsilon+\ell})_+]
 
   Args:
-    sigma: noise multiplier > 0 (scalar). steps_per_epoch: t >= 1.
-    epsilon: scalar or 1-D array >= 0 (all share the samples; the design is
-      tuned at the largest).
+    sigma: noise multiplier in (0, 1e6] (scalar). steps_per_epoch: t >= 1.
+    epsilon: scalar or 1-D array in [0, 700] (all share the samples; the
+      design is tuned at the largest).
     num_selected: k in [1, min(t, 64)]. num_epochs: E >= 1 (fresh draws).
     direction: "remove" or "add".
     num_samples: main-run samples (whole batches per mixture component).
@@ -430,7 +435,7 @@ def true_allocation_delta_monte_carlo(*, sigma, steps_per_epoch, epsilon, num_se
   s, t, k, E, remove, z = _true_setup(sigma, steps_per_epoch, num_selected, num_epochs, direction,
                                       num_samples, batch_size, confidence, beta, seed,
                                       pilot_samples)
-  checks.check_range("epsilon", epsilon, 0.0, np.inf)
+  checks.check_range("epsilon", epsilon, 0.0, _EPS_MAX)
   eps = np.atleast_1d(np.asarray(epsilon, np.float64))
   comps, shares, pilot = _design(seed, s, t, k, E, remove, ("eps", float(np.max(eps))),
                                  n=pilot_samples, batch=batch_size)
@@ -488,7 +493,7 @@ def true_allocation_epsilon_monte_carlo(*, sigma, steps_per_epoch, delta, num_se
                                       num_samples, batch_size, confidence, beta, seed,
                                       pilot_samples)
   checks.check_delta(delta)
-  checks.check_int("grid_points", grid_points, min_value=1)
+  checks.check_int("grid_points", grid_points, min_value=1, scalar=True)
   checks.check_range("grid_width", grid_width, 0.0, 1.0, lo_open=True, hi_open=True)
   d = float(delta)
   comps, shares, pilot = _design(seed, s, t, k, E, remove, ("delta", d), n=pilot_samples,

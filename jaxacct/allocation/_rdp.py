@@ -185,7 +185,9 @@ def _remove_rdp_host(sigma, t, *, max_order):
   formula in NumPy (no compiled program), shape ``broadcast + (A-1,)``."""
   shape = np.broadcast_shapes(np.shape(sigma), np.shape(t))
   t = int(np.ravel(t)[0])
-  lm = _gaussian_log_moments(float(np.ravel(sigma)[0]), int(max_order), np)
+  # above SIGMA_MAX sigma**2 overflows: accounted at it (an upper bound)
+  s = min(float(np.ravel(sigma)[0]), checks.SIGMA_MAX)
+  lm = _gaussian_log_moments(s, int(max_order), np)
   with np.errstate(all="ignore"):
     out = _rdp_from_log_moments(lm, np.int64(t), max(t.bit_length(), 1), HOST)
   return out.reshape(shape + out.shape[-1:])
@@ -219,7 +221,10 @@ def allocation_remove_rdp(*, sigma, steps_per_epoch, max_order: int = 64, device
     float64 array of shape ``broadcast(sigma, steps_per_epoch).shape + (A-1,)``:
     the RDP at orders ``2, 3, ..., A`` of one round.
 
-  Bound: exact (remove direction). NaN lanes for invalid traced input.
+  Bound: exact (remove direction). NaN lanes for invalid traced input. The
+  host formula accounts a sigma above ``jaxacct._core.checks.SIGMA_MAX`` (1e100)
+  at it, where sigma**2 would overflow: an upper bound (more noise is a
+  post-processing), below 1e-200 there (the compiled kernel gives 0).
 
   Example:
     >>> import numpy as np
@@ -228,7 +233,7 @@ def allocation_remove_rdp(*, sigma, steps_per_epoch, max_order: int = 64, device
     >>> np.allclose(r[0], np.log1p(np.expm1(1.0) / 10))   # R_2 closed form
     True
   """
-  checks.check_int("max_order", max_order, min_value=2, max_value=4096)
+  checks.check_int("max_order", max_order, min_value=2, max_value=4096, scalar=True)
   with sharding.use_devices(devices):
     return _remove_rdp(sigma, steps_per_epoch, int(max_order))
 
@@ -256,9 +261,14 @@ def _from_moments_jit(log_moments, steps_per_epoch):
 
 
 def _check_log_moments(log_moments, steps_per_epoch):
-  checks.check_not_text("log_moments", log_moments)
-  checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1, max_value=2**31 - 1)
+  # log m_j >= 0 (Jensen); +inf is an (infinite) moment, NaN / booleans / empty are refused
+  checks.check_range("log_moments", log_moments, allow_inf=True)
+  checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1, max_value=2**31 - 1,
+                   scalar=True)
   lm = np.asarray(log_moments, dtype=np.float64)
+  if lm.ndim == 0:
+    raise ValueError("log_moments must be an array of shape (..., A+1) (log m_j for j = "
+                     f"0..A), not a single number; got {log_moments!r}.")
   if lm.shape[-1] < 3:
     raise ValueError(f"log_moments must have length >= 3 (orders 0..A, A >= 2); got {lm.shape[-1]}.")
   if not np.allclose(lm[..., :2], 0.0):
