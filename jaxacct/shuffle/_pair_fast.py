@@ -26,8 +26,8 @@ from jaxacct._core.dtype import dispatch, require_x64, static_size
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.namespace import JAX, for_inputs, host_call
 from jaxacct._core.results import host_f64
-from jaxacct.shuffle._symmetric_pair_sum import (block_terms, cell_terms, finish_delta, sym_eval,
-                                                  sym_setup)
+from jaxacct.shuffle._symmetric_pair_sum import (HostBlockTerms, block_terms, cell_terms,
+                                                  finish_delta, sym_eval, sym_setup)
 from jaxacct.shuffle._pair_reference import pair_params_invalid
 from jaxacct.shuffle._windows import (BLOCK, betainc_fixed, bucket_widths, cut_mass, fast_width,
                                       raw_widths, window_start)
@@ -93,16 +93,19 @@ def _propose(tgt, xp, x, d, qm, a, b):
 
 
 def _sym_fast_eps_scalar(delta, n, p, beta, q, width, block, max_iter, rtol,
-                         fixed_tail=False, ns=JAX):
+                         fixed_tail=False, ns=JAX, terms_cache=True):
   """Safeguarded Newton for eps(delta) of one lane; returns (eps, width) (``ns``
-  as in :func:`_sym_fast_delta_scalar`)."""
+  as in :func:`_sym_fast_delta_scalar`; ``terms_cache=False``: the host
+  recomputes every block at every evaluation, the reference of the cache)."""
   xp = ns.xp
   alpha, r, lo, c, w, tail = sym_setup(n, p, beta, q, width, ns=ns, fixed_tail=fixed_tail)
   lp = xp.log(p)
+  # the host keeps a block's terms until one of its thresholds moves
+  terms = HostBlockTerms(lo, c, block) if ns.is_host and terms_cache else None
 
   def ev(x):
     d, qm, _ = sym_eval(xp.exp(x), n, p, alpha, r, lo, c, w, tail, block, ns=ns,
-                        fixed=fixed_tail)
+                        fixed=fixed_tail, terms=terms)
     return d, qm
 
   tgt = delta
@@ -118,11 +121,12 @@ def _sym_fast_eps_scalar(delta, n, p, beta, q, width, block, max_iter, rtol,
   return b, b - a
 
 
-def _sym_eps_lane(dl, n, p, beta, q, width, block, max_iter, rtol, fixed_tail=False, ns=JAX):
+def _sym_eps_lane(dl, n, p, beta, q, width, block, max_iter, rtol, fixed_tail=False, ns=JAX,
+                  terms_cache=True):
   """:func:`_sym_fast_eps_scalar` with the invalid lanes as NaN."""
   xp = ns.xp
   e, wd = _sym_fast_eps_scalar(dl, n, p, beta, q, width, block, max_iter, rtol,
-                               fixed_tail, ns)
+                               fixed_tail, ns, terms_cache)
   bad = _sym_bad(n, p, beta, q, xp) | (dl <= 0) | (dl >= 1) | xp.isnan(dl)
   return xp.where(bad, xp.nan, e), xp.where(bad, xp.nan, wd)
 
@@ -506,14 +510,16 @@ def _host_member_delta(eps, n, eps0, member):
                                            width, BLOCK)))
 
 
-def _host_member_epsilon(delta, n, eps0, member):
-  """One eps(delta) question of a member: :func:`_sym_eps_lane` on the host."""
+def _host_member_epsilon(delta, n, eps0, member, terms_cache=True):
+  """One eps(delta) question of a member: :func:`_sym_eps_lane` on the host
+  (``terms_cache=False``: every block at every evaluation, the reference)."""
   shape = np.broadcast_shapes(*map(np.shape, (delta, n, eps0)))
   delta, n, eps0 = map(_one, (delta, n, eps0))
   p, beta, q = member_params(eps0, member)
   raw, _ = raw_widths(n, 2.0 * (beta / (p - 1.0)) * p / q, delta)
   width = int(bucket_widths(raw, n, BLOCK, True))
-  e, _ = host_call(_sym_eps_lane, delta, n, p, beta, q, width, BLOCK, 40, 1e-13)
+  e, _ = host_call(_sym_eps_lane, delta, n, p, beta, q, width, BLOCK, 40, 1e-13,
+                   terms_cache=terms_cache)
   return host_f64(np.full(shape, e))
 
 

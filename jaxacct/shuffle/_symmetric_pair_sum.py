@@ -78,6 +78,49 @@ def sym_setup(n, p, beta, q, width, ns=JAX, fixed_tail: bool = False):
   return alpha, r, lo, c, w, tail
 
 
+def thresholds(e, p, cb, xp):
+  """Each cell's threshold ``floor(c theta) + 1`` at e = exp(eps): the only way
+  :func:`block_terms` depends on ``e`` and ``p``."""
+  theta = (p * e - 1.0) / ((p - 1.0) * (1.0 + e))
+  theta = xp.clip(theta, 0.0, 1.0)
+  return xp.floor(cb * theta) + 1.0
+
+
+def block_starts(lo, nb, xp):
+  """1 for a block that starts at c = 0 (anchored at c = 1), else 0: ``[nb]``."""
+  return xp.where((xp.arange(nb) == 0) & (lo == 0), 1, 0)
+
+
+class HostBlockTerms:
+  """:func:`block_terms` of one host lane (NumPy) along the evaluations of a
+  solve: a block is recomputed only where one of its thresholds moved (a
+  block's terms depend on its own thresholds alone, so the others are kept,
+  the same values). Near the root a Newton step moves ``e`` by ~1e-13: no
+  threshold moves and the block terms of the last evaluation answer."""
+
+  def __init__(self, lo, c, block):
+    nb = c.shape[0] // block
+    self.cb = c.reshape(nb, block)
+    self.s = block_starts(lo, nb, np)
+    self.tb = None
+    self.terms = None
+
+  def __call__(self, e, p):
+    tb = thresholds(e, p, self.cb, np)
+    if self.tb is None:
+      self.terms = block_terms(e, p, None, None, self.cb, self.s, ns=HOST)
+    else:
+      idx = np.nonzero(np.any(tb != self.tb, axis=1))[0]
+      if idx.size:
+        sub = block_terms(e, p, None, None, self.cb[idx], self.s[idx], ns=HOST)
+        terms = tuple(t.copy() for t in self.terms)
+        for t, u in zip(terms, sub):
+          t[idx] = u
+        self.terms = terms
+    self.tb = tb
+    return self.terms
+
+
 def block_terms(e, p, alpha, r, cb, s, ns=JAX, fixed: bool = False, axis_name="lanes"):
   """Per-cell terms of the hockey-stick sum at e = exp(eps), block by block.
 
@@ -96,9 +139,7 @@ def block_terms(e, p, alpha, r, cb, s, ns=JAX, fixed: bool = False, axis_name="l
   xp, f = ns.xp, special(ns)
   nb, block = cb.shape
   rho = 0.5
-  theta = (p * e - 1.0) / ((p - 1.0) * (1.0 + e))
-  theta = xp.clip(theta, 0.0, 1.0)
-  tb = xp.floor(cb * theta) + 1.0
+  tb = thresholds(e, p, cb, xp)
   mb = cb - 1.0
   ca = cb[:, 0] + s
   ta = xp.where(s == 1, tb[:, 1], tb[:, 0])
@@ -182,13 +223,16 @@ def finish_delta(e, p, n, width, h_sum, allow_sum, tail, ok, xp):
   return xp.where(e >= p, 0.0, xp.clip(dl, 0.0, 1.0))
 
 
-def sym_eval(e, n, p, alpha, r, lo, c, w, tail, block, ns=JAX, fixed: bool = False):
+def sym_eval(e, n, p, alpha, r, lo, c, w, tail, block, ns=JAX, fixed: bool = False,
+             terms=None):
   """(delta, Q-mass, ok) at e = exp(eps) for one lane of the fast kernel.
 
   ``fixed`` (``ns = JAX``, under a ``vmap`` of axis name ``"lanes"``): the
   anchors' incomplete beta by :func:`._windows.betainc_fixed`, a loop of
   known trip count that runs while any anchor of the block's lanes has not
   converged (the accelerator layout; jax's steps, rounding apart).
+  ``terms`` (``ns = HOST``): a :class:`HostBlockTerms` of this lane, which
+  keeps the block terms between evaluations (the same values).
 
   delta includes the cut mass ``tail`` and the rounding allowance; Q-mass is
   ``-d delta / d e`` (the Q-probability of the set {P > e Q}), >= 0.
@@ -198,10 +242,13 @@ def sym_eval(e, n, p, alpha, r, lo, c, w, tail, block, ns=JAX, fixed: bool = Fal
   xp = ns.xp
   width = c.shape[0]
   nb = width // block
-  # block 0 starts at c = 0 when lo == 0: anchor it at c = 1
-  s = xp.where((xp.arange(nb) == 0) & (lo == 0), 1, 0)
-  x, f, err_g, rel_b, live, ok = block_terms(e, p, alpha, r, c.reshape(nb, block), s,
-                                              ns=ns, fixed=fixed)
+  if terms is not None:
+    x, f, err_g, rel_b, live, ok = terms(e, p)
+  else:
+    # block 0 starts at c = 0 when lo == 0: anchor it at c = 1
+    s = block_starts(lo, nb, xp)
+    x, f, err_g, rel_b, live, ok = block_terms(e, p, alpha, r, c.reshape(nb, block), s,
+                                                ns=ns, fixed=fixed)
   x, f, err_g, rel_b, live = (t.reshape(-1) for t in (x, f, err_g, rel_b, live))
   inner, allow, qm = cell_terms(e, p, alpha, r, c, x, f, err_g, rel_b, live, xp)
   ok = xp.all(ok)
