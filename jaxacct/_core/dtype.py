@@ -11,6 +11,8 @@ Numerics").
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import inspect
 from typing import Callable, NamedTuple, TypeVar
@@ -23,6 +25,10 @@ from jaxacct._core.sharding import float64_placement, to_device
 from jaxacct._core.units import public_module
 
 F = TypeVar("F", bound=Callable)
+
+#: True inside a door's concrete call (this thread): float64, the placement and
+#: the host checks were decided at its entry, so a door it calls runs directly
+_ENTERED = contextvars.ContextVar("jaxacct_door_entered", default=False)
 
 
 def x64_enabled() -> bool:
@@ -39,30 +45,37 @@ def _entry(fn: F, where: Callable[[], str], host: HostDoor | None = None) -> F:
 
   @functools.wraps(fn)
   def door(*args, **kwargs):
+    if _ENTERED.get():
+      return fn(*args, **kwargs)      # inside a door: decided at its entry
     if host is not None:
       require_concrete(fn, where(), host, args, kwargs)
-    if x64_enabled():
-      return fn(*args, **kwargs) if traced((args, kwargs)) else placed(fn, args, kwargs)
     if traced((args, kwargs)):
       # traced in the user's float32 context: float64 cannot be switched on
       # inside a trace, so say what to do instead of failing on mixed dtypes.
       require_x64(where())
-    with jax.enable_x64(True):
-      return placed(fn, args, kwargs)
+      return fn(*args, **kwargs)
+    with decided((args, kwargs)) as (args, kwargs):
+      return fn(*args, **kwargs)
 
   door.host_door = host   # its host_door declaration (None: the door traces)
   return door  # type: ignore[return-value]
 
 
-def placed(fn: Callable, args: tuple, kwargs: dict):
-  """``fn(*args, **kwargs)`` (concrete arguments) on the float64 device
-  (:func:`jaxacct._core.sharding.float64_placement`): where that is not the
-  default device, its jax arrays are read there (copies) and its programs
-  and arrays are placed there."""
-  with float64_placement() as dev:
-    if dev is not None:
-      args, kwargs = to_device((args, kwargs), dev)
-    return fn(*args, **kwargs)
+@contextlib.contextmanager
+def decided(tree):
+  """A door's concrete call: float64 on, the float64 device in force
+  (:func:`jaxacct._core.sharding.float64_placement`; ``tree``'s jax arrays that
+  are elsewhere are copied there, and the copy is yielded) and the doors it
+  calls marked as entered (they run directly). The user's config is untouched."""
+  with contextlib.ExitStack() as stack:
+    if not x64_enabled():
+      stack.enter_context(jax.enable_x64(True))
+    dev = stack.enter_context(float64_placement())
+    token = _ENTERED.set(True)
+    try:
+      yield tree if dev is None else to_device(tree, dev)
+    finally:
+      _ENTERED.reset(token)
 
 
 def x64_boundary(fn: F) -> F:
@@ -224,10 +237,8 @@ def dispatch(kernel: Callable, args: tuple, validate: Callable[[], None] | None 
     return kernel(*args)
   if validate is not None:
     validate()
-  if x64_enabled():
-    return placed(eager or kernel, args, {})
-  with jax.enable_x64(True):
-    return placed(eager or kernel, args, {})
+  with decided(args) as args:
+    return (eager or kernel)(*args)
 
 
 def host_scalar(x, cast: Callable):

@@ -138,3 +138,21 @@ def test_cli_flags_are_built_from_the_samplers_settings(capsys):
     main(argv + ["--sampling", "poisson", "--cycle-length", "4"])
   assert err.value.code == 2
   assert "--cycle-length" in capsys.readouterr().err
+
+
+def test_host_or_device_is_decided_once_per_question(monkeypatch):
+  """Followed from ``dpsgd.epsilon`` down to the allocation kernel, the float64
+  placement (host or device) is decided at the outer door only: the doors it
+  calls (the sampler's, the accountant's, the allocation PLD's) run directly."""
+  from jaxacct._core import dtype
+  entries = []
+  real = dtype.float64_placement
+
+  def counted():
+    entries.append(1)
+    return real()
+
+  monkeypatch.setattr(dtype, "float64_placement", counted)
+  r = dpsgd.epsilon(noise_multiplier=1.3, delta=DELTA, **CFG)
+  assert len(entries) == 1
+  assert r.epsilon == _bracket_of_event("balls_in_bins", 1.3).epsilon
