@@ -292,7 +292,7 @@ def decomposition_pld_epsilon(*, sigma, steps_per_epoch, delta, direction="both"
                          bound="upper")
   t = int(steps_per_epoch)
   g = decomposition_gamma(t)
-  pair = jpld.poisson_gaussian_composed(sigma=float(sigma), q=1.0 / t, num_steps=t)
+  pair = poisson_composed_pair(sigma, 1.0 / t, t)
   out = []
   if direction in ("remove", "both"):
     e_p = float(jpld.epsilon(pair.remove, delta / g))
@@ -317,6 +317,21 @@ def decomposition_pld_epsilon(*, sigma, steps_per_epoch, delta, direction="both"
         out.append(float(fine[ok2[0]]))
   return EpsilonResult(host_f64(max(out)), host_f64(delta), method="decomposition_pld",
                        bound="upper")
+
+
+# ------------------------------------------- the t-step Poisson PLDs of jaxacct.pld
+
+def poisson_composed_step(sigma, q, t):
+  """``jaxacct.pld``'s default grid step for t steps of the Poisson(q)-subsampled
+  Gaussian (the Poisson profiles of Thm 4.6 and Thm 4.1): the one place that
+  asks jaxacct.pld for it, in that package's words (its count of steps)."""
+  return jpld.default_step(sigma=float(sigma), q=q, num_steps=t)
+
+
+def poisson_composed_pair(sigma, q, t, step=None):
+  """Pessimistic PairPLD of t steps of the Poisson(q)-subsampled Gaussian, FFT-composed
+  by ``jaxacct.pld`` at ``step`` (None: :func:`poisson_composed_step`)."""
+  return jpld.poisson_gaussian_composed(sigma=float(sigma), q=q, num_steps=t, step=step)
 
 
 # ------------------------------------------- Thm 4.6 composed over m rounds
@@ -362,8 +377,8 @@ def decomposition_round_plds(*, sigma, steps_per_epoch, step=None):
   t = int(steps_per_epoch)
   g = decomposition_gamma(t)
   if step is None:
-    step = jpld.default_step(sigma=float(sigma), q=1.0 / t, num_steps=t)
-  pair = jpld.poisson_gaussian_composed(sigma=float(sigma), q=1.0 / t, num_steps=t, step=step)
+    step = poisson_composed_step(sigma, 1.0 / t, t)
+  pair = poisson_composed_pair(sigma, 1.0 / t, t, step)
   out = []
   nu = 0.0
   for d, src in (("remove", pair.remove), ("add", pair.add)):

@@ -34,7 +34,7 @@ _TAIL_MASS = 1e-16
 @functools.lru_cache(maxsize=64)
 def _poisson_pld(sigma: float, q: float, n: int, direction: str, step):
   if step is None:
-    step = jpld.default_step(sigma=sigma, q=q, num_steps=n)
+    step = bounds.poisson_composed_step(sigma, q, n)
   one = jpld.poisson_gaussian(sigma, q, direction=direction, step=step)
   return jpld.compose(jpld.truncate(one, min(jpld.DEFAULT_TAIL_MASS, _TAIL_MASS / n)), n)
 
