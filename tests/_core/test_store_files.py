@@ -18,37 +18,14 @@ import socket
 import stat
 import struct
 import threading
-import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from jaxacct._core import compiled, store
 
 TIMEOUT = 30.0     # seconds; a refusal takes milliseconds
-
-
-def _program(salt):
-  """A kernel of its own per test: JAX's persistent cache (the suite's, see
-  conftest.py) holds no executable of it, so the store writes its entry."""
-  def f(x):
-    return jnp.cumsum(x) * 2.0 + jnp.sin(x) + salt
-  return f
-
-
-@pytest.fixture
-def kernel(tmp_path, monkeypatch):
-  monkeypatch.setenv("JAXACCT_COMPILATION_CACHE", "1")
-  monkeypatch.delenv("JAXACCT_COMPILATION_CACHE_DIR", raising=False)
-  monkeypatch.setenv("JAXACCT_CACHE_DIR", str(tmp_path / "cache"))
-  compiled.clear_memory()
-  f = _program(float(time.time_ns() % 1_000_003))
-  k = compiled.jit(f, name=f"tests.store_files.{tmp_path.name}")
-  k.plain = jax.jit(f)
-  yield k
-  compiled.clear_memory()
 
 
 def _bounded(fn, release=None):

@@ -20,35 +20,12 @@ import struct
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from jaxacct import EpsilonResult
 from jaxacct._core import compiled, store
 from jaxacct._core.solve import BisectResult
-
-
-def _program(salt):
-  """A kernel of its own per test: JAX's persistent cache (the suite's, see
-  conftest.py) holds no executable of it, so the store writes its entry (the
-  store skips executables that JAX loaded from its own cache)."""
-  def f(x):
-    return jnp.cumsum(x) * 2.0 + jnp.sin(x) + salt
-  return f
-
-
-@pytest.fixture
-def kernel(tmp_path, monkeypatch):
-  monkeypatch.setenv("JAXACCT_COMPILATION_CACHE", "1")
-  monkeypatch.delenv("JAXACCT_COMPILATION_CACHE_DIR", raising=False)
-  monkeypatch.setenv("JAXACCT_CACHE_DIR", str(tmp_path / "cache"))
-  compiled.clear_memory()
-  f = _program(float(time.time_ns() % 1_000_003))
-  k = compiled.jit(f, name=f"tests.store_trust.{tmp_path.name}")
-  k.plain = jax.jit(f)
-  yield k
-  compiled.clear_memory()
 
 
 def _entries(tmp_path):
