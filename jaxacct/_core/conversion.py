@@ -44,10 +44,25 @@ from jaxacct._core.compiled import jit
 _METHODS = checks.CONVERSIONS
 
 
-def _check(orders, rdp, method):
+def _check(orders, rdp, method, name, value):
+  """The eager checks of both conversions: ``orders`` a 1-D grid, ``rdp`` one value
+  (>= 0, inf allowed) per order on its last axis, ``value`` (``name``: delta or
+  epsilon) broadcasting against the other axes."""
   checks.check_choice("method", method, _METHODS)
   checks.check_orders(orders)
+  if np.ndim(orders) != 1:
+    raise ValueError(f"orders must be a 1-D array of Renyi orders; got {orders!r:.60} "
+                     f"(shape {np.shape(orders)}).")
   checks.check_range("rdp", rdp, 0.0, jnp.inf, allow_inf=True)
+  n, shape = np.shape(orders)[0], np.shape(rdp)
+  if not shape or shape[-1] != n:
+    raise ValueError(f"rdp must hold one value per order on its last axis (shape (..., {n}) "
+                     f"for the {n} orders); got rdp of shape {shape}.")
+  try:
+    np.broadcast_shapes(shape[:-1], np.shape(value))
+  except ValueError:
+    raise ValueError(f"{name} must broadcast against rdp's shape without its order axis "
+                     f"{shape[:-1]}; got shape {np.shape(value)}.") from None
 
 
 def _eps_per_order(orders, rdp, delta, method, xp=jnp):
@@ -166,8 +181,8 @@ def rdp_to_epsilon(orders, rdp, delta, *, method: str = "tight") -> EpsilonResul
   Bound: upper. NaN lanes for invalid traced delta.
   """
   def validate():
-    _check(orders, rdp, method)
     checks.check_delta(delta)
+    _check(orders, rdp, method, "delta", delta)
   return _convert(_epsilon_result, orders, rdp, delta, method, validate)
 
 
@@ -219,8 +234,8 @@ def rdp_to_delta(orders, rdp, epsilon, *, method: str = "tight") -> DeltaResult:
   Bound: upper.
   """
   def validate():
-    _check(orders, rdp, method)
     checks.check_range("epsilon", epsilon, -jnp.inf, jnp.inf)
+    _check(orders, rdp, method, "epsilon", epsilon)
   return _convert(_delta_result, orders, rdp, epsilon, method, validate)
 
 

@@ -51,8 +51,7 @@ class _Composed:
     self._lower = None
     self.exact_mu = exact_mu      # Gaussian shortcut
     self.door = door              # _scheme_doors.SchemeDoor: a scheme's own door
-    self.nonprivate = nonprivate
-    self.empty = empty
+    self.nonprivate, self.empty = nonprivate, empty
     self.details = details or {}
 
   def _resolve(self):
@@ -130,9 +129,10 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
                           value_discretization_interval)
     checks.check_range("tail_mass", tail_mass, 0.0, 1e-3, lo_open=True)
     checks.check_bool("shortcuts", shortcuts)
+    if component_cache is not None and not isinstance(component_cache, dict):
+      raise ValueError(f"component_cache must be a dict or None; got {component_cache!r:.60}.")
     super().__init__(neighboring_relation)
-    self._step = float(value_discretization_interval)
-    self._tail = float(tail_mass)
+    self._step, self._tail = float(value_discretization_interval), float(tail_mass)
     self._shortcuts = bool(shortcuts)
     self._truncated = truncated
     self._leaves: List[List[Any]] = []      # [leaf event, count]

@@ -244,14 +244,12 @@ def window_size(plds: Sequence[PLD], counts=None, *,
     int, ``2^a`` or ``3 * 2^(a-2)``. Computed on the host (NumPy, no
     compiled program).
   """
-  plds = list(plds)
-  counts = [1] * len(plds) if counts is None else list(counts)
-  for c in counts:
-    checks.check_int("counts", c, min_value=1)
+  plds = pld_list(plds)
+  counts = count_list(counts, len(plds))
   checks.check_range("tail_mass", tail_mass, 0.0, 1e-3, lo_open=True)
   _check_same_grid(plds)
   probs_list = tuple(np.asarray(p.probs, np.float64) for p in plds)
-  return _natural_size(probs_list, plds[0].step, tuple(int(c) for c in counts), tail_mass)
+  return _natural_size(probs_list, plds[0].step, counts, tail_mass)
 
 
 def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
@@ -297,18 +295,11 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
   Bound: pessimistic inputs -> upper bound on every delta of the composition;
   optimistic -> lower estimate (up to ``tail_mass`` aliasing).
   """
-  plds = list(plds)
-  if not plds:
-    raise ValueError("compose_many needs at least one PLD.")
-  counts = [1] * len(plds) if counts is None else list(counts)
-  if len(counts) != len(plds):
-    raise ValueError("counts must have one entry per PLD.")
-  for c in counts:
-    checks.check_int("counts", c, min_value=1)
-  counts = tuple(int(c) for c in counts)
+  plds = pld_list(plds)
+  counts = count_list(counts, len(plds))
   checks.check_range("tail_mass", tail_mass, 0.0, 1e-3, lo_open=True)
   if size is not None:
-    checks.check_int("size", size, min_value=1)
+    checks.check_int("size", size, min_value=1, scalar=True)
   pess = _check_same_grid(plds)
   step = plds[0].step
   probs_list = tuple(device_array(p.probs) for p in plds)
@@ -338,4 +329,41 @@ def compose(pld: PLD, count: int = 1, *, size=None,
 
   Bound: as the input (upper for pessimistic PLDs).
   """
+  if not isinstance(pld, PLD):
+    raise ValueError(f"pld must be a jaxacct.pld.PLD; got {_what(pld)}.")
+  checks.check_int("count", count, min_value=1, scalar=True)
   return compose_many([pld], [count], size=size, tail_mass=tail_mass)
+
+
+def _what(x) -> str:
+  text = repr(x)
+  return f"{type(x).__name__} " + (text if len(text) <= 60 else text[:57] + "...")
+
+
+def pld_list(plds) -> list:
+  """``plds`` of :func:`compose_many` as a list, checked: a non-empty sequence of
+  :class:`PLD` (else ``ValueError`` naming ``plds``)."""
+  if isinstance(plds, (PLD, str, bytes)) or not hasattr(plds, "__iter__"):
+    raise ValueError(f"plds must be a sequence of jaxacct.pld.PLD; got {_what(plds)}.")
+  plds = list(plds)
+  if not plds:
+    raise ValueError("plds must hold at least one jaxacct.pld.PLD; got an empty sequence.")
+  for p in plds:
+    if not isinstance(p, PLD):
+      raise ValueError(f"plds must hold jaxacct.pld.PLD objects; got {_what(p)}.")
+  return plds
+
+
+def count_list(counts, n: int) -> tuple:
+  """``counts`` of :func:`compose_many` (default all 1) as a tuple of ints, checked:
+  a sequence of ``n`` integers >= 1 (else ``ValueError`` naming ``counts``)."""
+  if counts is None:
+    return (1,) * n
+  checks.check_int("counts", counts, min_value=1)
+  if np.ndim(counts) != 1 or isinstance(counts, (str, bytes)):
+    raise ValueError(f"counts must be a sequence of integers, one per PLD; got "
+                     f"{_what(counts)}.")
+  counts = list(counts)
+  if len(counts) != n:
+    raise ValueError(f"counts must have one entry per PLD ({n} in plds); got {len(counts)}.")
+  return tuple(int(c) for c in counts)

@@ -163,7 +163,8 @@ def from_losses(losses, probs, *, step, pessimistic: bool = True,
   Args:
     losses: float array, loss values ``log(P(o)/Q(o))``; ``+inf`` allowed
       (mass goes to ``inf_mass``); atoms with zero P-mass are ignored.
-    probs: float array, same shape, P-masses >= 0 (need not sum to 1).
+    probs: float array, same shape (or one number), finite P-masses >= 0 (need
+      not sum to 1).
     step: grid spacing > 0.
     pessimistic: True -> dominating discretisation (upper bounds); False ->
       losses rounded down (lower estimate).
@@ -182,9 +183,11 @@ def from_losses(losses, probs, *, step, pessimistic: bool = True,
   """
   pessimistic = _check_atoms(losses, probs, step, pessimistic, inf_mass, rounding)
   if offset is not None:
-    checks.check_int("offset", offset, min_value=-2**62)
+    checks.check_int("offset", offset, min_value=-2**62, scalar=True)
   if size is not None:
-    checks.check_int("size", size, min_value=1)
+    checks.check_int("size", size, min_value=1, scalar=True)
+  losses, probs = (np.asarray(v, np.float64) if isinstance(v, (list, tuple)) else v
+                   for v in (losses, probs))
   if offset is None or size is None:
     offset, size, losses, probs = static_size(
         (losses, probs, step), lambda: _grid(losses, probs, step, offset, size),
@@ -221,12 +224,21 @@ def from_losses_host(losses, probs, *, step, pessimistic: bool = True, inf_mass=
 
 def _check_atoms(losses, probs, step, pessimistic, inf_mass, rounding) -> bool:
   """The checks :func:`from_losses` and :func:`from_losses_host` share; returns
-  ``pessimistic`` as a static bool."""
-  checks.check_positive("step", step)
+  ``pessimistic`` as a static bool. Losses may be +-inf (not NaN), P-masses are
+  finite and >= 0, one per loss (or one for all)."""
+  checks.check_positive("step", step, scalar=True)
   checks.check_choice("rounding", rounding, ("connect_dots", "ceil"))
   checks.check_probability("inf_mass", inf_mass)
-  checks.check_not_text("losses", losses)
-  checks.check_not_text("probs", probs)
+  checks.check_range("losses", losses, allow_inf=True)
+  checks.check_range("probs", probs, 0.0, np.inf)
+  try:
+    fits = np.broadcast_shapes(np.shape(probs), np.shape(losses)) == np.shape(losses)
+  except ValueError:
+    fits = False
+  if not fits:
+    raise ValueError(f"probs must hold one P-mass per loss (the shape of losses) or one "
+                     f"number; got losses of shape {np.shape(losses)} and probs of shape "
+                     f"{np.shape(probs)}.")
   return checks.check_static_bool("pessimistic", pessimistic)
 
 
@@ -272,6 +284,7 @@ def from_pair(p, q, *, step, pessimistic: bool = True,
   """
   checks.check_not_text("p", p)
   checks.check_not_text("q", q)
+  checks.check_positive("step", step, scalar=True)
   checks.check_bool("pessimistic", pessimistic)
   checks.check_choice("rounding", rounding, ("connect_dots", "ceil"))
   pv = np.asarray(p, np.float64)

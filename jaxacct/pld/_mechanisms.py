@@ -30,6 +30,7 @@ from jaxacct._core.logmath import log_laplace_cells, log_ndtr_diff
 from jaxacct._core.namespace import HOST, JAX, host_call
 from jaxacct.pld._core import (BUILD_ON_HOST, PLD, PairPLD, device_array, fast_len, from_losses,
                                truncate_host)
+from jaxacct.pld._powers import MAX_WINDOW
 from jaxacct._core.compiled import jit
 
 DEFAULT_STEP = 1e-4
@@ -63,11 +64,23 @@ def _assemble(log_mass, lo_idx, size, step, pessimistic, ns=JAX):
 
 def _scaled_param(name, value, step, sensitivity, pessimistic):
   """Checks a mechanism's arguments; returns ``value / sensitivity`` (float)."""
-  checks.check_positive(name, value)
-  checks.check_positive("step", step)
-  checks.check_positive("sensitivity", sensitivity)
+  checks.check_positive(name, value, scalar=True)
+  checks.check_positive("step", step, scalar=True)
+  checks.check_positive("sensitivity", sensitivity, scalar=True)
   checks.check_bool("pessimistic", pessimistic)
   return float(value) / float(sensitivity)
+
+
+def _check_grid(points, what: str, step, accounted: str, advice: str) -> None:
+  """``WindowTooLarge`` (a ``ValueError``) when a one-step grid of ``points``
+  points (inf and NaN included) is over the PLD engine's ``MAX_WINDOW``: refused
+  before anything is allocated, with ``what`` (the user's arguments) and the
+  range ``accounted`` at this ``step``."""
+  if not points <= MAX_WINDOW:
+    raise checks.WindowTooLarge(
+        f"{what} at step {float(step):g}: the PLD's grid would span about {points:.3g} "
+        f"points, more than the PLD engine runs ({MAX_WINDOW}); {accounted} at this "
+        "step." + (f" {advice}" if advice else ""), points)
 
 
 def _kernel_pld(kernel, params, lo_idx, step, pessimistic, size, **static) -> PLD:
@@ -122,7 +135,10 @@ def gaussian(sigma, *, step=DEFAULT_STEP, pessimistic: bool = True,
   arXiv:1805.06530v2, Thm 8).
 
   Args:
-    sigma: noise standard deviation > 0 (concrete).
+    sigma: noise standard deviation > 0 (concrete); ``sigma / sensitivity`` above
+      ``SIGMA_MAX`` (1e100) is accounted at it (more noise is a post-processing:
+      an upper bound, the same PLD in float64). A ratio whose grid would be over
+      ``MAX_WINDOW`` points is refused, naming the accounted range.
     step: grid spacing > 0.
     pessimistic: dominating (True) or optimistic (False).
     tail_mass: grid covers the loss up to tails of this P-mass.
@@ -134,7 +150,26 @@ def gaussian(sigma, *, step=DEFAULT_STEP, pessimistic: bool = True,
   Bound: upper (pessimistic) / lower (optimistic).
   """
   sig = _scaled_param("sigma", sigma, step, sensitivity, pessimistic)
+  # more noise is a post-processing of less: the PLD at SIGMA_MAX dominates (and is
+  # the same in float64: the loss is 0 to 1e-100 there)
+  sig = min(sig, checks.SIGMA_MAX)
+  _check_gaussian_grid(sig, float(step), normal_tail_z(tail_mass), sigma, sensitivity)
   return _gaussian_pld(sig, step, pessimistic, tail_mass, JAX)
+
+
+def _check_gaussian_grid(sig, h, z, sigma, sensitivity) -> None:
+  """The Gaussian grid spans ``mu +- z s`` (``s = 1 / sig``, ``mu = s^2 / 2``):
+  refused when over ``MAX_WINDOW`` points or when ``mu / h`` is past float64's
+  integers (no grid index); computed without overflow."""
+  s = 1.0 / sig
+  points = 2.0 * z * s / h
+  if not 0.5 * s * s / h < 2.0**53:
+    points = math.inf
+  smallest = max(2.0 * z / (MAX_WINDOW * h), 2.0**-27 / math.sqrt(h))
+  _check_grid(points, f"sigma / sensitivity = {sig:.6g} (sigma {float(sigma):g}, sensitivity "
+              f"{float(sensitivity):g}) is too small for the Gaussian PLD", h,
+              f"sigma / sensitivity >= {smallest:.3g} is accounted",
+              "Use a larger sigma, a smaller sensitivity or a coarser step.")
 
 
 # ----------------------------------------------------------------- Laplace
@@ -172,7 +207,8 @@ def laplace(scale, *, step=DEFAULT_STEP, pessimistic: bool = True,
   ``+-s/b`` (P-masses 1/2 and e^{-s/b}/2) and a continuous part between.
 
   Args:
-    scale: Laplace scale b > 0.
+    scale: Laplace scale b > 0 (``scale / sensitivity`` whose grid would be over
+      ``MAX_WINDOW`` points is refused, naming the accounted range).
     step: grid spacing > 0.
     pessimistic: dominating (True) or optimistic (False).
     sensitivity: > 0.
@@ -183,6 +219,10 @@ def laplace(scale, *, step=DEFAULT_STEP, pessimistic: bool = True,
   Bound: upper (pessimistic) / lower (optimistic).
   """
   b = _scaled_param("scale", scale, step, sensitivity, pessimistic)
+  _check_grid(2.0 / b / float(step), f"scale / sensitivity = {b:.6g} (scale {float(scale):g}, "
+              f"sensitivity {float(sensitivity):g}) is too small for the Laplace PLD", step,
+              f"scale / sensitivity >= {2.0 / (MAX_WINDOW * float(step)):.3g} is accounted",
+              "Use a larger scale, a smaller sensitivity or a coarser step.")
   lo_idx = int(math.floor(-1.0 / b / step))
   hi_idx = int(math.floor(1.0 / b / step)) + 1
   size = hi_idx - lo_idx + 1
@@ -291,7 +331,9 @@ def poisson_gaussian(sigma, q, *, direction: str = "remove",
   dominating pairs).
 
   Args:
-    sigma: noise multiplier > 0.
+    sigma: noise multiplier > 0; above ``SIGMA_MAX`` (1e100) accounted at it (an
+      upper bound, the same PLD in float64); one whose grid would be over
+      ``MAX_WINDOW`` points is refused, naming the accounted range.
     q: sampling probability in [0, 1].
     direction: ``"remove"`` or ``"add"``.
     step: grid spacing > 0.
@@ -303,13 +345,24 @@ def poisson_gaussian(sigma, q, *, direction: str = "remove",
 
   Bound: upper (pessimistic) / lower (optimistic).
   """
-  checks.check_positive("sigma", sigma)
-  checks.check_probability("q", q)
-  checks.check_positive("step", step)
+  checks.check_positive("sigma", sigma, scalar=True)
+  checks.check_probability("q", q, scalar=True)
+  checks.check_positive("step", step, scalar=True)
   checks.check_choice("direction", direction, ("remove", "add"))
   checks.check_bool("pessimistic", pessimistic)
-  normal_tail_z(tail_mass)
-  sigma, q, step = float(sigma), float(q), float(step)
+  z = normal_tail_z(tail_mass)
+  # more noise is a post-processing of less: the PLD at SIGMA_MAX dominates (the
+  # same in float64 as at any larger sigma)
+  sigma, q, step = min(float(sigma), checks.SIGMA_MAX), float(q), float(step)
+  if 0.0 < q < 1.0:   # (q = 1: the Gaussian PLD, checked there)
+    # the grid reaches from log(1 - q) <= 0 to past log(q) + (1 + 2 z sigma) / (2 sigma^2):
+    # at least this many points (s = 1 / sigma; no overflow)
+    s, room = 1.0 / sigma, MAX_WINDOW * step - math.log(q)
+    points = (math.log(q) + 0.5 * s * s + z * s) / step
+    _check_grid(points, f"sigma {sigma:.6g} is too small for the Poisson-subsampled Gaussian "
+                f"PLD at q={q:g}", step,
+                f"sigma >= {1.0 / (math.sqrt(z * z + 2.0 * room) - z):.3g} is accounted",
+                "Use a larger sigma or a coarser step.")
   return _poisson_gaussian(sigma, q, direction, step, pessimistic, tail_mass, JAX)
 
 
@@ -395,10 +448,11 @@ def randomized_response(eps0, *, delta0=0.0, step=None,
   (1-delta0)/(1+e^eps0), 0), Q reversed; losses +inf, eps0, -eps0.
 
   Args:
-    eps0: > 0.
+    eps0: > 0 (refused, naming the accounted range, where the grid from
+      ``-eps0`` to ``eps0`` would be over ``MAX_WINDOW`` points).
     delta0: in [0, 1).
     step: grid spacing; default ``eps0`` (exact: the composition then is
-      the exact binomial sum).
+      the exact binomial sum), ``eps0 / ceil(eps0 / 700)`` above 700 (exact too).
     pessimistic: dominating (True) or optimistic (False).
 
   Returns:
@@ -406,15 +460,24 @@ def randomized_response(eps0, *, delta0=0.0, step=None,
 
   Bound: exact when ``eps0/step`` is an integer; else upper/lower.
   """
-  checks.check_positive("eps0", eps0)
-  checks.check_range("delta0", delta0, 0.0, 1.0, hi_open=True)
+  checks.check_positive("eps0", eps0, scalar=True)
+  checks.check_range("delta0", delta0, 0.0, 1.0, hi_open=True, scalar=True)
   checks.check_bool("pessimistic", pessimistic)
   if step is not None:
-    checks.check_positive("step", step)
+    checks.check_positive("step", step, scalar=True)
   eps0 = float(eps0)
-  step = eps0 if step is None else float(step)
+  advice = "" if step is None else "Use a coarser step (the default step is exact)."
+  if step is None:   # eps0 / step an integer: exact; at most 700 (the queries' e^step is finite)
+    step = eps0 if eps0 <= 700.0 else eps0 / math.ceil(eps0 / 700.0)
+  step = float(step)
+  _check_grid(2.0 * eps0 / step, f"eps0 {eps0:g} is too large for its PLD", step,
+              f"eps0 <= {MAX_WINDOW * step / 2.0:.3g} is accounted",
+              advice)
   p_hi = (1.0 - delta0) / (1.0 + math.exp(-eps0))
-  p_lo = (1.0 - delta0) / (1.0 + math.exp(eps0))
+  if eps0 <= 700.0:
+    p_lo = (1.0 - delta0) / (1.0 + math.exp(eps0))
+  else:   # e^eps0 overflows: the same mass, written with e^-eps0
+    p_lo = (1.0 - delta0) * math.exp(-eps0) / (1.0 + math.exp(-eps0))
   return from_losses(np.array([eps0, -eps0]), np.array([p_hi, p_lo]),
                      step=step, pessimistic=pessimistic, inf_mass=delta0)
 

@@ -254,6 +254,14 @@ def epsilon_on_atoms(idx, probs, offset, step, inf_mass, dlt) -> float:
 epsilon_core, delta_core = _epsilon_core, _delta_core
 
 
+def _check_pld(pld) -> None:
+  """``ValueError`` naming ``pld`` unless it is a :class:`PLD` or a :class:`PairPLD`."""
+  if not isinstance(pld, (PLD, PairPLD)):
+    text = repr(pld)
+    raise ValueError(f"pld must be a jaxacct.pld.PLD or PairPLD; got {type(pld).__name__} "
+                     + (text if len(text) <= 60 else text[:57] + "...") + ".")
+
+
 def _kernel_args(pld):
   """(probs, offset, step, inf_mass) of a PLD as query-kernel arguments."""
   return device_array(pld.probs), pld.offset, pld.step, kernel_arg(pld.inf_mass)
@@ -278,6 +286,7 @@ def delta(pld: PLD, epsilon):
 
   Bound: upper for pessimistic PLDs, lower estimate for optimistic ones.
   """
+  _check_pld(pld)
   checks.check_range("epsilon", epsilon, allow_inf=True)
   if isinstance(pld, PairPLD):
     return delta_both(pld, epsilon)
@@ -306,6 +315,7 @@ def epsilon(pld: PLD, delta, *, rounding: str = "up"):
   Bound: upper for pessimistic PLDs, lower estimate for optimistic ones.
   NaN under jit for delta outside (0, 1).
   """
+  _check_pld(pld)
   checks.check_delta(delta)
   checks.check_choice("rounding", rounding, ("up", "down"))
   if isinstance(pld, PairPLD):

@@ -1,5 +1,7 @@
 """RDP of base mechanisms against mpmath integrals / closed forms at 50 digits."""
 
+import math
+
 import mpmath as mp
 import numpy as np
 import pytest
@@ -264,3 +266,43 @@ def test_values_match_dp_accounting_live():
     for e in eps:
       ours = float(M.RandomizedResponse(p, k).delta(e).delta)
       assert ours - 1e-15 <= d.get_delta_for_epsilon(e) <= ours * (1 + 1e-6) + 1e-12
+
+
+@pytest.mark.parametrize("conv,value", [("rdp_to_epsilon", 1e-5), ("rdp_to_delta", 1.0)])
+def test_rdp_conversions_check_shapes_naming_the_parameter(conv, value):
+  """orders a 1-D grid, rdp one value per order on its last axis, the value
+  broadcasting against rdp's other axes (were IndexError / unnamed ValueErrors)."""
+  fn = getattr(jaxacct.mechanisms, conv)
+  o, r = np.array([2.0, 4.0, 8.0]), np.array([0.1, 0.2, 0.4])
+  for kw, name in [(dict(orders=[2.0, 4.0]), "orders"), (dict(orders=1e300), "orders"),
+                   (dict(orders=np.array([[2.0, 4.0, 8.0]])), "orders"),
+                   (dict(rdp=[0.1, 0.2]), "rdp"), (dict(rdp=0.0), "rdp"),
+                   (dict(rdp=np.inf), "rdp"), (dict(rdp=np.full((2, 2), 0.1)), "rdp"),
+                   (dict(rdp=np.full((2, 3), 0.1), value=np.full(3, value)),
+                    "delta" if conv == "rdp_to_epsilon" else "epsilon")]:
+    args = dict(orders=o, rdp=r, value=value)
+    args.update(kw)
+    with pytest.raises(ValueError, match=name):
+      fn(args["orders"], args["rdp"], args["value"])
+
+
+@pytest.mark.parametrize("method", ["tight", "classic"])
+def test_rdp_conversions_of_zero_and_infinite_curves(method):
+  """RDP 0 at every order (P = Q): tight gives epsilon 0 and delta 0 (the KL/TV
+  route); classic (Mironov, arXiv:1702.07476v3, Prop. 3) its own values at the
+  largest order 8: log(1/delta) / 7 and e^{-7 eps}. RDP inf (or 1e300): no
+  guarantee, epsilon inf (1e300) and delta 1."""
+  conv = jaxacct.mechanisms
+  o = np.array([2.0, 4.0, 8.0])
+  zero = np.zeros(3)
+  eps0 = float(conv.rdp_to_epsilon(o, zero, 1e-5, method=method).epsilon)
+  d0 = float(conv.rdp_to_delta(o, zero, 0.5, method=method).delta)
+  if method == "tight":
+    assert eps0 == 0.0 and d0 == 0.0
+  else:
+    assert eps0 == pytest.approx(math.log(1e5) / 7.0, rel=1e-14)
+    assert d0 == pytest.approx(math.exp(-3.5), rel=1e-14)
+  for big in (np.inf, 1e300):
+    curve = np.full(3, big)
+    assert float(conv.rdp_to_epsilon(o, curve, 1e-5, method=method).epsilon) == big
+    assert float(conv.rdp_to_delta(o, curve, 0.5, method=method).delta) == 1.0
