@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -39,6 +39,18 @@ class Batch(NamedTuple):
   step: int
   epoch: int
   size: int
+
+
+class StepBatches:
+  """A loader's iteration (mixin): ``batch(s)`` for each global step s of its
+  ``num_steps`` (the whole run); ``len`` is that count."""
+
+  def __iter__(self) -> Iterator[Batch]:
+    for s in range(self.num_steps):
+      yield self.batch(s)
+
+  def __len__(self) -> int:
+    return self.num_steps
 
 
 def capacity_for(*, expected_batch_size: float, num_steps: int,

@@ -10,7 +10,7 @@ sampler of any registered name.
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Union
+from typing import Optional, Union
 
 import numpy as np
 
@@ -20,11 +20,11 @@ from jaxacct.dpsgd import samplers
 from jaxacct.sampling._allocation import BallsInBinsSampler
 from jaxacct.sampling._batches import (Batch, capacity_for, check_declared,
                                        delta_with_overflow_of, dp_transform_of, make_batch,
-                                       overflow_bound_of)
+                                       StepBatches, overflow_bound_of)
 from jaxacct.sampling._poisson import PoissonSampler
 
 
-class RegistryLoader:
+class RegistryLoader(StepBatches):
   """A training sampler whose accounting is its registered sampler's (base class).
 
   Subclasses set ``sampling`` (the registered name) and ``members(step)``
@@ -73,13 +73,6 @@ class RegistryLoader:
     checks.check_int("step", step, min_value=0, max_value=self.num_steps - 1, scalar=True)
     members = np.asarray(self.members(int(step)), np.int32)
     return make_batch(members, self.pad_size, step, int(step) // self.steps_per_epoch)
-
-  def __iter__(self) -> Iterator[Batch]:
-    for s in range(self.num_steps):
-      yield self.batch(s)
-
-  def __len__(self) -> int:
-    return self.num_steps
 
   def delta_with_overflow(self, *, epsilon: float, delta: float) -> float:
     """As :meth:`jaxacct.sampling.BallsInBinsSampler.delta_with_overflow`."""

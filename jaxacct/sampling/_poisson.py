@@ -3,7 +3,7 @@ with probability q."""
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Union
+from typing import Optional, Union
 
 import numpy as np
 
@@ -12,11 +12,11 @@ from jaxacct._core import checks, units
 from jaxacct.dpsgd import samplers
 from jaxacct.sampling._batches import (NEIGHBOURING, Batch, check_declared,
                                        delta_with_overflow_of, dp_transform_of, make_batch,
-                                       overflow_bound_of, resolve_pad)
+                                       overflow_bound_of, resolve_pad, StepBatches)
 
 
 @units.renamed_in("epsilon", "event", "accountant", sigma="noise_multiplier")
-class PoissonSampler:
+class PoissonSampler(StepBatches):
   r"""Poisson-subsampled batches: every step each example joins with probability q.
 
   Accounted by ``jaxacct.poisson.epsilon(q=q, sigma=sigma, num_steps=T)``
@@ -98,13 +98,6 @@ class PoissonSampler:
     rng = np.random.default_rng((self.seed, int(step)))
     members = np.nonzero(rng.random(self.n) < self.q)[0].astype(np.int32)
     return make_batch(members, self.pad_size, step, int(step) // self.steps_per_epoch)
-
-  def __iter__(self) -> Iterator[Batch]:
-    for s in range(self.num_steps):
-      yield self.batch(s)
-
-  def __len__(self) -> int:
-    return self.num_steps
 
   def accounting_kwargs(self) -> dict:
     """Keyword arguments of ``jaxacct.poisson.epsilon`` for this sampler."""
