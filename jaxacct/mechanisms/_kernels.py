@@ -41,7 +41,7 @@ def _laplace_rdp(orders, scale):
   b = jnp.asarray(scale, jnp.float64)[..., None]
   t1 = jnp.log(a / (2 * a - 1)) + (a - 1) / b
   t2 = jnp.log((a - 1) / (2 * a - 1)) - a / b
-  out = jnp.logaddexp(t1, t2) / (a - 1)
+  out = jnp.maximum(jnp.logaddexp(t1, t2) / (a - 1), 0.0)   # >= 0: no rounding below
   return jnp.where((b > 0) & (a > 1), out, jnp.nan)
 
 

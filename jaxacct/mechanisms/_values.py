@@ -366,7 +366,10 @@ class EpsilonDelta:
 
   def _masses(self):
     hi = (1.0 - self.delta0) / (1.0 + math.exp(-self.eps0))
-    lo = (1.0 - self.delta0) / (1.0 + math.exp(self.eps0))
+    if self.eps0 <= 700.0:
+      lo = (1.0 - self.delta0) / (1.0 + math.exp(self.eps0))
+    else:   # e^eps0 overflows: the same mass, written with e^-eps0
+      lo = (1.0 - self.delta0) * math.exp(-self.eps0) / (1.0 + math.exp(-self.eps0))
     return hi, lo
 
   def outcome_pair(self):
@@ -398,6 +401,12 @@ class EpsilonDelta:
 
     Bound: upper (pessimistic) / lower (optimistic)."""
     h = _step(value_discretization_interval, pessimistic)
+    if not 2.0 * self.eps0 / h <= jpld.MAX_WINDOW:
+      raise checks.WindowTooLarge(
+          f"eps0 {self.eps0:g} at value_discretization_interval {h:g}: the PLD's grid would "
+          f"span {2.0 * self.eps0 / h:.3g} points, more than the PLD engine runs "
+          f"({jpld.MAX_WINDOW}); eps0 <= {jpld.MAX_WINDOW * h / 2.0:.3g} is accounted at this "
+          "interval.", 2.0 * self.eps0 / h)
     hi, lo = self._masses()
     one = jpld.from_losses(np.array([self.eps0, -self.eps0]), np.array([hi, lo]),
                            step=h, pessimistic=pessimistic, inf_mass=self.delta0)

@@ -306,3 +306,21 @@ def test_rdp_conversions_of_zero_and_infinite_curves(method):
     curve = np.full(3, big)
     assert float(conv.rdp_to_epsilon(o, curve, 1e-5, method=method).epsilon) == big
     assert float(conv.rdp_to_delta(o, curve, 0.5, method=method).delta) == 1.0
+
+
+def test_values_at_the_ends_of_their_ranges():
+  """Laplace at scale 1e300: RDP 0 (its logaddexp rounded to -5.6e-17, which the
+  conversions refuse as negative). EpsilonDelta past eps0 700: e^eps0 overflowed
+  (OverflowError in pld, delta, epsilon); the low outcome's mass is e^-eps0 / (1 +
+  e^-eps0) (Kairouz-Oh-Viswanath, Thm 3.4), so delta(1) = 1 - e^{1-800} = 1 in float64;
+  a grid past MAX_WINDOW points is refused naming eps0 and its accounted range."""
+  o = np.array([2.0, 8.0])
+  assert np.all(np.asarray(jaxacct.mechanisms.laplace_rdp(o, 1e300)) == 0.0)
+  assert float(jaxacct.mechanisms.rdp_to_epsilon(o, jaxacct.mechanisms.laplace_rdp(o, 1e300),
+                                                 1e-5).epsilon) == 0.0
+  v = M.EpsilonDelta(800.0)
+  assert float(v.delta(1.0).delta) == 1.0
+  p = v.pld(value_discretization_interval=400.0).remove
+  assert (p.offset, p.step) == (2, 400.0) and np.asarray(p.probs)[0] == 1.0
+  with pytest.raises(ValueError, match=r"eps0 1e\+300 .* eps0 <= 1\.68e\+05 is accounted"):
+    M.EpsilonDelta(1e300).pld(value_discretization_interval=1e-2)
