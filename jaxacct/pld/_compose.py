@@ -244,8 +244,8 @@ def window_size(plds: Sequence[PLD], counts=None, *,
     int, ``2^a`` or ``3 * 2^(a-2)``. Computed on the host (NumPy, no
     compiled program).
   """
-  plds = pld_list(plds)
-  counts = count_list(counts, len(plds))
+  plds = _pld_list(plds)
+  counts = _count_list(counts, len(plds))
   checks.check_range("tail_mass", tail_mass, 0.0, 1e-3, lo_open=True)
   _check_same_grid(plds)
   probs_list = tuple(np.asarray(p.probs, np.float64) for p in plds)
@@ -295,8 +295,8 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
   Bound: pessimistic inputs -> upper bound on every delta of the composition;
   optimistic -> lower estimate (up to ``tail_mass`` aliasing).
   """
-  plds = pld_list(plds)
-  counts = count_list(counts, len(plds))
+  plds = _pld_list(plds)
+  counts = _count_list(counts, len(plds))
   checks.check_range("tail_mass", tail_mass, 0.0, 1e-3, lo_open=True)
   if size is not None:
     checks.check_int("size", size, min_value=1, scalar=True)
@@ -340,7 +340,7 @@ def _what(x) -> str:
   return f"{type(x).__name__} " + (text if len(text) <= 60 else text[:57] + "...")
 
 
-def pld_list(plds) -> list:
+def _pld_list(plds) -> list:
   """``plds`` of :func:`compose_many` as a list, checked: a non-empty sequence of
   :class:`PLD` (else ``ValueError`` naming ``plds``)."""
   if isinstance(plds, (PLD, str, bytes)) or not hasattr(plds, "__iter__"):
@@ -354,7 +354,7 @@ def pld_list(plds) -> list:
   return plds
 
 
-def count_list(counts, n: int) -> tuple:
+def _count_list(counts, n: int) -> tuple:
   """``counts`` of :func:`compose_many` (default all 1) as a tuple of ints, checked:
   a sequence of ``n`` integers >= 1 (else ``ValueError`` naming ``counts``)."""
   if counts is None:
