@@ -45,6 +45,24 @@ from jaxacct._core.dtype import require_x64
 # re-gridding
 
 
+def _from_atoms(losses, probs, **kw):
+  """``jaxacct.pld.from_losses`` of concrete atoms, padded to a bucketed count
+  with atoms of P-mass 0 at loss 0 (ignored: they add +0.0), so that a new
+  profile (a new sigma) reuses the compiled program of its bucket."""
+  lv = np.ravel(np.asarray(losses, np.float64))
+  pv = np.ravel(np.asarray(probs, np.float64)) * np.ones_like(lv)
+  pad = _bucket(lv.size) - lv.size
+  if pad:
+    lv, pv = np.concatenate([lv, np.zeros(pad)]), np.concatenate([pv, np.zeros(pad)])
+  return jpld.from_losses(lv, pv, **kw)
+
+
+def _bucket(n: int) -> int:
+  """Smallest 2^a or 3 * 2^(a-2) >= n, at least 64."""
+  p = 1 << (max(int(n), 64) - 1).bit_length()
+  return 3 * p // 4 if 3 * p // 4 >= n else p
+
+
 def regrid(pld, step: float):
   r"""The PLD on the grid ``loss_i = i * step``, keeping its kind of bound.
 
@@ -74,8 +92,8 @@ def regrid(pld, step: float):
   probs = np.asarray(pld.probs, np.float64)
   keep = probs > 0
   losses = (int(pld.offset) + np.arange(probs.size)) * float(pld.step)
-  return jpld.from_losses(losses[keep], probs[keep], step=step,
-                            pessimistic=bool(pld.pessimistic),
+  return _from_atoms(losses[keep], probs[keep], step=step,
+                     pessimistic=bool(pld.pessimistic),
                             inf_mass=min(1.0, float(pld.inf_mass)))
 
 
@@ -86,23 +104,102 @@ def regrid(pld, step: float):
 def _lower_hull(x, y):
   """Indices of the lower convex hull of points sorted by x (monotone chain).
 
-  Python floats, not NumPy scalars: the same float64 arithmetic, without a
-  NumPy scalar's overhead on each of the loop's operations."""
-  x = np.asarray(x, np.float64).tolist()
-  y = np.asarray(y, np.float64).tolist()
-  idx = []
-  for i in range(len(x)):
-    xi, yi = x[i], y[i]
-    while len(idx) >= 2:
+  The chain pops the stack's top b while it lies on or above the chord from
+  the point under it to the new point i. Two kinds of stretch are decided at
+  once, with the float64 cross products the point-by-point chain computes
+  (Python floats and NumPy: the same IEEE operations), so the indices are the
+  same: points
+  that each turn left of their two predecessors (pushed, nothing popped), and
+  points of one y after the stack's v, r1, ..., rm (rm..r2 and each new
+  point's predecessor pop on a zero cross product; a point stays while it
+  turns left of v -> r1)."""
+  xa = np.asarray(x, np.float64)
+  ya = np.asarray(y, np.float64)
+  n = xa.size
+  # the cross product of (i-2, i-1, i): the test at i when the stack ends i-2, i-1
+  with np.errstate(invalid="ignore", over="ignore"):
+    c3 = (xa[1:-1] - xa[:-2]) * (ya[2:] - ya[:-2]) - (ya[1:-1] - ya[:-2]) * (xa[2:] - xa[:-2])
+  pops = (np.flatnonzero(c3 <= 0) + 2).tolist() + [n]
+  # runs of equal y (finite points only: the zero cross products need them)
+  fin = bool(np.all(np.isfinite(xa)) and np.all(np.isfinite(ya)))
+  run_end = (np.flatnonzero(np.append(ya[1:] != ya[:-1], True)).tolist() if fin else
+             list(range(n)))
+  xs, ys = xa.tolist(), ya.tolist()
+  idx, pp, rp = [], 0, 0
+  i = 0
+  while i < n:
+    if len(idx) < 2 or (idx[-2] == i - 2 and idx[-1] == i - 1):
+      while pops[pp] < i:
+        pp += 1
+      if pops[pp] > i:                               # i .. pops[pp]-1 pushed, no pops
+        idx.extend(range(i, pops[pp]))
+        i = pops[pp]
+        continue
+    xi, yi = xs[i], ys[i]
+    while len(idx) >= 2:                             # _push, inline
       a, b = idx[-2], idx[-1]
-      # b is removed if it lies on or above the chord a -> i
-      cross = (x[b] - x[a]) * (yi - y[a]) - (y[b] - y[a]) * (xi - x[a])
-      if cross <= 0:
+      if (xs[b] - xs[a]) * (yi - ys[a]) - (ys[b] - ys[a]) * (xi - xs[a]) <= 0:
         idx.pop()
       else:
         break
     idx.append(i)
+    while run_end[rp] < i:
+      rp += 1
+    if run_end[rp] > i:                              # i's run of equal y goes on
+      i = _equal_y_run(idx, i, run_end[rp], xa, ya, xs, ys)
+    else:
+      i += 1
   return np.asarray(idx, int)
+
+
+def _push(idx, i, xs, ys):
+  """One step of the monotone chain: pops, then pushes i."""
+  xi, yi = xs[i], ys[i]
+  while len(idx) >= 2:
+    a, b = idx[-2], idx[-1]
+    # b is removed if it lies on or above the chord a -> i
+    cross = (xs[b] - xs[a]) * (yi - ys[a]) - (ys[b] - ys[a]) * (xi - xs[a])
+    if cross <= 0:
+      idx.pop()
+    else:
+      break
+  idx.append(i)
+
+
+def _equal_y_run(idx, i, e, xa, ya, xs, ys):
+  """The chain over i+1 .. e (y equal to y_i), the stack ending with i; returns
+  the next index to process."""
+  m = 1
+  while m < len(idx) and ys[idx[-1 - m]] == ys[i]:
+    m += 1                                           # r1 .. rm = i: the run's on the stack
+  if m == len(idx):                                  # nothing under r1: no test but zeros
+    del idx[1:]
+    idx.append(e)
+    return e + 1
+  v, r1 = idx[-1 - m], idx[-m]
+  k = i + 1
+  cross = (xs[r1] - xs[v]) * (ys[k] - ys[v]) - (ys[r1] - ys[v]) * (xs[k] - xs[v])
+  if cross <= 0:                                     # k pops the run: point by point
+    _push(idx, k, xs, ys)
+    return k + 1
+  # k stays; then the first later point that does not (the run stops there)
+  stop, lo, width = e + 1, k + 1, 64
+  while lo <= e:
+    ks = np.arange(lo, min(lo + width, e + 1))
+    cr = (xa[r1] - xa[v]) * (ya[ks] - ya[v]) - (ya[r1] - ya[v]) * (xa[ks] - xa[v])
+    bad = np.flatnonzero(cr <= 0)
+    if bad.size:
+      stop = int(ks[bad[0]])
+      break
+    lo, width = lo + width, 2 * width
+  del idx[len(idx) - m + 1:]                         # r2 .. rm popped (zeros)
+  idx.append(stop - 1)                               # the last point that stayed
+  if stop > e:
+    return stop
+  idx.pop()                                          # stop pops its predecessor,
+  idx.pop()                                          # then r1, then goes on as the chain
+  _push(idx, stop, xs, ys)
+  return stop + 1
 
 
 def _chain(points_x, points_y, start_y):
@@ -227,9 +324,9 @@ def from_profile(epsilons, delta_remove, delta_add=None, *, step: float,
     loss_r, prob_r, kr = np.zeros(1), np.zeros(1), np.ones(1, bool)
   if not np.any(ka):
     loss_a, prob_a, ka = np.zeros(1), np.zeros(1), np.ones(1, bool)
-  rem = jpld.from_losses(loss_r[kr], prob_r[kr], step=step, pessimistic=pessimistic,
+  rem = _from_atoms(loss_r[kr], prob_r[kr], step=step, pessimistic=pessimistic,
                          inf_mass=min(p_inf, 1.0))
-  add = jpld.from_losses(loss_a[ka], prob_a[ka], step=step, pessimistic=pessimistic,
+  add = _from_atoms(loss_a[ka], prob_a[ka], step=step, pessimistic=pessimistic,
                          inf_mass=min(q_zero, 1.0))
   return jpld.PairPLD(rem, add)
 
@@ -333,7 +430,7 @@ def from_cells(log_p, log_q, loss_lo, loss_hi, *, step: float,
   keep = W > 0
   if not np.any(keep):
     L, W, keep = np.zeros(1), np.zeros(1), np.ones(1, bool)
-  return jpld.from_losses(L[keep], W[keep], step=step, pessimistic=True,
+  return _from_atoms(L[keep], W[keep], step=step, pessimistic=True,
                           inf_mass=min(inf_mass, 1.0))
 
 
@@ -341,15 +438,21 @@ def from_cells(log_p, log_q, loss_lo, loss_hi, *, step: float,
 # dominated pairs on the grid (second order): exact merging of outcomes
 
 
+#: atoms per call of :func:`_merge_scan`: one compiled program serves every length
+#: (the carry passes from chunk to chunk, so the merge is the one sequential scan).
+_CHUNK = 1 << 14
+
+
 @jit
-def _merge_scan(p, q, rho, step):
+def _merge_scan(p, q, rho, step, carry):
   """Greedy merge of ratio-sorted atoms into groups of likelihood ratio on the grid.
 
   Carry: the open group's P- and Q-mass and its target grid index. Each atom
   either joins the open group, or closes it (the fraction f of the atom that
   brings the group's ratio exactly to the target joins it) and opens the next
   group with the rest (target: the first grid value >= the atom's ratio).
-  Emits per atom: (closed?, grid index, P-mass of the closed group).
+  Emits per atom: (closed?, grid index, P-mass of the closed group), and the
+  carry after the last atom (the next chunk's start).
   """
   require_x64("jaxacct.accounting dominated_on_grid")
 
@@ -371,28 +474,32 @@ def _merge_scan(p, q, rho, step):
     nst = started | live
     return (npg, nqg, nt, nst), out
 
-  init = (jnp.zeros((), jnp.float64), jnp.zeros((), jnp.float64),
-          jnp.zeros((), jnp.float64), jnp.zeros((), bool))
-  (pg, qg, t, st), (closed, ts, ps) = jax.lax.scan(body, init, (p, q, rho))
-  return closed, ts, ps, pg, qg, st
+  return jax.lax.scan(body, carry, (p, q, rho))
 
 
 def _greedy(pv, qv, h):
-  """Runs :func:`_merge_scan` on atoms (p, q > 0): (grid index, P-mass) of the
-  closed groups and (P, Q) of the unfinished last group."""
+  """Runs :func:`_merge_scan` on atoms (p, q > 0), chunk by chunk: (grid index,
+  P-mass) of the closed groups and (P, Q) of the unfinished last group."""
   rho = np.log(pv) - np.log(qv)
   order = np.argsort(rho, kind="stable")
   pv, qv, rho = pv[order], qv[order], rho[order]
   n = pv.size
-  size = max(64, 1 << (n - 1).bit_length())        # few compiled shapes
+  size = -(-n // _CHUNK) * _CHUNK                 # the last chunk padded
   pad = size - n
-  pj = jnp.asarray(np.concatenate([pv, np.zeros(pad)]))
-  qj = jnp.asarray(np.concatenate([qv, np.zeros(pad)]))
-  rj = jnp.asarray(np.concatenate([rho, np.full(pad, rho[-1])]))
-  closed, ts, ps, pg, qg, _ = _merge_scan(pj, qj, rj, jnp.asarray(h))
-  closed = np.asarray(closed)
-  return (np.asarray(ts)[closed].astype(np.int64), np.asarray(ps)[closed],
-          (float(pg), float(qg)))
+  pj = np.concatenate([pv, np.zeros(pad)])
+  qj = np.concatenate([qv, np.zeros(pad)])
+  rj = np.concatenate([rho, np.full(pad, rho[-1])])
+  zero = np.zeros((), np.float64)
+  carry = (zero, zero, zero, np.zeros((), bool))
+  hh = np.float64(h)
+  outs = []
+  for i in range(0, size, _CHUNK):
+    sl = slice(i, i + _CHUNK)
+    carry, out = _merge_scan(pj[sl], qj[sl], rj[sl], hh, carry)
+    outs.append(out)
+  closed, ts, ps = (np.concatenate([np.asarray(o[k]) for o in outs]) for k in range(3))
+  pg, qg = carry[0], carry[1]
+  return (ts[closed].astype(np.int64), ps[closed], (float(pg), float(qg)))
 
 
 def dominated_on_grid(p, q, *, step: float, inf_mass: float = 0.0):

@@ -31,11 +31,22 @@ _Z = 9.5
 DEFAULT_VS = (0.0,)
 
 
-def _cell_mass(a, b, mu):
-  """P(a < N(mu, 1) <= b), elementwise, both tails reflected (a <= b)."""
-  a, b = a - mu, b - mu
-  up = a > 0
-  return np.where(up, special.ndtr(-a) - special.ndtr(-b), special.ndtr(b) - special.ndtr(a))
+def _consecutive_cells(t):
+  """``P(t[j] < N(0, 1) <= t[j+1])`` along axis 0 (``t``: the cells' edges minus
+  the mean), both tails reflected: ``Phi(-t[j]) - Phi(-t[j+1])`` where ``t[j] > 0``,
+  else ``Phi(t[j+1]) - Phi(t[j])``; each edge's ``Phi`` is evaluated once, and only
+  the tails a cell reads."""
+  up = t[:-1] > 0
+  neg = np.zeros(t.shape, bool)
+  neg[:-1] |= up
+  neg[1:] |= up
+  pos = np.zeros(t.shape, bool)
+  pos[:-1] |= ~up
+  pos[1:] |= ~up
+  vn, vp = np.zeros(t.shape), np.zeros(t.shape)
+  vn[neg] = special.ndtr(-t[neg])
+  vp[pos] = special.ndtr(t[pos])
+  return np.where(up, vn[:-1] - vn[1:], vp[1:] - vp[:-1])
 
 
 def _count_weights(m: int, q: float, cap: int):
@@ -95,8 +106,8 @@ def _count_cells(c, wq, wp0, wp1, v: float, sigma: float, width: float):
   gq, g0, g1 = (np.zeros(e.size - 1) for _ in range(3))
   for i in range(0, c.size, 64):        # chunks of counts: memory stays small
     sl = slice(i, i + 64)
-    m0 = _cell_mass(e[:-1, None], e[1:, None], (c[None, sl]) / sigma)
-    m1 = _cell_mass(e[:-1, None], e[1:, None], (c[None, sl] + v) / sigma)
+    m0 = _consecutive_cells(e[:, None] - (c[None, sl]) / sigma)
+    m1 = _consecutive_cells(e[:, None] - (c[None, sl] + v) / sigma)
     gq += m0 @ wq[sl]
     g0 += m0 @ wp0[sl]
     g1 += m1 @ wp1[sl]
@@ -140,24 +151,25 @@ def _atoms(gq, g0, g1, s: float, h: float):
   i = 0
   while i < a.size:                 # chunks of about 2^22 edges
     j = max(int(np.searchsorted(ends, ends[i] - n_all[i] + (1 << 22), side="right")), i + 1)
-    grp = np.repeat(np.arange(i, j), n_all[i:j])
     n = n_all[i:j]
     first = np.cumsum(n) - n
-    pos = np.arange(grp.size) - first[grp - i]       # 0: -inf, n-1: +inf
-    lv = (k0[grp] + pos - 1) * h
+    # grid index of each edge: k0 - 1 + its position in its group (0: -inf, n-1: +inf)
+    kk = np.arange(int(first[-1] + n[-1])) - np.repeat(first - k0[i:j] + 1, n)
+    lv = kk * h
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-      y = (np.log((np.exp(lv) - r0[grp]) / r1[grp]) + s * s / 2) / s
+      y = (np.log((np.exp(lv) - np.repeat(r0[i:j], n)) / np.repeat(r1[i:j], n)) + s * s / 2) / s
     y = np.where(np.isnan(y), -np.inf, y)
     y[first] = -np.inf
     y[first + n - 1] = np.inf
-    inner = np.ones(grp.size - 1, bool)
+    inner = np.ones(y.size - 1, bool)
     inner[(first + n - 1)[:-1]] = False             # pairs across two groups
-    lo_e, hi_e, g = y[:-1][inner], y[1:][inner], grp[:-1][inner]
-    m0 = _cell_mass(lo_e, hi_e, 0.0)
+    m0 = _consecutive_cells(y - 0.0)[inner]
+    m1 = _consecutive_cells(y - s)[inner]
     # cells whose loss lies in the same grid interval are merged (post-processing)
-    k = (k0[grp] + pos - 1)[:-1][inner] - k_lo
-    p_k += np.bincount(k, a[g] * m0 + b[g] * _cell_mass(lo_e, hi_e, s), size)
-    q_k += np.bincount(k, w[g] * m0, size)
+    k = kk[:-1][inner] - k_lo
+    g = np.arange(i, j)
+    p_k += np.bincount(k, np.repeat(a[g], n - 1) * m0 + np.repeat(b[g], n - 1) * m1, size)
+    q_k += np.bincount(k, np.repeat(w[g], n - 1) * m0, size)
     i = j
   ps.append(p_k)
   qs.append(q_k)
