@@ -26,7 +26,7 @@ _HOST_CHUNK = 256
 _HOST_SCALED_SPAN = 30.0
 
 
-def _tables(probs, step, ns, loopless=False):
+def _tables(probs, step, ns, loopless=False, scaled=False):
   """T_k = sum_{i>k} p_i e^{-(i-k)h};  D_k = sum_{i>k} p_i (1 - e^{-(i-k)h}).
 
   Both are sums of nonnegative terms (no cancellation).  T satisfies
@@ -35,6 +35,10 @@ def _tables(probs, step, ns, loopless=False):
   block, a short scan over blocks for the carries), which compiles fast; on
   the host, running sums inside a block (:func:`_host_tables`), O(N), or
   where ``e^{256 h}`` is out of range those of :func:`_running_tables`.
+  ``scaled`` (static; :func:`scaled_step`): the blocks' sums of
+  ``U_k = e^h T_k = sum_{i>k} p_i e^{-(i-k-1)h}``, every factor <= 1, with
+  ``D_k = D_{k+1} + (1 - e^{-h}) U_k``: where ``e^{-h}`` times a small mass
+  is below float64's normal range (flushed to 0), T's form loses that mass.
   """
   xp = ns.xp
   n = probs.shape[0]
@@ -47,7 +51,10 @@ def _tables(probs, step, ns, loopless=False):
   if ns.is_host:
     return _host_tables(p, idx, xp.exp(-idx * step), float(step), n)
   diff = idx[None, :] - idx[:, None]  # i - k (row k, column i)
-  geo = xp.where(diff > 0, xp.exp(-xp.maximum(diff, 0.0) * step), 0.0)
+  if scaled:   # U = e^h T: every factor <= 1, no product underflows
+    geo = xp.where(diff > 0, xp.exp(-(xp.maximum(diff, 1.0) - 1.0) * step), 0.0)
+  else:
+    geo = xp.where(diff > 0, xp.exp(-xp.maximum(diff, 0.0) * step), 0.0)
   t_loc = p @ geo.T
   v = p @ xp.exp(-idx * step)  # sum_i p_i e^{-(i - bB) h} per block
   rb = xp.exp(-bsz * step)
@@ -59,7 +66,10 @@ def _tables(probs, step, ns, loopless=False):
     u_next = suffix_sums.later_sum(v, -bsz * step, xp)
   else:
     _, u_next = ns.scan(carry_fn, xp.zeros((), p.dtype), v, reverse=True)
-  t = t_loc + xp.exp(-(bsz - idx) * step)[None, :] * u_next[:, None]
+  if scaled:
+    t = t_loc + xp.exp(-(bsz - 1 - idx) * step)[None, :] * u_next[:, None]
+  else:
+    t = t_loc + xp.exp(-(bsz - idx) * step)[None, :] * u_next[:, None]
   upper = (diff >= 0).astype(p.dtype)  # sum over i >= k inside the block
   s_loc = t @ upper.T
   tot = xp.sum(t, axis=1)
@@ -71,7 +81,10 @@ def _tables(probs, step, ns, loopless=False):
     s_next = suffix_sums.later_total(tot, xp)
   else:
     _, s_next = ns.scan(sum_fn, xp.zeros((), p.dtype), tot, reverse=True)
-  d = xp.expm1(step) * (s_loc + s_next[:, None])
+  if scaled:   # D_k = D_{k+1} + (1 - e^{-h}) U_k, T = e^{-h} U
+    t, d = xp.exp(-step) * t, -xp.expm1(-step) * (s_loc + s_next[:, None])
+  else:
+    d = xp.expm1(step) * (s_loc + s_next[:, None])
   return t.reshape(-1)[:n], d.reshape(-1)[:n]
 
 
@@ -163,13 +176,13 @@ def _running_tables(x, p, h: float):
   return t, d
 
 
-def _delta_core(probs, offset, step, inf_mass, eps, ns=JAX, loopless=False):
+def _delta_core(probs, offset, step, inf_mass, eps, ns=JAX, loopless=False, scaled=False):
   xp = ns.xp
   if not ns.is_host:
     require_x64("jaxacct.pld.delta")
   step = xp.asarray(step, xp.float64)
   n = probs.shape[0]
-  t, d = _tables(probs, step, ns, loopless)
+  t, d = _tables(probs, step, ns, loopless, scaled)
   pos = eps / step - offset
   k = xp.ceil(pos)
   beyond = k > n - 1
@@ -182,7 +195,7 @@ def _delta_core(probs, offset, step, inf_mass, eps, ns=JAX, loopless=False):
   return xp.where(xp.isnan(eps), xp.nan, out)
 
 
-_delta_kernel = jit(_delta_core)
+_delta_kernel = jit(_delta_core, static_argnames=("scaled",))
 
 
 #: Relative rounding allowance of an epsilon query: the segment solve is exact
@@ -192,12 +205,12 @@ ROUNDING_ALLOWANCE = 1e-13
 
 
 def _epsilon_core(probs, offset, step, inf_mass, dlt, rounding="up", ns=JAX,
-                   loopless=False):
+                   loopless=False, scaled=False):
   xp = ns.xp
   if not ns.is_host:
     require_x64("jaxacct.pld.epsilon")
   step = xp.asarray(step, xp.float64)
-  t, d = _tables(probs, step, ns, loopless)
+  t, d = _tables(probs, step, ns, loopless, scaled)
   target = dlt - inf_mass
   k = xp.searchsorted(-d, -target, side="left")
   k = xp.clip(k, 0, probs.shape[0] - 1)
@@ -218,7 +231,14 @@ def _epsilon_core(probs, offset, step, inf_mass, dlt, rounding="up", ns=JAX,
   return xp.where(bad, xp.nan, eps)
 
 
-_epsilon_kernel = jit(_epsilon_core, static_argnames=("rounding",))
+_epsilon_kernel = jit(_epsilon_core, static_argnames=("rounding", "scaled"))
+
+
+def scaled_step(step) -> bool:
+  """Whether a query at grid step ``step`` (False when traced) takes :func:`_tables`'
+  scaled form: ``e^{256 h}`` out of range (h > 30/256 nats; the host's
+  running sums switch at the same step)."""
+  return checks.is_concrete(step) and _BLOCK * float(step) > _HOST_SCALED_SPAN
 
 
 def epsilon_on_atoms(idx, probs, offset, step, inf_mass, dlt) -> float:
@@ -290,7 +310,7 @@ def delta(pld: PLD, epsilon):
   checks.check_range("epsilon", epsilon, allow_inf=True)
   if isinstance(pld, PairPLD):
     return delta_both(pld, epsilon)
-  return _delta_kernel(*_kernel_args(pld), kernel_arg(epsilon))
+  return _delta_kernel(*_kernel_args(pld), kernel_arg(epsilon), scaled=scaled_step(pld.step))
 
 
 def epsilon(pld: PLD, delta, *, rounding: str = "up"):
@@ -320,7 +340,8 @@ def epsilon(pld: PLD, delta, *, rounding: str = "up"):
   checks.check_choice("rounding", rounding, ("up", "down"))
   if isinstance(pld, PairPLD):
     return epsilon_both(pld, delta, rounding=rounding)
-  return _epsilon_kernel(*_kernel_args(pld), kernel_arg(delta), rounding=rounding)
+  return _epsilon_kernel(*_kernel_args(pld), kernel_arg(delta), rounding=rounding,
+                         scaled=scaled_step(pld.step))
 
 
 def delta_both(pair: PairPLD, epsilon):
