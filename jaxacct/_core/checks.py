@@ -8,9 +8,11 @@ the kernels, as documented in each kernel). On concrete input a check raises
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
+
 import numpy as np
 
 _DIRECTIONS = ("add", "remove", "both")
@@ -200,7 +202,8 @@ def accountable_sigma(sigma, step, *, max_points: float, sensitivity: float = 1.
   s = min(float(sigma), SIGMA_MAX)
   h = float(step)
   z = s / sensitivity
-  points = (0.5 / z**2 + TAIL_SD / z) / h
+  w = 1.0 / z if z > 0.0 else math.inf       # z underflows to 0 below ~1e-308
+  points = (0.5 * w * w + TAIL_SD * w) / h   # inf for sigma below ~1e-162: refused
   if points > max_points:
     # the smallest z with (1 / (2 z^2) + TAIL_SD / z) / h <= max_points: a root in 1/z
     smallest = sensitivity / (-TAIL_SD + np.sqrt(TAIL_SD**2 + 2.0 * max_points * h))
