@@ -13,7 +13,11 @@ at each assertion (grid step 1e-3 unless said).
 """
 
 import itertools
+import json
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -24,7 +28,7 @@ from jaxacct.accounting import fixed_size as fs
 from jaxacct._core.logmath import log_ndtr_diff
 from jaxacct._core.namespace import host_call
 
-from support import draws_with_replacement_law
+from support import COUNT_COMPILES, draws_with_replacement_law
 
 EPS = np.array([0.0, 0.25, 1.0, 2.0])
 STEP = 1e-3
@@ -389,3 +393,35 @@ def test_two_d_adaptive_lower_stays_below_the_upper():
   assert lower[0] > 0.1                       # not vacuous (eps = 0)
   with pytest.raises(ValueError, match="steps"):
     fs.kernels_lower_delta(cells, 0, step=h)
+
+
+# ------------------------------------------------------------ compiled programs
+
+_NEW_SIGMAS = COUNT_COMPILES + r"""
+import numpy as np
+from jaxacct.accounting import NeighboringRelation, PLDAccountant
+from jaxacct.accounting import events as ev
+first = None
+for s in (1.0, 0.8, 1.3, 0.6):
+  acc = PLDAccountant(NeighboringRelation.REPLACE_ONE)
+  acc.compose(ev.SelfComposedDpEvent(ev.SampledWithoutReplacementDpEvent(
+      60000, 256, ev.GaussianDpEvent(s)), 100))
+  b = acc.get_epsilon_bounds(1e-5)
+  assert 0.0 < float(b.lower) <= float(b.epsilon), (s, b)
+print(json.dumps({"counts": counts}))
+"""
+
+
+def test_lower_pairs_of_new_sigmas_reuse_one_merge_program():
+  """The lower pairs' outcome merge (dominated_on_grid) has one compiled program
+  for every number of outcomes: four sigmas give lower pairs of 37k to 1.4M
+  outcomes (three lengths' programs before the merge ran in chunks)."""
+  env = {k: v for k, v in os.environ.items()
+         if not k.startswith(("JAX_COMPILATION_CACHE", "JAXACCT_COMPILATION_CACHE",
+                              "JAXACCT_CACHE_DIR"))}
+  env.update(JAX_ENABLE_COMPILATION_CACHE="false", JAXACCT_COMPILATION_CACHE="0")
+  out = subprocess.run([sys.executable, "-c", _NEW_SIGMAS], env=env, capture_output=True,
+                       text=True, timeout=900, cwd=os.path.dirname(os.path.abspath(__file__)))
+  assert out.returncode == 0, out.stderr[-3000:]
+  counts = json.loads(out.stdout.strip().splitlines()[-1])["counts"]
+  assert counts.get("jit(_merge_scan)") == 1, counts
