@@ -257,7 +257,10 @@ def run_chunks(stages, slices, done, keys=None, prepares=None):
   (the progress bar) in the calling thread as each chunk's output arrives.
 
   Scheduling: a free thread takes the earliest chunk whose next stage may
-  run. Another chunk enters a stage only once the first chunk has left it
+  run; once every stage is open, the earliest stage first among the next
+  2 x threads chunks (the last chunks' laws before the queries ahead of them:
+  the threads finish together). Another chunk enters a stage only once the
+  first chunk has left it
   (the first chunk compiles each stage's program; the others reuse it instead
   of compiling it again); meanwhile the other threads go on with the stages
   that may run (in a fresh process: the next chunks' laws while the first
@@ -308,14 +311,24 @@ def run_chunks(stages, slices, done, keys=None, prepares=None):
 
   def pick():
     # prepares in stage order, each once the one before it is done: the first
-    # compile has the cores to itself, the next overlaps the first stage's runs
+    # compile has the cores to itself (two at once contend for them and for
+    # memory), the next overlaps the first stage's runs
     if todo and all(open_[k] for k in range(todo[0])):
       return ("prepare", todo.pop(0))
-    for i in range(n_ch):
-      k = nxt[i]
-      if k < n_st and not busy[i] and (open_[k] or (i == 0 and prep[k] is None)):
-        return i
-    return None
+    ready = [i for i in range(n_ch) if nxt[i] < n_st and not busy[i]
+             and (open_[nxt[i]] or (i == 0 and prep[nxt[i]] is None))]
+    if not ready:
+      return None
+    if all(open_):
+      # the earliest stage first among the next 2 x workers chunks: the last
+      # chunks' laws run before the queries ahead of them, so no chunk's whole
+      # pipeline is left to one thread at the end (and at most that many
+      # chunks' laws wait for their query)
+      lo = min(i for i in range(n_ch) if nxt[i] < n_st)
+      near = [i for i in ready if i < lo + 2 * workers]
+      if near:
+        return min(near, key=lambda i: (nxt[i], i))
+    return ready[0]
 
   def prepare(k):
     try:
