@@ -45,22 +45,35 @@ from jaxacct._core.dtype import require_x64
 # re-gridding
 
 
-def _from_atoms(losses, probs, **kw):
-  """``jaxacct.pld.from_losses`` of concrete atoms, padded to a bucketed count
-  with atoms of P-mass 0 at loss 0 (ignored: they add +0.0), so that a new
-  profile (a new sigma) reuses the compiled program of its bucket."""
+def _from_atoms(losses, probs, *, step, **kw):
+  """``jaxacct.pld.from_losses`` of concrete atoms on its own grid, run at bucketed
+  atom and grid lengths, then cut back: padding atoms (P-mass 0) add +0.0 and no
+  atom reaches past the length it computes, so the PLD is the same, and a new
+  profile (a new sigma) reuses its bucket's compiled program."""
   lv = np.ravel(np.asarray(losses, np.float64))
   pv = np.ravel(np.asarray(probs, np.float64)) * np.ones_like(lv)
   pad = _bucket(lv.size) - lv.size
   if pad:
     lv, pv = np.concatenate([lv, np.zeros(pad)]), np.concatenate([pv, np.zeros(pad)])
-  return jpld.from_losses(lv, pv, **kw)
+  fin = np.isfinite(lv) & (pv > 0)
+  h = float(step)
+  lo = int(math.floor(lv[fin].min() / h)) if np.any(fin) else 0
+  hi = int(math.floor(lv[fin].max() / h)) + 1 if np.any(fin) else 0
+  size = _fast_len(hi - lo + 1)                     # the length from_losses computes
+  p = jpld.from_losses(lv, pv, step=step, offset=lo, size=_bucket(size), **kw)
+  return jpld.PLD(np.asarray(p.probs)[:size], p.offset, p.step, p.inf_mass, p.pessimistic)
+
+
+def _fast_len(n: int) -> int:
+  """Smallest 2^a or 3 * 2^a >= n (jaxacct.pld.from_losses' grid lengths)."""
+  n = max(int(n), 1)
+  p = 1 << (n - 1).bit_length()
+  return 3 * p // 4 if 3 * p // 4 >= n and p >= 4 else p
 
 
 def _bucket(n: int) -> int:
-  """Smallest 2^a or 3 * 2^(a-2) >= n, at least 64."""
-  p = 1 << (max(int(n), 64) - 1).bit_length()
-  return 3 * p // 4 if 3 * p // 4 >= n else p
+  """The power of 2 >= n, at least 2^18 (few compiled shapes)."""
+  return max(1 << (max(int(n), 1) - 1).bit_length(), 1 << 18)
 
 
 def regrid(pld, step: float):
@@ -105,14 +118,12 @@ def _lower_hull(x, y):
   """Indices of the lower convex hull of points sorted by x (monotone chain).
 
   The chain pops the stack's top b while it lies on or above the chord from
-  the point under it to the new point i. Two kinds of stretch are decided at
-  once, with the float64 cross products the point-by-point chain computes
-  (Python floats and NumPy: the same IEEE operations), so the indices are the
-  same: points
-  that each turn left of their two predecessors (pushed, nothing popped), and
-  points of one y after the stack's v, r1, ..., rm (rm..r2 and each new
-  point's predecessor pop on a zero cross product; a point stays while it
-  turns left of v -> r1)."""
+  the point under it to the new point i. Two stretches are decided at once,
+  with the float64 cross products of the point-by-point chain (the same IEEE
+  operations), so the indices are the same: points that each turn left of
+  their two predecessors (pushed, nothing popped), and points of one y after
+  the stack's v, r1, ..., rm (rm..r2 and each new point's predecessor pop on
+  a zero cross product; a point stays while it turns left of v -> r1)."""
   xa = np.asarray(x, np.float64)
   ya = np.asarray(y, np.float64)
   n = xa.size
