@@ -342,12 +342,6 @@ for _key_ in [f"shuffle.bounds.variation_ratio_pair_{q}:{k}" for q in ("delta", 
 KNOWN = {
     "accounting.from_profile:epsilons": ("list 0 huge",
         "unowned, jaxacct/accounting/_accountant.py: epsilons: a list where one number goes: pass scalar=True to its checks.check_* call (or checks.check_scalar) before float()/int(); check it before use (VE-unnamed: operands could not be broadcast together with remapped shape)"),
-    "allocation.pld.allocation_pld_laws:sigma": ("list",
-        "words, jaxacct/allocation/**: sigma: a list where one number goes: pass scalar=True to its checks.check_* call (or checks.check_scalar) before float()/int()"),
-    "allocation.pld.allocation_pld_laws:steps_per_epoch": ("list",
-        "words, jaxacct/allocation/**: steps_per_epoch: a list where one number goes: pass scalar=True to its checks.check_* call (or checks.check_scalar) before float()/int()"),
-    "allocation.pld.allocation_plds:composition_step": ("list",
-        "words, jaxacct/allocation/**: composition_step: a list where one number goes: pass scalar=True to its checks.check_* call (or checks.check_scalar) before float()/int()"),
 }
 
 

@@ -453,7 +453,7 @@ def allocation_plds(*, sigma=None, steps_per_epoch, num_selected=1, num_epochs=1
   laws = _check_common(sigma, steps_per_epoch, num_selected, num_epochs, "both", grid_size,
                        mechanism, DEFAULT_COMPOSITION_SIZE)
   _check_tail(tail)
-  checks.check_positive("composition_step", composition_step)
+  checks.check_positive("composition_step", composition_step, scalar=True)
   checks.check_range("tail_mass", tail_mass, 0.0, 1.0, lo_open=True, hi_open=True)
   for name, v in (("sigma", sigma), ("steps_per_epoch", steps_per_epoch),
                   ("num_selected", num_selected), ("num_epochs", num_epochs)):
@@ -494,8 +494,9 @@ def allocation_pld_laws(sigma, steps_per_epoch, *, grid_size: int = DEFAULT_GRID
   checks.check_choice("mechanism", mechanism, ("gaussian", "laplace"))
   _check_static_int("grid_size", grid_size, 16)
   _check_tail(tail)
-  if checks.is_concrete((sigma, steps_per_epoch)):
-    checks.check_positive("sigma", sigma)
-    checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1, max_value=2**30)
+  if checks.is_concrete((sigma, steps_per_epoch)):   # one lane (vmap it for several)
+    checks.check_positive("sigma", sigma, scalar=True)
+    checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1, max_value=2**30,
+                     scalar=True)
   return final_laws(sigma, steps_per_epoch, n=int(grid_size), tail=float(tail),
                     mechanism=mechanism, lower=checks.check_static_bool("lower", lower))
