@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import checks, suffix_sums
-from jaxacct._core.dtype import dispatch, require_x64
+from jaxacct._core.dtype import dispatch, host_scalar, require_x64
 from jaxacct._core.namespace import JAX, host_call, kernel_arg
 from jaxacct.pld._core import PLD, PairPLD, device_array
 from jaxacct._core.compiled import jit
@@ -238,7 +238,8 @@ def scaled_step(step) -> bool:
   """Whether a query at grid step ``step`` (False when traced) takes :func:`_tables`'
   scaled form: ``e^{256 h}`` out of range (h > 30/256 nats; the host's
   running sums switch at the same step)."""
-  return checks.is_concrete(step) and _BLOCK * float(step) > _HOST_SCALED_SPAN
+  h = host_scalar(step, float)
+  return isinstance(h, float) and _BLOCK * h > _HOST_SCALED_SPAN
 
 
 def epsilon_on_atoms(idx, probs, offset, step, inf_mass, dlt) -> float:
