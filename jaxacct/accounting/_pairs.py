@@ -279,15 +279,15 @@ def from_profile(epsilons, delta_remove, delta_add=None, *, step: float,
   checks.check_probability("delta_remove", delta_remove)
   if delta_add is not None:
     checks.check_probability("delta_add", delta_add)
-  checks.check_positive("step", step)
+  checks.check_positive("step", step, scalar=True)
   checks.check_bool("pessimistic", pessimistic)
   eps = np.asarray(epsilons, np.float64).ravel()
-  dr = np.broadcast_to(np.asarray(delta_remove, np.float64), eps.shape)
+  for name, d in (("delta_remove", delta_remove), ("delta_add", delta_add)):
+    if np.ndim(d) and np.size(d) != eps.size:
+      raise ValueError(f"{name} and epsilons differ in length: {np.size(d)} vs {eps.size}.")
+  dr = np.broadcast_to(np.asarray(delta_remove, np.float64).ravel(), eps.shape)
   da = dr if delta_add is None else np.broadcast_to(
-      np.asarray(delta_add, np.float64), eps.shape)
-  if np.any(eps < 0) or np.any(np.isnan(eps)):
-    raise ValueError("epsilons must be >= 0 and not NaN.")
-  checks.check_positive("step", step)
+      np.asarray(delta_add, np.float64).ravel(), eps.shape)
   dr = np.clip(dr, 0.0, 1.0)
   da = np.clip(da, 0.0, 1.0)
   okr, oka = ~np.isnan(dr), ~np.isnan(da)

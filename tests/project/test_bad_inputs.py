@@ -15,8 +15,7 @@ where one number goes, NaN, inf, -1, 0 and 1e300. Each call must raise a
   or -1 for a lower end or a seed, inf or 1e300 with a limit): those calls
   compute, so they run with ``-m slow``, and must return or raise the named
   ``ValueError``;
-* ``KNOWN``: rows that still fail in doors this table's owner does not own,
-  each ``xfail(strict=True)`` with the edit that fixes it, so a fix flips it.
+* no row is expected to fail (the last 276 were fixed in their doors).
 
 The named cases of issue 67 (noise multipliers 1e-6 and 1e300 for every
 sampler, fixed_size at delta 1 - 1e-16 and 10^9 epochs) are tests below the table.
@@ -328,7 +327,6 @@ VALID = {
     "pld.poisson_gaussian:sigma": "huge",
 }
 
-#: "door:parameter" -> (the bad values that still fail, the owner and the edit that fixes them)
 # an empty array that is a valid value there (and why)
 EMPTY_OK = {"shuffle.bounds.enumerate_delta:others": "no users besides the two compared"}
 for _key_ in EMPTY_OK:
@@ -338,11 +336,6 @@ for _key_ in EMPTY_OK:
 for _key_ in [f"shuffle.bounds.variation_ratio_pair_{q}:{k}" for q in ("delta", "epsilon")
               for k in ("p", "beta", "q0", "q1")]:
   VALID[_key_] = " ".join(dict.fromkeys(VALID.get(_key_, "").split() + ["list"]))
-
-KNOWN = {
-    "accounting.from_profile:epsilons": ("list 0 huge",
-        "unowned, jaxacct/accounting/_accountant.py: epsilons: a list where one number goes: pass scalar=True to its checks.check_* call (or checks.check_scalar) before float()/int(); check it before use (VE-unnamed: operands could not be broadcast together with remapped shape)"),
-}
 
 
 def _key(qual, name):
@@ -364,13 +357,8 @@ def _rows():
     for name in _params(qual):
       key = _key(qual, name)
       valid = VALID.get(key, "").split()
-      known, why = KNOWN.get(key, ("", ""))
       for bad in BAD:
-        marks = []
-        if bad in valid:
-          marks.append(pytest.mark.slow)
-        elif bad in known.split() or known == "all":
-          marks.append(pytest.mark.xfail(strict=True, reason=why))
+        marks = [pytest.mark.slow] if bad in valid else []
         yield pytest.param(qual, name, bad, marks=marks, id=f"{key}={bad}")
 
 
@@ -378,11 +366,10 @@ ROWS = list(_rows())
 
 
 def test_the_table_is_current():
-  """Every VALID / KNOWN entry names a door parameter of the table, and no value
+  """Every VALID entry names a door parameter of the table, and no value
   that is never a number is listed as valid."""
   keys = {_key(q, n) for q in api.PUBLIC if q in api.BASE for n in _params(q)}
   assert not set(VALID) - keys, sorted(set(VALID) - keys)
-  assert not set(KNOWN) - keys, sorted(set(KNOWN) - keys)
   assert not [k for k, v in VALID.items()
               if set(v.split()) & set(NEVER) - ({"empty"} if k in EMPTY_OK else set())]
   assert len(ROWS) > 2500
