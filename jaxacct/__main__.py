@@ -472,7 +472,8 @@ def dpsgd_main(argv=None) -> int:
                    target_epsilon=args.target_epsilon, sampling=args.sampling,
                    neighbouring=args.neighbouring,
                    **{k: getattr(args, k) for k in settings if getattr(args, k) is not None},
-                   progress=False if args.quiet or args.brief else None)
+                   progress=False if args.quiet or args.brief else None,
+                   compare=not args.brief)
   except ValueError as e:   # a cross-flag error (B > N, ...): name the flag
     msg = str(e)
     names = {**_FLAGS, "num_epochs": epochs_flag, **settings}

@@ -26,7 +26,7 @@ from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.events import kind
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 from jaxacct._core.results import DeltaResult, EpsilonResult
-from jaxacct.accounting import _composition
+from jaxacct.accounting import _composition, _final_rule
 from jaxacct.accounting import _repeated, _state, _tradeoff, mixtures
 from jaxacct.accounting._mechanisms import rdp_pair
 from jaxacct.accounting._scheme_doors import scheme_door
@@ -194,16 +194,13 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     return None
 
   def get_epsilon(self, target_delta: float) -> float:
-    """Epsilon at ``target_delta`` of everything composed (certified upper bound).
+    """Epsilon at ``target_delta`` in [0, 1] (certified upper bound; upper side only).
 
-    ``target_delta`` in [0, 1], as dp_accounting: 0 for an empty or no-op
-    ledger (any delta) and for delta >= 1; inf when a non-private event was
-    composed (any delta). At delta = 0: the largest privacy loss (the sum of
-    the events' largest losses; inf for unbounded ones such as Gaussian
-    noise). Computes the upper side only (use :meth:`get_epsilon_bounds`
-    for both).
+    As dp_accounting: 0 for an empty or no-op ledger and for delta >= 1; inf
+    after a non-private event; at delta = 0 the largest privacy loss (inf for
+    unbounded ones such as Gaussian noise). :meth:`get_epsilon_bounds`: both.
     """
-    return float(self._epsilon(target_delta, with_lower=False).epsilon)
+    return float(self._query("epsilon", target_delta, with_lower=False).epsilon)
 
   def get_delta(self, target_epsilon: float) -> float:
     """Delta at ``target_epsilon`` in [0, inf] (certified upper bound; upper side only).
@@ -211,7 +208,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     0 for an empty or no-op ledger, 1 after a non-private event; at
     epsilon = inf the mass at +inf loss, ``1 - prod_k (1 - inf_k)^{n_k}``.
     """
-    return float(self._delta(target_epsilon, with_lower=False).delta)
+    return float(self._query("delta", target_epsilon, with_lower=False).delta)
 
   # ------------------------------------------------------------- brackets
 
@@ -229,7 +226,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
 
     Bound: upper (``epsilon``) and lower (``lower``).
     """
-    return self._epsilon(delta, with_lower=True)
+    return self._query("epsilon", delta, with_lower=True)
 
   def _query(self, quantity: str, value, *, with_lower: bool):
     """:meth:`_answer`, with a window too long for the PLD engines (huge counts)
@@ -339,18 +336,12 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
                   lower=max(los.values()), by_direction={d: (ups[d], los[d]) for d in ups},
                   details=det)
 
-  def _epsilon(self, delta, *, with_lower: bool) -> EpsilonResult:
-    return self._query("epsilon", delta, with_lower=with_lower)
-
   def get_delta_bounds(self, epsilon: float) -> DeltaResult:
     """Certified bracket on delta at ``epsilon`` (see :meth:`get_epsilon_bounds`).
 
     Bound: upper (``delta``) and lower (``lower``).
     """
-    return self._delta(epsilon, with_lower=True)
-
-  def _delta(self, epsilon, *, with_lower: bool) -> DeltaResult:
-    return self._query("delta", epsilon, with_lower=with_lower)
+    return self._query("delta", epsilon, with_lower=True)
 
   def _lower_allowance(self) -> float:
     """Mass the lower-side FFT may have aliased upward (per composition)."""
@@ -437,6 +428,11 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
         self._composed = _Composed(method=door.method, door=door, details=door.details,
                                    lower_fn=lambda: self._lower_of(self._screen(live)[0]))
         return self._composed
+    g = _final_rule.gaussian_ledger(live, self.neighboring_relation) if self._shortcuts else None
+    if g is not None:   # Gaussians only: the closed form, no PLD built
+      self._composed = _Composed(method="gaussian_exact", exact_mu=g[0],
+                                 details=dict(self._describe(g[1]), lower_scope="mechanism"))
+      return self._composed
     items, det, done = self._screen(live)
     if done is not None:
       self._composed = done

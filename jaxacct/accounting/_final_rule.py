@@ -17,7 +17,11 @@ import numpy as np
 
 from jaxacct._core.gaussian import (gaussian_delta_kernel, gaussian_epsilon_jit,
                                     gaussian_epsilon_kernel)
+from jaxacct._core.lazy import LazyModule
 from jaxacct._core.namespace import for_inputs, host_call
+
+# the ledger's events and values: imported with the first ledger (dp_accounting comes along)
+composition = LazyModule("jaxacct.accounting._composition")
 
 
 def is_host(sigma, delta) -> bool:
@@ -87,3 +91,14 @@ def min_no_amplification(up, sigma, delta, m, exact=False, host=None):
     return up, None
   loc = local_epsilon(sigma, delta, m, host)
   return smaller(up, loc), loc
+
+
+def gaussian_ledger(live, relation):
+  """``(mu, [(mechanism value, count), ...])`` of a ledger ``[(event, count)]`` of
+  Gaussian events only, else None: mu-GDP composes in closed form (mu =
+  sqrt(sum n mu_i^2); Dong, Roth & Su, arXiv:1905.02383v3, Cor. 3.3), no PLD built."""
+  ms = [(composition.base_mechanism(e, relation) if composition.kind(e) == "gaussian"
+         and float(e.noise_multiplier) > 0 else None, n) for e, n in live]
+  if any(m is None for m, _ in ms):
+    return None
+  return math.sqrt(sum(n * m.gdp_mu ** 2 for m, n in ms)), ms

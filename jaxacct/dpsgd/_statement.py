@@ -250,7 +250,7 @@ def _plain(x):
 def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=None,
               target_epsilon=None, sampling: str = "balls_in_bins",
               neighbouring: Optional[str] = None, progress: Optional[bool] = None,
-              **settings) -> PrivacyStatement:
+              compare: bool = True, **settings) -> PrivacyStatement:
   """A structured privacy statement of a DP-SGD run (certified bracket + comparison).
 
   Args:
@@ -270,6 +270,11 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
       its first (``"add_remove"``; ``"replace_one"`` for the fixed-size
       samplers, whose dataset size is fixed).
     progress: None (global switch), True or False: progress on stderr.
+    compare: True (default): the comparison rows and a capped sampler's
+      ``caps_near_poisson`` too; False: the run's own bracket only (all that
+      :meth:`PrivacyStatement.brief` prints; ``comparison`` is empty and
+      ``caps_near_poisson`` None), without their cost (a cap search runs
+      about 14 accountants).
     **settings: the sampler's own options, as in :func:`jaxacct.dpsgd.schedule`
       (the fields of its settings dataclass).
 
@@ -286,6 +291,7 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
   rec = samplers.get(sampling)
   neighbouring = rec.relations[0] if neighbouring is None else neighbouring
   checks.check_choice("neighbouring", neighbouring, NEIGHBOURINGS)
+  checks.check_bool("compare", compare)
   if neighbouring not in rec.relations:
     other = "replace-one" if neighbouring == "replace_one" else "add/remove"
     raise ValueError(
@@ -349,6 +355,37 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
   spe = (sched.num_examples / sched.batch_size if sched.steps_per_epoch is None
          else int(sched.steps_per_epoch))
 
+  if not compare:
+    rows, caps = (), None
+  else:
+    rows = _comparison_rows(rec, neighbouring, sigma, q, T, upper, method, common, sens,
+                            delta)
+    caps = None if rec.caps is None else rec.caps(sched, sigma / scale, delta)
+  relation = samplers.get(sampling).relation_names.get(neighbouring, neighbouring)
+  assumptions = (
+      _NEIGHBOUR_TEXT[relation],
+      "predetermined (non-adaptive) schedule: N, B, E, sigma, the clipping norm C and the "
+      "sampler are fixed before training, not chosen from the data or from training "
+      "outputs; every one of the T noisy updates may be released",
+      rec.text,
+      f"divisor: each update divides the noisy sum (clipped gradients + N(0, sigma^2 C^2 "
+      f"I)) by the data-independent constant B = {_plain(sched.batch_size)} (the declared "
+      "expected batch size), never by the realised batch size",
+  )
+  return PrivacyStatement(
+      sampling=sampling, neighbouring=neighbouring, noise_multiplier=sigma,
+      noise_multiplier_source=source, target_epsilon=target_epsilon, delta=delta,
+      epsilon_upper=upper, epsilon_lower=lower, method=method,
+      num_examples=int(sched.num_examples), batch_size=_plain(sched.batch_size),
+      num_epochs=_plain(sched.num_epochs), sampling_probability=q, steps_per_epoch=spe,
+      total_steps=T, divisor=_plain(sched.batch_size), comparison=rows,
+      assumptions=assumptions, version=__version__, neighbouring_relation=relation,
+      settings=None if sched.settings is None else dataclasses.asdict(sched.settings),
+      caps_near_poisson=caps)
+
+
+def _comparison_rows(rec, neighbouring, sigma, q, T, upper, method, common, sens, delta):
+  """The statement's comparison rows: ``(poisson, full_batch)`` at the same sigma."""
   if neighbouring != "add_remove":
     poisson = Comparison("poisson", q, T, None, "upper",
                          "not computed: no replace-one accounting of Poisson subsampling "
@@ -367,27 +404,7 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
                     f"{'' if sens == 1 else ')'} = {one:.6g} (Dong, Roth & Su, "
                     "arXiv:1905.02383v3, Cor. 3.3; Balle & Wang, arXiv:1805.06530v2, Thm 8)")
   # what the relation is, where the sampler's accounting of it is narrower than its name
-  relation = samplers.get(sampling).relation_names.get(neighbouring, neighbouring)
-  assumptions = (
-      _NEIGHBOUR_TEXT[relation],
-      "predetermined (non-adaptive) schedule: N, B, E, sigma, the clipping norm C and the "
-      "sampler are fixed before training, not chosen from the data or from training "
-      "outputs; every one of the T noisy updates may be released",
-      rec.text,
-      f"divisor: each update divides the noisy sum (clipped gradients + N(0, sigma^2 C^2 "
-      f"I)) by the data-independent constant B = {_plain(sched.batch_size)} (the declared "
-      "expected batch size), never by the realised batch size",
-  )
-  return PrivacyStatement(
-      sampling=sampling, neighbouring=neighbouring, noise_multiplier=sigma,
-      noise_multiplier_source=source, target_epsilon=target_epsilon, delta=delta,
-      epsilon_upper=upper, epsilon_lower=lower, method=method,
-      num_examples=int(sched.num_examples), batch_size=_plain(sched.batch_size),
-      num_epochs=_plain(sched.num_epochs), sampling_probability=q, steps_per_epoch=spe,
-      total_steps=T, divisor=_plain(sched.batch_size), comparison=(poisson, full),
-      assumptions=assumptions, version=__version__, neighbouring_relation=relation,
-      settings=None if sched.settings is None else dataclasses.asdict(sched.settings),
-      caps_near_poisson=None if rec.caps is None else rec.caps(sched, sigma / scale, delta))
+  return poisson, full
 
 
 def _poisson_row(sigma, q, T, kw):
