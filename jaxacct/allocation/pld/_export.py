@@ -75,9 +75,8 @@ def laws_to_plds(F, step):
   """
   F = _np(F)
   rel, eta, eta_lo = float(F.rel), float(F.eta), float(F.eta_lo)
-  ku, kl = F.up_p > 0, F.lo_a > 0
-  lu, pu = F.up_loss[ku], F.up_p[ku]
-  ll, pl = F.lo_loss[kl], F.lo_a[kl]
+  lu, pu = _atoms(F.up_loss, F.up_p)
+  ll, pl = _atoms(F.lo_loss, F.lo_a)
   fu = (1.0 + rel) * math.exp(eta)
   fl = (1.0 - rel) * math.exp(-eta_lo)
   ru = jpld.from_losses(lu + eta, pu * np.exp(lu) * fu, step=step, pessimistic=True,
@@ -89,6 +88,12 @@ def laws_to_plds(F, step):
   al = jpld.from_losses(-ll - eta_lo, pl * fl, step=step, pessimistic=False,
                         inf_mass=min(1.0, float(F.lo_q0) * fl))
   return ru, au, rl, al
+
+
+def _atoms(loss, mass):
+  """A law's atoms of positive mass; none: one zero mass at loss 0 (a PLD has a grid)."""
+  keep = mass > 0
+  return (loss[keep], mass[keep]) if keep.any() else (np.zeros(1), np.zeros(1))
 
 
 def _log_ratio(a, b):
