@@ -229,8 +229,9 @@ def _check_atoms(losses, probs, step, pessimistic, inf_mass, rounding) -> bool:
   checks.check_positive("step", step, scalar=True)
   checks.check_choice("rounding", rounding, ("connect_dots", "ceil"))
   checks.check_probability("inf_mass", inf_mass)
-  checks.check_range("losses", losses, allow_inf=True)
-  checks.check_range("probs", probs, 0.0, np.inf)
+  if np.size(losses) or np.size(probs):   # no atoms at all: a law of no mass (grid [0])
+    checks.check_range("losses", losses, allow_inf=True)
+    checks.check_range("probs", probs, 0.0, np.inf)
   try:
     fits = np.broadcast_shapes(np.shape(probs), np.shape(losses)) == np.shape(losses)
   except ValueError:

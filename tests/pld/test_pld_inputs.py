@@ -129,3 +129,12 @@ def test_randomized_response_past_exp_overflow():
     assert exact <= got <= exact + 1e-12 * eps0 + 1e-13, (k, got)
   # below 700 the default step is eps0 itself, as before
   assert pld.randomized_response(700.0).step == 700.0
+
+
+def test_no_atoms_at_all_is_a_law_of_no_mass():
+  # an empty law (e.g. the allocation laws at sigma 1e300) is a PLD of no finite
+  # mass; only one empty side of a pair of arrays is a bad value (named)
+  p = pld.from_losses(np.array([]), np.array([]), step=1e-4, inf_mass=0.25)
+  assert np.asarray(p.probs).tolist() == [0.0] and float(p.inf_mass) == 0.25
+  with pytest.raises(ValueError, match="losses"):
+    pld.from_losses(np.array([]), np.array([0.5]), step=1e-4)
