@@ -422,6 +422,11 @@ def _kind_classes() -> tuple:
 _KIND_OF_TYPE: dict = {}   # type(event) -> kind, filled on first sight
 
 
+def is_event(x) -> bool:
+  """Whether ``x`` is a DpEvent at all (dp_accounting's, a stand-in or jaxacct's)."""
+  return isinstance(x, DpEvent)
+
+
 def kind(event) -> Optional[str]:
   """The kind of ``event`` (:data:`KIND_TABLE`), or None for an event of no known kind."""
   t = type(event)

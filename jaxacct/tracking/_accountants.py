@@ -280,7 +280,7 @@ class EventAccountant(_Accountant):
                neighboring_relation=None, value_discretization_interval: float = 1e-4,
                max_evaluations: Optional[int] = None, evaluate_every: Optional[int] = None,
                progress: Optional[bool] = None):
-    if not isinstance(event, events.DpEvent):
+    if not events.is_event(event):
       raise ValueError(f"event must be a DpEvent (jaxacct.accounting.events or dp_accounting), "
                        f"the event of one block; got {type(event).__name__} {event!r:.80}.")
     checks.check_int("block_size", block_size, min_value=1, scalar=True)

@@ -44,7 +44,7 @@ CHOICE = {"direction", "method", "conversion", "randomizer", "mechanism",
           "scheme", "sampling", "neighboring_relation"}
 CHOICE_SEQ = {"methods", "bootstrap"}
 FLAGS = {"pessimistic", "exact", "lower", "use_add_rdp", "paper_caps",
-         "log_scale", "increasing", "fresh_each_epoch", "shortcuts", "discrete"}
+         "log_scale", "increasing", "fresh_each_epoch", "shortcuts", "discrete", "compare"}
 
 # Public callables with nothing to validate here, and why.
 EXEMPT = {
