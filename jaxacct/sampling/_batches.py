@@ -15,6 +15,7 @@ import numpy as np
 
 from jaxacct import tracking
 from jaxacct._core import checks
+from jaxacct._core.solve import largest_feasible_int_host
 
 # The neighbouring relation both samplers (and their accountants) assume.
 NEIGHBOURING = "add_remove"
@@ -97,7 +98,7 @@ def capacity_for(*, expected_batch_size: float, num_steps: int,
   if np.isfinite(q):
     b = max(int(math.ceil(lam)), int(q))
   else:                                   # isf is NaN below about 1e-16 (inf at 0)
-    b = first_below(lambda j: poisson.sf(j, lam), int(math.ceil(lam)), target)
+    b = _first_below(lambda j: poisson.sf(j, lam), int(math.ceil(lam)), target)
   while poisson.sf(b, lam) > target:      # isf up to float rounding: re-check
     b += 1
   while b - 1 >= lam and poisson.sf(b - 1, lam) <= target:
@@ -106,22 +107,17 @@ def capacity_for(*, expected_batch_size: float, num_steps: int,
   return -(-b // m) * m
 
 
-def first_below(sf, lo: int, target: float) -> int:
+def _first_below(sf, lo: int, target: float) -> int:
   """The smallest int b >= lo with ``sf(b) <= target``, for ``sf`` non-increasing in b
-  (a tail): doubling steps from lo, then bisection."""
+  (a tail): doubling steps from lo to a b that meets it, then the core's integer
+  bisection (:func:`jaxacct._core.solve.largest_feasible_int_host` on ``sf > target``)."""
   if sf(lo) <= target:
     return lo
-  step, hi = 1, lo + 1
-  while sf(hi) > target:                  # sf(lo) > target throughout
-    lo, step = hi, 2 * step
-    hi = lo + step
-  while hi - lo > 1:
-    mid = (lo + hi) // 2
-    if sf(mid) > target:
-      lo = mid
-    else:
-      hi = mid
-  return hi
+  hi, step = lo + 1, 1
+  while sf(hi) > target:
+    hi, step = hi + 2 * step, 2 * step
+  above = lambda bs, idx: np.array([sf(int(b)) > target for b in bs])
+  return int(largest_feasible_int_host(above, lo, hi, 1, name="b")[0]) + 1
 
 
 def overflow_bound_of(pad, n, p, num_steps, declared):
