@@ -117,100 +117,23 @@ def regrid(pld, step: float):
 def _lower_hull(x, y):
   """Indices of the lower convex hull of points sorted by x (monotone chain).
 
-  The chain pops the stack's top b while it lies on or above the chord from
-  the point under it to the new point i. Two stretches are decided at once,
-  with the float64 cross products of the point-by-point chain (the same IEEE
-  operations), so the indices are the same: points that each turn left of
-  their two predecessors (pushed, nothing popped), and points of one y after
-  the stack's v, r1, ..., rm (rm..r2 and each new point's predecessor pop on
-  a zero cross product; a point stays while it turns left of v -> r1)."""
-  xa = np.asarray(x, np.float64)
-  ya = np.asarray(y, np.float64)
-  n = xa.size
-  # the cross product of (i-2, i-1, i): the test at i when the stack ends i-2, i-1
-  with np.errstate(invalid="ignore", over="ignore"):
-    c3 = (xa[1:-1] - xa[:-2]) * (ya[2:] - ya[:-2]) - (ya[1:-1] - ya[:-2]) * (xa[2:] - xa[:-2])
-  pops = (np.flatnonzero(c3 <= 0) + 2).tolist() + [n]
-  # runs of equal y (finite points only: the zero cross products need them)
-  fin = bool(np.all(np.isfinite(xa)) and np.all(np.isfinite(ya)))
-  run_end = (np.flatnonzero(np.append(ya[1:] != ya[:-1], True)).tolist() if fin else
-             list(range(n)))
-  xs, ys = xa.tolist(), ya.tolist()
-  idx, pp, rp = [], 0, 0
-  i = 0
-  while i < n:
-    if len(idx) < 2 or (idx[-2] == i - 2 and idx[-1] == i - 1):
-      while pops[pp] < i:
-        pp += 1
-      if pops[pp] > i:                               # i .. pops[pp]-1 pushed, no pops
-        idx.extend(range(i, pops[pp]))
-        i = pops[pp]
-        continue
-    xi, yi = xs[i], ys[i]
-    while len(idx) >= 2:                             # _push, inline
+  Python floats, not NumPy scalars: the same float64 arithmetic, without a
+  NumPy scalar's overhead on each of the loop's operations."""
+  x = np.asarray(x, np.float64).tolist()
+  y = np.asarray(y, np.float64).tolist()
+  idx = []
+  for i in range(len(x)):
+    xi, yi = x[i], y[i]
+    while len(idx) >= 2:
       a, b = idx[-2], idx[-1]
-      if (xs[b] - xs[a]) * (yi - ys[a]) - (ys[b] - ys[a]) * (xi - xs[a]) <= 0:
+      # b is removed if it lies on or above the chord a -> i
+      cross = (x[b] - x[a]) * (yi - y[a]) - (y[b] - y[a]) * (xi - x[a])
+      if cross <= 0:
         idx.pop()
       else:
         break
     idx.append(i)
-    while run_end[rp] < i:
-      rp += 1
-    if run_end[rp] > i:                              # i's run of equal y goes on
-      i = _equal_y_run(idx, i, run_end[rp], xa, ya, xs, ys)
-    else:
-      i += 1
   return np.asarray(idx, int)
-
-
-def _push(idx, i, xs, ys):
-  """One step of the monotone chain: pops, then pushes i."""
-  xi, yi = xs[i], ys[i]
-  while len(idx) >= 2:
-    a, b = idx[-2], idx[-1]
-    # b is removed if it lies on or above the chord a -> i
-    cross = (xs[b] - xs[a]) * (yi - ys[a]) - (ys[b] - ys[a]) * (xi - xs[a])
-    if cross <= 0:
-      idx.pop()
-    else:
-      break
-  idx.append(i)
-
-
-def _equal_y_run(idx, i, e, xa, ya, xs, ys):
-  """The chain over i+1 .. e (y equal to y_i), the stack ending with i; returns
-  the next index to process."""
-  m = 1
-  while m < len(idx) and ys[idx[-1 - m]] == ys[i]:
-    m += 1                                           # r1 .. rm = i: the run's on the stack
-  if m == len(idx):                                  # nothing under r1: no test but zeros
-    del idx[1:]
-    idx.append(e)
-    return e + 1
-  v, r1 = idx[-1 - m], idx[-m]
-  k = i + 1
-  cross = (xs[r1] - xs[v]) * (ys[k] - ys[v]) - (ys[r1] - ys[v]) * (xs[k] - xs[v])
-  if cross <= 0:                                     # k pops the run: point by point
-    _push(idx, k, xs, ys)
-    return k + 1
-  # k stays; then the first later point that does not (the run stops there)
-  stop, lo, width = e + 1, k + 1, 64
-  while lo <= e:
-    ks = np.arange(lo, min(lo + width, e + 1))
-    cr = (xa[r1] - xa[v]) * (ya[ks] - ya[v]) - (ya[r1] - ya[v]) * (xa[ks] - xa[v])
-    bad = np.flatnonzero(cr <= 0)
-    if bad.size:
-      stop = int(ks[bad[0]])
-      break
-    lo, width = lo + width, 2 * width
-  del idx[len(idx) - m + 1:]                         # r2 .. rm popped (zeros)
-  idx.append(stop - 1)                               # the last point that stayed
-  if stop > e:
-    return stop
-  idx.pop()                                          # stop pops its predecessor,
-  idx.pop()                                          # then r1, then goes on as the chain
-  _push(idx, stop, xs, ys)
-  return stop + 1
 
 
 def _chain(points_x, points_y, start_y):
