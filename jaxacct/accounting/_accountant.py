@@ -438,7 +438,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
       self._composed = done
       return done
     if self._shortcuts and all(c.gaussian_mu is not None for c, _ in items):
-      mu = math.sqrt(sum(n * c.gaussian_mu ** 2 for c, n in items))
+      mu = _final_rule.composed_mu((c.gaussian_mu, n) for c, n in items)
       self._composed = _Composed(method="gaussian_exact", exact_mu=mu,
                                  details=dict(det, lower_scope="mechanism"))
       return self._composed

@@ -101,4 +101,10 @@ def gaussian_ledger(live, relation):
          and float(e.noise_multiplier) > 0 else None, n) for e, n in live]
   if any(m is None for m, _ in ms):
     return None
-  return math.sqrt(sum(n * m.gdp_mu ** 2 for m, n in ms)), ms
+  return composed_mu((m.gdp_mu, n) for m, n in ms), ms
+
+
+def composed_mu(terms) -> float:
+  """mu of ``n`` compositions of each mu_i-GDP mechanism, ``[(mu_i, n), ...]``:
+  sqrt(sum n mu_i^2) (Dong, Roth & Su, arXiv:1905.02383v3, Cor. 3.3; exact)."""
+  return math.sqrt(sum(n * mu ** 2 for mu, n in terms))
