@@ -324,14 +324,14 @@ def decomposition_pld_epsilon(*, sigma, steps_per_epoch, delta, direction="both"
 def poisson_composed_step(sigma, q, t):
   """``jaxacct.pld``'s default grid step for t steps of the Poisson(q)-subsampled
   Gaussian (the Poisson profiles of Thm 4.6 and Thm 4.1): the one place that
-  asks jaxacct.pld for it, in that package's words (its count of steps)."""
-  return jpld.default_step(sigma=float(sigma), q=q, num_steps=t)
+  asks jaxacct.pld for it (its count of steps is t, given in place)."""
+  return jpld.default_step(float(sigma), q, t)
 
 
 def poisson_composed_pair(sigma, q, t, step=None):
   """Pessimistic PairPLD of t steps of the Poisson(q)-subsampled Gaussian, FFT-composed
   by ``jaxacct.pld`` at ``step`` (None: :func:`poisson_composed_step`)."""
-  return jpld.poisson_gaussian_composed(sigma=float(sigma), q=q, num_steps=t, step=step)
+  return jpld.poisson_gaussian_composed(float(sigma), q, t, step=step)
 
 
 # ------------------------------------------- Thm 4.6 composed over m rounds

@@ -35,7 +35,7 @@ def _at_most_sigma_max(sigma):
   return min(float(sigma), checks.SIGMA_MAX)
 
 
-def default_step(*, sigma, q, num_steps) -> float:
+def default_step(sigma, q, num_steps) -> float:
   """Grid step used by the front doors for a Poisson-subsampled Gaussian.
 
   ``min(1e-4, s/1000)`` where ``s`` is the standard deviation of the composed
@@ -59,7 +59,7 @@ def default_step(*, sigma, q, num_steps) -> float:
 
 
 @host_door(BUILD_ON_HOST)
-def poisson_gaussian_composed(*, sigma, q, num_steps, step=None,
+def poisson_gaussian_composed(sigma, q, num_steps, *, step=None,
                               pessimistic: bool = True) -> PairPLD:
   """PairPLD of ``num_steps`` Poisson-subsampled Gaussian steps (eager).
 
