@@ -128,6 +128,9 @@ class Desk(NamedTuple):
   lower_source: str
   rounds: Callable
   door: Optional[Callable] = None   # (event, n, family, relation, step) -> SchemeDoor or None
+  #: whether ``door`` answers a leaf event composed once, upper and lower, on its
+  #: own (no grid step, no lower of the accountant's): the evaluator asks it so
+  leaf_door: bool = False
 
 
 ALLOCATION_METHOD = "allocation.pld (tight PLD, Feldman-Shenfeld arXiv:2602.17284v1)"
@@ -192,7 +195,7 @@ def _allocation_rounds(key):
 
 DESKS = {
     "allocation": Desk(ALLOCATION_METHOD, _allocation_lanes, "the allocation PLD's (k = 1)",
-                       _allocation_rounds, _allocation_door),
+                       _allocation_rounds, _allocation_door, leaf_door=True),
     "poisson": Desk(POISSON_METHOD, _poisson_lanes, "the accountant's, one question at a time",
                     lambda key: [(key[1], 1.0 / key[0])], _poisson_door),
     "gaussian": Desk(GAUSSIAN_METHOD, _gaussian_lanes, "exact", lambda key: [(1, 1.0)]),

@@ -3,9 +3,9 @@ r"""The evaluator: the one desk that answers "what is the certified epsilon of t
 :func:`bracket` takes events and deltas and returns the certified upper epsilon, the
 certified lower where one exists, and the method. One table (``DESKS``, :mod:`jaxacct.accounting._scheme_doors`) maps an
 event family (:func:`jaxacct._core.events.family`) to its vectorised door, its final
-rule and the source of its lower bound. A single question is the accountant's (its
-scheme doors apply the same final rule, :mod:`jaxacct.accounting._final_rule`); lanes
-of one family and key run the family's door together. dpsgd, calibrate, risk,
+rule and the source of its lower bound. A single question is the accountant's: the
+scheme door it would ask (asked here directly for a leaf the door answers whole), else
+the accountant itself; lanes of one family and key run the family's door together. dpsgd, calibrate, risk,
 tracking and the data loaders ask here. Docs: docs/bounds/dpsgd.md.
 """
 
@@ -98,7 +98,7 @@ def accountant_for(event):
   return accounting.PLDAccountant(rel, **kw).compose(event)
 
 
-def _ask(event, delta, with_lower):
+def _accountant_answer(event, delta, with_lower):
   """The accountant's answer to one question: ``(upper, lower or NaN, method, scope)``."""
   acc = accountant_for(event)
   if not with_lower:
@@ -108,30 +108,47 @@ def _ask(event, delta, with_lower):
   return float(r.epsilon), lo, str(r.method), str((r.details or {}).get("lower_scope", ""))
 
 
-_ANSWERS = {}   # (event, delta, with_lower) -> _ask's answer, the last 512
+def _leaf_door(event, fam, delta):
+  """The door the accountant would ask for ``event`` composed once, where it
+  answers upper and lower itself (a leaf of a desk with ``leaf_door``, delta in
+  (0, 1)): the same ``SchemeDoor``, asked here without building the accountant.
+  None: ask the accountant."""
+  desk = desks.DESKS.get(fam.name)
+  if (desk is None or not desk.leaf_door or not 0.0 < delta < 1.0
+      or events.kind(event) in ("composed", "self_composed")):
+    return None
+  rel = accounting.NeighboringRelation[relation_of(event)]
+  door = desk.door(event, 1, fam, rel, None)
+  return door if door is not None and door.with_lower else None
 
 
-def _one(event, delta, with_lower):
-  """:func:`_ask`, memoised where the event hashes (a calibration's last feasible
-  point is asked again by the epsilon of the same run); an upper-only question
-  reuses a full answer."""
+_ANSWERS = {}   # (event, delta, with_lower) -> a question's answer, the last 512
+
+
+def _remembered(event, delta, with_lower):
+  """A question asked before (a calibration's last feasible point is asked again
+  by the epsilon of the same run; an upper-only question reuses a full
+  answer), its key, and whether the event hashes: ``(answer or None, key)``."""
   try:
     full = _ANSWERS.get((event, delta, True))
   except TypeError:   # an unhashable event: asked afresh
-    return _ask(event, delta, with_lower)
-  if full is not None:
-    return full
+    return None, None
   key = (event, delta, bool(with_lower))
-  if key not in _ANSWERS:
+  return (full if full is not None else _ANSWERS.get(key)), key
+
+
+def _remember(key, answer):
+  if key is not None:
     if len(_ANSWERS) >= 512:
       _ANSWERS.pop(next(iter(_ANSWERS)))
-    _ANSWERS[key] = _ask(event, delta, with_lower)
-  return _ANSWERS[key]
+    _ANSWERS[key] = answer
+  return answer
 
 
-def _scalar(event, fam, delta, with_lower):
-  """One event on the host: the accountant's bracket, named by the family's desk."""
-  up, lo, acc_method, scope = _one(event, delta, with_lower)
+def _named(event, fam, delta, answer):
+  """One event's answer on the host, named by the family's desk: ``(upper,
+  lower, method, details)`` of one lane."""
+  up, lo, acc_method, scope = answer
   desk = desks.DESKS.get(fam.name)
   if desk is None:
     method = f"PLDAccountant({relation_of(event)}) of the run's event (method {acc_method!r})"
@@ -156,7 +173,7 @@ def bracket(events_, delta, *, with_lower: bool = True, host: Optional[bool] = N
     with_lower: also the certified lower (the upper alone is cheaper).
     host: the question's host-or-jit choice, made once by the caller
       (:func:`jaxacct.accounting._final_rule.is_host`; None: made here). The
-      host answers one event at a time, by the accountant.
+      host answers one event at a time, by the accountant's scheme door.
 
   Returns:
     :class:`Bracket` of flat float64 arrays.
@@ -177,8 +194,19 @@ def bracket(events_, delta, *, with_lower: bool = True, host: Optional[bool] = N
   methods, details = [], {}
   for (name, key), idx in groups.items():
     idx = np.asarray(idx)
-    if name == "one":
-      u, l_, m, det = _scalar(evs[idx[0]], fams[idx[0]], float(d[idx[0]]), with_lower)
+    if name == "one":   # one question on the host: its leaf door, else the accountant
+      ev, fam, dl = evs[idx[0]], fams[idx[0]], float(d[idx[0]])
+      answer, key = _remembered(ev, dl, with_lower)
+      if answer is None:
+        door = _leaf_door(ev, fam, dl)
+        if door is None:
+          answer = _accountant_answer(ev, dl, with_lower)
+        else:
+          r = door.ask("epsilon", dl, with_lower=with_lower)
+          answer = (float(r.epsilon), float(r.lower) if with_lower else np.nan, door.method,
+                    str(door.details.get("lower_scope", "")))
+        _remember(key, answer)
+      u, l_, m, det = _named(ev, fam, dl, answer)
     else:
       sig = np.array([fams[i].sigma for i in idx], np.float64)
       u, l_, m, det = desks.DESKS[name].lanes(key, sig, d[idx].copy(), with_lower)

@@ -156,3 +156,40 @@ def test_host_or_device_is_decided_once_per_question(monkeypatch):
   r = dpsgd.epsilon(noise_multiplier=1.3, delta=DELTA, **CFG)
   assert len(entries) == 1
   assert r.epsilon == _bracket_of_event("balls_in_bins", 1.3).epsilon
+
+
+def test_noise_multiplier_reaches_the_kernel_in_at_most_ten_calls():
+  """Followed from ``dpsgd.epsilon`` (balls_in_bins, one question), the noise
+  multiplier reaches the one-step Gaussian law (``_core/one_step``) through at most
+  10 calls of jaxacct's own functions, not counting the doors' entry wrappers
+  (``_core/dtype``, ``_core/units``), and their placement is decided once (the
+  test above). Measured by a profile hook: the deepest jaxacct stack under the
+  kernel."""
+  import os
+  import sys
+  import jaxacct
+  package = os.path.dirname(os.path.normpath(jaxacct.__file__)) + os.sep
+  deepest = []
+
+  def hook(frame, event, arg):
+    if event != "call" or frame.f_code.co_name != "_gaussian" or not frame.f_code.co_filename.endswith(
+        os.path.join("_core", "one_step.py")):
+      return
+    stack, f = [], frame
+    while f is not None:
+      path = os.path.normpath(f.f_code.co_filename)
+      if path.startswith(package):
+        stack.append((os.path.basename(path), f.f_code.co_name))
+      f = f.f_back
+    deepest[:] = max(deepest, stack[::-1], key=len)
+
+  sys.setprofile(hook)
+  try:
+    r = dpsgd.epsilon(noise_multiplier=1.25, delta=DELTA, **CFG)
+  finally:
+    sys.setprofile(None)
+  wrappers = [s for s in deepest if s[0] in ("dtype.py", "units.py")]
+  calls = [s for s in deepest if s not in wrappers]
+  assert calls[0] == ("_recipe.py", "epsilon") and calls[-1] == ("one_step.py", "_gaussian")
+  assert len(calls) <= 10, calls
+  assert r.epsilon == _bracket_of_event("balls_in_bins", 1.25).epsilon

@@ -158,11 +158,11 @@ def _block_laws(lanes, tl, *, grid_size, mechanism, laws, lower=True, host=False
   """
   n = int(grid_size)
   two = bool(np.any(lanes.rho > 0))
-  if laws is None:
-    run = lambda t: _round_laws(lanes.s, t, tl, n=n, mechanism=mechanism, lower=lower,
-                                host=host)
-    Fr1 = run(lanes.f)
-    Fr2 = run(lanes.f + 1) if two else Fr1
+  if laws is None:   # NumPy in: no eager device-put program
+    s, tl = np.asarray(lanes.s, np.float64), np.asarray(tl, np.float64)
+    kw = dict(n=n, mechanism=mechanism, lower=lower, host=host)
+    Fr1 = laws_batch(s, np.asarray(lanes.f, np.int32), tl, **kw)
+    Fr2 = laws_batch(s, np.asarray(lanes.f + 1, np.int32), tl, **kw) if two else Fr1
     Fa1, Fa2, shared = Fr1, Fr2, True
   else:
     B = lanes.f.shape[0]    # one call for both round types (one mixture size)
@@ -183,20 +183,9 @@ def _block_laws(lanes, tl, *, grid_size, mechanism, laws, lower=True, host=False
 HOST_LANES = 4
 
 
-def _run(sigma, steps_per_epoch, num_selected, num_epochs, query, *, mode, grid_size, tail,
-         mechanism, laws, composition_size, tilts=cp.DEFAULT_TILTS, want_lower=True):
-  lanes = _Lanes(sigma, steps_per_epoch, num_selected, num_epochs, query)
-  tails, taus = lanes.tails(tail, mode), lanes.tau(mode)
-  auto = composition_size is None
-  size = DEFAULT_COMPOSITION_SIZE if auto else int(composition_size)
-  kw = dict(mode=mode, size=size, tilts=int(tilts))
-  if lanes.ns.is_host:
-    *F, shared = _block_laws(lanes, tails, grid_size=grid_size, mechanism=mechanism, laws=laws,
-                             host=True, lower=want_lower or laws is not None)
-    parts = qy.query_host(*F, lanes.c1, lanes.c2, lanes.value, taus, shared=shared,
-                          want_lower=want_lower, **kw)
-    return tuple(lanes.unpad(p) for p in parts)
-
+def _run_chunks(lanes, tails, taus, *, mode, auto, kw, grid_size, mechanism, laws):
+  """A question of more than ``HOST_LANES`` lanes: equal chunks of one compiled
+  shape, laws then query (:func:`._query.run_chunks`); padded parts."""
   def round_laws(sl):  # stage 1 of a chunk of lanes: its round laws
     ln = lanes.take(sl)
     *F, shared = _block_laws(ln, tails[sl], grid_size=grid_size, mechanism=mechanism, laws=laws)
@@ -237,9 +226,8 @@ def _run(sigma, steps_per_epoch, num_selected, num_epochs, query, *, mode, grid_
                                           mechanism, laws),
                          prepares=None if laws is not None else (lambda: prepare(0),
                                                                  lambda: prepare(1)))
-  parts = tuple(np.concatenate([np.asarray(a) for a in o]) for o in zip(*outs)) \
+  return tuple(np.concatenate([np.asarray(a) for a in o]) for o in zip(*outs)) \
       if len(outs) > 1 else outs[0]
-  return tuple(lanes.unpad(p) for p in parts)
 
 
 def _stage_keys(lanes, taus, chunk, mode, auto, kw, grid_size, mechanism, laws):
@@ -293,10 +281,21 @@ def _query(mode, value, *, sigma, steps_per_epoch, num_selected, num_epochs, dir
   else:
     checks.check_range("epsilon", value, 0.0, np.inf)
   _check_tail(tail)
+  auto = composition_size is None
+  kw = dict(mode=mode, size=DEFAULT_COMPOSITION_SIZE if auto else int(composition_size),
+            tilts=int(cp.DEFAULT_TILTS))
   with sharding.use_devices(devices):   # chunks spread over the devices' lanes mesh
-    parts = _run(sigma, steps_per_epoch, num_selected, num_epochs, value, mode=mode,
-                 grid_size=grid_size, tail=tail, mechanism=mechanism, laws=laws,
-                 composition_size=composition_size, want_lower=bool(with_lower))
+    lanes = _Lanes(sigma, steps_per_epoch, num_selected, num_epochs, value)
+    tails, taus = lanes.tails(tail, mode), lanes.tau(mode)
+    if lanes.ns.is_host:   # NumPy laws and composition: no XLA program
+      *F, shared = _block_laws(lanes, tails, grid_size=grid_size, mechanism=mechanism,
+                               laws=laws, host=True, lower=bool(with_lower) or laws is not None)
+      parts = qy.query_host(*F, lanes.c1, lanes.c2, lanes.value, taus, shared=shared,
+                            want_lower=bool(with_lower), **kw)
+    else:
+      parts = _run_chunks(lanes, tails, taus, mode=mode, auto=auto, kw=kw,
+                          grid_size=grid_size, mechanism=mechanism, laws=laws)
+    parts = tuple(lanes.unpad(p) for p in parts)
   if not with_lower:
     parts = (*parts[:2], *(np.full(np.shape(p), np.nan) for p in parts[2:]))
   return _result(parts, direction, value, mode)

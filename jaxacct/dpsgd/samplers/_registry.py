@@ -61,7 +61,7 @@ class Request(NamedTuple):
   settings: Any
 
 
-@x64_boundary   # one entry: its evaluations (epsilon, result, plds) run under float64
+@x64_boundary   # one entry: its evaluations (result, plds) run under float64
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Sampler:
   """One batch sampler of DP-SGD, registered once (:func:`register`).
@@ -133,34 +133,30 @@ class Sampler:
   comparison_is_run: bool = False
   in_default_plot: bool = False
 
-  def epsilon(self, sched: Schedule, sigma, delta):
-    """``(upper, lower or None, method, details)`` on flat float64 arrays: the
-    evaluator's bracket of :attr:`event`, with :attr:`lower` beside it."""
+  def result(self, sched: Schedule, noise_multiplier, delta):
+    """The run's ``EpsilonResult`` at ``noise_multiplier`` and ``delta`` broadcast
+    together (checked by the caller): the evaluator's bracket of :attr:`event`,
+    with :attr:`lower` beside it; floats for scalars, arrays else;
+    ``details["schedule"]``."""
+    sigma, dl = np.broadcast_arrays(np.asarray(noise_multiplier, np.float64),
+                                    np.asarray(delta, np.float64))
+    shape, sigma, dl = sigma.shape, sigma.ravel().copy(), dl.ravel().copy()
     # more noise is a post-processing: above checks.SIGMA_MAX the answer there
     # bounds the run (upper; its lower is 0)
     big = sigma > checks.SIGMA_MAX
     sigma = np.where(big, checks.SIGMA_MAX, sigma)
-    b = evaluator.bracket([self.event(sched, float(s)) for s in sigma], delta)
+    b = evaluator.bracket([self.event(sched, float(s)) for s in sigma], dl)
     lo, details = (b.lower if self.event_lower else None), dict(b.details)
     if self.lower is not None:
-      own, details["lower_source"] = self.lower(sched, sigma, delta)
+      own, details["lower_source"] = self.lower(sched, sigma, dl)
       if own is not None:
         lo = own if lo is None else np.fmax(lo, own)
     if lo is not None:
       lo = np.where(big, 0.0, np.minimum(lo, b.upper))
-    return b.upper, lo, b.method, details
-
-  def result(self, sched: Schedule, noise_multiplier, delta):
-    """The run's ``EpsilonResult`` (the one final rule, :meth:`epsilon`) at
-    ``noise_multiplier`` and ``delta`` broadcast together (checked by the
-    caller): floats for scalars, arrays else; ``details["schedule"]``."""
-    sigma, dl = np.broadcast_arrays(np.asarray(noise_multiplier, np.float64),
-                                    np.asarray(delta, np.float64))
-    up, lo, method, details = self.epsilon(sched, sigma.ravel().copy(), dl.ravel().copy())
-    out = lambda v: _shaped(v, sigma.shape)
+    out = lambda v: _shaped(v, shape)
     details = {k: (out(v) if isinstance(v, np.ndarray) else v) for k, v in details.items()}
     details["schedule"] = sched
-    return EpsilonResult(epsilon=out(up), delta=delta, method=method, bound="upper",
+    return EpsilonResult(epsilon=out(b.upper), delta=delta, method=b.method, bound="upper",
                          lower=None if lo is None else out(lo), details=details)
 
   def plds(self, sched: Schedule, sigma: float, want_lower: bool):
