@@ -28,6 +28,9 @@ def direction_values(quantity, repeated, value, tail_mass, rounding="up") -> dic
   if quantity == "epsilon":
     out = {}
     for d in ("remove", "add"):
+      if d == "add" and pair.add is pair.remove:   # a symmetric pair: one PLD, one number
+        out[d] = out["remove"]
+        continue
       v = float(jpld.direction_epsilons(getattr(pair, d), [int(n)], value,
                                         tail_mass=tail_mass)[0])
       if math.isnan(v):
@@ -35,8 +38,10 @@ def direction_values(quantity, repeated, value, tail_mass, rounding="up") -> dic
                                value, rounding=rounding))
       out[d] = v
     return out
-  return {d: jpld.direction_delta(getattr(pair, d), int(n), value, tail_mass=tail_mass)
-          for d in ("remove", "add")}
+  out = {"remove": jpld.direction_delta(pair.remove, int(n), value, tail_mass=tail_mass)}
+  out["add"] = out["remove"] if pair.add is pair.remove else jpld.direction_delta(
+      pair.add, int(n), value, tail_mass=tail_mass)
+  return out
 
 
 def lower_epsilons(pair, n, delta, tail_mass, allowance) -> dict:
