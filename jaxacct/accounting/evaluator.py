@@ -128,7 +128,8 @@ _ANSWERS = {}   # (event, delta, with_lower) -> a question's answer, the last 51
 def _remembered(event, delta, with_lower):
   """A question asked before (a calibration's last feasible point is asked again
   by the epsilon of the same run; an upper-only question reuses a full
-  answer), its key, and whether the event hashes: ``(answer or None, key)``."""
+  answer): ``(answer or None, memo key)``; the key is None for an event that
+  does not hash (asked afresh, not remembered)."""
   try:
     full = _ANSWERS.get((event, delta, True))
   except TypeError:   # an unhashable event: asked afresh
@@ -137,12 +138,11 @@ def _remembered(event, delta, with_lower):
   return (full if full is not None else _ANSWERS.get(key)), key
 
 
-def _remember(key, answer):
-  if key is not None:
+def _remember(memo, answer) -> None:
+  if memo is not None:
     if len(_ANSWERS) >= 512:
       _ANSWERS.pop(next(iter(_ANSWERS)))
-    _ANSWERS[key] = answer
-  return answer
+    _ANSWERS[memo] = answer
 
 
 def _named(event, fam, delta, answer):
@@ -196,7 +196,7 @@ def bracket(events_, delta, *, with_lower: bool = True, host: Optional[bool] = N
     idx = np.asarray(idx)
     if name == "one":   # one question on the host: its leaf door, else the accountant
       ev, fam, dl = evs[idx[0]], fams[idx[0]], float(d[idx[0]])
-      answer, key = _remembered(ev, dl, with_lower)
+      answer, memo = _remembered(ev, dl, with_lower)
       if answer is None:
         door = _leaf_door(ev, fam, dl)
         if door is None:
@@ -205,7 +205,7 @@ def bracket(events_, delta, *, with_lower: bool = True, host: Optional[bool] = N
           r = door.ask("epsilon", dl, with_lower=with_lower)
           answer = (float(r.epsilon), float(r.lower) if with_lower else np.nan, door.method,
                     str(door.details.get("lower_scope", "")))
-        _remember(key, answer)
+        _remember(memo, answer)
       u, l_, m, det = _named(ev, fam, dl, answer)
     else:
       sig = np.array([fams[i].sigma for i in idx], np.float64)
