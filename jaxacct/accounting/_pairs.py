@@ -411,20 +411,18 @@ def _merge_scan(p, q, rho, step, carry):
   return jax.lax.scan(body, carry, (p, q, rho))
 
 
-def _greedy(pv, qv, h):
-  """Runs :func:`_merge_scan` on atoms (p, q > 0), chunk by chunk: (grid index,
-  P-mass) of the closed groups and (P, Q) of the unfinished last group."""
-  rho = np.log(pv) - np.log(qv)
-  order = np.argsort(rho, kind="stable")
-  pv, qv, rho = pv[order], qv[order], rho[order]
+def _scan(pv, qv, rho, h, carry):
+  """:func:`_merge_scan` over ratio-sorted atoms, chunk by chunk from ``carry`` (the
+  last chunk padded with atoms of mass 0, which leave the carry as it is): (grid
+  index, P-mass) of the groups closed, and the carry after the last atom."""
   n = pv.size
+  if n == 0:
+    return np.zeros(0, np.int64), np.zeros(0), carry
   size = -(-n // _CHUNK) * _CHUNK                 # the last chunk padded
   pad = size - n
   pj = np.concatenate([pv, np.zeros(pad)])
   qj = np.concatenate([qv, np.zeros(pad)])
   rj = np.concatenate([rho, np.full(pad, rho[-1])])
-  zero = np.zeros((), np.float64)
-  carry = (zero, zero, zero, np.zeros((), bool))
   hh = np.float64(h)
   outs = []
   for i in range(0, size, _CHUNK):
@@ -432,8 +430,32 @@ def _greedy(pv, qv, h):
     carry, out = _merge_scan(pj[sl], qj[sl], rj[sl], hh, carry)
     outs.append(out)
   closed, ts, ps = (np.concatenate([np.asarray(o[k]) for o in outs]) for k in range(3))
-  pg, qg = carry[0], carry[1]
-  return (ts[closed].astype(np.int64), ps[closed], (float(pg), float(qg)))
+  return ts[closed].astype(np.int64), ps[closed], carry
+
+
+def _start():
+  zero = np.zeros((), np.float64)
+  return (zero, zero, zero, np.zeros((), bool))
+
+
+def _sweeps(pv, qv, h, cut):
+  """:func:`_greedy` of ``(pv, qv)`` (ratio-sorted) and of its first ``cut`` atoms, in
+  one pass: the sweep of the first atoms is the whole sweep's up to its carry there
+  (the atoms are in the same order). ``[(index, mass, left) of the first cut atoms,
+  (...) of all]``."""
+  rho = np.log(pv) - np.log(qv)
+  order = np.argsort(rho, kind="stable")
+  pv, qv, rho = pv[order], qv[order], rho[order]
+  i1, m1, c1 = _scan(pv[:cut], qv[:cut], rho[:cut], h, _start())
+  i2, m2, c2 = _scan(pv[cut:], qv[cut:], rho[cut:], h, c1)
+  left = lambda c: (float(c[0]), float(c[1]))   # noqa: E731
+  return [(i1, m1, left(c1)), (np.concatenate([i1, i2]), np.concatenate([m1, m2]), left(c2))]
+
+
+def _greedy(pv, qv, h):
+  """Runs :func:`_merge_scan` on atoms (p, q > 0), chunk by chunk: (grid index,
+  P-mass) of the closed groups and (P, Q) of the unfinished last group."""
+  return _sweeps(pv, qv, h, pv.size)[1]
 
 
 def dominated_on_grid(p, q, *, step: float, inf_mass: float = 0.0):
@@ -487,17 +509,29 @@ def dominated_on_grid(p, q, *, step: float, inf_mass: float = 0.0):
   if n >= 40:
     lo_i, hi_i = n // 20, n - n // 20
     splits.append(lo_i + int(np.argmin(pv[lo_i:hi_i])))
+  # The interior split's sweeps are the whole sweeps' up to the split (one pass each),
+  # unless two atoms of equal ratio sit on both sides of it (the descending sweep
+  # keeps equal ratios in index order: its order of atoms[k:] is then not a prefix).
+  up = down = {}
+  if len(splits) == 3 and 0 < splits[2] < n:
+    k = splits[2]
+    rho = np.log(pv) - np.log(qv)
+    if rho[k - 1] < rho[k]:
+      part, whole = _sweeps(pv, qv, h, k)
+      up = {k: part, n: whole}
+      part, whole = _sweeps(qv, pv, h, n - k)    # its sort puts atoms[k:] first
+      down = {k: part, 0: whole}
   best = None
   for k in splits:
     idx_l, mass_l, left = [], [], [0.0, 0.0]
     if k > 0:      # ascending on atoms[:k]
-      i, m, (a, b) = _greedy(pv[:k], qv[:k], h)
+      i, m, (a, b) = up[k] if k in up else _greedy(pv[:k], qv[:k], h)
       idx_l.append(i)
       mass_l.append(m)
       left[0] += a
       left[1] += b
     if k < n:      # descending on atoms[k:]: the reversed pair, ascending
-      i, m, (a, b) = _greedy(qv[k:], pv[k:], h)
+      i, m, (a, b) = down[k] if k in down else _greedy(qv[k:], pv[k:], h)
       # groups have Q/P = e^{i h}: original loss -i h, P-mass = Q-mass e^{-i h}
       idx_l.append(-i)
       mass_l.append(m * np.exp(-i * h))

@@ -300,11 +300,15 @@ def with_truncated_construction(component, event, construction: str, step: float
                             upper=upper)
 
 
-def _pair_at(m: int, q: float, b: int, sigma: float, *, step: float, construction: str):
+def _pair_at(m: int, q: float, b: int, sigma: float, *, step: float, construction: str,
+             first=None):
   """The upper pair of the dataset of ``m`` records that holds the differing
-  record (the mixture of :func:`truncated_poisson_gaussian`'s proof)."""
+  record (the mixture of :func:`truncated_poisson_gaussian`'s proof). ``first``:
+  its untruncated branch, PG(sigma, q), where the caller has it (it does not
+  depend on m)."""
   t, qt, _ = _truncation_probabilities(int(m), float(q), int(b))
-  first = jpld.poisson_gaussian_pair(sigma, float(q), step=step, pessimistic=True)
+  if first is None:
+    first = jpld.poisson_gaussian_pair(sigma, float(q), step=step, pessimistic=True)
   if t <= 0.0:
     return first
   if construction == "dp_accounting":
@@ -462,7 +466,9 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
   if construction == "dp_accounting" or _truncation_probabilities(n + 1, q, b)[0] <= 0.0:
     # theirs at m = N; or no truncation at N + 1 (hence at N): PG at both
     return _pair_at(n, q, b, s, step=step, construction=construction)
-  pairs = [_pair_at(m, q, b, s, step=step, construction=construction) for m in (n, n + 1)]
+  first = jpld.poisson_gaussian_pair(s, q, step=step, pessimistic=True)   # both m's
+  pairs = [_pair_at(m, q, b, s, step=step, construction=construction, first=first)
+           for m in (n, n + 1)]
   return worse_of(pairs, step=step)
 
 
