@@ -75,7 +75,7 @@ def symmetrize(remove):
   pos = idx > 0
   top = int(idx[pos][-1]) if np.any(pos & (probs > 0)) else 0
   if top <= 0:
-    return E.PLD(jnp.ones(1, jnp.float64), 0, h, jnp.asarray(inf, jnp.float64),
+    return E.PLD(np.ones(1), 0, h, np.float64(inf),
                  True)
   w = np.zeros(top + 1)
   sel = pos & (idx <= top)
@@ -87,7 +87,8 @@ def symmetrize(remove):
                      f"(loss-0 mass {zero:.3g}); no symmetric pair has its profile.")
   out = np.concatenate([mirror[::-1], [max(zero, 0.0)], w[1:]])
   out = np.pad(out, (0, _bucket(out.size) - out.size))   # few shapes: few compiles
-  return E.PLD(jnp.asarray(out), -top, h, jnp.asarray(inf, jnp.float64), True)
+  # NumPy arrays (a host PLD): a device copy would compile a program per length
+  return E.PLD(out, -top, h, np.float64(inf), True)
 
 
 def _padded(pair):
@@ -98,7 +99,7 @@ def _padded(pair):
   for p in pair:
     a = np.asarray(p.probs, np.float64)
     a = np.pad(a, (0, _bucket(a.size) - a.size))
-    out.append(E.PLD(jnp.asarray(a), p.offset, p.step, p.inf_mass, p.pessimistic))
+    out.append(E.PLD(a, p.offset, p.step, p.inf_mass, p.pessimistic))   # host arrays
   return E.PairPLD(*out)
 
 
@@ -252,7 +253,7 @@ def _split_upper(n, m, sigma, step):
   probs = np.zeros(int(j[-1]) + 1)
   probs[j[1:]] = a[1:] * np.maximum(np.diff(slope), 0.0)
   E = _pld()
-  rem = E.PLD(jnp.asarray(probs), 0, h, jnp.asarray(float(up[-1]), jnp.float64), True)
+  rem = E.PLD(probs, 0, h, np.float64(up[-1]), True)
   return symmetrize(rem)
 
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 
-import jax.numpy as jnp
 import numpy as np
 from scipy import special, stats
 
@@ -247,7 +246,8 @@ def revealed_mixture(plds, weights, extra_inf=0.0):
     a = np.asarray(p.probs, np.float64)
     out[int(p.offset) - lo:int(p.offset) - lo + a.size] += w * a
     inf += w * float(p.inf_mass)
-  return jpld.PLD(jnp.asarray(out), lo, step, jnp.asarray(min(inf, 1.0), jnp.float64),
+  # NumPy arrays (a host PLD): a device copy would compile a program per length
+  return jpld.PLD(out, lo, step, np.float64(min(inf, 1.0)),
                bool(plds[0].pessimistic))
 
 
