@@ -115,74 +115,25 @@ def regrid(pld, step: float):
 
 
 def _lower_hull(x, y):
-  """Indices of the lower convex hull of points sorted by x (monotone chain), on
-  Python floats. Two kinds of runs are taken whole, their tests computed at once
-  with the loop's float expression (the vertices are the loop's): the chain ends
-  (i - 2, i - 1) and the points up to the next consecutive triple that fails the
-  test are appended; or each next point j pops j - 1 against the same (a2, a)."""
-  xa = np.asarray(x, np.float64).ravel()
-  ya = np.asarray(y, np.float64).ravel()
-  n = xa.size
-  x, y = xa.tolist(), ya.tolist()
-  fails = [n]
-  if n >= 3:
-    # cross of (i-2, i-1, i) for i >= 2, the loop's expression with a = i-2, b = i-1
-    cross = ((xa[1:-1] - xa[:-2]) * (ya[2:] - ya[:-2])
-             - (ya[1:-1] - ya[:-2]) * (xa[2:] - xa[:-2]))
-    fails = (np.flatnonzero(~(cross > 0)) + 2).tolist() + [n]   # <= 0 (or NaN)
+  """Indices of the lower convex hull of points sorted by x (monotone chain).
+
+  Python floats, not NumPy scalars: the same float64 arithmetic, without a
+  NumPy scalar's overhead on each of the loop's operations."""
+  x = np.asarray(x, np.float64).tolist()
+  y = np.asarray(y, np.float64).tolist()
   idx = []
-  i = f = streak = 0
-  last = None
-  while i < n:
-    if len(idx) >= 2 and idx[-1] == i - 1 and idx[-2] == i - 2:
-      while fails[f] < i:
-        f += 1
-      if fails[f] > i:                  # points i .. j-1 pass their triple: appended
-        idx.extend(range(i, fails[f]))
-        i = fails[f]
-        continue
+  for i in range(len(x)):
     xi, yi = x[i], y[i]
-    pops = 0
     while len(idx) >= 2:
       a, b = idx[-2], idx[-1]
       # b is removed if it lies on or above the chord a -> i
-      cross_i = (x[b] - x[a]) * (yi - y[a]) - (y[b] - y[a]) * (xi - x[a])
-      if cross_i <= 0:
+      cross = (x[b] - x[a]) * (yi - y[a]) - (y[b] - y[a]) * (xi - x[a])
+      if cross <= 0:
         idx.pop()
-        pops += 1
       else:
         break
     idx.append(i)
-    i += 1
-    # a few points in a row each popped its predecessor against the same (a2, a)
-    key = tuple(idx[-3:-1]) if pops == 1 and len(idx) >= 3 else None
-    streak = streak + 1 if key is not None and key == last else 0
-    last = key
-    if streak >= 4 and i < n:
-      i = _popping_run(xa, ya, idx, i)
-      streak = 0
   return np.asarray(idx, int)
-
-
-def _popping_run(xa, ya, idx, i):
-  """:func:`_lower_hull`'s second run from ``i`` (``idx`` ends a2, a, i - 1): the
-  points with cross(a, j - 1, j) <= 0 < cross(a2, a, j), in doubling blocks; returns
-  the first point the loop tests itself."""
-  a2, a = idx[-3], idx[-2]
-  n, size = xa.size, 16
-  while i < n:
-    j = np.arange(i, min(i + size, n))
-    c1 = (xa[j - 1] - xa[a]) * (ya[j] - ya[a]) - (ya[j - 1] - ya[a]) * (xa[j] - xa[a])
-    c2 = (xa[a] - xa[a2]) * (ya[j] - ya[a2]) - (ya[a] - ya[a2]) * (xa[j] - xa[a2])
-    bad = np.flatnonzero(~((c1 <= 0) & (c2 > 0)))
-    stop = int(j[bad[0]]) if bad.size else int(j[-1]) + 1
-    if stop > i:
-      idx[-1] = stop - 1
-      i = stop
-    if bad.size:
-      return i
-    size *= 2
-  return i
 
 
 def _chain(points_x, points_y, start_y):
@@ -424,7 +375,6 @@ def from_cells(log_p, log_q, loss_lo, loss_hi, *, step: float,
 #: atoms per call of :func:`_merge_scan`: one compiled program serves every length
 #: (the carry passes from chunk to chunk, so the merge is the one sequential scan).
 _CHUNK = 1 << 14
-_START = (np.zeros(()),) * 3 + (np.zeros((), bool),)   # an empty open group
 
 
 @jit
@@ -473,22 +423,30 @@ def _scan(pv, qv, rho, h, carry):
   pj = np.concatenate([pv, np.zeros(pad)])
   qj = np.concatenate([qv, np.zeros(pad)])
   rj = np.concatenate([rho, np.full(pad, rho[-1])])
+  hh = np.float64(h)
   outs = []
   for i in range(0, size, _CHUNK):
-    carry, out = _merge_scan(pj[i:i + _CHUNK], qj[i:i + _CHUNK], rj[i:i + _CHUNK],
-                             np.float64(h), carry)
+    sl = slice(i, i + _CHUNK)
+    carry, out = _merge_scan(pj[sl], qj[sl], rj[sl], hh, carry)
     outs.append(out)
   closed, ts, ps = (np.concatenate([np.asarray(o[k]) for o in outs]) for k in range(3))
   return ts[closed].astype(np.int64), ps[closed], carry
 
 
+def _start():
+  zero = np.zeros((), np.float64)
+  return (zero, zero, zero, np.zeros((), bool))
+
+
 def _sweeps(pv, qv, h, cut):
-  """``[_greedy of the first cut atoms, _greedy of all]`` in one pass: the first
-  atoms' sweep is the whole sweep up to its carry there (same order of atoms)."""
+  """:func:`_greedy` of ``(pv, qv)`` (ratio-sorted) and of its first ``cut`` atoms, in
+  one pass: the sweep of the first atoms is the whole sweep's up to its carry there
+  (the atoms are in the same order). ``[(index, mass, left) of the first cut atoms,
+  (...) of all]``."""
   rho = np.log(pv) - np.log(qv)
   order = np.argsort(rho, kind="stable")
   pv, qv, rho = pv[order], qv[order], rho[order]
-  i1, m1, c1 = _scan(pv[:cut], qv[:cut], rho[:cut], h, _START)
+  i1, m1, c1 = _scan(pv[:cut], qv[:cut], rho[:cut], h, _start())
   i2, m2, c2 = _scan(pv[cut:], qv[cut:], rho[cut:], h, c1)
   left = lambda c: (float(c[0]), float(c[1]))   # noqa: E731
   return [(i1, m1, left(c1)), (np.concatenate([i1, i2]), np.concatenate([m1, m2]), left(c2))]
