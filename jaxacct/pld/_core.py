@@ -195,8 +195,9 @@ def from_losses(losses, probs, *, step, pessimistic: bool = True,
   size = int(size)
   if size < 1:
     raise ValueError(f"size must be >= 1; got {size}.")
-  probs_b = jnp.broadcast_to(jnp.asarray(probs, jnp.float64),
-                             jnp.shape(losses))
+  # concrete atoms broadcast in NumPy: an eager jnp broadcast is a program per length
+  xp = jnp if any(isinstance(v, jax.core.Tracer) for v in (losses, probs)) else np
+  probs_b = xp.broadcast_to(xp.asarray(probs, np.float64), np.shape(losses))
   p, inf = _from_losses_kernel(losses, probs_b, step, offset, inf_mass,
                                jnp.asarray(pessimistic), size=size,
                                rounding=rounding)
