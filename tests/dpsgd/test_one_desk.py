@@ -164,7 +164,8 @@ def test_noise_multiplier_reaches_the_kernel_in_at_most_ten_calls():
   10 calls of jaxacct's own functions, not counting the doors' entry wrappers
   (``_core/dtype``, ``_core/units``), and their placement is decided once (the
   test above). Measured by a profile hook: the deepest jaxacct stack under the
-  kernel."""
+  kernel. The noise multiplier is one no other test asks, so the evaluator's memo
+  of answered questions cannot answer it."""
   import os
   import sys
   import jaxacct
@@ -185,11 +186,11 @@ def test_noise_multiplier_reaches_the_kernel_in_at_most_ten_calls():
 
   sys.setprofile(hook)
   try:
-    r = dpsgd.epsilon(noise_multiplier=1.25, delta=DELTA, **CFG)
+    r = dpsgd.epsilon(noise_multiplier=1.2468, delta=DELTA, **CFG)
   finally:
     sys.setprofile(None)
   wrappers = [s for s in deepest if s[0] in ("dtype.py", "units.py")]
   calls = [s for s in deepest if s not in wrappers]
   assert calls[0] == ("_recipe.py", "epsilon") and calls[-1] == ("one_step.py", "_gaussian")
   assert len(calls) <= 10, calls
-  assert r.epsilon == _bracket_of_event("balls_in_bins", 1.25).epsilon
+  assert r.epsilon == _bracket_of_event("balls_in_bins", 1.2468).epsilon
