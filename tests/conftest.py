@@ -16,6 +16,9 @@ import tempfile
 # would turn a kernel another test session compiled into a silent load.
 # tests/_core/test_compiled_cache.py turns it on in its own subprocesses.
 os.environ.setdefault("JAXACCT_COMPILATION_CACHE", "0")
+# A worker that aborts inside XLA (issue 67: JAX's cache write, now and then) prints
+# glibc's own message (a heap check, say) to stderr beside the Python stacks.
+os.environ.setdefault("LIBC_FATAL_STDERR_", "1")
 
 # One persistent compilation cache folder per test process: the controlling
 # process creates the session's folder, empty, and each xdist worker (and the
