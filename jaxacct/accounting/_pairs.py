@@ -512,7 +512,7 @@ def dominated_on_grid(p, q, *, step: float, inf_mass: float = 0.0):
   # The interior split's sweeps are the whole sweeps' up to the split (one pass each),
   # unless two atoms of equal ratio sit on both sides of it (the descending sweep
   # keeps equal ratios in index order: its order of atoms[k:] is then not a prefix).
-  up = down = {}
+  up, down = {}, {}
   if len(splits) == 3 and 0 < splits[2] < n:
     k = splits[2]
     rho = np.log(pv) - np.log(qv)

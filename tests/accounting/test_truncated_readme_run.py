@@ -4,6 +4,10 @@ B = 256, E = 10, delta = 1e-5).
 The numbers are jaxacct's own at 6b38e52 (before the speed work of issue 65 item 6:
 the untruncated branch built once, host mixtures, the merge's shared sweeps),
 which must not move: 1e-12 relative covers a platform's libm, not a change of method.
+
+These are regression pins of jaxacct's own values, not an independent source: the
+upper is checked against dp_accounting 0.6.0 live (test_truncated_compat.py) and the
+lower's count weights against brute force (test_truncated_lower.py).
 """
 
 import numpy as np
