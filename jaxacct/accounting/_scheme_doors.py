@@ -4,7 +4,7 @@ is the public face).
 
 One table (:data:`DESKS`) serves both layouts of each formula: the accountant's
 scalar door (:func:`scheme_door`: one random-allocation event composed once is
-:func:`jaxacct.allocation.pld.allocation_pld_epsilon` under the run's final rule,
+:func:`jaxacct.allocation.pld.event_epsilon` under the run's final rule,
 :mod:`jaxacct.accounting._final_rule`; one Poisson-subsampled Gaussian event composed
 T times is the Poisson door on the accountant's grid) and the evaluator's jitted lanes.
 Any other ledger takes the accountant's general FFT path. A ledger of several events
@@ -23,7 +23,6 @@ from jaxacct._core.events import family
 from jaxacct.accounting import _composition, _final_rule
 from jaxacct.accounting._final_rule import gaussian_upper, min_no_amplification
 from jaxacct.allocation import pld as apld
-from jaxacct.allocation.pld import allocation_pld_delta, allocation_pld_epsilon
 
 
 def _no_amplification(r, quantity, value, sigma, m):
@@ -63,19 +62,15 @@ def _allocation_door(event, n, f, relation, step):
   run's final rule."""
   if n != 1:
     return None
-  kw = dict(sigma=event.scale if event.mechanism == "laplace" else event.noise_multiplier,
-            steps_per_epoch=int(event.steps_per_epoch),
-            num_selected=int(event.num_selected), num_epochs=int(event.num_epochs),
-            mechanism=event.mechanism)
   det = {"components": [(str(event), 1)],
          "lower_scope": "mechanism" if int(event.num_selected) == 1 else "reduction"}
   steps = int(event.num_selected) * int(event.num_epochs)
 
   def ask_allocation(quantity, value, with_lower=True):
-    fn = allocation_pld_epsilon if quantity == "epsilon" else allocation_pld_delta
-    r = fn(**{"delta" if quantity == "epsilon" else "epsilon": value}, **kw,
+    fn = apld.event_epsilon if quantity == "epsilon" else apld.event_delta
+    r = fn(event, **{"delta" if quantity == "epsilon" else "epsilon": value},
            with_lower=bool(with_lower))
-    if kw["mechanism"] != "gaussian":
+    if not (isinstance(event.mechanism, str) and event.mechanism == "gaussian"):
       return r
     return _no_amplification(r, quantity, value, float(event.noise_multiplier), steps)
   return SchemeDoor("allocation_pld", ask_allocation, True, det)

@@ -131,7 +131,7 @@ def event(*, noise_multiplier, num_examples, batch_size, num_epochs=None,
                    **settings)
   check_number("noise_multiplier", noise_multiplier)
   checks.check_scalar("jaxacct.dpsgd.event", noise_multiplier=noise_multiplier)
-  checks.check_positive("noise_multiplier", noise_multiplier)
+  checks.check_finite("noise_multiplier", noise_multiplier)   # its sign: the sampler's event
   return samplers.get(sched.sampling).event(sched, float(noise_multiplier))
 
 
@@ -172,16 +172,21 @@ def _restate(sched: Schedule, err: ValueError, what: str = "") -> ValueError:
       "batch_size or smaller num_examples).")
 
 
-def _front_door(progress, name, value, delta, **sched_kw):
+def _front_door(progress, name, value, delta, *, sign_checked_later=False, **sched_kw):
   """Shared checks of :func:`epsilon` and :func:`calibrate_noise_multiplier`.
 
   Checks ``progress``, builds the :class:`Schedule` from ``sched_kw``, then
-  checks ``value`` (a positive number called ``name``) and ``delta``.
+  checks ``value`` (a positive number called ``name``; only a finite number with
+  ``sign_checked_later``: the noise multiplier, whose sign the sampler's event
+  checks, once) and ``delta``.
   """
   check_progress_arg(progress)
   sched = schedule(**sched_kw)
   check_number(name, value)
-  checks.check_positive(name, value)
+  if sign_checked_later:
+    checks.check_finite(name, value)
+  else:
+    checks.check_positive(name, value)
   checks.check_delta(delta)
   return sched
 
@@ -222,7 +227,7 @@ def epsilon(*, noise_multiplier, num_examples, batch_size, delta, num_epochs=Non
 
   Bound: upper (``epsilon``) and lower (``lower``).
   """
-  sched = _front_door(progress, "noise_multiplier", noise_multiplier, delta,
+  sched = _front_door(progress, "noise_multiplier", noise_multiplier, delta, sign_checked_later=True,
                       num_examples=num_examples, batch_size=batch_size,
                       num_epochs=num_epochs, sampling=sampling, num_selected=num_selected,
                       total_steps=total_steps, **settings)

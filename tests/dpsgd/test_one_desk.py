@@ -194,3 +194,45 @@ def test_noise_multiplier_reaches_the_kernel_in_at_most_ten_calls():
   assert calls[0] == ("_recipe.py", "epsilon") and calls[-1] == ("one_step.py", "_gaussian")
   assert len(calls) <= 10, calls
   assert r.epsilon == _bracket_of_event("balls_in_bins", 1.2468).epsilon
+
+
+def test_noise_multiplier_sign_is_checked_once(monkeypatch):
+  """Followed from ``dpsgd.epsilon`` (balls_in_bins, one question), the noise
+  multiplier's sign is checked once: by the ``RandomAllocationDpEvent`` the sampler
+  builds. The front door checks only that it is a finite number, and the allocation
+  door the accountant asks takes the event (``allocation.pld.event_epsilon``) without
+  checking its fields again. Counted on ``checks.check_range`` (every sign or range
+  check goes through it) for calls that see the noise multiplier's value."""
+  from jaxacct._core import checks
+  sigma, seen = 1.23457, []
+  real = checks.check_range
+
+  def counted(name, x, *args, **kw):
+    if np.size(x) and np.any(np.asarray(x, dtype=float) == sigma):
+      seen.append(name)
+    return real(name, x, *args, **kw)
+
+  monkeypatch.setattr(checks, "check_range", counted)
+  r = dpsgd.epsilon(noise_multiplier=sigma, delta=DELTA, **CFG)
+  assert seen == ["noise_multiplier"]
+  monkeypatch.setattr(checks, "check_range", real)
+  assert r.epsilon == _bracket_of_event("balls_in_bins", sigma).epsilon
+
+
+@pytest.mark.parametrize("sampling, kw", [
+    ("balls_in_bins", {}), ("poisson", {}), ("shuffle", {}), ("fixed_size", {}),
+    ("fixed_size_with_replacement", {}), ("cyclic_poisson", {"cycle_length": 4}),
+    ("truncated_poisson", {"max_batch_size": 60})])
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("inf"), float("nan")])
+def test_every_sampler_refuses_a_bad_noise_multiplier_by_name(sampling, kw, bad):
+  """With the sign checked by the samplers' events (above), every sampler still
+  refuses a zero, negative or non-finite noise multiplier before any accounting,
+  naming ``noise_multiplier``: dpsgd.epsilon (scalar and one bad lane of an array)
+  and dpsgd.event."""
+  with pytest.raises(ValueError, match="^noise_multiplier must be"):
+    dpsgd.epsilon(noise_multiplier=bad, delta=DELTA, sampling=sampling, **CFG, **kw)
+  with pytest.raises(ValueError, match="^noise_multiplier must be"):
+    dpsgd.epsilon(noise_multiplier=np.array([2.0, bad]), delta=DELTA, sampling=sampling,
+                  **CFG, **kw)
+  with pytest.raises(ValueError, match="^noise_multiplier must be"):
+    dpsgd.event(noise_multiplier=bad, sampling=sampling, **CFG, **kw)

@@ -118,6 +118,11 @@ def _rr_pair():
   return pld.PairPLD(p, p)
 
 
+def _allocation_event():
+  from jaxacct.accounting import events
+  return events.RandomAllocationDpEvent(noise_multiplier=1.0, steps_per_epoch=10)
+
+
 def _event_acc():
   from jaxacct import tracking
   return tracking.EventAccountant(_gaussian_event())
@@ -186,6 +191,8 @@ BASE = {
     "jaxacct.allocation.pld.allocation_pld_laws": dict(sigma=1.0, steps_per_epoch=10),
     "jaxacct.allocation.pld.allocation_plds": dict(sigma=1.0, steps_per_epoch=10, num_epochs=1,
                                                    tail=1e-12),
+    "jaxacct.allocation.pld.event_epsilon": dict(event=_Lazy(_allocation_event), delta=1e-5),
+    "jaxacct.allocation.pld.event_delta": dict(event=_Lazy(_allocation_event), epsilon=1.0),
     # shuffle
     "jaxacct.shuffle.epsilon": dict(delta=1e-6, **_SH),
     "jaxacct.shuffle.delta": dict(epsilon=0.5, **_SH),

@@ -21,13 +21,14 @@ from jaxacct._core.dtype import public_surface
 from jaxacct.allocation.pld._doors import (DEFAULT_COMPOSITION_SIZE, DELTA_TAU, HOST_LANES,
                                            SWEEP_BRACKET, TAU_FACTOR, allocation_pld_delta,
                                            allocation_pld_epsilon, allocation_pld_laws,
-                                           allocation_plds, delta_one, lower_one_step,
+                                           allocation_plds, delta_one, event_delta,
+                                           event_epsilon, lower_one_step,
                                            sweep_size, upper_one_step)
 from jaxacct.allocation.pld._laws import (DEFAULT_GRID_SIZE, DEFAULT_TAIL, laws_batch,
                                           shared_upper_laws)
 
 __all__ = ["allocation_pld_epsilon", "allocation_pld_delta", "allocation_pld_laws",
-           "allocation_plds"]
+           "allocation_plds", "event_epsilon", "event_delta"]
 
 # float64 is entered here, once per call, for every function __all__ lists
 # (jaxacct._core.dtype.public_surface)

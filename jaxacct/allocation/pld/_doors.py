@@ -14,6 +14,7 @@ import numpy as np
 from jaxacct._core.batching import layout, padded_lanes
 from jaxacct._core import checks, sharding
 from jaxacct._core.dtype import OUTSIDE_JIT, HostDoor, host_door
+from jaxacct._core.events import RandomAllocationDpEvent
 from jaxacct._core.namespace import for_inputs
 from jaxacct._core.progress import progress
 from jaxacct._core.results import DeltaResult, EpsilonResult
@@ -268,14 +269,13 @@ def _result(parts, direction, query, mode):
 # ----------------------------------------------------------------------------
 
 def _query(mode, value, *, sigma, steps_per_epoch, num_selected, num_epochs, direction, grid_size,
-           tail, mechanism, composition_size, with_lower=True, devices=None):
-  """The one query behind the two front doors.
+           tail, mechanism, composition_size, laws, with_lower=True, devices=None):
+  """The one query behind the front doors, on checked settings (``laws``: what
+  :func:`_check_common` returned for them).
 
   ``mode`` is ``"eps"`` (``value`` is a delta; an ``EpsilonResult``) or
   ``"delta"`` (``value`` is an epsilon; a ``DeltaResult``).
   """
-  laws = _check_common(sigma, steps_per_epoch, num_selected, num_epochs, direction, grid_size,
-                       mechanism, composition_size)
   if mode == "eps":
     checks.check_delta(value)
   else:
@@ -376,10 +376,13 @@ def allocation_pld_epsilon(*, sigma=None, delta, steps_per_epoch, num_selected=1
     >>> r = allocation_pld_epsilon(mechanism=jpld.randomized_response(1.0),
     ...                            steps_per_epoch=10_000, delta=1e-8)
   """
+  laws = _check_common(sigma, steps_per_epoch, num_selected, num_epochs, direction, grid_size,
+                       mechanism, composition_size)
   return _query("eps", delta, sigma=sigma, steps_per_epoch=steps_per_epoch,
                 num_selected=num_selected, num_epochs=num_epochs, direction=direction,
                 grid_size=grid_size, tail=tail, mechanism=mechanism,
-                composition_size=composition_size, with_lower=with_lower, devices=devices)
+                composition_size=composition_size, laws=laws, with_lower=with_lower,
+                devices=devices)
 
 
 @host_door(_ON_HOST)
@@ -409,10 +412,68 @@ def allocation_pld_delta(*, sigma=None, epsilon, steps_per_epoch, num_selected=1
 
   Bound: upper (``delta``) and lower (``lower``).
   """
+  laws = _check_common(sigma, steps_per_epoch, num_selected, num_epochs, direction, grid_size,
+                       mechanism, composition_size)
   return _query("delta", epsilon, sigma=sigma, steps_per_epoch=steps_per_epoch,
                 num_selected=num_selected, num_epochs=num_epochs, direction=direction,
                 grid_size=grid_size, tail=tail, mechanism=mechanism,
-                composition_size=composition_size, with_lower=with_lower, devices=devices)
+                composition_size=composition_size, laws=laws, with_lower=with_lower,
+                devices=devices)
+
+
+def _event_settings(event):
+  """:func:`_query`'s settings of a ``RandomAllocationDpEvent``: its constructor
+  checked its fields (the noise's sign among them), so only what it leaves open
+  is checked here: a finite noise, and this door's limits on the counts."""
+  if not isinstance(event, RandomAllocationDpEvent):
+    raise ValueError("event must be a jaxacct.accounting.events.RandomAllocationDpEvent; got "
+                     f"{type(event).__name__}.")
+  mechanism = event.mechanism
+  if isinstance(mechanism, str):
+    name = "noise_multiplier" if mechanism == "gaussian" else "scale"
+    sigma, laws = getattr(event, name), None
+    checks.check_finite(name, sigma)
+  else:
+    sigma, laws = None, pld_mechanism_laws(mechanism)
+  checks.check_int("steps_per_epoch", event.steps_per_epoch, max_value=2**30)
+  checks.check_int("num_selected", event.num_selected, max_value=2**30)
+  checks.check_int("num_epochs", event.num_epochs, max_value=_MAX_COUNT)
+  return dict(sigma=sigma, steps_per_epoch=int(event.steps_per_epoch),
+              num_selected=int(event.num_selected), num_epochs=int(event.num_epochs),
+              direction="both", grid_size=DEFAULT_GRID_SIZE, tail=None, mechanism=mechanism,
+              composition_size=None, laws=laws)
+
+
+@host_door(_ON_HOST)
+def event_epsilon(event, *, delta, with_lower: bool = True) -> EpsilonResult:
+  """:func:`allocation_pld_epsilon` of one ``RandomAllocationDpEvent`` (default settings).
+
+  The accountant's door for a ledger of one random-allocation event
+  (:mod:`jaxacct.accounting.evaluator`). The event checked its own fields
+  when it was built, so they are not checked again here; ``delta`` is.
+
+  Args:
+    event: a :class:`jaxacct.accounting.events.RandomAllocationDpEvent`.
+    delta: in (0, 1); array allowed.
+    with_lower: as in :func:`allocation_pld_epsilon`.
+
+  Returns:
+    EpsilonResult, bitwise :func:`allocation_pld_epsilon`'s for the event's fields.
+
+  Bound: upper (``epsilon``) and lower (``lower``).
+  """
+  return _query("eps", delta, **_event_settings(event), with_lower=with_lower)
+
+
+@host_door(_ON_HOST)
+def event_delta(event, *, epsilon, with_lower: bool = True) -> DeltaResult:
+  """:func:`allocation_pld_delta` of one ``RandomAllocationDpEvent`` (default settings).
+
+  See :func:`event_epsilon`; ``epsilon`` (>= 0, array allowed) is checked here.
+
+  Bound: upper (``delta``) and lower (``lower``).
+  """
+  return _query("delta", epsilon, **_event_settings(event), with_lower=with_lower)
 
 
 @host_door(_ON_HOST)

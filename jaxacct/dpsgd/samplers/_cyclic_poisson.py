@@ -8,8 +8,8 @@ import math
 
 from jaxacct import accounting
 from jaxacct._core import checks
-from jaxacct.dpsgd.samplers._registry import (Sampler, check_number, rate_schedule, register,
-                                              run_of)
+from jaxacct.dpsgd.samplers._registry import (Sampler, check_number, gaussian, rate_schedule,
+                                              register, run_of)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -49,8 +49,8 @@ def _rate(sched):
 def _step(sched, sigma):
   ev = accounting.events   # loads on first use: dp_accounting comes with the events
   rate = _rate(sched)
-  return ev.PoissonSampledDpEvent(rate, ev.GaussianDpEvent(sigma)) if rate < 1 else (
-      ev.GaussianDpEvent(sigma))
+  step = gaussian(sigma)
+  return ev.PoissonSampledDpEvent(rate, step) if rate < 1 else step
 
 
 def _event(sched, sigma):

@@ -5,7 +5,8 @@ of the other steps, without replacement (``fixed_size``) or with replacement
 from __future__ import annotations
 
 from jaxacct import accounting
-from jaxacct.dpsgd.samplers._registry import Sampler, epoch_schedule, register, run_of
+from jaxacct.dpsgd.samplers._registry import (Sampler, epoch_schedule, gaussian, register,
+                                              run_of)
 
 _COMMON = ("; t = floor(N/B) steps per epoch, T = t E steps; an example may join several "
            "steps of an epoch or none; neighbouring datasets have the same size N (one "
@@ -25,14 +26,14 @@ def _run(sched, step):
 def _without_replacement(sched, sigma, run=True):
   ev = accounting.events   # loads on first use: dp_accounting comes with the events
   step = ev.SampledWithoutReplacementDpEvent(sched.num_examples, int(sched.batch_size),
-                                             ev.GaussianDpEvent(sigma))
+                                             gaussian(sigma))
   return _run(sched, step) if run else step
 
 
 def _with_replacement(sched, sigma, run=True):
   ev = accounting.events
   step = ev.SampledWithReplacementDpEvent(sched.num_examples, int(sched.batch_size),
-                                          ev.GaussianDpEvent(sigma))
+                                          gaussian(sigma))
   return _run(sched, step) if run else step
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from jaxacct import pld as jpld
 from jaxacct import accounting
-from jaxacct.dpsgd.samplers._registry import (Sampler, rate_block, rate_schedule, register,
-                                              run_of)
+from jaxacct.dpsgd.samplers._registry import (Sampler, gaussian, rate_block, rate_schedule,
+                                              register, run_of)
 
 
 def _schedule(req):
@@ -15,7 +15,7 @@ def _schedule(req):
 def _step(sched, sigma):
   """One step: the Gaussian step sampled at q (the Gaussian step itself at q = 1)."""
   ev = accounting.events   # loads on first use: dp_accounting comes with the events
-  step = ev.GaussianDpEvent(sigma)
+  step = gaussian(sigma)
   return ev.PoissonSampledDpEvent(sched.sampling_probability, step) if sched.sampling_probability < 1 else step
 
 

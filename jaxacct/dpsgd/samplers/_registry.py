@@ -76,7 +76,9 @@ class Sampler:
       ValueError naming the parameter.
     event: ``(schedule, noise_multiplier) -> DpEvent`` of the run: the one
       place the run's event is built; its certified epsilon is the
-      evaluator's (:func:`jaxacct.accounting.evaluator.bracket`).
+      evaluator's (:func:`jaxacct.accounting.evaluator.bracket`). It checks
+      the noise multiplier's sign (the dpsgd doors check only that it is a
+      finite number): build a Gaussian step with :func:`gaussian`.
     event_lower: whether the evaluator's lower of :attr:`event` bounds the
       run (False where the event is only an upper-bound stand-in, as
       shuffle's no amplification).
@@ -250,6 +252,14 @@ def rate_schedule(name, req: Request) -> Schedule:
     E = float(num_epochs)
     T = int(math.ceil(E / q - 1e-9))
   return Schedule(name, n, float(batch_size), E, 1, None, max(T, 1), q, req.settings)
+
+
+def gaussian(sigma):
+  """``GaussianDpEvent(sigma)``, the Gaussian step of a sampler's event. dp_accounting's
+  event does not check its noise, so its sign is checked here, once, under the dpsgd
+  doors' name ``noise_multiplier`` (a ``RandomAllocationDpEvent`` checks its own)."""
+  checks.check_positive("noise_multiplier", sigma)
+  return accounting.events.GaussianDpEvent(sigma)
 
 
 def run_of(step, count: int):

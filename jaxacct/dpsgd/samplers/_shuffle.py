@@ -7,7 +7,7 @@ from jaxacct import pld as jpld
 from jaxacct import accounting
 from jaxacct.accounting import evaluator
 from jaxacct.allocation import pld as apld
-from jaxacct.dpsgd.samplers._registry import Sampler, epoch_schedule, register
+from jaxacct.dpsgd.samplers._registry import Sampler, epoch_schedule, gaussian, register
 
 
 def _schedule(req):
@@ -16,13 +16,13 @@ def _schedule(req):
 
 def _event(sched, sigma):
   ev = accounting.events   # loads on first use: dp_accounting comes with the events
-  step, E = ev.GaussianDpEvent(sigma), int(sched.num_epochs)
+  step, E = gaussian(sigma), int(sched.num_epochs)
   return step if E == 1 else ev.SelfComposedDpEvent(step, E)
 
 
 def _block(sched, sigma):
   """One epoch (t steps) of one Gaussian step: no amplification."""
-  return accounting.events.GaussianDpEvent(sigma), {"block_size": sched.steps_per_epoch}
+  return gaussian(sigma), {"block_size": sched.steps_per_epoch}
 
 
 def _lower_known(sched):
