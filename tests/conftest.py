@@ -31,9 +31,10 @@ os.environ.setdefault("LIBC_FATAL_STDERR_", "1")
 # The folder is removed at exit; set JAX_COMPILATION_CACHE_DIR yourself to keep
 # (or avoid) it.
 # Workers do not share one folder: JAX writes an entry in place, so a process
-# can read an entry another is still writing (see jax-ml/jax#22718), and the
-# suite's workers, when they shared one, aborted now and then in JAX's cache
-# write (issue 67). Within a worker,
+# can read an entry another is still writing (see jax-ml/jax#22718). (The
+# workers' aborts in JAX's cache write, issue 67, were not that: a worker that
+# keeps thousands of compiled programs passes the kernel's cap on memory
+# mappings; tests/map_guard.py and the teardown hook below.) Within a worker,
 # JAX's file lock (a maximum size set, ``filelock`` installed: test extra)
 # serialises the reads and writes of the subprocesses that run at once; without
 # it the cache is off.
@@ -75,6 +76,17 @@ if os.environ.get(_ROOT_ENV) and os.environ.get("JAX_COMPILATION_CACHE_DIR", "")
   jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+  """At each test module's end, drops the compiled programs of a process that holds
+  over a third of the kernel's cap on memory mappings (:mod:`map_guard`; issue 67:
+  past the cap LLVM aborts the worker)."""
+  yield
+  if nextitem is None or nextitem.module is not item.module:
+    import map_guard
+    map_guard.drop_programs_if_crowded()
 
 
 @pytest.hookimpl(optionalhook=True)
