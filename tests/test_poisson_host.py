@@ -45,12 +45,20 @@ SCALAR_QUESTIONS = {
 }
 
 
+#: programs a scalar question may compile in a fresh process: dpsgd's Poisson run also
+#: asks the accountant for its certified lower, whose dominating pairs are merged on the
+#: grid by one jitted scan (accounting._pairs._merge_scan), one program for every length
+ALLOWED = {"dpsgd_epsilon_poisson": 1}
+
+
 @pytest.mark.parametrize("name", sorted(SCALAR_QUESTIONS))
 def test_scalar_question_compiles_nothing(name, compile_counter):
+  import jax
+  jax.clear_caches()   # a fresh process's count, whatever earlier tests compiled
   with compile_counter as c:
     v = float(np.asarray(SCALAR_QUESTIONS[name]()))
   assert np.isfinite(v) and v >= 0
-  assert c.count == 0, f"{name}: {c.count} programs compiled for a scalar question"
+  assert c.count <= ALLOWED.get(name, 0), f"{name}: {c.count} programs compiled for a scalar question"
 
 
 def _rel(a, b):

@@ -435,6 +435,15 @@ def kind(event) -> Optional[str]:
   return _KIND_OF_TYPE[t]
 
 
+def require_allocation(event, name: str = "event"):
+  """``event`` if it is a :class:`RandomAllocationDpEvent` (its fields checked when it
+  was built), else ValueError naming ``name``."""
+  if kind(event) != "allocation":
+    raise ValueError(f"{name} must be a jaxacct.accounting.events.RandomAllocationDpEvent; "
+                     f"got {type(event).__name__}.")
+  return event
+
+
 class Family(NamedTuple):
   """The door family of an event (see :func:`family`).
 

@@ -100,6 +100,7 @@ VALID = {
     "allocation.pld.allocation_pld_laws:sigma": "huge",
     "allocation.pld.allocation_plds:composition_step": "huge",
     "allocation.pld.allocation_plds:sigma": "huge",
+    "allocation.pld.event_delta:epsilon": "list 0 huge",
     "allocation.true_allocation_delta_monte_carlo:epsilon": "list 0",
     "allocation.true_allocation_delta_monte_carlo:seed": "0",
     "allocation.true_allocation_epsilon_monte_carlo:seed": "0",

@@ -127,7 +127,8 @@ KNOWN_HOST_DOORS = {
         "fixed_bins_pld_delta", "delta_monte_carlo", "true_allocation_delta_monte_carlo",
         "true_allocation_epsilon_monte_carlo")),
     *(f"jaxacct.allocation.pld.{n}" for n in (
-        "allocation_pld_epsilon", "allocation_pld_delta", "allocation_plds")),
+        "allocation_pld_epsilon", "allocation_pld_delta", "allocation_plds", "event_epsilon",
+        "event_delta")),
     *(f"jaxacct.shuffle.{n}" for n in (
         "epsilon", "delta", "dominating_pairs", "subsampled_epsilon", "subsampled_delta",
         "binary_rr_epsilon", "binary_rr_delta", "clone_epsilon_approx_ldp", "clone_rdp",

@@ -14,7 +14,7 @@ import numpy as np
 from jaxacct._core.batching import layout, padded_lanes
 from jaxacct._core import checks, sharding
 from jaxacct._core.dtype import OUTSIDE_JIT, HostDoor, host_door
-from jaxacct._core.events import RandomAllocationDpEvent
+from jaxacct._core.lazy import LazyModule
 from jaxacct._core.namespace import for_inputs
 from jaxacct._core.progress import progress
 from jaxacct._core.results import DeltaResult, EpsilonResult
@@ -39,6 +39,9 @@ _ON_HOST = HostDoor(
     f"{RDP_INSTEAD} (an upper bound), or the jittable laws "
     "jaxacct.allocation.pld.allocation_pld_laws.")
 
+
+#: the event types, loaded when an event is answered (they bring dp_accounting)
+_events = LazyModule("jaxacct._core.events")
 
 DEFAULT_COMPOSITION_SIZE = cp.DEFAULT_SIZE
 TAU_FACTOR = 1e-7       # composition window tail (eps queries): TAU_FACTOR * delta
@@ -425,10 +428,7 @@ def _event_settings(event):
   """:func:`_query`'s settings of a ``RandomAllocationDpEvent``: its constructor
   checked its fields (the noise's sign among them), so only what it leaves open
   is checked here: a finite noise, and this door's limits on the counts."""
-  if not isinstance(event, RandomAllocationDpEvent):
-    raise ValueError("event must be a jaxacct.accounting.events.RandomAllocationDpEvent; got "
-                     f"{type(event).__name__}.")
-  mechanism = event.mechanism
+  mechanism = _events.require_allocation(event).mechanism
   if isinstance(mechanism, str):
     name = "noise_multiplier" if mechanism == "gaussian" else "scale"
     sigma, laws = getattr(event, name), None
