@@ -17,10 +17,13 @@ import dataclasses
 import enum
 from typing import Any, List, NamedTuple, Optional, Sequence
 
+from jaxacct._core.lazy import import_submodules
+
 try:  # pragma: no cover - which branch runs depends on the environment
-  from dp_accounting import dp_event as _dpe
-  from dp_accounting import dp_event_builder as _dpb
-  from dp_accounting import privacy_accountant as _dpa
+  # the three light modules only: dp_accounting's __init__ (SciPy's optimize,
+  # signal and stats) runs when a name of the package itself is first looked up
+  _dpe, _dpb, _dpa = import_submodules(
+      "dp_accounting", ("dp_event", "dp_event_builder", "privacy_accountant"))
   HAS_DP_ACCOUNTING = True
 except ImportError:  # pragma: no cover
   _dpe = _dpb = _dpa = None

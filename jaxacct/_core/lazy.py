@@ -10,9 +10,16 @@ plain function its ``__all__`` lists is bound, on first access, to its
 ``jaxacct._core.dtype.public_door`` (the lazy twin of
 ``dtype.public_surface``; ``dtype`` is imported then, with the module the
 name comes from, so ``import jaxacct`` still loads no jax).
+
+:func:`import_submodules` loads a few modules of a package whose own
+``__init__`` is heavy, deferring that ``__init__`` to its first use.
 """
 
 import importlib
+import importlib.util
+import sys
+import threading
+import types
 
 
 def lazy_exports(package: str, names: dict, namespace: dict, *, float64: bool = False):
@@ -64,3 +71,47 @@ class LazyModule:
 
   def __repr__(self):
     return f"<lazy module {self.__name!r}>"
+
+
+class _DeferredPackage(types.ModuleType):
+  """A package whose ``__init__`` runs on the first lookup of a name it defines."""
+
+  def __getattr__(self, name):   # only for names not (yet) in the module
+    spec = object.__getattribute__(self, "__spec__")
+    if not name.startswith("__") and importlib.util.find_spec(f"{spec.name}.{name}"):
+      return importlib.import_module(f"{spec.name}.{name}")   # a submodule: just that one
+    with _DEFERRED_LOCK:
+      if type(self) is _DeferredPackage:
+        self.__class__ = types.ModuleType
+        try:
+          spec.loader.exec_module(self)
+        except BaseException:
+          self.__class__ = _DeferredPackage
+          raise
+    return getattr(self, name)
+
+
+_DEFERRED_LOCK = threading.RLock()
+
+
+def import_submodules(package: str, names):
+  """``[package.name for name in names]`` imported without running ``package``'s
+  ``__init__`` yet (where nothing has imported ``package`` so far).
+
+  The package is registered as itself (its own spec, path and file), so its
+  modules and classes are the ones a later ``import package`` sees; its
+  ``__init__`` runs, in full, on the first lookup of a name the submodules
+  did not define (``package.X``, ``from package import X``, ``*``). This
+  keeps the package's heavy ``__init__`` imports (dp_accounting's: SciPy's
+  optimize, signal and stats, about 0.9 s) out of a process that needs only
+  a few light modules. Raises ``ImportError`` where the package is absent.
+  """
+  with _DEFERRED_LOCK:
+    if package not in sys.modules:
+      spec = importlib.util.find_spec(package)
+      if spec is None or spec.submodule_search_locations is None:
+        raise ImportError(f"No package named {package!r}", name=package)
+      module = importlib.util.module_from_spec(spec)
+      module.__class__ = _DeferredPackage
+      sys.modules[package] = module
+  return [importlib.import_module(f"{package}.{name}") for name in names]

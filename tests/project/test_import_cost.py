@@ -158,3 +158,52 @@ def test_lazy_names_are_the_real_objects():
   assert set(jaxacct.__all__) <= set(dir(jaxacct))
   with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
     jaxacct.not_a_name  # noqa: B018
+
+
+def test_events_load_dp_accounting_modules_not_its_init():
+  """An event needs dp_accounting's ``dp_event``, ``dp_event_builder`` and
+  ``privacy_accountant`` modules only: its ``__init__`` (which loads SciPy's
+  optimize, signal and stats: about 0.9 s) waits for a name of the package
+  itself. A later ``import dp_accounting`` then gets the whole package, with
+  the same classes jaxacct's events and accountants are built on."""
+  got = _fresh("""
+      import json, sys
+      import jaxacct
+      from jaxacct import dpsgd
+      e = dpsgd.event(noise_multiplier=1.0, num_examples=600, batch_size=6, num_epochs=1)
+      heavy = sorted(m for m in ("dp_accounting.mechanism_calibration", "dp_accounting.pld",
+                                 "dp_accounting.rdp", "scipy.optimize", "scipy.signal")
+                     if m in sys.modules)
+      import dp_accounting
+      from dp_accounting import rdp
+      from dp_accounting.pld import PLDAccountant
+      acct = jaxacct.accounting.PLDAccountant()
+      names = {"calibrate": callable(dp_accounting.calibrate_dp_mechanism),
+               "event_is_dp": isinstance(e, dp_accounting.DpEvent),
+               "accountant_is_dp": isinstance(acct, dp_accounting.PrivacyAccountant),
+               "gaussian": dp_accounting.GaussianDpEvent is dp_accounting.dp_event.GaussianDpEvent,
+               "rdp": rdp.RdpAccountant.__name__, "pld": PLDAccountant.__name__,
+               "module": type(dp_accounting).__name__}
+      from dp_accounting import *   # noqa: F403 -- the whole public surface
+      names["star"] = callable(get_epsilon_gaussian)
+      print(json.dumps({"heavy_before": heavy, "names": names}))
+      """)
+  assert got["heavy_before"] == [], got
+  assert got["names"] == {"calibrate": True, "event_is_dp": True, "accountant_is_dp": True,
+                          "gaussian": True, "rdp": "RdpAccountant",
+                          "pld": "PLDAccountant", "module": "module", "star": True}, got
+
+
+def test_dp_accounting_imported_first_is_used_as_it_is():
+  """A process that imported dp_accounting before jaxacct keeps that module."""
+  got = _fresh("""
+      import json, sys
+      import dp_accounting
+      before = sys.modules["dp_accounting"]
+      import jaxacct
+      e = jaxacct.dpsgd.event(noise_multiplier=1.0, num_examples=600, batch_size=6,
+                              num_epochs=1)
+      print(json.dumps({"same": sys.modules["dp_accounting"] is before,
+                        "event_is_dp": isinstance(e, dp_accounting.DpEvent)}))
+      """)
+  assert got == {"same": True, "event_is_dp": True}
