@@ -13,8 +13,11 @@ FRESH ``python`` with ``JAX_ENABLE_COMPILATION_CACHE=false`` and
 * ``fixed_size_calibrate``: ``dpsgd.calibrate_noise_multiplier(epsilon=3, ...)``;
 * ``truncated_epsilon`` / ``truncated_calibrate``: the same with
   ``sampling="truncated_poisson", max_batch_size=300``;
-* ``Y``: dp_accounting's first Poisson-PLD answer (``PLDAccountant``, q = 0.01,
-  sigma = 1, T = 1e4, delta = 1e-5; bench_cold_start's Y), its import timed apart.
+* ``Y``: dp_accounting's import plus its first Poisson-PLD answer (``PLDAccountant``,
+  q = 0.01, sigma = 1, T = 1e4, delta = 1e-5), the unit of issue 65's targets; each
+  jaxacct question is judged by its own import (jax, jaxacct) plus its first answer,
+  in units of Y. The stricter ratio of the first answers alone (bench_cold_start's Y,
+  which leaves both imports out) is printed beside it.
 
 A child times ``import jax, jaxacct`` (or ``dp_accounting``) and then the first answer;
 for jaxacct the answer's window includes loading dp_accounting, which the events
@@ -139,6 +142,7 @@ def main():
         runs[(s, q)].append(run_child(q, root))
   med = {k: _median(v) for k, v in runs.items() if v}
   y = med[("new", "Y")]["first_s"]
+  y_whole = med[("new", "Y")]["import_s"] + y   # issue 65's Y: import plus first answer
   rows = []
   for q in QUESTIONS[1:]:
     row = {"question": q}
@@ -148,6 +152,7 @@ def main():
                                       "process_s")}
       if "error" not in r:
         row[s]["first_in_Y"] = r["first_s"] / y
+        row[s]["whole_in_Y"] = (r["import_s"] + r["first_s"]) / y_whole
     if "old" in sides and "error" not in med[("old", q)] and "error" not in med[("new", q)]:
       row["new_over_old"] = med[("new", q)]["first_s"] / med[("old", q)]["first_s"]
       row["values_equal"] = med[("new", q)]["value"] == med[("old", q)]["value"]
@@ -160,7 +165,7 @@ def main():
           "commit": _commit(ROOT), "old": None if "old" not in sides else {
               "root": sides["old"], "commit": _commit(sides["old"])},
           "repeat": a.repeat, "Y_s": y, "Y_import_s": med[("new", "Y")]["import_s"],
-          "Y_value": med[("new", "Y")]["value"]}
+          "Y_value": med[("new", "Y")]["value"], "Y_whole_s": y_whole}
   kind = "gpu" if jax.default_backend() == "gpu" else "cpu"
   os.makedirs(a.out, exist_ok=True)
   with open(os.path.join(a.out, f"samplers_{kind}.json"), "w") as f:
@@ -170,19 +175,24 @@ def main():
            f"{[round(v, 2) for v in meta['load_average_end']]} at end; commit {meta['commit']}"
            + ("" if "old" not in sides else f" vs {meta['old']['commit']}")
            + f"; one fresh process per cell, caches off; median of {a.repeat}", "",
-           f"Y (dp_accounting's first Poisson-PLD answer, after its import of "
-           f"{meta['Y_import_s']:.2f} s) = {y:.3f} s", ""]
-  head = "| question | side | import (s) | first answer (s) | first / Y | target | value |"
-  lines += [head, "|" + "---|" * 7]
+           f"Y (dp_accounting's import {meta['Y_import_s']:.2f} s + its first Poisson-PLD "
+           f"answer {y:.3f} s) = {y_whole:.3f} s; a question's whole = its import (jax, "
+           f"jaxacct) + its first answer; first / first: the first answers alone "
+           f"(both imports left out)", ""]
+  head = ("| question | side | import (s) | first answer (s) | whole / Y | target | met "
+          "| first / first | value |")
+  lines += [head, "|" + "---|" * 9]
   for row in rows:
     for s in sides:
       r = row[s]
       if r.get("error"):
-        lines.append(f"| {row['question']} | {s} | | error | | | |")
+        lines.append(f"| {row['question']} | {s} | | error | | | | | |")
         continue
       lines.append(f"| {row['question']} | {s} ({meta['commit'] if s == 'new' else meta['old']['commit']}) "
-                   f"| {r['import_s']:.2f} | {r['first_s']:.2f} | {r['first_in_Y']:.2f} | "
-                   f"<= {row['target_Y']:g} Y | {r['value']} |")
+                   f"| {r['import_s']:.2f} | {r['first_s']:.2f} | {r['whole_in_Y']:.2f} | "
+                   f"<= {row['target_Y']:g} Y | "
+                   f"{'yes' if r['whole_in_Y'] <= row['target_Y'] else 'no'} | "
+                   f"{r['first_in_Y']:.2f} | {r['value']} |")
   if "old" in sides:
     lines += ["", "new / old (medians of first answers): " + "; ".join(
         f"{r['question']} {r.get('new_over_old', float('nan')):.2f}"

@@ -18,6 +18,7 @@ from scipy import special, stats
 from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.dtype import public_surface
+from jaxacct._core.parallel import host_map
 from jaxacct.accounting._pairs import dominated_on_grid
 
 __all__ = ["instance_pair", "instance_epsilons", "truncated_poisson_lower"]
@@ -29,6 +30,10 @@ _Z = 9.5
 #: default instances: the cosine v = <u, e1> of the others' gradient (v = 0, orthogonal:
 #: the largest found at the settings searched, docs/bounds/truncated_poisson.md).
 DEFAULT_VS = (0.0,)
+#: cut points of an instance's noise axis per chunk, and chunks computed at once,
+#: one a thread (about 0.4 GB each)
+CHUNK_EDGES = 1 << 22
+CHUNK_THREADS = 4
 
 
 def _consecutive_cells(t):
@@ -147,10 +152,14 @@ def _atoms(gq, g0, g1, s: float, h: float):
   ends = np.cumsum(n_all)
   k_lo = int(np.min(k0)) - 1
   size = int(np.max(k0 + n_all)) - k_lo
-  p_k, q_k = np.zeros(size), np.zeros(size)
-  i = 0
-  while i < a.size:                 # chunks of about 2^22 edges
-    j = max(int(np.searchsorted(ends, ends[i] - n_all[i] + (1 << 22), side="right")), i + 1)
+  bounds, i = [], 0
+  while i < a.size:                 # chunks of about CHUNK_EDGES edges
+    j = max(int(np.searchsorted(ends, ends[i] - n_all[i] + CHUNK_EDGES, side="right")), i + 1)
+    bounds.append((i, j))
+    i = j
+
+  def chunk(ij):
+    i, j = ij
     n = n_all[i:j]
     first = np.cumsum(n) - n
     # grid index of each edge: k0 - 1 + its position in its group (0: -inf, n-1: +inf)
@@ -168,9 +177,17 @@ def _atoms(gq, g0, g1, s: float, h: float):
     # cells whose loss lies in the same grid interval are merged (post-processing)
     k = kk[:-1][inner] - k_lo
     g = np.arange(i, j)
-    p_k += np.bincount(k, np.repeat(a[g], n - 1) * m0 + np.repeat(b[g], n - 1) * m1, size)
-    q_k += np.bincount(k, np.repeat(w[g], n - 1) * m0, size)
-    i = j
+    return (np.bincount(k, np.repeat(a[g], n - 1) * m0 + np.repeat(b[g], n - 1) * m1, size),
+            np.bincount(k, np.repeat(w[g], n - 1) * m0, size))
+
+  # the chunks side by side (NumPy's and SciPy's ufuncs release the GIL), at most
+  # CHUNK_THREADS at once (each holds a few hundred MB); summed in chunk order, so
+  # the masses are those of one thread, bit for bit
+  p_k, q_k = np.zeros(size), np.zeros(size)
+  for lo in range(0, len(bounds), CHUNK_THREADS):
+    for dp, dq in host_map(chunk, bounds[lo:lo + CHUNK_THREADS]):
+      p_k += dp
+      q_k += dq
   ps.append(p_k)
   qs.append(q_k)
   p, q = np.concatenate(ps), np.concatenate(qs)

@@ -220,3 +220,23 @@ def test_jax_privacy_truncated_cyclic_event_brackets():
     low = truncated_lower.truncated_poisson_lower(group, b / group, cap, sigma,
                                                   math.ceil(steps / c), 1e-5, step=1e-3)
     assert 0.0 < low <= got
+
+
+@pytest.mark.parametrize("v", [0.0, 0.5])
+def test_chunks_on_threads_are_one_thread_bit_for_bit(monkeypatch, v):
+  """The noise axis' chunks run side by side and are summed in chunk order:
+  the pair's masses are those of one thread, bit for bit (small chunks, so
+  the instance holds many)."""
+  monkeypatch.setattr(truncated_lower, "CHUNK_EDGES", 1 << 12)
+
+  def masses(threads):
+    monkeypatch.setattr(truncated_lower, "CHUNK_THREADS", threads)
+    pair, eta = truncated_lower.instance_pair(200, 0.05, 8, 0.8, v, step=1e-3)
+    return [np.asarray(x) for d in (pair.remove, pair.add) for x in d
+            if isinstance(x, np.ndarray) or hasattr(x, "shape")], eta
+
+  one, eta1 = masses(1)
+  many, eta4 = masses(4)
+  assert len(one) == len(many) >= 4 and eta1 == eta4
+  for x, y in zip(one, many):
+    assert x.shape == y.shape and np.array_equal(x, y, equal_nan=True)
