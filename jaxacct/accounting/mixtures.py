@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from jaxacct import pld as jpld
 from jaxacct._core import checks
@@ -282,6 +282,7 @@ def _truncation_probabilities(n: int, q: float, b: int):
   ``E[1{B>=b}/(B+1)] = P(Bin(n,q) >= b+1)/(n q)``) and ``q_bar = (1 - t) q +
   t q_t`` (the target's overall inclusion probability).
   """
+  from scipy import stats   # here, not at import: scipy.stats is slow to import
   t = float(stats.binom.sf(b - 1, n - 1, q)) if n >= 1 else 0.0
   if t <= 0.0:
     return 0.0, 0.0, float(q)
@@ -480,6 +481,7 @@ def draw_count_law(n: int, m: int):
   """``(w, cut)``: ``w[k] = P(K = k)``, K ~ Bin(m, 1/n) (the draws of one record
   among m with replacement from n), k = 0..k_max, and the cut tail
   ``cut = P(K > k_max) <= 1e-20`` (0 when k_max = m)."""
+  from scipy import stats   # here, not at import: scipy.stats is slow to import
   k = np.arange(0, m + 1)
   w = stats.binom.pmf(k, m, 1.0 / n)
   tail = stats.binom.sf(k, m, 1.0 / n)         # P(K > k)
