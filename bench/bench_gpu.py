@@ -5,10 +5,11 @@ Usage:
                             [--sides gpu,cpu]
   python bench/bench_gpu.py --child NAME --side gpu|cpu --limit S --npz PATH [--quick]
 
-One command, at most ``--budget`` seconds (default 300) on one H100/H200 (16
+One command, at most ``--budget`` seconds (default 390) on one H100/H200 (16
 CPU cores); ``bench/gpu_laws.py`` checks the laws program alone per layout
-variant (at most 150 s), so ``python bench/gpu_laws.py && python
-bench/bench_gpu.py`` is the one device call, under 8 minutes. Each row is one question over many lanes (sigmas, (sigma, t) grids,
+variant (at most 90 s) and ``bench/gpu_profile.py`` profiles one cold sweep
+(at most 60 s there), so ``bench/device_call.sh`` runs the three as the one
+device call, under 9 minutes. Each row is one question over many lanes (sigmas, (sigma, t) grids,
 (n, eps0) grids, epsilon targets). For each row and side the parent starts a
 FRESH ``python`` (in series) with every compilation cache off
 (``JAXACCT_COMPILATION_CACHE=0``, ``JAX_ENABLE_COMPILATION_CACHE=false``, no
@@ -24,7 +25,7 @@ the same question again in the same process, best of up to 3 (2 with
   removed), for the ratio cpu_warm / gpu_warm.
 
 Every row has its own time limit: its nominal limit, cut to its share of what
-is left of ``--budget`` (total seconds, default 300); rows are not started
+is left of ``--budget`` (total seconds, default 390); rows are not started
 when the budget is spent ("skipped (budget)"). A row past its limit is killed
 and recorded as "timeout after N s" (its cold answer is kept if it came back);
 the larger sizes of the same question on that side are then "skipped" (also
@@ -111,7 +112,7 @@ HEADLINE = ("sweep_t234_E10_1e3", "sweep_t1000_E1_1e3")
 QUICK_LIMIT_S = 60.0       # --quick: every row's nominal limit (compilation dominates there)
 QUICK_DEVICE_MEMORY = 512 << 20   # --quick on a CPU with the accelerator layout: 8-lane chunks
 QUICK_BUDGET_S = 900.0     # --quick: the default budget (2 CPU cores: ~24 compiles)
-BUDGET_S = 300.0           # the default budget: with gpu_laws.py's 150 s, one call under 8 minutes
+BUDGET_S = 390.0           # the default budget: with gpu_laws.py's 90 s and gpu_profile.py's 60 s, one call under 9 minutes
 
 
 def lanes_of(size):
