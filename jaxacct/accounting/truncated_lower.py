@@ -31,9 +31,9 @@ _Z = 9.5
 #: the largest found at the settings searched, docs/bounds/truncated_poisson.md).
 DEFAULT_VS = (0.0,)
 #: cut points of an instance's noise axis per chunk, and chunks computed at once,
-#: one a thread (about 0.4 GB each)
+#: one a thread (about 0.4 GB each: two at once keep the peak near 1.3 GB)
 CHUNK_EDGES = 1 << 22
-CHUNK_THREADS = 4
+CHUNK_THREADS = 2
 
 
 def _consecutive_cells(t):
