@@ -375,3 +375,51 @@ def test_one_number_where_one_number_goes():
   with pytest.raises(ValueError, match="multiple"):
     sampling.BallsInBinsSampler(num_examples=100, steps_per_epoch=10, num_epochs=1,
                                 pad_size="max", multiple=0)
+
+
+def _capacity_by_scipy_stats(m, T, prob, multiple):
+  """capacity_for's rule with scipy.stats.poisson itself (the reference)."""
+  lam, target = float(m) + 1.0, float(prob) / int(T)
+  q = stats.poisson.isf(target, lam)
+  if np.isfinite(q):
+    b = max(math.ceil(lam), int(q))
+  else:
+    b = math.ceil(lam)
+    while stats.poisson.sf(b, lam) > target:
+      b += 1
+  while stats.poisson.sf(b, lam) > target:
+    b += 1
+  while b - 1 >= lam and stats.poisson.sf(b - 1, lam) <= target:
+    b -= 1
+  return -(-b // multiple) * multiple
+
+
+@pytest.mark.parametrize("m", [1.0, 3.5, 32.0, 256.0, 4096.0, 1e6])
+def test_capacity_is_scipy_stats_poisson_bit_for_bit(m):
+  """The capacity and the overflow bound read the Poisson tail from scipy.special
+  (scipy.stats.poisson's own functions, without importing scipy.stats): the same
+  capacity as scipy.stats' rule and the same bound, ==, across targets and
+  multiples."""
+  for T, prob in ((1, 0.5), (100, 1e-6), (2340, 1e-9), (10**6, 1e-12), (10**12, 1e-6)):
+    for multiple in (1, 8):
+      B = sampling.capacity_for(expected_batch_size=m, num_steps=T, overflow_prob=prob,
+                                multiple=multiple)
+      assert B == _capacity_by_scipy_stats(m, T, prob, multiple), (T, prob, multiple)
+  n = 10 * int(m) + 100                     # pad < n: the bound is the Poisson tail
+  s = sampling.PoissonSampler(num_examples=n, sampling_probability=m / n, num_steps=100,
+                              expected_batch_size=m)
+  assert s.pad_size < n
+  assert s.overflow_bound == min(1.0, 100 * float(stats.poisson.sf(s.pad_size, m + 1.0)))
+
+
+def test_declared_capacity_loads_no_scipy_stats():
+  """A sampler sized from its declared batch (the tracking hook's path) loads no
+  scipy.stats (about 0.4 s of a fresh process)."""
+  import subprocess
+  import sys
+  code = ("import sys; from jaxacct.sampling import BallsInBinsSampler as S; "
+          "s = S(num_examples=60000, batch_size=256, num_epochs=10); "
+          "print(s.pad_size, 'scipy.stats' in sys.modules)")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300, check=True).stdout.split()
+  assert out[1] == "False" and int(out[0]) >= 257, out

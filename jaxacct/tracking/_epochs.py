@@ -13,8 +13,10 @@ Tracking during training").
 
 from __future__ import annotations
 
+import atexit
 import math
 import threading
+import weakref
 
 import jax
 import numpy as np
@@ -255,16 +257,31 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
     ends.close()
 
 
+_LIVE: "weakref.WeakSet[_InOrder]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+  """At exit, each producer is closed and joined after the value it is computing:
+  a daemon thread still inside XLA when the interpreter finalises aborts the
+  process ("FATAL: exception not rethrown"), after a run that succeeded."""
+  for producer in list(_LIVE):
+    producer.close(join=True)
+
+
 class _InOrder:
-  """``fn(1), fn(2), ...`` computed in order on a daemon thread (never blocking
-  the interpreter's exit), each started once :meth:`allow` lets it; :meth:`get`
-  waits for one (an exception in ``fn`` is raised there)."""
+  """``fn(1), fn(2), ...`` computed in order on a daemon thread, each started once
+  :meth:`allow` lets it; :meth:`get` waits for one (an exception in ``fn`` is
+  raised there). At the interpreter's exit the thread is closed and joined
+  after its current value (:func:`_close_all`)."""
 
   def __init__(self, fn, n: int):
     self._vals, self._error, self._limit, self._closed = {}, None, 1, False
     self._cond = threading.Condition()
-    threading.Thread(target=self._run, args=(fn, int(n)), daemon=True,
-                     name="jaxacct-epoch-ends").start()
+    self._thread = threading.Thread(target=self._run, args=(fn, int(n)), daemon=True,
+                                    name="jaxacct-epoch-ends")
+    _LIVE.add(self)
+    self._thread.start()
 
   def _run(self, fn, n):
     try:
@@ -296,7 +313,10 @@ class _InOrder:
         return self._vals[e]
       raise self._error if self._error is not None else RuntimeError("closed")
 
-  def close(self) -> None:
+  def close(self, join: bool = False) -> None:
+    """Stops the producer after its current value; ``join``: waits for it (60 s at most)."""
     with self._cond:
       self._closed = True
       self._cond.notify_all()
+    if join and self._thread is not threading.current_thread():
+      self._thread.join(timeout=60.0)
