@@ -106,12 +106,22 @@ def import_submodules(package: str, names):
   optimize, signal and stats, about 0.9 s) out of a process that needs only
   a few light modules. Raises ``ImportError`` where the package is absent.
   """
+  stub = None
   with _DEFERRED_LOCK:
     if package not in sys.modules:
       spec = importlib.util.find_spec(package)
       if spec is None or spec.submodule_search_locations is None:
         raise ImportError(f"No package named {package!r}", name=package)
-      module = importlib.util.module_from_spec(spec)
-      module.__class__ = _DeferredPackage
-      sys.modules[package] = module
-  return [importlib.import_module(f"{package}.{name}") for name in names]
+      stub = importlib.util.module_from_spec(spec)
+      stub.__class__ = _DeferredPackage
+      sys.modules[package] = stub
+  try:
+    return [importlib.import_module(f"{package}.{name}") for name in names]
+  except BaseException:
+    # a package that cannot give its modules is not left half-registered: a later
+    # ``import package`` fails (or succeeds) as it would have without us
+    with _DEFERRED_LOCK:
+      if stub is not None and sys.modules.get(package) is stub and \
+          type(stub) is _DeferredPackage:
+        del sys.modules[package]
+    raise

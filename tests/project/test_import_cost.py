@@ -228,3 +228,24 @@ def test_dpsgd_answers_load_no_scipy_stats():
       print(json.dumps(seen))
       """)
   assert got == {"balls_in_bins": [True, []], "fixed_size": [True, []]}, got
+
+
+def test_deferred_package_that_cannot_give_its_modules_is_not_left_registered():
+  """``import_submodules`` of a module the package lacks raises ImportError and
+  takes its stand-in package back out of ``sys.modules``: a later ``import`` of
+  the package runs it whole."""
+  got = _fresh("""
+      import json, sys
+      from jaxacct._core.lazy import import_submodules
+      try:
+        import_submodules("dp_accounting", ("dp_event", "no_such_module"))
+        raised = False
+      except ImportError:
+        raised = True
+      left = "dp_accounting" in sys.modules
+      import dp_accounting
+      print(json.dumps({"raised": raised, "left": left,
+                        "whole": callable(dp_accounting.calibrate_dp_mechanism),
+                        "same": dp_accounting.dp_event is sys.modules["dp_accounting.dp_event"]}))
+      """)
+  assert got == {"raised": True, "left": False, "whole": True, "same": True}, got
