@@ -103,8 +103,8 @@ def import_submodules(package: str, names):
   ``__init__`` runs, in full, on the first lookup of a name the submodules
   did not define (``package.X``, ``from package import X``, ``*``). This
   keeps the package's heavy ``__init__`` imports (dp_accounting's: SciPy's
-  optimize, signal and stats, about 0.9 s) out of a process that needs only
-  a few light modules. Raises ``ImportError`` where the package is absent.
+  optimize, signal and stats) out of a process that needs only a few light
+  modules. Raises ``ImportError`` where the package is absent.
   """
   stub = None
   with _DEFERRED_LOCK:

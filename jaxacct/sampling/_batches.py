@@ -109,8 +109,7 @@ def capacity_for(*, expected_batch_size: float, num_steps: int,
 
 def _poisson_sf(k, lam):
   """``scipy.stats.poisson.sf(k, lam)`` for an integer k >= 0, bit for bit (its
-  ``_sf``: ``pdtrc(floor(k), lam)``), without importing scipy.stats (about 0.4 s
-  of a fresh process)."""
+  ``_sf``: ``pdtrc(floor(k), lam)``), without importing scipy.stats (slow to import)."""
   from scipy import special
   return special.pdtrc(np.floor(k), lam)
 

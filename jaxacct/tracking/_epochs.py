@@ -13,16 +13,15 @@ Tracking during training").
 
 from __future__ import annotations
 
-import atexit
 import math
 import threading
-import weakref
 
 import jax
 import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct._core.batching import accelerator_layout
+from jaxacct._core.parallel import stop_at_exit
 from jaxacct.allocation import pld as apld
 from jaxacct.pld import from_losses_host, law, pair_column_epsilons, pair_epsilons
 
@@ -257,30 +256,18 @@ def allocation_step_segments(event, epoch_end, num_epochs: int, *, delta: float,
     ends.close()
 
 
-_LIVE: "weakref.WeakSet[_InOrder]" = weakref.WeakSet()
-
-
-@atexit.register
-def _close_all():
-  """At exit, each producer is closed and joined after the value it is computing:
-  a daemon thread still inside XLA when the interpreter finalises aborts the
-  process ("FATAL: exception not rethrown"), after a run that succeeded."""
-  for producer in list(_LIVE):
-    producer.close(join=True)
-
-
 class _InOrder:
   """``fn(1), fn(2), ...`` computed in order on a daemon thread, each started once
   :meth:`allow` lets it; :meth:`get` waits for one (an exception in ``fn`` is
   raised there). At the interpreter's exit the thread is closed and joined
-  after its current value (:func:`_close_all`)."""
+  after its current value (:func:`jaxacct._core.parallel.stop_at_exit`)."""
 
   def __init__(self, fn, n: int):
     self._vals, self._error, self._limit, self._closed = {}, None, 1, False
     self._cond = threading.Condition()
     self._thread = threading.Thread(target=self._run, args=(fn, int(n)), daemon=True,
                                     name="jaxacct-epoch-ends")
-    _LIVE.add(self)
+    stop_at_exit(self)
     self._thread.start()
 
   def _run(self, fn, n):
@@ -320,3 +307,7 @@ class _InOrder:
       self._cond.notify_all()
     if join and self._thread is not threading.current_thread():
       self._thread.join(timeout=60.0)
+
+  def stop(self) -> None:
+    """:meth:`close`, then waits for the thread (its current value first)."""
+    self.close(join=True)

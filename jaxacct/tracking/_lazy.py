@@ -11,25 +11,15 @@ accountant's).
 
 from __future__ import annotations
 
-import atexit
 import threading
 import time
-import weakref
 from typing import Iterable, Optional
 
 import jax
 import numpy as np
 
+from jaxacct._core.parallel import stop_at_exit
 from jaxacct._core.progress import progress
-
-_LIVE: "weakref.WeakSet[LazyTable]" = weakref.WeakSet()
-
-
-@atexit.register
-def _stop_all():   # no XLA work left running while the interpreter shuts down
-  for table in list(_LIVE):
-    table.stop()
-
 
 class LazyTable:
   """float64 ``table[0..num_steps]`` (``table[0] = 0``), final entries first.
@@ -64,7 +54,7 @@ class LazyTable:
     self.ready = 1
     self._thread = threading.Thread(target=self._run, args=(segments,), daemon=True,
                                     name="jaxacct-epsilon-table")
-    _LIVE.add(self)
+    stop_at_exit(self)   # no XLA work left running while the interpreter shuts down
     self._thread.start()
 
   @property
@@ -97,8 +87,6 @@ class LazyTable:
       with self._cond:
         self._error = exc
         self._cond.notify_all()
-    finally:
-      _LIVE.discard(self)
 
   def stop(self) -> None:
     """Stops the producer after its current piece (the table stays partial)."""

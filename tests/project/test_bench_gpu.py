@@ -219,4 +219,7 @@ def test_profile_quick(tmp_path):
   assert 0 < rec["compile_union_s"] < rec["first_s"] and rec["warm_s"] > 0
   assert abs(rec["first_s"] - rec["compile_union_s"] - rec["warm_s"]
              - rec["unexplained_s"]) < 1e-9
-  assert 1.0 <= rec["value"] < 1.5   # the widest bracket (upper / lower) of the lanes
+  # the widest bracket (upper / lower) of the lanes: >= 1 as every bracket is certified;
+  # < 1.5 is a loose ceiling (the 1,000-lane sweep's is 1.0026 in
+  # bench/results/cold_start_cpu.md, jaxacct's own run, not an independent value)
+  assert 1.0 <= rec["value"] < 1.5
