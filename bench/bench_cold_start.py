@@ -414,10 +414,14 @@ def _meta():
     jax_version, devices = "unknown", ["unknown: " + probe.stderr.strip()[-200:]]
   commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE,
                           capture_output=True, text=True).stdout.strip() or "unknown"
+  if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+  from _common import install_bytecode
   return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
           "jax": jax_version, "devices": devices, "cpu_count": os.cpu_count(),
           "platform": platform.platform(), "commit": commit,
-          "python": platform.python_version(), "loadavg_start": _loadavg()}
+          "python": platform.python_version(), "loadavg_start": _loadavg(),
+          "bytecode": install_bytecode(ROOT)}
 
 
 def _loadavg():
@@ -598,7 +602,7 @@ def main(argv=None):
   head = (f"Cold start ({tag}), {meta['date']}, jax {meta['jax']}, devices {meta['devices']}, "
           f"{meta['cpu_count']} CPUs, load average {meta['loadavg_start']} at start, "
           f"commit {meta['commit']}; one fresh process per cell, "
-          f"caches off; repeat {args.repeat} (median run by first-answer time)")
+          f"caches off, {meta['bytecode']}; repeat {args.repeat} (median run by first-answer time)")
   ours_dpa = [r["question"] for r in rows if r.get("lib") == "jaxacct"
               and r.get("loaded_by_import", {}).get("dp_accounting")]
   if ours_dpa:

@@ -132,6 +132,8 @@ def main():
     return
   import jax
   sides = {"new": ROOT} if a.vs_root is None else {"new": ROOT, "old": os.path.abspath(a.vs_root)}
+  from _common import install_bytecode
+  bytecode = {s: install_bytecode(root) for s, root in sides.items()}
   load0 = os.getloadavg()
   runs = {(s, q): [] for s in sides for q in QUESTIONS}
   for _ in range(a.repeat):
@@ -164,7 +166,7 @@ def main():
           "load_average_start": load0, "load_average_end": os.getloadavg(),
           "commit": _commit(ROOT), "old": None if "old" not in sides else {
               "root": sides["old"], "commit": _commit(sides["old"])},
-          "repeat": a.repeat, "Y_s": y, "Y_import_s": med[("new", "Y")]["import_s"],
+          "repeat": a.repeat, "bytecode": bytecode, "Y_s": y, "Y_import_s": med[("new", "Y")]["import_s"],
           "Y_value": med[("new", "Y")]["value"], "Y_whole_s": y_whole}
   kind = "gpu" if jax.default_backend() == "gpu" else "cpu"
   os.makedirs(a.out, exist_ok=True)
@@ -174,7 +176,8 @@ def main():
            f"{meta['cpus']} CPUs, load average {[round(v, 2) for v in load0]} at start, "
            f"{[round(v, 2) for v in meta['load_average_end']]} at end; commit {meta['commit']}"
            + ("" if "old" not in sides else f" vs {meta['old']['commit']}")
-           + f"; one fresh process per cell, caches off; median of {a.repeat}", "",
+           + f"; one fresh process per cell, caches off, {bytecode['new']}; median of "
+           f"{a.repeat}", "",
            f"Y (dp_accounting's import {meta['Y_import_s']:.2f} s + its first Poisson-PLD "
            f"answer {y:.3f} s) = {y_whole:.3f} s; a question's whole = its import (jax, "
            f"jaxacct) + its first answer; first / first: the first answers alone "

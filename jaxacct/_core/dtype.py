@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct._core import parallel
 from jaxacct._core.sharding import float64_placement, to_device
 from jaxacct._core.units import public_module
 
@@ -76,6 +77,39 @@ def decided(tree):
       yield tree if dev is None else to_device(tree, dev)
     finally:
       _ENTERED.reset(token)
+
+
+def _this_decision():
+  """A context-manager factory that enters, on another thread, the float64
+  decision in force on this one: JAX's x64 mode and default device are
+  thread-local, so a helper thread enters this thread's values (the same ones,
+  so the same compiled programs); the door marker is a context variable and
+  comes with the copied context."""
+  x64, dev = x64_enabled(), jax.config.jax_default_device
+
+  @contextlib.contextmanager
+  def enter():
+    with contextlib.ExitStack() as stack:
+      if x64:
+        stack.enter_context(jax.enable_x64(True))
+      if dev is not None:
+        stack.enter_context(jax.default_device(dev))
+      yield
+
+  return enter
+
+
+def side_by_side(first: Callable, second: Callable):
+  """``(first(), second())``, ``second`` on a helper thread
+  (:func:`jaxacct._core.parallel.side_by_side`) under this thread's float64
+  decision."""
+  return parallel.side_by_side(first, second, enter=_this_decision())
+
+
+def beside(fn: Callable) -> parallel.Later:
+  """``fn()`` started on a helper thread (:func:`jaxacct._core.parallel.beside`)
+  under this thread's float64 decision; its ``result()`` waits for it."""
+  return parallel.beside(fn, enter=_this_decision())
 
 
 def x64_boundary(fn: F) -> F:

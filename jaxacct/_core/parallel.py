@@ -10,8 +10,10 @@ joined at the interpreter's exit (:func:`stop_at_exit`).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import contextvars
 import os
+import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,6 +39,73 @@ def host_map(fn, items) -> list:
   ctx = contextvars.copy_context()
   with ThreadPoolExecutor(workers) as ex:
     return list(ex.map(lambda x: ctx.copy().run(fn, x), items))
+
+
+class Later:
+  """``fn()``'s value, computed on a helper thread started now (:func:`beside`).
+
+  :meth:`result` waits for it (and raises what ``fn`` raised); :meth:`join` waits
+  only. The helper is a non-daemon thread (the interpreter waits for it at exit,
+  never finalising under it). One core: no thread; ``fn`` runs at the first
+  :meth:`result`, on the caller's thread.
+  """
+
+  def __init__(self, fn, enter):
+    self._fn, self._value, self._error, self._thread = fn, None, None, None
+    if cores() < 2:
+      return
+    ctx = contextvars.copy_context()
+
+    def run():
+      try:
+        with enter():
+          self._value = fn()
+      except BaseException as err:   # noqa: BLE001 -- raised again by result()
+        self._error = err
+
+    self._thread = threading.Thread(target=ctx.run, args=(run,), name="jaxacct-beside")
+    self._thread.start()
+
+  def join(self) -> None:
+    if self._thread is not None:
+      self._thread.join()
+
+  def result(self):
+    if self._thread is None:
+      if self._fn is not None:    # one core: here, once
+        fn, self._fn = self._fn, None
+        self._value = fn()
+      return self._value
+    self._thread.join()
+    if self._error is not None:
+      raise self._error
+    return self._value
+
+
+def beside(fn, *, enter=contextlib.nullcontext) -> Later:
+  """Starts ``fn()`` on a helper thread, in a copy of the caller's context and
+  inside ``enter()`` (a context-manager factory for what a thread does not
+  inherit: JAX's thread-local settings); its value is the returned
+  :class:`Later`'s ``result()``. Each result is what a serial call returns
+  (``fn`` must share nothing with the caller's work in between)."""
+  return Later(fn, enter)
+
+
+def side_by_side(first, second, *, enter=contextlib.nullcontext):
+  """``(first(), second())``: ``second`` on a helper thread (:func:`beside`) while
+  ``first`` runs here.
+
+  One core: serial, ``first`` then ``second``. An exception in either is raised
+  here, after both have ended (``first``'s when both raise).
+  """
+  if cores() < 2:
+    return first(), second()
+  later = beside(second, enter=enter)
+  try:
+    here = first()
+  finally:
+    later.join()
+  return here, later.result()
 
 
 _AT_EXIT: "weakref.WeakSet" = weakref.WeakSet()

@@ -22,7 +22,7 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct._core import checks, dp_bridge
 from jaxacct._core.checks import WindowTooLarge
-from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.dtype import side_by_side, x64_boundary
 from jaxacct._core.events import kind
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 from jaxacct._core.results import DeltaResult, EpsilonResult
@@ -259,7 +259,11 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     def result(v, **kw):
       return cls(**{quantity: v, given: value}, **kw)
 
-    c = self._compose_all()
+    # a bracket of one event: its lower (built lazily) starts beside its upper
+    ahead = with_lower and is_eps and 0.0 < value < 1.0 and \
+        sum(1 for _, n in self._leaves if n > 0) == 1
+    with _composition.lowers_ahead(ahead):
+      c = self._compose_all()
     if c.nonprivate:
       worst = math.inf if is_eps else 1.0
       return result(worst, method="non_private", bound="upper", lower=worst,
@@ -275,26 +279,23 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
       return result(v, method="gaussian_exact", bound="exact", lower=v,
                     by_direction={"remove": (v, v), "add": (v, v)},
                     details=dict(c.details, mu=c.exact_mu))
-    if c.door is not None:
+    if c.door is not None and (not with_lower or c.door.with_lower):
       r = c.door.ask(quantity, value, with_lower=with_lower)   # upper only: no lower built
       v = float(getattr(r, quantity))
       if not with_lower:
         return result(v, method=c.method, bound="upper", details=dict(c.details))
-      if c.door.with_lower:
-        bd = {d: tuple(float(x) for x in b) for d, b in r.by_direction.items()}
-        return result(v, method=c.method, bound="upper", lower=float(r.lower),
-                      by_direction=bd, details=dict(c.details))
-      ups = {d: float(r.details[d]) for d in ("remove", "add")}   # lower: c's lower_fn
-    elif c.repeated is not None:   # one event n times: the repeated-event engine
-      ups = _repeated.direction_values(quantity, c.repeated, value, self._tail)
-    else:
-      query = jpld.epsilon if is_eps else jpld.delta
-      ups = {d: float(query(getattr(c.upper, d), value)) for d in ("remove", "add")}
+      bd = {d: tuple(float(x) for x in b) for d, b in r.by_direction.items()}
+      return result(v, method=c.method, bound="upper", lower=float(r.lower),
+                    by_direction=bd, details=dict(c.details))
     if not with_lower:
-      return result(max(ups.values()), method=c.method, bound="upper",
-                    details=dict(c.details))
-    rep = (self._repeated_lower(quantity, value)
-           if c.door is not None or c.repeated is not None else None)
+      return result(max(self._uppers(c, quantity, value).values()), method=c.method,
+                    bound="upper", details=dict(c.details))
+    if is_eps and (c.door is not None or c.repeated is not None):
+      # the lower by the repeated-event engine, beside the upper (they share nothing)
+      ups, rep = side_by_side(lambda: self._uppers(c, quantity, value),
+                              lambda: self._repeated_lower(quantity, value))
+    else:
+      ups, rep = self._uppers(c, quantity, value), None
     if rep is None:
       lower = c.lower
       los = {d: self._lower_value(quantity, getattr(lower, d), value) if lower is not None
@@ -307,6 +308,18 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     return result(max(ups.values()), method=c.method, bound="upper",
                   lower=max(los.values()), by_direction={d: (ups[d], los[d]) for d in ups},
                   details=details)
+
+  def _uppers(self, c, quantity, value) -> dict:
+    """Per direction, the upper epsilon (at delta ``value``) or delta (at epsilon
+    ``value``) of the composition ``c``: its door's, the repeated-event
+    engine's, or the composed pair's."""
+    if c.door is not None:
+      r = c.door.ask(quantity, value, with_lower=True)   # this door builds no lower
+      return {d: float(r.details[d]) for d in ("remove", "add")}
+    if c.repeated is not None:   # one event n times: the repeated-event engine
+      return _repeated.direction_values(quantity, c.repeated, value, self._tail)
+    query = jpld.epsilon if quantity == "epsilon" else jpld.delta
+    return {d: float(query(getattr(c.upper, d), value)) for d in ("remove", "add")}
 
   def _extreme(self, quantity, with_lower, result):
     """epsilon at delta = 0 or delta at epsilon = inf, from the components.

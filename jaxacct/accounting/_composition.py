@@ -32,6 +32,8 @@ checked and built in ``jaxacct.accounting._newer_events``.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 from typing import Any, List, NamedTuple, Optional, Tuple
 
@@ -40,6 +42,7 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct import shuffle
 from jaxacct._core import dp_bridge
+from jaxacct._core.dtype import beside
 from jaxacct._core.events import kind
 from jaxacct.accounting import _mechanisms, _newer_events, _pairs, fixed_size
 from jaxacct.allocation.pld import allocation_plds
@@ -60,15 +63,34 @@ def relation_name(relation) -> str:
   return name
 
 
+#: True while a bracket's one component is built (:func:`lowers_ahead`)
+_AHEAD = contextvars.ContextVar("jaxacct_lowers_ahead", default=False)
+
+
+@contextlib.contextmanager
+def lowers_ahead(ahead: bool = True):
+  """Within (``ahead`` true), a :class:`Lazy` lower made starts at once on a helper
+  thread (:func:`jaxacct._core.dtype.beside`), beside the upper built after it:
+  for a bracket query of one event, whose lower will be asked."""
+  token = _AHEAD.set(bool(ahead))
+  try:
+    yield
+  finally:
+    _AHEAD.reset(token)
+
+
 class Lazy:
-  """A value computed on first use (lower PLDs: only bracket queries need them)."""
+  """A value computed on first use (lower PLDs: only bracket queries need them),
+  or started at once beside the caller's work (:func:`lowers_ahead`)."""
 
   def __init__(self, fn):
     self._fn, self._value, self._done = fn, None, False
+    self._later = beside(fn) if _AHEAD.get() else None
 
   def get(self):
     if not self._done:
-      self._value, self._done = self._fn(), True
+      self._value = self._fn() if self._later is None else self._later.result()
+      self._done, self._later = True, None
     return self._value
 
 
@@ -467,8 +489,9 @@ def _wor(event, rel, step):
   if g == 1:
     return _base(inner, rel, step)._replace(label=label)
   if is_gauss:   # tight symmetric pair (jaxacct.accounting.fixed_size)
-    up = fixed_size.without_replacement_pair(n, m, s, step=step)
+    # the lower first: a bracket starts it beside the upper (lowers_ahead)
     lo = Lazy(lambda: fixed_size.without_replacement_pair(n, m, s, step=step, pessimistic=False))
+    up = fixed_size.without_replacement_pair(n, m, s, step=step)
     return Component(label + " [pld: one-step-exact symmetric pair]", up, lo,
                      lower_scope="mechanism")
   up = _mechanisms.sampled_without_replacement_upper("laplace", s, g, step=step)

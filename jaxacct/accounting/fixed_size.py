@@ -19,7 +19,6 @@ import math
 
 import jax.numpy as jnp
 import numpy as np
-from scipy import fft as sfft
 
 from jaxacct import pld
 from jaxacct._core import checks
@@ -380,6 +379,7 @@ def kernels_lower_delta(cells, steps: int, *, step: float, loss_range=None,
 
 def _adaptive_program(kern, steps, h, lo, hi):
   """``(u, W_0(u))`` on the grid ``lo + h j`` (docs/bounds/fixed_size.md, adaptive lower)."""
+  from scipy import fft as sfft   # here: the without-replacement paths need no scipy.fft
   jmin = min(o for o, _, _ in kern)
   jmax = max(o + w.size - 1 for o, w, _ in kern)
   k = int(round((hi - lo) / h)) + 1

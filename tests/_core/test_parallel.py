@@ -1,0 +1,147 @@
+"""Two independent pieces of host work side by side (``jaxacct._core.parallel``,
+``jaxacct._core.dtype.side_by_side`` and ``beside``), and the accountant's bracket
+that uses them.
+
+Counted, never timed: which thread ran what, the order of calls, JAX's compiled
+programs (``_cache_size``) and values equal bit for bit to the serial ones.
+"""
+
+import contextlib
+import contextvars
+import threading
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from jaxacct._core import dtype, parallel
+
+MARK = contextvars.ContextVar("test_parallel_mark", default="unset")
+
+
+@pytest.fixture
+def two_cores(monkeypatch):
+  """The threaded path, whatever this machine's core count."""
+  monkeypatch.setattr(parallel, "cores", lambda: 2)
+
+
+def _alive_helpers():
+  return [t for t in threading.enumerate() if t.name.startswith("jaxacct-beside")]
+
+
+def test_side_by_side_runs_second_on_a_joined_helper_in_the_callers_context(two_cores):
+  token = MARK.set("caller")
+  entered = []
+
+  @contextlib.contextmanager
+  def enter():
+    entered.append(threading.current_thread().name)
+    yield
+
+  try:
+    here, there = parallel.side_by_side(
+        lambda: (threading.current_thread().name, MARK.get()),
+        lambda: (threading.current_thread().name, MARK.get()), enter=enter)
+  finally:
+    MARK.reset(token)
+  assert here == (threading.current_thread().name, "caller")
+  assert there[0].startswith("jaxacct-beside") and there[1] == "caller"
+  assert entered == [there[0]]            # enter() ran on the helper, once
+  assert not _alive_helpers()             # joined before returning
+
+
+def test_one_core_runs_both_here_in_order(monkeypatch):
+  monkeypatch.setattr(parallel, "cores", lambda: 1)
+  calls = []
+  me = threading.current_thread().name
+  out = parallel.side_by_side(lambda: calls.append(("first", threading.current_thread().name)),
+                              lambda: calls.append(("second", threading.current_thread().name)))
+  assert out == (None, None)
+  assert calls == [("first", me), ("second", me)]
+
+
+def test_an_exception_in_either_is_raised_after_both_ended(two_cores):
+  ended = []
+
+  def slow():
+    time.sleep(0.2)
+    ended.append("second")
+    return 1
+
+  def fails():
+    raise ValueError("first failed")
+
+  with pytest.raises(ValueError, match="first failed"):
+    parallel.side_by_side(fails, slow)
+  assert ended == ["second"]              # the helper finished before the raise
+  assert not _alive_helpers()
+
+  def also_fails():
+    raise KeyError("second failed")
+
+  with pytest.raises(KeyError, match="second failed"):
+    parallel.side_by_side(lambda: 0, also_fails)
+
+
+def test_the_helper_gets_this_threads_float64_decision_and_the_same_programs(two_cores):
+  """x64 and the default device are thread-local in JAX: the helper enters the
+  caller's values, so it runs float64 and reuses the caller's compiled program
+  (a different setting would be a different cache key: a second compile)."""
+  f = jax.jit(lambda x: x * 2.0 + 1.0)
+  cpu = jax.devices("cpu")[0]
+
+  def ask():
+    y = f(np.arange(4.0))
+    return dtype.x64_enabled(), str(y.dtype), jax.config.jax_default_device
+
+  assert not dtype.x64_enabled()          # the suite runs in JAX's float32 default
+  with jax.enable_x64(True), jax.default_device(cpu):
+    here, there = dtype.side_by_side(ask, ask)
+  assert here == there == (True, "float64", cpu)
+  assert f._cache_size() == 1
+  # outside: the user's float32 default, in both threads
+  assert dtype.side_by_side(ask, ask) == ((False, "float32", None),) * 2
+
+
+
+@pytest.mark.parametrize("kind", ["fixed_size", "poisson"])
+def test_the_accountants_bracket_is_the_serial_one_bit_for_bit(monkeypatch, kind):
+  """The bracket's lower (the repeated-event engine on the lower pair) runs beside
+  its upper (the engine, or the Poisson door): the same numbers as one thread."""
+  from jaxacct.accounting import NeighboringRelation, PLDAccountant, events as ev
+  step = ev.SampledWithoutReplacementDpEvent(1000, 50, ev.GaussianDpEvent(1.0)) \
+      if kind == "fixed_size" else ev.PoissonSampledDpEvent(0.05, ev.GaussianDpEvent(1.0))
+  relation = NeighboringRelation.REPLACE_ONE if kind == "fixed_size" \
+      else NeighboringRelation.ADD_OR_REMOVE_ONE
+
+  def bracket(n_cores):
+    monkeypatch.setattr(parallel, "cores", lambda: n_cores)
+    r = PLDAccountant(relation).compose(step, 200).get_epsilon_bounds(1e-5)
+    return r.epsilon, r.lower, r.by_direction
+
+  calls = []
+  for name in ("side_by_side", "beside"):
+    inner = getattr(parallel, name)
+    monkeypatch.setattr(parallel, name,
+                        lambda *a, _n=name, _f=inner, **k: calls.append(_n) or _f(*a, **k))
+  serial = bracket(1)
+  # the lower beside the upper; fixed_size's lower pair is also started before its
+  # upper pair is built (lowers_ahead)
+  assert calls == (["beside"] if kind == "fixed_size" else []) + ["side_by_side"]
+  threaded = bracket(2)
+  assert threaded == serial                    # ==: bit for bit, both directions
+  assert 0.0 < serial[1] <= serial[0]
+
+
+def test_later_raises_what_its_function_raised_and_runs_once(two_cores, monkeypatch):
+  later = parallel.beside(lambda: 1 / 0)
+  with pytest.raises(ZeroDivisionError):
+    later.result()
+  assert not _alive_helpers()
+  monkeypatch.setattr(parallel, "cores", lambda: 1)
+  runs = []
+  later = parallel.beside(lambda: runs.append(threading.current_thread().name) or 7)
+  assert runs == []                           # one core: nothing until asked
+  assert (later.result(), later.result()) == (7, 7)
+  assert runs == [threading.current_thread().name]
