@@ -69,9 +69,9 @@ _AHEAD = contextvars.ContextVar("jaxacct_lowers_ahead", default=False)
 
 @contextlib.contextmanager
 def lowers_ahead(ahead: bool = True):
-  """Within (``ahead`` true), a :class:`Lazy` lower made starts at once on a helper
-  thread (:func:`jaxacct._core.dtype.beside`), beside the upper built after it:
-  for a bracket query of one event, whose lower will be asked."""
+  """Within (``ahead`` true), a lower made by :meth:`Lazy.ahead` starts at once on
+  a helper thread (:func:`jaxacct._core.dtype.beside`), beside the upper built
+  after it: for a bracket query of one event, whose lower will be asked."""
   token = _AHEAD.set(bool(ahead))
   try:
     yield
@@ -81,11 +81,17 @@ def lowers_ahead(ahead: bool = True):
 
 class Lazy:
   """A value computed on first use (lower PLDs: only bracket queries need them),
-  or started at once beside the caller's work (:func:`lowers_ahead`)."""
+  or started at once beside the caller's work (:meth:`ahead`)."""
 
-  def __init__(self, fn):
+  def __init__(self, fn, *, start: bool = False):
     self._fn, self._value, self._done = fn, None, False
-    self._later = beside(fn) if _AHEAD.get() else None
+    self._later = beside(fn) if start else None
+
+  @classmethod
+  def ahead(cls, fn) -> "Lazy":
+    """A lower that starts at once within :func:`lowers_ahead`: for a component
+    whose bracket always asks its lower (no closed form answers it instead)."""
+    return cls(fn, start=_AHEAD.get())
 
   def get(self):
     if not self._done:
@@ -490,7 +496,8 @@ def _wor(event, rel, step):
     return _base(inner, rel, step)._replace(label=label)
   if is_gauss:   # tight symmetric pair (jaxacct.accounting.fixed_size)
     # the lower first: a bracket starts it beside the upper (lowers_ahead)
-    lo = Lazy(lambda: fixed_size.without_replacement_pair(n, m, s, step=step, pessimistic=False))
+    lo = Lazy.ahead(lambda: fixed_size.without_replacement_pair(n, m, s, step=step,
+                                                              pessimistic=False))
     up = fixed_size.without_replacement_pair(n, m, s, step=step)
     return Component(label + " [pld: one-step-exact symmetric pair]", up, lo,
                      lower_scope="mechanism")

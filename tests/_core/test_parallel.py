@@ -145,3 +145,16 @@ def test_later_raises_what_its_function_raised_and_runs_once(two_cores, monkeypa
   assert runs == []                           # one core: nothing until asked
   assert (later.result(), later.result()) == (7, 7)
   assert runs == [threading.current_thread().name]
+
+
+def test_a_bracket_answered_in_closed_form_starts_no_lower(monkeypatch, two_cores):
+  """m = n: the fixed-size step is the Gaussian, whose bracket is the closed form;
+  its lower pair is never asked, so none is started ahead (no wasted helper)."""
+  from jaxacct.accounting import NeighboringRelation, PLDAccountant, events as ev
+  calls = []
+  inner = parallel.beside
+  monkeypatch.setattr(parallel, "beside", lambda *a, **k: calls.append(1) or inner(*a, **k))
+  step = ev.SampledWithoutReplacementDpEvent(100, 100, ev.GaussianDpEvent(4.0))
+  r = PLDAccountant(NeighboringRelation.REPLACE_ONE).compose(step, 10).get_epsilon_bounds(1e-5)
+  assert r.method == "gaussian_exact" and r.lower == r.epsilon
+  assert calls == []
