@@ -29,6 +29,7 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.conversion import rdp_to_delta
+from jaxacct._core.dtype import side_by_side
 from jaxacct._core.gaussian import gaussian_delta, normal_tail_z
 from jaxacct._core.logmath import LOG_HALF, log_laplace_cells, log_ndtr_diff
 from jaxacct._core.namespace import host_call
@@ -204,8 +205,8 @@ def poisson_gaussian_lower(sigma: float, q: float, *, step: float,
   l1 = _gauss_cells(edges, 1.0, s)
   lmix = np.logaddexp(math.log1p(-q) + l0, math.log(q) + l1) if q < 1 else l1
   pm, p0 = np.exp(lmix), np.exp(l0)
-  return jpld.PairPLD(dominated_on_grid(pm, p0, step=step),
-                        dominated_on_grid(p0, pm, step=step))
+  return jpld.PairPLD(*side_by_side(lambda: dominated_on_grid(pm, p0, step=step),
+                                   lambda: dominated_on_grid(p0, pm, step=step)))
 
 
 def lower_pld(mechanism, *, step: float):

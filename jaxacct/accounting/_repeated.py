@@ -17,6 +17,7 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.checks import WindowTooLarge
+from jaxacct._core.dtype import side_by_side
 from jaxacct.accounting._scheme_doors import scheme_door
 
 
@@ -26,18 +27,18 @@ def direction_values(quantity, repeated, value, tail_mass, rounding="up") -> dic
   no number (delta next to 1), the FFT composition's query (``rounding``) does."""
   pair, n = repeated
   if quantity == "epsilon":
-    out = {}
-    for d in ("remove", "add"):
-      if d == "add" and pair.add is pair.remove:   # a symmetric pair: one PLD, one number
-        out[d] = out["remove"]
-        continue
-      v = float(jpld.direction_epsilons(getattr(pair, d), [int(n)], value,
-                                        tail_mass=tail_mass)[0])
+    def one(pld):
+      v = float(jpld.direction_epsilons(pld, [int(n)], value, tail_mass=tail_mass)[0])
       if math.isnan(v):
-        v = float(jpld.epsilon(jpld.compose(getattr(pair, d), int(n), tail_mass=tail_mass),
-                               value, rounding=rounding))
-      out[d] = v
-    return out
+        v = float(jpld.epsilon(jpld.compose(pld, int(n), tail_mass=tail_mass), value,
+                               rounding=rounding))
+      return v
+
+    if pair.add is pair.remove:   # a symmetric pair: one PLD, one number
+      v = one(pair.remove)
+      return {"remove": v, "add": v}
+    rem, add = side_by_side(lambda: one(pair.remove), lambda: one(pair.add))
+    return {"remove": rem, "add": add}
   out = {"remove": jpld.direction_delta(pair.remove, int(n), value, tail_mass=tail_mass)}
   out["add"] = out["remove"] if pair.add is pair.remove else jpld.direction_delta(
       pair.add, int(n), value, tail_mass=tail_mass)
