@@ -41,18 +41,40 @@ def host_map(fn, items) -> list:
     return list(ex.map(lambda x: ctx.copy().run(fn, x), items))
 
 
+#: helper threads running jaxacct work, less the callers lending their core while
+#: they wait for one (:meth:`Later.join`); at most ``cores() - 1`` at a time
+_BUSY = [0]
+_BUSY_LOCK = threading.Lock()
+
+
+def _take_slot() -> bool:
+  with _BUSY_LOCK:
+    if _BUSY[0] < cores() - 1:
+      _BUSY[0] += 1
+      return True
+    return False
+
+
+def _move_slots(n: int) -> None:
+  with _BUSY_LOCK:
+    _BUSY[0] += n
+
+
 class Later:
   """``fn()``'s value, computed on a helper thread started now (:func:`beside`).
 
   :meth:`result` waits for it (and raises what ``fn`` raised); :meth:`join` waits
-  only. The helper is a non-daemon thread (the interpreter waits for it at exit,
-  never finalising under it). One core: no thread; ``fn`` runs at the first
-  :meth:`result`, on the caller's thread.
+  only, lending the waiting caller's core to the helper's own helpers. The
+  helper is a non-daemon thread (the interpreter waits for it at exit, never
+  finalising under it). Helpers are at most ``cores() - 1`` at a time (the
+  caller runs on the last core): with none free (one core, or all busy) there
+  is no thread, and ``fn`` runs at the first :meth:`result`, on the caller's
+  thread.
   """
 
   def __init__(self, fn, enter):
     self._fn, self._value, self._error, self._thread = fn, None, None, None
-    if cores() < 2:
+    if not _take_slot():
       return
     ctx = contextvars.copy_context()
 
@@ -62,44 +84,48 @@ class Later:
           self._value = fn()
       except BaseException as err:   # noqa: BLE001 -- raised again by result()
         self._error = err
+      finally:
+        _move_slots(-1)
 
     self._thread = threading.Thread(target=ctx.run, args=(run,), name="jaxacct-beside")
     self._thread.start()
 
   def join(self) -> None:
-    if self._thread is not None:
+    if self._thread is None:
+      return
+    _move_slots(-1)       # this caller waits: its core is free meanwhile
+    try:
       self._thread.join()
+    finally:
+      _move_slots(1)
 
   def result(self):
     if self._thread is None:
-      if self._fn is not None:    # one core: here, once
+      if self._fn is not None:    # no helper: here, once
         fn, self._fn = self._fn, None
         self._value = fn()
       return self._value
-    self._thread.join()
+    self.join()
     if self._error is not None:
       raise self._error
     return self._value
 
 
 def beside(fn, *, enter=contextlib.nullcontext) -> Later:
-  """Starts ``fn()`` on a helper thread, in a copy of the caller's context and
-  inside ``enter()`` (a context-manager factory for what a thread does not
-  inherit: JAX's thread-local settings); its value is the returned
-  :class:`Later`'s ``result()``. Each result is what a serial call returns
-  (``fn`` must share nothing with the caller's work in between)."""
+  """Starts ``fn()`` on a helper thread where one is free (:class:`Later`), in a
+  copy of the caller's context and inside ``enter()`` (a context-manager factory
+  for what a thread does not inherit: JAX's thread-local settings); its value is
+  the returned :class:`Later`'s ``result()``. Each result is what a serial call
+  returns (``fn`` must share nothing with the caller's work in between)."""
   return Later(fn, enter)
 
 
 def side_by_side(first, second, *, enter=contextlib.nullcontext):
   """``(first(), second())``: ``second`` on a helper thread (:func:`beside`) while
-  ``first`` runs here.
-
-  One core: serial, ``first`` then ``second``. An exception in either is raised
-  here, after both have ended (``first``'s when both raise).
+  ``first`` runs here; with no helper free, in turn (``first`` then ``second``).
+  An exception in either is raised here, after both have ended (``first``'s when
+  both raise).
   """
-  if cores() < 2:
-    return first(), second()
   later = beside(second, enter=enter)
   try:
     here = first()
