@@ -123,14 +123,13 @@ def beside(fn, *, enter=contextlib.nullcontext) -> Later:
 def side_by_side(first, second, *, enter=contextlib.nullcontext):
   """``(first(), second())``: ``second`` on a helper thread (:func:`beside`) while
   ``first`` runs here; with no helper free, in turn (``first`` then ``second``).
-  An exception in either is raised here, after both have ended (``first``'s when
-  both raise).
+
+  An exception in ``first`` is raised at once, as a serial call would (a helper
+  still running ends on its own, its value unused; the interpreter waits for it
+  at exit); one in ``second`` is raised after ``first`` has returned.
   """
   later = beside(second, enter=enter)
-  try:
-    here = first()
-  finally:
-    later.join()
+  here = first()
   return here, later.result()
 
 

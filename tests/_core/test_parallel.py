@@ -91,7 +91,7 @@ def test_one_core_runs_both_here_in_order(monkeypatch):
   assert calls == [("first", me), ("second", me)]
 
 
-def test_an_exception_in_either_is_raised_after_both_ended(two_cores):
+def test_an_exception_in_first_is_raised_at_once_and_in_second_after_first(two_cores):
   ended = []
 
   def slow():
@@ -104,8 +104,10 @@ def test_an_exception_in_either_is_raised_after_both_ended(two_cores):
 
   with pytest.raises(ValueError, match="first failed"):
     parallel.side_by_side(fails, slow)
-  assert ended == ["second"]              # the helper finished before the raise
-  assert not _alive_helpers()
+  assert ended == []                      # raised at once, as in turn: not after second
+  for t in _alive_helpers():              # the helper ends on its own
+    t.join(10)
+  assert ended == ["second"] and parallel._BUSY == [0]
 
   def also_fails():
     raise KeyError("second failed")
