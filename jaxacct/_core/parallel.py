@@ -47,6 +47,18 @@ _BUSY = [0]
 _BUSY_LOCK = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+  """A forked child has none of its parent's threads: no helper is running there
+  (and the lock may have been held at the fork)."""
+  global _BUSY_LOCK
+  _BUSY_LOCK = threading.Lock()
+  _BUSY[0] = 0
+
+
+if hasattr(os, "register_at_fork"):
+  os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _take_slot() -> bool:
   with _BUSY_LOCK:
     if _BUSY[0] < cores() - 1:

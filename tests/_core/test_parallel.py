@@ -191,3 +191,28 @@ def test_a_bracket_answered_in_closed_form_starts_no_lower(monkeypatch, two_core
   r = PLDAccountant(NeighboringRelation.REPLACE_ONE).compose(step, 10).get_epsilon_bounds(1e-5)
   assert r.method == "gaussian_exact" and r.lower == r.epsilon
   assert calls == []
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")   # JAX's: the child runs no JAX
+def test_a_forked_child_starts_with_no_helper_counted(two_cores):
+  """Forked while a helper runs: the child has no helper thread, so it counts
+  none and can start its own."""
+  import os
+  gate = threading.Event()
+  later = parallel.beside(lambda: gate.wait(30))
+  assert parallel._BUSY == [1]
+  r, w = os.pipe()
+  pid = os.fork()
+  if pid == 0:      # the child: report the count and whether a helper starts
+    ok = parallel._BUSY == [0] and parallel.side_by_side(_name, _name)[1][0].startswith(
+        "jaxacct-beside")
+    os.write(w, b"1" if ok else b"0")
+    os._exit(0)
+  os.close(w)
+  got = os.read(r, 1)
+  os.waitpid(pid, 0)
+  gate.set()
+  later.result()
+  assert got == b"1"
+  assert parallel._BUSY == [0]
