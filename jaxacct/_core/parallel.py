@@ -3,8 +3,10 @@
 NumPy's FFTs and its ufuncs on large arrays release the GIL, so a few
 independent NumPy computations (the two directions of a pair PLD, say) run
 side by side on threads; XLA programs on the CPU backend likewise run one lane
-after another on one core per call. Background producers are stopped and
-joined at the interpreter's exit (:func:`stop_at_exit`).
+after another on one core per call. Independent pieces of one answer run side
+by side (:func:`side_by_side`, :func:`beside`) on at most ``cores() - 1`` helper
+threads at a time. Background producers are stopped and joined at the
+interpreter's exit (:func:`stop_at_exit`).
 """
 
 from __future__ import annotations
