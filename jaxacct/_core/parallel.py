@@ -61,6 +61,12 @@ if hasattr(os, "register_at_fork"):
   os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def helpers_running() -> int:
+  """Helper threads now running (less the callers lending their core): 0 when idle."""
+  with _BUSY_LOCK:
+    return _BUSY[0]
+
+
 def _take_slot() -> bool:
   with _BUSY_LOCK:
     if _BUSY[0] < cores() - 1:

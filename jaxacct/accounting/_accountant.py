@@ -1,14 +1,8 @@
 r"""``PLDAccountant``: a dp_accounting ``PrivacyAccountant`` backed by jaxacct.
 
-A drop-in for ``dp_accounting.pld.PLDAccountant`` (same constructor, ``compose``,
-``supports``, ``get_epsilon``, ``get_delta``, ``ledger``) that understands
-jaxacct's events too (:mod:`jaxacct.accounting.events`) and reports a certified
-bracket (``get_epsilon_bounds`` / ``get_delta_bounds``: ``lower``,
-``by_direction``, ``details``). Each leaf becomes upper/lower PLD pairs (or an
-RDP curve) composed per direction by one FFT; a Gaussian-only ledger is one
-Gaussian (closed form); a ledger one scheme's door answers is that door's answer
-(``jaxacct.accounting._scheme_doors``). Composition is lazy: ``compose``
-records, the first query builds and caches.
+A drop-in for ``dp_accounting.pld.PLDAccountant`` that understands jaxacct's events
+too and reports a certified bracket (``get_epsilon_bounds``, ``get_delta_bounds``).
+Composition is lazy: ``compose`` records, the first query builds and caches.
 """
 
 from __future__ import annotations
@@ -28,6 +22,7 @@ from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.accounting import _composition, _final_rule
 from jaxacct.accounting import _repeated, _state, _tradeoff, mixtures
+from jaxacct.accounting._lazy import lowers_ahead, resolve
 from jaxacct.accounting._mechanisms import rdp_pair
 from jaxacct.accounting._scheme_doors import scheme_door
 
@@ -260,9 +255,8 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
       return cls(**{quantity: v, given: value}, **kw)
 
     # a bracket of one event: its lower (built lazily) starts beside its upper
-    ahead = with_lower and is_eps and 0.0 < value < 1.0 and \
-        sum(1 for _, n in self._leaves if n > 0) == 1
-    with _composition.lowers_ahead(ahead):
+    with lowers_ahead(with_lower and is_eps and 0.0 < value < 1.0
+                      and sum(n > 0 for _, n in self._leaves) == 1):
       c = self._compose_all()
     if c.nonprivate:
       worst = math.inf if is_eps else 1.0
@@ -290,12 +284,10 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     if not with_lower:
       return result(max(self._uppers(c, quantity, value).values()), method=c.method,
                     bound="upper", details=dict(c.details))
-    if is_eps and (c.door is not None or c.repeated is not None):
-      # the lower by the repeated-event engine, beside the upper (they share nothing)
-      ups, rep = side_by_side(lambda: self._uppers(c, quantity, value),
-                              lambda: self._repeated_lower(quantity, value))
-    else:
-      ups, rep = self._uppers(c, quantity, value), None
+    up = lambda: self._uppers(c, quantity, value)   # noqa: E731
+    # one event: the lower by the repeated-event engine, beside the upper
+    ups, rep = (side_by_side(up, lambda: self._repeated_lower(quantity, value))
+                if is_eps and (c.door is not None or c.repeated is not None) else (up(), None))
     if rep is None:
       lower = c.lower
       los = {d: self._lower_value(quantity, getattr(lower, d), value) if lower is not None
@@ -310,9 +302,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
                   details=details)
 
   def _uppers(self, c, quantity, value) -> dict:
-    """Per direction, the upper epsilon (at delta ``value``) or delta (at epsilon
-    ``value``) of the composition ``c``: its door's, the repeated-event
-    engine's, or the composed pair's."""
+    """Per direction, ``quantity``'s upper of ``c``: door, engine or composed pair."""
     if c.door is not None:
       r = c.door.ask(quantity, value, with_lower=True)   # this door builds no lower
       return {d: float(r.details[d]) for d in ("remove", "add")}
@@ -342,7 +332,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     method = "pld" if all(c.upper is not None for c, _ in items) else "pld+rdp"
     if not with_lower:
       return result(max(ups.values()), method=method, bound="upper", details=det)
-    lows = [(_composition.resolve(c.lower), n) for c, n in items if c.lower is not None]
+    lows = [(resolve(c.lower), n) for c, n in items if c.lower is not None]
     los = {d: min(ups[d], mixtures.composed_extreme(
         quantity, [(getattr(lo, d), n) for lo, n in lows])) for d in ups}
     return result(max(ups.values()), method=method, bound="upper",
@@ -368,7 +358,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     if len(items) != 1 or items[0][0].lower is None:
       return None
     (comp, n), = items
-    return (_repeated.lower_epsilons(_composition.resolve(comp.lower), n, value,
+    return (_repeated.lower_epsilons(resolve(comp.lower), n, value,
                                      self._tail, self._lower_allowance()), comp.lower_scope)
 
   def _lower_value(self, quantity, pld, value):
@@ -502,7 +492,7 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
 
   def _lower_of(self, items):
     """``(lower PairPLD or None, {"lower_scope": ...})`` of the (component, count) items."""
-    lows = [(_composition.resolve(c.lower), n) for c, n in items if c.lower is not None]
+    lows = [(resolve(c.lower), n) for c, n in items if c.lower is not None]
     lower = None
     if lows:
       lower = jpld.PairPLD(*[self._compose([getattr(lo, d) for lo, _ in lows],

@@ -32,8 +32,6 @@ checked and built in ``jaxacct.accounting._newer_events``.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
 from typing import Any, List, NamedTuple, Optional, Tuple
 
@@ -42,9 +40,9 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct import shuffle
 from jaxacct._core import dp_bridge
-from jaxacct._core.dtype import beside
 from jaxacct._core.events import kind
 from jaxacct.accounting import _mechanisms, _newer_events, _pairs, fixed_size
+from jaxacct.accounting._lazy import Lazy
 from jaxacct.allocation.pld import allocation_plds
 from jaxacct.mechanisms import EpsilonDelta, Gaussian, Laplace, RandomizedResponse
 from jaxacct.shuffle import bounds
@@ -61,48 +59,6 @@ def relation_name(relation) -> str:
                      f"(ADD_OR_REMOVE_ONE, REPLACE_ONE, REPLACE_SPECIAL); got "
                      f"{relation!r}.")
   return name
-
-
-#: True while a bracket's one component is built (:func:`lowers_ahead`)
-_AHEAD = contextvars.ContextVar("jaxacct_lowers_ahead", default=False)
-
-
-@contextlib.contextmanager
-def lowers_ahead(ahead: bool = True):
-  """Within (``ahead`` true), a lower made by :meth:`Lazy.ahead` starts at once on
-  a helper thread (:func:`jaxacct._core.dtype.beside`), beside the upper built
-  after it: for a bracket query of one event, whose lower will be asked."""
-  token = _AHEAD.set(bool(ahead))
-  try:
-    yield
-  finally:
-    _AHEAD.reset(token)
-
-
-class Lazy:
-  """A value computed on first use (lower PLDs: only bracket queries need them),
-  or started at once beside the caller's work (:meth:`ahead`)."""
-
-  def __init__(self, fn, *, start: bool = False):
-    self._fn, self._value, self._done = fn, None, False
-    self._later = beside(fn) if start else None
-
-  @classmethod
-  def ahead(cls, fn) -> "Lazy":
-    """A lower that starts at once within :func:`lowers_ahead`: for a component
-    whose bracket always asks its lower (no closed form answers it instead)."""
-    return cls(fn, start=_AHEAD.get())
-
-  def get(self):
-    if not self._done:
-      self._value = self._fn() if self._later is None else self._later.result()
-      self._done, self._later = True, None
-    return self._value
-
-
-def resolve(x):
-  """``x.get()`` for a :class:`Lazy`, else ``x``."""
-  return x.get() if isinstance(x, Lazy) else x
 
 
 class Component(NamedTuple):

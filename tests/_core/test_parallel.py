@@ -78,7 +78,7 @@ def test_helpers_are_at_most_cores_minus_one(two_cores):
 
   _, (a, b) = parallel.side_by_side(_name, nested_while_waiting)
   assert a[0].startswith("jaxacct-beside") and b[0].startswith("jaxacct-beside") and a != b
-  assert parallel._BUSY == [0] and not _alive_helpers()
+  assert parallel.helpers_running() == 0 and not _alive_helpers()
 
 
 def test_one_core_runs_both_here_in_order(monkeypatch):
@@ -107,7 +107,7 @@ def test_an_exception_in_first_is_raised_at_once_and_in_second_after_first(two_c
   assert ended == []                      # raised at once, as in turn: not after second
   for t in _alive_helpers():              # the helper ends on its own
     t.join(10)
-  assert ended == ["second"] and parallel._BUSY == [0]
+  assert ended == ["second"] and parallel.helpers_running() == 0
 
   def also_fails():
     raise KeyError("second failed")
@@ -201,11 +201,11 @@ def test_a_forked_child_starts_with_no_helper_counted(two_cores):
   import os
   gate = threading.Event()
   later = parallel.beside(lambda: gate.wait(30))
-  assert parallel._BUSY == [1]
+  assert parallel.helpers_running() == 1
   r, w = os.pipe()
   pid = os.fork()
   if pid == 0:      # the child: report the count and whether a helper starts
-    ok = parallel._BUSY == [0] and parallel.side_by_side(_name, _name)[1][0].startswith(
+    ok = parallel.helpers_running() == 0 and parallel.side_by_side(_name, _name)[1][0].startswith(
         "jaxacct-beside")
     os.write(w, b"1" if ok else b"0")
     os._exit(0)
@@ -215,4 +215,4 @@ def test_a_forked_child_starts_with_no_helper_counted(two_cores):
   gate.set()
   later.result()
   assert got == b"1"
-  assert parallel._BUSY == [0]
+  assert parallel.helpers_running() == 0
