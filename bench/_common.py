@@ -55,8 +55,8 @@ def install_bytecode(root: str) -> str:
   (git-ignored), as an install does: pip compiles a package's modules when it
   installs them, and an editable install writes them at its first import. Under
   ``PYTHONDONTWRITEBYTECODE=1`` (some sandboxes and CI images) every fresh
-  process would otherwise compile jaxacct's sources again (about 0.1-0.2 s of
-  its import), a cost the peers, installed with their bytecode, never pay.
+  process would otherwise compile jaxacct's sources again (part of its
+  import), a cost the peers, installed with their bytecode, never pay.
   Returns what was done, for a benchmark's header."""
   import compileall
   ok = compileall.compile_dir(os.path.join(root, "jaxacct"), quiet=1)

@@ -414,7 +414,7 @@ def test_capacity_is_scipy_stats_poisson_bit_for_bit(m):
 
 def test_declared_capacity_loads_no_scipy_stats():
   """A sampler sized from its declared batch (the tracking hook's path) loads no
-  scipy.stats (about 0.4 s of a fresh process)."""
+  scipy.stats (slow to import)."""
   import subprocess
   import sys
   code = ("import sys; from jaxacct.sampling import BallsInBinsSampler as S; "

@@ -111,7 +111,7 @@ class Later:
     self._thread.start()
 
   def join(self) -> None:
-    if self._thread is None:
+    if self._thread is None or not self._thread.is_alive():
       return
     _move_slots(-1)       # this caller waits: its core is free meanwhile
     try:

@@ -22,7 +22,7 @@ from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
 from jaxacct._core.results import DeltaResult, EpsilonResult
 from jaxacct.accounting import _composition, _final_rule
 from jaxacct.accounting import _repeated, _state, _tradeoff, mixtures
-from jaxacct.accounting._lazy import lowers_ahead, resolve
+from jaxacct.accounting._lowers import lowers_ahead, resolve
 from jaxacct.accounting._mechanisms import rdp_pair
 from jaxacct.accounting._scheme_doors import scheme_door
 

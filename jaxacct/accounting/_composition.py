@@ -42,7 +42,7 @@ from jaxacct import shuffle
 from jaxacct._core import dp_bridge
 from jaxacct._core.events import kind
 from jaxacct.accounting import _mechanisms, _newer_events, _pairs, fixed_size
-from jaxacct.accounting._lazy import Lazy
+from jaxacct.accounting._lowers import Lazy
 from jaxacct.allocation.pld import allocation_plds
 from jaxacct.mechanisms import EpsilonDelta, Gaussian, Laplace, RandomizedResponse
 from jaxacct.shuffle import bounds

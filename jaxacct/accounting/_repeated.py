@@ -26,23 +26,22 @@ def direction_values(quantity, repeated, value, tail_mass, rounding="up") -> dic
   after ``repeated = (PairPLD of one event, count)``. Where the engine's tilt gives
   no number (delta next to 1), the FFT composition's query (``rounding``) does."""
   pair, n = repeated
-  if quantity == "epsilon":
-    def one(pld):
-      v = float(jpld.direction_epsilons(pld, [int(n)], value, tail_mass=tail_mass)[0])
-      if math.isnan(v):
-        v = float(jpld.epsilon(jpld.compose(pld, int(n), tail_mass=tail_mass), value,
-                               rounding=rounding))
-      return v
 
-    if pair.add is pair.remove:   # a symmetric pair: one PLD, one number
-      v = one(pair.remove)
-      return {"remove": v, "add": v}
-    rem, add = side_by_side(lambda: one(pair.remove), lambda: one(pair.add))
-    return {"remove": rem, "add": add}
-  out = {"remove": jpld.direction_delta(pair.remove, int(n), value, tail_mass=tail_mass)}
-  out["add"] = out["remove"] if pair.add is pair.remove else jpld.direction_delta(
-      pair.add, int(n), value, tail_mass=tail_mass)
-  return out
+  def one(pld):
+    if quantity != "epsilon":
+      return jpld.direction_delta(pld, int(n), value, tail_mass=tail_mass)
+    v = float(jpld.direction_epsilons(pld, [int(n)], value, tail_mass=tail_mass)[0])
+    if math.isnan(v):
+      v = float(jpld.epsilon(jpld.compose(pld, int(n), tail_mass=tail_mass), value,
+                             rounding=rounding))
+    return v
+
+  if pair.add is pair.remove:   # a symmetric pair: one PLD, one number
+    v = one(pair.remove)
+    return {"remove": v, "add": v}
+  # the two directions share nothing: side by side
+  rem, add = side_by_side(lambda: one(pair.remove), lambda: one(pair.add))
+  return {"remove": rem, "add": add}
 
 
 def lower_epsilons(pair, n, delta, tail_mass, allowance) -> dict:

@@ -21,6 +21,7 @@ import numpy as np
 from jaxacct._core.parallel import stop_at_exit
 from jaxacct._core.progress import progress
 
+
 class LazyTable:
   """float64 ``table[0..num_steps]`` (``table[0] = 0``), final entries first.
 

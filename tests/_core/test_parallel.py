@@ -3,7 +3,9 @@
 that uses them.
 
 Counted, never timed: which thread ran what, the order of calls, JAX's compiled
-programs (``_cache_size``) and values equal bit for bit to the serial ones.
+programs (``_cache_size``) and values equal bit for bit to the serial ones (a
+self-consistency check: the values themselves are checked against brute force,
+mpmath and dp_accounting in tests/accounting).
 """
 
 import contextlib
@@ -150,7 +152,8 @@ def test_the_accountants_bracket_is_the_serial_one_bit_for_bit(monkeypatch, kind
   def bracket(n_cores):
     monkeypatch.setattr(parallel, "cores", lambda: n_cores)
     r = PLDAccountant(relation).compose(step, 200).get_epsilon_bounds(1e-5)
-    return r.epsilon, r.lower, r.by_direction
+    d = PLDAccountant(relation).compose(step, 200).get_delta_bounds(1.0)
+    return r.epsilon, r.lower, r.by_direction, d.delta, d.lower
 
   calls = []
   for name in ("side_by_side", "beside"):
@@ -215,4 +218,23 @@ def test_a_forked_child_starts_with_no_helper_counted(two_cores):
   gate.set()
   later.result()
   assert got == b"1"
+  assert parallel.helpers_running() == 0
+
+
+def test_a_ledger_too_long_is_refused_the_same_with_a_helper(monkeypatch):
+  """A count past the PLD window: the same restated error (naming ``count``) with
+  one core and with two, though the lower pair was started beside the upper."""
+  from jaxacct._core.checks import WindowTooLarge
+  from jaxacct.accounting import NeighboringRelation, PLDAccountant, events as ev
+  step = ev.SampledWithoutReplacementDpEvent(1000, 50, ev.GaussianDpEvent(1.0))
+  said = []
+  for n_cores in (1, 2):
+    monkeypatch.setattr(parallel, "cores", lambda n=n_cores: n)
+    with pytest.raises(WindowTooLarge, match="^count: ") as err:
+      PLDAccountant(NeighboringRelation.REPLACE_ONE).compose(step, 10**9).get_epsilon_bounds(
+          1e-5)
+    said.append(str(err.value))
+  assert said[0] == said[1]
+  for t in _alive_helpers():   # the lower started ahead ends on its own
+    t.join(60)
   assert parallel.helpers_running() == 0

@@ -211,8 +211,8 @@ def test_dp_accounting_imported_first_is_used_as_it_is():
 
 def test_dpsgd_answers_load_no_scipy_stats():
   """A DP-SGD epsilon with balls-in-bins or fixed-size batches loads neither
-  scipy.stats, scipy.fft nor dp_accounting's ``__init__`` (0.2-0.9 s each of a
-  fresh process): the binomial laws load scipy.stats where they are used
+  scipy.stats, scipy.fft nor dp_accounting's ``__init__`` (each slow to import:
+  bench/results/HISTORY.md): the binomial laws load scipy.stats where they are used
   (truncated Poisson, batches drawn with replacement), and the adaptive
   with-replacement lower loads scipy.fft."""
   got = _fresh("""
