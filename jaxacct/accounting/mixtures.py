@@ -35,7 +35,7 @@ import numpy as np
 from scipy import special
 
 from jaxacct import pld as jpld
-from jaxacct._core import checks
+from jaxacct._core import binomial, checks
 from jaxacct._core.dtype import public_surface
 from jaxacct._core.gaussian import normal_tail_z
 from jaxacct._core.logmath import log_ndtr_diff
@@ -282,11 +282,13 @@ def _truncation_probabilities(n: int, q: float, b: int):
   ``E[1{B>=b}/(B+1)] = P(Bin(n,q) >= b+1)/(n q)``) and ``q_bar = (1 - t) q +
   t q_t`` (the target's overall inclusion probability).
   """
-  from scipy import stats   # here, not at import: scipy.stats is slow to import
-  t = float(stats.binom.sf(b - 1, n - 1, q)) if n >= 1 else 0.0
+  # the tails by SciPy's betainc: scipy.stats.binom.sf's values, bit for bit,
+  # without importing scipy.stats (tests/_core/test_binomial.py)
+  sf = lambda k, m: float(binomial.binom_sf(k, m, q, xp=np, betainc=special.betainc))
+  t = sf(b, n - 1) if n >= 1 else 0.0
   if t <= 0.0:
     return 0.0, 0.0, float(q)
-  qt = min(float(stats.binom.sf(b, n, q)) * b / (t * n), 1.0)
+  qt = min(sf(b + 1, n) * b / (t * n), 1.0)
   return t, qt, (1.0 - t) * q + t * qt
 
 

@@ -34,6 +34,9 @@ DEFAULT_VS = (0.0,)
 #: one a thread (about 0.4 GB each: two at once keep the peak near 1.3 GB)
 CHUNK_EDGES = 1 << 22
 CHUNK_THREADS = 2
+#: the most cells an instance's count axis is cut into (each chunk of counts holds
+#: 64 columns of them); more is refused up front
+MAX_COUNT_CELLS = 1 << 21
 
 
 def _consecutive_cells(t):
@@ -52,6 +55,16 @@ def _consecutive_cells(t):
   vn[neg] = special.ndtr(-t[neg])
   vp[pos] = special.ndtr(t[pos])
   return np.where(up, vn[:-1] - vn[1:], vp[1:] - vp[:-1])
+
+
+def _refuse_over(what: str, count: int, limit: int, sigma: float):
+  """ValueError naming noise_multiplier where an instance needs more than ``limit``
+  ``what`` (checked before anything of that size is allocated)."""
+  if count > limit:
+    raise ValueError(
+        f"noise_multiplier {sigma:.6g} is too small for an instance lower bound: the "
+        f"instance needs {count:.3g} {what}, more than {limit}. Use a larger "
+        "noise_multiplier.")
 
 
 def _count_weights(m: int, q: float, cap: int):
@@ -107,6 +120,7 @@ def _count_cells(c, wq, wp0, wp1, v: float, sigma: float, width: float):
   mu = np.concatenate([c, c + v]) / sigma
   lo, hi = float(np.min(mu)) - _Z, float(np.max(mu)) + _Z
   n = int(math.ceil((hi - lo) / width))
+  _refuse_over("count cells", n, MAX_COUNT_CELLS, sigma)
   e = np.concatenate([[-np.inf], np.linspace(lo, hi, n + 1), [np.inf]])
   gq, g0, g1 = (np.zeros(e.size - 1) for _ in range(3))
   for i in range(0, c.size, 64):        # chunks of counts: memory stays small
@@ -136,7 +150,7 @@ def _groups(gq, g0, g1, resolution: float):
   return (np.bincount(inv, gq, k), np.bincount(inv, g0, k), np.bincount(inv, g1, k))
 
 
-def _atoms(gq, g0, g1, s: float, h: float):
+def _atoms(gq, g0, g1, s: float, h: float, sigma: float):
   """``(p, q)`` atoms of the pair after the noise axis of each group is cut at the
   points where the loss log(g0/gq + g1/gq e^{s y - s^2/2}) crosses a grid value."""
   if s <= 1e-12:
@@ -152,6 +166,7 @@ def _atoms(gq, g0, g1, s: float, h: float):
   ends = np.cumsum(n_all)
   k_lo = int(np.min(k0)) - 1
   size = int(np.max(k0 + n_all)) - k_lo
+  _refuse_over("loss grid points", size, jpld.MAX_WINDOW, sigma)
   bounds, i = [], 0
   while i < a.size:                 # chunks of about CHUNK_EDGES edges
     j = max(int(np.searchsorted(ends, ends[i] - n_all[i] + CHUNK_EDGES, side="right")), i + 1)
@@ -223,7 +238,7 @@ def instance_pair(num_records: int, sampling_probability: float, truncated_batch
   res = (1e-9 if v == 0.0 else h / 4.0) if resolution is None else float(resolution)
   c, wq, wp0, wp1, eta = _count_weights(m, q, cap)
   gq, g0, g1 = _groups(*_count_cells(c, wq, wp0, wp1, v, sigma, float(width)), res)
-  p, qq = _atoms(gq, g0, g1, math.sqrt(max(1.0 - v * v, 0.0)) / sigma, h)
+  p, qq = _atoms(gq, g0, g1, math.sqrt(max(1.0 - v * v, 0.0)) / sigma, h, sigma)
   return jpld.PairPLD(dominated_on_grid(p, qq, step=h), dominated_on_grid(qq, p, step=h)), eta
 
 

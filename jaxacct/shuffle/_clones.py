@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core import checks, solve
+from jaxacct._core import binomial, checks, solve
 from jaxacct._core.dtype import dispatch, host_door, require_x64, static_size
 from jaxacct.shuffle._host import ON_HOST
 from jaxacct._core.logmath import log_binom_pmf
@@ -476,7 +476,7 @@ def _krr41_delta_scalar(eps, n, eps0, k, wm, wz, lower):
   # with X = Pr[Bin(N-1,1/2) >= k], f = Bin(k-1; N-1, 1/2):
   #   Pr[Bin(N-1) >= k-1] = X + f,  Pr[Bin(N) >= k] = X + f/2.
   nm1 = jnp.maximum(big_n - 1.0, 0.0)
-  x = windows.binom_sf(kk, nm1, 0.5)
+  x = binomial.binom_sf(kk, nm1, 0.5)
   f = jnp.exp(log_binom_pmf(kk - 1.0, nm1, 0.5))
   has = big_n >= 1
   x = jnp.where(has, x, 0.0)
@@ -488,11 +488,11 @@ def _krr41_delta_scalar(eps, n, eps0, k, wm, wz, lower):
   if not lower:
     # cut m: P-mass; cut z within a kept m: (3/s) Bin(z) E[..] <= 1.5 al Bin(z)
     mhi = mlo + wm - 1.0
-    mtail = (jnp.where(mlo >= 1, windows.binom_cdf(mlo - 1.0, n - 1.0, tm), 0.0)
-             + windows.binom_sf(mhi + 1.0, n - 1.0, tm))
+    mtail = (jnp.where(mlo >= 1, binomial.binom_cdf(mlo - 1.0, n - 1.0, tm), 0.0)
+             + binomial.binom_sf(mhi + 1.0, n - 1.0, tm))
     zhi = zlo + wz - 1.0
-    zt = (jnp.where(zlo >= 1, windows.binom_cdf(zlo - 1.0, s, 1.0 / 3.0), 0.0)
-          + windows.binom_sf(zhi + 1.0, s, 1.0 / 3.0))
+    zt = (jnp.where(zlo >= 1, binomial.binom_cdf(zlo - 1.0, s, 1.0 / 3.0), 0.0)
+          + binomial.binom_sf(zhi + 1.0, s, 1.0 / 3.0))
     d = d + mtail + 1.5 * al * jnp.max(jnp.where(m <= n - 1.0, zt, 0.0))
   d = jnp.where(eps >= eps0, 0.0, jnp.clip(d, 0.0, 1.0))
   bad = (eps0 <= 0) | (k < 2) | (n < 1) | jnp.isnan(eps) | (eps < 0)

@@ -22,7 +22,8 @@ from jaxacct._core import checks
 from jaxacct._core.dtype import require_x64
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.solve import bracket_decreasing
-from jaxacct.shuffle._windows import binom_cdf, binom_sf, cut_mass, window_size, window_start
+from jaxacct._core.binomial import binom_cdf, binom_sf
+from jaxacct.shuffle._windows import cut_mass, window_size, window_start
 from jaxacct._core.compiled import jit
 
 

@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from jax.scipy.special import gammaln
 
+from jaxacct._core import binomial
 from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.namespace import HOST, JAX
 from jaxacct.shuffle import _windows as windows
@@ -36,7 +37,7 @@ class Special(NamedTuple):
 
 
 _JAX_SPECIAL = Special(windows.window_start, windows.cut_mass, log_binom_pmf,
-                       windows.binom_sf, gammaln)
+                       binomial.binom_sf, gammaln)
 
 
 @functools.lru_cache(maxsize=None)
@@ -45,7 +46,7 @@ def _host_special() -> Special:
   return Special(functools.partial(windows.window_start, xp=np),
                  functools.partial(windows.cut_mass, xp=np, betainc=sp.betainc),
                  functools.partial(log_binom_pmf, xp=np, gammaln=sp.gammaln),
-                 functools.partial(windows.binom_sf, xp=np, betainc=sp.betainc),
+                 functools.partial(binomial.binom_sf, xp=np, betainc=sp.betainc),
                  sp.gammaln)
 
 
@@ -146,7 +147,7 @@ def block_terms(e, p, alpha, r, cb, s, ns=JAX, fixed: bool = False, axis_name="l
   ma = ca - 1.0
   if fixed and not ns.is_host:
     # over the program's anchors, as jax's betainc of the vmapped CPU kernel
-    xa = windows.binom_sf(ta, ma, rho, betainc=functools.partial(windows.betainc_fixed,
+    xa = binomial.binom_sf(ta, ma, rho, betainc=functools.partial(windows.betainc_fixed,
                                                                  axis_name=axis_name))
   else:
     xa = f.binom_sf(ta, ma, rho)

@@ -4,9 +4,9 @@ Every pair kernel of ``jaxacct.shuffle`` sums a binomial mixture over a window
 of static length ``W`` around the mean and charges (adds) the mass it cuts.
 This module holds that shared policy:
 
-* :func:`binom_sf` / :func:`binom_cdf` -- binomial tails (regularised
-  incomplete beta), jittable; :func:`betainc_fixed` is jax's ``betainc`` with
-  a loop of known trip count (the accelerator layout's programs).
+* :func:`betainc_fixed` -- jax's ``betainc`` with a loop of known trip count
+  (the accelerator layout's programs); the binomial tails themselves are
+  :mod:`jaxacct._core.binomial`'s.
 * :func:`window_start` / :func:`cut_mass` -- the integer start of a window of
   static length and the ``Bin(n-1, total)`` mass it cuts.
 * :func:`window_size`, :func:`rdp_widths` -- static
@@ -28,6 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import betainc
+
+from jaxacct._core.binomial import binom_sf
 
 
 #: Default window half-width in standard deviations (cut mass < 1e-20).
@@ -109,27 +111,6 @@ def betainc_fixed(a, b, x, axis_name=None):
   out = jnp.where(res_zero, 0.0, out)
   out = jnp.where(res_one, 1.0, out)
   return jnp.where(res_nan, jnp.nan, out)
-
-
-def binom_sf(t, m, prob, xp=jnp, betainc=betainc):
-  """Pr[Bin(m, prob) >= t] for real integer-valued t, m >= 0 (betainc).
-
-  ``xp``/``betainc``: jax.numpy and jax's betainc (the kernels), or NumPy and
-  SciPy's betainc (the host path: one formula, two evaluations).
-  """
-  t = xp.asarray(t, xp.float64)
-  m = xp.asarray(m, xp.float64)
-  mid = (t >= 1) & (t <= m)
-  ta = xp.where(mid, t, 1.0)
-  tb = xp.where(mid, m - t + 1.0, 1.0)
-  pr = xp.clip(prob, 0.0, 1.0)
-  val = betainc(ta, tb, pr)
-  return xp.where(t <= 0, 1.0, xp.where(t > m, 0.0, val))
-
-
-def binom_cdf(t, m, prob):
-  """Pr[Bin(m, prob) <= t]."""
-  return binom_sf(m - t, m, 1.0 - prob)
 
 
 def window_start(n_tr, total, width: int, xp=jnp):

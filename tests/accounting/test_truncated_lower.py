@@ -152,6 +152,20 @@ def test_bad_inputs_name_the_parameter():
     truncated_cap.smallest_caps(100, 0.1, 1.0, 10, 1e-5, within=(-0.1,))
 
 
+@pytest.mark.parametrize("n,q,cap,sigma,step,what", [
+    # the README run's count axis: 21 million cells (of 64 columns each) at sigma 1e-3
+    (60_000, 256 / 60_000, 300, 1e-3, 1e-4, "count cells"),
+    # one group's losses span up to about 9.5^2 / 2 (sigma 1 / 9.5): 45 million points at
+    # step 1e-6
+    (10, 0.1, 3, 1 / 9.5, 1e-6, "loss grid points")])
+def test_an_instance_too_large_is_refused_naming_the_noise_multiplier(n, q, cap, sigma, step,
+                                                                      what):
+  # dpsgd starts the instance lower beside the bracket, before the bracket's own
+  # checks: an instance that would not fit is refused before it is allocated
+  with pytest.raises(ValueError, match=f"noise_multiplier {sigma:.6g} .*{what}"):
+    truncated_lower.instance_pair(n, q, cap, sigma, 0.0, step=step)
+
+
 def test_smallest_caps_small_run():
   n, q, sigma, steps, delta = 300, 0.05, 1.0, 40, 1e-5
   got = truncated_cap.smallest_caps(n, q, sigma, steps, delta)

@@ -61,9 +61,12 @@ def _lower(sched, sigma, delta):
   question (seconds of host work; arrays keep the accountant's lower)."""
   if sigma.size != 1:
     return None, "the accountant's (instance lowers: one question at a time)"
-  lo = truncated_lower.truncated_poisson_lower(
-      sched.num_examples, sched.sampling_probability, int(sched.settings.max_batch_size),
-      float(sigma[0]), sched.total_steps, float(delta[0]))
+  try:   # beside the bracket, before its checks (Sampler.lower)
+    lo = truncated_lower.truncated_poisson_lower(
+        sched.num_examples, sched.sampling_probability, int(sched.settings.max_batch_size),
+        float(sigma[0]), sched.total_steps, float(delta[0]))
+  except ValueError as err:    # an instance too large at this noise multiplier
+    return None, f"the accountant's (no instance lower: {err})"
   return np.array([lo]), ("an exact instance, the others orthogonal to the target "
                           "(jaxacct.accounting.truncated_lower; docs/bounds/truncated_poisson.md)")
 
