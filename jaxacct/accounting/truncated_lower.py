@@ -30,8 +30,9 @@ _Z = 9.5
 #: default instances: the cosine v = <u, e1> of the others' gradient (v = 0, orthogonal:
 #: the largest found at the settings searched, docs/bounds/truncated_poisson.md).
 DEFAULT_VS = (0.0,)
-#: cut points of an instance's noise axis per chunk, and chunks computed at once,
-#: one a thread (about 0.4 GB each: two at once keep the peak near 1.3 GB)
+#: cut points of an instance's noise axis per chunk (the chunks fix the order of the
+#: sums), and chunks computed at once, one a thread (each holds its totals over the
+#: loss grid, and one group's edges at a time)
 CHUNK_EDGES = 1 << 22
 CHUNK_THREADS = 2
 #: the most cells an instance's count axis is cut into (each chunk of counts holds
@@ -174,30 +175,29 @@ def _atoms(gq, g0, g1, s: float, h: float, sigma: float):
     i = j
 
   def chunk(ij):
-    i, j = ij
-    n = n_all[i:j]
-    first = np.cumsum(n) - n
-    # grid index of each edge: k0 - 1 + its position in its group (0: -inf, n-1: +inf)
-    kk = np.arange(int(first[-1] + n[-1])) - np.repeat(first - k0[i:j] + 1, n)
-    lv = kk * h
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-      y = (np.log((np.exp(lv) - np.repeat(r0[i:j], n)) / np.repeat(r1[i:j], n)) + s * s / 2) / s
-    y = np.where(np.isnan(y), -np.inf, y)
-    y[first] = -np.inf
-    y[first + n - 1] = np.inf
-    inner = np.ones(y.size - 1, bool)
-    inner[(first + n - 1)[:-1]] = False             # pairs across two groups
-    m0 = _consecutive_cells(y - 0.0)[inner]
-    m1 = _consecutive_cells(y - s)[inner]
-    # cells whose loss lies in the same grid interval are merged (post-processing)
-    k = kk[:-1][inner] - k_lo
-    g = np.arange(i, j)
-    return (np.bincount(k, np.repeat(a[g], n - 1) * m0 + np.repeat(b[g], n - 1) * m1, size),
-            np.bincount(k, np.repeat(w[g], n - 1) * m0, size))
+    # one group at a time (its edges fit in cache): the group's cells lie on
+    # consecutive grid intervals, so adding them to the chunk's totals in group
+    # order sums each interval's cells in the order of one bincount over the chunk
+    p_c, q_c = np.zeros(size), np.zeros(size)
+    for g in range(*ij):
+      n, k_first = int(n_all[g]), int(k0[g]) - 1
+      # grid index of each edge: k0 - 1 + its position in its group (0: -inf, n-1: +inf)
+      lv = (np.arange(n) + k_first) * h
+      with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        y = (np.log((np.exp(lv) - r0[g]) / r1[g]) + s * s / 2) / s
+      y = np.where(np.isnan(y), -np.inf, y)
+      y[0], y[-1] = -np.inf, np.inf
+      m0 = _consecutive_cells(y - 0.0)
+      m1 = _consecutive_cells(y - s)
+      # cells whose loss lies in the same grid interval are merged (post-processing)
+      at = slice(k_first - k_lo, k_first - k_lo + n - 1)
+      p_c[at] += a[g] * m0 + b[g] * m1
+      q_c[at] += w[g] * m0
+    return p_c, q_c
 
   # the chunks side by side (NumPy's and SciPy's ufuncs release the GIL), at most
-  # CHUNK_THREADS at once (each holds a few hundred MB); summed in chunk order, so
-  # the masses are those of one thread, bit for bit
+  # CHUNK_THREADS at once; summed in chunk order, so the masses are those of one
+  # thread, bit for bit
   p_k, q_k = np.zeros(size), np.zeros(size)
   for lo in range(0, len(bounds), CHUNK_THREADS):
     for dp, dq in host_map(chunk, bounds[lo:lo + CHUNK_THREADS]):

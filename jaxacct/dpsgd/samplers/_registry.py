@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import beside, x64_boundary
+from jaxacct._core.dtype import x64_boundary
 from jaxacct._core.results import EpsilonResult
 from jaxacct._core.units import warn_renamed
 from jaxacct import accounting
@@ -84,10 +84,7 @@ class Sampler:
       shuffle's no amplification).
     lower: ``(schedule, sigma, delta) -> (lower array or None, source)``: a
       lower bound of the sampler's own (flat arrays); the run's lower is the
-      larger of it and the event's; None: none. It runs on a helper thread
-      beside the event's bracket, started before the bracket checks its
-      input: it must refuse at once (or answer None) where its own work
-      would not end, and its error is raised only where the bracket answers.
+      larger of it and the event's; None: none.
     caps: ``(schedule, sigma, delta) -> ((gap, cap), ...)``: a capped sampler's
       smallest caps within each relative gap of untruncated Poisson (the
       statement prints them); None.
@@ -150,12 +147,10 @@ class Sampler:
     # bounds the run (upper; its lower is 0)
     big = sigma > checks.SIGMA_MAX
     sigma = np.where(big, checks.SIGMA_MAX, sigma)
-    # the sampler's own lower is host work of its own: it runs beside the bracket
-    own_lower = None if self.lower is None else beside(lambda: self.lower(sched, sigma, dl))
     b = evaluator.bracket([self.event(sched, float(s)) for s in sigma], dl)
     lo, details = (b.lower if self.event_lower else None), dict(b.details)
-    if own_lower is not None:
-      own, details["lower_source"] = own_lower.result()
+    if self.lower is not None:
+      own, details["lower_source"] = self.lower(sched, sigma, dl)
       if own is not None:
         lo = own if lo is None else np.fmax(lo, own)
     if lo is not None:

@@ -61,7 +61,7 @@ def _lower(sched, sigma, delta):
   question (seconds of host work; arrays keep the accountant's lower)."""
   if sigma.size != 1:
     return None, "the accountant's (instance lowers: one question at a time)"
-  try:   # beside the bracket, before its checks (Sampler.lower)
+  try:
     lo = truncated_lower.truncated_poisson_lower(
         sched.num_examples, sched.sampling_probability, int(sched.settings.max_batch_size),
         float(sigma[0]), sched.total_steps, float(delta[0]))
