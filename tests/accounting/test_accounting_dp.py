@@ -171,6 +171,21 @@ def test_sampled_without_replacement_against_rdp_accountant():
   assert ours.lower <= ours.epsilon <= rdp  # lower: the worst dataset, fixed direction; upper: the symmetric one-step-exact pair
 
 
+def test_lower_past_the_engine_range_is_not_infinite():
+  # sigma 0.1, q = 256/60000, 2,344 steps: the remove direction's epsilon lies past
+  # the ~700 nats the repeated-event engine resolves, where it read +inf. The upper
+  # may be +inf (valid); the lower was +inf too, above dp_accounting 0.6.0's finite
+  # RDP upper (live). A Poisson-subsampled Gaussian has no mass at +inf loss.
+  q, sigma, steps = 256 / 60_000, 0.1, 2344
+  ours = PLDAccountant(value_discretization_interval=1e-3).compose(
+      ev.SelfComposedDpEvent(ev.PoissonSampledDpEvent(q, ev.GaussianDpEvent(sigma)), steps)
+  ).get_epsilon_bounds(1e-5)
+  rdp = dpa.rdp.RdpAccountant().compose(PS(q, G(sigma)), steps).get_epsilon(1e-5)
+  assert math.isfinite(rdp)
+  assert 0.0 <= ours.lower <= rdp
+  assert ours.lower <= ours.epsilon
+
+
 @pytest.mark.slow  # peer-live, ~40 s (dp_accounting's RDP accountant / calibrator)
 def test_calibrate_dp_mechanism_with_the_jaxacct_accountant():
   q, steps, eps_t, delta = 0.05, 100, 2.0, 1e-6
