@@ -50,7 +50,6 @@ _BLOCK = 256
 #: longer, or whose largest grid index passes 2^53 (float64's exact integers), is
 #: refused (``WindowTooLarge``) before anything is allocated.
 MAX_WINDOW = 1 << 25
-_TINY = float(np.finfo(np.float64).tiny)   # the smallest normal float64
 
 
 def _fast_len(n: int) -> int:
@@ -328,9 +327,8 @@ def _solve(pair, rows, y, size, lam, first, targets, below_ok):
   loss0 = (pair.shift[rows] + first).astype(np.float64) * h
   with np.errstate(divide="ignore", invalid="ignore"):
     eps = loss0 + np.log((f0[r, k] - targets) / f1[r, k])
-  # about 700 nats above the first point read, the e^-loss weights f1 are subnormal
-  # (a few bits) or 0: the segment is not resolved there, and an upper reads +inf
-  eps = np.where(f1[r, k] < _TINY, np.inf, eps)
+  # ~700 nats above the first point read, the e^-loss weights f1 are subnormal or 0:
+  eps = np.where(f1[r, k] < np.finfo(np.float64).tiny, np.inf, eps)   # unresolved: +inf
   return eps if below_ok else np.where((c == 0) & (k == 0), np.nan, eps)
 
 
