@@ -36,7 +36,7 @@ from scipy import special
 
 from jaxacct import pld as jpld
 from jaxacct._core import binomial, checks
-from jaxacct._core.dtype import public_surface
+from jaxacct._core.dtype import public_surface, side_by_side
 from jaxacct._core.gaussian import normal_tail_z
 from jaxacct._core.logmath import log_ndtr_diff
 from jaxacct._core.namespace import host_call
@@ -303,22 +303,30 @@ def with_truncated_construction(component, event, construction: str, step: float
                             upper=upper)
 
 
-def _pair_at(m: int, q: float, b: int, sigma: float, *, step: float, construction: str,
-             first=None):
+def _pair_at(m: int, q: float, b: int, sigma: float, *, step: float, construction: str):
   """The upper pair of the dataset of ``m`` records that holds the differing
-  record (the mixture of :func:`truncated_poisson_gaussian`'s proof). ``first``:
-  its untruncated branch, PG(sigma, q), where the caller has it (it does not
-  depend on m)."""
+  record (the mixture of :func:`truncated_poisson_gaussian`'s proof)."""
+  first = jpld.poisson_gaussian_pair(sigma, float(q), step=step, pessimistic=True)
+  return _mixed(first, *_truncated_branch(m, q, b, sigma, step=step,
+                                          construction=construction))
+
+
+def _truncated_branch(m: int, q: float, b: int, sigma: float, *, step: float,
+                      construction: str):
+  """``(t, pair)``: the probability t that the batch of the dataset of ``m`` records
+  can be truncated, and the pair of that branch (None where t is 0)."""
   t, qt, _ = _truncation_probabilities(int(m), float(q), int(b))
-  if first is None:
-    first = jpld.poisson_gaussian_pair(sigma, float(q), step=step, pessimistic=True)
   if t <= 0.0:
-    return first
+    return t, None
   if construction == "dp_accounting":
-    second = _mechanisms.poisson_gaussian_replace(sigma / 2.0, qt, step=step, pessimistic=True)
-  else:
-    second = jpld.poisson_gaussian_pair(sigma / 2.0, qt, step=step, pessimistic=True)
-  return mixture([first, second], [1.0 - t, t])
+    return t, _mechanisms.poisson_gaussian_replace(sigma / 2.0, qt, step=step,
+                                                   pessimistic=True)
+  return t, jpld.poisson_gaussian_pair(sigma / 2.0, qt, step=step, pessimistic=True)
+
+
+def _mixed(first, t: float, second):
+  """``(1 - t) first + t second`` (:func:`mixture`); ``first`` itself where t is 0."""
+  return first if t <= 0.0 else mixture([first, second], [1.0 - t, t])
 
 
 def _grid_profiles(pairs, step: float):
@@ -334,8 +342,8 @@ def _grid_profiles(pairs, step: float):
     return np.asarray(host_call(jpld.delta_core, np.asarray(p.probs, np.float64),
                                 np.int64(p.offset), h, np.float64(p.inf_mass), eps))
 
-  rem = np.max([prof(pair.remove) for pair in pairs], axis=0)
-  add = np.max([prof(pair.add) for pair in pairs], axis=0)
+  rem, add = side_by_side(lambda: np.max([prof(pair.remove) for pair in pairs], axis=0),
+                          lambda: np.max([prof(pair.add) for pair in pairs], axis=0))
   return eps, np.clip(rem, 0.0, 1.0), np.clip(add, 0.0, 1.0)
 
 
@@ -469,10 +477,13 @@ def truncated_poisson_gaussian(n: int, q: float, b: int, sigma: float, *, step: 
   if construction == "dp_accounting" or _truncation_probabilities(n + 1, q, b)[0] <= 0.0:
     # theirs at m = N; or no truncation at N + 1 (hence at N): PG at both
     return _pair_at(n, q, b, s, step=step, construction=construction)
-  first = jpld.poisson_gaussian_pair(s, q, step=step, pessimistic=True)   # both m's
-  pairs = [_pair_at(m, q, b, s, step=step, construction=construction, first=first)
-           for m in (n, n + 1)]
-  return worse_of(pairs, step=step)
+  # the untruncated branch (both m's) and the two m's truncated branches share
+  # nothing: side by side (m = N + 1's on a helper, where one is free)
+  branch = lambda m: _truncated_branch(m, q, b, s, step=step, construction=construction)
+  (first, at_n), at_n1 = side_by_side(
+      lambda: (jpld.poisson_gaussian_pair(s, q, step=step, pessimistic=True), branch(n)),
+      lambda: branch(n + 1))
+  return worse_of([_mixed(first, *at_n), _mixed(first, *at_n1)], step=step)
 
 
 # --------------------------------------------------------------------------
