@@ -41,7 +41,8 @@ from jaxacct._core.gaussian import normal_tail_z
 from jaxacct._core.logmath import log_ndtr_diff
 from jaxacct._core.namespace import host_call
 from jaxacct.accounting import _mechanisms
-from jaxacct.accounting._pairs import dominated_on_grid, from_cells, from_profile
+from jaxacct.accounting._pairs import (PROFILE_LOSS_MAX, dominated_on_grid, from_cells,
+                                       from_profile)
 
 
 # public: the constructions tests and researchers check directly; the others
@@ -336,6 +337,7 @@ def _grid_profiles(pairs, step: float):
   h = float(step)
   plds = [p for pair in pairs for p in (pair.remove, pair.add)]
   top = max(int(p.offset) + int(np.asarray(p.probs).size) - 1 for p in plds)
+  top = min(top, int(PROFILE_LOSS_MAX / h))     # from_profile reads no point above
   eps = np.arange(max(top, 0) + 1, dtype=np.float64) * h
 
   def prof(p):

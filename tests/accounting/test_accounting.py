@@ -208,6 +208,31 @@ def test_from_profile_of_the_gaussian_profile():
         float(jpld.delta(ref.remove, e)), rel=1e-9, abs=1e-15)
 
 
+def _gaussian_profile_scipy(mu, eps):
+  # delta(eps) of N(mu, 1) against N(0, 1) (Balle & Wang, arXiv:1805.06530v2, Thm 8),
+  # in log space (scipy.special.log_ndtr): finite past e^eps's overflow at 709.8
+  from scipy.special import log_ndtr
+  a = np.exp(log_ndtr(-eps / mu + mu / 2))
+  b = np.exp(eps + log_ndtr(-eps / mu - mu / 2))
+  return np.clip(a - b, 0.0, 1.0)
+
+
+def test_from_profile_past_exp_overflow_still_dominates():
+  # sigma 0.03 (mu = 33.3): the profile runs to eps ~ 900 nats, past 709.8 where
+  # gamma = e^eps overflows; the hull of such points had read +inf coordinates (a
+  # truncated-Poisson step at sigma 0.03 came out at 643 against 2,196 for the pair
+  # it must dominate, and 0.0 at sigma 0.02). Now the points above 700 nats are left
+  # out and the curve runs flat from there: above the profile everywhere.
+  mu = 1.0 / 0.03
+  eps = np.arange(0.0, 1000.0, 0.5)
+  d = _gaussian_profile_scipy(mu, eps)
+  assert d[eps == 705.0][0] > 1e-6       # the profile is far from 0 past the overflow
+  pair = from_profile(eps, d, d, step=1e-2)
+  for e in (1.0, 100.0, 500.0, 650.0, 699.5, 705.0, 720.0, 800.0):
+    got = float(jpld.delta(pair.remove, e))
+    assert got >= float(_gaussian_profile_scipy(mu, np.array([e]))[0]) * (1 - 1e-9), e
+
+
 def test_dominated_on_grid_is_second_order():
   # exact Gaussian lower PLD vs rounding down: 1000-fold composition
   # the accountant's lower (dominated) PLD of one Gaussian mechanism
