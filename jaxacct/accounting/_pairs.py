@@ -292,10 +292,16 @@ def epsilon_delta_pair(epsilon: float, delta: float, *, step: float,
   """
   eps, d = float(epsilon), float(delta)
   hi = (1.0 - d) / (1.0 + math.exp(-eps))
-  lo = (1.0 - d) / (1.0 + math.exp(eps))
+  # past 700 nats the mass at -eps (< 1e-304; e^eps overflows past 709.8) is left
+  # out: it weighs in no delta at an epsilon >= 0
+  lo = (1.0 - d) / (1.0 + math.exp(eps)) if eps <= 700.0 else 0.0
   if not pessimistic:
-    one = dominated_on_grid(np.array([hi, lo]), np.array([lo, hi]), step=step,
-                            inf_mass=d)
+    if lo == 0.0:    # one finite atom (the loss eps), rounded down: below the pair
+      one = jpld.from_losses(np.array([eps]), np.array([hi]), step=step, pessimistic=False,
+                             inf_mass=d)
+    else:
+      one = dominated_on_grid(np.array([hi, lo]), np.array([lo, hi]), step=step,
+                              inf_mass=d)
     return jpld.PairPLD(one, one)
   one = jpld.from_losses(np.array([eps, -eps]), np.array([hi, lo]), step=step,
                          pessimistic=pessimistic, inf_mass=d)

@@ -233,6 +233,18 @@ def test_from_profile_past_exp_overflow_still_dominates():
     assert got >= float(_gaussian_profile_scipy(mu, np.array([e]))[0]) * (1 - 1e-9), e
 
 
+@pytest.mark.parametrize("eps0", [705.0, 720.0, 800.0])
+def test_epsilon_delta_event_past_exp_overflow(eps0):
+  # EpsilonDeltaDpEvent(720, 1e-6) raised a bare OverflowError (e^eps0 past 709.8);
+  # the exact epsilon at delta > delta0 of the (eps0, delta0) pair (Kairouz, Oh,
+  # Viswanath, arXiv:1311.0776v4, Thm 3.4; closed form, mass 1 - delta0 at +-eps0):
+  # eps0 + log1p((delta0 - delta) / (1 - delta0)) up to e^-eps0
+  d0, delta = 1e-6, 1e-5
+  exact = eps0 + math.log1p((d0 - delta) / (1.0 - d0))
+  r = PLDAccountant().compose(ev.EpsilonDeltaDpEvent(eps0, d0)).get_epsilon_bounds(delta)
+  assert r.lower <= exact <= r.epsilon <= exact + 1e-3
+
+
 def test_dominated_on_grid_is_second_order():
   # exact Gaussian lower PLD vs rounding down: 1000-fold composition
   # the accountant's lower (dominated) PLD of one Gaussian mechanism
