@@ -44,14 +44,6 @@ def direction_values(quantity, repeated, value, tail_mass, rounding="up") -> dic
   return {"remove": rem, "add": add}
 
 
-#: the largest lower epsilon (nats) the repeated-event engine certifies: it reads each
-#: point's e^-loss weight relative to its window's first point, and past about 700 nats
-#: that weight underflows (its epsilon is then +inf, or off by a whole nat in subnormals).
-#: An upper is only the looser for it; a lower above this is not certified: 0 (nothing
-#: known). A pair with mass at +inf of at least delta keeps its +inf.
-RESOLVED_LOWER = 600.0
-
-
 def lower_epsilons(pair, n, delta, tail_mass, allowance) -> dict:
   """Per direction, a certified lower epsilon at ``delta`` after ``n`` repetitions of
   the lower (optimistic) ``pair``, by the repeated-event engine (no FFT program).
@@ -63,10 +55,10 @@ def lower_epsilons(pair, n, delta, tail_mass, allowance) -> dict:
   vals = direction_values("epsilon", (pair, n), d2, tail_mass, rounding="down")
   out = {}
   for d, v in vals.items():
+    # the engine reads +inf past what it resolves (docs/bounds/tracking.md, "Range"):
+    # a lower only where the pair's mass at +inf itself reaches delta, else none (0)
     at_inf = -math.expm1(n * math.log1p(-min(float(getattr(pair, d).inf_mass), 1.0 - 1e-16)))
-    if v > RESOLVED_LOWER and not at_inf > d2:
-      v = 0.0     # past what the engine resolves: no certified lower here
-    out[d] = max(v * (1.0 - 1e-10), 0.0)
+    out[d] = 0.0 if math.isinf(v) and not at_inf > d2 else max(v * (1.0 - 1e-10), 0.0)
   return out
 
 

@@ -327,8 +327,8 @@ def _solve(pair, rows, y, size, lam, first, targets, below_ok):
   loss0 = (pair.shift[rows] + first).astype(np.float64) * h
   with np.errstate(divide="ignore", invalid="ignore"):
     eps = loss0 + np.log((f0[r, k] - targets) / f1[r, k])
-  # ~700 nats above the first point read, the e^-loss weights f1 are subnormal or 0:
-  eps = np.where(f1[r, k] < np.finfo(np.float64).tiny, np.inf, eps)   # unresolved: +inf
+  # > 700 nats above the first point read, e^(h j) is capped and f1 is subnormal or 0:
+  eps = np.where((f1[r, k] < np.finfo(np.float64).tiny) | (h * j[r, k] > 700.0), np.inf, eps)
   return eps if below_ok else np.where((c == 0) & (k == 0), np.nan, eps)
 
 
