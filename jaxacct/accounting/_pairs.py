@@ -39,6 +39,7 @@ from jaxacct import pld as jpld
 from jaxacct._core import checks
 from jaxacct._core.compiled import jit
 from jaxacct._core.dtype import require_x64
+from jaxacct._core import hull
 
 
 #: the largest epsilon (nats) of a profile point :func:`from_profile` reads: its
@@ -120,28 +121,6 @@ def regrid(pld, step: float):
 # pairs from privacy profiles
 
 
-def _lower_hull(x, y):
-  """Indices of the lower convex hull of points sorted by x (monotone chain).
-
-  Python floats, not NumPy scalars: the same float64 arithmetic, without a
-  NumPy scalar's overhead on each of the loop's operations."""
-  x = np.asarray(x, np.float64).tolist()
-  y = np.asarray(y, np.float64).tolist()
-  idx = []
-  for i in range(len(x)):
-    xi, yi = x[i], y[i]
-    while len(idx) >= 2:
-      a, b = idx[-2], idx[-1]
-      # b is removed if it lies on or above the chord a -> i
-      cross = (x[b] - x[a]) * (yi - y[a]) - (y[b] - y[a]) * (xi - x[a])
-      if cross <= 0:
-        idx.pop()
-      else:
-        break
-    idx.append(i)
-  return np.asarray(idx, int)
-
-
 def _chain(points_x, points_y, start_y):
   """Lower hull on x >= 1 of {(1, start_y)} U points (x > 1), values made
   non-increasing first. Returns (vertex x, vertex y, slopes into each
@@ -150,8 +129,8 @@ def _chain(points_x, points_y, start_y):
   x = np.concatenate([[1.0], points_x[order]])
   y = np.concatenate([[start_y], points_y[order]])
   y = np.minimum.accumulate(y)        # h is non-increasing: a valid tightening
-  hull = _lower_hull(x, y)
-  vx, vy = x[hull], y[hull]
+  vertices = hull.lower_hull_indices(x, y)
+  vx, vy = x[vertices], y[vertices]
   slopes = np.diff(vy) / np.diff(vx) if vx.size > 1 else np.zeros(0)
   slopes = np.minimum(slopes, 0.0)
   slopes = np.maximum.accumulate(slopes) if slopes.size else slopes
@@ -242,12 +221,16 @@ def from_profile(epsilons, delta_remove, delta_add=None, *, step: float,
     gy = np.concatenate([[1.0], 1.0 - gl + gl * ly, ry])
     order = np.argsort(gx, kind="stable")
     gx, gy = gx[order], gy[order]
-    hull = _lower_hull(gx, gy)
-    hx, hy = gx[hull], gy[hull]
-    k = int(np.searchsorted(hx, 1.0))
-    if 0 < k < hx.size:
-      at1 = hy[k - 1] + (hy[k] - hy[k - 1]) * (1.0 - hx[k - 1]) / (hx[k] - hx[k - 1])
-      h1 = min(h1, float(at1) + 1e-15)
+    # where a line below every point already passes h1 - 2e-16 at 1, the hull's
+    # chord at 1 (evaluated within 7e-16, all values in [0, 1]) plus 1e-15 is at
+    # least h1, and h1 stands as it is: the hull is not needed
+    if not hull.certified_at_least(gx, gy, 1.0, h1 - 2e-16):
+      vertices = hull.lower_hull_indices(gx, gy)
+      hx, hy = gx[vertices], gy[vertices]
+      k = int(np.searchsorted(hx, 1.0))
+      if 0 < k < hx.size:
+        at1 = hy[k - 1] + (hy[k] - hy[k - 1]) * (1.0 - hx[k - 1]) / (hx[k] - hx[k - 1])
+        h1 = min(h1, float(at1) + 1e-15)
   h1 = min(max(h1, 0.0), 1.0)
   # right chain (gamma >= 1) in (gamma, delta_remove); left chain in
   # (x = 1/gamma, delta_add).
