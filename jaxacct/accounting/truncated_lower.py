@@ -58,6 +58,23 @@ def _consecutive_cells(t):
   return np.where(up, vn[:-1] - vn[1:], vp[1:] - vp[:-1])
 
 
+def _sorted_cells(t):
+  """:func:`_consecutive_cells` of one non-decreasing row of edges, by slices: the
+  cells left of the first edge above 0 read ``Phi(t)``, the others ``Phi(-t)``
+  (the same values; any other row goes to :func:`_consecutive_cells`)."""
+  if not np.all(t[1:] >= t[:-1]):
+    return _consecutive_cells(t)
+  j = int(np.searchsorted(t, 0.0, side="right"))   # t[:j] <= 0 < t[j:]
+  out = np.empty(t.size - 1)
+  if j > 0:
+    vp = special.ndtr(t[:j + 1])
+    out[:j] = vp[1:] - vp[:-1]
+  if j < t.size - 1:
+    vn = special.ndtr(-t[j:])
+    out[j:] = vn[:-1] - vn[1:]
+  return out
+
+
 def _refuse_over(what: str, count: int, limit: int, sigma: float):
   """ValueError naming noise_multiplier where an instance needs more than ``limit``
   ``what`` (checked before anything of that size is allocated)."""
@@ -116,22 +133,24 @@ def _count_weights(m: int, q: float, cap: int):
   return c.astype(np.float64), wq, wp0, wp1, eta
 
 
-def _count_cells(c, wq, wp0, wp1, v: float, sigma: float, width: float):
-  """Masses (GQ, G0, G1) of the count axis' cells: y_u = (c + a v) / sigma + noise."""
+def _count_cells(c, weights, v: float, sigma: float, width: float):
+  """Masses (GQ, G0, G1) of the count axis' cells, y_u = (c + a v) / sigma + noise,
+  one triple per ``(wq, wp0, wp1)`` in ``weights`` (their cells computed once)."""
   mu = np.concatenate([c, c + v]) / sigma
   lo, hi = float(np.min(mu)) - _Z, float(np.max(mu)) + _Z
   n = int(math.ceil((hi - lo) / width))
   _refuse_over("count cells", n, MAX_COUNT_CELLS, sigma)
   e = np.concatenate([[-np.inf], np.linspace(lo, hi, n + 1), [np.inf]])
-  gq, g0, g1 = (np.zeros(e.size - 1) for _ in range(3))
+  out = [tuple(np.zeros(e.size - 1) for _ in range(3)) for _ in weights]
   for i in range(0, c.size, 64):        # chunks of counts: memory stays small
     sl = slice(i, i + 64)
     m0 = _consecutive_cells(e[:, None] - (c[None, sl]) / sigma)
     m1 = _consecutive_cells(e[:, None] - (c[None, sl] + v) / sigma)
-    gq += m0 @ wq[sl]
-    g0 += m0 @ wp0[sl]
-    g1 += m1 @ wp1[sl]
-  return gq, g0, g1
+    for (gq, g0, g1), (wq, wp0, wp1) in zip(out, weights):
+      gq += m0 @ wq[sl]
+      g0 += m0 @ wp0[sl]
+      g1 += m1 @ wp1[sl]
+  return out
 
 
 def _groups(gq, g0, g1, resolution: float):
@@ -187,8 +206,8 @@ def _atoms(gq, g0, g1, s: float, h: float, sigma: float):
         y = (np.log((np.exp(lv) - r0[g]) / r1[g]) + s * s / 2) / s
       y = np.where(np.isnan(y), -np.inf, y)
       y[0], y[-1] = -np.inf, np.inf
-      m0 = _consecutive_cells(y - 0.0)
-      m1 = _consecutive_cells(y - s)
+      m0 = _sorted_cells(y - 0.0)
+      m1 = _sorted_cells(y - s)
       # cells whose loss lies in the same grid interval are merged (post-processing)
       at = slice(k_first - k_lo, k_first - k_lo + n - 1)
       p_c[at] += a[g] * m0 + b[g] * m1
@@ -227,19 +246,37 @@ def instance_pair(num_records: int, sampling_probability: float, truncated_batch
   mass left out (a composed delta may be off by <= (1 + e^eps) T eta).
   Bound: lower.
   """
-  m, q, cap = int(num_records), float(sampling_probability), int(truncated_batch_size)
-  sigma, v, h = float(noise_multiplier), float(v), float(step)
-  checks.check_int("num_records", m, min_value=1)
+  checks.check_int("num_records", num_records, min_value=1)
+  return _instance_pairs((int(num_records),), sampling_probability, truncated_batch_size,
+                         noise_multiplier, v, step, width, resolution)[0]
+
+
+def _instance_pairs(ms, q, cap, sigma, v, h, width, resolution):
+  """:func:`instance_pair` at each m of ``ms``; where two count laws keep the same
+  counts, their count cells are computed once (the same masses)."""
   checks.check_range("sampling_probability", q, 0.0, 1.0, lo_open=True, hi_open=True)
   checks.check_int("truncated_batch_size", cap, min_value=1)
   checks.check_positive("noise_multiplier", sigma)
   checks.check_range("v", v, -1.0, 1.0)
   checks.check_positive("step", h)
+  checks.check_positive("width", width)
+  q, cap, sigma, v, h, width = float(q), int(cap), float(sigma), float(v), float(h), float(width)
   res = (1e-9 if v == 0.0 else h / 4.0) if resolution is None else float(resolution)
-  c, wq, wp0, wp1, eta = _count_weights(m, q, cap)
-  gq, g0, g1 = _groups(*_count_cells(c, wq, wp0, wp1, v, sigma, float(width)), res)
-  p, qq = _atoms(gq, g0, g1, math.sqrt(max(1.0 - v * v, 0.0)) / sigma, h, sigma)
-  return jpld.PairPLD(dominated_on_grid(p, qq, step=h), dominated_on_grid(qq, p, step=h)), eta
+  laws = [_count_weights(m, q, cap) for m in ms]
+  cells = {}
+  for i, (c, *_w, _eta) in enumerate(laws):
+    cells.setdefault(c.tobytes(), []).append(i)
+  masses = [None] * len(laws)
+  for idx in cells.values():
+    got = _count_cells(laws[idx[0]][0], [laws[i][1:4] for i in idx], v, sigma, width)
+    for i, gs in zip(idx, got):
+      masses[i] = gs
+  out = []
+  for gs, law in zip(masses, laws):
+    p, qq = _atoms(*_groups(*gs, res), math.sqrt(max(1.0 - v * v, 0.0)) / sigma, h, sigma)
+    out.append((jpld.PairPLD(dominated_on_grid(p, qq, step=h), dominated_on_grid(qq, p, step=h)),
+                law[4]))
+  return out
 
 
 def _composed_lower(pld, count, delta, tail_mass):
@@ -275,9 +312,9 @@ def instance_epsilons(num_examples: int, sampling_probability: float, truncated_
   out = []
   for v in np.atleast_1d(np.asarray(vs, np.float64)).tolist():
     best = 0.0
-    for m in (int(num_examples), int(num_examples) + 1):
-      pair, eta = instance_pair(m, sampling_probability, truncated_batch_size, noise_multiplier, v,
-                                step=step, width=width)
+    for pair, eta in _instance_pairs((int(num_examples), int(num_examples) + 1),
+                                     sampling_probability, truncated_batch_size,
+                                     noise_multiplier, v, step, width, None):
       for d in (pair.remove, pair.add):
         slack = 2.0 * tail_mass + 2.0 * int(total_steps) * eta
         e = _composed_lower(d, int(total_steps), float(delta) + slack, tail_mass)

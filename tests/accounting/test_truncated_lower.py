@@ -254,3 +254,17 @@ def test_chunks_on_threads_are_one_thread_bit_for_bit(monkeypatch, v):
   assert len(one) == len(many) >= 4 and eta1 == eta4
   for x, y in zip(one, many):
     assert x.shape == y.shape and np.array_equal(x, y, equal_nan=True)
+
+
+# instance_epsilons(n, q, cap, sigma, steps, delta, [-0.5, 0.0, 0.7], step=1e-3) at
+# c89cd2e (the two datasets' count cells computed one at a time, every noise-axis cell
+# by masks): the present code (the count cells shared where both count laws keep the
+# same counts, sorted edges cut by slices) must give them bit for bit
+@pytest.mark.parametrize("args,at_c89cd2e", [
+    ((200, 0.05, 8, 0.8, 30, 1e-5), [4.173925805791855, 4.333601377667198, 1.4596878824434938]),
+    ((8, 0.3, 3, 0.9, 6, 1e-5), [6.306851827091645, 6.576637740567866, 3.814908676989206]),
+    # counts kept differ (N - 1 = 2 others vs 3, cap 5): nothing shared
+    ((3, 0.5, 5, 1.0, 5, 1e-5), [6.994528481276497, 7.422287193815772, 6.638825997696978])])
+def test_instance_epsilons_unchanged_bit_for_bit(args, at_c89cd2e):
+  got = truncated_lower.instance_epsilons(*args, [-0.5, 0.0, 0.7], step=1e-3)
+  assert got.tolist() == at_c89cd2e
