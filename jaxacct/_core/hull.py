@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["lower_hull_indices", "certified_at_least"]
-
 
 def _cross(x, y, a, b, i):
   """The chain's test: > 0 keeps ``b`` (below the chord a -> i)."""
