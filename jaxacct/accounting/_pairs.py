@@ -36,10 +36,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import pld as jpld
-from jaxacct._core import checks
+from jaxacct._core import checks, hull
 from jaxacct._core.compiled import jit
 from jaxacct._core.dtype import require_x64
-from jaxacct._core import hull
 
 
 #: the largest epsilon (nats) of a profile point :func:`from_profile` reads: its
@@ -222,8 +221,8 @@ def from_profile(epsilons, delta_remove, delta_add=None, *, step: float,
     order = np.argsort(gx, kind="stable")
     gx, gy = gx[order], gy[order]
     # where a line below every point already passes h1 - 2e-16 at 1, the hull's
-    # chord at 1 (evaluated within 7e-16, all values in [0, 1]) plus 1e-15 is at
-    # least h1, and h1 stands as it is: the hull is not needed
+    # chord at 1, evaluated and 1e-15 added within 7 u = 7.8e-16 (u = 2^-53; all
+    # values lie in [0, 1]), is at least h1, and h1 stands: the hull is not needed
     if not hull.certified_at_least(gx, gy, 1.0, h1 - 2e-16):
       vertices = hull.lower_hull_indices(gx, gy)
       hx, hy = gx[vertices], gy[vertices]
