@@ -42,8 +42,8 @@ from jaxacct._core.dtype import require_x64
 
 
 #: the largest epsilon (nats) of a profile point :func:`from_profile` reads: its
-#: hull runs on gamma = e^eps, which overflows float64 past 709.8 (points above it
-#: read +inf and broke the hull); above it the curve runs flat (looser, valid).
+#: hull runs on gamma = e^eps, which overflows float64 past 709.8; above it the
+#: curve runs flat (looser, valid).
 PROFILE_LOSS_MAX = 700.0
 
 

@@ -114,7 +114,7 @@ def test_certified_at_least_says_nothing_without_points_on_both_sides():
 
 
 def test_from_profile_pairs_are_the_same_with_and_without_the_shortcut(monkeypatch):
-  """The README's truncated run (N = 60,000, q = 256 / N, cap 300) at sigma 1 and 0.52:
+  """The README's truncated run (N = 60,000, q = 256 / N, cap 300) at sigma 1, 0.52, 0.1:
   the worse-of-two-neighbours pair, built with the hull's value at gamma = 1 skipped
   where it cannot change the total variation, equals the one built with it."""
   from jaxacct.accounting import mixtures
@@ -124,8 +124,8 @@ def test_from_profile_pairs_are_the_same_with_and_without_the_shortcut(monkeypat
     taken.append(real(*a))
     return taken[-1]
 
-  for sigma in (1.0, 0.52):
-    kw = dict(n=60_000, q=256 / 60_000, b=300, sigma=sigma, step=1e-4)
+  for sigma, step in ((1.0, 1e-4), (0.52, 1e-4), (0.1, 1e-3)):
+    kw = dict(n=60_000, q=256 / 60_000, b=300, sigma=sigma, step=step)
     monkeypatch.setattr(hull, "certified_at_least", lambda *a: False)
     off = mixtures.truncated_poisson_gaussian(**kw)
     monkeypatch.setattr(hull, "certified_at_least", counted)
@@ -133,4 +133,5 @@ def test_from_profile_pairs_are_the_same_with_and_without_the_shortcut(monkeypat
     for a, b in ((off.remove, on.remove), (off.add, on.add)):
       np.testing.assert_array_equal(np.asarray(a.probs), np.asarray(b.probs))
       assert (a.offset, a.step, a.inf_mass) == (b.offset, b.step, b.inf_mass)
-  assert taken and all(taken)              # the shortcut was taken at both
+  assert taken                             # the shortcut was asked at each
+  assert sum(taken) >= 2                   # and taken (not vacuous)

@@ -219,10 +219,8 @@ def _gaussian_profile_scipy(mu, eps):
 
 def test_from_profile_past_exp_overflow_still_dominates():
   # sigma 0.03 (mu = 33.3): the profile runs to eps ~ 900 nats, past 709.8 where
-  # gamma = e^eps overflows; the hull of such points had read +inf coordinates (a
-  # truncated-Poisson step at sigma 0.03 came out at 643 against 2,196 for the pair
-  # it must dominate, and 0.0 at sigma 0.02). Now the points above 700 nats are left
-  # out and the curve runs flat from there: above the profile everywhere.
+  # gamma = e^eps overflows; the pair must lie above the closed-form profile
+  # (Balle & Wang, computed in log space here) at every eps, past 700 nats too.
   mu = 1.0 / 0.03
   eps = np.arange(0.0, 1000.0, 0.5)
   d = _gaussian_profile_scipy(mu, eps)
@@ -235,8 +233,7 @@ def test_from_profile_past_exp_overflow_still_dominates():
 
 @pytest.mark.parametrize("eps0", [705.0, 720.0, 800.0])
 def test_epsilon_delta_event_past_exp_overflow(eps0):
-  # EpsilonDeltaDpEvent(720, 1e-6) raised a bare OverflowError (e^eps0 past 709.8);
-  # the exact epsilon at delta > delta0 of the (eps0, delta0) pair (Kairouz, Oh,
+  # eps0 past e^eps0's overflow at 709.8; the exact epsilon at delta > delta0 of the (eps0, delta0) pair (Kairouz, Oh,
   # Viswanath, arXiv:1311.0776v4, Thm 3.4; closed form, mass 1 - delta0 at +-eps0):
   # eps0 + log1p((delta0 - delta) / (1 - delta0)) up to e^-eps0
   d0, delta = 1e-6, 1e-5

@@ -256,8 +256,9 @@ def test_chunks_on_threads_are_one_thread_bit_for_bit(monkeypatch, v):
     assert x.shape == y.shape and np.array_equal(x, y, equal_nan=True)
 
 
-# instance_epsilons(n, q, cap, sigma, steps, delta, [-0.5, 0.0, 0.7], step=1e-3) at
-# c89cd2e (the two datasets' count cells computed one at a time, every noise-axis cell
+# Regression values, not a correctness reference (that is the enumerated-instance and
+# certified-upper tests above): instance_epsilons(n, q, cap, sigma, steps, delta,
+# [-0.5, 0.0, 0.7], step=1e-3) as computed by jaxacct at c89cd2e (the two datasets' count cells computed one at a time, every noise-axis cell
 # by masks): the present code (the count cells shared where both count laws keep the
 # same counts, sorted edges cut by slices) must give them bit for bit
 @pytest.mark.parametrize("args,at_c89cd2e", [

@@ -234,8 +234,8 @@ def test_no_truncation_at_either_neighbour_is_poisson_and_worse_of_is_the_max():
 @pytest.mark.parametrize("sigma", [0.02, 0.03])
 def test_worse_of_dominates_each_neighbour_past_exp_overflow(sigma):
   # at sigma 0.02-0.03 the sigma/2 branch's losses run past 709.8 nats, where the
-  # worse-of hull's gamma = e^eps overflowed: one step read 643 (sigma 0.03) and 0.0
-  # (sigma 0.02) where the m = N mixture it must dominate reads 2,196 and 4,964
+  # worse-of hull's gamma = e^eps overflows: the worse-of pair must still be at least
+  # each neighbour's own mixture (computed without the hull), both directions
   n, q, b, h = 60_000, 256 / 60_000, 300, 1e-2
   both = mixtures.truncated_poisson_gaussian(n, q, b, sigma, step=h)
   for nb in ("remove", "add"):
