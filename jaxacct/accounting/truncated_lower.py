@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from jaxacct import pld as jpld
-from jaxacct._core import checks
+from jaxacct._core import binomial, checks
 from jaxacct._core.dtype import public_surface
 from jaxacct._core.parallel import host_map
 from jaxacct.accounting._pairs import dominated_on_grid
@@ -97,17 +97,18 @@ def _count_weights(m: int, q: float, cap: int):
   """
   n_o = m - 1
   lo, hi = 0, n_o
+  pmf, cdf, sf = binomial.host_law()   # scipy.stats.binom's values
   if n_o > 0:
     sd = math.sqrt(n_o * q * (1.0 - q))
     lo = max(int(n_o * q - 12.0 * sd - 20.0), 0)
     hi = min(int(n_o * q + 12.0 * sd + 20.0), n_o)
-    while lo > 0 and stats.binom.cdf(lo - 1, n_o, q) > COUNT_TAIL:
+    while lo > 0 and cdf(lo - 1, n_o, q) > COUNT_TAIL:
       lo = max(lo - 10, 0)
-    while hi < n_o and stats.binom.sf(hi, n_o, q) > COUNT_TAIL:
+    while hi < n_o and sf(hi, n_o, q) > COUNT_TAIL:
       hi = min(hi + 10, n_o)
   k = np.arange(lo, hi + 1)
-  pk = stats.binom.pmf(k, n_o, q) if n_o > 0 else np.ones(1)
-  eta = float(stats.binom.cdf(lo - 1, n_o, q) + stats.binom.sf(hi, n_o, q)) if n_o > 0 else 0.0
+  pk = pmf(k, n_o, q) if n_o > 0 else np.ones(1)
+  eta = float(cdf(lo - 1, n_o, q) + sf(hi, n_o, q)) if n_o > 0 else 0.0
   c_hi = min(hi, cap)
   c = np.arange(lo, c_hi + 1) if lo <= c_hi else np.array([cap])
   wq = np.zeros(c.size)

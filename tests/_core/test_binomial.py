@@ -45,3 +45,22 @@ def test_jitted_tail_agrees_with_the_host():
     got = np.asarray(jax.jit(binomial.binom_sf)(k + 1, n, q))
   want = stats.binom.sf(k, n, q)
   np.testing.assert_allclose(got, want, rtol=1e-9, atol=0)
+
+
+def test_host_law_is_scipy_stats_bit_for_bit():
+  # the truncated instance lower's count law (pmf, cdf, sf) without scipy.stats:
+  # random (k, n, q) and the support's edges, scalars and arrays, compared with ==
+  pmf, cdf, sf = binomial.host_law()
+  rng = np.random.default_rng(3)
+  cases = [(k, n, q) for k, n, q in CASES if n >= 1 and 0.0 < q < 1.0]
+  for _ in range(1_000):
+    n = int(rng.integers(1, 10 ** int(rng.integers(1, 7))))
+    cases.append((rng.integers(-2, n + 3, size=6), n, float(10 ** rng.uniform(-8, -1e-9))))
+  for k, n, q in cases:
+    for ours, theirs in ((pmf, stats.binom.pmf), (cdf, stats.binom.cdf), (sf, stats.binom.sf)):
+      got, want = ours(k, n, q), theirs(k, n, q)
+      assert np.shape(got) == np.shape(want)
+      assert np.array_equal(got, want), (ours, k, n, q)
+  # off the support: the values scipy.stats gives
+  assert (pmf(-1, 5, 0.3), pmf(6, 5, 0.3), cdf(-1, 5, 0.3), cdf(5, 5, 0.3), sf(-1, 5, 0.3),
+          sf(5, 5, 0.3)) == (0.0, 0.0, 0.0, 1.0, 1.0, 0.0)
