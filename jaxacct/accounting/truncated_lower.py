@@ -146,7 +146,8 @@ def _count_cells(c, weights, v: float, sigma: float, width: float):
   for i in range(0, c.size, 64):        # chunks of counts: memory stays small
     sl = slice(i, i + 64)
     m0 = _consecutive_cells(e[:, None] - (c[None, sl]) / sigma)
-    m1 = _consecutive_cells(e[:, None] - (c[None, sl] + v) / sigma)
+    # v = 0: c + v is c, so the target's cells are the same masses
+    m1 = m0 if v == 0.0 else _consecutive_cells(e[:, None] - (c[None, sl] + v) / sigma)
     for (gq, g0, g1), (wq, wp0, wp1) in zip(out, weights):
       gq += m0 @ wq[sl]
       g0 += m0 @ wp0[sl]
