@@ -33,19 +33,25 @@ checked and built in ``jaxacct.accounting._newer_events``.
 from __future__ import annotations
 
 import math
-from typing import Any, List, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
 from jaxacct import pld as jpld
-from jaxacct import shuffle
 from jaxacct._core import dp_bridge
 from jaxacct._core.events import kind
 from jaxacct.accounting import _mechanisms, _newer_events, _pairs, fixed_size
 from jaxacct.accounting._lowers import Lazy
 from jaxacct.allocation.pld import allocation_plds
+from jaxacct._core.lazy import LazyModule
 from jaxacct.mechanisms import EpsilonDelta, Gaussian, Laplace, RandomizedResponse
-from jaxacct.shuffle import bounds
+
+if TYPE_CHECKING:
+  from jaxacct import shuffle
+  from jaxacct.shuffle import bounds
+else:   # imported with the first shuffle or check-in event (not on the DP-SGD path)
+  shuffle = LazyModule("jaxacct.shuffle")
+  bounds = LazyModule("jaxacct.shuffle.bounds")
 
 AOR, REPLACE, SPECIAL = "ADD_OR_REMOVE_ONE", "REPLACE_ONE", "REPLACE_SPECIAL"
 RDP_ORDERS = _mechanisms.RDP_ORDERS

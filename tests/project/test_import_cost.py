@@ -210,25 +210,30 @@ def test_dp_accounting_imported_first_is_used_as_it_is():
 
 
 def test_dpsgd_answers_load_no_scipy_stats():
-  """A DP-SGD epsilon with balls-in-bins or fixed-size batches loads neither
-  scipy.stats, scipy.fft nor dp_accounting's ``__init__`` (each slow to import:
-  bench/results/HISTORY.md): the binomial laws load scipy.stats where they are used
-  (truncated Poisson, batches drawn with replacement), and the adaptive
-  with-replacement lower loads scipy.fft."""
+  """A DP-SGD epsilon with balls-in-bins, fixed-size or truncated Poisson batches
+  loads neither scipy.stats, scipy.fft, dp_accounting's ``__init__`` nor
+  jaxacct.shuffle (each slow to import: bench/results/HISTORY.md): the binomial laws
+  load scipy.stats where they are used (batches drawn with replacement; the truncated
+  instance lower's count law is ``jaxacct._core.binomial.host_law``), the adaptive
+  with-replacement lower loads scipy.fft, and the accountant loads the shuffle
+  bounds with the first shuffle or check-in event."""
   got = _fresh("""
       import json, sys
       from jaxacct import dpsgd
       run = dict(num_examples=600, batch_size=6, num_epochs=1, delta=1e-5, progress=False)
       seen = {}
-      for sampling in ("balls_in_bins", "fixed_size"):
-        r = dpsgd.epsilon(noise_multiplier=2.0, sampling=sampling, **run)
-        seen[sampling] = [float(r.epsilon) > 0,
+      for sampling, kw in (("balls_in_bins", {}), ("fixed_size", {}),
+                           ("truncated_poisson", {"max_batch_size": 8})):
+        r = dpsgd.epsilon(noise_multiplier=2.0, sampling=sampling, **run, **kw)
+        seen[sampling] = [float(r.epsilon) > float(r.lower) > 0,
                           sorted(m for m in ("scipy.stats", "scipy.fft", "dp_accounting.pld",
-                                             "dp_accounting.mechanism_calibration")
+                                             "dp_accounting.mechanism_calibration",
+                                             "jaxacct.shuffle")
                                  if m in sys.modules)]
       print(json.dumps(seen))
       """)
-  assert got == {"balls_in_bins": [True, []], "fixed_size": [True, []]}, got
+  assert got == {"balls_in_bins": [True, []], "fixed_size": [True, []],
+                 "truncated_poisson": [True, []]}, got
 
 
 def test_deferred_package_that_cannot_give_its_modules_is_not_left_registered():
