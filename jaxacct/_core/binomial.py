@@ -38,21 +38,25 @@ def host_law():
   """``(pmf, cdf, sf)`` of ``Bin(n, q)`` on the host, for integer ``k`` (arrays
   or scalars), integer ``n >= 1`` and ``0 < q < 1``: ``scipy.stats.binom``'s
   values bit for bit (tests/_core/test_binomial.py), without importing
-  ``scipy.stats`` (0.4 s). They are the ufuncs its ``_pmf``, ``_cdf`` and
-  ``_sf`` call, with its values off the support (pmf 0; cdf 0 below 0 and 1
-  from n on; sf the complement); where SciPy has no such ufuncs,
+  ``scipy.stats``. The sf is :func:`binom_sf` on SciPy's ``betainc``; the pmf
+  and cdf are the ufuncs scipy.stats' ``_pmf`` and ``_cdf`` call (the betainc
+  route to the cdf differs in the last bits), with its values off the support
+  (pmf 0; cdf 0 below 0 and 1 from n on); where SciPy has no such ufuncs,
   ``scipy.stats.binom``'s own methods."""
   try:
-    from scipy.special._ufuncs import _binom_cdf, _binom_pmf, _binom_sf
+    from scipy.special._ufuncs import _binom_cdf, _binom_pmf
   except ImportError:   # another SciPy: its public distribution
     from scipy.stats import binom
     return binom.pmf, binom.cdf, binom.sf
+  from scipy.special import betainc as sp_betainc
 
-  def on(f, k, n, q, below, above, top):
+  def on(f, k, n, q, above, top):
     k = np.asarray(k)
     val = f(np.clip(k, 0, n), n, q)
-    return np.where(k < 0, below, np.where(k > top, above, val))[()]
+    return np.where(k < 0, 0.0, np.where(k > top, above, val))[()]
 
-  return (lambda k, n, q: on(_binom_pmf, k, n, q, 0.0, 0.0, n),
-          lambda k, n, q: on(_binom_cdf, k, n, q, 0.0, 1.0, n - 1),
-          lambda k, n, q: on(_binom_sf, k, n, q, 1.0, 0.0, n - 1))
+  def sf(k, n, q):   # P(Bin > k) = P(Bin >= k + 1)
+    return binom_sf(np.asarray(k) + 1, n, q, xp=np, betainc=sp_betainc)[()]
+
+  return (lambda k, n, q: on(_binom_pmf, k, n, q, 0.0, n),
+          lambda k, n, q: on(_binom_cdf, k, n, q, 1.0, n - 1), sf)

@@ -40,10 +40,10 @@ import numpy as np
 from jaxacct import pld as jpld
 from jaxacct._core import dp_bridge
 from jaxacct._core.events import kind
+from jaxacct._core.lazy import LazyModule
 from jaxacct.accounting import _mechanisms, _newer_events, _pairs, fixed_size
 from jaxacct.accounting._lowers import Lazy
 from jaxacct.allocation.pld import allocation_plds
-from jaxacct._core.lazy import LazyModule
 from jaxacct.mechanisms import EpsilonDelta, Gaussian, Laplace, RandomizedResponse
 
 if TYPE_CHECKING:

@@ -233,9 +233,10 @@ def test_from_profile_past_exp_overflow_still_dominates():
 
 @pytest.mark.parametrize("eps0", [705.0, 720.0, 800.0])
 def test_epsilon_delta_event_past_exp_overflow(eps0):
-  # eps0 past e^eps0's overflow at 709.8; the exact epsilon at delta > delta0 of the (eps0, delta0) pair (Kairouz, Oh,
-  # Viswanath, arXiv:1311.0776v4, Thm 3.4; closed form, mass 1 - delta0 at +-eps0):
-  # eps0 + log1p((delta0 - delta) / (1 - delta0)) up to e^-eps0
+  # eps0 past e^eps0's overflow at 709.8; the exact epsilon at delta > delta0 of the
+  # (eps0, delta0) pair (Kairouz, Oh, Viswanath, arXiv:1311.0776v4, Thm 3.4; closed
+  # form, mass 1 - delta0 at +-eps0): eps0 + log1p((delta0 - delta) / (1 - delta0)) up
+  # to e^-eps0
   d0, delta = 1e-6, 1e-5
   exact = eps0 + math.log1p((d0 - delta) / (1.0 - d0))
   r = PLDAccountant().compose(ev.EpsilonDeltaDpEvent(eps0, d0)).get_epsilon_bounds(delta)

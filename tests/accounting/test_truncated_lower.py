@@ -258,9 +258,10 @@ def test_chunks_on_threads_are_one_thread_bit_for_bit(monkeypatch, v):
 
 # Regression values, not a correctness reference (that is the enumerated-instance and
 # certified-upper tests above): instance_epsilons(n, q, cap, sigma, steps, delta,
-# [-0.5, 0.0, 0.7], step=1e-3) as computed by jaxacct at c89cd2e (the two datasets' count cells computed one at a time, every noise-axis cell
-# by masks): the present code (the count cells shared where both count laws keep the
-# same counts, sorted edges cut by slices) must give them bit for bit
+# [-0.5, 0.0, 0.7], step=1e-3) as computed by jaxacct at c89cd2e (the two datasets'
+# count cells computed one at a time, every noise-axis cell by masks): the present code
+# (the count cells shared where both count laws keep the same counts, sorted edges cut
+# by slices) must give them bit for bit
 @pytest.mark.parametrize("args,at_c89cd2e", [
     ((200, 0.05, 8, 0.8, 30, 1e-5), [4.173925805791855, 4.333601377667198, 1.4596878824434938]),
     ((8, 0.3, 3, 0.9, 6, 1e-5), [6.306851827091645, 6.576637740567866, 3.814908676989206]),

@@ -26,4 +26,3 @@ def test_readme_run_bracket_and_calibration():
   s = dpsgd.calibrate_noise_multiplier(epsilon=3.0, **RUN)
   np.testing.assert_allclose(s, 1.0052291491738794, rtol=1e-12)   # 6b38e52
   assert dpsgd.epsilon(noise_multiplier=s, **RUN).epsilon <= 3.0
-
