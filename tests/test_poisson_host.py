@@ -6,8 +6,10 @@ doors -- ``poisson.epsilon``/``delta`` with ``method="rdp"`` or ``"pld"``,
 -- runs the same formulas as the jitted kernels in NumPy/SciPy
 (``jaxacct._core.namespace``), so even the FIRST call of a fresh process
 compiles nothing (``compile_counter``, conftest.py; a persistent-cache load
-would count too). Arrays and traced input still go to the jitted kernels;
-the values of both paths are compared here.
+would count too). On the CPU layout the PLD door answers NumPy arrays on the
+host as well, lane by lane (each lane its scalar question's answer); traced
+input, and arrays on the accelerator layout, go to the jitted kernels; the
+values of both paths are compared here.
 
 Tolerances: RDP epsilon, host vs jitted, 1e-12 relative (measured <= 5e-14
 on a 150-setting grid, q in [1e-7, 1], sigma in [0.3, 20], T in [1, 1e9]);
@@ -86,11 +88,14 @@ def test_rdp_host_matches_jitted_kernel():
 
 
 @pytest.mark.parametrize("sigma,q,steps,delta", [(1.0, 0.01, 100, 1e-5), (2.0, 0.1, 30, 1e-6)])
-def test_pld_host_matches_jitted_kernels(sigma, q, steps, delta):
+def test_pld_host_matches_jitted_kernels(sigma, q, steps, delta, monkeypatch):
   host = float(poisson.epsilon(q=q, sigma=sigma, num_steps=steps, delta=delta,
                                method="pld").epsilon)
+  # arrays run the jitted block programs where the accelerator layout is on
+  monkeypatch.setenv("JAXACCT_LAYOUT", "accelerator")
   jit = float(poisson.epsilon(q=q, sigma=np.array([sigma, sigma]), num_steps=steps, delta=delta,
                               method="pld").epsilon[0])
+  monkeypatch.delenv("JAXACCT_LAYOUT")
   assert host == pytest.approx(jit, rel=1e-8)
   d_host = float(poisson.delta(q=q, sigma=sigma, num_steps=steps, epsilon=host,
                                method="pld").delta)
@@ -104,3 +109,26 @@ def test_pld_host_is_above_the_exact_gaussian():
   host = float(poisson.epsilon(q=1.0, sigma=2.0, num_steps=5, delta=1e-5,
                                method="pld").epsilon)
   assert exact <= host <= exact * (1 + 1e-3)
+
+
+def test_pld_arrays_on_the_cpu_layout_are_their_scalar_questions(compile_counter):
+  """NumPy arrays (broadcast settings) to the PLD doors: each lane is its scalar
+  question's answer, bit for bit, and nothing is compiled (a lane is a loop step
+  on either path there; the host's is faster, warm too)."""
+  sig, delta = np.array([[0.7, 1.3, 2.9]]), np.array([[1e-5], [1e-7]])
+  with compile_counter as c:
+    r = poisson.epsilon(q=0.02, sigma=sig, num_steps=300, delta=delta, method="pld")
+    d = poisson.delta(q=0.02, sigma=sig[0], num_steps=300, epsilon=1.0, method="pld")
+  assert c.count == 0
+  assert np.shape(r.epsilon) == (2, 3) and np.shape(d.delta) == (3,)
+  for i, j in itertools.product(range(2), range(3)):
+    one = poisson.epsilon(q=0.02, sigma=float(sig[0, j]), num_steps=300,
+                          delta=float(delta[i, 0]), method="pld")
+    assert r.epsilon[i, j] == one.epsilon
+    assert r.details["remove"][i, j] == one.details["remove"]
+    assert r.details["add"][i, j] == one.details["add"]
+  for j in range(3):
+    one = poisson.delta(q=0.02, sigma=float(sig[0, j]), num_steps=300, epsilon=1.0,
+                        method="pld")
+    assert d.delta[j] == one.delta
+  assert np.all(np.diff(r.epsilon, axis=1) < 0)   # more noise, less epsilon

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from jaxacct._core import checks
 from jaxacct._core.checks import WindowTooLarge
 from jaxacct._core.batching import block_programs
 from jaxacct._core.namespace import for_inputs
+from jaxacct._core.parallel import host_map
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct._core.dtype import HOST_ONLY, host_door
 from jaxacct.pld._compose import compose
@@ -186,6 +188,36 @@ def _broadcast_loop(fn, **kw):
   return out if out.ndim else float(out)
 
 
+def _host_lanes() -> int:
+  """The most lanes (broadcast settings) answered on the host, lane by lane (the
+  ``max_lanes`` of :func:`jaxacct._core.namespace.for_inputs`): every count on the
+  CPU layout, where the other path is a loop of jitted lanes too (slower warm,
+  and a fresh process compiles a program per shape bucket); one where arrays run
+  in block programs (the accelerator layout, a lanes mesh)."""
+  return 1 if block_programs() else sys.maxsize
+
+
+def _host_lane(quantity, sigma, q, num_steps, value, step):
+  """``({"remove": .., "add": ..}, step)`` of one question on the host, by the
+  repeated-event engine (:mod:`jaxacct.pld._powers`): the accountant's and the
+  tracking table's number for this count."""
+  h = default_step(sigma=sigma, q=q, num_steps=num_steps) if step is None else float(step)
+  if int(num_steps) >= 2**53:      # grid indices past float64's integers (and int64's)
+    raise _too_many_steps(sigma, q, num_steps, step, " (num_steps >= 2^53)")
+  pair, n = _step_pair_host(float(sigma), float(q), int(num_steps), h), int(num_steps)
+  try:
+    if quantity == "epsilon":
+      by = {d: float(direction_epsilons(getattr(pair, d), [n], float(value),
+                                        tail_mass=DEFAULT_TAIL_MASS)[0])
+            for d in ("remove", "add")}
+    else:
+      by = {d: direction_delta(getattr(pair, d), n, float(value), tail_mass=DEFAULT_TAIL_MASS)
+            for d in ("remove", "add")}
+  except WindowTooLarge:
+    raise _too_many_steps(sigma, q, num_steps, step, pair=pair) from None
+  return by, h
+
+
 def _poisson_gaussian_query(quantity, *, sigma, q, num_steps, value, step):
   """The one query behind the two front doors: ``quantity`` is "epsilon" or "delta".
 
@@ -213,28 +245,22 @@ def _poisson_gaussian_query(quantity, *, sigma, q, num_steps, value, step):
     return float(query(pair, kw[arg]))
 
   cls = EpsilonResult if quantity == "epsilon" else DeltaResult
-  if for_inputs(sigma, q, num_steps, value).is_host:
-    # one question: on the host, zero compiled programs
-    shape = np.broadcast_shapes(*map(np.shape, (sigma, q, num_steps, value)))
-    s1, q1, t1, v1 = (np.ravel(x)[0] for x in (sigma, q, num_steps, value))
-    h = default_step(sigma=s1, q=q1, num_steps=t1) if step is None else float(step)
-    # the repeated-event engine (jaxacct.pld._powers): the accountant's and the
-    # tracking table's number for this count
-    if int(t1) >= 2**53:      # grid indices past float64's integers (and int64's)
-      raise _too_many_steps(s1, q1, t1, step, " (num_steps >= 2^53)")
-    pair, n = _step_pair_host(float(s1), float(q1), int(t1), h), int(t1)
-    try:
-      if quantity == "epsilon":
-        by = {d: float(direction_epsilons(getattr(pair, d), [n], float(v1),
-                                          tail_mass=DEFAULT_TAIL_MASS)[0])
-              for d in ("remove", "add")}
-      else:
-        by = {d: direction_delta(getattr(pair, d), n, float(v1), tail_mass=DEFAULT_TAIL_MASS)
-              for d in ("remove", "add")}
-    except WindowTooLarge:
-      raise _too_many_steps(s1, q1, t1, step, pair=pair) from None
-    return cls(host_f64(np.full(shape, max(by.values()))), host_f64(value), method="pld",
-               bound="upper", details=dict(by, step=h))
+  if for_inputs(sigma, q, num_steps, value, max_lanes=_host_lanes()).is_host:
+    # on the host, lane by lane (each lane's answer is its scalar question's),
+    # zero compiled programs
+    arrs = np.broadcast_arrays(np.asarray(sigma, np.float64), np.asarray(q, np.float64),
+                               np.asarray(num_steps), np.asarray(value, np.float64))
+    lanes = list(zip(*(a.ravel().tolist() for a in arrs)))
+    got = host_map(lambda lane: _host_lane(quantity, *lane, step), lanes)
+    if len(got) == 1:
+      by, h = got[0]
+      return cls(host_f64(np.full(arrs[0].shape, max(by.values()))), host_f64(value),
+                 method="pld", bound="upper", details=dict(by, step=h))
+    shaped = lambda f: np.reshape([f(g) for g in got], arrs[0].shape)   # noqa: E731
+    details = {d: shaped(lambda g: g[0][d]) for d in ("remove", "add")}
+    details["step"] = shaped(lambda g: g[1])
+    return cls(host_f64(np.maximum(details["remove"], details["add"])), host_f64(value),
+               method="pld", bound="upper", details=details)
   _check_lanes(sigma, q, num_steps, step)   # before any lane is composed
   if block_programs():   # blocks of lanes, one program per shape bucket
     v = door_blocks(quantity, one, arg, sigma=sigma, q=q, num_steps=num_steps, value=value,
@@ -261,17 +287,21 @@ def poisson_gaussian_epsilon(*, sigma, q, num_steps, delta, step=None):
   Returns:
     ``EpsilonResult(epsilon, delta, method="pld", bound="upper")``:
     ``epsilon`` a ``np.float64`` (scalar inputs) or float64 numpy array of
-    the broadcast shape; ``delta`` the given delta (float64). A scalar
-    question's ``details`` hold each direction's value (``"remove"``,
-    ``"add"``) and the grid ``"step"`` used (``PLDAccountant`` on that grid
-    returns the same epsilon for the same event).
+    the broadcast shape; ``delta`` the given delta (float64). A question
+    answered on the host has ``details`` with each direction's value
+    (``"remove"``, ``"add"``) and the grid ``"step"`` used, arrays of the
+    broadcast shape for arrays (``PLDAccountant`` on that grid returns the
+    same epsilon for the same event).
 
   Compiled programs: a scalar question (every argument a Python or NumPy
   scalar) compiles NONE: the grid, truncation, tilted FFT composition and
   query run on the host in NumPy/SciPy, the same formulas as the kernels
   (:mod:`jaxacct._core.namespace`), composed by the repeated-event engine
   (:mod:`jaxacct.pld._powers`, within 1e-11 of a direct convolution; the
-  jitted path's tilted FFT is within ~1e-6 relative at delta 1e-10). Arrays: the per-step grid and the FFT window
+  jitted path's tilted FFT is within ~1e-6 relative at delta 1e-10). NumPy
+  arrays on the CPU layout: the same, lane by lane (each lane's value is its
+  scalar question's), none compiled. Arrays on the accelerator layout (or a
+  lanes mesh): the per-step grid and the FFT window
   are host glue (no program); the composition and the query are compiled
   once per shape bucket: the truncated per-step PLD has a power-of-two length
   and the composed window a length ``2^a`` or ``3 * 2^(a-2)``, both set by

@@ -22,14 +22,20 @@ from jaxacct._core.cache import default_cache_dir
 from support import COUNT_COMPILES
 
 _CHILD = COUNT_COMPILES + r"""
+import os
 import numpy as np
 import jaxacct
 # two lanes: one lane (a scalar, or a one-element array) is answered on the host and
-# compiles nothing (jaxacct._core.namespace.for_inputs)
+# compiles nothing (jaxacct._core.namespace.for_inputs); the PLD door answers arrays
+# on the host too on the CPU layout, so it runs with the accelerator layout forced
+# (its block programs)
 sig = np.array([1.0, 1.1])
 r1 = jaxacct.poisson.epsilon(q=0.01, sigma=sig, num_steps=10000, delta=1e-5)
-r2 = jaxacct.poisson.epsilon(q=0.01, sigma=sig, num_steps=10000, delta=1e-5, method="pld") \
-    if "pld" in sys.argv else r1
+if "pld" in sys.argv:
+  os.environ["JAXACCT_LAYOUT"] = "accelerator"   # read at each call
+  r2 = jaxacct.poisson.epsilon(q=0.01, sigma=sig, num_steps=10000, delta=1e-5, method="pld")
+else:
+  r2 = r1
 user = jax.jit(lambda x: x * 3.0 + 1.0)(jax.numpy.ones(7))   # the user's own program
 from jaxacct._core.compiled import CachedJit
 kernels = {f"jit({o.__name__})" for m in list(sys.modules.values())

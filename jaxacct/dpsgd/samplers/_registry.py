@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 import numpy as np
 
 from jaxacct._core import checks
-from jaxacct._core.dtype import x64_boundary
+from jaxacct._core.dtype import side_by_side, x64_boundary
 from jaxacct._core.results import EpsilonResult
 from jaxacct._core.units import warn_renamed
 from jaxacct import accounting
@@ -147,10 +147,15 @@ class Sampler:
     # bounds the run (upper; its lower is 0)
     big = sigma > checks.SIGMA_MAX
     sigma = np.where(big, checks.SIGMA_MAX, sigma)
-    b = evaluator.bracket([self.event(sched, float(s)) for s in sigma], dl)
+    events = [self.event(sched, float(s)) for s in sigma]
+    if self.lower is None:
+      b = evaluator.bracket(events, dl)
+    else:   # the sampler's own lower (host work) beside the evaluator's bracket
+      b, (own, source) = side_by_side(lambda: evaluator.bracket(events, dl),
+                                      lambda: self.lower(sched, sigma, dl))
     lo, details = (b.lower if self.event_lower else None), dict(b.details)
     if self.lower is not None:
-      own, details["lower_source"] = self.lower(sched, sigma, dl)
+      details["lower_source"] = source
       if own is not None:
         lo = own if lo is None else np.fmax(lo, own)
     if lo is not None:
