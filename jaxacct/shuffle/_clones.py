@@ -32,12 +32,14 @@ them from inside ``jit``); ``bound`` says upper or lower.
 from __future__ import annotations
 
 import functools
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import binomial, checks, solve
+from jaxacct._core.batching import block_programs
 from jaxacct._core.dtype import dispatch, host_door, require_x64, static_size
 from jaxacct.shuffle._host import ON_HOST
 from jaxacct._core.logmath import log_binom_pmf
@@ -115,10 +117,11 @@ def clone_epsilon(delta, *, n, eps0, max_n=None, devices=None):
   by block recurrences anchored by one incomplete-beta call per 64 c-cells
   (rounding allowance and cut mass added) and a safeguarded Newton solve that
   returns the feasible end of a bracket of relative width ~1e-13 (4-10
-  evaluations). Concrete array
-  inputs are grouped by window bucket (one compiled kernel per bucket); one
-  concrete question (scalars, no ``max_n``) runs the same formula in NumPy on
-  the host (no compiled program; within 3e-12 relative of the kernel).
+  evaluations). Concrete input without ``max_n`` and with every n <= 2e5
+  runs the same formula in NumPy on the host (no compiled program; within
+  3e-12 relative of the kernel): one question, or on the CPU layout an array
+  lane by lane (each lane its own question's value). Other concrete arrays
+  are grouped by window bucket (one compiled kernel per bucket).
 
   Bound: upper (any eps0-LDP randomizer). Regression: (1e5, 4, 1e-6) ->
   0.169769747; NaN for invalid traced lanes. Not covered by
@@ -347,8 +350,9 @@ def _rr2_epsilon_jit(delta, n, eps0, *, width, num_iters=64):
 
 def _rr2_lower(kind, value, n, eps0, max_n, check_value):
   """The rr2 lower ``kind`` ("delta" at eps, "epsilon" at delta) through dispatch:
-  one question (:func:`for_inputs`, no ``max_n``) on the host (the lane's
-  formula with ``ns = HOST``, no compiled program), else the jitted kernel."""
+  one question (:func:`for_inputs`, no ``max_n``), or an array on the CPU
+  layout lane by lane, on the host (the lane's formula with ``ns = HOST``, no
+  compiled program), else the jitted kernel."""
   kernel, lane = {"delta": (_rr2_delta_jit, _rr2_delta_lane),
                   "epsilon": (_rr2_epsilon_jit, _rr2_epsilon_lane)}[kind]
 
@@ -360,10 +364,15 @@ def _rr2_lower(kind, value, n, eps0, max_n, check_value):
     return kernel(value, n, eps0, width=_rr2_width(n, eps0, max_n))
 
   def concrete(value, n, eps0):
-    if max_n is None and for_inputs(value, n, eps0).is_host:
-      shape = np.broadcast_shapes(*map(np.shape, (value, n, eps0)))
-      one = [np.float64(np.ravel(x)[0]) for x in (value, n, eps0)]
-      return host_f64(np.full(shape, host_call(lane, *one, _rr2_width(n, eps0))))
+    # one lane, or any number on the CPU layout (a host lane is as fast as a
+    # warm jitted one there, and compiles nothing); each lane its own question
+    lanes = 1 if block_programs() else sys.maxsize
+    if max_n is None and for_inputs(value, n, eps0, max_lanes=lanes).is_host:
+      arrs = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (value, n, eps0)))
+      flat = [a.ravel() for a in arrs]
+      out = [host_call(lane, *(f[i] for f in flat), _rr2_width(flat[1][i], flat[2][i]))
+             for i in range(arrs[0].size)]
+      return host_f64(np.reshape(np.array(out, np.float64), arrs[0].shape))
     return jitted(value, n, eps0)
 
   return dispatch(jitted, (value, n, eps0), validate, where=f"rr2_lower_{kind}",

@@ -15,6 +15,7 @@ Derivations and sources: docs/bounds/shuffle.md ("Bounds and proofs / Shuffling"
 from __future__ import annotations
 
 import functools
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -489,45 +490,53 @@ def _check_member_inputs(n, eps0):
   checks.check_positive("eps0", eps0)
 
 
-def _one(x):
-  return np.float64(np.ravel(x)[0])
-
-
 def _on_host(max_n, *args) -> bool:
-  """Whether a concrete (validated) question is answered on the host: one
-  lane (:func:`for_inputs`), no ``max_n``, ``n <= HOST_MAX_N``."""
-  return (max_n is None and for_inputs(*args).is_host
-          and float(np.ravel(args[1])[0]) <= HOST_MAX_N)
+  """Whether a concrete (validated) question is answered on the host: no
+  ``max_n``, every ``n <= HOST_MAX_N``, and one lane, or any number on the CPU
+  layout, where a lane of the host loop takes as long as a warm jitted lane
+  (~5 ms at n = 1e5) and compiles nothing (:func:`for_inputs`)."""
+  lanes = 1 if block_programs() else sys.maxsize
+  return (max_n is None and for_inputs(*args, max_lanes=lanes).is_host
+          and float(np.max(args[1])) <= HOST_MAX_N)
+
+
+def _host_lanes(one, *args):
+  """``one(*lane)`` for each lane of the broadcast ``args`` (NumPy float64
+  scalars: each lane is its one-lane question, bit for bit), shaped."""
+  arrs = np.broadcast_arrays(*(np.asarray(a, np.float64) for a in args))
+  flat = [a.ravel() for a in arrs]
+  out = np.array([one(*(f[i] for f in flat)) for i in range(arrs[0].size)], np.float64)
+  return host_f64(out.reshape(arrs[0].shape))
 
 
 def _host_member_delta(eps, n, eps0, member):
-  """One delta(eps) question of a member: :func:`_sym_fast_delta_scalar` on the host."""
-  shape = np.broadcast_shapes(*map(np.shape, (eps, n, eps0)))
-  eps, n, eps0 = map(_one, (eps, n, eps0))
-  p, beta, q = member_params(eps0, member)
-  width = fast_width(n, member_total(eps0, member), None)
-  return host_f64(np.full(shape, host_call(_sym_fast_delta_scalar, eps, n, p, beta, q,
-                                           width, BLOCK)))
+  """delta(eps) of a member on the host, lane by lane: :func:`_sym_fast_delta_scalar`."""
+  def one(eps, n, eps0):
+    p, beta, q = member_params(eps0, member)
+    width = fast_width(n, member_total(eps0, member), None)
+    return host_call(_sym_fast_delta_scalar, eps, n, p, beta, q, width, BLOCK)
+  return _host_lanes(one, eps, n, eps0)
 
 
 def _host_member_epsilon(delta, n, eps0, member, terms_cache=True):
-  """One eps(delta) question of a member: :func:`_sym_eps_lane` on the host
+  """eps(delta) of a member on the host, lane by lane: :func:`_sym_eps_lane`
   (``terms_cache=False``: every block at every evaluation, the reference)."""
-  shape = np.broadcast_shapes(*map(np.shape, (delta, n, eps0)))
-  delta, n, eps0 = map(_one, (delta, n, eps0))
-  p, beta, q = member_params(eps0, member)
-  raw, _ = raw_widths(n, 2.0 * (beta / (p - 1.0)) * p / q, delta)
-  width = int(bucket_widths(raw, n, BLOCK, True))
-  e, _ = host_call(_sym_eps_lane, delta, n, p, beta, q, width, BLOCK, 40, 1e-13,
-                   terms_cache=terms_cache)
-  return host_f64(np.full(shape, e))
+  def one(delta, n, eps0):
+    p, beta, q = member_params(eps0, member)
+    raw, _ = raw_widths(n, 2.0 * (beta / (p - 1.0)) * p / q, delta)
+    width = int(bucket_widths(raw, n, BLOCK, True))
+    e, _ = host_call(_sym_eps_lane, delta, n, p, beta, q, width, BLOCK, 40, 1e-13,
+                     terms_cache=terms_cache)
+    return e
+  return _host_lanes(one, delta, n, eps0)
 
 
 def member_delta_checked(eps, *, n, eps0, max_n, member: str, where: str, devices=None):
   """Front door of a member's delta(eps): concrete inputs are validated
-  (ValueError); one concrete question (one lane, no ``max_n``) is answered on
-  the host (the kernel's formula with ``ns = HOST``, no compiled program),
-  arrays by the jitted kernel under the float64 boundary; traced inputs need
+  (ValueError); one concrete question (no ``max_n``; on the CPU layout any
+  number of lanes, each its own question) is answered on the host (the
+  kernel's formula with ``ns = HOST``, no compiled program), other arrays by
+  the jitted kernel under the float64 boundary; traced inputs need
   x64 (RuntimeError naming ``where``) and a static window (``max_n``)."""
   def validate():
     _check_member_inputs(n, eps0)
@@ -553,7 +562,7 @@ def member_delta_checked(eps, *, n, eps0, max_n, member: str, where: str, device
 def member_epsilon_checked(delta, *, n, eps0, max_n, member: str, where: str, devices=None):
   """Front door of a member's eps(delta) (see :func:`member_delta_checked`);
   concrete arrays without ``max_n`` are grouped by window bucket
-  (:func:`member_epsilon_grouped`), one question goes to the host path."""
+  (:func:`member_epsilon_grouped`), what :func:`_on_host` takes goes to the host path."""
   def validate():
     _check_member_inputs(n, eps0)
     checks.check_delta(delta)

@@ -4,7 +4,8 @@ forced on the CPU (issue 45).
 Concrete arrays run as one block program of a fixed lane count (from the
 device's memory and the per-lane size: the orders, the quadrature grid, the
 shuffle window), called once per block by ``run_blocks``. Checked here: the
-two layouts give the same values (the same per-lane formula), 1e3 and 1e5
+two layouts give the same values (the same per-lane formula; the CPU layout
+answers the shuffle doors' arrays on the host, lane by lane), 1e3 and 1e5
 lanes reach the block programs as calls of one shape (a stand-in
 ``run_blocks`` that computes nothing), and the compiled block programs'
 while loops.
@@ -73,7 +74,10 @@ def test_layouts_equal(values, name, shape):
     assert np.all(acc > 0)
   if name == "clone_delta":
     assert np.all((acc > 1e-9) & (acc < 1e-2))
-  np.testing.assert_allclose(acc, cpu, rtol=1e-12, atol=0)
+  # the CPU layout answers the shuffle doors' arrays on the host (lane by lane):
+  # delta within the host-vs-kernel tolerance (tests/shuffle/test_shuffle_host.py:
+  # XLA's lgamma in jax's betainc; measured 2.9e-11 here)
+  np.testing.assert_allclose(acc, cpu, rtol=1e-8 if name == "clone_delta" else 1e-12, atol=0)
 
 
 def _calls(monkeypatch, run):

@@ -97,13 +97,15 @@ def test_shuffle_cpu_layout_blocks_when_the_batch_does_not_fit(monkeypatch):
   """clone delta of 24 lanes of one window on a device that holds a few lanes
   a block: blocks, the whole batch's values to 2e-12 (measured 8.6e-13
   relative: the vmapped kernel's rounding depends on the batch it is
-  compiled for, as between the layouts, test_accelerator_arrays)."""
+  compiled for, as between the layouts, test_accelerator_arrays). A static
+  ``max_n`` sends the array to the jitted kernel (without it the CPU layout
+  answers it on the host, lane by lane)."""
   n = np.array([2_000.0, 3_000.0])[:, None]
   e0 = np.linspace(0.8, 1.5, 12)[None, :]
   # the window is 256..1024 cells (98..393 kB a lane): a 4 MiB device holds
   # at most 10 lanes in a quarter, and a block of 8 in all of it
   small, whole, calls, none = _small_and_whole(
-      monkeypatch, lambda: shuffle.clone_delta(0.2, n=n, eps0=e0).delta, 4 << 20)
+      monkeypatch, lambda: shuffle.clone_delta(0.2, n=n, eps0=e0, max_n=3_000).delta, 4 << 20)
   assert calls and none == [] and set(calls) == {8}
   np.testing.assert_allclose(small, whole, rtol=2e-12, atol=0)
   assert np.all((small > 0) & (small < 1))

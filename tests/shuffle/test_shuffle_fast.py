@@ -228,12 +228,16 @@ def test_issue11_rows_fast(x64):
 
 
 def test_grouped_equals_single_width(x64):
-  # lanes grouped by window bucket give the same values as one wide window
-  n = np.array([50.0, 3000.0, 20000.0, 50.0])
+  # lanes grouped by window bucket give the same values as one wide window (a
+  # lane past HOST_MAX_N sends the array to the grouped kernels on the CPU
+  # layout; smaller arrays are answered on the host, lane by lane)
+  n = np.array([50.0, 3000.0, 250_000.0, 50.0])
   e0 = np.array([1.0, 0.3, 2.0, 6.0])
   grouped = np.asarray(sh.clone_epsilon(1e-6, n=n, eps0=e0).epsilon)
-  single = np.asarray(sh.clone_epsilon(1e-6, n=n, eps0=e0, max_n=20000).epsilon)
+  single = np.asarray(sh.clone_epsilon(1e-6, n=n, eps0=e0, max_n=250_000).epsilon)
   np.testing.assert_allclose(grouped, single, rtol=1e-10)
+  host = np.asarray(sh.clone_epsilon(1e-6, n=n[[0, 1, 3]], eps0=e0[[0, 1, 3]]).epsilon)
+  np.testing.assert_allclose(host, single[[0, 1, 3]], rtol=1e-10)
 
 
 def test_fast_nan_policy_under_jit(x64):
