@@ -132,6 +132,29 @@ def _sweep(t, E):
                   f"{float(np.interp(1.0, np.geomspace(0.5, 5.0, 1000), r.epsilon)):.5g}"}
 
 
+#: the small grids (rows 11-12): a few settings in one call, as a notebook plots them
+GRID_SIGMAS = (0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0)
+
+
+def _grid_poisson_pld():
+  import numpy as np
+  import jaxacct
+  r = jaxacct.poisson.epsilon(q=0.01, sigma=np.array(GRID_SIGMAS), num_steps=10_000,
+                              delta=1e-5, method="pld")
+  return {"value": float(np.asarray(r.epsilon)[2]), "note": "value: the lane at sigma 1"}
+
+
+def _peer_grid_poisson_pld():
+  return [_dpa_poisson("pld", s).get_epsilon(1e-5) for s in GRID_SIGMAS][2]
+
+
+def _grid_shuffle():
+  import numpy as np
+  import jaxacct
+  r = jaxacct.shuffle.clone_epsilon(1e-6, n=100_000, eps0=np.geomspace(0.5, 4.0, 8))
+  return {"value": float(np.asarray(r.epsilon)[-1]), "note": "value: the lane at eps0 4"}
+
+
 def _peer_pld_accounting(**kw):
   import PLD_accounting as pa
   return tuple(pa.gaussian_allocation_epsilon_range(**kw))
@@ -249,6 +272,15 @@ QUESTIONS = {
     "sweep_t1000_E1": {
         "title": "10. the same sweep at t=1000, E=1",
         "ours": (["jaxacct", "jaxacct.allocation.pld"], lambda: _sweep(1000, 1)), "peer": None},
+    "poisson_pld_grid": {
+        "title": "11. Poisson PLD epsilon at 8 sigmas in [0.8, 3] in one call (q=0.01, T=1e4, "
+                 "delta=1e-5)",
+        "ours": (["jaxacct"], _grid_poisson_pld),
+        "peer": ("dp_accounting PLDAccountant, one per sigma", DPA, _peer_grid_poisson_pld)},
+    "shuffle_grid": {
+        "title": "12. shuffle clone epsilon at 8 eps0 in [0.5, 4] in one call (n=1e5, "
+                 "delta=1e-6)",
+        "ours": (["jaxacct"], _grid_shuffle), "peer": None},
 }
 for _name in DOORS:
   for _qty in ("epsilon", "delta"):
