@@ -20,6 +20,7 @@ machine can run and test the accelerator programs.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Callable, Optional
 
 import jax
@@ -99,6 +100,15 @@ def block_programs() -> bool:
   on the accelerator layout, or under a lanes mesh (a door's ``devices=``,
   :mod:`jaxacct._core.sharding`), on any layout."""
   return accelerator_layout() or sharding.active()
+
+
+def host_lanes() -> int:
+  """The most lanes a door with a host lane path answers on the host, lane by
+  lane (the ``max_lanes`` of :func:`jaxacct._core.namespace.for_inputs`): every
+  count where arrays do not run in block programs (the CPU layout: a host lane
+  there is as fast as a warm jitted one or faster, and compiles nothing), one
+  where they do (the accelerator layout, a lanes mesh)."""
+  return 1 if block_programs() else sys.maxsize
 
 
 def device_memory_bytes() -> int:

@@ -198,6 +198,16 @@ def host_call(fn, *args, **kwargs):
     return fn(*args, ns=HOST, **kwargs)
 
 
+def each_lane(one, *args) -> np.ndarray:
+  """``one(*lane)`` for each lane of the broadcast ``args``, each a NumPy
+  float64 scalar (a lane is its one-lane question, bit for bit): a float64
+  array of the broadcast shape."""
+  arrs = np.broadcast_arrays(*(np.asarray(a, np.float64) for a in args))
+  flat = [a.ravel() for a in arrs]
+  out = [one(*(f[i] for f in flat)) for i in range(arrs[0].size)]
+  return np.reshape(np.array(out, np.float64), arrs[0].shape)
+
+
 def for_inputs(*xs, max_lanes: int = 1) -> Namespace:
   """The host-or-jitted choice, made once per question (the one rule).
 

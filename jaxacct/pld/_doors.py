@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
 
 import numpy as np
 
 from jaxacct._core import checks
 from jaxacct._core.checks import WindowTooLarge
-from jaxacct._core.batching import block_programs
+from jaxacct._core.batching import block_programs, host_lanes
 from jaxacct._core.namespace import for_inputs
 from jaxacct._core.parallel import host_map
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
@@ -188,15 +187,6 @@ def _broadcast_loop(fn, **kw):
   return out if out.ndim else float(out)
 
 
-def _host_lanes() -> int:
-  """The most lanes (broadcast settings) answered on the host, lane by lane (the
-  ``max_lanes`` of :func:`jaxacct._core.namespace.for_inputs`): every count on the
-  CPU layout, where the other path is a loop of jitted lanes too (slower warm,
-  and a fresh process compiles a program per shape bucket); one where arrays run
-  in block programs (the accelerator layout, a lanes mesh)."""
-  return 1 if block_programs() else sys.maxsize
-
-
 def _host_lane(quantity, sigma, q, num_steps, value, step):
   """``({"remove": .., "add": ..}, step)`` of one question on the host, by the
   repeated-event engine (:mod:`jaxacct.pld._powers`): the accountant's and the
@@ -245,7 +235,7 @@ def _poisson_gaussian_query(quantity, *, sigma, q, num_steps, value, step):
     return float(query(pair, kw[arg]))
 
   cls = EpsilonResult if quantity == "epsilon" else DeltaResult
-  if for_inputs(sigma, q, num_steps, value, max_lanes=_host_lanes()).is_host:
+  if for_inputs(sigma, q, num_steps, value, max_lanes=host_lanes()).is_host:
     # on the host, lane by lane (each lane's answer is its scalar question's),
     # zero compiled programs
     arrs = np.broadcast_arrays(np.asarray(sigma, np.float64), np.asarray(q, np.float64),

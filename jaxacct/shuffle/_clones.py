@@ -32,18 +32,17 @@ them from inside ``jit``); ``bound`` says upper or lower.
 from __future__ import annotations
 
 import functools
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import binomial, checks, solve
-from jaxacct._core.batching import block_programs
+from jaxacct._core.batching import host_lanes
 from jaxacct._core.dtype import dispatch, host_door, require_x64, static_size
 from jaxacct.shuffle._host import ON_HOST
 from jaxacct._core.logmath import log_binom_pmf
-from jaxacct._core.namespace import JAX, for_inputs, host_call
+from jaxacct._core.namespace import JAX, each_lane, for_inputs, host_call
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 from jaxacct.shuffle import _pair_fast as pair_fast, _pair_reference as pair_reference, _windows as windows
 from jaxacct.shuffle._symmetric_pair_sum import special
@@ -366,13 +365,9 @@ def _rr2_lower(kind, value, n, eps0, max_n, check_value):
   def concrete(value, n, eps0):
     # one lane, or any number on the CPU layout (a host lane is as fast as a
     # warm jitted one there, and compiles nothing); each lane its own question
-    lanes = 1 if block_programs() else sys.maxsize
-    if max_n is None and for_inputs(value, n, eps0, max_lanes=lanes).is_host:
-      arrs = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (value, n, eps0)))
-      flat = [a.ravel() for a in arrs]
-      out = [host_call(lane, *(f[i] for f in flat), _rr2_width(flat[1][i], flat[2][i]))
-             for i in range(arrs[0].size)]
-      return host_f64(np.reshape(np.array(out, np.float64), arrs[0].shape))
+    if max_n is None and for_inputs(value, n, eps0, max_lanes=host_lanes()).is_host:
+      return host_f64(each_lane(lambda v, m, e: host_call(lane, v, m, e, _rr2_width(m, e)),
+                                value, n, eps0))
     return jitted(value, n, eps0)
 
   return dispatch(jitted, (value, n, eps0), validate, where=f"rr2_lower_{kind}",

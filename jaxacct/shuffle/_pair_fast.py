@@ -15,17 +15,16 @@ Derivations and sources: docs/bounds/shuffle.md ("Bounds and proofs / Shuffling"
 from __future__ import annotations
 
 import functools
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core import batching, checks, sharding, solve
-from jaxacct._core.batching import block_programs, lanes_for_memory
+from jaxacct._core.batching import block_programs, host_lanes, lanes_for_memory
 from jaxacct._core.dtype import dispatch, require_x64, static_size
 from jaxacct._core.logmath import log_binom_pmf
-from jaxacct._core.namespace import JAX, for_inputs, host_call
+from jaxacct._core.namespace import JAX, each_lane, for_inputs, host_call
 from jaxacct._core.results import host_f64
 from jaxacct.shuffle._symmetric_pair_sum import (HostBlockTerms, block_terms, cell_terms,
                                                   finish_delta, sym_eval, sym_setup)
@@ -495,18 +494,8 @@ def _on_host(max_n, *args) -> bool:
   ``max_n``, every ``n <= HOST_MAX_N``, and one lane, or any number on the CPU
   layout, where a lane of the host loop takes as long as a warm jitted lane
   (~5 ms at n = 1e5) and compiles nothing (:func:`for_inputs`)."""
-  lanes = 1 if block_programs() else sys.maxsize
-  return (max_n is None and for_inputs(*args, max_lanes=lanes).is_host
+  return (max_n is None and for_inputs(*args, max_lanes=host_lanes()).is_host
           and float(np.max(args[1])) <= HOST_MAX_N)
-
-
-def _host_lanes(one, *args):
-  """``one(*lane)`` for each lane of the broadcast ``args`` (NumPy float64
-  scalars: each lane is its one-lane question, bit for bit), shaped."""
-  arrs = np.broadcast_arrays(*(np.asarray(a, np.float64) for a in args))
-  flat = [a.ravel() for a in arrs]
-  out = np.array([one(*(f[i] for f in flat)) for i in range(arrs[0].size)], np.float64)
-  return host_f64(out.reshape(arrs[0].shape))
 
 
 def _host_member_delta(eps, n, eps0, member):
@@ -515,7 +504,7 @@ def _host_member_delta(eps, n, eps0, member):
     p, beta, q = member_params(eps0, member)
     width = fast_width(n, member_total(eps0, member), None)
     return host_call(_sym_fast_delta_scalar, eps, n, p, beta, q, width, BLOCK)
-  return _host_lanes(one, eps, n, eps0)
+  return host_f64(each_lane(one, eps, n, eps0))
 
 
 def _host_member_epsilon(delta, n, eps0, member, terms_cache=True):
@@ -528,7 +517,7 @@ def _host_member_epsilon(delta, n, eps0, member, terms_cache=True):
     e, _ = host_call(_sym_eps_lane, delta, n, p, beta, q, width, BLOCK, 40, 1e-13,
                      terms_cache=terms_cache)
     return e
-  return _host_lanes(one, delta, n, eps0)
+  return host_f64(each_lane(one, delta, n, eps0))
 
 
 def member_delta_checked(eps, *, n, eps0, max_n, member: str, where: str, devices=None):

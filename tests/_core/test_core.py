@@ -260,3 +260,31 @@ def test_log_expm1_and_log_binom_pmf_against_mpmath_and_scipy(x64):
                           + (n - k) * mp.log1p(-mp.mpf(p))) for k in ks])
     np.testing.assert_allclose(ours, ref, rtol=1e-13, atol=1e-12)
   assert float(log_binom_pmf(-1.0, 20.0, 0.3)) == -np.inf
+
+
+# ------------------------------------------------------------ host lanes rule
+def test_host_lanes_every_count_on_the_cpu_layout_one_with_block_programs():
+  """The lane rule of the doors with a host lane path (Poisson PLD, shuffle)."""
+  from jaxacct._core.batching import host_lanes
+  from jaxacct._core.namespace import for_inputs
+  with jaxacct.set_layout("cpu"):
+    assert host_lanes() >= 2**62
+    assert for_inputs(np.ones(10_000), 1.0, max_lanes=host_lanes()).is_host
+    assert not for_inputs(jnp.ones(3), max_lanes=host_lanes()).is_host   # jax arrays: kernels
+  with jaxacct.set_layout("accelerator"):
+    assert host_lanes() == 1
+    assert not for_inputs(np.ones(2), max_lanes=host_lanes()).is_host
+
+
+def test_each_lane_is_each_one_lane_question():
+  from jaxacct._core.namespace import each_lane
+  seen = []
+
+  def one(a, b):
+    seen.append((type(a), type(b)))
+    return a * 10.0 + b
+  out = each_lane(one, np.array([[1.0], [2.0]]), [3, 4, 5])
+  assert out.shape == (2, 3) and out.dtype == np.float64
+  np.testing.assert_array_equal(out, [[13.0, 14.0, 15.0], [23.0, 24.0, 25.0]])
+  assert set(seen) == {(np.float64, np.float64)}   # NumPy float64 scalars, as one question
+  assert each_lane(one, 2.0, 1.0).shape == () and float(each_lane(one, 2.0, 1.0)) == 21.0
