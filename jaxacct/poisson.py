@@ -162,9 +162,8 @@ def epsilon(*, q, sigma, num_steps, delta, orders=None,
   once per block: the same program, compile time and peak memory for 1e3
   and 1e5 sigmas. ``method="pld"``, concrete arrays on the CPU layout: each
   lane is answered on the host like a scalar question (its value bit for
-  bit), none compiled (a lane is a loop step either way there; the host's
-  takes ~25 ms where a jitted lane took ~70 ms warm, plus a compile per
-  shape bucket in a fresh process). On the accelerator layout the grid,
+  bit), none compiled (:func:`jaxacct._core.batching.host_lanes`; the
+  measurements are in bench/results/HISTORY.md). On the accelerator layout the grid,
   truncation, window, composition and query run on the device for blocks of
   lanes, one program per bucket (:mod:`jaxacct.pld._poisson_blocks`).
   The PLD grid step is ``min(1e-4, s/1000)``, s the standard deviation of the

@@ -492,8 +492,7 @@ def _check_member_inputs(n, eps0):
 def _on_host(max_n, *args) -> bool:
   """Whether a concrete (validated) question is answered on the host: no
   ``max_n``, every ``n <= HOST_MAX_N``, and one lane, or any number on the CPU
-  layout, where a lane of the host loop takes as long as a warm jitted lane
-  (~5 ms at n = 1e5) and compiles nothing (:func:`for_inputs`)."""
+  layout (:func:`jaxacct._core.batching.host_lanes`, :func:`for_inputs`)."""
   return (max_n is None and for_inputs(*args, max_lanes=host_lanes()).is_host
           and float(np.max(args[1])) <= HOST_MAX_N)
 
