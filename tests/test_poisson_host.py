@@ -132,3 +132,22 @@ def test_pld_arrays_on_the_cpu_layout_are_their_scalar_questions(compile_counter
                         method="pld")
     assert d.delta[j] == one.delta
   assert np.all(np.diff(r.epsilon, axis=1) < 0)   # more noise, less epsilon
+
+
+def test_pld_arrays_at_the_edges_are_their_scalar_questions():
+  """Small and large noise at delta 1e-12, q = 1 and a small q: each lane is its
+  scalar question (an upper: the host path's own certification), and the exact
+  Gaussian (q = 1: mu = sqrt(T) / sigma, Balle & Wang arXiv:1805.06530v2 Thm 8,
+  SciPy's normal cdf) is below each q = 1 lane. (q = 1, sigma 0.3, T = 300 is answered
+  inf, a valid upper; not asked here.)"""
+  sig, q = np.array([0.6, 5e4]), np.array([[0.02], [1.0]])
+  r = poisson.epsilon(q=q, sigma=sig, num_steps=300, delta=1e-12, method="pld")
+  for i, j in itertools.product(range(2), range(2)):
+    one = poisson.epsilon(q=float(q[i, 0]), sigma=float(sig[j]), num_steps=300, delta=1e-12,
+                          method="pld")
+    assert r.epsilon[i, j] == one.epsilon
+  assert np.all(np.isfinite(r.epsilon)) and np.all(r.epsilon > 0)
+  for j in range(2):
+    # gaussian_epsilon takes the composed noise multiplier sigma / sqrt(T) = 1 / mu
+    exact = float(gaussian_epsilon(sig[j] / np.sqrt(300.0), 1e-12).epsilon)
+    assert np.isfinite(exact) and exact <= r.epsilon[1, j] * (1 + 1e-12)

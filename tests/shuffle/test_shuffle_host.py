@@ -95,3 +95,16 @@ def test_host_solve_keeps_block_terms_with_the_kernels_values(fn):
   host = np.array([float(np.asarray(fn(delta, n=n, eps0=e).epsilon)) for n, e in zip(nn, ee)])
   assert np.all(host > 0.0)
   np.testing.assert_allclose(host, jitted, rtol=1e-9, atol=0)
+
+
+def test_arrays_at_the_edges_are_their_scalar_questions():
+  """On the CPU layout an array is answered lane by lane: n from 2 to HOST_MAX_N
+  (2e5), eps0 from 0.01 to 8, delta 1e-12, each lane equals its scalar question
+  (and an upper is at most eps0: the clone bounds never exceed the local one)."""
+  n, e0 = np.array([2.0, 200_000.0]), np.array([[0.01], [8.0]])
+  for fn in (shuffle.clone_epsilon, shuffle.stronger_clone_epsilon):
+    arr = np.asarray(fn(1e-12, n=n, eps0=e0).epsilon)
+    one = [[float(np.asarray(fn(1e-12, n=float(m), eps0=float(e)).epsilon)) for m in n]
+           for e in e0[:, 0]]
+    np.testing.assert_array_equal(arr, one)
+    assert np.all((arr > 0) & (arr <= e0))
