@@ -18,6 +18,7 @@ the build), into a temporary directory. Then:
 
 import html.parser
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,9 +53,25 @@ def site(tmp_path_factory):
       env=env, cwd=ROOT, capture_output=True, text=True, timeout=1500)
   seconds = time.perf_counter() - t0
   assert proc.returncode == 0, (
-      f"docs build failed (exit {proc.returncode}):\n{proc.stderr[-8000:]}")
+      f"docs build failed (exit {proc.returncode}):\n{_why(proc.stderr)}")
   print(f"docs build: {seconds:.1f} s")
   return str(out)
+
+
+def _why(stderr: str) -> str:
+  """What a failed build said, less the kernels' start-up chatter, and the
+  traceback sphinx saved to a file (a cell's error and its source are there,
+  not on stderr)."""
+  lines = [ln for ln in stderr.splitlines() if "IPKernelApp" not in ln]
+  said = "\n".join(lines)[-6000:]
+  saved = re.findall(r"(/\S*sphinx-err-\S+\.log)", stderr)
+  for path in saved[-1:]:
+    try:
+      with open(path, encoding="utf-8", errors="replace") as f:
+        said += f"\n--- {path} (the end) ---\n" + f.read()[-12000:]
+    except OSError as err:
+      said += f"\n(could not read {path}: {err})"
+  return said
 
 
 def _pages(site):
