@@ -38,9 +38,9 @@ from jaxacct.pld._doors import (default_step, poisson_gaussian_composed, poisson
                                 poisson_gaussian_epsilon, to_dp_accounting)
 from jaxacct.pld._query import ROUNDING_ALLOWANCE, delta, delta_core, epsilon
 from jaxacct.pld._host_law import law
-from jaxacct.pld._powers import (MAX_WINDOW, column_epsilons, direction_delta,
-                                 direction_epsilons, pair_column_epsilons, pair_epsilons,
-                                 window_fits)
+from jaxacct.pld._powers import (column_epsilons, direction_delta, direction_epsilons,
+                                 pair_column_epsilons, pair_epsilons, window_fits)
+from jaxacct.pld._windows import MAX_WINDOW
 from jaxacct.pld._mechanisms import (DEFAULT_STEP, gaussian, laplace, poisson_gaussian,
                                     poisson_gaussian_pair, randomized_response, truncate_to_bucket)
 

@@ -19,9 +19,8 @@ from jaxacct._core.dtype import dispatch, host_scalar, require_x64, static_size
 from jaxacct._core.namespace import JAX, host_call, kernel_arg
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, device_array, fast_len
 from jaxacct._core.compiled import jit
+from jaxacct.pld._windows import LAMBDAS
 
-# Chernoff orders (per unit of loss) used to size the FFT windows.
-_LAMBDAS = np.geomspace(1e-3, 1e9, 97)
 # Tilts: plain FFT plus tilted means at these fractions mean -> window top.
 _TILT_FRACTIONS = (0.0, 0.3, 0.55, 0.8)
 # Largest log tilted mass above the window for a tilt to be a target.
@@ -30,7 +29,7 @@ _LOG_FOLD = math.log(1e-10)
 
 def _window(probs_list, counts, step, tail_mass, ns):
   """Chernoff-bounded index range [lo, hi] of the composed relative sum."""
-  lam = ns.xp.asarray(_LAMBDAS, ns.xp.float64)
+  lam = ns.xp.asarray(LAMBDAS, ns.xp.float64)
   both = sum(c * tilted_fft.log_mgf_lattice(p, step, ns.xp.concatenate([lam, -lam]), 0, ns)
              for p, c in zip(probs_list, counts))
   up, dn = both[:lam.shape[0]], both[lam.shape[0]:]

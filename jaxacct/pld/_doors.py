@@ -19,8 +19,9 @@ from jaxacct.pld._compose import compose
 from jaxacct.pld._core import BUILD_ON_HOST, DEFAULT_TAIL_MASS, PLD, PairPLD
 from jaxacct.pld._poisson_blocks import door_blocks
 from jaxacct.pld._host_law import law
-from jaxacct.pld._powers import (MAX_WINDOW, direction_delta, direction_epsilons, pair_epsilons,
+from jaxacct.pld._powers import (direction_delta, direction_epsilons, pair_epsilons,
                                  window_fits)
+from jaxacct.pld._windows import MAX_WINDOW
 from jaxacct.pld._query import delta_both, epsilon_both
 from jaxacct.pld._mechanisms import (DEFAULT_STEP, truncate_to_bucket, truncate_to_bucket_host,
                                     poisson_gaussian_host, poisson_gaussian_pair)

@@ -30,7 +30,7 @@ from jaxacct._core.logmath import log_laplace_cells, log_ndtr_diff
 from jaxacct._core.namespace import HOST, JAX, host_call
 from jaxacct.pld._core import (BUILD_ON_HOST, PLD, PairPLD, device_array, fast_len, from_losses,
                                truncate_host)
-from jaxacct.pld._powers import MAX_WINDOW
+from jaxacct.pld._windows import MAX_WINDOW
 from jaxacct._core.compiled import jit
 
 DEFAULT_STEP = 1e-4

@@ -22,19 +22,19 @@ from jaxacct._core.checks import WindowTooLarge
 from jaxacct._core.namespace import host_call
 from jaxacct._core.parallel import cores, host_map
 from jaxacct.pld._host_law import law
+from jaxacct.pld._core import fast_len
+from jaxacct.pld._windows import LAMBDAS, Powers
 from jaxacct.pld._query import (ROUNDING_ALLOWANCE, delta_core, epsilon_core,
                                 epsilon_on_atoms)
 from jaxacct.pld._workspace import release, scratch
 
-# Chernoff orders (per unit of loss), as jaxacct.pld.compose_many's.
-_LAMBDAS = np.geomspace(1e-3, 1e9, 97)
 _ROWS = 32        # counts per chunk (rows of one batched inverse FFT; 32 stay in cache)
 _SINGLE = 2       # counts up to this one are blocks of their own (:func:`_block_of`)
 # Tilts tried per chunk (every other Chernoff order below the saddle point, and 0),
 # and the orders of the fold bounds' first pass (:func:`_fold` refines between them).
 _TILTS = 6
 _MU_STEP = 4
-_MU = _LAMBDAS[::_MU_STEP]
+_MU = LAMBDAS[::_MU_STEP]
 # Largest folded tilted mass (untilted, relative to delta) on the points the query reads.
 _FOLD = 1e-12
 # Round-off estimate (relative, in delta) above which a longer FFT is tried for a
@@ -45,123 +45,9 @@ _ROUND = 1e-5
 _ALLOWANCE = 10 * ROUNDING_ALLOWANCE
 # Points per block of the query's block sums.
 _BLOCK = 256
-#: Longest composed window (FFT length, grid points) the engine runs: its buffers hold
-#: ``_ROWS`` rows of spectra and values, 16 GiB at this length. A count whose window is
-#: longer, or whose largest grid index passes 2^53 (float64's exact integers), is
-#: refused (``WindowTooLarge``) before anything is allocated.
-MAX_WINDOW = 1 << 25
-
-
-def _fast_len(n: int) -> int:
-  """Smallest ``2^a`` or ``3 * 2^(a-2)`` >= n (the FFT lengths of compose_many)."""
-  n = max(int(n), 1)
-  p = 1 << (n - 1).bit_length()
-  return 3 * p // 4 if (p >= 4 and 3 * p // 4 >= n) else p
-
-
-class _Pair:
-  """``base^n * factor`` for the counts: log-MGFs and Chernoff windows.
-
-  ``factor``: None, one law composed onto every count, or a list of laws, one
-  per count (a column: one count, a factor per row; :func:`column_epsilons`).
-  """
-
-  def __init__(self, base, factor, counts, tail_mass):
-    self.rowwise = isinstance(factor, (list, tuple))
-    facs = list(factor) if self.rowwise else ([] if factor is None else [factor])
-    for f in facs:
-      if f.step != base.step:
-        raise ValueError(f"factor must be on the grid step of pld ({base.step:g}); got "
-                         f"{f.step:g}.")
-    self.base, self.factor, self.counts = base, factor, counts
-    self.facs = facs
-    if self.rowwise:
-      self.f_offset = np.array([f.offset for f in facs], np.int64)
-      self.f_top = np.array([f.top for f in facs], np.int64)
-      f_inf = np.array([f.inf for f in facs])
-    else:
-      self.f_offset = 0 if factor is None else factor.offset
-      self.f_top = 0 if factor is None else factor.top
-      f_inf = None if factor is None else factor.inf
-    self.h = base.step
-    self.up = self.kn(_LAMBDAS)
-    dn = self.kn(-_LAMBDAS)
-    lt = math.log(tail_mass)
-    x_hi = np.min((self.up - lt) / _LAMBDAS, axis=1)
-    x_lo = np.max((lt - dn) / _LAMBDAS, axis=1)
-    _check_window(self, x_lo, x_hi)
-    self.shift = counts * base.offset + self.f_offset
-    self.max_idx = counts * base.top + self.f_top
-    self.lo = np.clip(np.floor(x_lo / self.h), 0, self.max_idx).astype(np.int64)
-    hi = np.minimum(self.max_idx, np.ceil(np.minimum(x_hi / self.h, 9e18))).astype(np.int64)
-    nat = np.array([_fast_len(max(int(b - a + 1), 2)) for a, b in zip(self.lo, hi)])
-    full = np.array([_fast_len(int(m) + 1) for m in self.max_idx])
-    self.natural = np.where(nat > self.max_idx + 1, full, nat)
-    self.inf = -np.expm1(counts * math.log1p(-min(base.inf, 1.0 - 1e-16)))
-    if f_inf is not None:
-      self.inf = 1.0 - (1.0 - self.inf) * (1.0 - f_inf)
-
-  def kn(self, lams, rows=slice(None)):
-    """Composed log-MGF (relative indices) at ``lams``, (counts, len(lams))."""
-    k = self.counts[rows].astype(np.float64)[:, None] * self.base.lmgf(lams)[None, :]
-    if self.factor is None:
-      return k
-    if self.rowwise:
-      return k + np.stack([f.lmgf(lams) for f in self.facs[rows]])
-    return k + self.factor.lmgf(lams)[None, :]
-
-  def start(self, rows, size):
-    """Window start ``m`` (relative index) of the counts ``rows`` at FFT length ``size``."""
-    mx = self.max_idx[rows]
-    return np.clip(np.minimum(self.lo[rows], mx + 1 - size), 0, mx)
-
-  def spectra(self, rows, size, lam, out):
-    """``F Z^n`` (tilted) for the counts ``rows`` into ``out`` (B, size // 2 + 1): one
-    polar power, then products by ``Z^d`` (counts a step ``d`` apart)."""
-    z = self.base.spectrum(lam, size)
-    zp = self.base.polar(lam, size)
-    n = self.counts[rows]
-    if self.rowwise:      # a column: the count's power once a run of equal counts
-      zc = None
-      for i, f in enumerate(self.facs[rows]):
-        if i == 0 or n[i] != n[i - 1]:
-          zc = _polar_power(zp, int(n[i]))
-        np.multiply(zc, f.spectrum(lam, size), out=out[i])
-      return out[:n.size]
-    gaps = np.diff(n)
-    fz = None if self.factor is None else self.factor.spectrum(lam, size)
-    out[0] = _polar_power(zp, int(n[0]))
-    if fz is not None:
-      out[0] *= fz
-    if n.size > 1 and np.all(gaps == gaps[0]):
-      zd = z if gaps[0] == 1 else _polar_power(zp, int(gaps[0]))
-      for i in range(1, n.size):
-        np.multiply(out[i - 1], zd, out=out[i])
-    else:
-      for i in range(1, n.size):
-        out[i] = _polar_power(zp, int(n[i])) if fz is None else _polar_power(zp, int(n[i])) * fz
-    return out[:n.size]
-
-
-def _check_window(pair, x_lo, x_hi):
-  """``WindowTooLarge`` where a count's Chernoff window is over ``MAX_WINDOW`` points or
-  its grid indices pass 2^53: in float64, before any int64 index (which would wrap
-  around: 9e-12 for ~1 at 1e17 steps) or buffer exists."""
-  base, h = pair.base, pair.h
-  counts = pair.counts.astype(np.float64)
-  top = counts * base.top + pair.f_top
-  span = np.abs(counts * base.offset) + np.abs(pair.f_offset) + top
-  with np.errstate(invalid="ignore", over="ignore"):
-    width = np.minimum(np.minimum(x_hi / h, top) - np.clip(x_lo / h, 0.0, None), top) + 1.0
-  width = np.where(np.isnan(width), np.inf, width)
-  bad = (width > MAX_WINDOW) | (span >= 2.0**53)
-  if np.any(bad):
-    i = int(np.argmax(bad))
-    raise WindowTooLarge(
-        f"count={int(pair.counts[i])}: the composed PLD needs a window of "
-        f"{float(width[i]):.3g} grid points of step {h:g} (loss indices up to "
-        f"{float(span[i]):.3g}); jaxacct's PLD engine runs at most {MAX_WINDOW} points "
-        "(16 GiB of buffers) and indices below 2^53.", points=float(width[i]))
+# An epsilon over 700 nats above the first point read overflows the query: read again
+# from ``_REREAD`` nats below the Chernoff bound, lower each time (:func:`_estimate`).
+_REREAD, _REREADS = 400.0, 8
 
 
 def window_fits(pld, count, *, tail_mass=1e-20) -> bool:
@@ -170,7 +56,7 @@ def window_fits(pld, count, *, tail_mass=1e-20) -> bool:
   (host, a few log-MGFs: nothing composed)."""
   first, width = _block_of(count)
   try:
-    _Pair(law(pld), None, np.array([first + width - 1], np.int64), tail_mass)
+    Powers(law(pld), None, np.array([first + width - 1], np.int64), tail_mass)
   except WindowTooLarge:
     return False
   return True
@@ -183,24 +69,16 @@ def _side_by_side(base, factor, counts, tail_mass) -> bool:
   if cores() < 2 or not np.size(counts):
     return False
   try:
-    size = 4 * int(_Pair(base, factor, np.asarray(counts, np.int64)[-1:], tail_mass).natural[0])
+    size = 4 * int(Powers(base, factor, np.asarray(counts, np.int64)[-1:], tail_mass).natural[0])
   except WindowTooLarge:
     return False
   # per thread: spectra, values and the read range (:mod:`._workspace`)
   return 2 * _ROWS * ((size // 2 + 1) * 16 + 2 * size * 8) <= 0.25 * device_memory_bytes()
 
 
-def _polar_power(polar, c):
-  """``z^c`` (``|z| <= 1``) in polar form, as ``jaxacct._core.tilted_fft.cpow``;
-  ``polar``: z's ``(|z| > 0, log|z|, arg z)`` (a law's ``polar``, :mod:`._host_law`)."""
-  pos, log_mag, arg = polar
-  lm = np.where(pos, c * log_mag, -np.inf)
-  return np.exp(lm) * np.exp(1j * (c * arg))
-
-
 def _fold(pair, rows, lams, from_idx, limit):
   """log Chernoff bound on the tilted mass at relative index >= ``from_idx``, (B, L):
-  least over ``_MU``; for a tilt over ``limit`` there, also over the ``_LAMBDAS`` between
+  least over ``_MU``; for a tilt over ``limit`` there, also over the ``LAMBDAS`` between
   the best one's neighbours (convex in the order: the least over all of them)."""
   k_lam = pair.kn(lams, rows)                                       # (B, L)
   x = from_idx[:, None, None] * pair.h
@@ -211,9 +89,9 @@ def _fold(pair, rows, lams, from_idx, limit):
   if redo.size:
     best = np.argmin(coarse[:, redo], axis=2)
     near = [np.unique(np.clip(_MU_STEP * best[:, i, None] + np.arange(1 - _MU_STEP, _MU_STEP),
-                              0, _LAMBDAS.size - 1)) for i in range(redo.size)]
+                              0, LAMBDAS.size - 1)) for i in range(redo.size)]
     tilt = np.repeat(redo, [n.size for n in near])
-    mu = _LAMBDAS[np.concatenate(near)]
+    mu = LAMBDAS[np.concatenate(near)]
     fine = pair.kn(lams[tilt] + mu, rows) - k_lam[:, tilt] - mu[None, :] * x[:, :, 0]
     starts = np.concatenate([[0], np.cumsum([n.size for n in near])[:-1]])
     out[:, redo] = np.minimum(out[:, redo], np.minimum.reduceat(fine, starts, axis=1))
@@ -246,7 +124,7 @@ def _tilt_and_size(pair, rows, size, floor, delta, at=None, grow=4):
   raised until one is."""
   h, start_size = pair.h, size
   last = np.arange(pair.counts.size)[rows][-1]
-  lams = np.concatenate([[0.0], _LAMBDAS])
+  lams = np.concatenate([[0.0], LAMBDAS])
   x = max(floor if at is None else at, 0.0) - pair.shift[last] * h
   k_last = pair.kn(lams, slice(last, last + 1))[0]
   top = int(np.argmin(k_last - lams * x))                         # the saddle point
@@ -265,7 +143,7 @@ def _tilt_and_size(pair, rows, size, floor, delta, at=None, grow=4):
         return float(lams[best]), size
     if size >= (1 << 24):
       return 0.0, size
-    size = _fast_len(size + 1)
+    size = fast_len(size + 1)
 
 
 def _solve(pair, rows, y, size, lam, first, targets, below_ok):
@@ -347,7 +225,7 @@ def _run_chunk(pair, rows, size, lam, delta, floor, spec=None):
   m = pair.start(rows, size)
   # the mass above the window, charged to inf (as compose_many)
   gap = (m + size).astype(np.float64) * h
-  tail = np.minimum(np.exp(np.min(pair.up[rows] - _LAMBDAS[None, :] * gap[:, None], axis=1)),
+  tail = np.minimum(np.exp(np.min(pair.up[rows] - LAMBDAS[None, :] * gap[:, None], axis=1)),
                     1.0)
   tail = np.where(m + size - 1 >= pair.max_idx[rows], 0.0, tail)
   targets = delta - np.minimum(pair.inf[rows] + tail, 1.0)
@@ -371,8 +249,8 @@ def _chernoff(pair, i, delta):
   """An upper bound on the count's epsilon (delta(eps) <= P(L > eps) <=
   e^{K(lam) - lam eps}): where the first pass tilts to (a plain FFT would leave
   only absolute accuracy at a tiny delta)."""
-  k = pair.kn(_LAMBDAS, slice(i, i + 1))[0]
-  return float(np.min((k - math.log(delta)) / _LAMBDAS)) + pair.shift[i] * pair.h
+  k = pair.kn(LAMBDAS, slice(i, i + 1))[0]
+  return float(np.min((k - math.log(delta)) / LAMBDAS)) + pair.shift[i] * pair.h
 
 
 def _estimate(pair, i, delta):
@@ -382,6 +260,13 @@ def _estimate(pair, i, delta):
   rows, at = slice(i, i + 1), _chernoff(pair, i, delta)
   lam, size = _tilt_and_size(pair, rows, int(pair.natural[i]), 0.0, delta, at=at, grow=1)
   e = _run_chunk(pair, rows, size, lam, delta, 0.0)[0]
+  # over 700 nats above the window's start, the query's e^loss overflows (inf): read
+  # from below the Chernoff bound instead, lower each time
+  for floor in at - _REREAD * np.arange(1, _REREADS + 1):
+    if np.isfinite(e) or not 0.0 < floor < np.inf or delta <= pair.inf[i]:
+      break
+    lam, size = _tilt_and_size(pair, rows, int(pair.natural[i]), floor, delta, grow=1)
+    e = _run_chunk(pair, rows, size, lam, delta, floor)[0]
   return (1.0 - 1e-3) * e if np.isfinite(e) else 0.0
 
 
@@ -409,7 +294,7 @@ def _block(base, factor, block, wanted, delta, tail_mass):
   alone or with others.
   """
   canon = np.arange(block[0], block[0] + block[1], dtype=np.int64)
-  pair = _Pair(base, factor, canon, tail_mass)
+  pair = Powers(base, factor, canon, tail_mass)
   floor = _estimate(pair, 0, delta)
   rows = slice(0, canon.size)
   lam, size = _tilt_and_size(pair, rows, int(np.max(pair.natural)), floor, delta)
@@ -418,10 +303,24 @@ def _block(base, factor, block, wanted, delta, tail_mass):
   pair.spectra(slice(0, upto), size, lam, spec)
   pick = (np.asarray(wanted, np.int64) - canon[0])
   if np.array_equal(pick, np.arange(canon.size)):   # the whole block (a table): as computed
-    return _run_chunk(pair, rows, size, lam, delta, floor, spec=spec)
-  sub = _Pair(base, factor, canon[pick], tail_mass)
-  spec[:pick.size] = spec[pick]
-  return _run_chunk(sub, slice(0, pick.size), size, lam, delta, floor, spec=spec)
+    out = _run_chunk(pair, rows, size, lam, delta, floor, spec=spec)
+  else:
+    sub = Powers(base, factor, canon[pick], tail_mass)
+    spec[:pick.size] = spec[pick]
+    out = _run_chunk(sub, slice(0, pick.size), size, lam, delta, floor, spec=spec)
+  for j in np.flatnonzero(np.isinf(out) & (delta > pair.inf[pick])):
+    out[j] = _alone(base, factor, canon[pick[j]], delta, tail_mass)
+  return out
+
+
+def _alone(base, factor, count, delta, tail_mass):
+  """One count's epsilon read alone, from its own floor: where it lies over 700 nats
+  above its block's floor, the block's query overflowed (inf). The same number
+  whatever else is asked (an inf of the block's is)."""
+  one = Powers(base, factor, np.array([count], np.int64), tail_mass)
+  floor = _estimate(one, 0, delta)
+  lam, size = _tilt_and_size(one, slice(0, 1), int(one.natural[0]), floor, delta)
+  return _run_chunk(one, slice(0, 1), size, lam, delta, floor)[0]
 
 
 def direction_epsilons(pld, counts, delta, *, factor=None, tail_mass=1e-20, split=True):
@@ -487,7 +386,7 @@ def direction_delta(pld, count, epsilon, *, factor=None, tail_mass=1e-20):
   """
   if factor is None and int(count) == 1:   # one repetition: the PLD itself
     return _direct("delta", law(pld), epsilon)
-  pair = _Pair(law(pld), None if factor is None else law(factor),
+  pair = Powers(law(pld), None if factor is None else law(factor),
                np.array([int(count)], np.int64), tail_mass)
   rows, h = slice(0, 1), pair.h
   guess = 0.5
@@ -496,7 +395,7 @@ def direction_delta(pld, count, epsilon, *, factor=None, tail_mass=1e-20):
     m = int(pair.start(rows, size)[0])
     gap = float(m + size) * h
     tail = 0.0 if m + size - 1 >= pair.max_idx[0] else min(
-        1.0, math.exp(float(np.min(pair.up[0] - _LAMBDAS * gap))))
+        1.0, math.exp(float(np.min(pair.up[0] - LAMBDAS * gap))))
     buf, y = _buffers(size)
     np.fft.irfft(pair.spectra(rows, size, lam, buf)[:1], size, axis=-1, out=y[:1])
     first = int(_first_read(pair, rows, size, float(epsilon))[0])
@@ -573,11 +472,14 @@ def column_epsilons(pld, count, factors, delta, *, tail_mass=1e-20):
   out = []
   for a in range(0, len(facs), _ROWS):
     part = facs[a:a + _ROWS]
-    pair = _Pair(base, part, np.full(len(part), int(count), np.int64), tail_mass)
+    pair = Powers(base, part, np.full(len(part), int(count), np.int64), tail_mass)
     floor = _estimate(pair, 0, delta)
     rows = slice(0, len(part))
     lam, size = _tilt_and_size(pair, rows, int(np.max(pair.natural)), floor, delta)
-    out.append(_run_chunk(pair, rows, size, lam, delta, floor))
+    got = _run_chunk(pair, rows, size, lam, delta, floor)
+    for j in np.flatnonzero(np.isinf(got) & (delta > pair.inf)):   # as a block's counts
+      got[j] = _alone(base, [part[j]], int(count), delta, tail_mass)
+    out.append(got)
   release()
   return np.concatenate(out) if out else np.empty(0)
 

@@ -54,3 +54,54 @@ def test_poisson_epsilon_is_a_long_window_fft(x64, n):
     ref = max(_long_window_epsilon(p, n, 1e-5, lam) for p in (pair.remove, pair.add))
     # never below the oracle (its round-off: 2e-13), within the rounding up (1e-12)
     assert ref * (1 - 2e-13) <= got <= ref * (1 + 3e-12), (got, ref)
+
+
+def _gaussian_epsilon(mu, delta):
+  """Exact epsilon of the Gaussian mechanism of sensitivity/noise ``mu`` (Balle and
+  Wang 2018, Theorem 8), solved in log space (``log_ndtr``) by bisection."""
+  from scipy import optimize, special
+  def gap(e):
+    a, b = special.log_ndtr(-e / mu + mu / 2), special.log_ndtr(-e / mu - mu / 2)
+    return a + math.log1p(-math.exp(e + b - a)) - math.log(delta)
+  return optimize.brentq(gap, mu * mu / 2, 100 * mu * mu + 100, xtol=1e-12, rtol=1e-15)
+
+
+def _gaussian_pair(sigma, q, step):
+  return jpld.PairPLD(*(jpld.poisson_gaussian(sigma, q, direction=d, step=step)
+                        for d in ("remove", "add")))
+
+
+@pytest.mark.parametrize("sigma, steps, delta, step", [
+    (0.3, 300, 1e-12, 1e-3),      # the block's floor read from the window's start: > 700 nats
+    (0.05, 60, 1e-5, 1e-2),       # epsilon grows 210 nats a step: 6,700 nats across its block
+])
+def test_epsilons_far_above_the_window_are_finite_and_tight(x64, sigma, steps, delta, step):
+  # q = 1: the composed Gaussian, exact (mu = sqrt(T) / sigma). An epsilon over 700 nats
+  # above the first point read overflowed the query's e^loss: it was inf (issue 65 note)
+  got = float(jpld.pair_epsilons(_gaussian_pair(sigma, 1.0, step), [steps], delta)[0])
+  ref = _gaussian_epsilon(math.sqrt(steps) / sigma, delta)
+  assert ref > 700.0
+  # an upper bound, within the grid's discretisation (h = step: <= 1e-6 relative here)
+  assert ref <= got <= ref * (1 + 1e-6), (got, ref)
+
+
+def test_an_epsilon_read_alone_is_the_same_in_a_table(x64):
+  # the count read alone from its own floor: the same number asked alone or with its block
+  pair = _gaussian_pair(0.05, 1.0, 1e-2)
+  alone = jpld.pair_epsilons(pair, [60], 1e-5)
+  table = jpld.pair_epsilons(pair, np.arange(32, 64), 1e-5)
+  assert np.all(np.isfinite(table))
+  assert alone[0] == table[28]
+  assert np.all(np.diff(table) > 0)
+
+
+def test_a_column_row_below_the_first_is_read_again(x64):
+  # a column's read floor is its first row's epsilon: a later, smaller row is read again
+  # from its window's start (it raised TypeError indexing the rows' factors)
+  pair = _gaussian_pair(1.0, 256 / 60000, 1e-4)
+  weak = _gaussian_pair(2.0, 0.01, 1e-4)
+  col = jpld.pair_column_epsilons(pair, 100, [pair, weak], 1e-5)
+  alone = [float(jpld.pair_epsilons(pair, [100], 1e-5, factor=f)[0]) for f in (pair, weak)]
+  assert col[1] < col[0]
+  # the same compositions (shared tilt and length move round-off only)
+  np.testing.assert_allclose(col, alone, rtol=1e-10)

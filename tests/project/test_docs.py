@@ -39,12 +39,14 @@ HOWTO = "how-to/dpsgd_balls_in_bins.html"
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
   out = tmp_path_factory.mktemp("docs_html")
-  env = dict(os.environ)
+  # as on a user's machine: none of the test session's JAX cache settings (the
+  # worker's own cache folder), and a fresh jaxacct cache folder shared by the
+  # pages' kernels (a program one page compiled is loaded by the next)
+  env = {k: v for k, v in os.environ.items()
+         if not k.startswith(("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE", "JAXACCT_"))}
   env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-  # a fresh store of compiled kernels, shared by the pages' kernels: a kernel
-  # one page compiled is loaded by the next (as on a user's machine)
   env["JAXACCT_COMPILATION_CACHE"] = "1"
-  env["JAXACCT_COMPILATION_CACHE_DIR"] = str(tmp_path_factory.mktemp("docs_kernels"))
+  env["JAXACCT_CACHE_DIR"] = str(tmp_path_factory.mktemp("docs_cache"))
   env["JAXACCT_PROGRESS"] = "0"
   t0 = time.perf_counter()
   proc = subprocess.run(
