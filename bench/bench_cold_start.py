@@ -155,6 +155,22 @@ def _grid_shuffle():
   return {"value": float(np.asarray(r.epsilon)[-1]), "note": "value: the lane at eps0 4"}
 
 
+def _mixed_events():
+  """A run of dp_accounting events of three kinds: Poisson DP-SGD steps, then a few
+  Gaussian and Laplace releases (the accountant's general path: a composition of
+  different PLDs)."""
+  import dp_accounting as dpa
+  return [(dpa.PoissonSampledDpEvent(B / N, dpa.GaussianDpEvent(1.0)), 1000),
+          (dpa.GaussianDpEvent(20.0), 3), (dpa.LaplaceDpEvent(10.0), 2)]
+
+
+def _mixed(make):
+  acc = make()
+  for event, count in _mixed_events():
+    acc.compose(event, count)
+  return acc.get_epsilon(1e-5)
+
+
 def _peer_pld_accounting(**kw):
   import PLD_accounting as pa
   return tuple(pa.gaussian_allocation_epsilon_range(**kw))
@@ -281,6 +297,13 @@ QUESTIONS = {
         "title": "12. shuffle clone epsilon at 8 eps0 in [0.5, 4] in one call (n=1e5, "
                  "delta=1e-6)",
         "ours": (["jaxacct"], _grid_shuffle), "peer": None},
+    "accountant_mixed": {
+        "title": "13. PLDAccountant of mixed dp_accounting events (1,000 Poisson steps q=B/N "
+                 "sigma=1, 3 Gaussian sigma=20, 2 Laplace b=10), delta=1e-5",
+        "ours": (["dp_accounting", "jaxacct", "jaxacct.accounting"], lambda: _mixed(
+            __import__("jaxacct.accounting", fromlist=["x"]).PLDAccountant)),
+        "peer": ("dp_accounting PLDAccountant", DPA, lambda: _mixed(
+            __import__("dp_accounting").pld.PLDAccountant))},
 }
 for _name in DOORS:
   for _qty in ("epsilon", "delta"):

@@ -15,8 +15,6 @@ import math
 
 import numpy as np
 
-import jax
-
 from jaxacct._core import checks
 from jaxacct._core.batching import (block_programs, broadcast_size, lanes_for_memory, run_blocks,
                                     whole_batch_fits)

@@ -22,7 +22,7 @@ from jaxacct._core.gaussian import gaussian_epsilon_jit, gaussian_epsilon_kernel
 from jaxacct._core.namespace import HOST, JAX, for_inputs, host_call
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
-from jaxacct._core.solve import bisect, first_feasible_on_ladder_host
+from jaxacct._core.solve import first_feasible_on_ladder_host
 from jaxacct._core.subsampled_gaussian import poisson_gaussian_rdp
 
 

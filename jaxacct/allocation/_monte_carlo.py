@@ -20,7 +20,6 @@ from jax import lax
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import HOST_ONLY, host_door
-from jaxacct._core.logmath import log_ndtr, log1m_exp, log_sub_exp
 from jaxacct._core.solve import invert_decreasing_host
 from jaxacct.allocation._bounds import check_scheme, split_rounds
 from jaxacct._core.compiled import jit

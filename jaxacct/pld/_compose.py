@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core import checks, tilted_fft, window_cells
+from jaxacct._core import batching, checks, tilted_fft, window_cells
 from jaxacct._core.dtype import dispatch, host_scalar, require_x64, static_size
 from jaxacct._core.namespace import JAX, host_call, kernel_arg
 from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, device_array, fast_len
@@ -302,7 +303,6 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
   pess = _check_same_grid(plds)
   step = plds[0].step
   probs_list = tuple(device_array(p.probs) for p in plds)
-  max_idx = sum(c * (p.shape[0] - 1) for p, c in zip(probs_list, counts))
   size = int(static_size((probs_list, step),
                          lambda: _natural_size(probs_list, step, counts, tail_mass),
                          bound=None if size is None else (lambda: size),
@@ -315,11 +315,25 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
   # Padding zeros changed max_idx; the kernel only uses it as a bound.
   offsets = tuple(kernel_arg(p.offset, np.int64) for p in plds)
   infs = tuple(kernel_arg(p.inf_mass) for p in plds)
-  y, off, inf = _compose_kernel(probs_list, offsets, infs, step,
-                                np.bool_(pess),
-                                tuple(np.int64(c) for c in counts),
+  c64 = tuple(np.int64(c) for c in counts)
+  if _on_host(probs_list, offsets, infs, step):
+    # concrete PLDs on the CPU layout: the same formula in NumPy, no program to
+    # compile (a first answer's seconds); values within FFT round-off of the kernel's
+    y, off, inf = host_call(_compose_core, tuple(np.asarray(p, np.float64) for p in probs_list),
+                            tuple(np.int64(o) for o in offsets),
+                            tuple(np.float64(i) for i in infs), np.float64(step),
+                            np.bool_(pess), c64, size=size, tail_mass=float(tail_mass))
+    return PLD(device_array(y), int(off), step, np.float64(inf), pess)
+  y, off, inf = _compose_kernel(probs_list, offsets, infs, step, np.bool_(pess), c64,
                                 size=size, tail_mass=float(tail_mass))
   return PLD(y, host_scalar(off, int), step, inf, pess)
+
+
+def _on_host(*args) -> bool:
+  """Whether a composition runs on the host: nothing traced, and the CPU layout (the
+  accelerator layout and a lanes mesh keep the compiled kernel, on the device)."""
+  leaves = jax.tree.leaves(args)
+  return batching.host_lanes() > 1 and not any(isinstance(x, jax.core.Tracer) for x in leaves)
 
 
 def compose(pld: PLD, count: int = 1, *, size=None,

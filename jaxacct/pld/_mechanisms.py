@@ -17,13 +17,12 @@ Mass below the grid moves up to the first point; mass above it goes to
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core import checks
+from jaxacct._core import batching, checks
 from jaxacct._core.dtype import host_door, require_x64
 from jaxacct._core.gaussian import normal_tail_z
 from jaxacct._core.logmath import log_laplace_cells, log_ndtr_diff
@@ -91,6 +90,22 @@ def _kernel_pld(kernel, params, lo_idx, step, pessimistic, size, **static) -> PL
   return PLD(probs, lo_idx, float(step), inf, bool(pessimistic))
 
 
+def _host_pld(core, param, lo_idx, step, pessimistic, size) -> PLD:
+  """A mechanism's PLD by its formula ``core`` in NumPy (no program)."""
+  probs, inf = host_call(core, np.float64(param), lo_idx, float(step), bool(pessimistic),
+                         size=size)
+  return PLD(probs, lo_idx, float(step), np.float64(inf), bool(pessimistic))
+
+
+def _mechanism_pld(core, kernel, param, lo_idx, step, pessimistic, size) -> PLD:
+  """A mechanism's PLD: on the host on the CPU layout (:func:`_host_pld`; a first
+  answer compiles nothing), by its compiled ``kernel`` on the device where arrays
+  run in block programs (the accelerator layout, a lanes mesh)."""
+  if batching.host_lanes() > 1:
+    return _host_pld(core, param, lo_idx, step, pessimistic, size)
+  return _kernel_pld(kernel, (param,), lo_idx, step, pessimistic, size)
+
+
 # ---------------------------------------------------------------- Gaussian
 
 
@@ -118,10 +133,8 @@ def _gaussian_pld(sig, step, pessimistic, tail_mass, ns) -> PLD:
   hi_idx = int(math.ceil((mu + z * s) / step))
   size = fast_len(hi_idx - lo_idx + 1)  # bucketed: fewer compiles
   if ns.is_host:
-    probs, inf = host_call(_gaussian_core, np.float64(sig), lo_idx, float(step),
-                           bool(pessimistic), size=size)
-    return PLD(probs, lo_idx, float(step), np.float64(inf), bool(pessimistic))
-  return _kernel_pld(_gaussian_kernel, (sig,), lo_idx, step, pessimistic, size)
+    return _host_pld(_gaussian_core, sig, lo_idx, step, pessimistic, size)
+  return _mechanism_pld(_gaussian_core, _gaussian_kernel, sig, lo_idx, step, pessimistic, size)
 
 
 @host_door(BUILD_ON_HOST)
@@ -175,27 +188,31 @@ def _check_gaussian_grid(sig, h, z, sigma, sensitivity) -> None:
 # ----------------------------------------------------------------- Laplace
 
 
-@functools.partial(jit, static_argnames=("size",))
-def _laplace_kernel(b, lo_idx, step, pessimistic, *, size):
-  require_x64("jaxacct.pld.laplace")
+def _laplace_core(b, lo_idx, step, pessimistic, *, size, ns=JAX):
+  xp = ns.xp
+  if not ns.is_host:
+    require_x64("jaxacct.pld.laplace")
   top = 1.0 / b
   lhalf = math.log(0.5)
 
   def log_mass(lo, hi):
     # continuous part: loss (1-2x)/b for x in (0,1); L in [lo,hi) <->
     # x in ((1-b hi)/2, (1-b lo)/2].
-    x1 = jnp.clip((1.0 - b * hi) / 2.0, 0.0, 1.0)
-    x2 = jnp.clip((1.0 - b * lo) / 2.0, 0.0, 1.0)
-    lp, lq = log_laplace_cells(x1, x2, b)
+    x1 = xp.clip((1.0 - b * hi) / 2.0, 0.0, 1.0)
+    x2 = xp.clip((1.0 - b * lo) / 2.0, 0.0, 1.0)
+    lp, lq = log_laplace_cells(x1, x2, b, xp)
     in_top = (lo <= top) & (top < hi)
     in_bot = (lo <= -top) & (-top < hi)
-    lp = jnp.where(in_top, jnp.logaddexp(lp, lhalf), lp)
-    lq = jnp.where(in_top, jnp.logaddexp(lq, lhalf - top), lq)
-    lp = jnp.where(in_bot, jnp.logaddexp(lp, lhalf - top), lp)
-    lq = jnp.where(in_bot, jnp.logaddexp(lq, lhalf), lq)
+    lp = xp.where(in_top, xp.logaddexp(lp, lhalf), lp)
+    lq = xp.where(in_top, xp.logaddexp(lq, lhalf - top), lq)
+    lp = xp.where(in_bot, xp.logaddexp(lp, lhalf - top), lp)
+    lq = xp.where(in_bot, xp.logaddexp(lq, lhalf), lq)
     return lp, lq
 
-  return _assemble(log_mass, lo_idx, size, step, pessimistic)
+  return _assemble(log_mass, lo_idx, size, step, pessimistic, ns)
+
+
+_laplace_kernel = jit(_laplace_core, static_argnames=("size",))
 
 
 @host_door(BUILD_ON_HOST)
@@ -226,7 +243,7 @@ def laplace(scale, *, step=DEFAULT_STEP, pessimistic: bool = True,
   lo_idx = int(math.floor(-1.0 / b / step))
   hi_idx = int(math.floor(1.0 / b / step)) + 1
   size = hi_idx - lo_idx + 1
-  return _kernel_pld(_laplace_kernel, (b,), lo_idx, step, pessimistic, size)
+  return _mechanism_pld(_laplace_core, _laplace_kernel, b, lo_idx, step, pessimistic, size)
 
 
 # ------------------------------------------------- Poisson-subsampled Gauss

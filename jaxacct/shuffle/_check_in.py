@@ -30,8 +30,7 @@ from jaxacct._core.logmath import log_binom_pmf, log_expm1, logsumexp
 from jaxacct._core.results import EpsilonResult
 from jaxacct._core.units import user_stacklevel
 from jaxacct.shuffle import _pair_reference as pair_reference, _windows as windows
-from jaxacct.shuffle._check_in_lower import (check_in_gaussian_rdp_lower, check_num_terms,
-                                            shuffle_gaussian_rdp_lower)
+from jaxacct.shuffle._check_in_lower import check_in_gaussian_rdp_lower, check_num_terms
 from jaxacct._core.mixture import (DEFAULT_CHECK_IN_ORDERS,
                                               check_rate_inputs, finish_rdp,
                                               integer_orders, lanes_f64,

@@ -22,8 +22,7 @@ import functools
 
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
-from jax.scipy.special import gammaln, xlog1py, xlogy
+from jax.scipy.special import xlog1py, xlogy
 
 from jaxacct._core import checks
 from jaxacct._core.dtype import dispatch, require_x64

@@ -11,8 +11,6 @@ Shuffling").
 from __future__ import annotations
 
 import functools
-from typing import Optional
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,7 +24,7 @@ from jaxacct._core.namespace import HOST
 from jaxacct._core.orders import DEFAULT_ORDERS
 from jaxacct._core.solve import bisect
 from jaxacct._core.results import EpsilonResult
-from jaxacct.shuffle import _binned, _girgis as girgis
+from jaxacct.shuffle import _binned
 from jaxacct.shuffle._rdp_rounds import compose_rdp_epsilon
 from jaxacct._core.compiled import jit
 

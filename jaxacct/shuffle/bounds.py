@@ -46,7 +46,6 @@ from jaxacct.shuffle._check_in_lower import (check_in_gaussian_rdp_lower,
 from jaxacct.shuffle._clones import krr_thm41_delta, krr_thm41_epsilon
 from jaxacct.shuffle._exact import (binary_rr_pmfs, enumerate_delta, pair_pmfs,
                                     worst_case_delta)
-from jaxacct.shuffle._front import parse_randomizer
 from jaxacct.shuffle._girgis import (efm19_rdp, girgis_cor1_rdp, girgis_cor2_rdp,
                                      girgis_lower_rdp, girgis_mixture_rdp,
                                      girgis_subsampled_rdp, girgis_thm1_rdp,

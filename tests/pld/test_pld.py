@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jaxacct
 from jaxacct import pld
 from jaxacct import poisson
 import mpmath as mp
@@ -180,6 +181,29 @@ def test_compose_many_heterogeneous_gaussians():
   np.testing.assert_allclose(ours, exact, rtol=1e-4)  # step 1e-3, 11 steps
   assert float(comp.inf_mass) < 1e-15
   assert abs(float(np.sum(np.asarray(comp.probs))) - 1) < 1e-12
+
+
+@pytest.mark.parametrize("tilted", [False, True])
+def test_compose_many_host_equals_the_kernel(tilted):
+  # one formula, two layouts: concrete PLDs on the CPU layout compose on the host
+  # (NumPy's FFT, no program), the accelerator layout in the compiled kernel; they
+  # differ by FFT round-off only. delta 1e-10 reads a tilted tail (there 1e-8 apart,
+  # each within the tilts' error estimate), 1e-5 the bulk
+  h = 1e-4
+  plds = [pld.poisson_gaussian(1.0, 256 / 60000, step=h), pld.gaussian(20.0, step=h),
+          pld.laplace(10.0, step=h)]
+  counts = [1000, 3, 2]
+  host = pld.compose_many(plds, counts)
+  assert isinstance(host.inf_mass, np.floating)          # no program ran
+  with jaxacct.set_layout("accelerator"):
+    kern = pld.compose_many(plds, counts)
+  assert host.offset == kern.offset and host.probs.shape == kern.probs.shape
+  np.testing.assert_allclose(np.asarray(host.probs), np.asarray(kern.probs), rtol=0,
+                             atol=1e-15)
+  np.testing.assert_allclose(float(host.inf_mass), float(kern.inf_mass), rtol=1e-9)
+  delta, tol = (1e-10, 1e-7) if tilted else (1e-5, 1e-9)
+  np.testing.assert_allclose(float(pld.epsilon(host, delta)), float(pld.epsilon(kern, delta)),
+                             rtol=tol)
 
 
 def test_to_dp_accounting_round_trip():

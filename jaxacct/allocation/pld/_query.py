@@ -18,7 +18,6 @@ import queue
 import threading
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxacct._core.batching import (accelerator_layout, lanes_for_memory, lanes_per_block,
