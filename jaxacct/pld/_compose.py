@@ -292,6 +292,10 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
   Returns:
     :class:`PLD` with ``probs`` of length ``size``.
 
+  Where it runs: concrete PLDs on the CPU layout, in NumPy (no compiled
+  program); traced input, the accelerator layout or a lanes mesh, the
+  compiled kernel (the same formula; masses within FFT round-off).
+
   Bound: pessimistic inputs -> upper bound on every delta of the composition;
   optimistic -> lower estimate (up to ``tail_mass`` aliasing).
   """

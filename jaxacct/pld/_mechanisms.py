@@ -158,7 +158,8 @@ def gaussian(sigma, *, step=DEFAULT_STEP, pessimistic: bool = True,
     sensitivity: > 0.
 
   Returns:
-    :class:`PLD`.
+    :class:`PLD`: built in NumPy on the CPU layout (no compiled program), by the
+    compiled kernel on the accelerator layout or under a lanes mesh.
 
   Bound: upper (pessimistic) / lower (optimistic).
   """
@@ -231,7 +232,8 @@ def laplace(scale, *, step=DEFAULT_STEP, pessimistic: bool = True,
     sensitivity: > 0.
 
   Returns:
-    :class:`PLD`.
+    :class:`PLD`: built in NumPy on the CPU layout (no compiled program), by the
+    compiled kernel on the accelerator layout or under a lanes mesh.
 
   Bound: upper (pessimistic) / lower (optimistic).
   """

@@ -319,6 +319,9 @@ def delta(pld: PLD, epsilon):
   Returns:
     float64 array of ``epsilon``'s shape, in [0, 1].
 
+  Where it runs: a concrete PLD on the CPU layout, in NumPy (no compiled
+  program); traced input, the accelerator layout or a lanes mesh, the kernel.
+
   Bound: upper for pessimistic PLDs, lower estimate for optimistic ones.
   """
   _check_pld(pld)
@@ -349,6 +352,9 @@ def epsilon(pld: PLD, delta, *, rounding: str = "up"):
 
   Returns:
     float64 array of ``delta``'s shape.
+
+  Where it runs: a concrete PLD on the CPU layout, in NumPy (no compiled
+  program); traced input, the accelerator layout or a lanes mesh, the kernel.
 
   Bound: upper for pessimistic PLDs, lower estimate for optimistic ones.
   NaN under jit for delta outside (0, 1).
