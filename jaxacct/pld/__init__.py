@@ -30,7 +30,7 @@ for the queries.
 from __future__ import annotations
 
 from jaxacct._core.dtype import public_surface
-from jaxacct.pld._compose import compose, compose_many, window_size
+from jaxacct.pld._compose import HOST_MAX_SIZE, compose, compose_many, window_size
 from jaxacct.pld._core import (DEFAULT_TAIL_MASS, PLD, PairPLD, from_losses, from_losses_host,
                               from_pair, truncate)
 from jaxacct.pld._doors import (default_step, poisson_gaussian_composed, poisson_gaussian_delta,
