@@ -111,6 +111,15 @@ def host_lanes() -> int:
   return 1 if block_programs() else sys.maxsize
 
 
+def on_host(*xs) -> bool:
+  """Whether concrete work runs its formula on the host (NumPy, no compiled program):
+  the CPU layout (:func:`host_lanes`) and no tracer among ``xs`` (pytrees; concrete
+  jax arrays count as concrete). The accelerator layout and a lanes mesh run the
+  compiled kernels, on the device."""
+  return host_lanes() > 1 and not any(
+      isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(xs))
+
+
 def device_memory_bytes() -> int:
   """Usable memory of the default device in bytes (4 GiB where it cannot be read).
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -22,10 +21,9 @@ from jaxacct.pld._core import DEFAULT_TAIL_MASS, PLD, device_array, fast_len
 from jaxacct._core.compiled import jit
 from jaxacct.pld._windows import LAMBDAS
 
-#: The longest window composed on the host (concrete PLDs, CPU layout). NumPy's
-#: transcendentals make a host composition about twice the compiled program's run time;
-#: its compile (about 2 s) is worth paying from here on (8.4M points: 21.4 s on the host,
-#: 9.8 s compiled, compile included; 786k points: 1.2 s against 2.9 s).
+#: The longest window composed on the host (concrete PLDs, CPU layout). Above it the
+#: compiled program's run time, shorter than NumPy's (its transcendentals), outweighs
+#: its compile (measurements: bench/results/HISTORY.md).
 HOST_MAX_SIZE = 1 << 20
 # Tilts: plain FFT plus tilted means at these fractions mean -> window top.
 _TILT_FRACTIONS = (0.0, 0.3, 0.55, 0.8)
@@ -326,7 +324,7 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
   offsets = tuple(kernel_arg(p.offset, np.int64) for p in plds)
   infs = tuple(kernel_arg(p.inf_mass) for p in plds)
   c64 = tuple(np.int64(c) for c in counts)
-  if size <= HOST_MAX_SIZE and _on_host(probs_list, offsets, infs, step):
+  if size <= HOST_MAX_SIZE and batching.on_host(probs_list, offsets, infs, step):
     # concrete PLDs on the CPU layout: the same formula in NumPy, no program to
     # compile (a first answer's seconds); values within FFT round-off of the kernel's
     y, off, inf = host_call(_compose_core, tuple(np.asarray(p, np.float64) for p in probs_list),
@@ -337,13 +335,6 @@ def compose_many(plds: Sequence[PLD], counts=None, *, size=None,
   y, off, inf = _compose_kernel(probs_list, offsets, infs, step, np.bool_(pess), c64,
                                 size=size, tail_mass=float(tail_mass))
   return PLD(y, host_scalar(off, int), step, inf, pess)
-
-
-def _on_host(*args) -> bool:
-  """Whether a composition runs on the host: nothing traced, and the CPU layout (the
-  accelerator layout and a lanes mesh keep the compiled kernel, on the device)."""
-  leaves = jax.tree.leaves(args)
-  return batching.host_lanes() > 1 and not any(isinstance(x, jax.core.Tracer) for x in leaves)
 
 
 def compose(pld: PLD, count: int = 1, *, size=None,

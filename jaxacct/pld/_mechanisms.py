@@ -101,7 +101,7 @@ def _mechanism_pld(core, kernel, param, lo_idx, step, pessimistic, size) -> PLD:
   """A mechanism's PLD: on the host on the CPU layout (:func:`_host_pld`; a first
   answer compiles nothing), by its compiled ``kernel`` on the device where arrays
   run in block programs (the accelerator layout, a lanes mesh)."""
-  if batching.host_lanes() > 1:
+  if batching.on_host():
     return _host_pld(core, param, lo_idx, step, pessimistic, size)
   return _kernel_pld(kernel, (param,), lo_idx, step, pessimistic, size)
 

@@ -283,14 +283,6 @@ def _check_pld(pld) -> None:
                      + (text if len(text) <= 60 else text[:57] + "...") + ".")
 
 
-def _on_host(pld, value) -> bool:
-  """Whether a query runs on the host (NumPy, no program): nothing traced, and the CPU
-  layout (the accelerator layout and a lanes mesh keep the kernel, on the device)."""
-  return batching.host_lanes() > 1 and not any(
-      isinstance(x, jax.core.Tracer) for x in (pld.probs, pld.offset, pld.step, pld.inf_mass,
-                                                value))
-
-
 def _host_args(pld):
   """(probs, offset, step, inf_mass) of a concrete PLD as the host query's arguments."""
   return (np.asarray(pld.probs, np.float64), np.int64(pld.offset), np.float64(pld.step),
@@ -328,7 +320,7 @@ def delta(pld: PLD, epsilon):
   checks.check_range("epsilon", epsilon, allow_inf=True)
   if isinstance(pld, PairPLD):
     return delta_both(pld, epsilon)
-  if _on_host(pld, epsilon):
+  if batching.on_host(pld, epsilon):
     return host_call(_delta_core, *_host_args(pld), np.asarray(epsilon, np.float64),
                      scaled=scaled_step(pld.step))
   return _delta_kernel(*_kernel_args(pld), kernel_arg(epsilon), scaled=scaled_step(pld.step))
@@ -364,7 +356,7 @@ def epsilon(pld: PLD, delta, *, rounding: str = "up"):
   checks.check_choice("rounding", rounding, ("up", "down"))
   if isinstance(pld, PairPLD):
     return epsilon_both(pld, delta, rounding=rounding)
-  if _on_host(pld, delta):
+  if batching.on_host(pld, delta):
     return host_call(_epsilon_core, *_host_args(pld), np.asarray(delta, np.float64),
                      rounding=rounding, scaled=scaled_step(pld.step))
   return _epsilon_kernel(*_kernel_args(pld), kernel_arg(delta), rounding=rounding,

@@ -276,6 +276,18 @@ def test_host_lanes_every_count_on_the_cpu_layout_one_with_block_programs():
     assert not for_inputs(np.ones(2), max_lanes=host_lanes()).is_host
 
 
+def test_on_host_concrete_on_the_cpu_layout_only():
+  """The host-or-kernel rule of the PLD composition, query and builders."""
+  from jaxacct._core.batching import on_host
+  seen = []
+  with jaxacct.set_layout("cpu"):
+    assert on_host() and on_host(np.ones(3), (jnp.ones(2), 1.0))   # concrete jax arrays too
+    jax.jit(lambda x: seen.append(on_host(np.ones(2), {"p": x})) or x)(jnp.ones(2))
+  assert seen == [False]                                             # a tracer: the kernel
+  with jaxacct.set_layout("accelerator"):
+    assert not on_host() and not on_host(np.ones(3))
+
+
 def test_each_lane_is_each_one_lane_question():
   from jaxacct._core.namespace import each_lane
   seen = []

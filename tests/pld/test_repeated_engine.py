@@ -77,7 +77,7 @@ def _gaussian_pair(sigma, q, step):
 ])
 def test_epsilons_far_above_the_window_are_finite_and_tight(x64, sigma, steps, delta, step):
   # q = 1: the composed Gaussian, exact (mu = sqrt(T) / sigma). An epsilon over 700 nats
-  # above the first point read overflowed the query's e^loss: it was inf (issue 65 note)
+  # above the first point read overflows the query's e^loss: it is read again from below
   got = float(jpld.pair_epsilons(_gaussian_pair(sigma, 1.0, step), [steps], delta)[0])
   ref = _gaussian_epsilon(math.sqrt(steps) / sigma, delta)
   assert ref > 700.0
