@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import pld as jpld
-from jaxacct._core import checks, hull
+from jaxacct._core import batching, checks, hull
 from jaxacct._core.compiled import jit
 from jaxacct._core.dtype import require_x64
 
@@ -52,13 +52,15 @@ PROFILE_LOSS_MAX = 700.0
 
 
 def _from_atoms(losses, probs, *, step, **kw):
-  """``jaxacct.pld.from_losses`` of concrete atoms on its own grid, run at bucketed
-  atom and grid lengths, then cut back: padding atoms (P-mass 0) add +0.0 and no
-  atom reaches past the length it computes, so the PLD is the same, and a new
-  profile (a new sigma) reuses its bucket's compiled program."""
+  """``jaxacct.pld.from_losses`` of concrete atoms on its own grid. Where it runs a
+  compiled kernel (not :func:`jaxacct._core.batching.on_host`), at bucketed atom
+  and grid lengths, then cut back: padding atoms (P-mass 0) add +0.0 and no atom
+  reaches past the length it computes, so the PLD is the same, and a new profile
+  (a new sigma) reuses its bucket's compiled program."""
   lv = np.ravel(np.asarray(losses, np.float64))
   pv = np.ravel(np.asarray(probs, np.float64)) * np.ones_like(lv)
-  pad = _bucket(lv.size) - lv.size
+  host = batching.on_host()
+  pad = 0 if host else _bucket(lv.size) - lv.size
   if pad:
     lv, pv = np.concatenate([lv, np.zeros(pad)]), np.concatenate([pv, np.zeros(pad)])
   fin = np.isfinite(lv) & (pv > 0)
@@ -66,7 +68,7 @@ def _from_atoms(losses, probs, *, step, **kw):
   lo = int(math.floor(lv[fin].min() / h)) if np.any(fin) else 0
   hi = int(math.floor(lv[fin].max() / h)) + 1 if np.any(fin) else 0
   size = _fast_len(hi - lo + 1)                     # the length from_losses computes
-  p = jpld.from_losses(lv, pv, step=step, offset=lo, size=_bucket(size), **kw)
+  p = jpld.from_losses(lv, pv, step=step, offset=lo, size=size if host else _bucket(size), **kw)
   return jpld.PLD(np.asarray(p.probs)[:size], p.offset, p.step, p.inf_mass, p.pessimistic)
 
 

@@ -19,10 +19,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct._core import checks
+from jaxacct._core import batching, checks
 from jaxacct._core.dtype import HostDoor, host_door, host_scalar, require_x64, static_size
 from jaxacct._core.compiled import jit
-from jaxacct._core.namespace import HOST, JAX
+from jaxacct._core.namespace import JAX, host_call
 
 #: a PLD is built on the host; the pytree it makes is what traces
 BUILD_ON_HOST = HostDoor(
@@ -195,6 +195,8 @@ def from_losses(losses, probs, *, step, pessimistic: bool = True,
   size = int(size)
   if size < 1:
     raise ValueError(f"size must be >= 1; got {size}.")
+  if batching.on_host(losses, probs, step, offset, inf_mass):
+    return _host_atoms(losses, probs, step, int(offset), size, pessimistic, inf_mass, rounding)
   # concrete atoms broadcast in NumPy: an eager jnp broadcast is a program per length
   xp = jnp if any(isinstance(v, jax.core.Tracer) for v in (losses, probs)) else np
   probs_b = xp.broadcast_to(xp.asarray(probs, np.float64), np.shape(losses))
@@ -217,10 +219,17 @@ def from_losses_host(losses, probs, *, step, pessimistic: bool = True, inf_mass=
   """
   pessimistic = _check_atoms(losses, probs, step, pessimistic, inf_mass, rounding)
   offset, size, lv, pv = _grid(losses, probs, step, None, None)
-  with np.errstate(invalid="ignore"):
-    p, inf = _from_losses_core(lv, pv, float(step), offset, float(inf_mass), bool(pessimistic),
-                               size=int(size), rounding=rounding, ns=HOST)
-  return PLD(np.asarray(p, np.float64), int(offset), float(step), float(inf), pessimistic)
+  return _host_atoms(lv, pv, step, offset, size, pessimistic, inf_mass, rounding)
+
+
+def _host_atoms(losses, probs, step, offset, size, pessimistic, inf_mass, rounding) -> PLD:
+  """:func:`_from_losses_core` of concrete atoms in NumPy (no program; checked input)."""
+  lv = np.ravel(np.asarray(losses, np.float64))
+  pv = np.broadcast_to(np.asarray(probs, np.float64), np.shape(losses)).ravel()
+  p, inf = host_call(_from_losses_core, lv, pv, float(step), int(offset), float(inf_mass),
+                     bool(pessimistic), size=int(size), rounding=rounding)
+  return PLD(np.asarray(p, np.float64), int(offset), float(step), np.float64(inf),
+             bool(pessimistic))
 
 
 def _check_atoms(losses, probs, step, pessimistic, inf_mass, rounding) -> bool:

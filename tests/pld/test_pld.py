@@ -443,16 +443,23 @@ def test_compose_far_tail_against_a_direct_convolution(x64):
 @pytest.mark.parametrize("pessimistic", [True, False])
 def test_from_losses_host_is_the_kernel_to_rounding(x64, pessimistic):
   # The host twin is the kernel's text with ns = HOST: the same grid, cells
-  # equal to rounding (XLA's division and expm1 are not NumPy's: where a
-  # cell's split cancels, 1e-11 of the cell was measured), the same inf mass;
-  # an optimistic atom never moves a cell (losses drawn off the grid points).
+  # equal to rounding (XLA's division and expm1 are not NumPy's, which are
+  # correctly rounded: where a cell's split cancels, 1e-11 of the cell was
+  # measured), the same inf mass; an optimistic atom never moves a cell (losses
+  # drawn off the grid points). On the CPU layout from_losses of concrete atoms
+  # is the host twin, bit for bit; the accelerator layout runs the kernel.
   rng = np.random.default_rng(7)
   for n in (1, 17, 1500):
     losses = rng.normal(0.0, 2.0, n)
     probs = rng.random(n) * (rng.random(n) > 0.2)
     losses[:min(n, 2)] = np.where(rng.random(min(n, 2)) > 0.5, np.inf, losses[:min(n, 2)])
-    a = pld.from_losses(losses, probs, step=1e-3, pessimistic=pessimistic, inf_mass=0.01)
+    with jaxacct.set_layout("accelerator"):
+      a = pld.from_losses(losses, probs, step=1e-3, pessimistic=pessimistic, inf_mass=0.01)
+    assert isinstance(a.probs, jax.Array)
     b = pld.from_losses_host(losses, probs, step=1e-3, pessimistic=pessimistic, inf_mass=0.01)
+    c = pld.from_losses(losses, probs, step=1e-3, pessimistic=pessimistic, inf_mass=0.01)
+    assert isinstance(c.probs, np.ndarray) and (c.offset, c.inf_mass) == (b.offset, b.inf_mass)
+    np.testing.assert_array_equal(c.probs, b.probs)
     assert isinstance(b.probs, np.ndarray) and b.probs.dtype == np.float64
     assert int(a.offset) == b.offset and np.asarray(a.probs).shape == b.probs.shape
     np.testing.assert_allclose(b.probs, np.asarray(a.probs), rtol=0.0,
