@@ -63,6 +63,18 @@ def _upper(events, d, accountant="pld", host=None):
   return evaluator.bracket(events, d, with_lower=False, host=host).upper
 
 
+def _searched_upper(events, d, accountant, host):
+  """:func:`_upper` as the search reads it: +inf for a lane the PLD refuses
+  (``WindowTooLarge``: infeasible to the search, never returned)."""
+  try:
+    return _upper(events, d, accountant, host)
+  except checks.WindowTooLarge:
+    if len(events) == 1:
+      return np.full(1, np.inf)
+  return np.concatenate([_searched_upper([e], d[i:i + 1], accountant, host)
+                         for i, e in enumerate(events)])
+
+
 def _noise_scale(make_event, lo, hi):
   """``(family, key, c)`` when ``make_event(x)`` is one desk's lanes with sigma = c x."""
   a, b = evaluator.noise_scale(make_event(lo)), evaluator.noise_scale(make_event(hi))
@@ -178,7 +190,10 @@ def calibrate(make_event: Callable, target_epsilon, delta, *, bracket, discrete:
     float or int (scalar targets), else a numpy array of the broadcast shape:
     ``x`` with ``upper_epsilon(make_event(x)) <= target`` (evaluated), and
     ``x`` moved by a factor ``1 + rtol`` (by 1 when ``discrete``) towards
-    less privacy evaluated infeasible, unless ``x`` is that bracket end.
+    less privacy evaluated infeasible, unless ``x`` is that bracket end. An
+    ``x`` the PLD refuses (a noise multiplier too small for its grid, or too
+    many steps at it) counts as infeasible: the result is then the least
+    private ``x`` it certifies.
 
   Raises:
     ValueError: invalid input (naming the parameter), or a target not met
@@ -231,7 +246,7 @@ def _calibrate(make_event, target_epsilon, delta, bracket, discrete, increasing,
       if batched and idx.size < m:   # all lanes each time: one compiled shape
         xs, sel, idx = park.copy(), idx, np.arange(m)
       evs = [make_event(int(x) if discrete else float(x)) for x in xs]
-      out = _upper(evs, d[idx], accountant, host)
+      out = _searched_upper(evs, d[idx], accountant, host)
       bar.update(1)
       return out if sel is None else out[sel]
 

@@ -421,7 +421,9 @@ def calibrate_noise_multiplier(*, num_examples, batch_size, tpr=None, fpr=None,
   evaluation there rescales the model for a second start; then
   :func:`jaxacct._core.solve.search_decreasing_host` (bracketing and secant
   steps on log sigma) with the certified upper bound itself, so each
-  returned sigma is evaluated feasible and ``sigma / (1 + rtol)`` infeasible.
+  returned sigma is evaluated feasible and ``sigma / (1 + rtol)`` infeasible
+  (a sigma the PLD refuses, too small for its grid or too many steps at it,
+  counts as infeasible: its bound is read as 1).
   Each evaluation builds one upper PLD (the programs of
   :func:`jaxacct.dpsgd.epsilon`'s PLD paths; nothing new is compiled here).
 
@@ -475,10 +477,13 @@ def calibrate_noise_multiplier(*, num_examples, batch_size, tpr=None, fpr=None,
     def upper_fn(s, idx):
       out = np.empty(len(idx))
       for j, (sj, ij) in enumerate(zip(np.asarray(s, np.float64), idx)):
-        if alpha is None:
-          out[j] = advantage_upper(float(sj))
-        else:
-          out[j] = _tpr(sched, float(sj), alpha[ij:ij + 1], direction, False)[0][0]
+        try:
+          if alpha is None:
+            out[j] = advantage_upper(float(sj))
+          else:
+            out[j] = _tpr(sched, float(sj), alpha[ij:ij + 1], direction, False)[0][0]
+        except checks.WindowTooLarge:   # a sigma the PLD refuses: 1 bounds it (infeasible)
+          out[j] = 1.0
         bar.update(1)
       return out
 

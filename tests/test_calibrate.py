@@ -109,6 +109,32 @@ def test_unreachable_target_names_the_bracket():
     jaxacct.calibrate(lambda x: ev.NoOpDpEvent(), 1.0, DELTA, bracket=(0.1, 1.0))
 
 
+def test_noise_multipliers_the_pld_refuses_are_infeasible():
+  # fixed_size at the accountant's step 1e-4 holds sigma >= 0.0274 (one step's loss
+  # grid, jaxacct._core.checks.accountable_sigma); a search below it is told
+  # "infeasible" at every probe and names its bracket, not an internal sigma
+  run = dict(num_examples=60_000, batch_size=256, num_epochs=10, sampling="fixed_size")
+  mk = lambda s: dpsgd.event(noise_multiplier=s, **run)   # noqa: E731
+  with pytest.raises(ValueError, match=r"no noise_multiplier in \[0.001, 0.02\]"):
+    jaxacct.calibrate(mk, 3.0, DELTA, bracket=(1e-3, 0.02), increasing=False,
+                      name="noise_multiplier")
+  with pytest.raises(ValueError, match=r"noise_multiplier \(sigma\) 0.02 is too small"):
+    calibrator.upper_epsilon([mk(0.02)], DELTA)      # asked directly: the refusal itself
+
+
+@pytest.mark.slow
+def test_truncated_calibration_steps_over_refused_probes():
+  # epsilon 50 at the README run: the search probes sigma 0.0247, below what the
+  # truncated Poisson PLD accounts at step 1e-4 (before the fix its refusal reached
+  # the user); the answer is certified and tight to rtol
+  run = dict(num_examples=60_000, batch_size=256, num_epochs=10, delta=1e-5,
+             sampling="truncated_poisson", max_batch_size=300, progress=False)
+  s = dpsgd.calibrate_noise_multiplier(epsilon=50.0, rtol=RTOL, **run)
+  assert dpsgd.epsilon(noise_multiplier=s, **run).epsilon <= 50.0
+  assert dpsgd.epsilon(noise_multiplier=s / MISS, **run).epsilon > 50.0 * (1 - 1e-9)
+  assert 0.3 < s < 0.4
+
+
 @pytest.mark.parametrize("kw, match", [
     (dict(target_epsilon=0.0), "target_epsilon"),
     (dict(target_epsilon=[1.0, -1.0]), "target_epsilon"),

@@ -193,11 +193,11 @@ def accountable_sigma(sigma, step, *, max_points: float, sensitivity: float = 1.
                       what: str = "the PLD", name: str = "noise_multiplier") -> float:
   """The noise multiplier a one-step Gaussian grid is built at: ``min(sigma, SIGMA_MAX)``.
 
-  ``ValueError`` naming ``name``, with the smallest noise multiplier the grid
-  holds at this ``step``, when the one-step privacy loss (mean shift
-  ``sensitivity``: up to ``1 / (2 z^2) + TAIL_SD / z``, z = sigma /
-  sensitivity) would span more than ``max_points`` grid points: refused
-  before anything is allocated.
+  :class:`WindowTooLarge` (a ``ValueError``) naming ``name``, with the smallest
+  noise multiplier the grid holds at this ``step``, when the one-step privacy
+  loss (mean shift ``sensitivity``: up to ``1 / (2 z^2) + TAIL_SD / z``, z =
+  sigma / sensitivity) would span more than ``max_points`` grid points:
+  refused before anything is allocated.
   """
   s = min(float(sigma), SIGMA_MAX)
   h = float(step)
@@ -207,12 +207,12 @@ def accountable_sigma(sigma, step, *, max_points: float, sensitivity: float = 1.
   if points > max_points:
     # the smallest z with (1 / (2 z^2) + TAIL_SD / z) / h <= max_points: a root in 1/z
     smallest = sensitivity / (-TAIL_SD + np.sqrt(TAIL_SD**2 + 2.0 * max_points * h))
-    raise ValueError(
+    raise WindowTooLarge(
         f"{name} (sigma) {float(sigma):.6g} is too small for {what} at step {h:g}: one "
         f"step's privacy loss spans about {points:.3g} grid points, more than the PLD "
         f"engine runs ({int(max_points)}); noise multipliers >= {smallest:.3g} are "
         "accounted at this step. Use a larger noise multiplier or a coarser step "
-        "(value_discretization_interval).")
+        "(value_discretization_interval).", points)
   return s
 
 

@@ -264,7 +264,9 @@ def calibrate_noise_multiplier(*, epsilon, delta, num_examples, batch_size, num_
   ``jaxacct.calibrate(lambda s: event(noise_multiplier=s, ...), epsilon,
   delta, bracket=(1e-2, 1e4))``: for each target, a sigma whose certified
   upper epsilon (the one :func:`epsilon` returns, same ``sampling``) is <= the
-  target, while ``sigma / (1 + rtol)`` is evaluated infeasible. Other
+  target, while ``sigma / (1 + rtol)`` is evaluated infeasible (or refused:
+  a sigma too small for the PLD's grid, or with too many steps at it,
+  counts as infeasible, so the search goes on above it). Other
   parameters (epochs, steps, batch size) calibrate the same way, e.g. the
   largest number of epochs at sigma ``s``: ``jaxacct.calibrate(lambda E:
   event(noise_multiplier=s, num_epochs=E, ...), epsilon, delta, bracket=(1,
