@@ -101,6 +101,12 @@ class WindowTooLarge(ValueError):
     self.points = float(points)
 
 
+class OneStepTooLarge(WindowTooLarge):
+  """A :class:`WindowTooLarge` of one step's grid alone (a noise too small, or a
+  loss too wide, for the step): no count helps, so its message (naming the
+  parameter of that step) reaches the user as it is."""
+
+
 def _scalar_values(x, name: str, scalar: bool) -> np.ndarray:
   arr = _values(x, name)
   if scalar and arr.ndim:
@@ -193,7 +199,7 @@ def accountable_sigma(sigma, step, *, max_points: float, sensitivity: float = 1.
                       what: str = "the PLD", name: str = "noise_multiplier") -> float:
   """The noise multiplier a one-step Gaussian grid is built at: ``min(sigma, SIGMA_MAX)``.
 
-  :class:`WindowTooLarge` (a ``ValueError``) naming ``name``, with the smallest
+  :class:`OneStepTooLarge` (a ``ValueError``) naming ``name``, with the smallest
   noise multiplier the grid holds at this ``step``, when the one-step privacy
   loss (mean shift ``sensitivity``: up to ``1 / (2 z^2) + TAIL_SD / z``, z =
   sigma / sensitivity) would span more than ``max_points`` grid points:
@@ -207,7 +213,7 @@ def accountable_sigma(sigma, step, *, max_points: float, sensitivity: float = 1.
   if points > max_points:
     # the smallest z with (1 / (2 z^2) + TAIL_SD / z) / h <= max_points: a root in 1/z
     smallest = sensitivity / (-TAIL_SD + np.sqrt(TAIL_SD**2 + 2.0 * max_points * h))
-    raise WindowTooLarge(
+    raise OneStepTooLarge(
         f"{name} (sigma) {float(sigma):.6g} is too small for {what} at step {h:g}: one "
         f"step's privacy loss spans about {points:.3g} grid points, more than the PLD "
         f"engine runs ({int(max_points)}); noise multipliers >= {smallest:.3g} are "

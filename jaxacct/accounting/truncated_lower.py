@@ -281,12 +281,26 @@ def _instance_pairs(ms, q, cap, sigma, v, h, width, resolution):
   return out
 
 
+#: the largest delta an instance's composed pair is read at
+_READ_MAX = 0.5
+
+
+def _charge(tail_mass: float, left: float, eps: float) -> float:
+  """What a composed delta read at ``eps`` is charged: the windows' tail mass
+  (``2 tail_mass``, moved to +inf: at most its own P-mass) and the count laws'
+  left-out mass ``left`` times ``1 + e^eps`` (its Q-mass weighs e^eps); +inf past
+  overflow."""
+  if left <= 0.0:
+    return 2.0 * tail_mass
+  return 2.0 * tail_mass + (left * (1.0 + math.exp(eps)) if eps < 700.0 else math.inf)
+
+
 def _composed_lower(pld, count, delta, tail_mass):
   """Epsilon at ``delta`` of ``pld`` composed ``count`` times, by the repeated-event
   engine (:func:`jaxacct.pld.direction_epsilons`), taken down by 1e-10 relative (the
-  engine rounds up by 1e-12) and queried at most at delta 0.5; the caller's delta
-  carries the windows' tail mass (2 ``tail_mass``)."""
-  e = float(jpld.direction_epsilons(pld, [int(count)], min(delta, 0.5),
+  engine rounds up by 1e-12) and queried at most at delta ``_READ_MAX``; the caller's
+  delta carries the windows' tail mass (2 ``tail_mass``) and checks a capped read."""
+  e = float(jpld.direction_epsilons(pld, [int(count)], min(delta, _READ_MAX),
                                     tail_mass=tail_mass)[0])
   return max(e * (1.0 - 1e-10), 0.0)
 
@@ -318,11 +332,14 @@ def instance_epsilons(num_examples: int, sampling_probability: float, truncated_
                                      sampling_probability, truncated_batch_size,
                                      noise_multiplier, v, step, width, None):
       for d in (pair.remove, pair.add):
-        slack = 2.0 * tail_mass + 2.0 * int(total_steps) * eta
-        e = _composed_lower(d, int(total_steps), float(delta) + slack, tail_mass)
-        if slack > 0.0:     # the left-out mass weighs e^eps under Q
-          e = _composed_lower(d, int(total_steps), float(delta) + slack * (1 + math.exp(e)),
-                              tail_mass)
+        left = 2.0 * int(total_steps) * eta      # the count laws' left-out mass
+        e = _composed_lower(d, int(total_steps),
+                            float(delta) + _charge(tail_mass, left, 0.0), tail_mass)
+        if left > 0.0:      # the left-out mass weighs e^eps under Q
+          read = float(delta) + _charge(tail_mass, left, e)
+          e = _composed_lower(d, int(total_steps), read, tail_mass)
+          if read > _READ_MAX and float(delta) + _charge(tail_mass, left, e) > _READ_MAX:
+            e = 0.0         # read at _READ_MAX, below what its charge needs: none certified
         best = max(best, e)
     out.append(best)
   return np.asarray(out, np.float64).reshape(np.shape(vs))

@@ -11,7 +11,7 @@ import numpy as np
 from jaxacct import calibrator
 from jaxacct._core import checks
 from jaxacct._core.dtype import HOST_ONLY, OUTSIDE_JIT, HostDoor, host_door
-from jaxacct._core.checks import WindowTooLarge
+from jaxacct._core.checks import OneStepTooLarge, WindowTooLarge
 from jaxacct._core import progress as _progress
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.results import EpsilonResult
@@ -150,18 +150,28 @@ def _given(sched: Schedule) -> str:
 def _restate(sched: Schedule, err: ValueError, what: str = "") -> ValueError:
   """A door's refusal of a count dpsgd derived (``steps_per_epoch`` or the total
   ``num_steps``), restated naming the arguments the user passed."""
+  if isinstance(err, OneStepTooLarge):   # one step's own grid: already names its parameter
+    return err
   if isinstance(err, WindowTooLarge) and sched.sampling_probability is None:
     return WindowTooLarge(
         f"{what}{_given(sched)} give T = {sched.total_steps} steps: too many for the PLD "
         f"accountant at this noise_multiplier ({err}) Use fewer epochs or a larger "
         "noise_multiplier.", points=err.points)
   if isinstance(err, WindowTooLarge):
+    rdp = samplers.get(sched.sampling).rdp_poisson
+    if rdp is None:
+      also = ""
+    else:
+      q, div, steps = rdp(sched)
+      sigma = "noise_multiplier" if div == 1 else f"noise_multiplier / {div}"
+      also = (f", or jaxacct.poisson.epsilon(method='rdp', q={q:.6g}, sigma={sigma}, "
+              f"num_steps={steps}, delta=...): a valid upper bound at any number of steps"
+              + ("" if div == 1 else f" (the run is dominated by Poisson sampling at the "
+                 f"same q with 1/{div} of the noise multiplier)"))
     return WindowTooLarge(
-        f"{what}{_given(sched)} give T = {sched.total_steps} Poisson steps at q = "
-        f"{sched.sampling_probability:.6g}: too many for the tight Poisson PLD at this "
-        f"noise_multiplier ({err}) Use fewer epochs, a larger noise_multiplier, or "
-        "jaxacct.poisson.epsilon(method='rdp', q=..., sigma=..., num_steps=T, delta=...) "
-        "(a valid upper bound at any T).", points=err.points)
+        f"{what}{_given(sched)} give T = {sched.total_steps} steps: too many for the PLD at "
+        f"this noise_multiplier ({err}) Use fewer epochs, a larger noise_multiplier{also}.",
+        points=err.points)
   if not str(err).startswith(("num_steps", "steps_per_epoch")):
     return err
   t = sched.steps_per_epoch

@@ -402,7 +402,7 @@ class EpsilonDelta:
     Bound: upper (pessimistic) / lower (optimistic)."""
     h = _step(value_discretization_interval, pessimistic)
     if not 2.0 * self.eps0 / h <= jpld.MAX_WINDOW:
-      raise checks.WindowTooLarge(
+      raise checks.OneStepTooLarge(
           f"eps0 {self.eps0:g} at value_discretization_interval {h:g}: the PLD's grid would "
           f"span {2.0 * self.eps0 / h:.3g} points, more than the PLD engine runs "
           f"({jpld.MAX_WINDOW}); eps0 <= {jpld.MAX_WINDOW * h / 2.0:.3g} is accounted at this "

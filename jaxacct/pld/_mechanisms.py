@@ -71,12 +71,12 @@ def _scaled_param(name, value, step, sensitivity, pessimistic):
 
 
 def _check_grid(points, what: str, step, accounted: str, advice: str) -> None:
-  """``WindowTooLarge`` (a ``ValueError``) when a one-step grid of ``points``
+  """``OneStepTooLarge`` (a ``ValueError``) when a one-step grid of ``points``
   points (inf and NaN included) is over the PLD engine's ``MAX_WINDOW``: refused
   before anything is allocated, with ``what`` (the user's arguments) and the
   range ``accounted`` at this ``step``."""
   if not points <= MAX_WINDOW:
-    raise checks.WindowTooLarge(
+    raise checks.OneStepTooLarge(
         f"{what} at step {float(step):g}: the PLD's grid would span about {points:.3g} "
         f"points, more than the PLD engine runs ({MAX_WINDOW}); {accounted} at this "
         "step." + (f" {advice}" if advice else ""), points)

@@ -72,4 +72,5 @@ SAMPLER = register(Sampler(
           "(batch sizes vary, expected B; jax_privacy's CyclicPoissonSampling); T = "
           "ceil(E N / B) steps, each example eligible in ceil(T / b) of them"),
     schedule=_schedule, event=_event, block=_block,
-    gdp_rate=_rate, settings=CyclicPoissonSettings, options=("total_steps",)))
+    gdp_rate=_rate, settings=CyclicPoissonSettings, options=("total_steps",),
+    rdp_poisson=lambda s: (_rate(s), 1, math.ceil(s.total_steps / s.settings.cycle_length))))

@@ -38,4 +38,5 @@ SAMPLER = register(Sampler(
           "steps; steps_per_epoch is the expected N/B"),
     schedule=_schedule, event=_event, block=rate_block(_step), risk=_risk,
     gdp_rate=lambda s: s.sampling_probability, options=("total_steps",),
-    comparison_is_run=True, in_default_plot=True))
+    comparison_is_run=True, in_default_plot=True,
+    rdp_poisson=lambda s: (s.sampling_probability, 1, s.total_steps)))

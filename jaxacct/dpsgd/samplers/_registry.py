@@ -113,6 +113,11 @@ class Sampler:
     steps_rule: the rule giving t (error messages), e.g. ``"floor(N / B)"``.
     comparison_is_run: the statement's Poisson comparison row is this run.
     in_default_plot: drawn by :func:`jaxacct.plot.epsilon` by default.
+    rdp_poisson: ``schedule -> (q, divisor, steps)``: ``steps`` Poisson-subsampled
+      Gaussian steps at rate q and noise multiplier ``noise_multiplier / divisor``
+      that are the run's event or dominate it, so their RDP bound
+      (``jaxacct.poisson.epsilon(method="rdp")``, valid at any count) bounds
+      the run; the refusal of a run too long for the PLD names it. None.
   """
   name: str
   label: str
@@ -134,6 +139,7 @@ class Sampler:
   steps_rule: str = "floor(N / B)"
   comparison_is_run: bool = False
   in_default_plot: bool = False
+  rdp_poisson: Optional[Callable] = None
 
   def result(self, sched: Schedule, noise_multiplier, delta):
     """The run's ``EpsilonResult`` at ``noise_multiplier`` and ``delta`` broadcast

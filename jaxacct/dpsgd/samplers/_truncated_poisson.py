@@ -71,6 +71,15 @@ def _lower(sched, sigma, delta):
                           "(jaxacct.accounting.truncated_lower; docs/bounds/truncated_poisson.md)")
 
 
+def _rdp_poisson(sched):
+  """T Poisson steps at rate q and noise multiplier sigma / 2 dominate the run: each
+  step's upper pair, ``(1 - t) PG(sigma, q) + t PG(sigma / 2, q_t)`` with ``q_t <= q b /
+  (b + 1) < q`` (``jaxacct.accounting.mixtures.truncated_poisson_gaussian``), mixes two
+  pairs each dominated by PG(sigma / 2, q) (more noise and a lower rate are
+  post-processings), so by joint convexity it is too (docs/bounds/truncated_poisson.md)."""
+  return sched.sampling_probability, 2, sched.total_steps
+
+
 def _caps(sched, sigma, delta):
   """The smallest caps within 1 % and 10 % of untruncated Poisson's certified epsilon."""
   r = truncated_cap.smallest_caps(sched.num_examples, sched.sampling_probability,
@@ -87,4 +96,5 @@ SAMPLER = register(Sampler(
           "arXiv:2508.15089); T = ceil(E N / B) steps; steps_per_epoch is the expected N/B"),
     schedule=_schedule, event=_event, lower=_lower, caps=_caps, block=rate_block(_step),
     gdp_rate=lambda s: s.sampling_probability,
-    settings=TruncatedPoissonSettings, options=("total_steps",)))
+    settings=TruncatedPoissonSettings, options=("total_steps",),
+    rdp_poisson=_rdp_poisson))
