@@ -133,7 +133,9 @@ def _lane(n, eps0, orders, num_c, num_a, lower, passes=3):
                                      (terms, focus))
   log_em1 = logsumexp(terms, axis=-1)
   rdp = jnp.logaddexp(0.0, log_em1) / (lam[:, 0] - 1.0)
-  return jnp.minimum(rdp, eps0)
+  # the shuffled reports are eps0-DP, so eps0 bounds every order: where the sum
+  # overflows (NaN past eps0 ~ 30 at large n) the upper is eps0 and the lower 0
+  return jnp.where(jnp.isnan(rdp), 0.0 if lower else eps0, jnp.minimum(rdp, eps0))
 
 
 @functools.partial(jit, static_argnames=("orders", "num_c", "num_a",
@@ -293,8 +295,10 @@ def chen_exact_rdp(orders=DEFAULT_ORDERS, *, n, eps0, num_c: int = 160,
   Bound: upper (``bound="upper"``). Exact (to rounding) when n <= num_c + 3
   (every integer an edge in c and in a).
   Clipped at eps0. eps0 = 0 gives 0; n = 1 gives eps0. Under jit, invalid
-  lanes (n < 1 or non-integer, eps0 < 0 or non-finite) are NaN.
-  Regimes: no NaN/inf for n up to 1e9, eps0 up to ~30, orders up to 1e4.
+  lanes (n < 1 or non-integer, eps0 < 0 or non-finite) are NaN. The sum is
+  finite for n up to 1e9, eps0 up to ~30, orders up to 1e4; past it, where it
+  overflows, an order's upper is eps0 (the shuffled reports are eps0-DP) and
+  its lower 0.
   """
   orders_np = checks.check_orders(orders)
   checks.check_choice("bound", bound, ("upper", "lower"))

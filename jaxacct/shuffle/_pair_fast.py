@@ -27,7 +27,8 @@ from jaxacct._core.logmath import log_binom_pmf
 from jaxacct._core.namespace import JAX, each_lane, for_inputs, host_call
 from jaxacct._core.results import host_f64
 from jaxacct.shuffle._symmetric_pair_sum import (HostBlockTerms, block_terms, cell_terms,
-                                                  finish_delta, sym_eval, sym_setup)
+                                                  finish_delta, rr_sandwich, sym_eval,
+                                                  sym_setup)
 from jaxacct.shuffle._pair_reference import pair_params_invalid
 from jaxacct.shuffle._windows import (BLOCK, betainc_fixed, bucket_widths, cut_mass, fast_width,
                                       raw_widths, window_start)
@@ -263,7 +264,10 @@ def member_params(eps0, member: str):
   """
   xp = jnp if isinstance(eps0, jax.Array) else np
   p = xp.exp(eps0)
-  q = 2.0 * p * p / (p + 1.0) if member == "clone" else p
+  if member == "clone":   # p^2 overflows past eps0 ~ 354.9: there 2 p / (1 + 1/p)
+    q = xp.where(p < 1e150, 2.0 * p * p / (p + 1.0), 2.0 * p / (1.0 + 1.0 / p))
+  else:
+    q = p
   return p, (p - 1.0) / (p + 1.0), q
 
 
@@ -404,8 +408,9 @@ def member_epsilon_slots(delta, n, eps0, width, lane_live, slot_lane, slot_block
     al = lanes_sum(jnp.sum(w * allow, axis=1))
     qs = lanes_sum(jnp.sum(jnp.where(live, w * qm, 0.0), axis=1))
     bad = lanes_sum(jnp.where(ok | ~slot_live, 0.0, 1.0)) > 0
-    d = finish_delta(e, p, n, width, h, al, tail, ~bad, jnp)
-    return jnp.where(lane_live, d, 0.0), jnp.maximum(qs / n, 0.0)
+    d, qs = rr_sandwich(finish_delta(e, p, n, width, h, al, tail, ~bad, jnp),
+                        jnp.maximum(qs / n, 0.0), e, p, n, jnp)
+    return jnp.where(lane_live, d, 0.0), qs
 
   zero = jnp.zeros((L,))
   a, b = solve.safeguarded_root(ev, functools.partial(_propose, delta, jnp), zero,
@@ -485,8 +490,10 @@ def member_epsilon_blocks(delta, n, eps0, *, member: str):
 
 
 def _check_member_inputs(n, eps0):
+  """n >= 1 and eps0 in (0, EPS0_MAX] (beyond it e^eps0 overflows: the shuffle doors'
+  range)."""
   checks.check_int("n", n, min_value=1)
-  checks.check_positive("eps0", eps0)
+  checks.check_range("eps0", eps0, 0.0, checks.EPS0_MAX, lo_open=True)
 
 
 def _on_host(max_n, *args) -> bool:

@@ -255,4 +255,21 @@ def sym_eval(e, n, p, alpha, r, lo, c, w, tail, block, ns=JAX, fixed: bool = Fal
   ok = xp.all(ok)
   qmass = xp.maximum(xp.sum(xp.where(live, w * qm, 0.0)) / n, 0.0)
   dl = finish_delta(e, p, n, width, xp.sum(w * inner), xp.sum(w * allow), tail, ok, xp)
-  return dl, qmass, ok
+  return rr_sandwich(dl, qmass, e, p, n, xp) + (ok,)
+
+
+def rr_sandwich(dl, qmass, e, p, n, xp):
+  """``(delta, Q-mass)`` checked against the bounds every member's pair obeys: at
+  most eps0-randomized response's delta ``(p - e)^+ / (p + 1)`` (the shuffled
+  reports are eps0-DP), at least ``(1 - 2 / (p + 1))^(n - 1)`` of it (no other
+  report is a clone, a clone's probability being at most ``2 / (p + 1)``: then the
+  pair is that response). Where e^eps0 is large the sums lose every digit (delta 0
+  at eps0 = 40, n = 1000, under the response's 0.632; NaN past e^(2 eps0)): a
+  delta below the lower bound, or NaN, is wrong, and the response's delta (an
+  upper bound) replaces it, as it replaces one above it (invalid lanes are NaN
+  again at the callers). Q-mass follows: the response's ``1 / (p + 1)`` there."""
+  rr = xp.maximum(p - e, 0.0) / (p + 1.0)
+  no_clone = xp.exp((n - 1.0) * xp.log1p(-2.0 / (p + 1.0)))
+  held = xp.where((dl < no_clone * rr) | xp.isnan(dl), rr, xp.minimum(dl, rr))
+  moved = held != dl
+  return held, xp.where(moved, xp.where(e < p, 1.0 / (p + 1.0), 0.0), qmass)

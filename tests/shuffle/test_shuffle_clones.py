@@ -184,3 +184,35 @@ def test_check_blanket_condition():
   assert not ok and abs(e0 - math.log(2.5)) < 1e-12
   # a declared eps0 below the matrix's LDP level fails
   assert not sh.check_blanket_condition(_krr(3, 1.0), 0.5)[0]
+
+
+@pytest.mark.parametrize("layout", ["cpu", "accelerator"])
+def test_large_eps0_never_under_the_randomized_response(layout):
+  # The shuffled reports are eps0-DP, and with no other report a clone (probability
+  # (1 - 2/(e^eps0 + 1))^(n-1)) the pair is eps0-randomized response: each member's
+  # delta lies between those two (rr2_lower_* is that response's own epsilon, a lower
+  # bound). Past eps0 ~ 25 the clone sums lost every digit: epsilon 36.25 at eps0 40
+  # (n = 1000; the answer is 40 - 1e-6), delta 0 for 0.632, NaN from eps0 354.9.
+  import jaxacct
+  e0 = np.array([25.0, 40.0, 120.0, 354.9, 355.1, 600.0, 700.0])
+  n = np.full(e0.shape, 1000)
+  rr_delta = -np.expm1(-1.0) / (1.0 + np.exp(-e0))   # the response's delta at eps0 - 1
+  with jaxacct.set_layout(layout):
+    lo = np.asarray(sh.rr2_lower_epsilon(np.full(e0.shape, 1e-6), n=n, eps0=e0).epsilon)
+    for member in ("clone", "stronger_clone"):
+      up = np.asarray(getattr(sh, f"{member}_epsilon")(np.full(e0.shape, 1e-6), n=n,
+                                                          eps0=e0).epsilon)
+      assert np.all(up >= lo * (1 - 1e-12)) and np.all(up <= e0), (member, up, lo)
+      d = np.asarray(getattr(sh, f"{member}_delta")(e0 - 1.0, n=n, eps0=e0).delta)
+      np.testing.assert_allclose(d, rr_delta, rtol=1e-12)
+      assert np.all(d >= rr_delta * (1 - 1e-12))
+  with pytest.raises(ValueError, match=r"eps0 must be in \(0, 700\]"):
+    sh.clone_epsilon(1e-6, n=1000, eps0=720.0)
+
+
+@pytest.mark.slow
+def test_chen_rdp_past_its_sum_is_eps0():
+  # Chen et al.'s RDP: eps0 bounds every order where its sum overflows (was NaN
+  # from eps0 ~ 30 at n = 1000)
+  r = sh.chen_epsilon(n=1000, eps0=50.0, delta=1e-6)
+  assert 50.0 <= r.epsilon < 50.01
