@@ -15,7 +15,7 @@ import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct._core import checks, dp_bridge
-from jaxacct._core.checks import OneStepTooLarge, WindowTooLarge
+from jaxacct._core.checks import WindowTooLarge
 from jaxacct._core.dtype import side_by_side, x64_boundary
 from jaxacct._core.events import kind
 from jaxacct._core.gaussian import gaussian_delta, gaussian_epsilon
@@ -228,8 +228,6 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     restated as a ``ValueError`` naming ``count``."""
     try:
       return self._answer(quantity, value, with_lower=with_lower)
-    except OneStepTooLarge:   # one step's own grid: its message names its parameter
-      raise
     except WindowTooLarge as err:
       raise self._too_long(err) from None
 
@@ -382,8 +380,6 @@ class PLDAccountant(dp_bridge.PrivacyAccountantBase):
     try:
       c = self._compose_general()
       return c.upper, c.lower
-    except OneStepTooLarge:
-      raise
     except WindowTooLarge as err:
       raise self._too_long(err) from None
 

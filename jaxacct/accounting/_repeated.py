@@ -16,7 +16,7 @@ import numpy as np
 
 from jaxacct import pld as jpld
 from jaxacct._core import checks
-from jaxacct._core.checks import WindowTooLarge
+from jaxacct._core.checks import OneStepTooLarge, WindowTooLarge
 from jaxacct._core.dtype import side_by_side
 from jaxacct.accounting._scheme_doors import scheme_door
 
@@ -133,7 +133,10 @@ def composition_window(plds, counts, size, tail_mass) -> int:
 
 def too_long(history, step, err) -> WindowTooLarge:
   """An engine's ``WindowTooLarge`` restated naming ``count`` and the ledger
-  (``history``: the accountant's (event, count) pairs, what the user composed)."""
+  (``history``: the accountant's (event, count) pairs, what the user composed); one
+  step's own grid (``OneStepTooLarge``) as it is: it names that step's parameter."""
+  if isinstance(err, OneStepTooLarge):
+    return err
   ledger = ", ".join(f"{type(e).__name__} x {n}" for e, n in history)
   return WindowTooLarge(
       f"count: the ledger ({ledger}) is too long for this accountant's PLDs at "
