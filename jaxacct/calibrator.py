@@ -54,25 +54,7 @@ def upper_epsilon(events, delta, *, accountant: str = "pld") -> np.ndarray:
   checks.check_delta(delta)
   checks.check_choice("accountant", accountant, ACCOUNTANTS)
   d = np.broadcast_to(np.asarray(delta, np.float64), (len(events),))
-  return _upper(events, d, accountant, host=evaluator.is_host(d, None))
-
-
-def _upper(events, d, accountant="pld", host=None):
-  if accountant == "rdp":
-    return evaluator.rdp_upper(events, d)
-  return evaluator.bracket(events, d, with_lower=False, host=host).upper
-
-
-def _searched_upper(events, d, accountant, host):
-  """:func:`_upper` as the search reads it: +inf for a lane the PLD refuses
-  (``WindowTooLarge``: infeasible to the search, never returned)."""
-  try:
-    return _upper(events, d, accountant, host)
-  except checks.WindowTooLarge:
-    if len(events) == 1:
-      return np.full(1, np.inf)
-  return np.concatenate([_searched_upper([e], d[i:i + 1], accountant, host)
-                         for i, e in enumerate(events)])
+  return evaluator.upper(events, d, accountant=accountant, host=evaluator.is_host(d, None))
 
 
 def _noise_scale(make_event, lo, hi):
@@ -246,7 +228,7 @@ def _calibrate(make_event, target_epsilon, delta, bracket, discrete, increasing,
       if batched and idx.size < m:   # all lanes each time: one compiled shape
         xs, sel, idx = park.copy(), idx, np.arange(m)
       evs = [make_event(int(x) if discrete else float(x)) for x in xs]
-      out = _searched_upper(evs, d[idx], accountant, host)
+      out = evaluator.upper(evs, d[idx], accountant=accountant, host=host, refused=np.inf)
       bar.update(1)
       return out if sel is None else out[sel]
 

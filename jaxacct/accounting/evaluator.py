@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple, Optional
 
 import numpy as np
 
+from jaxacct._core.checks import WindowTooLarge
 from jaxacct._core.lazy import LazyModule
 from jaxacct import accounting, poisson
 from jaxacct import pld as jpld
@@ -71,6 +72,24 @@ def rdp_upper(events_, delta) -> np.ndarray:
   sig = np.array([f.sigma for f in fams])
   return np.asarray(poisson.epsilon(q=q, sigma=sig, num_steps=T, delta=delta).epsilon,
                     np.float64)
+
+
+def upper(events_, delta, *, accountant: str = "pld", host=None, refused=None) -> np.ndarray:
+  """Certified upper epsilon of each event: :func:`bracket`'s (``accountant="rdp"``:
+  :func:`rdp_upper`). ``refused``: the value of a lane the PLD refuses
+  (``WindowTooLarge``: a noise too small for its grid, or too many steps at it),
+  for a search that reads it as infeasible (+inf); None raises the refusal."""
+  if accountant == "rdp":
+    return rdp_upper(events_, delta)
+  try:
+    return bracket(events_, delta, with_lower=False, host=host).upper
+  except WindowTooLarge:
+    if refused is None:
+      raise
+    if len(events_) == 1:
+      return np.full(1, float(refused))
+  return np.concatenate([upper([e], delta[i:i + 1], host=host, refused=refused)
+                         for i, e in enumerate(events_)])
 
 
 def relation_of(event) -> str:
