@@ -125,8 +125,8 @@ def test_noise_multipliers_the_pld_refuses_are_infeasible():
 @pytest.mark.slow
 def test_truncated_calibration_steps_over_refused_probes():
   # epsilon 50 at the README run: the search probes sigma 0.0247, below what the
-  # truncated Poisson PLD accounts at step 1e-4 (before the fix its refusal reached
-  # the user); the answer is certified and tight to rtol
+  # truncated Poisson PLD accounts at step 1e-4: the search reads that refusal as
+  # infeasible and goes on; the answer is certified and tight to rtol
   run = dict(num_examples=60_000, batch_size=256, num_epochs=10, delta=1e-5,
              sampling="truncated_poisson", max_batch_size=300, progress=False)
   s = dpsgd.calibrate_noise_multiplier(epsilon=50.0, rtol=RTOL, **run)

@@ -274,10 +274,10 @@ def test_instance_epsilons_unchanged_bit_for_bit(args, pinned):
 
 def test_large_epsilons_keep_their_lower():
   # 20 records (the whole count law kept: nothing left out, so no charge weighs
-  # e^eps) at q = 0.5, sigma 0.5, 60 steps: the lower read at delta 1e-5 stands
-  # (the windows' tail mass is charged as it is). Before, that tail mass was charged
-  # times 1 + e^eps, which past 45 nats pushed the read to delta 0.5 (38.56 here), and
-  # past 709 nats raised OverflowError. Below the certified upper (109.24).
+  # e^eps) at q = 0.5, sigma 0.5, 60 steps: the lower is read at delta 1e-5 plus the
+  # windows' tail mass as it is (P-mass moved to +inf), not at delta 0.5 (38.56 there).
+  # 95.80787837 is a regression value of jaxacct's own (no independent source at this
+  # size); the check against a bound is the certified upper below (109.24).
   lo = float(truncated_lower.instance_epsilons(20, 0.5, 15, 0.5, 60, 1e-5)[0])
   assert lo == pytest.approx(95.80787837, rel=1e-8)
   up = PLDAccountant().compose(ev.SelfComposedDpEvent(ev.TruncatedSubsampledGaussianDpEvent(
@@ -289,7 +289,7 @@ def test_large_epsilons_keep_their_lower():
 @pytest.mark.slow
 def test_a_charge_past_overflow_certifies_nothing():
   # 100 records, q = 0.1: the count law leaves out mass (eta > 0), so at 20,000 steps
-  # (epsilon past 709 nats) its charge (1 + e^eps) T eta overflows: before, an
-  # OverflowError; now what can be certified (0: none)
+  # (epsilon past 709 nats) its charge (1 + e^eps) T eta overflows: the answer is
+  # what can be certified (finite, >= 0; 0 means none), not an OverflowError
   lo = truncated_lower.instance_epsilons(100, 0.1, 12, 0.5, 20000, 1e-5)
   assert np.all(np.isfinite(lo)) and np.all(lo >= 0.0)

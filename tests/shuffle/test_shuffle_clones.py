@@ -191,8 +191,9 @@ def test_large_eps0_never_under_the_randomized_response(layout):
   # The shuffled reports are eps0-DP, and with no other report a clone (probability
   # (1 - 2/(e^eps0 + 1))^(n-1)) the pair is eps0-randomized response: each member's
   # delta lies between those two (rr2_lower_* is that response's own epsilon, a lower
-  # bound). Past eps0 ~ 25 the clone sums lost every digit: epsilon 36.25 at eps0 40
-  # (n = 1000; the answer is 40 - 1e-6), delta 0 for 0.632, NaN from eps0 354.9.
+  # bound). Checked from eps0 25, where the fast sums lose digits, past 354.9, where
+  # e^(2 eps0) overflows, to the doors' limit 700; the response's delta at eps0 - 1 is
+  # its closed form (1 - e^-1) / (1 + e^-eps0).
   import jaxacct
   e0 = np.array([25.0, 40.0, 120.0, 354.9, 355.1, 600.0, 700.0])
   n = np.full(e0.shape, 1000)
@@ -212,7 +213,7 @@ def test_large_eps0_never_under_the_randomized_response(layout):
 
 @pytest.mark.slow
 def test_chen_rdp_past_its_sum_is_eps0():
-  # Chen et al.'s RDP: eps0 bounds every order where its sum overflows (was NaN
-  # from eps0 ~ 30 at n = 1000)
+  # Chen et al.'s RDP where its sum overflows (eps0 50, n = 1000): eps0 bounds every
+  # order, so the epsilon is eps0 plus the conversion's log(1/delta) / (order - 1)
   r = sh.chen_epsilon(n=1000, eps0=50.0, delta=1e-6)
   assert 50.0 <= r.epsilon < 50.01
