@@ -176,6 +176,35 @@ def test_rdp_epsilon_never_below_exact_gaussian_lower_bound():
     assert exact <= e <= exact * 1.5
 
 
+def _gaussian_epsilon_mpmath(mu, delta):
+  """Epsilon at ``delta`` of the Gaussian mechanism N(0, 1) vs N(mu, 1): bisection
+  on delta(e) = Phi(mu/2 - e/mu) - e^e Phi(-mu/2 - e/mu) at 40 digits."""
+  with mp.workdps(40):
+    mu, d = mp.mpf(mu), mp.mpf(delta)
+    f = lambda e: mp.ncdf(mu / 2 - e / mu) - mp.e ** e * mp.ncdf(-mu / 2 - e / mu) - d
+    lo, hi = mp.mpf(0), mp.mpf(1)
+    while f(hi) > 0:
+      hi *= 2
+    for _ in range(120):
+      mid = (lo + hi) / 2
+      lo, hi = (mid, hi) if f(mid) > 0 else (lo, mid)
+    return float(hi)
+
+
+@pytest.mark.parametrize("sigma, steps", [(0.5, 10), (0.2, 10)])
+def test_pld_at_q1_never_below_the_gaussian_at_large_epsilon(sigma, steps):
+  """q = 1 is the Gaussian mechanism at sigma / sqrt(T) (closed form, mpmath).
+
+  At sigma 0.2, 10 steps, delta 1e-10 (epsilon 224.74) count 10 lies far below the
+  saddle point of its block's last count (16): read at the block's tilt, its
+  round-off estimate is 18.7 delta, and only its own tilt keeps it above the exact
+  epsilon. The grid's pessimism puts the PLD about 1e-9 relative above it."""
+  exact = _gaussian_epsilon_mpmath(np.sqrt(steps) / sigma, 1e-10)
+  got = float(poisson.epsilon(q=1.0, sigma=sigma, num_steps=steps, delta=1e-10,
+                              method="pld").epsilon)
+  assert exact <= got <= exact * (1 + 1e-8), (got, exact)
+
+
 def _extreme_oracle():
   """mpmath oracle of the extreme setting below (see its docstring)."""
   with mp.workdps(40):

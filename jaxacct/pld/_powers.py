@@ -146,6 +146,32 @@ def _tilt_and_size(pair, rows, size, floor, delta, at=None, grow=4):
     size = fast_len(size + 1)
 
 
+def _round_off(pair, rows, size, lam, floor, delta):
+  """Each row's relative round-off estimate in delta at tilt ``lam`` and FFT length
+  ``size`` (the estimate :func:`_tilt_and_size` keeps under ``_ROUND`` for the
+  chunk's least-tilted row, here per row)."""
+  first = _first_read(pair, rows, size, floor)
+  log_u = pair.kn(np.array([lam]), rows)[:, 0] - lam * (first * pair.h)
+  score = log_u - math.log(-math.expm1(-max(lam, 1e-300) * pair.h))
+  return pair.counts[rows] * 2.2e-16 * np.exp(np.minimum(score, 700.0)) / delta
+
+
+def _retilt(out, est, one, delta):
+  """A row's epsilon again, alone at its own tilt, where the chunk's shared tilt
+  left its round-off estimate ``est`` over ``_ROUND`` (the chunk's tilt is chosen at
+  the saddle point of its last row, far below an earlier row's when epsilon is
+  large): ``one()`` is the row's one-count ``Powers``, read from just below ``out``.
+  Run only where its own estimate is under a quarter of ``est``; else ``out``."""
+  if not (est > _ROUND and np.isfinite(out) and out > 0.0):
+    return out
+  pair, rows = one(), slice(0, 1)
+  floor = (1.0 - 1e-3) * float(out)
+  lam, size = _tilt_and_size(pair, rows, int(pair.natural[0]), floor, delta)
+  if not _round_off(pair, rows, size, lam, floor, delta)[0] < 0.25 * est:
+    return out
+  return float(_run_chunk(pair, rows, size, lam, delta, floor)[0])
+
+
 def _solve(pair, rows, y, size, lam, first, targets, below_ok):
   """Epsilon of each count of ``rows`` from its tilted composed masses ``y`` (B, size).
 
@@ -308,8 +334,13 @@ def _block(base, factor, block, wanted, delta, tail_mass):
     sub = Powers(base, factor, canon[pick], tail_mass)
     spec[:pick.size] = spec[pick]
     out = _run_chunk(sub, slice(0, pick.size), size, lam, delta, floor, spec=spec)
-  for j in np.flatnonzero(np.isinf(out) & (delta > pair.inf[pick])):
-    out[j] = _alone(base, factor, canon[pick[j]], delta, tail_mass)
+  est = _round_off(pair, slice(0, canon.size), size, lam, floor, delta)[pick]
+  for j in range(out.size):
+    if np.isinf(out[j]) and delta > pair.inf[pick[j]]:
+      out[j] = _alone(base, factor, canon[pick[j]], delta, tail_mass)
+    else:
+      out[j] = _retilt(out[j], est[j], lambda c=canon[pick[j]]: Powers(
+          base, factor, np.array([c], np.int64), tail_mass), delta)
   return out
 
 
@@ -477,8 +508,13 @@ def column_epsilons(pld, count, factors, delta, *, tail_mass=1e-20):
     rows = slice(0, len(part))
     lam, size = _tilt_and_size(pair, rows, int(np.max(pair.natural)), floor, delta)
     got = _run_chunk(pair, rows, size, lam, delta, floor)
-    for j in np.flatnonzero(np.isinf(got) & (delta > pair.inf)):   # as a block's counts
-      got[j] = _alone(base, [part[j]], int(count), delta, tail_mass)
+    est = _round_off(pair, rows, size, lam, floor, delta)
+    for j in range(got.size):    # as a block's counts
+      if np.isinf(got[j]) and delta > pair.inf[j]:
+        got[j] = _alone(base, [part[j]], int(count), delta, tail_mass)
+      else:
+        got[j] = _retilt(got[j], est[j], lambda f=part[j]: Powers(
+            base, [f], np.array([int(count)], np.int64), tail_mass), delta)
     out.append(got)
   release()
   return np.concatenate(out) if out else np.empty(0)
