@@ -156,6 +156,29 @@ def _round_off(pair, rows, size, lam, floor, delta):
   return pair.counts[rows] * 2.2e-16 * np.exp(np.minimum(score, 700.0)) / delta
 
 
+def _own_tilt_helps(pair, rows, out, est, lam, delta):
+  """Rows worth a :func:`_retilt` (the rest cost one batch of log-MGFs, not a tilt
+  search each): estimate ``est`` over ``_ROUND``, the chunk's tilt ``lam`` under
+  half the row's own saddle point (read from just below its answer ``out``), and
+  the row's least estimate over the tilts up to that point (the tilt and length
+  :func:`_retilt` picks can only do worse) under a quarter of ``est``."""
+  want = (est > _ROUND) & np.isfinite(out) & (out > 0.0)
+  if not np.any(want):
+    return want
+  lams = np.concatenate([[0.0], LAMBDAS])
+  floors = (1.0 - 1e-3) * np.where(want, out, 0.0)
+  first = np.maximum(np.floor(floors / pair.h) - pair.shift[rows] - 1,
+                     pair.start(rows, 4 * int(np.max(pair.natural[rows]))))
+  k = pair.kn(lams, rows)
+  # the tilts :func:`_tilt_and_size` tries: 0 up to the saddle point at the floor
+  top = np.argmin(k - lams[None, :] * (floors - pair.shift[rows] * pair.h)[:, None], axis=1)
+  score = (k - lams[None, :] * (first[:, None] * pair.h)
+           - np.log(-np.expm1(-np.maximum(lams, 1e-300) * pair.h))[None, :])
+  score = np.where(np.arange(lams.size)[None, :] <= top[:, None], score, np.inf)
+  least = pair.counts[rows] * 2.2e-16 * np.exp(np.minimum(np.min(score, axis=1), 700.0)) / delta
+  return want & (least < 0.25 * est) & (lam < 0.5 * lams[top])
+
+
 def _retilt(out, est, one, delta):
   """A row's epsilon again, alone at its own tilt, where the chunk's shared tilt
   left its round-off estimate ``est`` over ``_ROUND`` (the chunk's tilt is chosen at
@@ -334,13 +357,12 @@ def _block(base, factor, block, wanted, delta, tail_mass):
     sub = Powers(base, factor, canon[pick], tail_mass)
     spec[:pick.size] = spec[pick]
     out = _run_chunk(sub, slice(0, pick.size), size, lam, delta, floor, spec=spec)
+  for j in np.flatnonzero(np.isinf(out) & (delta > pair.inf[pick])):
+    out[j] = _alone(base, factor, canon[pick[j]], delta, tail_mass)
   est = _round_off(pair, slice(0, canon.size), size, lam, floor, delta)[pick]
-  for j in range(out.size):
-    if np.isinf(out[j]) and delta > pair.inf[pick[j]]:
-      out[j] = _alone(base, factor, canon[pick[j]], delta, tail_mass)
-    else:
-      out[j] = _retilt(out[j], est[j], lambda c=canon[pick[j]]: Powers(
-          base, factor, np.array([c], np.int64), tail_mass), delta)
+  for j in np.flatnonzero(_own_tilt_helps(pair, pick, out, est, lam, delta)):
+    out[j] = _retilt(out[j], est[j], lambda c=canon[pick[j]]: Powers(
+        base, factor, np.array([c], np.int64), tail_mass), delta)
   return out
 
 
@@ -508,13 +530,12 @@ def column_epsilons(pld, count, factors, delta, *, tail_mass=1e-20):
     rows = slice(0, len(part))
     lam, size = _tilt_and_size(pair, rows, int(np.max(pair.natural)), floor, delta)
     got = _run_chunk(pair, rows, size, lam, delta, floor)
+    for j in np.flatnonzero(np.isinf(got) & (delta > pair.inf)):   # as a block's counts
+      got[j] = _alone(base, [part[j]], int(count), delta, tail_mass)
     est = _round_off(pair, rows, size, lam, floor, delta)
-    for j in range(got.size):    # as a block's counts
-      if np.isinf(got[j]) and delta > pair.inf[j]:
-        got[j] = _alone(base, [part[j]], int(count), delta, tail_mass)
-      else:
-        got[j] = _retilt(got[j], est[j], lambda f=part[j]: Powers(
-            base, [f], np.array([int(count)], np.int64), tail_mass), delta)
+    for j in np.flatnonzero(_own_tilt_helps(pair, rows, got, est, lam, delta)):
+      got[j] = _retilt(got[j], est[j], lambda f=part[j]: Powers(
+          base, [f], np.array([int(count)], np.int64), tail_mass), delta)
     out.append(got)
   release()
   return np.concatenate(out) if out else np.empty(0)
