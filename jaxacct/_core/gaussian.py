@@ -9,10 +9,12 @@ privacy", arXiv:1805.06530v2, Thm 8 (tight, both directions, all real eps):
 Evaluated as ``exp(log_sub_exp(log_ndtr(a), eps + log_ndtr(b)))`` so that it
 neither overflows at large epsilon nor loses the difference to cancellation:
 relative error ~1e-15 * |log_ndtr(a)| / gap, where gap = 1 - e^(lb - la) ~
-1/(eps sigma^2) when eps sigma is large. Measured against mpmath: below 1e-11
-wherever delta >= 1e-100; larger where both terms are astronomically small and
-nearly equal (8.5e-10 relative, below the exact value, at sigma = 8, eps = 4,
-delta ~ 1.6e-226; tests/mechanisms/test_mechanisms.py allows 2e-9 there).
+1/(eps sigma^2) when eps sigma is large. The answers are rounded up by that
+round-off, each log term allowed 4 ulps of (|l| + 1): delta by its absolute
+error, epsilon by that over |d delta / d eps| = e^lb. Measured against mpmath
+(tests/_core/test_core.py): never below the exact profile or root; epsilon at
+most 3.2e-12 relative above it (median 3e-14), delta 7.6e-9 where both terms
+are astronomically small and nearly equal.
 
 RDP: Mironov, arXiv:1702.07476v3, Prop. 7: :math:`R_\alpha = \alpha/(2\sigma^2)`.
 """
@@ -33,9 +35,51 @@ from jaxacct._core.namespace import HOST, JAX, for_inputs, host_call
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 
 
+#: Float64 round-off, in units of the two log terms' sizes, that the rounded-up
+#: profile and epsilon allow for (``_log_terms``): measured errors reach about one
+#: unit (1.8e-13 relative in epsilon at sigma 97.75, delta 2.2e-20).
+_ROUND_UNITS = 4.0 * float(np.finfo(np.float64).eps)
+
+
 def gaussian_log_delta(sigma, epsilon, ns=JAX):
   """Log of the exact Gaussian privacy profile (jittable kernel; ``ns=HOST``:
-  the same formula in NumPy/SciPy, :mod:`jaxacct._core.namespace`)."""
+  the same formula in NumPy/SciPy, :mod:`jaxacct._core.namespace`), to round-off
+  (either side; :func:`gaussian_delta_kernel` rounds up)."""
+  la, lb, sigma, epsilon = _log_terms(sigma, epsilon, ns)
+  return _log_profile(la, lb, sigma, epsilon, ns.xp)
+
+
+def _log_profile(la, lb, sigma, epsilon, xp):
+  out = log_sub_exp(la, xp.minimum(lb, la), xp)
+  out = xp.where(epsilon == xp.inf, -xp.inf, out)
+  return xp.where(sigma > 0, out, xp.nan)
+
+
+def _round_off(la, lb, xp):
+  """Bound on the absolute error of delta, over e^lb (= -d delta / d epsilon):
+  each log term's error is at most ``_ROUND_UNITS (|l| + 1)`` absolute."""
+  gap = xp.minimum(la - lb, 700.0)
+  return _ROUND_UNITS * ((xp.abs(la) + 1.0) * xp.exp(gap) + xp.abs(lb) + 1.0)
+
+
+def _log_ndtr(x, ns):
+  """log Phi(x): SciPy's on the host; in a kernel ``log(ndtr(x))`` down to -37 (Phi
+  is a normal float there) and the asymptotic series below, six terms (the next
+  under 1e-15). JAX's own ``log_ndtr`` switches to a three-term series at -20 and
+  is off by up to 3.9e-9 absolute on [-37, -20] (mpmath)."""
+  if ns.is_host:
+    return ns.sp.log_ndtr(x)
+  xp = ns.xp
+  near = xp.maximum(x, -37.0)
+  xs = xp.minimum(x, -37.0)
+  r = 1.0 / (xs * xs)
+  series = xp.log1p(-r * (1.0 - 3.0 * r * (1.0 - 5.0 * r * (1.0 - 7.0 * r * (1.0 - 9.0 * r)))))
+  far = -0.5 * xs * xs - xp.log(-xs) - 0.5 * math.log(2.0 * math.pi) + series
+  return xp.where(x > -37.0, xp.log(ns.sp.ndtr(near)), far)
+
+
+def _log_terms(sigma, epsilon, ns):
+  """(log Phi(a), epsilon + log Phi(b), sigma, epsilon) of the profile."""
   xp = ns.xp
   if not ns.is_host:
     require_x64("gaussian_log_delta")
@@ -43,7 +87,7 @@ def gaussian_log_delta(sigma, epsilon, ns=JAX):
   epsilon = xp.asarray(epsilon, xp.float64)
   a = 0.5 / sigma - epsilon * sigma
   b = -0.5 / sigma - epsilon * sigma
-  la = ns.sp.log_ndtr(a)
+  la = _log_ndtr(a, ns)
   # epsilon + log Phi(b) cancels once b^2/2 ~ epsilon is far above 1/ulp (epsilon 1e18,
   # sigma 7e-10: hundreds off in log delta, an epsilon below the truth). As
   # e^eps phi(b) = phi(a) exactly, for b < -1e3 it is -a^2/2 - log(-b) - log(2 pi)/2 +
@@ -53,15 +97,19 @@ def gaussian_log_delta(sigma, epsilon, ns=JAX):
   r = 1.0 / (bs * bs)
   mills = xp.log1p(-r * (1.0 - 3.0 * r * (1.0 - 5.0 * r * (1.0 - 7.0 * r))))
   lb_far = -0.5 * a * a - xp.log(-bs) - 0.5 * math.log(2.0 * math.pi) + mills
-  lb = xp.where(far, lb_far, epsilon + ns.sp.log_ndtr(xp.where(far, 0.0, b)))
-  out = log_sub_exp(la, xp.minimum(lb, la), xp)
-  out = xp.where(epsilon == xp.inf, -xp.inf, out)
-  return xp.where(sigma > 0, out, xp.nan)
+  lb = xp.where(far, lb_far, epsilon + _log_ndtr(xp.where(far, 0.0, b), ns))
+  return la, lb, sigma, epsilon
 
 
 def gaussian_delta_kernel(sigma, epsilon, ns=JAX):
-  """Exact Gaussian privacy profile delta(epsilon) (jittable kernel; ``ns`` as above)."""
-  return ns.xp.exp(gaussian_log_delta(sigma, epsilon, ns))
+  """Exact Gaussian privacy profile delta(epsilon), rounded up by its round-off
+  bound (:func:`_round_off`; jittable kernel; ``ns`` as above)."""
+  xp = ns.xp
+  la, lb, sigma, epsilon = _log_terms(sigma, epsilon, ns)
+  out = xp.exp(_log_profile(la, lb, sigma, epsilon, xp))
+  with _quiet(ns):
+    err = _round_off(la, lb, xp) * xp.exp(xp.minimum(lb, la))
+  return xp.where(out > 0, xp.minimum(out + err, 1.0), out)
 
 
 def gaussian_epsilon_kernel(sigma, delta, num_iters: int = 80, ns=JAX):
@@ -82,6 +130,9 @@ def gaussian_epsilon_kernel(sigma, delta, num_iters: int = 80, ns=JAX):
     hi = 0.5 / sigma**2 + xp.sqrt(-2.0 * log_delta) / sigma + 1e-12
     x = ns.bisect(lambda e: gaussian_log_delta(sigma, e, ns) - log_delta,
                   xp.zeros_like(hi), hi, increasing=False, num_iters=num_iters)
+    # rounded up by the profile's round-off at x (over |d delta / d epsilon| = e^lb)
+    la, lb, _, _ = _log_terms(sigma, x, ns)
+    x = x + _round_off(la, lb, xp)
     eps = xp.where(gaussian_log_delta(sigma, 0.0, ns) <= log_delta, 0.0, x)
   bad = ~(sigma > 0) | ~(delta > 0) | ~(delta < 1)
   return xp.where(bad, xp.nan, eps)
@@ -149,8 +200,9 @@ def gaussian_epsilon(sigma, delta) -> EpsilonResult:
 
   Returns:
     ``EpsilonResult(epsilon, delta, method="gaussian", bound="exact")``;
-    ``epsilon`` a float64 array of the broadcast shape, within 1e-15
-    relative above the exact root; ``delta`` the given delta as a float64
+    ``epsilon`` a float64 array of the broadcast shape, never below the
+    exact root and within about 3e-12 relative above it (its round-off
+    bound); ``delta`` the given delta as a float64
     array.
 
   Bound: exact (to bisection tolerance, rounded up).

@@ -111,10 +111,36 @@ def test_gaussian_epsilon_inverts_delta():
   dl = np.array([1e-14, 1e-10, 1e-5, 1e-2])
   eps = np.asarray(gaussian_epsilon(sig[:, None], dl[None, :]).epsilon)
   back = np.asarray(gaussian_delta(sig[:, None], eps).delta)
-  # Upper side of the root: delta(eps) <= target, and within 1e-9 of it.
-  assert np.all(back <= dl * (1 + 1e-12))
+  # Upper side of the root: the exact delta (mpmath, 40 digits) at eps is at most
+  # the target (both answers are rounded up by their round-off bounds, so the
+  # round trip itself may land a few 1e-13 above), and within 1e-9 of it.
+  with mp.workdps(40):
+    exact = np.array([[float(mp.ncdf(1 / (2 * mp.mpf(s)) - mp.mpf(e) * s)
+                             - mp.e ** mp.mpf(e) * mp.ncdf(-1 / (2 * mp.mpf(s)) - mp.mpf(e) * s))
+                       for e in row] for s, row in zip(sig, eps)])
+  assert np.all(exact[eps > 0] <= np.broadcast_to(dl, eps.shape)[eps > 0])
   pos = eps > 0
   np.testing.assert_allclose(back[pos], np.broadcast_to(dl, eps.shape)[pos], rtol=1e-9)
+
+
+def test_gaussian_epsilon_and_delta_never_under_the_exact_profile():
+  """120 random (sigma, delta) and (sigma, epsilon), arrays (the jitted kernel)
+  and delta down to 1e-300: the exact profile (mpmath, 50 digits) at the returned
+  epsilon is at most delta, and the returned delta is at least the exact one."""
+  rng = np.random.default_rng(7)
+  sig = 10 ** rng.uniform(-1.3, 2.5, 120)
+  dl = 10 ** rng.uniform(-300, -0.5, 120)
+  ep = 10 ** rng.uniform(-3, 1.5, 120)
+  eps = np.asarray(gaussian_epsilon(sig, dl).epsilon)
+  dlt = np.asarray(gaussian_delta(sig, ep).delta)
+
+  def exact(s, e):
+    s, e = mp.mpf(float(s)), mp.mpf(float(e))
+    return mp.ncdf(1 / (2 * s) - e * s) - mp.e ** e * mp.ncdf(-1 / (2 * s) - e * s)
+  with mp.workdps(50):
+    assert all(exact(s, e) <= d for s, e, d in zip(sig, eps, dl) if e > 0)
+    # (an exact delta below float64's normal range may read 0)
+    assert all(exact(s, e) <= max(d, 1e-300) for s, e, d in zip(sig, ep, dlt))
 
 
 # --------------------------------------------------------------- conversion
