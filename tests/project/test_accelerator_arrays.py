@@ -34,7 +34,10 @@ EPS0 = np.array([1.0, 1.5])[None, :]
 
 @pytest.fixture(scope="module")
 def values():
-  """Each door on both layouts: ``{name: (cpu, accelerator)}``."""
+  """Each door on both layouts: ``{name: (cpu, accelerator)}``. The process's held
+  programs are dropped first: the counts below are this module's programs, not
+  those another module's shapes left in the same test worker."""
+  compiled.clear_memory()
   doors = {
       "remove": lambda: allocation.allocation_rdp(sigma=SIGMAS, steps_per_epoch=STEPS,
                                                   direction="remove", max_order=16)[1],
