@@ -153,7 +153,8 @@ def _round_off(pair, rows, size, lam, floor, delta):
   first = _first_read(pair, rows, size, floor)
   log_u = pair.kn(np.array([lam]), rows)[:, 0] - lam * (first * pair.h)
   score = log_u - math.log(-math.expm1(-max(lam, 1e-300) * pair.h))
-  return pair.counts[rows] * 2.2e-16 * np.exp(np.minimum(score, 700.0)) / delta
+  with np.errstate(over="ignore"):   # an estimate past float64's range reads inf
+    return pair.counts[rows] * 2.2e-16 * np.exp(np.minimum(score, 700.0)) / delta
 
 
 def _own_tilt_helps(pair, rows, out, est, lam, delta):
@@ -175,7 +176,8 @@ def _own_tilt_helps(pair, rows, out, est, lam, delta):
   score = (k - lams[None, :] * (first[:, None] * pair.h)
            - np.log(-np.expm1(-np.maximum(lams, 1e-300) * pair.h))[None, :])
   score = np.where(np.arange(lams.size)[None, :] <= top[:, None], score, np.inf)
-  least = pair.counts[rows] * 2.2e-16 * np.exp(np.minimum(np.min(score, axis=1), 700.0)) / delta
+  with np.errstate(over="ignore"):
+    least = pair.counts[rows] * 2.2e-16 * np.exp(np.minimum(np.min(score, axis=1), 700.0)) / delta
   return want & (least < 0.25 * est) & (lam < 0.5 * lams[top])
 
 
