@@ -148,8 +148,8 @@ def _tilt_and_size(pair, rows, size, floor, delta, at=None, grow=4):
 
 def _round_off(pair, rows, size, lam, floor, delta):
   """Each row's relative round-off estimate in delta at tilt ``lam`` and FFT length
-  ``size`` (the estimate :func:`_tilt_and_size` keeps under ``_ROUND`` for the
-  chunk's least-tilted row, here per row)."""
+  ``size`` (the estimate :func:`_tilt_and_size` tries to keep under ``_ROUND`` for
+  the chunk's worst row; here per row)."""
   first = _first_read(pair, rows, size, floor)
   log_u = pair.kn(np.array([lam]), rows)[:, 0] - lam * (first * pair.h)
   score = log_u - math.log(-math.expm1(-max(lam, 1e-300) * pair.h))
