@@ -30,7 +30,7 @@ import numpy as np
 
 from jaxacct._core import checks, compiled
 from jaxacct._core.dtype import dispatch, require_x64
-from jaxacct._core.logmath import log_sub_exp
+from jaxacct._core.logmath import log_mills_series, log_ndtr, log_sub_exp
 from jaxacct._core.namespace import HOST, JAX, for_inputs, host_call
 from jaxacct._core.results import DeltaResult, EpsilonResult, host_f64
 
@@ -63,19 +63,9 @@ def _round_off(la, lb, xp):
 
 
 def _log_ndtr(x, ns):
-  """log Phi(x): SciPy's on the host; in a kernel ``log(ndtr(x))`` down to -37 (Phi
-  is a normal float there) and the asymptotic series below, six terms (the next
-  under 1e-15). JAX's own ``log_ndtr`` switches to a three-term series at -20 and
-  is off by up to 3.9e-9 absolute on [-37, -20] (mpmath)."""
-  if ns.is_host:
-    return ns.sp.log_ndtr(x)
-  xp = ns.xp
-  near = xp.maximum(x, -37.0)
-  xs = xp.minimum(x, -37.0)
-  r = 1.0 / (xs * xs)
-  series = xp.log1p(-r * (1.0 - 3.0 * r * (1.0 - 5.0 * r * (1.0 - 7.0 * r * (1.0 - 9.0 * r)))))
-  far = -0.5 * xs * xs - xp.log(-xs) - 0.5 * math.log(2.0 * math.pi) + series
-  return xp.where(x > -37.0, xp.log(ns.sp.ndtr(near)), far)
+  """log Phi(x): SciPy's on the host, :func:`jaxacct._core.logmath.log_ndtr` in a
+  kernel (JAX's own is up to 3.9e-9 absolute off on [-37, -20])."""
+  return ns.sp.log_ndtr(x) if ns.is_host else log_ndtr(x)
 
 
 def _log_terms(sigma, epsilon, ns):
@@ -94,9 +84,8 @@ def _log_terms(sigma, epsilon, ns):
   # log(1 - 1/b^2 + 3/b^4 - 15/b^6 + 105/b^8) (next term 945/b^10 < 1e-27).
   far = b < -1e3
   bs = xp.where(far, b, -1e3)
-  r = 1.0 / (bs * bs)
-  mills = xp.log1p(-r * (1.0 - 3.0 * r * (1.0 - 5.0 * r * (1.0 - 7.0 * r))))
-  lb_far = -0.5 * a * a - xp.log(-bs) - 0.5 * math.log(2.0 * math.pi) + mills
+  lb_far = (-0.5 * a * a - xp.log(-bs) - 0.5 * math.log(2.0 * math.pi)
+            + log_mills_series(bs, xp))
   lb = xp.where(far, lb_far, epsilon + _log_ndtr(xp.where(far, 0.0, b), ns))
   return la, lb, sigma, epsilon
 

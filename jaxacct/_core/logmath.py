@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 from jax.scipy.special import gammaln, logsumexp, ndtr
-from jax.scipy.special import log_ndtr as jax_log_ndtr
 
 from jaxacct._core.namespace import JAX
 
@@ -12,17 +13,31 @@ log_add_exp = jnp.logaddexp
 LOG_HALF = -0.6931471805599453
 
 
+def log_mills_series(x, xp=jnp):
+  """``log(-x Phi(x) / phi(x))``, the asymptotic factor of the lower tail, for
+  x <= -37: ``log Phi(x) = -x^2/2 - log(-x) - log(2 pi)/2`` plus this, six terms
+  (the next, 10395 / x^12, under 1e-15 there)."""
+  r = 1.0 / (x * x)
+  return xp.log1p(-r * (1.0 - 3.0 * r * (1.0 - 5.0 * r * (1.0 - 7.0 * r * (1.0 - 9.0 * r)))))
+
+
 def log_ndtr(x):
-  """``log Phi(x)`` to relative precision on both sides, so that the upper
-  tail ``1 - Phi(x) = -expm1(log_ndtr(x))`` keeps its digits.
+  """``log Phi(x)`` to relative precision on both sides (jittable), so that the
+  upper tail ``1 - Phi(x) = -expm1(log_ndtr(x))`` keeps its digits.
 
   jax's ``log_ndtr`` takes ``log(ndtr(x))`` for ``0 < x < 8`` in float64:
-  ~1e-16 absolute, so the tail it implies is ~5 % off at x = 7.9 (mpmath).
-  For ``x > 0`` this is ``log1p(-ndtr(-x))`` instead (``ndtr(-x)`` is
-  accurate: erfc); jax's below.
+  ~1e-16 absolute, so the tail it implies is ~5 % off at x = 7.9 (mpmath);
+  and below -20 a three-term series, up to 3.9e-9 absolute off on [-37, -20].
+  Here: ``log1p(-ndtr(-x))`` for x > 0 (``ndtr(-x)`` is accurate: erfc),
+  ``log(ndtr(x))`` on [-37, 0] (a normal float there), and
+  :func:`log_mills_series` below (SciPy's ``log_ndtr`` agrees within 2.3e-13).
   """
   x = jnp.asarray(x)
-  return jnp.where(x > 0, jnp.log1p(-ndtr(-jnp.abs(x))), jax_log_ndtr(jnp.minimum(x, 0.0)))
+  near = jnp.clip(x, -37.0, 0.0)
+  xs = jnp.minimum(x, -37.0)
+  far = -0.5 * xs * xs - jnp.log(-xs) - 0.5 * math.log(2.0 * math.pi) + log_mills_series(xs)
+  return jnp.where(x > 0, jnp.log1p(-ndtr(-jnp.abs(x))),
+                   jnp.where(x > -37.0, jnp.log(ndtr(near)), far))
 
 
 def log1m_exp(x, xp=jnp):
