@@ -151,3 +151,15 @@ def test_pld_arrays_at_the_edges_are_their_scalar_questions():
     # gaussian_epsilon takes the composed noise multiplier sigma / sqrt(T) = 1 / mu
     exact = float(gaussian_epsilon(sig[j] / np.sqrt(300.0), 1e-12).epsilon)
     assert np.isfinite(exact) and exact <= r.epsilon[1, j] * (1 + 1e-12)
+
+
+def test_pld_array_with_a_lane_too_long_is_refused_as_its_scalar_question():
+  """An array whose lane sigma = 1 needs more than the engine's window at 1e9 steps
+  (sigma = 2 fits) is refused before any lane is composed, with the scalar
+  question's message naming num_steps."""
+  kw = dict(q=0.01, num_steps=10**9, delta=1e-5, method="pld")
+  with pytest.raises(ValueError, match="num_steps") as one:
+    poisson.epsilon(sigma=1.0, **kw)
+  with pytest.raises(ValueError, match="num_steps") as arr:
+    poisson.epsilon(sigma=np.array([2.0, 1.0]), **kw)
+  assert str(arr.value) == str(one.value)

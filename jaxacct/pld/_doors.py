@@ -242,6 +242,8 @@ def _poisson_gaussian_query(quantity, *, sigma, q, num_steps, value, step):
     arrs = np.broadcast_arrays(np.asarray(sigma, np.float64), np.asarray(q, np.float64),
                                np.asarray(num_steps), np.asarray(value, np.float64))
     lanes = list(zip(*(a.ravel().tolist() for a in arrs)))
+    if len(lanes) > 1:    # a lane refused before any is composed (none waits on another)
+      _check_lanes(sigma, q, num_steps, step)
     got = host_map(lambda lane: _host_lane(quantity, *lane, step), lanes)
     if len(got) == 1:
       by, h = got[0]
