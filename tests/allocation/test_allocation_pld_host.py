@@ -163,6 +163,8 @@ def test_with_lower_false_is_the_same_upper_without_the_lower(mode):
     a, b = (full.epsilon, up.epsilon) if mode == "eps" else (full.delta, up.delta)
     assert float(b) == float(a), (a, b)
     assert np.isnan(up.lower) and not np.isnan(full.lower) and float(full.lower) <= float(a)
+    if mode == "delta":   # the laws do not depend on the query: checked once, with "eps"
+      continue
     laws_kw = dict(sigma=kw["sigma"],
                    steps_per_epoch=kw["steps_per_epoch"] // kw.get("num_selected", 1))
     F, U = pld.allocation_pld_laws(**laws_kw), pld.allocation_pld_laws(**laws_kw, lower=False)
@@ -186,7 +188,9 @@ def test_one_of_one_over_many_epochs_brackets_the_gaussian_and_never_nan(lanes):
   float64: there the upper is +inf (epsilon) or >= 1 (delta), never NaN (it
   was NaN at E = 1000 before), and the lower stays a lower bound."""
   sig = np.full(lanes, 1.0)
-  for E in (300, 1000):       # epsilon ~ 270 (inside the lattice's range), then beyond it
+  # epsilon ~ 270 (inside the lattice's range), then beyond it; the jitted program at
+  # the NaN's count only (one composition shape; the host path is its scalar question)
+  for E in ((300, 1000) if lanes == 1 else (1000,)):
     r = pld.allocation_pld_epsilon(sigma=sig, steps_per_epoch=1, num_epochs=E, delta=1e-12)
     exact = float(gaussian_epsilon(1.0 / np.sqrt(E), 1e-12).epsilon)
     up, lo = np.asarray(r.epsilon), np.asarray(r.lower)
