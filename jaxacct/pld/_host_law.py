@@ -111,6 +111,7 @@ def law(pld):
   ``PairPLD`` of them for a pair; pass it again to reuse the memos."""
   if isinstance(pld, _Law):
     return pld
-  if isinstance(pld, PairPLD):
-    return PairPLD(law(pld.remove), law(pld.add))
+  if isinstance(pld, PairPLD):   # a symmetric pair keeps one law (and its memos)
+    rem = law(pld.remove)
+    return PairPLD(rem, rem if pld.add is pld.remove else law(pld.add))
   return _Law(pld)

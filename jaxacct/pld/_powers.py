@@ -479,6 +479,14 @@ def pair_epsilons(pair, counts, delta, *, factor=None, tail_mass=1e-20, every=64
   be the larger: epsilon never decreases with the count, so where ``other(n_b)
   <= lead(n_a)`` (a margin far above round-off) the lead is the max on ``(n_a, n_b]``."""
   counts = np.asarray(counts, np.int64)
+  if pair.remove is pair.add and (factor is None or factor.remove is factor.add):
+    # a symmetric pair (one PLD both ways, e.g. a fixed-size step's): its one
+    # direction is the max, the number the two-direction path gives bit for bit
+    pld = law(pair.remove)
+    if factor is None and counts.tolist() == [1]:
+      return np.array([_direct("epsilon", pld, delta)])
+    return direction_epsilons(pld, counts, delta, tail_mass=tail_mass,
+                              factor=None if factor is None else law(factor.remove))
   pair = law(pair)
   if factor is None and counts.tolist() == [1]:   # no FFT, no thread
     return np.array([max(_direct("epsilon", pair.remove, delta),

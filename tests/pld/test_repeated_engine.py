@@ -105,3 +105,23 @@ def test_a_column_row_below_the_first_is_read_again(x64):
   assert col[1] < col[0]
   # the same compositions (shared tilt and length move round-off only)
   np.testing.assert_allclose(col, alone, rtol=1e-10)
+
+
+def test_a_symmetric_pair_is_read_once_and_as_two_directions(x64):
+  """A pair whose two directions are one PLD (a fixed-size step's, symmetrised) is
+  read in one direction: the same numbers, bit for bit, as the two-direction path
+  on an equal pair of two objects (counts past the 64 at which that path reads its
+  second direction only at marks), with and without a factor."""
+  p = jpld.poisson_gaussian(0.5, 0.05, direction="remove", step=1e-3, pessimistic=True)
+  twin = jpld.PLD(np.array(p.probs), int(p.offset), float(p.step), float(p.inf_mass), True)
+  counts = np.arange(1, 151)
+  one = jpld.pair_epsilons(jpld.PairPLD(p, p), counts, 1e-6)
+  two = jpld.pair_epsilons(jpld.PairPLD(p, twin), counts, 1e-6)
+  np.testing.assert_array_equal(one, two)
+  np.testing.assert_array_equal(one, jpld.direction_epsilons(p, counts, 1e-6))
+  assert np.all(np.diff(one) >= 0) and one[0] > 0
+  f = jpld.poisson_gaussian(1.0, 0.05, direction="remove", step=1e-3, pessimistic=True)
+  ftwin = jpld.PLD(np.array(f.probs), int(f.offset), float(f.step), float(f.inf_mass), True)
+  np.testing.assert_array_equal(
+      jpld.pair_epsilons(jpld.PairPLD(p, p), counts[:40], 1e-6, factor=jpld.PairPLD(f, f)),
+      jpld.pair_epsilons(jpld.PairPLD(p, twin), counts[:40], 1e-6, factor=jpld.PairPLD(f, ftwin)))
