@@ -104,16 +104,45 @@ def relation_of(event) -> str:
   return next((r for r in map(relation_of, subs) if r == "REPLACE_ONE"), "ADD_OR_REMOVE_ONE")
 
 
-def accountant_for(event):
-  """A fresh ``PLDAccountant`` under :func:`relation_of` ``event``, with it composed;
-  on the Poisson door's own grid (:func:`jaxacct.pld.default_step`, finer than the
-  accountant's default where the privacy loss is narrow) for a Poisson family."""
-  rel = accounting.NeighboringRelation[relation_of(event)]
+def grid_step(event) -> Optional[float]:
+  """The loss grid step of :func:`accountant_for` ``event`` (its
+  ``value_discretization_interval``), or None: the accountant's default (1e-4).
+
+  One subsampled-Gaussian step repeated n times gets the Poisson door's grid
+  (:func:`jaxacct.pld.default_step`) of its per-step pair: ``(q, sigma)`` for
+  Poisson sampling; ``(m / N, sigma / 2)`` for a fixed-size batch, drawn with or
+  without replacement (replace-one neighbours move the sum by 2); ``(q, sigma /
+  2)`` for truncated Poisson (its truncated branch's noise). Never coarser than
+  1e-4; finer where the composed privacy loss is narrow (a large dataset), where
+  1e-4 leaves the upper loose and the lower at 0. Any grid gives certified bounds.
+  """
   f = events.family(event)
-  kw = {}
   if f.name == "poisson":
-    kw["value_discretization_interval"] = jpld.default_step(sigma=f.sigma, q=f.key[0],
-                                                            num_steps=f.key[1])
+    return jpld.default_step(sigma=f.sigma, q=f.key[0], num_steps=f.key[1])
+  n, inner = 1, event
+  if events.kind(inner) == "self_composed":
+    n, inner = int(inner.count), inner.event
+  k = events.kind(inner)
+  if k in ("without_replacement", "with_replacement") and events.kind(inner.event) == "gaussian":
+    q = float(inner.sample_size) / float(inner.source_dataset_size)
+    sigma = float(inner.event.noise_multiplier) / 2.0
+  elif k == "truncated":
+    q, sigma = float(inner.sampling_probability), float(inner.noise_multiplier) / 2.0
+  else:
+    return None
+  if not (0.0 < q < 1.0 and sigma > 0.0 and n >= 1):
+    return None
+  return jpld.default_step(sigma=sigma, q=q, num_steps=n)
+
+
+def accountant_for(event):
+  """A fresh ``PLDAccountant`` under :func:`relation_of` ``event``, with it composed,
+  on :func:`grid_step` ``event`` (the Poisson door's own grid for a run of one
+  subsampled-Gaussian step: finer than the accountant's default where the privacy
+  loss is narrow)."""
+  rel = accounting.NeighboringRelation[relation_of(event)]
+  h = grid_step(event)
+  kw = {} if h is None else {"value_discretization_interval": h}
   return accounting.PLDAccountant(rel, **kw).compose(event)
 
 

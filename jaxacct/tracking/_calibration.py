@@ -16,6 +16,7 @@ from jaxacct.dpsgd import samplers
 from jaxacct._core import checks
 from jaxacct._core.progress import check_progress_arg
 from jaxacct._core.units import renamed, warn_renamed
+from jaxacct.accounting import evaluator
 from jaxacct.tracking._accountants import EventAccountant
 
 #: the scheme words of the previous release -> (the registered sampler they meant,
@@ -89,5 +90,10 @@ def accountant_for(sampling: str, *, noise_multiplier, num_examples: int, num_ep
                      "(jaxacct.dpsgd.samplers.Sampler.block is None).")
   sigma = float(noise_multiplier)
   block, opts = rec.block(sched, sigma)
+  # the grid dpsgd.epsilon's accountant uses for the whole run: the table's last
+  # entry is its number (finer than 1e-4 where the run's privacy loss is narrow)
+  h = evaluator.grid_step(rec.event(sched, sigma))
+  if h is not None:
+    opts = dict(opts, value_discretization_interval=h)
   return EventAccountant(block, progress=progress, **opts).declare(
       noise_multiplier=sigma, expected_batch_size=declared)

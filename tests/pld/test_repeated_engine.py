@@ -118,7 +118,6 @@ def test_a_symmetric_pair_is_read_once_and_as_two_directions(x64):
   one = jpld.pair_epsilons(jpld.PairPLD(p, p), counts, 1e-6)
   two = jpld.pair_epsilons(jpld.PairPLD(p, twin), counts, 1e-6)
   np.testing.assert_array_equal(one, two)
-  np.testing.assert_array_equal(one, jpld.direction_epsilons(p, counts, 1e-6))
   assert np.all(np.diff(one) >= 0) and one[0] > 0
   f = jpld.poisson_gaussian(1.0, 0.05, direction="remove", step=1e-3, pessimistic=True)
   ftwin = jpld.PLD(np.array(f.probs), int(f.offset), float(f.step), float(f.inf_mass), True)
