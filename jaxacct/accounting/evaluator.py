@@ -112,9 +112,11 @@ def grid_step(event) -> Optional[float]:
   (:func:`jaxacct.pld.default_step`) of its per-step pair: ``(q, sigma)`` for
   Poisson sampling; ``(m / N, sigma / 2)`` for a fixed-size batch, drawn with or
   without replacement (replace-one neighbours move the sum by 2); ``(q, sigma /
-  2)`` for truncated Poisson (its truncated branch's noise). Never coarser than
-  1e-4; finer where the composed privacy loss is narrow (a large dataset), where
-  1e-4 leaves the upper loose and the lower at 0. Any grid gives certified bounds.
+  2)`` for truncated Poisson (its truncated branch's noise). For those two, never
+  coarser than 1e-4 (where one step's loss is too wide for 1e-4 they are refused as
+  before; the Poisson door coarsens its grid instead); finer where the composed
+  privacy loss is narrow (a large dataset), where 1e-4 left the upper loose and the
+  lower at 0. Any grid gives certified bounds.
   """
   f = events.family(event)
   if f.name == "poisson":
@@ -132,7 +134,7 @@ def grid_step(event) -> Optional[float]:
     return None
   if not (0.0 < q < 1.0 and sigma > 0.0 and n >= 1):
     return None
-  return jpld.default_step(sigma=sigma, q=q, num_steps=n)
+  return min(jpld.default_step(sigma=sigma, q=q, num_steps=n), jpld.DEFAULT_STEP)
 
 
 def accountant_for(event):
