@@ -112,8 +112,8 @@ def grid_step(event) -> Optional[float]:
   (:func:`jaxacct.pld.default_step`) of its per-step pair: ``(q, sigma)`` for
   Poisson sampling; ``(m / N, sigma / 2)`` for a fixed-size batch, drawn with or
   without replacement (replace-one neighbours move the sum by 2); ``(q, sigma /
-  2)`` for truncated Poisson (its truncated branch's noise). For those two, never
-  coarser than 1e-4 (where one step's loss is too wide for 1e-4 they are refused as
+  2)`` for truncated Poisson (its truncated branch's noise), those two at no more
+  than 10^4 steps and never coarser than 1e-4 (where one step's loss is too wide for 1e-4 they are refused as
   before; the Poisson door coarsens its grid instead); finer where the composed
   privacy loss is narrow (a large dataset), where 1e-4 left the upper loose and the
   lower at 0. Any grid gives certified bounds.
@@ -134,7 +134,10 @@ def grid_step(event) -> Optional[float]:
     return None
   if not (0.0 < q < 1.0 and sigma > 0.0 and n >= 1):
     return None
-  return min(jpld.default_step(sigma=sigma, q=q, num_steps=n), jpld.DEFAULT_STEP)
+  # the door's grid at no more than 10^4 steps: past them, a tenth of one step's loss
+  # spread q sqrt(e^{1/sigma^2} - 1), one step's grid capped as the door caps it (a
+  # coarser grid loses the lower pair's cells: docs/bounds/dpsgd.md, "The loss grid")
+  return min(jpld.default_step(sigma=sigma, q=q, num_steps=min(n, 10_000)), jpld.DEFAULT_STEP)
 
 
 def accountant_for(event):
