@@ -7,6 +7,7 @@ boundary once it holds a third of the cap. Sources: /proc/self/maps (counted
 directly), and a child process brought near the cap by filler mappings, which
 aborts without the guard and finishes with it."""
 
+import gc
 import os
 import subprocess
 import sys
@@ -24,10 +25,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def test_dropping_programs_frees_their_mappings():
-  before = map_guard.mappings()
-  for i in range(40):
-    jax.jit(lambda x, i=i: jnp.sort(jnp.sin(x * (i + 1.0))).sum())(jnp.ones(5 + i))
-  grown = map_guard.mappings()
+  # earlier tests' garbage is collected first, and none during the count (a collection
+  # in the loop can free their programs' mappings and make the count fall)
+  gc.collect()
+  gc.disable()
+  try:
+    before = map_guard.mappings()
+    for i in range(40):
+      jax.jit(lambda x, i=i: jnp.sort(jnp.sin(x * (i + 1.0))).sum())(jnp.ones(5 + i))
+    grown = map_guard.mappings()
+  finally:
+    gc.enable()
   assert grown - before >= 40, (before, grown)        # at least one mapping a program
   assert not map_guard.drop_programs_if_crowded(limit=grown + 10**6)
   assert map_guard.drop_programs_if_crowded(limit=before)
