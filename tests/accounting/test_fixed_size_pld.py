@@ -427,16 +427,17 @@ def test_lower_pairs_of_new_sigmas_reuse_one_merge_program():
   assert counts.get("jit(_merge_scan)") == 1, counts
 
 
-@pytest.mark.parametrize("n,ref,steps", [
-    (3_000_000, 1.06767, 11718),      # measured bracket [1.06763, 1.07651]
-    (10_000_000, 0.45261, 39062)])    # [0.45254, 0.45772]; on the run's grid: [0.021, ...]
-def test_a_large_dataset_gets_a_finer_grid_and_a_useful_lower(n, ref, steps):
+@pytest.mark.parametrize("n,steps", [(3_000_000, 11718), (10_000_000, 39062)])
+def test_a_large_dataset_gets_a_finer_grid_and_a_useful_lower(n, steps):
   """B = 256, E = 1, sigma = 1, delta 1e-5 on a large dataset: the run's accountant
   grid is the Poisson door's for the per-step pair (m/N, sigma/2) at no more than
-  10^4 steps, finer than 1e-4 (on 1e-4 the lower was 0.83 at N = 3e6 and 0 at 1e7;
-  docs/bounds/dpsgd.md, "The loss grid"). The fixed-size pair's remove direction
-  is the Poisson-subsampled Gaussian at sigma/2 (docs/bounds/fixed_size.md), whose
-  PLD epsilon (computed here; ``ref`` to 5 digits) the bracket holds within 1.2 %."""
+  10^4 steps, finer than 1e-4 (docs/bounds/dpsgd.md, "The loss grid"). Reference:
+  the fixed-size pair's remove direction is the Poisson-subsampled Gaussian at
+  sigma/2 (docs/bounds/fixed_size.md), whose epsilon the Poisson PLD door computes
+  live here (that door is held to dp_accounting's PLD in
+  tests/pld/test_pld.py::test_poisson_gaussian_matches_dp_accounting). Tolerances:
+  measured margins (lower 0.99985-0.99996, upper 1.0083-1.0113 of the reference).
+  The upper never below the certified lower is the under-report check."""
   from jaxacct import dpsgd, poisson
   from jaxacct.accounting import evaluator
   kw = dict(num_examples=n, batch_size=256, num_epochs=1, sampling="fixed_size")
@@ -444,5 +445,4 @@ def test_a_large_dataset_gets_a_finer_grid_and_a_useful_lower(n, ref, steps):
   r = dpsgd.epsilon(noise_multiplier=1.0, delta=1e-5, progress=False, **kw)
   pg = float(poisson.epsilon(q=256 / n, sigma=0.5, num_steps=steps, delta=1e-5,
                              method="pld").epsilon)
-  assert pg == pytest.approx(ref, rel=1e-4)
   assert 0.9997 * pg <= r.lower <= r.epsilon <= 1.012 * pg, (r.lower, r.epsilon, pg)

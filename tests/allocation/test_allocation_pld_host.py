@@ -189,7 +189,7 @@ def test_one_of_one_over_many_epochs_brackets_the_gaussian_and_never_nan(lanes):
   was NaN at E = 1000 before), and the lower stays a lower bound."""
   sig = np.full(lanes, 1.0)
   # epsilon ~ 270 (inside the lattice's range), then beyond it; the jitted program at
-  # the NaN's count only (one composition shape; the host path is its scalar question)
+  # E = 1000 only, beyond the range (one composition shape; the host lane covers 300)
   for E in ((300, 1000) if lanes == 1 else (1000,)):
     r = pld.allocation_pld_epsilon(sigma=sig, steps_per_epoch=1, num_epochs=E, delta=1e-12)
     exact = float(gaussian_epsilon(1.0 / np.sqrt(E), 1e-12).epsilon)

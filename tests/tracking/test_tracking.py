@@ -670,8 +670,7 @@ def test_run_table_ends_at_dpsgd_epsilon_on_a_finer_grid(sampling):
   """A run whose composed loss is narrow (N = 1e5, B = 256, E = 1, sigma = 2) is
   accounted on a grid finer than 1e-4 (jaxacct.accounting.evaluator.grid_step); the
   tracker of the run takes the same grid, so its table's last entry is dpsgd.epsilon
-  of the run, bit for bit (on 1e-4 it was looser: a Poisson run at N = 1e6 read
-  0.06591 against 0.06549)."""
+  of the run, bit for bit."""
   from jaxacct import dpsgd
   kw = dict(num_examples=100_000, batch_size=256, num_epochs=1, sampling=sampling)
   acc = tracking.accountant_for(noise_multiplier=2.0, progress=False, **kw)
