@@ -7,9 +7,27 @@ test that crashed, so pytest-rerunfailures reports it failed. XLA:CPU has
 crashed a worker now and then (a segfault inside JAX's compilation-cache write);
 this scheduler turns that into one rerun of the crashed test instead of a hung
 run. ``tests/conftest.py`` installs it for ``--dist loadscope``.
+
+It also hands out the modules that hold one long serial stretch first (the
+docs build is a single two-minute fixture): dealt last, such a module left
+one worker busy while the other had nothing left to take.
 """
 
 from xdist.scheduler import LoadScopeScheduling
+
+# The modules with the longest serial work on two CPU cores (pytest
+# --durations=0, summed per module), longest first; every other module follows
+# in xdist's own order (most tests first).
+LONGEST_FIRST = (
+    "tests/project/test_docs.py",
+    "tests/project/test_accelerator_layout.py",
+    "tests/allocation/test_allocation_pld_host.py",
+    "tests/allocation/test_allocation_pld_compose.py",
+    "tests/shuffle/test_shuffle_host.py",
+    "tests/shuffle/test_shuffle_rdp.py",
+    "tests/allocation/test_allocation_pld_sweep.py",
+    "tests/allocation/test_allocation_pld_mechanism.py",
+)
 
 
 class CrashSafeLoadScope(LoadScopeScheduling):
@@ -40,7 +58,11 @@ class CrashSafeLoadScope(LoadScopeScheduling):
       self._reschedule(node)
 
   def _assign_work_unit(self, node):
-    scope, unit = self.workqueue.popitem(last=False)
+    scope = next((s for s in LONGEST_FIRST if s in self.workqueue), None)
+    if scope is None:
+      scope, unit = self.workqueue.popitem(last=False)
+    else:
+      unit = self.workqueue.pop(scope)
     mine = self.assigned_work.setdefault(node, {})
     if scope in mine and mine[scope] is not unit:   # a rerun of a test of a module it holds
       mine[scope].update(unit)

@@ -179,7 +179,8 @@ def test_with_lower_false_is_the_same_upper_without_the_lower(mode):
     assert acc.get_delta(1.0) == acc.get_delta_bounds(1.0).delta
 
 
-@pytest.mark.parametrize("lanes", [1, 5])    # 1: the host path; 5: the jitted program
+# 1: the host path; 5: the jitted program (its E = 1000 composition: behind -m slow)
+@pytest.mark.parametrize("lanes", [1, pytest.param(5, marks=pytest.mark.slow)])
 def test_one_of_one_over_many_epochs_brackets_the_gaussian_and_never_nan(lanes):
   """E epochs of 1-of-1 allocation are E Gaussian steps: the Gaussian at
   sigma / sqrt(E) (``gaussian_epsilon`` / ``gaussian_delta``, Balle & Wang's

@@ -45,7 +45,7 @@ def test_sweep_size_ladder():
 
 # (t, k, E, delta) per lane group: one round type, two round types, many epochs
 # (100, 10, 4) (~40 s) under -m slow: two round types are covered by (101, 2, 3)
-_SETTINGS = [(234, 1, 10, 1e-5), (101, 2, 3, 1e-8),
+_SETTINGS = [(234, 1, 10, 1e-5), pytest.param(101, 2, 3, 1e-8, marks=pytest.mark.slow),
              pytest.param(100, 10, 4, 1e-6, marks=pytest.mark.slow), (57, 1, 40, 1e-5)]
 
 

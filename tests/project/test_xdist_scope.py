@@ -68,3 +68,14 @@ def test_crashed_worker_is_rerun_not_hung(tmp_path):
   assert "node down" in out, out[-3000:]
   assert r.returncode == 0, out[-3000:]
   assert "26 passed, 1 rerun" in out, out[-3000:]
+
+
+def test_longest_modules_first_name_modules_of_the_suite():
+  """The scheduler's list of long modules (dealt first) names test modules that
+  exist, once each: a renamed module would silently fall back to xdist's order."""
+  sys.path.insert(0, TESTS)
+  from xdist_scope import LONGEST_FIRST
+  root = os.path.dirname(TESTS)
+  assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST) >= 1
+  for scope in LONGEST_FIRST:
+    assert os.path.isfile(os.path.join(root, scope)), scope

@@ -186,7 +186,7 @@ def test_check_blanket_condition():
   assert not sh.check_blanket_condition(_krr(3, 1.0), 0.5)[0]
 
 
-@pytest.mark.parametrize("layout", ["cpu", "accelerator"])
+@pytest.mark.parametrize("layout", ["cpu", pytest.param("accelerator", marks=pytest.mark.slow)])
 def test_large_eps0_never_under_the_randomized_response(layout):
   # The shuffled reports are eps0-DP, and with no other report a clone (probability
   # (1 - 2/(e^eps0 + 1))^(n-1)) the pair is eps0-randomized response: each member's

@@ -367,8 +367,8 @@ def test_columns_are_the_engine_factor_by_factor(x64):
 
 
 @pytest.mark.parametrize("sigma,delta,h", [
-    (1.0, 1e-5, 1e-3), (1.0, 1e-5, 2.5e-4),
-    pytest.param(0.35, 1e-12, 1e-3, marks=pytest.mark.slow)])   # (44 s on 2 cores)
+    (1.0, 1e-5, 1e-3), pytest.param(1.0, 1e-5, 2.5e-4, marks=pytest.mark.slow),
+    pytest.param(0.35, 1e-12, 1e-3, marks=pytest.mark.slow)])
 def test_balls_in_bins_later_epoch_prefixes_are_a_direct_convolution(x64, sigma, delta, h):
   # Inside epochs 2 and 3 of 1-of-t allocation the table charges the prefix's
   # pair composed after the whole epochs (columns of batched FFTs), on the
