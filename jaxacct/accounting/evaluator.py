@@ -109,35 +109,38 @@ def grid_step(event) -> Optional[float]:
   ``value_discretization_interval``), or None: the accountant's default (1e-4).
 
   One subsampled-Gaussian step repeated n times gets the Poisson door's grid
-  (:func:`jaxacct.pld.default_step`) of its per-step pair: ``(q, sigma)`` for
-  Poisson sampling; ``(m / N, sigma / 2)`` for a fixed-size batch, drawn with or
-  without replacement (replace-one neighbours move the sum by 2); ``(q, sigma /
-  2)`` for truncated Poisson (its truncated branch's noise), those two at no more
-  than 10^4 steps and never coarser than 1e-4 (where one step's loss is too wide for 1e-4 they are refused as
-  before; the Poisson door coarsens its grid instead); finer where the composed
-  privacy loss is narrow (a large dataset), where 1e-4 left the upper loose and the
-  lower at 0. Any grid gives certified bounds.
+  (:func:`jaxacct.pld.default_step`) of its per-step pair at no more than 10^4
+  steps: ``(q, sigma)`` for Poisson sampling; ``(m / N, sigma / 2)`` for a
+  fixed-size batch, drawn with or without replacement (replace-one neighbours move
+  the sum by 2); ``(q, sigma / 2)`` for truncated Poisson (its truncated branch's
+  noise). Past 10^4 steps that is a tenth of one step's loss spread, where the run's
+  own grid left the lower at 0 (docs/bounds/dpsgd.md, "The loss grid"). The last two
+  are never coarser than 1e-4 (where one step's loss is too wide for 1e-4 they are
+  refused as before; Poisson, like its door, coarsens its grid instead). Any grid
+  gives certified bounds.
   """
   f = events.family(event)
   if f.name == "poisson":
-    return jpld.default_step(sigma=f.sigma, q=f.key[0], num_steps=f.key[1])
-  n, inner = 1, event
-  if events.kind(inner) == "self_composed":
-    n, inner = int(inner.count), inner.event
-  k = events.kind(inner)
-  if k in ("without_replacement", "with_replacement") and events.kind(inner.event) == "gaussian":
-    q = float(inner.sample_size) / float(inner.source_dataset_size)
-    sigma = float(inner.event.noise_multiplier) / 2.0
-  elif k == "truncated":
-    q, sigma = float(inner.sampling_probability), float(inner.noise_multiplier) / 2.0
+    q, sigma, n, cap = float(f.key[0]), float(f.sigma), int(f.key[1]), None
   else:
-    return None
-  if not (0.0 < q < 1.0 and sigma > 0.0 and n >= 1):
-    return None
-  # the door's grid at no more than 10^4 steps: past them, a tenth of one step's loss
-  # spread q sqrt(e^{1/sigma^2} - 1), one step's grid capped as the door caps it (a
+    n, inner = 1, event
+    if events.kind(inner) == "self_composed":
+      n, inner = int(inner.count), inner.event
+    k = events.kind(inner)
+    if k in ("without_replacement", "with_replacement") and events.kind(inner.event) == "gaussian":
+      q = float(inner.sample_size) / float(inner.source_dataset_size)
+      sigma = float(inner.event.noise_multiplier) / 2.0
+    elif k == "truncated":
+      q, sigma = float(inner.sampling_probability), float(inner.noise_multiplier) / 2.0
+    else:
+      return None
+    if not (0.0 < q < 1.0 and sigma > 0.0 and n >= 1):
+      return None
+    cap = jpld.DEFAULT_STEP
+  # past 10^4 steps: a tenth of one step's loss spread q sqrt(e^{1/sigma^2} - 1) (a
   # coarser grid loses the lower pair's cells: docs/bounds/dpsgd.md, "The loss grid")
-  return min(jpld.default_step(sigma=sigma, q=q, num_steps=min(n, 10_000)), jpld.DEFAULT_STEP)
+  h = jpld.default_step(sigma=sigma, q=q, num_steps=min(n, 10_000))
+  return h if cap is None else min(h, cap)
 
 
 def accountant_for(event):

@@ -192,6 +192,25 @@ def test_poisson_equals_poisson_pld():
   assert up(s) <= 2.0 < up(s / (1 + 1e-3))
 
 
+def test_poisson_lower_past_ten_thousand_steps_keeps_its_cells():
+  """A small-q Poisson run past 10^4 steps (N = 483,222, B = 36, E = 5, sigma 0.535:
+  67,115 steps; one step's loss spread q sqrt(e^{1/sigma^2} - 1) = 4.2e-4). On the
+  run's own grid (1e-4, the Poisson door's) the lower pair's cells merged away and
+  the lower was 0; the accountant's grid is a tenth of one step's spread past 10^4
+  steps (jaxacct.accounting.evaluator.grid_step; docs/bounds/dpsgd.md, "The loss
+  grid"). References: the Poisson PLD door on its own grid, live (an upper, held to
+  dp_accounting's PLD in tests/pld/test_pld.py), is at least the lower and the
+  upper; the bracket is within 1e-3 relative (measured 5.9e-4)."""
+  from jaxacct import poisson
+  kw = dict(num_examples=483_222, batch_size=36, num_epochs=5, sampling="poisson")
+  T = dpsgd.schedule(**kw).total_steps
+  r = dpsgd.epsilon(noise_multiplier=0.535, delta=1e-5, progress=False, **kw)
+  door = float(poisson.epsilon(q=36 / 483_222, sigma=0.535, num_steps=T, delta=1e-5,
+                               method="pld").epsilon)
+  assert T == 67_115
+  assert (1 - 1e-3) * r.epsilon <= r.lower <= r.epsilon <= door, (r.lower, r.epsilon, door)
+
+
 # --------------------------------------------------------------- unit trap
 
 def test_unit_trap_total_steps_to_per_epoch_parameter_warns():
