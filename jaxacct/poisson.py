@@ -167,7 +167,8 @@ def epsilon(*, q, sigma, num_steps, delta, orders=None,
   truncation, window, composition and query run on the device for blocks of
   lanes, one program per bucket (:mod:`jaxacct.pld._poisson_blocks`).
   The PLD grid step is ``min(1e-4, s/1000)``, s the standard deviation of the
-  composed privacy loss (``jaxacct.pld``'s default for this pair). Its
+  privacy loss composed over ``min(num_steps, 10^4)`` steps
+  (:func:`jaxacct.pld.default_step`). Its
   per-step truncation, at most 1e-16 over the run, is charged to delta: at a
   delta at or below that charge (about 1e-16 and less) ``method="pld"``
   certifies no finite epsilon and answers ``inf``; ``method="rdp"`` answers.

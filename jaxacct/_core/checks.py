@@ -195,6 +195,15 @@ SIGMA_MAX = 1e100
 TAIL_SD = 9.4
 
 
+def gaussian_loss_span(sigma, sensitivity: float = 1.0) -> float:
+  """Loss range (nats) of a one-step Gaussian grid of mean shift ``sensitivity``:
+  ``1 / (2 z^2) + TAIL_SD / z``, z = ``min(sigma, SIGMA_MAX) / sensitivity`` (inf
+  where z underflows to 0)."""
+  z = min(float(sigma), SIGMA_MAX) / sensitivity
+  w = 1.0 / z if z > 0.0 else math.inf
+  return 0.5 * w * w + TAIL_SD * w
+
+
 def accountable_sigma(sigma, step, *, max_points: float, sensitivity: float = 1.0,
                       what: str = "the PLD", name: str = "noise_multiplier") -> float:
   """The noise multiplier a one-step Gaussian grid is built at: ``min(sigma, SIGMA_MAX)``.
@@ -207,9 +216,7 @@ def accountable_sigma(sigma, step, *, max_points: float, sensitivity: float = 1.
   """
   s = min(float(sigma), SIGMA_MAX)
   h = float(step)
-  z = s / sensitivity
-  w = 1.0 / z if z > 0.0 else math.inf       # z underflows to 0 below ~1e-308
-  points = (0.5 * w * w + TAIL_SD * w) / h   # inf for sigma below ~1e-162: refused
+  points = gaussian_loss_span(s, sensitivity) / h   # inf for sigma below ~1e-162: refused
   if points > max_points:
     # the smallest z with (1 / (2 z^2) + TAIL_SD / z) / h <= max_points: a root in 1/z
     smallest = sensitivity / (-TAIL_SD + np.sqrt(TAIL_SD**2 + 2.0 * max_points * h))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple, Optional
 
 import numpy as np
 
+from jaxacct._core import checks
 from jaxacct._core.checks import WindowTooLarge
 from jaxacct._core.lazy import LazyModule
 from jaxacct import accounting, poisson
@@ -116,8 +117,9 @@ def grid_step(event) -> Optional[float]:
   noise). Past 10^4 steps that is a tenth of one step's loss spread, where the run's
   own grid left the lower at 0 (docs/bounds/dpsgd.md, "The loss grid"). The last two
   are never coarser than 1e-4 (where one step's loss is too wide for 1e-4 they are
-  refused as before; Poisson, like its door, coarsens its grid instead). Any grid
-  gives certified bounds.
+  refused as before; Poisson, like its door, coarsens its grid instead), nor finer
+  than one step's whole Gaussian branch allows in 4e6 points. Any grid gives
+  certified bounds.
   """
   f = events.family(event)
   if f.name == "poisson":
@@ -138,8 +140,10 @@ def grid_step(event) -> Optional[float]:
       return None
     cap = jpld.DEFAULT_STEP
   # past 10^4 steps: a tenth of one step's loss spread q sqrt(e^{1/sigma^2} - 1) (a
-  # coarser grid loses the lower pair's cells: docs/bounds/dpsgd.md, "The loss grid")
-  h = jpld.default_step(sigma=sigma, q=q, num_steps=min(n, 10_000))
+  # coarser grid loses the lower pair's cells: docs/bounds/dpsgd.md, "The loss grid");
+  # those two steps' PLDs hold a whole Gaussian (at sigma / 2 here), held in 4e6 points
+  span = None if cap is None else checks.gaussian_loss_span(sigma)
+  h = jpld.default_step(sigma=sigma, q=q, num_steps=n, span=span)
   return h if cap is None else min(h, cap)
 
 

@@ -11,8 +11,8 @@ Public interface (a contract used by other jaxacct modules):
 * queries: :func:`delta`, :func:`epsilon` (of a :class:`PLD`, or of a
   :class:`PairPLD`: the max of the two directions).
 * the composed Poisson-subsampled Gaussian pair :func:`poisson_gaussian_composed`
-  (default grid step ``min(1e-4, s/1000)``, s the composed loss's standard
-  deviation); its epsilon/delta door is
+  (default grid step ``min(1e-4, s/1000)``, s the standard deviation of the loss
+  composed over at most 10^4 steps: :func:`default_step`); its epsilon/delta door is
   ``jaxacct.poisson.epsilon`` / ``delta`` with ``method="pld"``;
   :func:`to_dp_accounting` (export).
 

@@ -37,27 +37,37 @@ def _at_most_sigma_max(sigma):
   return min(float(sigma), checks.SIGMA_MAX)
 
 
-def default_step(sigma, q, num_steps) -> float:
+def default_step(sigma, q, num_steps, *, span=None) -> float:
   """Grid step used by the front doors for a Poisson-subsampled Gaussian.
 
-  ``min(1e-4, s/1000)`` where ``s`` is the standard deviation of the composed
-  privacy loss (``sqrt(num_steps) * q * sqrt(e^{1/sigma^2} - 1)``), so that
-  small-q / large-sigma settings still have ~1000 grid points per standard
-  deviation; coarsened if one step would need more than 4e6 points.
+  ``min(1e-4, s/1000)`` where ``s`` is the standard deviation of the privacy
+  loss composed over ``min(num_steps, 10^4)`` steps (``sqrt(min(num_steps,
+  10^4)) * q * sqrt(e^{1/sigma^2} - 1)``), so that small-q / large-sigma
+  settings still have ~1000 grid points per standard deviation, and a long run
+  a tenth of one step's loss spread (a coarser grid rounds each step's few cells
+  and, over many steps, the rounding decides the answer: docs/bounds/poisson.md,
+  "The grid of a long run"); coarsened if one step would need more than 4e6
+  points. ``span``
+  (nats), if given, is one step's loss range where the step's PLD is wider than
+  the Poisson pair's (a step with a whole Gaussian branch,
+  :func:`jaxacct._core.checks.gaussian_loss_span`): the 4e6 points hold the wider.
   """
   checks.check_positive("sigma", sigma, scalar=True)
   checks.check_probability("q", q, scalar=True)
   checks.check_int("num_steps", num_steps, min_value=1, scalar=True)
   sigma, q, num_steps = _at_most_sigma_max(sigma), float(q), float(num_steps)
   var1 = q * q * math.expm1(min(1.0 / (sigma * sigma), 700.0))
-  s = math.sqrt(num_steps * var1)
+  s = math.sqrt(min(num_steps, 10_000.0) * var1)
   h = min(DEFAULT_STEP, max(s / 1000.0, 1e-9))
   # the per-step grid spans about [log(1-q), ell(1 + 10 sigma)]
   top = float(np.logaddexp(np.log1p(-min(q, 0.999999)),
                            np.log(max(q, 1e-300)) + (2 * (1 + 10 * sigma) - 1)
                            / (2 * sigma * sigma)))
-  span = top - math.log1p(-min(q, 0.999999))
-  return max(h, span / _MAX_STEP_GRID)
+  width = top - math.log1p(-min(q, 0.999999))
+  if span is not None:
+    checks.check_positive("span", span, scalar=True)
+    width = max(width, float(span))
+  return max(h, width / _MAX_STEP_GRID)
 
 
 @host_door(BUILD_ON_HOST)

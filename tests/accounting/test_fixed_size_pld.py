@@ -427,6 +427,26 @@ def test_lower_pairs_of_new_sigmas_reuse_one_merge_program():
   assert counts.get("jit(_merge_scan)") == 1, counts
 
 
+def test_a_tiny_batch_of_a_large_dataset_is_answered_not_refused():
+  """N = 3,120,425, B = 5, E = 1, sigma 3.848 (one step's loss spread q sqrt(e^{4 /
+  sigma^2} - 1) = 8.9e-7): a tenth of that spread would put one step's whole
+  Gaussian branch (5 nats) on 5.6e7 points, and both samplers were refused with an
+  error that blamed sigma. The grid is held at 4e6 points a step
+  (``jaxacct.accounting.evaluator.grid_step``). Reference: the fixed-size pair's
+  remove direction is the Poisson-subsampled Gaussian at sigma / 2, whose door is
+  within 1e-2 of that instance's certified lower (tests/test_poisson.py): the
+  fixed-size upper is above it (measured 1.32x)."""
+  from jaxacct import dpsgd, poisson
+  kw = dict(num_examples=3_120_425, batch_size=5, num_epochs=1, delta=1e-6, progress=False)
+  fixed = dpsgd.epsilon(noise_multiplier=3.848, sampling="fixed_size", **kw)
+  trunc = dpsgd.epsilon(noise_multiplier=3.848, sampling="truncated_poisson",
+                        max_batch_size=9, **kw)
+  door = float(poisson.epsilon(q=5 / 3_120_425, sigma=3.848 / 2, num_steps=624_085,
+                               delta=1e-6, method="pld").epsilon)
+  assert 0.0 <= fixed.lower <= fixed.epsilon and fixed.epsilon >= door, (fixed, door)
+  assert 0.0 <= trunc.lower <= trunc.epsilon < np.inf, trunc
+
+
 @pytest.mark.parametrize("n,steps", [(3_000_000, 11718), (10_000_000, 39062)])
 def test_a_large_dataset_gets_a_finer_grid_and_a_useful_lower(n, steps):
   """B = 256, E = 1, sigma = 1, delta 1e-5 on a large dataset: the run's accountant
