@@ -11,6 +11,7 @@ tracking and the data loaders ask here. Docs: docs/bounds/dpsgd.md.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 import numpy as np
@@ -105,6 +106,29 @@ def relation_of(event) -> str:
   return next((r for r in map(relation_of, subs) if r == "REPLACE_ONE"), "ADD_OR_REMOVE_ONE")
 
 
+def _step_pair(event):
+  """``(q, sigma, n, cap)`` of one subsampled-Gaussian step repeated n times (the
+  per-step pair of :func:`grid_step`; cap: the coarsest grid, None for Poisson),
+  or None for any other event."""
+  f = events.family(event)
+  if f.name == "poisson":
+    return float(f.key[0]), float(f.sigma), int(f.key[1]), None
+  n, inner = 1, event
+  if events.kind(inner) == "self_composed":
+    n, inner = int(inner.count), inner.event
+  k = events.kind(inner)
+  if k in ("without_replacement", "with_replacement") and events.kind(inner.event) == "gaussian":
+    q = float(inner.sample_size) / float(inner.source_dataset_size)
+    sigma = float(inner.event.noise_multiplier) / 2.0
+  elif k == "truncated":
+    q, sigma = float(inner.sampling_probability), float(inner.noise_multiplier) / 2.0
+  else:
+    return None
+  if not (0.0 < q < 1.0 and sigma > 0.0 and n >= 1):
+    return None
+  return q, sigma, n, jpld.DEFAULT_STEP
+
+
 def grid_step(event) -> Optional[float]:
   """The loss grid step of :func:`accountant_for` ``event`` (its
   ``value_discretization_interval``), or None: the accountant's default (1e-4).
@@ -121,50 +145,69 @@ def grid_step(event) -> Optional[float]:
   than one step's whole Gaussian branch allows in 4e6 points. Any grid gives
   certified bounds.
   """
-  f = events.family(event)
-  if f.name == "poisson":
-    q, sigma, n, cap = float(f.key[0]), float(f.sigma), int(f.key[1]), None
-  else:
-    n, inner = 1, event
-    if events.kind(inner) == "self_composed":
-      n, inner = int(inner.count), inner.event
-    k = events.kind(inner)
-    if k in ("without_replacement", "with_replacement") and events.kind(inner.event) == "gaussian":
-      q = float(inner.sample_size) / float(inner.source_dataset_size)
-      sigma = float(inner.event.noise_multiplier) / 2.0
-    elif k == "truncated":
-      q, sigma = float(inner.sampling_probability), float(inner.noise_multiplier) / 2.0
-    else:
-      return None
-    if not (0.0 < q < 1.0 and sigma > 0.0 and n >= 1):
-      return None
-    cap = jpld.DEFAULT_STEP
-  # past 10^4 steps: a tenth of one step's loss spread q sqrt(e^{1/sigma^2} - 1) (a
-  # coarser grid loses the lower pair's cells: docs/bounds/dpsgd.md, "The loss grid");
+  pair = _step_pair(event)
+  if pair is None:
+    return None
+  q, sigma, n, cap = pair
   # those two steps' PLDs hold a whole Gaussian (at sigma / 2 here), held in 4e6 points
   span = None if cap is None else checks.gaussian_loss_span(sigma)
   h = jpld.default_step(sigma=sigma, q=q, num_steps=n, span=span)
   return h if cap is None else min(h, cap)
 
 
-def accountant_for(event):
+def lower_grid_step(event) -> Optional[float]:
+  """A finer grid for the lower of :func:`accountant_for` ``event``, or None (its
+  own grid serves).
+
+  The lower pair's outcomes are merged onto grid values that their losses reach
+  (:func:`jaxacct.accounting.fixed_size.without_replacement_pair`). One step's
+  smallest loss is about ``log(1 - q)``: where :func:`grid_step` is wider than two
+  thirds of ``-log(1 - q)``, no outcome lies below the grid value under a step's
+  bulk, so the bulk's group cannot be completed and rounds down a cell, and over
+  many steps the lower falls towards 0 while the upper is fine. This is two thirds
+  of ``-log(1 - q)`` there, never finer than :func:`grid_step`'s 4e6 points a step
+  allow; None where those points keep it wider than ``-log(1 - q)``, which would not
+  help (docs/bounds/dpsgd.md, "The lower's grid").
+  """
+  pair, h = _step_pair(event), grid_step(event)
+  if pair is None or h is None:
+    return None
+  q, sigma, n, cap = pair
+  span = None if cap is None else checks.gaussian_loss_span(sigma)
+  smallest = -math.log1p(-q)
+  fine = jpld.default_step(sigma=sigma, q=q, num_steps=n, span=span, at_most=smallest / 1.5)
+  # none where the 4e6 points keep the grid wider than the smallest loss: no help there
+  return fine if fine < h and fine < smallest else None
+
+
+def accountant_for(event, *, step: Optional[float] = None):
   """A fresh ``PLDAccountant`` under :func:`relation_of` ``event``, with it composed,
   on :func:`grid_step` ``event`` (the Poisson door's own grid for a run of one
   subsampled-Gaussian step: finer than the accountant's default where the privacy
-  loss is narrow)."""
+  loss is narrow), or on ``step``."""
   rel = accounting.NeighboringRelation[relation_of(event)]
-  h = grid_step(event)
+  h = grid_step(event) if step is None else step
   kw = {} if h is None else {"value_discretization_interval": h}
   return accounting.PLDAccountant(rel, **kw).compose(event)
 
 
 def _accountant_answer(event, delta, with_lower):
-  """The accountant's answer to one question: ``(upper, lower or NaN, method, scope)``."""
+  """The accountant's answer to one question: ``(upper, lower or NaN, method, scope)``.
+  The lower is also read on :func:`lower_grid_step` where that is finer (the larger
+  of the two certified lowers; the upper is the run's grid's)."""
   acc = accountant_for(event)
   if not with_lower:
     return float(acc.get_epsilon(delta)), np.nan, "", ""
   r = acc.get_epsilon_bounds(delta)
   lo = np.nan if r.lower is None else float(r.lower)
+  h = lower_grid_step(event)
+  if h is not None and not lo >= r.epsilon:
+    try:
+      fine = accountant_for(event, step=h).get_epsilon_bounds(delta)
+    except WindowTooLarge:   # past the engines' windows: the run's grid's lower stands
+      fine = None
+    if fine is not None and fine.lower is not None:
+      lo = min(max(lo if lo == lo else 0.0, float(fine.lower)), float(r.epsilon))
   return float(r.epsilon), lo, str(r.method), str((r.details or {}).get("lower_scope", ""))
 
 

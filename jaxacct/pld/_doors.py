@@ -37,7 +37,7 @@ def _at_most_sigma_max(sigma):
   return min(float(sigma), checks.SIGMA_MAX)
 
 
-def default_step(sigma, q, num_steps, *, span=None) -> float:
+def default_step(sigma, q, num_steps, *, span=None, at_most=None) -> float:
   """Grid step used by the front doors for a Poisson-subsampled Gaussian.
 
   ``min(1e-4, s/1000)`` where ``s`` is the standard deviation of the privacy
@@ -51,6 +51,8 @@ def default_step(sigma, q, num_steps, *, span=None) -> float:
   (nats), if given, is one step's loss range where the step's PLD is wider than
   the Poisson pair's (a step with a whole Gaussian branch,
   :func:`jaxacct._core.checks.gaussian_loss_span`): the 4e6 points hold the wider.
+  ``at_most``, if given, caps the step before that coarsening (a finer grid a caller
+  needs, :func:`jaxacct.accounting.evaluator.lower_grid_step`).
   """
   checks.check_positive("sigma", sigma, scalar=True)
   checks.check_probability("q", q, scalar=True)
@@ -59,6 +61,9 @@ def default_step(sigma, q, num_steps, *, span=None) -> float:
   var1 = q * q * math.expm1(min(1.0 / (sigma * sigma), 700.0))
   s = math.sqrt(min(num_steps, 10_000.0) * var1)
   h = min(DEFAULT_STEP, max(s / 1000.0, 1e-9))
+  if at_most is not None:
+    checks.check_positive("at_most", at_most, scalar=True)
+    h = min(h, float(at_most))
   # the per-step grid spans about [log(1-q), ell(1 + 10 sigma)]
   top = float(np.logaddexp(np.log1p(-min(q, 0.999999)),
                            np.log(max(q, 1e-300)) + (2 * (1 + 10 * sigma) - 1)

@@ -211,6 +211,30 @@ def test_poisson_lower_past_ten_thousand_steps_keeps_its_cells():
   assert (1 - 1e-3) * r.epsilon <= r.lower <= r.epsilon <= door, (r.lower, r.epsilon, door)
 
 
+def test_lower_of_a_batch_smaller_than_its_grid_is_read_on_a_finer_grid():
+  """N = 200,000, B = 10, sigma 0.42 (Poisson) or 0.84 (fixed-size: the same pair at
+  sigma / 2), E = 1, delta 1e-6: q = 5e-5 is below the run's grid step (8.5e-5), so a
+  step's bulk rounded down a cell and the lowers were 2.883 and 3.113. The lower is
+  read on ``lower_grid_step`` (two thirds of -log(1 - q)); the upper stays the run
+  grid's, the Poisson door's own. References: the Poisson door live (an upper, held to
+  dp_accounting's PLD in tests/pld/test_pld.py); the fixed-size pair's remove
+  direction is that Poisson pair (docs/bounds/fixed_size.md), so its lower is below
+  the door too. Tolerance: the Poisson bracket within 1e-4 relative (measured
+  2.4e-5)."""
+  from jaxacct import poisson
+  from jaxacct.accounting import evaluator
+  kw = dict(num_examples=200_000, batch_size=10, num_epochs=1, delta=1e-6, progress=False)
+  door = float(poisson.epsilon(q=5e-5, sigma=0.42, num_steps=20_000, delta=1e-6,
+                               method="pld").epsilon)
+  r = dpsgd.epsilon(noise_multiplier=0.42, sampling="poisson", **kw)
+  assert r.epsilon == door and (1 - 1e-4) * door <= r.lower <= door, (r.lower, door)
+  f = dpsgd.epsilon(noise_multiplier=0.84, sampling="fixed_size", **kw)
+  assert (1 - 1e-4) * door <= f.lower <= door <= f.epsilon, (f.lower, f.epsilon, door)
+  readme = dpsgd.event(noise_multiplier=1.0, num_examples=60_000, batch_size=256,
+                       num_epochs=10, sampling="poisson")
+  assert evaluator.lower_grid_step(readme) is None
+
+
 # --------------------------------------------------------------- unit trap
 
 def test_unit_trap_total_steps_to_per_epoch_parameter_warns():
