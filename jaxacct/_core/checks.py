@@ -195,6 +195,25 @@ SIGMA_MAX = 1e100
 TAIL_SD = 9.4
 
 
+#: the smallest noise multiplier a DP-SGD run is accounted at (its square stays in float64)
+SMALLEST_SIGMA = 1e-150
+
+
+def check_accountable_noise(name: str, value) -> None:
+  """ValueError naming ``name`` where a nonzero ``|value|`` is below
+  :data:`SMALLEST_SIGMA` (the sign, and what is not a number, are checked elsewhere)."""
+  try:
+    tiny = np.abs(np.asarray(value, np.float64))
+  except (TypeError, ValueError):
+    return
+  tiny = tiny[(tiny > 0.0) & (tiny < SMALLEST_SIGMA)]
+  if tiny.size:
+    raise ValueError(
+        f"{name} must be at least {SMALLEST_SIGMA:g}: below it one step's privacy loss "
+        "(1 / (2 sigma^2)) is past float64's range and no sampler accounts the run (it "
+        f"is not private); got {float(tiny[0]):g}.")
+
+
 def gaussian_loss_span(sigma, sensitivity: float = 1.0) -> float:
   """Loss range (nats) of a one-step Gaussian grid of mean shift ``sensitivity``:
   ``1 / (2 z^2) + TAIL_SD / z``, z = ``min(sigma, SIGMA_MAX) / sensitivity`` (inf

@@ -195,6 +195,7 @@ def _front_door(progress, name, value, delta, *, sign_checked_later=False, **sch
   check_number(name, value)
   if sign_checked_later:
     checks.check_finite(name, value)
+    checks.check_accountable_noise(name, value)
   else:
     checks.check_positive(name, value)
   checks.check_delta(delta)

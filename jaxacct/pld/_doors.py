@@ -58,7 +58,8 @@ def default_step(sigma, q, num_steps, *, span=None, at_most=None) -> float:
   checks.check_probability("q", q, scalar=True)
   checks.check_int("num_steps", num_steps, min_value=1, scalar=True)
   sigma, q, num_steps = _at_most_sigma_max(sigma), float(q), float(num_steps)
-  var1 = q * q * math.expm1(min(1.0 / (sigma * sigma), 700.0))
+  s2 = max(sigma * sigma, 1e-300)   # sigma below ~1e-154 squares to 0
+  var1 = q * q * math.expm1(min(1.0 / s2, 700.0))
   s = math.sqrt(min(num_steps, 10_000.0) * var1)
   h = min(DEFAULT_STEP, max(s / 1000.0, 1e-9))
   if at_most is not None:
@@ -67,10 +68,10 @@ def default_step(sigma, q, num_steps, *, span=None, at_most=None) -> float:
   # the per-step grid spans about [log(1-q), ell(1 + 10 sigma)]
   top = float(np.logaddexp(np.log1p(-min(q, 0.999999)),
                            np.log(max(q, 1e-300)) + (2 * (1 + 10 * sigma) - 1)
-                           / (2 * sigma * sigma)))
+                           / (2 * s2)))
   width = top - math.log1p(-min(q, 0.999999))
   if span is not None:
-    checks.check_positive("span", span, scalar=True)
+    checks.check_range("span", span, 0.0, np.inf, lo_open=True, allow_inf=True, scalar=True)
     width = max(width, float(span))
   return max(h, width / _MAX_STEP_GRID)
 

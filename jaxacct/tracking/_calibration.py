@@ -70,6 +70,7 @@ def accountant_for(sampling: str, *, noise_multiplier, num_examples: int, num_ep
   # one run per call: a list where one number goes is refused before the schedule reads it
   checks.check_scalar("accountant_for", "(one run per call)", noise_multiplier=noise_multiplier,
                       num_examples=num_examples, num_epochs=num_epochs, batch_size=batch_size)
+  checks.check_accountable_noise("noise_multiplier", noise_multiplier)
   declared = batch_size
   if isinstance(sampling, str) and sampling in OLD_WORDS:
     new, full_batch = OLD_WORDS[sampling]

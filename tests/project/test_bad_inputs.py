@@ -422,13 +422,15 @@ _TRUNCATED_GRID = (
 SIGMA_KNOWN = {}   # every sampler answers or names the noise multiplier (fixed this change)
 
 
-@pytest.mark.parametrize("sigma", [1e-6, 1e300])
+@pytest.mark.parametrize("sigma", [1e-300, 1e-6, 1e300])
 @pytest.mark.parametrize("sampling", SAMPLERS)
 def test_extreme_noise_multiplier_answers_or_names_it(request, sampling, sigma):
   """Issue 67: sigma 1e-6 gave an int32 IndexError (balls_in_bins, shuffle) or asked
   for 192 PiB (fixed_size) / 48 PiB (truncated_poisson); sigma 1e300 a bare
   OverflowError. Now a valid epsilon (not NaN; 0 to float64 precision at 1e300) or a
-  ValueError naming noise_multiplier, before anything large is allocated."""
+  ValueError naming noise_multiplier, before anything large is allocated. Sigma 1e-300
+  (its square underflows) raised a ZeroDivisionError, an OverflowError or a NumPy
+  broadcast error, depending on the sampler."""
   from jaxacct import dpsgd
   if (sampling, sigma) in SIGMA_KNOWN:
     request.applymarker(pytest.mark.xfail(strict=True, reason=SIGMA_KNOWN[sampling, sigma]))
@@ -517,3 +519,13 @@ def test_checks_refuse_booleans_empty_arrays_and_counts_past_int64():
   with pytest.raises(ValueError, match=r"noise_multiplier \(sigma\) 1e-06 is too small .* "
                                        r"noise multipliers >= 0\.0137 are accounted"):
     checks.accountable_sigma(1e-6, 1e-4, max_points=2**25)
+
+
+def test_tracking_noise_multiplier_whose_square_underflows_is_named():
+  """The hook's accountant refuses sigma 1e-300 naming noise_multiplier, as dpsgd does
+  (before: a NumPy broadcast error for balls_in_bins, a table of inf for poisson)."""
+  from jaxacct import tracking
+  for sampling in ("balls_in_bins", "poisson"):
+    with pytest.raises(ValueError, match="noise_multiplier must be at least 1e-150"):
+      tracking.accountant_for(sampling, noise_multiplier=1e-300, num_examples=1000,
+                              batch_size=100, num_epochs=2, progress=False)
