@@ -201,7 +201,10 @@ SMALLEST_SIGMA = 1e-150
 
 def check_accountable_noise(name: str, value) -> None:
   """ValueError naming ``name`` where a nonzero ``|value|`` is below
-  :data:`SMALLEST_SIGMA` (the sign, and what is not a number, are checked elsewhere)."""
+  :data:`SMALLEST_SIGMA` (the sign, and what is not a number, are checked elsewhere;
+  traced input is not checked)."""
+  if not is_concrete(value):
+    return
   try:
     tiny = np.abs(np.asarray(value, np.float64))
   except (TypeError, ValueError):
@@ -210,8 +213,8 @@ def check_accountable_noise(name: str, value) -> None:
   if tiny.size:
     raise ValueError(
         f"{name} must be at least {SMALLEST_SIGMA:g}: below it one step's privacy loss "
-        "(1 / (2 sigma^2)) is past float64's range and no sampler accounts the run (it "
-        f"is not private); got {float(tiny[0]):g}.")
+        "is past float64's range and is not accounted (so little noise gives no "
+        f"privacy); got {float(tiny[0]):g}.")
 
 
 def gaussian_loss_span(sigma, sensitivity: float = 1.0) -> float:

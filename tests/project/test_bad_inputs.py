@@ -529,3 +529,17 @@ def test_tracking_noise_multiplier_whose_square_underflows_is_named():
     with pytest.raises(ValueError, match="noise_multiplier must be at least 1e-150"):
       tracking.accountant_for(sampling, noise_multiplier=1e-300, num_examples=1000,
                               batch_size=100, num_epochs=2, progress=False)
+
+
+def test_doors_sigma_whose_square_underflows_is_named():
+  """Sigma 1e-300 at the Poisson and allocation-PLD doors (before: NaN from
+  poisson.epsilon's RDP, a NumPy broadcast error from allocation_pld_epsilon); 1e-150,
+  the smallest accounted, still answers (an upper past 1e300)."""
+  from jaxacct import poisson
+  from jaxacct.allocation import pld as apld
+  for door in (lambda s: poisson.epsilon(q=0.01, sigma=s, num_steps=10, delta=1e-5),
+               lambda s: apld.allocation_pld_epsilon(sigma=np.array([s, 1.0]),
+                                                     steps_per_epoch=10, delta=1e-5)):
+    with pytest.raises(ValueError, match="sigma must be at least 1e-150"):
+      door(1e-300)
+  assert float(poisson.epsilon(q=0.01, sigma=1e-150, num_steps=10, delta=1e-5).epsilon) > 1e300

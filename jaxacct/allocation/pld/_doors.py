@@ -63,6 +63,7 @@ def _check_common(sigma, steps_per_epoch, num_selected, num_epochs, direction, g
     if sigma is None:
       raise ValueError(f"sigma is required for mechanism={mechanism!r}.")
     checks.check_positive("sigma", sigma)
+    checks.check_accountable_noise("sigma", sigma)
   else:
     if sigma is not None:
       raise ValueError("sigma must be None when the mechanism is given as a PLD.")
