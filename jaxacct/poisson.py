@@ -38,8 +38,7 @@ __all__ = ["poisson_gaussian_rdp", "epsilon", "delta"]
 
 def _validate_common(q, sigma, num_steps):
   checks.check_probability("q", q)
-  checks.check_positive("sigma", sigma)
-  checks.check_accountable_noise("sigma", sigma)
+  checks.check_sigma("sigma", sigma)
   checks.check_int("num_steps", num_steps, min_value=1)
 
 

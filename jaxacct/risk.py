@@ -264,7 +264,7 @@ def _sched(progress, num_examples, batch_size, num_epochs, sampling, num_selecte
 def _scalar_sigma(noise_multiplier):
   if isinstance(noise_multiplier, (str, bytes, bool)) or np.ndim(noise_multiplier):
     raise ValueError(f"noise_multiplier must be a scalar number > 0; got {noise_multiplier!r}.")
-  checks.check_positive("noise_multiplier", noise_multiplier)
+  checks.check_sigma("noise_multiplier", noise_multiplier)
   return float(noise_multiplier)
 
 

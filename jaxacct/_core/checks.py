@@ -217,6 +217,13 @@ def check_accountable_noise(name: str, value) -> None:
         f"privacy); got {float(tiny[0]):g}.")
 
 
+def check_sigma(name: str, x, **kw) -> None:
+  """A noise multiplier (or scale): :func:`check_positive` and at least
+  :data:`SMALLEST_SIGMA` (:func:`check_accountable_noise`)."""
+  check_positive(name, x, **kw)
+  check_accountable_noise(name, x)
+
+
 def gaussian_loss_span(sigma, sensitivity: float = 1.0) -> float:
   """Loss range (nats) of a one-step Gaussian grid of mean shift ``sensitivity``:
   ``1 / (2 z^2) + TAIL_SD / z``, z = ``min(sigma, SIGMA_MAX) / sensitivity`` (inf

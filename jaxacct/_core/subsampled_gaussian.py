@@ -463,7 +463,7 @@ def poisson_gaussian_rdp(orders=DEFAULT_ORDERS, *, q, sigma,
   checks.check_direction(direction)
   def validate():
     checks.check_probability("q", q)
-    checks.check_positive("sigma", sigma)
+    checks.check_sigma("sigma", sigma)
   eager = functools.partial(_poisson_rdp_jit, orders=tuple(orders_np.tolist()),
                             direction=direction)
   if np.ndim(q) or np.ndim(sigma):

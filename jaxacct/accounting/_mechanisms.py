@@ -89,7 +89,7 @@ def poisson_gaussian_replace(sigma: float, q: float, *, step: float,
   Returns:
     ``PairPLD`` (remove = add). Bound: upper (pessimistic) / lower.
   """
-  checks.check_positive("sigma", sigma)
+  checks.check_sigma("sigma", sigma)
   checks.check_probability("q", q, open_lo=True)
   s, q = float(sigma), float(q)
   l1q, lq = math.log1p(-q) if q < 1 else -np.inf, math.log(q)

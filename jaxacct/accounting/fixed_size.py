@@ -111,7 +111,7 @@ def _bucket(n: int) -> int:
 def _check(n, m, sigma, step):
   checks.check_int("n", n, min_value=1, scalar=True)
   checks.check_int("m", m, min_value=0, scalar=True)
-  checks.check_positive("sigma", sigma, scalar=True)
+  checks.check_sigma("sigma", sigma, scalar=True)
   checks.check_positive("step", step, scalar=True)
 
 

@@ -50,7 +50,7 @@ def smallest_caps(num_examples: int, sampling_probability: float, noise_multipli
   n = int(num_examples)
   q = float(sampling_probability)
   checks.check_range("sampling_probability", q, 0.0, 1.0, lo_open=True)
-  checks.check_positive("noise_multiplier", noise_multiplier)
+  checks.check_sigma("noise_multiplier", noise_multiplier)
   checks.check_int("total_steps", total_steps, min_value=1)
   checks.check_delta(delta)
   fracs = sorted(float(f) for f in within)

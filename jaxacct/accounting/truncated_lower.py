@@ -258,7 +258,7 @@ def _instance_pairs(ms, q, cap, sigma, v, h, width, resolution):
   counts, their count cells are computed once (the same masses)."""
   checks.check_range("sampling_probability", q, 0.0, 1.0, lo_open=True, hi_open=True)
   checks.check_int("truncated_batch_size", cap, min_value=1)
-  checks.check_positive("noise_multiplier", sigma)
+  checks.check_sigma("noise_multiplier", sigma)
   checks.check_range("v", v, -1.0, 1.0)
   checks.check_positive("step", h)
   checks.check_positive("width", width)

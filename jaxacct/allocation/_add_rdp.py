@@ -231,7 +231,7 @@ def _check_add_rdp(orders, sigma, steps_per_epoch):
     raise ValueError(f"orders must be a 1-D array of Renyi orders > 1; got {orders!r}.")
   if np.any(np.asarray(orders) <= 1.0):
     raise ValueError(f"orders must be > 1; got {np.min(orders)}.")
-  checks.check_positive("sigma", sigma)
+  checks.check_sigma("sigma", sigma)
   checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1, max_value=2**31 - 1)
 
 

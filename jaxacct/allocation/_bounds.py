@@ -40,7 +40,7 @@ def split_rounds(steps_per_epoch, num_selected, num_epochs):
 def check_scheme(sigma, steps_per_epoch, num_selected, num_epochs, *, scalar=False):
   """Refuses a scheme (sigma, t, k, E) outside its domain, naming the parameter;
   ``scalar=True``: each must be one number (a door that takes no arrays)."""
-  checks.check_positive("sigma", sigma, scalar=scalar)
+  checks.check_sigma("sigma", sigma, scalar=scalar)
   checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1, max_value=2**31 - 1,
                    scalar=scalar)
   checks.check_int("num_selected", num_selected, min_value=1, scalar=scalar)
@@ -106,7 +106,7 @@ def local_epsilon(*, sigma, delta, num_selected=1, num_epochs=1):
   ``epsilon`` a float64 array (broadcast of the inputs). Bound: upper
   (exact for the scheme in which the allocation is public).
   """
-  checks.check_positive("sigma", sigma)
+  checks.check_sigma("sigma", sigma)
   checks.check_delta(delta)
   checks.check_int("num_selected", num_selected, min_value=1)
   checks.check_int("num_epochs", num_epochs, min_value=1)
@@ -173,7 +173,7 @@ def decomposition_epsilon(*, sigma, steps_per_epoch, delta, direction="both", or
   epsilon is a bisection on [0, 50] keeping the feasible end (inf if 50 is
   infeasible).
   """
-  checks.check_positive("sigma", sigma)
+  checks.check_sigma("sigma", sigma)
   checks.check_int("steps_per_epoch", steps_per_epoch, min_value=2)
   checks.check_delta(delta)
   checks.check_direction(direction)
@@ -207,7 +207,7 @@ def decomposition_delta(*, sigma, steps_per_epoch, epsilon, direction="both", or
   Returns: ``DeltaResult(delta, epsilon, method="decomposition",
   bound="upper")``, ``delta`` a float64 array (capped at 1). Bound: upper.
   """
-  checks.check_positive("sigma", sigma)
+  checks.check_sigma("sigma", sigma)
   checks.check_int("steps_per_epoch", steps_per_epoch, min_value=2)
   checks.check_range("epsilon", epsilon, 0.0, np.inf)
   checks.check_direction(direction)
@@ -370,7 +370,7 @@ def decomposition_round_plds(*, sigma, steps_per_epoch, step=None):
   the loss map of :func:`decomposition_pld_epsilon`; pessimistic
   (connect-the-dots) re-gridding. ``nu``: clipped negative mass (add).
   """
-  checks.check_positive("sigma", sigma)
+  checks.check_sigma("sigma", sigma)
   checks.check_int("steps_per_epoch", steps_per_epoch, min_value=2)
   if step is not None:
     checks.check_positive("step", step)

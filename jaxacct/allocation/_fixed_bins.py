@@ -29,7 +29,7 @@ def equivalent_sigma(sigma, num_epochs):
 
   Bound: exact (an identity of dominating pairs).
   """
-  checks.check_positive("sigma", sigma)
+  checks.check_sigma("sigma", sigma)
   checks.check_int("num_epochs", num_epochs, min_value=1)
   return np.asarray(sigma, np.float64) / np.sqrt(np.asarray(num_epochs, np.float64))
 

@@ -247,7 +247,7 @@ def _remove_rdp(sigma, steps_per_epoch, max_order):
     eager = functools.partial(_remove_rdp_blocks, max_order=int(max_order))
   return dispatch(functools.partial(_remove_rdp_jit, max_order=int(max_order)),
                   (sigma, steps_per_epoch),
-                  lambda: (checks.check_positive("sigma", sigma),
+                  lambda: (checks.check_sigma("sigma", sigma),
                            checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1,
                                             max_value=2**31 - 1)),
                   eager=eager)

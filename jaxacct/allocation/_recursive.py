@@ -113,7 +113,7 @@ def truncated_poisson_rate(*, sigma, steps_per_epoch, delta0, delta_tail, azuma:
   Bound: a rate for which the round is within t delta0 + delta_tail of
   Poisson(eta) (upper-bound ingredient).
   """
-  checks.check_positive("sigma", sigma)
+  checks.check_sigma("sigma", sigma)
   checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1)
   checks.check_probability("delta0", delta0)
   checks.check_probability("delta_tail", delta_tail)

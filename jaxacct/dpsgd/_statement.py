@@ -327,7 +327,7 @@ def statement(*, num_examples, batch_size, num_epochs, delta, noise_multiplier=N
     # within one tolerance step of the floor: nothing below it was searched
     source = "search_floor" if found < _SIGMA_FLOOR * (1 + _RTOL) else "calibrated"
   else:
-    checks.check_positive("noise_multiplier", noise_multiplier)
+    checks.check_sigma("noise_multiplier", noise_multiplier)
     sigma, source = float(noise_multiplier), "given"
   T = int(sched.total_steps)
   q = float(sched.batch_size) / sched.num_examples

@@ -51,7 +51,7 @@ def balls_in_bins_event(strategy, *, noise_multiplier: float, num_epochs: int = 
     ``jaxacct.allocation.pld`` (upper, with a certified lower).
   """
   t, _ = one_cycle(strategy)
-  checks.check_positive("noise_multiplier", noise_multiplier)
+  checks.check_sigma("noise_multiplier", noise_multiplier)
   record = samplers.get("balls_in_bins")
   # the event depends on t and E only (the strategy does not carry N): the
   # schedule of t examples in batches of 1 has t = floor(N / B) steps an epoch

@@ -122,7 +122,7 @@ def subsampled_shuffle_gaussian_rdp_estimate(orders=DEFAULT_CHECK_IN_ORDERS, *, 
     checks.check_range("m", m, 1.0)
     if np.any(np.asarray(m) > np.asarray(n)):
       raise ValueError(f"m must be in [1, n]; got m={m}, n={n}.")
-    checks.check_positive("sigma", sigma)
+    checks.check_sigma("sigma", sigma)
 
   return dispatch(functools.partial(_ssg_jit, orders=otuple), (n, m, sigma), validate)
 

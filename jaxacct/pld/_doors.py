@@ -54,7 +54,7 @@ def default_step(sigma, q, num_steps, *, span=None, at_most=None) -> float:
   ``at_most``, if given, caps the step before that coarsening (a finer grid a caller
   needs, :func:`jaxacct.accounting.evaluator.lower_grid_step`).
   """
-  checks.check_positive("sigma", sigma, scalar=True)
+  checks.check_sigma("sigma", sigma, scalar=True)
   checks.check_probability("q", q, scalar=True)
   checks.check_int("num_steps", num_steps, min_value=1, scalar=True)
   sigma, q, num_steps = _at_most_sigma_max(sigma), float(q), float(num_steps)
@@ -83,7 +83,7 @@ def poisson_gaussian_composed(sigma, q, num_steps, *, step=None,
 
   Bound: upper (pessimistic) / lower (optimistic) for each direction.
   """
-  checks.check_positive("sigma", sigma, scalar=True)
+  checks.check_sigma("sigma", sigma, scalar=True)
   checks.check_probability("q", q, scalar=True)
   checks.check_int("num_steps", num_steps, min_value=1, scalar=True)
   checks.check_bool("pessimistic", pessimistic)
@@ -231,7 +231,7 @@ def _poisson_gaussian_query(quantity, *, sigma, q, num_steps, value, step):
   ``value`` is the delta (for epsilon) or the epsilon (for delta); inputs are
   validated here and broadcast, one composition per broadcast element.
   """
-  checks.check_positive("sigma", sigma)
+  checks.check_sigma("sigma", sigma)
   checks.check_probability("q", q)
   checks.check_int("num_steps", num_steps, min_value=1)
   if quantity == "epsilon":

@@ -365,7 +365,7 @@ def poisson_gaussian(sigma, q, *, direction: str = "remove",
 
   Bound: upper (pessimistic) / lower (optimistic).
   """
-  checks.check_positive("sigma", sigma, scalar=True)
+  checks.check_sigma("sigma", sigma, scalar=True)
   checks.check_probability("q", q, scalar=True)
   checks.check_positive("step", step, scalar=True)
   checks.check_choice("direction", direction, ("remove", "add"))

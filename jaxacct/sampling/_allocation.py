@@ -193,7 +193,7 @@ class BallsInBinsSampler:
     if kwargs:
       return allocation.epsilon(sigma=noise_multiplier, delta=delta, **self.accounting_kwargs(),
                                 **kwargs)
-    checks.check_positive("noise_multiplier", noise_multiplier)
+    checks.check_sigma("noise_multiplier", noise_multiplier)
     checks.check_delta(delta)
     record = samplers.get(self.sampling)
     if self.fresh_each_epoch:
@@ -211,7 +211,7 @@ class BallsInBinsSampler:
     ``jaxacct.calibrate(lambda s: sampler.event(noise_multiplier=s), epsilon, delta,
     bracket=(0.01, 1e4))``.
     """
-    checks.check_positive("noise_multiplier", noise_multiplier, scalar=True)
+    checks.check_sigma("noise_multiplier", noise_multiplier, scalar=True)
     record = samplers.get(self.sampling)
     if self.fresh_each_epoch:
       return record.event(self._schedule(self.E), float(noise_multiplier))
@@ -229,7 +229,7 @@ class BallsInBinsSampler:
     ``accounting.PLDAccountant().compose(event).get_epsilon(delta)`` of that
     event for e = 1..E, which needs ``delta``.
     """
-    checks.check_positive("noise_multiplier", noise_multiplier, scalar=True)
+    checks.check_sigma("noise_multiplier", noise_multiplier, scalar=True)
     record = samplers.get(self.sampling)
     if self.fresh_each_epoch:
       del delta

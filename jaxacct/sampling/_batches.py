@@ -248,7 +248,7 @@ def dp_transform_of(sampler, l2_norm_clip, noise_multiplier, delta, key, max_eps
     raise ValueError("dp_transform needs the sampler's expected_batch_size (give batch_size= "
                      "or expected_batch_size= when building the sampler): it is the "
                      "aggregate's divisor.")
-  checks.check_positive("noise_multiplier", noise_multiplier, scalar=True)
+  checks.check_sigma("noise_multiplier", noise_multiplier, scalar=True)
   agg = tracking.dp_aggregate(l2_norm_clip=l2_norm_clip, noise_multiplier=noise_multiplier,
                               expected_batch_size=sampler.expected_batch_size, key=key)
   hook = tracking.track_privacy(sampler.accountant(noise_multiplier=noise_multiplier, delta=delta),

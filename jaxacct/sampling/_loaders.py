@@ -94,7 +94,7 @@ class RegistryLoader(StepBatches):
     the event of one block and its options); ``kwargs`` go to the accountant (``delta``
     is unused). Its table after ``num_steps`` updates is :meth:`epsilon`'s."""
     del delta
-    checks.check_positive("noise_multiplier", noise_multiplier, scalar=True)
+    checks.check_sigma("noise_multiplier", noise_multiplier, scalar=True)
     rec = self.record
     if rec.block is None:
       raise ValueError(f"sampling={self.sampling!r} has no tracker block registered "

@@ -119,7 +119,7 @@ class PoissonSampler(StepBatches):
     if kwargs:
       return poisson.epsilon(sigma=noise_multiplier, delta=delta, **self.accounting_kwargs(),
                              **kwargs)
-    checks.check_positive("noise_multiplier", noise_multiplier)
+    checks.check_sigma("noise_multiplier", noise_multiplier)
     checks.check_delta(delta)
     return samplers.get(self.sampling).result(self._schedule(), noise_multiplier, delta)
 
@@ -128,7 +128,7 @@ class PoissonSampler(StepBatches):
     GaussianDpEvent(noise_multiplier)), T)`` (for the accountant and :func:`jaxacct.calibrate`:
     ``jaxacct.calibrate(lambda s: sampler.event(noise_multiplier=s), epsilon, delta,
     bracket=(0.01, 1e4))``)."""
-    checks.check_positive("noise_multiplier", noise_multiplier)
+    checks.check_sigma("noise_multiplier", noise_multiplier)
     return samplers.get(self.sampling).event(self._schedule(), float(noise_multiplier))
 
   def accountant(self, *, noise_multiplier, delta: Optional[float] = None, **kwargs):
@@ -143,7 +143,7 @@ class PoissonSampler(StepBatches):
     :class:`jaxacct.tracking.EventAccountant` (``delta`` is unused).
     """
     del delta
-    checks.check_positive("noise_multiplier", noise_multiplier)
+    checks.check_sigma("noise_multiplier", noise_multiplier)
     step, options = samplers.get(self.sampling).block(self._schedule(), float(noise_multiplier))
     kwargs = {**options, "evaluate_every": self.steps_per_epoch, **kwargs}
     return tracking.EventAccountant(step, **kwargs).declare(

@@ -80,7 +80,7 @@ def shuffle_gaussian_rdp_lower(orders=DEFAULT_CHECK_IN_ORDERS, *, n, sigma):
   arr, otuple = integer_orders(orders)
   del arr
   return dispatch(functools.partial(_shuffle_lower_jit, orders=otuple), (n, sigma),
-                  lambda: (checks.check_range("n", n, 1.0), checks.check_positive("sigma", sigma)))
+                  lambda: (checks.check_range("n", n, 1.0), checks.check_sigma("sigma", sigma)))
 
 
 def _check_in_lower_impl(lam_np, n, p, sigma, num_terms):

@@ -77,7 +77,7 @@ class _Accountant:
     :func:`privacy_spent` refuses an optimizer state whose ``dp_aggregate``
     adds other noise or divides by another batch size. Returns ``self``."""
     if noise_multiplier is not None:
-      checks.check_positive("noise_multiplier", noise_multiplier, scalar=True)
+      checks.check_sigma("noise_multiplier", noise_multiplier, scalar=True)
     if expected_batch_size is not None:
       checks.check_positive("expected_batch_size", expected_batch_size, scalar=True)
     self.declared = {"noise_multiplier": None if noise_multiplier is None

@@ -85,7 +85,7 @@ def accountant_for(sampling: str, *, noise_multiplier, num_examples: int, num_ep
     raise ValueError(f"batch_size is required for sampling={sampling!r}; got batch_size=None.")
   sched = dpsgd.schedule(num_examples=num_examples, batch_size=batch_size,
                          num_epochs=num_epochs, sampling=rec.name, **options)
-  checks.check_positive("noise_multiplier", noise_multiplier, scalar=True)
+  checks.check_sigma("noise_multiplier", noise_multiplier, scalar=True)
   if rec.block is None:
     raise ValueError(f"sampling={sampling!r} has no tracker block registered "
                      "(jaxacct.dpsgd.samplers.Sampler.block is None).")

@@ -532,12 +532,14 @@ def test_tracking_noise_multiplier_whose_square_underflows_is_named():
 
 
 def test_doors_sigma_whose_square_underflows_is_named():
-  """Sigma 1e-300 at the Poisson and allocation-PLD doors (before: NaN from
-  poisson.epsilon's RDP, a NumPy broadcast error from allocation_pld_epsilon); 1e-150,
-  the smallest accounted, still answers (an upper past 1e300)."""
-  from jaxacct import poisson
+  """Sigma 1e-300 at the Poisson and allocation doors (before: NaN from the RDP doors
+  of both, a NumPy broadcast error from allocation_pld_epsilon); every door checks
+  sigma with jaxacct._core.checks.check_sigma. 1e-150, the smallest accounted, still
+  answers (an upper past 1e300)."""
+  from jaxacct import allocation, poisson
   from jaxacct.allocation import pld as apld
   for door in (lambda s: poisson.epsilon(q=0.01, sigma=s, num_steps=10, delta=1e-5),
+               lambda s: allocation.epsilon(sigma=s, steps_per_epoch=10, delta=1e-5),
                lambda s: apld.allocation_pld_epsilon(sigma=np.array([s, 1.0]),
                                                      steps_per_epoch=10, delta=1e-5)):
     with pytest.raises(ValueError, match="sigma must be at least 1e-150"):

@@ -62,8 +62,7 @@ def _check_common(sigma, steps_per_epoch, num_selected, num_epochs, direction, g
     checks.check_choice("mechanism", mechanism, ("gaussian", "laplace"))
     if sigma is None:
       raise ValueError(f"sigma is required for mechanism={mechanism!r}.")
-    checks.check_positive("sigma", sigma)
-    checks.check_accountable_noise("sigma", sigma)
+    checks.check_sigma("sigma", sigma)
   else:
     if sigma is not None:
       raise ValueError("sigma must be None when the mechanism is given as a PLD.")
@@ -556,7 +555,7 @@ def allocation_pld_laws(sigma, steps_per_epoch, *, grid_size: int = DEFAULT_GRID
   _check_static_int("grid_size", grid_size, 16)
   _check_tail(tail)
   if checks.is_concrete((sigma, steps_per_epoch)):   # one lane (vmap it for several)
-    checks.check_positive("sigma", sigma, scalar=True)
+    checks.check_sigma("sigma", sigma, scalar=True)
     checks.check_int("steps_per_epoch", steps_per_epoch, min_value=1, max_value=2**30,
                      scalar=True)
   return final_laws(sigma, steps_per_epoch, n=int(grid_size), tail=float(tail),

@@ -269,7 +269,7 @@ def gaussian(sigma):
   """``GaussianDpEvent(sigma)``, the Gaussian step of a sampler's event. dp_accounting's
   event does not check its noise, so its sign is checked here, once, under the dpsgd
   doors' name ``noise_multiplier`` (a ``RandomAllocationDpEvent`` checks its own)."""
-  checks.check_positive("noise_multiplier", sigma)
+  checks.check_sigma("noise_multiplier", sigma)
   return accounting.events.GaussianDpEvent(sigma)
 
 

@@ -46,7 +46,7 @@ def _schedule(req):
 
 
 def _step(sched, sigma):
-  checks.check_positive("noise_multiplier", sigma)   # dp_accounting's event does not
+  checks.check_sigma("noise_multiplier", sigma)   # dp_accounting's event does not
   return accounting.events.TruncatedSubsampledGaussianDpEvent(
       dataset_size=sched.num_examples, sampling_probability=sched.sampling_probability,
       truncated_batch_size=int(sched.settings.max_batch_size), noise_multiplier=sigma)
