@@ -255,7 +255,7 @@ def test_extreme_sigma_tiny_delta_front_door_pld():
 def test_pld_grid_of_a_long_small_q_run_is_tight():
   """q = 1.6e-6, sigma 1.924, 624,085 steps, delta 1e-6: the door's grid is taken at
   10^4 steps (``pld.default_step``: a tenth of one step's loss spread). On a grid of
-  the whole run's composed spread (7e-7, about one step's spread) the upper was 5.9%
+  the whole run's composed spread (7e-7, about one step's spread) the upper is 5.9%
   above the lower below. Reference: the accountant's certified
   bracket of the same event on a grid of 2e-7 (its lower: the merged-cells pair,
   another construction); the door's upper is above that lower and within 1e-2 of it

@@ -195,7 +195,7 @@ SIGMA_MAX = 1e100
 TAIL_SD = 9.4
 
 
-#: the smallest noise multiplier a DP-SGD run is accounted at (its square stays in float64)
+#: the smallest noise multiplier (or scale) any door accounts (its square stays in float64)
 SMALLEST_SIGMA = 1e-150
 
 

@@ -207,7 +207,7 @@ def _accountant_answer(event, delta, with_lower):
     except WindowTooLarge:   # past the engines' windows: the run's grid's lower stands
       fine = None
     if fine is not None and fine.lower is not None:
-      lo = min(max(lo if lo == lo else 0.0, float(fine.lower)), float(r.epsilon))
+      lo = min(max(0.0 if np.isnan(lo) else lo, float(fine.lower)), float(r.epsilon))
   return float(r.epsilon), lo, str(r.method), str((r.details or {}).get("lower_scope", ""))
 
 

@@ -430,8 +430,8 @@ def test_lower_pairs_of_new_sigmas_reuse_one_merge_program():
 def test_a_tiny_batch_of_a_large_dataset_is_answered_not_refused():
   """N = 3,120,425, B = 5, E = 1, sigma 3.848 (one step's loss spread q sqrt(e^{4 /
   sigma^2} - 1) = 8.9e-7): a tenth of that spread would put one step's whole
-  Gaussian branch (5 nats) on 5.6e7 points, and both samplers were refused with an
-  error that blamed sigma. The grid is held at 4e6 points a step
+  Gaussian branch (5 nats) on 5.6e7 points, past what the engine runs. The grid is
+  held at 4e6 points a step
   (``jaxacct.accounting.evaluator.grid_step``). Reference: the fixed-size pair's
   remove direction is the Poisson-subsampled Gaussian at sigma / 2, whose door is
   within 1e-2 of that instance's certified lower (tests/test_poisson.py): the

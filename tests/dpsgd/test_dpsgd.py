@@ -194,11 +194,11 @@ def test_poisson_equals_poisson_pld():
 
 def test_poisson_lower_past_ten_thousand_steps_keeps_its_cells():
   """A small-q Poisson run past 10^4 steps (N = 483,222, B = 36, E = 5, sigma 0.535:
-  67,115 steps; one step's loss spread q sqrt(e^{1/sigma^2} - 1) = 4.2e-4). On the
-  run's own grid (1e-4, the Poisson door's) the lower pair's cells merged away and
-  the lower was 0; the accountant's grid is a tenth of one step's spread past 10^4
-  steps (jaxacct.accounting.evaluator.grid_step; docs/bounds/dpsgd.md, "The loss
-  grid"). References: the Poisson PLD door on its own grid, live (an upper, held to
+  67,115 steps; one step's loss spread q sqrt(e^{1/sigma^2} - 1) = 4.2e-4). On a grid
+  of the whole run's composed spread (1e-4 here) the lower pair's cells merge away and
+  the lower is 0; the grid is a tenth of one step's spread past 10^4 steps
+  (jaxacct.accounting.evaluator.grid_step; docs/bounds/dpsgd.md, "The loss
+  grid"). References: the Poisson PLD door, live (an upper, held to
   dp_accounting's PLD in tests/pld/test_pld.py), is at least the lower and the
   upper; the bracket is within 1e-3 relative (measured 5.9e-4)."""
   from jaxacct import poisson
@@ -213,10 +213,10 @@ def test_poisson_lower_past_ten_thousand_steps_keeps_its_cells():
 
 def test_lower_of_a_batch_smaller_than_its_grid_is_read_on_a_finer_grid():
   """N = 200,000, B = 10, sigma 0.42 (Poisson) or 0.84 (fixed-size: the same pair at
-  sigma / 2), E = 1, delta 1e-6: q = 5e-5 is below the run's grid step (8.5e-5), so a
-  step's bulk rounded down a cell and the lowers were 2.883 and 3.113. The lower is
-  read on ``lower_grid_step`` (two thirds of -log(1 - q)); the upper stays the run
-  grid's, the Poisson door's own. References: the Poisson door live (an upper, held to
+  sigma / 2), E = 1, delta 1e-6: q = 5e-5 is below the run's grid step (8.5e-5), where
+  a step's bulk rounds down a cell (lowers 2.883 and 3.113 on that grid alone). The
+  lower is also read on ``lower_grid_step`` (two thirds of -log(1 - q)); the upper
+  stays the run grid's, the Poisson door's own. References: the Poisson door live (an upper, held to
   dp_accounting's PLD in tests/pld/test_pld.py); the fixed-size pair's remove
   direction is that Poisson pair (docs/bounds/fixed_size.md), so its lower is below
   the door too. Tolerance: the Poisson bracket within 1e-4 relative (measured
