@@ -161,13 +161,13 @@ def lower_grid_step(event) -> Optional[float]:
 
   The lower pair's outcomes are merged onto grid values that their losses reach
   (:func:`jaxacct.accounting.fixed_size.without_replacement_pair`). One step's
-  smallest loss is about ``log(1 - q)``: where :func:`grid_step` is wider than two
-  thirds of ``-log(1 - q)``, no outcome lies below the grid value under a step's
-  bulk, so the bulk's group cannot be completed and rounds down a cell, and over
-  many steps the lower falls towards 0 while the upper is fine. This is two thirds
-  of ``-log(1 - q)`` there, never finer than :func:`grid_step`'s 4e6 points a step
-  allow; None where those points keep it wider than ``-log(1 - q)``, which would not
-  help (docs/bounds/dpsgd.md, "The lower's grid").
+  smallest loss is about ``log(1 - q)``: where :func:`grid_step` is at least
+  ``-log(1 - q)``, no outcome lies below the grid value under a step's bulk, so the
+  bulk's group cannot be completed and rounds down a cell, and over many steps the
+  lower falls towards 0 while the upper is fine. This is two thirds of ``-log(1 -
+  q)`` there, never finer than :func:`grid_step`'s 4e6 points a step allow; None
+  where those points keep it at least ``-log(1 - q)``, which would not help
+  (docs/bounds/dpsgd.md, "The lower's grid").
   """
   pair, h = _step_pair(event), grid_step(event)
   if pair is None or h is None:
@@ -176,8 +176,9 @@ def lower_grid_step(event) -> Optional[float]:
   span = None if cap is None else checks.gaussian_loss_span(sigma)
   smallest = -math.log1p(-q)
   fine = jpld.default_step(sigma=sigma, q=q, num_steps=n, span=span, at_most=smallest / 1.5)
-  # none where the 4e6 points keep the grid wider than the smallest loss: no help there
-  return fine if fine < h and fine < smallest else None
+  # none where the grid is already finer than the smallest loss (the bulk's group then
+  # completes), or where the 4e6 points keep it wider: no help there
+  return fine if h >= smallest > fine else None
 
 
 def accountant_for(event, *, step: Optional[float] = None):
