@@ -9,8 +9,8 @@ this scheduler turns that into one rerun of the crashed test instead of a hung
 run. ``tests/conftest.py`` installs it for ``--dist loadscope``.
 
 It also hands out the modules that hold one long serial stretch first (the
-docs build is a single two-minute fixture): dealt last, such a module left
-one worker busy while the other had nothing left to take.
+docs build is a single fixture), so that neither worker is left alone with
+one at the end.
 """
 
 from xdist.scheduler import LoadScopeScheduling

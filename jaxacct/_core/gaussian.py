@@ -172,7 +172,7 @@ def gaussian_delta(sigma, epsilon) -> DeltaResult:
   Bound: exact.
   """
   return dispatch(functools.partial(_answer, "delta"), (sigma, epsilon),
-                  lambda: (checks.check_sigma("sigma", sigma),
+                  lambda: (checks.check_positive("sigma", sigma),
                            checks.check_range("epsilon", epsilon, -jnp.inf, jnp.inf,
                                               allow_inf=True)),
                   where="jaxacct.mechanisms.Gaussian.delta")
@@ -197,7 +197,7 @@ def gaussian_epsilon(sigma, delta) -> EpsilonResult:
   Bound: exact (to bisection tolerance, rounded up).
   """
   return dispatch(functools.partial(_answer, "epsilon"), (sigma, delta),
-                  lambda: (checks.check_sigma("sigma", sigma), checks.check_delta(delta)),
+                  lambda: (checks.check_positive("sigma", sigma), checks.check_delta(delta)),
                   where="jaxacct.mechanisms.Gaussian.epsilon")
 
 
@@ -216,7 +216,7 @@ def gaussian_rdp(orders, sigma):
   Bound: exact. NaN for sigma <= 0 under jit.
   """
   return dispatch(_gaussian_rdp, (orders, sigma),
-                  lambda: (checks.check_orders(orders, open_min=False), checks.check_sigma("sigma", sigma)))
+                  lambda: (checks.check_orders(orders, open_min=False), checks.check_positive("sigma", sigma)))
 
 
 def _gaussian_rdp(orders, sigma):

@@ -210,8 +210,10 @@ def epsilon(*, noise_multiplier, num_examples, batch_size, delta, num_epochs=Non
 
   The evaluator's bracket of the run's event (:func:`jaxacct.dpsgd.event`,
   :func:`jaxacct.accounting.evaluator.bracket`: the accountant's for one
-  question, so ``PLDAccountant().compose(event).get_epsilon_bounds(delta)``
-  gives the same numbers), with the sampler's own lower bound beside it: the tight
+  question, so ``evaluator.accountant_for(event).get_epsilon_bounds(delta)`` gives
+  the same upper, and a lower at least as large where
+  :func:`~jaxacct.accounting.evaluator.lower_grid_step` reads it on a finer grid
+  too), with the sampler's own lower bound beside it: the tight
   allocation PLD (Feldman & Shenfeld, arXiv:2602.17284v1) or no
   amplification, the smaller, for ``"balls_in_bins"``; the tight Poisson PLD
   (RDP where it gives no finite bound) for ``"poisson"`` and

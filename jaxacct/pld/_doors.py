@@ -54,7 +54,7 @@ def default_step(sigma, q, num_steps, *, span=None, at_most=None) -> float:
   ``at_most``, if given, caps the step before that coarsening (a finer grid a caller
   needs, :func:`jaxacct.accounting.evaluator.lower_grid_step`).
   """
-  checks.check_sigma("sigma", sigma, scalar=True)
+  checks.check_positive("sigma", sigma, scalar=True)   # a grid for any sigma: callers halve it
   checks.check_probability("q", q, scalar=True)
   checks.check_int("num_steps", num_steps, min_value=1, scalar=True)
   sigma, q, num_steps = _at_most_sigma_max(sigma), float(q), float(num_steps)

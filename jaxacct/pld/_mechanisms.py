@@ -331,9 +331,8 @@ def _poisson_grid(sigma, q, lo_idx, step, pessimistic, size, add, ns=JAX):
 
 
 def _loss_remove(x, sigma, q):
-  # sigma below ~1e-154 squares to 0: the loss is then ~1e300, and the grid refuses it
   return float(np.logaddexp(np.log1p(-q), np.log(q) + (2 * x - 1) /
-                            (2 * max(sigma**2, 1e-300))))
+                            (2 * sigma**2)))
 
 
 @host_door(BUILD_ON_HOST)

@@ -543,3 +543,16 @@ def test_doors_sigma_whose_square_underflows_is_named():
     with pytest.raises(ValueError, match="sigma must be at least 1e-150"):
       door(1e-300)
   assert float(poisson.epsilon(q=0.01, sigma=1e-150, num_steps=10, delta=1e-5).epsilon) > 1e300
+
+
+def test_a_noise_multiplier_at_the_floor_answers_when_its_composition_is_below_it():
+  """Shuffling at noise_multiplier 2e-150 over 10 epochs is one Gaussian at sigma
+  2e-150 / sqrt(10), below the 1e-150 floor of a user's sigma: the composed
+  Gaussian's closed form (Balle & Wang, checked against mpmath in
+  tests/mechanisms/test_mechanisms.py) still answers, the floor applies only to what
+  the user passed. Reference: z / sigma' + 1 / (2 sigma'^2) with sigma' = 2e-150 /
+  sqrt(10), about 1.25e300."""
+  from jaxacct import dpsgd
+  r = dpsgd.epsilon(noise_multiplier=2e-150, sampling="shuffle", **dict(_RUN, num_epochs=10))
+  s = 2e-150 / np.sqrt(10)
+  assert 0.5 / s**2 <= float(r.epsilon) <= 0.5 / s**2 * (1 + 1e-9), r.epsilon
